@@ -1,0 +1,68 @@
+/* safetensors reader: single files and sharded checkpoints
+ * (model.safetensors.index.json), memory-mapped, validated like the reference
+ * Rust reader (huggingface/safetensors, SafeTensors::read_metadata +
+ * Metadata::validate), plus duplicate-name and shard-path checks.
+ *
+ * Tensor data may be unaligned in the file; it is only ever read with memcpy.
+ */
+#ifndef RC_SAFETENSORS_H
+#define RC_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "status.h"
+
+#define RC_ST_MAX_HEADER 100000000ull /* the reference reader's MAX_HEADER_SIZE */
+#define RC_ST_MAX_DIMS 8
+
+typedef struct {
+    char *name;
+    char dtype_name[16];         /* as written in the file */
+    int dtype;                   /* rc_dtype, or -1 for a known dtype we cannot load */
+    int ndim;
+    int64_t shape[RC_ST_MAX_DIMS];
+    uint64_t begin, end;         /* offsets relative to the data buffer */
+    const unsigned char *data;   /* mapped bytes (possibly unaligned) */
+    int file;                    /* index into rc_safetensors.files */
+} rc_st_tensor;
+
+typedef struct {
+    char *path;
+    unsigned char *map;
+    size_t size;
+} rc_st_file;
+
+typedef struct {
+    rc_st_file *files;
+    int nfiles;
+    rc_st_tensor *tensors;
+    int64_t ntensors;
+} rc_safetensors;
+
+/* Open one .safetensors file. */
+rc_status rc_st_open_file(const char *path, rc_safetensors **out);
+/* Open a model folder: model.safetensors.index.json if present, else
+ * model.safetensors. */
+rc_status rc_st_open_dir(const char *dir, rc_safetensors **out);
+void rc_st_close(rc_safetensors *st);
+
+const rc_st_tensor *rc_st_find(const rc_safetensors *st, const char *name);
+const char *rc_st_path_of(const rc_safetensors *st, const rc_st_tensor *t);
+
+/* Format a shape as "[a, b, c]" into buf. */
+const char *rc_st_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
+
+/* Copy tensor `name` into dst as float32, converting from F32/F16/BF16/F64.
+ * The tensor must exist and have exactly the expected shape; errors name the
+ * tensor, the expected and the actual shape and dtype. */
+rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
+                         const int64_t *shape, float *dst);
+/* Same for integer / f64 reference data (I32 -> int32, F64 -> double). */
+rc_status rc_st_read_i32(const rc_safetensors *st, const char *name, int ndim,
+                         const int64_t *shape, int32_t *dst);
+rc_status rc_st_read_f64(const rc_safetensors *st, const char *name, int ndim,
+                         const int64_t *shape, double *dst);
+
+#endif

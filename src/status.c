@@ -1,0 +1,73 @@
+#include "status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char g_msg[1024];
+
+rc_status rc_errorf(rc_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+rc_status rc_error_prefix(rc_status st, const char *fmt, ...)
+{
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t pl = strlen(prefix), ml = strlen(g_msg);
+    if (pl + 2 >= sizeof g_msg)
+        return st;
+    if (pl + 2 + ml >= sizeof g_msg)
+        ml = sizeof g_msg - pl - 3;
+    memmove(g_msg + pl + 2, g_msg, ml);
+    g_msg[pl + 2 + ml] = '\0';
+    memcpy(g_msg, prefix, pl);
+    g_msg[pl] = ':';
+    g_msg[pl + 1] = ' ';
+    return st;
+}
+
+const char *rc_last_error(void) { return g_msg[0] ? g_msg : "unknown error"; }
+
+void rc_clear_error(void) { g_msg[0] = '\0'; }
+
+const char *rc_status_name(rc_status st)
+{
+    switch (st) {
+    case RC_OK: return "ok";
+    case RC_ERR_USAGE: return "usage error";
+    case RC_ERR_GATE: return "threshold exceeded";
+    case RC_ERR_FORMAT: return "malformed input";
+    case RC_ERR_UNSUPPORTED: return "unsupported";
+    case RC_ERR_IO: return "I/O error";
+    case RC_ERR_NOMEM: return "out of memory";
+    case RC_ERR_DEVICE: return "device error";
+    case RC_ERR_INTERNAL: return "internal error";
+    case RC_ERR_INTERRUPTED: return "interrupted";
+    }
+    return "unknown status";
+}
+
+int rc_exit_code(rc_status st)
+{
+    switch (st) {
+    case RC_OK: return 0;
+    case RC_ERR_USAGE: return 2;
+    case RC_ERR_GATE: return 3;
+    case RC_ERR_FORMAT: return 4;
+    case RC_ERR_UNSUPPORTED: return 5;
+    case RC_ERR_IO: return 6;
+    case RC_ERR_NOMEM: return 7;
+    case RC_ERR_DEVICE: return 8;
+    case RC_ERR_INTERRUPTED: return 130;
+    case RC_ERR_INTERNAL: break;
+    }
+    return 1;
+}

@@ -1,0 +1,119 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+bool rc_numel(const int64_t *dims, int ndim, int64_t *out)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        if (!rc_mul_i64(n, dims[i], &n))
+            return false;
+    *out = n;
+    return true;
+}
+
+rc_status rc_calloc(void **out, int64_t n, size_t sz, const char *what)
+{
+    int64_t bytes;
+    *out = NULL;
+    if (!rc_mul_i64(n, (int64_t)sz, &bytes) || bytes > RC_MAX_ALLOC)
+        return rc_errorf(RC_ERR_NOMEM, "%s: size %lld x %zu is too large", what, (long long)n, sz);
+    void *p = calloc(bytes ? (size_t)bytes : 1, 1);
+    if (!p)
+        return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %lld bytes", what, (long long)bytes);
+    *out = p;
+    return RC_OK;
+}
+
+rc_status rc_alloc_aligned(void **out, int64_t n, size_t sz, const char *what)
+{
+    int64_t bytes;
+    *out = NULL;
+    if (!rc_mul_i64(n, (int64_t)sz, &bytes) || bytes > RC_MAX_ALLOC)
+        return rc_errorf(RC_ERR_NOMEM, "%s: size %lld x %zu is too large", what, (long long)n, sz);
+    size_t rounded = ((size_t)bytes + 63) & ~(size_t)63;
+    if (rounded == 0)
+        rounded = 64;
+    void *p = aligned_alloc(64, rounded);
+    if (!p)
+        return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %lld bytes", what, (long long)bytes);
+    memset(p, 0, rounded);
+    *out = p;
+    return RC_OK;
+}
+
+char *rc_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    size_t o = a;
+    if (a > 0 && dir[a - 1] != '/')
+        p[o++] = '/';
+    memcpy(p + o, name, b + 1);
+    return p;
+}
+
+rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return rc_errorf(RC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return rc_errorf(RC_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    }
+    long sz = ftell(f);
+    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return rc_errorf(RC_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    }
+    if ((size_t)sz > max_len) {
+        fclose(f);
+        return rc_errorf(RC_ERR_FORMAT, "%s: file is %ld bytes, more than the %zu allowed", path, sz,
+                         max_len);
+    }
+    char *buf = malloc((size_t)sz + 1);
+    if (!buf) {
+        fclose(f);
+        return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %ld bytes", path, sz);
+    }
+    size_t got = fread(buf, 1, (size_t)sz, f);
+    int err = ferror(f);
+    fclose(f);
+    if (got != (size_t)sz || err) {
+        free(buf);
+        return rc_errorf(RC_ERR_IO, "%s: short read", path);
+    }
+    buf[sz] = '\0';
+    *out = buf;
+    if (len)
+        *len = (size_t)sz;
+    return RC_OK;
+}
+
+bool rc_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const char *rc_fmt_count(char *buf, size_t n, int64_t v)
+{
+    if (v >= 1000000000)
+        snprintf(buf, n, "%.2fB", (double)v / 1e9);
+    else if (v >= 1000000)
+        snprintf(buf, n, "%.2fM", (double)v / 1e6);
+    else if (v >= 1000)
+        snprintf(buf, n, "%.2fK", (double)v / 1e3);
+    else
+        snprintf(buf, n, "%lld", (long long)v);
+    return buf;
+}

@@ -1,0 +1,790 @@
+/* Check suite for config.json parsing (src/hf_config.c, models/gpt_neox.c,
+ * models/llama.c).
+ *
+ * Configs are written inline with ' for " and parsed with rc_config_parse
+ * under the name "cfg.json"; the cases that depend on the file bytes
+ * (duplicate keys, invalid UTF-8) go through rc_config_load on a temp folder.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "status.h"
+
+#define CFG "cfg.json"
+
+/* ------------------------------------------------------------------------ */
+/* helpers                                                                  */
+
+static char *dq(const char *sq)
+{
+    char *s = strdup(sq);
+    ck_assert_ptr_nonnull(s);
+    for (char *p = s; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    return s;
+}
+
+/* Parse a config written with ' for ". */
+static rc_status parse(const char *json_sq, rc_config *cfg)
+{
+    char *text = dq(json_sq);
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    ck_assert_msg(root != NULL, "test JSON does not parse: %s: %s", err.text, text);
+    free(text);
+    rc_clear_error();
+    memset(cfg, 0xA5, sizeof *cfg); /* make sure every field is written */
+    rc_status s = rc_config_parse(root, CFG, cfg);
+    json_decref(root);
+    return s;
+}
+
+static void parse_ok(const char *json_sq, rc_config *cfg)
+{
+    rc_status s = parse(json_sq, cfg);
+    ck_assert_msg(s == RC_OK, "config rejected: %s: %s", rc_status_name(s), rc_last_error());
+}
+
+static void expect_msg_(const char *file, int line, int got, int want, ...)
+{
+    const char *msg = rc_last_error();
+    ck_assert_msg(got == want, "%s:%d: status \"%s\", expected \"%s\" (message: %s)", file, line,
+                  rc_status_name((rc_status)got), rc_status_name((rc_status)want), msg);
+    va_list ap;
+    va_start(ap, want);
+    const char *sub;
+    while ((sub = va_arg(ap, const char *)) != NULL)
+        ck_assert_msg(strstr(msg, sub) != NULL, "%s:%d: error \"%s\" does not contain \"%s\"", file,
+                      line, msg, sub);
+    va_end(ap);
+}
+
+/* Parse json_sq, expect status `want` and a message containing "cfg.json" and
+ * every listed phrase. */
+#define EXPECT_REJECT(json_sq, want, ...)                                                \
+    do {                                                                                 \
+        rc_config c_;                                                                    \
+        rc_status s_ = parse((json_sq), &c_);                                            \
+        expect_msg_(__FILE__, __LINE__, s_, (want), CFG, __VA_ARGS__, (char *)NULL);     \
+    } while (0)
+
+/* A temp folder per test; a per-run base folder removed by main(). */
+static char g_base[256];
+static char g_dir[512];
+
+static void rm_rf(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                    continue;
+                char sub[1024];
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                rm_rf(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "%s/tXXXXXX", g_base);
+    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void teardown(void) { rm_rf(g_dir); }
+
+static const char *write_config(const void *bytes, size_t n)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", g_dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s: %s", path, strerror(errno));
+    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+/* ------------------------------------------------------------------------ */
+/* valid configs                                                            */
+
+static const char *k_pythia =
+    "{'architectures':['GPTNeoXForCausalLM'],'bos_token_id':0,'eos_token_id':0,"
+    "'hidden_act':'gelu','hidden_size':512,'initializer_range':0.02,"
+    "'intermediate_size':2048,'layer_norm_eps':1e-05,'max_position_embeddings':2048,"
+    "'model_type':'gpt_neox','num_attention_heads':8,'num_hidden_layers':6,"
+    "'rotary_emb_base':10000,'rotary_pct':0.25,'tie_word_embeddings':false,"
+    "'torch_dtype':'float16','transformers_version':'4.24.0','use_cache':true,"
+    "'use_parallel_residual':true,'vocab_size':50304}";
+
+static void check_pythia(const rc_config *c)
+{
+    ck_assert_str_eq(c->model_type, "gpt_neox");
+    ck_assert_ptr_nonnull(c->arch);
+    ck_assert_str_eq(c->arch->family, "gpt_neox");
+    ck_assert_int_eq(c->n_layers, 6);
+    ck_assert_int_eq(c->hidden, 512);
+    ck_assert_int_eq(c->n_heads, 8);
+    ck_assert_int_eq(c->n_kv_heads, 8);
+    ck_assert_int_eq(c->head_dim, 64);
+    ck_assert_int_eq(c->intermediate, 2048);
+    ck_assert_int_eq(c->vocab, 50304);
+    ck_assert_int_eq(c->max_pos, 2048);
+    ck_assert(c->norm_eps == 1e-5);
+    ck_assert_int_eq(c->norm, RC_NORM_LAYER);
+    ck_assert_int_eq(c->act, RC_ACT_GELU_ERF);
+    ck_assert(!c->gated_mlp);
+    ck_assert(c->parallel_residual);
+    ck_assert(!c->tie_embeddings);
+    ck_assert(c->qkv_bias);
+    ck_assert(c->o_bias);
+    ck_assert(c->mlp_bias);
+    ck_assert(c->norm_bias);
+    ck_assert_int_eq(c->rotary_dim, 16);
+    ck_assert(c->rope_theta == 10000.0);
+    ck_assert_int_eq(c->rope_type, RC_ROPE_DEFAULT);
+    ck_assert(c->rope_factor == 1.0);
+    ck_assert_int_eq(c->sliding_window, 0);
+    ck_assert_int_eq(c->bos_id, 0);
+    ck_assert_int_eq(c->n_eos, 1);
+    ck_assert_int_eq(c->eos_ids[0], 0);
+}
+
+START_TEST(test_pythia_old_keys)
+{
+    rc_config c;
+    parse_ok(k_pythia, &c);
+    check_pythia(&c);
+}
+END_TEST
+
+START_TEST(test_pythia_load_from_folder)
+{
+    char *text = dq(k_pythia);
+    write_config(text, strlen(text));
+    free(text);
+    rc_config c;
+    memset(&c, 0xA5, sizeof c);
+    rc_status s = rc_config_load(g_dir, &c);
+    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+    check_pythia(&c);
+}
+END_TEST
+
+START_TEST(test_load_missing_config)
+{
+    rc_config c;
+    rc_clear_error();
+    rc_status s = rc_config_load(g_dir, &c);
+    expect_msg_(__FILE__, __LINE__, s, RC_ERR_IO, g_dir, "config.json", (char *)NULL);
+}
+END_TEST
+
+START_TEST(test_neox_v5_rope_parameters)
+{
+    rc_config c;
+    parse_ok("{'model_type':'gpt_neox','hidden_size':256,'num_attention_heads':4,"
+             "'num_hidden_layers':2,'intermediate_size':1024,'vocab_size':1000,"
+             "'max_position_embeddings':512,'hidden_act':'gelu_new','layer_norm_eps':1e-6,"
+             "'use_parallel_residual':false,'attention_bias':false,'tie_word_embeddings':true,"
+             "'bos_token_id':null,'eos_token_id':null,"
+             "'rope_parameters':{'rope_type':'default','rope_theta':5000,"
+             "'partial_rotary_factor':0.5}}",
+             &c);
+    ck_assert_str_eq(c.model_type, "gpt_neox");
+    ck_assert_int_eq(c.n_layers, 2);
+    ck_assert_int_eq(c.hidden, 256);
+    ck_assert_int_eq(c.n_heads, 4);
+    ck_assert_int_eq(c.n_kv_heads, 4);
+    ck_assert_int_eq(c.head_dim, 64);
+    ck_assert_int_eq(c.intermediate, 1024);
+    ck_assert_int_eq(c.vocab, 1000);
+    ck_assert_int_eq(c.max_pos, 512);
+    ck_assert(c.norm_eps == 1e-6);
+    ck_assert_int_eq(c.norm, RC_NORM_LAYER);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_TANH);
+    ck_assert(!c.gated_mlp);
+    ck_assert(!c.parallel_residual);
+    ck_assert(c.tie_embeddings);
+    ck_assert(!c.qkv_bias);
+    ck_assert(!c.o_bias);
+    ck_assert(c.mlp_bias);
+    ck_assert(c.norm_bias);
+    ck_assert_int_eq(c.rotary_dim, 32);
+    ck_assert(c.rope_theta == 5000.0);
+    ck_assert_int_eq(c.rope_type, RC_ROPE_DEFAULT);
+    ck_assert(c.rope_factor == 1.0);
+    ck_assert_int_eq(c.sliding_window, 0);
+    ck_assert_int_eq(c.bos_id, -1);
+    ck_assert_int_eq(c.n_eos, 0);
+}
+END_TEST
+
+START_TEST(test_neox_defaults)
+{
+    /* only the required keys: every default from configuration_gpt_neox.py */
+    rc_config c;
+    parse_ok("{'model_type':'gpt_neox','hidden_size':128,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':512,'vocab_size':100}",
+             &c);
+    ck_assert_int_eq(c.head_dim, 32);
+    ck_assert_int_eq(c.rotary_dim, 8); /* 32 * 0.25 */
+    ck_assert(c.rope_theta == 10000.0);
+    ck_assert(c.norm_eps == 1e-5);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_ERF);
+    ck_assert(c.parallel_residual);
+    ck_assert(!c.tie_embeddings);
+    ck_assert(c.qkv_bias && c.o_bias);
+    ck_assert_int_eq(c.max_pos, 2048);
+    ck_assert_int_eq(c.bos_id, -1);
+    ck_assert_int_eq(c.n_eos, 0);
+}
+END_TEST
+
+START_TEST(test_llama_gqa_llama3)
+{
+    rc_config c;
+    parse_ok("{'architectures':['LlamaForCausalLM'],'model_type':'llama','hidden_size':100,"
+             "'num_attention_heads':8,'num_key_value_heads':2,'head_dim':16,"
+             "'num_hidden_layers':3,'intermediate_size':300,'vocab_size':128256,"
+             "'max_position_embeddings':131072,'rms_norm_eps':1e-05,'hidden_act':'silu',"
+             "'rope_theta':500000.0,'rope_scaling':{'rope_type':'llama3','factor':8.0,"
+             "'low_freq_factor':1.0,'high_freq_factor':4.0,"
+             "'original_max_position_embeddings':8192},"
+             "'tie_word_embeddings':true,'bos_token_id':128000,"
+             "'eos_token_id':[128001,128008,128009],'pretraining_tp':1,"
+             "'attention_bias':false,'mlp_bias':false}",
+             &c);
+    ck_assert_str_eq(c.model_type, "llama");
+    ck_assert_str_eq(c.arch->family, "llama");
+    ck_assert_int_eq(c.n_layers, 3);
+    ck_assert_int_eq(c.hidden, 100);
+    ck_assert_int_eq(c.n_heads, 8);
+    ck_assert_int_eq(c.n_kv_heads, 2);
+    ck_assert_int_eq(c.head_dim, 16);
+    ck_assert_int_eq(c.intermediate, 300);
+    ck_assert_int_eq(c.vocab, 128256);
+    ck_assert_int_eq(c.max_pos, 131072);
+    ck_assert(c.norm_eps == 1e-5);
+    ck_assert_int_eq(c.norm, RC_NORM_RMS);
+    ck_assert_int_eq(c.act, RC_ACT_SILU);
+    ck_assert(c.gated_mlp);
+    ck_assert(!c.parallel_residual);
+    ck_assert(c.tie_embeddings);
+    ck_assert(!c.qkv_bias);
+    ck_assert(!c.o_bias);
+    ck_assert(!c.mlp_bias);
+    ck_assert(!c.norm_bias);
+    ck_assert_int_eq(c.rotary_dim, 16);
+    ck_assert(c.rope_theta == 500000.0);
+    ck_assert_int_eq(c.rope_type, RC_ROPE_LLAMA3);
+    ck_assert(c.rope_factor == 8.0);
+    ck_assert(c.rope_low_freq == 1.0);
+    ck_assert(c.rope_high_freq == 4.0);
+    ck_assert_int_eq(c.rope_orig_max_pos, 8192);
+    ck_assert_int_eq(c.sliding_window, 0);
+    ck_assert_int_eq(c.bos_id, 128000);
+    ck_assert_int_eq(c.n_eos, 3);
+    ck_assert_int_eq(c.eos_ids[0], 128001);
+    ck_assert_int_eq(c.eos_ids[1], 128008);
+    ck_assert_int_eq(c.eos_ids[2], 128009);
+}
+END_TEST
+
+START_TEST(test_llama_v5_rope_parameters_llama3)
+{
+    /* transformers v5 moves the scaling keys into rope_parameters */
+    rc_config c;
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'rope_parameters':{'rope_type':'llama3','rope_theta':500000.0,'factor':32.0,"
+             "'low_freq_factor':1.0,'high_freq_factor':4.0,"
+             "'original_max_position_embeddings':8192}}",
+             &c);
+    ck_assert_int_eq(c.rope_type, RC_ROPE_LLAMA3);
+    ck_assert(c.rope_theta == 500000.0);
+    ck_assert(c.rope_factor == 32.0);
+    ck_assert_int_eq(c.rope_orig_max_pos, 8192);
+    ck_assert_int_eq(c.head_dim, 16);
+    ck_assert_int_eq(c.rotary_dim, 16);
+    ck_assert_int_eq(c.n_kv_heads, 4);
+    ck_assert(c.norm_eps == 1e-6); /* llama default */
+    ck_assert(c.rope_theta == 500000.0);
+}
+END_TEST
+
+START_TEST(test_llama_linear_old_form)
+{
+    rc_config c;
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':2,'intermediate_size':176,'vocab_size':32000,"
+             "'max_position_embeddings':4096,'rms_norm_eps':1e-06,"
+             "'rope_scaling':{'type':'linear','factor':2.0},'bos_token_id':1,'eos_token_id':2}",
+             &c);
+    ck_assert_int_eq(c.rope_type, RC_ROPE_LINEAR);
+    ck_assert(c.rope_factor == 2.0);
+    ck_assert(c.rope_theta == 10000.0);
+    ck_assert_int_eq(c.head_dim, 16);
+    ck_assert_int_eq(c.rotary_dim, 16);
+    ck_assert_int_eq(c.n_kv_heads, 4);
+    ck_assert(!c.tie_embeddings);
+    ck_assert(!c.qkv_bias && !c.o_bias && !c.mlp_bias);
+    ck_assert_int_eq(c.bos_id, 1);
+    ck_assert_int_eq(c.n_eos, 1);
+    ck_assert_int_eq(c.eos_ids[0], 2);
+    ck_assert_int_eq(c.max_pos, 4096);
+}
+END_TEST
+
+START_TEST(test_llama_attention_bias)
+{
+    rc_config c;
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'attention_bias':true,'mlp_bias':true,'rope_scaling':null}",
+             &c);
+    ck_assert(c.qkv_bias);
+    ck_assert(c.o_bias);
+    ck_assert(c.mlp_bias);
+    ck_assert_int_eq(c.rope_type, RC_ROPE_DEFAULT);
+    ck_assert(c.rope_factor == 1.0);
+}
+END_TEST
+
+START_TEST(test_qwen2_biases)
+{
+    rc_config c;
+    /* qwen2 ignores attention_bias: q/k/v always have a bias, o_proj never */
+    parse_ok("{'model_type':'qwen2','hidden_size':896,'num_attention_heads':14,"
+             "'num_key_value_heads':2,'num_hidden_layers':24,'intermediate_size':4864,"
+             "'vocab_size':151936,'max_position_embeddings':32768,'rms_norm_eps':1e-06,"
+             "'rope_theta':1000000.0,'sliding_window':32768,'use_sliding_window':false,"
+             "'max_window_layers':21,'tie_word_embeddings':true,'bos_token_id':151643,"
+             "'eos_token_id':151643,'attention_bias':false,'hidden_act':'silu'}",
+             &c);
+    ck_assert_str_eq(c.model_type, "qwen2");
+    ck_assert_str_eq(c.arch->family, "llama");
+    ck_assert_int_eq(c.head_dim, 64);
+    ck_assert_int_eq(c.n_kv_heads, 2);
+    ck_assert(c.qkv_bias);
+    ck_assert(!c.o_bias);
+    ck_assert(!c.mlp_bias);
+    ck_assert(c.tie_embeddings);
+    ck_assert(c.rope_theta == 1e6);
+    ck_assert_int_eq(c.rotary_dim, 64);
+    ck_assert_int_eq(c.sliding_window, 0); /* disabled by use_sliding_window */
+    ck_assert_int_eq(c.norm, RC_NORM_RMS);
+    ck_assert(c.gated_mlp);
+}
+END_TEST
+
+START_TEST(test_mistral_sliding_window)
+{
+    rc_config c;
+    parse_ok("{'model_type':'mistral','hidden_size':128,'num_attention_heads':4,"
+             "'num_key_value_heads':1,'num_hidden_layers':2,'intermediate_size':448,"
+             "'vocab_size':32000,'max_position_embeddings':32768,'rms_norm_eps':1e-05,"
+             "'rope_theta':10000.0,'sliding_window':4096,'tie_word_embeddings':false}",
+             &c);
+    ck_assert_str_eq(c.model_type, "mistral");
+    ck_assert_int_eq(c.sliding_window, 4096);
+    ck_assert_int_eq(c.n_kv_heads, 1);
+    ck_assert_int_eq(c.head_dim, 32);
+    ck_assert(!c.qkv_bias && !c.o_bias);
+
+    parse_ok("{'model_type':'mistral','hidden_size':128,'num_attention_heads':4,"
+             "'num_key_value_heads':2,'head_dim':64,'num_hidden_layers':2,"
+             "'intermediate_size':448,'vocab_size':32768,'sliding_window':null,"
+             "'rope_theta':1000000.0}",
+             &c);
+    ck_assert_int_eq(c.sliding_window, 0);
+    ck_assert_int_eq(c.head_dim, 64);
+    ck_assert_int_eq(c.rotary_dim, 64);
+    ck_assert(c.rope_theta == 1e6);
+}
+END_TEST
+
+START_TEST(test_integral_reals)
+{
+    rc_config c;
+    parse_ok("{'model_type':'llama','hidden_size':64.0,'num_attention_heads':4.0,"
+             "'num_key_value_heads':2.0,'num_hidden_layers':4.0,'intermediate_size':1.28e2,"
+             "'vocab_size':300.0,'max_position_embeddings':1024.0,'head_dim':16.0,"
+             "'bos_token_id':1.0}",
+             &c);
+    ck_assert_int_eq(c.hidden, 64);
+    ck_assert_int_eq(c.n_heads, 4);
+    ck_assert_int_eq(c.n_kv_heads, 2);
+    ck_assert_int_eq(c.n_layers, 4);
+    ck_assert_int_eq(c.intermediate, 128);
+    ck_assert_int_eq(c.vocab, 300);
+    ck_assert_int_eq(c.max_pos, 1024);
+    ck_assert_int_eq(c.head_dim, 16);
+    ck_assert_int_eq(c.bos_id, 1);
+}
+END_TEST
+
+START_TEST(test_integral_real_eos)
+{
+    /* eos_token_id is an integer field too: 2.0 (and [2.0, 3.0]) should be
+     * accepted like bos_token_id 1.0 above */
+    rc_config c;
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'eos_token_id':2.0}",
+             &c);
+    ck_assert_int_eq(c.n_eos, 1);
+    ck_assert_int_eq(c.eos_ids[0], 2);
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'eos_token_id':[2.0,3.0]}",
+             &c);
+    ck_assert_int_eq(c.n_eos, 2);
+    ck_assert_int_eq(c.eos_ids[1], 3);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* rejections                                                               */
+
+START_TEST(test_missing_model_type)
+{
+    EXPECT_REJECT("{'hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+                  "'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "model_type", "missing");
+    EXPECT_REJECT("{'model_type':7,'hidden_size':64}", RC_ERR_FORMAT, "model_type", "string");
+}
+END_TEST
+
+START_TEST(test_unsupported_model_type)
+{
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':768,'n_layer':12,'n_head':12,'vocab_size':50257}",
+                  RC_ERR_UNSUPPORTED, "\"gpt2\"", "not supported", "gpt_neox", "llama", "mistral",
+                  "qwen2");
+}
+END_TEST
+
+START_TEST(test_missing_hidden_size)
+{
+    EXPECT_REJECT("{'model_type':'llama','num_attention_heads':4,'num_hidden_layers':1,"
+                  "'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "\"hidden_size\"", "missing");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':null,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "\"hidden_size\"", "missing");
+}
+END_TEST
+
+static const struct {
+    const char *value;
+    const char *phrase;
+} k_bad_hidden[] = {
+    {"0", "out of range"},   {"-64", "out of range"}, {"4.5", "integer"},
+    {"'64'", "integer"},     {"1e30", "integer"},     {"true", "integer"},
+    {"[64]", "integer"},     {"2097152", "out of range"},
+};
+
+START_TEST(test_bad_hidden_size)
+{
+    char json[512];
+    snprintf(json, sizeof json,
+             "{'model_type':'llama','hidden_size':%s,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300}",
+             k_bad_hidden[_i].value);
+    EXPECT_REJECT(json, RC_ERR_FORMAT, "\"hidden_size\"", k_bad_hidden[_i].phrase);
+}
+END_TEST
+
+START_TEST(test_heads_not_dividing_hidden)
+{
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':100,'num_attention_heads':8,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "hidden_size 100", "num_attention_heads 8", "multiple");
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':100,'num_attention_heads':8,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "hidden_size 100", "num_attention_heads 8", "multiple");
+}
+END_TEST
+
+START_TEST(test_kv_heads_not_dividing)
+{
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':8,"
+                  "'num_key_value_heads':3,'num_hidden_layers':1,'intermediate_size':128,"
+                  "'vocab_size':300}",
+                  RC_ERR_FORMAT, "num_key_value_heads", "3", "multiple");
+}
+END_TEST
+
+START_TEST(test_kv_heads_above_heads)
+{
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_key_value_heads':8,'num_hidden_layers':1,'intermediate_size':128,"
+                  "'vocab_size':300}",
+                  RC_ERR_FORMAT, "num_key_value_heads", "8");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_key_value_heads':0,'num_hidden_layers':1,'intermediate_size':128,"
+                  "'vocab_size':300}",
+                  RC_ERR_FORMAT, "num_key_value_heads");
+}
+END_TEST
+
+START_TEST(test_rope_yarn_dynamic_rejected)
+{
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_scaling':{'rope_type':'yarn','factor':4.0,"
+                  "'original_max_position_embeddings':4096}}",
+                  RC_ERR_UNSUPPORTED, "\"yarn\"", "not supported");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_scaling':{'type':'dynamic','factor':2.0}}",
+                  RC_ERR_UNSUPPORTED, "\"dynamic\"", "not supported");
+    EXPECT_REJECT("{'model_type':'qwen2','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_parameters':{'rope_type':'yarn','rope_theta':10000,'factor':4.0}}",
+                  RC_ERR_UNSUPPORTED, "\"yarn\"");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_scaling':'linear'}",
+                  RC_ERR_FORMAT, "rope_scaling");
+}
+END_TEST
+
+START_TEST(test_llama3_missing_orig_max)
+{
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_scaling':{'rope_type':'llama3','factor':8.0,'low_freq_factor':1.0,"
+                  "'high_freq_factor':4.0}}",
+                  RC_ERR_FORMAT, "llama3", "original_max_position_embeddings");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_scaling':{'rope_type':'llama3','factor':8.0,'high_freq_factor':4.0,"
+                  "'original_max_position_embeddings':8192}}",
+                  RC_ERR_FORMAT, "llama3", "low_freq_factor");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_scaling':{'rope_type':'linear'}}",
+                  RC_ERR_FORMAT, "linear", "factor");
+}
+END_TEST
+
+START_TEST(test_odd_rotary_dim)
+{
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':48,'num_attention_heads':2,"
+                  "'num_hidden_layers':1,'intermediate_size':192,'vocab_size':300,"
+                  "'rotary_pct':0.125}",
+                  RC_ERR_UNSUPPORTED, "rotary dimension 3", "odd");
+}
+END_TEST
+
+START_TEST(test_hidden_act_rejected)
+{
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'hidden_act':'relu'}",
+                  RC_ERR_UNSUPPORTED, "hidden_act", "\"relu\"", "not supported");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'hidden_act':'relu'}",
+                  RC_ERR_UNSUPPORTED, "hidden_act", "\"relu\"", "not supported");
+}
+END_TEST
+
+START_TEST(test_qwen2_sliding_window_rejected)
+{
+    EXPECT_REJECT("{'model_type':'qwen2','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'use_sliding_window':true,'sliding_window':4096}",
+                  RC_ERR_UNSUPPORTED, "use_sliding_window");
+}
+END_TEST
+
+START_TEST(test_duplicate_keys_rejected)
+{
+    const char *text = "{\"model_type\":\"llama\",\"model_type\":\"llama\",\"hidden_size\":64,"
+                       "\"num_attention_heads\":4,\"num_hidden_layers\":1,"
+                       "\"intermediate_size\":128,\"vocab_size\":300}";
+    const char *path = write_config(text, strlen(text));
+    rc_config c;
+    rc_clear_error();
+    rc_status s = rc_config_load(g_dir, &c);
+    expect_msg_(__FILE__, __LINE__, s, RC_ERR_FORMAT, path, "duplicate", (char *)NULL);
+}
+END_TEST
+
+START_TEST(test_invalid_utf8_rejected)
+{
+    const char *text = "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,"
+                       "\"num_hidden_layers\":1,\"intermediate_size\":128,\"vocab_size\":300,"
+                       "\"_name_or_path\":\"caf\xe9\"}";
+    const char *path = write_config(text, strlen(text));
+    rc_config c;
+    rc_clear_error();
+    rc_status s = rc_config_load(g_dir, &c);
+    expect_msg_(__FILE__, __LINE__, s, RC_ERR_FORMAT, path, "UTF-8", (char *)NULL);
+}
+END_TEST
+
+START_TEST(test_not_an_object_rejected)
+{
+    const char *text = "[{\"model_type\":\"llama\"}]";
+    const char *path = write_config(text, strlen(text));
+    rc_config c;
+    rc_clear_error();
+    rc_status s = rc_config_load(g_dir, &c);
+    expect_msg_(__FILE__, __LINE__, s, RC_ERR_FORMAT, path, "object", (char *)NULL);
+}
+END_TEST
+
+START_TEST(test_sizes_too_large)
+{
+    /* each size is within its own limit; the product is not */
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':1000000,'num_attention_heads':250,"
+                  "'num_hidden_layers':4096,'intermediate_size':4000000,"
+                  "'vocab_size':16000000}",
+                  RC_ERR_FORMAT, "too large");
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':1000000,'num_attention_heads':250,"
+                  "'num_hidden_layers':4096,'intermediate_size':4000000,"
+                  "'vocab_size':16000000,'rotary_pct':0.5}",
+                  RC_ERR_FORMAT, "too large");
+    /* a single over-limit size is named */
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':100000000}",
+                  RC_ERR_FORMAT, "\"vocab_size\"", "out of range");
+}
+END_TEST
+
+START_TEST(test_eos_out_of_vocab)
+{
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'eos_token_id':300}",
+                  RC_ERR_FORMAT, "eos_token_id", "300");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'eos_token_id':[2,500]}",
+                  RC_ERR_FORMAT, "eos_token_id", "500");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'eos_token_id':[2,-1]}",
+                  RC_ERR_FORMAT, "eos_token_id");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'eos_token_id':'2'}",
+                  RC_ERR_FORMAT, "eos_token_id");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'bos_token_id':300}",
+                  RC_ERR_FORMAT, "bos_token_id", "300");
+}
+END_TEST
+
+START_TEST(test_layer_norm_eps_not_number)
+{
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'layer_norm_eps':'1e-5'}",
+                  RC_ERR_FORMAT, "\"layer_norm_eps\"", "number");
+    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'rms_norm_eps':true}",
+                  RC_ERR_FORMAT, "\"rms_norm_eps\"", "number");
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'layer_norm_eps':-1e-5}",
+                  RC_ERR_FORMAT, "\"layer_norm_eps\"", "out of range");
+}
+END_TEST
+
+START_TEST(test_bad_bool_field)
+{
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+                  "'use_parallel_residual':'true'}",
+                  RC_ERR_FORMAT, "\"use_parallel_residual\"", "true or false");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *ok = tcase_create("valid");
+    tcase_add_checked_fixture(ok, setup, teardown);
+    tcase_add_test(ok, test_pythia_old_keys);
+    tcase_add_test(ok, test_pythia_load_from_folder);
+    tcase_add_test(ok, test_neox_v5_rope_parameters);
+    tcase_add_test(ok, test_neox_defaults);
+    tcase_add_test(ok, test_llama_gqa_llama3);
+    tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
+    tcase_add_test(ok, test_llama_linear_old_form);
+    tcase_add_test(ok, test_llama_attention_bias);
+    tcase_add_test(ok, test_qwen2_biases);
+    tcase_add_test(ok, test_mistral_sliding_window);
+    tcase_add_test(ok, test_integral_reals);
+    tcase_add_test(ok, test_integral_real_eos);
+    suite_add_tcase(s, ok);
+
+    TCase *bad = tcase_create("rejected");
+    tcase_add_checked_fixture(bad, setup, teardown);
+    tcase_add_test(bad, test_load_missing_config);
+    tcase_add_test(bad, test_missing_model_type);
+    tcase_add_test(bad, test_unsupported_model_type);
+    tcase_add_test(bad, test_missing_hidden_size);
+    tcase_add_loop_test(bad, test_bad_hidden_size, 0,
+                        (int)(sizeof k_bad_hidden / sizeof k_bad_hidden[0]));
+    tcase_add_test(bad, test_heads_not_dividing_hidden);
+    tcase_add_test(bad, test_kv_heads_not_dividing);
+    tcase_add_test(bad, test_kv_heads_above_heads);
+    tcase_add_test(bad, test_rope_yarn_dynamic_rejected);
+    tcase_add_test(bad, test_llama3_missing_orig_max);
+    tcase_add_test(bad, test_odd_rotary_dim);
+    tcase_add_test(bad, test_hidden_act_rejected);
+    tcase_add_test(bad, test_qwen2_sliding_window_rejected);
+    tcase_add_test(bad, test_duplicate_keys_rejected);
+    tcase_add_test(bad, test_invalid_utf8_rejected);
+    tcase_add_test(bad, test_not_an_object_rejected);
+    tcase_add_test(bad, test_sizes_too_large);
+    tcase_add_test(bad, test_eos_out_of_vocab);
+    tcase_add_test(bad, test_layer_norm_eps_not_number);
+    tcase_add_test(bad, test_bad_bool_field);
+    suite_add_tcase(s, bad);
+    return s;
+}
+
+int main(void)
+{
+    snprintf(g_base, sizeof g_base, "/tmp/rc_test_cfg_XXXXXX");
+    if (!mkdtemp(g_base)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    SRunner *sr = srunner_create(config_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    rm_rf(g_base); /* also the folders of failed tests (no teardown in fork mode) */
+    return failed == 0 ? 0 : 1;
+}
