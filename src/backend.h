@@ -2,13 +2,17 @@
  * is written once against it; backend_cpu.c is the reference implementation
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
- * All tensor pointers are in the backend's memory; row-major; activations are
- * float32 storage. Shapes are given as int64_t. */
+ * Storage is float32 everywhere. The dtype model works by rounding: every op
+ * takes the dtype its output is rounded to (RC_F32: not rounded; RC_BF16 /
+ * RC_F16: rounded to nearest-even into that dtype's values). Which op rounds
+ * where is decided in one place, forward.c; how each reduction is ordered is
+ * the backend's kernel strategy (rc_kernels). */
 #ifndef RC_BACKEND_H
 #define RC_BACKEND_H
 
 #include <stdint.h>
 
+#include "dtype.h"
 #include "model.h"
 #include "status.h"
 
@@ -22,6 +26,7 @@ typedef struct {
     const int64_t *row0;  /* [n_seq] first packed row */
     int64_t n_rows;       /* sum of n_new */
     const int64_t *pos;   /* [n_rows] absolute position of each row */
+    const int64_t *seq_of_row; /* [n_rows] which sequence owns the row */
 } rc_batch_desc;
 
 /* KV cache: for each layer, K and V of [n_slots, n_kv_heads, max_len, head_dim]. */
@@ -31,6 +36,27 @@ typedef struct {
     float *v; /* same */
 } rc_kv_cache;
 
+/* How reductions are ordered (see README "Kernel strategies").
+ *  ENGINE:    organised like inference engines: GEMMs with M <= 16 split K in
+ *             4 slices, larger M accumulate 8 interleaved partial sums;
+ *             prefill attention in key tiles of 64 with online softmax
+ *             statistics, decode attention split over the KV length in chunks
+ *             of 32 and merged; RMSNorm's row reduction depends on M.
+ *  INVARIANT: every reduction in one fixed order that depends only on its
+ *             length: cached decode and full forward agree bit for bit.
+ *  BLAS:      GEMMs from OpenBLAS cblas_sgemm (what PyTorch on CPU does; its
+ *             order changes with M), everything else as ENGINE. */
+typedef enum { RC_KERNELS_ENGINE, RC_KERNELS_INVARIANT, RC_KERNELS_BLAS } rc_kernels;
+
+const char *rc_kernels_name(rc_kernels k);
+
+/* Rounding points inside attention. */
+typedef struct {
+    rc_dtype score_dt; /* scores = R(R(q.k) * scale) when MD, f32 otherwise */
+    rc_dtype prob_dt;  /* softmax (fp32 inside) output rounding */
+    rc_dtype out_dt;   /* P.V output rounding */
+} rc_attn_numerics;
+
 typedef struct rc_backend rc_backend;
 
 typedef struct {
@@ -38,51 +64,62 @@ typedef struct {
     void (*destroy)(rc_backend *be);
     rc_status (*alloc)(rc_backend *be, int64_t n_floats, float **out);
     void (*free)(rc_backend *be, float *p);
-    /* out[r, :] = table[tokens[r], :], r < n */
+    /* copy n floats host -> backend memory, rounding them to dt */
+    rc_status (*upload)(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst);
+    /* out[r, :] = table[tokens[r], :], r < n (exact copy) */
     rc_status (*embed)(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
                        int64_t hidden, float *out);
-    /* out = norm(x) * w (+ b); LayerNorm when b_or_null is set or kind says so */
+    /* LayerNorm: out = R_out(((x - mean) * rstd) * w + b), fp32 inside.
+     * RMSNorm (HF Llama order): out = R_out(w * R_mid(x * rsqrt(mean(x^2) + eps))). */
     rc_status (*norm)(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H,
-                      const float *w, const float *b, double eps, float *out);
-    /* y[M, N] = x[M, K] . W[N, K]^T (+ bias[N]) */
+                      const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt,
+                      float *out);
+    /* y[M, N] = R(x[M, K] . W[N, K]^T + bias[N]), fp32 accumulation, bias added
+     * in fp32 before the single rounding */
     rc_status (*matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
-                        int64_t N, const float *bias, float *y);
-    /* RoPE in place on the Q and K parts of packed qkv rows
-     * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head. */
+                        int64_t N, const float *bias, rc_dtype out_dt, float *y);
+    /* RoPE in place on the Q and K heads of packed qkv rows
+     * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head:
+     * x = R_out(R_out(x * c) + R_out(rotate_half(x) * s)), c, s = R_cs(cos/sin
+     * of the fp32 angle). */
     rc_status (*rope)(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                      const float *inv_freq);
+                      const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt);
     /* Append K, V of the new rows to the cache and compute causal attention of
      * every new row over its sequence's cache. out: [n_rows, nh * d]. */
     rc_status (*attention)(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
-                           const rc_config *cfg, rc_kv_cache *kv, int64_t layer, float *out);
-    /* x = act(x) for n elements */
-    rc_status (*act)(rc_backend *be, rc_act act, float *x, int64_t n);
-    /* gate = act(gate) * up, n elements */
-    rc_status (*act_mul)(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n);
-    /* out = a + b, n elements (out may alias a) */
-    rc_status (*add)(rc_backend *be, const float *a, const float *b, int64_t n, float *out);
-    /* Next-token log-probs from logits [M, V] (fp32, fp64 log-sum-exp):
-     * full_out (host, [M, V]) if non-NULL; target_out[r] = logprob of
-     * targets[r] (host) if both non-NULL. */
+                           const rc_config *cfg, rc_kv_cache *kv, int64_t layer,
+                           const rc_attn_numerics *an, float *out);
+    /* x = R(act(x)), fp32 inside */
+    rc_status (*act)(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt);
+    /* gate = R_out(R_act(act(gate)) * up) */
+    rc_status (*act_mul)(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n,
+                         rc_dtype act_dt, rc_dtype out_dt);
+    /* out = R(a + b) (out may alias a or b) */
+    rc_status (*add)(rc_backend *be, const float *a, const float *b, int64_t n, rc_dtype out_dt,
+                     float *out);
+    /* Next-token log-probs of the temperature-scaled logits [M, V]:
+     * z = R_lp(x / temperature); lp = R_lp(z - logsumexp(z)) with the
+     * log-sum-exp accumulated in fp64. full_out (host, [M, V]) if non-NULL;
+     * target_out[r] = lp[targets[r]] (host) if both non-NULL. */
     rc_status (*logprobs)(rc_backend *be, const float *logits, int64_t M, int64_t V,
-                          float *full_out, const int32_t *targets, float *target_out);
+                          float temperature, rc_dtype lp_dt, float *full_out,
+                          const int32_t *targets, float *target_out);
 } rc_backend_ops;
 
 struct rc_backend {
     const rc_backend_ops *ops;
     int n_threads;
+    rc_kernels kernels;
 };
 
-/* How the CPU backend computes GEMMs:
- *  RC_GEMM_FIXED: our own kernel; each output element is one dot product in a
- *                 fixed order that depends only on K (batch-invariant: a row's
- *                 result does not depend on how many rows are computed with it);
- *  RC_GEMM_BLAS:  OpenBLAS cblas_sgemm, whose summation order changes with M
- *                 (see ../shared/reference/blas-batch-variance.md). */
-typedef enum { RC_GEMM_FIXED, RC_GEMM_BLAS } rc_gemm_mode;
-
 /* CPU backend (backend_cpu.c). n_threads <= 0: all cores. */
-rc_status rc_backend_cpu_create(int n_threads, rc_gemm_mode gemm, rc_backend **out);
+rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out);
 void rc_backend_destroy(rc_backend *be);
+
+/* Round x to dt (identity for RC_F32). */
+static inline float rc_round_to(float x, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
+}
 
 #endif

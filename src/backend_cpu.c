@@ -1,9 +1,24 @@
-/* CPU backend: the reference implementation of every op.
+/* CPU backend: the reference implementation of every op, and the CPU twin of
+ * every CUDA kernel.
  *
- * GEMMs go to OpenBLAS cblas_sgemm; everything else is plain C with OpenMP
- * over independent rows. Reductions inside one row run in a fixed sequential
- * order in fp32 (norm statistics, attention dot products and softmax sums),
- * except the log-sum-exp of the log-probs, which accumulates in fp64. */
+ * Each op computes in fp32 and rounds its output to the dtype it is given
+ * (see backend.h). Reductions are ordered by the kernel strategy:
+ *
+ *   reduction            INVARIANT            ENGINE (and BLAS, except GEMM)
+ *   GEMM dot (len K)     16 lanes, any M      M <= 16: split-K, 4 slices of
+ *                                             16-lane dots summed in order;
+ *                                             M > 16: 8 lanes (BLAS: sgemm)
+ *   attention q.k (d)    16 lanes             decode 16 lanes, prefill 8 lanes
+ *   softmax max/sum      one pass in order    prefill: key tiles of 64, online
+ *                                             (running max, rescaled sum);
+ *                                             decode: chunks of 32 merged
+ *   P.V sum over keys    in order             per tile / chunk, then summed
+ *   LayerNorm mean/var   16 lanes             16 lanes (per-row, like torch)
+ *   RMSNorm mean(x^2)    16 lanes             M < 16: 64 lanes, else 32
+ *
+ * "L lanes" means: lane j sums elements j, j+L, j+2L, ... in order, then the
+ * lanes are added in a fixed pairwise tree. The build disables FMA
+ * contraction, so every product and sum is rounded as written. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -13,10 +28,20 @@
 #include "backend.h"
 #include "util.h"
 
-typedef struct {
-    rc_backend base;
-    rc_gemm_mode gemm;
-} cpu_backend;
+#define ENGINE_SMALL_M 16    /* GEMMs with M <= this split K */
+#define ENGINE_SPLIT_K 4     /* slices */
+#define ENGINE_PREFILL_TILE 64
+#define ENGINE_DECODE_CHUNK 32
+
+const char *rc_kernels_name(rc_kernels k)
+{
+    switch (k) {
+    case RC_KERNELS_ENGINE: return "engine";
+    case RC_KERNELS_INVARIANT: return "invariant";
+    case RC_KERNELS_BLAS: return "blas";
+    }
+    return "?";
+}
 
 static void cpu_destroy(rc_backend *be) { free(be); }
 
@@ -32,6 +57,90 @@ static void cpu_free(rc_backend *be, float *p)
     free(p);
 }
 
+static rc_status cpu_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = rc_round_to(host[i], dt);
+    return RC_OK;
+}
+
+/* ---- fixed-shape reductions ------------------------------------------- */
+
+#define MAX_LANES 64
+
+/* sum of a[i] (or a[i]*b[i] when b) with L interleaved partial sums */
+static inline float lanes_reduce(const float *a, const float *b, int64_t n, int L)
+{
+    float acc[MAX_LANES] = {0};
+    int64_t k = 0;
+    if (b) {
+        for (; k + L <= n; k += L)
+            for (int j = 0; j < L; j++)
+                acc[j] += a[k + j] * b[k + j];
+        for (int j = 0; k + j < n; j++)
+            acc[j] += a[k + j] * b[k + j];
+    } else {
+        for (; k + L <= n; k += L)
+            for (int j = 0; j < L; j++)
+                acc[j] += a[k + j];
+        for (int j = 0; k + j < n; j++)
+            acc[j] += a[k + j];
+    }
+    for (int w = L / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    return acc[0];
+}
+
+/* Specialised copies so the compiler vectorises the common cases. */
+static inline float dot16(const float *a, const float *b, int64_t n)
+{
+    float acc[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int j = 0; j < 16; j++)
+            acc[j] += a[k + j] * b[k + j];
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * b[k + j];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    return acc[0];
+}
+
+static inline float dot8(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[k + j] * b[k + j];
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * b[k + j];
+    for (int w = 4; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    return acc[0];
+}
+
+/* split-K: ENGINE_SPLIT_K slices (slice length rounded up to 16), each a
+ * 16-lane dot, partial sums added in slice order */
+static inline float dot_splitk(const float *a, const float *b, int64_t K)
+{
+    int64_t slice = (K + ENGINE_SPLIT_K - 1) / ENGINE_SPLIT_K;
+    slice = (slice + 15) / 16 * 16;
+    float sum = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += slice) {
+        int64_t n = K - k0 < slice ? K - k0 : slice;
+        sum += dot16(a + k0, b + k0, n);
+    }
+    return sum;
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
 static rc_status cpu_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
                            int64_t hidden, float *out)
 {
@@ -41,117 +150,97 @@ static rc_status cpu_embed(rc_backend *be, const int32_t *tokens, int64_t n, con
     return RC_OK;
 }
 
-/* LayerNorm (torch.nn.functional.layer_norm): mean, biased variance, both in
- * fp32; y = (x - mean) * rstd * w + b.
- * RMSNorm (LlamaRMSNorm): variance = mean(x^2) in fp32;
- * y = w * (x * rsqrt(variance + eps)). */
 static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H,
-                          const float *w, const float *b, double eps, float *out)
+                          const float *w, const float *b, double eps, rc_dtype mid_dt,
+                          rc_dtype out_dt, float *out)
 {
-    (void)be;
+    int rms_lanes = be->kernels == RC_KERNELS_INVARIANT ? 16 : M < 16 ? 64 : 32;
+    const float feps = (float)eps;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++) {
         const float *xr = x + r * H;
         float *yr = out + r * H;
         if (kind == RC_NORM_LAYER) {
-            float sum = 0.0f;
-            for (int64_t i = 0; i < H; i++)
-                sum += xr[i];
-            float mean = sum / (float)H;
-            float var = 0.0f;
-            for (int64_t i = 0; i < H; i++) {
-                float d = xr[i] - mean;
-                var += d * d;
+            float mean = lanes_reduce(xr, NULL, H, 16) / (float)H;
+            float acc[16] = {0};
+            int64_t k = 0;
+            for (; k + 16 <= H; k += 16)
+                for (int j = 0; j < 16; j++) {
+                    float d = xr[k + j] - mean;
+                    acc[j] += d * d;
+                }
+            for (int j = 0; k + j < H; j++) {
+                float d = xr[k + j] - mean;
+                acc[j] += d * d;
             }
-            var = var / (float)H;
-            float rstd = 1.0f / sqrtf(var + (float)eps);
+            for (int wd = 8; wd >= 1; wd /= 2)
+                for (int j = 0; j < wd; j++)
+                    acc[j] += acc[j + wd];
+            float var = acc[0] / (float)H;
+            float rstd = 1.0f / sqrtf(var + feps);
             for (int64_t i = 0; i < H; i++) {
                 float v = (xr[i] - mean) * rstd * w[i];
-                yr[i] = b ? v + b[i] : v;
+                yr[i] = rc_round_to(b ? v + b[i] : v, out_dt);
             }
         } else {
-            float ss = 0.0f;
+            float var = lanes_reduce(xr, xr, H, rms_lanes) / (float)H;
+            float rs = 1.0f / sqrtf(var + feps);
             for (int64_t i = 0; i < H; i++)
-                ss += xr[i] * xr[i];
-            float var = ss / (float)H;
-            float rs = 1.0f / sqrtf(var + (float)eps);
-            for (int64_t i = 0; i < H; i++)
-                yr[i] = w[i] * (xr[i] * rs);
+                yr[i] = rc_round_to(w[i] * rc_round_to(xr[i] * rs, mid_dt), out_dt);
         }
     }
     return RC_OK;
 }
 
-/* Fixed-order dot product: 16 lanes, lane j accumulates k = j, j+16, ...
- * sequentially (the K tail goes to lanes 0..), then a fixed pairwise tree.
- * The order depends only on K, never on M, N or the row's position, so a row
- * gets bit-identical results whatever batch it is computed in. */
-#define DOT_LANES 16
-static inline float dot_fixed(const float *a, const float *b, int64_t K)
-{
-    float acc[DOT_LANES] = {0};
-    int64_t k = 0;
-    for (; k + DOT_LANES <= K; k += DOT_LANES)
-        for (int j = 0; j < DOT_LANES; j++)
-            acc[j] += a[k + j] * b[k + j];
-    for (int j = 0; k + j < K; j++)
-        acc[j] += a[k + j] * b[k + j];
-    for (int w = DOT_LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
-}
-
-/* y = x W^T (+ bias) with dot_fixed per element. Tiled over N (a block of W
- * rows stays in cache while every x row passes) and parallel over the tiles;
- * tiling changes only which element is computed when, not how. */
 #define GEMM_N_TILE 32
-static void gemm_fixed(const float *x, int64_t M, int64_t K, const float *W, int64_t N,
-                       const float *bias, float *y)
-{
-    int64_t tiles = (N + GEMM_N_TILE - 1) / GEMM_N_TILE;
-#pragma omp parallel for schedule(dynamic, 1) collapse(2)
-    for (int64_t mt = 0; mt < (M + 63) / 64; mt++)
-        for (int64_t t = 0; t < tiles; t++) {
-            int64_t n1 = (t + 1) * GEMM_N_TILE < N ? (t + 1) * GEMM_N_TILE : N;
-            int64_t m1 = (mt + 1) * 64 < M ? (mt + 1) * 64 : M;
-            for (int64_t m = mt * 64; m < m1; m++)
-                for (int64_t n = t * GEMM_N_TILE; n < n1; n++) {
-                    float v = dot_fixed(x + m * K, W + n * K, K);
-                    y[m * N + n] = bias ? v + bias[n] : v;
-                }
-        }
-}
+#define GEMM_M_TILE 64
 
 static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
-                            int64_t N, const float *bias, float *y)
+                            int64_t N, const float *bias, rc_dtype out_dt, float *y)
 {
     if (M == 0 || N == 0)
         return RC_OK;
-    if (((cpu_backend *)be)->gemm == RC_GEMM_FIXED) {
-        gemm_fixed(x, M, K, W, N, bias, y);
+    if (be->kernels == RC_KERNELS_BLAS) {
+        if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
+                             (long long)M, (long long)N, (long long)K);
+        float beta = 0.0f;
+        if (bias) { /* like torch.addmm: the bias is the C operand, added in fp32 */
+            for (int64_t r = 0; r < M; r++)
+                memcpy(y + r * N, bias, (size_t)N * sizeof *y);
+            beta = 1.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x,
+                    (int)K, W, (int)K, beta, y, (int)N);
+        if (out_dt != RC_F32) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < M * N; i++)
+                y[i] = rc_round_to(y[i], out_dt);
+        }
         return RC_OK;
     }
-    float beta = 0.0f;
-    if (bias) { /* like torch.addmm: the bias is the C operand, added in fp32 */
-        for (int64_t r = 0; r < M; r++)
-            memcpy(y + r * N, bias, (size_t)N * sizeof *y);
-        beta = 1.0f;
-    }
-    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
-                         (long long)M, (long long)N, (long long)K);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, W,
-                (int)K, beta, y, (int)N);
+    /* 0: 16 lanes, 1: 8 lanes, 2: split-K */
+    int kind = be->kernels == RC_KERNELS_INVARIANT ? 0 : M <= ENGINE_SMALL_M ? 2 : 1;
+    int64_t ntiles = (N + GEMM_N_TILE - 1) / GEMM_N_TILE;
+    int64_t mtiles = (M + GEMM_M_TILE - 1) / GEMM_M_TILE;
+    /* Tiling only decides which element is computed when, not how. */
+#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+    for (int64_t mt = 0; mt < mtiles; mt++)
+        for (int64_t t = 0; t < ntiles; t++) {
+            int64_t n1 = (t + 1) * GEMM_N_TILE < N ? (t + 1) * GEMM_N_TILE : N;
+            int64_t m1 = (mt + 1) * GEMM_M_TILE < M ? (mt + 1) * GEMM_M_TILE : M;
+            for (int64_t m = mt * GEMM_M_TILE; m < m1; m++)
+                for (int64_t n = t * GEMM_N_TILE; n < n1; n++) {
+                    const float *a = x + m * K, *bw = W + n * K;
+                    float v = kind == 0 ? dot16(a, bw, K) : kind == 1 ? dot8(a, bw, K) : dot_splitk(a, bw, K);
+                    y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
+                }
+        }
     return RC_OK;
 }
 
-/* HF rotate-half RoPE on the first rotary_dim dims of each head:
- * out = x * cos + rotate_half(x) * sin, with cos/sin of pos * inv_freq in fp32
- * and rotate_half(x) = cat(-x[half:], x[:half]). Three separate roundings, as
- * the three torch ops do (the build disables FMA contraction). */
 static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                          const float *inv_freq)
+                          const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
 {
     (void)be;
     const int64_t d = cfg->head_dim, rd = cfg->rotary_dim, half = rd / 2;
@@ -161,31 +250,85 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
         return RC_OK;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < bd->n_rows; r++) {
-        float c[2048], s[2048]; /* rd <= head_dim <= 4096 -> half <= 2048 */
+        float c[2048], s[2048]; /* rd <= head_dim <= 4096 */
         const float p = (float)bd->pos[r];
         for (int64_t j = 0; j < half; j++) {
-            float f = p * inv_freq[j];
-            c[j] = cosf(f);
-            s[j] = sinf(f);
+            float f = p * inv_freq[j]; /* HF: inv_freq @ position_ids in fp32 */
+            c[j] = rc_round_to(cosf(f), cs_dt);
+            s[j] = rc_round_to(sinf(f), cs_dt);
         }
         for (int64_t h = 0; h < nheads_rot; h++) {
             float *v = qkv + r * row_len + h * d;
             for (int64_t j = 0; j < half; j++) {
                 float x1 = v[j], x2 = v[j + half];
-                float a1 = x1 * c[j], b1 = (-x2) * s[j];
-                float a2 = x2 * c[j], b2 = x1 * s[j];
-                v[j] = a1 + b1;
-                v[j + half] = a2 + b2;
+                /* q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1) */
+                float a1 = rc_round_to(x1 * c[j], out_dt), b1 = rc_round_to((-x2) * s[j], out_dt);
+                float a2 = rc_round_to(x2 * c[j], out_dt), b2 = rc_round_to(x1 * s[j], out_dt);
+                v[j] = rc_round_to(a1 + b1, out_dt);
+                v[j + half] = rc_round_to(a2 + b2, out_dt);
             }
         }
     }
     return RC_OK;
 }
 
-static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
-                               const rc_config *cfg, rc_kv_cache *kv, int64_t layer, float *out)
+/* softmax statistics (max m, sum l of exp(s - m)) over sc[0..n) */
+static void softmax_stats(const float *sc, int64_t n, int mode, float *m_out, float *l_out)
 {
-    (void)be;
+    if (mode == 0) { /* one pass in order */
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            m = sc[j] > m ? sc[j] : m;
+        for (int64_t j = 0; j < n; j++)
+            l += expf(sc[j] - m);
+        *m_out = m;
+        *l_out = l;
+    } else if (mode == 1) { /* prefill: online over tiles */
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t t0 = 0; t0 < n; t0 += ENGINE_PREFILL_TILE) {
+            int64_t t1 = t0 + ENGINE_PREFILL_TILE < n ? t0 + ENGINE_PREFILL_TILE : n;
+            float mt = -INFINITY;
+            for (int64_t j = t0; j < t1; j++)
+                mt = sc[j] > mt ? sc[j] : mt;
+            float mn = mt > m ? mt : m;
+            float lt = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                lt += expf(sc[j] - mn);
+            l = (m == -INFINITY ? 0.0f : l * expf(m - mn)) + lt;
+            m = mn;
+        }
+        *m_out = m;
+        *l_out = l;
+    } else { /* decode: split over chunks, merged */
+        float ms[512], ls[512]; /* chunks: n / 32 <= 512 -> n <= 16384 handled below */
+        int64_t chunk = ENGINE_DECODE_CHUNK;
+        while ((n + chunk - 1) / chunk > 512)
+            chunk *= 2;
+        int64_t nc = 0;
+        float m = -INFINITY;
+        for (int64_t t0 = 0; t0 < n; t0 += chunk, nc++) {
+            int64_t t1 = t0 + chunk < n ? t0 + chunk : n;
+            float mc = -INFINITY, lc = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                mc = sc[j] > mc ? sc[j] : mc;
+            for (int64_t j = t0; j < t1; j++)
+                lc += expf(sc[j] - mc);
+            ms[nc] = mc;
+            ls[nc] = lc;
+            m = mc > m ? mc : m;
+        }
+        float l = 0.0f;
+        for (int64_t c = 0; c < nc; c++)
+            l += ls[c] * expf(ms[c] - m);
+        *m_out = m;
+        *l_out = l;
+    }
+}
+
+static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
+                               const rc_config *cfg, rc_kv_cache *kv, int64_t layer,
+                               const rc_attn_numerics *an, float *out)
+{
     const int64_t d = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
     const int64_t group = nh / nkv;
     const int64_t row_len = (nh + 2 * nkv) * d;
@@ -193,6 +336,7 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     const int64_t slot_stride = nkv * T * d;
     float *K = kv->k + layer * kv->n_slots * slot_stride;
     float *V = kv->v + layer * kv->n_slots * slot_stride;
+    const bool invariant = be->kernels == RC_KERNELS_INVARIANT;
     /* store the new keys and values */
     for (int64_t b = 0; b < bd->n_seq; b++)
         for (int64_t i = 0; i < bd->n_new[b]; i++) {
@@ -204,59 +348,69 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
                 memcpy(V + off, row + (nh + nkv + h) * d, (size_t)d * sizeof(float));
             }
         }
-    const float scale = (float)(1.0 / sqrt((double)d));
+    const double scale_d = 1.0 / sqrt((double)d); /* head_dim ** -0.5 (a Python float) */
+    const float scale = (float)scale_d;
     int64_t max_keys = 0;
     for (int64_t b = 0; b < bd->n_seq; b++)
         if (bd->start[b] + bd->n_new[b] > max_keys)
             max_keys = bd->start[b] + bd->n_new[b];
-    float *scratch = malloc((size_t)omp_get_max_threads() * (size_t)max_keys * sizeof(float));
+    const int64_t per_thread = max_keys + d;
+    float *scratch = malloc((size_t)omp_get_max_threads() * (size_t)per_thread * sizeof(float));
     if (!scratch)
         return rc_errorf(RC_ERR_NOMEM, "out of memory in attention");
-    rc_status st = RC_OK;
-    int64_t work = bd->n_rows * nh;
+    const int64_t work = bd->n_rows * nh;
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t wi = 0; wi < work; wi++) {
-        int64_t r = wi / nh, h = wi % nh;
-        float *sc = scratch + (size_t)omp_get_thread_num() * (size_t)max_keys;
-        /* which sequence owns row r */
-        int64_t b = 0;
-        while (b + 1 < bd->n_seq && bd->row0[b + 1] <= r)
-            b++;
+        const int64_t r = wi / nh, h = wi % nh;
+        float *sc = scratch + (size_t)omp_get_thread_num() * (size_t)per_thread;
+        float *acc = sc + max_keys;
+        const int64_t b = bd->seq_of_row[r];
         const int64_t p = bd->pos[r];
         int64_t lo = 0;
         if (cfg->sliding_window > 0 && p - cfg->sliding_window + 1 > 0)
             lo = p - cfg->sliding_window + 1;
+        const int64_t nk = p - lo + 1;
         const float *q = qkv + r * row_len + h * d;
         const int64_t kvh = h / group;
-        const float *Kh = K + bd->slot[b] * slot_stride + kvh * T * d;
-        const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d;
-        float mx = -INFINITY;
-        for (int64_t j = lo; j <= p; j++) {
-            float dot = 0.0f;
-            for (int64_t t = 0; t < d; t++)
-                dot += q[t] * Kh[j * d + t];
-            float s = dot * scale;
-            sc[j] = s;
-            if (s > mx)
-                mx = s;
+        const float *Kh = K + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
+        const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
+        /* 0: invariant, 1: engine prefill, 2: engine decode */
+        const int mode = invariant ? 0 : bd->n_new[b] > 1 ? 1 : 2;
+        for (int64_t j = 0; j < nk; j++) {
+            float dot = mode == 1 ? dot8(q, Kh + j * d, d) : dot16(q, Kh + j * d, d);
+            sc[j] = an->score_dt == RC_F32 ? dot * scale
+                                           : rc_round_to(rc_round_to(dot, an->score_dt) * scale, an->score_dt);
         }
-        float sum = 0.0f;
-        for (int64_t j = lo; j <= p; j++) {
-            float e = expf(sc[j] - mx);
-            sc[j] = e;
-            sum += e;
+        float m, l;
+        softmax_stats(sc, nk, mode, &m, &l);
+        for (int64_t j = 0; j < nk; j++)
+            sc[j] = rc_round_to(expf(sc[j] - m) / l, an->prob_dt);
+        for (int64_t t = 0; t < d; t++)
+            acc[t] = 0.0f;
+        if (mode == 0) {
+            for (int64_t j = 0; j < nk; j++)
+                for (int64_t t = 0; t < d; t++)
+                    acc[t] += sc[j] * Vh[j * d + t];
+        } else {
+            const int64_t tile = mode == 1 ? ENGINE_PREFILL_TILE : ENGINE_DECODE_CHUNK;
+            float part[4096];
+            for (int64_t t0 = 0; t0 < nk; t0 += tile) {
+                int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
+                for (int64_t t = 0; t < d; t++)
+                    part[t] = 0.0f;
+                for (int64_t j = t0; j < t1; j++)
+                    for (int64_t t = 0; t < d; t++)
+                        part[t] += sc[j] * Vh[j * d + t];
+                for (int64_t t = 0; t < d; t++)
+                    acc[t] += part[t];
+            }
         }
         float *o = out + r * nh * d + h * d;
         for (int64_t t = 0; t < d; t++)
-            o[t] = 0.0f;
-        for (int64_t j = lo; j <= p; j++) {
-            float pj = sc[j] / sum;
-            for (int64_t t = 0; t < d; t++)
-                o[t] += pj * Vh[j * d + t];
-        }
+            o[t] = rc_round_to(acc[t], an->out_dt);
     }
     free(scratch);
-    return st;
+    return RC_OK;
 }
 
 static inline float act1(rc_act act, float x)
@@ -275,55 +429,65 @@ static inline float act1(rc_act act, float x)
     return x;
 }
 
-static rc_status cpu_act(rc_backend *be, rc_act act, float *x, int64_t n)
+static rc_status cpu_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
 {
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        x[i] = act1(act, x[i]);
+        x[i] = rc_round_to(act1(act, x[i]), out_dt);
     return RC_OK;
 }
 
-static rc_status cpu_act_mul(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n)
+static rc_status cpu_act_mul(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n,
+                             rc_dtype act_dt, rc_dtype out_dt)
 {
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        gate[i] = act1(act, gate[i]) * up[i];
+        gate[i] = rc_round_to(rc_round_to(act1(act, gate[i]), act_dt) * up[i], out_dt);
     return RC_OK;
 }
 
-static rc_status cpu_add(rc_backend *be, const float *a, const float *b, int64_t n, float *out)
+static rc_status cpu_add(rc_backend *be, const float *a, const float *b, int64_t n, rc_dtype out_dt,
+                         float *out)
 {
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+        out[i] = rc_round_to(a[i] + b[i], out_dt);
     return RC_OK;
 }
 
 static rc_status cpu_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V,
-                              float *full_out, const int32_t *targets, float *target_out)
+                              float temperature, rc_dtype lp_dt, float *full_out,
+                              const int32_t *targets, float *target_out)
 {
     (void)be;
+    rc_status st = RC_OK;
+    float *zbuf = malloc((size_t)omp_get_max_threads() * (size_t)V * sizeof(float));
+    if (!zbuf)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory in log-softmax");
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++) {
+        float *z = zbuf + (size_t)omp_get_thread_num() * (size_t)V;
         const float *x = logits + r * V;
         float mx = -INFINITY;
-        for (int64_t i = 0; i < V; i++)
-            if (x[i] > mx)
-                mx = x[i];
+        for (int64_t i = 0; i < V; i++) {
+            z[i] = temperature == 1.0f ? x[i] : rc_round_to(x[i] / temperature, lp_dt);
+            mx = z[i] > mx ? z[i] : mx;
+        }
         double sum = 0.0;
         for (int64_t i = 0; i < V; i++)
-            sum += exp((double)x[i] - (double)mx);
+            sum += exp((double)z[i] - (double)mx);
         double lse = (double)mx + log(sum);
         if (full_out)
             for (int64_t i = 0; i < V; i++)
-                full_out[r * V + i] = (float)((double)x[i] - lse);
+                full_out[r * V + i] = rc_round_to((float)((double)z[i] - lse), lp_dt);
         if (targets && target_out)
-            target_out[r] = (float)((double)x[targets[r]] - lse);
+            target_out[r] = rc_round_to((float)((double)z[targets[r]] - lse), lp_dt);
     }
-    return RC_OK;
+    free(zbuf);
+    return st;
 }
 
 static const rc_backend_ops k_cpu_ops = {
@@ -331,6 +495,7 @@ static const rc_backend_ops k_cpu_ops = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .upload = cpu_upload,
     .embed = cpu_embed,
     .norm = cpu_norm,
     .matmul = cpu_matmul,
@@ -342,19 +507,19 @@ static const rc_backend_ops k_cpu_ops = {
     .logprobs = cpu_logprobs,
 };
 
-rc_status rc_backend_cpu_create(int n_threads, rc_gemm_mode gemm, rc_backend **out)
+rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out)
 {
-    cpu_backend *be = calloc(1, sizeof *be);
+    rc_backend *be = calloc(1, sizeof *be);
     if (!be)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     if (n_threads <= 0)
         n_threads = omp_get_num_procs();
     omp_set_num_threads(n_threads);
     openblas_set_num_threads(n_threads);
-    be->base.ops = &k_cpu_ops;
-    be->gemm = gemm;
-    be->base.n_threads = n_threads;
-    *out = &be->base;
+    be->ops = &k_cpu_ops;
+    be->n_threads = n_threads;
+    be->kernels = kernels;
+    *out = be;
     return RC_OK;
 }
 

@@ -2,6 +2,7 @@
  * sequence's rows only ever meet its own keys in attention). */
 #include "forward.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,20 +10,123 @@
 
 #define LOGIT_CHUNK_FLOATS ((int64_t)16 << 20) /* 64 MB of logits per chunk */
 
+rc_numerics rc_numerics_fp32(void)
+{
+    return (rc_numerics){.dt = RC_F32, .upcast = 0, .logprob_dt = RC_F32, .temperature = 1.0f};
+}
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} k_upcasts[] = {{"softmax", RC_UPCAST_SOFTMAX},
+                 {"rope", RC_UPCAST_ROPE},
+                 {"norm", RC_UPCAST_NORM},
+                 {"lm_head", RC_UPCAST_LM_HEAD}};
+
+rc_status rc_parse_upcast(const char *s, unsigned *out)
+{
+    *out = 0;
+    if (strcmp(s, "none") == 0 || s[0] == '\0')
+        return RC_OK;
+    if (strcmp(s, "all") == 0) {
+        for (size_t i = 0; i < sizeof k_upcasts / sizeof k_upcasts[0]; i++)
+            *out |= k_upcasts[i].bit;
+        return RC_OK;
+    }
+    const char *p = s;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        bool found = false;
+        for (size_t i = 0; i < sizeof k_upcasts / sizeof k_upcasts[0]; i++)
+            if (strlen(k_upcasts[i].name) == n && strncmp(k_upcasts[i].name, p, n) == 0) {
+                *out |= k_upcasts[i].bit;
+                found = true;
+            }
+        if (!found)
+            return rc_errorf(RC_ERR_USAGE, "--upcast: unknown op '%.*s' (choose from softmax, rope, norm, lm_head)",
+                             (int)(n > 40 ? 40 : n), p);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return RC_OK;
+}
+
+const char *rc_upcast_str(unsigned upcast, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof k_upcasts / sizeof k_upcasts[0]; i++)
+        if (upcast & k_upcasts[i].bit)
+            o += (size_t)snprintf(buf + o, o < n ? n - o : 0, "%s%s", o ? "," : "", k_upcasts[i].name);
+    if (o == 0)
+        snprintf(buf, n, "none");
+    return buf;
+}
+
+/* Point w at the same tensors as src, relocated from arena `from` to `to`. */
+static float *reloc(const float *p, const float *from, float *to)
+{
+    return p ? to + (p - from) : NULL;
+}
+
+static rc_status engine_weights(rc_engine *e)
+{
+    const rc_model *m = e->model;
+    const rc_config *c = &m->cfg;
+    rc_backend *be = e->be;
+    e->w = m->w;
+    if (e->num.dt != RC_F32) {
+        /* weights rounded to the dtype once, at load */
+        RC_TRY(be->ops->alloc(be, m->arena_len, &e->w_arena));
+        RC_TRY(be->ops->upload(be, m->arena, m->arena_len, e->num.dt, e->w_arena));
+        const float *A = m->arena;
+        float *B = e->w_arena;
+        e->w.embed = reloc(m->w.embed, A, B);
+        e->w.lnf_w = reloc(m->w.lnf_w, A, B);
+        e->w.lnf_b = reloc(m->w.lnf_b, A, B);
+        e->w.lm_head = reloc(m->w.lm_head, A, B);
+        e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
+        e->w.layers = calloc((size_t)c->n_layers, sizeof *e->w.layers);
+        if (!e->w.layers)
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        for (int64_t l = 0; l < c->n_layers; l++) {
+            const rc_layer_weights *s = &m->w.layers[l];
+            rc_layer_weights *d = &e->w.layers[l];
+            float *const *src[] = {&s->ln1_w, &s->ln1_b, &s->ln2_w, &s->ln2_b, &s->w_qkv, &s->b_qkv, &s->w_o,
+                                   &s->b_o, &s->w_up, &s->b_up, &s->w_gate, &s->b_gate, &s->w_down, &s->b_down};
+            float **dst[] = {&d->ln1_w, &d->ln1_b, &d->ln2_w, &d->ln2_b, &d->w_qkv, &d->b_qkv, &d->w_o,
+                             &d->b_o, &d->w_up, &d->b_up, &d->w_gate, &d->b_gate, &d->w_down, &d->b_down};
+            for (size_t i = 0; i < sizeof src / sizeof src[0]; i++)
+                *dst[i] = reloc(*src[i], A, B);
+        }
+        if (e->num.upcast & RC_UPCAST_LM_HEAD) {
+            int64_t n = c->vocab * c->hidden;
+            RC_TRY(be->ops->alloc(be, n, &e->lm_head_own));
+            RC_TRY(be->ops->upload(be, m->w.lm_head, n, RC_F32, e->lm_head_own));
+            e->w.lm_head = e->lm_head_own;
+        }
+    }
+    return RC_OK;
+}
+
 void rc_engine_free(rc_engine *e)
 {
     if (!e)
         return;
+    if (e->w_arena)
+        free(e->w.layers);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits,
-                     e->kv.k, e->kv.v};
+                     e->kv.k, e->kv.v, e->w_arena, e->lm_head_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             e->be->ops->free(e->be, bufs[i]);
     free(e);
 }
 
-rc_status rc_engine_create(const rc_model *m, rc_backend *be, int64_t n_slots, int64_t max_len,
-                           int64_t max_rows, rc_engine **out)
+rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
+                           int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out)
 {
     *out = NULL;
     const rc_config *c = &m->cfg;
@@ -36,7 +140,13 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, int64_t n_slots, i
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     e->model = m;
     e->be = be;
+    e->num = *num;
     e->max_rows = max_rows;
+    if (!(num->dt == RC_F32 || num->dt == RC_BF16 || num->dt == RC_F16) ||
+        !(num->logprob_dt == RC_F32 || num->logprob_dt == num->dt) || !(num->temperature > 0.0f)) {
+        free(e);
+        return rc_errorf(RC_ERR_USAGE, "invalid numerics (dtype, log-prob dtype or temperature)");
+    }
     const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate;
     const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
     e->logit_rows = LOGIT_CHUNK_FLOATS / c->vocab;
@@ -67,6 +177,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, int64_t n_slots, i
             s = be->ops->alloc(be, n, bufs[i].p);
     }
     if (s == RC_OK)
+        s = engine_weights(e);
+    if (s == RC_OK)
         s = be->ops->alloc(be, kv_n, &e->kv.k);
     if (s == RC_OK)
         s = be->ops->alloc(be, kv_n, &e->kv.v);
@@ -78,42 +190,75 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, int64_t n_slots, i
     return RC_OK;
 }
 
+/* The rounding rules, all in one place. MD is the model dtype; an op named
+ * in --upcast keeps fp32. (README "Numerics" has the table.) */
+typedef struct {
+    rc_dtype norm;      /* LayerNorm / RMSNorm output (and RMSNorm's cast before the weight) */
+    rc_dtype linear;    /* every GEMM output (bias added in fp32 first) */
+    rc_dtype rope_cs;   /* cos / sin tables */
+    rc_dtype rope;      /* q*cos, rotate_half(q)*sin and their sum */
+    rc_attn_numerics attn;
+    rc_dtype act;       /* activation outputs, SwiGLU product */
+    rc_dtype residual;  /* residual adds */
+    rc_dtype logits;    /* LM head output */
+} rounding;
+
+static rounding rounding_rules(const rc_numerics *n)
+{
+    const rc_dtype MD = n->dt;
+    const unsigned up = n->upcast;
+    rounding r;
+    r.norm = (up & RC_UPCAST_NORM) ? RC_F32 : MD;
+    r.linear = MD;
+    r.rope_cs = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
+    r.rope = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
+    /* fp32 q/k (upcast rope) give fp32 scores, as in GPT-NeoX 4.37-4.44 */
+    r.attn.score_dt = (up & (RC_UPCAST_ROPE | RC_UPCAST_SOFTMAX)) ? RC_F32 : MD;
+    r.attn.prob_dt = MD; /* softmax runs in fp32; probabilities cast to the value dtype */
+    r.attn.out_dt = MD;
+    r.act = MD;
+    r.residual = MD;
+    r.logits = (up & RC_UPCAST_LM_HEAD) ? RC_F32 : MD;
+    return r;
+}
+
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
     const rc_backend_ops *op = e->be->ops;
     rc_backend *be = e->be;
+    const rounding rr = rounding_rules(&e->num);
     const int64_t R = bd->n_rows, H = c->hidden, I = c->intermediate, d = c->head_dim;
     const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d, att_w = c->n_heads * d;
 
-    RC_TRY(op->embed(be, tokens, R, m->w.embed, H, e->x));
+    RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
     for (int64_t l = 0; l < c->n_layers; l++) {
-        const rc_layer_weights *L = &m->w.layers[l];
+        const rc_layer_weights *L = &e->w.layers[l];
         /* attention block */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, e->qkv));
-        RC_TRY(op->rope(be, e->qkv, bd, c, m->w.inv_freq));
-        RC_TRY(op->attention(be, e->qkv, bd, c, &e->kv, l, e->att));
-        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, e->tmp)); /* attn_out */
+        RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, rr.norm, rr.norm, e->h));
+        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, rr.linear, e->qkv));
+        RC_TRY(op->rope(be, e->qkv, bd, c, e->w.inv_freq, rr.rope_cs, rr.rope));
+        RC_TRY(op->attention(be, e->qkv, bd, c, &e->kv, l, &rr.attn, e->att));
+        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, rr.linear, e->tmp)); /* attn_out */
         /* MLP input: parallel residual reads x, sequential reads x + attn_out */
         if (!c->parallel_residual)
-            RC_TRY(op->add(be, e->tmp, e->x, R * H, e->x)); /* x = attn_out + x */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln2_w, L->ln2_b, c->norm_eps, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, L->b_up, e->mlp_a));
+            RC_TRY(op->add(be, e->tmp, e->x, R * H, rr.residual, e->x)); /* x = attn_out + x */
+        RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln2_w, L->ln2_b, c->norm_eps, rr.norm, rr.norm, e->h));
+        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, L->b_up, rr.linear, e->mlp_a));
         if (c->gated_mlp) {
-            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, L->b_gate, e->mlp_b));
-            RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, R * I)); /* act(gate) * up */
-            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, L->b_down, e->h));
+            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, L->b_gate, rr.linear, e->mlp_b));
+            RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, R * I, rr.act, rr.act)); /* act(gate) * up */
+            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, L->b_down, rr.linear, e->h));
         } else {
-            RC_TRY(op->act(be, c->act, e->mlp_a, R * I));
-            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, L->b_down, e->h));
+            RC_TRY(op->act(be, c->act, e->mlp_a, R * I, rr.act));
+            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, L->b_down, rr.linear, e->h));
         }
-        if (c->parallel_residual) { /* GPTNeoXLayer: mlp_out + attn_out + x */
-            RC_TRY(op->add(be, e->h, e->tmp, R * H, e->h));
-            RC_TRY(op->add(be, e->h, e->x, R * H, e->x));
+        if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
+            RC_TRY(op->add(be, e->h, e->tmp, R * H, rr.residual, e->h));
+            RC_TRY(op->add(be, e->h, e->x, R * H, rr.residual, e->x));
         } else {
-            RC_TRY(op->add(be, e->h, e->x, R * H, e->x)); /* mlp_out + x */
+            RC_TRY(op->add(be, e->h, e->x, R * H, rr.residual, e->x)); /* mlp_out + x */
         }
     }
     return RC_OK;
@@ -129,7 +274,7 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     if (n_seq < 1)
         return rc_errorf(RC_ERR_USAGE, "forward call with no sequences");
     int64_t *row0 = malloc((size_t)n_seq * sizeof *row0);
-    int64_t *pos = NULL;
+    int64_t *pos = NULL, *seq_of_row = NULL;
     int64_t R = 0;
     if (!row0)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -145,11 +290,14 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     }
     if (s == RC_OK && R > e->max_rows)
         s = rc_errorf(RC_ERR_USAGE, "%lld rows exceed the engine's %lld", (long long)R, (long long)e->max_rows);
-    if (s == RC_OK && !(pos = malloc((size_t)R * sizeof *pos)))
+    if (s == RC_OK && (!(pos = malloc((size_t)R * sizeof *pos)) ||
+                       !(seq_of_row = malloc((size_t)R * sizeof *seq_of_row))))
         s = rc_errorf(RC_ERR_NOMEM, "out of memory");
     for (int64_t b = 0; b < n_seq && s == RC_OK; b++)
-        for (int64_t i = 0; i < n_new[b]; i++)
+        for (int64_t i = 0; i < n_new[b]; i++) {
             pos[row0[b] + i] = starts[b] + i;
+            seq_of_row[row0[b] + i] = b;
+        }
     for (int64_t r = 0; r < R && s == RC_OK; r++)
         if (tokens[r] < 0 || tokens[r] >= c->vocab)
             s = rc_errorf(RC_ERR_USAGE, "token id %d is outside the vocabulary [0, %lld)", tokens[r],
@@ -161,7 +309,8 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
             s = rc_errorf(RC_ERR_USAGE, "target token id %d is outside the vocabulary", targets[i]);
     }
     rc_batch_desc bd = {.n_seq = n_seq, .slot = slots, .start = starts, .n_new = n_new,
-                        .row0 = row0, .n_rows = R, .pos = pos};
+                        .row0 = row0, .n_rows = R, .pos = pos, .seq_of_row = seq_of_row};
+    const rounding rr = rounding_rules(&e->num);
     if (s == RC_OK)
         s = run_layers(e, &bd, tokens);
     /* final norm + LM head + log-softmax, on the requested rows, in chunks */
@@ -171,16 +320,18 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         int64_t n = n_out - i0 < e->logit_rows ? n_out - i0 : e->logit_rows;
         for (int64_t i = 0; i < n; i++) /* gather rows (host-side indices) */
             memcpy(e->tmp + i * H, e->x + out_rows[i0 + i] * H, (size_t)H * sizeof(float));
-        s = op->norm(e->be, c->norm, e->tmp, n, H, e->model->w.lnf_w, e->model->w.lnf_b, c->norm_eps,
-                     e->h);
+        s = op->norm(e->be, c->norm, e->tmp, n, H, e->w.lnf_w, e->w.lnf_b, c->norm_eps, rr.norm,
+                     rr.norm, e->h);
         if (s == RC_OK)
-            s = op->matmul(e->be, e->h, n, H, e->model->w.lm_head, V, NULL, e->logits);
+            s = op->matmul(e->be, e->h, n, H, e->w.lm_head, V, NULL, rr.logits, e->logits);
         if (s == RC_OK)
-            s = op->logprobs(e->be, e->logits, n, V, full_out ? full_out + i0 * V : NULL,
-                             targets ? targets + i0 : NULL, target_out ? target_out + i0 : NULL);
+            s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
+                             full_out ? full_out + i0 * V : NULL, targets ? targets + i0 : NULL,
+                             target_out ? target_out + i0 : NULL);
     }
     free(row0);
     free(pos);
+    free(seq_of_row);
     return s;
 }
 

@@ -10,9 +10,34 @@
 #include "backend.h"
 #include "model.h"
 
+/* The dtype model (README "Numerics"): what a framework running the model in
+ * `dt` computes. Weights are rounded to dt once; each op's output is rounded
+ * to dt where PyTorch eager rounds it, except the ops named in `upcast`,
+ * which keep fp32. */
+#define RC_UPCAST_SOFTMAX 1u /* attention scores and softmax stay fp32 until the probabilities */
+#define RC_UPCAST_ROPE 2u    /* RoPE in fp32: q, k (and the cached k) stay fp32 (GPT-NeoX 4.37-4.44) */
+#define RC_UPCAST_NORM 4u    /* LayerNorm / RMSNorm outputs stay fp32 */
+#define RC_UPCAST_LM_HEAD 8u /* LM head weight unrounded, logits fp32 */
+
+typedef struct {
+    rc_dtype dt;         /* RC_F32, RC_BF16 or RC_F16 */
+    unsigned upcast;     /* RC_UPCAST_* */
+    rc_dtype logprob_dt; /* RC_F32: log-softmax in fp32 (default); dt: in the model dtype */
+    float temperature;   /* logits are divided by it before the log-softmax */
+} rc_numerics;
+
+/* Parse "softmax,rope,norm,lm_head" (or "none", "all") into RC_UPCAST_* bits. */
+rc_status rc_parse_upcast(const char *s, unsigned *out);
+/* Inverse, into buf ("none" when 0). */
+const char *rc_upcast_str(unsigned upcast, char *buf, size_t n);
+
 typedef struct {
     const rc_model *model;
     rc_backend *be;
+    rc_numerics num;
+    rc_weights w;        /* the weights this engine computes with (rounded to num.dt) */
+    float *w_arena;      /* owned copy when rounding was needed, else NULL */
+    float *lm_head_own;  /* owned fp32 LM head for --upcast lm_head, else NULL */
     rc_kv_cache kv;
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;
@@ -21,9 +46,11 @@ typedef struct {
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and
- * up to max_rows packed rows per call. */
-rc_status rc_engine_create(const rc_model *m, rc_backend *be, int64_t n_slots, int64_t max_len,
-                           int64_t max_rows, rc_engine **out);
+ * up to max_rows packed rows per call, computing with numerics `num`. */
+rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
+                           int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out);
+/* fp32, no upcasts, temperature 1 */
+rc_numerics rc_numerics_fp32(void);
 void rc_engine_free(rc_engine *e);
 
 /* Run the model on new tokens for a set of sequences (their earlier tokens

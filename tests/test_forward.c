@@ -108,14 +108,18 @@ static void free_fixture(fixture *f)
 }
 
 static rc_backend *g_be;
-static rc_gemm_mode g_gemm = RC_GEMM_FIXED;
+static rc_kernels g_kernels = RC_KERNELS_INVARIANT;
 
-static const char *gemm_name(void) { return g_gemm == RC_GEMM_FIXED ? "fixed" : "blas "; }
+static const char *gemm_name(void)
+{
+    return g_kernels == RC_KERNELS_INVARIANT ? "invariant" : g_kernels == RC_KERNELS_ENGINE ? "engine   " : "blas     ";
+}
 
 static rc_engine *make_engine(const fixture *f, int64_t slots, int64_t len, int64_t rows)
 {
     rc_engine *e;
-    rc_status s = rc_engine_create(f->m, g_be, slots, len, rows, &e);
+    rc_numerics num = rc_numerics_fp32();
+    rc_status s = rc_engine_create(f->m, g_be, &num, slots, len, rows, &e);
     ck_assert_msg(s == RC_OK, "%s", rc_last_error());
     return e;
 }
@@ -317,9 +321,9 @@ START_TEST(test_batch_vs_alone)
         d = a > d ? a : d;
     }
     printf("%-16s %s batch vs alone max|dlogp| %.3e\n", k_fixtures[_i], gemm_name(), d);
-    /* the fixed-order GEMM is batch-invariant: demand 1e-6 (it measures 0);
-     * OpenBLAS changes its summation order with M: the engine tolerance */
-    double tol = g_gemm == RC_GEMM_FIXED ? 1e-6 : 1e-5;
+    /* invariant kernels: demand 1e-6 (it measures 0); engine kernels and
+     * OpenBLAS change their summation order with M: the engine tolerance */
+    double tol = g_kernels == RC_KERNELS_INVARIANT ? 1e-6 : 1e-5;
     ck_assert_msg(d <= tol, "%s: batched vs alone differs by %g", k_fixtures[_i], d);
     rc_engine_free(e);
     free(full);
@@ -350,7 +354,8 @@ START_TEST(test_engine_errors)
     ck_assert_int_eq(rc_engine_step(e, &slot, &start, &n, 1, &ok, &row, 1, NULL, NULL, NULL),
                      RC_ERR_USAGE);
     rc_engine *big;
-    ck_assert_int_eq(rc_engine_create(f.m, g_be, 1, f.m->cfg.max_pos + 1, 4, &big), RC_ERR_USAGE);
+    rc_numerics num = rc_numerics_fp32();
+    ck_assert_int_eq(rc_engine_create(f.m, g_be, &num, 1, f.m->cfg.max_pos + 1, 4, &big), RC_ERR_USAGE);
     rc_engine_free(e);
     free_fixture(&f);
 }
@@ -358,13 +363,18 @@ END_TEST
 
 static void setup(void)
 {
-    g_gemm = RC_GEMM_FIXED;
-    ck_assert(rc_backend_cpu_create(0, g_gemm, &g_be) == RC_OK);
+    g_kernels = RC_KERNELS_INVARIANT;
+    ck_assert(rc_backend_cpu_create(0, g_kernels, &g_be) == RC_OK);
+}
+static void setup_engine(void)
+{
+    g_kernels = RC_KERNELS_ENGINE;
+    ck_assert(rc_backend_cpu_create(0, g_kernels, &g_be) == RC_OK);
 }
 static void setup_blas(void)
 {
-    g_gemm = RC_GEMM_BLAS;
-    ck_assert(rc_backend_cpu_create(0, g_gemm, &g_be) == RC_OK);
+    g_kernels = RC_KERNELS_BLAS;
+    ck_assert(rc_backend_cpu_create(0, g_kernels, &g_be) == RC_OK);
 }
 static void teardown(void) { rc_backend_destroy(g_be); }
 
@@ -380,7 +390,16 @@ int main(void)
     tcase_add_loop_test(tc, test_batch_vs_alone, 0, N_FIXTURES);
     tcase_add_test(tc, test_engine_errors);
     suite_add_tcase(s, tc);
-    /* the same comparisons with OpenBLAS GEMMs */
+    /* the same comparisons with engine kernels */
+    TCase *te = tcase_create("vs_hf_engine");
+    tcase_add_checked_fixture(te, setup_engine, teardown);
+    tcase_set_timeout(te, 300);
+    tcase_add_loop_test(te, test_full_forward_vs_hf, 0, N_FIXTURES);
+    tcase_add_loop_test(te, test_greedy_generate_vs_hf, 0, N_FIXTURES);
+    tcase_add_loop_test(te, test_cached_vs_full, 0, N_FIXTURES);
+    tcase_add_loop_test(te, test_batch_vs_alone, 0, N_FIXTURES);
+    suite_add_tcase(s, te);
+    /* and with OpenBLAS GEMMs */
     TCase *tb = tcase_create("vs_hf_openblas");
     tcase_add_checked_fixture(tb, setup_blas, teardown);
     tcase_set_timeout(tb, 300);

@@ -83,7 +83,7 @@ SELF_CONSISTENCY_TOL_F64 = 1e-10 # cached decode vs no-cache forward, fp64
 SELF_CONSISTENCY_TOL_F32 = 1e-4  # same, fp32 (sanity only)
 NUMPY_SPEC_TOL = 1e-11           # independent numpy fp64 implementation vs fp64 references
 PERTURB_STD = 0.1                # LN/RMSNorm weight = 1 + 0.1*randn, every bias = 0.1*randn
-INIT_RANGE = 0.15               # std of HF's normal init: peaked distributions whose fp32 noise floor stays below 1e-5
+INIT_RANGE = 0.12               # std of HF's init: non-flat distributions with an fp32 noise floor (HF fp32 vs fp64) of at most 4e-6
 
 
 # --------------------------------------------------------------------------
@@ -231,7 +231,7 @@ FIXTURES = [
     ),
     dict(
         name="neox_bf16",
-        seed=6006,
+        seed=6011,
         model_cls=GPTNeoXForCausalLM,
         config_cls=GPTNeoXConfig,
         config=dict(

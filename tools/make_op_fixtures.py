@@ -1,0 +1,967 @@
+#!/usr/bin/env python3
+"""Generate per-op bf16 / fp16 fixtures: inputs and PyTorch's CPU outputs.
+
+Writes data/fixtures/ops/ops_bf16.safetensors, ops_f16.safetensors and README.md.
+Each op's inputs (stored in the low-precision dtype `dt` unless noted) and what
+PyTorch 2.x / HF transformers compute from them on the CPU, so the C emulation
+of bf16 / fp16 arithmetic can be checked op by op without Python.
+
+Usage:
+    python3 tools/make_op_fixtures.py                  # writes data/fixtures/ops/
+    python3 tools/make_op_fixtures.py --out /tmp/ops   # somewhere else (e.g. to diff)
+
+Everything is seeded (one torch.Generator per op, seeded from the op name) and
+runs single-threaded on the CPU with deterministic algorithms, so two runs with
+the same package versions give byte-identical files.  The safetensors header is
+re-serialised with sorted metadata keys (the Rust writer's key order is random
+per process).
+
+For every output the script also computes a "round-once" reference: the same
+expression evaluated in float64 (exactly, where possible: products of dt values
+are exact in float64 and dot products use math.fsum) and rounded ONCE, by a
+correct round-to-nearest-even implemented here in numpy, to dt (or to float32
+for F32 outputs).  torch's own float64 -> bf16/fp16 conversion is NOT used for
+that: on the CPU it goes through float32 and so double-rounds (checked and
+reported below).  The number of elements where torch differs from the
+round-once reference is printed and written to the README.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import warnings
+import zlib
+
+os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU only, before torch is imported
+warnings.filterwarnings("ignore", message=".*TF32 acceleration on top of oneDNN.*")
+
+import numpy as np  # noqa: E402
+import safetensors  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import transformers  # noqa: E402
+import transformers.models.llama.modeling_llama as llama  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import save as st_save  # noqa: E402
+
+SEED = 20260515
+N = 4096  # elementwise ops
+M, K, NOUT = 7, 256, 96  # linear
+H = 256  # norms
+T_SM = 100  # softmax columns
+T, D = 40, 64  # rope / attention
+V = 1000  # log-softmax vocabulary
+ROT_DIM = 16  # partial rotary (GPT-NeoX style)
+NEOX_MAX_POS = 2048  # size of the 4.40-style cos/sin cache
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+# (mantissa bits incl. implicit bit, min normal exponent, max finite)
+FMT = {
+    torch.bfloat16: (8, -126, float(torch.finfo(torch.bfloat16).max)),
+    torch.float16: (11, -14, float(torch.finfo(torch.float16).max)),
+    torch.float32: (24, -126, float(torch.finfo(torch.float32).max)),
+}
+
+
+# --------------------------------------------------------------------------
+# correct rounding float64 -> dt, ulp distances
+# --------------------------------------------------------------------------
+
+
+def round_np(x, dt):
+    """Round float64 array x to the nearest dt value (ties to even), IEEE overflow to inf.
+
+    Returns (float64 array holding dt values exactly, number of exact ties met).
+    """
+    p, emin, vmax = FMT[dt]
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, e = np.frexp(x)
+        E = np.maximum(e.astype(np.int64) - 1, emin)
+        q = np.ldexp(1.0, (E - (p - 1)).astype(np.int32))
+        s = x / q  # exact: scaling by a power of two
+        fin = np.isfinite(s)
+        ties = int(np.count_nonzero(fin & (np.abs(s - np.trunc(s)) == 0.5)))
+        r = np.rint(s) * q
+        r = np.where(np.isfinite(x) & (np.abs(r) > vmax), np.copysign(np.inf, x), r)
+        r = np.where(np.isfinite(x), r, x)
+    return r, ties
+
+
+def round_t(x64, dt):
+    """Round (float64 tensor or array) once to dt; returns (torch tensor of dtype dt, ties)."""
+    a = x64.detach().cpu().double().numpy() if torch.is_tensor(x64) else np.asarray(x64, np.float64)
+    r, ties = round_np(a, dt)
+    # values are exactly representable in dt (and float32), so these casts are exact
+    return torch.from_numpy(r).to(torch.float32).to(dt), ties
+
+
+def ordered_int(t):
+    """Monotone integer image of a float tensor's bits (+0 and -0 both map to 0)."""
+    if t.dtype in (torch.bfloat16, torch.float16):
+        b = t.contiguous().view(torch.int16).to(torch.int64) & 0xFFFF
+        sign, mag = b >> 15, b & 0x7FFF
+    elif t.dtype == torch.float32:
+        b = t.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+        sign, mag = b >> 31, b & 0x7FFFFFFF
+    else:
+        raise TypeError(t.dtype)
+    return torch.where(sign == 1, -mag, mag)
+
+
+def bits_equal(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+    ib = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}[a.dtype]
+    return a.contiguous().view(ib) == b.contiguous().view(ib)
+
+
+def ulp_stats(got, ref):
+    """(#elements whose bits differ, max |ulp distance|)."""
+    nd = int((~bits_equal(got, ref)).sum())
+    mu = int((ordered_int(got) - ordered_int(ref)).abs().max()) if got.numel() else 0
+    return nd, mu
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def gen_for(name):
+    return torch.Generator().manual_seed(SEED ^ zlib.crc32(name.encode()))
+
+
+def randn(g, *shape, scale=1.0):
+    return torch.randn(*shape, generator=g, dtype=torch.float32) * scale
+
+
+def dt_from_bits(bits, dt):
+    return torch.tensor(bits, dtype=torch.int32).to(torch.int16).view(dt)
+
+
+def fsum_matmul(a, b):
+    """Exact-as-possible a @ b in float64: exact products, math.fsum per dot product.
+
+    a: [m, k], b: [k, n] holding dt values (their products are exact in float64).
+    """
+    a = a.double().numpy()
+    b = b.double().numpy()
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), dtype=np.float64)
+    for i in range(m):
+        prod = a[i][:, None] * b  # [k, n], exact
+        for j in range(n):
+            out[i, j] = math.fsum(prod[:, j])
+    return torch.from_numpy(out)
+
+
+def fsum_linear(x, w, b=None):
+    """x @ w.T (+ b) as math.fsum of exact float64 products (and the bias)."""
+    xs = x.double().numpy()
+    ws = w.double().numpy()
+    out = np.empty((xs.shape[0], ws.shape[0]), dtype=np.float64)
+    for i in range(xs.shape[0]):
+        prod = xs[i][None, :] * ws  # [n, k], exact
+        for j in range(ws.shape[0]):
+            terms = list(prod[j])
+            if b is not None:
+                terms.append(float(b[j]))
+            out[i, j] = math.fsum(terms)
+    return torch.from_numpy(out)
+
+
+class Spec:
+    """Tensors plus their documentation and the round-once comparison table."""
+
+    def __init__(self, dt):
+        self.dt = dt
+        self.tensors = {}
+        self.doc = {}  # name -> expression
+        self.rows = []  # (output, reference description, n, n_diff, max_ulp, extra)
+        self.notes = []
+        self.exh = []  # exhaustive checks: (op, reference, n, n_diff, max_ulp)
+
+    def put(self, name, t, expr):
+        assert name not in self.tensors, name
+        self.tensors[name] = t.detach().contiguous().clone()
+        self.doc[name] = expr
+
+    def cmp(self, out_name, ref, ref_desc, extra=""):
+        got = self.tensors[out_name]
+        if isinstance(ref, tuple):
+            ref, ties = ref
+            if ties:
+                extra = (extra + "; " if extra else "") + f"{ties} exact ties in the float64 reference"
+        nd, mu = ulp_stats(got, ref)
+        self.rows.append((out_name, ref_desc, got.numel(), nd, mu, extra))
+        return nd
+
+    def cand(self, out_name, cand, cand_desc):
+        """Diagnostic: does torch's result equal an alternative (fp32) computation?"""
+        got = self.tensors[out_name]
+        nd, mu = ulp_stats(got, cand)
+        self.notes.append((out_name, cand_desc, got.numel(), nd, mu))
+        return nd
+
+
+# --------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------
+
+
+def round_inputs():
+    """float32 test vector for x.to(dt): edge cases for both bf16 and fp16 + random normals."""
+    g = gen_for("round")
+    vals = []
+    for dt in (torch.bfloat16, torch.float16):
+        p, emin, vmax = FMT[dt]
+        nbits_max = {torch.bfloat16: 0x7F7F, torch.float16: 0x7BFF}[dt]
+        sub_max = (1 << (p - 1)) - 1  # largest subnormal bit pattern
+        # ties between two adjacent normal dt values, lower neighbour even and odd
+        lo = torch.randint(1 << (p - 1), nbits_max, (64,), generator=g)
+        lo[:32] &= ~1
+        lo[32:] |= 1
+        sign = torch.randint(0, 2, (64,), generator=g)
+        v0 = dt_from_bits(lo.tolist(), dt).double()
+        v1 = dt_from_bits((lo + 1).tolist(), dt).double()
+        tie = ((v0 + v1) / 2 * torch.where(sign == 1, -1.0, 1.0).double()).float()
+        assert ((tie.double() * 2).abs() == (v0 + v1)).all()
+        vals += [tie, torch.nextafter(tie, torch.full_like(tie, math.inf)),
+                 torch.nextafter(tie, torch.full_like(tie, -math.inf))]
+        # subnormal values and ties between subnormals (and between 0 and the smallest)
+        ls = torch.randint(0, sub_max, (32,), generator=g)
+        ls[:16] &= ~1
+        ls[16:] |= 1
+        s0 = dt_from_bits(ls.tolist(), dt).double()
+        s1 = dt_from_bits((ls + 1).tolist(), dt).double()
+        st = ((s0 + s1) / 2).float()
+        vals += [st, torch.nextafter(st, torch.full_like(st, math.inf)),
+                 torch.nextafter(st, torch.full_like(st, -math.inf)), s1.float(), -s1.float()]
+        tiny = 2.0 ** emin
+        sub = 2.0 ** (emin - p + 1)
+        ulp_max = 2.0 ** (math.frexp(vmax)[1] - 1 - p + 1)
+        special = [
+            vmax, -vmax,
+            vmax + ulp_max / 2,  # tie between max (odd) and 2^(emax+1): -> inf
+            -(vmax + ulp_max / 2),
+            tiny, -tiny, tiny - sub, tiny - sub / 2,  # largest subnormal, tie to smallest normal
+            sub, -sub, sub / 2, -sub / 2, 3 * sub / 2, 5 * sub / 2, sub / 4,
+            1.0 + 2.0 ** -p, 1.0 + 3 * 2.0 ** -p, 1.0 - 2.0 ** -(p + 1), 1.5 + 2.0 ** -p,
+        ]
+        if dt == torch.float16:
+            special += [65504.0, 65519.99, 65520.0, -65520.0, 65536.0, 1e5, -1e5, 65519.0,
+                        2.0 ** -24, 2.0 ** -25, 2.0 ** -26, 6.1e-5]
+        else:
+            special += [3.39e38, -3.39e38, 3.3895314e38, 3.4e38, float(torch.finfo(torch.float32).max),
+                        -float(torch.finfo(torch.float32).max), 2.0 ** -133, 2.0 ** -134,
+                        2.0 ** -149, 1e-40, 1.1754942e-38]
+        sp = torch.tensor(special, dtype=torch.float64).float()
+        vals += [sp, torch.nextafter(sp, torch.full_like(sp, math.inf)),
+                 torch.nextafter(sp, torch.full_like(sp, -math.inf))]
+    vals.append(torch.tensor([0.0, -0.0, math.inf, -math.inf], dtype=torch.float32))
+    edge = torch.cat(vals)
+    edge = edge[torch.isfinite(edge) | torch.isinf(edge)]  # (no NaN by construction)
+    nrand = N - edge.numel()
+    assert nrand > 2000, nrand
+    scales = torch.tensor([1e-42, 1e-39, 1e-30, 1e-7, 1e-5, 1e-3, 0.1, 1.0, 2.0, 10.0, 300.0,
+                           1e4, 5e4, 1e20, 1e38], dtype=torch.float32)
+    idx = torch.randint(0, scales.numel(), (nrand,), generator=g)
+    rnd = randn(g, nrand) * scales[idx]
+    return torch.cat([edge, rnd]).contiguous()
+
+
+def edge_pairs(op, dt):
+    """Hand-picked (a, b) pairs for add/sub/mul, in dt."""
+    p, emin, vmax = FMT[dt]
+    tiny = 2.0 ** emin
+    sub = 2.0 ** (emin - p + 1)
+    half_ulp_max = 2.0 ** (math.frexp(vmax)[1] - 1 - p)
+    one_ulp = 2.0 ** -(p - 1)
+    if op in ("add", "sub"):
+        pr = [(vmax, vmax), (vmax, -vmax), (vmax, half_ulp_max), (vmax, half_ulp_max / 2),
+              (-vmax, -half_ulp_max), (1.5, -1.5), (-0.0, -0.0), (0.0, -0.0), (-0.0, 0.0),
+              (sub, sub), (tiny, -sub), (tiny, -tiny), (1.0, 2.0 ** -p), (1.0 + one_ulp, 2.0 ** -p),
+              (1.0, -(2.0 ** -(p + 1))), (math.inf, 1.0), (-math.inf, 5.0), (3.0, 2.0 ** -40)]
+        if op == "sub":  # the same sums, written as a - (-b)
+            pr = [(a, -b) for a, b in pr]
+    else:
+        rs = math.sqrt(vmax)
+        pr = [(vmax, 2.0), (rs, rs * 1.01), (sub, 0.5), (3 * sub, 0.5), (5 * sub, 0.5), (tiny, tiny),
+              (tiny, 0.75), (tiny, -0.375), (-0.0, 5.0), (0.0, -5.0), (math.inf, -2.0),
+              (1.0 + one_ulp, 1.0 + one_ulp), (vmax, 1.0 + one_ulp), (vmax, 0.5)]
+        g = gen_for(f"{op}.edge.{p}")
+        st = math.sqrt(tiny)  # products of these land in the subnormal range
+        for _ in range(18):
+            u = float(torch.rand((), generator=g)) * 0.9 + 0.05
+            w = float(torch.rand((), generator=g)) * 0.9 + 0.05
+            pr.append((st * u, -st * w if _ % 2 else st * w))
+    a = torch.tensor([x for x, _ in pr], dtype=torch.float64).float().to(dt)
+    b = torch.tensor([y for _, y in pr], dtype=torch.float64).float().to(dt)
+    return a, b
+
+
+NTAIL = 256
+
+
+def all_finite(dt):
+    """Every finite value of dt, in bit-pattern order (+0 ... max, -0 ... -max)."""
+    v = torch.arange(0, 65536, dtype=torch.int32).to(torch.int16).view(dt)
+    return v[torch.isfinite(v)]
+
+
+UNARY = {
+    "gelu": lambda z: F.gelu(z),
+    "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+    "silu": lambda z: F.silu(z),
+}
+
+
+def unary_tail_inputs(dt):
+    p, emin, vmax = FMT[dt]
+    tiny = 2.0 ** emin
+    sub = 2.0 ** (emin - p + 1)
+    fixed = [0.0, -0.0, sub, -sub, 3 * sub, -3 * sub, tiny / 2, -tiny / 2, tiny - sub, -(tiny - sub),
+             tiny, -tiny, 1.5 * tiny, -1.5 * tiny, 4 * tiny, -4 * tiny, 1e-30, -1e-30]
+    fixed += [-float(v) for v in np.arange(5.0, 20.5, 0.5)]  # cancellation in 1 + erf(x / sqrt 2)
+    fixed += [-30.0, -100.0, 30.0, 100.0, 1000.0, 3e4, vmax / 4, vmax / 2, 0.75 * vmax, vmax, -vmax / 2, -vmax]
+    if dt == torch.bfloat16:
+        fixed += [1e37, 1e38, 1.7e38, 1.8e38, 2e38, -1e38]
+    else:
+        fixed += [4e4, 6e4, 65504.0, -6e4]
+    fx = torch.tensor(fixed, dtype=torch.float64).float().to(dt)
+    a = all_finite(dt)
+    a = a[a.abs() < 20]
+    bad = torch.zeros(a.numel(), dtype=torch.bool)
+    for f in UNARY.values():
+        bad |= ~bits_equal(f(a), round_t(f(a.double()), dt)[0])
+    cand = a[bad]
+    k = NTAIL - fx.numel()
+    idx = torch.linspace(0, cand.numel() - 1, k).round().long() if cand.numel() > k else torch.arange(cand.numel())
+    picked = cand[idx]
+    out = torch.cat([fx, picked])
+    if out.numel() < NTAIL:
+        out = torch.cat([out, torch.zeros(NTAIL - out.numel(), dtype=dt)])
+    return out
+
+
+def binary_inputs(op, dt):
+    g = gen_for(op)
+    ne = 32
+    n = N - ne
+    a = randn(g, n, scale=2.0)
+    b = randn(g, n, scale=2.0)
+    # half of b at other magnitudes (alignment shifts, cancellation)
+    mag = torch.pow(10.0, torch.rand(n // 2, generator=g) * 4 - 3)
+    b[: n // 2] *= mag
+    a, b = a.to(dt), b.to(dt)
+    ea, eb = edge_pairs(op, dt)
+    assert ea.numel() <= ne
+    pad = ne - ea.numel()
+    fa = randn(g, pad, scale=2.0).to(dt)
+    fb = randn(g, pad, scale=2.0).to(dt)
+    return torch.cat([a, ea, fa]), torch.cat([b, eb, fb])
+
+
+# --------------------------------------------------------------------------
+# ops
+# --------------------------------------------------------------------------
+
+
+def build(dt):
+    S = Spec(dt)
+    f32 = torch.float32
+    fmax = float(torch.finfo(dt).max)
+
+    def r(x64):
+        return round_t(x64, dt)
+
+    def r32(x64):
+        return round_t(x64, f32)
+
+    # ---- round -------------------------------------------------------------
+    x = round_inputs()
+    S.put("round.x", x, "F32 test values (edge cases for bf16 and fp16, then random normals at many scales)")
+    S.put("round.out", x.to(dt), "round.x.to(dt)")
+    S.cmp("round.out", r(x.double()), "rne(x)")
+    # torch's own float64 -> dt conversion: does it double-round via float32?
+    xs = torch.tensor([1 + 2.0 ** -8 + 2.0 ** -40, 1 + 2.0 ** -11 + 2.0 ** -40, -(1 + 2.0 ** -8 + 2.0 ** -40)],
+                      dtype=torch.float64)
+    direct, _ = r(xs)
+    S.notes.append(("(float64 tensor).to(dt)", "torch converts [1+2^-8+2^-40, 1+2^-11+2^-40, -(1+2^-8+2^-40)] -> "
+                    + str(xs.to(dt).double().tolist()) + "; correctly rounded: " + str(direct.double().tolist()),
+                    3, ulp_stats(xs.to(dt), direct)[0], ulp_stats(xs.to(dt), direct)[1]))
+
+    # ---- add / sub / mul ---------------------------------------------------
+    for op, fn, sym in (("add", torch.add, "+"), ("sub", torch.sub, "-"), ("mul", torch.mul, "*")):
+        a, b = binary_inputs(op, dt)
+        S.put(f"{op}.a", a, f"dt; N(0,2) draws, half of {op}.b scaled by 10^U(-3,1), then {32} hand-picked edge pairs (overflow, ties, signed zeros, subnormals) and fillers")
+        S.put(f"{op}.b", b, f"dt; see {op}.a")
+        S.put(f"{op}.out", fn(a, b), f"{op}.a {sym} {op}.b  (dt tensors, dt result)")
+        S.cmp(f"{op}.out", r(fn(a.double(), b.double())), f"rne(a {sym} b)")
+        S.cand(f"{op}.out", fn(a.float(), b.float()).to(dt), f"(a.float() {sym} b.float()).to(dt)")
+
+    # ---- scalar mul / div --------------------------------------------------
+    for op, s, kind in (("mul_scalar", 64 ** -0.5, "mul"), ("mul_scalar2", 80 ** -0.5, "mul"),
+                        ("mul_scalar3", 0.7, "mul"), ("div_scalar", 0.7, "div"), ("div_scalar2", 0.6, "div")):
+        g = gen_for(op)
+        a = randn(g, N, scale=2.0)
+        a[: N // 4] *= 1000.0
+        a[N // 4: N // 2] *= 1e-3
+        a = a.to(dt)
+        if dt == torch.float16:
+            a[-4:] = torch.tensor([65504.0, -65504.0, 6e-8, 2.0 ** -14], dtype=torch.float32).to(dt)
+        else:
+            a[-4:] = torch.tensor([3.38e38, -3.38e38, 2.0 ** -133, 2.0 ** -126], dtype=torch.float32).to(dt)
+        adesc = "dt; N(0,2) draws, a quarter x1000 and a quarter x1e-3, last 4 = +-max, smallest subnormal, smallest normal"
+        if op == "mul_scalar3":
+            # every finite dt value where rne(a * s) != (a.float() * float32(s)).to(dt)
+            af = all_finite(dt)
+            disc = af[~bits_equal(round_t(af.double() * s, dt)[0], (af.float() * torch.tensor(s, dtype=f32)).to(dt))]
+            assert disc.numel() < 200
+            a[N // 2: N // 2 + disc.numel()] = disc
+            adesc += (f"; elements {N // 2}..{N // 2 + disc.numel() - 1} are all {disc.numel()} finite dt values a "
+                      "for which rne(a * s) != (a.float() * float32(s)).to(dt)")
+        if op == "div_scalar2":
+            # finite dt values where rne(a / s), (a.float() / float32(s)).to(dt) and
+            # (a.float() * (1 / float32(s))).to(dt) do not all agree (evenly spaced, at most 512)
+            af = all_finite(dt)
+            s32 = torch.tensor(s, dtype=f32)
+            c1 = round_t(af.double() / s, dt)[0]
+            c2 = (af.float() / s32).to(dt)
+            c3 = (af.float() * (1 / s32)).to(dt)
+            disc = af[~(bits_equal(c1, c2) & bits_equal(c2, c3))]
+            if disc.numel() > 512:
+                disc = disc[torch.linspace(0, disc.numel() - 1, 512).round().long()]
+            a[N // 2: N // 2 + disc.numel()] = disc
+            adesc += (f"; elements {N // 2}..{N // 2 + disc.numel() - 1} are {disc.numel()} finite dt values (evenly spaced "
+                      "picks) where rne(a / s), (a.float() / float32(s)).to(dt) and (a.float() * (1 / float32(s))).to(dt) "
+                      "do not all agree")
+        S.put(f"{op}.a", a, adesc)
+        sexpr = {"mul_scalar": "64**-0.5", "mul_scalar2": "80**-0.5", "mul_scalar3": "0.7", "div_scalar": "0.7",
+                 "div_scalar2": "0.6"}[op]
+        S.put(f"{op}.s", torch.tensor([s], dtype=torch.float64), f"F64; the Python float {sexpr} = {s!r}")
+        if kind == "mul":
+            out = a * s
+            S.put(f"{op}.out", out, f"{op}.a * {sexpr}  (Python float scalar, dt result)")
+            S.cmp(f"{op}.out", r(a.double() * s), "rne(a * s)  (s as float64)")
+            s32 = torch.tensor(s, dtype=f32)
+            S.cand(f"{op}.out", (a.float() * s32).to(dt), "(a.float() * float32(s)).to(dt)")
+        else:
+            out = a / s
+            S.put(f"{op}.out", out, f"{op}.a / {sexpr}  (Python float scalar, dt result)")
+            S.cmp(f"{op}.out", r(a.double() / s), "rne(a / s)  (s as float64)")
+            s32 = torch.tensor(s, dtype=f32)
+            S.cand(f"{op}.out", (a.float() / s32).to(dt), "(a.float() / float32(s)).to(dt)")
+            S.cand(f"{op}.out", (a.float() * (1.0 / s32)).to(dt), "(a.float() * (1 / float32(s))).to(dt)  [reciprocal in fp32]")
+            S.cand(f"{op}.out", (a.float() * torch.tensor(1.0 / s, dtype=f32)).to(dt),
+                   "(a.float() * float32(1.0 / s)).to(dt)  [reciprocal in float64, then fp32]")
+
+    # ---- linear ------------------------------------------------------------
+    g = gen_for("linear")
+    x = randn(g, M, K, scale=2.0).to(dt)
+    w = randn(g, NOUT, K, scale=0.05).to(dt)
+    b = randn(g, NOUT, scale=0.05).to(dt)
+    S.put("linear.x", x, "dt; N(0,2)")
+    S.put("linear.w", w, "dt; N(0,0.05)")
+    S.put("linear.b", b, "dt; N(0,0.05)")
+    S.put("linear.out", F.linear(x, w, b), "F.linear(linear.x, linear.w, linear.b)  (dt)")
+    S.put("linear_nobias.out", F.linear(x, w), "F.linear(linear.x, linear.w)  (dt)")
+    exact_b = fsum_linear(x, w, b)
+    exact_nb = fsum_linear(x, w)
+    S.put("linear.out_f64", exact_b, "F64; x @ w.T + b with exact products summed by math.fsum "
+          "(= the correctly rounded float64 of the exact value)")
+    S.cmp("linear.out", r(exact_b), "rne(exact x@w.T + b)")
+    S.cmp("linear_nobias.out", r(exact_nb), "rne(exact x@w.T)")
+    S.cand("linear.out", (x.float() @ w.float().T + b.float()).to(dt), "(x.float() @ w.float().T + b.float()).to(dt)")
+    S.cand("linear.out", F.linear(x.float(), w.float(), b.float()).to(dt), "F.linear(x.float(), w.float(), b.float()).to(dt)")
+    S.cand("linear.out", r32(exact_b)[0].to(dt), "rne_fp32(exact).to(dt)  [round to fp32, then to dt]")
+    S.cand("linear_nobias.out", (x.float() @ w.float().T).to(dt), "(x.float() @ w.float().T).to(dt)")
+
+    # ---- layernorm ---------------------------------------------------------
+    g = gen_for("layernorm")
+    rows = [randn(g, H, scale=2.0),
+            randn(g, H, scale=0.01),
+            300.0 + randn(g, H, scale=2.0),  # large mean offset
+            -50.0 + randn(g, H, scale=10.0),
+            randn(g, H, scale=2.0) * torch.where(torch.rand(H, generator=g) < 0.03, 50.0, 1.0),
+            torch.full((H,), 1.5),  # constant row: variance 0, output = b
+            randn(g, H, scale=1.0) + 3.0]
+    x = torch.stack(rows).to(dt)
+    w = (1.0 + randn(g, H, scale=0.1)).to(dt)
+    b = randn(g, H, scale=0.05).to(dt)
+    eps = 1e-5
+    S.put("layernorm.x", x, "dt [M,H]; rows: N(0,2); N(0,0.01); 300+N(0,2); -50+N(0,10); N(0,2) with 3% x50 outliers; constant 1.5; 3+N(0,1)")
+    S.put("layernorm.w", w, "dt; 1 + N(0,0.1)")
+    S.put("layernorm.b", b, "dt; N(0,0.05)")
+    S.put("layernorm.eps", torch.tensor([eps], dtype=torch.float64), "F64; 1e-5")
+    S.put("layernorm.out", F.layer_norm(x, (H,), w, b, eps), "F.layer_norm(x, (H,), w, b, eps)  (dt)")
+    ref = F.layer_norm(x.double(), (H,), w.double(), b.double(), eps)
+    S.cmp("layernorm.out", r(ref), "rne(layer_norm in float64)")
+    xf = x.float()
+    mu = xf.mean(-1, keepdim=True)
+    var = ((xf - mu) ** 2).mean(-1, keepdim=True)
+    S.cand("layernorm.out", ((xf - mu) * torch.rsqrt(var + eps) * w.float() + b.float()).to(dt),
+           "fp32 two-pass: ((x-mean)*rsqrt(var+eps)*w + b).to(dt)")
+    S.cand("layernorm.out", F.layer_norm(xf, (H,), w.float(), b.float(), eps).to(dt),
+           "F.layer_norm(x.float(), ..., w.float(), b.float()).to(dt)")
+
+    # ---- rmsnorm (LlamaRMSNorm) --------------------------------------------
+    g = gen_for("rmsnorm")
+    rows = [randn(g, H, scale=2.0), randn(g, H, scale=0.01), 300.0 + randn(g, H, scale=2.0),
+            randn(g, H, scale=30.0),
+            randn(g, H, scale=2.0) * torch.where(torch.rand(H, generator=g) < 0.03, 50.0, 1.0),
+            torch.full((H,), 1.5), randn(g, H, scale=1.0)]
+    x = torch.stack(rows).to(dt)
+    w = (1.0 + randn(g, H, scale=0.1)).to(dt)
+    eps = 1e-6
+    mod = llama.LlamaRMSNorm(H, eps=eps).to(dt)
+    with torch.no_grad():
+        mod.weight.copy_(w)
+    out = mod(x)
+    assert out.dtype == dt
+    normed = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(dt)
+    assert bool(bits_equal(out, w * normed).all()), "LlamaRMSNorm != w * normed"
+    S.put("rmsnorm.x", x, "dt [M,H]; rows: N(0,2); N(0,0.01); 300+N(0,2); N(0,30); N(0,2) with 3% x50 outliers; constant 1.5; N(0,1)")
+    S.put("rmsnorm.w", w, "dt; 1 + N(0,0.1)")
+    S.put("rmsnorm.eps", torch.tensor([eps], dtype=torch.float64), "F64; 1e-6")
+    S.put("rmsnorm.out", out, "transformers LlamaRMSNorm(H, eps).to(dt) with weight=w, applied to x  "
+          "(= w * normed, dt * dt)")
+    S.put("rmsnorm.normed", normed, "(x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(dt)")
+    xd = x.double()
+    S.cmp("rmsnorm.normed", r(xd / torch.sqrt(xd.pow(2).mean(-1, keepdim=True) + eps)), "rne(x / sqrt(mean(x^2)+eps) in float64)")
+    S.cmp("rmsnorm.out", r(w.double() * normed.double()), "rne(w * rmsnorm.normed)  [2nd rounding only]")
+    S.cmp("rmsnorm.out", r(w.double() * r(xd / torch.sqrt(xd.pow(2).mean(-1, keepdim=True) + eps))[0].double()),
+          "rne(w * rne(normed_f64))  [both roundings from float64]")
+    S.cand("rmsnorm.normed", (x.float() / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(dt),
+           "(x.float() / torch.sqrt(mean(x^2)+eps)).to(dt)  [division instead of * rsqrt]")
+    ms = torch.tensor([[math.fsum(v * v for v in row) / H] for row in x.double().tolist()], dtype=torch.float64).float()
+    S.cand("rmsnorm.normed", (x.float() * torch.rsqrt(ms + eps)).to(dt),
+           "(x.float() * rsqrt(rne_fp32(exact mean(x^2)) + eps)).to(dt)  [exact mean of squares]")
+    rs = torch.from_numpy(round_np((1.0 / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True).double() + np.float32(eps).item())).numpy(), f32)[0]).float()
+    S.cand("rmsnorm.normed", (x.float() * rs).to(dt),
+           "(x.float() * rne_fp32(1/sqrt(fp32 var + eps))).to(dt)  [correctly rounded rsqrt]")
+
+    # ---- softmax -----------------------------------------------------------
+    g = gen_for("softmax")
+    fmin = float(torch.finfo(dt).min)
+    rows = [randn(g, T_SM, scale=2.0),
+            torch.where(torch.arange(T_SM) > 40, torch.tensor(fmin), randn(g, T_SM, scale=2.0)),  # causal-mask-like
+            500.0 + randn(g, T_SM, scale=20.0),  # large values
+            torch.where(torch.arange(T_SM) > 0, torch.tensor(fmin), torch.tensor(0.3)),  # only col 0 visible
+            randn(g, T_SM, scale=0.1),
+            randn(g, T_SM, scale=8.0),
+            torch.full((T_SM,), 3.0)]
+    x = torch.stack(rows).to(dt)
+    S.put("softmax.x", x, "dt [M,T]; rows: N(0,2); N(0,2) with cols>40 = finfo(dt).min (causal mask); 500+N(0,20); "
+          "0.3 then finfo(dt).min; N(0,0.1); N(0,8); constant 3")
+    o32 = F.softmax(x, dim=-1, dtype=torch.float32)
+    S.put("softmax.out_f32", o32, "F32; F.softmax(x, dim=-1, dtype=torch.float32)")
+    S.put("softmax.out", o32.to(dt), "F.softmax(x, dim=-1, dtype=torch.float32).to(dt)  (eager attention)")
+    S.put("softmax_native.out", F.softmax(x, dim=-1), "F.softmax(x, dim=-1) with x in dt (dt result)")
+    sref = F.softmax(x.double(), dim=-1)
+    S.cmp("softmax.out_f32", r32(sref), "rne_fp32(softmax in float64)")
+    S.cmp("softmax.out", r(sref), "rne(softmax in float64)  [torch rounds twice: fp32 then dt]")
+    S.cmp("softmax.out", r(o32.double()), "rne(softmax.out_f32)  [the final cast only]")
+    S.cmp("softmax_native.out", r(sref), "rne(softmax in float64)")
+    S.cand("softmax_native.out", o32.to(dt), "F.softmax(x, dtype=float32).to(dt)")
+    xf = x.float()
+    e = torch.exp(xf - xf.max(-1, keepdim=True).values)
+    S.cand("softmax.out_f32", e / e.sum(-1, keepdim=True), "fp32 exp(x-max) / sum  (torch.sum order)")
+    S.cand("softmax.out_f32", e * (1.0 / e.sum(-1, keepdim=True)), "fp32 exp(x-max) * (1/sum)")
+
+    # ---- gelu / silu -------------------------------------------------------
+    g = gen_for("gelu")
+    x = randn(g, N, scale=2.0)
+    x[: N // 4] *= 3.0
+    x[N // 4: N // 2] *= 0.01
+    x = x.to(dt)
+    tail = unary_tail_inputs(dt)
+    x[N - tail.numel():] = tail
+    S.put("gelu.x", x, f"dt; N(0,2), a quarter x3, a quarter x0.01; the last {NTAIL} are dtype-specific: "
+          "+-0, subnormals, +-smallest normal, x in [-20,-5], large and max finite values, then values "
+          "picked (evenly spaced) from the finite dt inputs where torch's gelu/gelu_tanh/silu differ from rne(float64)")
+    S.put("gelu.out", F.gelu(x), "F.gelu(gelu.x)  (exact erf, dt)")
+    S.put("gelu_tanh.out", F.gelu(x, approximate="tanh"), "F.gelu(gelu.x, approximate='tanh')  (dt)")
+    S.put("silu.out", F.silu(x), "F.silu(gelu.x)  (dt)")
+    xd = x.double()
+    S.cmp("gelu.out", r(F.gelu(xd)), "rne(gelu in float64)")
+    S.cmp("gelu_tanh.out", r(F.gelu(xd, approximate="tanh")), "rne(gelu_tanh in float64)")
+    S.cmp("silu.out", r(xd / (1 + torch.exp(-xd))), "rne(x / (1 + exp(-x)) in float64)")
+    S.cand("gelu.out", F.gelu(x.float()).to(dt), "F.gelu(x.float()).to(dt)")
+    S.cand("gelu_tanh.out", F.gelu(x.float(), approximate="tanh").to(dt), "F.gelu(x.float(), 'tanh').to(dt)")
+    S.cand("silu.out", F.silu(x.float()).to(dt), "F.silu(x.float()).to(dt)")
+    S.cand("gelu.out", r32(F.gelu(xd))[0].to(dt), "rne_fp32(gelu_f64).to(dt)  [double rounding of the exact value]")
+    S.cand("silu.out", r32(xd / (1 + torch.exp(-xd)))[0].to(dt), "rne_fp32(silu_f64).to(dt)  [double rounding of the exact value]")
+
+    # ---- silu(g) * u -------------------------------------------------------
+    g_ = gen_for("silu_mul")
+    gg = randn(g_, N, scale=2.0).to(dt)
+    uu = randn(g_, N, scale=2.0).to(dt)
+    S.put("silu_mul.g", gg, "dt; N(0,2)")
+    S.put("silu_mul.u", uu, "dt; N(0,2)")
+    sg = F.silu(gg)
+    S.put("silu_mul.out", sg * uu, "F.silu(g) * u  (two dt roundings, as LlamaMLP)")
+    gd = gg.double()
+    S.cmp("silu_mul.out", r(sg.double() * uu.double()), "rne(F.silu(g) * u)  [2nd rounding only]")
+    S.cmp("silu_mul.out", r(r(gd / (1 + torch.exp(-gd)))[0].double() * uu.double()),
+          "rne(rne(silu_f64(g)) * u)  [both roundings from float64]")
+
+    # ---- rope (Llama, transformers) ----------------------------------------
+    g = gen_for("rope")
+    q = randn(g, T, D, scale=2.0).to(dt)
+    pos = (100 + torch.randperm(T, generator=g)).to(torch.int32)
+    cfg = transformers.LlamaConfig(hidden_size=D, num_attention_heads=1, num_key_value_heads=1, head_dim=D,
+                                   intermediate_size=2 * D, num_hidden_layers=1, vocab_size=16,
+                                   max_position_embeddings=256,
+                                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    remb = llama.LlamaRotaryEmbedding(cfg)
+    base = 10000.0
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    assert bool(bits_equal(remb.inv_freq, inv_freq).all()), "LlamaRotaryEmbedding.inv_freq differs"
+    cos_t, sin_t = remb(q[None], pos[None].long())  # [1, T, D] in dt
+    freqs = (inv_freq[None, :, None].float() @ pos[None, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(dt), emb.sin().to(dt)
+    assert bool(bits_equal(cos_t, cos).all()) and bool(bits_equal(sin_t, sin).all()), "RoPE cos/sin mismatch"
+    out_t = llama.apply_rotary_pos_emb(q[None, None], q[None, None], cos_t, sin_t)[0][0, 0]
+    assert out_t.dtype == dt
+    manual = q * cos[0] + llama.rotate_half(q) * sin[0]
+    assert bool(bits_equal(out_t, manual).all())
+    S.put("rope.q", q, "dt [T,d]; N(0,2)")
+    S.put("rope.pos", pos, "I32 [T]; a permutation of 100..139")
+    S.put("rope.inv_freq", inv_freq, "F32 [d/2]; 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d)) "
+          "(== LlamaRotaryEmbedding(cfg).inv_freq, checked)")
+    S.put("rope.cos", cos[0], "dt [T,d]; emb = cat(f, f), f = (inv_freq[None,:,None] @ pos[None,None,:].float()).transpose(1,2) "
+          "(fp32); emb.cos().to(dt)  (== LlamaRotaryEmbedding(cfg)(q, pos) [0], checked)")
+    S.put("rope.sin", sin[0], "dt [T,d]; emb.sin().to(dt), as rope.cos")
+    S.put("rope.out", out_t, "transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, q, cos, sin)[0] "
+          "= (q * cos) + (rotate_half(q) * sin), all dt (three dt roundings)")
+    emb32 = emb[0].double()  # torch's fp32 arguments, exactly
+    S.cmp("rope.cos", r(torch.cos(emb32)), "rne(cos_f64(fp32 argument pos*inv_freq))")
+    S.cmp("rope.sin", r(torch.sin(emb32)), "rne(sin_f64(fp32 argument pos*inv_freq))")
+    exact_arg = pos.double()[:, None] * torch.cat([inv_freq, inv_freq]).double()[None, :]
+    S.cmp("rope.cos", r(torch.cos(exact_arg)), "rne(cos_f64(pos * inv_freq in float64))  [argument not rounded to fp32]")
+    S.cand("rope.cos", r32(torch.cos(emb32))[0].to(dt), "rne_fp32(cos_f64(fp32 arg)).to(dt)  [correctly rounded fp32 cos, then dt]")
+    S.cand("rope.sin", r32(torch.sin(emb32))[0].to(dt), "rne_fp32(sin_f64(fp32 arg)).to(dt)  [correctly rounded fp32 sin, then dt]")
+    qd, cd, sd = q.double(), cos[0].double(), sin[0].double()
+    rhd = llama.rotate_half(q).double()
+    S.cmp("rope.out", r(r(qd * cd)[0].double() + r(rhd * sd)[0].double()), "rne(rne(q*cos) + rne(rot(q)*sin))  [the three roundings torch does]")
+    S.cmp("rope.out", r(qd * cd + rhd * sd), "rne(q*cos + rot(q)*sin)  [one rounding: NOT what torch computes]")
+    cos32 = torch.cos(emb[0])
+    sin32 = torch.sin(emb[0])
+    S.cand("rope.cos", cos32.to(dt), "emb[0].cos().to(dt) on the [T,d] tensor")
+
+    # ---- rope_f32 (GPT-NeoX, transformers 4.40 style, partial rotary) -----
+    inv16 = 1.0 / (base ** (torch.arange(0, ROT_DIM, 2, dtype=torch.int64).float() / ROT_DIM))
+    tt = torch.arange(NEOX_MAX_POS, dtype=torch.int64).type_as(inv16)
+    fr = torch.outer(tt, inv16)
+    embn = torch.cat((fr, fr), dim=-1)
+    cos_cache, sin_cache = embn.cos(), embn.sin()  # fp32, not cast (4.40 GPTNeoXRotaryEmbedding)
+    cn, sn = cos_cache[pos.long()], sin_cache[pos.long()]  # [T, 16] fp32
+    q_rot, q_pass = q[..., :ROT_DIM], q[..., ROT_DIM:]
+    q_emb = llama.apply_rotary_pos_emb(q_rot[None, None], q_rot[None, None], cn[None], sn[None])[0][0, 0]
+    assert q_emb.dtype == torch.float32
+    out_f32 = torch.cat((q_emb, q_pass), dim=-1)
+    assert out_f32.dtype == torch.float32
+    S.put("rope_f32.inv_freq", inv16, "F32 [rotary_dim/2=8]; 1.0 / (10000.0 ** (torch.arange(0, 16, 2, dtype=torch.int64).float() / 16))")
+    S.put("rope_f32.cos", cn, "F32 [T,16]; cos_cached[pos] with cos_cached = cat(f,f).cos(), f = torch.outer(torch.arange(2048).float(), inv_freq) "
+          "(GPTNeoXRotaryEmbedding of transformers 4.40, not cast to dt)")
+    S.put("rope_f32.sin", sn, "F32 [T,16]; sin_cached[pos], as rope_f32.cos")
+    S.put("rope_f32.out", out_f32, "F32 [T,d]; cat(q_rot * cos + rotate_half(q_rot) * sin, q_pass) with q = rope.q (dt), "
+          "q_rot = q[:, :16], q_pass = q[:, 16:], cos/sin fp32 -> type promotion gives fp32")
+    cnd, snd = cn.double(), sn.double()
+    qrd, rrd = q_rot.double(), llama.rotate_half(q_rot).double()
+    stage = r32(r32(qrd * cnd)[0].double() + r32(rrd * snd)[0].double())[0]
+    S.cmp("rope_f32.out", (torch.cat((stage, q_pass.float()), -1), 0),
+          "rne32(rne32(q*cos) + rne32(rot(q)*sin))  [the three fp32 roundings torch does]")
+    S.cmp("rope_f32.out", (torch.cat((r32(qrd * cnd + rrd * snd)[0], q_pass.float()), -1), 0),
+          "rne32(q*cos + rot(q)*sin)  [one rounding]")
+    S.cand("rope_f32.cos", torch.cos(embn[pos.long()]), "cos of the gathered [T,16] arguments (vs cos over the [2048,16] cache)")
+    S.cand("rope_f32.cos", r32(torch.cos(embn[pos.long()].double()))[0], "rne_fp32(cos_f64(fp32 arg))  [correctly rounded fp32 cos]")
+    S.cand("rope_f32.sin", r32(torch.sin(embn[pos.long()].double()))[0], "rne_fp32(sin_f64(fp32 arg))  [correctly rounded fp32 sin]")
+
+    # ---- log-softmax ------------------------------------------------------
+    g = gen_for("logsoftmax")
+    x = randn(g, M, V, scale=3.0)
+    hot = torch.randint(0, V, (M, 3), generator=g)
+    x.scatter_(1, hot, 15.0 + randn(g, M, 3, scale=3.0))
+    x = x.to(dt)
+    S.put("logsoftmax.x", x, "dt [M,V]; N(0,3) with 3 entries per row set to 15+N(0,3)")
+    ls32 = F.log_softmax(x.float(), -1)
+    S.put("logsoftmax.out_f32", ls32, "F32; F.log_softmax(x.float(), -1)")
+    S.put("logsoftmax.out", F.log_softmax(x, -1), "F.log_softmax(x, -1) with x in dt (dt result)")
+    lref = F.log_softmax(x.double(), -1)
+    S.cmp("logsoftmax.out_f32", r32(lref), "rne_fp32(log_softmax in float64)")
+    S.cmp("logsoftmax.out", r(lref), "rne(log_softmax in float64)")
+    S.cand("logsoftmax.out", ls32.to(dt), "F.log_softmax(x.float(), -1).to(dt)")
+    xf = x.float()
+    mx = xf.max(-1, keepdim=True).values
+    S.cand("logsoftmax.out_f32", (xf - mx) - torch.log(torch.exp(xf - mx).sum(-1, keepdim=True)),
+           "fp32 (x - max) - log(sum(exp(x - max)))  (torch.sum order)")
+
+    # ---- matmul * scale ---------------------------------------------------
+    g = gen_for("matmul_scale")
+    q = randn(g, T, D, scale=2.0).to(dt)
+    k = randn(g, T, D, scale=2.0).to(dt)
+    scale = D ** -0.5
+    S.put("matmul_scale.q", q, "dt [T,d]; N(0,2)")
+    S.put("matmul_scale.k", k, "dt [T,d]; N(0,2)")
+    S.put("matmul_scale.out", (q @ k.T) * scale, "(q @ k.T) * d**-0.5  (dt matmul, then dt * Python float; two roundings)")
+    S.put("matmul_scale.out_f32", (q.float() @ k.float().T) * scale, "F32; (q.float() @ k.float().T) * d**-0.5")
+    qk = fsum_matmul(q, k.T)
+    S.cmp("matmul_scale.out", r(r(qk)[0].double() * scale), "rne(rne(exact q@k.T) * scale)")
+    S.cmp("matmul_scale.out_f32", r32(qk * scale), "rne_fp32(exact q@k.T * scale)")
+    S.cand("matmul_scale.out", ((q.float() @ k.float().T).to(dt).float() * scale).to(dt), "((q.float() @ k.float().T).to(dt) * scale).to(dt)")
+
+    # ---- p @ v -------------------------------------------------------------
+    g = gen_for("pv")
+    logits = randn(g, T, T, scale=2.0)
+    logits = logits.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -math.inf)
+    p = F.softmax(logits, -1).to(dt)
+    v = randn(g, T, D, scale=2.0).to(dt)
+    S.put("pv.p", p, "dt [T,T]; softmax(N(0,2) logits, causal) rounded to dt; exact zeros above the diagonal")
+    S.put("pv.v", v, "dt [T,d]; N(0,2)")
+    S.put("pv.out", p @ v, "pv.p @ pv.v  (dt)")
+    S.cmp("pv.out", r(fsum_matmul(p, v)), "rne(exact p@v)")
+    S.cand("pv.out", (p.float() @ v.float()).to(dt), "(p.float() @ v.float()).to(dt)")
+
+    exhaustive(S)
+    return S
+
+
+def exhaustive(S):
+    """Scalar and unary ops over every finite dt value (65536 bit patterns, minus NaN/inf)."""
+    dt = S.dt
+    a = all_finite(dt)
+    f32 = torch.float32
+    for s, sexpr in ((64 ** -0.5, "64**-0.5"), (80 ** -0.5, "80**-0.5"), (0.7, "0.7")):
+        got = a * s
+        s32 = torch.tensor(s, dtype=f32)
+        S.exh.append((f"a * {sexpr}", "rne(a * s)  (s float64)", a.numel(), *ulp_stats(got, round_t(a.double() * s, dt)[0])))
+        S.exh.append((f"a * {sexpr}", "(a.float() * float32(s)).to(dt)", a.numel(), *ulp_stats(got, (a.float() * s32).to(dt))))
+    for s, sexpr in ((0.7, "0.7"), (0.6, "0.6"), (1.3, "1.3")):
+        got = a / s
+        s32 = torch.tensor(s, dtype=f32)
+        S.exh.append((f"a / {sexpr}", "rne(a / s)  (s float64)", a.numel(), *ulp_stats(got, round_t(a.double() / s, dt)[0])))
+        S.exh.append((f"a / {sexpr}", "(a.float() / float32(s)).to(dt)", a.numel(), *ulp_stats(got, (a.float() / s32).to(dt))))
+        S.exh.append((f"a / {sexpr}", "(a.float() * (1 / float32(s))).to(dt)", a.numel(), *ulp_stats(got, (a.float() * (1 / s32)).to(dt))))
+    for name, f in UNARY.items():
+        got = f(a)
+        S.exh.append((name, "rne(float64)", a.numel(), *ulp_stats(got, round_t(f(a.double()), dt)[0])))
+        S.exh.append((name, "F.<op>(a.float()).to(dt)", a.numel(), *ulp_stats(got, f(a.float()).to(dt))))
+        with torch.backends.mkldnn.flags(enabled=False):
+            nat_dt = f(a)
+            nat32 = f(a.float()).to(dt)
+        S.exh.append((name, "F.<op>(a.float()).to(dt) with oneDNN disabled", a.numel(), *ulp_stats(got, nat32)))
+        S.exh.append((name, "F.<op>(a) with oneDNN disabled", a.numel(), *ulp_stats(got, nat_dt)))
+        small = a.abs() < 20
+        S.exh.append((name + " (|a| < 20)", "rne(float64)", int(small.sum()),
+                      *ulp_stats(got[small], round_t(f(a[small].double()), dt)[0])))
+
+
+# --------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------
+
+
+def save_canonical(tensors, path, metadata):
+    raw = st_save(tensors, metadata=metadata)
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8: 8 + n])
+    data = raw[8 + n:]
+    meta = header.pop("__metadata__", {})
+    ordered = {"__metadata__": {k: meta[k] for k in sorted(meta)}}
+    for k in sorted(header, key=lambda k: (header[k]["data_offsets"][0], k)):
+        ordered[k] = header[k]
+    hb = json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(len(hb).to_bytes(8, "little"))
+        f.write(hb)
+        f.write(data)
+
+
+def versions():
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "safetensors": safetensors.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def cpu_info():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (f"{model}, torch CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+            f"oneDNN (mkldnn) available: {torch.backends.mkldnn.is_available()}, {platform.machine()}")
+
+
+ST_DTYPE = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32", torch.float64: "F64",
+            torch.int32: "I32"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fixtures", "ops"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    os.makedirs(args.out, exist_ok=True)
+    ver = versions()
+
+    specs = {}
+    for tag, dt in DTYPES.items():
+        S = build(dt)
+        specs[tag] = S
+        meta = {"dtype": tag, "generator": "tools/make_op_fixtures.py", "seed": str(SEED)}
+        meta.update({f"version.{k}": v for k, v in ver.items()})
+        path = os.path.join(args.out, f"ops_{tag}.safetensors")
+        save_canonical(S.tensors, path, meta)
+        with safe_open(path, "pt") as f:
+            assert f.metadata() == meta
+            for name in f.keys():
+                t, ref = f.get_tensor(name), S.tensors[name]
+                assert t.dtype == ref.dtype and t.shape == ref.shape, name
+                assert t.contiguous().view(torch.uint8).equal(ref.contiguous().view(torch.uint8)), name
+        print(f"== {tag}: {path} ({os.path.getsize(path)} bytes)")
+        for (name, desc, n, nd, mu, extra) in S.rows:
+            print(f"  {name:22s} {nd:5d}/{n:<5d} max {mu} ulp  vs {desc}{'  (' + extra + ')' if extra else ''}")
+        for (name, desc, n, nd, mu) in S.notes:
+            print(f"  [diag] {name:22s} {nd:5d}/{n:<5d} max {mu} ulp  vs {desc}")
+        for (name, desc, n, nd, mu) in S.exh:
+            print(f"  [all finite] {name:18s} {nd:5d}/{n:<5d} max {mu} ulp  vs {desc}")
+
+    write_readme(args.out, specs, ver)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def write_readme(out, specs, ver):
+    L = []
+    a = L.append
+    a("# Per-op bf16 / fp16 fixtures (`ops_bf16.safetensors`, `ops_f16.safetensors`)")
+    a("")
+    a("Inputs and PyTorch's **CPU** outputs for the individual operations the ratiocheck bf16/fp16")
+    a("emulation has to reproduce (rounding, elementwise ops, scalar ops, linear, LayerNorm, LlamaRMSNorm,")
+    a("softmax, GELU/SiLU, Llama and GPT-NeoX RoPE, log-softmax, attention matmuls).")
+    a("Generated by `tools/make_op_fixtures.py`; do not edit by hand.")
+    a("")
+    a("Regenerate (writes this folder; `--out DIR` writes elsewhere, e.g. to compare bytes):")
+    a("")
+    a("    python3 tools/make_op_fixtures.py")
+    a("")
+    a("CPU only, `torch.set_num_threads(1)`, `torch.use_deterministic_algorithms(True)`, one")
+    a(f"`torch.Generator` per op seeded with `{SEED} ^ crc32(op name)` (the same seeds for both dtypes:")
+    a("random inputs are the same float32 draws rounded to bf16 resp. fp16). The safetensors header is")
+    a("rewritten with sorted `__metadata__` keys, so two runs give byte-identical files.")
+    a("")
+    a("Versions used:")
+    a("")
+    for k, v in ver.items():
+        a(f"- {k} {v}")
+    a("")
+    a(f"Generated on: {cpu_info()}. Several CPU kernels (oneDNN GELU/GEMM, vectorised exp/log/erf)")
+    a("are ISA-dependent, so the torch outputs may differ in the last bit on another CPU; the")
+    a("regeneration check is byte-identity on the same machine.")
+    a("")
+    a("| file | bytes | sha256 |")
+    a("|---|---|---|")
+    for tag in specs:
+        p = os.path.join(out, f"ops_{tag}.safetensors")
+        a(f"| ops_{tag}.safetensors | {os.path.getsize(p)} | `{sha256(p)}` |")
+    a("")
+    a("`__metadata__`: dtype, generator, seed, version.{python,torch,transformers,safetensors,numpy}.")
+    a("")
+    a("## Tensors")
+    a("")
+    a("`dt` is BF16 in `ops_bf16.safetensors` and F16 in `ops_f16.safetensors`; shapes are the same in")
+    a("both files. Scalars (`*.s`, `*.eps`) are F64 [1] holding the Python float that was passed to torch.")
+    a("Sizes: N = 4096, M = 7, K = 256, linear N = 96, H = 256, T(softmax) = 100, T = 40, d = 64, V = 1000.")
+    a("Hand-picked edge inputs differ between the two files where they are dtype-specific (max finite,")
+    a("subnormals).")
+    a("")
+    a("| name | shape | dtype | contents / exact PyTorch expression |")
+    a("|---|---|---|---|")
+    S0 = specs["bf16"]
+    for name, t in S0.tensors.items():
+        dts = {ST_DTYPE[s.tensors[name].dtype] for s in specs.values()}
+        dtype = "dt" if dts == {"BF16", "F16"} else "/".join(sorted(dts))
+        doc = S0.doc[name].replace("|", "\\|")
+        a(f"| `{name}` | {list(t.shape)} | {dtype} | {doc} |")
+    a("")
+    a("## torch CPU vs. \"compute in float64, round once\"")
+    a("")
+    a("For every output, the number of elements whose bits differ from a reference computed in float64")
+    a("(exactly where possible: products of dt values are exact in float64, dot products use")
+    a("`math.fsum`) and rounded once to the output dtype with a correct round-to-nearest-even")
+    a("(`rne`, implemented in numpy in the script: torch's own float64 -> dt cast double-rounds, see")
+    a("below). For ops whose definition contains several roundings (RMSNorm, silu*u, RoPE, scores*scale)")
+    a("the reference applies the same roundings; rows marked *[... only]* start from torch's own")
+    a("intermediate so that only the last step is compared. ulp = distance in representable values of the")
+    a("output dtype (+0 and -0 count as 0 ulp apart but as a bit difference).")
+    a("")
+    a("| output | reference | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp | notes |")
+    a("|---|---|---|---|---|---|---|")
+    rb, rf = specs["bf16"].rows, specs["f16"].rows
+    for x, y in zip(rb, rf):
+        assert x[0] == y[0] and x[1] == y[1]
+        notes = "; ".join(s for s in (("bf16: " + x[5]) if x[5] else "", ("fp16: " + y[5]) if y[5] else "") if s)
+        a(f"| `{x[0]}` | {x[1]} | {x[3]} / {x[2]} | {x[4]} | {y[3]} / {y[2]} | {y[4]} | {notes} |")
+    a("")
+    a("### Diagnostics: torch's result vs. alternative computations")
+    a("")
+    a("Same counts, comparing torch's stored output with other plausible ways of computing it (mostly")
+    a("\"do it in fp32 with torch, then cast\"); 0 means bit-identical on these inputs.")
+    a("")
+    a("| output | alternative | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp |")
+    a("|---|---|---|---|---|---|")
+    for x, y in zip(specs["bf16"].notes, specs["f16"].notes):
+        if x[0].startswith("(float64"):
+            continue
+        assert x[0] == y[0] and x[1] == y[1]
+        a(f"| `{x[0]}` | {x[1]} | {x[3]} / {x[2]} | {x[4]} | {y[3]} / {y[2]} | {y[4]} |")
+    a("")
+    a("### Exhaustive: every finite dt input")
+    a("")
+    a("Scalar and unary ops evaluated by torch on all finite bf16 resp. fp16 values (bit patterns")
+    a("0x0000..0xFFFF without inf/NaN), compared with the round-once reference and with alternatives.")
+    a("")
+    a("| op | compared with | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp |")
+    a("|---|---|---|---|---|---|")
+    for x, y in zip(specs["bf16"].exh, specs["f16"].exh):
+        assert x[0] == y[0] and x[1] == y[1]
+        a(f"| `{x[0]}` | {x[1]} | {x[3]} / {x[2]} | {x[4]} | {y[3]} / {y[2]} | {y[4]} |")
+    a("")
+    a("### torch's float64 -> dt cast")
+    a("")
+    for tag, S in specs.items():
+        for x in S.notes:
+            if x[0].startswith("(float64"):
+                a(f"- {tag}: {x[1]}")
+    a("")
+    a("i.e. on the CPU `float64_tensor.to(bfloat16/float16)` converts to float32 first and so double-rounds;")
+    a("the references here never use it.")
+    a("")
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write("\n".join(L))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
