@@ -7,12 +7,20 @@
  *   reduction            INVARIANT            ENGINE (and BLAS, except GEMM)
  *   GEMM dot (len K)     16 lanes, any M      M <= 16: split-K, 4 slices of
  *                                             16-lane dots summed in order;
- *                                             M > 16: 8 lanes (BLAS: sgemm)
+ *                                             16 < M <= 256: 8 lanes;
+ *                                             M > 256: K tiles of 128, 8 lanes
+ *                                             each, tiles summed in order
+ *                                             (BLAS: OpenBLAS sgemm)
  *   attention q.k (d)    16 lanes             decode 16 lanes, prefill 8 lanes
  *   softmax max/sum      one pass in order    prefill: key tiles of 64, online
  *                                             (running max, rescaled sum);
  *                                             decode: chunks of 32 merged
- *   P.V sum over keys    in order             per tile / chunk, then summed
+ *   P.V sum over keys    in order             prefill: split-K over the call's
+ *                                             padded key length T (4 slices,
+ *                                             like a [T,T]x[T,d] batched GEMM),
+ *                                             so it depends on the longest
+ *                                             sequence in the batch;
+ *                                             decode: per chunk of 32, summed
  *   LayerNorm mean/var   16 lanes             16 lanes (per-row, like torch)
  *   RMSNorm mean(x^2)    16 lanes             M < 16: 64 lanes, else 32
  *
@@ -30,6 +38,8 @@
 
 #define ENGINE_SMALL_M 16    /* GEMMs with M <= this split K */
 #define ENGINE_SPLIT_K 4     /* slices */
+#define ENGINE_LARGE_M 256   /* GEMMs with M > this use K tiles */
+#define ENGINE_K_TILE 128
 #define ENGINE_PREFILL_TILE 64
 #define ENGINE_DECODE_CHUNK 32
 
@@ -139,6 +149,17 @@ static inline float dot_splitk(const float *a, const float *b, int64_t K)
     return sum;
 }
 
+/* K tiles of ENGINE_K_TILE, each an 8-lane dot, tile sums added in order */
+static inline float dot_ktiles(const float *a, const float *b, int64_t K)
+{
+    float sum = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += ENGINE_K_TILE) {
+        int64_t n = K - k0 < ENGINE_K_TILE ? K - k0 : ENGINE_K_TILE;
+        sum += dot8(a + k0, b + k0, n);
+    }
+    return sum;
+}
+
 /* ---- ops ----------------------------------------------------------------- */
 
 static rc_status cpu_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
@@ -219,8 +240,11 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
         }
         return RC_OK;
     }
-    /* 0: 16 lanes, 1: 8 lanes, 2: split-K */
-    int kind = be->kernels == RC_KERNELS_INVARIANT ? 0 : M <= ENGINE_SMALL_M ? 2 : 1;
+    /* 0: 16 lanes, 1: 8 lanes, 2: split-K, 3: K tiles */
+    int kind = be->kernels == RC_KERNELS_INVARIANT ? 0
+               : M <= ENGINE_SMALL_M              ? 2
+               : M <= ENGINE_LARGE_M              ? 1
+                                                  : 3;
     int64_t ntiles = (N + GEMM_N_TILE - 1) / GEMM_N_TILE;
     int64_t mtiles = (M + GEMM_M_TILE - 1) / GEMM_M_TILE;
     /* Tiling only decides which element is computed when, not how. */
@@ -232,7 +256,10 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
             for (int64_t m = mt * GEMM_M_TILE; m < m1; m++)
                 for (int64_t n = t * GEMM_N_TILE; n < n1; n++) {
                     const float *a = x + m * K, *bw = W + n * K;
-                    float v = kind == 0 ? dot16(a, bw, K) : kind == 1 ? dot8(a, bw, K) : dot_splitk(a, bw, K);
+                    float v = kind == 0   ? dot16(a, bw, K)
+                              : kind == 1 ? dot8(a, bw, K)
+                              : kind == 2 ? dot_splitk(a, bw, K)
+                                          : dot_ktiles(a, bw, K);
                     y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
                 }
         }
@@ -392,7 +419,10 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
                 for (int64_t t = 0; t < d; t++)
                     acc[t] += sc[j] * Vh[j * d + t];
         } else {
-            const int64_t tile = mode == 1 ? ENGINE_PREFILL_TILE : ENGINE_DECODE_CHUNK;
+            int64_t tile = ENGINE_DECODE_CHUNK;
+            if (mode == 1) { /* split-K slices of the padded key length */
+                tile = (max_keys + ENGINE_SPLIT_K - 1) / ENGINE_SPLIT_K;
+            }
             float part[4096];
             for (int64_t t0 = 0; t0 < nk; t0 += tile) {
                 int64_t t1 = t0 + tile < nk ? t0 + tile : nk;

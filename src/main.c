@@ -1,22 +1,37 @@
 /* ratiocheck command line. The only place that calls exit(). */
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "backend.h"
+#include "forward.h"
 #include "model.h"
+#include "prompts.h"
 #include "rc_build_config.h"
+#include "results.h"
+#include "rollout.h"
 #include "status.h"
 #include "util.h"
 
 static const char *k_usage =
-    "Usage: ratiocheck COMMAND [OPTIONS]\n"
+    "Usage: ratiocheck [run] [OPTIONS]      the ratio check (see ratiocheck run --help)\n"
+    "       ratiocheck inspect --model DIR [--json]\n"
     "\n"
     "Checks whether the log-probs a sampler records during KV-cached generation\n"
     "agree with the log-probs a trainer recomputes in one batched forward pass.\n"
     "\n"
+    "Example: ratiocheck --model path/to/hf-model --dtype bf16 --len 20,40,50\n"
+    "\n"
     "Commands:\n"
+    "  run (default)                  sample, re-score, report the PPO ratio\n"
     "  inspect --model DIR [--json]   describe a Hugging Face model folder\n"
     "\n"
     "Options:\n"
@@ -129,24 +144,584 @@ static int cmd_inspect(int argc, char **argv)
     return 0;
 }
 
+/* ---- the ratio check ------------------------------------------------------ */
+
+static volatile sig_atomic_t g_interrupted;
+static volatile int g_interrupted_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+    g_interrupted_flag = 1;
+    const char *tmp = rc_h5_temp_path();
+    if (tmp) { /* interrupted while writing: leave nothing behind */
+        unlink(tmp);
+        _exit(130);
+    }
+}
+
+static const char *data_dir(void)
+{
+    const char *env = getenv("RATIOCHECK_DATA");
+    return env && *env ? env : RC_SOURCE_DIR "/data";
+}
+
+typedef struct {
+    bool enabled;
+    double last;
+    const char *phase;
+} progress_state;
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress_cb(void *ctx, const char *phase, int64_t done, int64_t total)
+{
+    progress_state *ps = ctx;
+    if (!ps->enabled)
+        return;
+    double t = mono_now();
+    if (t - ps->last < 0.1 && done < total)
+        return;
+    ps->last = t;
+    int width = 30, fill = total > 0 ? (int)((double)width * (double)done / (double)total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : '-';
+    bar[width] = '\0';
+    fprintf(stderr, "\r[%s] %3.0f%%  %-18s\033[K", bar, total ? 100.0 * (double)done / (double)total : 100.0, phase);
+    fflush(stderr);
+}
+
+static rc_status parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi)
+        return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not an integer in [%lld, %lld]", opt, v, (long long)lo,
+                         (long long)hi);
+    *out = x;
+    return RC_OK;
+}
+
+static rc_status parse_f64(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x >= lo && x <= hi))
+        return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
+    *out = x;
+    return RC_OK;
+}
+
+static rc_status parse_lens(const char *v, rc_rollout_cfg *cfg)
+{
+    cfg->n_lens = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 1 || x > 1000000 || (*end && *end != ','))
+            return rc_errorf(RC_ERR_USAGE, "--len: '%s' is not a list of positive integers like 20,40,50", v);
+        if (cfg->n_lens == RC_MAX_LENS)
+            return rc_errorf(RC_ERR_USAGE, "--len: at most %d lengths", RC_MAX_LENS);
+        cfg->lens[cfg->n_lens++] = x;
+        p = *end ? end + 1 : end;
+    }
+    if (cfg->n_lens == 0)
+        return rc_errorf(RC_ERR_USAGE, "--len: no lengths given");
+    /* sort ascending, reject duplicates */
+    for (int i = 1; i < cfg->n_lens; i++)
+        for (int j = i; j > 0 && cfg->lens[j] < cfg->lens[j - 1]; j--) {
+            int64_t t = cfg->lens[j];
+            cfg->lens[j] = cfg->lens[j - 1];
+            cfg->lens[j - 1] = t;
+        }
+    for (int i = 1; i < cfg->n_lens; i++)
+        if (cfg->lens[i] == cfg->lens[i - 1])
+            return rc_errorf(RC_ERR_USAGE, "--len: %lld is listed twice", (long long)cfg->lens[i]);
+    return RC_OK;
+}
+
+/* --fail-above metrics: larger is worse */
+static const char *const k_gate_metrics[] = {"clipfrac", "k3", "abs_k1", "std", "max_abs_dev",
+                                             "mult_prob_err", "nonidentical_frac", "frac_gt_0.001",
+                                             "frac_gt_0.01", "frac_gt_0.1", NULL};
+
+static double gate_value(const rc_len_stats *st, const char *metric)
+{
+    if (!strcmp(metric, "clipfrac")) return st->frac_above[3];
+    if (!strcmp(metric, "k3")) return st->k3;
+    if (!strcmp(metric, "abs_k1")) return fabs(st->k1);
+    if (!strcmp(metric, "std")) return st->std;
+    if (!strcmp(metric, "max_abs_dev")) return fmax(fabs(st->max - 1.0), fabs(st->min - 1.0));
+    if (!strcmp(metric, "mult_prob_err")) return st->mult_prob_err;
+    if (!strcmp(metric, "nonidentical_frac")) return 1.0 - st->identical_frac;
+    if (!strcmp(metric, "frac_gt_0.001")) return st->frac_above[0];
+    if (!strcmp(metric, "frac_gt_0.01")) return st->frac_above[1];
+    if (!strcmp(metric, "frac_gt_0.1")) return st->frac_above[2];
+    return NAN;
+}
+
+#define MAX_GATES 16
+typedef struct {
+    char metric[32];
+    double limit;
+} gate;
+
+static rc_status parse_gates(const char *v, gate *g, int *n)
+{
+    *n = 0;
+    const char *p = v;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p || *n == MAX_GATES)
+            return rc_errorf(RC_ERR_USAGE, "--fail-above: expected METRIC=VALUE[,...], got '%s'", v);
+        size_t ml = (size_t)(eq - p);
+        if (ml >= sizeof g[0].metric)
+            return rc_errorf(RC_ERR_USAGE, "--fail-above: unknown metric '%.*s'", (int)(ml > 40 ? 40 : ml), p);
+        memcpy(g[*n].metric, p, ml);
+        g[*n].metric[ml] = '\0';
+        bool known = false;
+        for (int i = 0; k_gate_metrics[i]; i++)
+            known |= strcmp(k_gate_metrics[i], g[*n].metric) == 0;
+        if (!known)
+            return rc_errorf(RC_ERR_USAGE,
+                             "--fail-above: unknown metric '%s' (known: clipfrac, k3, abs_k1, std, max_abs_dev, "
+                             "mult_prob_err, nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)",
+                             g[*n].metric);
+        char num[64];
+        size_t vl = len - ml - 1;
+        if (vl == 0 || vl >= sizeof num)
+            return rc_errorf(RC_ERR_USAGE, "--fail-above: bad value for %s", g[*n].metric);
+        memcpy(num, eq + 1, vl);
+        num[vl] = '\0';
+        RC_TRY(parse_f64("--fail-above", num, -1e300, 1e300, &g[*n].limit));
+        (*n)++;
+        p = end ? end + 1 : p + len;
+    }
+    return RC_OK;
+}
+
+static void json_num(FILE *f, const char *key, double v, bool comma)
+{
+    if (isfinite(v))
+        fprintf(f, "\"%s\": %.17g%s", key, v, comma ? ", " : "");
+    else
+        fprintf(f, "\"%s\": null%s", key, comma ? ", " : "");
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void print_json(const rc_results *r, const char *out_path)
+{
+    printf("{\"model\": ");
+    json_str(stdout, r->model_path);
+    printf(", \"model_type\": \"%s\", \"dtype\": \"%s\", \"kernels\": \"%s\", \"upcast\": \"%s\", "
+           "\"logprob_dtype\": \"%s\", \"reference\": \"%s\", \"sequences\": %lld, \"seed\": %lld, "
+           "\"temperature\": %.17g, \"top_k\": %lld, \"top_p\": %.17g, \"output\": ",
+           r->model_type, r->dtype, r->kernels, r->upcast, r->logprob_dtype, r->reference,
+           (long long)r->n_seq, (long long)r->seed, r->temperature, (long long)r->top_k, r->top_p);
+    if (out_path)
+        json_str(stdout, out_path);
+    else
+        printf("null");
+    printf(", \"lens\": [");
+    for (int i = 0; i < r->n_lens; i++) {
+        const rc_len_stats *st = &r->lens[i].st;
+        printf("%s{\"len\": %lld, \"count\": %lld, ", i ? ", " : "", (long long)r->lens[i].len, (long long)st->count);
+        json_num(stdout, "mean", st->mean, true);
+        json_num(stdout, "std", st->std, true);
+        json_num(stdout, "min", st->min, true);
+        json_num(stdout, "max", st->max, true);
+        json_num(stdout, "k1", st->k1, true);
+        json_num(stdout, "k3", st->k3, true);
+        json_num(stdout, "clipfrac", st->frac_above[3], true);
+        json_num(stdout, "frac_gt_0.001", st->frac_above[0], true);
+        json_num(stdout, "frac_gt_0.01", st->frac_above[1], true);
+        json_num(stdout, "frac_gt_0.1", st->frac_above[2], true);
+        json_num(stdout, "mult_prob_err", st->mult_prob_err, true);
+        json_num(stdout, "identical_frac", st->identical_frac, true);
+        if (r->logprob_ref) {
+            json_num(stdout, "ref_gen_mean_abs", st->ref_gen_mean_abs, true);
+            json_num(stdout, "ref_fwd_mean_abs", st->ref_fwd_mean_abs, true);
+        }
+        printf("\"first_divergent_position\": %lld}", (long long)st->first_divergent_position);
+    }
+    printf("], \"cross_length\": [");
+    for (int i = 0; i < r->n_cross; i++) {
+        const rc_cross_len *c = &r->cross[i];
+        printf("%s{\"len_a\": %lld, \"len_b\": %lld, \"count\": %lld, ", i ? ", " : "", (long long)c->len_a,
+               (long long)c->len_b, (long long)c->count);
+        json_num(stdout, "max_abs", c->max_abs, true);
+        json_num(stdout, "mean_abs", c->mean_abs, false);
+        printf("}");
+    }
+    printf("], \"seconds\": %.3f}\n", r->seconds_total);
+}
+
+static void print_table(const rc_results *r, const char *out_path)
+{
+    printf("ratiocheck %s  model %s (%s)  dtype %s  kernels %s  upcast %s  log-probs %s\n", RC_VERSION,
+           r->model_path, r->model_type, r->dtype, r->kernels, r->upcast, r->logprob_dtype);
+    printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
+           (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
+           (long long)r->top_k, r->top_p, (long long)r->seed);
+    printf("ratio = exp(forward - generation) per generated token\n");
+    printf("%5s %8s %10s %10s %9s %9s %9s %10s %9s %9s\n", "L", "tokens", "mean", "std", "min", "max", "clipfrac",
+           "k3", "identical", "first div");
+    for (int i = 0; i < r->n_lens; i++) {
+        const rc_len_stats *st = &r->lens[i].st;
+        char fd[24];
+        if (st->first_divergent_position < 0)
+            snprintf(fd, sizeof fd, "none");
+        else
+            snprintf(fd, sizeof fd, "%lld", (long long)st->first_divergent_position);
+        printf("%5lld %8lld %10.6f %10.3e %9.5f %9.5f %9.5f %10.3e %9.4f %9s\n", (long long)r->lens[i].len,
+               (long long)st->count, st->mean, st->std, st->min, st->max, st->frac_above[3], st->k3,
+               st->identical_frac, fd);
+    }
+    if (r->n_cross > 0) {
+        printf("\nforward log-prob of the same token, re-scored with different lengths (shared positions)\n");
+        printf("%5s %5s %8s %12s %12s\n", "La", "Lb", "tokens", "max |diff|", "mean |diff|");
+        for (int i = 0; i < r->n_cross; i++)
+            printf("%5lld %5lld %8lld %12.3e %12.3e\n", (long long)r->cross[i].len_a, (long long)r->cross[i].len_b,
+                   (long long)r->cross[i].count, r->cross[i].max_abs, r->cross[i].mean_abs);
+    }
+    if (r->logprob_ref) {
+        printf("\nagainst the fp32 reference (mean / max |log-prob - reference|)\n");
+        printf("%5s %24s %24s\n", "L", "generation", "forward");
+        for (int i = 0; i < r->n_lens; i++) {
+            const rc_len_stats *st = &r->lens[i].st;
+            printf("%5lld %11.3e / %10.3e %11.3e / %10.3e\n", (long long)r->lens[i].len, st->ref_gen_mean_abs,
+                   st->ref_gen_max_abs, st->ref_fwd_mean_abs, st->ref_fwd_max_abs);
+        }
+    }
+    printf("\n%.1f s (generation %.1f s, re-scoring %.1f s)%s%s\n", r->seconds_total, r->seconds_generate,
+           r->seconds_forward, out_path ? ", written to " : "", out_path ? out_path : "");
+}
+
+static const char *k_run_usage =
+    "Usage: ratiocheck [run] [OPTIONS]\n"
+    "\n"
+    "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
+    "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
+    "\n"
+    "Model and numerics:\n"
+    "  --model DIR            Hugging Face model folder (default: the bundled model)\n"
+    "  --dtype fp32|fp16|bf16 dtype both paths compute in (default bf16)\n"
+    "  --kernels engine|invariant|blas  reduction order (default engine)\n"
+    "  --upcast LIST          ops kept in fp32: softmax,rope,norm,lm_head (default none)\n"
+    "  --logprob-dtype fp32|same  log-softmax in fp32 (default) or in the model dtype\n"
+    "  --reference fp32|none  also re-score in fp32 with invariant kernels (default none)\n"
+    "  --threads N            CPU threads (default: all cores)\n"
+    "Rollouts:\n"
+    "  --prompts FILE         token ids, one prompt per line (default: bundled prompts)\n"
+    "  --num-prompts N        use the first N prompts (default all)\n"
+    "  --samples N            samples per prompt (default 2)\n"
+    "  --len LIST             generated lengths to re-score, e.g. 20,40,50 (default 20,40,50)\n"
+    "  --batch N              sequences decoded together (default 32)\n"
+    "  --forward-batch N      sequences per full forward (default: all)\n"
+    "  --seed N  --temperature T  --top-k K  --top-p P  (defaults 0, 1.0, 0 = off, 1.0 = off)\n"
+    "  --stop-at-eos          stop a sequence at EOS (default: EOS ignored)\n"
+    "Output:\n"
+    "  --out FILE.h5          HDF5 results (default MODEL.DTYPE.ratiocheck.h5); --out none: no file\n"
+    "  --force                overwrite an existing output file\n"
+    "  --json                 print one JSON object instead of the table\n"
+    "  --fail-above M=V,...   exit 3 if a metric exceeds its limit at any length\n"
+    "                         (clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
+    "                          nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)\n"
+    "  -q, --quiet            no progress bar\n";
+
+static rc_status parse_dtype(const char *v, rc_dtype *dt)
+{
+    if (!strcmp(v, "fp32") || !strcmp(v, "float32"))
+        *dt = RC_F32;
+    else if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16"))
+        *dt = RC_BF16;
+    else if (!strcmp(v, "fp16") || !strcmp(v, "float16"))
+        *dt = RC_F16;
+    else
+        return rc_errorf(RC_ERR_USAGE, "--dtype: '%s' is not one of fp32, fp16, bf16", v);
+    return RC_OK;
+}
+
+static const char *dtype_str(rc_dtype dt) { return dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16"; }
+
+static int cmd_run(int argc, char **argv, const char *cmdline)
+{
+    enum {
+        O_MODEL = 256, O_DTYPE, O_KERNELS, O_UPCAST, O_LPDT, O_REF, O_THREADS, O_PROMPTS, O_NPROMPTS,
+        O_SAMPLES, O_LEN, O_BATCH, O_FBATCH, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_EOS, O_OUT, O_FORCE,
+        O_JSON, O_FAIL,
+    };
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, O_MODEL},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"kernels", required_argument, NULL, O_KERNELS},
+        {"upcast", required_argument, NULL, O_UPCAST},
+        {"logprob-dtype", required_argument, NULL, O_LPDT},
+        {"reference", required_argument, NULL, O_REF},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"prompts", required_argument, NULL, O_PROMPTS},
+        {"num-prompts", required_argument, NULL, O_NPROMPTS},
+        {"samples", required_argument, NULL, O_SAMPLES},
+        {"len", required_argument, NULL, O_LEN},
+        {"batch", required_argument, NULL, O_BATCH},
+        {"forward-batch", required_argument, NULL, O_FBATCH},
+        {"seed", required_argument, NULL, O_SEED},
+        {"temperature", required_argument, NULL, O_TEMP},
+        {"top-k", required_argument, NULL, O_TOPK},
+        {"top-p", required_argument, NULL, O_TOPP},
+        {"stop-at-eos", no_argument, NULL, O_EOS},
+        {"out", required_argument, NULL, O_OUT},
+        {"force", no_argument, NULL, O_FORCE},
+        {"json", no_argument, NULL, O_JSON},
+        {"fail-above", required_argument, NULL, O_FAIL},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    char model_default[4096], prompts_default[4096];
+    snprintf(model_default, sizeof model_default, "%s/models/pythia-rc-tiny", data_dir());
+    snprintf(prompts_default, sizeof prompts_default, "%s/prompts/default.ids", data_dir());
+    const char *model_dir = model_default, *prompts_path = prompts_default, *out_path = NULL;
+    rc_rollout_cfg cfg = {.samples = 2, .batch = 32, .forward_batch = 0, .seed = 0,
+                          .sampling = {.top_k = 0, .top_p = 1.0}, .num = rc_numerics_fp32()};
+    cfg.num.dt = RC_BF16;
+    parse_lens("20,40,50", &cfg);
+    rc_kernels kernels = RC_KERNELS_ENGINE;
+    bool lp_same = false, force = false, json = false, quiet = false;
+    int64_t threads = 0, num_prompts = 0, seed = 0;
+    double temperature = 1.0;
+    gate gates[MAX_GATES];
+    int n_gates = 0;
+    rc_status st = RC_OK;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while (st == RC_OK && (c = getopt_long(argc, argv, ":qh", opts, NULL)) != -1) {
+        switch (c) {
+        case O_MODEL: model_dir = optarg; break;
+        case O_DTYPE: st = parse_dtype(optarg, &cfg.num.dt); break;
+        case O_KERNELS:
+            if (!strcmp(optarg, "engine")) kernels = RC_KERNELS_ENGINE;
+            else if (!strcmp(optarg, "invariant")) kernels = RC_KERNELS_INVARIANT;
+            else if (!strcmp(optarg, "blas")) kernels = RC_KERNELS_BLAS;
+            else st = rc_errorf(RC_ERR_USAGE, "--kernels: '%s' is not one of engine, invariant, blas", optarg);
+            break;
+        case O_UPCAST: st = rc_parse_upcast(optarg, &cfg.num.upcast); break;
+        case O_LPDT:
+            if (!strcmp(optarg, "same")) lp_same = true;
+            else if (!strcmp(optarg, "fp32")) lp_same = false;
+            else st = rc_errorf(RC_ERR_USAGE, "--logprob-dtype: '%s' is not fp32 or same", optarg);
+            break;
+        case O_REF:
+            if (!strcmp(optarg, "fp32")) cfg.reference_fp32 = true;
+            else if (!strcmp(optarg, "none")) cfg.reference_fp32 = false;
+            else if (!strcmp(optarg, "fp64"))
+                st = rc_errorf(RC_ERR_UNSUPPORTED, "--reference fp64 is not implemented yet (use fp32)");
+            else st = rc_errorf(RC_ERR_USAGE, "--reference: '%s' is not one of fp32, none", optarg);
+            break;
+        case O_THREADS: st = parse_i64("--threads", optarg, 1, 1024, &threads); break;
+        case O_PROMPTS: prompts_path = optarg; break;
+        case O_NPROMPTS: st = parse_i64("--num-prompts", optarg, 1, 1 << 24, &num_prompts); break;
+        case O_SAMPLES: st = parse_i64("--samples", optarg, 1, 1 << 20, &cfg.samples); break;
+        case O_LEN: st = parse_lens(optarg, &cfg); break;
+        case O_BATCH: st = parse_i64("--batch", optarg, 1, 1 << 20, &cfg.batch); break;
+        case O_FBATCH: st = parse_i64("--forward-batch", optarg, 1, 1 << 20, &cfg.forward_batch); break;
+        case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
+        case O_TEMP: st = parse_f64("--temperature", optarg, 1e-3, 1e3, &temperature); break;
+        case O_TOPK: st = parse_i64("--top-k", optarg, 0, 1 << 24, &cfg.sampling.top_k); break;
+        case O_TOPP: st = parse_f64("--top-p", optarg, 1e-6, 1.0, &cfg.sampling.top_p); break;
+        case O_EOS: cfg.stop_at_eos = true; break;
+        case O_OUT: out_path = optarg; break;
+        case O_FORCE: force = true; break;
+        case O_JSON: json = true; break;
+        case O_FAIL: st = parse_gates(optarg, gates, &n_gates); break;
+        case 'q': quiet = true; break;
+        case 'h': fputs(k_run_usage, stdout); return 0;
+        case ':': return usage_error("option %s needs a value", argv[optind - 1]);
+        default: return usage_error("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (st != RC_OK)
+        return fail(st);
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    cfg.seed = (uint64_t)seed;
+    cfg.num.temperature = (float)temperature;
+    cfg.num.logprob_dt = lp_same ? cfg.num.dt : RC_F32;
+
+    /* output path: decided (and checked) before any work */
+    char out_default[4096];
+    if (!out_path) {
+        const char *base = strrchr(model_dir, '/');
+        size_t ml = strlen(model_dir);
+        while (base && base[1] == '\0' && base > model_dir) { /* trailing slash */
+            ml = (size_t)(base - model_dir);
+            base = NULL;
+            for (size_t i = ml; i > 0; i--)
+                if (model_dir[i - 1] == '/') {
+                    base = model_dir + i - 1;
+                    break;
+                }
+        }
+        const char *name = base ? base + 1 : model_dir;
+        size_t nl = strlen(name);
+        if (nl > ml - (size_t)(name - model_dir))
+            nl = ml - (size_t)(name - model_dir);
+        snprintf(out_default, sizeof out_default, "%.*s.%s.ratiocheck.h5", (int)nl, name, dtype_str(cfg.num.dt));
+        out_path = out_default;
+    }
+    if (!strcmp(out_path, "none"))
+        out_path = NULL;
+    if (out_path && !force && access(out_path, F_OK) == 0)
+        return fail(rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite, or --out FILE)", out_path));
+
+    rc_prompts prompts;
+    st = rc_prompts_load_ids(prompts_path, &prompts);
+    if (st != RC_OK)
+        return fail(st);
+    cfg.n_prompts = num_prompts > 0 && num_prompts < prompts.n ? num_prompts : prompts.n;
+    cfg.prompt_max = prompts.max_len;
+    cfg.prompt_tokens = prompts.tokens;
+    cfg.prompt_len = prompts.len;
+
+    rc_model *m = NULL;
+    rc_backend *be = NULL, *ref_be = NULL;
+    rc_results res;
+    memset(&res, 0, sizeof res);
+    st = rc_model_load(model_dir, &m);
+    if (st == RC_OK)
+        st = rc_backend_cpu_create((int)threads, kernels, &be);
+    if (st == RC_OK && cfg.reference_fp32)
+        st = rc_backend_cpu_create((int)threads, RC_KERNELS_INVARIANT, &ref_be);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    progress_state ps = {.enabled = !quiet && isatty(STDERR_FILENO) && !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
+    if (st == RC_OK)
+        st = rc_run_check(m, be, ref_be, &cfg, progress_cb, &ps, &g_interrupted_flag, &res);
+    if (ps.enabled)
+        fprintf(stderr, "\r\033[K");
+    if (st == RC_OK) {
+        snprintf(res.version, sizeof res.version, "%s", RC_VERSION);
+        res.command_line = strdup(cmdline);
+        res.model_path = strdup(model_dir);
+        snprintf(res.model_type, sizeof res.model_type, "%s", m->cfg.model_type);
+        snprintf(res.dtype, sizeof res.dtype, "%s", dtype_str(cfg.num.dt));
+        snprintf(res.kernels, sizeof res.kernels, "%s", rc_kernels_name(kernels));
+        rc_upcast_str(cfg.num.upcast, res.upcast, sizeof res.upcast);
+        snprintf(res.logprob_dtype, sizeof res.logprob_dtype, "%s", lp_same ? dtype_str(cfg.num.dt) : "fp32");
+        snprintf(res.reference, sizeof res.reference, "%s", cfg.reference_fp32 ? "fp32" : "none");
+        snprintf(res.backend, sizeof res.backend, "%s", be->ops->name);
+        time_t now = time(NULL);
+        struct tm tmv;
+        gmtime_r(&now, &tmv);
+        strftime(res.created, sizeof res.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+        res.threads = be->n_threads;
+        res.seed = seed;
+        res.top_k = cfg.sampling.top_k;
+        res.top_p = cfg.sampling.top_p;
+        res.temperature = temperature;
+        res.samples = cfg.samples;
+        res.batch = cfg.batch;
+        res.forward_batch = cfg.forward_batch;
+        res.stop_at_eos = cfg.stop_at_eos;
+        if (!res.command_line || !res.model_path)
+            st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+    }
+    if (st == RC_OK && out_path)
+        st = rc_h5_write(&res, out_path, force);
+    int code = 0;
+    if (st == RC_OK) {
+        if (json)
+            print_json(&res, out_path);
+        else
+            print_table(&res, out_path);
+        for (int i = 0; i < res.n_lens; i++)
+            for (int g = 0; g < n_gates; g++) {
+                double v = gate_value(&res.lens[i].st, gates[g].metric);
+                if (!(v <= gates[g].limit)) { /* NaN fails too */
+                    fprintf(stderr, "ratiocheck: %s = %.6g exceeds %.6g at L=%lld\n", gates[g].metric, v,
+                            gates[g].limit, (long long)res.lens[i].len);
+                    code = rc_exit_code(RC_ERR_GATE);
+                }
+            }
+    } else {
+        code = fail(st);
+    }
+    rc_results_free(&res);
+    rc_backend_destroy(be);
+    rc_backend_destroy(ref_be);
+    rc_model_free(m);
+    rc_prompts_free(&prompts);
+    return code;
+}
+
+static char *join_args(int argc, char **argv)
+{
+    size_t n = 1;
+    for (int i = 0; i < argc; i++)
+        n += strlen(argv[i]) + 3;
+    char *s = malloc(n), *p = s;
+    if (!s)
+        return NULL;
+    for (int i = 0; i < argc; i++)
+        p += sprintf(p, "%s%s", i ? " " : "", argv[i]);
+    *p = '\0';
+    return s;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fputs(k_usage, stderr);
-        return rc_exit_code(RC_ERR_USAGE);
+    char *cmdline = join_args(argc, argv);
+    if (!cmdline)
+        return fail(rc_errorf(RC_ERR_NOMEM, "out of memory"));
+    int code;
+    if (argc < 2 || argv[1][0] == '-' ) {
+        const char *a = argc >= 2 ? argv[1] : "";
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            code = (fputs(k_usage, stdout), 0);
+        else if (!strcmp(a, "-V") || !strcmp(a, "--version"))
+            code = (printf("ratiocheck %s\n", RC_VERSION), 0);
+        else
+            code = cmd_run(argc, argv, cmdline);
+    } else if (!strcmp(argv[1], "run")) {
+        code = cmd_run(argc - 1, argv + 1, cmdline);
+    } else if (!strcmp(argv[1], "help")) {
+        code = (fputs(k_usage, stdout), 0);
+    } else if (!strcmp(argv[1], "inspect")) {
+        code = cmd_inspect(argc - 1, argv + 1);
+    } else {
+        code = usage_error("unknown command '%s'", argv[1]);
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(k_usage, stdout);
-        return 0;
-    }
-    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("ratiocheck %s\n", RC_VERSION);
-        return 0;
-    }
-    if (strcmp(cmd, "inspect") == 0)
-        return cmd_inspect(argc - 1, argv + 1);
-    if (cmd[0] == '-')
-        return usage_error("unknown option %s", cmd);
-    return usage_error("unknown command '%s'", cmd);
+    free(cmdline);
+    return code;
 }

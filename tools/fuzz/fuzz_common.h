@@ -80,16 +80,17 @@ static inline void fz_copy(const char *from, const char *to)
 }
 
 /* With FUZZ_CHECK_MSG=1: the last error must be one line (no control
- * characters) and mention `must_name` (the file or folder given). */
+ * characters) and mention `must_name` (the file or folder given).
+ * FUZZ_CHECK_MSG=2 checks only the name. */
 static inline void fz_check_msg(rc_status s, const char *must_name)
 {
     static int on = -1;
     if (on < 0)
-        on = getenv("FUZZ_CHECK_MSG") && atoi(getenv("FUZZ_CHECK_MSG"));
+        on = getenv("FUZZ_CHECK_MSG") ? atoi(getenv("FUZZ_CHECK_MSG")) : 0;
     if (!on || s == RC_OK)
         return;
     const char *m = rc_last_error();
-    for (const char *c = m; *c; c++)
+    for (const char *c = m; on == 1 && *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) {
             fprintf(stderr, "error message has control byte 0x%02x at %zu: %s\n", (unsigned char)*c,
                     (size_t)(c - m), m);

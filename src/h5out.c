@@ -1,0 +1,945 @@
+/* h5out.c: write one ratiocheck run (an rc_results) to an HDF5 file.
+ *
+ * RESULTS FILE LAYOUT  (format "ratiocheck-results", format_version 1)
+ * =====================================================================
+ *
+ * The file is plain HDF5 (written with HDF5 1.10, default library-version
+ * bounds), readable by h5py, h5dump and HDFView with no glue code. Creation
+ * order is recorded, so groups list their members, and objects their
+ * attributes, in the order below. (h5py before 3.11 lists the members of the
+ * root group alphabetically when iterating the File object, h5py#1577;
+ * list(f["/"]) gives creation order.) Notation: S = num_sequences, P = num_prompts,
+ * T = gen_len, Pmax = the longest prompt, L = one re-scored length.
+ * Types: i32/i64 = little-endian signed integers, f32/f64 = IEEE floats,
+ * str = variable-length UTF-8 string (h5py returns a Python `str`).
+ *
+ * Root attributes (the run's settings)
+ *   format            str   "ratiocheck-results"
+ *   format_version    i64   1 (bumped on incompatible layout changes)
+ *   version           str   ratiocheck version that wrote the file
+ *   command_line      str   the command line, shell-quoted
+ *   model_path        str   model folder as given
+ *   model_type        str   config.json model_type, e.g. "llama"
+ *   dtype             str   "fp32", "fp16" or "bf16"
+ *   kernels           str   "engine", "invariant" or "blas"
+ *   upcast            str   "none" or a comma list, e.g. "softmax,rope"
+ *   logprob_dtype     str   dtype the log-softmax was computed in
+ *   reference         str   "none" or "fp32" (the reference pass)
+ *   backend           str   "cpu", ...
+ *   created           str   ISO 8601 UTC time stamp
+ *   threads, seed, top_k, samples, batch, forward_batch       i64
+ *   num_prompts (P), num_sequences (S), gen_len (T)            i64
+ *   temperature, top_p                                         f64
+ *   stop_at_eos       i64   0 or 1
+ *   lengths           i64[n]  every re-scored length L, in run order
+ *   seconds_generate, seconds_forward, seconds_total           f64
+ *   Strings that are not valid UTF-8 (e.g. a path with Latin-1 bytes) are
+ *   stored with each bad byte replaced by U+FFFD; a NULL string is "".
+ *
+ * /prompts
+ *   tokens            i32[P, Pmax]  prompt token ids, -1 after the end
+ *   lengths           i32[P]        tokens in each prompt
+ *
+ * /rollouts   (sequence s = sample sample_index[s] of prompt prompt_index[s])
+ *   prompt_index      i32[S]
+ *   sample_index      i32[S]
+ *   tokens            i32[S, T]     generated token ids, -1 after the end
+ *   lengths           i32[S]        valid generated tokens (T unless
+ *                                   --stop-at-eos stopped the sequence early)
+ *   logprob_gen       f32[S, T]     log-prob of each generated token under the
+ *                                   temperature-scaled full distribution during
+ *                                   KV-cached generation (PPO "old"); NaN after
+ *                                   the end
+ *   logprob_gen_processed f32[S, T] the same after top-k / top-p
+ *                                   renormalisation (what the sampler drew from)
+ *
+ * /reference   (only when the run had a reference pass)
+ *   logprob           f32[S, T]     the token's log-prob from the reference pass
+ *
+ * /len_%04d   one group per re-scored length L, e.g. /len_0020, in run order
+ *   attributes:
+ *     len                                   i64   L
+ *     count                                 i64   valid tokens scored
+ *     mean, std, min, max                   f64   of the ratio r (population std)
+ *     quantile_0.1pct, quantile_1pct, quantile_50pct,
+ *     quantile_99pct, quantile_99.9pct      f64   quantiles of r
+ *     frac_abs_ratio_minus_1_gt_0.001, ..._gt_0.01, ..._gt_0.1, ..._gt_0.2
+ *                                           f64   fraction of tokens with |r-1| > x
+ *     clipfrac                              f64   = frac_abs_ratio_minus_1_gt_0.2
+ *                                                 (PPO clip fraction, eps 0.2)
+ *     k1                                    f64   mean(-log r)
+ *     k3                                    f64   mean(r - 1 - log r)
+ *     mult_prob_err                         f64   mean(exp|log r|)
+ *     identical_frac                        f64   fraction of bitwise-equal pairs
+ *     first_divergent_position              i64   first position where any
+ *                                                 sequence differs, -1 if none
+ *     ref_gen_mean_abs, ref_gen_max_abs,
+ *     ref_fwd_mean_abs, ref_fwd_max_abs     f64   |log-prob - reference| of the
+ *                                                 generation / forward path
+ *     (NaN where a statistic is undefined, e.g. the ref_* ones without a
+ *     reference pass.)
+ *   datasets:
+ *     logprob_forward   f32[S, L]  log-prob of generated token t recomputed by
+ *                                  one batched forward pass over prompt + the
+ *                                  first L generated tokens (PPO "new"); NaN
+ *                                  where invalid
+ *     ratio             f32[S, L]  exp(logprob_forward - logprob_gen[:, :L]),
+ *                                  computed in double, rounded once to f32
+ *     log_ratio         f32[S, L]  logprob_forward - logprob_gen[:, :L] computed
+ *                                  in f32, i.e. exactly the difference of the
+ *                                  two stored arrays
+ *                                  (ratio and log_ratio are NaN wherever either
+ *                                  log-prob is NaN)
+ *     pos_count               i64[L]  valid tokens at generated position t
+ *     pos_mean_abs_log_ratio  f64[L]  mean |log r| at position t
+ *     pos_max_abs_log_ratio   f64[L]  max |log r| at position t
+ *     pos_ratio_std           f64[L]  std of r at position t
+ *
+ * /cross_length   (always present; the datasets have length 0 when fewer than
+ *                  two lengths were scored)
+ *   len_a, len_b, count   i64[n]  pair of lengths and the shared valid tokens
+ *   max_abs, mean_abs     f64[n]  |logprob_forward(len_a) - logprob_forward(len_b)|
+ *                                 over the positions t < min(len_a, len_b)
+ *
+ * Storage: 2-D datasets are chunked (about 64 Ki elements per chunk, whole
+ * rows) with shuffle + deflate level 4 when the library has zlib, and carry a
+ * fill value (-1 for token ids, NaN for floats). 1-D datasets are contiguous.
+ * No object time stamps are stored, so writing the same results twice gives
+ * byte-identical files.
+ *
+ * Writing is atomic: everything goes to "<dir>/.<name>.tmp.<pid>" in the
+ * output's folder, which is closed, fsync'ed and renamed over the output path,
+ * and the folder is then fsync'ed. Readers never see a half-written file; on
+ * any failure the temporary file is removed and nothing is left at the output
+ * path. rc_h5_temp_path() names the temporary file while it exists, so that a
+ * SIGINT/SIGTERM handler can unlink() it.
+ *
+ * Reading it in Python:
+ *     import h5py, numpy as np
+ *     f = h5py.File("out.h5", "r")
+ *     f.attrs["model_type"], f.attrs["lengths"]
+ *     g = f["len_0020"]; r = g["ratio"][...]          # NaN-padded
+ *     np.nanmax(np.abs(g["log_ratio"][...])), g.attrs["clipfrac"]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "results.h"
+#include "status.h"
+#include "util.h"
+
+_Static_assert(RC_N_QUANTILES == 5, "update the quantile attribute names");
+_Static_assert(RC_N_THRESHOLDS == 4, "update the threshold attribute names");
+
+static const char *const k_quantile_names[RC_N_QUANTILES] = {
+    "quantile_0.1pct", "quantile_1pct", "quantile_50pct", "quantile_99pct", "quantile_99.9pct",
+};
+static const char *const k_frac_names[RC_N_THRESHOLDS] = {
+    "frac_abs_ratio_minus_1_gt_0.001",
+    "frac_abs_ratio_minus_1_gt_0.01",
+    "frac_abs_ratio_minus_1_gt_0.1",
+    "frac_abs_ratio_minus_1_gt_0.2",
+};
+
+#define FORMAT_NAME "ratiocheck-results"
+#define FORMAT_VERSION 1
+#define CHUNK_TARGET_ELEMS ((hsize_t)65536)   /* ~256 KiB of f32 / i32 */
+#define CHUNK_MAX_COLS ((hsize_t)262144)      /* 1 MiB of f32 per row chunk */
+#define DEFLATE_LEVEL 4u
+#define TMP_PATH_MAX (PATH_MAX + 64)
+
+static pthread_once_t g_h5_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_tmp_buf[TMP_PATH_MAX];
+static _Atomic(const char *) g_tmp_active; /* NULL or g_tmp_buf */
+
+const char *rc_h5_temp_path(void) { return atomic_load(&g_tmp_active); }
+
+static void h5_init_once(void)
+{
+    /* Must come before any other HDF5 call; it fails harmlessly if someone
+     * else already called it, so its result is ignored. */
+    (void)H5dont_atexit();
+}
+
+/* ------------------------------------------------------------------------ */
+/* error reporting                                                          */
+
+typedef struct {
+    const char *path; /* the final output path, named in every message */
+    hid_t file;
+    bool deflate;
+} h5w;
+
+typedef struct {
+    char text[200];
+    bool got;
+} h5_reason;
+
+static herr_t reason_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    h5_reason *r = data;
+    if (!r->got && e && e->desc && e->desc[0]) {
+        snprintf(r->text, sizeof r->text, "%s", e->desc);
+        for (char *p = r->text; *p; p++)
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+        r->got = true;
+    }
+    return 0;
+}
+
+/* "PATH: cannot VERB WHAT (HDF5: innermost error description)". */
+static rc_status h5_fail(const h5w *w, const char *verb, const char *what)
+{
+    h5_reason r = {.got = false};
+    r.text[0] = '\0';
+    (void)H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, reason_cb, &r);
+    if (r.got)
+        return rc_errorf(RC_ERR_IO, "%s: cannot %s %s (HDF5: %s)", w->path, verb, what, r.text);
+    return rc_errorf(RC_ERR_IO, "%s: cannot %s %s", w->path, verb, what);
+}
+
+/* Name of attribute `name` on object `obj` for messages. */
+static const char *attr_what(char *buf, size_t n, const char *obj, const char *name)
+{
+    snprintf(buf, n, "attribute '%s' of %s", name, obj);
+    return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* UTF-8                                                                    */
+
+/* Length (1..4) of the well-formed UTF-8 sequence at s (RFC 3629: no
+ * overlongs, no surrogates, nothing above U+10FFFF), or 0 if ill-formed.
+ * Never reads past a NUL. */
+static int utf8_seq_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        return (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        if (s[1] < lo || s[1] > hi)
+            return 0;
+        return (s[2] & 0xC0) == 0x80 ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        if (s[1] < lo || s[1] > hi)
+            return 0;
+        if ((s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static bool utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = utf8_seq_len(p);
+        if (n == 0)
+            return false;
+        p += n;
+    }
+    return true;
+}
+
+/* Copy of s with every byte that does not start a well-formed sequence
+ * replaced by U+FFFD. NULL on OOM. */
+static char *utf8_sanitize(const char *s)
+{
+    size_t len = strlen(s);
+    if (len > (SIZE_MAX - 1) / 3)
+        return NULL;
+    char *out = malloc(3 * len + 1);
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    while (*p) {
+        int n = utf8_seq_len(p);
+        if (n == 0) {
+            out[o++] = (char)0xEF;
+            out[o++] = (char)0xBF;
+            out[o++] = (char)0xBD;
+            p++;
+        } else {
+            memcpy(out + o, p, (size_t)n);
+            o += (size_t)n;
+            p += n;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ------------------------------------------------------------------------ */
+/* attributes                                                               */
+
+static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
+                          const char *value)
+{
+    char wbuf[256];
+    char *fixed = NULL;
+    const char *v = value ? value : "";
+    if (!utf8_valid(v)) {
+        fixed = utf8_sanitize(v);
+        if (!fixed)
+            return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path,
+                             attr_what(wbuf, sizeof wbuf, obj, name));
+        v = fixed;
+    }
+    rc_status st = RC_OK;
+    hid_t type = -1, space = -1, attr = -1;
+    if ((type = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 ||
+        H5Tset_cset(type, H5T_CSET_UTF8) < 0 || (space = H5Screate(H5S_SCALAR)) < 0 ||
+        (attr = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+        H5Awrite(attr, type, &v) < 0)
+        st = h5_fail(w, "write", attr_what(wbuf, sizeof wbuf, obj, name));
+    if (attr >= 0 && H5Aclose(attr) < 0 && st == RC_OK)
+        st = h5_fail(w, "close", attr_what(wbuf, sizeof wbuf, obj, name));
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    free(fixed);
+    return st;
+}
+
+/* Numeric attribute: scalar when n < 0, else a 1-D array of n elements. */
+static rc_status attr_num(const h5w *w, hid_t loc, const char *obj, const char *name,
+                          hid_t ftype, hid_t mtype, int64_t n, const void *data)
+{
+    char wbuf[256];
+    rc_status st = RC_OK;
+    hid_t space = -1, attr = -1;
+    hsize_t dim = n < 0 ? 0 : (hsize_t)n;
+    space = n < 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
+    if (space < 0 || (attr = H5Acreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+        (n != 0 && H5Awrite(attr, mtype, data) < 0))
+        st = h5_fail(w, "write", attr_what(wbuf, sizeof wbuf, obj, name));
+    if (attr >= 0 && H5Aclose(attr) < 0 && st == RC_OK)
+        st = h5_fail(w, "close", attr_what(wbuf, sizeof wbuf, obj, name));
+    if (space >= 0)
+        H5Sclose(space);
+    return st;
+}
+
+static rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
+{
+    return attr_num(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, -1, &v);
+}
+
+static rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
+{
+    return attr_num(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, -1, &v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* groups and datasets                                                      */
+
+/* Create group `name` (an absolute path) with creation order tracked. */
+static rc_status group_create(const h5w *w, const char *name, hid_t *out)
+{
+    char wbuf[256];
+    *out = -1;
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    hid_t g = -1;
+    if (gcpl < 0 ||
+        H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
+        H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
+        H5Pset_obj_track_times(gcpl, 0) < 0 ||
+        (g = H5Gcreate2(w->file, name, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0) {
+        snprintf(wbuf, sizeof wbuf, "group %s", name);
+        rc_status st = h5_fail(w, "create", wbuf);
+        if (gcpl >= 0)
+            H5Pclose(gcpl);
+        return st;
+    }
+    H5Pclose(gcpl);
+    *out = g;
+    return RC_OK;
+}
+
+/* Close group g; keeps the first error. */
+static rc_status group_close(const h5w *w, hid_t g, const char *name, rc_status st)
+{
+    char wbuf[256];
+    if (g >= 0 && H5Gclose(g) < 0 && st == RC_OK) {
+        snprintf(wbuf, sizeof wbuf, "group %s", name);
+        st = h5_fail(w, "close", wbuf);
+    }
+    return st;
+}
+
+/* Create dataset `name` in group `loc` (whose path is `obj`) and write all of
+ * `data` (in memory type mtype). 2-D datasets with elements are chunked and
+ * compressed; `fill` (in mtype, or NULL) becomes the fill value. */
+static rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
+                          hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
+                          const void *data, const void *fill)
+{
+    char wbuf[320];
+    snprintf(wbuf, sizeof wbuf, "dataset %s%s%s", obj, strcmp(obj, "/") == 0 ? "" : "/", name);
+    hsize_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+
+    rc_status st = RC_OK;
+    hid_t dcpl = -1, space = -1, ds = -1;
+    const char *verb = "create";
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_obj_track_times(dcpl, 0) < 0)
+        goto h5err;
+    if (rank == 2 && n > 0) {
+        hsize_t chunk[2];
+        chunk[1] = dims[1] < CHUNK_MAX_COLS ? dims[1] : CHUNK_MAX_COLS;
+        chunk[0] = CHUNK_TARGET_ELEMS / chunk[1];
+        if (chunk[0] < 1)
+            chunk[0] = 1;
+        if (chunk[0] > dims[0])
+            chunk[0] = dims[0];
+        if (H5Pset_chunk(dcpl, 2, chunk) < 0)
+            goto h5err;
+        if (w->deflate && (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, DEFLATE_LEVEL) < 0))
+            goto h5err;
+    }
+    if (fill && H5Pset_fill_value(dcpl, mtype, fill) < 0)
+        goto h5err;
+    if ((space = H5Screate_simple(rank, dims, NULL)) < 0 ||
+        (ds = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+        goto h5err;
+    verb = "write";
+    if (n > 0 && H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        goto h5err;
+    verb = "close";
+    if (H5Dclose(ds) < 0) {
+        ds = -1;
+        goto h5err;
+    }
+    ds = -1;
+    goto done;
+h5err:
+    st = h5_fail(w, verb, wbuf);
+done:
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (space >= 0)
+        H5Sclose(space);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return st;
+}
+
+static const int32_t k_fill_i32 = -1;
+
+static rc_status ds_i32_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
+                           int64_t rows, int64_t cols, const int32_t *data)
+{
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+    return ds_write(w, loc, obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, 2, dims, data, &k_fill_i32);
+}
+
+static rc_status ds_f32_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
+                           int64_t rows, int64_t cols, const float *data)
+{
+    const float nan_fill = NAN;
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+    return ds_write(w, loc, obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, data, &nan_fill);
+}
+
+static rc_status ds_i32_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+                           const int32_t *data)
+{
+    hsize_t dims[1] = {(hsize_t)n};
+    return ds_write(w, loc, obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, 1, dims, data, NULL);
+}
+
+static rc_status ds_i64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+                           const int64_t *data)
+{
+    hsize_t dims[1] = {(hsize_t)n};
+    return ds_write(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 1, dims, data, NULL);
+}
+
+static rc_status ds_f64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+                           const double *data)
+{
+    hsize_t dims[1] = {(hsize_t)n};
+    return ds_write(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, dims, data, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the file's contents                                                      */
+
+static rc_status write_root_attrs(const h5w *w, const rc_results *r)
+{
+    const hid_t f = w->file;
+    const char *o = "/";
+    RC_TRY(attr_str(w, f, o, "format", FORMAT_NAME));
+    RC_TRY(attr_i64(w, f, o, "format_version", FORMAT_VERSION));
+    RC_TRY(attr_str(w, f, o, "version", r->version));
+    RC_TRY(attr_str(w, f, o, "command_line", r->command_line));
+    RC_TRY(attr_str(w, f, o, "model_path", r->model_path));
+    RC_TRY(attr_str(w, f, o, "model_type", r->model_type));
+    RC_TRY(attr_str(w, f, o, "dtype", r->dtype));
+    RC_TRY(attr_str(w, f, o, "kernels", r->kernels));
+    RC_TRY(attr_str(w, f, o, "upcast", r->upcast));
+    RC_TRY(attr_str(w, f, o, "logprob_dtype", r->logprob_dtype));
+    RC_TRY(attr_str(w, f, o, "reference", r->reference));
+    RC_TRY(attr_str(w, f, o, "backend", r->backend));
+    RC_TRY(attr_str(w, f, o, "created", r->created));
+    RC_TRY(attr_i64(w, f, o, "threads", r->threads));
+    RC_TRY(attr_i64(w, f, o, "seed", r->seed));
+    RC_TRY(attr_i64(w, f, o, "top_k", r->top_k));
+    RC_TRY(attr_i64(w, f, o, "samples", r->samples));
+    RC_TRY(attr_i64(w, f, o, "batch", r->batch));
+    RC_TRY(attr_i64(w, f, o, "forward_batch", r->forward_batch));
+    RC_TRY(attr_i64(w, f, o, "num_prompts", r->n_prompts));
+    RC_TRY(attr_i64(w, f, o, "num_sequences", r->n_seq));
+    RC_TRY(attr_i64(w, f, o, "gen_len", r->gen_len));
+    RC_TRY(attr_f64(w, f, o, "temperature", r->temperature));
+    RC_TRY(attr_f64(w, f, o, "top_p", r->top_p));
+    RC_TRY(attr_i64(w, f, o, "stop_at_eos", r->stop_at_eos ? 1 : 0));
+
+    int64_t *lens = NULL;
+    RC_TRY(rc_calloc((void **)&lens, r->n_lens, sizeof *lens, "lengths attribute"));
+    for (int i = 0; i < r->n_lens; i++)
+        lens[i] = r->lens[i].len;
+    rc_status st = attr_num(w, f, o, "lengths", H5T_STD_I64LE, H5T_NATIVE_INT64, r->n_lens, lens);
+    free(lens);
+    RC_TRY(st);
+
+    RC_TRY(attr_f64(w, f, o, "seconds_generate", r->seconds_generate));
+    RC_TRY(attr_f64(w, f, o, "seconds_forward", r->seconds_forward));
+    RC_TRY(attr_f64(w, f, o, "seconds_total", r->seconds_total));
+    return RC_OK;
+}
+
+static rc_status write_prompts(const h5w *w, const rc_results *r)
+{
+    const char *o = "/prompts";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = ds_i32_2d(w, g, o, "tokens", r->n_prompts, r->prompt_max, r->prompt_tokens);
+    if (st == RC_OK)
+        st = ds_i32_1d(w, g, o, "lengths", r->n_prompts, r->prompt_len);
+    return group_close(w, g, o, st);
+}
+
+static rc_status write_rollouts(const h5w *w, const rc_results *r)
+{
+    const char *o = "/rollouts";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = ds_i32_1d(w, g, o, "prompt_index", r->n_seq, r->seq_prompt);
+    if (st == RC_OK)
+        st = ds_i32_1d(w, g, o, "sample_index", r->n_seq, r->seq_sample);
+    if (st == RC_OK)
+        st = ds_i32_2d(w, g, o, "tokens", r->n_seq, r->gen_len, r->gen_tokens);
+    if (st == RC_OK)
+        st = ds_i32_1d(w, g, o, "lengths", r->n_seq, r->gen_valid);
+    if (st == RC_OK)
+        st = ds_f32_2d(w, g, o, "logprob_gen", r->n_seq, r->gen_len, r->logprob_gen);
+    if (st == RC_OK)
+        st = ds_f32_2d(w, g, o, "logprob_gen_processed", r->n_seq, r->gen_len,
+                       r->logprob_gen_processed);
+    return group_close(w, g, o, st);
+}
+
+static rc_status write_reference(const h5w *w, const rc_results *r)
+{
+    if (!r->logprob_ref)
+        return RC_OK;
+    const char *o = "/reference";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = ds_f32_2d(w, g, o, "logprob", r->n_seq, r->gen_len, r->logprob_ref);
+    return group_close(w, g, o, st);
+}
+
+static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
+{
+    const rc_len_stats *s = &lr->st;
+    RC_TRY(attr_i64(w, g, o, "len", lr->len));
+    RC_TRY(attr_i64(w, g, o, "count", s->count));
+    RC_TRY(attr_f64(w, g, o, "mean", s->mean));
+    RC_TRY(attr_f64(w, g, o, "std", s->std));
+    RC_TRY(attr_f64(w, g, o, "min", s->min));
+    RC_TRY(attr_f64(w, g, o, "max", s->max));
+    for (int q = 0; q < RC_N_QUANTILES; q++)
+        RC_TRY(attr_f64(w, g, o, k_quantile_names[q], s->quantiles[q]));
+    for (int t = 0; t < RC_N_THRESHOLDS; t++)
+        RC_TRY(attr_f64(w, g, o, k_frac_names[t], s->frac_above[t]));
+    RC_TRY(attr_f64(w, g, o, "clipfrac", s->frac_above[RC_N_THRESHOLDS - 1]));
+    RC_TRY(attr_f64(w, g, o, "k1", s->k1));
+    RC_TRY(attr_f64(w, g, o, "k3", s->k3));
+    RC_TRY(attr_f64(w, g, o, "mult_prob_err", s->mult_prob_err));
+    RC_TRY(attr_f64(w, g, o, "identical_frac", s->identical_frac));
+    RC_TRY(attr_i64(w, g, o, "first_divergent_position", s->first_divergent_position));
+    RC_TRY(attr_f64(w, g, o, "ref_gen_mean_abs", s->ref_gen_mean_abs));
+    RC_TRY(attr_f64(w, g, o, "ref_gen_max_abs", s->ref_gen_max_abs));
+    RC_TRY(attr_f64(w, g, o, "ref_fwd_mean_abs", s->ref_fwd_mean_abs));
+    RC_TRY(attr_f64(w, g, o, "ref_fwd_max_abs", s->ref_fwd_max_abs));
+    return RC_OK;
+}
+
+/* One /len_NNNN group. buf holds at least n_seq * L floats. */
+static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
+{
+    char o[64];
+    snprintf(o, sizeof o, "/len_%04lld", (long long)lr->len);
+    const int64_t L = lr->len, S = r->n_seq, T = r->gen_len;
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = write_len_attrs(w, g, o, lr);
+    if (st == RC_OK)
+        st = ds_f32_2d(w, g, o, "logprob_forward", S, L, lr->logprob_fwd);
+    if (st == RC_OK) {
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t t = 0; t < L; t++) {
+                float fwd = lr->logprob_fwd[s * L + t], gen = r->logprob_gen[s * T + t];
+                buf[s * L + t] =
+                    (isnan(fwd) || isnan(gen)) ? NAN : (float)exp((double)fwd - (double)gen);
+            }
+        st = ds_f32_2d(w, g, o, "ratio", S, L, buf);
+    }
+    if (st == RC_OK) {
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t t = 0; t < L; t++) {
+                float fwd = lr->logprob_fwd[s * L + t], gen = r->logprob_gen[s * T + t];
+                buf[s * L + t] = (isnan(fwd) || isnan(gen)) ? NAN : fwd - gen;
+            }
+        st = ds_f32_2d(w, g, o, "log_ratio", S, L, buf);
+    }
+    if (st == RC_OK)
+        st = ds_i64_1d(w, g, o, "pos_count", L, lr->pos_count);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_mean_abs_log_ratio", L, lr->pos_mean_abs_log_ratio);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_max_abs_log_ratio", L, lr->pos_max_abs_log_ratio);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std);
+    return group_close(w, g, o, st);
+}
+
+static rc_status write_cross(const h5w *w, const rc_results *r)
+{
+    const char *o = "/cross_length";
+    const int64_t n = r->n_cross;
+    int64_t *ia = NULL, *ib = NULL, *cnt = NULL;
+    double *mx = NULL, *mn = NULL;
+    rc_status st = rc_calloc((void **)&ia, n, sizeof *ia, "cross_length");
+    if (st == RC_OK)
+        st = rc_calloc((void **)&ib, n, sizeof *ib, "cross_length");
+    if (st == RC_OK)
+        st = rc_calloc((void **)&cnt, n, sizeof *cnt, "cross_length");
+    if (st == RC_OK)
+        st = rc_calloc((void **)&mx, n, sizeof *mx, "cross_length");
+    if (st == RC_OK)
+        st = rc_calloc((void **)&mn, n, sizeof *mn, "cross_length");
+    if (st == RC_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            ia[i] = r->cross[i].len_a;
+            ib[i] = r->cross[i].len_b;
+            cnt[i] = r->cross[i].count;
+            mx[i] = r->cross[i].max_abs;
+            mn[i] = r->cross[i].mean_abs;
+        }
+        hid_t g;
+        st = group_create(w, o, &g);
+        if (st == RC_OK) {
+            st = ds_i64_1d(w, g, o, "len_a", n, ia);
+            if (st == RC_OK)
+                st = ds_i64_1d(w, g, o, "len_b", n, ib);
+            if (st == RC_OK)
+                st = ds_i64_1d(w, g, o, "count", n, cnt);
+            if (st == RC_OK)
+                st = ds_f64_1d(w, g, o, "max_abs", n, mx);
+            if (st == RC_OK)
+                st = ds_f64_1d(w, g, o, "mean_abs", n, mn);
+            st = group_close(w, g, o, st);
+        }
+    }
+    free(ia);
+    free(ib);
+    free(cnt);
+    free(mx);
+    free(mn);
+    return st;
+}
+
+static rc_status write_all(const h5w *w, const rc_results *r)
+{
+    RC_TRY(write_root_attrs(w, r));
+    RC_TRY(write_prompts(w, r));
+    RC_TRY(write_rollouts(w, r));
+    RC_TRY(write_reference(w, r));
+    if (r->n_lens > 0) {
+        int64_t max_l = 0;
+        for (int i = 0; i < r->n_lens; i++)
+            if (r->lens[i].len > max_l)
+                max_l = r->lens[i].len;
+        float *buf = NULL;
+        RC_TRY(rc_calloc((void **)&buf, r->n_seq * max_l, sizeof *buf, "ratio buffer"));
+        rc_status st = RC_OK;
+        for (int i = 0; i < r->n_lens && st == RC_OK; i++)
+            st = write_len(w, r, &r->lens[i], buf);
+        free(buf);
+        RC_TRY(st);
+    }
+    return write_cross(w, r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* validation (before anything is created)                                  */
+
+#define BAD(...) rc_errorf(RC_ERR_INTERNAL, __VA_ARGS__)
+
+static bool terminated(const char *s, size_t n) { return memchr(s, '\0', n) != NULL; }
+
+static rc_status validate(const rc_results *r, const char *path)
+{
+    const char *p = path;
+#define FIXED_STR(f)                                                                     \
+    if (!terminated(r->f, sizeof r->f))                                                  \
+        return BAD("%s: invalid results: string field " #f " is not NUL-terminated", p);
+    FIXED_STR(version)
+    FIXED_STR(model_type)
+    FIXED_STR(dtype)
+    FIXED_STR(kernels)
+    FIXED_STR(upcast)
+    FIXED_STR(logprob_dtype)
+    FIXED_STR(reference)
+    FIXED_STR(backend)
+    FIXED_STR(created)
+#undef FIXED_STR
+
+    if (r->n_prompts < 0 || r->prompt_max < 0 || r->n_seq < 0 || r->gen_len < 0 ||
+        r->n_lens < 0 || r->n_cross < 0)
+        return BAD("%s: invalid results: negative size (n_prompts %lld, prompt_max %lld, "
+                   "n_seq %lld, gen_len %lld, n_lens %d, n_cross %d)",
+                   p, (long long)r->n_prompts, (long long)r->prompt_max, (long long)r->n_seq,
+                   (long long)r->gen_len, r->n_lens, r->n_cross);
+    int64_t n_pt, n_gen;
+    if (!rc_mul_i64(r->n_prompts, r->prompt_max, &n_pt) || n_pt > RC_MAX_ALLOC / 4 ||
+        !rc_mul_i64(r->n_seq, r->gen_len, &n_gen) || n_gen > RC_MAX_ALLOC / 4)
+        return BAD("%s: invalid results: array sizes overflow", p);
+    if (r->n_prompts > INT32_MAX || r->n_seq > INT32_MAX)
+        return BAD("%s: invalid results: too many prompts or sequences", p);
+
+#define NEED(ptr, cond)                                                                  \
+    if ((cond) && !(ptr))                                                                \
+        return BAD("%s: invalid results: " #ptr " is NULL", p);
+    NEED(r->prompt_tokens, n_pt > 0)
+    NEED(r->prompt_len, r->n_prompts > 0)
+    NEED(r->seq_prompt, r->n_seq > 0)
+    NEED(r->seq_sample, r->n_seq > 0)
+    NEED(r->gen_valid, r->n_seq > 0)
+    NEED(r->gen_tokens, n_gen > 0)
+    NEED(r->logprob_gen, n_gen > 0)
+    NEED(r->logprob_gen_processed, n_gen > 0)
+    NEED(r->lens, r->n_lens > 0)
+    NEED(r->cross, r->n_cross > 0)
+
+    for (int64_t i = 0; i < r->n_prompts; i++)
+        if (r->prompt_len[i] < 0 || r->prompt_len[i] > r->prompt_max)
+            return BAD("%s: invalid results: prompt_len[%lld] = %d is outside 0..%lld", p,
+                       (long long)i, (int)r->prompt_len[i], (long long)r->prompt_max);
+    for (int64_t s = 0; s < r->n_seq; s++) {
+        if (r->seq_prompt[s] < 0 || r->seq_prompt[s] >= r->n_prompts)
+            return BAD("%s: invalid results: seq_prompt[%lld] = %d is not a prompt index (%lld "
+                       "prompts)",
+                       p, (long long)s, (int)r->seq_prompt[s], (long long)r->n_prompts);
+        if (r->seq_sample[s] < 0)
+            return BAD("%s: invalid results: seq_sample[%lld] = %d is negative", p, (long long)s,
+                       (int)r->seq_sample[s]);
+        if (r->gen_valid[s] < 0 || r->gen_valid[s] > r->gen_len)
+            return BAD("%s: invalid results: gen_valid[%lld] = %d is outside 0..gen_len (%lld)",
+                       p, (long long)s, (int)r->gen_valid[s], (long long)r->gen_len);
+    }
+    for (int i = 0; i < r->n_lens; i++) {
+        const rc_len_result *lr = &r->lens[i];
+        if (lr->len < 1 || lr->len > r->gen_len)
+            return BAD("%s: invalid results: lens[%d].len = %lld is outside 1..gen_len (%lld)", p,
+                       i, (long long)lr->len, (long long)r->gen_len);
+        for (int j = 0; j < i; j++)
+            if (r->lens[j].len == lr->len)
+                return BAD("%s: invalid results: length %lld appears twice (lens[%d], lens[%d])",
+                           p, (long long)lr->len, j, i);
+        if ((r->n_seq > 0 && !lr->logprob_fwd) || !lr->pos_count ||
+            !lr->pos_mean_abs_log_ratio || !lr->pos_max_abs_log_ratio || !lr->pos_ratio_std)
+            return BAD("%s: invalid results: lens[%d] (L = %lld) has a NULL array", p, i,
+                       (long long)lr->len);
+    }
+#undef NEED
+    return RC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* atomic write                                                             */
+
+static rc_status fsync_path(const char *what_path, const char *path, bool dir)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    if (fd < 0)
+        return rc_errorf(RC_ERR_IO, "%s: cannot open %s to sync it: %s", what_path, path,
+                         strerror(errno));
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        /* Some file systems cannot sync a directory; that is not a failure. */
+        if (dir && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP))
+            return RC_OK;
+        return rc_errorf(RC_ERR_IO, "%s: cannot sync %s: %s", what_path, path, strerror(e));
+    }
+    if (close(fd) != 0 && !dir)
+        return rc_errorf(RC_ERR_IO, "%s: cannot close %s: %s", what_path, path, strerror(errno));
+    return RC_OK;
+}
+
+static rc_status write_locked(const rc_results *r, const char *path, bool force)
+{
+    RC_TRY(validate(r, path));
+
+    /* Split path into folder and name; build the temporary name. */
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (base[0] == '\0')
+        return rc_errorf(RC_ERR_IO, "%s: not a file name (ends with '/')", path);
+    size_t dir_len = slash ? (size_t)(slash - path) : 0;
+    char dir[TMP_PATH_MAX];
+    if (dir_len + 1 >= sizeof dir)
+        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (dir_len == 0)
+        snprintf(dir, sizeof dir, "/");
+    else {
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = '\0';
+    }
+
+    struct stat sb;
+    if (lstat(path, &sb) == 0) {
+        if (!force)
+            return rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite)", path);
+    } else if (errno != ENOENT) {
+        return rc_errorf(RC_ERR_IO, "%s: cannot check the output path: %s", path,
+                         strerror(errno));
+    }
+
+    int n = snprintf(g_tmp_buf, sizeof g_tmp_buf, "%.*s.%s.tmp.%ld", (int)(slash ? dir_len + 1 : 0),
+                     path, base, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof g_tmp_buf)
+        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
+    const char *tmp = g_tmp_buf;
+
+    /* Create the temporary file ourselves: O_EXCL (never follow or clobber
+     * anything), and a plain errno message when the folder is missing. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return rc_errorf(RC_ERR_IO, "%s: cannot create temporary file %s: %s", path, tmp,
+                         strerror(errno));
+    atomic_store(&g_tmp_active, g_tmp_buf);
+    close(fd);
+
+    h5w w = {.path = path, .file = -1, .deflate = false};
+    rc_status st = RC_OK;
+    hid_t fcpl = -1, fapl = -1;
+    pthread_once(&g_h5_once, h5_init_once);
+    /* The error printer setting is per thread in a thread-safe HDF5. */
+    if (H5Eset_auto2(H5E_DEFAULT, NULL, NULL) < 0) {
+        st = rc_errorf(RC_ERR_IO, "%s: cannot initialise the HDF5 library", path);
+        goto fail;
+    }
+    htri_t avail = H5Zfilter_avail(H5Z_FILTER_DEFLATE);
+    w.deflate = avail > 0;
+
+    if ((fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0 ||
+        H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
+        H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
+        H5Pset_obj_track_times(fcpl, 0) < 0 || /* root group: no time stamps */
+        (fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 ||
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
+        /* a private temporary file needs no lock (and NFS may not have one) */
+        H5Pset_file_locking(fapl, 0, 1) < 0) {
+        st = h5_fail(&w, "set up", "the file properties");
+        goto fail;
+    }
+    char what[TMP_PATH_MAX + 32];
+    snprintf(what, sizeof what, "temporary file %s", tmp);
+    if ((w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl)) < 0) {
+        st = h5_fail(&w, "create", what);
+        goto fail;
+    }
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    fcpl = fapl = -1;
+
+    st = write_all(&w, r);
+    if (st != RC_OK)
+        goto fail;
+    hid_t file = w.file;
+    w.file = -1;
+    if (H5Fclose(file) < 0) {
+        st = h5_fail(&w, "close", what);
+        goto fail;
+    }
+
+    st = fsync_path(path, tmp, false);
+    if (st != RC_OK)
+        goto fail;
+    if (rename(tmp, path) != 0) {
+        st = rc_errorf(RC_ERR_IO, "%s: cannot rename %s to the output path: %s", path, tmp,
+                       strerror(errno));
+        goto fail;
+    }
+    atomic_store(&g_tmp_active, NULL);
+    st = fsync_path(path, dir, true);
+    if (st != RC_OK) {
+        /* The contract is "error => no output"; honour it. */
+        unlink(path);
+        return st;
+    }
+    return RC_OK;
+
+fail:
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (w.file >= 0)
+        H5Fclose(w.file); /* H5F_CLOSE_STRONG: also closes anything left open */
+    unlink(tmp);
+    atomic_store(&g_tmp_active, NULL);
+    return st;
+}
+
+rc_status rc_h5_write(const rc_results *r, const char *path, bool force)
+{
+    if (!r || !path)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_h5_write: %s is NULL", r ? "path" : "results");
+    if (!path[0])
+        return rc_errorf(RC_ERR_USAGE, "the output path is empty");
+    pthread_mutex_lock(&g_write_lock);
+    rc_status st = write_locked(r, path, force);
+    pthread_mutex_unlock(&g_write_lock);
+    return st;
+}

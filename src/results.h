@@ -1,0 +1,96 @@
+/* Everything one ratiocheck run produces: settings, prompts, rollouts, the
+ * per-length forward log-probs and the statistics computed from them. This is
+ * what h5out.c writes, and what report/diff read back. */
+#ifndef RC_RESULTS_H
+#define RC_RESULTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define RC_N_QUANTILES 5
+extern const double rc_quantile_levels[RC_N_QUANTILES]; /* 0.001, 0.01, 0.5, 0.99, 0.999 */
+#define RC_N_THRESHOLDS 4
+extern const double rc_ratio_thresholds[RC_N_THRESHOLDS]; /* |ratio - 1| > 0.001, 0.01, 0.1, 0.2 */
+
+/* Statistics of the ratio r = exp(forward - generation) over the valid tokens
+ * of one length L. NaN where undefined (e.g. no reference). */
+typedef struct {
+    int64_t count;              /* valid tokens */
+    double mean, std, min, max; /* of the ratio (std: population) */
+    double quantiles[RC_N_QUANTILES];
+    double frac_above[RC_N_THRESHOLDS]; /* fraction with |r - 1| > threshold; [3] = PPO clip fraction at eps 0.2 */
+    double k1;                  /* mean(old - new) = mean(-log r) */
+    double k3;                  /* mean(r - 1 - log r) */
+    double mult_prob_err;       /* mean(exp|old - new|) (NeMo-RL token_mult_prob_error) */
+    double identical_frac;      /* fraction of tokens whose two log-probs are bitwise equal */
+    int64_t first_divergent_position; /* first generated position where any sequence differs, -1 if none */
+    /* with a reference pass: mean / max |log-prob - reference| of each path */
+    double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
+} rc_len_stats;
+
+typedef struct {
+    int64_t len;          /* L: generated tokens re-scored */
+    float *logprob_fwd;   /* [n_seq, L]: forward log-prob of generated token t, NaN where invalid */
+    rc_len_stats st;
+    /* per generated position t < L */
+    int64_t *pos_count;   /* [L] valid tokens */
+    double *pos_mean_abs_log_ratio; /* [L] */
+    double *pos_max_abs_log_ratio;  /* [L] */
+    double *pos_ratio_std;          /* [L] */
+} rc_len_result;
+
+/* |forward_La - forward_Lb| over the positions both lengths share (t < min). */
+typedef struct {
+    int64_t len_a, len_b, count;
+    double max_abs, mean_abs;
+} rc_cross_len;
+
+typedef struct {
+    /* settings, stored as root attributes */
+    char version[32];
+    char *command_line;  /* owned */
+    char *model_path;    /* owned */
+    char model_type[32];
+    char dtype[8];       /* "fp32", "fp16", "bf16" */
+    char kernels[16];    /* "engine", "invariant", "blas" */
+    char upcast[64];     /* "none" or "softmax,rope,..." */
+    char logprob_dtype[8];
+    char reference[8];   /* "none", "fp32" */
+    char backend[16];    /* "cpu" */
+    char created[32];    /* ISO 8601 UTC */
+    int64_t threads, seed, top_k, samples, batch, forward_batch;
+    double temperature, top_p;
+    bool stop_at_eos;
+    /* prompts */
+    int64_t n_prompts, prompt_max;
+    int32_t *prompt_tokens; /* [n_prompts, prompt_max], -1 padding */
+    int32_t *prompt_len;    /* [n_prompts] */
+    /* rollouts: sequence s = prompt seq_prompt[s], sample seq_sample[s] */
+    int64_t n_seq, gen_len; /* gen_len = max L */
+    int32_t *seq_prompt, *seq_sample; /* [n_seq] */
+    int32_t *gen_tokens;    /* [n_seq, gen_len], -1 after the end */
+    int32_t *gen_valid;     /* [n_seq] valid generated tokens (gen_len unless --stop-at-eos) */
+    float *logprob_gen;     /* [n_seq, gen_len] log-prob of the temperature-scaled full distribution (PPO old) */
+    float *logprob_gen_processed; /* [n_seq, gen_len] after top-k / top-p renormalisation */
+    float *logprob_ref;     /* [n_seq, gen_len] reference pass, or NULL */
+    /* per length */
+    int n_lens;
+    rc_len_result *lens;
+    int n_cross;
+    rc_cross_len *cross;
+    double seconds_generate, seconds_forward, seconds_total;
+} rc_results;
+
+void rc_results_free(rc_results *r);
+
+/* stats.c: fill every statistic of r->lens[*] and r->cross from the stored tensors. */
+rc_status rc_compute_stats(rc_results *r);
+
+/* h5out.c: write atomically (temp file in the target folder, fsync, rename). */
+rc_status rc_h5_write(const rc_results *r, const char *path, bool force);
+/* The temporary file being written right now, or NULL (for signal handlers). */
+const char *rc_h5_temp_path(void);
+
+#endif

@@ -1,0 +1,299 @@
+#include "rollout.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool is_eos(const rc_config *c, int32_t tok)
+{
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == tok)
+            return true;
+    return false;
+}
+
+typedef struct {
+    const rc_rollout_cfg *cfg;
+    rc_progress_fn progress;
+    void *pctx;
+    int64_t done, total;
+    volatile int *interrupted;
+} run_ctx;
+
+static rc_status tick(run_ctx *rc, const char *phase, int64_t n)
+{
+    rc->done += n;
+    if (rc->progress)
+        rc->progress(rc->pctx, phase, rc->done, rc->total);
+    if (rc->interrupted && *rc->interrupted)
+        return rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
+    return RC_OK;
+}
+
+/* Cached decoding: prefill each batch of prompts, then one token per step. */
+static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
+{
+    const rc_rollout_cfg *cfg = rc->cfg;
+    const rc_config *mc = &e->model->cfg;
+    const int64_t V = mc->vocab, G = out->gen_len, S = out->n_seq;
+    const int64_t B = cfg->batch;
+    float *lp = NULL, *work = NULL;
+    int64_t *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL, *ids = NULL;
+    int32_t *tok = NULL;
+    rc_rng *rng = NULL;
+    rc_status s = RC_OK;
+    if ((s = rc_calloc((void **)&lp, B * V, sizeof *lp, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&work, 2 * V, sizeof *work, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&slots, B, sizeof *slots, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&starts, B, sizeof *starts, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&n_new, B, sizeof *n_new, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&rows, B, sizeof *rows, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&ids, B, sizeof *ids, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&rng, B, sizeof *rng, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&tok, B * cfg->prompt_max + B, sizeof *tok, "generation")) != RC_OK)
+        goto done;
+    for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += B) {
+        const int64_t nb = S - b0 < B ? S - b0 : B;
+        /* prefill: every prompt of the batch in one packed call */
+        int64_t R = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t sq = b0 + i, p = out->seq_prompt[sq];
+            slots[i] = i;
+            starts[i] = 0;
+            n_new[i] = cfg->prompt_len[p];
+            memcpy(tok + R, cfg->prompt_tokens + p * cfg->prompt_max, (size_t)n_new[i] * sizeof *tok);
+            R += n_new[i];
+            rows[i] = R - 1;
+            ids[i] = sq;
+            rc_rng_seed(&rng[i], cfg->seed, (uint64_t)p, (uint64_t)out->seq_sample[sq]);
+            out->gen_valid[sq] = (int32_t)G;
+        }
+        s = rc_engine_step(e, slots, starts, n_new, nb, tok, rows, nb, lp, NULL, NULL);
+        int64_t active = nb;
+        for (int64_t step = 0; step < G && s == RC_OK; step++) {
+            /* sample the step's token for every active sequence (row i of lp) */
+            int64_t next = 0;
+            for (int64_t i = 0; i < active; i++) {
+                const int64_t sq = ids[i];
+                float lpp;
+                int32_t t = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], work, &lpp);
+                out->gen_tokens[sq * G + step] = t;
+                out->logprob_gen[sq * G + step] = lp[i * V + t];
+                out->logprob_gen_processed[sq * G + step] = lpp;
+                if (cfg->stop_at_eos && is_eos(mc, t)) {
+                    out->gen_valid[sq] = (int32_t)(step + 1);
+                    continue; /* this sequence is done */
+                }
+                /* feed the token back in the next step (compacted) */
+                slots[next] = slots[i];
+                ids[next] = sq;
+                starts[next] = cfg->prompt_len[out->seq_prompt[sq]] + step;
+                n_new[next] = 1;
+                tok[next] = t;
+                rows[next] = next;
+                next++;
+            }
+            active = next;
+            s = tick(rc, "generate", nb);
+            if (s != RC_OK || step + 1 == G || active == 0)
+                break;
+            s = rc_engine_step(e, slots, starts, n_new, active, tok, rows, active, lp, NULL, NULL);
+        }
+    }
+done:
+    free(lp);
+    free(work);
+    free(slots);
+    free(starts);
+    free(n_new);
+    free(rows);
+    free(ids);
+    free(tok);
+    free(rng);
+    return s;
+}
+
+/* One batched full forward over prompt + the first L generated tokens of
+ * every sequence (in groups of forward_batch); dst[s * L + t] gets the
+ * log-prob of generated token t (NaN where not valid). */
+static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64_t L, int64_t fb,
+                         const char *phase, float *dst, int64_t dst_stride)
+{
+    const rc_rollout_cfg *cfg = rc->cfg;
+    const int64_t S = out->n_seq, G = out->gen_len;
+    int64_t *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL;
+    int32_t *tok = NULL, *targets = NULL;
+    float *lp = NULL;
+    rc_status s = RC_OK;
+    const int64_t maxrows = fb * (cfg->prompt_max + L);
+    if ((s = rc_calloc((void **)&slots, fb, sizeof *slots, "re-scoring")) != RC_OK ||
+        (s = rc_calloc((void **)&starts, fb, sizeof *starts, "re-scoring")) != RC_OK ||
+        (s = rc_calloc((void **)&n_new, fb, sizeof *n_new, "re-scoring")) != RC_OK ||
+        (s = rc_calloc((void **)&rows, fb * L + 1, sizeof *rows, "re-scoring")) != RC_OK ||
+        (s = rc_calloc((void **)&targets, fb * L + 1, sizeof *targets, "re-scoring")) != RC_OK ||
+        (s = rc_calloc((void **)&lp, fb * L + 1, sizeof *lp, "re-scoring")) != RC_OK ||
+        (s = rc_calloc((void **)&tok, maxrows, sizeof *tok, "re-scoring")) != RC_OK)
+        goto done;
+    for (int64_t sq = 0; sq < S; sq++)
+        for (int64_t t = 0; t < L; t++)
+            dst[sq * dst_stride + t] = NAN;
+    for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += fb) {
+        const int64_t nb = S - b0 < fb ? S - b0 : fb;
+        int64_t R = 0, n_out = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t sq = b0 + i, p = out->seq_prompt[sq];
+            const int64_t P = cfg->prompt_len[p];
+            const int64_t valid = out->gen_valid[sq] < L ? out->gen_valid[sq] : L;
+            slots[i] = i;
+            starts[i] = 0;
+            n_new[i] = P + valid;
+            memcpy(tok + R, cfg->prompt_tokens + p * cfg->prompt_max, (size_t)P * sizeof *tok);
+            memcpy(tok + R + P, out->gen_tokens + sq * G, (size_t)valid * sizeof *tok);
+            for (int64_t t = 0; t < valid; t++) {
+                rows[n_out] = R + P + t - 1; /* the row that predicts generated token t */
+                targets[n_out] = out->gen_tokens[sq * G + t];
+                n_out++;
+            }
+            R += n_new[i];
+        }
+        s = rc_engine_step(e, slots, starts, n_new, nb, tok, rows, n_out, NULL, targets, lp);
+        n_out = 0;
+        for (int64_t i = 0; i < nb && s == RC_OK; i++) {
+            const int64_t sq = b0 + i;
+            const int64_t valid = out->gen_valid[sq] < L ? out->gen_valid[sq] : L;
+            for (int64_t t = 0; t < valid; t++)
+                dst[sq * dst_stride + t] = lp[n_out++];
+        }
+        if (s == RC_OK)
+            s = tick(rc, phase, nb * L);
+    }
+done:
+    free(slots);
+    free(starts);
+    free(n_new);
+    free(rows);
+    free(targets);
+    free(lp);
+    free(tok);
+    return s;
+}
+
+rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, const rc_rollout_cfg *cfg,
+                       rc_progress_fn progress, void *progress_ctx, volatile int *interrupted,
+                       rc_results *out)
+{
+    const rc_config *mc = &m->cfg;
+    if (cfg->n_lens < 1 || cfg->n_lens > RC_MAX_LENS)
+        return rc_errorf(RC_ERR_USAGE, "--len needs between 1 and %d lengths", RC_MAX_LENS);
+    for (int i = 0; i < cfg->n_lens; i++)
+        if (cfg->lens[i] < 1 || (i > 0 && cfg->lens[i] <= cfg->lens[i - 1]))
+            return rc_errorf(RC_ERR_USAGE, "--len values must be positive and increasing");
+    if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0)
+        return rc_errorf(RC_ERR_USAGE, "need at least one prompt, sample and batch slot");
+    const int64_t G = cfg->lens[cfg->n_lens - 1];
+    for (int64_t p = 0; p < cfg->n_prompts; p++) {
+        if (cfg->prompt_len[p] < 1)
+            return rc_errorf(RC_ERR_USAGE, "prompt %lld is empty", (long long)p + 1);
+        if (cfg->prompt_len[p] + G > mc->max_pos)
+            return rc_errorf(RC_ERR_USAGE,
+                             "prompt %lld (%d tokens) plus %lld generated tokens exceeds the model's %lld positions",
+                             (long long)p + 1, cfg->prompt_len[p], (long long)G, (long long)mc->max_pos);
+        for (int64_t t = 0; t < cfg->prompt_len[p]; t++) {
+            int32_t id = cfg->prompt_tokens[p * cfg->prompt_max + t];
+            if (id < 0 || id >= mc->vocab)
+                return rc_errorf(RC_ERR_USAGE, "prompt %lld: token id %d is outside the vocabulary [0, %lld)",
+                                 (long long)p + 1, id, (long long)mc->vocab);
+        }
+    }
+    int64_t S;
+    if (!rc_mul_i64(cfg->n_prompts, cfg->samples, &S) || S > (1 << 24))
+        return rc_errorf(RC_ERR_USAGE, "too many sequences");
+    const int64_t B = cfg->batch < S ? cfg->batch : S;
+    const int64_t FB = cfg->forward_batch > 0 && cfg->forward_batch < S ? cfg->forward_batch : S;
+
+    rc_status s = RC_OK;
+    out->n_prompts = cfg->n_prompts;
+    out->prompt_max = cfg->prompt_max;
+    out->n_seq = S;
+    out->gen_len = G;
+    out->n_lens = cfg->n_lens;
+#define ALLOC(p, n) \
+    if (s == RC_OK) \
+    s = rc_calloc((void **)&(p), (n), sizeof *(p), "results")
+    ALLOC(out->prompt_tokens, cfg->n_prompts * cfg->prompt_max);
+    ALLOC(out->prompt_len, cfg->n_prompts);
+    ALLOC(out->seq_prompt, S);
+    ALLOC(out->seq_sample, S);
+    ALLOC(out->gen_tokens, S * G);
+    ALLOC(out->gen_valid, S);
+    ALLOC(out->logprob_gen, S * G);
+    ALLOC(out->logprob_gen_processed, S * G);
+    ALLOC(out->lens, cfg->n_lens);
+    if (cfg->reference_fp32)
+        ALLOC(out->logprob_ref, S * G);
+    for (int i = 0; i < cfg->n_lens; i++) {
+        out->lens[i].len = cfg->lens[i];
+        ALLOC(out->lens[i].logprob_fwd, S * cfg->lens[i]);
+    }
+#undef ALLOC
+    if (s != RC_OK)
+        return s;
+    memcpy(out->prompt_tokens, cfg->prompt_tokens, (size_t)(cfg->n_prompts * cfg->prompt_max) * sizeof(int32_t));
+    memcpy(out->prompt_len, cfg->prompt_len, (size_t)cfg->n_prompts * sizeof(int32_t));
+    for (int64_t sq = 0; sq < S; sq++) {
+        out->seq_prompt[sq] = (int32_t)(sq / cfg->samples);
+        out->seq_sample[sq] = (int32_t)(sq % cfg->samples);
+    }
+    for (int64_t i = 0; i < S * G; i++) {
+        out->gen_tokens[i] = -1;
+        out->logprob_gen[i] = out->logprob_gen_processed[i] = NAN;
+    }
+
+    run_ctx rc = {.cfg = cfg, .progress = progress, .pctx = progress_ctx, .interrupted = interrupted};
+    rc.total = S * G;
+    for (int i = 0; i < cfg->n_lens; i++)
+        rc.total += S * cfg->lens[i];
+    if (cfg->reference_fp32)
+        rc.total += S * G;
+
+    double t0 = now_s();
+    rc_engine *e = NULL;
+    const int64_t slots = B > FB ? B : FB;
+    const int64_t rows_gen = B * cfg->prompt_max, rows_fwd = FB * (cfg->prompt_max + G);
+    s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
+    if (s == RC_OK)
+        s = generate(&rc, e, out);
+    double t1 = now_s();
+    char phase[64];
+    for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {
+        snprintf(phase, sizeof phase, "forward L=%lld", (long long)cfg->lens[i]);
+        s = rescore(&rc, e, out, cfg->lens[i], FB, phase, out->lens[i].logprob_fwd, cfg->lens[i]);
+    }
+    rc_engine_free(e);
+    double t2 = now_s();
+    if (s == RC_OK && cfg->reference_fp32) {
+        rc_numerics ref = rc_numerics_fp32();
+        ref.temperature = cfg->num.temperature;
+        rc_engine *re = NULL;
+        s = rc_engine_create(m, ref_be, &ref, FB, cfg->prompt_max + G, rows_fwd, &re);
+        if (s == RC_OK)
+            s = rescore(&rc, re, out, G, FB, "reference fp32", out->logprob_ref, G);
+        rc_engine_free(re);
+    }
+    out->seconds_generate = t1 - t0;
+    out->seconds_forward = t2 - t1;
+    if (s == RC_OK)
+        s = rc_compute_stats(out);
+    out->seconds_total = now_s() - t0;
+    return s;
+}

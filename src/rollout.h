@@ -1,0 +1,45 @@
+/* The rollout harness: sample with KV-cached decoding, re-score with one
+ * batched full forward per length, optionally re-score at a reference
+ * precision, and collect everything into rc_results. */
+#ifndef RC_ROLLOUT_H
+#define RC_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "model.h"
+#include "results.h"
+#include "sampler.h"
+
+#define RC_MAX_LENS 32
+
+typedef struct {
+    /* prompts (token ids), n_prompts of them, padded with -1 to prompt_max */
+    int64_t n_prompts, prompt_max;
+    const int32_t *prompt_tokens;
+    const int32_t *prompt_len;
+    int64_t samples;       /* per prompt */
+    int64_t batch;         /* sequences decoded together */
+    int64_t forward_batch; /* sequences per full forward (0: all) */
+    int n_lens;
+    int64_t lens[RC_MAX_LENS]; /* ascending */
+    uint64_t seed;
+    rc_sampling sampling;
+    bool stop_at_eos;
+    bool reference_fp32;
+    rc_numerics num;
+} rc_rollout_cfg;
+
+/* Progress: phase is "generate" or "forward L=.." etc.; done/total in tokens. */
+typedef void (*rc_progress_fn)(void *ctx, const char *phase, int64_t done, int64_t total);
+
+/* Runs the check. be computes both paths; ref_be (invariant kernels) the
+ * reference pass when cfg->reference_fp32. Fills everything in out except
+ * the settings strings, and computes the statistics. */
+rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, const rc_rollout_cfg *cfg,
+                       rc_progress_fn progress, void *progress_ctx, volatile int *interrupted,
+                       rc_results *out);
+
+#endif

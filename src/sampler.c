@@ -1,0 +1,109 @@
+#include "sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void rc_rng_seed(rc_rng *r, uint64_t seed, uint64_t a, uint64_t b)
+{
+    uint64_t x = seed;
+    uint64_t h = splitmix64(&x) ^ (a * 0xd1342543de82ef95ull);
+    h = splitmix64(&h) ^ (b * 0xaf251af3b0f025b5ull);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&h);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rc_rng_next(rc_rng *r) /* xoshiro256** */
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double rc_rng_uniform(rc_rng *r) { return (double)(rc_rng_next(r) >> 11) * 0x1.0p-53; }
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
+                  float *lp_processed)
+{
+    /* threshold: keep tokens with lp >= cut */
+    float cut = -INFINITY;
+    float *sorted = work;
+    bool need_sort = (sp->top_k > 0 && sp->top_k < V) || sp->top_p < 1.0;
+    if (need_sort) {
+        memcpy(sorted, lp, (size_t)V * sizeof *sorted);
+        qsort(sorted, (size_t)V, sizeof *sorted, cmp_desc);
+        int64_t n_keep = V;
+        if (sp->top_k > 0 && sp->top_k < V) {
+            cut = sorted[sp->top_k - 1];
+            n_keep = sp->top_k;
+            while (n_keep < V && sorted[n_keep] == cut) /* ties with the k-th stay */
+                n_keep++;
+        }
+        if (sp->top_p < 1.0) {
+            /* renormalise over the top-k survivors, then keep the most likely
+             * tokens until their mass reaches top_p */
+            double z = 0.0;
+            for (int64_t i = 0; i < n_keep; i++)
+                z += exp((double)sorted[i]);
+            double mass = 0.0;
+            int64_t i = 0;
+            for (; i < n_keep; i++) {
+                mass += exp((double)sorted[i]) / z;
+                if (mass >= sp->top_p) {
+                    i++;
+                    break;
+                }
+            }
+            if (i < 1)
+                i = 1;
+            if (i < n_keep) {
+                cut = sorted[i - 1];
+            }
+        }
+    }
+    /* renormalising constant over the kept tokens, in index order */
+    double z = 0.0;
+    for (int64_t i = 0; i < V; i++)
+        if (lp[i] >= cut)
+            z += exp((double)lp[i]);
+    double u = rc_rng_uniform(rng) * z, acc = 0.0;
+    int32_t tok = -1;
+    for (int64_t i = 0; i < V; i++) {
+        if (lp[i] < cut || lp[i] == -INFINITY)
+            continue;
+        tok = (int32_t)i;
+        acc += exp((double)lp[i]);
+        if (acc > u)
+            break;
+    }
+    if (tok < 0) /* cannot happen with finite log-probs; fall back to argmax */
+        for (int64_t i = 0; i < V; i++)
+            if (tok < 0 || lp[i] > lp[tok])
+                tok = (int32_t)i;
+    *lp_processed = (float)((double)lp[tok] - log(z));
+    return tok;
+}

@@ -1,0 +1,32 @@
+/* Seeded sampling from a next-token distribution, with HF's temperature /
+ * top-k / top-p semantics, and the two log-probs PPO code records. */
+#ifndef RC_SAMPLER_H
+#define RC_SAMPLER_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t s[4];
+} rc_rng;
+
+/* A stream that depends only on (seed, a, b): a sequence's samples do not
+ * depend on which batch it runs in. */
+void rc_rng_seed(rc_rng *r, uint64_t seed, uint64_t a, uint64_t b);
+uint64_t rc_rng_next(rc_rng *r);
+double rc_rng_uniform(rc_rng *r); /* [0, 1), 53 bits */
+
+typedef struct {
+    int64_t top_k;  /* 0: off */
+    double top_p;   /* 1.0: off */
+} rc_sampling;
+
+/* Sample from the log-probs lp[V] of the temperature-scaled distribution
+ * after top-k then top-p filtering (transformers' TopKLogitsWarper keeps
+ * every token tied with the k-th; TopPLogitsWarper keeps the smallest set of
+ * most likely tokens whose mass reaches top_p, at least one). Returns the
+ * token; *lp_processed gets its log-prob under the renormalised filtered
+ * distribution. `work` needs 2*V floats. */
+int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
+                  float *lp_processed);
+
+#endif

@@ -1,0 +1,209 @@
+/* Statistics of one run, computed from the stored tensors only (so that
+ * `report` can recompute them from the HDF5 file). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "results.h"
+#include "util.h"
+
+const double rc_quantile_levels[RC_N_QUANTILES] = {0.001, 0.01, 0.5, 0.99, 0.999};
+const double rc_ratio_thresholds[RC_N_THRESHOLDS] = {0.001, 0.01, 0.1, 0.2};
+
+void rc_results_free(rc_results *r)
+{
+    if (!r)
+        return;
+    free(r->command_line);
+    free(r->model_path);
+    free(r->prompt_tokens);
+    free(r->prompt_len);
+    free(r->seq_prompt);
+    free(r->seq_sample);
+    free(r->gen_tokens);
+    free(r->gen_valid);
+    free(r->logprob_gen);
+    free(r->logprob_gen_processed);
+    free(r->logprob_ref);
+    for (int i = 0; i < r->n_lens; i++) {
+        rc_len_result *L = &r->lens[i];
+        free(L->logprob_fwd);
+        free(L->pos_count);
+        free(L->pos_mean_abs_log_ratio);
+        free(L->pos_max_abs_log_ratio);
+        free(L->pos_ratio_std);
+    }
+    free(r->lens);
+    free(r->cross);
+    memset(r, 0, sizeof *r);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* numpy's default ("linear") quantile of sorted v[0..n) */
+static double quantile_sorted(const double *v, int64_t n, double q)
+{
+    if (n == 0)
+        return NAN;
+    double pos = q * (double)(n - 1);
+    int64_t lo = (int64_t)floor(pos);
+    int64_t hi = lo + 1 < n ? lo + 1 : n - 1;
+    double frac = pos - (double)lo;
+    return v[lo] + (v[hi] - v[lo]) * frac;
+}
+
+static rc_status len_stats(const rc_results *r, rc_len_result *L)
+{
+    const int64_t S = r->n_seq, G = r->gen_len, Ln = L->len;
+    rc_len_stats *st = &L->st;
+    double *ratios = NULL;
+    RC_TRY(rc_calloc((void **)&ratios, S * Ln + 1, sizeof *ratios, "statistics"));
+    rc_status s = RC_OK;
+    if ((s = rc_calloc((void **)&L->pos_count, Ln + 1, sizeof *L->pos_count, "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&L->pos_mean_abs_log_ratio, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&L->pos_max_abs_log_ratio, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&L->pos_ratio_std, Ln + 1, sizeof(double), "statistics")) != RC_OK) {
+        free(ratios);
+        return s;
+    }
+    double *pos_sum_r = NULL, *pos_sum_r2 = NULL;
+    if ((s = rc_calloc((void **)&pos_sum_r, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&pos_sum_r2, Ln + 1, sizeof(double), "statistics")) != RC_OK) {
+        free(ratios);
+        free(pos_sum_r);
+        return s;
+    }
+    int64_t n = 0, identical = 0, first_div = -1;
+    double sum = 0, sum_k1 = 0, sum_k3 = 0, sum_mpe = 0, mn = INFINITY, mx = -INFINITY;
+    int64_t above[RC_N_THRESHOLDS] = {0};
+    double rg_sum = 0, rg_max = 0, rf_sum = 0, rf_max = 0;
+    for (int64_t sq = 0; sq < S; sq++) {
+        int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
+        for (int64_t t = 0; t < valid; t++) {
+            float fw = L->logprob_fwd[sq * Ln + t], gn = r->logprob_gen[sq * G + t];
+            double lr = (double)fw - (double)gn; /* log ratio = new - old */
+            double ratio = exp(lr);
+            ratios[n++] = ratio;
+            sum += ratio;
+            mn = ratio < mn ? ratio : mn;
+            mx = ratio > mx ? ratio : mx;
+            sum_k1 += -lr;
+            sum_k3 += ratio - 1.0 - lr;
+            sum_mpe += exp(fabs(lr));
+            for (int k = 0; k < RC_N_THRESHOLDS; k++)
+                above[k] += fabs(ratio - 1.0) > rc_ratio_thresholds[k];
+            if (memcmp(&fw, &gn, sizeof fw) == 0) {
+                identical++;
+            } else if (first_div < 0 || t < first_div) {
+                first_div = t;
+            }
+            L->pos_count[t]++;
+            L->pos_mean_abs_log_ratio[t] += fabs(lr);
+            if (fabs(lr) > L->pos_max_abs_log_ratio[t])
+                L->pos_max_abs_log_ratio[t] = fabs(lr);
+            pos_sum_r[t] += ratio - 1.0; /* shifted sums: no cancellation near 1 */
+            pos_sum_r2[t] += (ratio - 1.0) * (ratio - 1.0);
+            if (r->logprob_ref) {
+                double rf = r->logprob_ref[sq * G + t];
+                double eg = fabs((double)gn - rf), ef = fabs((double)fw - rf);
+                rg_sum += eg;
+                rf_sum += ef;
+                rg_max = eg > rg_max ? eg : rg_max;
+                rf_max = ef > rf_max ? ef : rf_max;
+            }
+        }
+    }
+    st->count = n;
+    if (n > 0) {
+        st->mean = sum / (double)n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            ss += (ratios[i] - st->mean) * (ratios[i] - st->mean);
+        st->std = sqrt(ss / (double)n);
+        st->min = mn;
+        st->max = mx;
+        qsort(ratios, (size_t)n, sizeof *ratios, cmp_double);
+        for (int k = 0; k < RC_N_QUANTILES; k++)
+            st->quantiles[k] = quantile_sorted(ratios, n, rc_quantile_levels[k]);
+        for (int k = 0; k < RC_N_THRESHOLDS; k++)
+            st->frac_above[k] = (double)above[k] / (double)n;
+        st->k1 = sum_k1 / (double)n;
+        st->k3 = sum_k3 / (double)n;
+        st->mult_prob_err = sum_mpe / (double)n;
+        st->identical_frac = (double)identical / (double)n;
+    } else {
+        st->mean = st->std = st->min = st->max = st->k1 = st->k3 = st->mult_prob_err = NAN;
+        st->identical_frac = NAN;
+        for (int k = 0; k < RC_N_QUANTILES; k++)
+            st->quantiles[k] = NAN;
+        for (int k = 0; k < RC_N_THRESHOLDS; k++)
+            st->frac_above[k] = NAN;
+    }
+    st->first_divergent_position = first_div;
+    if (r->logprob_ref && n > 0) {
+        st->ref_gen_mean_abs = rg_sum / (double)n;
+        st->ref_fwd_mean_abs = rf_sum / (double)n;
+        st->ref_gen_max_abs = rg_max;
+        st->ref_fwd_max_abs = rf_max;
+    } else {
+        st->ref_gen_mean_abs = st->ref_fwd_mean_abs = st->ref_gen_max_abs = st->ref_fwd_max_abs = NAN;
+    }
+    for (int64_t t = 0; t < Ln; t++) {
+        int64_t c = L->pos_count[t];
+        if (c == 0) {
+            L->pos_mean_abs_log_ratio[t] = L->pos_max_abs_log_ratio[t] = L->pos_ratio_std[t] = NAN;
+            continue;
+        }
+        L->pos_mean_abs_log_ratio[t] /= (double)c;
+        double m = pos_sum_r[t] / (double)c;
+        double var = pos_sum_r2[t] / (double)c - m * m;
+        L->pos_ratio_std[t] = sqrt(var > 0 ? var : 0);
+    }
+    free(pos_sum_r);
+    free(pos_sum_r2);
+    free(ratios);
+    return RC_OK;
+}
+
+rc_status rc_compute_stats(rc_results *r)
+{
+    for (int i = 0; i < r->n_lens; i++) {
+        if (r->lens[i].len > r->gen_len)
+            return rc_errorf(RC_ERR_INTERNAL, "length %lld exceeds the generated %lld",
+                             (long long)r->lens[i].len, (long long)r->gen_len);
+        RC_TRY(len_stats(r, &r->lens[i]));
+    }
+    free(r->cross);
+    r->cross = NULL;
+    r->n_cross = 0;
+    int pairs = r->n_lens * (r->n_lens - 1) / 2;
+    if (pairs > 0)
+        RC_TRY(rc_calloc((void **)&r->cross, pairs, sizeof *r->cross, "statistics"));
+    for (int i = 0; i < r->n_lens; i++)
+        for (int j = i + 1; j < r->n_lens; j++) {
+            const rc_len_result *A = &r->lens[i], *B = &r->lens[j];
+            int64_t La = A->len, Lb = B->len, Lm = La < Lb ? La : Lb;
+            rc_cross_len *c = &r->cross[r->n_cross++];
+            c->len_a = La;
+            c->len_b = Lb;
+            double sum = 0, mx = 0;
+            int64_t n = 0;
+            for (int64_t sq = 0; sq < r->n_seq; sq++) {
+                int64_t valid = r->gen_valid[sq] < Lm ? r->gen_valid[sq] : Lm;
+                for (int64_t t = 0; t < valid; t++) {
+                    double d = fabs((double)A->logprob_fwd[sq * La + t] - (double)B->logprob_fwd[sq * Lb + t]);
+                    sum += d;
+                    mx = d > mx ? d : mx;
+                    n++;
+                }
+            }
+            c->count = n;
+            c->max_abs = n ? mx : NAN;
+            c->mean_abs = n ? sum / (double)n : NAN;
+        }
+    return RC_OK;
+}
