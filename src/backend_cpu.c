@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_ops.h"
 #include "util.h"
 
 #define ENGINE_SMALL_M 16    /* GEMMs with M <= this split K */
@@ -266,6 +267,19 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
     return RC_OK;
 }
 
+void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt)
+{
+    for (int64_t j = 0; j < half; j++) {
+        float x1 = v[j], x2 = v[j + half];
+        /* q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1); cos and sin
+         * repeat with period half (emb = cat(freqs, freqs)) */
+        float a1 = rc_round_to(x1 * c[j], out_dt), b1 = rc_round_to((-x2) * s[j], out_dt);
+        float a2 = rc_round_to(x2 * c[j], out_dt), b2 = rc_round_to(x1 * s[j], out_dt);
+        v[j] = rc_round_to(a1 + b1, out_dt);
+        v[j + half] = rc_round_to(a2 + b2, out_dt);
+    }
+}
+
 static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
                           const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
 {
@@ -284,22 +298,55 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
             c[j] = rc_round_to(cosf(f), cs_dt);
             s[j] = rc_round_to(sinf(f), cs_dt);
         }
-        for (int64_t h = 0; h < nheads_rot; h++) {
-            float *v = qkv + r * row_len + h * d;
-            for (int64_t j = 0; j < half; j++) {
-                float x1 = v[j], x2 = v[j + half];
-                /* q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1) */
-                float a1 = rc_round_to(x1 * c[j], out_dt), b1 = rc_round_to((-x2) * s[j], out_dt);
-                float a2 = rc_round_to(x2 * c[j], out_dt), b2 = rc_round_to(x1 * s[j], out_dt);
-                v[j] = rc_round_to(a1 + b1, out_dt);
-                v[j + half] = rc_round_to(a2 + b2, out_dt);
-            }
-        }
+        for (int64_t h = 0; h < nheads_rot; h++)
+            rc_cpu_rope_apply(qkv + r * row_len + h * d, c, s, half, out_dt);
     }
     return RC_OK;
 }
 
 /* softmax statistics (max m, sum l of exp(s - m)) over sc[0..n) */
+static void softmax_stats(const float *sc, int64_t n, int mode, float *m_out, float *l_out);
+
+float rc_cpu_score(const float *q, const float *k, int64_t d, int lanes, float scale, rc_dtype score_dt)
+{
+    float dot = lanes == 8 ? dot8(q, k, d) : dot16(q, k, d);
+    return score_dt == RC_F32 ? dot * scale : rc_round_to(rc_round_to(dot, score_dt) * scale, score_dt);
+}
+
+void rc_cpu_softmax(float *sc, int64_t n, int mode, rc_dtype prob_dt)
+{
+    float m, l;
+    softmax_stats(sc, n, mode, &m, &l);
+    for (int64_t j = 0; j < n; j++)
+        sc[j] = rc_round_to(expf(sc[j] - m) / l, prob_dt);
+}
+
+void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t tile, rc_dtype out_dt,
+               float *acc, float *out)
+{
+    for (int64_t t = 0; t < d; t++)
+        acc[t] = 0.0f;
+    if (tile <= 0) { /* one pass in key order */
+        for (int64_t j = 0; j < nk; j++)
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += p[j] * V[j * d + t];
+    } else { /* partial sums per tile of keys, added in order */
+        float part[4096];
+        for (int64_t t0 = 0; t0 < nk; t0 += tile) {
+            int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
+            for (int64_t t = 0; t < d; t++)
+                part[t] = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                for (int64_t t = 0; t < d; t++)
+                    part[t] += p[j] * V[j * d + t];
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += part[t];
+        }
+    }
+    for (int64_t t = 0; t < d; t++)
+        out[t] = rc_round_to(acc[t], out_dt);
+}
+
 static void softmax_stats(const float *sc, int64_t n, int mode, float *m_out, float *l_out)
 {
     if (mode == 0) { /* one pass in order */
@@ -403,41 +450,13 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
         /* 0: invariant, 1: engine prefill, 2: engine decode */
         const int mode = invariant ? 0 : bd->n_new[b] > 1 ? 1 : 2;
-        for (int64_t j = 0; j < nk; j++) {
-            float dot = mode == 1 ? dot8(q, Kh + j * d, d) : dot16(q, Kh + j * d, d);
-            sc[j] = an->score_dt == RC_F32 ? dot * scale
-                                           : rc_round_to(rc_round_to(dot, an->score_dt) * scale, an->score_dt);
-        }
-        float m, l;
-        softmax_stats(sc, nk, mode, &m, &l);
         for (int64_t j = 0; j < nk; j++)
-            sc[j] = rc_round_to(expf(sc[j] - m) / l, an->prob_dt);
-        for (int64_t t = 0; t < d; t++)
-            acc[t] = 0.0f;
-        if (mode == 0) {
-            for (int64_t j = 0; j < nk; j++)
-                for (int64_t t = 0; t < d; t++)
-                    acc[t] += sc[j] * Vh[j * d + t];
-        } else {
-            int64_t tile = ENGINE_DECODE_CHUNK;
-            if (mode == 1) { /* split-K slices of the padded key length */
-                tile = (max_keys + ENGINE_SPLIT_K - 1) / ENGINE_SPLIT_K;
-            }
-            float part[4096];
-            for (int64_t t0 = 0; t0 < nk; t0 += tile) {
-                int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
-                for (int64_t t = 0; t < d; t++)
-                    part[t] = 0.0f;
-                for (int64_t j = t0; j < t1; j++)
-                    for (int64_t t = 0; t < d; t++)
-                        part[t] += sc[j] * Vh[j * d + t];
-                for (int64_t t = 0; t < d; t++)
-                    acc[t] += part[t];
-            }
-        }
-        float *o = out + r * nh * d + h * d;
-        for (int64_t t = 0; t < d; t++)
-            o[t] = rc_round_to(acc[t], an->out_dt);
+            sc[j] = rc_cpu_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, scale, an->score_dt);
+        rc_cpu_softmax(sc, nk, mode, an->prob_dt);
+        int64_t tile = mode == 0 ? 0 : ENGINE_DECODE_CHUNK;
+        if (mode == 1) /* split-K slices of the padded key length */
+            tile = (max_keys + ENGINE_SPLIT_K - 1) / ENGINE_SPLIT_K;
+        rc_cpu_pv(sc, Vh, nk, d, tile, an->out_dt, acc, out + r * nh * d + h * d);
     }
     free(scratch);
     return RC_OK;
@@ -488,6 +507,22 @@ static rc_status cpu_add(rc_backend *be, const float *a, const float *b, int64_t
     return RC_OK;
 }
 
+/* sum of exp(z - m) with 16 lanes */
+static float lanes_reduce_exp(const float *z, int64_t n, float m)
+{
+    float acc[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int j = 0; j < 16; j++)
+            acc[j] += expf(z[k + j] - m);
+    for (int j = 0; k + j < n; j++)
+        acc[j] += expf(z[k + j] - m);
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    return acc[0];
+}
+
 static rc_status cpu_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V,
                               float temperature, rc_dtype lp_dt, float *full_out,
                               const int32_t *targets, float *target_out)
@@ -506,15 +541,28 @@ static rc_status cpu_logprobs(rc_backend *be, const float *logits, int64_t M, in
             z[i] = temperature == 1.0f ? x[i] : rc_round_to(x[i] / temperature, lp_dt);
             mx = z[i] > mx ? z[i] : mx;
         }
-        double sum = 0.0;
-        for (int64_t i = 0; i < V; i++)
-            sum += exp((double)z[i] - (double)mx);
-        double lse = (double)mx + log(sum);
-        if (full_out)
+        if (lp_dt == RC_F32) {
+            /* fp32 log-probs with an fp64 log-sum-exp */
+            double sum = 0.0;
             for (int64_t i = 0; i < V; i++)
-                full_out[r * V + i] = rc_round_to((float)((double)z[i] - lse), lp_dt);
-        if (targets && target_out)
-            target_out[r] = rc_round_to((float)((double)z[targets[r]] - lse), lp_dt);
+                sum += exp((double)z[i] - (double)mx);
+            double lse = (double)mx + log(sum);
+            if (full_out)
+                for (int64_t i = 0; i < V; i++)
+                    full_out[r * V + i] = (float)((double)z[i] - lse);
+            if (targets && target_out)
+                target_out[r] = (float)((double)z[targets[r]] - lse);
+        } else {
+            /* F.log_softmax on a bf16/fp16 tensor: fp32 inside,
+             * (x - max) - log(sum exp(x - max)), one rounding to the dtype */
+            float sum = lanes_reduce_exp(z, V, mx);
+            float ls = logf(sum);
+            if (full_out)
+                for (int64_t i = 0; i < V; i++)
+                    full_out[r * V + i] = rc_round_to((z[i] - mx) - ls, lp_dt);
+            if (targets && target_out)
+                target_out[r] = rc_round_to((z[targets[r]] - mx) - ls, lp_dt);
+        }
     }
     free(zbuf);
     return st;

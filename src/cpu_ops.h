@@ -1,0 +1,25 @@
+/* Pieces of the CPU attention kernel, exported so that tests can check each
+ * dtype rule against PyTorch (and CUDA kernels against their CPU twin). */
+#ifndef RC_CPU_OPS_H
+#define RC_CPU_OPS_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+
+/* One attention score: q.k over d with `lanes` (8 or 16) partial sums, times
+ * scale; with an MD score_dt, R(R(q.k) * scale) (matmul, then * scaling). */
+float rc_cpu_score(const float *q, const float *k, int64_t d, int lanes, float scale, rc_dtype score_dt);
+/* In place: scores -> R(softmax) computed in fp32. mode 0: one pass;
+ * 1: online over key tiles of 64; 2: chunks of 32 merged. */
+void rc_cpu_softmax(float *s, int64_t n, int mode, rc_dtype prob_dt);
+/* out[d] = R(sum_j p[j] * V[j, :]) with fp32 accumulation; tile <= 0: in key
+ * order, else per tile of keys then added in order. acc: d floats scratch. */
+void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t tile, rc_dtype out_dt,
+               float *acc, float *out);
+
+/* RoPE on one head's rotary slice v[0..2*half) with cos / sin c[half], s[half]:
+ * v = R(R(v * c) + R(rotate_half(v) * s)). */
+void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt);
+
+#endif
