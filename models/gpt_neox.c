@@ -64,7 +64,11 @@ static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg
 static rc_status neox_size(const rc_config *c, int64_t *n)
 {
     int64_t H = c->hidden, I = c->intermediate;
-    int64_t layer = 4 * H + 3 * H * H + 3 * H + H * H + H + I * H + I + H * I + H;
+    int64_t layer = 4 * H + 3 * H * H + H * H + I * H + I + H * I + H;
+    if (c->qkv_bias)
+        layer += 3 * H;
+    if (c->o_bias)
+        layer += H;
     *n = c->vocab * H * (c->tie_embeddings ? 1 : 2) + 2 * H + c->n_layers * layer;
     return RC_OK;
 }

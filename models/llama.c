@@ -91,7 +91,13 @@ static rc_status llama_size(const rc_config *c, int64_t *n)
 {
     int64_t H = c->hidden, I = c->intermediate, q = c->n_heads * c->head_dim,
             kv = c->n_kv_heads * c->head_dim;
-    int64_t layer = 2 * H + (q + 2 * kv) * H + (q + 2 * kv) + H * q + H + 3 * I * H + 2 * I + H;
+    int64_t layer = 2 * H + (q + 2 * kv) * H + H * q + 3 * I * H;
+    if (c->qkv_bias)
+        layer += q + 2 * kv;
+    if (c->o_bias)
+        layer += H;
+    if (c->mlp_bias)
+        layer += 2 * I + H;
     *n = c->vocab * H * (c->tie_embeddings ? 1 : 2) + H + c->n_layers * layer;
     return RC_OK;
 }

@@ -59,7 +59,7 @@ static rc_status parse_eos(const json_t *root, const char *path, rc_config *cfg)
         rc_status s = rc_json_get_int(tmp, "eos_token_id", path, 0, LIM_VOCAB, -1, &x, NULL);
         json_decref(tmp);
         if (s != RC_OK)
-            return rc_error_prefix(s, "element %zu", i);
+            return rc_errorf(s, "%s: \"eos_token_id\"[%zu] must be an integer in [0, %d]", path, i, LIM_VOCAB);
         if (x < 0)
             return rc_errorf(RC_ERR_FORMAT, "%s: \"eos_token_id\"[%zu] is null", path, i);
         if (cfg->n_eos == RC_MAX_EOS)

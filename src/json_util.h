@@ -29,7 +29,7 @@ rc_status rc_json_get_str(const json_t *obj, const char *key, const char *file, 
                           const char **out, bool *present);
 
 /* True when s (len bytes) is valid UTF-8 (no overlongs, no surrogates). On
- * failure *bad_at gets the offset of the first invalid byte. */
+ * failure *bad_at gets the offset where the first invalid sequence starts. */
 bool rc_utf8_valid(const unsigned char *s, size_t len, size_t *bad_at);
 
 #endif

@@ -125,6 +125,26 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     s = c->arch->weights_size(c, &nw);
     if (s != RC_OK)
         goto fail;
+    /* every weight comes from a distinct tensor of the checkpoint: a config
+     * that needs more floats than the files hold is wrong, and is rejected
+     * before its size is allocated */
+    int64_t in_files = 0;
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        const rc_st_tensor *t = &st->tensors[i];
+        if (t->dtype == RC_F32 || t->dtype == RC_F16 || t->dtype == RC_BF16 || t->dtype == RC_F64) {
+            int64_t n;
+            rc_numel(t->shape, t->ndim, &n);
+            in_files += n;
+        }
+    }
+    if (nw > in_files) {
+        s = rc_errorf(RC_ERR_FORMAT,
+                      "%s: config.json describes %lld weights but the safetensors files hold only %lld "
+                      "(hidden_size, layers or vocab_size do not match the checkpoint)",
+                      dir, (long long)nw, (long long)in_files);
+        goto fail;
+    }
+    m->n_params = in_files;
     int64_t n_inv = c->rotary_dim / 2 + 1;
     s = rc_alloc_aligned((void **)&m->arena, nw + n_inv, sizeof(float), "model weights");
     if (s != RC_OK)
@@ -139,17 +159,13 @@ rc_status rc_model_load(const char *dir, rc_model **out)
         goto fail;
     }
     m->w.inv_freq = rc_loader_take(&ld, n_inv);
+    if (!m->w.inv_freq) {
+        s = rc_errorf(RC_ERR_INTERNAL, "weight arena too small for the RoPE table");
+        goto fail;
+    }
     rc_rope_inv_freq(c, m->w.inv_freq);
     m->arena_len = ld.used;
-    /* parameter count and stored dtype, from the files */
-    for (int64_t i = 0; i < st->ntensors; i++) {
-        const rc_st_tensor *t = &st->tensors[i];
-        if (t->dtype == RC_F32 || t->dtype == RC_F16 || t->dtype == RC_BF16 || t->dtype == RC_F64) {
-            int64_t n;
-            rc_numel(t->shape, t->ndim, &n);
-            m->n_params += n;
-        }
-    }
+    /* stored dtype, from the files */
     {
         const char *ename = NULL;
         for (int64_t i = 0; i < st->ntensors && !ename; i++)

@@ -72,6 +72,8 @@ void rc_st_close(rc_safetensors *st)
     free(st);
 }
 
+static int cmp_name(const void *a, const void *b);
+
 static int cmp_begin(const void *a, const void *b)
 {
     const rc_st_tensor *x = a, *y = b;
@@ -281,6 +283,7 @@ static rc_status st_parse(rc_safetensors *st, int fi)
                 st->tensors = grown;
                 memcpy(st->tensors + st->ntensors, local, count * sizeof *local);
                 st->ntensors += (int64_t)count;
+                qsort(st->tensors, (size_t)st->ntensors, sizeof *st->tensors, cmp_name);
                 free(local);
                 return RC_OK;
             }
@@ -304,7 +307,7 @@ static rc_status st_map_file(rc_safetensors *st, const char *path)
     if (!f->path)
         return rc_errorf(RC_ERR_NOMEM, "%s: out of memory", path);
     st->nfiles++;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
     if (fd < 0)
         return rc_errorf(RC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -351,8 +354,8 @@ static bool has_dotdot_component(const char *p)
 
 /* A shard named in the index must be a plain file inside the model folder.
  * *full_out gets its resolved (realpath) location. */
-static rc_status check_shard_path(const char *index_path, const char *dir, const char *shard,
-                                  char **full_out)
+static rc_status check_shard_path(const char *index_path, const char *dir, const char *rdir,
+                                  const char *shard, char **full_out)
 {
     *full_out = NULL;
     if (shard[0] == '\0' || shard[0] == '/' || has_dotdot_component(shard))
@@ -361,11 +364,7 @@ static rc_status check_shard_path(const char *index_path, const char *dir, const
     char *full = rc_path_join(dir, shard);
     if (!full)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
-    char rdir[PATH_MAX], rfull[PATH_MAX];
-    if (!realpath(dir, rdir)) {
-        free(full);
-        return rc_errorf(RC_ERR_IO, "%s: cannot resolve: %s", dir, strerror(errno));
-    }
+    char rfull[PATH_MAX];
     if (!realpath(full, rfull)) {
         rc_status s = rc_errorf(RC_ERR_IO, "%s: shard \"%s\" cannot be opened: %s", index_path, shard,
                                 strerror(errno));
@@ -374,6 +373,8 @@ static rc_status check_shard_path(const char *index_path, const char *dir, const
     }
     free(full);
     size_t dl = strlen(rdir);
+    if (dl == 1) /* the model folder is "/" */
+        dl = 0;
     if (strncmp(rfull, rdir, dl) != 0 || rfull[dl] != '/')
         return rc_errorf(RC_ERR_FORMAT, "%s: shard path \"%s\" leaves the model folder (resolves to %s)",
                          index_path, shard, rfull);
@@ -395,6 +396,11 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
     }
     const char *name;
     json_t *v;
+    char rdir[PATH_MAX];
+    if (!realpath(dir, rdir)) {
+        json_decref(root);
+        return rc_errorf(RC_ERR_IO, "%s: cannot resolve: %s", dir, strerror(errno));
+    }
     /* open every distinct shard once, in order of first appearance */
     json_object_foreach(wm, name, v)
     {
@@ -404,7 +410,7 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
         }
         const char *shard = json_string_value(v);
         char *full;
-        s = check_shard_path(index_path, dir, shard, &full);
+        s = check_shard_path(index_path, dir, rdir, shard, &full);
         if (s != RC_OK)
             break;
         int seen = 0;
@@ -428,7 +434,7 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
                 break;
             }
             char *full;
-            s = check_shard_path(index_path, dir, shard, &full);
+            s = check_shard_path(index_path, dir, rdir, shard, &full);
             if (s != RC_OK)
                 break;
             bool same = strcmp(st->files[t->file].path, full) == 0;
@@ -471,12 +477,26 @@ rc_status rc_st_open_dir(const char *dir, rc_safetensors **out)
     return RC_OK;
 }
 
+/* st->tensors is kept sorted by name: binary search */
 const rc_st_tensor *rc_st_find(const rc_safetensors *st, const char *name)
 {
-    for (int64_t i = 0; i < st->ntensors; i++)
-        if (strcmp(st->tensors[i].name, name) == 0)
-            return &st->tensors[i];
+    int64_t lo = 0, hi = st->ntensors;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(st->tensors[mid].name, name);
+        if (c == 0)
+            return &st->tensors[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const rc_st_tensor *)a)->name, ((const rc_st_tensor *)b)->name);
 }
 
 const char *rc_st_path_of(const rc_safetensors *st, const rc_st_tensor *t)
@@ -507,7 +527,7 @@ rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
                          const int64_t *shape, float *dst)
 {
     const rc_st_tensor *t;
-    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16"));
+    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
     int64_t n;
     rc_numel(t->shape, t->ndim, &n);
     const unsigned char *p = t->data;

@@ -5,12 +5,21 @@
 
 static _Thread_local char g_msg[1024];
 
+/* Messages are one line: control bytes from file contents become '?'. */
+static void sanitize(char *m)
+{
+    for (unsigned char *p = (unsigned char *)m; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
 rc_status rc_errorf(rc_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
+    sanitize(g_msg);
     return st;
 }
 
@@ -31,6 +40,7 @@ rc_status rc_error_prefix(rc_status st, const char *fmt, ...)
     memcpy(g_msg, prefix, pl);
     g_msg[pl] = ':';
     g_msg[pl + 1] = ' ';
+    sanitize(g_msg);
     return st;
 }
 

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 bool rc_numel(const int64_t *dims, int ndim, int64_t *out)
 {
@@ -63,39 +65,44 @@ char *rc_path_join(const char *dir, const char *name)
 rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return rc_errorf(RC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return rc_errorf(RC_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return rc_errorf(RC_ERR_IO, "%s: not a regular file", path);
     }
-    long sz = ftell(f);
-    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return rc_errorf(RC_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if ((uint64_t)sb.st_size > max_len) {
+        close(fd);
+        return rc_errorf(RC_ERR_FORMAT, "%s: file is %lld bytes, more than the %zu allowed", path,
+                         (long long)sb.st_size, max_len);
     }
-    if ((size_t)sz > max_len) {
-        fclose(f);
-        return rc_errorf(RC_ERR_FORMAT, "%s: file is %ld bytes, more than the %zu allowed", path, sz,
-                         max_len);
-    }
-    char *buf = malloc((size_t)sz + 1);
+    size_t sz = (size_t)sb.st_size;
+    char *buf = malloc(sz + 1);
     if (!buf) {
-        fclose(f);
-        return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %ld bytes", path, sz);
+        close(fd);
+        return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, sz);
     }
-    size_t got = fread(buf, 1, (size_t)sz, f);
-    int err = ferror(f);
-    fclose(f);
-    if (got != (size_t)sz || err) {
+    size_t got = 0;
+    while (got < sz) {
+        ssize_t r = read(fd, buf + got, sz - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != sz) {
         free(buf);
         return rc_errorf(RC_ERR_IO, "%s: short read", path);
     }
     buf[sz] = '\0';
     *out = buf;
     if (len)
-        *len = (size_t)sz;
+        *len = sz;
     return RC_OK;
 }
 
