@@ -1,4 +1,5 @@
 /* ratiocheck command line. The only place that calls exit(). */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -616,6 +617,14 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     rc_results res;
     memset(&res, 0, sizeof res);
     st = rc_model_load(model_dir, &m);
+    for (int64_t p = 0; st == RC_OK && p < cfg.n_prompts; p++)
+        for (int64_t t = 0; t < prompts.len[p]; t++)
+            if (prompts.tokens[p * prompts.max_len + t] >= m->cfg.vocab) {
+                st = rc_errorf(RC_ERR_FORMAT, "%s: prompt %lld: token id %d is outside the vocabulary of %s (%lld)",
+                               prompts_path, (long long)p + 1, prompts.tokens[p * prompts.max_len + t], model_dir,
+                               (long long)m->cfg.vocab);
+                break;
+            }
     if (st == RC_OK)
         st = rc_backend_cpu_create((int)threads, kernels, &be);
     if (st == RC_OK && cfg.reference_fp32)
@@ -685,16 +694,38 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     return code;
 }
 
+/* The command line, shell-quoted where needed (stored in the results). */
 static char *join_args(int argc, char **argv)
 {
     size_t n = 1;
     for (int i = 0; i < argc; i++)
-        n += strlen(argv[i]) + 3;
+        n += 4 * strlen(argv[i]) + 3;
     char *s = malloc(n), *p = s;
     if (!s)
         return NULL;
-    for (int i = 0; i < argc; i++)
-        p += sprintf(p, "%s%s", i ? " " : "", argv[i]);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool plain = *a != '\0';
+        for (const char *c = a; *c; c++)
+            if (!(isalnum((unsigned char)*c) || strchr("-_./=,:+%@", *c)))
+                plain = false;
+        if (i)
+            *p++ = ' ';
+        if (plain) {
+            p += sprintf(p, "%s", a);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *c = a; *c; c++) {
+            if (*c == '\'') {
+                memcpy(p, "'\\''", 4);
+                p += 4;
+            } else {
+                *p++ = *c;
+            }
+        }
+        *p++ = '\'';
+    }
     *p = '\0';
     return s;
 }

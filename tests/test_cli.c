@@ -1,9 +1,11 @@
 /* The ratiocheck executable: help, version, inspect, usage errors and exit
  * codes (README's table), one-line error messages. */
 #include <check.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +119,198 @@ START_TEST(test_inspect_errors)
 }
 END_TEST
 
+/* ---- the run command, on a fixture model with a prompt file of our own ---- */
+
+static char g_dir[64];
+static char g_common[1024];
+
+static void run_setup(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/rc_cli_runXXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    char p[128];
+    snprintf(p, sizeof p, "%s/p.ids", g_dir);
+    FILE *f = fopen(p, "w");
+    fputs("# three prompts\n1 2 3 4 5\n\n10 20 30\n7 8 9 10 11 12 13\n", f);
+    fclose(f);
+    snprintf(g_common, sizeof g_common,
+             "--model data/fixtures/neox_parallel --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
+}
+
+static void run_teardown(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int count_files(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    ck_assert(fscanf(p, "%d", &n) == 1);
+    pclose(p);
+    return n;
+}
+
+START_TEST(test_run_json)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "%s --dtype fp16 --json --out %s/r.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "JSON does not parse: %s: %s", err.text, g_out);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "dtype")), "fp16");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "kernels")), "engine");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), "data/fixtures/neox_parallel");
+    json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_eq(json_array_size(lens), 2);
+    const char *keys[] = {"len", "count", "mean", "std", "min", "max", "k1", "k3", "clipfrac", "identical_frac",
+                          "first_divergent_position"};
+    for (size_t i = 0; i < 2; i++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            ck_assert_msg(json_object_get(json_array_get(lens, i), keys[k]) != NULL, "lens[%zu] lacks %s", i, keys[k]);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 1), "len")), 8);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 1), "count")), 3 * 2 * 8);
+    json_decref(j);
+    /* the table: one line per length, and the output path */
+    snprintf(args, sizeof args, "%s --out none", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\n    8       48 "));
+}
+END_TEST
+
+START_TEST(test_run_gates)
+{
+    char args[2048];
+    /* invariant kernels: every log-prob identical, any limit holds */
+    snprintf(args, sizeof args, "%s --kernels invariant --out none --fail-above nonidentical_frac=0,std=0,clipfrac=0",
+             g_common);
+    ck_assert_int_eq(run(args), 0);
+    /* fp16 engine kernels drift: std > 0 fails the gate with exit 3 */
+    snprintf(args, sizeof args, "%s --dtype fp16 --out %s/g.h5 --fail-above std=0", g_common, g_dir);
+    ck_assert_int_eq(run(args), 3);
+    ck_assert_ptr_nonnull(strstr(g_err, "std = "));
+    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac")); /* results still printed */
+    char p[128];
+    snprintf(p, sizeof p, "%s/g.h5", g_dir);
+    ck_assert_int_eq(access(p, F_OK), 0); /* and written */
+    snprintf(args, sizeof args, "%s --out none --fail-above std=1", g_common);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "%s --out none --fail-above bogus=1", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "unknown metric 'bogus'"));
+    snprintf(args, sizeof args, "%s --out none --fail-above std", g_common);
+    ck_assert_int_eq(run(args), 2);
+}
+END_TEST
+
+START_TEST(test_run_output_file)
+{
+    char args[2048], p[256];
+    snprintf(p, sizeof p, "%s/o.h5", g_dir);
+    snprintf(args, sizeof args, "%s --out %s", g_common, p);
+    ck_assert_int_eq(run(args), 0);
+    struct stat a, b;
+    ck_assert_int_eq(stat(p, &a), 0);
+    /* no overwrite without --force: exit 2, file untouched */
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "exists (use --force"));
+    ck_assert_int_eq(stat(p, &b), 0);
+    ck_assert(a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ino == b.st_ino);
+    snprintf(args, sizeof args, "%s --out %s --force", g_common, p);
+    ck_assert_int_eq(run(args), 0);
+    /* induced failure after the temporary file exists: the output path is a
+     * folder, so the final rename fails: exit 6, nothing left behind */
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/sub", g_dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    snprintf(p, sizeof p, "%s/x", sub);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    FILE *f = fopen(strcat(strcpy((char[256]){0}, p), "/keep"), "w");
+    fclose(f);
+    snprintf(args, sizeof args, "%s --out %s --force", g_common, p);
+    ck_assert_int_eq(run(args), 6);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_int_eq(count_files(sub), 1); /* only x/ itself: no temporary file */
+    /* a failure before writing (prompt id outside the vocabulary): exit 4,
+     * one line naming the prompt file, no output */
+    snprintf(p, sizeof p, "%s/bad.ids", g_dir);
+    f = fopen(p, "w");
+    fputs("1 2 3\n4 99999\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s --out %s/never.h5 -q", p, g_dir);
+    ck_assert_int_eq(run(args), 4);
+    ck_assert_ptr_nonnull(strstr(g_err, "bad.ids: prompt 2: token id 99999"));
+    snprintf(p, sizeof p, "%s/never.h5", g_dir);
+    ck_assert_int_ne(access(p, F_OK), 0);
+}
+END_TEST
+
+START_TEST(test_run_bad_options)
+{
+    char args[2048];
+    const struct {
+        const char *opt, *msg;
+    } cases[] = {
+        {"--dtype fp8", "--dtype: 'fp8'"},
+        {"--len 20,x", "--len"},
+        {"--len 0", "--len"},
+        {"--len 8,8", "listed twice"},
+        {"--kernels fast", "--kernels: 'fast'"},
+        {"--upcast softmax,qk", "unknown op 'qk'"},
+        {"--top-p 1.5", "--top-p"},
+        {"--temperature 0", "--temperature"},
+        {"--samples -1", "--samples"},
+        {"--reference fp16", "--reference"},
+        {"--logprob-dtype bf16", "--logprob-dtype"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, cases[i].opt);
+        ck_assert_int_eq(run(args), 2);
+        ck_assert_msg(strstr(g_err, cases[i].msg) != NULL, "%s: stderr '%s'", cases[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+    /* a prompt file that is not token ids: exit 4 naming file, line, column */
+    char p[128];
+    snprintf(p, sizeof p, "%s/text.ids", g_dir);
+    FILE *f = fopen(p, "w");
+    fputs("1 2\nhello world\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s --out none", p);
+    ck_assert_int_eq(run(args), 4);
+    ck_assert_ptr_nonnull(strstr(g_err, "text.ids:2:1: expected a token id"));
+    /* more positions than the model has */
+    snprintf(args, sizeof args, "%s --out none --len 100", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "exceeds the model's 64 positions"));
+}
+END_TEST
+
+/* SIGINT: exit 130 and no file at the output path */
+START_TEST(test_run_interrupt)
+{
+    char cmd[4096], p[128];
+    snprintf(p, sizeof p, "%s/int.h5", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ('%s/src/ratiocheck' --model data/fixtures/neox_parallel --prompts %s/p.ids --len 50 "
+             "--samples 5000 --batch 4 -q --out %s & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo $? > %s/code)",
+             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, g_dir, p, g_dir);
+    ck_assert_int_ne(system(cmd), -1);
+    char cp[128];
+    snprintf(cp, sizeof cp, "%s/code", g_dir);
+    slurp(cp, g_out, sizeof g_out);
+    ck_assert_int_eq(atoi(g_out), 130);
+    ck_assert_int_ne(access(p, F_OK), 0);
+    unlink(cp);
+    ck_assert_int_eq(count_files(g_dir), 1); /* p.ids only */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -127,6 +321,15 @@ int main(void)
     tcase_add_test(tc, test_inspect);
     tcase_add_test(tc, test_inspect_errors);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("run");
+    tcase_add_checked_fixture(tr, run_setup, run_teardown);
+    tcase_set_timeout(tr, 120);
+    tcase_add_test(tr, test_run_json);
+    tcase_add_test(tr, test_run_gates);
+    tcase_add_test(tr, test_run_output_file);
+    tcase_add_test(tr, test_run_bad_options);
+    tcase_add_test(tr, test_run_interrupt);
+    suite_add_tcase(s, tr);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Recompute every statistic of a ratiocheck HDF5 result file with numpy,
+independently of the C code, and compare with what the file stores.
+
+Needs: numpy, h5py (Debian: python3-numpy python3-h5py; run with /usr/bin/python3).
+Usage: check_results.py FILE.h5      exit 0 when everything matches, 1 otherwise.
+"""
+import sys
+
+import h5py
+import numpy as np
+
+RTOL = 1e-9   # both sides compute in float64; only the summation order differs
+failures = []
+checks = 0
+
+
+def close(name, got, want, rtol=RTOL, atol=1e-15):
+    global checks
+    checks += 1
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+        failures.append(f"{name}: file {got!r} vs numpy {want!r}")
+
+
+def equal(name, got, want):
+    global checks
+    checks += 1
+    if not np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True):
+        failures.append(f"{name}: stored array differs from numpy")
+
+
+def main(path):
+    f = h5py.File(path, "r")
+    if f.attrs.get("format") != "ratiocheck-results":
+        sys.exit(f"{path}: not a ratiocheck result file")
+    gen = f["rollouts/logprob_gen"][...]
+    gen_len = f["rollouts/lengths"][...]
+    S, G = gen.shape
+    ref = f["reference/logprob"][...] if "reference" in f else None
+    lens = [int(x) for x in f.attrs["lengths"]]
+    fwd_by_len = {}
+    levels = [0.001, 0.01, 0.5, 0.99, 0.999]
+    qnames = ["quantile_0.1pct", "quantile_1pct", "quantile_50pct", "quantile_99pct", "quantile_99.9pct"]
+    for L in lens:
+        g = f[f"len_{L:04d}"]
+        a = g.attrs
+        fwd = g["logprob_forward"][...]
+        fwd_by_len[L] = fwd
+        gl = gen[:, :L]
+        valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+        lr = fwd.astype(np.float64) - gl.astype(np.float64)
+        r = np.exp(lr)
+        rv, lrv = r[valid], lr[valid]
+        close(f"L={L} count", a["count"], valid.sum())
+        close(f"L={L} mean", a["mean"], rv.mean())
+        close(f"L={L} std", a["std"], rv.std())
+        close(f"L={L} min", a["min"], rv.min())
+        close(f"L={L} max", a["max"], rv.max())
+        for q, qn in zip(levels, qnames):
+            close(f"L={L} {qn}", a[qn], np.quantile(rv, q))
+        for th in ["0.001", "0.01", "0.1", "0.2"]:
+            close(f"L={L} frac > {th}", a[f"frac_abs_ratio_minus_1_gt_{th}"], np.mean(np.abs(rv - 1) > float(th)))
+        close(f"L={L} clipfrac", a["clipfrac"], np.mean(np.abs(rv - 1) > 0.2))
+        close(f"L={L} k1", a["k1"], np.mean(-lrv))
+        close(f"L={L} k3", a["k3"], np.mean(rv - 1 - lrv))
+        close(f"L={L} mult_prob_err", a["mult_prob_err"], np.mean(np.exp(np.abs(lrv))))
+        same = (fwd.view(np.uint32) == gl.view(np.uint32)) & valid
+        close(f"L={L} identical_frac", a["identical_frac"], same.sum() / valid.sum())
+        diff_pos = np.nonzero((~same & valid).any(axis=0))[0]
+        close(f"L={L} first_divergent_position", a["first_divergent_position"],
+              diff_pos[0] if len(diff_pos) else -1)
+        equal(f"L={L} ratio", g["ratio"][...], np.where(np.isnan(lr), np.nan, np.exp(lr)).astype(np.float32))
+        equal(f"L={L} log_ratio", g["log_ratio"][...], fwd - gl)
+        cnt = valid.sum(axis=0)
+        close(f"L={L} pos_count", g["pos_count"][...], cnt)
+        absl = np.where(valid, np.abs(lr), np.nan)
+        with np.errstate(all="ignore"):
+            close(f"L={L} pos_mean_abs_log_ratio", g["pos_mean_abs_log_ratio"][...], np.nanmean(absl, axis=0))
+            close(f"L={L} pos_max_abs_log_ratio", g["pos_max_abs_log_ratio"][...], np.nanmax(absl, axis=0))
+            close(f"L={L} pos_ratio_std", g["pos_ratio_std"][...],
+                  np.nanstd(np.where(valid, r, np.nan), axis=0))
+        if ref is not None:
+            rf = ref[:, :L].astype(np.float64)
+            close(f"L={L} ref_gen_mean_abs", a["ref_gen_mean_abs"], np.abs(gl - rf)[valid].mean())
+            close(f"L={L} ref_fwd_mean_abs", a["ref_fwd_mean_abs"], np.abs(fwd - rf)[valid].mean())
+            close(f"L={L} ref_gen_max_abs", a["ref_gen_max_abs"], np.abs(gl - rf)[valid].max())
+            close(f"L={L} ref_fwd_max_abs", a["ref_fwd_max_abs"], np.abs(fwd - rf)[valid].max())
+    c = f["cross_length"]
+    for i, (la, lb) in enumerate(zip(c["len_a"][...], c["len_b"][...])):
+        m = min(la, lb)
+        valid = np.arange(m)[None, :] < np.minimum(gen_len, m)[:, None]
+        d = np.abs(fwd_by_len[la][:, :m].astype(np.float64) - fwd_by_len[lb][:, :m].astype(np.float64))[valid]
+        close(f"cross {la}/{lb} max_abs", c["max_abs"][i], d.max())
+        close(f"cross {la}/{lb} mean_abs", c["mean_abs"][i], d.mean())
+        close(f"cross {la}/{lb} count", c["count"][i], d.size)
+    for msg in failures:
+        print("MISMATCH", msg)
+    print(f"{checks - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))
