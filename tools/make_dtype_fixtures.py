@@ -567,7 +567,7 @@ def render_readme(args, files, v5_env, v4_env, results, compat_notes, compat_cfg
     a("")
     a("```sh")
     a("# main environment (transformers 5.24)")
-    a("pip install $(grep -v '^#' tools/requirements-dtype-fixtures.txt)")
+    a("pip install -r tools/requirements-dtype-fixtures.txt")
     a("# transformers 4.40 environment: a virtualenv that reuses the main torch")
     a("python3 -m venv --system-site-packages /tmp/venv440")
     a("/tmp/venv440/bin/pip install $(sed -n 's/^#v4.40 //p' tools/requirements-dtype-fixtures.txt)")
@@ -576,6 +576,8 @@ def render_readme(args, files, v5_env, v4_env, results, compat_notes, compat_cfg
     a("/tmp/venv440t23/bin/pip install $(sed -n 's/^#v4.40-torch2.3 //p' tools/requirements-dtype-fixtures.txt)")
     a("python3 tools/make_dtype_fixtures.py --python440 /tmp/venv440/bin/python \\")
     a("    --crosscheck-python /tmp/venv440t23/bin/python      # rewrites data/fixtures/dtype/")
+    a("# determinism check: same command with --out /tmp/dt, then")
+    a("diff -r /tmp/dt data/fixtures/dtype")
     a("```")
     a("")
     a("One thread, deterministic algorithms, CPU only. bf16/fp16 CPU matmuls go through")
@@ -698,6 +700,44 @@ def render_readme(args, files, v5_env, v4_env, results, compat_notes, compat_cfg
     else:
         a("(Cross-check with an older torch not run: no `--crosscheck-python`.)")
         a("")
+    a("## Notes for the C test")
+    a("")
+    tb = {(r["model"], r["dtype"]): r for r in table}
+    tt = {(r["model"], r["dtype"]): r for r in to_table}
+    for dt in DTYPES:
+        r = tb[("llama_gqa", dt)]["v4_v5"]
+        a(f"- llama_gqa {dt}: v4.40 and v5.24 are {'bit-identical' if r['identical'] else 'NOT identical'}.")
+    a("  Expected: llama's RoPE is cast to the model dtype in both versions (4.40's llama also")
+    a("  returns fp32 logits, `logits.float()` inside the model, which the `.float()` here makes moot).")
+    for dt in DTYPES:
+        r = tb[("neox_parallel", dt)]["v4_v5"]
+        a(f"- neox_parallel {dt}: v4.40 and v5.24 differ (mean {fmt(r['mean'])}, max {fmt(r['max'])}):"
+          " fp32 q/k/scores in 4.40 vs bf16/fp16 in 5.24.")
+    same = all(tt[("neox_parallel", dt)]["v4to_v5"]["identical"] for dt in DTYPES)
+    a(f"- neox_parallel: 4.40 loaded in fp32 and cast with `.to(dtype)` is "
+      f"{'bit-identical to' if same else 'NOT identical to (the explanation below does not hold!)'}"
+      " the 5.24 fixture: `.to()` casts 4.40's")
+    a("  `cos_cached`/`sin_cached` to the model dtype, so q/k stay in the model dtype; 4.40's")
+    a("  `baddbmm(alpha=0.25)` equals 5.24's `matmul * 0.25` (power-of-two scale) and its")
+    a("  model-dtype softmax equals 5.24's fp32 softmax rounded back. The fp32-RoPE behaviour of")
+    a("  transformers#31267 therefore needs `from_pretrained(..., torch_dtype=...)`, which leaves")
+    a("  the RoPE buffers fp32.")
+    a("- 5.24 loaded in fp32 then `.to(dtype)` rounds `inv_freq` itself to the model dtype,")
+    a("  which changes the rotation angles (see the `.to()` table); `from_pretrained(dtype=)` keeps")
+    a("  it fp32. The fixtures use `from_pretrained(dtype=)`.")
+    if cross_table:
+        ct = {(r["model"], r["dtype"]): r["vs_v4"] for r in cross_table}
+        bf = all(ct[(m, "bf16")]["identical"] for m in MODELS)
+        fp = [ct[(m, "fp16")] for m in MODELS]
+        a(f"- torch {cross[0]['torch']} vs {v4_env['torch']} under transformers 4.40.2: bf16 outputs are "
+          f"{'bit-identical' if bf else 'NOT identical'}; fp16 outputs differ by up to "
+          f"{fmt(max(x['max'] for x in fp))} (mean up to {fmt(max(x['mean'] for x in fp))}):")
+        a("  torch's CPU fp16 GEMM is not exactly 'fp32 sum, one rounding' and its result changed")
+        a("  between these torch versions (a few elements of a plain fp16 `a @ w.T` land on the")
+        a("  neighbouring fp16 value), while bf16 GEMM matched fp32-sum-then-round bit for bit in")
+        a("  both. fp16 comparisons need a tolerance of that size even for a perfect emulation;")
+        a("  bf16 ones can be much tighter.")
+    a("")
     return "\n".join(L)
 
 
