@@ -105,7 +105,29 @@ static inline float lanes_reduce(const float *a, const float *b, int64_t n, int 
     return acc[0];
 }
 
-/* Specialised copies so the compiler vectorises the common cases. */
+/* Specialised copies so the compiler vectorises the common cases. The lane
+ * trees are written out with constant trip counts (same order as
+ * lanes_reduce: halves added pairwise, 8, 4, 2, 1). */
+static inline float tree16(float *acc)
+{
+    for (int j = 0; j < 8; j++)
+        acc[j] += acc[j + 8];
+    for (int j = 0; j < 4; j++)
+        acc[j] += acc[j + 4];
+    for (int j = 0; j < 2; j++)
+        acc[j] += acc[j + 2];
+    return acc[0] + acc[1];
+}
+
+static inline float tree8(float *acc)
+{
+    for (int j = 0; j < 4; j++)
+        acc[j] += acc[j + 4];
+    for (int j = 0; j < 2; j++)
+        acc[j] += acc[j + 2];
+    return acc[0] + acc[1];
+}
+
 static inline float dot16(const float *a, const float *b, int64_t n)
 {
     float acc[16] = {0};
@@ -115,10 +137,7 @@ static inline float dot16(const float *a, const float *b, int64_t n)
             acc[j] += a[k + j] * b[k + j];
     for (int j = 0; k + j < n; j++)
         acc[j] += a[k + j] * b[k + j];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
+    return tree16(acc);
 }
 
 static inline float dot8(const float *a, const float *b, int64_t n)
@@ -130,10 +149,24 @@ static inline float dot8(const float *a, const float *b, int64_t n)
             acc[j] += a[k + j] * b[k + j];
     for (int j = 0; k + j < n; j++)
         acc[j] += a[k + j] * b[k + j];
-    for (int w = 4; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
+    return tree8(acc);
+}
+
+/* four dot8's at once (columns b, b + ldb, ...): the same order per output,
+ * four independent chains for the CPU to overlap */
+static inline void dot8x4(const float *a, const float *b, int64_t ldb, int64_t n, float *out)
+{
+    float acc[4][8] = {{0}};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int c = 0; c < 4; c++)
+            for (int j = 0; j < 8; j++)
+                acc[c][j] += a[k + j] * b[c * ldb + k + j];
+    for (int j = 0; k + j < n; j++)
+        for (int c = 0; c < 4; c++)
+            acc[c][j] += a[k + j] * b[c * ldb + k + j];
+    for (int c = 0; c < 4; c++)
+        out[c] = tree8(acc[c]);
 }
 
 /* split-K: ENGINE_SPLIT_K slices (slice length rounded up to 16), each a
@@ -217,6 +250,43 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
 #define GEMM_N_TILE 32
 #define GEMM_M_TILE 64
 
+/* One tile of outputs. Compiled for AVX2 and AVX-512 too (chosen at run
+ * time): wider vectors only run more lanes at once; every lane's sum is the
+ * same sequence of fp32 operations, so results are identical on every CPU. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+gemm_tile(int kind, const float *x, int64_t K, const float *W, const float *bias, rc_dtype out_dt, float *y,
+          int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
+{
+    for (int64_t m = m0; m < m1; m++) {
+        int64_t n = n0;
+        if (kind == 1 || kind == 3) /* 8-lane kernels: four columns at a time */
+            for (; n + 4 <= n1; n += 4) {
+                const float *a = x + m * K, *bw = W + n * K;
+                float v[4] = {0, 0, 0, 0};
+                if (kind == 1) {
+                    dot8x4(a, bw, K, K, v);
+                } else {
+                    for (int64_t k0 = 0; k0 < K; k0 += ENGINE_K_TILE) {
+                        float part[4];
+                        dot8x4(a + k0, bw + k0, K, K - k0 < ENGINE_K_TILE ? K - k0 : ENGINE_K_TILE, part);
+                        for (int c = 0; c < 4; c++)
+                            v[c] += part[c];
+                    }
+                }
+                for (int c = 0; c < 4; c++)
+                    y[m * N + n + c] = rc_round_to(bias ? v[c] + bias[n + c] : v[c], out_dt);
+            }
+        for (; n < n1; n++) {
+            const float *a = x + m * K, *bw = W + n * K;
+            float v = kind == 0   ? dot16(a, bw, K)
+                      : kind == 1 ? dot8(a, bw, K)
+                      : kind == 2 ? dot_splitk(a, bw, K)
+                                  : dot_ktiles(a, bw, K);
+            y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
+        }
+    }
+}
+
 static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
                             int64_t N, const float *bias, rc_dtype out_dt, float *y)
 {
@@ -252,17 +322,9 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
 #pragma omp parallel for schedule(dynamic, 1) collapse(2)
     for (int64_t mt = 0; mt < mtiles; mt++)
         for (int64_t t = 0; t < ntiles; t++) {
-            int64_t n1 = (t + 1) * GEMM_N_TILE < N ? (t + 1) * GEMM_N_TILE : N;
-            int64_t m1 = (mt + 1) * GEMM_M_TILE < M ? (mt + 1) * GEMM_M_TILE : M;
-            for (int64_t m = mt * GEMM_M_TILE; m < m1; m++)
-                for (int64_t n = t * GEMM_N_TILE; n < n1; n++) {
-                    const float *a = x + m * K, *bw = W + n * K;
-                    float v = kind == 0   ? dot16(a, bw, K)
-                              : kind == 1 ? dot8(a, bw, K)
-                              : kind == 2 ? dot_splitk(a, bw, K)
-                                          : dot_ktiles(a, bw, K);
-                    y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
-                }
+            int64_t n0 = t * GEMM_N_TILE, n1 = n0 + GEMM_N_TILE < N ? n0 + GEMM_N_TILE : N;
+            int64_t m0 = mt * GEMM_M_TILE, m1 = m0 + GEMM_M_TILE < M ? m0 + GEMM_M_TILE : M;
+            gemm_tile(kind, x, K, W, bias, out_dt, y, N, m0, m1, n0, n1);
         }
     return RC_OK;
 }

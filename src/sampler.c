@@ -87,9 +87,12 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
     }
     /* renormalising constant over the kept tokens, in index order */
     double z = 0.0;
+    int64_t kept = 0;
     for (int64_t i = 0; i < V; i++)
-        if (lp[i] >= cut)
+        if (lp[i] >= cut) {
             z += exp((double)lp[i]);
+            kept++;
+        }
     double u = rc_rng_uniform(rng) * z, acc = 0.0;
     int32_t tok = -1;
     for (int64_t i = 0; i < V; i++) {
@@ -104,6 +107,7 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
         for (int64_t i = 0; i < V; i++)
             if (tok < 0 || lp[i] > lp[tok])
                 tok = (int32_t)i;
-    *lp_processed = (float)((double)lp[tok] - log(z));
+    /* one survivor (greedy): its renormalised probability is exactly 1 */
+    *lp_processed = kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
     return tok;
 }

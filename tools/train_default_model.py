@@ -30,8 +30,7 @@ trained weights, but not in quality.
 """
 
 import argparse
-import collections
-import json
+import hashlib
 import math
 import os
 import re
@@ -133,7 +132,6 @@ def log(*a):
 def get_corpus(path):
     if not os.path.exists(path):
         subprocess.run(["bash", os.path.join(REPO, "tools", "get_corpus.sh"), path], check=True)
-    import hashlib
 
     with open(path, "rb") as f:
         raw = f.read()
@@ -383,6 +381,8 @@ def main():
                        ckpt_path + ".tmp")
             os.replace(ckpt_path + ".tmp", ckpt_path)
     train_seconds = time.time() - t0
+    if os.path.exists(ckpt_path):  # only needed to resume an interrupted run
+        os.remove(ckpt_path)
     tokens_seen = args.steps * tokens_per_step
     log(f"training done: {args.steps} steps, {tokens_seen} tokens ({tokens_seen / len(train_stream):.2f} epochs), "
         f"{train_seconds:.0f}s")
@@ -490,12 +490,21 @@ def main():
         rnd=(rnd_loss, rnd_p1, rnd_acc), history=history, train_seconds=train_seconds,
         total_seconds=total_seconds, tokens_seen=tokens_seen, comps=comps, sizes=sizes,
         p1_prompt=p1_prompt, prompt_lens=[len(x) for x in lines_ids], n_eval_wins=len(val_wins),
+        prompt_src=prompt_sources(train_texts, val_texts),
     ))
     sizes = {f: os.path.getsize(os.path.join(out, f)) for f in sorted(os.listdir(out))}
     for f, s in sizes.items():
         log(f"  {s:10d}  {f}")
     log(f"  total {sum(sizes.values()) / 1e6:.2f} MB; wall time {total_seconds:.0f}s")
     assert sum(sizes.values()) < 20.5e6
+
+
+def prompt_sources(train_texts, val_texts):
+    """-> (#prompts in the training text, #only in val, #in neither), verbatim substring match."""
+    tr, va = "\n".join(train_texts), "\n".join(val_texts)
+    n_tr = sum(p in tr for p in PROMPTS)
+    n_va = sum(p not in tr and p in va for p in PROMPTS)
+    return n_tr, n_va, len(PROMPTS) - n_tr - n_va
 
 
 def write_readme(out, r):
@@ -631,8 +640,9 @@ sampling (temperature 1, no top-k/top-p, `torch.manual_seed({a.seed} + prompt in
 
 ## Prompts
 
-`data/prompts/default.txt`: {len(PROMPTS)} prompts, one per line, verse openings (some verbatim
-from the corpus, some from held-out chapters) and narrative starts in the corpus's style.
+`data/prompts/default.txt`: {len(PROMPTS)} prompts, one per line, verse openings and narrative
+starts in the corpus's style: {r['prompt_src'][0]} occur verbatim in the training text,
+{r['prompt_src'][1]} only in the held-out chapters, {r['prompt_src'][2]} nowhere in the corpus.
 `data/prompts/default.ids`: the same prompts, same order, as token ids of this tokenizer
 (space-separated, no BOS), {min(r['prompt_lens'])}-{max(r['prompt_lens'])} tokens each.
 """

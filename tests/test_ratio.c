@@ -1,0 +1,272 @@
+/* The ratio check end to end on the bundled (trained) default model:
+ * kernel strategies, dtypes, sampling options, reference pass. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "model.h"
+#include "prompts.h"
+#include "results.h"
+#include "rollout.h"
+
+static rc_model *g_model;
+static rc_prompts g_prompts;
+
+static void load(void)
+{
+    const char *root = getenv("RC_SOURCE_DIR");
+    char p[4096];
+    snprintf(p, sizeof p, "%s/data/models/pythia-rc-tiny", root ? root : ".");
+    ck_assert_msg(rc_model_load(p, &g_model) == RC_OK, "%s", rc_last_error());
+    snprintf(p, sizeof p, "%s/data/prompts/default.ids", root ? root : ".");
+    ck_assert_msg(rc_prompts_load_ids(p, &g_prompts) == RC_OK, "%s", rc_last_error());
+}
+
+static void unload(void)
+{
+    rc_model_free(g_model);
+    rc_prompts_free(&g_prompts);
+}
+
+static rc_rollout_cfg base_cfg(rc_dtype dt)
+{
+    rc_rollout_cfg c;
+    memset(&c, 0, sizeof c);
+    c.n_prompts = g_prompts.n < 8 ? g_prompts.n : 8;
+    c.prompt_max = g_prompts.max_len;
+    c.prompt_tokens = g_prompts.tokens;
+    c.prompt_len = g_prompts.len;
+    c.samples = 2;
+    c.batch = 16;
+    c.n_lens = 3;
+    c.lens[0] = 8;
+    c.lens[1] = 16;
+    c.lens[2] = 24;
+    c.seed = 7;
+    c.sampling.top_k = 0;
+    c.sampling.top_p = 1.0;
+    c.num = rc_numerics_fp32();
+    c.num.dt = dt;
+    return c;
+}
+
+static void run(rc_kernels k, const rc_rollout_cfg *cfg, rc_results *r)
+{
+    rc_backend *be, *ref = NULL;
+    ck_assert(rc_backend_cpu_create(0, k, &be) == RC_OK);
+    if (cfg->reference_fp32)
+        ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &ref) == RC_OK);
+    memset(r, 0, sizeof *r);
+    rc_status s = rc_run_check(g_model, be, ref, cfg, NULL, NULL, NULL, r);
+    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+    rc_backend_destroy(be);
+    rc_backend_destroy(ref);
+}
+
+static const char *dt_name(rc_dtype dt) { return dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16"; }
+
+/* --kernels invariant: ratios exactly 1 and every log-prob bitwise equal, in
+ * every dtype, for every length (and the same token re-scored at different
+ * lengths has the same bits). */
+START_TEST(test_invariant_bitwise)
+{
+    const rc_dtype dts[] = {RC_BF16, RC_F16, RC_F32};
+    rc_dtype dt = dts[_i];
+    rc_rollout_cfg cfg = base_cfg(dt);
+    rc_results r;
+    run(RC_KERNELS_INVARIANT, &cfg, &r);
+    for (int i = 0; i < r.n_lens; i++) {
+        const rc_len_result *L = &r.lens[i];
+        int64_t n = 0;
+        for (int64_t s = 0; s < r.n_seq; s++)
+            for (int64_t t = 0; t < L->len; t++, n++) {
+                float f = L->logprob_fwd[s * L->len + t], g = r.logprob_gen[s * r.gen_len + t];
+                ck_assert_msg(memcmp(&f, &g, sizeof f) == 0, "%s L=%lld seq %lld pos %lld: %a vs %a", dt_name(dt),
+                              (long long)L->len, (long long)s, (long long)t, f, g);
+            }
+        ck_assert_int_eq(L->st.count, n);
+        ck_assert(L->st.mean == 1.0 && L->st.std == 0.0 && L->st.min == 1.0 && L->st.max == 1.0);
+        ck_assert(L->st.identical_frac == 1.0);
+        ck_assert_int_eq(L->st.first_divergent_position, -1);
+        ck_assert(L->st.frac_above[3] == 0.0 && L->st.k3 == 0.0);
+    }
+    for (int i = 0; i < r.n_cross; i++)
+        ck_assert(r.cross[i].max_abs == 0.0);
+    printf("invariant %s: %lld tokens per length, ratio exactly 1\n", dt_name(dt), (long long)r.lens[0].st.count);
+    rc_results_free(&r);
+}
+END_TEST
+
+/* --kernels engine: fp32 max |ratio - 1| < 1e-4, and the drift grows as the
+ * dtype's mantissa shrinks: std(bf16) > std(fp16) > std(fp32). */
+START_TEST(test_engine_drift_order)
+{
+    double sd[3][3];
+    const rc_dtype dts[] = {RC_F32, RC_F16, RC_BF16};
+    for (int d = 0; d < 3; d++) {
+        rc_rollout_cfg cfg = base_cfg(dts[d]);
+        cfg.n_prompts = g_prompts.n; /* the whole default prompt set */
+        rc_results r;
+        run(RC_KERNELS_ENGINE, &cfg, &r);
+        for (int i = 0; i < r.n_lens; i++) {
+            const rc_len_stats *st = &r.lens[i].st;
+            sd[d][i] = st->std;
+            printf("engine %s L=%lld: mean %.6f std %.3e min %.5f max %.5f identical %.3f\n", dt_name(dts[d]),
+                   (long long)r.lens[i].len, st->mean, st->std, st->min, st->max, st->identical_frac);
+            if (dts[d] == RC_F32) {
+                double dev = fmax(fabs(st->max - 1.0), fabs(st->min - 1.0));
+                ck_assert_msg(dev < 1e-4, "fp32 max |ratio - 1| = %g", dev);
+            }
+        }
+        rc_results_free(&r);
+    }
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(sd[2][i] > sd[1][i], "L index %d: bf16 std %g <= fp16 std %g", i, sd[2][i], sd[1][i]);
+        ck_assert_msg(sd[1][i] > sd[0][i], "L index %d: fp16 std %g <= fp32 std %g", i, sd[1][i], sd[0][i]);
+    }
+}
+END_TEST
+
+/* The fp32 reference pass with invariant kernels equals an invariant fp32
+ * run's own log-probs; in bf16 both paths sit far from it. */
+START_TEST(test_reference)
+{
+    rc_rollout_cfg cfg = base_cfg(RC_F32);
+    cfg.reference_fp32 = true;
+    rc_results r;
+    run(RC_KERNELS_INVARIANT, &cfg, &r);
+    for (int i = 0; i < r.n_lens; i++) {
+        ck_assert(r.lens[i].st.ref_gen_max_abs == 0.0);
+        ck_assert(r.lens[i].st.ref_fwd_max_abs == 0.0);
+    }
+    rc_results_free(&r);
+    cfg = base_cfg(RC_BF16);
+    cfg.reference_fp32 = true;
+    run(RC_KERNELS_ENGINE, &cfg, &r);
+    for (int i = 0; i < r.n_lens; i++) {
+        const rc_len_stats *st = &r.lens[i].st;
+        printf("bf16 vs fp32 reference L=%lld: generation %.3e, forward %.3e (mean |diff|)\n",
+               (long long)r.lens[i].len, st->ref_gen_mean_abs, st->ref_fwd_mean_abs);
+        ck_assert(st->ref_gen_mean_abs > 0.0 && st->ref_fwd_mean_abs > 0.0);
+        ck_assert(isfinite(st->ref_gen_max_abs) && isfinite(st->ref_fwd_max_abs));
+    }
+    rc_results_free(&r);
+}
+END_TEST
+
+/* Sampling: seeded and independent of the decode batch size; top-k / top-p
+ * processed log-probs are the renormalised ones. */
+START_TEST(test_sampling)
+{
+    rc_rollout_cfg cfg = base_cfg(RC_F32);
+    rc_results a, b;
+    run(RC_KERNELS_INVARIANT, &cfg, &a);
+    cfg.batch = 3;
+    run(RC_KERNELS_INVARIANT, &cfg, &b);
+    ck_assert_mem_eq(a.gen_tokens, b.gen_tokens, sizeof(int32_t) * (size_t)(a.n_seq * a.gen_len));
+    ck_assert_mem_eq(a.logprob_gen, b.logprob_gen, sizeof(float) * (size_t)(a.n_seq * a.gen_len));
+    /* without filtering the processed log-prob is the raw one (to rounding) */
+    for (int64_t i = 0; i < a.n_seq * a.gen_len; i++)
+        ck_assert(fabs((double)a.logprob_gen_processed[i] - a.logprob_gen[i]) < 1e-5);
+    rc_results_free(&a);
+    rc_results_free(&b);
+    cfg = base_cfg(RC_F32);
+    cfg.sampling.top_k = 1; /* greedy: processed log-prob 0, token = argmax */
+    run(RC_KERNELS_INVARIANT, &cfg, &a);
+    for (int64_t i = 0; i < a.n_seq * a.gen_len; i++)
+        ck_assert(a.logprob_gen_processed[i] == 0.0f);
+    /* the two samples of a prompt are then identical */
+    for (int64_t s = 0; s + 1 < a.n_seq; s += 2)
+        ck_assert_mem_eq(a.gen_tokens + s * a.gen_len, a.gen_tokens + (s + 1) * a.gen_len,
+                         sizeof(int32_t) * (size_t)a.gen_len);
+    rc_results_free(&a);
+    cfg = base_cfg(RC_F32);
+    cfg.sampling.top_p = 0.5;
+    cfg.sampling.top_k = 50;
+    run(RC_KERNELS_INVARIANT, &cfg, &a);
+    for (int64_t i = 0; i < a.n_seq * a.gen_len; i++)
+        ck_assert(a.logprob_gen_processed[i] >= a.logprob_gen[i] && a.logprob_gen_processed[i] <= 0.0f);
+    rc_results_free(&a);
+}
+END_TEST
+
+/* --stop-at-eos masks everything after the first EOS. */
+START_TEST(test_stop_at_eos)
+{
+    rc_rollout_cfg cfg = base_cfg(RC_F32);
+    cfg.stop_at_eos = true;
+    cfg.num.temperature = 3.0f; /* flat enough to hit EOS sometimes */
+    cfg.samples = 8;
+    rc_results r;
+    run(RC_KERNELS_ENGINE, &cfg, &r);
+    int64_t stopped = 0;
+    for (int64_t s = 0; s < r.n_seq; s++) {
+        int32_t v = r.gen_valid[s];
+        ck_assert(v >= 1 && v <= r.gen_len);
+        if (v < r.gen_len) {
+            stopped++;
+            ck_assert(g_model->cfg.n_eos > 0 && r.gen_tokens[s * r.gen_len + v - 1] == g_model->cfg.eos_ids[0]);
+            for (int64_t t = v; t < r.gen_len; t++) {
+                ck_assert_int_eq(r.gen_tokens[s * r.gen_len + t], -1);
+                ck_assert(isnan(r.logprob_gen[s * r.gen_len + t]));
+            }
+            for (int i = 0; i < r.n_lens; i++)
+                for (int64_t t = v; t < r.lens[i].len; t++)
+                    ck_assert(isnan(r.lens[i].logprob_fwd[s * r.lens[i].len + t]));
+        }
+    }
+    printf("stop-at-eos: %lld of %lld sequences stopped early\n", (long long)stopped, (long long)r.n_seq);
+    ck_assert(stopped > 0);
+    rc_results_free(&r);
+}
+END_TEST
+
+/* --upcast changes what is rounded: each option changes bf16 results. */
+START_TEST(test_upcast_changes_results)
+{
+    const unsigned ups[] = {RC_UPCAST_SOFTMAX, RC_UPCAST_ROPE, RC_UPCAST_NORM, RC_UPCAST_LM_HEAD};
+    rc_rollout_cfg cfg = base_cfg(RC_BF16);
+    cfg.sampling.top_k = 1; /* same tokens unless the logits change a lot */
+    rc_results base;
+    run(RC_KERNELS_INVARIANT, &cfg, &base);
+    for (int u = 0; u < 4; u++) {
+        cfg.num.upcast = ups[u];
+        rc_results r;
+        run(RC_KERNELS_INVARIANT, &cfg, &r);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < r.n_seq * r.gen_len; i++)
+            diff += memcmp(&r.logprob_gen[i], &base.logprob_gen[i], sizeof(float)) != 0;
+        char buf[64];
+        printf("--upcast %s: %lld of %lld generation log-probs change\n", rc_upcast_str(ups[u], buf, sizeof buf),
+               (long long)diff, (long long)(r.n_seq * r.gen_len));
+        ck_assert(diff > 0);
+        ck_assert(r.lens[0].st.identical_frac == 1.0); /* still invariant */
+        rc_results_free(&r);
+    }
+    rc_results_free(&base);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ratio");
+    TCase *tc = tcase_create("default_model");
+    tcase_add_unchecked_fixture(tc, load, unload);
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_invariant_bitwise, 0, 3);
+    tcase_add_test(tc, test_engine_drift_order);
+    tcase_add_test(tc, test_reference);
+    tcase_add_test(tc, test_sampling);
+    tcase_add_test(tc, test_stop_at_eos);
+    tcase_add_test(tc, test_upcast_changes_results);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
