@@ -8,6 +8,7 @@ PKGS=(
   libopenblas-dev       # CPU GEMM
   libhdf5-dev           # HDF5 output (serial)
   check libsubunit-dev  # unit tests
+  python3-h5py python3-numpy  # tools/check_results.py (run by the tests with /usr/bin/python3)
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
