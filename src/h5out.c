@@ -54,7 +54,7 @@
  *                                   renormalisation (what the sampler drew from)
  *
  * /reference   (only when the run had a reference pass)
- *   logprob           f32[S, T]     the token's log-prob from the reference pass
+ *   logprob           f64[S, T]     the token's log-prob from the reference pass
  *
  * /len_%04d   one group per re-scored length L, e.g. /len_0020, in run order
  *   attributes:
@@ -464,6 +464,14 @@ static rc_status ds_f32_2d(const h5w *w, hid_t loc, const char *obj, const char 
     return ds_write(w, loc, obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, data, &nan_fill);
 }
 
+static rc_status ds_f64_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
+                           int64_t rows, int64_t cols, const double *data)
+{
+    const double nan_fill = NAN;
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+    return ds_write(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, data, &nan_fill);
+}
+
 static rc_status ds_i32_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
                            const int32_t *data)
 {
@@ -570,7 +578,7 @@ static rc_status write_reference(const h5w *w, const rc_results *r)
     const char *o = "/reference";
     hid_t g;
     RC_TRY(group_create(w, o, &g));
-    rc_status st = ds_f32_2d(w, g, o, "logprob", r->n_seq, r->gen_len, r->logprob_ref);
+    rc_status st = ds_f64_2d(w, g, o, "logprob", r->n_seq, r->gen_len, r->logprob_ref);
     return group_close(w, g, o, st);
 }
 

@@ -413,7 +413,7 @@ static void print_table(const rc_results *r, const char *out_path)
                    (long long)r->cross[i].count, r->cross[i].max_abs, r->cross[i].mean_abs);
     }
     if (r->logprob_ref) {
-        printf("\nagainst the fp32 reference (mean / max |log-prob - reference|)\n");
+        printf("\nagainst the %s reference (mean / max |log-prob - reference|)\n", r->reference);
         printf("%5s %24s %24s\n", "L", "generation", "forward");
         for (int i = 0; i < r->n_lens; i++) {
             const rc_len_stats *st = &r->lens[i].st;
@@ -437,7 +437,8 @@ static const char *k_run_usage =
     "  --kernels engine|invariant|blas  reduction order (default engine)\n"
     "  --upcast LIST          ops kept in fp32: softmax,rope,norm,lm_head (default none)\n"
     "  --logprob-dtype fp32|same  log-softmax in fp32 (default) or in the model dtype\n"
-    "  --reference fp32|none  also re-score in fp32 with invariant kernels (default none)\n"
+    "  --reference fp32|fp64|none  also re-score in fp32 (invariant kernels) or in\n"
+    "                         float64, to report each path's own error (default none)\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "Rollouts:\n"
     "  --prompts FILE         token ids, one prompt per line (default: bundled prompts)\n"
@@ -541,11 +542,10 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             else st = rc_errorf(RC_ERR_USAGE, "--logprob-dtype: '%s' is not fp32 or same", optarg);
             break;
         case O_REF:
-            if (!strcmp(optarg, "fp32")) cfg.reference_fp32 = true;
-            else if (!strcmp(optarg, "none")) cfg.reference_fp32 = false;
-            else if (!strcmp(optarg, "fp64"))
-                st = rc_errorf(RC_ERR_UNSUPPORTED, "--reference fp64 is not implemented yet (use fp32)");
-            else st = rc_errorf(RC_ERR_USAGE, "--reference: '%s' is not one of fp32, none", optarg);
+            if (!strcmp(optarg, "fp32")) cfg.reference = 32;
+            else if (!strcmp(optarg, "fp64")) cfg.reference = 64;
+            else if (!strcmp(optarg, "none")) cfg.reference = 0;
+            else st = rc_errorf(RC_ERR_USAGE, "--reference: '%s' is not one of fp32, fp64, none", optarg);
             break;
         case O_THREADS: st = parse_i64("--threads", optarg, 1, 1024, &threads); break;
         case O_PROMPTS: prompts_path = optarg; break;
@@ -627,7 +627,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             }
     if (st == RC_OK)
         st = rc_backend_cpu_create((int)threads, kernels, &be);
-    if (st == RC_OK && cfg.reference_fp32)
+    if (st == RC_OK && cfg.reference == 32)
         st = rc_backend_cpu_create((int)threads, RC_KERNELS_INVARIANT, &ref_be);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -648,7 +648,8 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         snprintf(res.kernels, sizeof res.kernels, "%s", rc_kernels_name(kernels));
         rc_upcast_str(cfg.num.upcast, res.upcast, sizeof res.upcast);
         snprintf(res.logprob_dtype, sizeof res.logprob_dtype, "%s", lp_same ? dtype_str(cfg.num.dt) : "fp32");
-        snprintf(res.reference, sizeof res.reference, "%s", cfg.reference_fp32 ? "fp32" : "none");
+        snprintf(res.reference, sizeof res.reference, "%s",
+                 cfg.reference == 32 ? "fp32" : cfg.reference == 64 ? "fp64" : "none");
         snprintf(res.backend, sizeof res.backend, "%s", be->ops->name);
         time_t now = time(NULL);
         struct tm tmv;

@@ -57,7 +57,7 @@ typedef struct {
     char kernels[16];    /* "engine", "invariant", "blas" */
     char upcast[64];     /* "none" or "softmax,rope,..." */
     char logprob_dtype[8];
-    char reference[8];   /* "none", "fp32" */
+    char reference[8];   /* "none", "fp32", "fp64" */
     char backend[16];    /* "cpu" */
     char created[32];    /* ISO 8601 UTC */
     int64_t threads, seed, top_k, samples, batch, forward_batch;
@@ -74,7 +74,7 @@ typedef struct {
     int32_t *gen_valid;     /* [n_seq] valid generated tokens (gen_len unless --stop-at-eos) */
     float *logprob_gen;     /* [n_seq, gen_len] log-prob of the temperature-scaled full distribution (PPO old) */
     float *logprob_gen_processed; /* [n_seq, gen_len] after top-k / top-p renormalisation */
-    float *logprob_ref;     /* [n_seq, gen_len] reference pass, or NULL */
+    double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */
     /* per length */
     int n_lens;
     rc_len_result *lens;

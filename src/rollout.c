@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "forward64.h"
 #include "util.h"
 
 static double now_s(void)
@@ -127,7 +128,7 @@ done:
  * every sequence (in groups of forward_batch); dst[s * L + t] gets the
  * log-prob of generated token t (NaN where not valid). */
 static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64_t L, int64_t fb,
-                         const char *phase, float *dst, int64_t dst_stride)
+                         const char *phase, float *dst, double *dst64, int64_t dst_stride)
 {
     const rc_rollout_cfg *cfg = rc->cfg;
     const int64_t S = out->n_seq, G = out->gen_len;
@@ -145,8 +146,12 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
         (s = rc_calloc((void **)&tok, maxrows, sizeof *tok, "re-scoring")) != RC_OK)
         goto done;
     for (int64_t sq = 0; sq < S; sq++)
-        for (int64_t t = 0; t < L; t++)
-            dst[sq * dst_stride + t] = NAN;
+        for (int64_t t = 0; t < L; t++) {
+            if (dst)
+                dst[sq * dst_stride + t] = NAN;
+            if (dst64)
+                dst64[sq * dst_stride + t] = NAN;
+        }
     for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += fb) {
         const int64_t nb = S - b0 < fb ? S - b0 : fb;
         int64_t R = 0, n_out = 0;
@@ -171,8 +176,12 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
         for (int64_t i = 0; i < nb && s == RC_OK; i++) {
             const int64_t sq = b0 + i;
             const int64_t valid = out->gen_valid[sq] < L ? out->gen_valid[sq] : L;
-            for (int64_t t = 0; t < valid; t++)
-                dst[sq * dst_stride + t] = lp[n_out++];
+            for (int64_t t = 0; t < valid; t++, n_out++) {
+                if (dst)
+                    dst[sq * dst_stride + t] = lp[n_out];
+                if (dst64)
+                    dst64[sq * dst_stride + t] = (double)lp[n_out];
+            }
         }
         if (s == RC_OK)
             s = tick(rc, phase, nb * L);
@@ -185,6 +194,42 @@ done:
     free(targets);
     free(lp);
     free(tok);
+    return s;
+}
+
+/* --reference fp64: each sequence through the float64 forward pass */
+static rc_status reference64(run_ctx *rc, const rc_model *m, rc_results *out)
+{
+    const rc_rollout_cfg *cfg = rc->cfg;
+    const int64_t G = out->gen_len;
+    int32_t *tok = NULL, *targets = NULL;
+    int64_t *rows = NULL;
+    double *lp = NULL;
+    rc_status s = RC_OK;
+    if ((s = rc_calloc((void **)&tok, cfg->prompt_max + G, sizeof *tok, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&targets, G, sizeof *targets, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&rows, G, sizeof *rows, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&lp, G, sizeof *lp, "fp64 reference")) != RC_OK)
+        goto done;
+    for (int64_t sq = 0; sq < out->n_seq && s == RC_OK; sq++) {
+        const int64_t p = out->seq_prompt[sq], P = cfg->prompt_len[p], valid = out->gen_valid[sq];
+        memcpy(tok, cfg->prompt_tokens + p * cfg->prompt_max, (size_t)P * sizeof *tok);
+        memcpy(tok + P, out->gen_tokens + sq * G, (size_t)valid * sizeof *tok);
+        for (int64_t t = 0; t < valid; t++) {
+            rows[t] = P + t - 1;
+            targets[t] = out->gen_tokens[sq * G + t];
+        }
+        s = rc_forward64(m, tok, P + valid, (double)cfg->num.temperature, rows, targets, valid, lp);
+        for (int64_t t = 0; t < G && s == RC_OK; t++)
+            out->logprob_ref[sq * G + t] = t < valid ? lp[t] : NAN;
+        if (s == RC_OK)
+            s = tick(rc, "reference fp64", G);
+    }
+done:
+    free(tok);
+    free(targets);
+    free(rows);
+    free(lp);
     return s;
 }
 
@@ -239,7 +284,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     ALLOC(out->logprob_gen, S * G);
     ALLOC(out->logprob_gen_processed, S * G);
     ALLOC(out->lens, cfg->n_lens);
-    if (cfg->reference_fp32)
+    if (cfg->reference)
         ALLOC(out->logprob_ref, S * G);
     for (int i = 0; i < cfg->n_lens; i++) {
         out->lens[i].len = cfg->lens[i];
@@ -263,7 +308,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     rc.total = S * G;
     for (int i = 0; i < cfg->n_lens; i++)
         rc.total += S * cfg->lens[i];
-    if (cfg->reference_fp32)
+    if (cfg->reference)
         rc.total += S * G;
 
     double t0 = now_s();
@@ -277,18 +322,20 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     char phase[64];
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {
         snprintf(phase, sizeof phase, "forward L=%lld", (long long)cfg->lens[i]);
-        s = rescore(&rc, e, out, cfg->lens[i], FB, phase, out->lens[i].logprob_fwd, cfg->lens[i]);
+        s = rescore(&rc, e, out, cfg->lens[i], FB, phase, out->lens[i].logprob_fwd, NULL, cfg->lens[i]);
     }
     rc_engine_free(e);
     double t2 = now_s();
-    if (s == RC_OK && cfg->reference_fp32) {
+    if (s == RC_OK && cfg->reference == 32) {
         rc_numerics ref = rc_numerics_fp32();
         ref.temperature = cfg->num.temperature;
         rc_engine *re = NULL;
         s = rc_engine_create(m, ref_be, &ref, FB, cfg->prompt_max + G, rows_fwd, &re);
         if (s == RC_OK)
-            s = rescore(&rc, re, out, G, FB, "reference fp32", out->logprob_ref, G);
+            s = rescore(&rc, re, out, G, FB, "reference fp32", NULL, out->logprob_ref, G);
         rc_engine_free(re);
+    } else if (s == RC_OK && cfg->reference == 64) {
+        s = reference64(&rc, m, out);
     }
     out->seconds_generate = t1 - t0;
     out->seconds_forward = t2 - t1;

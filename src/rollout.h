@@ -28,7 +28,7 @@ typedef struct {
     uint64_t seed;
     rc_sampling sampling;
     bool stop_at_eos;
-    bool reference_fp32;
+    int reference;         /* 0: none, 32: fp32 invariant engine, 64: float64 forward */
     rc_numerics num;
 } rc_rollout_cfg;
 

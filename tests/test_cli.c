@@ -266,7 +266,7 @@ START_TEST(test_run_bad_options)
         {"--top-p 1.5", "--top-p"},
         {"--temperature 0", "--temperature"},
         {"--samples -1", "--samples"},
-        {"--reference fp16", "--reference"},
+        {"--reference fp16", "--reference: 'fp16'"},
         {"--logprob-dtype bf16", "--logprob-dtype"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "forward64.h"
 #include "model.h"
 #include "safetensors.h"
 #include "util.h"
@@ -333,6 +334,38 @@ START_TEST(test_batch_vs_alone)
 }
 END_TEST
 
+/* The float64 reference forward (--reference fp64) against HF in float64:
+ * every position, every vocabulary entry. */
+START_TEST(test_forward64_vs_hf)
+{
+    fixture f;
+    load_fixture(k_fixtures[_i], &f);
+    const int64_t V = f.V;
+    double mx = 0;
+    for (int64_t b = 0; b < f.B; b++) {
+        const int64_t n = f.lengths[b];
+        int64_t *rows = malloc(sizeof(int64_t) * n * V);
+        int32_t *tg = malloc(sizeof(int32_t) * n * V);
+        double *out = malloc(sizeof(double) * n * V);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t v = 0; v < V; v++) {
+                rows[t * V + v] = t;
+                tg[t * V + v] = (int32_t)v;
+            }
+        ck_assert_msg(rc_forward64(f.m, f.tokens + b * f.T, n, 1.0, rows, tg, n * V, out) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < n * V; i++)
+            mx = fmax(mx, fabs(out[i] - f.fwd64[(b * f.T) * V + i]));
+        free(rows);
+        free(tg);
+        free(out);
+    }
+    printf("%-16s float64 forward max|dlogp| vs HF fp64 %.3e\n", k_fixtures[_i], mx);
+    ck_assert_msg(mx <= 1e-10, "%s: float64 forward differs from HF fp64 by %g", k_fixtures[_i], mx);
+    free_fixture(&f);
+}
+END_TEST
+
 /* Engine API errors are reported, not crashes. */
 START_TEST(test_engine_errors)
 {
@@ -389,6 +422,7 @@ int main(void)
     tcase_add_loop_test(tc, test_cached_vs_full, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_batch_vs_alone, 0, N_FIXTURES);
     tcase_add_test(tc, test_engine_errors);
+    tcase_add_loop_test(tc, test_forward64_vs_hf, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     /* the same comparisons with engine kernels */
     TCase *te = tcase_create("vs_hf_engine");

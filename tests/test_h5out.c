@@ -212,7 +212,7 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
     r->gen_tokens = xcalloc((size_t)(ns * gl), sizeof(int32_t));
     r->logprob_gen = xcalloc((size_t)(ns * gl), sizeof(float));
     r->logprob_gen_processed = xcalloc((size_t)(ns * gl), sizeof(float));
-    r->logprob_ref = ref ? xcalloc((size_t)(ns * gl), sizeof(float)) : NULL;
+    r->logprob_ref = ref ? xcalloc((size_t)(ns * gl), sizeof(double)) : NULL;
     for (int64_t s = 0; s < ns; s++) {
         r->seq_prompt[s] = (int32_t)(np > 0 ? (s * np) / (ns > 0 ? ns : 1) : 0);
         r->seq_sample[s] = (int32_t)(s % 2);
@@ -224,7 +224,7 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
             r->logprob_gen[i] = v ? (float)gen_lp(s, t) : NAN;
             r->logprob_gen_processed[i] = v ? (float)(0.9 * gen_lp(s, t)) : NAN;
             if (ref)
-                r->logprob_ref[i] = v ? (float)(gen_lp(s, t) + 1e-5 * (double)(s + t)) : NAN;
+                r->logprob_ref[i] = v ? gen_lp(s, t) + 1e-5 * (double)(s + t) : NAN;
         }
     }
 
@@ -563,6 +563,16 @@ static void check_f32_2d(hid_t loc, const char *name, const float *want, int64_t
     free(v);
 }
 
+static void check_f64_2d(hid_t loc, const char *name, const double *want, int64_t d0, int64_t d1)
+{
+    double *v = read_ds(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, sizeof *v, 2, (hsize_t)d0, (hsize_t)d1);
+    int64_t i = 0;
+    while (i < d0 * d1 && (memcmp(&v[i], &want[i], sizeof *v) == 0 || (isnan(v[i]) && isnan(want[i]))))
+        i++;
+    ck_assert_msg(i == d0 * d1, "%s[%lld]: got %.17g, want %.17g", name, (long long)i, v[i], want[i]);
+    free(v);
+}
+
 static hid_t open_group(hid_t f, const char *name)
 {
     hid_t g = H5Gopen2(f, name, H5P_DEFAULT);
@@ -677,7 +687,7 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         g = open_group(f, "reference");
         static const char *const ref_links[] = {"logprob"};
         check_links(g, ref_links, 1);
-        check_f32_2d(g, "logprob", r->logprob_ref, S, T);
+        check_f64_2d(g, "logprob", r->logprob_ref, S, T);
         H5Gclose(g);
     }
 

@@ -58,7 +58,7 @@ static void run(rc_kernels k, const rc_rollout_cfg *cfg, rc_results *r)
 {
     rc_backend *be, *ref = NULL;
     ck_assert(rc_backend_cpu_create(0, k, &be) == RC_OK);
-    if (cfg->reference_fp32)
+    if (cfg->reference == 32)
         ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &ref) == RC_OK);
     memset(r, 0, sizeof *r);
     rc_status s = rc_run_check(g_model, be, ref, cfg, NULL, NULL, NULL, r);
@@ -136,7 +136,7 @@ END_TEST
 START_TEST(test_reference)
 {
     rc_rollout_cfg cfg = base_cfg(RC_F32);
-    cfg.reference_fp32 = true;
+    cfg.reference = 32;
     rc_results r;
     run(RC_KERNELS_INVARIANT, &cfg, &r);
     for (int i = 0; i < r.n_lens; i++) {
@@ -145,7 +145,7 @@ START_TEST(test_reference)
     }
     rc_results_free(&r);
     cfg = base_cfg(RC_BF16);
-    cfg.reference_fp32 = true;
+    cfg.reference = 32;
     run(RC_KERNELS_ENGINE, &cfg, &r);
     for (int i = 0; i < r.n_lens; i++) {
         const rc_len_stats *st = &r.lens[i].st;
@@ -155,6 +155,27 @@ START_TEST(test_reference)
         ck_assert(isfinite(st->ref_gen_max_abs) && isfinite(st->ref_fwd_max_abs));
     }
     rc_results_free(&r);
+    /* float64 reference: the fp32 paths sit within fp32 noise of it, the
+     * bf16 paths far outside */
+    double fp32_err = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        cfg = base_cfg(pass == 0 ? RC_F32 : RC_BF16);
+        cfg.reference = 64;
+        run(RC_KERNELS_ENGINE, &cfg, &r);
+        for (int i = 0; i < r.n_lens; i++) {
+            const rc_len_stats *st = &r.lens[i].st;
+            printf("%s vs fp64 reference L=%lld: generation %.3e / max %.3e, forward %.3e / max %.3e\n",
+                   pass == 0 ? "fp32" : "bf16", (long long)r.lens[i].len, st->ref_gen_mean_abs,
+                   st->ref_gen_max_abs, st->ref_fwd_mean_abs, st->ref_fwd_max_abs);
+            if (pass == 0) {
+                ck_assert(st->ref_gen_max_abs < 1e-4 && st->ref_fwd_max_abs < 1e-4);
+                fp32_err = fmax(fp32_err, st->ref_fwd_mean_abs);
+            } else {
+                ck_assert(st->ref_fwd_mean_abs > 10 * fp32_err);
+            }
+        }
+        rc_results_free(&r);
+    }
 }
 END_TEST
 

@@ -1,0 +1,218 @@
+/* A float64 forward pass: the --reference fp64 re-scoring, and the answer
+ * the fp32 / bf16 / fp16 paths are measured against. Plain loops in double
+ * over the fp32 weights (exact widenings of the stored weights); RoPE
+ * frequencies, norms, softmax and activations all in double. One sequence
+ * at a time, no cache: this is a reference, not an engine. */
+#include "forward64.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* y[M, N] = x[M, K] . W[N, K]^T + bias */
+static void mm64(const double *x, int64_t M, int64_t K, const float *W, int64_t N, const float *bias, double *y)
+{
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            const double *a = x + m * K;
+            const float *w = W + n * K;
+            double acc[4] = {0, 0, 0, 0};
+            int64_t k = 0;
+            for (; k + 4 <= K; k += 4)
+                for (int j = 0; j < 4; j++)
+                    acc[j] += a[k + j] * (double)w[k + j];
+            for (; k < K; k++)
+                acc[0] += a[k] * (double)w[k];
+            y[m * N + n] = (acc[0] + acc[1]) + (acc[2] + acc[3]) + (bias ? (double)bias[n] : 0.0);
+        }
+}
+
+static void norm64(const rc_config *c, const double *x, int64_t M, const float *w, const float *b, double *y)
+{
+    const int64_t H = c->hidden;
+    for (int64_t r = 0; r < M; r++) {
+        const double *xr = x + r * H;
+        double *yr = y + r * H;
+        if (c->norm == RC_NORM_LAYER) {
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < H; i++)
+                mean += xr[i];
+            mean /= (double)H;
+            for (int64_t i = 0; i < H; i++)
+                var += (xr[i] - mean) * (xr[i] - mean);
+            var /= (double)H;
+            double rstd = 1.0 / sqrt(var + c->norm_eps);
+            for (int64_t i = 0; i < H; i++)
+                yr[i] = (xr[i] - mean) * rstd * (double)w[i] + (b ? (double)b[i] : 0.0);
+        } else {
+            double ss = 0;
+            for (int64_t i = 0; i < H; i++)
+                ss += xr[i] * xr[i];
+            double rs = 1.0 / sqrt(ss / (double)H + c->norm_eps);
+            for (int64_t i = 0; i < H; i++)
+                yr[i] = (double)w[i] * (xr[i] * rs);
+        }
+    }
+}
+
+/* HF's rope initialisation, in double */
+static void inv_freq64(const rc_config *c, double *inv)
+{
+    const int64_t dim = c->rotary_dim;
+    for (int64_t j = 0; j < dim / 2; j++)
+        inv[j] = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)dim);
+    if (c->rope_type == RC_ROPE_LINEAR) {
+        for (int64_t j = 0; j < dim / 2; j++)
+            inv[j] /= c->rope_factor;
+    } else if (c->rope_type == RC_ROPE_LLAMA3) {
+        const double old = (double)c->rope_orig_max_pos, lo = c->rope_low_freq, hi = c->rope_high_freq;
+        for (int64_t j = 0; j < dim / 2; j++) {
+            double wl = 2.0 * M_PI / inv[j];
+            double llama = wl > old / lo ? inv[j] / c->rope_factor : inv[j];
+            double smooth = (old / wl - lo) / (hi - lo);
+            double sm = (1.0 - smooth) * llama / c->rope_factor + smooth * llama;
+            bool medium = !(wl < old / hi) && !(wl > old / lo);
+            inv[j] = medium ? sm : llama;
+        }
+    }
+}
+
+static double act64(rc_act a, double x)
+{
+    switch (a) {
+    case RC_ACT_GELU_ERF: return 0.5 * x * erfc(-x / M_SQRT2); /* = x/2 (1 + erf(x/sqrt 2)), no cancellation */
+    case RC_ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case RC_ACT_SILU: return x / (1.0 + exp(-x));
+    }
+    return x;
+}
+
+rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, double temperature, const int64_t *rows,
+                       const int32_t *targets, int64_t n_out, double *out)
+{
+    const rc_config *c = &m->cfg;
+    const rc_weights *w = &m->w;
+    const int64_t H = c->hidden, I = c->intermediate, d = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int64_t qkv_w = (nh + 2 * nkv) * d, V = c->vocab;
+    double *x = NULL, *h = NULL, *qkv = NULL, *att = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *logit = NULL;
+    double inv[2048];
+    rc_status s = RC_OK;
+    int64_t big = I > qkv_w ? I : qkv_w;
+    if ((s = rc_calloc((void **)&x, n * H, sizeof *x, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&h, n * H, sizeof *h, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&qkv, n * qkv_w, sizeof *qkv, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&att, n * nh * d + n, sizeof *att, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&t1, n * big, sizeof *t1, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&t2, n * big, sizeof *t2, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&t3, n * H, sizeof *t3, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&logit, V, sizeof *logit, "fp64 reference")) != RC_OK)
+        goto done;
+    inv_freq64(c, inv);
+    for (int64_t r = 0; r < n; r++) {
+        if (tokens[r] < 0 || tokens[r] >= V) {
+            s = rc_errorf(RC_ERR_USAGE, "token id %d is outside the vocabulary", tokens[r]);
+            goto done;
+        }
+        for (int64_t i = 0; i < H; i++)
+            x[r * H + i] = (double)w->embed[(int64_t)tokens[r] * H + i];
+    }
+    const double scale = 1.0 / sqrt((double)d);
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const rc_layer_weights *L = &w->layers[l];
+        norm64(c, x, n, L->ln1_w, L->ln1_b, h);
+        mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv);
+        const int64_t half = c->rotary_dim / 2;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t hd = 0; hd < nh + nkv; hd++) {
+                double *v = qkv + r * qkv_w + hd * d;
+                for (int64_t j = 0; j < half; j++) {
+                    double a = (double)r * inv[j], cs = cos(a), sn = sin(a);
+                    double x1 = v[j], x2 = v[j + half];
+                    v[j] = x1 * cs - x2 * sn;
+                    v[j + half] = x2 * cs + x1 * sn;
+                }
+            }
+#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t hd = 0; hd < nh; hd++) {
+                const double *q = qkv + r * qkv_w + hd * d;
+                const int64_t kh = hd / (nh / nkv);
+                int64_t lo = 0;
+                if (c->sliding_window > 0 && r - c->sliding_window + 1 > 0)
+                    lo = r - c->sliding_window + 1;
+                double mx = -INFINITY, sum = 0;
+                double *o = att + r * nh * d + hd * d;
+                for (int64_t t = 0; t < d; t++)
+                    o[t] = 0;
+                /* two passes over the keys: max, then exp-weighted sums */
+                for (int64_t j = lo; j <= r; j++) {
+                    const double *k = qkv + j * qkv_w + (nh + kh) * d;
+                    double dot = 0;
+                    for (int64_t t = 0; t < d; t++)
+                        dot += q[t] * k[t];
+                    mx = fmax(mx, dot * scale);
+                }
+                for (int64_t j = lo; j <= r; j++) {
+                    const double *k = qkv + j * qkv_w + (nh + kh) * d;
+                    const double *vv = qkv + j * qkv_w + (nh + nkv + kh) * d;
+                    double dot = 0;
+                    for (int64_t t = 0; t < d; t++)
+                        dot += q[t] * k[t];
+                    double e = exp(dot * scale - mx);
+                    sum += e;
+                    for (int64_t t = 0; t < d; t++)
+                        o[t] += e * vv[t];
+                }
+                for (int64_t t = 0; t < d; t++)
+                    o[t] /= sum;
+            }
+        mm64(att, n, nh * d, L->w_o, H, L->b_o, t3); /* attn_out */
+        if (!c->parallel_residual)
+            for (int64_t i = 0; i < n * H; i++)
+                x[i] += t3[i];
+        norm64(c, x, n, L->ln2_w, L->ln2_b, h);
+        mm64(h, n, H, L->w_up, I, L->b_up, t1);
+        if (c->gated_mlp) {
+            mm64(h, n, H, L->w_gate, I, L->b_gate, t2);
+            for (int64_t i = 0; i < n * I; i++)
+                t2[i] = act64(c->act, t2[i]) * t1[i];
+            mm64(t2, n, I, L->w_down, H, L->b_down, h);
+        } else {
+            for (int64_t i = 0; i < n * I; i++)
+                t1[i] = act64(c->act, t1[i]);
+            mm64(t1, n, I, L->w_down, H, L->b_down, h);
+        }
+        for (int64_t i = 0; i < n * H; i++)
+            x[i] += c->parallel_residual ? h[i] + t3[i] : h[i];
+    }
+    for (int64_t i = 0; i < n_out; i++) {
+        if (rows[i] < 0 || rows[i] >= n || targets[i] < 0 || targets[i] >= V) {
+            s = rc_errorf(RC_ERR_USAGE, "fp64 reference: output row or target out of range");
+            goto done;
+        }
+        norm64(c, x + rows[i] * H, 1, w->lnf_w, w->lnf_b, h);
+        mm64(h, 1, H, w->lm_head, V, NULL, logit);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++) {
+            logit[v] /= temperature;
+            mx = fmax(mx, logit[v]);
+        }
+        for (int64_t v = 0; v < V; v++)
+            sum += exp(logit[v] - mx);
+        out[i] = logit[targets[i]] - mx - log(sum);
+    }
+done:
+    free(x);
+    free(h);
+    free(qkv);
+    free(att);
+    free(t1);
+    free(t2);
+    free(t3);
+    free(logit);
+    return s;
+}
