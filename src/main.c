@@ -20,6 +20,7 @@
 #include "results.h"
 #include "rollout.h"
 #include "status.h"
+#include "tokenizer.h"
 #include "util.h"
 
 static const char *k_usage =
@@ -34,6 +35,7 @@ static const char *k_usage =
     "Commands:\n"
     "  run (default)                  sample, re-score, report the PPO ratio\n"
     "  inspect --model DIR [--json]   describe a Hugging Face model folder\n"
+    "  tokenize --model DIR TEXT...   token ids and pieces of TEXT (tokenizer.json)\n"
     "\n"
     "Options:\n"
     "  -h, --help      show this help\n"
@@ -143,6 +145,100 @@ static int cmd_inspect(int argc, char **argv)
     }
     rc_model_free(m);
     return 0;
+}
+
+/* JSON string literal with escapes */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* ---- tokenize ------------------------------------------------------------- */
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL;
+    int json = 0, special = 0;
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"json", no_argument, NULL, 'j'},
+        {"add-special", no_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {0, 0, 0, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'j': json = 1; break;
+        case 's': special = 1; break;
+        case 'h':
+            fputs("Usage: ratiocheck tokenize --model DIR [--add-special] [--json] TEXT...\n", stdout);
+            return 0;
+        case ':': return usage_error("option %s needs a value", argv[optind - 1]);
+        default: return usage_error("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (!model)
+        return usage_error("%s: --model DIR is required", "tokenize");
+    if (optind >= argc)
+        return usage_error("%s: no text given", "tokenize");
+    char *path = rc_path_join(model, "tokenizer.json");
+    rc_config cfg;
+    rc_status st = path ? rc_config_load(model, &cfg) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    rc_tokenizer *tok = NULL;
+    if (st == RC_OK)
+        st = rc_tokenizer_load(path, cfg.vocab, &tok);
+    free(path);
+    if (st != RC_OK)
+        return fail(st);
+    int code = 0;
+    for (int a = optind; a < argc && code == 0; a++) {
+        int32_t *ids;
+        int64_t n;
+        st = rc_tokenizer_encode(tok, argv[a], strlen(argv[a]), special, &ids, &n);
+        if (st != RC_OK) {
+            code = fail(st);
+            break;
+        }
+        if (json) {
+            printf("{\"text\": ");
+            json_str(stdout, argv[a]);
+            printf(", \"ids\": [");
+            for (int64_t i = 0; i < n; i++)
+                printf("%s%d", i ? ", " : "", ids[i]);
+            printf("], \"pieces\": [");
+            for (int64_t i = 0; i < n; i++) {
+                printf("%s", i ? ", " : "");
+                json_str(stdout, rc_tokenizer_piece(tok, ids[i]));
+            }
+            printf("]}\n");
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                printf("%s%d", i ? " " : "", ids[i]);
+            printf("\n");
+            for (int64_t i = 0; i < n; i++) {
+                printf("%s", i ? " " : "");
+                json_str(stdout, rc_tokenizer_piece(tok, ids[i]));
+            }
+            printf("\n");
+        }
+        free(ids);
+    }
+    rc_tokenizer_free(tok);
+    return code;
 }
 
 /* ---- the ratio check ------------------------------------------------------ */
@@ -322,20 +418,6 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
         fprintf(f, "\"%s\": null%s", key, comma ? ", " : "");
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static void print_json(const rc_results *r, const char *out_path)
 {
@@ -441,7 +523,9 @@ static const char *k_run_usage =
     "                         float64, to report each path's own error (default none)\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "Rollouts:\n"
-    "  --prompts FILE         token ids, one prompt per line (default: bundled prompts)\n"
+    "  --prompts FILE         .txt (one prompt per line, \\n escapes), .jsonl\n"
+    "                         ({\"prompt\": ..} or {\"tokens\": [..]}) or .ids (token ids)\n"
+    "                         (default: the bundled prompts)\n"
     "  --num-prompts N        use the first N prompts (default all)\n"
     "  --samples N            samples per prompt (default 2)\n"
     "  --len LIST             generated lengths to re-score, e.g. 20,40,50 (default 20,40,50)\n"
@@ -509,7 +593,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     };
     char model_default[4096], prompts_default[4096];
     snprintf(model_default, sizeof model_default, "%s/models/pythia-rc-tiny", data_dir());
-    snprintf(prompts_default, sizeof prompts_default, "%s/prompts/default.ids", data_dir());
+    snprintf(prompts_default, sizeof prompts_default, "%s/prompts/default.txt", data_dir());
     const char *model_dir = model_default, *prompts_path = prompts_default, *out_path = NULL;
     rc_rollout_cfg cfg = {.samples = 2, .batch = 32, .forward_batch = 0, .seed = 0,
                           .sampling = {.top_k = 0, .top_p = 1.0}, .num = rc_numerics_fp32()};
@@ -603,20 +687,35 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     if (out_path && !force && access(out_path, F_OK) == 0)
         return fail(rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite, or --out FILE)", out_path));
 
+    /* the model first: text prompts need its tokenizer */
+    rc_model *m = NULL;
     rc_prompts prompts;
-    st = rc_prompts_load_ids(prompts_path, &prompts);
-    if (st != RC_OK)
+    memset(&prompts, 0, sizeof prompts);
+    st = rc_model_load(model_dir, &m);
+    if (st == RC_OK) {
+        rc_tokenizer *tok = NULL;
+        char *tp = rc_path_join(model_dir, "tokenizer.json");
+        if (!tp)
+            st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        else if (rc_file_exists(tp))
+            st = rc_tokenizer_load(tp, m->cfg.vocab, &tok);
+        free(tp);
+        if (st == RC_OK)
+            st = rc_prompts_load(prompts_path, tok, &prompts);
+        rc_tokenizer_free(tok);
+    }
+    if (st != RC_OK) {
+        rc_model_free(m);
         return fail(st);
+    }
     cfg.n_prompts = num_prompts > 0 && num_prompts < prompts.n ? num_prompts : prompts.n;
     cfg.prompt_max = prompts.max_len;
     cfg.prompt_tokens = prompts.tokens;
     cfg.prompt_len = prompts.len;
 
-    rc_model *m = NULL;
     rc_backend *be = NULL, *ref_be = NULL;
     rc_results res;
     memset(&res, 0, sizeof res);
-    st = rc_model_load(model_dir, &m);
     for (int64_t p = 0; st == RC_OK && p < cfg.n_prompts; p++)
         for (int64_t t = 0; t < prompts.len[p]; t++)
             if (prompts.tokens[p * prompts.max_len + t] >= m->cfg.vocab) {
@@ -749,6 +848,8 @@ int main(int argc, char **argv)
         code = cmd_run(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "help")) {
         code = (fputs(k_usage, stdout), 0);
+    } else if (!strcmp(argv[1], "tokenize")) {
+        code = cmd_tokenize(argc - 1, argv + 1);
     } else if (!strcmp(argv[1], "inspect")) {
         code = cmd_inspect(argc - 1, argv + 1);
     } else {

@@ -1,5 +1,9 @@
-/* Prompt files. For now: token ids, one prompt per line, ids separated by
- * spaces; blank lines and lines starting with '#' are skipped. */
+/* Prompt files:
+ *   .ids    token ids, one prompt per line, separated by spaces; blank lines
+ *           and lines starting with '#' are skipped;
+ *   .jsonl  one JSON object per line: {"prompt": "text"} or {"tokens": [ids]};
+ *   other   (.txt) one text prompt per line, with \n and \\ escapes.
+ * Text is tokenized with the model's tokenizer.json (no special tokens). */
 #ifndef RC_PROMPTS_H
 #define RC_PROMPTS_H
 
@@ -14,6 +18,9 @@ typedef struct {
 } rc_prompts;
 
 rc_status rc_prompts_load_ids(const char *path, rc_prompts *out);
+struct rc_tokenizer;
+/* Any of the formats above; tok may be NULL for .ids files. */
+rc_status rc_prompts_load(const char *path, const struct rc_tokenizer *tok, rc_prompts *out);
 void rc_prompts_free(rc_prompts *p);
 
 #endif

@@ -7,6 +7,7 @@ PKGS=(
   libjansson-dev        # JSON (config.json, safetensors headers, tokenizer.json)
   libopenblas-dev       # CPU GEMM
   libhdf5-dev           # HDF5 output (serial)
+  libpcre2-dev libutf8proc-dev  # tokenizer.json: pre-tokenizer regexes, NFC
   check libsubunit-dev  # unit tests
   python3-h5py python3-numpy  # tools/check_results.py (run by the tests with /usr/bin/python3)
 )

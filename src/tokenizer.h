@@ -1,0 +1,32 @@
+/* HF tokenizer.json in C: BPE models (byte-level GPT-2 / GPT-NeoX / Llama-3 /
+ * Qwen2 style and SentencePiece-style with byte fallback), added tokens,
+ * normalizers, pre-tokenizers, post-processors and decoders. Anything the
+ * file uses that is not implemented is rejected by name. */
+#ifndef RC_TOKENIZER_H
+#define RC_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef struct rc_tokenizer rc_tokenizer;
+
+/* Load tokenizer.json (path). Every id must be below vocab_limit (the
+ * model's embedding rows; <= 0: no limit). */
+rc_status rc_tokenizer_load(const char *path, int64_t vocab_limit, rc_tokenizer **out);
+void rc_tokenizer_free(rc_tokenizer *t);
+
+/* Encode UTF-8 text; add_special applies the post-processor (BOS/EOS). *ids
+ * is malloc'd. Invalid UTF-8 is an error giving the byte offset. */
+rc_status rc_tokenizer_encode(const rc_tokenizer *t, const char *text, size_t len, bool add_special,
+                              int32_t **ids, int64_t *n);
+/* Decode ids to UTF-8 (malloc'd, NUL-terminated). */
+rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t n, bool skip_special,
+                              char **out, size_t *len);
+/* The vocabulary string of an id (NULL when unknown). */
+const char *rc_tokenizer_piece(const rc_tokenizer *t, int32_t id);
+int64_t rc_tokenizer_vocab_size(const rc_tokenizer *t);
+
+#endif
