@@ -708,7 +708,17 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         rc_model_free(m);
         return fail(st);
     }
-    cfg.n_prompts = num_prompts > 0 && num_prompts < prompts.n ? num_prompts : prompts.n;
+    if (num_prompts > 0 && num_prompts < prompts.n) {
+        /* keep the first N prompts, sized by the longest of them */
+        int64_t mx = 0;
+        for (int64_t p = 0; p < num_prompts; p++)
+            mx = prompts.len[p] > mx ? prompts.len[p] : mx;
+        for (int64_t p = 0; p < num_prompts; p++)
+            memmove(prompts.tokens + p * mx, prompts.tokens + p * prompts.max_len, (size_t)mx * sizeof(int32_t));
+        prompts.n = num_prompts;
+        prompts.max_len = mx;
+    }
+    cfg.n_prompts = prompts.n;
     cfg.prompt_max = prompts.max_len;
     cfg.prompt_tokens = prompts.tokens;
     cfg.prompt_len = prompts.len;

@@ -271,7 +271,6 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     out->prompt_max = cfg->prompt_max;
     out->n_seq = S;
     out->gen_len = G;
-    out->n_lens = cfg->n_lens;
 #define ALLOC(p, n) \
     if (s == RC_OK) \
     s = rc_calloc((void **)&(p), (n), sizeof *(p), "results")
@@ -286,6 +285,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     ALLOC(out->lens, cfg->n_lens);
     if (cfg->reference)
         ALLOC(out->logprob_ref, S * G);
+    if (s != RC_OK)
+        return s;
+    out->n_lens = cfg->n_lens; /* only now that out->lens exists */
     for (int i = 0; i < cfg->n_lens; i++) {
         out->lens[i].len = cfg->lens[i];
         ALLOC(out->lens[i].logprob_fwd, S * cfg->lens[i]);

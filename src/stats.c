@@ -25,7 +25,7 @@ void rc_results_free(rc_results *r)
     free(r->logprob_gen);
     free(r->logprob_gen_processed);
     free(r->logprob_ref);
-    for (int i = 0; i < r->n_lens; i++) {
+    for (int i = 0; r->lens && i < r->n_lens; i++) {
         rc_len_result *L = &r->lens[i];
         free(L->logprob_fwd);
         free(L->pos_count);
@@ -77,7 +77,7 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
         free(pos_sum_r);
         return s;
     }
-    int64_t n = 0, identical = 0, first_div = -1;
+    int64_t n = 0, identical = 0, first_div = -1, nonfinite = 0;
     double sum = 0, sum_k1 = 0, sum_k3 = 0, sum_mpe = 0, mn = INFINITY, mx = -INFINITY;
     int64_t above[RC_N_THRESHOLDS] = {0};
     double rg_sum = 0, rg_max = 0, rf_sum = 0, rf_max = 0;
@@ -87,6 +87,8 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
             float fw = L->logprob_fwd[sq * Ln + t], gn = r->logprob_gen[sq * G + t];
             double lr = (double)fw - (double)gn; /* log ratio = new - old */
             double ratio = exp(lr);
+            if (!isfinite(ratio)) /* an overflowed log-prob: counted as exceeding every threshold */
+                nonfinite++;
             ratios[n++] = ratio;
             sum += ratio;
             mn = ratio < mn ? ratio : mn;
@@ -95,7 +97,7 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
             sum_k3 += ratio - 1.0 - lr;
             sum_mpe += exp(fabs(lr));
             for (int k = 0; k < RC_N_THRESHOLDS; k++)
-                above[k] += fabs(ratio - 1.0) > rc_ratio_thresholds[k];
+                above[k] += !(fabs(ratio - 1.0) <= rc_ratio_thresholds[k]);
             if (memcmp(&fw, &gn, sizeof fw) == 0) {
                 identical++;
             } else if (first_div < 0 || t < first_div) {
@@ -124,11 +126,12 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
         for (int64_t i = 0; i < n; i++)
             ss += (ratios[i] - st->mean) * (ratios[i] - st->mean);
         st->std = sqrt(ss / (double)n);
-        st->min = mn;
-        st->max = mx;
-        qsort(ratios, (size_t)n, sizeof *ratios, cmp_double);
+        st->min = nonfinite ? NAN : mn;
+        st->max = nonfinite ? NAN : mx;
+        if (!nonfinite)
+            qsort(ratios, (size_t)n, sizeof *ratios, cmp_double);
         for (int k = 0; k < RC_N_QUANTILES; k++)
-            st->quantiles[k] = quantile_sorted(ratios, n, rc_quantile_levels[k]);
+            st->quantiles[k] = nonfinite ? NAN : quantile_sorted(ratios, n, rc_quantile_levels[k]);
         for (int k = 0; k < RC_N_THRESHOLDS; k++)
             st->frac_above[k] = (double)above[k] / (double)n;
         st->k1 = sum_k1 / (double)n;
