@@ -1023,13 +1023,16 @@ static rc_status pretokenize(const rc_tokenizer *t, const char *text, size_t n, 
             } else if (s->kind == P_SPLIT) {
                 ok = regex_split(s->re, ps, pn, s->behavior, s->invert, &nxt);
             } else { /* Metaspace */
+                /* spaces become the replacement first; then it is prepended
+                 * unless the piece already starts with it */
                 sbuf r = {0};
                 bool prepend = s->prepend == 2 || (s->prepend == 1 && at_start && i == 0);
                 size_t rl = strlen(s->repl);
-                if (prepend && !(pn >= rl && memcmp(ps, s->repl, rl) == 0) && pn > 0)
-                    ok = sb_add(&r, s->repl, rl);
                 sbuf rep = {0};
-                ok = ok && replace_all(ps, pn, " ", s->repl, &rep) && sb_add(&r, rep.p, rep.n);
+                ok = replace_all(ps, pn, " ", s->repl, &rep);
+                if (ok && prepend && rep.n > 0 && !(rep.n >= rl && memcmp(rep.p, s->repl, rl) == 0))
+                    ok = sb_add(&r, s->repl, rl);
+                ok = ok && sb_add(&r, rep.p, rep.n);
                 free(rep.p);
                 if (ok && s->split) {
                     /* split before every replacement (MergedWithNext) */
