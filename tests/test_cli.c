@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 static char g_out[1 << 16], g_err[1 << 16];
 
 static void slurp(const char *path, char *buf, size_t n)
@@ -330,9 +332,5 @@ int main(void)
     tcase_add_test(tr, test_run_bad_options);
     tcase_add_test(tr, test_run_interrupt);
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc_test_run(s);
 }

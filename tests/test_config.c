@@ -19,6 +19,8 @@
 #include "model.h"
 #include "status.h"
 
+#include "testutil.h"
+
 #define CFG "cfg.json"
 
 /* ------------------------------------------------------------------------ */
@@ -82,37 +84,12 @@ static void expect_msg_(const char *file, int line, int got, int want, ...)
 static char g_base[256];
 static char g_dir[512];
 
-static void rm_rf(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char sub[1024];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                rm_rf(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void setup(void)
 {
-    snprintf(g_dir, sizeof g_dir, "%s/tXXXXXX", g_base);
-    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp: %s", strerror(errno));
+    rc_test_fresh_dir(g_dir, sizeof g_dir, g_base);
 }
 
-static void teardown(void) { rm_rf(g_dir); }
+static void teardown(void) { rc_test_rm_rf(g_dir); }
 
 static const char *write_config(const void *bytes, size_t n)
 {
@@ -776,15 +753,11 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-    snprintf(g_base, sizeof g_base, "/tmp/rc_test_cfg_XXXXXX");
-    if (!mkdtemp(g_base)) {
+    if (!rc_test_mkdtemp(g_base, sizeof g_base, "/tmp/rc_test_cfg_")) {
         perror("mkdtemp");
         return 1;
     }
-    SRunner *sr = srunner_create(config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    rm_rf(g_base); /* also the folders of failed tests (no teardown in fork mode) */
-    return failed == 0 ? 0 : 1;
+    int status = rc_test_run(config_suite());
+    rc_test_rm_rf(g_base); /* also the folders of failed tests (no teardown in fork mode) */
+    return status;
 }

@@ -22,6 +22,8 @@
 #include "safetensors.h"
 #include "util.h"
 
+#include "testutil.h"
+
 static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",
                                          "qwen2_bias",    "mistral_headdim", "neox_bf16"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
@@ -41,10 +43,8 @@ typedef struct {
 
 static char *fixture_dir(const char *name)
 {
-    const char *root = getenv("RC_SOURCE_DIR");
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s/data/fixtures/%s", root ? root : ".", name);
-    return strdup(buf);
+    return strdup(rc_test_source_path(buf, sizeof buf, "data/fixtures/%s", name));
 }
 
 static const rc_st_tensor *need(const rc_safetensors *st, const char *name)
@@ -442,9 +442,5 @@ int main(void)
     tcase_add_loop_test(tb, test_cached_vs_full, 0, N_FIXTURES);
     tcase_add_loop_test(tb, test_batch_vs_alone, 0, N_FIXTURES);
     suite_add_tcase(s, tb);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc_test_run(s);
 }

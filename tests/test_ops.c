@@ -16,6 +16,8 @@
 #include "safetensors.h"
 #include "util.h"
 
+#include "testutil.h"
+
 static const char *const k_files[] = {"ops_bf16.safetensors", "ops_f16.safetensors"};
 static const rc_dtype k_dts[] = {RC_BF16, RC_F16};
 
@@ -26,9 +28,8 @@ static rc_backend *g_be[3]; /* invariant, engine, blas */
 
 static void open_file(int i)
 {
-    const char *root = getenv("RC_SOURCE_DIR");
     char p[4096];
-    snprintf(p, sizeof p, "%s/data/fixtures/ops/%s", root ? root : ".", k_files[i]);
+    rc_test_source_path(p, sizeof p, "data/fixtures/ops/%s", k_files[i]);
     ck_assert_msg(rc_st_open_file(p, &g_st) == RC_OK, "%s", rc_last_error());
     g_dt = k_dts[i];
     g_dtname = i == 0 ? "bf16" : "fp16";
@@ -488,9 +489,5 @@ int main(void)
     tcase_add_loop_test(tc, test_logsoftmax, 0, 2);
     tcase_add_loop_test(tc, test_attention_matmuls, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc_test_run(s);
 }

@@ -13,16 +13,17 @@
 #include "results.h"
 #include "rollout.h"
 
+#include "testutil.h"
+
 static rc_model *g_model;
 static rc_prompts g_prompts;
 
 static void load(void)
 {
-    const char *root = getenv("RC_SOURCE_DIR");
     char p[4096];
-    snprintf(p, sizeof p, "%s/data/models/pythia-rc-tiny", root ? root : ".");
+    rc_test_source_path(p, sizeof p, "data/models/pythia-rc-tiny");
     ck_assert_msg(rc_model_load(p, &g_model) == RC_OK, "%s", rc_last_error());
-    snprintf(p, sizeof p, "%s/data/prompts/default.ids", root ? root : ".");
+    rc_test_source_path(p, sizeof p, "data/prompts/default.ids");
     ck_assert_msg(rc_prompts_load_ids(p, &g_prompts) == RC_OK, "%s", rc_last_error());
 }
 
@@ -285,9 +286,5 @@ int main(void)
     tcase_add_test(tc, test_stop_at_eos);
     tcase_add_test(tc, test_upcast_changes_results);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc_test_run(s);
 }

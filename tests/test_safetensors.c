@@ -21,6 +21,8 @@
 #include "safetensors.h"
 #include "status.h"
 
+#include "testutil.h"
+
 /* ------------------------------------------------------------------------ */
 /* temp folders                                                             */
 
@@ -28,39 +30,14 @@ static char g_base[256];  /* per-run folder, removed by main() */
 static char g_dir[512];   /* per-test folder */
 static char g_model[768]; /* g_dir/model: the model folder */
 
-static void rm_rf(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char sub[PATH_MAX];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                rm_rf(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void setup(void)
 {
-    snprintf(g_dir, sizeof g_dir, "%s/tXXXXXX", g_base);
-    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp: %s", strerror(errno));
+    rc_test_fresh_dir(g_dir, sizeof g_dir, g_base);
     snprintf(g_model, sizeof g_model, "%s/model", g_dir);
     ck_assert_int_eq(mkdir(g_model, 0700), 0);
 }
 
-static void teardown(void) { rm_rf(g_dir); }
+static void teardown(void) { rc_test_rm_rf(g_dir); }
 
 /* Path of `name` inside the model folder (a few rotating static buffers). */
 static const char *mpath(const char *name)
@@ -1161,15 +1138,11 @@ static Suite *st_suite(void)
 
 int main(void)
 {
-    snprintf(g_base, sizeof g_base, "/tmp/rc_test_st_XXXXXX");
-    if (!mkdtemp(g_base)) {
+    if (!rc_test_mkdtemp(g_base, sizeof g_base, "/tmp/rc_test_st_")) {
         perror("mkdtemp");
         return 1;
     }
-    SRunner *sr = srunner_create(st_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    rm_rf(g_base);
-    return failed == 0 ? 0 : 1;
+    int status = rc_test_run(st_suite());
+    rc_test_rm_rf(g_base);
+    return status;
 }

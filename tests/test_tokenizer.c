@@ -11,15 +11,11 @@
 
 #include "tokenizer.h"
 
+#include "testutil.h"
+
 static const char *const k_names[] = {"pythia_default", "gpt2_bytelevel", "neox_nfc", "llama3_split",
                                       "qwen2_split", "llama2_sentencepiece", "mistral_metaspace", "legacy_merges"};
 #define N_TOK (int)(sizeof k_names / sizeof k_names[0])
-
-static const char *root(void)
-{
-    const char *r = getenv("RC_SOURCE_DIR");
-    return r ? r : ".";
-}
 
 static bool ids_equal(const int32_t *a, int64_t n, const json_t *arr)
 {
@@ -34,10 +30,10 @@ static bool ids_equal(const int32_t *a, int64_t n, const json_t *arr)
 START_TEST(test_matches_hf)
 {
     char p[4096];
-    snprintf(p, sizeof p, "%s/data/fixtures/tokenizers/%s/tokenizer.json", root(), k_names[_i]);
+    rc_test_source_path(p, sizeof p, "data/fixtures/tokenizers/%s/tokenizer.json", k_names[_i]);
     rc_tokenizer *t;
     ck_assert_msg(rc_tokenizer_load(p, 0, &t) == RC_OK, "%s", rc_last_error());
-    snprintf(p, sizeof p, "%s/data/fixtures/tokenizers/%s/expected.jsonl", root(), k_names[_i]);
+    rc_test_source_path(p, sizeof p, "data/fixtures/tokenizers/%s/expected.jsonl", k_names[_i]);
     FILE *f = fopen(p, "r");
     ck_assert_ptr_nonnull(f);
     char *line = NULL;
@@ -104,9 +100,5 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_matches_hf, 0, N_TOK);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc_test_run(s);
 }

@@ -18,6 +18,8 @@
 #include "model.h"
 #include "safetensors.h"
 
+#include "testutil.h"
+
 typedef struct {
     int64_t B, T, V, total;
     int32_t *tokens, *lengths;
@@ -26,9 +28,8 @@ typedef struct {
 
 static void load_ref(const char *name, hf_ref *r)
 {
-    const char *root = getenv("RC_SOURCE_DIR");
     char p[4096];
-    snprintf(p, sizeof p, "%s/data/fixtures/dtype/%s.safetensors", root ? root : ".", name);
+    rc_test_source_path(p, sizeof p, "data/fixtures/dtype/%s.safetensors", name);
     rc_safetensors *st;
     ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
     const rc_st_tensor *t = rc_st_find(st, "logprobs");
@@ -58,9 +59,8 @@ static void free_ref(hf_ref *r)
 /* our full forward log-probs, packed [total, V] */
 static float *ours(const char *model, const hf_ref *r, rc_dtype dt, unsigned upcast)
 {
-    const char *root = getenv("RC_SOURCE_DIR");
     char p[4096];
-    snprintf(p, sizeof p, "%s/data/fixtures/%s", root ? root : ".", model);
+    rc_test_source_path(p, sizeof p, "data/fixtures/%s", model);
     rc_model *m;
     ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
     rc_backend *be;
@@ -180,9 +180,5 @@ int main(void)
     tcase_add_loop_test(tc, test_neox_versions, 0, 2);
     tcase_add_loop_test(tc, test_llama, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc_test_run(s);
 }

@@ -1,0 +1,102 @@
+/* Helpers shared by the Check suites in tests/: temporary folders, paths
+ * under the source tree, and the runner boilerplate of main().
+ *
+ * Header-only: every function is `static inline`, so a suite that uses only
+ * some of them compiles without "defined but not used" warnings. */
+#ifndef RC_TESTUTIL_H
+#define RC_TESTUTIL_H
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Remove `path` and, for a folder, everything below it (no links followed);
+ * errors are ignored and a missing path is no error. An entry whose path
+ * would not fit in PATH_MAX is left alone. */
+static inline void rc_test_rm_rf(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                    continue;
+                char sub[PATH_MAX];
+                int len = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                if (len > 0 && (size_t)len < sizeof sub) /* never a truncated path */
+                    rc_test_rm_rf(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+/* Make a fresh folder whose path is `base` followed by six random
+ * characters ("/tmp/rc_test_h5_" gives "/tmp/rc_test_h5_a1B2c3") and write
+ * that path to buf[n]. Returns buf, or NULL with errno set (ENAMETOOLONG
+ * when the path does not fit). */
+static inline char *rc_test_mkdtemp(char *buf, size_t n, const char *base)
+{
+    int len = snprintf(buf, n, "%sXXXXXX", base);
+    if (len < 0 || (size_t)len >= n) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    return mkdtemp(buf);
+}
+
+/* Per-test fixture: a fresh folder "<parent>/tXXXXXX" in buf[n]; fails the
+ * running test when it cannot be made. */
+static inline void rc_test_fresh_dir(char *buf, size_t n, const char *parent)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/t", parent);
+    ck_assert_msg(rc_test_mkdtemp(buf, n, base) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+/* buf[n] = "$RC_SOURCE_DIR/<rel>" ("." when RC_SOURCE_DIR is unset): a path
+ * under the source tree. `rel` is a printf format for the part below the
+ * root, e.g. rc_test_source_path(p, sizeof p, "data/fixtures/%s", name).
+ * Returns buf. */
+static inline char *rc_test_source_path(char *buf, size_t n, const char *rel, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline char *rc_test_source_path(char *buf, size_t n, const char *rel, ...)
+{
+    const char *root = getenv("RC_SOURCE_DIR");
+    int len = snprintf(buf, n, "%s/", root ? root : ".");
+    if (len >= 0 && (size_t)len < n) {
+        va_list ap;
+        va_start(ap, rel);
+        vsnprintf(buf + len, n - (size_t)len, rel, ap);
+        va_end(ap);
+    }
+    return buf;
+}
+
+/* Run every test of suite `s` (CK_NORMAL output), free the runner and the
+ * suite, and return the process exit status: EXIT_SUCCESS when no test
+ * failed, EXIT_FAILURE otherwise. */
+static inline int rc_test_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+#endif /* RC_TESTUTIL_H */
