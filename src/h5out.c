@@ -39,6 +39,7 @@
  * /prompts
  *   tokens            i32[P, Pmax]  prompt token ids, -1 after the end
  *   lengths           i32[P]        tokens in each prompt
+ *   text              str[P]        the prompt text (only for text prompts)
  *
  * /rollouts   (sequence s = sample sample_index[s] of prompt prompt_index[s])
  *   prompt_index      i32[S]
@@ -52,6 +53,10 @@
  *                                   the end
  *   logprob_gen_processed f32[S, T] the same after top-k / top-p
  *                                   renormalisation (what the sampler drew from)
+ *
+ *   completion        str[S]        the generated tokens decoded with the
+ *                                   model's tokenizer.json (only when the
+ *                                   model folder has one)
  *
  * /reference   (only when the run had a reference pass)
  *   logprob           f64[S, T]     the token's log-prob from the reference pass
@@ -323,6 +328,49 @@ static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *
     return st;
 }
 
+/* 1-D dataset of variable-length UTF-8 strings (NULL entries become "") */
+static rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+                           char *const *strs)
+{
+    char wbuf[320];
+    snprintf(wbuf, sizeof wbuf, "dataset %s/%s", obj, name);
+    const char **v = calloc((size_t)n + 1, sizeof *v);
+    char **fixed = calloc((size_t)n + 1, sizeof *fixed);
+    rc_status st = RC_OK;
+    if (!v || !fixed)
+        st = rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path, wbuf);
+    for (int64_t i = 0; st == RC_OK && i < n; i++) {
+        v[i] = strs[i] ? strs[i] : "";
+        if (!utf8_valid(v[i])) {
+            if (!(fixed[i] = utf8_sanitize(v[i])))
+                st = rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path, wbuf);
+            v[i] = fixed[i];
+        }
+    }
+    hid_t type = -1, space = -1, ds = -1, dcpl = -1;
+    hsize_t dims[1] = {(hsize_t)n};
+    if (st == RC_OK &&
+        ((type = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 ||
+         H5Tset_cset(type, H5T_CSET_UTF8) < 0 || (space = H5Screate_simple(1, dims, NULL)) < 0 ||
+         (dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
+         (ds = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0 ||
+         (n > 0 && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)))
+        st = h5_fail(w, "write", wbuf);
+    if (ds >= 0 && H5Dclose(ds) < 0 && st == RC_OK)
+        st = h5_fail(w, "close", wbuf);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    for (int64_t i = 0; fixed && i < n; i++)
+        free(fixed[i]);
+    free(fixed);
+    free(v);
+    return st;
+}
+
 /* Numeric attribute: scalar when n < 0, else a 1-D array of n elements. */
 static rc_status attr_num(const h5w *w, hid_t loc, const char *obj, const char *name,
                           hid_t ftype, hid_t mtype, int64_t n, const void *data)
@@ -548,6 +596,8 @@ static rc_status write_prompts(const h5w *w, const rc_results *r)
     rc_status st = ds_i32_2d(w, g, o, "tokens", r->n_prompts, r->prompt_max, r->prompt_tokens);
     if (st == RC_OK)
         st = ds_i32_1d(w, g, o, "lengths", r->n_prompts, r->prompt_len);
+    if (st == RC_OK && r->prompt_text)
+        st = ds_str_1d(w, g, o, "text", r->n_prompts, r->prompt_text);
     return group_close(w, g, o, st);
 }
 
@@ -568,6 +618,8 @@ static rc_status write_rollouts(const h5w *w, const rc_results *r)
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_gen_processed", r->n_seq, r->gen_len,
                        r->logprob_gen_processed);
+    if (st == RC_OK && r->completion)
+        st = ds_str_1d(w, g, o, "completion", r->n_seq, r->completion);
     return group_close(w, g, o, st);
 }
 

@@ -507,6 +507,66 @@ static void print_table(const rc_results *r, const char *out_path)
            r->seconds_forward, out_path ? ", written to " : "", out_path ? out_path : "");
 }
 
+/* --show N: the first N completions, every token with its ratio at the
+ * longest length; the three tokens with the largest |log ratio| marked. */
+static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
+{
+    const rc_len_result *L = &r->lens[r->n_lens - 1];
+    if (n > r->n_seq)
+        n = r->n_seq;
+    printf("\ncompletions (ratio at L=%lld; the 3 tokens with the largest |log ratio| marked >>like this<<)\n",
+           (long long)L->len);
+    for (int64_t q = 0; q < n; q++) {
+        const int64_t p = r->seq_prompt[q], valid = r->gen_valid[q] < L->len ? r->gen_valid[q] : L->len;
+        int64_t worst[3] = {-1, -1, -1};
+        for (int64_t t = 0; t < valid; t++) {
+            double lr = fabs((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
+            if (!(lr > 0))
+                continue;
+            for (int k = 0; k < 3; k++) {
+                double wk = worst[k] < 0 ? -1.0
+                                         : fabs((double)L->logprob_fwd[q * L->len + worst[k]] -
+                                                (double)r->logprob_gen[q * r->gen_len + worst[k]]);
+                if (lr > wk) {
+                    for (int j = 2; j > k; j--)
+                        worst[j] = worst[j - 1];
+                    worst[k] = t;
+                    break;
+                }
+            }
+        }
+        printf("\n[%lld] prompt %lld, sample %d: ", (long long)q, (long long)p + 1, r->seq_sample[q]);
+        if (r->prompt_text && r->prompt_text[p])
+            json_str(stdout, r->prompt_text[p]);
+        else
+            printf("(%d token ids)", r->prompt_len[p]);
+        printf("\n    ");
+        for (int64_t t = 0; t < valid; t++) {
+            int32_t id = r->gen_tokens[q * r->gen_len + t];
+            char *piece = NULL;
+            if (!tok || rc_tokenizer_decode(tok, &id, 1, false, &piece, NULL) != RC_OK) {
+                free(piece);
+                piece = NULL;
+            }
+            double ratio = exp((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
+            bool marked = t == worst[0] || t == worst[1] || t == worst[2];
+            char idbuf[16];
+            snprintf(idbuf, sizeof idbuf, "#%d", id);
+            printf("%s", marked ? ">>" : "");
+            for (const char *c = piece ? piece : idbuf; *c; c++) /* keep one line per completion */
+                if (*c == '\n')
+                    fputs("\\n", stdout);
+                else if (*c == '\t')
+                    fputs("\\t", stdout);
+                else
+                    putchar((unsigned char)*c < 0x20 ? '?' : *c);
+            printf("%s(%.4f) ", marked ? "<<" : "", ratio);
+            free(piece);
+        }
+        printf("\n");
+    }
+}
+
 static const char *k_run_usage =
     "Usage: ratiocheck [run] [OPTIONS]\n"
     "\n"
@@ -540,6 +600,7 @@ static const char *k_run_usage =
     "  --fail-above M=V,...   exit 3 if a metric exceeds its limit at any length\n"
     "                         (clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
     "                          nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)\n"
+    "  --show N               print N completions with their per-token ratios\n"
     "  -q, --quiet            no progress bar\n";
 
 static rc_status parse_dtype(const char *v, rc_dtype *dt)
@@ -562,7 +623,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     enum {
         O_MODEL = 256, O_DTYPE, O_KERNELS, O_UPCAST, O_LPDT, O_REF, O_THREADS, O_PROMPTS, O_NPROMPTS,
         O_SAMPLES, O_LEN, O_BATCH, O_FBATCH, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_EOS, O_OUT, O_FORCE,
-        O_JSON, O_FAIL,
+        O_JSON, O_FAIL, O_SHOW,
     };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL},
@@ -587,6 +648,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         {"force", no_argument, NULL, O_FORCE},
         {"json", no_argument, NULL, O_JSON},
         {"fail-above", required_argument, NULL, O_FAIL},
+        {"show", required_argument, NULL, O_SHOW},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
@@ -601,7 +663,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     parse_lens("20,40,50", &cfg);
     rc_kernels kernels = RC_KERNELS_ENGINE;
     bool lp_same = false, force = false, json = false, quiet = false;
-    int64_t threads = 0, num_prompts = 0, seed = 0;
+    int64_t threads = 0, num_prompts = 0, seed = 0, show = 0;
     double temperature = 1.0;
     gate gates[MAX_GATES];
     int n_gates = 0;
@@ -647,6 +709,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         case O_FORCE: force = true; break;
         case O_JSON: json = true; break;
         case O_FAIL: st = parse_gates(optarg, gates, &n_gates); break;
+        case O_SHOW: st = parse_i64("--show", optarg, 0, 1 << 20, &show); break;
         case 'q': quiet = true; break;
         case 'h': fputs(k_run_usage, stdout); return 0;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -689,11 +752,11 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
 
     /* the model first: text prompts need its tokenizer */
     rc_model *m = NULL;
+    rc_tokenizer *tok = NULL;
     rc_prompts prompts;
     memset(&prompts, 0, sizeof prompts);
     st = rc_model_load(model_dir, &m);
     if (st == RC_OK) {
-        rc_tokenizer *tok = NULL;
         char *tp = rc_path_join(model_dir, "tokenizer.json");
         if (!tp)
             st = rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -702,9 +765,9 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         free(tp);
         if (st == RC_OK)
             st = rc_prompts_load(prompts_path, tok, &prompts);
-        rc_tokenizer_free(tok);
     }
     if (st != RC_OK) {
+        rc_tokenizer_free(tok);
         rc_model_free(m);
         return fail(st);
     }
@@ -715,9 +778,25 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             mx = prompts.len[p] > mx ? prompts.len[p] : mx;
         for (int64_t p = 0; p < num_prompts; p++)
             memmove(prompts.tokens + p * mx, prompts.tokens + p * prompts.max_len, (size_t)mx * sizeof(int32_t));
+        for (int64_t p = num_prompts; prompts.text && p < prompts.n; p++) {
+            free(prompts.text[p]);
+            prompts.text[p] = NULL;
+        }
         prompts.n = num_prompts;
         prompts.max_len = mx;
     }
+    /* every prompt must fit the context with the longest --len */
+    for (int64_t p = 0; p < prompts.n; p++)
+        if (prompts.len[p] + cfg.lens[cfg.n_lens - 1] > m->cfg.max_pos) {
+            st = rc_errorf(RC_ERR_USAGE,
+                           "%s:%lld: prompt of %d tokens plus %lld generated tokens exceeds the model's %lld positions",
+                           prompts_path, (long long)prompts.line[p], prompts.len[p],
+                           (long long)cfg.lens[cfg.n_lens - 1], (long long)m->cfg.max_pos);
+            rc_tokenizer_free(tok);
+            rc_model_free(m);
+            rc_prompts_free(&prompts);
+            return fail(st);
+        }
     cfg.n_prompts = prompts.n;
     cfg.prompt_max = prompts.max_len;
     cfg.prompt_tokens = prompts.tokens;
@@ -775,6 +854,21 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         res.stop_at_eos = cfg.stop_at_eos;
         if (!res.command_line || !res.model_path)
             st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        if (st == RC_OK && prompts.text) {
+            res.prompt_text = calloc((size_t)res.n_prompts, sizeof *res.prompt_text);
+            for (int64_t p = 0; res.prompt_text && p < res.n_prompts; p++)
+                res.prompt_text[p] = prompts.text[p] ? strdup(prompts.text[p]) : NULL;
+            if (!res.prompt_text)
+                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        }
+        if (st == RC_OK && tok) {
+            res.completion = calloc((size_t)res.n_seq, sizeof *res.completion);
+            if (!res.completion)
+                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+            for (int64_t q = 0; st == RC_OK && q < res.n_seq; q++)
+                st = rc_tokenizer_decode(tok, res.gen_tokens + q * res.gen_len, res.gen_valid[q], false,
+                                         &res.completion[q], NULL);
+        }
     }
     if (st == RC_OK && out_path)
         st = rc_h5_write(&res, out_path, force);
@@ -784,6 +878,8 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             print_json(&res, out_path);
         else
             print_table(&res, out_path);
+        if (show > 0)
+            print_show(&res, tok, show);
         for (int i = 0; i < res.n_lens; i++)
             for (int g = 0; g < n_gates; g++) {
                 double v = gate_value(&res.lens[i].st, gates[g].metric);
@@ -797,6 +893,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         code = fail(st);
     }
     rc_results_free(&res);
+    rc_tokenizer_free(tok);
     rc_backend_destroy(be);
     rc_backend_destroy(ref_be);
     rc_model_free(m);

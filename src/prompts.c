@@ -13,6 +13,10 @@
 
 void rc_prompts_free(rc_prompts *p)
 {
+    for (int64_t i = 0; p->text && i < p->n; i++)
+        free(p->text[i]);
+    free(p->text);
+    free(p->line);
     free(p->tokens);
     free(p->len);
     memset(p, 0, sizeof *p);
@@ -74,8 +78,10 @@ rc_status rc_prompts_load_ids(const char *path, rc_prompts *out)
                 if (s == RC_OK) {
                     if (pass == 0 && cnt > out->max_len)
                         out->max_len = cnt;
-                    if (pass == 1)
+                    if (pass == 1) {
                         out->len[np] = (int32_t)cnt;
+                        out->line[np] = line;
+                    }
                     np++;
                 }
             }
@@ -93,6 +99,8 @@ rc_status rc_prompts_load_ids(const char *path, rc_prompts *out)
             if (s == RC_OK)
                 s = rc_calloc((void **)&out->len, np, sizeof *out->len, path);
             if (s == RC_OK)
+                s = rc_calloc((void **)&out->line, np, sizeof *out->line, path);
+            if (s == RC_OK)
                 for (int64_t i = 0; i < np * out->max_len; i++)
                     out->tokens[i] = -1;
         }
@@ -107,34 +115,53 @@ rc_status rc_prompts_load_ids(const char *path, rc_prompts *out)
 typedef struct {
     int32_t **toks;
     int32_t *lens;
+    int64_t *lines;
+    char **texts;
     int64_t n, cap;
 } plist_t;
 
-static rc_status pl_add(plist_t *l, int32_t *ids, int64_t n)
+/* takes ownership of ids and text */
+static rc_status pl_add(plist_t *l, int32_t *ids, int64_t n, int64_t line, char *text)
 {
     if (l->n == l->cap) {
         int64_t c = l->cap ? 2 * l->cap : 64;
         int32_t **t = realloc(l->toks, (size_t)c * sizeof *t);
-        int32_t *ln = t ? realloc(l->lens, (size_t)c * sizeof *ln) : NULL;
         if (t)
             l->toks = t;
-        if (!t || !ln)
+        int32_t *ln = t ? realloc(l->lens, (size_t)c * sizeof *ln) : NULL;
+        if (ln)
+            l->lens = ln;
+        int64_t *li = ln ? realloc(l->lines, (size_t)c * sizeof *li) : NULL;
+        if (li)
+            l->lines = li;
+        char **tx = li ? realloc(l->texts, (size_t)c * sizeof *tx) : NULL;
+        if (tx)
+            l->texts = tx;
+        if (!tx) {
+            free(ids);
+            free(text);
             return rc_errorf(RC_ERR_NOMEM, "out of memory");
-        l->lens = ln;
+        }
         l->cap = c;
     }
     l->toks[l->n] = ids;
     l->lens[l->n] = (int32_t)n;
+    l->lines[l->n] = line;
+    l->texts[l->n] = text;
     l->n++;
     return RC_OK;
 }
 
 static void pl_release(plist_t *l)
 {
-    for (int64_t i = 0; i < l->n; i++)
+    for (int64_t i = 0; i < l->n; i++) {
         free(l->toks[i]);
+        free(l->texts[i]);
+    }
     free(l->toks);
     free(l->lens);
+    free(l->lines);
+    free(l->texts);
 }
 
 static bool ends_with(const char *s, const char *suf)
@@ -180,6 +207,7 @@ rc_status rc_prompts_load(const char *path, const rc_tokenizer *tok, rc_prompts 
         pos = eol + 1;
         int32_t *ids = NULL;
         int64_t nid = 0;
+        char *text = NULL;
         if (jsonl) {
             if (ll == 0)
                 continue; /* blank lines between records */
@@ -193,7 +221,15 @@ rc_status rc_prompts_load(const char *path, const rc_tokenizer *tok, rc_prompts 
             }
             const json_t *pr = json_object_get(o, "prompt"), *tk = json_object_get(o, "tokens");
             if (json_is_string(pr) && tok) {
-                s = rc_tokenizer_encode(tok, json_string_value(pr), json_string_length(pr), false, &ids, &nid);
+                if (json_string_length(pr) == 0)
+                    s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: empty prompt", path, (long long)line);
+                else if (memchr(json_string_value(pr), '\0', json_string_length(pr)))
+                    s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: the prompt contains a NUL character", path,
+                                  (long long)line);
+                else if (!(text = strdup(json_string_value(pr))))
+                    s = rc_errorf(RC_ERR_NOMEM, "out of memory");
+                else
+                    s = rc_tokenizer_encode(tok, json_string_value(pr), json_string_length(pr), false, &ids, &nid);
             } else if (json_is_string(pr)) {
                 s = rc_errorf(RC_ERR_USAGE, "%s:%lld: text prompts need the model's tokenizer.json", path,
                               (long long)line);
@@ -238,22 +274,21 @@ rc_status rc_prompts_load(const char *path, const rc_tokenizer *tok, rc_prompts 
                 s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: empty prompt", path, (long long)line);
                 break;
             }
+            txt[tl] = '\0';
             s = rc_tokenizer_encode(tok, txt, tl, false, &ids, &nid);
-            free(txt);
+            text = txt;
         }
-        if (s == RC_OK && nid == 0) {
-            free(ids);
+        if (s == RC_OK && nid == 0)
             s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: the prompt has no tokens", path, (long long)line);
-        }
-        if (s == RC_OK && nid > MAX_PROMPT_TOKENS) {
-            free(ids);
+        if (s == RC_OK && nid > MAX_PROMPT_TOKENS)
             s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: prompt longer than %d tokens", path, (long long)line,
                           MAX_PROMPT_TOKENS);
-        }
-        if (s == RC_OK)
-            s = pl_add(&l, ids, nid);
-        else
+        if (s == RC_OK) {
+            s = pl_add(&l, ids, nid, line, text);
+        } else {
             free(ids);
+            free(text);
+        }
     }
     free(buf);
     if (s == RC_OK && l.n == 0)
@@ -266,10 +301,17 @@ rc_status rc_prompts_load(const char *path, const rc_tokenizer *tok, rc_prompts 
         s = rc_calloc((void **)&out->tokens, l.n * out->max_len, sizeof *out->tokens, path);
         if (s == RC_OK)
             s = rc_calloc((void **)&out->len, l.n, sizeof *out->len, path);
+        if (s == RC_OK)
+            s = rc_calloc((void **)&out->line, l.n, sizeof *out->line, path);
+        if (s == RC_OK)
+            s = rc_calloc((void **)&out->text, l.n, sizeof *out->text, path);
         for (int64_t i = 0; s == RC_OK && i < l.n; i++) {
             for (int64_t t = 0; t < out->max_len; t++)
                 out->tokens[i * out->max_len + t] = t < l.lens[i] ? l.toks[i][t] : -1;
             out->len[i] = l.lens[i];
+            out->line[i] = l.lines[i];
+            out->text[i] = l.texts[i];
+            l.texts[i] = NULL;
         }
         if (s != RC_OK)
             rc_prompts_free(out);

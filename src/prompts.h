@@ -15,6 +15,8 @@ typedef struct {
     int64_t n, max_len;
     int32_t *tokens; /* [n, max_len], -1 padding */
     int32_t *len;    /* [n] */
+    int64_t *line;   /* [n] line of the file each prompt came from */
+    char **text;     /* [n] the prompt text (NULL for token-id prompts) */
 } rc_prompts;
 
 rc_status rc_prompts_load_ids(const char *path, rc_prompts *out);

@@ -67,11 +67,13 @@ typedef struct {
     int64_t n_prompts, prompt_max;
     int32_t *prompt_tokens; /* [n_prompts, prompt_max], -1 padding */
     int32_t *prompt_len;    /* [n_prompts] */
+    char **prompt_text;     /* [n_prompts] UTF-8 text, or NULL (token-id prompts); owned */
     /* rollouts: sequence s = prompt seq_prompt[s], sample seq_sample[s] */
     int64_t n_seq, gen_len; /* gen_len = max L */
     int32_t *seq_prompt, *seq_sample; /* [n_seq] */
     int32_t *gen_tokens;    /* [n_seq, gen_len], -1 after the end */
     int32_t *gen_valid;     /* [n_seq] valid generated tokens (gen_len unless --stop-at-eos) */
+    char **completion;      /* [n_seq] decoded generated text, or NULL (no tokenizer); owned */
     float *logprob_gen;     /* [n_seq, gen_len] log-prob of the temperature-scaled full distribution (PPO old) */
     float *logprob_gen_processed; /* [n_seq, gen_len] after top-k / top-p renormalisation */
     double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */

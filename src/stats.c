@@ -18,6 +18,12 @@ void rc_results_free(rc_results *r)
     free(r->model_path);
     free(r->prompt_tokens);
     free(r->prompt_len);
+    for (int64_t i = 0; r->prompt_text && i < r->n_prompts; i++)
+        free(r->prompt_text[i]);
+    free(r->prompt_text);
+    for (int64_t i = 0; r->completion && i < r->n_seq; i++)
+        free(r->completion[i]);
+    free(r->completion);
     free(r->seq_prompt);
     free(r->seq_sample);
     free(r->gen_tokens);
