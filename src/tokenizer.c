@@ -599,7 +599,7 @@ static rc_status load_model(rc_tokenizer *t, const json_t *m, const json_t *adde
     if (!json_is_object(m))
         return rc_errorf(RC_ERR_FORMAT, "%s: \"model\" is missing", path);
     const char *ty = type_of(m);
-    if (strcmp(ty, "BPE") != 0 && json_object_get(m, "merges") == NULL)
+    if (ty[0] ? strcmp(ty, "BPE") != 0 : json_object_get(m, "merges") == NULL)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: model type \"%.30s\" is not supported (only BPE)", path,
                          ty[0] ? ty : "?");
     const json_t *drop = json_object_get(m, "dropout");
@@ -904,7 +904,7 @@ static bool regex_split(const pcre2_code *re, const char *s, size_t n, split_beh
     size_t pend_n = 0;
     sbuf acc = {0};
     while (ok && off <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, 0, md, NULL);
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, PCRE2_NO_UTF_CHECK, md, NULL); /* validated once up front; PCRE2 would re-check the whole subject per call */
         size_t ms, me;
         if (rc < 0) {
             ms = me = n;

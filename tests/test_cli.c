@@ -313,6 +313,81 @@ START_TEST(test_run_interrupt)
 }
 END_TEST
 
+/* ---- text prompts, tokenize, --show (the default model and its tokenizer) ---- */
+
+static void write_file(const char *path, const char *body, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(body, 1, n, f), n);
+    fclose(f);
+}
+
+START_TEST(test_tokenize_command)
+{
+    ck_assert_int_eq(run("tokenize --model data/models/pythia-rc-tiny 'In the beginning God created'"), 0);
+    /* ids from HF tokenizers for this text (data/fixtures/tokenizers/pythia_default/expected.jsonl
+     * has the same tokenizer; these ids are its encoding of the prompt) */
+    ck_assert_ptr_nonnull(strstr(g_out, "1168 259 2109 387 3337"));
+    ck_assert_int_eq(run("tokenize --model data/models/pythia-rc-tiny --json 'a<|endoftext|>b'"), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(j, "ids"), 1)), 0); /* the special token */
+    json_decref(j);
+    ck_assert_int_eq(run("tokenize --model data/fixtures/neox_parallel hello"), 6); /* no tokenizer.json */
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_int_eq(run("tokenize --model data/models/pythia-rc-tiny"), 2);
+}
+END_TEST
+
+START_TEST(test_text_prompts)
+{
+    char p[256], args[2048];
+    /* .txt with escapes; the table runs and the HDF5 file holds texts and completions */
+    snprintf(p, sizeof p, "%s/p.txt", g_dir);
+    write_file(p, "In the beginning\nAnd God said\\n unto\r\n", 38);
+    snprintf(args, sizeof args,
+             "--model data/models/pythia-rc-tiny --prompts %s --len 4 --samples 1 -q --show 2 --out %s/t.h5", p, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "[0] prompt 1, sample 0: \"In the beginning\""));
+    ck_assert_ptr_nonnull(strstr(g_out, "[1] prompt 2, sample 0: \"And God said\\n unto\""));
+    /* .jsonl: text and token-id prompts */
+    snprintf(p, sizeof p, "%s/p.jsonl", g_dir);
+    const char *jl = "{\"prompt\": \"In the beginning\"}\n\n{\"tokens\": [1168, 259]}\n";
+    write_file(p, jl, strlen(jl));
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 4 --samples 1 -q --out none --json", p);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"count\": 8"));
+    /* errors name the file and line (and byte) */
+    struct {
+        const char *name, *body;
+        size_t n;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"u.txt", "fine\nbad \xff byte\n", 16, 4, "u.txt:2: invalid UTF-8 at byte 5"},
+        {"e.txt", "fine\n\nmore\n", 11, 4, "e.txt:2: empty prompt"},
+        {"j.jsonl", "{\"prompt\": \"ok\"}\n{\"text\": 1}\n", 30, 4, "j.jsonl:2: expected"},
+        {"k.jsonl", "{\"prompt\": \"ok\"}\n{not json\n", 27, 4, "line 2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, bad[i].name);
+        write_file(p, bad[i].body, bad[i].n);
+        snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 4 -q --out none", p);
+        ck_assert_int_eq(run(args), bad[i].code);
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].name, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+    /* a prompt that does not fit the context with max(--len): its line */
+    snprintf(p, sizeof p, "%s/long.txt", g_dir);
+    write_file(p, "short\nIn the beginning God created\n", 35);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 10,252 -q --out none", p);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "long.txt:2: prompt of 5 tokens plus 252 generated tokens"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -331,6 +406,8 @@ int main(void)
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);
     tcase_add_test(tr, test_run_interrupt);
+    tcase_add_test(tr, test_tokenize_command);
+    tcase_add_test(tr, test_text_prompts);
     suite_add_tcase(s, tr);
     return rc_test_run(s);
 }

@@ -51,6 +51,14 @@ START_TEST(test_matches_hf)
                           RC_OK,
                       "%s", rc_last_error());
         bool e1 = ids_equal(ids, nid, json_object_get(o, "ids"));
+        if (json_is_true(json_object_get(o, "roundtrip"))) { /* decode(encode(s)) == s where HF round-trips */
+            char *back;
+            size_t bl;
+            ck_assert(rc_tokenizer_decode(t, ids, nid, false, &back, &bl) == RC_OK);
+            ck_assert_msg(bl == json_string_length(text) && memcmp(back, json_string_value(text), bl) == 0,
+                          "%s: round trip of %s gives '%s'", k_names[_i], json_string_value(text), back);
+            free(back);
+        }
         if (!e1 && n - enc_ok < 3) {
             printf("%s: MISMATCH for %s\n  ours:", k_names[_i], json_dumps(text, JSON_ENCODE_ANY));
             for (int64_t i = 0; i < nid && i < 40; i++)
@@ -93,6 +101,107 @@ START_TEST(test_matches_hf)
 }
 END_TEST
 
+/* ---- malformed tokenizer.json files ---------------------------------------- */
+
+static char g_dir[256];
+
+static void err_setup(void) { rc_test_mkdtemp(g_dir, sizeof g_dir, "/tmp/rc_test_tok_"); }
+static void err_teardown(void) { rc_test_rm_rf(g_dir); }
+
+/* a valid minimal byte-level tokenizer, with a hole for one field */
+#define K_BASE \
+    "{\"version\": \"1.0\", \"added_tokens\": [%s], \"normalizer\": %s, \"pre_tokenizer\": %s," \
+    " \"post_processor\": null, \"decoder\": %s," \
+    " \"model\": {\"type\": \"%s\", \"dropout\": %s, \"unk_token\": null, \"byte_fallback\": false," \
+    " \"vocab\": {%s}, \"merges\": [%s]}}"
+
+static rc_status load_variant(const char *added, const char *norm, const char *pre, const char *dec,
+                              const char *type, const char *dropout, const char *vocab, const char *merges,
+                              int64_t limit)
+{
+    char path[512], body[8192];
+    snprintf(path, sizeof path, "%s/tokenizer.json", g_dir);
+    snprintf(body, sizeof body, K_BASE, added, norm, pre, dec, type, dropout, vocab, merges);
+    FILE *f = fopen(path, "w");
+    fputs(body, f);
+    fclose(f);
+    rc_tokenizer *t = NULL;
+    rc_status s = rc_tokenizer_load(path, limit, &t);
+    rc_tokenizer_free(t);
+    return s;
+}
+
+#define V_OK "\"a\": 0, \"b\": 1, \"ab\": 2"
+#define BL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}"
+
+#define EXPECT_LOAD_ERR(st, phrase, ...)                                                                  \
+    do {                                                                                                   \
+        ck_assert_int_eq(load_variant(__VA_ARGS__), st);                                                   \
+        ck_assert_msg(strstr(rc_last_error(), phrase) && strstr(rc_last_error(), "tokenizer.json"),       \
+                      "message '%s' lacks '%s'", rc_last_error(), phrase);                                 \
+    } while (0)
+
+START_TEST(test_load_errors)
+{
+    /* the base variant loads */
+    ck_assert_int_eq(load_variant("", "null", BL, BL, "BPE", "null", V_OK, "[\"a\", \"b\"]", 0), RC_OK);
+    ck_assert_int_eq(load_variant("", "null", BL, BL, "BPE", "null", V_OK, "\"a b\"", 0), RC_OK);
+    /* unsupported components, by name */
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "normalizer \"Lowercase\"", "", "{\"type\": \"Lowercase\"}", BL, BL,
+                    "BPE", "null", V_OK, "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "pre-tokenizer \"Whitespace\"", "", "null",
+                    "{\"type\": \"Whitespace\"}", BL, "BPE", "null", V_OK, "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "decoder \"WordPiece\"", "", "null", BL, "{\"type\": \"WordPiece\"}",
+                    "BPE", "null", V_OK, "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "model type \"Unigram\"", "", "null", BL, BL, "Unigram", "null", V_OK,
+                    "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "dropout", "", "null", BL, BL, "BPE", "0.1", V_OK, "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "Split behavior \"Contiguous\"", "", "null",
+                    "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Contiguous\"}",
+                    BL, "BPE", "null", V_OK, "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_UNSUPPORTED, "does not compile", "", "null",
+                    "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}", BL,
+                    "BPE", "null", V_OK, "", 0);
+    /* vocabulary problems, naming the token */
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "id 0 is used by both", "", "null", BL, BL, "BPE", "null", "\"a\": 0, \"b\": 0",
+                    "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "not below the model's 2 embedding rows", "", "null", BL, BL, "BPE", "null", V_OK,
+                    "", 2);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "names a token not in the vocabulary: \"c\"", "", "null", BL, BL, "BPE", "null",
+                    V_OK, "[\"a\", \"c\"]", 0);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "not two tokens separated by one space", "", "null", BL, BL, "BPE", "null", V_OK,
+                    "\"a b c\"", 0);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "invalid UTF-8", "", "null", BL, BL, "BPE", "null", "\"\xff\": 0", "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "u0000", "", "null", BL, BL, "BPE", "null", "\"a\\u0000b\": 0", "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "id 1 is used by both", "{\"id\": 1, \"content\": \"<x>\", \"special\": true}",
+                    "null", BL, BL, "BPE", "null", V_OK, "", 0);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "not below the model's 3 embedding rows",
+                    "{\"id\": 7, \"content\": \"<x>\", \"special\": true}", "null", BL, BL, "BPE", "null", V_OK, "", 3);
+    EXPECT_LOAD_ERR(RC_ERR_FORMAT, "needs \"id\" and \"content\"", "{\"content\": \"<x>\"}", "null", BL, BL, "BPE",
+                    "null", V_OK, "", 0);
+    /* not JSON at all, and a missing file */
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", g_dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"model\": ", f);
+    fclose(f);
+    rc_tokenizer *t;
+    ck_assert_int_eq(rc_tokenizer_load(path, 0, &t), RC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "invalid JSON"));
+    snprintf(path, sizeof path, "%s/none.json", g_dir);
+    ck_assert_int_eq(rc_tokenizer_load(path, 0, &t), RC_ERR_IO);
+    /* encoding invalid UTF-8 is an error with the byte offset */
+    snprintf(path, sizeof path, "%s/tokenizer.json", g_dir);
+    ck_assert_int_eq(load_variant("", "null", BL, BL, "BPE", "null", V_OK, "", 0), RC_OK);
+    ck_assert_int_eq(rc_tokenizer_load(path, 0, &t), RC_OK);
+    int32_t *ids;
+    int64_t n;
+    ck_assert_int_eq(rc_tokenizer_encode(t, "ab\xc3", 3, false, &ids, &n), RC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "byte 2"));
+    rc_tokenizer_free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -100,5 +209,9 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_matches_hf, 0, N_TOK);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("load_errors");
+    tcase_add_checked_fixture(te, err_setup, err_teardown);
+    tcase_add_test(te, test_load_errors);
+    suite_add_tcase(s, te);
     return rc_test_run(s);
 }
