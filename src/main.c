@@ -207,13 +207,20 @@ static int cmd_tokenize(int argc, char **argv)
         return usage_error("%s: --model DIR is required", "tokenize");
     if (optind >= argc && !file)
         return usage_error("%s: no text given", "tokenize");
+    /* a model folder (ids checked against its vocab_size) or a folder with
+     * only tokenizer.json */
     char *path = rc_path_join(model, "tokenizer.json");
+    char *cpath = rc_path_join(model, "config.json");
     rc_config cfg;
-    rc_status st = path ? rc_config_load(model, &cfg) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    cfg.vocab = 0;
+    rc_status st = path && cpath ? RC_OK : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    if (st == RC_OK && rc_file_exists(cpath))
+        st = rc_config_load(model, &cfg);
     rc_tokenizer *tok = NULL;
     if (st == RC_OK)
         st = rc_tokenizer_load(path, cfg.vocab, &tok);
     free(path);
+    free(cpath);
     if (st != RC_OK)
         return fail(st);
     int code = 0;
