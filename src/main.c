@@ -36,6 +36,8 @@ static const char *k_usage =
     "  run (default)                  sample, re-score, report the PPO ratio\n"
     "  inspect --model DIR [--json]   describe a Hugging Face model folder\n"
     "  tokenize --model DIR TEXT...   token ids and pieces of TEXT (tokenizer.json)\n"
+    "  report FILE.h5 [--json]        the run's summary again, from its result file\n"
+    "  diff A.h5 B.h5 [--json]        two runs over the same tokens, side by side\n"
     "\n"
     "Options:\n"
     "  -h, --help      show this help\n"
@@ -606,6 +608,171 @@ static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
     }
 }
 
+/* ---- report and diff ------------------------------------------------------ */
+
+static int cmd_report(int argc, char **argv)
+{
+    int json = 0;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'h': fputs("Usage: ratiocheck report FILE.h5 [--json]\n", stdout); return 0;
+        default: return usage_error("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return usage_error("%s: give exactly one result file", "report");
+    rc_results r;
+    rc_status st = rc_h5_read(argv[optind], &r);
+    if (st != RC_OK)
+        return fail(st);
+    if (json)
+        print_json(&r, argv[optind]);
+    else
+        print_table(&r, argv[optind]);
+    rc_results_free(&r);
+    return 0;
+}
+
+/* max / mean |a - b| and the bitwise-equal fraction over valid tokens */
+typedef struct {
+    double max_abs, mean_abs, identical;
+    int64_t n;
+} tokdiff;
+
+static tokdiff diff_tokens(const rc_results *A, const float *a, const float *b, int64_t stride, int64_t L)
+{
+    tokdiff d = {0, 0, 0, 0};
+    int64_t same = 0;
+    for (int64_t q = 0; q < A->n_seq; q++) {
+        int64_t valid = A->gen_valid[q] < L ? A->gen_valid[q] : L;
+        for (int64_t t = 0; t < valid; t++) {
+            float x = a[q * stride + t], y = b[q * stride + t];
+            double e = fabs((double)x - (double)y);
+            d.max_abs = e > d.max_abs ? e : d.max_abs;
+            d.mean_abs += e;
+            same += memcmp(&x, &y, sizeof x) == 0;
+            d.n++;
+        }
+    }
+    if (d.n) {
+        d.mean_abs /= (double)d.n;
+        d.identical = (double)same / (double)d.n;
+    } else {
+        d.max_abs = d.mean_abs = d.identical = NAN;
+    }
+    return d;
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+    int json = 0;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'h': fputs("Usage: ratiocheck diff A.h5 B.h5 [--json]\n", stdout); return 0;
+        default: return usage_error("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 2)
+        return usage_error("%s: give exactly two result files", "diff");
+    const char *pa = argv[optind], *pb = argv[optind + 1];
+    rc_results A, B;
+    rc_status st = rc_h5_read(pa, &A);
+    if (st != RC_OK)
+        return fail(st);
+    st = rc_h5_read(pb, &B);
+    if (st != RC_OK) {
+        rc_results_free(&A);
+        return fail(st);
+    }
+    /* the same tokens, or nothing to compare */
+    if (A.n_seq != B.n_seq || A.gen_len != B.gen_len || A.n_prompts != B.n_prompts || A.prompt_max != B.prompt_max)
+        st = rc_errorf(RC_ERR_USAGE, "%s and %s are not runs over the same tokens (%lld x %lld vs %lld x %lld generated)",
+                       pa, pb, (long long)A.n_seq, (long long)A.gen_len, (long long)B.n_seq, (long long)B.gen_len);
+    for (int64_t i = 0; st == RC_OK && i < A.n_prompts * A.prompt_max; i++)
+        if (A.prompt_tokens[i] != B.prompt_tokens[i])
+            st = rc_errorf(RC_ERR_USAGE, "%s and %s are not runs over the same tokens (prompt %lld differs)", pa, pb,
+                           (long long)(i / A.prompt_max) + 1);
+    for (int64_t i = 0; st == RC_OK && i < A.n_seq * A.gen_len; i++)
+        if (A.gen_tokens[i] != B.gen_tokens[i])
+            st = rc_errorf(RC_ERR_USAGE,
+                           "%s and %s are not runs over the same tokens (sequence %lld, generated position %lld differs)",
+                           pa, pb, (long long)(i / A.gen_len), (long long)(i % A.gen_len));
+    if (st != RC_OK) {
+        rc_results_free(&A);
+        rc_results_free(&B);
+        return fail(st);
+    }
+    tokdiff g = diff_tokens(&A, A.logprob_gen, B.logprob_gen, A.gen_len, A.gen_len);
+    if (json) {
+        printf("{\"a\": ");
+        json_str(stdout, pa);
+        printf(", \"b\": ");
+        json_str(stdout, pb);
+        printf(", \"a_dtype\": \"%s\", \"b_dtype\": \"%s\", \"a_kernels\": \"%s\", \"b_kernels\": \"%s\", "
+               "\"generation\": {",
+               A.dtype, B.dtype, A.kernels, B.kernels);
+        json_num(stdout, "max_abs", g.max_abs, true);
+        json_num(stdout, "mean_abs", g.mean_abs, true);
+        json_num(stdout, "identical_frac", g.identical, false);
+        printf("}, \"lens\": [");
+    } else {
+        printf("A %s: %s, kernels %s, upcast %s\nB %s: %s, kernels %s, upcast %s\n\n", pa, A.dtype, A.kernels, A.upcast,
+               pb, B.dtype, B.kernels, B.upcast);
+        printf("generation log-probs, A vs B: max |diff| %.3e, mean |diff| %.3e, bitwise equal %.4f (%lld tokens)\n\n",
+               g.max_abs, g.mean_abs, g.identical, (long long)g.n);
+        printf("%5s %11s %11s %10s %10s %9s %9s %9s %9s  %11s %11s %9s\n", "L", "mean A", "mean B", "std A", "std B",
+               "clip A", "clip B", "ident A", "ident B", "fwd max|d|", "fwd mean|d|", "fwd ident");
+    }
+    int shown = 0;
+    for (int i = 0; i < A.n_lens; i++)
+        for (int j = 0; j < B.n_lens; j++) {
+            if (A.lens[i].len != B.lens[j].len)
+                continue;
+            const rc_len_stats *sa = &A.lens[i].st, *sb = &B.lens[j].st;
+            int64_t L = A.lens[i].len;
+            tokdiff f = diff_tokens(&A, A.lens[i].logprob_fwd, B.lens[j].logprob_fwd, L, L);
+            if (json) {
+                printf("%s{\"len\": %lld, ", shown ? ", " : "", (long long)L);
+                json_num(stdout, "a_mean", sa->mean, true);
+                json_num(stdout, "b_mean", sb->mean, true);
+                json_num(stdout, "a_std", sa->std, true);
+                json_num(stdout, "b_std", sb->std, true);
+                json_num(stdout, "a_clipfrac", sa->frac_above[3], true);
+                json_num(stdout, "b_clipfrac", sb->frac_above[3], true);
+                json_num(stdout, "a_k3", sa->k3, true);
+                json_num(stdout, "b_k3", sb->k3, true);
+                json_num(stdout, "a_identical_frac", sa->identical_frac, true);
+                json_num(stdout, "b_identical_frac", sb->identical_frac, true);
+                json_num(stdout, "forward_max_abs", f.max_abs, true);
+                json_num(stdout, "forward_mean_abs", f.mean_abs, true);
+                json_num(stdout, "forward_identical_frac", f.identical, false);
+                printf("}");
+            } else {
+                printf("%5lld %11.6f %11.6f %10.3e %10.3e %9.5f %9.5f %9.4f %9.4f  %11.3e %11.3e %9.4f\n", (long long)L,
+                       sa->mean, sb->mean, sa->std, sb->std, sa->frac_above[3], sb->frac_above[3], sa->identical_frac,
+                       sb->identical_frac, f.max_abs, f.mean_abs, f.identical);
+            }
+            shown++;
+        }
+    if (json)
+        printf("]}\n");
+    else if (!shown)
+        printf("(no length re-scored in both runs)\n");
+    rc_results_free(&A);
+    rc_results_free(&B);
+    return 0;
+}
+
 static const char *k_run_usage =
     "Usage: ratiocheck [run] [OPTIONS]\n"
     "\n"
@@ -632,6 +799,8 @@ static const char *k_run_usage =
     "  --forward-batch N      sequences per full forward (default: all)\n"
     "  --seed N  --temperature T  --top-k K  --top-p P  (defaults 0, 1.0, 0 = off, 1.0 = off)\n"
     "  --stop-at-eos          stop a sequence at EOS (default: EOS ignored)\n"
+    "  --rollouts-from F.h5   replay the prompts and generated tokens of an earlier run\n"
+    "                         instead of sampling (so `ratiocheck diff` can compare runs)\n"
     "Output:\n"
     "  --out FILE.h5          HDF5 results (default MODEL.DTYPE.ratiocheck.h5); --out none: no file\n"
     "  --force                overwrite an existing output file\n"
@@ -662,7 +831,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     enum {
         O_MODEL = 256, O_DTYPE, O_KERNELS, O_UPCAST, O_LPDT, O_REF, O_THREADS, O_PROMPTS, O_NPROMPTS,
         O_SAMPLES, O_LEN, O_BATCH, O_FBATCH, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_EOS, O_OUT, O_FORCE,
-        O_JSON, O_FAIL, O_SHOW,
+        O_JSON, O_FAIL, O_SHOW, O_REPLAY,
     };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL},
@@ -688,6 +857,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         {"json", no_argument, NULL, O_JSON},
         {"fail-above", required_argument, NULL, O_FAIL},
         {"show", required_argument, NULL, O_SHOW},
+        {"rollouts-from", required_argument, NULL, O_REPLAY},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
@@ -695,7 +865,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     char model_default[4096], prompts_default[4096];
     snprintf(model_default, sizeof model_default, "%s/models/pythia-rc-tiny", data_dir());
     snprintf(prompts_default, sizeof prompts_default, "%s/prompts/default.txt", data_dir());
-    const char *model_dir = model_default, *prompts_path = prompts_default, *out_path = NULL;
+    const char *model_dir = model_default, *prompts_path = prompts_default, *out_path = NULL, *replay = NULL;
     rc_rollout_cfg cfg = {.samples = 2, .batch = 32, .forward_batch = 0, .seed = 0,
                           .sampling = {.top_k = 0, .top_p = 1.0}, .num = rc_numerics_fp32()};
     cfg.num.dt = RC_BF16;
@@ -749,6 +919,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         case O_JSON: json = true; break;
         case O_FAIL: st = parse_gates(optarg, gates, &n_gates); break;
         case O_SHOW: st = parse_i64("--show", optarg, 0, 1 << 20, &show); break;
+        case O_REPLAY: replay = optarg; break;
         case 'q': quiet = true; break;
         case 'h': fputs(k_run_usage, stdout); return 0;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -802,12 +973,44 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         else if (rc_file_exists(tp))
             st = rc_tokenizer_load(tp, m->cfg.vocab, &tok);
         free(tp);
-        if (st == RC_OK)
+        if (st == RC_OK && !replay)
             st = rc_prompts_load(prompts_path, tok, &prompts);
+    }
+    /* --rollouts-from: the prompts and generated tokens of an earlier run */
+    rc_results prev;
+    memset(&prev, 0, sizeof prev);
+    if (st == RC_OK && replay) {
+        st = rc_h5_read(replay, &prev);
+        if (st == RC_OK && (prev.samples < 1 || prev.n_seq != prev.n_prompts * prev.samples))
+            st = rc_errorf(RC_ERR_FORMAT, "%s: rollouts are not prompts x samples", replay);
+        if (st == RC_OK) {
+            prompts.n = prev.n_prompts;
+            prompts.max_len = prev.prompt_max;
+            prompts.tokens = prev.prompt_tokens;
+            prompts.len = prev.prompt_len;
+            prompts.text = prev.prompt_text;
+            prompts.line = calloc((size_t)prev.n_prompts + 1, sizeof *prompts.line);
+            prev.prompt_tokens = NULL; /* ownership moves to prompts */
+            prev.prompt_len = NULL;
+            prev.prompt_text = NULL;
+            for (int64_t p = 0; prompts.line && p < prompts.n; p++)
+                prompts.line[p] = p + 1;
+            if (!prompts.line)
+                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+            cfg.samples = prev.samples;
+            cfg.forced_tokens = prev.gen_tokens;
+            cfg.forced_valid = prev.gen_valid;
+            cfg.forced_len = prev.gen_len;
+            prompts_path = replay;
+            if (num_prompts > 0 && num_prompts < prompts.n)
+                st = rc_errorf(RC_ERR_USAGE, "--num-prompts cannot be combined with --rollouts-from");
+        }
     }
     if (st != RC_OK) {
         rc_tokenizer_free(tok);
         rc_model_free(m);
+        rc_prompts_free(&prompts);
+        rc_results_free(&prev);
         return fail(st);
     }
     if (num_prompts > 0 && num_prompts < prompts.n) {
@@ -834,6 +1037,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             rc_tokenizer_free(tok);
             rc_model_free(m);
             rc_prompts_free(&prompts);
+            rc_results_free(&prev);
             return fail(st);
         }
     cfg.n_prompts = prompts.n;
@@ -932,6 +1136,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         code = fail(st);
     }
     rc_results_free(&res);
+    rc_results_free(&prev);
     rc_tokenizer_free(tok);
     rc_backend_destroy(be);
     rc_backend_destroy(ref_be);
@@ -994,6 +1199,10 @@ int main(int argc, char **argv)
         code = cmd_run(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "help")) {
         code = (fputs(k_usage, stdout), 0);
+    } else if (!strcmp(argv[1], "report")) {
+        code = cmd_report(argc - 1, argv + 1);
+    } else if (!strcmp(argv[1], "diff")) {
+        code = cmd_diff(argc - 1, argv + 1);
     } else if (!strcmp(argv[1], "tokenize")) {
         code = cmd_tokenize(argc - 1, argv + 1);
     } else if (!strcmp(argv[1], "inspect")) {

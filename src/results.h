@@ -92,6 +92,10 @@ rc_status rc_compute_stats(rc_results *r);
 
 /* h5out.c: write atomically (temp file in the target folder, fsync, rename). */
 rc_status rc_h5_write(const rc_results *r, const char *path, bool force);
+/* h5in.c: read a results file back (statistics recomputed from its tensors). */
+#define RC_MAX_LENS_READ 64
+rc_status rc_h5_read(const char *path, rc_results *out);
+
 /* The temporary file being written right now, or NULL (for signal handlers). */
 const char *rc_h5_temp_path(void);
 

@@ -87,7 +87,17 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
             for (int64_t i = 0; i < active; i++) {
                 const int64_t sq = ids[i];
                 float lpp;
-                int32_t t = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], work, &lpp);
+                int32_t t;
+                if (cfg->forced_tokens) { /* replay a stored rollout */
+                    if (step >= cfg->forced_valid[sq]) {
+                        out->gen_valid[sq] = (int32_t)step;
+                        continue;
+                    }
+                    t = cfg->forced_tokens[sq * cfg->forced_len + step];
+                    lpp = rc_processed_logprob(lp + i * V, V, &cfg->sampling, t, work);
+                } else {
+                    t = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], work, &lpp);
+                }
                 out->gen_tokens[sq * G + step] = t;
                 out->logprob_gen[sq * G + step] = lp[i * V + t];
                 out->logprob_gen_processed[sq * G + step] = lpp;
@@ -246,6 +256,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0)
         return rc_errorf(RC_ERR_USAGE, "need at least one prompt, sample and batch slot");
     const int64_t G = cfg->lens[cfg->n_lens - 1];
+    if (cfg->forced_tokens && G > cfg->forced_len)
+        return rc_errorf(RC_ERR_USAGE, "--len %lld exceeds the %lld tokens of the replayed rollouts", (long long)G,
+                         (long long)cfg->forced_len);
     for (int64_t p = 0; p < cfg->n_prompts; p++) {
         if (cfg->prompt_len[p] < 1)
             return rc_errorf(RC_ERR_USAGE, "prompt %lld is empty", (long long)p + 1);

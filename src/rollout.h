@@ -30,6 +30,11 @@ typedef struct {
     bool stop_at_eos;
     int reference;         /* 0: none, 32: fp32 invariant engine, 64: float64 forward */
     rc_numerics num;
+    /* replay: feed these tokens instead of sampling ([S, forced_len], -1
+     * padded; forced_valid[S] valid tokens each), S = n_prompts x samples */
+    const int32_t *forced_tokens;
+    const int32_t *forced_valid;
+    int64_t forced_len;
 } rc_rollout_cfg;
 
 /* Progress: phase is "generate" or "forward L=.." etc.; done/total in tokens. */

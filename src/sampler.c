@@ -46,53 +46,64 @@ static int cmp_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
-                  float *lp_processed)
+/* the smallest log-prob that top-k then top-p keep (-inf: keep all) */
+static float filter_cut(const float *lp, int64_t V, const rc_sampling *sp, float *work)
 {
-    /* threshold: keep tokens with lp >= cut */
     float cut = -INFINITY;
     float *sorted = work;
     bool need_sort = (sp->top_k > 0 && sp->top_k < V) || sp->top_p < 1.0;
-    if (need_sort) {
-        memcpy(sorted, lp, (size_t)V * sizeof *sorted);
-        qsort(sorted, (size_t)V, sizeof *sorted, cmp_desc);
-        int64_t n_keep = V;
-        if (sp->top_k > 0 && sp->top_k < V) {
-            cut = sorted[sp->top_k - 1];
-            n_keep = sp->top_k;
-            while (n_keep < V && sorted[n_keep] == cut) /* ties with the k-th stay */
-                n_keep++;
-        }
-        if (sp->top_p < 1.0) {
-            /* renormalise over the top-k survivors, then keep the most likely
-             * tokens until their mass reaches top_p */
-            double z = 0.0;
-            for (int64_t i = 0; i < n_keep; i++)
-                z += exp((double)sorted[i]);
-            double mass = 0.0;
-            int64_t i = 0;
-            for (; i < n_keep; i++) {
-                mass += exp((double)sorted[i]) / z;
-                if (mass >= sp->top_p) {
-                    i++;
-                    break;
-                }
-            }
-            if (i < 1)
-                i = 1;
-            if (i < n_keep) {
-                cut = sorted[i - 1];
-            }
-        }
+    if (!need_sort)
+        return cut;
+    memcpy(sorted, lp, (size_t)V * sizeof *sorted);
+    qsort(sorted, (size_t)V, sizeof *sorted, cmp_desc);
+    int64_t n_keep = V;
+    if (sp->top_k > 0 && sp->top_k < V) {
+        cut = sorted[sp->top_k - 1];
+        n_keep = sp->top_k;
+        while (n_keep < V && sorted[n_keep] == cut) /* ties with the k-th stay */
+            n_keep++;
     }
-    /* renormalising constant over the kept tokens, in index order */
+    if (sp->top_p < 1.0) {
+        /* renormalise over the top-k survivors, then keep the most likely
+         * tokens until their mass reaches top_p */
+        double z = 0.0;
+        for (int64_t i = 0; i < n_keep; i++)
+            z += exp((double)sorted[i]);
+        double mass = 0.0;
+        int64_t i = 0;
+        for (; i < n_keep; i++) {
+            mass += exp((double)sorted[i]) / z;
+            if (mass >= sp->top_p) {
+                i++;
+                break;
+            }
+        }
+        if (i < 1)
+            i = 1;
+        if (i < n_keep)
+            cut = sorted[i - 1];
+    }
+    return cut;
+}
+
+static double kept_mass(const float *lp, int64_t V, float cut, int64_t *kept)
+{
     double z = 0.0;
-    int64_t kept = 0;
+    *kept = 0;
     for (int64_t i = 0; i < V; i++)
         if (lp[i] >= cut) {
             z += exp((double)lp[i]);
-            kept++;
+            (*kept)++;
         }
+    return z;
+}
+
+int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
+                  float *lp_processed)
+{
+    float cut = filter_cut(lp, V, sp, work);
+    int64_t kept;
+    double z = kept_mass(lp, V, cut, &kept);
     double u = rc_rng_uniform(rng) * z, acc = 0.0;
     int32_t tok = -1;
     for (int64_t i = 0; i < V; i++) {
@@ -110,4 +121,14 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
     /* one survivor (greedy): its renormalised probability is exactly 1 */
     *lp_processed = kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
     return tok;
+}
+
+float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work)
+{
+    float cut = filter_cut(lp, V, sp, work);
+    if (lp[tok] < cut)
+        return -INFINITY;
+    int64_t kept;
+    double z = kept_mass(lp, V, cut, &kept);
+    return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
 }

@@ -29,4 +29,8 @@ typedef struct {
 int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
                   float *lp_processed);
 
+/* The processed (top-k / top-p renormalised) log-prob of a given token;
+ * -inf when the filters remove it. */
+float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work);
+
 #endif

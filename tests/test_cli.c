@@ -392,6 +392,74 @@ START_TEST(test_text_prompts)
 }
 END_TEST
 
+/* report reprints the run's output from the file; diff compares two runs
+ * over the same tokens; --rollouts-from replays a run's tokens */
+START_TEST(test_report_diff)
+{
+    char args[2048], a[256], b[256], c[256];
+    static char first[1 << 16];
+    snprintf(a, sizeof a, "%s/a.h5", g_dir);
+    snprintf(b, sizeof b, "%s/b.h5", g_dir);
+    snprintf(c, sizeof c, "%s/c.h5", g_dir);
+    const char *m = "--model data/models/pythia-rc-tiny --num-prompts 4 --samples 2 --len 6,12 -q";
+    for (int json = 0; json < 2; json++) {
+        snprintf(args, sizeof args, "%s --out %s --force%s", m, a, json ? " --json" : "");
+        ck_assert_int_eq(run(args), 0);
+        memcpy(first, g_out, sizeof first);
+        snprintf(args, sizeof args, "report %s%s", a, json ? " --json" : "");
+        ck_assert_int_eq(run(args), 0);
+        ck_assert_str_eq(g_out, first); /* byte for byte the run's own output */
+    }
+    /* a replay with the same settings reproduces every log-prob: diff is 0 */
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --len 6,12 -q --out %s --rollouts-from %s", b, a);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "diff %s %s --json", a, b);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert(json_real_value(json_object_get(json_object_get(j, "generation"), "max_abs")) == 0.0 ||
+              json_integer_value(json_object_get(json_object_get(j, "generation"), "max_abs")) == 0);
+    ck_assert(json_number_value(json_object_get(json_object_get(j, "generation"), "identical_frac")) == 1.0);
+    json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_eq(json_array_size(lens), 2);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert(json_number_value(json_object_get(json_array_get(lens, i), "forward_max_abs")) == 0.0);
+        ck_assert(json_number_value(json_object_get(json_array_get(lens, i), "forward_identical_frac")) == 1.0);
+    }
+    json_decref(j);
+    /* a file against itself: zero everywhere (table) */
+    snprintf(args, sizeof args, "diff %s %s", a, a);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "max |diff| 0.000e+00, mean |diff| 0.000e+00, bitwise equal 1.0000"));
+    /* replaying in fp16 compares dtypes over the same tokens */
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --len 6,12 -q --dtype fp16 --out %s --rollouts-from %s",
+             c, a);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "diff %s %s", a, c);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "B "));
+    ck_assert_ptr_nonnull(strstr(g_out, "fp16"));
+    /* runs over different tokens: a clear error */
+    snprintf(args, sizeof args, "%s --seed 5 --out %s --force", m, b);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "diff %s %s", a, b);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "not runs over the same tokens"));
+    ck_assert_int_eq(count_lines(g_err), 1);
+    /* not a result file; missing file */
+    snprintf(args, sizeof args, "report %s/p.ids", g_dir);
+    ck_assert_int_eq(run(args), 4);
+    ck_assert_ptr_nonnull(strstr(g_err, "not an HDF5 file"));
+    snprintf(args, sizeof args, "report %s/missing.h5", g_dir);
+    ck_assert_int_eq(run(args), 6);
+    /* --len beyond the replayed rollouts */
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --len 20 -q --out none --rollouts-from %s", a);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "exceeds the 12 tokens of the replayed rollouts"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -412,6 +480,7 @@ int main(void)
     tcase_add_test(tr, test_run_interrupt);
     tcase_add_test(tr, test_tokenize_command);
     tcase_add_test(tr, test_text_prompts);
+    tcase_add_test(tr, test_report_diff);
     suite_add_tcase(s, tr);
     return rc_test_run(s);
 }
