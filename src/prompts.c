@@ -229,7 +229,7 @@ rc_status rc_prompts_load(const char *path, const rc_tokenizer *tok, rc_prompts 
                 else if (!(text = strdup(json_string_value(pr))))
                     s = rc_errorf(RC_ERR_NOMEM, "out of memory");
                 else
-                    s = rc_tokenizer_encode(tok, json_string_value(pr), json_string_length(pr), false, &ids, &nid);
+                    s = rc_tokenizer_encode(tok, json_string_value(pr), json_string_length(pr), true, &ids, &nid);
             } else if (json_is_string(pr)) {
                 s = rc_errorf(RC_ERR_USAGE, "%s:%lld: text prompts need the model's tokenizer.json", path,
                               (long long)line);
@@ -275,7 +275,7 @@ rc_status rc_prompts_load(const char *path, const rc_tokenizer *tok, rc_prompts 
                 break;
             }
             txt[tl] = '\0';
-            s = rc_tokenizer_encode(tok, txt, tl, false, &ids, &nid);
+            s = rc_tokenizer_encode(tok, txt, tl, true, &ids, &nid);
             text = txt;
         }
         if (s == RC_OK && nid == 0)

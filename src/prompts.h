@@ -3,7 +3,8 @@
  *           and lines starting with '#' are skipped;
  *   .jsonl  one JSON object per line: {"prompt": "text"} or {"tokens": [ids]};
  *   other   (.txt) one text prompt per line, with \n and \\ escapes.
- * Text is tokenized with the model's tokenizer.json (no special tokens). */
+ * Text is tokenized with the model's tokenizer.json as HF's tokenizer(text)
+ * does by default: with the post-processor's special tokens (e.g. BOS). */
 #ifndef RC_PROMPTS_H
 #define RC_PROMPTS_H
 
