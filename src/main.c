@@ -610,20 +610,29 @@ static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
 
 /* ---- report and diff ------------------------------------------------------ */
 
-static int cmd_report(int argc, char **argv)
+/* options of report / diff: --json and --help. Returns an exit code when the
+ * command is done (help, usage error), else -1. */
+static int parse_json_flag(int argc, char **argv, const char *usage, int *json)
 {
-    int json = 0;
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
-        case 'j': json = 1; break;
-        case 'h': fputs("Usage: ratiocheck report FILE.h5 [--json]\n", stdout); return 0;
+        case 'j': *json = 1; break;
+        case 'h': fputs(usage, stdout); return 0;
         default: return usage_error("unknown option %s", argv[optind - 1]);
         }
     }
+    return -1;
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    int json = 0, code = parse_json_flag(argc, argv, "Usage: ratiocheck report FILE.h5 [--json]\n", &json);
+    if (code >= 0)
+        return code;
     if (optind != argc - 1)
         return usage_error("%s: give exactly one result file", "report");
     rc_results r;
@@ -670,18 +679,9 @@ static tokdiff diff_tokens(const rc_results *A, const float *a, const float *b, 
 
 static int cmd_diff(int argc, char **argv)
 {
-    int json = 0;
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = 1; break;
-        case 'h': fputs("Usage: ratiocheck diff A.h5 B.h5 [--json]\n", stdout); return 0;
-        default: return usage_error("unknown option %s", argv[optind - 1]);
-        }
-    }
+    int json = 0, code = parse_json_flag(argc, argv, "Usage: ratiocheck diff A.h5 B.h5 [--json]\n", &json);
+    if (code >= 0)
+        return code;
     if (optind != argc - 2)
         return usage_error("%s: give exactly two result files", "diff");
     const char *pa = argv[optind], *pb = argv[optind + 1];
