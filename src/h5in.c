@@ -50,10 +50,11 @@ static rc_status attr_string(const h5r *r, hid_t loc, const char *name, char *ds
     return st;
 }
 
-static rc_status attr_i64(const h5r *r, hid_t loc, const char *name, int64_t *v)
+/* scalar numeric attribute read as mtype */
+static rc_status attr_num(const h5r *r, hid_t loc, const char *name, hid_t mtype, void *v)
 {
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0 || H5Aread(a, H5T_NATIVE_INT64, v) < 0) {
+    if (a < 0 || H5Aread(a, mtype, v) < 0) {
         if (a >= 0)
             H5Aclose(a);
         return bad(r, name);
@@ -62,16 +63,14 @@ static rc_status attr_i64(const h5r *r, hid_t loc, const char *name, int64_t *v)
     return RC_OK;
 }
 
+static rc_status attr_i64(const h5r *r, hid_t loc, const char *name, int64_t *v)
+{
+    return attr_num(r, loc, name, H5T_NATIVE_INT64, v);
+}
+
 static rc_status attr_f64(const h5r *r, hid_t loc, const char *name, double *v)
 {
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0 || H5Aread(a, H5T_NATIVE_DOUBLE, v) < 0) {
-        if (a >= 0)
-            H5Aclose(a);
-        return bad(r, name);
-    }
-    H5Aclose(a);
-    return RC_OK;
+    return attr_num(r, loc, name, H5T_NATIVE_DOUBLE, v);
 }
 
 /* read dataset `name` with dims (d0[, d1]) as mtype into fresh memory */
