@@ -10,6 +10,7 @@ PKGS=(
   libpcre2-dev libutf8proc-dev  # tokenizer.json: pre-tokenizer regexes, NFC
   check libsubunit-dev  # unit tests
   python3-h5py python3-numpy  # tools/check_results.py (run by the tests with /usr/bin/python3)
+  python3-matplotlib    # tools/plot_ratios.py (tests/check_plots.sh)
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -1,0 +1,197 @@
+#!/bin/bash
+# Pictures from result files (tools/plot_ratios.py): build fp32 and bf16 results with the
+# default model, plot one file and both, then check that every expected PNG exists, decodes
+# and has the size the tool sets, that the statistics it prints equal the file's attributes,
+# that the pictures are byte-for-byte reproducible, and that a file that is not a ratiocheck
+# result gives exit 2 with one line on stderr. Skips (77) unless Debian's /usr/bin/python3
+# has h5py, numpy and matplotlib (apt-get install python3-h5py python3-numpy python3-matplotlib).
+set -u
+RC="$1"
+SRC="$2"
+PY=/usr/bin/python3
+TOOL="$SRC/tools/plot_ratios.py"
+if ! "$PY" -c 'import h5py, numpy, matplotlib' 2>/dev/null; then
+  echo "SKIP: $PY cannot import h5py, numpy and matplotlib" \
+       "(apt-get install python3-h5py python3-numpy python3-matplotlib)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export MPLCONFIGDIR="$tmp/mplconfig"   # matplotlib's cache: never the user's home
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+for d in fp32 bf16; do
+  "$RC" --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q \
+    --dtype "$d" --num-prompts 8 --samples 2 --len 8,16,24 --out "$tmp/$d.h5" > /dev/null \
+    || { echo "FAIL: ratiocheck --dtype $d failed"; exit 1; }
+done
+
+plot() {  # plot NAME ARGS...: run the tool, keep stdout and stderr in $tmp/NAME.{out,err}
+  local name=$1; shift
+  "$PY" "$TOOL" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
+  local rc=$?
+  echo "== plot_ratios.py $* -> exit $rc"
+  return $rc
+}
+plot one "$tmp/fp32.h5" --out "$tmp/one" --prefix one || fail "plot of one file: $(cat "$tmp/one.err")"
+plot two "$tmp/fp32.h5" "$tmp/bf16.h5" --out "$tmp/two" --prefix two \
+  || fail "plot of two files: $(cat "$tmp/two.err")"
+plot again "$tmp/fp32.h5" "$tmp/bf16.h5" --out "$tmp/again" --prefix two \
+  || fail "second plot of two files: $(cat "$tmp/again.err")"
+for f in "$tmp"/two/*.png; do
+  cmp -s "$f" "$tmp/again/$(basename "$f")" || fail "$(basename "$f") differs between two runs"
+done
+# (stderr of a good run is not checked: matplotlib may log that it builds its font cache)
+
+"$PY" - "$tmp" <<'EOF' || status=1
+import os, re, struct, sys, zlib
+import h5py
+import numpy as np
+
+tmp = sys.argv[1]
+failures = []
+checks = 0
+
+def check(ok, msg):
+    global checks
+    checks += 1
+    if not ok:
+        failures.append(msg)
+
+# sizes plot_ratios.py sets (dpi 90) for a run with three lengths
+SIZES = {"hist": (1215, 540), "position": (990, 360), "lengths": (990, 360),
+         "scatter": (990, 360), "summary": (1260, 765), "overlay": (1080, 405)}
+PER_FILE = ["hist", "position", "lengths", "scatter"]
+expected = {"one": {f"one_{k}.png": SIZES[k] for k in PER_FILE + ["summary"]}}
+two = {f"two_{k}.png": SIZES[k] for k in ["overlay", "summary"]}
+for tag in ("fp32", "bf16"):
+    two.update({f"two_{tag}_{k}.png": SIZES[k] for k in PER_FILE + ["summary"]})
+expected["two"] = two
+
+def png_size(path):
+    """Decode the PNG (Pillow when there is one, else zlib and the chunk CRCs) -> (w, h)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        Image = None
+    if Image is not None:
+        with Image.open(path) as im:
+            im.load()
+            return im.size
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG signature")
+    pos, idat, ihdr = 8, b"", None
+    while pos < len(data):
+        n, typ = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        (crc,) = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
+        if zlib.crc32(typ + body) != crc:
+            raise ValueError(f"bad CRC in chunk {typ!r}")
+        if typ == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif typ == b"IDAT":
+            idat += body
+        elif typ == b"IEND":
+            break
+        pos += 12 + n
+    w, h, depth, ctype = ihdr[:4]
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+    raw = zlib.decompress(idat)
+    if len(raw) != h * (1 + (w * channels * depth + 7) // 8):
+        raise ValueError("image data has the wrong length")
+    return w, h
+
+STAT = re.compile(r"^(\S+) L=(\d+)((?: [a-z_0-9]+=\S+)+)$")
+CROSS = re.compile(r"^(\S+) cross La=(\d+) Lb=(\d+)((?: [a-z_]+=\S+)+)$")
+WROTE = re.compile(r"^wrote (\S+) (\d+)x(\d+)$")
+
+def close(a, b):
+    # rtol 1e-8 covers the %.9g printing; atol 1e-15 the rounding noise of k3 = mean(r - 1 - log r)
+    # near r = 1 (fp32 runs: terms ~1e-13 whose last bits depend on which exp() computed r),
+    # the tolerance tools/check_results.py uses too
+    a, b = float(a), float(b)
+    return bool(np.isclose(a, b, rtol=1e-8, atol=1e-15)) or (a != a and b != b)
+
+for run, files in expected.items():
+    outdir = os.path.join(tmp, run)
+    produced = sorted(x for x in os.listdir(outdir))
+    check(produced == sorted(files), f"{run}: files {produced}, expected {sorted(files)}")
+    for name, size in files.items():
+        path = os.path.join(outdir, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            got = png_size(path)
+            check(got == size, f"{run}/{name}: {got[0]}x{got[1]}, expected {size[0]}x{size[1]}")
+        except Exception as e:   # noqa: BLE001 - any decoding failure is a test failure
+            check(False, f"{run}/{name}: does not decode: {e}")
+        check(os.path.getsize(path) < 150_000, f"{run}/{name}: {os.path.getsize(path)} bytes")
+    seen_stats, seen_cross, wrote = set(), set(), {}
+    for line in open(os.path.join(tmp, run + ".out")).read().splitlines():
+        m, c, w = STAT.match(line), CROSS.match(line), WROTE.match(line)
+        if m:
+            path, L = m.group(1), int(m.group(2))
+            vals = dict(kv.split("=", 1) for kv in m.group(3).split())
+            with h5py.File(path, "r") as f:
+                a = f[f"len_{L:04d}"].attrs
+                for k in ("count", "mean", "std", "min", "max", "clipfrac", "k3"):
+                    check(k in vals, f"{run}: {path} L={L}: {k} not printed")
+                for k, v in vals.items():
+                    check(k in a, f"{run}: {path} L={L}: printed {k} is no attribute")
+                    if k in a:
+                        check(close(v, a[k]), f"{run}: {path} L={L} {k}: printed {v}, file {a[k]!r}")
+            seen_stats.add((path, L))
+        elif c:
+            path, la, lb = c.group(1), int(c.group(2)), int(c.group(3))
+            vals = dict(kv.split("=", 1) for kv in c.group(4).split())
+            with h5py.File(path, "r") as f:
+                g = f["cross_length"]
+                idx = [i for i, (x, y) in enumerate(zip(g["len_a"][...], g["len_b"][...]))
+                       if (x, y) == (la, lb)]
+                check(len(idx) == 1, f"{run}: {path} cross {la}/{lb} not in /cross_length")
+                for k, v in vals.items():
+                    if idx and k in g:
+                        check(close(v, g[k][idx[0]]),
+                              f"{run}: {path} cross {la}/{lb} {k}: printed {v}, file {g[k][idx[0]]!r}")
+            seen_cross.add((path, la, lb))
+        elif w:
+            wrote[os.path.basename(w.group(1))] = (int(w.group(2)), int(w.group(3)))
+        else:
+            check(False, f"{run}: unexpected output line {line!r}")
+    check(wrote == files, f"{run}: 'wrote' lines {wrote}, expected {files}")
+    inputs = [os.path.join(tmp, "fp32.h5")] + ([os.path.join(tmp, "bf16.h5")] if run == "two" else [])
+    for path in inputs:
+        with h5py.File(path, "r") as f:
+            lens = [int(x) for x in f.attrs["lengths"]]
+            pairs = list(zip(f["cross_length/len_a"][...], f["cross_length/len_b"][...]))
+        for L in lens:
+            check((path, L) in seen_stats, f"{run}: no statistics line for {path} L={L}")
+        for la, lb in pairs:
+            check((path, int(la), int(lb)) in seen_cross, f"{run}: no cross line {path} {la}/{lb}")
+
+for msg in failures:
+    print("MISMATCH", msg)
+print(f"{checks - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
+EOF
+
+# Files that are not ratiocheck results: exit 2, one line on stderr, nothing on stdout,
+# no picture written.
+"$PY" -c 'import h5py, sys; f = h5py.File(sys.argv[1], "w"); f["x"] = [1, 2]; f.attrs["format"] = "other"' \
+  "$tmp/other.h5"
+"$PY" -c 'import h5py, sys; h5py.File(sys.argv[1], "w")["x"] = [1, 2]' "$tmp/noattr.h5"
+echo "not an HDF5 file" > "$tmp/text.h5"
+for bad in other.h5 noattr.h5 text.h5 missing.h5; do
+  plot bad "$tmp/fp32.h5" "$tmp/$bad" --out "$tmp/bad"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "$bad: exit $rc, expected 2"
+  [ "$(wc -l < "$tmp/bad.err")" -eq 1 ] || fail "$bad: stderr is not one line: $(cat "$tmp/bad.err")"
+  grep -q "$bad" "$tmp/bad.err" || fail "$bad: the message does not name the file"
+  [ -s "$tmp/bad.out" ] && fail "$bad: wrote to stdout: $(head -3 "$tmp/bad.out")"
+  [ -e "$tmp/bad" ] && fail "$bad: created the output folder"
+  echo "   $(cat "$tmp/bad.err")"
+done
+[ $status -eq 0 ] && echo "plots: all checks passed"
+exit $status
