@@ -71,6 +71,7 @@ import safetensors  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors import safe_open  # noqa: E402
+from st_canonical import save_safetensors_canonical  # noqa: E402
 from safetensors.torch import save as st_save  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -283,24 +284,6 @@ def worker_main(args):
 # ----------------------------------------------------------------------------
 # driver (transformers 5.24)
 # ----------------------------------------------------------------------------
-
-def save_safetensors_canonical(tensors, path, metadata):
-    """safetensors save with the JSON header in a fixed order (sorted metadata)."""
-    raw = st_save(tensors, metadata=metadata)
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    meta = header.pop("__metadata__", {})
-    ordered = {"__metadata__": {k: meta[k] for k in sorted(meta)}}
-    for k in sorted(header, key=lambda k: (header[k]["data_offsets"][0], k)):
-        ordered[k] = header[k]
-    hb = json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    hb += b" " * (-len(hb) % 8)
-    with open(path, "wb") as f:
-        f.write(len(hb).to_bytes(8, "little"))
-        f.write(hb)
-        f.write(data)
-
 
 def sha256(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()

@@ -57,7 +57,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import transformers  # noqa: E402
 from safetensors import safe_open  # noqa: E402
-from safetensors.torch import save as st_save  # noqa: E402
+from st_canonical import save_safetensors_canonical  # noqa: E402
 from torch.utils import _pytree as pytree  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from transformers import (  # noqa: E402
@@ -515,31 +515,6 @@ def pad_logprobs(lps, dtype):
     for b, lp in enumerate(lps):
         t[b, : lp.shape[0]] = lp.to(dtype)
     return t
-
-
-def save_safetensors_canonical(tensors, path, metadata):
-    """safetensors.torch.save, with the JSON header re-serialised in a fixed order.
-
-    The Rust writer keeps `__metadata__` in a HashMap with a per-process random
-    hash seed, so its key order (and therefore the file bytes) changes from run
-    to run. The data section is left untouched; only the header is rewritten
-    (sorted metadata keys, tensors in data-offset order, padded with spaces to a
-    multiple of 8 bytes like the reference writer).
-    """
-    raw = st_save(tensors, metadata=metadata)
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    meta = header.pop("__metadata__", {})
-    ordered = {"__metadata__": {k: meta[k] for k in sorted(meta)}}
-    for k in sorted(header, key=lambda k: (header[k]["data_offsets"][0], k)):
-        ordered[k] = header[k]
-    hb = json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    hb += b" " * (-len(hb) % 8)
-    with open(path, "wb") as f:
-        f.write(len(hb).to_bytes(8, "little"))
-        f.write(hb)
-        f.write(data)
 
 
 def file_sha256(path):

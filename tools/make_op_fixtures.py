@@ -33,7 +33,6 @@ finite dt value for the scalar and unary ops).  Takes about a minute.
 
 import argparse
 import hashlib
-import json
 import math
 import operator
 import os
@@ -54,7 +53,7 @@ import torch.nn.functional as F  # noqa: E402
 import transformers  # noqa: E402
 import transformers.models.llama.modeling_llama as llama  # noqa: E402
 from safetensors import safe_open  # noqa: E402
-from safetensors.torch import save as st_save  # noqa: E402
+from st_canonical import save_safetensors_canonical as save_canonical  # noqa: E402
 
 SEED = 20260515
 N = 4096  # elementwise ops
@@ -982,23 +981,6 @@ def exhaustive(S):
 # --------------------------------------------------------------------------
 # output
 # --------------------------------------------------------------------------
-
-
-def save_canonical(tensors, path, metadata):
-    raw = st_save(tensors, metadata=metadata)
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8: 8 + n])
-    data = raw[8 + n:]
-    meta = header.pop("__metadata__", {})
-    ordered = {"__metadata__": {k: meta[k] for k in sorted(meta)}}
-    for k in sorted(header, key=lambda k: (header[k]["data_offsets"][0], k)):
-        ordered[k] = header[k]
-    hb = json.dumps(ordered, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    hb += b" " * (-len(hb) % 8)
-    with open(path, "wb") as f:
-        f.write(len(hb).to_bytes(8, "little"))
-        f.write(hb)
-        f.write(data)
 
 
 def versions():
