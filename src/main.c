@@ -17,6 +17,7 @@
 #include "model.h"
 #include "prompts.h"
 #include "rc_build_config.h"
+#include "rc_cuda.h"
 #include "results.h"
 #include "rollout.h"
 #include "status.h"
@@ -788,6 +789,8 @@ static const char *k_run_usage =
     "  --reference fp32|fp64|none  also re-score in fp32 (invariant kernels) or in\n"
     "                         float64, to report each path's own error (default none)\n"
     "  --threads N            CPU threads (default: all cores)\n"
+    "  --backend cpu|cuda|auto  where to compute (default auto = cpu for now;\n"
+    "                         cuda reports why no device is usable)\n"
     "Rollouts:\n"
     "  --prompts FILE         .txt (one prompt per line, \\n escapes), .jsonl\n"
     "                         ({\"prompt\": ..} or {\"tokens\": [..]}) or .ids (token ids)\n"
@@ -831,7 +834,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     enum {
         O_MODEL = 256, O_DTYPE, O_KERNELS, O_UPCAST, O_LPDT, O_REF, O_THREADS, O_PROMPTS, O_NPROMPTS,
         O_SAMPLES, O_LEN, O_BATCH, O_FBATCH, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_EOS, O_OUT, O_FORCE,
-        O_JSON, O_FAIL, O_SHOW, O_REPLAY,
+        O_JSON, O_FAIL, O_SHOW, O_REPLAY, O_BACKEND,
     };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL},
@@ -858,6 +861,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         {"fail-above", required_argument, NULL, O_FAIL},
         {"show", required_argument, NULL, O_SHOW},
         {"rollouts-from", required_argument, NULL, O_REPLAY},
+        {"backend", required_argument, NULL, O_BACKEND},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0},
@@ -866,6 +870,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     snprintf(model_default, sizeof model_default, "%s/models/pythia-rc-tiny", data_dir());
     snprintf(prompts_default, sizeof prompts_default, "%s/prompts/default.txt", data_dir());
     const char *model_dir = model_default, *prompts_path = prompts_default, *out_path = NULL, *replay = NULL;
+    const char *backend = "auto";
     rc_rollout_cfg cfg = {.samples = 2, .batch = 32, .forward_batch = 0, .seed = 0,
                           .sampling = {.top_k = 0, .top_p = 1.0}, .num = rc_numerics_fp32()};
     cfg.num.dt = RC_BF16;
@@ -920,6 +925,11 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         case O_FAIL: st = parse_gates(optarg, gates, &n_gates); break;
         case O_SHOW: st = parse_i64("--show", optarg, 0, 1 << 20, &show); break;
         case O_REPLAY: replay = optarg; break;
+        case O_BACKEND:
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "auto"))
+                st = rc_errorf(RC_ERR_USAGE, "--backend: '%s' is not one of cpu, cuda, auto", optarg);
+            backend = optarg;
+            break;
         case 'q': quiet = true; break;
         case 'h': fputs(k_run_usage, stdout); return 0;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -930,6 +940,16 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         return fail(st);
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    if (!strcmp(backend, "cuda")) {
+        /* no silent fallback: a reason when there is no usable device */
+        int nd;
+        char dev[256];
+        st = rc_cuda_probe(&nd, dev, sizeof dev);
+        if (st == RC_OK)
+            st = rc_errorf(RC_ERR_DEVICE, "CUDA backend: found %d device(s), %s, but the CUDA kernels are not written yet "
+                           "(use --backend cpu)", nd, dev);
+        return fail(st);
+    }
     cfg.seed = (uint64_t)seed;
     cfg.num.temperature = (float)temperature;
     cfg.num.logprob_dt = lp_same ? cfg.num.dt : RC_F32;

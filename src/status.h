@@ -10,6 +10,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     RC_OK = 0,
     RC_ERR_USAGE,       /* bad command line                        -> exit 2 */
@@ -35,6 +39,10 @@ const char *rc_last_error(void);
 void rc_clear_error(void);
 const char *rc_status_name(rc_status st);
 int rc_exit_code(rc_status st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #define RC_TRY(expr)                         \
     do {                                     \

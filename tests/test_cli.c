@@ -270,6 +270,7 @@ START_TEST(test_run_bad_options)
         {"--samples -1", "--samples"},
         {"--reference fp16", "--reference: 'fp16'"},
         {"--logprob-dtype bf16", "--logprob-dtype"},
+        {"--backend gpu", "--backend: 'gpu'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, "%s --out none %s", g_common, cases[i].opt);
@@ -286,6 +287,14 @@ START_TEST(test_run_bad_options)
     snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s --out none", p);
     ck_assert_int_eq(run(args), 4);
     ck_assert_ptr_nonnull(strstr(g_err, "text.ids:2:1: expected a token id"));
+    /* --backend cuda never falls back silently: exit 8 with the reason (on
+     * this machine: no device, or an empty CUDA_VISIBLE_DEVICES) */
+    snprintf(args, sizeof args, "%s --out none --backend cuda", g_common);
+    ck_assert_int_eq(run(args), 8);
+    ck_assert_ptr_nonnull(strstr(g_err, "CUDA backend: "));
+    ck_assert_int_eq(count_lines(g_err), 1);
+    snprintf(args, sizeof args, "%s --out none --backend cpu", g_common);
+    ck_assert_int_eq(run(args), 0);
     /* more positions than the model has */
     snprintf(args, sizeof args, "%s --out none --len 100", g_common);
     ck_assert_int_eq(run(args), 2);
