@@ -383,7 +383,7 @@ static rc_status load_normalizer(rc_tokenizer *t, const json_t *n)
     }
     if (t->n_norms == MAX_STEPS)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: too many normalizer steps", t->path);
-    norm_step *s = &t->norms[t->n_norms];
+    norm_step *s = &t->norms[t->n_norms++]; /* counted now: freed even if filling fails */
     memset(s, 0, sizeof *s);
     if (!strcmp(ty, "NFC"))
         s->kind = N_NFC;
@@ -409,7 +409,6 @@ static rc_status load_normalizer(rc_tokenizer *t, const json_t *n)
     } else {
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: normalizer \"%.40s\" is not supported", t->path, ty);
     }
-    t->n_norms++;
     return RC_OK;
 }
 
@@ -427,7 +426,7 @@ static rc_status load_pretok(rc_tokenizer *t, const json_t *p)
     }
     if (t->n_pres == MAX_STEPS)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: too many pre-tokenizer steps", t->path);
-    pre_step *s = &t->pres[t->n_pres];
+    pre_step *s = &t->pres[t->n_pres++]; /* counted now: freed even if filling fails */
     memset(s, 0, sizeof *s);
     if (!strcmp(ty, "ByteLevel")) {
         s->kind = P_BYTELEVEL;
@@ -474,7 +473,6 @@ static rc_status load_pretok(rc_tokenizer *t, const json_t *p)
     } else {
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: pre-tokenizer \"%.40s\" is not supported", t->path, ty);
     }
-    t->n_pres++;
     return RC_OK;
 }
 
@@ -492,7 +490,7 @@ static rc_status load_decoder(rc_tokenizer *t, const json_t *d)
     }
     if (t->n_decs == MAX_STEPS)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: too many decoder steps", t->path);
-    dec_step *s = &t->decs[t->n_decs];
+    dec_step *s = &t->decs[t->n_decs++]; /* counted now: freed even if filling fails */
     memset(s, 0, sizeof *s);
     if (!strcmp(ty, "ByteLevel"))
         s->kind = D_BYTELEVEL;
@@ -524,7 +522,6 @@ static rc_status load_decoder(rc_tokenizer *t, const json_t *d)
     } else {
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: decoder \"%.40s\" is not supported", t->path, ty);
     }
-    t->n_decs++;
     return RC_OK;
 }
 
