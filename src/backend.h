@@ -10,11 +10,17 @@
 #ifndef RC_BACKEND_H
 #define RC_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtype.h"
 #include "model.h"
+#include "ops_inline.h"
 #include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Description of the sequences in one forward call (host memory). Tokens of
  * all sequences are packed: sequence b owns rows [row0[b], row0[b] + n_new[b]). */
@@ -61,11 +67,19 @@ typedef struct rc_backend rc_backend;
 
 typedef struct {
     const char *name;
+    /* true when the backend's buffers are host memory (the CPU): forward.c
+     * then computes with the model's own fp32 weights in place */
+    bool host_memory;
     void (*destroy)(rc_backend *be);
     rc_status (*alloc)(rc_backend *be, int64_t n_floats, float **out);
     void (*free)(rc_backend *be, float *p);
     /* copy n floats host -> backend memory, rounding them to dt */
     rc_status (*upload)(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst);
+    /* copy n floats backend memory -> host */
+    rc_status (*download)(rc_backend *be, const float *src, int64_t n, float *host);
+    /* dst[i, :] = src[rows[i], :] for i < n, rows of row_len floats (rows: host) */
+    rc_status (*gather_rows)(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows,
+                             int64_t n, float *dst);
     /* out[r, :] = table[tokens[r], :], r < n (exact copy) */
     rc_status (*embed)(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
                        int64_t hidden, float *out);
@@ -75,9 +89,12 @@ typedef struct {
                       const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt,
                       float *out);
     /* y[M, N] = R(x[M, K] . W[N, K]^T + bias[N]), fp32 accumulation, bias added
-     * in fp32 before the single rounding */
+     * in fp32 before the single rounding. in_dt: a dtype every value of x and
+     * W is exactly representable in (RC_F32 when they differ); a backend may
+     * feed the GEMM operands of that dtype (cuBLAS bf16 / fp16 GEMMs, as
+     * frameworks do), which changes nothing but the speed. */
     rc_status (*matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
-                        int64_t N, const float *bias, rc_dtype out_dt, float *y);
+                        int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y);
     /* RoPE in place on the Q and K heads of packed qkv rows
      * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head:
      * x = R_out(R_out(x * c) + R_out(rotate_half(x) * s)), c, s = R_cs(cos/sin
@@ -116,10 +133,8 @@ struct rc_backend {
 rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out);
 void rc_backend_destroy(rc_backend *be);
 
-/* Round x to dt (identity for RC_F32). */
-static inline float rc_round_to(float x, rc_dtype dt)
-{
-    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
+#ifdef __cplusplus
 }
+#endif
 
 #endif

@@ -35,14 +35,12 @@
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "ops_inline.h"
 #include "util.h"
 
-#define ENGINE_SMALL_M 16    /* GEMMs with M <= this split K */
-#define ENGINE_SPLIT_K 4     /* slices */
-#define ENGINE_LARGE_M 256   /* GEMMs with M > this use K tiles */
-#define ENGINE_K_TILE 128
-#define ENGINE_PREFILL_TILE 64
-#define ENGINE_DECODE_CHUNK 32
+#define ENGINE_SMALL_M RC_ENGINE_SMALL_M
+#define ENGINE_LARGE_M RC_ENGINE_LARGE_M
+#define ENGINE_K_TILE RC_ENGINE_K_TILE
 
 const char *rc_kernels_name(rc_kernels k)
 {
@@ -79,79 +77,6 @@ static rc_status cpu_upload(rc_backend *be, const float *host, int64_t n, rc_dty
 
 /* ---- fixed-shape reductions ------------------------------------------- */
 
-#define MAX_LANES 64
-
-/* sum of a[i] (or a[i]*b[i] when b) with L interleaved partial sums */
-static inline float lanes_reduce(const float *a, const float *b, int64_t n, int L)
-{
-    float acc[MAX_LANES] = {0};
-    int64_t k = 0;
-    if (b) {
-        for (; k + L <= n; k += L)
-            for (int j = 0; j < L; j++)
-                acc[j] += a[k + j] * b[k + j];
-        for (int j = 0; k + j < n; j++)
-            acc[j] += a[k + j] * b[k + j];
-    } else {
-        for (; k + L <= n; k += L)
-            for (int j = 0; j < L; j++)
-                acc[j] += a[k + j];
-        for (int j = 0; k + j < n; j++)
-            acc[j] += a[k + j];
-    }
-    for (int w = L / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
-}
-
-/* Specialised copies so the compiler vectorises the common cases. The lane
- * trees are written out with constant trip counts (same order as
- * lanes_reduce: halves added pairwise, 8, 4, 2, 1). */
-static inline float tree16(float *acc)
-{
-    for (int j = 0; j < 8; j++)
-        acc[j] += acc[j + 8];
-    for (int j = 0; j < 4; j++)
-        acc[j] += acc[j + 4];
-    for (int j = 0; j < 2; j++)
-        acc[j] += acc[j + 2];
-    return acc[0] + acc[1];
-}
-
-static inline float tree8(float *acc)
-{
-    for (int j = 0; j < 4; j++)
-        acc[j] += acc[j + 4];
-    for (int j = 0; j < 2; j++)
-        acc[j] += acc[j + 2];
-    return acc[0] + acc[1];
-}
-
-static inline float dot16(const float *a, const float *b, int64_t n)
-{
-    float acc[16] = {0};
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16)
-        for (int j = 0; j < 16; j++)
-            acc[j] += a[k + j] * b[k + j];
-    for (int j = 0; k + j < n; j++)
-        acc[j] += a[k + j] * b[k + j];
-    return tree16(acc);
-}
-
-static inline float dot8(const float *a, const float *b, int64_t n)
-{
-    float acc[8] = {0};
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += a[k + j] * b[k + j];
-    for (int j = 0; k + j < n; j++)
-        acc[j] += a[k + j] * b[k + j];
-    return tree8(acc);
-}
-
 /* four dot8's at once (columns b, b + ldb, ...): the same order per output,
  * four independent chains for the CPU to overlap */
 static inline void dot8x4(const float *a, const float *b, int64_t ldb, int64_t n, float *out)
@@ -166,32 +91,7 @@ static inline void dot8x4(const float *a, const float *b, int64_t ldb, int64_t n
         for (int c = 0; c < 4; c++)
             acc[c][j] += a[k + j] * b[c * ldb + k + j];
     for (int c = 0; c < 4; c++)
-        out[c] = tree8(acc[c]);
-}
-
-/* split-K: ENGINE_SPLIT_K slices (slice length rounded up to 16), each a
- * 16-lane dot, partial sums added in slice order */
-static inline float dot_splitk(const float *a, const float *b, int64_t K)
-{
-    int64_t slice = (K + ENGINE_SPLIT_K - 1) / ENGINE_SPLIT_K;
-    slice = (slice + 15) / 16 * 16;
-    float sum = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += slice) {
-        int64_t n = K - k0 < slice ? K - k0 : slice;
-        sum += dot16(a + k0, b + k0, n);
-    }
-    return sum;
-}
-
-/* K tiles of ENGINE_K_TILE, each an 8-lane dot, tile sums added in order */
-static inline float dot_ktiles(const float *a, const float *b, int64_t K)
-{
-    float sum = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += ENGINE_K_TILE) {
-        int64_t n = K - k0 < ENGINE_K_TILE ? K - k0 : ENGINE_K_TILE;
-        sum += dot8(a + k0, b + k0, n);
-    }
-    return sum;
+        out[c] = rco_tree8(acc[c]);
 }
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -209,41 +109,11 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
                           const float *w, const float *b, double eps, rc_dtype mid_dt,
                           rc_dtype out_dt, float *out)
 {
-    int rms_lanes = be->kernels == RC_KERNELS_INVARIANT ? 16 : M < 16 ? 64 : 32;
+    const int rms_lanes = rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M);
     const float feps = (float)eps;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M; r++) {
-        const float *xr = x + r * H;
-        float *yr = out + r * H;
-        if (kind == RC_NORM_LAYER) {
-            float mean = lanes_reduce(xr, NULL, H, 16) / (float)H;
-            float acc[16] = {0};
-            int64_t k = 0;
-            for (; k + 16 <= H; k += 16)
-                for (int j = 0; j < 16; j++) {
-                    float d = xr[k + j] - mean;
-                    acc[j] += d * d;
-                }
-            for (int j = 0; k + j < H; j++) {
-                float d = xr[k + j] - mean;
-                acc[j] += d * d;
-            }
-            for (int wd = 8; wd >= 1; wd /= 2)
-                for (int j = 0; j < wd; j++)
-                    acc[j] += acc[j + wd];
-            float var = acc[0] / (float)H;
-            float rstd = 1.0f / sqrtf(var + feps);
-            for (int64_t i = 0; i < H; i++) {
-                float v = (xr[i] - mean) * rstd * w[i];
-                yr[i] = rc_round_to(b ? v + b[i] : v, out_dt);
-            }
-        } else {
-            float var = lanes_reduce(xr, xr, H, rms_lanes) / (float)H;
-            float rs = 1.0f / sqrtf(var + feps);
-            for (int64_t i = 0; i < H; i++)
-                yr[i] = rc_round_to(w[i] * rc_round_to(xr[i] * rs, mid_dt), out_dt);
-        }
-    }
+    for (int64_t r = 0; r < M; r++)
+        rco_norm_row(kind, x + r * H, H, w, b, feps, rms_lanes, mid_dt, out_dt, out + r * H);
     return RC_OK;
 }
 
@@ -278,18 +148,35 @@ gemm_tile(int kind, const float *x, int64_t K, const float *W, const float *bias
             }
         for (; n < n1; n++) {
             const float *a = x + m * K, *bw = W + n * K;
-            float v = kind == 0   ? dot16(a, bw, K)
-                      : kind == 1 ? dot8(a, bw, K)
-                      : kind == 2 ? dot_splitk(a, bw, K)
-                                  : dot_ktiles(a, bw, K);
+            float v = kind == 0   ? rco_dot16(a, bw, K)
+                      : kind == 1 ? rco_dot8(a, bw, K)
+                      : kind == 2 ? rco_dot_splitk(a, bw, K)
+                                  : rco_dot_ktiles(a, bw, K);
             y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
         }
     }
 }
 
-static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
-                            int64_t N, const float *bias, rc_dtype out_dt, float *y)
+static rc_status cpu_download(rc_backend *be, const float *src, int64_t n, float *host)
 {
+    (void)be;
+    memcpy(host, src, (size_t)n * sizeof *host);
+    return RC_OK;
+}
+
+static rc_status cpu_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows,
+                                 int64_t n, float *dst)
+{
+    (void)be;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + i * row_len, src + rows[i] * row_len, (size_t)row_len * sizeof *dst);
+    return RC_OK;
+}
+
+static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
+                            int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    (void)in_dt; /* fp32 arithmetic on the values either way */
     if (M == 0 || N == 0)
         return RC_OK;
     if (be->kernels == RC_KERNELS_BLAS) {
@@ -331,15 +218,8 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
 
 void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt)
 {
-    for (int64_t j = 0; j < half; j++) {
-        float x1 = v[j], x2 = v[j + half];
-        /* q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1); cos and sin
-         * repeat with period half (emb = cat(freqs, freqs)) */
-        float a1 = rc_round_to(x1 * c[j], out_dt), b1 = rc_round_to((-x2) * s[j], out_dt);
-        float a2 = rc_round_to(x2 * c[j], out_dt), b2 = rc_round_to(x1 * s[j], out_dt);
-        v[j] = rc_round_to(a1 + b1, out_dt);
-        v[j + half] = rc_round_to(a2 + b2, out_dt);
-    }
+    for (int64_t j = 0; j < half; j++)
+        rco_rope_pair(v + j, v + j + half, c[j], s[j], out_dt);
 }
 
 static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
@@ -355,110 +235,30 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
     for (int64_t r = 0; r < bd->n_rows; r++) {
         float c[2048], s[2048]; /* rd <= head_dim <= 4096 */
         const float p = (float)bd->pos[r];
-        for (int64_t j = 0; j < half; j++) {
-            float f = p * inv_freq[j]; /* HF: inv_freq @ position_ids in fp32 */
-            c[j] = rc_round_to(cosf(f), cs_dt);
-            s[j] = rc_round_to(sinf(f), cs_dt);
-        }
+        for (int64_t j = 0; j < half; j++)
+            rco_rope_cs(p, inv_freq[j], cs_dt, &c[j], &s[j]);
         for (int64_t h = 0; h < nheads_rot; h++)
             rc_cpu_rope_apply(qkv + r * row_len + h * d, c, s, half, out_dt);
     }
     return RC_OK;
 }
 
-/* softmax statistics (max m, sum l of exp(s - m)) over sc[0..n) */
-static void softmax_stats(const float *sc, int64_t n, int mode, float *m_out, float *l_out);
-
 float rc_cpu_score(const float *q, const float *k, int64_t d, int lanes, float scale, rc_dtype score_dt)
 {
-    float dot = lanes == 8 ? dot8(q, k, d) : dot16(q, k, d);
-    return score_dt == RC_F32 ? dot * scale : rc_round_to(rc_round_to(dot, score_dt) * scale, score_dt);
+    return rco_score(q, k, d, lanes, scale, score_dt);
 }
 
 void rc_cpu_softmax(float *sc, int64_t n, int mode, rc_dtype prob_dt)
 {
-    float m, l;
-    softmax_stats(sc, n, mode, &m, &l);
-    for (int64_t j = 0; j < n; j++)
-        sc[j] = rc_round_to(expf(sc[j] - m) / l, prob_dt);
+    float ms[RC_SOFTMAX_MAX_CHUNKS], ls[RC_SOFTMAX_MAX_CHUNKS];
+    rco_softmax(sc, n, mode, prob_dt, ms, ls);
 }
 
 void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t tile, rc_dtype out_dt,
                float *acc, float *out)
 {
-    for (int64_t t = 0; t < d; t++)
-        acc[t] = 0.0f;
-    if (tile <= 0) { /* one pass in key order */
-        for (int64_t j = 0; j < nk; j++)
-            for (int64_t t = 0; t < d; t++)
-                acc[t] += p[j] * V[j * d + t];
-    } else { /* partial sums per tile of keys, added in order */
-        float part[4096];
-        for (int64_t t0 = 0; t0 < nk; t0 += tile) {
-            int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
-            for (int64_t t = 0; t < d; t++)
-                part[t] = 0.0f;
-            for (int64_t j = t0; j < t1; j++)
-                for (int64_t t = 0; t < d; t++)
-                    part[t] += p[j] * V[j * d + t];
-            for (int64_t t = 0; t < d; t++)
-                acc[t] += part[t];
-        }
-    }
-    for (int64_t t = 0; t < d; t++)
-        out[t] = rc_round_to(acc[t], out_dt);
-}
-
-static void softmax_stats(const float *sc, int64_t n, int mode, float *m_out, float *l_out)
-{
-    if (mode == 0) { /* one pass in order */
-        float m = -INFINITY, l = 0.0f;
-        for (int64_t j = 0; j < n; j++)
-            m = sc[j] > m ? sc[j] : m;
-        for (int64_t j = 0; j < n; j++)
-            l += expf(sc[j] - m);
-        *m_out = m;
-        *l_out = l;
-    } else if (mode == 1) { /* prefill: online over tiles */
-        float m = -INFINITY, l = 0.0f;
-        for (int64_t t0 = 0; t0 < n; t0 += ENGINE_PREFILL_TILE) {
-            int64_t t1 = t0 + ENGINE_PREFILL_TILE < n ? t0 + ENGINE_PREFILL_TILE : n;
-            float mt = -INFINITY;
-            for (int64_t j = t0; j < t1; j++)
-                mt = sc[j] > mt ? sc[j] : mt;
-            float mn = mt > m ? mt : m;
-            float lt = 0.0f;
-            for (int64_t j = t0; j < t1; j++)
-                lt += expf(sc[j] - mn);
-            l = (m == -INFINITY ? 0.0f : l * expf(m - mn)) + lt;
-            m = mn;
-        }
-        *m_out = m;
-        *l_out = l;
-    } else { /* decode: split over chunks, merged */
-        float ms[512], ls[512]; /* chunks: n / 32 <= 512 -> n <= 16384 handled below */
-        int64_t chunk = ENGINE_DECODE_CHUNK;
-        while ((n + chunk - 1) / chunk > 512)
-            chunk *= 2;
-        int64_t nc = 0;
-        float m = -INFINITY;
-        for (int64_t t0 = 0; t0 < n; t0 += chunk, nc++) {
-            int64_t t1 = t0 + chunk < n ? t0 + chunk : n;
-            float mc = -INFINITY, lc = 0.0f;
-            for (int64_t j = t0; j < t1; j++)
-                mc = sc[j] > mc ? sc[j] : mc;
-            for (int64_t j = t0; j < t1; j++)
-                lc += expf(sc[j] - mc);
-            ms[nc] = mc;
-            ls[nc] = lc;
-            m = mc > m ? mc : m;
-        }
-        float l = 0.0f;
-        for (int64_t c = 0; c < nc; c++)
-            l += ls[c] * expf(ms[c] - m);
-        *m_out = m;
-        *l_out = l;
-    }
+    float part[4096];
+    rco_pv(p, V, nk, d, tile, out_dt, acc, part, out);
 }
 
 static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
@@ -490,7 +290,8 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     for (int64_t b = 0; b < bd->n_seq; b++)
         if (bd->start[b] + bd->n_new[b] > max_keys)
             max_keys = bd->start[b] + bd->n_new[b];
-    const int64_t per_thread = max_keys + d;
+    /* per thread: scores, chunk statistics (2 x RC_SOFTMAX_MAX_CHUNKS), acc and part */
+    const int64_t per_thread = max_keys + 2 * RC_SOFTMAX_MAX_CHUNKS + 2 * d;
     float *scratch = malloc((size_t)omp_get_max_threads() * (size_t)per_thread * sizeof(float));
     if (!scratch)
         return rc_errorf(RC_ERR_NOMEM, "out of memory in attention");
@@ -499,45 +300,19 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     for (int64_t wi = 0; wi < work; wi++) {
         const int64_t r = wi / nh, h = wi % nh;
         float *sc = scratch + (size_t)omp_get_thread_num() * (size_t)per_thread;
-        float *acc = sc + max_keys;
+        float *ms = sc + max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
         const int64_t b = bd->seq_of_row[r];
         const int64_t p = bd->pos[r];
-        int64_t lo = 0;
-        if (cfg->sliding_window > 0 && p - cfg->sliding_window + 1 > 0)
-            lo = p - cfg->sliding_window + 1;
-        const int64_t nk = p - lo + 1;
-        const float *q = qkv + r * row_len + h * d;
+        const int64_t lo = rco_attn_lo(p, cfg->sliding_window);
         const int64_t kvh = h / group;
         const float *Kh = K + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
         const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
-        /* 0: invariant, 1: engine prefill, 2: engine decode */
-        const int mode = invariant ? 0 : bd->n_new[b] > 1 ? 1 : 2;
-        for (int64_t j = 0; j < nk; j++)
-            sc[j] = rc_cpu_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, scale, an->score_dt);
-        rc_cpu_softmax(sc, nk, mode, an->prob_dt);
-        int64_t tile = mode == 0 ? 0 : ENGINE_DECODE_CHUNK;
-        if (mode == 1) /* split-K slices of the padded key length */
-            tile = (max_keys + ENGINE_SPLIT_K - 1) / ENGINE_SPLIT_K;
-        rc_cpu_pv(sc, Vh, nk, d, tile, an->out_dt, acc, out + r * nh * d + h * d);
+        rco_attn_row(qkv + r * row_len + h * d, Kh, Vh, p - lo + 1, d, scale, rco_attn_mode(invariant, bd->n_new[b]),
+                     max_keys, an->score_dt, an->prob_dt, an->out_dt, sc, ms, ls, acc, acc + d,
+                     out + r * nh * d + h * d);
     }
     free(scratch);
     return RC_OK;
-}
-
-static inline float act1(rc_act act, float x)
-{
-    switch (act) {
-    case RC_ACT_GELU_ERF:
-        return x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
-    case RC_ACT_GELU_TANH: {
-        const float kBeta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5);
-        float inner = kBeta * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.0f + tanhf(inner));
-    }
-    case RC_ACT_SILU:
-        return x / (1.0f + expf(-x));
-    }
-    return x;
 }
 
 static rc_status cpu_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
@@ -545,7 +320,7 @@ static rc_status cpu_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dty
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        x[i] = rc_round_to(act1(act, x[i]), out_dt);
+        x[i] = rc_round_to(rco_act1(act, x[i]), out_dt);
     return RC_OK;
 }
 
@@ -555,7 +330,7 @@ static rc_status cpu_act_mul(rc_backend *be, rc_act act, float *gate, const floa
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        gate[i] = rc_round_to(rc_round_to(act1(act, gate[i]), act_dt) * up[i], out_dt);
+        gate[i] = rc_round_to(rc_round_to(rco_act1(act, gate[i]), act_dt) * up[i], out_dt);
     return RC_OK;
 }
 
@@ -569,73 +344,27 @@ static rc_status cpu_add(rc_backend *be, const float *a, const float *b, int64_t
     return RC_OK;
 }
 
-/* sum of exp(z - m) with 16 lanes */
-static float lanes_reduce_exp(const float *z, int64_t n, float m)
-{
-    float acc[16] = {0};
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16)
-        for (int j = 0; j < 16; j++)
-            acc[j] += expf(z[k + j] - m);
-    for (int j = 0; k + j < n; j++)
-        acc[j] += expf(z[k + j] - m);
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            acc[j] += acc[j + w];
-    return acc[0];
-}
-
 static rc_status cpu_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V,
                               float temperature, rc_dtype lp_dt, float *full_out,
                               const int32_t *targets, float *target_out)
 {
     (void)be;
-    rc_status st = RC_OK;
-    float *zbuf = malloc((size_t)omp_get_max_threads() * (size_t)V * sizeof(float));
-    if (!zbuf)
-        return rc_errorf(RC_ERR_NOMEM, "out of memory in log-softmax");
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M; r++) {
-        float *z = zbuf + (size_t)omp_get_thread_num() * (size_t)V;
-        const float *x = logits + r * V;
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < V; i++) {
-            z[i] = temperature == 1.0f ? x[i] : rc_round_to(x[i] / temperature, lp_dt);
-            mx = z[i] > mx ? z[i] : mx;
-        }
-        if (lp_dt == RC_F32) {
-            /* fp32 log-probs with an fp64 log-sum-exp */
-            double sum = 0.0;
-            for (int64_t i = 0; i < V; i++)
-                sum += exp((double)z[i] - (double)mx);
-            double lse = (double)mx + log(sum);
-            if (full_out)
-                for (int64_t i = 0; i < V; i++)
-                    full_out[r * V + i] = (float)((double)z[i] - lse);
-            if (targets && target_out)
-                target_out[r] = (float)((double)z[targets[r]] - lse);
-        } else {
-            /* F.log_softmax on a bf16/fp16 tensor: fp32 inside,
-             * (x - max) - log(sum exp(x - max)), one rounding to the dtype */
-            float sum = lanes_reduce_exp(z, V, mx);
-            float ls = logf(sum);
-            if (full_out)
-                for (int64_t i = 0; i < V; i++)
-                    full_out[r * V + i] = rc_round_to((z[i] - mx) - ls, lp_dt);
-            if (targets && target_out)
-                target_out[r] = rc_round_to((z[targets[r]] - mx) - ls, lp_dt);
-        }
-    }
-    free(zbuf);
-    return st;
+    for (int64_t r = 0; r < M; r++)
+        rco_logprob_row(logits + r * V, V, temperature, lp_dt, full_out ? full_out + r * V : NULL,
+                        targets && target_out ? targets[r] : -1, target_out ? target_out + r : NULL);
+    return RC_OK;
 }
 
 static const rc_backend_ops k_cpu_ops = {
     .name = "cpu",
+    .host_memory = true,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_upload,
+    .download = cpu_download,
+    .gather_rows = cpu_gather_rows,
     .embed = cpu_embed,
     .norm = cpu_norm,
     .matmul = cpu_matmul,

@@ -77,8 +77,9 @@ static rc_status engine_weights(rc_engine *e)
     const rc_config *c = &m->cfg;
     rc_backend *be = e->be;
     e->w = m->w;
-    if (e->num.dt != RC_F32) {
-        /* weights rounded to the dtype once, at load */
+    if (e->num.dt != RC_F32 || !be->ops->host_memory) {
+        /* weights rounded to the dtype once, at load (and copied to the
+         * device for a GPU backend) */
         RC_TRY(be->ops->alloc(be, m->arena_len, &e->w_arena));
         RC_TRY(be->ops->upload(be, m->arena, m->arena_len, e->num.dt, e->w_arena));
         const float *A = m->arena;
@@ -88,6 +89,11 @@ static rc_status engine_weights(rc_engine *e)
         e->w.lnf_b = reloc(m->w.lnf_b, A, B);
         e->w.lm_head = reloc(m->w.lm_head, A, B);
         e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
+        if (!be->ops->host_memory && c->rotary_dim > 0) {
+            RC_TRY(be->ops->alloc(be, c->rotary_dim / 2, &e->inv_freq_own));
+            RC_TRY(be->ops->upload(be, m->w.inv_freq, c->rotary_dim / 2, RC_F32, e->inv_freq_own));
+            e->w.inv_freq = e->inv_freq_own;
+        }
         e->w.layers = calloc((size_t)c->n_layers, sizeof *e->w.layers);
         if (!e->w.layers)
             return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -118,7 +124,7 @@ void rc_engine_free(rc_engine *e)
     if (e->w_arena)
         free(e->w.layers);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits,
-                     e->kv.k, e->kv.v, e->w_arena, e->lm_head_own};
+                     e->kv.k, e->kv.v, e->w_arena, e->lm_head_own, e->inv_freq_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             e->be->ops->free(e->be, bufs[i]);
@@ -222,6 +228,12 @@ static rounding rounding_rules(const rc_numerics *n)
     return r;
 }
 
+/* the dtype both GEMM operands are exact in (RC_F32 when they differ) */
+static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
+{
+    return x_dt == w_dt ? x_dt : RC_F32;
+}
+
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
     const rc_model *m = e->model;
@@ -231,28 +243,30 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rounding rr = rounding_rules(&e->num);
     const int64_t R = bd->n_rows, H = c->hidden, I = c->intermediate, d = c->head_dim;
     const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d, att_w = c->n_heads * d;
+    const rc_dtype wd = e->num.dt; /* the weights' values */
+    const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
 
     RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         /* attention block */
         RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, rr.norm, rr.norm, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, rr.linear, e->qkv));
+        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, in_norm, rr.linear, e->qkv));
         RC_TRY(op->rope(be, e->qkv, bd, c, e->w.inv_freq, rr.rope_cs, rr.rope));
         RC_TRY(op->attention(be, e->qkv, bd, c, &e->kv, l, &rr.attn, e->att));
-        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, rr.linear, e->tmp)); /* attn_out */
+        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, in_att, rr.linear, e->tmp)); /* attn_out */
         /* MLP input: parallel residual reads x, sequential reads x + attn_out */
         if (!c->parallel_residual)
             RC_TRY(op->add(be, e->tmp, e->x, R * H, rr.residual, e->x)); /* x = attn_out + x */
         RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln2_w, L->ln2_b, c->norm_eps, rr.norm, rr.norm, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, L->b_up, rr.linear, e->mlp_a));
+        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, L->b_up, in_norm, rr.linear, e->mlp_a));
         if (c->gated_mlp) {
-            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, L->b_gate, rr.linear, e->mlp_b));
+            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, L->b_gate, in_norm, rr.linear, e->mlp_b));
             RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, R * I, rr.act, rr.act)); /* act(gate) * up */
-            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, L->b_down, rr.linear, e->h));
+            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, L->b_down, in_act, rr.linear, e->h));
         } else {
             RC_TRY(op->act(be, c->act, e->mlp_a, R * I, rr.act));
-            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, L->b_down, rr.linear, e->h));
+            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, L->b_down, in_act, rr.linear, e->h));
         }
         if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
             RC_TRY(op->add(be, e->h, e->tmp, R * H, rr.residual, e->h));
@@ -318,12 +332,14 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     const int64_t H = c->hidden, V = c->vocab;
     for (int64_t i0 = 0; i0 < n_out && s == RC_OK; i0 += e->logit_rows) {
         int64_t n = n_out - i0 < e->logit_rows ? n_out - i0 : e->logit_rows;
-        for (int64_t i = 0; i < n; i++) /* gather rows (host-side indices) */
-            memcpy(e->tmp + i * H, e->x + out_rows[i0 + i] * H, (size_t)H * sizeof(float));
-        s = op->norm(e->be, c->norm, e->tmp, n, H, e->w.lnf_w, e->w.lnf_b, c->norm_eps, rr.norm,
+        s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->tmp);
+        if (s == RC_OK)
+            s = op->norm(e->be, c->norm, e->tmp, n, H, e->w.lnf_w, e->w.lnf_b, c->norm_eps, rr.norm,
                      rr.norm, e->h);
         if (s == RC_OK)
-            s = op->matmul(e->be, e->h, n, H, e->w.lm_head, V, NULL, rr.logits, e->logits);
+            s = op->matmul(e->be, e->h, n, H, e->w.lm_head, V, NULL,
+                           gemm_in(rr.norm, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt), rr.logits,
+                           e->logits);
         if (s == RC_OK)
             s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
                              full_out ? full_out + i0 * V : NULL, targets ? targets + i0 : NULL,

@@ -38,6 +38,7 @@ typedef struct {
     rc_weights w;        /* the weights this engine computes with (rounded to num.dt) */
     float *w_arena;      /* owned copy when rounding was needed, else NULL */
     float *lm_head_own;  /* owned fp32 LM head for --upcast lm_head, else NULL */
+    float *inv_freq_own; /* RoPE inv_freq in the backend's memory (GPU), else NULL */
     rc_kv_cache kv;
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;

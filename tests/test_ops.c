@@ -204,9 +204,9 @@ START_TEST(test_linear)
     float *got = malloc(sizeof(float) * no);
     const char *names[] = {"linear (invariant)", "linear (engine)", "linear (blas)"};
     for (int k = 0; k < 3; k++) {
-        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, w, N, b, g_dt, got) == RC_OK);
+        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, w, N, b, RC_F32, g_dt, got) == RC_OK);
         WITHIN_1ULP(names[k], got, want, no, g_dt);
-        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, w, N, NULL, g_dt, got) == RC_OK);
+        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, w, N, NULL, RC_F32, g_dt, got) == RC_OK);
         WITHIN_1ULP("linear without bias", got, want_nb, no, g_dt);
     }
     free(x); free(w); free(b); free(want); free(want_nb); free(got);

@@ -1,0 +1,398 @@
+/* The arithmetic of every op, one output (row, score, element) at a time,
+ * written once and compiled twice: into the CPU backend (backend_cpu.c, the
+ * reference) and into the CUDA kernels (the kernels/ .cu files, built with nvcc
+ * -fmad=false). A CUDA kernel is "one thread per output, calling the function
+ * here"; so a kernel and its CPU twin run the same sequence of fp32
+ * operations, and differ only where the two math libraries do (expf, erff,
+ * tanhf, cosf, sinf, logf on the GPU are not correctly rounded; + - * / and
+ * sqrtf are IEEE on both). The reduction orders are those of backend_cpu.c's
+ * table; "L lanes" = lane j sums elements j, j+L, ... then the lanes are
+ * added in a fixed pairwise tree.
+ *
+ * Scratch arrays are passed in by the caller (stack on the CPU, a device
+ * workspace on the GPU). Plain C11 that nvcc also accepts. */
+#ifndef RC_OPS_INLINE_H
+#define RC_OPS_INLINE_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "model.h"
+
+#define RC_ENGINE_SMALL_M 16 /* GEMMs with M <= this split K */
+#define RC_ENGINE_SPLIT_K 4  /* slices */
+#define RC_ENGINE_LARGE_M 256 /* GEMMs with M > this use K tiles */
+#define RC_ENGINE_K_TILE 128
+#define RC_ENGINE_PREFILL_TILE 64
+#define RC_ENGINE_DECODE_CHUNK 32
+#define RC_MAX_LANES 64
+#define RC_SOFTMAX_MAX_CHUNKS 512 /* decode: at most this many chunks (ms, ls scratch) */
+
+/* Round x to dt (identity for RC_F32). */
+RC_HD static inline float rc_round_to(float x, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
+}
+
+/* ---- fixed-shape reductions ------------------------------------------- */
+
+RC_HD static inline float rco_tree16(float *acc)
+{
+    for (int j = 0; j < 8; j++)
+        acc[j] += acc[j + 8];
+    for (int j = 0; j < 4; j++)
+        acc[j] += acc[j + 4];
+    for (int j = 0; j < 2; j++)
+        acc[j] += acc[j + 2];
+    return acc[0] + acc[1];
+}
+
+RC_HD static inline float rco_tree8(float *acc)
+{
+    for (int j = 0; j < 4; j++)
+        acc[j] += acc[j + 4];
+    for (int j = 0; j < 2; j++)
+        acc[j] += acc[j + 2];
+    return acc[0] + acc[1];
+}
+
+/* sum of a[i] (or a[i]*b[i] when b) with L <= RC_MAX_LANES partial sums */
+RC_HD static inline float rco_lanes_reduce(const float *a, const float *b, int64_t n, int L)
+{
+    float acc[RC_MAX_LANES];
+    for (int j = 0; j < L; j++)
+        acc[j] = 0.0f;
+    int64_t k = 0;
+    if (b) {
+        for (; k + L <= n; k += L)
+            for (int j = 0; j < L; j++)
+                acc[j] += a[k + j] * b[k + j];
+        for (int j = 0; k + j < n; j++)
+            acc[j] += a[k + j] * b[k + j];
+    } else {
+        for (; k + L <= n; k += L)
+            for (int j = 0; j < L; j++)
+                acc[j] += a[k + j];
+        for (int j = 0; k + j < n; j++)
+            acc[j] += a[k + j];
+    }
+    for (int w = L / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    return acc[0];
+}
+
+RC_HD static inline float rco_dot16(const float *a, const float *b, int64_t n)
+{
+    float acc[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int j = 0; j < 16; j++)
+            acc[j] += a[k + j] * b[k + j];
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * b[k + j];
+    return rco_tree16(acc);
+}
+
+RC_HD static inline float rco_dot8(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[k + j] * b[k + j];
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * b[k + j];
+    return rco_tree8(acc);
+}
+
+/* split-K: RC_ENGINE_SPLIT_K slices (slice length rounded up to 16), each a
+ * 16-lane dot, partial sums added in slice order */
+RC_HD static inline float rco_dot_splitk(const float *a, const float *b, int64_t K)
+{
+    int64_t slice = (K + RC_ENGINE_SPLIT_K - 1) / RC_ENGINE_SPLIT_K;
+    slice = (slice + 15) / 16 * 16;
+    float sum = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += slice) {
+        int64_t n = K - k0 < slice ? K - k0 : slice;
+        sum += rco_dot16(a + k0, b + k0, n);
+    }
+    return sum;
+}
+
+/* K tiles of RC_ENGINE_K_TILE, each an 8-lane dot, tile sums added in order */
+RC_HD static inline float rco_dot_ktiles(const float *a, const float *b, int64_t K)
+{
+    float sum = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += RC_ENGINE_K_TILE) {
+        int64_t n = K - k0 < RC_ENGINE_K_TILE ? K - k0 : RC_ENGINE_K_TILE;
+        sum += rco_dot8(a + k0, b + k0, n);
+    }
+    return sum;
+}
+
+/* ---- norms ----------------------------------------------------------------- */
+
+/* RMSNorm's lanes: a fixed 16 for invariant kernels, else by M like torch */
+RC_HD static inline int rco_rms_lanes(int invariant, int64_t M)
+{
+    return invariant ? 16 : M < 16 ? 64 : 32;
+}
+
+/* One row of LayerNorm (16 lanes for mean and variance) or RMSNorm (HF Llama
+ * order: w * R_mid(x * rsqrt(mean(x^2) + eps))). */
+RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_t H, const float *w,
+                                      const float *b, float feps, int rms_lanes, rc_dtype mid_dt,
+                                      rc_dtype out_dt, float *yr)
+{
+    if (kind == RC_NORM_LAYER) {
+        float mean = rco_lanes_reduce(xr, 0, H, 16) / (float)H;
+        float acc[16] = {0};
+        int64_t k = 0;
+        for (; k + 16 <= H; k += 16)
+            for (int j = 0; j < 16; j++) {
+                float d = xr[k + j] - mean;
+                acc[j] += d * d;
+            }
+        for (int j = 0; k + j < H; j++) {
+            float d = xr[k + j] - mean;
+            acc[j] += d * d;
+        }
+        for (int wd = 8; wd >= 1; wd /= 2)
+            for (int j = 0; j < wd; j++)
+                acc[j] += acc[j + wd];
+        float var = acc[0] / (float)H;
+        float rstd = 1.0f / sqrtf(var + feps);
+        for (int64_t i = 0; i < H; i++) {
+            float v = (xr[i] - mean) * rstd * w[i];
+            yr[i] = rc_round_to(b ? v + b[i] : v, out_dt);
+        }
+    } else {
+        float var = rco_lanes_reduce(xr, xr, H, rms_lanes) / (float)H;
+        float rs = 1.0f / sqrtf(var + feps);
+        for (int64_t i = 0; i < H; i++)
+            yr[i] = rc_round_to(w[i] * rc_round_to(xr[i] * rs, mid_dt), out_dt);
+    }
+}
+
+/* ---- RoPE ------------------------------------------------------------------- */
+
+/* cos and sin of the fp32 angle pos * inv_freq (HF: inv_freq @ position_ids
+ * in fp32), rounded to cs_dt */
+RC_HD static inline void rco_rope_cs(float pos, float inv_freq, rc_dtype cs_dt, float *c, float *s)
+{
+    float f = pos * inv_freq;
+    *c = rc_round_to(cosf(f), cs_dt);
+    *s = rc_round_to(sinf(f), cs_dt);
+}
+
+/* one rotary pair (x1 = v[j], x2 = v[j + half]):
+ * q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1) */
+RC_HD static inline void rco_rope_pair(float *x1p, float *x2p, float c, float s, rc_dtype out_dt)
+{
+    float x1 = *x1p, x2 = *x2p;
+    float a1 = rc_round_to(x1 * c, out_dt), b1 = rc_round_to((-x2) * s, out_dt);
+    float a2 = rc_round_to(x2 * c, out_dt), b2 = rc_round_to(x1 * s, out_dt);
+    *x1p = rc_round_to(a1 + b1, out_dt);
+    *x2p = rc_round_to(a2 + b2, out_dt);
+}
+
+/* ---- attention -------------------------------------------------------------- */
+
+/* attention modes: 0 invariant, 1 engine prefill, 2 engine decode */
+RC_HD static inline int rco_attn_mode(int invariant, int64_t n_new)
+{
+    return invariant ? 0 : n_new > 1 ? 1 : 2;
+}
+
+/* One score: q.k over d with 8 or 16 lanes, times scale; with an MD
+ * score_dt, R(R(q.k) * scale) (matmul, then * scaling). */
+RC_HD static inline float rco_score(const float *q, const float *k, int64_t d, int lanes, float scale,
+                                    rc_dtype score_dt)
+{
+    float dot = lanes == 8 ? rco_dot8(q, k, d) : rco_dot16(q, k, d);
+    return score_dt == RC_F32 ? dot * scale : rc_round_to(rc_round_to(dot, score_dt) * scale, score_dt);
+}
+
+/* softmax statistics (max m, sum l of exp(s - m)) over sc[0..n). ms, ls:
+ * RC_SOFTMAX_MAX_CHUNKS floats each (used by mode 2) */
+RC_HD static inline void rco_softmax_stats(const float *sc, int64_t n, int mode, float *ms, float *ls,
+                                           float *m_out, float *l_out)
+{
+    if (mode == 0) { /* one pass in order */
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            m = sc[j] > m ? sc[j] : m;
+        for (int64_t j = 0; j < n; j++)
+            l += expf(sc[j] - m);
+        *m_out = m;
+        *l_out = l;
+    } else if (mode == 1) { /* prefill: online over tiles */
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t t0 = 0; t0 < n; t0 += RC_ENGINE_PREFILL_TILE) {
+            int64_t t1 = t0 + RC_ENGINE_PREFILL_TILE < n ? t0 + RC_ENGINE_PREFILL_TILE : n;
+            float mt = -INFINITY;
+            for (int64_t j = t0; j < t1; j++)
+                mt = sc[j] > mt ? sc[j] : mt;
+            float mn = mt > m ? mt : m;
+            float lt = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                lt += expf(sc[j] - mn);
+            l = (m == -INFINITY ? 0.0f : l * expf(m - mn)) + lt;
+            m = mn;
+        }
+        *m_out = m;
+        *l_out = l;
+    } else { /* decode: split over chunks, merged */
+        int64_t chunk = RC_ENGINE_DECODE_CHUNK;
+        while ((n + chunk - 1) / chunk > RC_SOFTMAX_MAX_CHUNKS)
+            chunk *= 2;
+        int64_t nc = 0;
+        float m = -INFINITY;
+        for (int64_t t0 = 0; t0 < n; t0 += chunk, nc++) {
+            int64_t t1 = t0 + chunk < n ? t0 + chunk : n;
+            float mc = -INFINITY, lc = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                mc = sc[j] > mc ? sc[j] : mc;
+            for (int64_t j = t0; j < t1; j++)
+                lc += expf(sc[j] - mc);
+            ms[nc] = mc;
+            ls[nc] = lc;
+            m = mc > m ? mc : m;
+        }
+        float l = 0.0f;
+        for (int64_t c = 0; c < nc; c++)
+            l += ls[c] * expf(ms[c] - m);
+        *m_out = m;
+        *l_out = l;
+    }
+}
+
+/* In place: scores -> R(softmax) computed in fp32 (ms, ls as above). */
+RC_HD static inline void rco_softmax(float *sc, int64_t n, int mode, rc_dtype prob_dt, float *ms, float *ls)
+{
+    float m, l;
+    rco_softmax_stats(sc, n, mode, ms, ls, &m, &l);
+    for (int64_t j = 0; j < n; j++)
+        sc[j] = rc_round_to(expf(sc[j] - m) / l, prob_dt);
+}
+
+/* out[d] = R(sum_j p[j] * V[j, :]) with fp32 accumulation; tile <= 0: in key
+ * order, else per tile of keys then added in order. acc, part: d floats. */
+RC_HD static inline void rco_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t tile,
+                                rc_dtype out_dt, float *acc, float *part, float *out)
+{
+    for (int64_t t = 0; t < d; t++)
+        acc[t] = 0.0f;
+    if (tile <= 0) { /* one pass in key order */
+        for (int64_t j = 0; j < nk; j++)
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += p[j] * V[j * d + t];
+    } else { /* partial sums per tile of keys, added in order */
+        for (int64_t t0 = 0; t0 < nk; t0 += tile) {
+            int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
+            for (int64_t t = 0; t < d; t++)
+                part[t] = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                for (int64_t t = 0; t < d; t++)
+                    part[t] += p[j] * V[j * d + t];
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += part[t];
+        }
+    }
+    for (int64_t t = 0; t < d; t++)
+        out[t] = rc_round_to(acc[t], out_dt);
+}
+
+/* Attention of one query row (one head) over nk keys Kh[nk, d], Vh[nk, d]
+ * already in the cache. max_keys: the call's longest key length (engine
+ * prefill splits P.V like a padded batched GEMM). Scratch: sc[nk], ms, ls
+ * [RC_SOFTMAX_MAX_CHUNKS], acc, part [d]. */
+RC_HD static inline void rco_attn_row(const float *q, const float *Kh, const float *Vh, int64_t nk, int64_t d,
+                                      float scale, int mode, int64_t max_keys, rc_dtype score_dt,
+                                      rc_dtype prob_dt, rc_dtype out_dt, float *sc, float *ms, float *ls,
+                                      float *acc, float *part, float *out)
+{
+    for (int64_t j = 0; j < nk; j++)
+        sc[j] = rco_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, scale, score_dt);
+    rco_softmax(sc, nk, mode, prob_dt, ms, ls);
+    int64_t tile = mode == 0 ? 0 : RC_ENGINE_DECODE_CHUNK;
+    if (mode == 1) /* split-K slices of the padded key length */
+        tile = (max_keys + RC_ENGINE_SPLIT_K - 1) / RC_ENGINE_SPLIT_K;
+    rco_pv(sc, Vh, nk, d, tile, out_dt, acc, part, out);
+}
+
+/* first key a query at position p sees (sliding window, else 0) */
+RC_HD static inline int64_t rco_attn_lo(int64_t p, int64_t sliding_window)
+{
+    return sliding_window > 0 && p - sliding_window + 1 > 0 ? p - sliding_window + 1 : 0;
+}
+
+/* ---- activations --------------------------------------------------------- */
+
+RC_HD static inline float rco_act1(rc_act act, float x)
+{
+    switch (act) {
+    case RC_ACT_GELU_ERF:
+        return x * 0.5f * (1.0f + erff(x * (float)0.70710678118654752440));
+    case RC_ACT_GELU_TANH: {
+        /* sqrt(2) * (2 / sqrt(pi)) * 0.5 = sqrt(2 / pi) */
+        const float kBeta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+        float inner = kBeta * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    case RC_ACT_SILU:
+        return x / (1.0f + expf(-x));
+    }
+    return x;
+}
+
+/* ---- log-softmax --------------------------------------------------------- */
+
+/* Next-token log-probs of one row of logits x[V]: z = R_lp(x / T) (no
+ * division when T == 1); lp_dt fp32: z - lse with the log-sum-exp in fp64;
+ * else F.log_softmax in the dtype: fp32 inside, (z - max) - log(sum exp(z -
+ * max)) with 16 lanes, rounded once. full (may be NULL) gets lp[V]; *tgt_out
+ * gets lp[target] when target >= 0. */
+RC_HD static inline float rco_lp_z(const float *x, int64_t i, float T, rc_dtype lp_dt)
+{
+    return T == 1.0f ? x[i] : rc_round_to(x[i] / T, lp_dt);
+}
+
+RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
+                                         int64_t target, float *tgt_out)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < V; i++) {
+        float z = rco_lp_z(x, i, T, lp_dt);
+        mx = z > mx ? z : mx;
+    }
+    if (lp_dt == RC_F32) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < V; i++)
+            sum += exp((double)rco_lp_z(x, i, T, lp_dt) - (double)mx);
+        double lse = (double)mx + log(sum);
+        if (full)
+            for (int64_t i = 0; i < V; i++)
+                full[i] = (float)((double)rco_lp_z(x, i, T, lp_dt) - lse);
+        if (target >= 0)
+            *tgt_out = (float)((double)rco_lp_z(x, target, T, lp_dt) - lse);
+    } else {
+        float acc[16] = {0};
+        int64_t k = 0;
+        for (; k + 16 <= V; k += 16)
+            for (int j = 0; j < 16; j++)
+                acc[j] += expf(rco_lp_z(x, k + j, T, lp_dt) - mx);
+        for (int j = 0; k + j < V; j++)
+            acc[j] += expf(rco_lp_z(x, k + j, T, lp_dt) - mx);
+        float ls = logf(rco_tree16(acc));
+        if (full)
+            for (int64_t i = 0; i < V; i++)
+                full[i] = rc_round_to((rco_lp_z(x, i, T, lp_dt) - mx) - ls, lp_dt);
+        if (target >= 0)
+            *tgt_out = rc_round_to((rco_lp_z(x, target, T, lp_dt) - mx) - ls, lp_dt);
+    }
+}
+
+#endif
