@@ -1329,10 +1329,8 @@ rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t
     rc_status st = RC_OK;
     for (int64_t i = 0; i < n && st == RC_OK; i++) {
         const char *p = rc_tokenizer_piece(t, ids[i]);
-        if (!p) {
-            st = rc_errorf(RC_ERR_USAGE, "id %d is not a token", ids[i]);
-            break;
-        }
+        if (!p) /* like HF's decode: ids without a token (padded embedding rows, e.g. pythia's 50277..50303) are skipped */
+            continue;
         bool special = false;
         for (int k = 0; k < t->n_added; k++)
             special = special || (t->added[k].id == ids[i] && t->added[k].special);

@@ -22,7 +22,8 @@ void rc_tokenizer_free(rc_tokenizer *t);
  * is malloc'd. Invalid UTF-8 is an error giving the byte offset. */
 rc_status rc_tokenizer_encode(const rc_tokenizer *t, const char *text, size_t len, bool add_special,
                               int32_t **ids, int64_t *n);
-/* Decode ids to UTF-8 (malloc'd, NUL-terminated). */
+/* Decode ids to UTF-8 (malloc'd, NUL-terminated). Ids that are not tokens
+ * (a model's padded vocabulary rows) are skipped, as HF's decode does. */
 rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t n, bool skip_special,
                               char **out, size_t *len);
 /* The vocabulary string of an id (NULL when unknown). */

@@ -101,6 +101,30 @@ START_TEST(test_matches_hf)
 }
 END_TEST
 
+/* Ids that are not tokens (a model's padded embedding rows, like pythia's
+ * 50304 rows for 50277 tokens) are skipped by decode, as HF's decode does:
+ * decode([a, bad, b]) == decode([a, b]). */
+START_TEST(test_decode_skips_unknown_ids)
+{
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/tokenizers/pythia_default/tokenizer.json");
+    rc_tokenizer *t;
+    ck_assert_msg(rc_tokenizer_load(p, 0, &t) == RC_OK, "%s", rc_last_error());
+    const int32_t V = (int32_t)rc_tokenizer_vocab_size(t);
+    int32_t with[] = {40, V, 41, V + 303, 2000000000}, without[] = {40, 41};
+    char *a = NULL, *b = NULL;
+    size_t la, lb;
+    ck_assert(rc_tokenizer_decode(t, with, 5, false, &a, &la) == RC_OK);
+    ck_assert(rc_tokenizer_decode(t, without, 2, false, &b, &lb) == RC_OK);
+    ck_assert_uint_eq(la, lb);
+    ck_assert_str_eq(a, b);
+    ck_assert_uint_gt(lb, 0);
+    free(a);
+    free(b);
+    rc_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- malformed tokenizer.json files ---------------------------------------- */
 
 static char g_dir[256];
@@ -208,6 +232,7 @@ int main(void)
     TCase *tc = tcase_create("vs_hf");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_matches_hf, 0, N_TOK);
+    tcase_add_test(tc, test_decode_skips_unknown_ids);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("load_errors");
     tcase_add_checked_fixture(te, err_setup, err_teardown);
