@@ -1,12 +1,60 @@
-// Device probing for the CUDA backend: every CUDA call is checked and a
-// failure becomes an rc_status naming the reason. (The kernels and the cuBLAS
-// GEMM wrapper join this folder as the backend is written; issue 6.)
+// Device probing and error reporting for the CUDA backend: every CUDA and
+// cuBLAS call is checked and a failure becomes an rc_status naming the call,
+// the error, the file and the line.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rc_cuda.h"
+#include "rck.h"
+
+rc_status rck_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
+{
+    if (e == cudaErrorMemoryAllocation) {
+        size_t free_b = 0, total_b = 0;
+        cudaError_t e2 = cudaMemGetInfo(&free_b, &total_b);
+        if (e2 == cudaSuccess)
+            return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %s failed at %s:%d "
+                             "(%.0f MiB free of %.0f MiB)", call, file, line,
+                             (double)free_b / 1048576.0, (double)total_b / 1048576.0);
+        cudaGetLastError(); /* do not leave the second error behind */
+        return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %s failed at %s:%d", call, file, line);
+    }
+    return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %s failed: %s (%s) at %s:%d", call, cudaGetErrorName(e),
+                     cudaGetErrorString(e), file, line);
+}
+
+rc_status rck_blas_fail(cublasStatus_t e, const char *call, const char *file, int line)
+{
+    return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %s failed: %s (%s) at %s:%d", call, cublasGetStatusName(e),
+                     cublasGetStatusString(e), file, line);
+}
+
+rc_status rck_after_launch(const char *kernel, const char *file, int line)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) {
+        static int sync = -1;
+        if (sync < 0) {
+            const char *v = getenv("RC_CUDA_SYNC");
+            sync = v && v[0] == '1';
+        }
+        if (sync)
+            e = cudaDeviceSynchronize();
+    }
+    if (e != cudaSuccess)
+        return rck_cuda_fail(e, kernel, file, line);
+    return RC_OK;
+}
+
+extern "C" rc_status rc_cuda_error_for_test(int cuda_error, int cublas_status, const char *call, const char *file,
+                                            int line)
+{
+    if (cublas_status)
+        return rck_blas_fail((cublasStatus_t)cublas_status, call, file, line);
+    return rck_cuda_fail((cudaError_t)cuda_error, call, file, line);
+}
 
 extern "C" rc_status rc_cuda_probe(int *n_devices, char *name, size_t name_len)
 {

@@ -171,6 +171,8 @@ rc_status rc_h5_read(const char *path, rc_results *out)
                 {"created", out->created, sizeof out->created}};
     for (size_t i = 0; st == RC_OK && i < sizeof strs / sizeof strs[0]; i++)
         st = attr_string(&r, r.f, strs[i].n, strs[i].d, strs[i].sz, NULL);
+    if (st == RC_OK && H5Aexists(r.f, "device") > 0) /* files before the CUDA backend have none */
+        st = attr_string(&r, r.f, "device", out->device, sizeof out->device, NULL);
     if (st == RC_OK)
         st = attr_string(&r, r.f, "command_line", NULL, 0, &out->command_line);
     if (st == RC_OK)

@@ -25,7 +25,8 @@
  *   upcast            str   "none" or a comma list, e.g. "softmax,rope"
  *   logprob_dtype     str   dtype the log-softmax was computed in
  *   reference         str   "none" or "fp32" (the reference pass)
- *   backend           str   "cpu", ...
+ *   backend           str   "cpu" or "cuda"
+ *   device            str   the GPU's name, compute capability and memory ("" on the CPU)
  *   created           str   ISO 8601 UTC time stamp
  *   threads, seed, top_k, samples, batch, forward_batch       i64
  *   num_prompts (P), num_sequences (S), gen_len (T)            i64
@@ -560,6 +561,7 @@ static rc_status write_root_attrs(const h5w *w, const rc_results *r)
     RC_TRY(attr_str(w, f, o, "logprob_dtype", r->logprob_dtype));
     RC_TRY(attr_str(w, f, o, "reference", r->reference));
     RC_TRY(attr_str(w, f, o, "backend", r->backend));
+    RC_TRY(attr_str(w, f, o, "device", r->device));
     RC_TRY(attr_str(w, f, o, "created", r->created));
     RC_TRY(attr_i64(w, f, o, "threads", r->threads));
     RC_TRY(attr_i64(w, f, o, "seed", r->seed));
@@ -788,6 +790,7 @@ static rc_status validate(const rc_results *r, const char *path)
     FIXED_STR(logprob_dtype)
     FIXED_STR(reference)
     FIXED_STR(backend)
+    FIXED_STR(device)
     FIXED_STR(created)
 #undef FIXED_STR
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -505,13 +506,18 @@ static void print_json(const rc_results *r, const char *out_path)
         json_num(stdout, "mean_abs", c->mean_abs, false);
         printf("}");
     }
-    printf("], \"seconds\": %.3f}\n", r->seconds_total);
+    printf("], \"backend\": \"%s\", \"device\": ", r->backend);
+    json_str(stdout, r->device);
+    printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
+           r->seconds_forward, r->seconds_total);
 }
 
 static void print_table(const rc_results *r, const char *out_path)
 {
     printf("ratiocheck %s  model %s (%s)  dtype %s  kernels %s  upcast %s  log-probs %s\n", RC_VERSION,
            r->model_path, r->model_type, r->dtype, r->kernels, r->upcast, r->logprob_dtype);
+    if (r->device[0])
+        printf("backend %s: %s\n", r->backend, r->device);
     printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
            (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
            (long long)r->top_k, r->top_p, (long long)r->seed);
@@ -789,8 +795,9 @@ static const char *k_run_usage =
     "  --reference fp32|fp64|none  also re-score in fp32 (invariant kernels) or in\n"
     "                         float64, to report each path's own error (default none)\n"
     "  --threads N            CPU threads (default: all cores)\n"
-    "  --backend cpu|cuda|auto  where to compute (default auto = cpu for now;\n"
-    "                         cuda reports why no device is usable)\n"
+    "  --backend cpu|cuda|auto  where to compute (default auto: cuda when this build\n"
+    "                         has it and a GPU answers, else cpu); cuda never falls\n"
+    "                         back: without a usable GPU it exits 8 with the reason\n"
     "Rollouts:\n"
     "  --prompts FILE         .txt (one prompt per line, \\n escapes), .jsonl\n"
     "                         ({\"prompt\": ..} or {\"tokens\": [..]}) or .ids (token ids)\n"
@@ -940,15 +947,23 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         return fail(st);
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    if (!strcmp(backend, "cuda")) {
-        /* no silent fallback: a reason when there is no usable device */
+    /* cuda: that or an error naming the reason (never a silent fallback);
+     * auto: cuda when this build has it and a device answers, else cpu */
+    bool use_cuda = !strcmp(backend, "cuda");
+    char device[256] = "";
+    if (!strcmp(backend, "auto") && rc_cuda_compiled() && kernels != RC_KERNELS_BLAS) {
         int nd;
-        char dev[256];
-        st = rc_cuda_probe(&nd, dev, sizeof dev);
-        if (st == RC_OK)
-            st = rc_errorf(RC_ERR_DEVICE, "CUDA backend: found %d device(s), %s, but the CUDA kernels are not written yet "
-                           "(use --backend cpu)", nd, dev);
-        return fail(st);
+        use_cuda = rc_cuda_probe(&nd, device, sizeof device) == RC_OK;
+        rc_clear_error();
+    }
+    if (use_cuda) {
+        int nd;
+        st = rc_cuda_probe(&nd, device, sizeof device);
+        if (st == RC_OK && kernels == RC_KERNELS_BLAS)
+            st = rc_errorf(RC_ERR_USAGE, "--kernels blas is OpenBLAS on the CPU; with --backend cuda use engine "
+                           "(cuBLAS) or invariant");
+        if (st != RC_OK)
+            return fail(st);
     }
     cfg.seed = (uint64_t)seed;
     cfg.num.temperature = (float)temperature;
@@ -1076,10 +1091,16 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
                                (long long)m->cfg.vocab);
                 break;
             }
-    if (st == RC_OK)
-        st = rc_backend_cpu_create((int)threads, kernels, &be);
-    if (st == RC_OK && cfg.reference == 32)
-        st = rc_backend_cpu_create((int)threads, RC_KERNELS_INVARIANT, &ref_be);
+    const int n_threads = threads > 0 ? (int)threads : omp_get_num_procs();
+    if (st == RC_OK && use_cuda) {
+        omp_set_num_threads(n_threads); /* host work: sampling, the fp64 reference */
+        st = rc_backend_cuda_create(kernels, &be);
+    } else if (st == RC_OK) {
+        st = rc_backend_cpu_create(n_threads, kernels, &be);
+    }
+    if (st == RC_OK && cfg.reference == 32) /* the reference runs where the check runs */
+        st = use_cuda ? rc_backend_cuda_create(RC_KERNELS_INVARIANT, &ref_be)
+                      : rc_backend_cpu_create((int)threads, RC_KERNELS_INVARIANT, &ref_be);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -1102,11 +1123,12 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         snprintf(res.reference, sizeof res.reference, "%s",
                  cfg.reference == 32 ? "fp32" : cfg.reference == 64 ? "fp64" : "none");
         snprintf(res.backend, sizeof res.backend, "%s", be->ops->name);
+        snprintf(res.device, sizeof res.device, "%s", use_cuda ? device : "");
         time_t now = time(NULL);
         struct tm tmv;
         gmtime_r(&now, &tmv);
         strftime(res.created, sizeof res.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-        res.threads = be->n_threads;
+        res.threads = n_threads;
         res.seed = seed;
         res.top_k = cfg.sampling.top_k;
         res.top_p = cfg.sampling.top_p;

@@ -58,7 +58,8 @@ typedef struct {
     char upcast[64];     /* "none" or "softmax,rope,..." */
     char logprob_dtype[8];
     char reference[8];   /* "none", "fp32", "fp64" */
-    char backend[16];    /* "cpu" */
+    char backend[16];    /* "cpu" or "cuda" */
+    char device[128];    /* the GPU ("NVIDIA H200 (sm_90, 140 GiB)"); "" on the CPU */
     char created[32];    /* ISO 8601 UTC */
     int64_t threads, seed, top_k, samples, batch, forward_batch;
     double temperature, top_p;

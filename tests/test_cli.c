@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rc_cuda.h"
 #include "testutil.h"
 
 static char g_out[1 << 16], g_err[1 << 16];
@@ -295,6 +296,17 @@ START_TEST(test_run_bad_options)
     ck_assert_int_eq(count_lines(g_err), 1);
     snprintf(args, sizeof args, "%s --out none --backend cpu", g_common);
     ck_assert_int_eq(run(args), 0);
+    /* auto: cuda only when a device answers; the JSON says which ran */
+    int nd;
+    char dev[256];
+    bool have_gpu = rc_cuda_probe(&nd, dev, sizeof dev) == RC_OK;
+    snprintf(args, sizeof args, "%s --out none --backend auto --json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, have_gpu ? "\"backend\": \"cuda\"" : "\"backend\": \"cpu\", \"device\": \"\""));
+    /* blas is OpenBLAS: never on the GPU */
+    snprintf(args, sizeof args, "%s --out none --backend cuda --kernels blas", g_common);
+    ck_assert_int_eq(run(args), have_gpu ? 2 : 8);
+    ck_assert_int_eq(count_lines(g_err), 1);
     /* more positions than the model has */
     snprintf(args, sizeof args, "%s --out none --len 100", g_common);
     ck_assert_int_eq(run(args), 2);

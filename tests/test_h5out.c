@@ -160,6 +160,7 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
     snprintf(r->logprob_dtype, sizeof r->logprob_dtype, "fp32");
     snprintf(r->reference, sizeof r->reference, ref ? "fp32" : "none");
     snprintf(r->backend, sizeof r->backend, "cpu");
+    snprintf(r->device, sizeof r->device, "NVIDIA Test GPU (sm_90, 139 GiB)");
     snprintf(r->created, sizeof r->created, "2024-05-01T12:34:56Z");
     r->threads = 8;
     r->seed = 1234567890123LL;
@@ -560,7 +561,7 @@ static hid_t open_group(hid_t f, const char *name)
 static const char *const k_root_attrs[] = {
     "format",        "format_version", "version",      "command_line",  "model_path",
     "model_type",    "dtype",          "kernels",      "upcast",        "logprob_dtype",
-    "reference",     "backend",        "created",      "threads",       "seed",
+    "reference",     "backend",        "device",        "created",      "threads",       "seed",
     "top_k",         "samples",        "batch",        "forward_batch", "num_prompts",
     "num_sequences", "gen_len",        "temperature",  "top_p",         "stop_at_eos",
     "lengths",       "seconds_generate", "seconds_forward", "seconds_total",
@@ -615,6 +616,7 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
     check_attr_str(f, "logprob_dtype", r->logprob_dtype);
     check_attr_str(f, "reference", r->reference);
     check_attr_str(f, "backend", r->backend);
+    check_attr_str(f, "device", r->device);
     check_attr_str(f, "created", r->created);
     check_attr_i64(f, "threads", r->threads);
     check_attr_i64(f, "seed", r->seed);

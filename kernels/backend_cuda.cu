@@ -1,0 +1,468 @@
+// The CUDA backend: rc_backend_ops on device memory (src/backend.h), the same
+// dtype model as the CPU backend. Activations and weights live on the device
+// as fp32 arrays holding dtype-rounded values (as on the CPU); GEMMs in
+// engine mode go through cuBLAS with real bf16 / fp16 operands (weights
+// converted once, activations per call: both exact), fp32 compute and output,
+// then one kernel adds the bias in fp32 and rounds. Invariant mode uses our
+// fixed-order GEMM and attention kernels. Host arrays the ops receive (batch
+// descriptor, tokens, row lists, targets) are copied to device workspaces;
+// log-probs come back to the host, where sampling runs.
+//
+// Every CUDA and cuBLAS call is checked (rck.h); errors carry the call, file
+// and line. Everything runs on the legacy default stream, so the order of
+// copies and kernels is the program order.
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+
+#include "rc_cuda.h"
+#include "rck.h"
+
+namespace {
+
+struct alloc_rec {
+    float *p;
+    int64_t n;
+    rc_dtype values; // dtype all values were rounded to by upload (RC_F32: any)
+};
+
+struct shadow_rec { // bf16 / fp16 bit patterns of a weight matrix for cuBLAS
+    const float *src;
+    int64_t n;
+    rc_dtype dt;
+    uint16_t *bits;
+};
+
+struct workspace {
+    void *p = nullptr;
+    size_t bytes = 0;
+};
+
+struct cuda_backend {
+    rc_backend base;
+    cublasHandle_t blas = nullptr;
+    char device[256] = "";
+    alloc_rec *allocs = nullptr;
+    int64_t n_allocs = 0, cap_allocs = 0;
+    shadow_rec *shadows = nullptr;
+    int64_t n_shadows = 0, cap_shadows = 0;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt;
+};
+
+cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
+
+// attention scratch per launch, in floats (rows are split into launches)
+const int64_t k_attn_scratch_floats = (int64_t)64 << 20;
+
+rc_status ws_get(workspace *w, size_t bytes, void **out)
+{
+    if (bytes > w->bytes) {
+        if (w->p) {
+            RCK_CUDA(cudaFree(w->p));
+            w->p = nullptr;
+            w->bytes = 0;
+        }
+        size_t want = bytes + bytes / 4;
+        RCK_CUDA(cudaMalloc(&w->p, want));
+        w->bytes = want;
+    }
+    *out = w->p;
+    return RC_OK;
+}
+
+template <typename T> bool grow(T **arr, int64_t *cap, int64_t need)
+{
+    if (need <= *cap)
+        return true;
+    int64_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need)
+        nc *= 2;
+    T *p = static_cast<T *>(realloc(*arr, (size_t)nc * sizeof(T)));
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = nc;
+    return true;
+}
+
+alloc_rec *find_alloc(cuda_backend *c, const float *p)
+{
+    for (int64_t i = 0; i < c->n_allocs; i++)
+        if (p >= c->allocs[i].p && p < c->allocs[i].p + c->allocs[i].n)
+            return &c->allocs[i];
+    return nullptr;
+}
+
+void cuda_destroy(rc_backend *be)
+{
+    cuda_backend *c = cb(be);
+    for (int64_t i = 0; i < c->n_shadows; i++)
+        cudaFree(c->shadows[i].bits);
+    for (int64_t i = 0; i < c->n_allocs; i++)
+        cudaFree(c->allocs[i].p);
+    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt};
+    for (workspace *w : ws)
+        if (w->p)
+            cudaFree(w->p);
+    if (c->blas)
+        cublasDestroy(c->blas);
+    free(c->allocs);
+    free(c->shadows);
+    c->~cuda_backend();
+    free(c);
+}
+
+rc_status cuda_alloc(rc_backend *be, int64_t n, float **out)
+{
+    cuda_backend *c = cb(be);
+    *out = nullptr;
+    if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float))
+        return rc_errorf(RC_ERR_NOMEM, "CUDA backend: buffer of %lld floats is too large", (long long)n);
+    if (!grow(&c->allocs, &c->cap_allocs, c->n_allocs + 1))
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    float *p = nullptr;
+    RCK_CUDA(cudaMalloc(&p, (size_t)(n > 0 ? n : 1) * sizeof(float)));
+    c->allocs[c->n_allocs++] = alloc_rec{p, n, RC_F32};
+    *out = p;
+    return RC_OK;
+}
+
+void cuda_free(rc_backend *be, float *p)
+{
+    cuda_backend *c = cb(be);
+    int64_t k = 0;
+    for (int64_t i = 0; i < c->n_allocs; i++) {
+        if (c->allocs[i].p == p) {
+            // drop the cuBLAS copies made of matrices inside this buffer
+            int64_t s2 = 0;
+            for (int64_t s = 0; s < c->n_shadows; s++) {
+                if (c->shadows[s].src >= p && c->shadows[s].src < p + c->allocs[i].n)
+                    cudaFree(c->shadows[s].bits);
+                else
+                    c->shadows[s2++] = c->shadows[s];
+            }
+            c->n_shadows = s2;
+            continue;
+        }
+        c->allocs[k++] = c->allocs[i];
+    }
+    c->n_allocs = k;
+    cudaFree(p);
+}
+
+rc_status cuda_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
+{
+    cuda_backend *c = cb(be);
+    RCK_CUDA(cudaMemcpy(dst, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    if (dt != RC_F32) {
+        RC_TRY(rck_round(rck_round_args{dst, dst, n, dt}));
+        alloc_rec *a = find_alloc(c, dst);
+        if (a && a->p == dst && a->n == n)
+            a->values = dt; // the whole buffer holds dt values: its matrices may go to cuBLAS as dt
+    }
+    return RC_OK;
+}
+
+rc_status cuda_download(rc_backend *be, const float *src, int64_t n, float *host)
+{
+    (void)be;
+    RCK_CUDA(cudaMemcpy(host, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    return RC_OK;
+}
+
+// copy a host array into a device workspace
+template <typename T> rc_status to_device(workspace *w, const T *host, int64_t n, T **dev)
+{
+    void *p = nullptr;
+    RC_TRY(ws_get(w, (size_t)(n > 0 ? n : 1) * sizeof(T), &p));
+    if (n > 0)
+        RCK_CUDA(cudaMemcpy(p, host, (size_t)n * sizeof(T), cudaMemcpyHostToDevice));
+    *dev = static_cast<T *>(p);
+    return RC_OK;
+}
+
+rc_status cuda_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table, int64_t hidden,
+                     float *out)
+{
+    int32_t *dtok = nullptr;
+    RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
+    return rck_embed(rck_embed_args{dtok, table, out, n, hidden});
+}
+
+rc_status cuda_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows, int64_t n,
+                           float *dst)
+{
+    int64_t *drows = nullptr;
+    RC_TRY(to_device(&cb(be)->ws_idx, rows, n, &drows));
+    return rck_gather(rck_gather_args{src, drows, dst, n, row_len});
+}
+
+rc_status cuda_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
+                    const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out)
+{
+    rck_norm_args a{kind, x, w, b, out, M, H, (float)eps,
+                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+    return rck_norm(a);
+}
+
+// bits of W (already holding dt values) for cuBLAS, converted once
+rc_status weight_bits(cuda_backend *c, const float *W, int64_t n, rc_dtype dt, const uint16_t **out)
+{
+    for (int64_t i = 0; i < c->n_shadows; i++)
+        if (c->shadows[i].src == W && c->shadows[i].n == n && c->shadows[i].dt == dt) {
+            *out = c->shadows[i].bits;
+            return RC_OK;
+        }
+    if (!grow(&c->shadows, &c->cap_shadows, c->n_shadows + 1))
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    uint16_t *bits = nullptr;
+    RCK_CUDA(cudaMalloc(&bits, (size_t)n * sizeof(uint16_t)));
+    rc_status s = rck_to_half(rck_to_half_args{W, bits, n, dt});
+    if (s != RC_OK) {
+        cudaFree(bits);
+        return s;
+    }
+    c->shadows[c->n_shadows++] = shadow_rec{W, n, dt, bits};
+    *out = bits;
+    return RC_OK;
+}
+
+rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W, int64_t N,
+                      const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    cuda_backend *c = cb(be);
+    if (M == 0 || N == 0)
+        return RC_OK;
+    if (be->kernels == RC_KERNELS_INVARIANT)
+        return rck_gemm_invariant(rck_gemm_args{x, W, bias, y, M, K, N, out_dt});
+    const alloc_rec *wa = find_alloc(c, W);
+    if ((in_dt == RC_BF16 || in_dt == RC_F16) && wa && wa->values == in_dt) {
+        const uint16_t *wbits = nullptr;
+        RC_TRY(weight_bits(c, W, N * K, in_dt, &wbits));
+        void *xb = nullptr;
+        RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
+        RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
+        RC_TRY(rck_gemm_cublas(c->blas, xb, wbits, in_dt, M, K, N, y));
+    } else {
+        RC_TRY(rck_gemm_cublas(c->blas, x, W, RC_F32, M, K, N, y));
+    }
+    if (bias || out_dt != RC_F32) {
+        rck_ew_args a{};
+        a.op = RCK_EW_BIAS;
+        a.a = y;
+        a.b = bias;
+        a.out = y;
+        a.n = M * N;
+        a.n_cols = N;
+        a.out_dt = out_dt;
+        RC_TRY(rck_ew(a));
+    }
+    return RC_OK;
+}
+
+// The batch descriptor in device memory: one copy of the packed int64 arrays.
+rc_status batch_to_device(cuda_backend *c, const rc_batch_desc *bd, rc_batch_desc *dbd)
+{
+    const int64_t S = bd->n_seq, R = bd->n_rows;
+    int64_t *h = static_cast<int64_t *>(malloc((size_t)(4 * S + 2 * R) * sizeof(int64_t)));
+    if (!h)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    memcpy(h, bd->slot, (size_t)S * sizeof(int64_t));
+    memcpy(h + S, bd->start, (size_t)S * sizeof(int64_t));
+    memcpy(h + 2 * S, bd->n_new, (size_t)S * sizeof(int64_t));
+    memcpy(h + 3 * S, bd->row0, (size_t)S * sizeof(int64_t));
+    memcpy(h + 4 * S, bd->pos, (size_t)R * sizeof(int64_t));
+    memcpy(h + 4 * S + R, bd->seq_of_row, (size_t)R * sizeof(int64_t));
+    int64_t *d = nullptr;
+    rc_status s = to_device(&c->ws_idx, h, 4 * S + 2 * R, &d);
+    free(h);
+    RC_TRY(s);
+    *dbd = rc_batch_desc{S, d, d + S, d + 2 * S, d + 3 * S, R, d + 4 * S, d + 4 * S + R};
+    return RC_OK;
+}
+
+rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
+                    const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
+{
+    if (cfg->rotary_dim == 0)
+        return RC_OK;
+    rck_attn_args a{};
+    RC_TRY(batch_to_device(cb(be), bd, &a.bd));
+    a.inv_freq = inv_freq;
+    a.qkv = qkv;
+    a.nh = cfg->n_heads;
+    a.nkv = cfg->n_kv_heads;
+    a.d = cfg->head_dim;
+    a.rotary_half = cfg->rotary_dim / 2;
+    a.cs_dt = cs_dt;
+    a.rope_dt = out_dt;
+    return rck_rope(a, bd->n_rows);
+}
+
+rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
+                         rc_kv_cache *kv, int64_t layer, const rc_attn_numerics *an, float *out)
+{
+    cuda_backend *c = cb(be);
+    const int64_t d = cfg->head_dim, nkv = cfg->n_kv_heads, T = kv->max_len;
+    const int64_t slot_stride = nkv * T * d;
+    rck_attn_args a{};
+    RC_TRY(batch_to_device(c, bd, &a.bd));
+    a.qkv = const_cast<float *>(qkv);
+    a.k_cache = kv->k + layer * kv->n_slots * slot_stride;
+    a.v_cache = kv->v + layer * kv->n_slots * slot_stride;
+    a.out = out;
+    a.nh = cfg->n_heads;
+    a.nkv = nkv;
+    a.d = d;
+    a.T = T;
+    a.sliding_window = cfg->sliding_window;
+    a.scale = (float)(1.0 / sqrt((double)d)); // head_dim ** -0.5, a Python float
+    a.invariant = be->kernels == RC_KERNELS_INVARIANT;
+    a.score_dt = an->score_dt;
+    a.prob_dt = an->prob_dt;
+    a.out_dt = an->out_dt;
+    for (int64_t b = 0; b < bd->n_seq; b++)
+        if (bd->start[b] + bd->n_new[b] > a.max_keys)
+            a.max_keys = bd->start[b] + bd->n_new[b];
+    RC_TRY(rck_kv_store(a, bd->n_rows));
+    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, k_attn_scratch_floats);
+    void *scratch = nullptr;
+    RC_TRY(ws_get(&c->ws_att, (size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float), &scratch));
+    a.scratch = static_cast<float *>(scratch);
+    for (int64_t r0 = 0; r0 < bd->n_rows; r0 += per) {
+        a.row_begin = r0;
+        RC_TRY(rck_attn(a, bd->n_rows - r0 < per ? bd->n_rows - r0 : per));
+    }
+    return RC_OK;
+}
+
+rc_status cuda_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
+{
+    (void)be;
+    rck_ew_args a{};
+    a.op = RCK_EW_ACT;
+    a.a = x;
+    a.out = x;
+    a.n = n;
+    a.act = act;
+    a.out_dt = out_dt;
+    return rck_ew(a);
+}
+
+rc_status cuda_act_mul(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n, rc_dtype act_dt,
+                       rc_dtype out_dt)
+{
+    (void)be;
+    rck_ew_args a{};
+    a.op = RCK_EW_ACT_MUL;
+    a.a = gate;
+    a.b = up;
+    a.out = gate;
+    a.n = n;
+    a.act = act;
+    a.act_dt = act_dt;
+    a.out_dt = out_dt;
+    return rck_ew(a);
+}
+
+rc_status cuda_add(rc_backend *be, const float *x, const float *y, int64_t n, rc_dtype out_dt, float *out)
+{
+    (void)be;
+    rck_ew_args a{};
+    a.op = RCK_EW_ADD;
+    a.a = x;
+    a.b = y;
+    a.out = out;
+    a.n = n;
+    a.out_dt = out_dt;
+    return rck_ew(a);
+}
+
+rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
+                        rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
+{
+    cuda_backend *c = cb(be);
+    rck_lp_args a{logits, M, V, temperature, lp_dt, nullptr, nullptr, nullptr};
+    const bool want_t = targets && target_out;
+    void *p = nullptr;
+    // [M, V] full log-probs (if asked), then [M] target log-probs
+    RC_TRY(ws_get(&c->ws_lp, (size_t)((full_out ? M * V : 0) + M) * sizeof(float), &p));
+    float *dev = static_cast<float *>(p);
+    if (full_out)
+        a.full = dev;
+    if (want_t) {
+        int32_t *dt = nullptr;
+        RC_TRY(to_device(&c->ws_tgt, targets, M, &dt));
+        a.targets = dt;
+        a.target_out = dev + (full_out ? M * V : 0);
+    }
+    if (!full_out && !want_t)
+        return RC_OK;
+    RC_TRY(rck_logprobs(a));
+    if (full_out)
+        RCK_CUDA(cudaMemcpy(full_out, a.full, (size_t)(M * V) * sizeof(float), cudaMemcpyDeviceToHost));
+    if (want_t)
+        RCK_CUDA(cudaMemcpy(target_out, a.target_out, (size_t)M * sizeof(float), cudaMemcpyDeviceToHost));
+    return RC_OK;
+}
+
+const rc_backend_ops k_cuda_ops = {
+    "cuda",
+    false, // host_memory
+    cuda_destroy,
+    cuda_alloc,
+    cuda_free,
+    cuda_upload,
+    cuda_download,
+    cuda_gather_rows,
+    cuda_embed,
+    cuda_norm,
+    cuda_matmul,
+    cuda_rope,
+    cuda_attention,
+    cuda_act,
+    cuda_act_mul,
+    cuda_add,
+    cuda_logprobs,
+};
+
+} // namespace
+
+extern "C" bool rc_cuda_compiled(void) { return true; }
+
+extern "C" rc_status rc_backend_cuda_create(rc_kernels kernels, rc_backend **out)
+{
+    *out = nullptr;
+    if (kernels == RC_KERNELS_BLAS)
+        return rc_errorf(RC_ERR_USAGE, "--kernels blas is OpenBLAS on the CPU; with --backend cuda use engine "
+                                       "(cuBLAS) or invariant");
+    int n = 0;
+    char name[256];
+    RC_TRY(rc_cuda_probe(&n, name, sizeof name));
+    RCK_CUDA(cudaSetDevice(0));
+    void *mem = calloc(1, sizeof(cuda_backend));
+    if (!mem)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    cuda_backend *c = new (mem) cuda_backend();
+    c->base.ops = &k_cuda_ops;
+    c->base.n_threads = 1;
+    c->base.kernels = kernels;
+    snprintf(c->device, sizeof c->device, "%s", name);
+    cublasStatus_t bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        c->blas = nullptr;
+        rc_status s = rck_blas_fail(bs, "cublasCreate(&c->blas)", __FILE__, __LINE__);
+        cuda_destroy(&c->base);
+        return s;
+    }
+    // fp32 GEMMs stay fp32 (no TF32), as PyTorch's default allow_tf32=False
+    bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        rc_status s = rck_blas_fail(bs, "cublasSetMathMode", __FILE__, __LINE__);
+        cuda_destroy(&c->base);
+        return s;
+    }
+    *out = &c->base;
+    return RC_OK;
+}

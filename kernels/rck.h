@@ -1,0 +1,81 @@
+// Internal to the CUDA backend: error checking with the failing call, file
+// and line, and the host-side launchers of the kernels in this folder (one
+// .cu per op family; each thread's work is in rck_threads.h).
+#ifndef RC_RCK_H
+#define RC_RCK_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "rck_threads.h"
+#include "status.h"
+
+// A failed CUDA runtime call as an rc_status: RC_ERR_DEVICE with the call,
+// the error's name and text, file and line ("too little GPU memory" for
+// cudaErrorMemoryAllocation).
+rc_status rck_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
+rc_status rck_blas_fail(cublasStatus_t e, const char *call, const char *file, int line);
+
+#define RCK_CUDA(call)                                                  \
+    do {                                                                \
+        cudaError_t rck_e_ = (call);                                    \
+        if (rck_e_ != cudaSuccess)                                      \
+            return rck_cuda_fail(rck_e_, #call, __FILE__, __LINE__);    \
+    } while (0)
+
+#define RCK_BLAS(call)                                                  \
+    do {                                                                \
+        cublasStatus_t rck_b_ = (call);                                 \
+        if (rck_b_ != CUBLAS_STATUS_SUCCESS)                            \
+            return rck_blas_fail(rck_b_, #call, __FILE__, __LINE__);    \
+    } while (0)
+
+#define RCK_BLOCK 128
+
+// Grid for n threads of RCK_BLOCK (kernels loop with a grid stride past it).
+static inline unsigned rck_grid(int64_t n)
+{
+    int64_t b = (n + RCK_BLOCK - 1) / RCK_BLOCK;
+    const int64_t cap = (int64_t)1 << 20;
+    return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+// After a launch: the launch error, and with RC_CUDA_SYNC=1 in the
+// environment the kernel's own (synchronising after every kernel).
+rc_status rck_after_launch(const char *kernel, const char *file, int line);
+
+// A __global__ kernel running rck_<name>_thread over n threads.
+#define RCK_DEFINE_KERNEL(kname, Args, thread_fn)                                          \
+    __global__ void kname(Args a, int64_t n)                                               \
+    {                                                                                      \
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;            \
+             i += (int64_t)gridDim.x * blockDim.x)                                         \
+            thread_fn(&a, i);                                                              \
+    }
+
+#define RCK_LAUNCH(kname, args, n)                                                         \
+    do {                                                                                   \
+        if ((n) > 0) {                                                                     \
+            kname<<<rck_grid(n), RCK_BLOCK>>>((args), (n));                                \
+            RC_TRY(rck_after_launch(#kname, __FILE__, __LINE__));                          \
+        }                                                                                  \
+    } while (0)
+
+// launchers (elementwise.cu, norm.cu, rope.cu, attention.cu, logprobs.cu, gemm.cu)
+rc_status rck_round(const rck_round_args &a);
+rc_status rck_to_half(const rck_to_half_args &a);
+rc_status rck_embed(const rck_embed_args &a);
+rc_status rck_gather(const rck_gather_args &a);
+rc_status rck_ew(const rck_ew_args &a);
+rc_status rck_norm(const rck_norm_args &a);
+rc_status rck_rope(const rck_attn_args &a, int64_t n_rows);
+rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows);
+rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch);
+rc_status rck_logprobs(const rck_lp_args &a);
+rc_status rck_gemm_invariant(const rck_gemm_args &a);
+// y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and
+// output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns).
+rc_status rck_gemm_cublas(cublasHandle_t h, const void *x, const void *W, rc_dtype in_dt, int64_t M, int64_t K,
+                          int64_t N, float *y);
+
+#endif

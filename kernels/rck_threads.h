@@ -1,0 +1,227 @@
+/* What one CUDA thread of each kernel does: the index arithmetic (which row,
+ * head, key, element) around the shared arithmetic of src/ops_inline.h.
+ *
+ * The __global__ kernels in the kernels/ .cu files are "i = blockIdx.x * blockDim.x +
+ * threadIdx.x; if (i < n) rck_X_thread(&args, i);". Plain C, so the CPU test
+ * suite (tests/test_cuda_host.c) runs every thread body in a loop over the
+ * same grid on the host and checks it against the CPU backend: the kernels'
+ * indexing is exercised even where no GPU is present.
+ *
+ * Every pointer in an args struct is device memory on the GPU (host memory in
+ * the host emulation). Shapes are int64_t; a launch covers n threads. */
+#ifndef RC_RCK_THREADS_H
+#define RC_RCK_THREADS_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "ops_inline.h"
+
+/* y[i] = R(x[i]) */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t n;
+    rc_dtype dt;
+} rck_round_args;
+
+RC_HD static inline void rck_round_thread(const rck_round_args *a, int64_t i)
+{
+    a->y[i] = rc_round_to(a->x[i], a->dt);
+}
+
+/* bits[i] = bf16 / fp16 bit pattern of x[i] (x already representable) */
+typedef struct {
+    const float *x;
+    uint16_t *bits;
+    int64_t n;
+    rc_dtype dt;
+} rck_to_half_args;
+
+RC_HD static inline void rck_to_half_thread(const rck_to_half_args *a, int64_t i)
+{
+    a->bits[i] = a->dt == RC_BF16 ? rc_f32_to_bf16(a->x[i]) : rc_f32_to_f16(a->x[i]);
+}
+
+/* out[r, j] = table[tokens[r], j]; thread i = r * hidden + j */
+typedef struct {
+    const int32_t *tokens;
+    const float *table;
+    float *out;
+    int64_t n_rows, hidden;
+} rck_embed_args;
+
+RC_HD static inline void rck_embed_thread(const rck_embed_args *a, int64_t i)
+{
+    int64_t r = i / a->hidden, j = i % a->hidden;
+    a->out[i] = a->table[(int64_t)a->tokens[r] * a->hidden + j];
+}
+
+/* dst[k, j] = src[rows[k], j]; thread i = k * row_len + j */
+typedef struct {
+    const float *src;
+    const int64_t *rows;
+    float *dst;
+    int64_t n, row_len;
+} rck_gather_args;
+
+RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
+{
+    int64_t k = i / a->row_len, j = i % a->row_len;
+    a->dst[i] = a->src[a->rows[k] * a->row_len + j];
+}
+
+/* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]) */
+typedef struct {
+    int op; /* RCK_EW_* */
+    const float *a, *b;
+    float *out;
+    int64_t n, n_cols;
+    rc_act act;
+    rc_dtype act_dt, out_dt;
+} rck_ew_args;
+
+enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS };
+
+RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
+{
+    switch (a->op) {
+    case RCK_EW_ADD:
+        a->out[i] = rc_round_to(a->a[i] + a->b[i], a->out_dt);
+        break;
+    case RCK_EW_ACT:
+        a->out[i] = rc_round_to(rco_act1(a->act, a->a[i]), a->out_dt);
+        break;
+    case RCK_EW_ACT_MUL:
+        a->out[i] = rc_round_to(rc_round_to(rco_act1(a->act, a->a[i]), a->act_dt) * a->b[i], a->out_dt);
+        break;
+    case RCK_EW_BIAS: /* a: the GEMM's fp32 result, b: bias or NULL */
+        a->out[i] = rc_round_to(a->b ? a->a[i] + a->b[i % a->n_cols] : a->a[i], a->out_dt);
+        break;
+    }
+}
+
+/* one thread per row */
+typedef struct {
+    rc_norm_kind kind;
+    const float *x, *w, *b;
+    float *out;
+    int64_t M, H;
+    float eps;
+    int rms_lanes;
+    rc_dtype mid_dt, out_dt;
+} rck_norm_args;
+
+RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
+{
+    rco_norm_row(a->kind, a->x + r * a->H, a->H, a->w, a->b, a->eps, a->rms_lanes, a->mid_dt, a->out_dt,
+                 a->out + r * a->H);
+}
+
+/* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
+ * y[m, n] = R(dot16(x[m, :], W[n, :]) + bias[n]) -- the CPU invariant order,
+ * whatever M is. */
+typedef struct {
+    const float *x, *W, *bias;
+    float *y;
+    int64_t M, K, N;
+    rc_dtype out_dt;
+} rck_gemm_args;
+
+RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
+{
+    int64_t m = i / a->N, n = i % a->N;
+    float v = rco_dot16(a->x + m * a->K, a->W + n * a->K, a->K);
+    a->y[i] = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
+}
+
+/* Attention over the packed batch bd (its arrays in device memory too). */
+typedef struct {
+    rc_batch_desc bd;
+    const float *inv_freq;
+    float *qkv; /* [n_rows, (nh + 2 nkv) d] */
+    float *k_cache, *v_cache; /* this layer's [n_slots][nkv][T][d] */
+    float *out;              /* [n_rows, nh d] */
+    float *scratch;          /* per (row, head) thread: RCK_ATTN_SCRATCH floats */
+    int64_t nh, nkv, d, rotary_half, T, sliding_window, max_keys, row_begin;
+    float scale;
+    int invariant;
+    rc_dtype cs_dt, rope_dt, score_dt, prob_dt, out_dt;
+} rck_attn_args;
+
+/* floats of scratch one attention thread needs */
+RC_HD static inline int64_t rck_attn_scratch(int64_t max_keys, int64_t d)
+{
+    return max_keys + 2 * RC_SOFTMAX_MAX_CHUNKS + 2 * d;
+}
+
+/* RoPE: thread i = (r * (nh + nkv) + h) * half + j rotates pair j of head h
+ * (Q heads, then K heads) of row r */
+RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
+{
+    const int64_t half = a->rotary_half, heads = a->nh + a->nkv;
+    const int64_t j = i % half, h = (i / half) % heads, r = i / (half * heads);
+    float *v = a->qkv + r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
+    float c, s;
+    rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->cs_dt, &c, &s);
+    rco_rope_pair(v + j, v + j + half, c, s, a->rope_dt);
+}
+
+/* K and V of the new rows into the cache: thread i = (r * nkv + h) * d + t */
+RC_HD static inline void rck_kv_store_thread(const rck_attn_args *a, int64_t i)
+{
+    const int64_t d = a->d, t = i % d, h = (i / d) % a->nkv, r = i / (d * a->nkv);
+    const int64_t b = a->bd.seq_of_row[r], p = a->bd.pos[r];
+    const float *row = a->qkv + r * (a->nh + 2 * a->nkv) * d;
+    const int64_t off = a->bd.slot[b] * a->nkv * a->T * d + h * a->T * d + p * d + t;
+    a->k_cache[off] = row[(a->nh + h) * d + t];
+    a->v_cache[off] = row[(a->nh + a->nkv + h) * d + t];
+}
+
+/* attention of one (row, head): thread i = (r - row_begin) * nh + h; the
+ * launch covers a chunk of rows starting at row_begin, so the scratch stays
+ * bounded */
+RC_HD static inline void rck_attn_thread(const rck_attn_args *a, int64_t i)
+{
+    const int64_t r = a->row_begin + i / a->nh, h = i % a->nh, d = a->d;
+    const int64_t b = a->bd.seq_of_row[r], p = a->bd.pos[r];
+    const int64_t lo = rco_attn_lo(p, a->sliding_window);
+    const int64_t kvh = h / (a->nh / a->nkv);
+    const int64_t base = a->bd.slot[b] * a->nkv * a->T * d + kvh * a->T * d + lo * d;
+    float *sc = a->scratch + i * rck_attn_scratch(a->max_keys, d);
+    float *ms = sc + a->max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
+    rco_attn_row(a->qkv + r * (a->nh + 2 * a->nkv) * d + h * d, a->k_cache + base, a->v_cache + base, p - lo + 1,
+                 d, a->scale, rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->score_dt, a->prob_dt,
+                 a->out_dt, sc, ms, ls, acc, acc + d, a->out + r * a->nh * d + h * d);
+}
+
+/* log-probs of one row: thread r */
+typedef struct {
+    const float *logits;
+    int64_t M, V;
+    float temperature;
+    rc_dtype lp_dt;
+    float *full;           /* [M, V] or NULL */
+    const int32_t *targets; /* [M] or NULL */
+    float *target_out;     /* [M] or NULL */
+} rck_lp_args;
+
+RC_HD static inline void rck_logprob_thread(const rck_lp_args *a, int64_t r)
+{
+    rco_logprob_row(a->logits + r * a->V, a->V, a->temperature, a->lp_dt, a->full ? a->full + r * a->V : 0,
+                    a->targets && a->target_out ? a->targets[r] : -1, a->target_out ? a->target_out + r : 0);
+}
+
+/* Rows of one attention launch so its scratch stays under max_floats
+ * (at least one row). */
+RC_HD static inline int64_t rck_attn_rows_per_launch(int64_t n_rows, int64_t nh, int64_t max_keys, int64_t d,
+                                                     int64_t max_floats)
+{
+    int64_t per_row = nh * rck_attn_scratch(max_keys, d);
+    int64_t rows = max_floats / per_row;
+    if (rows < 1)
+        rows = 1;
+    return rows < n_rows ? rows : n_rows;
+}
+
+#endif

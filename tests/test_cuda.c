@@ -1,0 +1,1007 @@
+/* The CUDA backend against its CPU twin (backend_cpu.c) and against HF.
+ *
+ * Built twice (tests/meson.build):
+ *  - `cuda`: the real CUDA backend (kernels/). Without a usable GPU it prints
+ *    the reason and exits 77, which meson reports as SKIP.
+ *  - `cuda_host`: an emulation backend defined below that runs every
+ *    kernel's thread body (kernels/rck_threads.h) over the kernel's launch
+ *    grid on the host, with the same argument set-up as backend_cuda.cu (the
+ *    attention split into launches by rck_attn_rows_per_launch, a bf16 /
+ *    fp16 operand route for engine GEMMs). It runs everywhere, so the
+ *    kernels' indexing, shape logic and dtype handling are exercised in CI.
+ *    Only cuBLAS and backend_cuda.cu's own host code need the GPU.
+ *
+ * Tests, the same in both builds:
+ *  - every op against the CPU backend over a table of shapes (odd sizes,
+ *    GQA ratios, partial rotary, sliding window, long and short sequences,
+ *    prefill, decode and continued prefill), tolerances in k_tol (one table);
+ *  - whole-model log-probs on every fixture vs HF fp32 (<= 1e-5, as the CPU);
+ *  - cached decode vs full forward;
+ *  - --kernels invariant: every ratio exactly 1 in fp32, bf16 and fp16;
+ *  - error paths that need no GPU (messages of failed CUDA / cuBLAS calls,
+ *    creating the backend without a device, launch splitting). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "model.h"
+#include "prompts.h"
+#include "rc_cuda.h"
+#include "rck_threads.h"
+#include "results.h"
+#include "rollout.h"
+#include "safetensors.h"
+#include "util.h"
+
+#include "testutil.h"
+
+#ifdef RC_TEST_EMULATE
+#define TEST_NAME "cuda_host"
+#else
+#define TEST_NAME "cuda"
+#endif
+
+/* ---- per-op tolerances: one table ----------------------------------------
+ * max |test - cpu| <= ulps x ulp_dt(max |cpu|) over the op's output, the ulp
+ * of the output dtype (fp32 outputs: fp32 ulps). 0: bitwise equal.
+ * host emulation: same code and compiler as the CPU, so everything is
+ * bitwise except the engine GEMM (a plain fp32 dot stands in for cuBLAS).
+ * GPU: + - * / sqrtf are IEEE on both sides and FMA contraction is off on
+ * both (-fmad=false, C11 -ffp-contract=off), so data movement, norms and the
+ * fixed-order GEMM are exact; ops calling expf / erff / tanhf / cosf / sinf /
+ * logf differ where CUDA's math library does (a few fp32 ulps, at most one
+ * ulp once rounded to bf16 / fp16); cuBLAS sums in its own order. */
+typedef struct {
+    const char *op;
+    double emu_f32, emu_md; /* host emulation: fp32 output / bf16-fp16 output */
+    double gpu_f32, gpu_md; /* GPU */
+} tol_row;
+
+static const tol_row k_tol[] = {
+    {"round", 0, 0, 0, 0},
+    {"embed", 0, 0, 0, 0},
+    {"gather", 0, 0, 0, 0},
+    {"add", 0, 0, 0, 0},
+    {"norm", 0, 0, 0, 0},
+    {"matmul_invariant", 0, 0, 0, 0},
+    {"matmul_engine", 64, 1, 64, 1},
+    {"rope", 0, 0, 4, 1},
+    {"kv_cache", 0, 0, 0, 0},
+    {"attention", 0, 0, 32, 1},
+    {"act", 0, 0, 4, 1},
+    {"act_mul", 0, 0, 4, 1},
+    {"logprobs", 0, 0, 4, 1},
+};
+
+static double tol_for(const char *op, rc_dtype out_dt)
+{
+    for (size_t i = 0; i < sizeof k_tol / sizeof k_tol[0]; i++)
+        if (!strcmp(k_tol[i].op, op)) {
+#ifdef RC_TEST_EMULATE
+            return out_dt == RC_F32 ? k_tol[i].emu_f32 : k_tol[i].emu_md;
+#else
+            return out_dt == RC_F32 ? k_tol[i].gpu_f32 : k_tol[i].gpu_md;
+#endif
+        }
+    ck_abort_msg("no tolerance for op %s", op);
+    return 0;
+}
+
+/* one unit in the last place of dtype dt at magnitude x */
+static double ulp_dt(double x, rc_dtype dt)
+{
+    int mant = dt == RC_BF16 ? 7 : dt == RC_F16 ? 10 : 23;
+    int e;
+    frexp(x > 0 ? x : 1e-30, &e); /* x = f * 2^e, 0.5 <= f < 1 */
+    return ldexp(1.0, e - 1 - mant);
+}
+
+/* ---- the backend under test ------------------------------------------------ */
+
+#ifdef RC_TEST_EMULATE
+/* Host emulation of backend_cuda.cu: the same ops, each a loop over its
+ * kernel's threads. */
+#define EMU_ATTN_SCRATCH_FLOATS 6000 /* small, so the attention is split into several launches */
+
+#define EMU_RUN(fn, args, n)                                                                      \
+    do {                                                                                          \
+        for (int64_t i_ = 0; i_ < (n); i_++)                                                      \
+            fn(&(args), i_);                                                                      \
+    } while (0)
+
+static void emu_destroy(rc_backend *be) { free(be); }
+
+static rc_status emu_alloc(rc_backend *be, int64_t n, float **out)
+{
+    (void)be;
+    return rc_alloc_aligned((void **)out, n > 0 ? n : 1, sizeof(float), "emulated device buffer");
+}
+
+static void emu_free(rc_backend *be, float *p)
+{
+    (void)be;
+    free(p);
+}
+
+static rc_status emu_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
+{
+    (void)be;
+    memcpy(dst, host, (size_t)n * sizeof(float));
+    rck_round_args a = {dst, dst, n, dt};
+    if (dt != RC_F32)
+        EMU_RUN(rck_round_thread, a, n);
+    return RC_OK;
+}
+
+static rc_status emu_download(rc_backend *be, const float *src, int64_t n, float *host)
+{
+    (void)be;
+    memcpy(host, src, (size_t)n * sizeof(float));
+    return RC_OK;
+}
+
+static rc_status emu_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows, int64_t n,
+                                 float *dst)
+{
+    (void)be;
+    rck_gather_args a = {src, rows, dst, n, row_len};
+    EMU_RUN(rck_gather_thread, a, n * row_len);
+    return RC_OK;
+}
+
+static rc_status emu_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table, int64_t hidden,
+                           float *out)
+{
+    (void)be;
+    rck_embed_args a = {tokens, table, out, n, hidden};
+    EMU_RUN(rck_embed_thread, a, n * hidden);
+    return RC_OK;
+}
+
+static rc_status emu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
+                          const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out)
+{
+    rck_norm_args a = {kind, x, w, b, out, M, H, (float)eps, rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M),
+                       mid_dt, out_dt};
+    EMU_RUN(rck_norm_thread, a, M);
+    return RC_OK;
+}
+
+static float half_value(uint16_t bits, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_bf16_to_f32(bits) : rc_f16_to_f32(bits);
+}
+
+static rc_status emu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W, int64_t N,
+                            const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    if (be->kernels == RC_KERNELS_INVARIANT) {
+        rck_gemm_args a = {x, W, bias, y, M, K, N, out_dt};
+        EMU_RUN(rck_gemm_inv_thread, a, M * N);
+        return RC_OK;
+    }
+    /* engine: operands through the bf16 / fp16 bit patterns cuBLAS would
+     * read, then an fp32 dot in key order stands in for cuBLAS */
+    uint16_t *xb = NULL, *wb = NULL;
+    if (in_dt == RC_BF16 || in_dt == RC_F16) {
+        xb = malloc((size_t)(M * K) * sizeof *xb);
+        wb = malloc((size_t)(N * K) * sizeof *wb);
+        if (!xb || !wb) {
+            free(xb);
+            free(wb);
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        }
+        rck_to_half_args ax = {x, xb, M * K, in_dt}, aw = {W, wb, N * K, in_dt};
+        EMU_RUN(rck_to_half_thread, ax, M * K);
+        EMU_RUN(rck_to_half_thread, aw, N * K);
+    }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                s += xb ? half_value(xb[m * K + k], in_dt) * half_value(wb[n * K + k], in_dt) : x[m * K + k] * W[n * K + k];
+            y[m * N + n] = s;
+        }
+    free(xb);
+    free(wb);
+    rck_ew_args a = {.op = RCK_EW_BIAS, .a = y, .b = bias, .out = y, .n = M * N, .n_cols = N, .out_dt = out_dt};
+    EMU_RUN(rck_ew_thread, a, M * N);
+    return RC_OK;
+}
+
+static rc_status emu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
+                          const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
+{
+    (void)be;
+    if (cfg->rotary_dim == 0)
+        return RC_OK;
+    rck_attn_args a = {.bd = *bd, .inv_freq = inv_freq, .qkv = qkv, .nh = cfg->n_heads, .nkv = cfg->n_kv_heads,
+                       .d = cfg->head_dim, .rotary_half = cfg->rotary_dim / 2, .cs_dt = cs_dt, .rope_dt = out_dt};
+    EMU_RUN(rck_rope_thread, a, bd->n_rows * (a.nh + a.nkv) * a.rotary_half);
+    return RC_OK;
+}
+
+static int64_t g_emu_launches; /* attention launches made (the split is tested) */
+
+static rc_status emu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
+                               rc_kv_cache *kv, int64_t layer, const rc_attn_numerics *an, float *out)
+{
+    const int64_t d = cfg->head_dim, nkv = cfg->n_kv_heads, T = kv->max_len, slot_stride = nkv * T * d;
+    rck_attn_args a = {.bd = *bd, .qkv = (float *)qkv, .k_cache = kv->k + layer * kv->n_slots * slot_stride,
+                       .v_cache = kv->v + layer * kv->n_slots * slot_stride, .out = out, .nh = cfg->n_heads,
+                       .nkv = nkv, .d = d, .T = T, .sliding_window = cfg->sliding_window,
+                       .scale = (float)(1.0 / sqrt((double)d)), .invariant = be->kernels == RC_KERNELS_INVARIANT,
+                       .score_dt = an->score_dt, .prob_dt = an->prob_dt, .out_dt = an->out_dt};
+    for (int64_t b = 0; b < bd->n_seq; b++)
+        if (bd->start[b] + bd->n_new[b] > a.max_keys)
+            a.max_keys = bd->start[b] + bd->n_new[b];
+    EMU_RUN(rck_kv_store_thread, a, bd->n_rows * nkv * d);
+    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, EMU_ATTN_SCRATCH_FLOATS);
+    a.scratch = malloc((size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float));
+    if (!a.scratch)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    for (int64_t r0 = 0; r0 < bd->n_rows; r0 += per) {
+        a.row_begin = r0;
+        int64_t rows = bd->n_rows - r0 < per ? bd->n_rows - r0 : per;
+        EMU_RUN(rck_attn_thread, a, rows * a.nh);
+        g_emu_launches++;
+    }
+    free(a.scratch);
+    return RC_OK;
+}
+
+static rc_status emu_ew(rck_ew_args a)
+{
+    EMU_RUN(rck_ew_thread, a, a.n);
+    return RC_OK;
+}
+
+static rc_status emu_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
+{
+    (void)be;
+    return emu_ew((rck_ew_args){.op = RCK_EW_ACT, .a = x, .out = x, .n = n, .act = act, .out_dt = out_dt});
+}
+
+static rc_status emu_act_mul(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n, rc_dtype act_dt,
+                             rc_dtype out_dt)
+{
+    (void)be;
+    return emu_ew((rck_ew_args){.op = RCK_EW_ACT_MUL, .a = gate, .b = up, .out = gate, .n = n, .act = act,
+                                .act_dt = act_dt, .out_dt = out_dt});
+}
+
+static rc_status emu_add(rc_backend *be, const float *x, const float *y, int64_t n, rc_dtype out_dt, float *out)
+{
+    (void)be;
+    return emu_ew((rck_ew_args){.op = RCK_EW_ADD, .a = x, .b = y, .out = out, .n = n, .out_dt = out_dt});
+}
+
+static rc_status emu_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
+                              rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
+{
+    (void)be;
+    rck_lp_args a = {logits, M, V, temperature, lp_dt, full_out, targets, target_out};
+    EMU_RUN(rck_logprob_thread, a, M);
+    return RC_OK;
+}
+
+static const rc_backend_ops k_emu_ops = {
+    .name = "cuda-emulated",
+    .host_memory = false, /* exercise forward.c's device path: weights uploaded, rows gathered by the backend */
+    .destroy = emu_destroy,
+    .alloc = emu_alloc,
+    .free = emu_free,
+    .upload = emu_upload,
+    .download = emu_download,
+    .gather_rows = emu_gather_rows,
+    .embed = emu_embed,
+    .norm = emu_norm,
+    .matmul = emu_matmul,
+    .rope = emu_rope,
+    .attention = emu_attention,
+    .act = emu_act,
+    .act_mul = emu_act_mul,
+    .add = emu_add,
+    .logprobs = emu_logprobs,
+};
+
+static rc_status test_backend_create(rc_kernels k, rc_backend **out)
+{
+    rc_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return RC_ERR_NOMEM;
+    be->ops = &k_emu_ops;
+    be->n_threads = 1;
+    be->kernels = k;
+    *out = be;
+    return RC_OK;
+}
+#else
+static rc_status test_backend_create(rc_kernels k, rc_backend **out) { return rc_backend_cuda_create(k, out); }
+#endif
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(float scale) /* uniform in [-scale, scale) */
+{
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return scale * ((float)(g_rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
+}
+
+static float *rand_vec(int64_t n, float scale, rc_dtype dt)
+{
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    ck_assert(v != NULL);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = rc_round_to(frand(scale), dt);
+    return v;
+}
+
+typedef struct {
+    rc_backend *t, *c; /* under test, CPU twin */
+} pair;
+
+static pair make_pair(rc_kernels k)
+{
+    pair p;
+    rc_status s = test_backend_create(k, &p.t);
+    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, k, &p.c) == RC_OK);
+    return p;
+}
+
+static void free_pair(pair *p)
+{
+    rc_backend_destroy(p->t);
+    rc_backend_destroy(p->c);
+}
+
+/* a buffer on the test backend holding host data */
+static float *dev_copy(rc_backend *be, const float *host, int64_t n)
+{
+    float *d;
+    ck_assert(be->ops->alloc(be, n, &d) == RC_OK);
+    ck_assert_msg(be->ops->upload(be, host, n, RC_F32, d) == RC_OK, "%s", rc_last_error());
+    return d;
+}
+
+static float *host_copy(rc_backend *be, const float *dev, int64_t n)
+{
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+    ck_assert(h != NULL);
+    ck_assert_msg(be->ops->download(be, dev, n, h) == RC_OK, "%s", rc_last_error());
+    return h;
+}
+
+/* max |got - ref| against the op's tolerance; prints the measurement */
+static void compare(const char *op, const char *what, const float *got, const float *ref, int64_t n, rc_dtype out_dt)
+{
+    double mx = 0, md = 0;
+    int64_t at = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double r = fabs((double)ref[i]);
+        mx = r > mx ? r : mx;
+        double dd = fabs((double)got[i] - (double)ref[i]);
+        if (!(dd <= md) || (isnan(got[i]) != isnan(ref[i]))) { /* NaN counts as a difference */
+            md = isnan(dd) ? INFINITY : dd;
+            at = i;
+        }
+    }
+    double ulps = tol_for(op, out_dt);
+    double tol = ulps * ulp_dt(mx, out_dt);
+    printf("%-10s %-9s %-44s max|d| %.3e  (%g ulp of %s at max|ref| %.3g)\n", TEST_NAME, op, what, md, ulps,
+           out_dt == RC_F32 ? "fp32" : out_dt == RC_BF16 ? "bf16" : "fp16", mx);
+    ck_assert_msg(md <= tol, "%s %s: max |difference| %g at %lld (got %.9g, cpu %.9g) exceeds %g ulp = %g", op, what, md,
+                  (long long)at, at >= 0 ? got[at] : 0.0, at >= 0 ? ref[at] : 0.0, ulps, tol);
+}
+
+static const rc_dtype k_dts[] = {RC_F32, RC_BF16, RC_F16};
+static const char *dt_name(rc_dtype dt) { return dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16"; }
+
+/* ---- op twins ------------------------------------------------------------------ */
+
+START_TEST(test_elementwise)
+{
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t sizes[] = {1, 7, 1000, 4099};
+    const rc_act acts[] = {RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int di = 0; di < 3; di++) {
+            const int64_t n = sizes[si];
+            const rc_dtype dt = k_dts[di];
+            char what[96];
+            float *a = rand_vec(n, 6.0f, RC_F32), *b = rand_vec(n, 3.0f, dt);
+            /* upload with rounding (the dtype conversion kernel) */
+            float *da;
+            ck_assert(p.t->ops->alloc(p.t, n, &da) == RC_OK);
+            ck_assert(p.t->ops->upload(p.t, a, n, dt, da) == RC_OK);
+            float *ga = host_copy(p.t, da, n), *ca = malloc((size_t)n * sizeof *ca);
+            ck_assert(p.c->ops->upload(p.c, a, n, dt, ca) == RC_OK);
+            snprintf(what, sizeof what, "upload n=%lld %s", (long long)n, dt_name(dt));
+            compare("round", what, ga, ca, n, dt);
+            /* add */
+            float *db = dev_copy(p.t, b, n), *dout;
+            ck_assert(p.t->ops->alloc(p.t, n, &dout) == RC_OK);
+            float *cout = malloc((size_t)n * sizeof *cout);
+            ck_assert(p.t->ops->add(p.t, da, db, n, dt, dout) == RC_OK);
+            ck_assert(p.c->ops->add(p.c, ca, b, n, dt, cout) == RC_OK);
+            float *g = host_copy(p.t, dout, n);
+            snprintf(what, sizeof what, "n=%lld %s", (long long)n, dt_name(dt));
+            compare("add", what, g, cout, n, dt);
+            free(g);
+            for (int ai = 0; ai < 3; ai++) {
+                /* act in place on a copy, act_mul with b as `up` */
+                float *dx = dev_copy(p.t, ca, n), *cx = malloc((size_t)n * sizeof *cx);
+                memcpy(cx, ca, (size_t)n * sizeof *cx);
+                ck_assert(p.t->ops->act(p.t, acts[ai], dx, n, dt) == RC_OK);
+                ck_assert(p.c->ops->act(p.c, acts[ai], cx, n, dt) == RC_OK);
+                g = host_copy(p.t, dx, n);
+                snprintf(what, sizeof what, "%s n=%lld %s", ai == 0 ? "gelu" : ai == 1 ? "gelu_tanh" : "silu",
+                         (long long)n, dt_name(dt));
+                compare("act", what, g, cx, n, dt);
+                free(g);
+                p.t->ops->free(p.t, dx);
+                dx = dev_copy(p.t, ca, n);
+                memcpy(cx, ca, (size_t)n * sizeof *cx);
+                ck_assert(p.t->ops->act_mul(p.t, acts[ai], dx, db, n, dt, dt) == RC_OK);
+                ck_assert(p.c->ops->act_mul(p.c, acts[ai], cx, b, n, dt, dt) == RC_OK);
+                g = host_copy(p.t, dx, n);
+                compare("act_mul", what, g, cx, n, dt);
+                free(g);
+                p.t->ops->free(p.t, dx);
+                free(cx);
+            }
+            p.t->ops->free(p.t, da);
+            p.t->ops->free(p.t, db);
+            p.t->ops->free(p.t, dout);
+            free(a), free(b), free(ga), free(ca), free(cout);
+        }
+    free_pair(&p);
+}
+END_TEST
+
+START_TEST(test_embed_gather)
+{
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t V = 37, H = 19, n = 23;
+    float *table = rand_vec(V * H, 1.0f, RC_BF16);
+    int32_t tok[23];
+    int64_t rows[5] = {22, 0, 5, 5, 13};
+    for (int64_t i = 0; i < n; i++)
+        tok[i] = (int32_t)((i * 7 + 3) % V);
+    float *dt_ = dev_copy(p.t, table, V * H), *dout, *dg;
+    ck_assert(p.t->ops->alloc(p.t, n * H, &dout) == RC_OK);
+    ck_assert(p.t->ops->alloc(p.t, 5 * H, &dg) == RC_OK);
+    float *cout = malloc((size_t)(n * H) * sizeof *cout), *cg = malloc(5 * (size_t)H * sizeof *cg);
+    ck_assert(p.t->ops->embed(p.t, tok, n, dt_, H, dout) == RC_OK);
+    ck_assert(p.c->ops->embed(p.c, tok, n, table, H, cout) == RC_OK);
+    float *g = host_copy(p.t, dout, n * H);
+    compare("embed", "V=37 H=19 n=23", g, cout, n * H, RC_F32);
+    ck_assert(p.t->ops->gather_rows(p.t, dout, H, rows, 5, dg) == RC_OK);
+    ck_assert(p.c->ops->gather_rows(p.c, cout, H, rows, 5, cg) == RC_OK);
+    float *g2 = host_copy(p.t, dg, 5 * H);
+    compare("gather", "5 of 23 rows, repeats", g2, cg, 5 * H, RC_F32);
+    p.t->ops->free(p.t, dt_);
+    p.t->ops->free(p.t, dout);
+    p.t->ops->free(p.t, dg);
+    free(table), free(cout), free(cg), free(g), free(g2);
+    free_pair(&p);
+}
+END_TEST
+
+START_TEST(test_norm)
+{
+    const int64_t shapes[][2] = {{1, 64}, {15, 100}, {16, 37}, {40, 768}, {3, 1}, {2, 4097}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 3; di++)
+                for (int kind = 0; kind < 2; kind++) {
+                    const int64_t M = shapes[si][0], H = shapes[si][1];
+                    const rc_dtype dt = k_dts[di];
+                    float *x = rand_vec(M * H, 4.0f, dt), *w = rand_vec(H, 1.5f, dt), *b = rand_vec(H, 0.5f, dt);
+                    float *dx = dev_copy(p.t, x, M * H), *dw = dev_copy(p.t, w, H), *db = dev_copy(p.t, b, H), *dout;
+                    ck_assert(p.t->ops->alloc(p.t, M * H, &dout) == RC_OK);
+                    float *cout = malloc((size_t)(M * H) * sizeof *cout);
+                    rc_norm_kind nk = kind ? RC_NORM_RMS : RC_NORM_LAYER;
+                    ck_assert(p.t->ops->norm(p.t, nk, dx, M, H, dw, kind ? NULL : db, 1e-5, dt, dt, dout) == RC_OK);
+                    ck_assert(p.c->ops->norm(p.c, nk, x, M, H, w, kind ? NULL : b, 1e-5, dt, dt, cout) == RC_OK);
+                    float *g = host_copy(p.t, dout, M * H);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s M=%lld H=%lld %s", kind ? "rms" : "layer",
+                             rc_kernels_name(p.t->kernels), (long long)M, (long long)H, dt_name(dt));
+                    compare("norm", what, g, cout, M * H, dt);
+                    p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dw), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dout);
+                    free(x), free(w), free(b), free(cout), free(g);
+                }
+        free_pair(&p);
+    }
+}
+END_TEST
+
+START_TEST(test_matmul)
+{
+    const int64_t shapes[][3] = {{1, 64, 48}, {3, 100, 37}, {17, 256, 129}, {300, 96, 33}, {5, 1, 7}, {16, 768, 96}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 3; di++)
+                for (int wb = 0; wb < 2; wb++) {
+                    const int64_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+                    const rc_dtype dt = k_dts[di];
+                    float *x = rand_vec(M * K, 1.0f, dt), *W = rand_vec(N * K, 0.2f, RC_F32), *b = rand_vec(N, 1.0f, dt);
+                    /* the weights as the engine holds them: one buffer, rounded on upload */
+                    float *dW;
+                    ck_assert(p.t->ops->alloc(p.t, N * K, &dW) == RC_OK);
+                    ck_assert(p.t->ops->upload(p.t, W, N * K, dt, dW) == RC_OK);
+                    float *cW = malloc((size_t)(N * K) * sizeof *cW);
+                    ck_assert(p.c->ops->upload(p.c, W, N * K, dt, cW) == RC_OK);
+                    float *dx = dev_copy(p.t, x, M * K), *db = dev_copy(p.t, b, N), *dy;
+                    ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
+                    float *cy = malloc((size_t)(M * N) * sizeof *cy);
+                    const float *bias_t = wb ? db : NULL, *bias_c = wb ? b : NULL;
+                    rc_status s = p.t->ops->matmul(p.t, dx, M, K, dW, N, bias_t, dt, dt, dy);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->matmul(p.c, x, M, K, cW, N, bias_c, dt, dt, cy) == RC_OK);
+                    float *g = host_copy(p.t, dy, M * N);
+                    char what[96];
+                    snprintf(what, sizeof what, "M=%lld K=%lld N=%lld %s%s", (long long)M, (long long)K, (long long)N,
+                             dt_name(dt), wb ? " +bias" : "");
+                    compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
+                    p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dx), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dy);
+                    free(x), free(W), free(b), free(cW), free(cy), free(g);
+                }
+        free_pair(&p);
+    }
+}
+END_TEST
+
+/* attention shapes: heads, kv heads (GQA ratio), head_dim, rotary dims,
+ * sliding window, prompt lengths of the sequences */
+typedef struct {
+    int64_t nh, nkv, d, rot, window;
+    int64_t n_seq;
+    int64_t len[4];
+} attn_shape;
+
+static const attn_shape k_attn_shapes[] = {
+    {4, 4, 16, 16, 0, 2, {5, 9}},        /* MHA, full rotary */
+    {8, 2, 32, 8, 0, 3, {1, 7, 70}},     /* GQA 4:1, partial rotary, > one prefill tile */
+    {6, 3, 24, 24, 5, 2, {12, 3}},       /* GQA 2:1, sliding window */
+    {2, 1, 64, 64, 0, 1, {300}},         /* long: many decode chunks and prefill tiles */
+    {3, 1, 20, 0, 0, 4, {2, 2, 33, 1}},  /* no rotary, odd head_dim */
+};
+
+/* rows for a step: sequence b adds n_new[b] tokens at start[b] */
+typedef struct {
+    rc_batch_desc bd;
+    int64_t slot[4], start[4], n_new[4], row0[4];
+    int64_t *pos, *seq;
+} step_desc;
+
+static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const int64_t *n_new)
+{
+    int64_t R = 0;
+    for (int64_t b = 0; b < n_seq; b++) {
+        s->slot[b] = n_seq - 1 - b; /* slot != batch index */
+        s->start[b] = start[b];
+        s->n_new[b] = n_new[b];
+        s->row0[b] = R;
+        R += n_new[b];
+    }
+    s->pos = malloc((size_t)R * sizeof *s->pos);
+    s->seq = malloc((size_t)R * sizeof *s->seq);
+    for (int64_t b = 0; b < n_seq; b++)
+        for (int64_t i = 0; i < n_new[b]; i++) {
+            s->pos[s->row0[b] + i] = start[b] + i;
+            s->seq[s->row0[b] + i] = b;
+        }
+    s->bd = (rc_batch_desc){n_seq, s->slot, s->start, s->n_new, s->row0, R, s->pos, s->seq};
+}
+
+START_TEST(test_rope_attention)
+{
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof k_attn_shapes / sizeof k_attn_shapes[0]; si++)
+            for (int di = 0; di < 3; di++) {
+                const attn_shape *S = &k_attn_shapes[si];
+                const rc_dtype dt = k_dts[di];
+                rc_config cfg;
+                memset(&cfg, 0, sizeof cfg);
+                cfg.n_heads = S->nh, cfg.n_kv_heads = S->nkv, cfg.head_dim = S->d, cfg.rotary_dim = S->rot;
+                cfg.sliding_window = S->window, cfg.rope_theta = 10000.0, cfg.n_layers = 2;
+                float inv[64] = {0};
+                for (int64_t j = 0; j < S->rot / 2; j++)
+                    inv[j] = (float)pow(10000.0, -2.0 * (double)j / (double)S->rot);
+                float *dinv = dev_copy(p.t, inv, S->rot / 2 > 0 ? S->rot / 2 : 1);
+                int64_t T = 0;
+                for (int64_t b = 0; b < S->n_seq; b++)
+                    T = S->len[b] + 4 > T ? S->len[b] + 4 : T;
+                /* two layers' caches; the test uses layer 1 */
+                rc_kv_cache ckv = {2, S->n_seq, S->nkv, T, S->d, NULL, NULL}, tkv = ckv;
+                const int64_t kvn = 2 * S->n_seq * S->nkv * T * S->d;
+                ckv.k = calloc((size_t)kvn, sizeof(float));
+                ckv.v = calloc((size_t)kvn, sizeof(float));
+                float *zero = calloc((size_t)kvn, sizeof(float));
+                tkv.k = dev_copy(p.t, zero, kvn);
+                tkv.v = dev_copy(p.t, zero, kvn);
+                const rc_attn_numerics an = {dt, dt, dt};
+                const int64_t row_len = (S->nh + 2 * S->nkv) * S->d;
+                /* step 0: prefill all but the last 3 tokens (>= 1); step 1: one
+                 * decode token each; step 2: 2 more tokens each (prefill over a
+                 * filled cache) */
+                for (int step = 0; step < 3; step++) {
+                    int64_t start[4], n_new[4];
+                    for (int64_t b = 0; b < S->n_seq; b++) {
+                        int64_t first = S->len[b] > 3 ? S->len[b] - 3 : 1;
+                        start[b] = step == 0 ? 0 : step == 1 ? first : first + 1;
+                        n_new[b] = step == 0 ? first : step == 1 ? 1 : 2;
+                    }
+                    step_desc sd;
+                    make_step(&sd, S->n_seq, start, n_new);
+                    const int64_t R = sd.bd.n_rows;
+                    float *qkv = rand_vec(R * row_len, 2.0f, dt);
+                    float *dq = dev_copy(p.t, qkv, R * row_len), *dout;
+                    ck_assert(p.t->ops->alloc(p.t, R * S->nh * S->d, &dout) == RC_OK);
+                    float *cout = malloc((size_t)(R * S->nh * S->d) * sizeof *cout);
+                    char what[96];
+                    ck_assert(p.t->ops->rope(p.t, dq, &sd.bd, &cfg, dinv, dt, dt) == RC_OK);
+                    ck_assert(p.c->ops->rope(p.c, qkv, &sd.bd, &cfg, inv, dt, dt) == RC_OK);
+                    float *g = host_copy(p.t, dq, R * row_len);
+                    snprintf(what, sizeof what, "heads %lld/%lld d=%lld rot=%lld step %d %s", (long long)S->nh,
+                             (long long)S->nkv, (long long)S->d, (long long)S->rot, step, dt_name(dt));
+                    compare("rope", what, g, qkv, R * row_len, dt);
+                    free(g);
+                    /* attention from identical inputs (the CPU's rotated rows) */
+                    p.t->ops->free(p.t, dq);
+                    dq = dev_copy(p.t, qkv, R * row_len);
+                    rc_status s = p.t->ops->attention(p.t, dq, &sd.bd, &cfg, &tkv, 1, &an, dout);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cfg, &ckv, 1, &an, cout) == RC_OK);
+                    g = host_copy(p.t, dout, R * S->nh * S->d);
+                    snprintf(what, sizeof what, "%s heads %lld/%lld d=%lld win=%lld step %d %s",
+                             rc_kernels_name(p.t->kernels), (long long)S->nh, (long long)S->nkv, (long long)S->d,
+                             (long long)S->window, step, dt_name(dt));
+                    compare("attention", what, g, cout, R * S->nh * S->d, dt);
+                    free(g);
+                    float *gk = host_copy(p.t, tkv.k, kvn), *gv = host_copy(p.t, tkv.v, kvn);
+                    compare("kv_cache", "K after the step", gk, ckv.k, kvn, RC_F32);
+                    compare("kv_cache", "V after the step", gv, ckv.v, kvn, RC_F32);
+                    free(gk), free(gv);
+                    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout);
+                    free(qkv), free(cout), free(sd.pos), free(sd.seq);
+                }
+                p.t->ops->free(p.t, tkv.k), p.t->ops->free(p.t, tkv.v), p.t->ops->free(p.t, dinv);
+                free(ckv.k), free(ckv.v), free(zero);
+            }
+        free_pair(&p);
+    }
+#ifdef RC_TEST_EMULATE
+    ck_assert_msg(g_emu_launches > 2 * 3 * 3 * 5, "the attention was never split into several launches (%lld)",
+                  (long long)g_emu_launches);
+#endif
+}
+END_TEST
+
+START_TEST(test_logprobs)
+{
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t shapes[][2] = {{1, 7}, {3, 1000}, {5, 50304}, {2, 17}};
+    const float temps[] = {1.0f, 0.7f};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int di = 0; di < 3; di++)
+            for (int ti = 0; ti < 2; ti++)
+                for (int same = 0; same < 2; same++) {
+                    const int64_t M = shapes[si][0], V = shapes[si][1];
+                    const rc_dtype dt = k_dts[di], lp = same ? dt : RC_F32;
+                    float *x = rand_vec(M * V, 12.0f, dt);
+                    int32_t tg[8];
+                    for (int64_t r = 0; r < M; r++)
+                        tg[r] = (int32_t)((r * 31 + 5) % V);
+                    float *dx = dev_copy(p.t, x, M * V);
+                    float *gf = malloc((size_t)(M * V) * sizeof *gf), *cf = malloc((size_t)(M * V) * sizeof *cf);
+                    float gt[8], ct[8];
+                    ck_assert(p.t->ops->logprobs(p.t, dx, M, V, temps[ti], lp, gf, tg, gt) == RC_OK);
+                    ck_assert(p.c->ops->logprobs(p.c, x, M, V, temps[ti], lp, cf, tg, ct) == RC_OK);
+                    char what[96];
+                    snprintf(what, sizeof what, "M=%lld V=%lld T=%g logits %s, log-probs %s", (long long)M,
+                             (long long)V, temps[ti], dt_name(dt), dt_name(lp));
+                    compare("logprobs", what, gf, cf, M * V, lp);
+                    compare("logprobs", "  the sampled tokens", gt, ct, M, lp);
+                    /* targets only (what the full forward asks for) */
+                    ck_assert(p.t->ops->logprobs(p.t, dx, M, V, temps[ti], lp, NULL, tg, gt) == RC_OK);
+                    compare("logprobs", "  targets without the full rows", gt, ct, M, lp);
+                    p.t->ops->free(p.t, dx);
+                    free(x), free(gf), free(cf);
+                }
+    free_pair(&p);
+}
+END_TEST
+
+/* ---- whole model -------------------------------------------------------------- */
+
+static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",
+                                         "qwen2_bias",    "mistral_headdim", "neox_bf16"};
+#define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
+
+/* Full forward of the fixture's sequences on the backend under test vs HF
+ * fp32 (same limit as the CPU: 1e-5), and cached greedy decode of the same
+ * tokens vs that full forward. Loop index: fixture * 2 + kernels. */
+START_TEST(test_fixture_vs_hf)
+{
+    const char *name = k_fixtures[_i / 2];
+    const rc_kernels kern = _i % 2 ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    char *rp = rc_path_join(dir, "reference.safetensors");
+    rc_safetensors *ref;
+    ck_assert_msg(rc_st_open_file(rp, &ref) == RC_OK, "%s", rc_last_error());
+    const rc_st_tensor *tt = rc_st_find(ref, "tokens");
+    ck_assert(tt != NULL);
+    const int64_t B = tt->shape[0], T = tt->shape[1], V = m->cfg.vocab;
+    int32_t *tokens = malloc(sizeof(int32_t) * B * T), *lengths = malloc(sizeof(int32_t) * B);
+    float *fwd32 = malloc(sizeof(float) * B * T * V);
+    ck_assert(rc_st_read_i32(ref, "tokens", 2, (int64_t[]){B, T}, tokens) == RC_OK);
+    ck_assert(rc_st_read_i32(ref, "lengths", 1, (int64_t[]){B}, lengths) == RC_OK);
+    ck_assert(rc_st_read_f32(ref, "forward_logprobs_f32", 3, (int64_t[]){B, T, V}, fwd32) == RC_OK);
+    int64_t lens[64], total = 0;
+    for (int64_t b = 0; b < B; b++)
+        total += lens[b] = lengths[b];
+    int32_t *tok = malloc(sizeof(int32_t) * total);
+    for (int64_t b = 0, o = 0; b < B; b++)
+        for (int64_t t = 0; t < lens[b]; t++)
+            tok[o++] = tokens[b * T + t];
+    rc_backend *be;
+    ck_assert_msg(test_backend_create(kern, &be) == RC_OK, "%s", rc_last_error());
+    rc_numerics num = rc_numerics_fp32();
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, &num, B, T, total, &e) == RC_OK, "%s", rc_last_error());
+    float *out = malloc(sizeof(float) * total * V);
+    ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
+    double d32 = 0;
+    for (int64_t b = 0, o = 0; b < B; b++)
+        for (int64_t t = 0; t < lens[b]; t++, o++)
+            for (int64_t v = 0; v < V; v++) {
+                double dd = fabs((double)out[o * V + v] - (double)fwd32[(b * T + t) * V + v]);
+                d32 = dd > d32 ? dd : d32;
+            }
+    /* cached decode: every sequence token by token, all sequences per step */
+    float *dec = malloc(sizeof(float) * total * V);
+    rc_engine *e2;
+    ck_assert(rc_engine_create(m, be, &num, B, T, total, &e2) == RC_OK);
+    int64_t maxlen = 0;
+    for (int64_t b = 0; b < B; b++)
+        maxlen = lens[b] > maxlen ? lens[b] : maxlen;
+    int64_t off[64];
+    for (int64_t b = 0, o = 0; b < B; o += lens[b], b++)
+        off[b] = o;
+    for (int64_t t = 0; t < maxlen; t++) {
+        int64_t slots[64], starts[64], n_new[64], rows[64], nb = 0;
+        int32_t stok[64];
+        for (int64_t b = 0; b < B; b++)
+            if (t < lens[b]) {
+                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
+                stok[nb] = tok[off[b] + t];
+                nb++;
+            }
+        float *lp = malloc(sizeof(float) * nb * V);
+        ck_assert_msg(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
+        free(lp);
+    }
+    double dc = 0;
+    int64_t same_bits = 0;
+    for (int64_t i = 0; i < total * V; i++) {
+        double dd = fabs((double)dec[i] - (double)out[i]);
+        dc = dd > dc ? dd : dc;
+        same_bits += memcmp(&dec[i], &out[i], sizeof(float)) == 0;
+    }
+    printf("%-10s %-16s %-9s full forward vs HF fp32 max|dlogp| %.3e; cached decode vs full forward %.3e "
+           "(%lld of %lld bitwise equal)\n",
+           TEST_NAME, name, rc_kernels_name(kern), d32, dc, (long long)same_bits, (long long)(total * V));
+    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", name, d32);
+    if (kern == RC_KERNELS_INVARIANT)
+        ck_assert_msg(same_bits == total * V, "%s: invariant decode vs full forward not bitwise (max %g)", name, dc);
+    else
+        ck_assert_msg(dc <= 1e-5, "%s: cached decode vs full forward differs by %g", name, dc);
+    rc_engine_free(e);
+    rc_engine_free(e2);
+    rc_backend_destroy(be);
+    rc_model_free(m);
+    rc_st_close(ref);
+    free(rp), free(tokens), free(lengths), free(fwd32), free(tok), free(out), free(dec);
+}
+END_TEST
+
+/* The ratio check on the bundled model with invariant kernels: every ratio
+ * exactly 1 in fp32, bf16 and fp16; engine kernels run and give finite
+ * ratios (printed next to the CPU engine's). */
+START_TEST(test_ratio_default_model)
+{
+    const rc_dtype dt = k_dts[_i];
+    char p[4096];
+    rc_model *m;
+    rc_prompts pr;
+    rc_test_source_path(p, sizeof p, "data/models/pythia-rc-tiny");
+    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    rc_test_source_path(p, sizeof p, "data/prompts/default.ids");
+    ck_assert_msg(rc_prompts_load_ids(p, &pr) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg c;
+    memset(&c, 0, sizeof c);
+    c.n_prompts = pr.n < 4 ? pr.n : 4;
+    c.prompt_max = pr.max_len;
+    c.prompt_tokens = pr.tokens;
+    c.prompt_len = pr.len;
+    c.samples = 2;
+    c.batch = 8;
+    c.n_lens = 2;
+    c.lens[0] = 6;
+    c.lens[1] = 12;
+    c.seed = 3;
+    c.sampling.top_k = 0;
+    c.sampling.top_p = 1.0;
+    c.num = rc_numerics_fp32();
+    c.num.dt = dt;
+    for (int k = 0; k < 2; k++) {
+        rc_kernels kern = k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
+        rc_backend *be, *cpu;
+        ck_assert_msg(test_backend_create(kern, &be) == RC_OK, "%s", rc_last_error());
+        ck_assert(rc_backend_cpu_create(0, kern, &cpu) == RC_OK);
+        rc_results r, rc;
+        memset(&r, 0, sizeof r);
+        memset(&rc, 0, sizeof rc);
+        rc_status s = rc_run_check(m, be, NULL, &c, NULL, NULL, NULL, &r);
+        ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+        ck_assert(rc_run_check(m, cpu, NULL, &c, NULL, NULL, NULL, &rc) == RC_OK);
+        for (int i = 0; i < r.n_lens; i++) {
+            printf("%-10s %s %-9s L=%lld ratio mean %.6f std %.3e min %.5f max %.5f identical %.3f | cpu std %.3e\n",
+                   TEST_NAME, dt_name(dt), rc_kernels_name(kern), (long long)r.lens[i].len, r.lens[i].st.mean,
+                   r.lens[i].st.std, r.lens[i].st.min, r.lens[i].st.max, r.lens[i].st.identical_frac,
+                   rc.lens[i].st.std);
+            ck_assert(isfinite(r.lens[i].st.mean) && isfinite(r.lens[i].st.std));
+            if (kern == RC_KERNELS_INVARIANT) {
+                ck_assert_msg(r.lens[i].st.identical_frac == 1.0, "%s invariant: %g of log-probs identical",
+                              dt_name(dt), r.lens[i].st.identical_frac);
+                ck_assert(r.lens[i].st.min == 1.0 && r.lens[i].st.max == 1.0);
+            }
+        }
+        rc_results_free(&r);
+        rc_results_free(&rc);
+        rc_backend_destroy(be);
+        rc_backend_destroy(cpu);
+    }
+    rc_prompts_free(&pr);
+    rc_model_free(m);
+}
+END_TEST
+
+/* ---- error paths and shape logic (no GPU needed) ------------------------------ */
+
+START_TEST(test_error_messages)
+{
+    if (!rc_cuda_compiled()) {
+        rc_status s = rc_cuda_error_for_test(2, 0, "cudaMalloc(&p, n)", "x.cu", 7);
+        ck_assert(s == RC_ERR_DEVICE);
+        printf("%-10s built without CUDA: %s\n", TEST_NAME, rc_last_error());
+        return;
+    }
+    /* cudaErrorMemoryAllocation = 2: "too little GPU memory", call, file, line */
+    ck_assert(rc_cuda_error_for_test(2, 0, "cudaMalloc(&p, bytes)", "backend_cuda.cu", 123) == RC_ERR_DEVICE);
+    const char *msg = rc_last_error();
+    printf("%-10s %s\n", TEST_NAME, msg);
+    ck_assert_msg(strstr(msg, "too little GPU memory") && strstr(msg, "cudaMalloc(&p, bytes)") &&
+                      strstr(msg, "backend_cuda.cu:123"), "%s", msg);
+    /* cudaErrorIllegalAddress = 700: the error's name and text */
+    ck_assert(rc_cuda_error_for_test(700, 0, "k_attn", "attention.cu", 19) == RC_ERR_DEVICE);
+    msg = rc_last_error();
+    printf("%-10s %s\n", TEST_NAME, msg);
+    ck_assert_msg(strstr(msg, "cudaErrorIllegalAddress") && strstr(msg, "k_attn") && strstr(msg, "attention.cu:19"),
+                  "%s", msg);
+    ck_assert(strchr(msg, '\n') == NULL);
+    /* CUBLAS_STATUS_NOT_SUPPORTED = 15 */
+    ck_assert(rc_cuda_error_for_test(0, 15, "cublasGemmEx(...)", "gemm.cu", 30) == RC_ERR_DEVICE);
+    msg = rc_last_error();
+    printf("%-10s %s\n", TEST_NAME, msg);
+    ck_assert_msg(strstr(msg, "CUBLAS_STATUS_NOT_SUPPORTED") && strstr(msg, "gemm.cu:30"), "%s", msg);
+}
+END_TEST
+
+START_TEST(test_create_without_device)
+{
+    rc_backend *be = NULL;
+    int n;
+    char name[256];
+    if (rc_cuda_probe(&n, name, sizeof name) == RC_OK) {
+        printf("%-10s device present (%s): the no-device path is not testable here\n", TEST_NAME, name);
+    } else {
+        rc_status s = rc_backend_cuda_create(RC_KERNELS_ENGINE, &be);
+        printf("%-10s no device: %s\n", TEST_NAME, rc_last_error());
+        ck_assert(s == RC_ERR_DEVICE && be == NULL);
+        ck_assert(strstr(rc_last_error(), "CUDA") != NULL);
+    }
+    /* an empty CUDA_VISIBLE_DEVICES is named as the reason */
+    char *old = getenv("CUDA_VISIBLE_DEVICES") ? strdup(getenv("CUDA_VISIBLE_DEVICES")) : NULL;
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    ck_assert(rc_backend_cuda_create(RC_KERNELS_INVARIANT, &be) == RC_ERR_DEVICE);
+    if (rc_cuda_compiled())
+        ck_assert_msg(strstr(rc_last_error(), "CUDA_VISIBLE_DEVICES") != NULL, "%s", rc_last_error());
+    if (old) {
+        setenv("CUDA_VISIBLE_DEVICES", old, 1);
+        free(old);
+    } else {
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    }
+}
+END_TEST
+
+START_TEST(test_launch_split)
+{
+    /* attention launches keep their scratch under the cap, at least one row,
+     * never more rows than there are */
+    const int64_t cases[][4] = {{1, 1, 1, 1}, {4200, 12, 50, 64}, {7, 32, 4096, 128}, {100, 8, 100000, 256}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t R = cases[i][0], nh = cases[i][1], mk = cases[i][2], d = cases[i][3];
+        const int64_t cap = (int64_t)64 << 20;
+        int64_t per = rck_attn_rows_per_launch(R, nh, mk, d, cap);
+        ck_assert(per >= 1 && per <= R);
+        ck_assert(per == 1 || per * nh * rck_attn_scratch(mk, d) <= cap);
+        ck_assert(per == R || (per + 1) * nh * rck_attn_scratch(mk, d) > cap);
+    }
+    ck_assert_int_eq(rck_attn_scratch(50, 64), 50 + 2 * RC_SOFTMAX_MAX_CHUNKS + 128);
+}
+END_TEST
+
+int main(void)
+{
+#ifndef RC_TEST_EMULATE
+    int n;
+    char name[256];
+    if (rc_cuda_probe(&n, name, sizeof name) != RC_OK) {
+        printf("cuda: skipped: %s\n", rc_last_error());
+        return 77; /* meson: SKIP */
+    }
+    printf("cuda: %d device(s), testing on %s\n", n, name);
+#endif
+    Suite *s = suite_create(TEST_NAME);
+    TCase *ops = tcase_create("op_twins");
+    tcase_set_timeout(ops, 600);
+    tcase_add_test(ops, test_elementwise);
+    tcase_add_test(ops, test_embed_gather);
+    tcase_add_test(ops, test_norm);
+    tcase_add_test(ops, test_matmul);
+    tcase_add_test(ops, test_rope_attention);
+    tcase_add_test(ops, test_logprobs);
+    suite_add_tcase(s, ops);
+    TCase *model = tcase_create("model");
+    tcase_set_timeout(model, 600);
+    tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
+    tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
+    suite_add_tcase(s, model);
+    TCase *host = tcase_create("host");
+    tcase_add_test(host, test_error_messages);
+    tcase_add_test(host, test_create_without_device);
+    tcase_add_test(host, test_launch_split);
+    suite_add_tcase(s, host);
+#ifdef RC_TEST_EMULATE
+    return rc_test_run(s);
+#else
+    /* no fork: the CUDA context made above does not survive fork() */
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+#endif
+}
