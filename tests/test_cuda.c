@@ -52,9 +52,16 @@
  * bitwise except the engine GEMM (a plain fp32 dot stands in for cuBLAS).
  * GPU: + - * / sqrtf are IEEE on both sides and FMA contraction is off on
  * both (-fmad=false, C11 -ffp-contract=off), so data movement, norms and the
- * fixed-order GEMM are exact; ops calling expf / erff / tanhf / cosf / sinf /
- * logf differ where CUDA's math library does (a few fp32 ulps, at most one
- * ulp once rounded to bf16 / fp16); cuBLAS sums in its own order. */
+ * fixed-order GEMM are exact. Ops calling expf / erff / tanhf / cosf / sinf /
+ * logf differ where CUDA's math library does (a few fp32 ulps); once rounded
+ * to bf16 / fp16 that is a rare one-ulp flip of an intermediate, which the
+ * later roundings carry: RoPE rounds two products then their sum (2 ulps),
+ * act_mul rounds the activation then the product (2), attention rounds
+ * probabilities that are then summed against V (8 ulps of the output's
+ * largest value), log-softmax rounds once (1). cuBLAS sums in its own order:
+ * 64 fp32 ulps of the largest output, one ulp once rounded. These GPU limits
+ * are derived, not yet measured (no GPU was lent when they were written);
+ * tools/gpu/gpu_check.sh prints every measured difference. */
 typedef struct {
     const char *op;
     double emu_f32, emu_md; /* host emulation: fp32 output / bf16-fp16 output */
@@ -69,11 +76,11 @@ static const tol_row k_tol[] = {
     {"norm", 0, 0, 0, 0},
     {"matmul_invariant", 0, 0, 0, 0},
     {"matmul_engine", 64, 1, 64, 1},
-    {"rope", 0, 0, 4, 1},
+    {"rope", 0, 0, 4, 2},
     {"kv_cache", 0, 0, 0, 0},
-    {"attention", 0, 0, 32, 1},
+    {"attention", 0, 0, 32, 8},
     {"act", 0, 0, 4, 1},
-    {"act_mul", 0, 0, 4, 1},
+    {"act_mul", 0, 0, 4, 2},
     {"logprobs", 0, 0, 4, 1},
 };
 
