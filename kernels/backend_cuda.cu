@@ -52,8 +52,16 @@ struct cuda_backend {
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
 
-// attention scratch per launch, in floats (rows are split into launches)
-const int64_t k_attn_scratch_floats = (int64_t)64 << 20;
+// attention scratch per launch, in floats: 256 MB, or RC_CUDA_ATTN_SCRATCH_MB
+// (rows are split into launches so that it is not exceeded)
+int64_t attn_scratch_floats()
+{
+    const char *v = getenv("RC_CUDA_ATTN_SCRATCH_MB");
+    double mb = v ? strtod(v, nullptr) : 0.0;
+    if (!(mb > 0.0 && mb < 1e6))
+        mb = 256.0;
+    return (int64_t)(mb * 1048576.0 / sizeof(float));
+}
 
 rc_status ws_get(workspace *w, size_t bytes, void **out)
 {
@@ -326,7 +334,7 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         if (bd->start[b] + bd->n_new[b] > a.max_keys)
             a.max_keys = bd->start[b] + bd->n_new[b];
     RC_TRY(rck_kv_store(a, bd->n_rows));
-    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, k_attn_scratch_floats);
+    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, attn_scratch_floats());
     void *scratch = nullptr;
     RC_TRY(ws_get(&c->ws_att, (size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float), &scratch));
     a.scratch = static_cast<float *>(scratch);

@@ -9,25 +9,40 @@
 #include "rc_cuda.h"
 #include "rck.h"
 
+// "cudaMalloc(&p, n)" -> "cudaMalloc", "../kernels/gemm.cu" -> "gemm.cu": one short line
+static void short_names(const char **call, int *call_len, const char **file)
+{
+    const char *paren = strchr(*call, '(');
+    *call_len = paren ? (int)(paren - *call) : (int)strlen(*call);
+    const char *slash = strrchr(*file, '/');
+    if (slash)
+        *file = slash + 1;
+}
+
 rc_status rck_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
 {
+    int n;
+    short_names(&call, &n, &file);
     if (e == cudaErrorMemoryAllocation) {
         size_t free_b = 0, total_b = 0;
         cudaError_t e2 = cudaMemGetInfo(&free_b, &total_b);
         if (e2 == cudaSuccess)
-            return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %s failed at %s:%d "
-                             "(%.0f MiB free of %.0f MiB)", call, file, line,
+            return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %.*s failed at %s:%d "
+                             "(%.1f MiB free of %.1f MiB)", n, call, file, line,
                              (double)free_b / 1048576.0, (double)total_b / 1048576.0);
         cudaGetLastError(); /* do not leave the second error behind */
-        return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %s failed at %s:%d", call, file, line);
+        return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %.*s failed at %s:%d", n, call, file,
+                         line);
     }
-    return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %s failed: %s (%s) at %s:%d", call, cudaGetErrorName(e),
+    return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %.*s failed: %s (%s) at %s:%d", n, call, cudaGetErrorName(e),
                      cudaGetErrorString(e), file, line);
 }
 
 rc_status rck_blas_fail(cublasStatus_t e, const char *call, const char *file, int line)
 {
-    return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %s failed: %s (%s) at %s:%d", call, cublasGetStatusName(e),
+    int n;
+    short_names(&call, &n, &file);
+    return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %.*s failed: %s (%s) at %s:%d", n, call, cublasGetStatusName(e),
                      cublasGetStatusString(e), file, line);
 }
 
@@ -35,12 +50,8 @@ rc_status rck_after_launch(const char *kernel, const char *file, int line)
 {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) {
-        static int sync = -1;
-        if (sync < 0) {
-            const char *v = getenv("RC_CUDA_SYNC");
-            sync = v && v[0] == '1';
-        }
-        if (sync)
+        const char *v = getenv("RC_CUDA_SYNC");
+        if (v && v[0] == '1')
             e = cudaDeviceSynchronize();
     }
     if (e != cudaSuccess)

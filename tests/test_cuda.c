@@ -1,15 +1,16 @@
 /* The CUDA backend against its CPU twin (backend_cpu.c) and against HF.
  *
  * Built twice (tests/meson.build):
- *  - `cuda`: the real CUDA backend (kernels/). Without a usable GPU it prints
- *    the reason and exits 77, which meson reports as SKIP.
- *  - `cuda_host`: an emulation backend defined below that runs every
- *    kernel's thread body (kernels/rck_threads.h) over the kernel's launch
- *    grid on the host, with the same argument set-up as backend_cuda.cu (the
- *    attention split into launches by rck_attn_rows_per_launch, a bf16 /
- *    fp16 operand route for engine GEMMs). It runs everywhere, so the
- *    kernels' indexing, shape logic and dtype handling are exercised in CI.
- *    Only cuBLAS and backend_cuda.cu's own host code need the GPU.
+ *  - `cuda`: the real CUDA backend (kernels/ built by nvcc). Without a usable
+ *    GPU it prints the reason and exits 77, which meson reports as SKIP.
+ *  - `cuda_host`: the same sources, kernels/ *.cu, compiled for the host by
+ *    g++ against stand-ins for the CUDA runtime and cuBLAS (tests/cuda_shim/:
+ *    host memory, every thread of a launch's grid run in turn, an fp32 GEMM
+ *    in place of cuBLAS). It runs everywhere, so the backend's host code
+ *    (allocation, workspaces, batch copies, the bf16 / fp16 operand route to
+ *    cuBLAS, launch splitting, error checks) and every kernel's indexing are
+ *    exercised in CI; faults are injected to test the error paths. What only
+ *    a GPU shows: the device compiler's arithmetic, cuBLAS, real memory.
  *
  * Tests, the same in both builds:
  *  - every op against the CPU backend over a table of shapes (odd sizes,
@@ -32,6 +33,9 @@
 #include "prompts.h"
 #include "rc_cuda.h"
 #include "rck_threads.h"
+#ifdef RC_TEST_EMULATE
+#include "shim_control.h"
+#endif
 #include "results.h"
 #include "rollout.h"
 #include "safetensors.h"
@@ -48,8 +52,8 @@
 /* ---- per-op tolerances: one table ----------------------------------------
  * max |test - cpu| <= ulps x ulp_dt(max |cpu|) over the op's output, the ulp
  * of the output dtype (fp32 outputs: fp32 ulps). 0: bitwise equal.
- * host emulation: same code and compiler as the CPU, so everything is
- * bitwise except the engine GEMM (a plain fp32 dot stands in for cuBLAS).
+ * host build: same code and compiler as the CPU, so everything is bitwise
+ * except the engine GEMM (the stand-in's fp32 dot instead of cuBLAS).
  * GPU: + - * / sqrtf are IEEE on both sides and FMA contraction is off on
  * both (-fmad=false, C11 -ffp-contract=off), so data movement, norms and the
  * fixed-order GEMM are exact. Ops calling expf / erff / tanhf / cosf / sinf /
@@ -109,227 +113,7 @@ static double ulp_dt(double x, rc_dtype dt)
 
 /* ---- the backend under test ------------------------------------------------ */
 
-#ifdef RC_TEST_EMULATE
-/* Host emulation of backend_cuda.cu: the same ops, each a loop over its
- * kernel's threads. */
-#define EMU_ATTN_SCRATCH_FLOATS 6000 /* small, so the attention is split into several launches */
-
-#define EMU_RUN(fn, args, n)                                                                      \
-    do {                                                                                          \
-        for (int64_t i_ = 0; i_ < (n); i_++)                                                      \
-            fn(&(args), i_);                                                                      \
-    } while (0)
-
-static void emu_destroy(rc_backend *be) { free(be); }
-
-static rc_status emu_alloc(rc_backend *be, int64_t n, float **out)
-{
-    (void)be;
-    return rc_alloc_aligned((void **)out, n > 0 ? n : 1, sizeof(float), "emulated device buffer");
-}
-
-static void emu_free(rc_backend *be, float *p)
-{
-    (void)be;
-    free(p);
-}
-
-static rc_status emu_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
-{
-    (void)be;
-    memcpy(dst, host, (size_t)n * sizeof(float));
-    rck_round_args a = {dst, dst, n, dt};
-    if (dt != RC_F32)
-        EMU_RUN(rck_round_thread, a, n);
-    return RC_OK;
-}
-
-static rc_status emu_download(rc_backend *be, const float *src, int64_t n, float *host)
-{
-    (void)be;
-    memcpy(host, src, (size_t)n * sizeof(float));
-    return RC_OK;
-}
-
-static rc_status emu_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows, int64_t n,
-                                 float *dst)
-{
-    (void)be;
-    rck_gather_args a = {src, rows, dst, n, row_len};
-    EMU_RUN(rck_gather_thread, a, n * row_len);
-    return RC_OK;
-}
-
-static rc_status emu_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table, int64_t hidden,
-                           float *out)
-{
-    (void)be;
-    rck_embed_args a = {tokens, table, out, n, hidden};
-    EMU_RUN(rck_embed_thread, a, n * hidden);
-    return RC_OK;
-}
-
-static rc_status emu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
-                          const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out)
-{
-    rck_norm_args a = {kind, x, w, b, out, M, H, (float)eps, rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M),
-                       mid_dt, out_dt};
-    EMU_RUN(rck_norm_thread, a, M);
-    return RC_OK;
-}
-
-static float half_value(uint16_t bits, rc_dtype dt)
-{
-    return dt == RC_BF16 ? rc_bf16_to_f32(bits) : rc_f16_to_f32(bits);
-}
-
-static rc_status emu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W, int64_t N,
-                            const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
-{
-    if (be->kernels == RC_KERNELS_INVARIANT) {
-        rck_gemm_args a = {x, W, bias, y, M, K, N, out_dt};
-        EMU_RUN(rck_gemm_inv_thread, a, M * N);
-        return RC_OK;
-    }
-    /* engine: operands through the bf16 / fp16 bit patterns cuBLAS would
-     * read, then an fp32 dot in key order stands in for cuBLAS */
-    uint16_t *xb = NULL, *wb = NULL;
-    if (in_dt == RC_BF16 || in_dt == RC_F16) {
-        xb = malloc((size_t)(M * K) * sizeof *xb);
-        wb = malloc((size_t)(N * K) * sizeof *wb);
-        if (!xb || !wb) {
-            free(xb);
-            free(wb);
-            return rc_errorf(RC_ERR_NOMEM, "out of memory");
-        }
-        rck_to_half_args ax = {x, xb, M * K, in_dt}, aw = {W, wb, N * K, in_dt};
-        EMU_RUN(rck_to_half_thread, ax, M * K);
-        EMU_RUN(rck_to_half_thread, aw, N * K);
-    }
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            float s = 0.0f;
-            for (int64_t k = 0; k < K; k++)
-                s += xb ? half_value(xb[m * K + k], in_dt) * half_value(wb[n * K + k], in_dt) : x[m * K + k] * W[n * K + k];
-            y[m * N + n] = s;
-        }
-    free(xb);
-    free(wb);
-    rck_ew_args a = {.op = RCK_EW_BIAS, .a = y, .b = bias, .out = y, .n = M * N, .n_cols = N, .out_dt = out_dt};
-    EMU_RUN(rck_ew_thread, a, M * N);
-    return RC_OK;
-}
-
-static rc_status emu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                          const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
-{
-    (void)be;
-    if (cfg->rotary_dim == 0)
-        return RC_OK;
-    rck_attn_args a = {.bd = *bd, .inv_freq = inv_freq, .qkv = qkv, .nh = cfg->n_heads, .nkv = cfg->n_kv_heads,
-                       .d = cfg->head_dim, .rotary_half = cfg->rotary_dim / 2, .cs_dt = cs_dt, .rope_dt = out_dt};
-    EMU_RUN(rck_rope_thread, a, bd->n_rows * (a.nh + a.nkv) * a.rotary_half);
-    return RC_OK;
-}
-
-static int64_t g_emu_launches; /* attention launches made (the split is tested) */
-
-static rc_status emu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                               rc_kv_cache *kv, int64_t layer, const rc_attn_numerics *an, float *out)
-{
-    const int64_t d = cfg->head_dim, nkv = cfg->n_kv_heads, T = kv->max_len, slot_stride = nkv * T * d;
-    rck_attn_args a = {.bd = *bd, .qkv = (float *)qkv, .k_cache = kv->k + layer * kv->n_slots * slot_stride,
-                       .v_cache = kv->v + layer * kv->n_slots * slot_stride, .out = out, .nh = cfg->n_heads,
-                       .nkv = nkv, .d = d, .T = T, .sliding_window = cfg->sliding_window,
-                       .scale = (float)(1.0 / sqrt((double)d)), .invariant = be->kernels == RC_KERNELS_INVARIANT,
-                       .score_dt = an->score_dt, .prob_dt = an->prob_dt, .out_dt = an->out_dt};
-    for (int64_t b = 0; b < bd->n_seq; b++)
-        if (bd->start[b] + bd->n_new[b] > a.max_keys)
-            a.max_keys = bd->start[b] + bd->n_new[b];
-    EMU_RUN(rck_kv_store_thread, a, bd->n_rows * nkv * d);
-    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, EMU_ATTN_SCRATCH_FLOATS);
-    a.scratch = malloc((size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float));
-    if (!a.scratch)
-        return rc_errorf(RC_ERR_NOMEM, "out of memory");
-    for (int64_t r0 = 0; r0 < bd->n_rows; r0 += per) {
-        a.row_begin = r0;
-        int64_t rows = bd->n_rows - r0 < per ? bd->n_rows - r0 : per;
-        EMU_RUN(rck_attn_thread, a, rows * a.nh);
-        g_emu_launches++;
-    }
-    free(a.scratch);
-    return RC_OK;
-}
-
-static rc_status emu_ew(rck_ew_args a)
-{
-    EMU_RUN(rck_ew_thread, a, a.n);
-    return RC_OK;
-}
-
-static rc_status emu_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
-{
-    (void)be;
-    return emu_ew((rck_ew_args){.op = RCK_EW_ACT, .a = x, .out = x, .n = n, .act = act, .out_dt = out_dt});
-}
-
-static rc_status emu_act_mul(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n, rc_dtype act_dt,
-                             rc_dtype out_dt)
-{
-    (void)be;
-    return emu_ew((rck_ew_args){.op = RCK_EW_ACT_MUL, .a = gate, .b = up, .out = gate, .n = n, .act = act,
-                                .act_dt = act_dt, .out_dt = out_dt});
-}
-
-static rc_status emu_add(rc_backend *be, const float *x, const float *y, int64_t n, rc_dtype out_dt, float *out)
-{
-    (void)be;
-    return emu_ew((rck_ew_args){.op = RCK_EW_ADD, .a = x, .b = y, .out = out, .n = n, .out_dt = out_dt});
-}
-
-static rc_status emu_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
-                              rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
-{
-    (void)be;
-    rck_lp_args a = {logits, M, V, temperature, lp_dt, full_out, targets, target_out};
-    EMU_RUN(rck_logprob_thread, a, M);
-    return RC_OK;
-}
-
-static const rc_backend_ops k_emu_ops = {
-    .name = "cuda-emulated",
-    .host_memory = false, /* exercise forward.c's device path: weights uploaded, rows gathered by the backend */
-    .destroy = emu_destroy,
-    .alloc = emu_alloc,
-    .free = emu_free,
-    .upload = emu_upload,
-    .download = emu_download,
-    .gather_rows = emu_gather_rows,
-    .embed = emu_embed,
-    .norm = emu_norm,
-    .matmul = emu_matmul,
-    .rope = emu_rope,
-    .attention = emu_attention,
-    .act = emu_act,
-    .act_mul = emu_act_mul,
-    .add = emu_add,
-    .logprobs = emu_logprobs,
-};
-
-static rc_status test_backend_create(rc_kernels k, rc_backend **out)
-{
-    rc_backend *be = calloc(1, sizeof *be);
-    if (!be)
-        return RC_ERR_NOMEM;
-    be->ops = &k_emu_ops;
-    be->n_threads = 1;
-    be->kernels = k;
-    *out = be;
-    return RC_OK;
-}
-#else
 static rc_status test_backend_create(rc_kernels k, rc_backend **out) { return rc_backend_cuda_create(k, out); }
-#endif
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -614,6 +398,10 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
 
 START_TEST(test_rope_attention)
 {
+    int split_seen = 0;
+#ifdef RC_TEST_EMULATE
+    setenv("RC_CUDA_ATTN_SCRATCH_MB", "0.03", 1); /* small: attention split into several launches */
+#endif
     for (int k = 0; k < 2; k++) {
         pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
         for (size_t si = 0; si < sizeof k_attn_shapes / sizeof k_attn_shapes[0]; si++)
@@ -669,8 +457,15 @@ START_TEST(test_rope_attention)
                     /* attention from identical inputs (the CPU's rotated rows) */
                     p.t->ops->free(p.t, dq);
                     dq = dev_copy(p.t, qkv, R * row_len);
+#ifdef RC_TEST_EMULATE
+                    long long l0 = rck_shim_get(RCK_SHIM_LAUNCHES);
+#endif
                     rc_status s = p.t->ops->attention(p.t, dq, &sd.bd, &cfg, &tkv, 1, &an, dout);
                     ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+#ifdef RC_TEST_EMULATE
+                    if (rck_shim_get(RCK_SHIM_LAUNCHES) - l0 > 2) /* K/V store + more than one attention launch */
+                        split_seen++;
+#endif
                     ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cfg, &ckv, 1, &an, cout) == RC_OK);
                     g = host_copy(p.t, dout, R * S->nh * S->d);
                     snprintf(what, sizeof what, "%s heads %lld/%lld d=%lld win=%lld step %d %s",
@@ -691,8 +486,11 @@ START_TEST(test_rope_attention)
         free_pair(&p);
     }
 #ifdef RC_TEST_EMULATE
-    ck_assert_msg(g_emu_launches > 2 * 3 * 3 * 5, "the attention was never split into several launches (%lld)",
-                  (long long)g_emu_launches);
+    printf("%-10s attention calls split into several launches: %d\n", TEST_NAME, split_seen);
+    ck_assert_msg(split_seen > 10, "the attention was split only %d times", split_seen);
+    unsetenv("RC_CUDA_ATTN_SCRATCH_MB");
+#else
+    (void)split_seen;
 #endif
 }
 END_TEST
@@ -904,10 +702,10 @@ START_TEST(test_error_messages)
         return;
     }
     /* cudaErrorMemoryAllocation = 2: "too little GPU memory", call, file, line */
-    ck_assert(rc_cuda_error_for_test(2, 0, "cudaMalloc(&p, bytes)", "backend_cuda.cu", 123) == RC_ERR_DEVICE);
+    ck_assert(rc_cuda_error_for_test(2, 0, "cudaMalloc(&p, bytes)", "../kernels/backend_cuda.cu", 123) == RC_ERR_DEVICE);
     const char *msg = rc_last_error();
     printf("%-10s %s\n", TEST_NAME, msg);
-    ck_assert_msg(strstr(msg, "too little GPU memory") && strstr(msg, "cudaMalloc(&p, bytes)") &&
+    ck_assert_msg(strstr(msg, "too little GPU memory") && strstr(msg, "cudaMalloc failed") &&
                       strstr(msg, "backend_cuda.cu:123"), "%s", msg);
     /* cudaErrorIllegalAddress = 700: the error's name and text */
     ck_assert(rc_cuda_error_for_test(700, 0, "k_attn", "attention.cu", 19) == RC_ERR_DEVICE);
@@ -920,7 +718,8 @@ START_TEST(test_error_messages)
     ck_assert(rc_cuda_error_for_test(0, 15, "cublasGemmEx(...)", "gemm.cu", 30) == RC_ERR_DEVICE);
     msg = rc_last_error();
     printf("%-10s %s\n", TEST_NAME, msg);
-    ck_assert_msg(strstr(msg, "CUBLAS_STATUS_NOT_SUPPORTED") && strstr(msg, "gemm.cu:30"), "%s", msg);
+    ck_assert_msg(strstr(msg, "cublasGemmEx failed: CUBLAS_STATUS_NOT_SUPPORTED") && strstr(msg, " gemm.cu:30"), "%s",
+                  msg);
 }
 END_TEST
 
@@ -951,6 +750,109 @@ START_TEST(test_create_without_device)
     }
 }
 END_TEST
+
+#ifdef RC_TEST_EMULATE
+/* Error paths of the real backend code, with faults injected into the CUDA
+ * and cuBLAS stand-ins. Each failure is RC_ERR_DEVICE with one line naming
+ * the failing call, file and line; nothing crashes and everything frees. */
+static rc_status forward_fixture(rc_kernels k, rc_dtype dt, unsigned upcast)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/neox_parallel");
+    rc_model *m;
+    ck_assert(rc_model_load(dir, &m) == RC_OK);
+    rc_backend *be = NULL;
+    rc_status s = rc_backend_cuda_create(k, &be);
+    rc_engine *e = NULL;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    num.upcast = upcast;
+    if (s == RC_OK)
+        s = rc_engine_create(m, be, &num, 2, 16, 32, &e);
+    int32_t tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
+    int64_t lens[2] = {7, 5};
+    float *out = malloc(sizeof(float) * 12 * m->cfg.vocab);
+    if (s == RC_OK)
+        s = rc_full_forward(e, tok, lens, 2, out);
+    free(out);
+    rc_engine_free(e);
+    rc_backend_destroy(be);
+    rc_model_free(m);
+    return s;
+}
+
+static void expect_device_error(rc_status s, const char *const *phrases)
+{
+    const char *msg = rc_last_error();
+    printf("%-10s injected: %s\n", TEST_NAME, msg);
+    ck_assert_int_eq(s, RC_ERR_DEVICE);
+    ck_assert(strchr(msg, '\n') == NULL);
+    for (; *phrases; phrases++)
+        ck_assert_msg(strstr(msg, *phrases) != NULL, "'%s' lacks '%s'", msg, *phrases);
+}
+
+START_TEST(test_injected_faults)
+{
+    rck_shim_reset();
+    ck_assert_int_eq(forward_fixture(RC_KERNELS_ENGINE, RC_BF16, 0), RC_OK);
+    /* the dtype route to cuBLAS: bf16 weights and activations go as bf16 */
+    long long gemms = rck_shim_get(RCK_SHIM_GEMMS), half = rck_shim_get(RCK_SHIM_HALF_GEMMS);
+    printf("%-10s engine bf16 forward: %lld cuBLAS GEMMs, %lld with bf16 operands\n", TEST_NAME, gemms, half);
+    ck_assert(gemms > 0 && half == gemms);
+    /* --upcast lm_head: the LM head alone is an fp32 GEMM */
+    rck_shim_reset();
+    ck_assert_int_eq(forward_fixture(RC_KERNELS_ENGINE, RC_BF16, RC_UPCAST_LM_HEAD), RC_OK);
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS) - rck_shim_get(RCK_SHIM_HALF_GEMMS), 1);
+    /* --upcast norm: GEMMs fed by a norm get fp32 operands (o-proj and down stay bf16) */
+    rck_shim_reset();
+    ck_assert_int_eq(forward_fixture(RC_KERNELS_ENGINE, RC_BF16, RC_UPCAST_NORM), RC_OK);
+    ck_assert(rck_shim_get(RCK_SHIM_HALF_GEMMS) > 0 && rck_shim_get(RCK_SHIM_HALF_GEMMS) < rck_shim_get(RCK_SHIM_GEMMS));
+    /* fp32: fp32 GEMMs; invariant: no cuBLAS at all */
+    rck_shim_reset();
+    ck_assert_int_eq(forward_fixture(RC_KERNELS_ENGINE, RC_F32, 0), RC_OK);
+    ck_assert(rck_shim_get(RCK_SHIM_GEMMS) > 0 && rck_shim_get(RCK_SHIM_HALF_GEMMS) == 0);
+    rck_shim_reset();
+    ck_assert_int_eq(forward_fixture(RC_KERNELS_INVARIANT, RC_BF16, 0), RC_OK);
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS), 0);
+
+    /* too little device memory for the weights */
+    rck_shim_reset();
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, 64 << 10);
+    expect_device_error(forward_fixture(RC_KERNELS_ENGINE, RC_BF16, 0),
+                        (const char *const[]){"too little GPU memory: cudaMalloc failed at backend_cuda.cu:", "MiB free", NULL});
+    /* a kernel fails (the 40th launch) */
+    rck_shim_reset();
+    rck_shim_set(RCK_SHIM_FAIL_LAUNCH, 40);
+    expect_device_error(forward_fixture(RC_KERNELS_ENGINE, RC_F32, 0),
+                        (const char *const[]){"failed: cudaErrorLaunchFailure", ".cu:", NULL});
+    ck_assert(strstr(rc_last_error(), "k_") != NULL); /* the kernel's name */
+    /* cuBLAS fails */
+    rck_shim_reset();
+    rck_shim_set(RCK_SHIM_FAIL_GEMM, 1);
+    expect_device_error(forward_fixture(RC_KERNELS_ENGINE, RC_BF16, 0),
+                        (const char *const[]){"cublasGemmEx failed: CUBLAS_STATUS_EXECUTION_FAILED", " gemm.cu:", NULL});
+    /* RC_CUDA_SYNC=1: an asynchronous fault is charged to the kernel that ran */
+    rck_shim_reset();
+    setenv("RC_CUDA_SYNC", "1", 1);
+    rck_shim_set(RCK_SHIM_FAIL_SYNC, 1);
+    expect_device_error(forward_fixture(RC_KERNELS_INVARIANT, RC_F32, 0),
+                        (const char *const[]){"k_", "cudaErrorIllegalAddress", ".cu:", NULL});
+    unsetenv("RC_CUDA_SYNC");
+    /* no driver, no device */
+    rck_shim_reset();
+    rck_shim_set(RCK_SHIM_NO_DRIVER, 1);
+    expect_device_error(forward_fixture(RC_KERNELS_ENGINE, RC_F32, 0), (const char *const[]){"no usable NVIDIA driver", NULL});
+    rck_shim_reset();
+    rck_shim_set(RCK_SHIM_NO_DEVICE, 1);
+    expect_device_error(forward_fixture(RC_KERNELS_ENGINE, RC_F32, 0), (const char *const[]){"no CUDA device found", NULL});
+    rck_shim_reset();
+    /* blas is CPU-only */
+    rc_backend *be = NULL;
+    ck_assert_int_eq(rc_backend_cuda_create(RC_KERNELS_BLAS, &be), RC_ERR_USAGE);
+    ck_assert(be == NULL);
+}
+END_TEST
+#endif
 
 START_TEST(test_launch_split)
 {
@@ -999,6 +901,9 @@ int main(void)
     tcase_add_test(host, test_error_messages);
     tcase_add_test(host, test_create_without_device);
     tcase_add_test(host, test_launch_split);
+#ifdef RC_TEST_EMULATE
+    tcase_add_test(host, test_injected_faults);
+#endif
     suite_add_tcase(s, host);
 #ifdef RC_TEST_EMULATE
     return rc_test_run(s);

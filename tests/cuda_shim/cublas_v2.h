@@ -1,0 +1,110 @@
+// A host stand-in for the cuBLAS calls the CUDA backend makes (see
+// cuda_runtime.h here). cublasGemmEx computes the column-major GEMM with
+// operands of the given type (fp32, or bf16 / fp16 bit patterns), an fp32
+// sum in k order: a stand-in for cuBLAS's own order, not a copy of it.
+#ifndef RC_CUDA_SHIM_CUBLAS_H
+#define RC_CUDA_SHIM_CUBLAS_H
+
+#include "cuda_runtime.h"
+#include "dtype.h"
+
+typedef enum {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_ALLOC_FAILED = 3,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15,
+} cublasStatus_t;
+
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0 } cublasMath_t;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
+struct rck_shim_blas {
+    int math;
+};
+typedef rck_shim_blas *cublasHandle_t;
+
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    *h = new rck_shim_blas{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
+{
+    h->math = (int)m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline const char *cublasGetStatusName(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    }
+    return "CUBLAS_STATUS_UNKNOWN";
+}
+
+static inline const char *cublasGetStatusString(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the requested functionality is not supported";
+    default: return cublasGetStatusName(s);
+    }
+}
+
+static inline float rck_shim_elem(const void *p, cudaDataType t, int64_t i)
+{
+    if (t == CUDA_R_32F)
+        return ((const float *)p)[i];
+    uint16_t b = ((const uint16_t *)p)[i];
+    return t == CUDA_R_16BF ? rc_bf16_to_f32(b) : rc_f16_to_f32(b);
+}
+
+// C[m, n] (column-major, ldc) = alpha op(A) op(B) + beta C
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
+                                          const void *B, cudaDataType bt, int ldb, const void *beta, void *C,
+                                          cudaDataType ct, int ldc, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo)
+{
+    (void)h;
+    (void)algo;
+    rck_shim_count(RCK_SHIM_GEMMS);
+    if (at != CUDA_R_32F)
+        rck_shim_count(RCK_SHIM_HALF_GEMMS);
+    if (rck_shim_get(RCK_SHIM_FAIL_GEMM))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F || at != bt || m < 0 || n < 0 || k < 0)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    float *c = (float *)C;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float s = 0.0f;
+            for (int p = 0; p < k; p++) {
+                float a = rck_shim_elem(A, at, ta == CUBLAS_OP_N ? (int64_t)p * lda + i : (int64_t)i * lda + p);
+                float b = rck_shim_elem(B, bt, tb == CUBLAS_OP_N ? (int64_t)j * ldb + p : (int64_t)p * ldb + j);
+                s += a * b;
+            }
+            float *cij = c + (int64_t)j * ldc + i;
+            *cij = al * s + (be != 0.0f ? be * *cij : 0.0f);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif
