@@ -16,7 +16,8 @@
  *  - every op against the CPU backend over a table of shapes (odd sizes,
  *    GQA ratios, partial rotary, sliding window, long and short sequences,
  *    prefill, decode and continued prefill), tolerances in k_tol (one table);
- *  - whole-model log-probs on every fixture vs HF fp32 (<= 1e-5, as the CPU);
+ *  - whole-model log-probs on every fixture vs HF fp32 (<= 1e-5, as the CPU)
+ *    and vs the CPU backend (<= 1e-5; host build, invariant: bitwise);
  *  - cached decode vs full forward;
  *  - --kernels invariant: every ratio exactly 1 in fp32, bf16 and fp16;
  *  - error paths that need no GPU (messages of failed CUDA / cuBLAS calls,
@@ -579,6 +580,21 @@ START_TEST(test_fixture_vs_hf)
                 double dd = fabs((double)out[o * V + v] - (double)fwd32[(b * T + t) * V + v]);
                 d32 = dd > d32 ? dd : d32;
             }
+    /* the CPU backend, same kernel strategy, same tokens */
+    rc_backend *cpu;
+    ck_assert(rc_backend_cpu_create(0, kern, &cpu) == RC_OK);
+    rc_engine *ec;
+    ck_assert(rc_engine_create(m, cpu, &num, B, T, total, &ec) == RC_OK);
+    float *cout = malloc(sizeof(float) * total * V);
+    ck_assert(rc_full_forward(ec, tok, lens, B, cout) == RC_OK);
+    double dcpu = 0;
+    for (int64_t i = 0; i < total * V; i++) {
+        double dd = fabs((double)cout[i] - (double)out[i]);
+        dcpu = dd > dcpu ? dd : dcpu;
+    }
+    rc_engine_free(ec);
+    rc_backend_destroy(cpu);
+    free(cout);
     /* cached decode: every sequence token by token, all sequences per step */
     float *dec = malloc(sizeof(float) * total * V);
     rc_engine *e2;
@@ -612,10 +628,15 @@ START_TEST(test_fixture_vs_hf)
         dc = dd > dc ? dd : dc;
         same_bits += memcmp(&dec[i], &out[i], sizeof(float)) == 0;
     }
-    printf("%-10s %-16s %-9s full forward vs HF fp32 max|dlogp| %.3e; cached decode vs full forward %.3e "
-           "(%lld of %lld bitwise equal)\n",
-           TEST_NAME, name, rc_kernels_name(kern), d32, dc, (long long)same_bits, (long long)(total * V));
+    printf("%-10s %-16s %-9s full forward vs HF fp32 max|dlogp| %.3e, vs CPU %.3e; cached decode vs full forward "
+           "%.3e (%lld of %lld bitwise equal)\n",
+           TEST_NAME, name, rc_kernels_name(kern), d32, dcpu, dc, (long long)same_bits, (long long)(total * V));
     ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", name, d32);
+    ck_assert_msg(dcpu <= 1e-5, "%s: full forward vs the CPU backend differs by %g", name, dcpu);
+#ifdef RC_TEST_EMULATE
+    if (kern == RC_KERNELS_INVARIANT) /* same code, same compiler, fixed order */
+        ck_assert_msg(dcpu == 0, "%s: invariant host build vs CPU differs by %g", name, dcpu);
+#endif
     if (kern == RC_KERNELS_INVARIANT)
         ck_assert_msg(same_bits == total * V, "%s: invariant decode vs full forward not bitwise (max %g)", name, dc);
     else
