@@ -67,6 +67,7 @@ rc_status ws_get(workspace *w, size_t bytes, void **out)
 {
     if (bytes > w->bytes) {
         if (w->p) {
+            RCK_CUDA(cudaDeviceSynchronize()); // no kernel may still read it
             RCK_CUDA(cudaFree(w->p));
             w->p = nullptr;
             w->bytes = 0;
@@ -136,21 +137,26 @@ rc_status cuda_alloc(rc_backend *be, int64_t n, float **out)
     return RC_OK;
 }
 
+// forget the cuBLAS copies made of matrices inside [p, p + n)
+void drop_shadows(cuda_backend *c, const float *p, int64_t n)
+{
+    int64_t k = 0;
+    for (int64_t s = 0; s < c->n_shadows; s++) {
+        if (c->shadows[s].src >= p && c->shadows[s].src < p + n)
+            cudaFree(c->shadows[s].bits);
+        else
+            c->shadows[k++] = c->shadows[s];
+    }
+    c->n_shadows = k;
+}
+
 void cuda_free(rc_backend *be, float *p)
 {
     cuda_backend *c = cb(be);
     int64_t k = 0;
     for (int64_t i = 0; i < c->n_allocs; i++) {
         if (c->allocs[i].p == p) {
-            // drop the cuBLAS copies made of matrices inside this buffer
-            int64_t s2 = 0;
-            for (int64_t s = 0; s < c->n_shadows; s++) {
-                if (c->shadows[s].src >= p && c->shadows[s].src < p + c->allocs[i].n)
-                    cudaFree(c->shadows[s].bits);
-                else
-                    c->shadows[s2++] = c->shadows[s];
-            }
-            c->n_shadows = s2;
+            drop_shadows(c, p, c->allocs[i].n);
             continue;
         }
         c->allocs[k++] = c->allocs[i];
@@ -162,10 +168,14 @@ void cuda_free(rc_backend *be, float *p)
 rc_status cuda_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
 {
     cuda_backend *c = cb(be);
+    alloc_rec *a = find_alloc(c, dst);
+    if (a) { // new contents: no stale cuBLAS copies, and the dtype is known only for a whole buffer
+        drop_shadows(c, a->p, a->n);
+        a->values = RC_F32;
+    }
     RCK_CUDA(cudaMemcpy(dst, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
     if (dt != RC_F32) {
         RC_TRY(rck_round(rck_round_args{dst, dst, n, dt}));
-        alloc_rec *a = find_alloc(c, dst);
         if (a && a->p == dst && a->n == n)
             a->values = dt; // the whole buffer holds dt values: its matrices may go to cuBLAS as dt
     }

@@ -1,6 +1,7 @@
 #include "rollout.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,13 +49,16 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
     const rc_config *mc = &e->model->cfg;
     const int64_t V = mc->vocab, G = out->gen_len, S = out->n_seq;
     const int64_t B = cfg->batch;
-    float *lp = NULL, *work = NULL;
+    float *lp = NULL, *work = NULL, *step_lpp = NULL;
     int64_t *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL, *ids = NULL;
-    int32_t *tok = NULL;
+    int32_t *tok = NULL, *step_tok = NULL;
+    const int n_thr = omp_get_max_threads();
     rc_rng *rng = NULL;
     rc_status s = RC_OK;
     if ((s = rc_calloc((void **)&lp, B * V, sizeof *lp, "generation")) != RC_OK ||
-        (s = rc_calloc((void **)&work, 2 * V, sizeof *work, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&work, 2 * V * n_thr, sizeof *work, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&step_lpp, B, sizeof *step_lpp, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&step_tok, B, sizeof *step_tok, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&slots, B, sizeof *slots, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&starts, B, sizeof *starts, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&n_new, B, sizeof *n_new, "generation")) != RC_OK ||
@@ -82,21 +86,32 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
         s = rc_engine_step(e, slots, starts, n_new, nb, tok, rows, nb, lp, NULL, NULL);
         int64_t active = nb;
         for (int64_t step = 0; step < G && s == RC_OK; step++) {
-            /* sample the step's token for every active sequence (row i of lp) */
+            /* sample the step's token for every active sequence (row i of lp),
+             * in parallel when the vocabulary makes it worth it: each sequence
+             * has its own generator, so the tokens do not depend on threads */
+#pragma omp parallel for schedule(static) if (active * V >= ((int64_t)1 << 20))
+            for (int64_t i = 0; i < active; i++) {
+                const int64_t sq = ids[i];
+                float *w = work + (size_t)omp_get_thread_num() * (size_t)(2 * V);
+                if (cfg->forced_tokens) { /* replay a stored rollout */
+                    if (step >= cfg->forced_valid[sq]) {
+                        step_tok[i] = -1;
+                        continue;
+                    }
+                    step_tok[i] = cfg->forced_tokens[sq * cfg->forced_len + step];
+                    step_lpp[i] = rc_processed_logprob(lp + i * V, V, &cfg->sampling, step_tok[i], w);
+                } else {
+                    step_tok[i] = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], w, &step_lpp[i]);
+                }
+            }
             int64_t next = 0;
             for (int64_t i = 0; i < active; i++) {
                 const int64_t sq = ids[i];
-                float lpp;
-                int32_t t;
-                if (cfg->forced_tokens) { /* replay a stored rollout */
-                    if (step >= cfg->forced_valid[sq]) {
-                        out->gen_valid[sq] = (int32_t)step;
-                        continue;
-                    }
-                    t = cfg->forced_tokens[sq * cfg->forced_len + step];
-                    lpp = rc_processed_logprob(lp + i * V, V, &cfg->sampling, t, work);
-                } else {
-                    t = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], work, &lpp);
+                const int32_t t = step_tok[i];
+                const float lpp = step_lpp[i];
+                if (t < 0) { /* the replayed rollout ended here */
+                    out->gen_valid[sq] = (int32_t)step;
+                    continue;
                 }
                 out->gen_tokens[sq * G + step] = t;
                 out->logprob_gen[sq * G + step] = lp[i * V + t];
@@ -124,6 +139,8 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
 done:
     free(lp);
     free(work);
+    free(step_lpp);
+    free(step_tok);
     free(slots);
     free(starts);
     free(n_new);
