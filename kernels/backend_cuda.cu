@@ -224,6 +224,23 @@ rc_status cuda_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M
     return rck_norm(a);
 }
 
+// one elementwise kernel (rck_threads.h rck_ew_thread)
+rc_status elementwise(int op, const float *a, const float *b, float *out, int64_t n, rc_dtype out_dt,
+                      rc_act act = RC_ACT_SILU, rc_dtype act_dt = RC_F32, int64_t n_cols = 1)
+{
+    rck_ew_args e{};
+    e.op = op;
+    e.a = a;
+    e.b = b;
+    e.out = out;
+    e.n = n;
+    e.n_cols = n_cols;
+    e.act = act;
+    e.act_dt = act_dt;
+    e.out_dt = out_dt;
+    return rck_ew(e);
+}
+
 // bits of W (already holding dt values) for cuBLAS, converted once
 rc_status weight_bits(cuda_backend *c, const float *W, int64_t n, rc_dtype dt, const uint16_t **out)
 {
@@ -265,17 +282,8 @@ rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, cons
     } else {
         RC_TRY(rck_gemm_cublas(c->blas, x, W, RC_F32, M, K, N, y));
     }
-    if (bias || out_dt != RC_F32) {
-        rck_ew_args a{};
-        a.op = RCK_EW_BIAS;
-        a.a = y;
-        a.b = bias;
-        a.out = y;
-        a.n = M * N;
-        a.n_cols = N;
-        a.out_dt = out_dt;
-        RC_TRY(rck_ew(a));
-    }
+    if (bias || out_dt != RC_F32)
+        RC_TRY(elementwise(RCK_EW_BIAS, y, bias, y, M * N, out_dt, RC_ACT_SILU, RC_F32, N));
     return RC_OK;
 }
 
@@ -358,43 +366,20 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
 rc_status cuda_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
 {
     (void)be;
-    rck_ew_args a{};
-    a.op = RCK_EW_ACT;
-    a.a = x;
-    a.out = x;
-    a.n = n;
-    a.act = act;
-    a.out_dt = out_dt;
-    return rck_ew(a);
+    return elementwise(RCK_EW_ACT, x, nullptr, x, n, out_dt, act);
 }
 
 rc_status cuda_act_mul(rc_backend *be, rc_act act, float *gate, const float *up, int64_t n, rc_dtype act_dt,
                        rc_dtype out_dt)
 {
     (void)be;
-    rck_ew_args a{};
-    a.op = RCK_EW_ACT_MUL;
-    a.a = gate;
-    a.b = up;
-    a.out = gate;
-    a.n = n;
-    a.act = act;
-    a.act_dt = act_dt;
-    a.out_dt = out_dt;
-    return rck_ew(a);
+    return elementwise(RCK_EW_ACT_MUL, gate, up, gate, n, out_dt, act, act_dt);
 }
 
 rc_status cuda_add(rc_backend *be, const float *x, const float *y, int64_t n, rc_dtype out_dt, float *out)
 {
     (void)be;
-    rck_ew_args a{};
-    a.op = RCK_EW_ADD;
-    a.a = x;
-    a.b = y;
-    a.out = out;
-    a.n = n;
-    a.out_dt = out_dt;
-    return rck_ew(a);
+    return elementwise(RCK_EW_ADD, x, y, out, n, out_dt);
 }
 
 rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
