@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "forward.h"
@@ -942,6 +944,65 @@ START_TEST(test_injected_faults)
 END_TEST
 #endif
 
+#ifdef RC_TEST_EMULATE
+/* The CLI with --backend cuda end to end (main.c's CUDA path): the table and
+ * JSON name the device, the HDF5 file stores it and `report` reproduces the
+ * run's output; --reference fp32 runs on the device; auto picks the device;
+ * blas is refused. */
+static char g_cli_out[1 << 16];
+
+static int cli(const char *args)
+{
+    char tmp[] = "/tmp/rc_cuda_cliXXXXXX";
+    int fd = mkstemp(tmp);
+    ck_assert(fd >= 0);
+    close(fd);
+    char cmd[8192], src[4096];
+    rc_test_source_path(src, sizeof src, ".");
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>&1 </dev/null", src, RC_CUDA_HOST_CLI, args, tmp);
+    int st = system(cmd);
+    FILE *f = fopen(tmp, "rb");
+    size_t got = f ? fread(g_cli_out, 1, sizeof g_cli_out - 1, f) : 0;
+    g_cli_out[got] = '\0';
+    if (f)
+        fclose(f);
+    unlink(tmp);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+START_TEST(test_cli_cuda)
+{
+    char dir[64], args[2048];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_cuda_") != NULL);
+    const char *common = "--num-prompts 3 --len 4,8 --samples 2 -q";
+    snprintf(args, sizeof args, "%s --backend cuda --reference fp32 --json --out %s/a.h5", common, dir);
+    ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+    char *run_json = strdup(g_cli_out);
+    printf("%-10s %s", TEST_NAME, run_json);
+    ck_assert_ptr_nonnull(strstr(run_json, "\"backend\": \"cuda\", \"device\": \"host emulation"));
+    ck_assert_ptr_nonnull(strstr(run_json, "\"reference\": \"fp32\""));
+    snprintf(args, sizeof args, "report %s/a.h5 --json", dir);
+    ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+    ck_assert_str_eq(g_cli_out, run_json); /* the device came back from the file */
+    free(run_json);
+    snprintf(args, sizeof args, "%s --backend cuda --kernels invariant --out %s/b.h5", common, dir);
+    ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+    ck_assert_ptr_nonnull(strstr(g_cli_out, "backend cuda: host emulation"));
+    snprintf(args, sizeof args, "report %s/b.h5", dir);
+    ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+    ck_assert_ptr_nonnull(strstr(g_cli_out, "backend cuda: host emulation"));
+    snprintf(args, sizeof args, "%s --backend auto --json --out none", common);
+    ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+    ck_assert_ptr_nonnull(strstr(g_cli_out, "\"backend\": \"cuda\""));
+    snprintf(args, sizeof args, "%s --backend cuda --kernels blas --out none", common);
+    ck_assert_int_eq(cli(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_cli_out, "--kernels blas is OpenBLAS on the CPU"));
+    rc_test_rm_rf(dir);
+}
+END_TEST
+#endif
+
 START_TEST(test_launch_split)
 {
     /* attention launches keep their scratch under the cap, at least one row,
@@ -993,6 +1054,7 @@ int main(void)
     tcase_add_test(host, test_launch_split);
 #ifdef RC_TEST_EMULATE
     tcase_add_test(host, test_injected_faults);
+    tcase_add_test(model, test_cli_cuda);
 #endif
     suite_add_tcase(s, host);
 #ifdef RC_TEST_EMULATE
