@@ -27,11 +27,15 @@ struct alloc_rec {
     rc_dtype values; // dtype all values were rounded to by upload (RC_F32: any)
 };
 
-struct shadow_rec { // bf16 / fp16 bit patterns of a weight matrix for cuBLAS
+// copies of a weight matrix [rows, cols], made once: its bf16 / fp16 bit
+// patterns for cuBLAS, or its fp32 transpose for the invariant GEMM
+enum shadow_kind { SHADOW_BF16, SHADOW_F16, SHADOW_TRANSPOSED };
+
+struct shadow_rec {
     const float *src;
-    int64_t n;
-    rc_dtype dt;
-    uint16_t *bits;
+    int64_t rows, cols;
+    shadow_kind kind;
+    void *data;
 };
 
 struct workspace {
@@ -107,7 +111,7 @@ void cuda_destroy(rc_backend *be)
 {
     cuda_backend *c = cb(be);
     for (int64_t i = 0; i < c->n_shadows; i++)
-        cudaFree(c->shadows[i].bits);
+        cudaFree(c->shadows[i].data);
     for (int64_t i = 0; i < c->n_allocs; i++)
         cudaFree(c->allocs[i].p);
     workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt};
@@ -143,7 +147,7 @@ void drop_shadows(cuda_backend *c, const float *p, int64_t n)
     int64_t k = 0;
     for (int64_t s = 0; s < c->n_shadows; s++) {
         if (c->shadows[s].src >= p && c->shadows[s].src < p + n)
-            cudaFree(c->shadows[s].bits);
+            cudaFree(c->shadows[s].data);
         else
             c->shadows[k++] = c->shadows[s];
     }
@@ -241,25 +245,32 @@ rc_status elementwise(int op, const float *a, const float *b, float *out, int64_
     return rck_ew(e);
 }
 
-// bits of W (already holding dt values) for cuBLAS, converted once
-rc_status weight_bits(cuda_backend *c, const float *W, int64_t n, rc_dtype dt, const uint16_t **out)
+// the copy of weight W [rows, cols] of the given kind, made on first use
+rc_status weight_shadow(cuda_backend *c, const float *W, int64_t rows, int64_t cols, shadow_kind kind,
+                        const void **out)
 {
-    for (int64_t i = 0; i < c->n_shadows; i++)
-        if (c->shadows[i].src == W && c->shadows[i].n == n && c->shadows[i].dt == dt) {
-            *out = c->shadows[i].bits;
+    for (int64_t i = 0; i < c->n_shadows; i++) {
+        const shadow_rec &r = c->shadows[i];
+        if (r.src == W && r.rows == rows && r.cols == cols && r.kind == kind) {
+            *out = r.data;
             return RC_OK;
         }
+    }
     if (!grow(&c->shadows, &c->cap_shadows, c->n_shadows + 1))
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
-    uint16_t *bits = nullptr;
-    RCK_CUDA(cudaMalloc(&bits, (size_t)n * sizeof(uint16_t)));
-    rc_status s = rck_to_half(rck_to_half_args{W, bits, n, dt});
+    const int64_t n = rows * cols;
+    void *data = nullptr;
+    RCK_CUDA(cudaMalloc(&data, (size_t)n * (kind == SHADOW_TRANSPOSED ? sizeof(float) : sizeof(uint16_t))));
+    rc_status s = kind == SHADOW_TRANSPOSED
+                      ? rck_transpose(rck_transpose_args{W, static_cast<float *>(data), rows, cols})
+                      : rck_to_half(rck_to_half_args{W, static_cast<uint16_t *>(data), n,
+                                                     kind == SHADOW_BF16 ? RC_BF16 : RC_F16});
     if (s != RC_OK) {
-        cudaFree(bits);
+        cudaFree(data);
         return s;
     }
-    c->shadows[c->n_shadows++] = shadow_rec{W, n, dt, bits};
-    *out = bits;
+    c->shadows[c->n_shadows++] = shadow_rec{W, rows, cols, kind, data};
+    *out = data;
     return RC_OK;
 }
 
@@ -269,12 +280,15 @@ rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, cons
     cuda_backend *c = cb(be);
     if (M == 0 || N == 0)
         return RC_OK;
-    if (be->kernels == RC_KERNELS_INVARIANT)
-        return rck_gemm_invariant(rck_gemm_args{x, W, bias, y, M, K, N, out_dt});
+    if (be->kernels == RC_KERNELS_INVARIANT) {
+        const void *wt = nullptr;
+        RC_TRY(weight_shadow(c, W, N, K, SHADOW_TRANSPOSED, &wt));
+        return rck_gemm_invariant(rck_gemm_args{x, W, bias, y, M, K, N, out_dt, static_cast<const float *>(wt)});
+    }
     const alloc_rec *wa = find_alloc(c, W);
     if ((in_dt == RC_BF16 || in_dt == RC_F16) && wa && wa->values == in_dt) {
-        const uint16_t *wbits = nullptr;
-        RC_TRY(weight_bits(c, W, N * K, in_dt, &wbits));
+        const void *wbits = nullptr;
+        RC_TRY(weight_shadow(c, W, N, K, in_dt == RC_BF16 ? SHADOW_BF16 : SHADOW_F16, &wbits));
         void *xb = nullptr;
         RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
         RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));

@@ -1,16 +1,25 @@
 // GEMMs. engine: cuBLAS (cublasGemmEx with fp32 / bf16 / fp16 operands, fp32
 // compute, fp32 output, default heuristics: what frameworks get). invariant:
 // our own kernel, one thread per output with the CPU's fixed 16-lane order,
-// so the result does not depend on M (CPU twin: backend_cpu.c gemm_tile kind 0).
+// so the result does not depend on M (CPU twin: backend_cpu.c gemm_tile kind
+// 0); it reads a transposed copy of the weight, made once, so that a warp's
+// loads are contiguous.
 #include <limits.h>
 
 #include "rck.h"
 
 RCK_DEFINE_KERNEL(k_gemm_inv, rck_gemm_args, rck_gemm_inv_thread)
+RCK_DEFINE_KERNEL(k_transpose, rck_transpose_args, rck_transpose_thread)
 
 rc_status rck_gemm_invariant(const rck_gemm_args &a)
 {
     RCK_LAUNCH(k_gemm_inv, a, a.M * a.N);
+    return RC_OK;
+}
+
+rc_status rck_transpose(const rck_transpose_args &a)
+{
+    RCK_LAUNCH(k_transpose, a, a.rows * a.cols);
     return RC_OK;
 }
 

@@ -81,6 +81,7 @@ rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch);
 rc_status rck_logprobs(const rck_lp_args &a);
 rc_status rck_gemm_invariant(const rck_gemm_args &a);
+rc_status rck_transpose(const rck_transpose_args &a);
 // y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and
 // output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns).
 rc_status rck_gemm_cublas(cublasHandle_t h, const void *x, const void *W, rc_dtype in_dt, int64_t M, int64_t K,

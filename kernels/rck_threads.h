@@ -120,19 +120,36 @@ RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
 
 /* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
  * y[m, n] = R(dot16(x[m, :], W[n, :]) + bias[n]) -- the CPU invariant order,
- * whatever M is. */
+ * whatever M is. With Wt set, the weight is read from its transposed copy
+ * Wt[K, N] (the same products in the same order; neighbouring threads read
+ * neighbouring addresses). */
 typedef struct {
     const float *x, *W, *bias;
     float *y;
     int64_t M, K, N;
     rc_dtype out_dt;
+    const float *Wt; /* [K, N] or NULL */
 } rck_gemm_args;
 
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
-    float v = rco_dot16(a->x + m * a->K, a->W + n * a->K, a->K);
+    float v = a->Wt ? rco_dot16_strided(a->x + m * a->K, a->Wt + n, a->K, a->N)
+                    : rco_dot16(a->x + m * a->K, a->W + n * a->K, a->K);
     a->y[i] = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
+}
+
+/* y[c, r] = x[r, c] for x[rows, cols]; thread i = c * rows + r */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t rows, cols;
+} rck_transpose_args;
+
+RC_HD static inline void rck_transpose_thread(const rck_transpose_args *a, int64_t i)
+{
+    int64_t c = i / a->rows, r = i % a->rows;
+    a->y[i] = a->x[r * a->cols + c];
 }
 
 /* Attention over the packed batch bd (its arrays in device memory too). */

@@ -95,6 +95,21 @@ RC_HD static inline float rco_dot16(const float *a, const float *b, int64_t n)
     return rco_tree16(acc);
 }
 
+/* rco_dot16 with b read at stride sb (b[k * sb]): the same order, for a GPU
+ * kernel that reads a transposed weight so that neighbouring threads read
+ * neighbouring addresses */
+RC_HD static inline float rco_dot16_strided(const float *a, const float *b, int64_t n, int64_t sb)
+{
+    float acc[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int j = 0; j < 16; j++)
+            acc[j] += a[k + j] * b[(k + j) * sb];
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * b[(k + j) * sb];
+    return rco_tree16(acc);
+}
+
 RC_HD static inline float rco_dot8(const float *a, const float *b, int64_t n)
 {
     float acc[8] = {0};

@@ -430,34 +430,37 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
 }
 
 /* A buffer uploaded again (new weights in the same memory) is used with its
- * new contents by the engine GEMM (no stale bf16 copy kept for cuBLAS). */
+ * new contents by both GEMMs (no stale bf16 copy for cuBLAS, no stale
+ * transposed copy for the invariant kernel). */
 START_TEST(test_matmul_reupload)
 {
     begin_checks();
-    pair p = make_pair(RC_KERNELS_ENGINE);
-    const int64_t M = 4, K = 40, N = 24;
-    float *x = rand_vec(M * K, 1.0f, RC_BF16), *dx = dev_copy(p.t, x, M * K), *dW, *dy;
-    ck_assert(p.t->ops->alloc(p.t, N * K, &dW) == RC_OK);
-    ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
-    float *cW = malloc((size_t)(N * K) * sizeof *cW), *cy = malloc((size_t)(M * N) * sizeof *cy);
-    for (int round = 0; round < 3; round++) {
-        float *W = rand_vec(N * K, 0.3f, RC_F32);
-        rc_dtype wdt = round == 1 ? RC_F32 : RC_BF16; /* bf16, then fp32 values, then bf16 again */
-        ck_assert(p.t->ops->upload(p.t, W, N * K, wdt, dW) == RC_OK);
-        ck_assert(p.c->ops->upload(p.c, W, N * K, wdt, cW) == RC_OK);
-        rc_dtype in = wdt == RC_BF16 ? RC_BF16 : RC_F32;
-        ck_assert(p.t->ops->matmul(p.t, dx, M, K, dW, N, NULL, in, RC_BF16, dy) == RC_OK);
-        ck_assert(p.c->ops->matmul(p.c, x, M, K, cW, N, NULL, in, RC_BF16, cy) == RC_OK);
-        float *g = host_copy(p.t, dy, M * N);
-        char what[64];
-        snprintf(what, sizeof what, "re-uploaded weights, round %d", round);
-        compare("matmul_engine", what, g, cy, M * N, RC_BF16);
-        free(g);
-        free(W);
+    for (int kk = 0; kk < 2; kk++) {
+        pair p = make_pair(kk ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        const int64_t M = 4, K = 40, N = 24;
+        float *x = rand_vec(M * K, 1.0f, RC_BF16), *dx = dev_copy(p.t, x, M * K), *dW, *dy;
+        ck_assert(p.t->ops->alloc(p.t, N * K, &dW) == RC_OK);
+        ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
+        float *cW = malloc((size_t)(N * K) * sizeof *cW), *cy = malloc((size_t)(M * N) * sizeof *cy);
+        for (int round = 0; round < 3; round++) {
+            float *W = rand_vec(N * K, 0.3f, RC_F32);
+            rc_dtype wdt = round == 1 ? RC_F32 : RC_BF16; /* bf16, then fp32 values, then bf16 again */
+            ck_assert(p.t->ops->upload(p.t, W, N * K, wdt, dW) == RC_OK);
+            ck_assert(p.c->ops->upload(p.c, W, N * K, wdt, cW) == RC_OK);
+            rc_dtype in = wdt == RC_BF16 ? RC_BF16 : RC_F32;
+            ck_assert(p.t->ops->matmul(p.t, dx, M, K, dW, N, NULL, in, RC_BF16, dy) == RC_OK);
+            ck_assert(p.c->ops->matmul(p.c, x, M, K, cW, N, NULL, in, RC_BF16, cy) == RC_OK);
+            float *g = host_copy(p.t, dy, M * N);
+            char what[64];
+            snprintf(what, sizeof what, "re-uploaded weights, round %d", round);
+            compare(kk ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, RC_BF16);
+            free(g);
+            free(W);
+        }
+        p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dy);
+        free(x), free(cW), free(cy);
+        free_pair(&p);
     }
-    p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dy);
-    free(x), free(cW), free(cy);
-    free_pair(&p);
     end_checks();
 }
 END_TEST
