@@ -69,6 +69,15 @@ fi
 timeout 300 ninja -C "$BUILD" src/ratiocheck tests/test_cuda >"$OUTDIR/ninja.txt" 2>&1 ||
     { tail -40 "$OUTDIR/ninja.txt"; exit 1; }
 RC=$BUILD/src/ratiocheck
+# the CUDA runtime and cuBLAS at run time: the toolkit's own folders when the
+# dynamic linker does not know them (the binaries have no run path for them)
+if ldd "$RC" | grep -q "not found"; then
+    CUDA_ROOT=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    for d in "$CUDA_ROOT/lib64" "$CUDA_ROOT/lib" "$CUDA_ROOT/targets/x86_64-linux/lib"; do
+        [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    done
+fi
+ldd "$RC" | grep "not found" && echo "warning: libraries not found (above)" || true
 $RC --version
 
 step "CUDA test suite (tests/test_cuda.c on the GPU)"
