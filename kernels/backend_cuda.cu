@@ -402,6 +402,8 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
     cuda_backend *c = cb(be);
     rck_lp_args a{logits, M, V, temperature, lp_dt, nullptr, nullptr, nullptr};
     const bool want_t = targets && target_out;
+    if (!full_out && !want_t)
+        return RC_OK;
     void *p = nullptr;
     // [M, V] full log-probs (if asked), then [M] target log-probs
     RC_TRY(ws_get(&c->ws_lp, (size_t)((full_out ? M * V : 0) + M) * sizeof(float), &p));
@@ -414,8 +416,6 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
         a.targets = dt;
         a.target_out = dev + (full_out ? M * V : 0);
     }
-    if (!full_out && !want_t)
-        return RC_OK;
     RC_TRY(rck_logprobs(a));
     if (full_out)
         RCK_CUDA(cudaMemcpy(full_out, a.full, (size_t)(M * V) * sizeof(float), cudaMemcpyDeviceToHost));

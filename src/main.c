@@ -949,21 +949,17 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         return usage_error("unexpected argument '%s'", argv[optind]);
     /* cuda: that or an error naming the reason (never a silent fallback);
      * auto: cuda when this build has it and a device answers, else cpu */
-    bool use_cuda = !strcmp(backend, "cuda");
+    bool use_cuda = false;
     char device[256] = "";
-    if (!strcmp(backend, "auto") && rc_cuda_compiled() && kernels != RC_KERNELS_BLAS) {
-        int nd;
-        use_cuda = rc_cuda_probe(&nd, device, sizeof device) == RC_OK;
-        rc_clear_error();
-    }
-    if (use_cuda) {
+    const bool want_cuda = !strcmp(backend, "cuda");
+    if (want_cuda || (!strcmp(backend, "auto") && rc_cuda_compiled() && kernels != RC_KERNELS_BLAS)) {
         int nd;
         st = rc_cuda_probe(&nd, device, sizeof device);
-        if (st == RC_OK && kernels == RC_KERNELS_BLAS)
-            st = rc_errorf(RC_ERR_USAGE, "--kernels blas is OpenBLAS on the CPU; with --backend cuda use engine "
-                           "(cuBLAS) or invariant");
-        if (st != RC_OK)
+        use_cuda = st == RC_OK;
+        if (want_cuda && st != RC_OK) /* the reason, before any work */
             return fail(st);
+        rc_clear_error();
+        st = RC_OK;
     }
     cfg.seed = (uint64_t)seed;
     cfg.num.temperature = (float)temperature;
