@@ -51,7 +51,7 @@ static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg
                          "%s: hidden_act \"%.32s\" is not supported for gpt_neox (supported: gelu, "
                          "gelu_new, gelu_pytorch_tanh)",
                          path, act);
-    RC_TRY(rc_json_get_num(root, "layer_norm_eps", path, 0.0, 1.0, 1e-5, &cfg->norm_eps, NULL));
+    RC_TRY(rc_config_get_norm_eps(root, path, "layer_norm_eps", 1e-5, &cfg->norm_eps));
     RC_TRY(rc_json_get_bool(root, "use_parallel_residual", path, true, &cfg->parallel_residual, NULL));
     RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
     bool bias;

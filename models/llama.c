@@ -56,7 +56,7 @@ static rc_status llama_parse(const json_t *root, const char *path, rc_config *cf
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: hidden_act \"%.32s\" is not supported for %s (supported: silu)",
                          path, act, cfg->model_type);
     cfg->act = RC_ACT_SILU;
-    RC_TRY(rc_json_get_num(root, "rms_norm_eps", path, 0.0, 1.0, 1e-6, &cfg->norm_eps, NULL));
+    RC_TRY(rc_config_get_norm_eps(root, path, "rms_norm_eps", 1e-6, &cfg->norm_eps));
     RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
     int64_t tp;
     RC_TRY(rc_json_get_int(root, "pretraining_tp", path, 1, 1024, 1, &tp, NULL));

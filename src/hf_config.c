@@ -228,3 +228,18 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
                          path, (long long)RC_MAX_ALLOC);
     return RC_OK;
 }
+
+rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const char *key, double def,
+                                 double *out)
+{
+    /* the range check and the messages for wrong types, infinities and
+     * negatives; then what that check lets through: 0, -0 and values that
+     * round to 0 in fp32 (0 / sqrt(0 + 0) is NaN on an all-zero row) */
+    RC_TRY(rc_json_get_num(root, key, path, 0.0, 1.0, def, out, NULL));
+    if (!((float)*out > 0.0f))
+        return rc_errorf(RC_ERR_FORMAT,
+                         "%s: \"%s\" = %g is out of range: it must be > 0 (not rounding to 0 in fp32) "
+                         "and at most 1",
+                         path, key, *out);
+    return RC_OK;
+}

@@ -131,6 +131,11 @@ rc_status rc_config_parse_rope(const json_t *root, const char *path, rc_config *
                                double default_theta, double default_partial,
                                const char *legacy_theta_key, const char *legacy_partial_key);
 rc_status rc_config_finish(const char *path, rc_config *cfg);
+/* A norm epsilon (rms_norm_eps, layer_norm_eps): a number > 0 that stays > 0
+ * as fp32 (the forward adds (float)eps), at most 1; else RC_ERR_FORMAT
+ * naming the file and the key. */
+rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const char *key, double def,
+                                 double *out);
 
 /* model.c */
 rc_status rc_model_load(const char *dir, rc_model **out);

@@ -694,6 +694,56 @@ START_TEST(test_layer_norm_eps_not_number)
 }
 END_TEST
 
+/* Norm epsilons must be positive (and stay positive as fp32, where the
+ * forward adds them), at most 1: 0 gives 0/0 = NaN on an all-zero row. */
+#define EPS_CFG(family, key, val)                                                   \
+    "{'model_type':'" family "','hidden_size':64,'num_attention_heads':4,"          \
+    "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,'" key "':" val "}"
+
+START_TEST(test_norm_eps_rejected)
+{
+    static const char *const k_bad[] = {"0", "0.0", "-0.0", "-1e-6", "1e-50", "1e-46", "1.5", "1e30"};
+    for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+        char j[512];
+        rc_config c;
+        snprintf(j, sizeof j, EPS_CFG("llama", "rms_norm_eps", "%s"), k_bad[i]);
+        rc_status s = parse(j, &c);
+        expect_msg_(__FILE__, __LINE__, s, RC_ERR_FORMAT, CFG, "\"rms_norm_eps\"", "out of range",
+                    (char *)NULL);
+        snprintf(j, sizeof j, EPS_CFG("gpt_neox", "layer_norm_eps", "%s"), k_bad[i]);
+        s = parse(j, &c);
+        expect_msg_(__FILE__, __LINE__, s, RC_ERR_FORMAT, CFG, "\"layer_norm_eps\"", "out of range",
+                    (char *)NULL);
+    }
+    /* through the folder: one line naming config.json and the key */
+    char *text = dq(EPS_CFG("qwen2", "rms_norm_eps", "0"));
+    const char *path = write_config(text, strlen(text));
+    free(text);
+    rc_config c;
+    rc_clear_error();
+    rc_status s = rc_config_load(g_dir, &c);
+    expect_msg_(__FILE__, __LINE__, s, RC_ERR_FORMAT, path, "\"rms_norm_eps\"", (char *)NULL);
+    ck_assert(strchr(rc_last_error(), '\n') == NULL);
+}
+END_TEST
+
+START_TEST(test_norm_eps_accepted)
+{
+    static const char *const k_ok[] = {"1e-12", "1e-30", "1e-5", "1e-06", "0.5", "1"};
+    static const double k_val[] = {1e-12, 1e-30, 1e-5, 1e-6, 0.5, 1.0};
+    for (size_t i = 0; i < sizeof k_ok / sizeof k_ok[0]; i++) {
+        char j[512];
+        rc_config c;
+        snprintf(j, sizeof j, EPS_CFG("mistral", "rms_norm_eps", "%s"), k_ok[i]);
+        parse_ok(j, &c);
+        ck_assert(c.norm_eps == k_val[i]);
+        snprintf(j, sizeof j, EPS_CFG("gpt_neox", "layer_norm_eps", "%s"), k_ok[i]);
+        parse_ok(j, &c);
+        ck_assert(c.norm_eps == k_val[i]);
+    }
+}
+END_TEST
+
 START_TEST(test_bad_bool_field)
 {
     EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,"
@@ -722,6 +772,7 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_mistral_sliding_window);
     tcase_add_test(ok, test_integral_reals);
     tcase_add_test(ok, test_integral_real_eos);
+    tcase_add_test(ok, test_norm_eps_accepted);
     suite_add_tcase(s, ok);
 
     TCase *bad = tcase_create("rejected");
@@ -747,6 +798,7 @@ static Suite *config_suite(void)
     tcase_add_test(bad, test_eos_out_of_vocab);
     tcase_add_test(bad, test_layer_norm_eps_not_number);
     tcase_add_test(bad, test_bad_bool_field);
+    tcase_add_test(bad, test_norm_eps_rejected);
     suite_add_tcase(s, bad);
     return s;
 }
