@@ -1,8 +1,42 @@
 /* h5in.c: read a ratiocheck results file (layout: top of h5out.c) back into
- * an rc_results, for `report` and `diff`. Statistics are not read: they are
- * recomputed from the stored tensors by rc_compute_stats. */
+ * an rc_results, for `report`, `diff` and `run --rollouts-from`. Statistics
+ * are not read: they are recomputed from the stored tensors by
+ * rc_compute_stats.
+ *
+ * The file may be hostile. Nothing read from it is used before it is checked:
+ *  - attributes: one value (scalar or [1]) of the expected type class
+ *    (integers for counts, which are then range-checked); `lengths` is 1..64
+ *    distinct integers in 1..gen_len;
+ *  - the sizes from the attributes are multiplied with overflow checks, and
+ *    the bytes the arrays would take are capped at RC_MAX_READ_BYTES (exit 7);
+ *  - every dataset goes through open_ds(): rank, extent (equal to the one the
+ *    attributes declare), type class, layout (contiguous, chunked or compact,
+ *    no external files, no virtual datasets) and filters (deflate, shuffle,
+ *    fletcher32 only), and its declared size against the storage it has in
+ *    the file (below), all before anything is allocated;
+ *  - values used as indices (prompt lengths, prompt indices, valid counts)
+ *    are range-checked after reading; rc_results_check_replay checks the token
+ *    ids against the replaying model.
+ *
+ * Storage bound. HDF5 chunked datasets need no storage for chunks that were
+ * never written (they read as the fill value), so a 15 KB file can declare
+ * 4M x 64 arrays. Every dataset must therefore hold enough stored bytes for
+ * its declared extent: raw bytes (elements x file type size) <= stored bytes
+ * without a deflate filter, and <= RC_DEFLATE_MAX_RATIO x stored bytes with
+ * one. 1032:1 is the most DEFLATE can ever expand (a 258-byte match coded in
+ * 2 bits), and the writer writes every chunk, so every file it wrote meets
+ * the bound, even a run that is almost all NaN padding (which compresses
+ * about 500:1 after shuffle). Shuffle and fletcher32 do not shrink data.
+ * The storage HDF5 reports per dataset is also summed over the datasets read
+ * and must not exceed the file's size (a hostile chunk index can point many
+ * chunks at the same bytes). So reading a file takes at most about
+ * 1032 x 8 x its size in memory, whatever it declares.
+ *
+ * Every error is one line naming the file; HDF5's own error printing is off. */
 #include <hdf5.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,32 +44,107 @@
 #include "results.h"
 #include "util.h"
 
+/* The most a DEFLATE stream can expand: 258 bytes from a 2-bit code. */
+#define RC_DEFLATE_MAX_RATIO 1032u
+/* Sanity cap on the arrays one results file may make the reader allocate
+ * (the run that wrote it held them all in memory too). */
+#define RC_MAX_READ_BYTES ((int64_t)32 << 30)
+
 typedef struct {
     const char *path;
     hid_t f;
+    uint64_t file_size;    /* bytes */
+    uint64_t storage_used; /* storage of the datasets read so far */
 } h5r;
 
-static rc_status bad(const h5r *r, const char *what)
+/* "PATH: not a readable ratiocheck result (WHAT)" */
+__attribute__((format(printf, 3, 4))) static rc_status badf(const h5r *r, rc_status st, const char *fmt, ...)
 {
-    return rc_errorf(RC_ERR_FORMAT, "%s: not a readable ratiocheck result (%s)", r->path, what);
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    for (char *p = what; *p; p++) /* names from the file: keep the message one line */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    if (st == RC_ERR_FORMAT)
+        return rc_errorf(st, "%s: not a readable ratiocheck result (%s)", r->path, what);
+    return rc_errorf(st, "%s: %s", r->path, what);
+}
+
+#define BAD(r, ...) badf((r), RC_ERR_FORMAT, __VA_ARGS__)
+
+static const char *class_name(H5T_class_t c)
+{
+    switch (c) {
+    case H5T_INTEGER: return "integers";
+    case H5T_FLOAT: return "floats";
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "compounds";
+    case H5T_ENUM: return "enums";
+    case H5T_ARRAY: return "arrays";
+    case H5T_VLEN: return "variable-length sequences";
+    case H5T_REFERENCE: return "references";
+    case H5T_OPAQUE: return "opaque data";
+    case H5T_BITFIELD: return "bitfields";
+    case H5T_TIME: return "times";
+    default: return "an unknown type";
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* attributes                                                               */
+
+/* Open attribute `name` of loc and check that it holds one value (scalar or
+ * [1]) of class c1 or c2. */
+static rc_status attr_open(const h5r *r, hid_t loc, const char *name, H5T_class_t c1, H5T_class_t c2, hid_t *out)
+{
+    *out = -1;
+    if (H5Aexists(loc, name) <= 0)
+        return BAD(r, "attribute '%s' is missing", name);
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0)
+        return BAD(r, "attribute '%s' cannot be opened", name);
+    hid_t sp = H5Aget_space(a), t = H5Aget_type(a);
+    H5S_class_t sc = sp >= 0 ? H5Sget_simple_extent_type(sp) : H5S_NO_CLASS;
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    H5T_class_t tc = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    rc_status st = RC_OK;
+    if (sp < 0 || t < 0)
+        st = BAD(r, "attribute '%s' cannot be read", name);
+    else if ((sc != H5S_SCALAR && sc != H5S_SIMPLE) || n != 1 || H5Sget_simple_extent_ndims(sp) > 1)
+        st = BAD(r, "attribute '%s' holds %lld values, not one", name, (long long)(sc == H5S_NULL ? 0 : n));
+    else if (tc != c1 && tc != c2)
+        st = BAD(r, "attribute '%s' holds %s, not %s", name, class_name(tc), class_name(c1));
+    else if (tc == H5T_STRING && H5Tis_variable_str(t) <= 0)
+        st = BAD(r, "attribute '%s' is a fixed-length string, not a variable-length one", name);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    if (st != RC_OK) {
+        H5Aclose(a);
+        return st;
+    }
+    *out = a;
+    return RC_OK;
 }
 
 static rc_status attr_string(const h5r *r, hid_t loc, const char *name, char *dst, size_t n, char **owned)
 {
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return bad(r, name);
-    hid_t t = H5Aget_type(a), mt = H5Tcopy(H5T_C_S1);
+    hid_t a;
+    RC_TRY(attr_open(r, loc, name, H5T_STRING, H5T_STRING, &a));
+    hid_t mt = H5Tcopy(H5T_C_S1);
     rc_status st = RC_OK;
     char *v = NULL;
-    if (t < 0 || mt < 0 || !H5Tis_variable_str(t) || H5Tset_size(mt, H5T_VARIABLE) < 0 ||
-        H5Tset_cset(mt, H5T_CSET_UTF8) < 0 || H5Aread(a, mt, &v) < 0)
-        st = bad(r, name);
+    if (mt < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, H5T_CSET_UTF8) < 0 || H5Aread(a, mt, &v) < 0)
+        st = BAD(r, "attribute '%s' cannot be read", name);
     if (st == RC_OK) {
         if (owned) {
             *owned = strdup(v ? v : "");
             if (!*owned)
-                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+                st = badf(r, RC_ERR_NOMEM, "out of memory reading attribute '%s'", name);
         } else {
             snprintf(dst, n, "%s", v ? v : "");
         }
@@ -44,56 +153,189 @@ static rc_status attr_string(const h5r *r, hid_t loc, const char *name, char *ds
         H5free_memory(v);
     if (mt >= 0)
         H5Tclose(mt);
-    if (t >= 0)
-        H5Tclose(t);
     H5Aclose(a);
     return st;
 }
 
-/* scalar numeric attribute read as mtype */
-static rc_status attr_num(const h5r *r, hid_t loc, const char *name, hid_t mtype, void *v)
+/* one number, read as mtype; integers only where `integer` */
+static rc_status attr_num(const h5r *r, hid_t loc, const char *name, bool integer, hid_t mtype, void *v)
 {
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0 || H5Aread(a, mtype, v) < 0) {
-        if (a >= 0)
-            H5Aclose(a);
-        return bad(r, name);
-    }
+    hid_t a;
+    RC_TRY(attr_open(r, loc, name, H5T_INTEGER, integer ? H5T_INTEGER : H5T_FLOAT, &a));
+    rc_status st = H5Aread(a, mtype, v) < 0 ? BAD(r, "attribute '%s' cannot be read", name) : RC_OK;
     H5Aclose(a);
-    return RC_OK;
+    return st;
 }
 
 static rc_status attr_i64(const h5r *r, hid_t loc, const char *name, int64_t *v)
 {
-    return attr_num(r, loc, name, H5T_NATIVE_INT64, v);
+    return attr_num(r, loc, name, true, H5T_NATIVE_INT64, v);
 }
 
 static rc_status attr_f64(const h5r *r, hid_t loc, const char *name, double *v)
 {
-    return attr_num(r, loc, name, H5T_NATIVE_DOUBLE, v);
+    return attr_num(r, loc, name, false, H5T_NATIVE_DOUBLE, v);
 }
 
-/* read dataset `name` with dims (d0[, d1]) as mtype into fresh memory */
-static rc_status read_ds(const h5r *r, const char *name, hid_t mtype, size_t esz, int rank, int64_t d0, int64_t d1,
-                         void **out)
+/* `lengths`: 1..RC_MAX_LENS_READ integers */
+static rc_status attr_lengths(const h5r *r, int64_t **out, int64_t *n_out)
 {
     *out = NULL;
+    *n_out = 0;
+    if (H5Aexists(r->f, "lengths") <= 0)
+        return BAD(r, "attribute 'lengths' is missing");
+    hid_t a = H5Aopen(r->f, "lengths", H5P_DEFAULT);
+    hid_t sp = a >= 0 ? H5Aget_space(a) : -1, t = a >= 0 ? H5Aget_type(a) : -1;
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    rc_status st = RC_OK;
+    int64_t *lens = NULL;
+    if (a < 0 || sp < 0 || t < 0)
+        st = BAD(r, "attribute 'lengths' cannot be read");
+    else if (H5Sget_simple_extent_ndims(sp) > 1 || n < 1 || n > RC_MAX_LENS_READ)
+        st = BAD(r, "attribute 'lengths' holds %lld values, not 1..%d", (long long)n, RC_MAX_LENS_READ);
+    else if (H5Tget_class(t) != H5T_INTEGER)
+        st = BAD(r, "attribute 'lengths' holds %s, not integers", class_name(H5Tget_class(t)));
+    else if (!(lens = calloc((size_t)n, sizeof *lens)))
+        st = badf(r, RC_ERR_NOMEM, "out of memory");
+    else if (H5Aread(a, H5T_NATIVE_INT64, lens) < 0)
+        st = BAD(r, "attribute 'lengths' cannot be read");
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    if (st != RC_OK) {
+        free(lens);
+        return st;
+    }
+    *out = lens;
+    *n_out = n;
+    return RC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* datasets                                                                 */
+
+typedef enum { DS_INT, DS_FLOAT, DS_STR } ds_kind;
+
+/* Open dataset `name` and check it against what the reader expects before
+ * anything is allocated for it: rank, extent (d0[, d1]), type class, layout,
+ * filters, and the storage bound (top of this file). The one gate for every
+ * dataset the reader reads. */
+static rc_status open_ds(h5r *r, const char *name, ds_kind kind, int rank, int64_t d0, int64_t d1, hid_t *out)
+{
+    *out = -1;
+    if (H5Lexists(r->f, name, H5P_DEFAULT) <= 0)
+        return BAD(r, "%s is missing", name);
     hid_t ds = H5Dopen2(r->f, name, H5P_DEFAULT);
     if (ds < 0)
-        return bad(r, name);
-    hid_t sp = H5Dget_space(ds);
-    hsize_t dims[2] = {0, 0};
+        return BAD(r, "%s is not a dataset", name);
+    hid_t sp = H5Dget_space(ds), t = H5Dget_type(ds), dcpl = H5Dget_create_plist(ds);
     rc_status st = RC_OK;
-    if (sp < 0 || H5Sget_simple_extent_ndims(sp) != rank || H5Sget_simple_extent_dims(sp, dims, NULL) < 0 ||
-        dims[0] != (hsize_t)d0 || (rank == 2 && dims[1] != (hsize_t)d1))
-        st = bad(r, name);
-    int64_t n = rank == 2 ? d0 * d1 : d0;
+    hsize_t dims[H5S_MAX_RANK];
+    int nd = sp >= 0 && H5Sget_simple_extent_type(sp) == H5S_SIMPLE ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (sp < 0 || t < 0 || dcpl < 0)
+        st = BAD(r, "%s cannot be read", name);
+    else if (nd != rank)
+        st = BAD(r, "%s has rank %d, not %d", name, nd, rank);
+    else if (H5Sget_simple_extent_dims(sp, dims, NULL) != rank)
+        st = BAD(r, "%s cannot be read", name);
+    else if (dims[0] != (hsize_t)d0 || (rank == 2 && dims[1] != (hsize_t)d1)) {
+        if (rank == 2)
+            st = BAD(r, "%s is %llu x %llu, not %lld x %lld as the attributes declare", name,
+                     (unsigned long long)dims[0], (unsigned long long)dims[1], (long long)d0, (long long)d1);
+        else
+            st = BAD(r, "%s has %llu elements, not %lld as the attributes declare", name,
+                     (unsigned long long)dims[0], (long long)d0);
+    }
+    /* type */
+    size_t tsize = 0;
+    if (st == RC_OK) {
+        H5T_class_t tc = H5Tget_class(t);
+        H5T_class_t want = kind == DS_INT ? H5T_INTEGER : kind == DS_FLOAT ? H5T_FLOAT : H5T_STRING;
+        tsize = H5Tget_size(t);
+        if (tc != want)
+            st = BAD(r, "%s holds %s, not %s", name, class_name(tc), class_name(want));
+        else if (kind == DS_STR && H5Tis_variable_str(t) <= 0)
+            st = BAD(r, "%s holds fixed-length strings, not variable-length ones", name);
+        else if (tsize < 1 || tsize > 16)
+            st = BAD(r, "%s has %zu-byte elements", name, tsize);
+    }
+    /* layout and filters */
+    bool deflate = false;
+    if (st == RC_OK) {
+        H5D_layout_t lay = H5Pget_layout(dcpl);
+        int next = H5Pget_external_count(dcpl), nf = H5Pget_nfilters(dcpl);
+        if (lay != H5D_CONTIGUOUS && lay != H5D_CHUNKED && lay != H5D_COMPACT)
+            st = badf(r, RC_ERR_UNSUPPORTED, "%s has an HDF5 storage layout (%d) ratiocheck does not read", name,
+                      (int)lay);
+        else if (next != 0)
+            st = badf(r, RC_ERR_UNSUPPORTED, "%s is stored in external files, which ratiocheck does not read", name);
+        else if (nf < 0)
+            st = BAD(r, "%s cannot be read", name);
+        for (int i = 0; st == RC_OK && i < nf; i++) {
+            unsigned flags = 0;
+            size_t ncd = 0;
+            H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, NULL, 0, NULL, NULL);
+            if (id == H5Z_FILTER_DEFLATE)
+                deflate = true;
+            else if (id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
+                st = badf(r, RC_ERR_UNSUPPORTED,
+                          "%s uses HDF5 filter %d; ratiocheck reads only deflate, shuffle and fletcher32", name,
+                          (int)id);
+        }
+    }
+    /* storage bound */
+    if (st == RC_OK) {
+        uint64_t n = 1, raw = 0, room = 0;
+        for (int i = 0; i < rank; i++)
+            if (!rc_mul_u64(n, (uint64_t)dims[i], &n))
+                n = UINT64_MAX;
+        const uint64_t stored = (uint64_t)H5Dget_storage_size(ds);
+        const uint64_t left = r->file_size > r->storage_used ? r->file_size - r->storage_used : 0;
+        if (!rc_mul_u64(n, (uint64_t)tsize, &raw))
+            raw = UINT64_MAX;
+        if (!rc_mul_u64(stored, deflate ? RC_DEFLATE_MAX_RATIO : 1, &room))
+            room = UINT64_MAX;
+        if (stored > left)
+            st = BAD(r, "%s claims %" PRIu64 " bytes of storage, more than the file has left (%" PRIu64 ")", name,
+                     stored, left);
+        else if (raw > room)
+            st = BAD(r, "%s declares %" PRIu64 " bytes but stores only %" PRIu64 "%s", name, raw, stored,
+                     deflate ? " (deflate expands at most 1032 times)" : "");
+        else
+            r->storage_used += stored;
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (st != RC_OK) {
+        H5Dclose(ds);
+        return st;
+    }
+    *out = ds;
+    return RC_OK;
+}
+
+/* read numeric dataset `name` with dims (d0[, d1]) as mtype into fresh memory */
+static rc_status read_ds(h5r *r, const char *name, ds_kind kind, hid_t mtype, size_t esz, int rank, int64_t d0,
+                         int64_t d1, void **out)
+{
+    *out = NULL;
+    hid_t ds;
+    RC_TRY(open_ds(r, name, kind, rank, d0, d1, &ds));
+    int64_t n = d0;
+    rc_status st = RC_OK;
+    if (rank == 2 && !rc_mul_i64(d0, d1, &n))
+        st = badf(r, RC_ERR_NOMEM, "%s: %lld x %lld elements is too large", name, (long long)d0, (long long)d1);
     if (st == RC_OK)
         st = rc_calloc(out, n + 1, esz, name);
     if (st == RC_OK && n > 0 && H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0)
-        st = bad(r, name);
-    if (sp >= 0)
-        H5Sclose(sp);
+        st = BAD(r, "%s cannot be read", name);
     H5Dclose(ds);
     if (st != RC_OK) {
         free(*out);
@@ -102,32 +344,35 @@ static rc_status read_ds(const h5r *r, const char *name, hid_t mtype, size_t esz
     return st;
 }
 
-static rc_status read_strs(const h5r *r, const char *name, int64_t n, char ***out)
+/* optional 1-D dataset of n variable-length UTF-8 strings */
+static rc_status read_strs(h5r *r, const char *name, int64_t n, char ***out)
 {
     *out = NULL;
     if (H5Lexists(r->f, name, H5P_DEFAULT) <= 0)
         return RC_OK; /* optional */
-    hid_t ds = H5Dopen2(r->f, name, H5P_DEFAULT);
+    hid_t ds;
+    RC_TRY(open_ds(r, name, DS_STR, 1, n, 0, &ds));
     hid_t mt = H5Tcopy(H5T_C_S1);
     char **v = calloc((size_t)n + 1, sizeof *v);
     rc_status st = RC_OK;
-    if (ds < 0 || mt < 0 || !v || H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, H5T_CSET_UTF8) < 0 ||
-        (n > 0 && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0))
-        st = bad(r, name);
+    if (!v)
+        st = badf(r, RC_ERR_NOMEM, "out of memory reading %s", name);
+    else if (mt < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, H5T_CSET_UTF8) < 0 ||
+             (n > 0 && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0))
+        st = BAD(r, "%s cannot be read", name);
     char **own = st == RC_OK ? calloc((size_t)n + 1, sizeof *own) : NULL;
     if (st == RC_OK && !own)
-        st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        st = badf(r, RC_ERR_NOMEM, "out of memory reading %s", name);
     for (int64_t i = 0; st == RC_OK && i < n; i++)
         if (!(own[i] = strdup(v[i] ? v[i] : "")))
-            st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+            st = badf(r, RC_ERR_NOMEM, "out of memory reading %s", name);
     for (int64_t i = 0; v && i < n; i++)
         if (v[i])
             H5free_memory(v[i]);
     free(v);
     if (mt >= 0)
         H5Tclose(mt);
-    if (ds >= 0)
-        H5Dclose(ds);
+    H5Dclose(ds);
     if (st != RC_OK) {
         for (int64_t i = 0; own && i < n; i++)
             free(own[i]);
@@ -138,28 +383,38 @@ static rc_status read_strs(const h5r *r, const char *name, int64_t n, char ***ou
     return RC_OK;
 }
 
-rc_status rc_h5_read(const char *path, rc_results *out)
+/* bytes of every array rc_h5_read and rc_compute_stats would allocate, or -1
+ * on overflow */
+static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, const int64_t *lens,
+                              int64_t nlens)
 {
-    memset(out, 0, sizeof *out);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (!rc_file_exists(path))
-        return rc_errorf(RC_ERR_IO, "%s: no such file", path);
-    h5r r = {.path = path, .f = -1};
-    if (H5Fis_hdf5(path) <= 0)
-        return rc_errorf(RC_ERR_FORMAT, "%s: not an HDF5 file", path);
-    r.f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (r.f < 0)
-        return rc_errorf(RC_ERR_IO, "%s: cannot open as HDF5", path);
+    int64_t pt, sg, t, total = 0;
+    /* prompts: tokens, lengths, text pointers */
+    if (!rc_mul_i64(P, Pmax, &pt) || !rc_mul_i64(pt, 4, &pt) || !rc_add_i64(total, pt, &total) ||
+        !rc_mul_i64(P, 4 + 8, &t) || !rc_add_i64(total, t, &total))
+        return -1;
+    /* rollouts: 3 x i32 [S], completion pointers; tokens + 2 log-prob arrays (+ reference) [S, G] */
+    if (!rc_mul_i64(S, 3 * 4 + 8, &t) || !rc_add_i64(total, t, &total) || !rc_mul_i64(S, G, &sg) ||
+        !rc_mul_i64(sg, 3 * 4 + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
+        return -1;
+    /* per length: forward log-probs [S, L], and the statistics' double scratch */
+    for (int64_t i = 0; i < nlens; i++)
+        if (!rc_mul_i64(S, lens[i], &t) || !rc_mul_i64(t, 4 + 8, &t) || !rc_add_i64(total, t, &total))
+            return -1;
+    return total;
+}
+
+static rc_status read_all(h5r *r, rc_results *out)
+{
+    const char *path = r->path;
     char fmt[64] = "";
-    rc_status st = attr_string(&r, r.f, "format", fmt, sizeof fmt, NULL);
-    if (st != RC_OK || strcmp(fmt, "ratiocheck-results") != 0) {
-        H5Fclose(r.f);
+    rc_status st = attr_string(r, r->f, "format", fmt, sizeof fmt, NULL);
+    if (st != RC_OK || strcmp(fmt, "ratiocheck-results") != 0)
         return rc_errorf(RC_ERR_FORMAT, "%s: not a ratiocheck result file (no format = \"ratiocheck-results\")", path);
-    }
-    int64_t ver = 0, stop = 0, nlens = 0;
-    st = attr_i64(&r, r.f, "format_version", &ver);
-    if (st == RC_OK && ver != 1)
-        st = rc_errorf(RC_ERR_UNSUPPORTED, "%s: format_version %lld (this ratiocheck reads 1)", path, (long long)ver);
+    int64_t ver = 0, stop = 0;
+    RC_TRY(attr_i64(r, r->f, "format_version", &ver));
+    if (ver != 1)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: format_version %lld (this ratiocheck reads 1)", path, (long long)ver);
     struct {
         const char *n;
         char *d;
@@ -169,14 +424,12 @@ rc_status rc_h5_read(const char *path, rc_results *out)
                 {"upcast", out->upcast, sizeof out->upcast},        {"logprob_dtype", out->logprob_dtype, sizeof out->logprob_dtype},
                 {"reference", out->reference, sizeof out->reference}, {"backend", out->backend, sizeof out->backend},
                 {"created", out->created, sizeof out->created}};
-    for (size_t i = 0; st == RC_OK && i < sizeof strs / sizeof strs[0]; i++)
-        st = attr_string(&r, r.f, strs[i].n, strs[i].d, strs[i].sz, NULL);
-    if (st == RC_OK && H5Aexists(r.f, "device") > 0) /* files before the CUDA backend have none */
-        st = attr_string(&r, r.f, "device", out->device, sizeof out->device, NULL);
-    if (st == RC_OK)
-        st = attr_string(&r, r.f, "command_line", NULL, 0, &out->command_line);
-    if (st == RC_OK)
-        st = attr_string(&r, r.f, "model_path", NULL, 0, &out->model_path);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        RC_TRY(attr_string(r, r->f, strs[i].n, strs[i].d, strs[i].sz, NULL));
+    if (H5Aexists(r->f, "device") > 0) /* files before the CUDA backend have none */
+        RC_TRY(attr_string(r, r->f, "device", out->device, sizeof out->device, NULL));
+    RC_TRY(attr_string(r, r->f, "command_line", NULL, 0, &out->command_line));
+    RC_TRY(attr_string(r, r->f, "model_path", NULL, 0, &out->model_path));
     struct {
         const char *n;
         int64_t *d;
@@ -184,42 +437,51 @@ rc_status rc_h5_read(const char *path, rc_results *out)
                 {"samples", &out->samples},         {"batch", &out->batch},         {"forward_batch", &out->forward_batch},
                 {"num_prompts", &out->n_prompts},   {"num_sequences", &out->n_seq}, {"gen_len", &out->gen_len},
                 {"stop_at_eos", &stop}};
-    for (size_t i = 0; st == RC_OK && i < sizeof ints / sizeof ints[0]; i++)
-        st = attr_i64(&r, r.f, ints[i].n, ints[i].d);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        RC_TRY(attr_i64(r, r->f, ints[i].n, ints[i].d));
     out->stop_at_eos = stop != 0;
     struct {
         const char *n;
         double *d;
     } dbls[] = {{"temperature", &out->temperature}, {"top_p", &out->top_p}, {"seconds_generate", &out->seconds_generate},
                 {"seconds_forward", &out->seconds_forward}, {"seconds_total", &out->seconds_total}};
-    for (size_t i = 0; st == RC_OK && i < sizeof dbls / sizeof dbls[0]; i++)
-        st = attr_f64(&r, r.f, dbls[i].n, dbls[i].d);
-    /* sizes come from the file: bound them before allocating */
-    if (st == RC_OK && (out->n_prompts < 0 || out->n_seq < 0 || out->gen_len < 0 || out->n_prompts > (1 << 24) ||
-                        out->n_seq > (1 << 24) || out->gen_len > (1 << 24)))
-        st = bad(&r, "sizes");
-    int64_t *lens = NULL;
-    if (st == RC_OK) {
-        hid_t a = H5Aopen(r.f, "lengths", H5P_DEFAULT);
-        hid_t sp = a >= 0 ? H5Aget_space(a) : -1;
-        hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-        nlens = n;
-        if (n < 1 || n > RC_MAX_LENS_READ || !(lens = calloc((size_t)n, sizeof *lens)) ||
-            H5Aread(a, H5T_NATIVE_INT64, lens) < 0)
-            st = bad(&r, "lengths");
-        if (sp >= 0)
-            H5Sclose(sp);
-        if (a >= 0)
-            H5Aclose(a);
+    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++)
+        RC_TRY(attr_f64(r, r->f, dbls[i].n, dbls[i].d));
+    /* sizes and indices come from the file: bound them before using them */
+    const int64_t lim = (int64_t)1 << 24;
+    const struct {
+        const char *n;
+        int64_t v;
+    } ranged[] = {{"num_prompts", out->n_prompts}, {"num_sequences", out->n_seq}, {"gen_len", out->gen_len},
+                  {"samples", out->samples}};
+    for (size_t i = 0; i < sizeof ranged / sizeof ranged[0]; i++)
+        if (ranged[i].v < 0 || ranged[i].v > lim)
+            return BAD(r, "attribute '%s' = %lld is outside 0..%lld", ranged[i].n, (long long)ranged[i].v,
+                       (long long)lim);
+    int64_t *lens = NULL, nlens = 0;
+    RC_TRY(attr_lengths(r, &lens, &nlens));
+    for (int64_t i = 0; st == RC_OK && i < nlens; i++) {
+        if (lens[i] < 1 || lens[i] > out->gen_len)
+            st = BAD(r, "attribute 'lengths' holds %lld, outside 1..gen_len (%lld)", (long long)lens[i],
+                     (long long)out->gen_len);
+        for (int64_t j = 0; st == RC_OK && j < i; j++)
+            if (lens[j] == lens[i])
+                st = BAD(r, "attribute 'lengths' holds %lld twice", (long long)lens[i]);
     }
-    /* prompt_max from the dataset shape */
+    /* prompt_max from the dataset's shape (checked again when it is read) */
     if (st == RC_OK) {
-        hid_t ds = H5Dopen2(r.f, "/prompts/tokens", H5P_DEFAULT);
+        hid_t ds = H5Lexists(r->f, "/prompts/tokens", H5P_DEFAULT) > 0 ? H5Dopen2(r->f, "/prompts/tokens", H5P_DEFAULT)
+                                                                        : -1;
         hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
-        hsize_t dims[2] = {0, 0};
-        if (sp < 0 || H5Sget_simple_extent_ndims(sp) != 2 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0 ||
-            dims[0] != (hsize_t)out->n_prompts || dims[1] > (1u << 24))
-            st = bad(&r, "/prompts/tokens");
+        hsize_t dims[H5S_MAX_RANK] = {0};
+        if (ds < 0)
+            st = BAD(r, "/prompts/tokens is missing");
+        else if (sp < 0 || H5Sget_simple_extent_type(sp) != H5S_SIMPLE || H5Sget_simple_extent_ndims(sp) != 2 ||
+                 H5Sget_simple_extent_dims(sp, dims, NULL) != 2)
+            st = BAD(r, "/prompts/tokens is not a 2-D dataset");
+        else if (dims[1] > (hsize_t)lim)
+            st = BAD(r, "/prompts/tokens has rows of %llu tokens, more than %lld", (unsigned long long)dims[1],
+                     (long long)lim);
         out->prompt_max = (int64_t)dims[1];
         if (sp >= 0)
             H5Sclose(sp);
@@ -227,50 +489,164 @@ rc_status rc_h5_read(const char *path, rc_results *out)
             H5Dclose(ds);
     }
     const int64_t P = out->n_prompts, S = out->n_seq, G = out->gen_len;
+    const bool ref = H5Lexists(r->f, "/reference", H5P_DEFAULT) > 0;
+    if (st == RC_OK) {
+        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, lens, nlens);
+        if (bytes < 0 || bytes > RC_MAX_READ_BYTES)
+            st = badf(r, RC_ERR_NOMEM,
+                      "declares %lld prompts x %lld tokens and %lld sequences x %lld tokens, more than the %lld GiB "
+                      "ratiocheck reads",
+                      (long long)P, (long long)out->prompt_max, (long long)S, (long long)G,
+                      (long long)(RC_MAX_READ_BYTES >> 30));
+    }
     if (st == RC_OK)
-        st = read_ds(&r, "/prompts/tokens", H5T_NATIVE_INT32, 4, 2, P, out->prompt_max, (void **)&out->prompt_tokens);
+        st = read_ds(r, "/prompts/tokens", DS_INT, H5T_NATIVE_INT32, 4, 2, P, out->prompt_max,
+                     (void **)&out->prompt_tokens);
     if (st == RC_OK)
-        st = read_ds(&r, "/prompts/lengths", H5T_NATIVE_INT32, 4, 1, P, 0, (void **)&out->prompt_len);
+        st = read_ds(r, "/prompts/lengths", DS_INT, H5T_NATIVE_INT32, 4, 1, P, 0, (void **)&out->prompt_len);
     if (st == RC_OK)
-        st = read_ds(&r, "/rollouts/prompt_index", H5T_NATIVE_INT32, 4, 1, S, 0, (void **)&out->seq_prompt);
+        st = read_ds(r, "/rollouts/prompt_index", DS_INT, H5T_NATIVE_INT32, 4, 1, S, 0, (void **)&out->seq_prompt);
     if (st == RC_OK)
-        st = read_ds(&r, "/rollouts/sample_index", H5T_NATIVE_INT32, 4, 1, S, 0, (void **)&out->seq_sample);
+        st = read_ds(r, "/rollouts/sample_index", DS_INT, H5T_NATIVE_INT32, 4, 1, S, 0, (void **)&out->seq_sample);
     if (st == RC_OK)
-        st = read_ds(&r, "/rollouts/tokens", H5T_NATIVE_INT32, 4, 2, S, G, (void **)&out->gen_tokens);
+        st = read_ds(r, "/rollouts/lengths", DS_INT, H5T_NATIVE_INT32, 4, 1, S, 0, (void **)&out->gen_valid);
+    /* indices, before anything uses them */
+    for (int64_t p = 0; st == RC_OK && p < P; p++)
+        if (out->prompt_len[p] < 0 || out->prompt_len[p] > out->prompt_max)
+            st = BAD(r, "/prompts/lengths[%lld] = %d is outside 0..%lld", (long long)p, (int)out->prompt_len[p],
+                     (long long)out->prompt_max);
+    for (int64_t i = 0; st == RC_OK && i < S; i++) {
+        if (out->seq_prompt[i] < 0 || out->seq_prompt[i] >= P)
+            st = BAD(r, "/rollouts/prompt_index[%lld] = %d is not one of the %lld prompts", (long long)i,
+                     (int)out->seq_prompt[i], (long long)P);
+        else if (out->seq_sample[i] < 0)
+            st = BAD(r, "/rollouts/sample_index[%lld] = %d is negative", (long long)i, (int)out->seq_sample[i]);
+        else if (out->gen_valid[i] < 0 || out->gen_valid[i] > G)
+            st = BAD(r, "/rollouts/lengths[%lld] = %d is outside 0..gen_len (%lld)", (long long)i,
+                     (int)out->gen_valid[i], (long long)G);
+    }
     if (st == RC_OK)
-        st = read_ds(&r, "/rollouts/lengths", H5T_NATIVE_INT32, 4, 1, S, 0, (void **)&out->gen_valid);
+        st = read_ds(r, "/rollouts/tokens", DS_INT, H5T_NATIVE_INT32, 4, 2, S, G, (void **)&out->gen_tokens);
     if (st == RC_OK)
-        st = read_ds(&r, "/rollouts/logprob_gen", H5T_NATIVE_FLOAT, 4, 2, S, G, (void **)&out->logprob_gen);
+        st = read_ds(r, "/rollouts/logprob_gen", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G, (void **)&out->logprob_gen);
     if (st == RC_OK)
-        st = read_ds(&r, "/rollouts/logprob_gen_processed", H5T_NATIVE_FLOAT, 4, 2, S, G,
+        st = read_ds(r, "/rollouts/logprob_gen_processed", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G,
                      (void **)&out->logprob_gen_processed);
-    if (st == RC_OK && H5Lexists(r.f, "/reference", H5P_DEFAULT) > 0)
-        st = read_ds(&r, "/reference/logprob", H5T_NATIVE_DOUBLE, 8, 2, S, G, (void **)&out->logprob_ref);
+    if (st == RC_OK && ref)
+        st = read_ds(r, "/reference/logprob", DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, G, (void **)&out->logprob_ref);
     if (st == RC_OK)
-        st = read_strs(&r, "/prompts/text", P, &out->prompt_text);
+        st = read_strs(r, "/prompts/text", P, &out->prompt_text);
     if (st == RC_OK)
-        st = read_strs(&r, "/rollouts/completion", S, &out->completion);
-    /* validate indices before anything uses them */
-    for (int64_t i = 0; st == RC_OK && i < S; i++)
-        if (out->seq_prompt[i] < 0 || out->seq_prompt[i] >= P || out->gen_valid[i] < 0 || out->gen_valid[i] > G)
-            st = bad(&r, "/rollouts indices");
+        st = read_strs(r, "/rollouts/completion", S, &out->completion);
     if (st == RC_OK && (st = rc_calloc((void **)&out->lens, nlens, sizeof *out->lens, "results")) == RC_OK) {
         out->n_lens = (int)nlens;
         for (int i = 0; st == RC_OK && i < out->n_lens; i++) {
             out->lens[i].len = lens[i];
             char name[64];
             snprintf(name, sizeof name, "/len_%04lld/logprob_forward", (long long)lens[i]);
-            if (lens[i] < 1 || lens[i] > G)
-                st = bad(&r, "lengths");
-            else
-                st = read_ds(&r, name, H5T_NATIVE_FLOAT, 4, 2, S, lens[i], (void **)&out->lens[i].logprob_fwd);
+            st = read_ds(r, name, DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, lens[i], (void **)&out->lens[i].logprob_fwd);
         }
     }
     free(lens);
-    H5Fclose(r.f);
+    return st;
+}
+
+rc_status rc_h5_read(const char *path, rc_results *out)
+{
+    memset(out, 0, sizeof *out);
+    /* HDF5 prints its error stack to stderr unless told not to (per thread
+     * in a thread-safe build, so on every call) */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (!rc_file_exists(path))
+        return rc_errorf(RC_ERR_IO, "%s: no such file", path);
+    h5r r = {.path = path, .f = -1};
+    if (H5Fis_hdf5(path) <= 0)
+        return rc_errorf(RC_ERR_FORMAT, "%s: not an HDF5 file", path);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        return rc_errorf(RC_ERR_IO, "%s: cannot initialise the HDF5 library", path);
+    }
+    r.f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (r.f < 0)
+        return rc_errorf(RC_ERR_IO, "%s: cannot open as HDF5", path);
+    hsize_t fsz = 0;
+    rc_status st = H5Fget_filesize(r.f, &fsz) < 0 ? rc_errorf(RC_ERR_IO, "%s: cannot get the file size", path)
+                                                  : RC_OK;
+    r.file_size = (uint64_t)fsz;
+    if (st == RC_OK)
+        st = read_all(&r, out);
+    H5Fclose(r.f); /* H5F_CLOSE_STRONG: also whatever an error path left open */
     if (st == RC_OK)
         st = rc_compute_stats(out);
-    if (st != RC_OK)
+    if (st != RC_OK) {
+        /* every message names the file (rc_calloc's and the statistics' do not) */
+        if (!strstr(rc_last_error(), path))
+            st = rc_error_prefix(st, "%s", path);
         rc_results_free(out);
+    }
     return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* --rollouts-from                                                          */
+
+rc_status rc_results_check_replay(const rc_results *r, const char *path, int64_t vocab, int64_t max_pos)
+{
+    if (!r || !path)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_results_check_replay: %s is NULL", r ? "path" : "results");
+    const int64_t P = r->n_prompts, S = r->n_seq, G = r->gen_len, Pmax = r->prompt_max;
+    int64_t ps, n_pt, n_gen;
+    if (P < 1 || r->samples < 1 || !rc_mul_i64(P, r->samples, &ps) || ps != S)
+        return rc_errorf(RC_ERR_FORMAT, "%s: cannot replay: %lld sequences are not %lld prompts x %lld samples", path,
+                         (long long)S, (long long)P, (long long)r->samples);
+    if (Pmax < 1 || G < 0 || !rc_mul_i64(P, Pmax, &n_pt) || !rc_mul_i64(S, G, &n_gen))
+        return rc_errorf(RC_ERR_FORMAT, "%s: cannot replay: prompts of %lld tokens, %lld generated tokens", path,
+                         (long long)Pmax, (long long)G);
+    if (!r->prompt_tokens || !r->prompt_len || !r->seq_prompt || !r->seq_sample || !r->gen_valid ||
+        (n_gen > 0 && !r->gen_tokens))
+        return rc_errorf(RC_ERR_INTERNAL, "%s: rc_results_check_replay: results without their arrays", path);
+    for (int64_t p = 0; p < P; p++) {
+        const int64_t len = r->prompt_len[p];
+        if (len < 1 || len > Pmax)
+            return rc_errorf(RC_ERR_FORMAT, "%s: cannot replay: prompt %lld has %lld tokens, outside 1..%lld", path,
+                             (long long)p + 1, (long long)len, (long long)Pmax);
+        if (len >= max_pos)
+            return rc_errorf(RC_ERR_FORMAT,
+                             "%s: cannot replay: prompt %lld has %lld tokens, which leaves no room to generate in the "
+                             "model's %lld positions",
+                             path, (long long)p + 1, (long long)len, (long long)max_pos);
+        for (int64_t t = 0; t < len; t++) {
+            const int32_t id = r->prompt_tokens[p * Pmax + t];
+            if (id < 0 || id >= vocab)
+                return rc_errorf(RC_ERR_FORMAT,
+                                 "%s: cannot replay: prompt %lld, token %lld has id %d, outside the model's "
+                                 "vocabulary [0, %lld)",
+                                 path, (long long)p + 1, (long long)t + 1, (int)id, (long long)vocab);
+        }
+    }
+    for (int64_t s = 0; s < S; s++) {
+        if (r->seq_prompt[s] != s / r->samples || r->seq_sample[s] != s % r->samples)
+            return rc_errorf(RC_ERR_FORMAT,
+                             "%s: cannot replay: sequence %lld is sample %d of prompt %d, not sample %lld of prompt "
+                             "%lld (prompts x samples order)",
+                             path, (long long)s, (int)r->seq_sample[s], (int)r->seq_prompt[s],
+                             (long long)(s % r->samples), (long long)(s / r->samples));
+        const int64_t valid = r->gen_valid[s];
+        if (valid < 0 || valid > G)
+            return rc_errorf(RC_ERR_FORMAT, "%s: cannot replay: sequence %lld has %lld valid tokens, outside 0..%lld",
+                             path, (long long)s, (long long)valid, (long long)G);
+        for (int64_t t = 0; t < valid; t++) {
+            const int32_t id = r->gen_tokens[s * G + t];
+            if (id < 0 || id >= vocab)
+                return rc_errorf(RC_ERR_FORMAT,
+                                 "%s: cannot replay: sequence %lld, generated token %lld has id %d, outside the "
+                                 "model's vocabulary [0, %lld)%s",
+                                 path, (long long)s, (long long)t, (int)id, (long long)vocab,
+                                 id >= vocab ? " (written with a model of a larger vocabulary?)" : "");
+        }
+    }
+    return RC_OK;
 }

@@ -1012,8 +1012,8 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     memset(&prev, 0, sizeof prev);
     if (st == RC_OK && replay) {
         st = rc_h5_read(replay, &prev);
-        if (st == RC_OK && (prev.samples < 1 || prev.n_seq != prev.n_prompts * prev.samples))
-            st = rc_errorf(RC_ERR_FORMAT, "%s: rollouts are not prompts x samples", replay);
+        if (st == RC_OK) /* every id, length and count, against this model, before anything indexes with them */
+            st = rc_results_check_replay(&prev, replay, m->cfg.vocab, m->cfg.max_pos);
         if (st == RC_OK) {
             prompts.n = prev.n_prompts;
             prompts.max_len = prev.prompt_max;

@@ -97,6 +97,13 @@ rc_status rc_h5_write(const rc_results *r, const char *path, bool force);
 #define RC_MAX_LENS_READ 64
 rc_status rc_h5_read(const char *path, rc_results *out);
 
+/* h5in.c: check a results file read by rc_h5_read before --rollouts-from
+ * replays it in a model with `vocab` tokens and `max_pos` positions: every
+ * prompt and generated token id in [0, vocab), prompt lengths in
+ * 1..min(prompt_max, max_pos - 1), sequences laid out as prompts x samples
+ * (s = prompt * samples + sample). RC_ERR_FORMAT naming `path` otherwise. */
+rc_status rc_results_check_replay(const rc_results *r, const char *path, int64_t vocab, int64_t max_pos);
+
 /* The temporary file being written right now, or NULL (for signal handlers). */
 const char *rc_h5_temp_path(void);
 

@@ -293,6 +293,24 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     int64_t S;
     if (!rc_mul_i64(cfg->n_prompts, cfg->samples, &S) || S > (1 << 24))
         return rc_errorf(RC_ERR_USAGE, "too many sequences");
+    /* replay: generate() indexes log-prob rows with these ids and reads
+     * forced_valid[S] / forced_tokens[S, forced_len] (the caller sizes them
+     * for n_prompts x samples); check every id it will use */
+    if (cfg->forced_tokens && (!cfg->forced_valid || cfg->forced_len < 0))
+        return rc_errorf(RC_ERR_INTERNAL, "replayed rollouts without their valid counts");
+    for (int64_t sq = 0; cfg->forced_tokens && sq < S; sq++) {
+        const int64_t valid = cfg->forced_valid[sq];
+        if (valid < 0 || valid > cfg->forced_len)
+            return rc_errorf(RC_ERR_FORMAT, "replayed rollout %lld has %lld valid tokens, outside 0..%lld",
+                             (long long)sq, (long long)valid, (long long)cfg->forced_len);
+        for (int64_t t = 0; t < valid && t < G; t++) {
+            const int32_t id = cfg->forced_tokens[sq * cfg->forced_len + t];
+            if (id < 0 || id >= mc->vocab)
+                return rc_errorf(RC_ERR_FORMAT,
+                                 "replayed rollout %lld, generated token %lld: id %d is outside the vocabulary [0, %lld)",
+                                 (long long)sq, (long long)t, (int)id, (long long)mc->vocab);
+        }
+    }
     const int64_t B = cfg->batch < S ? cfg->batch : S;
     const int64_t FB = cfg->forward_batch > 0 && cfg->forward_batch < S ? cfg->forward_batch : S;
 
