@@ -42,7 +42,7 @@ static rc_status loader_get(rc_loader *ld, const char *name, int ndim, const int
     float *dst = rc_loader_take(ld, n);
     if (!dst)
         return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
-    RC_TRY(rc_st_read_f32(ld->st, name, ndim, shape, dst));
+    RC_TRY(rc_st_read_weight(ld->st, name, ndim, shape, dst));
     *out = dst;
     return RC_OK;
 }
@@ -126,16 +126,18 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     if (s != RC_OK)
         goto fail;
     /* every weight comes from a distinct tensor of the checkpoint: a config
-     * that needs more floats than the files hold is wrong, and is rejected
-     * before its size is allocated */
-    int64_t in_files = 0;
+     * that needs more values than the files hold is wrong, and is rejected
+     * before its size is allocated. Tensors of every dtype count here, so
+     * that a weight stored in a dtype we cannot load (I32, C64, F8, ...) is
+     * reported by name when it is read (exit 5), not as a size mismatch. */
+    int64_t in_files = 0, in_files_float = 0;
     for (int64_t i = 0; i < st->ntensors; i++) {
         const rc_st_tensor *t = &st->tensors[i];
-        if (t->dtype == RC_F32 || t->dtype == RC_F16 || t->dtype == RC_BF16 || t->dtype == RC_F64) {
-            int64_t n;
-            rc_numel(t->shape, t->ndim, &n);
-            in_files += n;
-        }
+        int64_t n;
+        rc_numel(t->shape, t->ndim, &n); /* each fits its file: no overflow */
+        in_files += n;
+        if (t->dtype == RC_F32 || t->dtype == RC_F16 || t->dtype == RC_BF16 || t->dtype == RC_F64)
+            in_files_float += n;
     }
     if (nw > in_files) {
         s = rc_errorf(RC_ERR_FORMAT,
@@ -144,7 +146,7 @@ rc_status rc_model_load(const char *dir, rc_model **out)
                       dir, (long long)nw, (long long)in_files);
         goto fail;
     }
-    m->n_params = in_files;
+    m->n_params = in_files_float;
     int64_t n_inv = c->rotary_dim / 2 + 1;
     s = rc_alloc_aligned((void **)&m->arena, nw + n_inv, sizeof(float), "model weights");
     if (s != RC_OK)

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +119,8 @@ static rc_status parse_entry(const char *path, const char *name, json_t *v, rc_s
             return rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\": shape[%zu] is not a non-negative integer",
                              path, name, i);
         t->shape[i] = (int64_t)json_integer_value(d);
-        if (!rc_mul_u64(nelem, (uint64_t)t->shape[i], &nelem))
+        /* every prefix product must fit int64_t (shapes are int64_t here) */
+        if (!rc_mul_u64(nelem, (uint64_t)t->shape[i], &nelem) || nelem > (uint64_t)INT64_MAX)
             return rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\": shape product overflows 64 bits", path,
                              name);
     }
@@ -142,7 +144,52 @@ static rc_status parse_entry(const char *path, const char *name, json_t *v, rc_s
     return RC_OK;
 }
 
-/* Validate the header of an already-mapped file and append its tensors. */
+/* Members of the top-level JSON object of hdr[0, n): the ':' at depth 1
+ * outside strings (exact for valid JSON). A cheap first pass, so that a
+ * header with millions of entries is refused before jansson builds them. */
+static uint64_t count_top_members(const char *h, size_t n)
+{
+    uint64_t count = 0;
+    int64_t depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        const char c = h[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == ':' && depth == 1) {
+            count++;
+        }
+    }
+    return count;
+}
+
+/* Make room for n more tensors in st->tensors (doubling). */
+static rc_status st_reserve_tensors(rc_safetensors *st, int64_t n, const char *path)
+{
+    if (st->tensors && st->ntensors + n <= st->tensors_cap)
+        return RC_OK;
+    int64_t cap = st->tensors_cap ? st->tensors_cap : 64;
+    while (cap < st->ntensors + n)
+        cap *= 2;
+    rc_st_tensor *grown = realloc(st->tensors, (size_t)cap * sizeof *grown);
+    if (!grown)
+        return rc_errorf(RC_ERR_NOMEM, "%s: out of memory", path);
+    st->tensors = grown;
+    st->tensors_cap = cap;
+    return RC_OK;
+}
+
+/* Validate the header of an already-mapped file and append its tensors
+ * (unsorted: st_finish sorts once every file is read). */
 static rc_status st_parse(rc_safetensors *st, int fi)
 {
     const rc_st_file *f = &st->files[fi];
@@ -165,6 +212,10 @@ static rc_status st_parse(rc_safetensors *st, int fi)
     if (!rc_utf8_valid((const unsigned char *)hdr, (size_t)n, &bad))
         return rc_errorf(RC_ERR_FORMAT, "%s: header is not valid UTF-8 (byte %zu of the header)", path,
                          bad);
+    /* one entry may be __metadata__ */
+    if (count_top_members(hdr, (size_t)n) > (uint64_t)RC_ST_MAX_TENSORS_PER_FILE + 1)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: header has more than %d tensors (the limit per file)",
+                         path, RC_ST_MAX_TENSORS_PER_FILE);
     json_error_t jerr;
     json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -203,12 +254,26 @@ static rc_status st_parse(rc_safetensors *st, int fi)
             return ms;
         }
     }
-    rc_st_tensor *local = NULL;
-    rc_status s = rc_calloc((void **)&local, (int64_t)count + 1, sizeof *local, path);
+    if (count > (size_t)RC_ST_MAX_TENSORS_PER_FILE) { /* the first pass counted a stray ':' */
+        json_decref(root);
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: header has more than %d tensors (the limit per file)",
+                         path, RC_ST_MAX_TENSORS_PER_FILE);
+    }
+    if (st->ntensors + (int64_t)count > RC_ST_MAX_TENSORS) {
+        json_decref(root);
+        return rc_errorf(RC_ERR_UNSUPPORTED,
+                         "%s: the model's files hold more than %d tensors in all (the limit per model)",
+                         path, RC_ST_MAX_TENSORS);
+    }
+    rc_status s = st_reserve_tensors(st, (int64_t)count, path);
     if (s != RC_OK) {
         json_decref(root);
         return s;
     }
+    /* parse straight into the free tail of st->tensors; it only counts as
+     * appended once the whole file is valid */
+    rc_st_tensor *local = st->tensors + st->ntensors;
+    memset(local, 0, count * sizeof *local);
     size_t k = 0;
     const char *key;
     json_t *val;
@@ -269,38 +334,40 @@ static rc_status st_parse(rc_safetensors *st, int fi)
     if (s == RC_OK) {
         for (size_t i = 0; i < count; i++)
             local[i].data = f->map + data_start + local[i].begin;
-        /* append to st->tensors, rejecting names seen in earlier shards */
-        for (size_t i = 0; i < count && s == RC_OK; i++)
-            if (rc_st_find(st, local[i].name))
-                s = rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\" also appears in %s", path, local[i].name,
-                              rc_st_path_of(st, rc_st_find(st, local[i].name)));
-        if (s == RC_OK) {
-            rc_st_tensor *grown = realloc(st->tensors, (size_t)(st->ntensors + (int64_t)count + 1) *
-                                                           sizeof *grown);
-            if (!grown) {
-                s = rc_errorf(RC_ERR_NOMEM, "%s: out of memory", path);
-            } else {
-                st->tensors = grown;
-                memcpy(st->tensors + st->ntensors, local, count * sizeof *local);
-                st->ntensors += (int64_t)count;
-                qsort(st->tensors, (size_t)st->ntensors, sizeof *st->tensors, cmp_name);
-                free(local);
-                return RC_OK;
-            }
-        }
+        st->ntensors += (int64_t)count;
+        return RC_OK;
     }
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         free(local[i].name);
-    free(local);
+        local[i].name = NULL;
+    }
     return s;
+}
+
+/* Once every file is read: sort the tensors by name (then file) and reject
+ * a name held by two files, naming both. */
+static rc_status st_finish(rc_safetensors *st)
+{
+    if (st->ntensors > 1)
+        qsort(st->tensors, (size_t)st->ntensors, sizeof *st->tensors, cmp_name);
+    for (int64_t i = 1; i < st->ntensors; i++)
+        if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0)
+            return rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\" also appears in %s",
+                             st->files[st->tensors[i].file].path, st->tensors[i].name,
+                             st->files[st->tensors[i - 1].file].path);
+    return RC_OK;
 }
 
 static rc_status st_map_file(rc_safetensors *st, const char *path)
 {
-    rc_st_file *grown = realloc(st->files, (size_t)(st->nfiles + 1) * sizeof *grown);
-    if (!grown)
-        return rc_errorf(RC_ERR_NOMEM, "%s: out of memory", path);
-    st->files = grown;
+    if (st->nfiles == st->files_cap) {
+        int cap = st->files_cap ? 2 * st->files_cap : 4;
+        rc_st_file *grown = realloc(st->files, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return rc_errorf(RC_ERR_NOMEM, "%s: out of memory", path);
+        st->files = grown;
+        st->files_cap = cap;
+    }
     rc_st_file *f = &st->files[st->nfiles];
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
@@ -336,6 +403,8 @@ rc_status rc_st_open_file(const char *path, rc_safetensors **out)
     if (!st)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     rc_status s = st_map_file(st, path);
+    if (s == RC_OK)
+        s = st_finish(st);
     if (s != RC_OK) {
         rc_st_close(st);
         return s;
@@ -344,23 +413,85 @@ rc_status rc_st_open_file(const char *path, rc_safetensors **out)
     return RC_OK;
 }
 
-static bool has_dotdot_component(const char *p)
+/* ---- string -> int hash map (open addressing; keys are borrowed) -------- */
+
+typedef struct {
+    const char **keys;
+    int *vals;
+    size_t mask;
+} strmap;
+
+static uint64_t str_hash(const char *s)
 {
-    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2)
-        if ((c == p || c[-1] == '/') && (c[2] == '\0' || c[2] == '/'))
-            return true;
-    return false;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ^ (h >> 29);
 }
 
-/* A shard named in the index must be a plain file inside the model folder.
- * *full_out gets its resolved (realpath) location. */
+/* room for up to n keys (the table is never more than half full) */
+static rc_status strmap_init(strmap *m, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    m->mask = cap - 1;
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = calloc(cap, sizeof *m->vals);
+    if (!m->keys || !m->vals)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    return RC_OK;
+}
+
+static void strmap_free(strmap *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* the slot of `key`: where it is, or the empty slot where it would go */
+static size_t strmap_slot(const strmap *m, const char *key)
+{
+    size_t i = (size_t)str_hash(key) & m->mask;
+    while (m->keys[i] && strcmp(m->keys[i], key) != 0)
+        i = (i + 1) & m->mask;
+    return i;
+}
+
+/* ---- sharded checkpoints ------------------------------------------------ */
+
+/* A shard path from the index must be a plain relative path, as
+ * save_pretrained writes it: not absolute, and no empty, "." or ".."
+ * component. NULL when it is, else what is wrong. */
+static const char *shard_path_problem(const char *p, size_t len)
+{
+    if (len == 0)
+        return "is empty";
+    if (strlen(p) != len)
+        return "contains a NUL byte";
+    if (p[0] == '/')
+        return "is absolute: it leaves the model folder";
+    for (const char *c = p;;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == 0)
+            return "has an empty component (\"//\" or a trailing \"/\")";
+        if (n == 1 && c[0] == '.')
+            return "has a \".\" component (shard paths must be plain relative paths)";
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return "has a \"..\" component (it leaves the model folder, or leaves and comes back)";
+        if (!e)
+            return NULL;
+        c = e + 1;
+    }
+}
+
+/* A shard named in the index must be a regular file inside the model folder
+ * once symlinks are resolved. *full_out gets its resolved (realpath) location. */
 static rc_status check_shard_path(const char *index_path, const char *dir, const char *rdir,
                                   const char *shard, char **full_out)
 {
     *full_out = NULL;
-    if (shard[0] == '\0' || shard[0] == '/' || has_dotdot_component(shard))
-        return rc_errorf(RC_ERR_FORMAT, "%s: shard path \"%s\" leaves the model folder", index_path,
-                         shard);
     char *full = rc_path_join(dir, shard);
     if (!full)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -384,6 +515,9 @@ static rc_status check_shard_path(const char *index_path, const char *dir, const
     return RC_OK;
 }
 
+/* Linear in the number of index entries and shards: every distinct shard
+ * name is resolved and opened once (hash maps name -> shard -> file), the
+ * tensors are sorted once, and each entry is then checked with one lookup. */
 static rc_status st_open_index(const char *dir, const char *index_path, rc_safetensors *st)
 {
     json_t *root;
@@ -394,6 +528,18 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
         json_decref(root);
         return rc_errorf(RC_ERR_FORMAT, "%s: \"weight_map\" must be a non-empty object", index_path);
     }
+    const size_t n_entries = json_object_size(wm);
+    if (n_entries > (size_t)RC_ST_MAX_TENSORS) {
+        json_decref(root);
+        return rc_errorf(RC_ERR_UNSUPPORTED,
+                         "%s: weight_map lists %zu tensors, more than the limit of %d per model",
+                         index_path, n_entries, RC_ST_MAX_TENSORS);
+    }
+    const size_t max_names = n_entries < (size_t)RC_ST_MAX_SHARDS + 1 ? n_entries : (size_t)RC_ST_MAX_SHARDS + 1;
+    strmap by_name = {0}, by_file = {0};
+    const char **names = NULL; /* distinct shard names, in order of first appearance */
+    int *file_of = NULL;       /* their index into st->files */
+    size_t n_names = 0;
     const char *name;
     json_t *v;
     char rdir[PATH_MAX];
@@ -401,7 +547,16 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
         json_decref(root);
         return rc_errorf(RC_ERR_IO, "%s: cannot resolve: %s", dir, strerror(errno));
     }
-    /* open every distinct shard once, in order of first appearance */
+    if ((s = strmap_init(&by_name, max_names)) != RC_OK || (s = strmap_init(&by_file, max_names)) != RC_OK)
+        goto done;
+    names = calloc(max_names, sizeof *names);
+    file_of = calloc(max_names, sizeof *file_of);
+    if (!names || !file_of) {
+        s = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* 1. the distinct shard names, each a plain relative path; no file is
+     * opened before the count is known to be within the limit */
     json_object_foreach(wm, name, v)
     {
         if (!json_is_string(v)) {
@@ -409,20 +564,47 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
             break;
         }
         const char *shard = json_string_value(v);
-        char *full;
-        s = check_shard_path(index_path, dir, rdir, shard, &full);
-        if (s != RC_OK)
+        const char *why = shard_path_problem(shard, json_string_length(v));
+        if (why) {
+            s = rc_errorf(RC_ERR_FORMAT, "%s: weight_map[\"%s\"]: shard path \"%s\" %s", index_path, name,
+                          shard, why);
             break;
-        int seen = 0;
-        for (int i = 0; i < st->nfiles && !seen; i++)
-            seen = strcmp(st->files[i].path, full) == 0;
-        if (!seen)
-            s = st_map_file(st, full);
-        free(full);
-        if (s != RC_OK)
+        }
+        size_t slot = strmap_slot(&by_name, shard);
+        if (by_name.keys[slot])
+            continue;
+        if (n_names == (size_t)RC_ST_MAX_SHARDS) {
+            s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: weight_map names more than %d shards (the limit per model)",
+                          index_path, RC_ST_MAX_SHARDS);
             break;
+        }
+        by_name.keys[slot] = shard;
+        by_name.vals[slot] = (int)n_names;
+        names[n_names++] = shard;
     }
-    /* every mapped tensor must be in the shard the index names */
+    /* 2. resolve each name once; names that resolve to the same file (a
+     * symlink) share it */
+    for (size_t i = 0; i < n_names && s == RC_OK; i++) {
+        char *full;
+        s = check_shard_path(index_path, dir, rdir, names[i], &full);
+        if (s != RC_OK)
+            break;
+        size_t slot = strmap_slot(&by_file, full);
+        if (by_file.keys[slot]) {
+            file_of[i] = by_file.vals[slot];
+        } else {
+            s = st_map_file(st, full);
+            if (s == RC_OK) { /* key: the path st->files keeps */
+                file_of[i] = st->nfiles - 1;
+                by_file.keys[slot] = st->files[st->nfiles - 1].path;
+                by_file.vals[slot] = st->nfiles - 1;
+            }
+        }
+        free(full);
+    }
+    if (s == RC_OK)
+        s = st_finish(st);
+    /* 3. every listed tensor must be in the shard the index names */
     if (s == RC_OK) {
         json_object_foreach(wm, name, v)
         {
@@ -433,19 +615,19 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
                               index_path, name, shard);
                 break;
             }
-            char *full;
-            s = check_shard_path(index_path, dir, rdir, shard, &full);
-            if (s != RC_OK)
-                break;
-            bool same = strcmp(st->files[t->file].path, full) == 0;
-            free(full);
-            if (!same) {
+            int fi = file_of[by_name.vals[strmap_slot(&by_name, shard)]];
+            if (t->file != fi) {
                 s = rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\" is listed for %s but found in %s",
                               index_path, name, shard, st->files[t->file].path);
                 break;
             }
         }
     }
+done:
+    strmap_free(&by_name);
+    strmap_free(&by_file);
+    free(names);
+    free(file_of);
     json_decref(root);
     return s;
 }
@@ -463,9 +645,11 @@ rc_status rc_st_open_dir(const char *dir, rc_safetensors **out)
         s = rc_errorf(RC_ERR_NOMEM, "out of memory");
     else if (rc_file_exists(index))
         s = st_open_index(dir, index, st);
-    else if (rc_file_exists(single))
+    else if (rc_file_exists(single)) {
         s = st_map_file(st, single);
-    else
+        if (s == RC_OK)
+            s = st_finish(st);
+    } else
         s = rc_errorf(RC_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
     free(index);
     free(single);
@@ -494,9 +678,14 @@ const rc_st_tensor *rc_st_find(const rc_safetensors *st, const char *name)
     return NULL;
 }
 
+/* by name, then by file (so a duplicate's later file comes second) */
 static int cmp_name(const void *a, const void *b)
 {
-    return strcmp(((const rc_st_tensor *)a)->name, ((const rc_st_tensor *)b)->name);
+    const rc_st_tensor *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c != 0)
+        return c;
+    return (x->file > y->file) - (x->file < y->file);
 }
 
 const char *rc_st_path_of(const rc_safetensors *st, const rc_st_tensor *t)
@@ -523,14 +712,13 @@ static rc_status check_tensor(const rc_safetensors *st, const char *name, int nd
     return RC_OK;
 }
 
-rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
-                         const int64_t *shape, float *dst)
+/* Convert tensor t (n elements) to fp32 into dst; *n_bad gets the number of
+ * results that are not finite and *first_bad the index of the first (-1). */
+static rc_status convert_f32(const rc_safetensors *st, const rc_st_tensor *t, int64_t n, float *dst,
+                             int64_t *n_bad, int64_t *first_bad)
 {
-    const rc_st_tensor *t;
-    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
-    int64_t n;
-    rc_numel(t->shape, t->ndim, &n);
     const unsigned char *p = t->data;
+    int64_t bad = 0;
     switch (t->dtype) {
     case RC_F32:
         memcpy(dst, p, (size_t)n * 4);
@@ -559,9 +747,56 @@ rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
     default: {
         char got[128];
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: tensor \"%s\" has dtype %s %s, expected F32, F16, BF16 or F64",
-                         rc_st_path_of(st, t), name, t->dtype_name,
+                         rc_st_path_of(st, t), t->name, t->dtype_name,
                          rc_st_shape_str(got, sizeof got, t->ndim, t->shape));
     }
+    }
+    /* NaN and Inf are the fp32 values whose exponent bits are all ones; one
+     * pass over the converted values, branch-free */
+    if (n_bad) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, dst + i, 4);
+            bad += (u & 0x7F800000u) == 0x7F800000u;
+        }
+        *n_bad = bad;
+        *first_bad = -1;
+        for (int64_t i = 0; bad && i < n; i++)
+            if (!isfinite(dst[i])) {
+                *first_bad = i;
+                break;
+            }
+    }
+    return RC_OK;
+}
+
+rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
+                         const int64_t *shape, float *dst)
+{
+    const rc_st_tensor *t;
+    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
+    int64_t n;
+    rc_numel(t->shape, t->ndim, &n);
+    return convert_f32(st, t, n, dst, NULL, NULL);
+}
+
+rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim,
+                            const int64_t *shape, float *dst)
+{
+    const rc_st_tensor *t;
+    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
+    int64_t n, bad = 0, first = -1;
+    rc_numel(t->shape, t->ndim, &n);
+    RC_TRY(convert_f32(st, t, n, dst, &bad, &first));
+    if (bad) {
+        char sh[128];
+        return rc_errorf(RC_ERR_FORMAT,
+                         "%s: tensor \"%s\" (%s %s) has %lld non-finite values (NaN or Inf%s) of %lld, the "
+                         "first at element %lld",
+                         rc_st_path_of(st, t), name, t->dtype_name,
+                         rc_st_shape_str(sh, sizeof sh, t->ndim, t->shape), (long long)bad,
+                         t->dtype == RC_F64 ? ", or beyond the fp32 range" : "", (long long)n,
+                         (long long)first);
     }
     return RC_OK;
 }

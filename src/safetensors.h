@@ -16,6 +16,12 @@
 
 #define RC_ST_MAX_HEADER 100000000ull /* the reference reader's MAX_HEADER_SIZE */
 #define RC_ST_MAX_DIMS 8
+/* Our own limits (RC_ERR_UNSUPPORTED above them), checked before the work
+ * they bound, far above real checkpoints: Llama-3.1-405B has 191 shards and
+ * 1,138 tensors, DeepSeek-V3 163 shards and about 92,000 tensors. */
+#define RC_ST_MAX_SHARDS 16384
+#define RC_ST_MAX_TENSORS_PER_FILE 262144
+#define RC_ST_MAX_TENSORS 1048576
 
 typedef struct {
     char *name;
@@ -36,9 +42,9 @@ typedef struct {
 
 typedef struct {
     rc_st_file *files;
-    int nfiles;
-    rc_st_tensor *tensors;
-    int64_t ntensors;
+    int nfiles, files_cap;
+    rc_st_tensor *tensors;       /* sorted by name once every file is read */
+    int64_t ntensors, tensors_cap;
 } rc_safetensors;
 
 /* Open one .safetensors file. */
@@ -59,6 +65,12 @@ const char *rc_st_shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
  * tensor, the expected and the actual shape and dtype. */
 rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
                          const int64_t *shape, float *dst);
+/* rc_st_read_f32 for model weights: also counts the values that are not
+ * finite as fp32 (NaN, Inf, F64 beyond the fp32 range) in the same pass and
+ * rejects the tensor (RC_ERR_FORMAT naming the file, the tensor, the count
+ * and the first index) when there are any. */
+rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim,
+                            const int64_t *shape, float *dst);
 /* Same for integer / f64 reference data (I32 -> int32, F64 -> double). */
 rc_status rc_st_read_i32(const rc_safetensors *st, const char *name, int ndim,
                          const int64_t *shape, int32_t *dst);

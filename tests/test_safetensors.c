@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model.h"
 #include "safetensors.h"
 #include "status.h"
 
@@ -1068,6 +1070,337 @@ START_TEST(test_bad_shard_malformed)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* shard paths with "." / ".." / empty components (issue: robustness, 6)    */
+
+START_TEST(test_bad_index_dot_components)
+{
+    /* each of these names a real shard of the folder, but not in the plain
+     * form: the index must give plain relative paths */
+    ck_assert_int_eq(mkdir(mpath("sub"), 0700), 0);
+    static const char *const k_bad[] = {
+        "sub/../model-00001-of-00002.safetensors",
+        "./model-00001-of-00002.safetensors",
+        "sub/./../model-00001-of-00002.safetensors",
+        "sub//../model-00001-of-00002.safetensors",
+        ".//model-00001-of-00002.safetensors",
+        "model-00001-of-00002.safetensors/.",
+        "",
+        ".",
+        "..",
+    };
+    for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+        char idx[512];
+        snprintf(idx, sizeof idx,
+                 "{'weight_map':{'model.a':'%s','model.b':'model-00001-of-00002.safetensors',"
+                 "'model.c':'model-00002-of-00002.safetensors'}}",
+                 k_bad[i]);
+        write_sharded(idx);
+        EXPECT_DIR_REJECTED(RC_ERR_FORMAT, mpath("model.safetensors.index.json"), "\"model.a\"",
+                            "shard path");
+    }
+    /* a shard in a subfolder, named plainly, is fine */
+    write_sharded(k_good_index);
+    ck_assert_int_eq(rename(mpath("model-00002-of-00002.safetensors"),
+                            mpath("sub/model-00002-of-00002.safetensors")),
+                     0);
+    write_text(mpath("model.safetensors.index.json"),
+               "{\"weight_map\":{\"model.a\":\"model-00001-of-00002.safetensors\","
+               "\"model.b\":\"model-00001-of-00002.safetensors\","
+               "\"model.c\":\"sub/model-00002-of-00002.safetensors\"}}");
+    rc_safetensors *st = open_dir_ok();
+    ck_assert_int_eq(st->nfiles, 2);
+    ck_assert_int_eq(st->ntensors, 3);
+    rc_st_close(st);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* many shards and tensors: linear handling and the documented caps (5)     */
+
+/* n one-tensor shards "s<i>.safetensors" holding "t<i>" = {i, -i} (F32 [2]),
+ * listed in an index in reverse order */
+static void write_many_shards(int n)
+{
+    for (int i = 0; i < n; i++) {
+        char name[64], hdr[160];
+        unsigned char d[8];
+        put32(d, fbits((float)i));
+        put32(d + 4, fbits(-(float)i));
+        snprintf(name, sizeof name, "s%05d.safetensors", i);
+        snprintf(hdr, sizeof hdr, "{'t%05d':{'dtype':'F32','shape':[2],'data_offsets':[0,8]}}", i);
+        write_st(mpath(name), hdr, d, sizeof d);
+    }
+    size_t cap = (size_t)n * 48 + 64, o = 0;
+    char *idx = malloc(cap);
+    ck_assert_ptr_nonnull(idx);
+    o += (size_t)snprintf(idx + o, cap - o, "{\"weight_map\":{");
+    for (int i = n - 1; i >= 0; i--)
+        o += (size_t)snprintf(idx + o, cap - o, "%s\"t%05d\":\"s%05d.safetensors\"", i == n - 1 ? "" : ",",
+                              i, i);
+    snprintf(idx + o, cap - o, "}}");
+    write_text(mpath("model.safetensors.index.json"), idx);
+    free(idx);
+}
+
+START_TEST(test_many_shards_ok)
+{
+    const int n = 3000;
+    write_many_shards(n);
+    rc_safetensors *st = open_dir_ok();
+    ck_assert_int_eq(st->nfiles, n);
+    ck_assert_int_eq(st->ntensors, n);
+    for (int i = 0; i < n; i += 7) {
+        char name[32], shard[32];
+        snprintf(name, sizeof name, "t%05d", i);
+        snprintf(shard, sizeof shard, "s%05d.safetensors", i);
+        const rc_st_tensor *t = rc_st_find(st, name);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_eq(rc_st_path_of(st, t), mpath(shard));
+        float v[2];
+        EXPECT_OK(rc_st_read_f32(st, name, 1, (int64_t[]){2}, v));
+        ck_assert(v[0] == (float)i && v[1] == -(float)i);
+    }
+    rc_st_close(st);
+}
+END_TEST
+
+START_TEST(test_bad_too_many_shards)
+{
+    /* one more distinct shard than the cap: refused before any is opened
+     * (none of these files exists) */
+    const int n = RC_ST_MAX_SHARDS + 1;
+    size_t cap = (size_t)n * 48 + 64, o = 0;
+    char *idx = malloc(cap);
+    ck_assert_ptr_nonnull(idx);
+    o += (size_t)snprintf(idx + o, cap - o, "{\"weight_map\":{");
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(idx + o, cap - o, "%s\"t%06d\":\"s%06d.safetensors\"", i ? "," : "", i, i);
+    snprintf(idx + o, cap - o, "}}");
+    write_text(mpath("model.safetensors.index.json"), idx);
+    free(idx);
+    char lim[32];
+    snprintf(lim, sizeof lim, "%d", RC_ST_MAX_SHARDS);
+    EXPECT_DIR_REJECTED(RC_ERR_UNSUPPORTED, mpath("model.safetensors.index.json"), "shards", lim);
+}
+END_TEST
+
+/* a header with n empty F32 tensors */
+static void write_many_empty_tensors(const char *path, int64_t n)
+{
+    size_t cap = (size_t)n * 64 + 64, o = 0;
+    char *h = malloc(cap);
+    ck_assert_ptr_nonnull(h);
+    o += (size_t)snprintf(h + o, cap - o, "{");
+    for (int64_t i = 0; i < n; i++)
+        o += (size_t)snprintf(h + o, cap - o, "%s\"e%lld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                              i ? "," : "", (long long)i);
+    o += (size_t)snprintf(h + o, cap - o, "}");
+    write_st_raw(path, o, h, o, NULL, 0);
+    free(h);
+}
+
+START_TEST(test_bad_too_many_tensors_in_file)
+{
+    const char *p = mpath("model.safetensors");
+    write_many_empty_tensors(p, RC_ST_MAX_TENSORS_PER_FILE + 1);
+    char lim[32];
+    snprintf(lim, sizeof lim, "%d", RC_ST_MAX_TENSORS_PER_FILE);
+    rc_safetensors *st = (rc_safetensors *)1;
+    EXPECT_ERR(rc_st_open_file(p, &st), RC_ERR_UNSUPPORTED, p, "tensors", lim);
+    ck_assert_ptr_null(st);
+    /* exactly the cap is fine */
+    write_many_empty_tensors(p, RC_ST_MAX_TENSORS_PER_FILE);
+    st = open_ok(p);
+    ck_assert_int_eq(st->ntensors, RC_ST_MAX_TENSORS_PER_FILE);
+    ck_assert_ptr_nonnull(rc_st_find(st, "e12345"));
+    rc_st_close(st);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* whole models: data/fixtures copies with one tensor rewritten (1, 4)       */
+
+typedef struct {
+    const char *name;  /* tensor to rewrite (or to add, when absent) */
+    const char *dtype; /* its new dtype, as written in the header */
+    int64_t nbytes;    /* its new byte size (shape unchanged unless shape_str) */
+    const char *shape_str; /* e.g. "[2,2]" for an added tensor; NULL: keep */
+    void (*patch)(unsigned char *data, int64_t nbytes);
+} tensor_edit;
+
+/* Copy data/fixtures/<fx> (config.json + model.safetensors) into g_model,
+ * applying `ed` (may be NULL). Tensors are written in name order. */
+static void copy_fixture(const char *fx, const tensor_edit *ed)
+{
+    char src[PATH_MAX];
+    rc_test_source_path(src, sizeof src, "data/fixtures/%s/config.json", fx);
+    FILE *f = fopen(src, "rb");
+    ck_assert_msg(f != NULL, "%s: %s", src, strerror(errno));
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    write_file(mpath("config.json"), buf, n);
+
+    rc_test_source_path(src, sizeof src, "data/fixtures/%s/model.safetensors", fx);
+    rc_safetensors *st = open_ok(src);
+    size_t hcap = 1 << 20, ho = 0, dcap = 0;
+    char *hdr = malloc(hcap);
+    ck_assert_ptr_nonnull(hdr);
+    for (int64_t i = 0; i < st->ntensors; i++)
+        dcap += (size_t)(st->tensors[i].end - st->tensors[i].begin);
+    if (ed)
+        dcap += (size_t)ed->nbytes;
+    unsigned char *data = malloc(dcap + 1);
+    ck_assert_ptr_nonnull(data);
+    size_t off = 0;
+    bool edited = false;
+    ho += (size_t)snprintf(hdr + ho, hcap - ho, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int64_t i = 0; i <= st->ntensors; i++) {
+        const rc_st_tensor *t = i < st->ntensors ? &st->tensors[i] : NULL;
+        bool is_ed = ed && ((t && strcmp(t->name, ed->name) == 0) || (!t && !edited));
+        if (!t && !is_ed)
+            break;
+        const char *name = t ? t->name : ed->name;
+        const char *dt = is_ed ? ed->dtype : t->dtype_name;
+        char shape[128];
+        if (is_ed && ed->shape_str)
+            snprintf(shape, sizeof shape, "%s", ed->shape_str);
+        else
+            rc_st_shape_str(shape, sizeof shape, t->ndim, t->shape);
+        size_t nb = is_ed ? (size_t)ed->nbytes : (size_t)(t->end - t->begin);
+        if (is_ed) {
+            memset(data + off, 0, nb); /* zeros, unless the dtype is unchanged */
+            if (t && strcmp(t->dtype_name, ed->dtype) == 0)
+                memcpy(data + off, t->data, nb < t->end - t->begin ? nb : (size_t)(t->end - t->begin));
+            if (ed->patch)
+                ed->patch(data + off, (int64_t)nb);
+            edited = true;
+        } else {
+            memcpy(data + off, t->data, nb);
+        }
+        ho += (size_t)snprintf(hdr + ho, hcap - ho, ",\"%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                               name, dt, shape, off, off + nb);
+        off += nb;
+    }
+    ho += (size_t)snprintf(hdr + ho, hcap - ho, "}");
+    ck_assert(ho < hcap);
+    write_st_raw(mpath("model.safetensors"), ho, hdr, ho, data, off);
+    free(hdr);
+    free(data);
+    rc_st_close(st);
+}
+
+#define EXPECT_MODEL_REJECTED(want, ...)                                  \
+    do {                                                                  \
+        rc_model *m_ = (rc_model *)1;                                     \
+        EXPECT_ERR(rc_model_load(g_model, &m_), (want), __VA_ARGS__);     \
+        ck_assert_ptr_null(m_);                                           \
+    } while (0)
+
+static void model_ok(void)
+{
+    rc_model *m = NULL;
+    EXPECT_OK(rc_model_load(g_model, &m));
+    ck_assert_ptr_nonnull(m);
+    rc_model_free(m);
+}
+
+/* NaN at element 5 and 77, +Inf at 100, -Inf at 101: F32 */
+static void patch_f32_nonfinite(unsigned char *d, int64_t nb)
+{
+    ck_assert_int_ge(nb, 102 * 4);
+    put32(d + 5 * 4, 0x7FC00000u);
+    put32(d + 77 * 4, 0xFFC00001u);
+    put32(d + 100 * 4, 0x7F800000u);
+    put32(d + 101 * 4, 0xFF800000u);
+}
+/* one +Inf at element 3 (BF16 / F16) */
+static void patch_bf16_inf(unsigned char *d, int64_t nb)
+{
+    ck_assert_int_ge(nb, 8);
+    put16(d + 6, 0x7F80);
+}
+static void patch_f16_nan(unsigned char *d, int64_t nb)
+{
+    ck_assert_int_ge(nb, 8);
+    put16(d + 2, 0x7E00);
+    put16(d + 4, 0xFC00); /* -Inf */
+}
+static void patch_f64_nan(unsigned char *d, int64_t nb)
+{
+    ck_assert_int_ge(nb, 16);
+    put64(d + 8, 0x7FF8000000000000ull);
+}
+/* a finite F64 above FLT_MAX: becomes +Inf as fp32 */
+static void patch_f64_huge(unsigned char *d, int64_t nb)
+{
+    ck_assert_int_ge(nb, 16);
+    put64(d, dbits(1e300));
+}
+
+START_TEST(test_model_nonfinite_weights)
+{
+    const char *file = mpath("model.safetensors");
+    /* sanity: the unmodified copies load */
+    copy_fixture("neox_parallel", NULL);
+    model_ok();
+    copy_fixture("neox_bf16", NULL);
+    model_ok();
+
+    tensor_edit e1 = {"embed_out.weight", "F32", 320 * 64 * 4, NULL, patch_f32_nonfinite};
+    copy_fixture("neox_parallel", &e1);
+    EXPECT_MODEL_REJECTED(RC_ERR_FORMAT, file, "\"embed_out.weight\"", "4 non-finite", "NaN", "[320, 64]");
+
+    tensor_edit e2 = {"gpt_neox.final_layer_norm.weight", "BF16", 64 * 2, NULL, patch_bf16_inf};
+    copy_fixture("neox_bf16", &e2);
+    EXPECT_MODEL_REJECTED(RC_ERR_FORMAT, file, "\"gpt_neox.final_layer_norm.weight\"", "1 non-finite");
+
+    tensor_edit e3 = {"model.layers.1.self_attn.k_proj.weight", "F16", 32 * 64 * 2, NULL, patch_f16_nan};
+    copy_fixture("llama_gqa", &e3);
+    EXPECT_MODEL_REJECTED(RC_ERR_FORMAT, file, "\"model.layers.1.self_attn.k_proj.weight\"", "2 non-finite");
+
+    tensor_edit e4 = {"model.norm.weight", "F64", 64 * 8, NULL, patch_f64_nan};
+    copy_fixture("llama_gqa", &e4);
+    EXPECT_MODEL_REJECTED(RC_ERR_FORMAT, file, "\"model.norm.weight\"", "1 non-finite");
+
+    /* finite in the file, but too large for fp32 */
+    tensor_edit e5 = {"model.norm.weight", "F64", 64 * 8, NULL, patch_f64_huge};
+    copy_fixture("llama_gqa", &e5);
+    EXPECT_MODEL_REJECTED(RC_ERR_FORMAT, file, "\"model.norm.weight\"", "1 non-finite");
+}
+END_TEST
+
+START_TEST(test_model_unsupported_weight_dtype)
+{
+    const char *file = mpath("model.safetensors");
+    /* known safetensors dtypes that are not weight dtypes: exit 5, naming
+     * the tensor and the dtype */
+    static const struct {
+        const char *dt;
+        int bits;
+    } k[] = {{"I32", 32}, {"C64", 64}, {"U8", 8}, {"I64", 64}, {"I8", 8}, {"BOOL", 8},
+             {"F8_E4M3", 8}, {"F8_E5M2", 8}, {"U16", 16}, {"F4", 4}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        tensor_edit e = {"embed_out.weight", k[i].dt, 320 * 64 * k[i].bits / 8, NULL, NULL};
+        copy_fixture("neox_parallel", &e);
+        EXPECT_MODEL_REJECTED(RC_ERR_UNSUPPORTED, file, "\"embed_out.weight\"", k[i].dt);
+    }
+    tensor_edit e2 = {"model.layers.0.mlp.gate_proj.weight", "C64", 128 * 64 * 8, NULL, NULL};
+    copy_fixture("llama_gqa", &e2);
+    EXPECT_MODEL_REJECTED(RC_ERR_UNSUPPORTED, file, "\"model.layers.0.mlp.gate_proj.weight\"", "C64");
+    /* a dtype safetensors does not know is a malformed file: exit 4 */
+    tensor_edit e3 = {"embed_out.weight", "F128", 320 * 64 * 4, NULL, NULL};
+    copy_fixture("neox_parallel", &e3);
+    EXPECT_MODEL_REJECTED(RC_ERR_FORMAT, file, "\"embed_out.weight\"", "unknown dtype", "F128");
+    /* tensors the model does not read may have any known dtype (pythia
+     * checkpoints carry BOOL attention masks) */
+    tensor_edit e4 = {"gpt_neox.layers.0.attention.bias", "BOOL", 4, "[1,1,2,2]", NULL};
+    copy_fixture("neox_parallel", &e4);
+    model_ok();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *st_suite(void)
 {
@@ -1085,6 +1418,7 @@ static Suite *st_suite(void)
     tcase_add_test(ok, test_sharded_ok);
     tcase_add_test(ok, test_single_file_dir_ok);
     tcase_add_test(ok, test_shard_symlink_inside_ok);
+    tcase_add_test(ok, test_many_shards_ok);
     suite_add_tcase(s, ok);
 
     TCase *bad = tcase_create("malformed_file");
@@ -1116,6 +1450,7 @@ static Suite *st_suite(void)
     tcase_add_test(bad, test_bad_truncated_data);
     tcase_add_test(bad, test_bad_duplicate_names);
     tcase_add_test(bad, test_bad_missing_file);
+    tcase_add_test(bad, test_bad_too_many_tensors_in_file);
     suite_add_tcase(s, bad);
 
     TCase *dir = tcase_create("malformed_folder");
@@ -1132,7 +1467,15 @@ static Suite *st_suite(void)
     tcase_add_test(dir, test_bad_index_not_json);
     tcase_add_test(dir, test_bad_index_missing_shard);
     tcase_add_test(dir, test_bad_shard_malformed);
+    tcase_add_test(dir, test_bad_index_dot_components);
+    tcase_add_test(dir, test_bad_too_many_shards);
     suite_add_tcase(s, dir);
+
+    TCase *model = tcase_create("model");
+    tcase_add_checked_fixture(model, setup, teardown);
+    tcase_add_test(model, test_model_nonfinite_weights);
+    tcase_add_test(model, test_model_unsupported_weight_dtype);
+    suite_add_tcase(s, model);
     return s;
 }
 
