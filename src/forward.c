@@ -26,7 +26,9 @@ static const struct {
 rc_status rc_parse_upcast(const char *s, unsigned *out)
 {
     *out = 0;
-    if (strcmp(s, "none") == 0 || s[0] == '\0')
+    if (s[0] == '\0')
+        return rc_errorf(RC_ERR_USAGE, "--upcast: empty list (give ops such as softmax,norm, or all, or none)");
+    if (strcmp(s, "none") == 0)
         return RC_OK;
     if (strcmp(s, "all") == 0) {
         for (size_t i = 0; i < sizeof k_upcasts / sizeof k_upcasts[0]; i++)
@@ -34,12 +36,18 @@ rc_status rc_parse_upcast(const char *s, unsigned *out)
         return RC_OK;
     }
     const char *p = s;
-    while (*p) {
+    for (;;) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0)
+            return rc_errorf(RC_ERR_USAGE, "--upcast: '%s' has an empty item", s);
+        if ((n == 3 && !strncmp(p, "all", 3)) || (n == 4 && !strncmp(p, "none", 4)))
+            return rc_errorf(RC_ERR_USAGE, "--upcast: 'all' and 'none' cannot be combined with other ops ('%s')", s);
         bool found = false;
         for (size_t i = 0; i < sizeof k_upcasts / sizeof k_upcasts[0]; i++)
             if (strlen(k_upcasts[i].name) == n && strncmp(k_upcasts[i].name, p, n) == 0) {
+                if (*out & k_upcasts[i].bit)
+                    return rc_errorf(RC_ERR_USAGE, "--upcast: '%s' is listed twice", k_upcasts[i].name);
                 *out |= k_upcasts[i].bit;
                 found = true;
             }

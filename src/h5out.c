@@ -127,8 +127,11 @@
  *     g = f["len_0020"]; r = g["ratio"][...]          # NaN-padded
  *     np.nanmax(np.abs(g["log_ratio"][...])), g.attrs["clipfrac"]
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
@@ -191,28 +194,60 @@ typedef struct {
 typedef struct {
     char text[200];
     bool got;
+    int sys_errno; /* the operating system's error behind a failed read/write, or 0 */
 } h5_reason;
+
+/* HDF5's file drivers put the system error in the description:
+ * "... errno = 28, error message = 'No space left on device', ..." */
+static int errno_in(const char *desc)
+{
+    const char *e = strstr(desc, "errno = ");
+    if (!e)
+        return 0;
+    char *end;
+    long v = strtol(e + 8, &end, 10);
+    return end != e + 8 && v > 0 && v < 4096 ? (int)v : 0;
+}
 
 static herr_t reason_cb(unsigned n, const H5E_error2_t *e, void *data)
 {
     (void)n;
     h5_reason *r = data;
+    if (e && e->desc && !r->sys_errno)
+        r->sys_errno = errno_in(e->desc);
     if (!r->got && e && e->desc && e->desc[0]) {
-        snprintf(r->text, sizeof r->text, "%s", e->desc);
+        /* one line; cut at a word boundary, never mid-word */
+        const char *d = e->desc;
+        size_t len = strlen(d), cap = sizeof r->text - 4;
+        if (len > cap) {
+            len = cap;
+            while (len > 0 && d[len] != ' ')
+                len--;
+            if (len == 0)
+                len = cap;
+        }
+        memcpy(r->text, d, len);
+        r->text[len] = '\0';
+        if (len < strlen(d))
+            strcat(r->text, "...");
         for (char *p = r->text; *p; p++)
-            if (*p == '\n' || *p == '\r' || *p == '\t')
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
                 *p = ' ';
         r->got = true;
     }
     return 0;
 }
 
-/* "PATH: cannot VERB WHAT (HDF5: innermost error description)". */
+/* "PATH: cannot VERB WHAT: <system error>" when the system said why (disk
+ * full, file too large, I/O error), else "PATH: cannot VERB WHAT (HDF5:
+ * innermost error description)". */
 static rc_status h5_fail(const h5w *w, const char *verb, const char *what)
 {
-    h5_reason r = {.got = false};
+    h5_reason r = {.got = false, .sys_errno = 0};
     r.text[0] = '\0';
     (void)H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, reason_cb, &r);
+    if (r.sys_errno)
+        return rc_errorf(RC_ERR_IO, "%s: cannot %s %s: %s", w->path, verb, what, strerror(r.sys_errno));
     if (r.got)
         return rc_errorf(RC_ERR_IO, "%s: cannot %s %s (HDF5: %s)", w->path, verb, what, r.text);
     return rc_errorf(RC_ERR_IO, "%s: cannot %s %s", w->path, verb, what);
@@ -228,38 +263,11 @@ static const char *attr_what(char *buf, size_t n, const char *obj, const char *n
 /* ------------------------------------------------------------------------ */
 /* UTF-8                                                                    */
 
-/* Length (1..4) of the well-formed UTF-8 sequence at s (RFC 3629: no
- * overlongs, no surrogates, nothing above U+10FFFF), or 0 if ill-formed.
- * Never reads past a NUL. */
-static int utf8_seq_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        if (s[1] < lo || s[1] > hi)
-            return 0;
-        return (s[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (s[1] < lo || s[1] > hi)
-            return 0;
-        if ((s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        return 4;
-    }
-    return 0;
-}
-
 static bool utf8_valid(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
-        int n = utf8_seq_len(p);
+        int n = rc_utf8_seq_len(p);
         if (n == 0)
             return false;
         p += n;
@@ -280,7 +288,7 @@ static char *utf8_sanitize(const char *s)
     const unsigned char *p = (const unsigned char *)s;
     size_t o = 0;
     while (*p) {
-        int n = utf8_seq_len(p);
+        int n = rc_utf8_seq_len(p);
         if (n == 0) {
             out[o++] = (char)0xEF;
             out[o++] = (char)0xBF;
@@ -856,6 +864,135 @@ static rc_status validate(const rc_results *r, const char *path)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the output path                                                          */
+
+/* The folder of `path` into dir[n] ("." or "/" when it has none). */
+static rc_status split_dir(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (base[0] == '\0')
+        return rc_errorf(RC_ERR_IO, "%s: not a file name (ends with '/')", path);
+    size_t dir_len = slash ? (size_t)(slash - path) : 0;
+    if (dir_len + 1 >= n)
+        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
+    if (!slash)
+        snprintf(dir, n, ".");
+    else if (dir_len == 0)
+        snprintf(dir, n, "/");
+    else {
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = '\0';
+    }
+    return RC_OK;
+}
+
+/* "<dir>/.<name>.tmp.<pid>" */
+static rc_status temp_name(const char *path, long pid, char *buf, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int len = snprintf(buf, n, "%.*s.%s.tmp.%ld", (int)(slash ? slash - path + 1 : 0), path, base, pid);
+    if (len < 0 || (size_t)len >= n)
+        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
+    return RC_OK;
+}
+
+/* The output path itself: a file name; a folder or a dangling symbolic link
+ * is an error; an existing file needs `force`. */
+static rc_status check_target(const char *path, bool force, char *dir, size_t n)
+{
+    if (!path[0])
+        return rc_errorf(RC_ERR_USAGE, "the output path is empty");
+    RC_TRY(split_dir(path, dir, n));
+    struct stat sb, tb;
+    if (lstat(path, &sb) == 0) {
+        if (S_ISLNK(sb.st_mode) && stat(path, &tb) != 0) {
+            if (!force)
+                return rc_errorf(RC_ERR_USAGE, "%s exists (a dangling symbolic link; use --force to replace it, "
+                                 "or --out FILE)", path);
+            return rc_errorf(RC_ERR_IO, "%s is a symbolic link to a missing file: give the target's path "
+                             "or remove the link", path);
+        }
+        if (S_ISDIR(sb.st_mode) || (S_ISLNK(sb.st_mode) && S_ISDIR(tb.st_mode)))
+            return rc_errorf(RC_ERR_IO, "%s is a folder, not a file name", path);
+        if (!force)
+            return rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite, or --out FILE)", path);
+    } else if (errno != ENOENT) {
+        return rc_errorf(RC_ERR_IO, "%s: cannot check the output path: %s", path, strerror(errno));
+    }
+    return RC_OK;
+}
+
+rc_status rc_h5_check_output(const char *path, bool force)
+{
+    if (!path)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_h5_check_output: path is NULL");
+    char dir[TMP_PATH_MAX], probe[TMP_PATH_MAX];
+    RC_TRY(check_target(path, force, dir, sizeof dir));
+    /* the folder: can a file be made there? (the same name the write uses) */
+    RC_TRY(temp_name(path, (long)getpid(), probe, sizeof probe));
+    struct stat db;
+    if (stat(dir, &db) != 0)
+        return rc_errorf(RC_ERR_IO, "%s: the output folder %s cannot be used: %s", path, dir, strerror(errno));
+    if (!S_ISDIR(db.st_mode))
+        return rc_errorf(RC_ERR_IO, "%s: %s is not a folder", path, dir);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return rc_errorf(RC_ERR_IO, "%s: cannot create a file in %s: %s", path, dir, strerror(errno));
+    close(fd);
+    if (unlink(probe) != 0)
+        return rc_errorf(RC_ERR_IO, "%s: cannot remove the test file %s: %s", path, probe, strerror(errno));
+    return RC_OK;
+}
+
+int rc_h5_remove_stale_temps(const char *path, void (*removed)(const char *tmp_path, long pid))
+{
+    char dir[TMP_PATH_MAX], prefix[TMP_PATH_MAX], full[TMP_PATH_MAX + NAME_MAX + 2];
+    if (!path || split_dir(path, dir, sizeof dir) != RC_OK) {
+        rc_clear_error();
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int pl = snprintf(prefix, sizeof prefix, ".%s.tmp.", base);
+    if (pl < 0 || (size_t)pl >= sizeof prefix)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    const long self = (long)getpid();
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
+            continue;
+        const char *digits = e->d_name + pl;
+        char *end;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (!isdigit((unsigned char)digits[0]) || *end || errno || pid <= 0 || pid == self)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) /* alive, or not ours to judge */
+            continue;
+        if (temp_name(path, pid, full, sizeof full) != RC_OK) {
+            rc_clear_error();
+            continue;
+        }
+        struct stat sb;
+        if (lstat(full, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (unlink(full) == 0) {
+            n++;
+            if (removed)
+                removed(full, pid);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
 /* atomic write                                                             */
 
 static rc_status fsync_path(const char *what_path, const char *path, bool dir)
@@ -881,37 +1018,9 @@ static rc_status write_locked(const rc_results *r, const char *path, bool force)
 {
     RC_TRY(validate(r, path));
 
-    /* Split path into folder and name; build the temporary name. */
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (base[0] == '\0')
-        return rc_errorf(RC_ERR_IO, "%s: not a file name (ends with '/')", path);
-    size_t dir_len = slash ? (size_t)(slash - path) : 0;
     char dir[TMP_PATH_MAX];
-    if (dir_len + 1 >= sizeof dir)
-        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (dir_len == 0)
-        snprintf(dir, sizeof dir, "/");
-    else {
-        memcpy(dir, path, dir_len);
-        dir[dir_len] = '\0';
-    }
-
-    struct stat sb;
-    if (lstat(path, &sb) == 0) {
-        if (!force)
-            return rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite)", path);
-    } else if (errno != ENOENT) {
-        return rc_errorf(RC_ERR_IO, "%s: cannot check the output path: %s", path,
-                         strerror(errno));
-    }
-
-    int n = snprintf(g_tmp_buf, sizeof g_tmp_buf, "%.*s.%s.tmp.%ld", (int)(slash ? dir_len + 1 : 0),
-                     path, base, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof g_tmp_buf)
-        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
+    RC_TRY(check_target(path, force, dir, sizeof dir));
+    RC_TRY(temp_name(path, (long)getpid(), g_tmp_buf, sizeof g_tmp_buf));
     const char *tmp = g_tmp_buf;
 
     /* Create the temporary file ourselves: O_EXCL (never follow or clobber

@@ -1,6 +1,8 @@
 /* ratiocheck command line. The only place that calls exit(). */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <omp.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,9 +52,67 @@ static const char *k_usage =
     "4 malformed input file, 5 unsupported model or feature, 6 I/O error,\n"
     "7 out of memory, 8 device error, 130 interrupted.\n";
 
+static volatile sig_atomic_t g_signal; /* the SIGINT / SIGTERM that arrived, or 0 */
+
+/* s with control characters and bytes that are not UTF-8 shown as \xNN, so
+ * that a file name or a string read from a file cannot drive the terminal */
+static void term_str(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = rc_utf8_seq_len(p);
+        /* C0, DEL, and the C1 controls U+0080..U+009F (C2 80..C2 9F) */
+        if (n == 0 || *p < 0x20 || *p == 0x7f || (n == 2 && p[0] == 0xC2 && p[1] < 0xA0)) {
+            for (int i = 0; i < (n ? n : 1); i++)
+                fprintf(f, "\\x%02x", p[i]);
+            p += n ? n : 1;
+        } else {
+            fwrite(p, 1, (size_t)n, f);
+            p += n;
+        }
+    }
+}
+
+/* JSON string literal with escapes; bytes that are not UTF-8 become U+FFFD,
+ * so the output is always valid JSON */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned char c = *p;
+        int n = rc_utf8_seq_len(p);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            p++;
+            continue;
+        }
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fwrite(p, 1, (size_t)n, f);
+        p += n;
+    }
+    fputc('"', f);
+}
+
 static int fail(rc_status st)
 {
-    fprintf(stderr, "ratiocheck: %s\n", rc_last_error());
+    fputs("ratiocheck: ", stderr);
+    if (st == RC_ERR_INTERNAL)
+        fputs("internal error (a bug: please report it): ", stderr);
+    term_str(stderr, rc_last_error());
+    fputc('\n', stderr);
+    if (st == RC_ERR_INTERRUPTED && g_signal)
+        return 128 + g_signal;
     return rc_exit_code(st);
 }
 
@@ -119,17 +180,26 @@ static int cmd_inspect(int argc, char **argv)
     const rc_config *k = &m->cfg;
     char pc[32];
     if (json) {
-        printf("{\"model\": \"%s\", \"model_type\": \"%s\", \"family\": \"%s\", \"layers\": %lld, "
-               "\"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-               "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, "
-               "\"parameters\": %lld, \"stored_dtype\": \"%s\"}\n",
-               model, k->model_type, k->arch->family, (long long)k->n_layers, (long long)k->hidden,
-               (long long)k->n_heads, (long long)k->n_kv_heads, (long long)k->head_dim,
-               (long long)k->intermediate, (long long)k->vocab, (long long)k->max_pos,
-               (long long)m->n_params, m->stored_dtype);
+        printf("{\"model\": ");
+        json_str(stdout, model);
+        printf(", \"model_type\": ");
+        json_str(stdout, k->model_type);
+        printf(", \"family\": ");
+        json_str(stdout, k->arch->family);
+        printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+               "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
+               "\"stored_dtype\": ",
+               (long long)k->n_layers, (long long)k->hidden, (long long)k->n_heads, (long long)k->n_kv_heads,
+               (long long)k->head_dim, (long long)k->intermediate, (long long)k->vocab, (long long)k->max_pos,
+               (long long)m->n_params);
+        json_str(stdout, m->stored_dtype);
+        printf("}\n");
     } else {
-        printf("model          %s\n", model);
-        printf("architecture   %s (family %s)\n", k->model_type, k->arch->family);
+        printf("model          ");
+        term_str(stdout, model);
+        printf("\narchitecture   ");
+        term_str(stdout, k->model_type);
+        printf(" (family %s)\n", k->arch->family);
         printf("layers         %lld\n", (long long)k->n_layers);
         printf("hidden         %lld\n", (long long)k->hidden);
         printf("heads          %lld\n", (long long)k->n_heads);
@@ -145,7 +215,9 @@ static int cmd_inspect(int argc, char **argv)
                k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim);
         printf("tied embedding %s\n", k->tie_embeddings ? "yes" : "no");
         printf("parameters     %s (%lld)\n", rc_fmt_count(pc, sizeof pc, m->n_params), (long long)m->n_params);
-        printf("stored dtype   %s\n", m->stored_dtype);
+        printf("stored dtype   ");
+        term_str(stdout, m->stored_dtype);
+        printf("\n");
     }
     rc_model_free(m);
     return 0;
@@ -153,26 +225,22 @@ static int cmd_inspect(int argc, char **argv)
 
 static double mono_now(void);
 
-/* JSON string literal with escapes */
-static void json_str(FILE *f, const char *s)
+/* A file that may be absent: *present says whether it is there; anything
+ * there that is not a regular file (a FIFO, a device, a folder) is an error
+ * naming it. */
+static rc_status optional_file(const char *path, bool *present)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c == '\r')
-            fputs("\\r", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
+    struct stat sb;
+    *present = false;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return RC_OK;
+        return rc_errorf(RC_ERR_IO, "%s: %s", path, strerror(errno));
     }
-    fputc('"', f);
+    if (!S_ISREG(sb.st_mode))
+        return rc_errorf(RC_ERR_IO, "%s: not a regular file", path);
+    *present = true;
+    return RC_OK;
 }
 
 /* ---- tokenize ------------------------------------------------------------- */
@@ -218,7 +286,10 @@ static int cmd_tokenize(int argc, char **argv)
     rc_config cfg;
     cfg.vocab = 0;
     rc_status st = path && cpath ? RC_OK : rc_errorf(RC_ERR_NOMEM, "out of memory");
-    if (st == RC_OK && rc_file_exists(cpath))
+    bool have_cfg = false;
+    if (st == RC_OK)
+        st = optional_file(cpath, &have_cfg);
+    if (st == RC_OK && have_cfg)
         st = rc_config_load(model, &cfg);
     rc_tokenizer *tok = NULL;
     if (st == RC_OK)
@@ -286,18 +357,26 @@ static int cmd_tokenize(int argc, char **argv)
 
 /* ---- the ratio check ------------------------------------------------------ */
 
-static volatile sig_atomic_t g_interrupted;
-static volatile int g_interrupted_flag;
+static volatile int g_interrupted_flag;   /* polled by the run */
+static volatile sig_atomic_t g_polling;   /* 1 while the run polls the flag */
 
+/* SIGINT / SIGTERM. Installed first thing in main(). While the run polls the
+ * flag it stops cleanly at the next check; otherwise (loading, writing,
+ * printing) the process leaves at once: the temporary output file, if one is
+ * being written, is removed first. Exit 128 + the signal: 130 for SIGINT, 143
+ * for SIGTERM. */
 static void on_signal(int sig)
 {
-    (void)sig;
-    g_interrupted = 1;
+    g_signal = sig;
     g_interrupted_flag = 1;
     const char *tmp = rc_h5_temp_path();
-    if (tmp) { /* interrupted while writing: leave nothing behind */
+    if (tmp) /* interrupted while writing: leave nothing behind */
         unlink(tmp);
-        _exit(130);
+    if (tmp || !g_polling) {
+        static const char msg[] = "ratiocheck: interrupted\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        _exit(128 + sig);
     }
 }
 
@@ -338,12 +417,35 @@ static void progress_cb(void *ctx, const char *phase, int64_t done, int64_t tota
     fflush(stderr);
 }
 
+/* Strict numbers: digits (and a leading '-'), nothing else: no spaces, no
+ * '+', no hex, no inf/nan, which strtoll/strtod would quietly accept. */
+static bool plain_integer(const char *v)
+{
+    const char *p = v + (*v == '-');
+    if (!*p)
+        return false;
+    for (; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    return true;
+}
+
+static bool plain_decimal(const char *v)
+{
+    if (!(isdigit((unsigned char)*v) || *v == '-' || *v == '.'))
+        return false;
+    for (const char *p = v; *p; p++)
+        if (!(isdigit((unsigned char)*p) || strchr(".eE+-", *p)))
+            return false;
+    return true;
+}
+
 static rc_status parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
     errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi)
+    long long x = plain_integer(v) ? strtoll(v, &end, 10) : 0;
+    if (!plain_integer(v) || *end || errno || x < lo || x > hi)
         return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not an integer in [%lld, %lld]", opt, v, (long long)lo,
                          (long long)hi);
     *out = x;
@@ -354,8 +456,8 @@ static rc_status parse_f64(const char *opt, const char *v, double lo, double hi,
 {
     char *end;
     errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x >= lo && x <= hi))
+    double x = plain_decimal(v) ? strtod(v, &end) : 0;
+    if (!plain_decimal(v) || *end || errno || !(x >= lo && x <= hi))
         return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
     *out = x;
     return RC_OK;
@@ -365,16 +467,18 @@ static rc_status parse_lens(const char *v, rc_rollout_cfg *cfg)
 {
     cfg->n_lens = 0;
     const char *p = v;
-    while (*p) {
+    for (;;) { /* items are digits only: no spaces, signs or empty items */
         char *end;
         errno = 0;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || errno || x < 1 || x > 1000000 || (*end && *end != ','))
+        long long x = isdigit((unsigned char)*p) ? strtoll(p, &end, 10) : 0;
+        if (!isdigit((unsigned char)*p) || errno || x < 1 || x > 1000000 || (*end && *end != ','))
             return rc_errorf(RC_ERR_USAGE, "--len: '%s' is not a list of positive integers like 20,40,50", v);
         if (cfg->n_lens == RC_MAX_LENS)
             return rc_errorf(RC_ERR_USAGE, "--len: at most %d lengths", RC_MAX_LENS);
         cfg->lens[cfg->n_lens++] = x;
-        p = *end ? end + 1 : end;
+        if (!*end)
+            break;
+        p = end + 1;
     }
     if (cfg->n_lens == 0)
         return rc_errorf(RC_ERR_USAGE, "--len: no lengths given");
@@ -421,7 +525,9 @@ static rc_status parse_gates(const char *v, gate *g, int *n)
 {
     *n = 0;
     const char *p = v;
-    while (*p) {
+    if (!*p)
+        return rc_errorf(RC_ERR_USAGE, "--fail-above: expected METRIC=VALUE[,...], got an empty list");
+    for (;;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         const char *eq = memchr(p, '=', len);
@@ -448,7 +554,9 @@ static rc_status parse_gates(const char *v, gate *g, int *n)
         num[vl] = '\0';
         RC_TRY(parse_f64("--fail-above", num, -1e300, 1e300, &g[*n].limit));
         (*n)++;
-        p = end ? end + 1 : p + len;
+        if (!end)
+            break;
+        p = end + 1; /* an empty item after a comma fails above */
     }
     return RC_OK;
 }
@@ -464,12 +572,19 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
 
 static void print_json(const rc_results *r, const char *out_path)
 {
-    printf("{\"model\": ");
-    json_str(stdout, r->model_path);
-    printf(", \"model_type\": \"%s\", \"dtype\": \"%s\", \"kernels\": \"%s\", \"upcast\": \"%s\", "
-           "\"logprob_dtype\": \"%s\", \"reference\": \"%s\", \"sequences\": %lld, \"seed\": %lld, "
-           "\"temperature\": %.17g, \"top_k\": %lld, \"top_p\": %.17g, \"output\": ",
-           r->model_type, r->dtype, r->kernels, r->upcast, r->logprob_dtype, r->reference,
+    const struct {
+        const char *key, *value;
+    } strs[] = {
+        {"model", r->model_path}, {"model_type", r->model_type}, {"dtype", r->dtype},
+        {"kernels", r->kernels}, {"upcast", r->upcast}, {"logprob_dtype", r->logprob_dtype},
+        {"reference", r->reference},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        printf("%s\"%s\": ", i ? ", " : "{", strs[i].key);
+        json_str(stdout, strs[i].value ? strs[i].value : "");
+    }
+    printf(", \"sequences\": %lld, \"seed\": %lld, \"temperature\": %.17g, \"top_k\": %lld, \"top_p\": %.17g, "
+           "\"output\": ",
            (long long)r->n_seq, (long long)r->seed, r->temperature, (long long)r->top_k, r->top_p);
     if (out_path)
         json_str(stdout, out_path);
@@ -506,7 +621,9 @@ static void print_json(const rc_results *r, const char *out_path)
         json_num(stdout, "mean_abs", c->mean_abs, false);
         printf("}");
     }
-    printf("], \"backend\": \"%s\", \"device\": ", r->backend);
+    printf("], \"backend\": ");
+    json_str(stdout, r->backend);
+    printf(", \"device\": ");
     json_str(stdout, r->device);
     printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
            r->seconds_forward, r->seconds_total);
@@ -514,10 +631,22 @@ static void print_json(const rc_results *r, const char *out_path)
 
 static void print_table(const rc_results *r, const char *out_path)
 {
-    printf("ratiocheck %s  model %s (%s)  dtype %s  kernels %s  upcast %s  log-probs %s\n", RC_VERSION,
-           r->model_path, r->model_type, r->dtype, r->kernels, r->upcast, r->logprob_dtype);
-    if (r->device[0])
-        printf("backend %s: %s\n", r->backend, r->device);
+    printf("ratiocheck %s  model ", RC_VERSION);
+    term_str(stdout, r->model_path ? r->model_path : "");
+    const char *const parts[][2] = {{" (", r->model_type}, {")  dtype ", r->dtype}, {"  kernels ", r->kernels},
+                                    {"  upcast ", r->upcast}, {"  log-probs ", r->logprob_dtype}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        fputs(parts[i][0], stdout);
+        term_str(stdout, parts[i][1]);
+    }
+    putchar('\n');
+    if (r->device[0]) {
+        printf("backend ");
+        term_str(stdout, r->backend);
+        printf(": ");
+        term_str(stdout, r->device);
+        putchar('\n');
+    }
     printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
            (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
            (long long)r->top_k, r->top_p, (long long)r->seed);
@@ -551,8 +680,10 @@ static void print_table(const rc_results *r, const char *out_path)
                    st->ref_gen_max_abs, st->ref_fwd_mean_abs, st->ref_fwd_max_abs);
         }
     }
-    printf("\n%.1f s (generation %.1f s, re-scoring %.1f s)%s%s\n", r->seconds_total, r->seconds_generate,
-           r->seconds_forward, out_path ? ", written to " : "", out_path ? out_path : "");
+    printf("\n%.1f s (generation %.1f s, re-scoring %.1f s)%s", r->seconds_total, r->seconds_generate,
+           r->seconds_forward, out_path ? ", written to " : "");
+    term_str(stdout, out_path ? out_path : "");
+    putchar('\n');
 }
 
 /* --show N: the first N completions, every token with its ratio at the
@@ -721,20 +852,30 @@ static int cmd_diff(int argc, char **argv)
     }
     tokdiff g = diff_tokens(&A, A.logprob_gen, B.logprob_gen, A.gen_len, A.gen_len);
     if (json) {
-        printf("{\"a\": ");
-        json_str(stdout, pa);
-        printf(", \"b\": ");
-        json_str(stdout, pb);
-        printf(", \"a_dtype\": \"%s\", \"b_dtype\": \"%s\", \"a_kernels\": \"%s\", \"b_kernels\": \"%s\", "
-               "\"generation\": {",
-               A.dtype, B.dtype, A.kernels, B.kernels);
+        const char *const kv[][2] = {{"a", pa}, {"b", pb}, {"a_dtype", A.dtype}, {"b_dtype", B.dtype},
+                                     {"a_kernels", A.kernels}, {"b_kernels", B.kernels}};
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+            printf("%s\"%s\": ", i ? ", " : "{", kv[i][0]);
+            json_str(stdout, kv[i][1]);
+        }
+        printf(", \"generation\": {");
         json_num(stdout, "max_abs", g.max_abs, true);
         json_num(stdout, "mean_abs", g.mean_abs, true);
         json_num(stdout, "identical_frac", g.identical, false);
         printf("}, \"lens\": [");
     } else {
-        printf("A %s: %s, kernels %s, upcast %s\nB %s: %s, kernels %s, upcast %s\n\n", pa, A.dtype, A.kernels, A.upcast,
-               pb, B.dtype, B.kernels, B.upcast);
+        for (int k = 0; k < 2; k++) {
+            const rc_results *R = k ? &B : &A;
+            printf("%s ", k ? "B" : "A");
+            term_str(stdout, k ? pb : pa);
+            const char *const parts[][2] = {{": ", R->dtype}, {", kernels ", R->kernels}, {", upcast ", R->upcast}};
+            for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+                fputs(parts[i][0], stdout);
+                term_str(stdout, parts[i][1]);
+            }
+            putchar('\n');
+        }
+        putchar('\n');
         printf("generation log-probs, A vs B: max |diff| %.3e, mean |diff| %.3e, bitwise equal %.4f (%lld tokens)\n\n",
                g.max_abs, g.mean_abs, g.identical, (long long)g.n);
         printf("%5s %11s %11s %10s %10s %9s %9s %9s %9s  %11s %11s %9s\n", "L", "mean A", "mean B", "std A", "std B",
@@ -835,6 +976,43 @@ static rc_status parse_dtype(const char *v, rc_dtype *dt)
 }
 
 static const char *dtype_str(rc_dtype dt) { return dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16"; }
+
+static void note_stale(const char *tmp_path, long pid)
+{
+    fputs("ratiocheck: removed the stale temporary file ", stderr);
+    term_str(stderr, tmp_path);
+    fprintf(stderr, " (its process %ld is gone)\n", pid);
+}
+
+/* --out must not name an input, by any name (device and inode): a file of
+ * the model folder (config.json, shards, tokenizer.json, ...), the prompts
+ * or the replayed result file. */
+static rc_status check_out_not_input(const char *out, const char *model_dir, const char *other)
+{
+    struct stat ob, ib;
+    if (stat(out, &ob) != 0)
+        return RC_OK; /* nothing there yet: it cannot be an input */
+    if (other && stat(other, &ib) == 0 && ib.st_dev == ob.st_dev && ib.st_ino == ob.st_ino)
+        return rc_errorf(RC_ERR_USAGE, "--out %s is an input of this run (%s); choose another output path", out,
+                         other);
+    DIR *d = opendir(model_dir);
+    if (!d)
+        return RC_OK; /* the model load names the problem */
+    rc_status st = RC_OK;
+    struct dirent *e;
+    while (st == RC_OK && (e = readdir(d)) != NULL) {
+        char *p = rc_path_join(model_dir, e->d_name);
+        if (!p) {
+            st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (stat(p, &ib) == 0 && S_ISREG(ib.st_mode) && ib.st_dev == ob.st_dev && ib.st_ino == ob.st_ino)
+            st = rc_errorf(RC_ERR_USAGE, "--out %s is an input of this run (%s); choose another output path", out, p);
+        free(p);
+    }
+    closedir(d);
+    return st;
+}
 
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
@@ -947,6 +1125,15 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         return fail(st);
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    const struct {
+        const char *opt, *value;
+    } paths[] = {{"--model", model_dir}, {"--prompts", prompts_path}, {"--rollouts-from", replay}, {"--out", out_path}};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (paths[i].value && !paths[i].value[0])
+            return usage_error("%s: the path is empty%s", paths[i].opt, i == 3 ? " (--out none writes no file)" : "");
+    const char *fault = getenv("RATIOCHECK_FAULT"); /* tests: README's exit code 1 */
+    if (fault && !strcmp(fault, "internal"))
+        return fail(rc_errorf(RC_ERR_INTERNAL, "fault injected by RATIOCHECK_FAULT=internal"));
     /* cuda: that or an error naming the reason (never a silent fallback);
      * auto: cuda when this build has it and a device answers, else cpu */
     bool use_cuda = false;
@@ -988,8 +1175,14 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     }
     if (!strcmp(out_path, "none"))
         out_path = NULL;
-    if (out_path && !force && access(out_path, F_OK) == 0)
-        return fail(rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite, or --out FILE)", out_path));
+    if (out_path) {
+        rc_h5_remove_stale_temps(out_path, note_stale);
+        st = rc_h5_check_output(out_path, force);
+        if (st == RC_OK)
+            st = check_out_not_input(out_path, model_dir, replay ? replay : prompts_path);
+        if (st != RC_OK)
+            return fail(st);
+    }
 
     /* the model first: text prompts need its tokenizer */
     rc_model *m = NULL;
@@ -999,9 +1192,12 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     st = rc_model_load(model_dir, &m);
     if (st == RC_OK) {
         char *tp = rc_path_join(model_dir, "tokenizer.json");
+        bool have_tok = false;
         if (!tp)
             st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-        else if (rc_file_exists(tp))
+        else
+            st = optional_file(tp, &have_tok);
+        if (st == RC_OK && have_tok)
             st = rc_tokenizer_load(tp, m->cfg.vocab, &tok);
         free(tp);
         if (st == RC_OK && !replay)
@@ -1097,14 +1293,15 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     if (st == RC_OK && cfg.reference == 32) /* the reference runs where the check runs */
         st = use_cuda ? rc_backend_cuda_create(RC_KERNELS_INVARIANT, &ref_be)
                       : rc_backend_cpu_create((int)threads, RC_KERNELS_INVARIANT, &ref_be);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     progress_state ps = {.enabled = !quiet && isatty(STDERR_FILENO) && !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
+    g_polling = 1;
+    if (st == RC_OK && g_interrupted_flag)
+        st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
     if (st == RC_OK)
         st = rc_run_check(m, be, ref_be, &cfg, progress_cb, &ps, &g_interrupted_flag, &res);
+    g_polling = 0;
+    if (st == RC_OK && g_interrupted_flag) /* arrived after the last check */
+        st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
     if (ps.enabled)
         fprintf(stderr, "\r\033[K");
     if (st == RC_OK) {
@@ -1219,8 +1416,56 @@ static char *join_args(int argc, char **argv)
     return s;
 }
 
+/* stdin, stdout, stderr closed by the caller: hold them open on /dev/null,
+ * read-only, so that no file this process opens becomes "stdout" and every
+ * write to them fails (and is reported) instead. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            int r = open("/dev/null", O_RDONLY);
+            if (r >= 0 && r != fd) /* lower ones are open, so r == fd */
+                close(r);
+        }
+}
+
+/* Results printed to stdout must arrive: a full disk, a closed stdout or a
+ * write error is exit 6 with one line (the result file, if any, stays). */
+static int finish_stdout(int code)
+{
+    errno = 0;
+    bool bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = true;
+        e = errno;
+    }
+    if (!bad)
+        return code;
+    if (e == EBADF)
+        fputs("ratiocheck: cannot write to standard output: it is closed\n", stderr);
+    else
+        fprintf(stderr, "ratiocheck: cannot write to standard output: %s\n", e ? strerror(e) : "write error");
+    return code == 0 || code == rc_exit_code(RC_ERR_GATE) ? rc_exit_code(RC_ERR_IO) : code;
+}
+
 int main(int argc, char **argv)
 {
+    hold_std_fds();
+    /* signals first: nothing may arrive to a default action, even while the
+     * model loads; a caller's blocked mask must not hide them */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit: write() fails with EFBIG, reported as such */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
     char *cmdline = join_args(argc, argv);
     if (!cmdline)
         return fail(rc_errorf(RC_ERR_NOMEM, "out of memory"));
@@ -1249,5 +1494,5 @@ int main(int argc, char **argv)
         code = usage_error("unknown command '%s'", argv[1]);
     }
     free(cmdline);
-    return code;
+    return finish_stdout(code);
 }

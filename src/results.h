@@ -107,4 +107,13 @@ rc_status rc_results_check_replay(const rc_results *r, const char *path, int64_t
 /* The temporary file being written right now, or NULL (for signal handlers). */
 const char *rc_h5_temp_path(void);
 
+/* h5out.c: check an output path before any work: not empty, not a folder or
+ * a dangling symbolic link, absent unless `force`, and its folder writable
+ * (a temporary file is created there and removed). */
+rc_status rc_h5_check_output(const char *path, bool force);
+/* h5out.c: remove "<dir>/.<name>.tmp.<pid>" files that earlier runs with the
+ * same output path left behind (killed during the write) and whose process is
+ * gone; `removed` is called with each one's path. Returns how many. */
+int rc_h5_remove_stale_temps(const char *path, void (*removed)(const char *tmp_path, long pid));
+
 #endif

@@ -1,6 +1,9 @@
 /* The ratiocheck executable: help, version, inspect, usage errors and exit
  * codes (README's table), one-line error messages. */
 #include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,6 +485,418 @@ START_TEST(test_report_diff)
 }
 END_TEST
 
+
+/* ---- hostile input and lost results (the robustness issue) ---- */
+
+/* Run a shell command line (cd'ed to the source tree, `RC` = the binary);
+ * stderr is captured in g_err, stdout is whatever the command does with it.
+ * Returns the exit code. */
+static int run_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_sh(const char *fmt, ...)
+{
+    char body[6144], cmd[8192], tmpl_e[] = "/tmp/rc_cli_errXXXXXX";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    int fe = mkstemp(tmpl_e);
+    ck_assert(fe >= 0);
+    close(fe);
+    snprintf(cmd, sizeof cmd, "cd '%s' && RC='%s/src/ratiocheck' && { %s ; } 2>'%s' </dev/null",
+             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, body, tmpl_e);
+    int st = system(cmd);
+    slurp(tmpl_e, g_err, sizeof g_err);
+    unlink(tmpl_e);
+    ck_assert_msg(WIFEXITED(st), "%s did not exit normally", body);
+    return WEXITSTATUS(st);
+}
+
+/* dst = tmpl with every "@D" replaced by the run fixture's folder */
+static char *subst_dir(char *dst, size_t n, const char *tmpl)
+{
+    size_t o = 0;
+    for (const char *t = tmpl; *t && o + 1 < n; t++) {
+        if (t[0] == '@' && t[1] == 'D') {
+            o += (size_t)snprintf(dst + o, n - o, "%s", g_dir);
+            t++;
+        } else {
+            dst[o++] = *t;
+        }
+    }
+    dst[o < n ? o : n - 1] = '\0';
+    return dst;
+}
+
+/* stdout full or closed: every command exits 6 with one line, never 0 */
+START_TEST(test_stdout_unwritable)
+{
+    const char *cmds[] = {
+        "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none",
+        "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none --json",
+        "$RC inspect --model data/fixtures/neox_parallel",
+        "$RC inspect --model data/fixtures/neox_parallel --json",
+        "$RC tokenize --model data/models/pythia-rc-tiny hello",
+        "$RC --help",
+    };
+    const char *redir[] = {">/dev/full", ">&-"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            char c[2048];
+            subst_dir(c, sizeof c - 32, cmds[i]);
+            strcat(c, " ");
+            strcat(c, redir[k]);
+            ck_assert_msg(run_sh("%s", c) == 6, "%s: exit code not 6; stderr '%s'", c, g_err);
+            ck_assert_msg(strstr(g_err, "standard output") != NULL, "%s: '%s'", c, g_err);
+            ck_assert_int_eq(count_lines(g_err), 1);
+        }
+    /* the results file is still written when only stdout fails */
+    ck_assert_int_eq(run_sh("$RC %s --out %s/kept.h5 >/dev/full", g_common, g_dir), 6);
+    char p[256];
+    snprintf(p, sizeof p, "%s/kept.h5", g_dir);
+    ck_assert_int_eq(access(p, F_OK), 0);
+}
+END_TEST
+
+/* the output path is checked before the model is loaded: a bad output path
+ * is named even when the model folder does not exist */
+START_TEST(test_output_checked_first)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "--model /nonexistent/model -q --out /nonexistent/folder/r.h5");
+    ck_assert_int_eq(run(args), 6);
+    ck_assert_msg(strstr(g_err, "/nonexistent/folder/r.h5") != NULL, "'%s'", g_err);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_int_eq(run("--model /nonexistent/model -q --out ''"), 2);
+    ck_assert_msg(strstr(g_err, "--out") != NULL, "'%s'", g_err);
+    /* a folder as the output path */
+    snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s --force", g_dir);
+    ck_assert_int_eq(run(args), 6);
+    ck_assert_msg(strstr(g_err, g_dir) != NULL && !strstr(g_err, "config.json"), "'%s'", g_err);
+    /* a dangling symbolic link at the output path: refused before any work */
+    char link[256];
+    snprintf(link, sizeof link, "%s/dangling.h5", g_dir);
+    ck_assert_int_eq(symlink("/nonexistent/target.h5", link), 0);
+    snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s", link);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_msg(strstr(g_err, "dangling.h5") != NULL, "'%s'", g_err);
+    snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s --force", link);
+    ck_assert_int_eq(run(args), 6);
+    ck_assert_msg(strstr(g_err, "dangling.h5") != NULL && strstr(g_err, "symbolic link"), "'%s'", g_err);
+    /* a read-only folder (root writes anywhere: checked only when not root) */
+    if (geteuid() != 0) {
+        char ro[256];
+        snprintf(ro, sizeof ro, "%s/ro", g_dir);
+        ck_assert_int_eq(mkdir(ro, 0555), 0);
+        snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s/r.h5", ro);
+        ck_assert_int_eq(run(args), 6);
+        ck_assert_msg(strstr(g_err, "/ro/r.h5") != NULL, "'%s'", g_err);
+    }
+    ck_assert_int_eq(count_files(g_dir), 2); /* p.ids, dangling.h5: no probe left behind */
+}
+END_TEST
+
+/* --out naming an input is refused, even with --force (device and inode) */
+START_TEST(test_out_is_input)
+{
+    char model[256], args[4096], prev[256];
+    snprintf(model, sizeof model, "%s/model", g_dir);
+    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel %s", model), 0);
+    snprintf(prev, sizeof prev, "%s/prev.h5", g_dir);
+    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s", model, g_dir, prev);
+    ck_assert_int_eq(run(args), 0);
+    struct stat before;
+    const char *targets[] = {"@D/model/config.json", "@D/model/model.safetensors", "@D/p.ids", "@D/prev.h5"};
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        char t[512];
+        subst_dir(t, sizeof t, targets[i]);
+        ck_assert_int_eq(stat(t, &before), 0);
+        if (i == 3)
+            snprintf(args, sizeof args, "--model %s --len 4 -q --rollouts-from %s --out %s --force", model, prev, t);
+        else
+            snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s --force", model, g_dir, t);
+        ck_assert_msg(run(args) == 2, "--out %s: stderr '%s'", t, g_err);
+        ck_assert_msg(strstr(g_err, "is an input") != NULL, "'%s'", g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+        struct stat after;
+        ck_assert_int_eq(stat(t, &after), 0);
+        ck_assert(after.st_ino == before.st_ino && after.st_size == before.st_size);
+    }
+    /* through another name (a hard link) too */
+    char hl[256], cfg[300];
+    snprintf(hl, sizeof hl, "%s/alias.json", g_dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", model);
+    ck_assert_int_eq(link(cfg, hl), 0);
+    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s --force", model, g_dir, hl);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_msg(strstr(g_err, "is an input") != NULL, "'%s'", g_err);
+}
+END_TEST
+
+/* temporary files left by a killed run are removed by the next run with the
+ * same output path (only when their process is gone) */
+START_TEST(test_stale_temp_files)
+{
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(child, NULL, 0), child); /* a PID that is gone */
+    char stale[256], live[256], args[2048], out[256];
+    snprintf(out, sizeof out, "%s/o.h5", g_dir);
+    snprintf(stale, sizeof stale, "%s/.o.h5.tmp.%ld", g_dir, (long)child);
+    snprintf(live, sizeof live, "%s/.o.h5.tmp.%ld", g_dir, (long)getpid());
+    FILE *f = fopen(stale, "w");
+    fputs("partial", f);
+    fclose(f);
+    f = fopen(live, "w");
+    fclose(f);
+    snprintf(args, sizeof args, "%s --out %s", g_common, out);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_ne(access(stale, F_OK), 0);
+    ck_assert_int_eq(access(live, F_OK), 0); /* its process (this test) still runs */
+    ck_assert_msg(strstr(g_err, "stale") != NULL && strstr(g_err, stale) != NULL, "'%s'", g_err);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    unlink(live);
+}
+END_TEST
+
+/* a signal that arrives before anything is loaded: handled, not fatal by
+ * default action. SIGTERM is made pending (blocked) before exec; ratiocheck
+ * installs its handlers first, then unblocks: exit 143 (128 + SIGTERM) with
+ * one line, and no output file */
+static int run_with_pending(int sig, const char *out)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(getenv("RC_SOURCE_DIR")) != 0)
+            _exit(99);
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        char errp[256];
+        snprintf(errp, sizeof errp, "%s/stderr", g_dir);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fe, 2);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        kill(getpid(), sig); /* pending across exec */
+        char exe[512];
+        snprintf(exe, sizeof exe, "%s/src/ratiocheck", RC_TEST_BUILD_DIR);
+        execl(exe, exe, "--model", "data/models/pythia-rc-tiny", "-q", "--out", out, (char *)NULL);
+        _exit(98);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    char errp[256];
+    snprintf(errp, sizeof errp, "%s/stderr", g_dir);
+    slurp(errp, g_err, sizeof g_err);
+    unlink(errp);
+    ck_assert_msg(WIFEXITED(st), "killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return WEXITSTATUS(st);
+}
+
+START_TEST(test_signal_before_load)
+{
+    char out[256];
+    snprintf(out, sizeof out, "%s/sig.h5", g_dir);
+    ck_assert_int_eq(run_with_pending(SIGTERM, out), 143);
+    ck_assert_msg(strstr(g_err, "interrupted") != NULL, "'%s'", g_err);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_int_ne(access(out, F_OK), 0);
+    ck_assert_int_eq(run_with_pending(SIGINT, out), 130);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_int_eq(count_files(g_dir), 1); /* p.ids only */
+}
+END_TEST
+
+/* every string in --json output is escaped (paths, attributes read back);
+ * tables print control characters escaped */
+START_TEST(test_json_escaping)
+{
+    char model[512], args[4096], out[512];
+    snprintf(model, sizeof model, "%s/we\"ird\\na\xffme", g_dir);
+    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel '%s'", model), 0);
+    snprintf(args, sizeof args, "inspect --model '%s' --json", model);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "inspect --json: %s: %s", err.text, g_out);
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "model")), "we\"ird\\na"));
+    json_decref(j);
+    snprintf(out, sizeof out, "%s/o\"u\\t.h5", g_dir);
+    snprintf(args, sizeof args, "--model '%s' --prompts %s/p.ids --len 4 -q --out '%s' --json", model, g_dir, out);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "run --json: %s: %s", err.text, g_out);
+    json_decref(j);
+    snprintf(args, sizeof args, "report '%s' --json", out);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "report --json: %s: %s", err.text, g_out);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "output")), out);
+    json_decref(j);
+    snprintf(args, sizeof args, "diff '%s' '%s' --json", out, out);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "diff --json: %s: %s", err.text, g_out);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "a")), out);
+    json_decref(j);
+    /* a crafted string attribute cannot add keys */
+    ck_assert_int_eq(run_sh("/usr/bin/python3 -c 'import h5py,sys; f=h5py.File(sys.argv[1],\"r+\"); "
+                            "f.attrs[\"kernels\"]=\"engine\\\", \\\"evil\\\": \\\"1\\x1b[31m\"' '%s'", out), 0);
+    snprintf(args, sizeof args, "report '%s' --json", out);
+    int code = run(args);
+    if (code == 0) { /* the reader may also refuse an unknown kernels value */
+        j = json_loads(g_out, 0, &err);
+        ck_assert_msg(j != NULL, "report --json: %s: %s", err.text, g_out);
+        ck_assert_ptr_null(json_object_get(j, "evil"));
+        json_decref(j);
+    } else {
+        ck_assert_int_eq(code, 4);
+    }
+    /* the table: no raw control characters from a path */
+    snprintf(model, sizeof model, "%s/esc\x1b[31mdir", g_dir);
+    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel '%s'", model), 0);
+    snprintf(args, sizeof args, "inspect --model '%s'", model);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strchr(g_out, '\x1b'));
+    ck_assert_ptr_nonnull(strstr(g_out, "esc\\x1b[31mdir"));
+    snprintf(args, sizeof args, "--model '%s' --prompts %s/p.ids --len 4 -q --out none", model, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strchr(g_out, '\x1b'));
+}
+END_TEST
+
+/* disk full while writing: exit 6, one clean line naming the file, nothing
+ * left behind (a file size limit stands in for a full disk) */
+START_TEST(test_disk_full)
+{
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/full", g_dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    ck_assert_int_eq(run_sh("ulimit -f 4; $RC %s --out %s/r.h5", g_common, sub), 6);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_msg(strstr(g_err, "/full/r.h5: ") != NULL, "'%s'", g_err);
+    ck_assert_msg(strstr(g_err, "File too large") != NULL, "'%s'", g_err);
+    ck_assert_msg(strstr(g_err, "H5") == NULL && strstr(g_err, "HDF5") == NULL, "'%s'", g_err);
+    ck_assert_int_eq(count_files(sub), 0);
+}
+END_TEST
+
+/* option values that are usage errors (exit 2, one line naming the option) */
+START_TEST(test_option_values)
+{
+    const struct {
+        const char *opt, *msg;
+    } cases[] = {
+        {"--upcast ''", "--upcast"},
+        {"--upcast norm,", "--upcast"},
+        {"--upcast norm,norm", "twice"},
+        {"--upcast all,none", "'all' and 'none' cannot be combined"},
+        {"--len 2,", "--len"},
+        {"--len '2, 3'", "--len"},
+        {"--len ' 2'", "--len"},
+        {"--threads ' 2'", "--threads"},
+        {"--threads +2", "--threads"},
+        {"--temperature 0x1p-1", "--temperature"},
+        {"--temperature ' 1'", "--temperature"},
+        {"--temperature nan", "--temperature"},
+        {"--fail-above ''", "--fail-above"},
+        {"--fail-above k3=1,", "--fail-above"},
+        {"--fail-above k3=0x1p-3", "--fail-above"},
+        {"--prompts ''", "--prompts"},
+        {"--model ''", "--model"},
+        {"--rollouts-from ''", "--rollouts-from"},
+    };
+    char args[2048];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s/p.ids -q --out none %s", g_dir,
+                 cases[i].opt);
+        ck_assert_msg(run(args) == 2, "%s: stderr '%s'", cases[i].opt, g_err);
+        ck_assert_msg(strstr(g_err, cases[i].msg) != NULL, "%s: stderr '%s'", cases[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+}
+END_TEST
+
+/* tokenizer.json that is a FIFO or a device: exit 6 naming tokenizer.json */
+START_TEST(test_tokenizer_not_regular)
+{
+    char model[256], tp[300], args[2048];
+    snprintf(model, sizeof model, "%s/m", g_dir);
+    ck_assert_int_eq(run_sh("cp -r data/models/pythia-rc-tiny %s", model), 0);
+    snprintf(tp, sizeof tp, "%s/tokenizer.json", model);
+    for (int k = 0; k < 2; k++) {
+        unlink(tp);
+        if (k == 0)
+            ck_assert_int_eq(mkfifo(tp, 0644), 0);
+        else
+            ck_assert_int_eq(symlink("/dev/zero", tp), 0);
+        snprintf(args, sizeof args, "--model %s --len 4 -q --out none", model);
+        ck_assert_int_eq(run(args), 6);
+        ck_assert_msg(strstr(g_err, "tokenizer.json") != NULL, "'%s'", g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+        snprintf(args, sizeof args, "tokenize --model %s hello", model);
+        ck_assert_int_eq(run(args), 6);
+        ck_assert_msg(strstr(g_err, "tokenizer.json") != NULL, "'%s'", g_err);
+    }
+}
+END_TEST
+
+/* README's exit-code table, row by row: one loop test per row */
+static const struct {
+    int code;
+    const char *cmd; /* shell; @D = the run fixture's folder */
+    const char *msg; /* in the one line on stderr ("" for exit 0) */
+} k_exit_rows[] = {
+    {0, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none >/dev/null", ""},
+    {1, "RATIOCHECK_FAULT=internal $RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none",
+     "internal error"},
+    {2, "$RC --model data/fixtures/neox_parallel --frobnicate", "--frobnicate"},
+    {3, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 --dtype fp16 -q --out none "
+        "--fail-above std=0 >/dev/null",
+     "exceeds"},
+    {4, "mkdir -p @D/m4 && printf '{\"model_type\": ' >@D/m4/config.json && $RC inspect --model @D/m4",
+     "config.json"},
+    {5, "mkdir -p @D/m5 && printf '{\"model_type\": \"t5\"}' >@D/m5/config.json && $RC inspect --model @D/m5",
+     "not supported"},
+    {6, "$RC inspect --model @D/missing", "missing/config.json"},
+    {7, "ulimit -v 1500000 && $RC --model data/models/pythia-rc-tiny --samples 100000 --threads 2 -q --out none",
+     "cannot allocate"},
+    {8, "CUDA_VISIBLE_DEVICES= $RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none "
+        "--backend cuda",
+     "CUDA backend"},
+    {130, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
+          "--out @D/i.h5 & pid=$!; sleep 1; kill -INT $pid; wait $pid",
+     "interrupted"},
+    {143, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
+          "--out @D/i.h5 & pid=$!; sleep 1; kill -TERM $pid; wait $pid",
+     "interrupted"},
+};
+
+START_TEST(test_exit_code_row)
+{
+    const int i = _i;
+#if defined(__SANITIZE_ADDRESS__)
+    if (k_exit_rows[i].code == 7) /* ASan reserves more address space than any ulimit -v allows */
+        return;
+#endif
+    char cmd[4096];
+    subst_dir(cmd, sizeof cmd, k_exit_rows[i].cmd);
+    int code = run_sh("%s", cmd);
+    ck_assert_msg(code == k_exit_rows[i].code, "row %d: exit %d, stderr '%s'", k_exit_rows[i].code, code, g_err);
+    if (k_exit_rows[i].code == 0) {
+        ck_assert_str_eq(g_err, "");
+    } else {
+        ck_assert_msg(strstr(g_err, k_exit_rows[i].msg) != NULL, "row %d: '%s'", k_exit_rows[i].code, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+    ck_assert_int_eq(count_files(g_dir), 1 + (k_exit_rows[i].code == 4 || k_exit_rows[i].code == 5)); /* p.ids */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -504,5 +919,19 @@ int main(void)
     tcase_add_test(tr, test_text_prompts);
     tcase_add_test(tr, test_report_diff);
     suite_add_tcase(s, tr);
+    TCase *tx = tcase_create("robust");
+    tcase_add_checked_fixture(tx, run_setup, run_teardown);
+    tcase_set_timeout(tx, 120);
+    tcase_add_test(tx, test_stdout_unwritable);
+    tcase_add_test(tx, test_output_checked_first);
+    tcase_add_test(tx, test_out_is_input);
+    tcase_add_test(tx, test_stale_temp_files);
+    tcase_add_test(tx, test_signal_before_load);
+    tcase_add_test(tx, test_json_escaping);
+    tcase_add_test(tx, test_disk_full);
+    tcase_add_test(tx, test_option_values);
+    tcase_add_test(tx, test_tokenizer_not_regular);
+    tcase_add_loop_test(tx, test_exit_code_row, 0, (int)(sizeof k_exit_rows / sizeof k_exit_rows[0]));
+    suite_add_tcase(s, tx);
     return rc_test_run(s);
 }
