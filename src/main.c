@@ -50,7 +50,7 @@ static const char *k_usage =
     "\n"
     "Exit codes: 0 ok, 1 internal error, 2 usage error, 3 threshold exceeded,\n"
     "4 malformed input file, 5 unsupported model or feature, 6 I/O error,\n"
-    "7 out of memory, 8 device error, 130 interrupted.\n";
+    "7 out of memory, 8 device error, 130 interrupted (SIGINT), 143 terminated (SIGTERM).\n";
 
 static volatile sig_atomic_t g_signal; /* the SIGINT / SIGTERM that arrived, or 0 */
 
