@@ -1,23 +1,113 @@
-#!/bin/sh
-# Build the libFuzzer harnesses and their seed corpora.
+#!/bin/bash
+# Build every libFuzzer harness tools/fuzz/fuzz_*.c, and the generated seeds.
 #   tools/fuzz/build.sh [OUT]        (OUT defaults to /tmp/rc-fuzz)
-# Needs clang with libFuzzer (Debian: apt-get install -y clang libclang-rt-14-dev),
-# jansson, and python3 for the seeds. See tools/fuzz/README.md.
-set -eu
+#
+# All project sources (src/*.c but main.c, models/*.c; src/cuda_stub.c stands
+# in for the CUDA backend) are compiled once with ASan + UBSan and libFuzzer's
+# coverage instrumentation into OUT/librc_fuzz.a; each harness is linked
+# against that archive and every library the project uses (jansson, HDF5,
+# PCRE2, utf8proc, OpenBLAS, OpenMP through clang's libomp), so a new harness
+# links whatever part of the project it calls.
+#
+# Needs clang with libFuzzer and libomp (Debian 12: apt-get install clang
+# libclang-rt-14-dev libomp-14-dev; tools/install-ci-deps.sh), pkg-config, the
+# -dev packages of tools/install-deps.sh, and python3 for the seeds.
+# Environment: CC (default clang), FUZZ_JOBS (parallel compiles, default nproc).
+set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/rc-fuzz}
 CC=${CC:-clang}
-mkdir -p "$OUT"
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+mkdir -p "$OUT/obj" "$OUT/include"
+OUT=$(cd "$OUT" && pwd)
+
+# the pkg-config names meson's dependency() calls resolve to (Debian's HDF5 is hdf5-serial)
+pc_pkgs="jansson libpcre2-8 libutf8proc openblas"
+if pkg-config --exists hdf5; then
+  pc_pkgs="$pc_pkgs hdf5"
+elif pkg-config --exists hdf5-serial; then
+  pc_pkgs="$pc_pkgs hdf5-serial"
+else
+  echo "build.sh: HDF5 not found by pkg-config (apt-get install libhdf5-dev)" >&2
+  exit 1
+fi
+# shellcheck disable=SC2086
+pkg-config --exists --print-errors $pc_pkgs
+
+# rc_build_config.h as meson.build's configure_file() writes it, CUDA off
+version=$(sed -n "s/^ *version: *'\([^']*\)'.*/\1/p" "$ROOT/meson.build" | head -n 1)
+cfg_new="$OUT/include/rc_build_config.h.new"
+{
+  echo "/* written by tools/fuzz/build.sh, like meson's configure_file() */"
+  echo "#pragma once"
+  echo "#define RC_HAVE_CUDA 0"
+  echo "#define RC_SOURCE_DIR \"$ROOT\""
+  echo "#define RC_VERSION \"$version\""
+} >"$cfg_new"
+if cmp -s "$cfg_new" "$OUT/include/rc_build_config.h"; then
+  rm -f "$cfg_new"
+else
+  mv "$cfg_new" "$OUT/include/rc_build_config.h"
+fi
+
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+# shellcheck disable=SC2086
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -fno-omit-frame-pointer \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I$ROOT/src -I$ROOT/models -I$ROOT/tools/fuzz $(pkg-config --cflags jansson)"
-LIBS="$(pkg-config --libs jansson) -lm"
-LIB_ST="$ROOT/src/status.c $ROOT/src/util.c $ROOT/src/dtype.c $ROOT/src/json_util.c $ROOT/src/safetensors.c"
-LIB_MODEL="$LIB_ST $ROOT/src/hf_config.c $ROOT/src/model.c $ROOT/models/registry.c \
-  $ROOT/models/gpt_neox.c $ROOT/models/llama.c"
-set -x
-$CC $CFLAGS -o "$OUT/fuzz_safetensors" "$ROOT/tools/fuzz/fuzz_safetensors.c" $LIB_ST $LIBS
-$CC $CFLAGS -o "$OUT/fuzz_st_index" "$ROOT/tools/fuzz/fuzz_st_index.c" $LIB_ST $LIBS
-$CC $CFLAGS -o "$OUT/fuzz_config" "$ROOT/tools/fuzz/fuzz_config.c" $LIB_MODEL $LIBS
-$CC $CFLAGS -o "$OUT/fuzz_model" "$ROOT/tools/fuzz/fuzz_model.c" $LIB_MODEL $LIBS
+  -ffp-contract=off -fopenmp $SAN -I$OUT/include -I$ROOT -I$ROOT/src -I$ROOT/models -I$ROOT/tools/fuzz \
+  $(pkg-config --cflags $pc_pkgs)"
+# shellcheck disable=SC2086
+LIBS="$(pkg-config --libs $pc_pkgs) -fopenmp -lm -lpthread"
+
+# --- the project as one instrumented archive -------------------------------
+lib_srcs=()
+for f in "$ROOT"/src/*.c "$ROOT"/models/*.c; do
+  [ "$(basename "$f")" = main.c ] && continue
+  lib_srcs+=("$f")
+done
+# rebuild an object when its source, any project header, this script or the
+# generated config header is newer than it
+newest_dep="$OUT/.deps-stamp"
+touch -d "@0" "$newest_dep"
+for h in "$ROOT"/src/*.h "$ROOT"/models/*.h "$0" "$OUT/include/rc_build_config.h"; do
+  [ -e "$h" ] && [ "$h" -nt "$newest_dep" ] && touch -r "$h" "$newest_dep"
+done
+todo=()
+objs=()
+for f in "${lib_srcs[@]}"; do
+  rel=${f#"$ROOT"/}
+  o="$OUT/obj/${rel//\//_}.o"
+  objs+=("$o")
+  if [ ! -e "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_dep" -nt "$o" ]; then
+    todo+=("$f")
+  fi
+done
+export CC CFLAGS ROOT OUT
+if [ ${#todo[@]} -gt 0 ]; then
+  echo "build.sh: compiling ${#todo[@]} project sources with $CC ($JOBS jobs)"
+  printf '%s\n' "${todo[@]}" | xargs -P "$JOBS" -I{} sh -c '
+    f="$1"; rel=${f#"$ROOT"/}; o="$OUT/obj/$(echo "$rel" | tr / _).o"
+    # shellcheck disable=SC2086
+    $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$f" -o "$o.tmp" && mv "$o.tmp" "$o" || { echo "FAILED: $f" >&2; exit 255; }
+  ' _ {}
+fi
+# objects of sources that no longer exist must not linger in the archive
+rm -f "$OUT/librc_fuzz.a"
+ar rcs "$OUT/librc_fuzz.a" "${objs[@]}"
+
+# --- one executable per harness --------------------------------------------
+harnesses=("$ROOT"/tools/fuzz/fuzz_*.c)
+[ -e "${harnesses[0]}" ] || { echo "build.sh: no tools/fuzz/fuzz_*.c" >&2; exit 1; }
+built=()
+for h in "${harnesses[@]}"; do
+  name=$(basename "$h" .c)
+  # shellcheck disable=SC2086
+  if ! $CC $CFLAGS -fsanitize=fuzzer -o "$OUT/$name.tmp" "$h" "$OUT/librc_fuzz.a" $LIBS; then
+    echo "build.sh: FAILED to build $name" >&2
+    exit 1
+  fi
+  mv "$OUT/$name.tmp" "$OUT/$name"
+  built+=("$name")
+done
+printf '%s\n' "${built[@]}" >"$OUT/harnesses.txt"
 python3 "$ROOT/tools/fuzz/make_seeds.py" "$ROOT" "$OUT"
+echo "build.sh: built ${built[*]} in $OUT"
