@@ -24,6 +24,22 @@ static bool is_eos(const rc_config *c, int32_t tok)
     return false;
 }
 
+/* A log-prob that is not finite means the row's logits were not (NaN, or an
+ * Inf from an overflow: then the log-sum-exp, and with it every log-prob of
+ * the row, is not finite either), and no ratio can be computed from it: the
+ * run stops (exit 5: the model is valid but does not run in this dtype).
+ * Prompt and sample count from 1, like every prompt number in messages;
+ * position is the generated token, 1 for the first. */
+static rc_status nonfinite_logits(const rc_results *out, int64_t sq, int64_t t, const char *where,
+                                  rc_dtype dt, float lp)
+{
+    return rc_errorf(RC_ERR_UNSUPPORTED,
+                     "prompt %lld, sample %lld, position %lld: non-finite logits in %s (log-prob %g; "
+                     "model weights or activations overflowed in %s)",
+                     (long long)out->seq_prompt[sq] + 1, (long long)out->seq_sample[sq] + 1, (long long)t + 1,
+                     where, (double)lp, dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16");
+}
+
 typedef struct {
     const rc_rollout_cfg *cfg;
     rc_progress_fn progress;
@@ -113,6 +129,10 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
                     out->gen_valid[sq] = (int32_t)step;
                     continue;
                 }
+                if (!isfinite(lp[i * V + t])) {
+                    s = nonfinite_logits(out, sq, step, "the cached generation", e->num.dt, lp[i * V + t]);
+                    break;
+                }
                 out->gen_tokens[sq * G + step] = t;
                 out->logprob_gen[sq * G + step] = lp[i * V + t];
                 out->logprob_gen_processed[sq * G + step] = lpp;
@@ -129,6 +149,8 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
                 rows[next] = next;
                 next++;
             }
+            if (s != RC_OK)
+                break;
             active = next;
             s = tick(rc, "generate", nb);
             if (s != RC_OK || step + 1 == G || active == 0)
@@ -204,6 +226,10 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             const int64_t sq = b0 + i;
             const int64_t valid = out->gen_valid[sq] < L ? out->gen_valid[sq] : L;
             for (int64_t t = 0; t < valid; t++, n_out++) {
+                if (!isfinite(lp[n_out])) { /* phase: "forward L=20", "reference fp32" */
+                    s = nonfinite_logits(out, sq, t, phase, e->num.dt, lp[n_out]);
+                    break;
+                }
                 if (dst)
                     dst[sq * dst_stride + t] = lp[n_out];
                 if (dst64)

@@ -273,6 +273,67 @@ START_TEST(test_upcast_changes_results)
 }
 END_TEST
 
+/* Logits that stop being finite abort the run, naming the prompt, sample and
+ * position: a fixture model whose LM head is scaled so that every weight
+ * still fits fp16 but the logits exceed 65504. fp32 runs it fine. */
+START_TEST(test_nonfinite_logits_abort)
+{
+    char p[4096];
+    rc_model *m = NULL;
+    rc_test_source_path(p, sizeof p, "data/fixtures/neox_parallel");
+    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t n = m->cfg.vocab * m->cfg.hidden;
+    float wmax = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        m->w.lm_head[i] *= 60000.0f;
+        wmax = fabsf(m->w.lm_head[i]) > wmax ? fabsf(m->w.lm_head[i]) : wmax;
+    }
+    ck_assert_msg(wmax < 65504.0f, "premise: the scaled weights fit fp16 (max %g)", (double)wmax);
+    static const int32_t toks[2 * 4] = {1, 5, 9, 33, 2, 7, 100, -1};
+    static const int32_t lens[2] = {4, 3};
+    rc_rollout_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_prompts = 2;
+    cfg.prompt_max = 4;
+    cfg.prompt_tokens = toks;
+    cfg.prompt_len = lens;
+    cfg.samples = 2;
+    cfg.batch = 4;
+    cfg.n_lens = 2;
+    cfg.lens[0] = 3;
+    cfg.lens[1] = 5;
+    cfg.seed = 3;
+    cfg.sampling.top_k = 0;
+    cfg.sampling.top_p = 1.0;
+    cfg.num = rc_numerics_fp32();
+
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be) == RC_OK);
+    rc_results r;
+    memset(&r, 0, sizeof r);
+    rc_status s = rc_run_check(m, be, NULL, &cfg, NULL, NULL, NULL, &r);
+    ck_assert_msg(s == RC_OK, "fp32 must run: %s", rc_last_error());
+    for (int i = 0; i < r.n_lens; i++)
+        ck_assert(isfinite(r.lens[i].st.mean) && isfinite(r.lens[i].st.max));
+    rc_results_free(&r);
+
+    cfg.num.dt = RC_F16;
+    memset(&r, 0, sizeof r);
+    rc_clear_error();
+    s = rc_run_check(m, be, NULL, &cfg, NULL, NULL, NULL, &r);
+    const char *msg = rc_last_error();
+    ck_assert_msg(s == RC_ERR_UNSUPPORTED, "fp16: status %s (%s), expected %s", rc_status_name(s), msg,
+                  rc_status_name(RC_ERR_UNSUPPORTED));
+    ck_assert_msg(strstr(msg, "prompt 1, sample 1, position 1:") && strstr(msg, "non-finite logits") &&
+                      strstr(msg, "fp16") && !strchr(msg, '\n'),
+                  "message: %s", msg);
+    printf("fp16, LM head x 60000: %s\n", msg);
+    rc_results_free(&r);
+    rc_backend_destroy(be);
+    rc_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ratio");
@@ -286,5 +347,9 @@ int main(void)
     tcase_add_test(tc, test_stop_at_eos);
     tcase_add_test(tc, test_upcast_changes_results);
     suite_add_tcase(s, tc);
+    TCase *nf = tcase_create("nonfinite");
+    tcase_set_timeout(nf, 120);
+    tcase_add_test(nf, test_nonfinite_logits_abort);
+    suite_add_tcase(s, nf);
     return rc_test_run(s);
 }
