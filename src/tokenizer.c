@@ -33,6 +33,24 @@
 #include "util.h"
 
 #define MAX_STEPS 16
+#define MAX_SPECIALS 8 /* post-processor ids before / after the text */
+
+/* Resource bounds (README, Tokenizer). Text that normalizers, pre-tokenizers
+ * or decoders produce is at most GROW_K x the input + GROW_C bytes in total,
+ * per encode / decode call. */
+#define GROW_K 32
+#define GROW_C ((int64_t)64 << 10)
+/* PCRE2 counts its match limit per start position (JIT and interpreter
+ * alike), so a search over n positions may do n x limit steps. Each start
+ * position gets RE_STEP_LIMIT steps; a position that needs more is retried
+ * alone with 4x the limit, paid from a budget of RE_BUDGET_BASE +
+ * RE_BUDGET_PER_BYTE x every byte a regex scans in one encode call. Total
+ * regex work is therefore linear in the text. */
+#define RE_STEP_LIMIT 1000u
+#define RE_BUDGET_BASE ((int64_t)10000000)
+#define RE_BUDGET_PER_BYTE ((int64_t)1000)
+#define RE_DEPTH_LIMIT 1000000u          /* backtracking depth (interpreter) */
+#define RE_HEAP_LIMIT_KIB (256u << 10)   /* backtracking memory: 256 MiB */
 
 /* ---- small string buffer ---------------------------------------------- */
 
@@ -43,6 +61,8 @@ typedef struct {
 
 static bool sb_add(sbuf *b, const char *s, size_t n)
 {
+    if (n > ((size_t)1 << 48) || b->n > ((size_t)1 << 48)) /* never near overflow (callers bound sizes far lower) */
+        return false;
     if (b->n + n + 1 > b->cap) {
         size_t c = b->cap ? b->cap * 2 : 64;
         while (c < b->n + n + 1)
@@ -181,6 +201,7 @@ typedef struct {
     pre_kind kind;
     bool add_prefix_space, use_regex; /* ByteLevel */
     pcre2_code *re;                   /* ByteLevel (GPT-2 regex) or Split */
+    char *pattern;                    /* its text, for messages */
     split_behavior behavior;
     bool invert;
     char *repl;    /* Metaspace replacement */
@@ -221,7 +242,8 @@ struct rc_tokenizer {
     int n_pres;
     dec_step decs[MAX_STEPS];
     int n_decs;
-    int32_t prefix_ids[8], suffix_ids[8]; /* post-processor specials */
+    uint8_t *special;  /* [n_pieces] 1 for special added tokens */
+    int32_t prefix_ids[MAX_SPECIALS], suffix_ids[MAX_SPECIALS]; /* post-processor specials */
     int n_prefix, n_suffix;
     /* byte-level map */
     char bl_enc[256][3];
@@ -270,8 +292,10 @@ static int32_t u8decode(const unsigned char *s, int *n)
     return cp;
 }
 
-static rc_status compile_re(const char *path, const char *pattern, bool literal, pcre2_code **out)
+static rc_status compile_re(const char *path, const char *pattern, bool literal, pcre2_code **out, char **text)
 {
+    if (!(*text = strdup(pattern)))
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
     int err;
     PCRE2_SIZE off;
     uint32_t flags = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
@@ -294,6 +318,7 @@ void rc_tokenizer_free(rc_tokenizer *t)
         free(t->piece[i]);
     free(t->piece);
     free(t->piece_len);
+    free(t->special);
     sm_free(&t->vocab);
     free(t->merges.keys);
     free(t->merges.rank);
@@ -307,6 +332,7 @@ void rc_tokenizer_free(rc_tokenizer *t)
     }
     for (int i = 0; i < t->n_pres; i++) {
         pcre2_code_free(t->pres[i].re);
+        free(t->pres[i].pattern);
         free(t->pres[i].repl);
     }
     for (int i = 0; i < t->n_decs; i++) {
@@ -330,7 +356,30 @@ static const char *type_of(const json_t *o)
     return json_is_string(ty) ? json_string_value(ty) : "";
 }
 
-static char *dupstr(const json_t *v) { return json_is_string(v) ? strdup(json_string_value(v)) : NULL; }
+/* a JSON string as a C string; NULL when absent, not a string, with a NUL
+ * inside (it would be cut short) or out of memory */
+static char *dupstr(const json_t *v)
+{
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+        return NULL;
+    return strdup(json_string_value(v));
+}
+
+/* Metaspace's replacement is one character in HF (a Rust char) */
+static rc_status metaspace_repl(const rc_tokenizer *t, const json_t *o, const char *what, char **out)
+{
+    const json_t *r = json_object_get(o, "replacement");
+    if (!r) {
+        *out = strdup("\xe2\x96\x81");
+        return *out ? RC_OK : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    }
+    const char *v = json_string_value(r);
+    if (!v || json_string_length(r) == 0 || strlen(v) != json_string_length(r) ||
+        (size_t)u8len((unsigned char)v[0]) != json_string_length(r))
+        return rc_errorf(RC_ERR_FORMAT, "%s: Metaspace %s: \"replacement\" must be one character", t->path, what);
+    *out = strdup(v);
+    return *out ? RC_OK : rc_errorf(RC_ERR_NOMEM, "out of memory");
+}
 
 /* ---- loading ------------------------------------------------------------- */
 
@@ -434,15 +483,18 @@ static rc_status load_pretok(rc_tokenizer *t, const json_t *p)
         const json_t *ur = json_object_get(p, "use_regex");
         s->use_regex = ur ? json_is_true(ur) : true;
         if (s->use_regex)
-            RC_TRY(compile_re(t->path, k_gpt2_pattern, false, &s->re));
+            RC_TRY(compile_re(t->path, k_gpt2_pattern, false, &s->re, &s->pattern));
     } else if (!strcmp(ty, "Split")) {
         s->kind = P_SPLIT;
         const json_t *pat = json_object_get(p, "pattern");
         const json_t *rx = json_object_get(pat, "Regex"), *st = json_object_get(pat, "String");
+        if ((json_is_string(rx) && strlen(json_string_value(rx)) != json_string_length(rx)) ||
+            (json_is_string(st) && strlen(json_string_value(st)) != json_string_length(st)))
+            return rc_errorf(RC_ERR_UNSUPPORTED, "%s: Split pattern with a NUL character", t->path);
         if (json_is_string(rx))
-            RC_TRY(compile_re(t->path, json_string_value(rx), false, &s->re));
+            RC_TRY(compile_re(t->path, json_string_value(rx), false, &s->re, &s->pattern));
         else if (json_is_string(st))
-            RC_TRY(compile_re(t->path, json_string_value(st), true, &s->re));
+            RC_TRY(compile_re(t->path, json_string_value(st), true, &s->re, &s->pattern));
         else
             return rc_errorf(RC_ERR_FORMAT, "%s: Split pre-tokenizer without a pattern", t->path);
         const char *b = json_string_value(json_object_get(p, "behavior"));
@@ -460,9 +512,7 @@ static rc_status load_pretok(rc_tokenizer *t, const json_t *p)
         s->invert = json_is_true(json_object_get(p, "invert"));
     } else if (!strcmp(ty, "Metaspace")) {
         s->kind = P_METASPACE;
-        s->repl = dupstr(json_object_get(p, "replacement"));
-        if (!s->repl)
-            s->repl = strdup("\xe2\x96\x81");
+        RC_TRY(metaspace_repl(t, p, "pre-tokenizer", &s->repl));
         const char *ps = json_string_value(json_object_get(p, "prepend_scheme"));
         if (ps)
             s->prepend = !strcmp(ps, "always") ? 2 : !strcmp(ps, "first") ? 1 : 0;
@@ -500,9 +550,7 @@ static rc_status load_decoder(rc_tokenizer *t, const json_t *d)
         s->kind = D_FUSE;
     else if (!strcmp(ty, "Metaspace")) {
         s->kind = D_METASPACE;
-        s->a = dupstr(json_object_get(d, "replacement"));
-        if (!s->a)
-            s->a = strdup("\xe2\x96\x81");
+        RC_TRY(metaspace_repl(t, d, "decoder", &s->a));
         const char *ps = json_string_value(json_object_get(d, "prepend_scheme"));
         s->prepend = ps ? (!strcmp(ps, "always") ? 2 : !strcmp(ps, "first") ? 1 : 0)
                         : (json_is_false(json_object_get(d, "add_prefix_space")) ? 0 : 2);
@@ -515,13 +563,31 @@ static rc_status load_decoder(rc_tokenizer *t, const json_t *d)
     } else if (!strcmp(ty, "Strip")) {
         s->kind = D_STRIP;
         s->a = dupstr(json_object_get(d, "content"));
-        s->start = (int)json_integer_value(json_object_get(d, "start"));
-        s->stop = (int)json_integer_value(json_object_get(d, "stop"));
         if (!s->a)
             return rc_errorf(RC_ERR_FORMAT, "%s: Strip decoder without \"content\"", t->path);
+        const json_t *a = json_object_get(d, "start"), *b = json_object_get(d, "stop");
+        if ((a && !json_is_integer(a)) || (b && !json_is_integer(b)) || json_integer_value(a) < 0 ||
+            json_integer_value(b) < 0)
+            return rc_errorf(RC_ERR_FORMAT, "%s: Strip decoder: \"start\" and \"stop\" must be counts", t->path);
+        /* more strips than a token has bytes change nothing */
+        s->start = json_integer_value(a) > INT32_MAX ? INT32_MAX : (int)json_integer_value(a);
+        s->stop = json_integer_value(b) > INT32_MAX ? INT32_MAX : (int)json_integer_value(b);
     } else {
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: decoder \"%.40s\" is not supported", t->path, ty);
     }
+    return RC_OK;
+}
+
+/* append one post-processor id, bounded by the table */
+static rc_status push_special(rc_tokenizer *t, const json_t *v, const char *ty, int32_t *dst, int *n)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+        return rc_errorf(RC_ERR_FORMAT, "%s: %s: special token id %s%lld is not a token id", t->path, ty,
+                         json_is_integer(v) ? "" : "(not an integer) ", (long long)json_integer_value(v));
+    if (*n == MAX_SPECIALS)
+        return rc_errorf(RC_ERR_FORMAT, "%s: the post-processors add more than %d special tokens before or after the text",
+                         t->path, MAX_SPECIALS);
+    dst[(*n)++] = (int32_t)json_integer_value(v);
     return RC_OK;
 }
 
@@ -533,12 +599,7 @@ static rc_status special_ids(rc_tokenizer *t, const json_t *specials, const char
         return rc_errorf(RC_ERR_FORMAT, "%s: post-processor special token \"%.40s\" is not defined", t->path, name);
     size_t i;
     const json_t *e;
-    json_array_foreach(ids, i, e)
-    {
-        if (*n == 8 || !json_is_integer(e))
-            return rc_errorf(RC_ERR_UNSUPPORTED, "%s: post-processor special token \"%.40s\"", t->path, name);
-        dst[(*n)++] = (int32_t)json_integer_value(e);
-    }
+    json_array_foreach(ids, i, e) RC_TRY(push_special(t, e, "TemplateProcessing", dst, n));
     return RC_OK;
 }
 
@@ -583,9 +644,8 @@ static rc_status load_post(rc_tokenizer *t, const json_t *p)
         const json_t *cls = json_object_get(p, "cls"), *sep = json_object_get(p, "sep");
         if (!json_is_integer(json_array_get(cls, 1)) || !json_is_integer(json_array_get(sep, 1)))
             return rc_errorf(RC_ERR_FORMAT, "%s: %s without cls / sep", t->path, ty);
-        t->prefix_ids[t->n_prefix++] = (int32_t)json_integer_value(json_array_get(cls, 1));
-        t->suffix_ids[t->n_suffix++] = (int32_t)json_integer_value(json_array_get(sep, 1));
-        return RC_OK;
+        RC_TRY(push_special(t, json_array_get(cls, 1), ty, t->prefix_ids, &t->n_prefix));
+        return push_special(t, json_array_get(sep, 1), ty, t->suffix_ids, &t->n_suffix);
     }
     return rc_errorf(RC_ERR_UNSUPPORTED, "%s: post-processor \"%.40s\" is not supported", t->path, ty);
 }
@@ -640,7 +700,10 @@ static rc_status load_model(rc_tokenizer *t, const json_t *m, const json_t *adde
     t->n_pieces = max_id + 1;
     t->piece = calloc((size_t)t->n_pieces + 1, sizeof *t->piece);
     t->piece_len = calloc((size_t)t->n_pieces + 1, sizeof *t->piece_len);
-    if (!t->piece || !t->piece_len || !sm_init(&t->vocab, (size_t)t->n_pieces + 1))
+    t->special = calloc((size_t)t->n_pieces + 1, 1);
+    /* the hash table is sized by the entries, not by the largest id */
+    if (!t->piece || !t->piece_len || !t->special ||
+        !sm_init(&t->vocab, json_object_size(vocab) + json_array_size(added) + 1))
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     json_object_foreach((json_t *)vocab, k, v)
         RC_TRY(add_piece(t, k, strlen(k), json_integer_value(v), limit, false));
@@ -728,6 +791,8 @@ static rc_status load_added(rc_tokenizer *t, const json_t *added, int64_t limit)
             return rc_errorf(RC_ERR_NOMEM, "out of memory");
         a->id = (int32_t)json_integer_value(json_object_get(e, "id"));
         a->special = json_is_true(json_object_get(e, "special"));
+        if (a->special)
+            t->special[a->id] = 1;
         a->lstrip = json_is_true(json_object_get(e, "lstrip"));
         a->rstrip = json_is_true(json_object_get(e, "rstrip"));
         a->single_word = json_is_true(json_object_get(e, "single_word"));
@@ -820,36 +885,99 @@ static void pl_free(plist *l)
     l->n = l->cap = 0;
 }
 
-/* replace every occurrence of pat by rep (into a new buffer) */
-static bool replace_all(const char *s, size_t n, const char *pat, const char *rep, sbuf *out)
+/* ---- per-call limits -------------------------------------------------------- */
+
+/* one encode call: how much text its steps may still make, and its regex budget */
+typedef struct {
+    const rc_tokenizer *t;
+    int64_t grow_max;  /* GROW_K x input + GROW_C */
+    int64_t norm_used; /* normalized bytes so far (every segment between added tokens) */
+    int64_t pre_used;  /* pre-tokenized bytes so far */
+    int64_t re_budget; /* regex retry steps left */
+    pcre2_match_context *mc;
+} enc_ctx;
+
+static int64_t grow_limit(int64_t in)
 {
-    size_t lp = strlen(pat), lr = strlen(rep);
-    out->n = 0;
-    if (!sb_add(out, "", 0))
+    int64_t g;
+    if (!rc_mul_i64(in, GROW_K, &g) || !rc_add_i64(g, GROW_C, &g))
+        return INT64_MAX;
+    return g;
+}
+
+static rc_status too_large(const rc_tokenizer *t, const char *stage, int64_t in, int64_t max)
+{
+    return rc_errorf(RC_ERR_UNSUPPORTED,
+                     "%s: the %s would make more than %lld bytes from %lld bytes of text (ratiocheck's limit: %d x the "
+                     "input + %lld KiB)",
+                     t->path, stage, (long long)max, (long long)in, GROW_K, (long long)(GROW_C >> 10));
+}
+
+static bool sb_reserve(sbuf *b, size_t n)
+{
+    if (n + 1 <= b->cap)
+        return true;
+    char *q = realloc(b->p, n + 1);
+    if (!q)
         return false;
-    for (size_t i = 0; i < n;) {
-        if (lp && i + lp <= n && memcmp(s + i, pat, lp) == 0) {
-            if (!sb_add(out, rep, lr))
-                return false;
-            i += lp;
-        } else {
-            if (!sb_add(out, s + i, 1))
-                return false;
-            i++;
-        }
-    }
+    b->p = q;
+    b->cap = n + 1;
     return true;
 }
 
-static rc_status normalize(const rc_tokenizer *t, const char *text, size_t len, sbuf *out)
+/* replace every occurrence of pat by rep (leftmost, not overlapping) into
+ * out; 1 ok, 0 out of memory, -1 the result would exceed max bytes (checked
+ * before anything is built) */
+static int replace_all(const char *s, size_t n, const char *pat, const char *rep, sbuf *out, int64_t max)
 {
+    size_t lp = strlen(pat), lr = strlen(rep);
     out->n = 0;
+    int64_t size = (int64_t)n, occ = 0;
+    if (lp) {
+        for (size_t i = 0; i + lp <= n;)
+            if (s[i] == pat[0] && memcmp(s + i, pat, lp) == 0) {
+                occ++;
+                i += lp;
+            } else {
+                i++;
+            }
+        if (lr > lp && (!rc_mul_i64(occ, (int64_t)(lr - lp), &size) || !rc_add_i64(size, (int64_t)n, &size)))
+            return -1;
+        if (lr < lp)
+            size = (int64_t)n - occ * (int64_t)(lp - lr);
+    }
+    if (size > max)
+        return -1;
+    if (!sb_reserve(out, (size_t)size))
+        return 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        if (lp && i + lp <= n && s[i] == pat[0] && memcmp(s + i, pat, lp) == 0) {
+            memcpy(out->p + o, rep, lr);
+            o += lr;
+            i += lp;
+        } else {
+            out->p[o++] = s[i++];
+        }
+    }
+    out->p[o] = '\0';
+    out->n = o;
+    return 1;
+}
+
+static rc_status normalize(enc_ctx *c, const char *text, size_t len, sbuf *out)
+{
+    const rc_tokenizer *t = c->t;
+    const int64_t room = c->grow_max - c->norm_used; /* what this segment may produce */
+    out->n = 0;
+    if ((int64_t)len > room)
+        return too_large(t, "normalizers", (int64_t)len, c->grow_max);
     if (!sb_add(out, text, len))
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < t->n_norms; i++) {
         const norm_step *s = &t->norms[i];
         sbuf nb = {0};
-        bool ok = true;
+        int ok = 1;
         switch (s->kind) {
         case N_NFC:
         case N_NFD:
@@ -858,65 +986,158 @@ static rc_status normalize(const rc_tokenizer *t, const char *text, size_t len, 
             utf8proc_option_t opt = UTF8PROC_STABLE |
                                     (s->kind == N_NFC || s->kind == N_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
                                     (s->kind == N_NFKC || s->kind == N_NFKD ? UTF8PROC_COMPAT : 0);
+            /* count the decomposed code points first: utf8proc_map allocates
+             * 4 bytes for each */
+            utf8proc_ssize_t ncp = utf8proc_decompose((const utf8proc_uint8_t *)out->p, (utf8proc_ssize_t)out->n, NULL,
+                                                      0, opt & ~(utf8proc_option_t)UTF8PROC_COMPOSE);
+            if (ncp > room)
+                return too_large(t, "normalizers", (int64_t)len, c->grow_max);
             utf8proc_uint8_t *r = NULL;
-            utf8proc_ssize_t rl = utf8proc_map((const utf8proc_uint8_t *)out->p, (utf8proc_ssize_t)out->n, &r, opt);
-            if (rl < 0) {
-                free(nb.p);
-                return rc_errorf(RC_ERR_USAGE, "text cannot be normalised: %s", utf8proc_errmsg(rl));
+            utf8proc_ssize_t rl = ncp < 0 ? ncp : utf8proc_map((const utf8proc_uint8_t *)out->p, (utf8proc_ssize_t)out->n, &r, opt);
+            if (rl < 0)
+                return rc_errorf(rl == UTF8PROC_ERROR_NOMEM ? RC_ERR_NOMEM : RC_ERR_FORMAT,
+                                 "%s: text cannot be normalised: %s", t->path, utf8proc_errmsg(rl));
+            if (rl > room) {
+                free(r);
+                return too_large(t, "normalizers", (int64_t)len, c->grow_max);
             }
             ok = sb_add(&nb, (const char *)r, (size_t)rl);
             free(r);
             break;
         }
         case N_PREPEND:
-            if (out->n > 0)
+            if (out->n > 0 && (int64_t)(out->n + strlen(s->a)) > room)
+                ok = -1;
+            else if (out->n > 0)
                 ok = sb_add(&nb, s->a, strlen(s->a)) && sb_add(&nb, out->p, out->n);
             else
                 ok = sb_add(&nb, "", 0);
             break;
         case N_REPLACE:
-            ok = replace_all(out->p, out->n, s->a, s->b, &nb);
+            ok = replace_all(out->p, out->n, s->a, s->b, &nb, room);
             break;
         }
-        if (!ok) {
+        if (ok != 1) {
             free(nb.p);
-            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+            return ok < 0 ? too_large(t, "normalizers", (int64_t)len, c->grow_max)
+                          : rc_errorf(RC_ERR_NOMEM, "out of memory");
         }
         free(out->p);
         *out = nb;
     }
+    c->norm_used += (int64_t)out->n;
+    return RC_OK;
+}
+
+/* one match attempt with the given per-position limit; a JIT stack overflow
+ * is retried with the interpreter (heap frames, depth and heap limits) */
+static int re_try(const pre_step *st, const char *s, size_t n, size_t off, uint32_t opts, pcre2_match_data *md,
+                  pcre2_match_context *mc, uint32_t limit)
+{
+    pcre2_set_match_limit(mc, limit);
+    /* the text was validated once up front; PCRE2 would re-check the whole subject per call */
+    int rc = pcre2_match(st->re, (PCRE2_SPTR)s, n, off, opts | PCRE2_NO_UTF_CHECK, md, mc);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+        rc = pcre2_match(st->re, (PCRE2_SPTR)s, n, off, opts | PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
+    return rc;
+}
+
+static rc_status re_error(const enc_ctx *c, const pre_step *st, int rc, size_t at, size_t n)
+{
+    const char *why = NULL;
+    if (rc == PCRE2_ERROR_MATCHLIMIT)
+        why = "needs more backtracking than ratiocheck allows (1000 steps per start position, retries paid from "
+              "10^7 + 1000 steps per byte of text)";
+    else if (rc == PCRE2_ERROR_DEPTHLIMIT)
+        why = "backtracks deeper than ratiocheck allows (depth 10^6)";
+    else if (rc == PCRE2_ERROR_HEAPLIMIT)
+        why = "needs more backtracking memory than ratiocheck allows (256 MiB)";
+    if (why)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: pre-tokenizer regex /%.60s/ %s, at byte %zu of a %zu-byte piece of text",
+                         c->t->path, st->pattern, why, at, n);
+    PCRE2_UCHAR msg[160];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    return rc_errorf(rc == PCRE2_ERROR_NOMEMORY ? RC_ERR_NOMEM : RC_ERR_UNSUPPORTED,
+                     "%s: pre-tokenizer regex /%.60s/ failed at byte %zu of a %zu-byte piece of text: %s", c->t->path,
+                     st->pattern, at, n, (char *)msg);
+}
+
+/* The next match at or after off: *found, [*ms, *me). First an ordinary
+ * search with RE_STEP_LIMIT steps per start position; when some position
+ * needs more, the positions from off on are tried one by one (anchored), a
+ * position that needs more getting 4x the limit, paid from c->re_budget.
+ * (Anchored tries differ from one search only for \G and the backtracking
+ * verbs (*COMMIT) / (*SKIP), which tokenizer patterns do not use.) */
+static rc_status re_find(enc_ctx *c, const pre_step *st, const char *s, size_t n, size_t off, pcre2_match_data *md,
+                         bool *found, size_t *ms, size_t *me)
+{
+    *found = false;
+    int rc = re_try(st, s, n, off, 0, md, c->mc, RE_STEP_LIMIT);
+    for (size_t p = off; rc == PCRE2_ERROR_MATCHLIMIT;) {
+        uint32_t lim = RE_STEP_LIMIT;
+        for (;;) {
+            rc = re_try(st, s, n, p, PCRE2_ANCHORED, md, c->mc, lim);
+            if (rc != PCRE2_ERROR_MATCHLIMIT)
+                break;
+            uint32_t next = lim > UINT32_MAX / 4 ? UINT32_MAX : lim * 4;
+            if ((int64_t)next > c->re_budget)
+                return re_error(c, st, PCRE2_ERROR_MATCHLIMIT, p, n);
+            c->re_budget -= next;
+            lim = next;
+        }
+        if (rc != PCRE2_ERROR_NOMATCH || p >= n)
+            break;
+        p += (size_t)u8len((unsigned char)s[p]);
+        if (p > n)
+            p = n;
+        rc = PCRE2_ERROR_MATCHLIMIT; /* try the next position */
+    }
+    if (rc == PCRE2_ERROR_NOMATCH)
+        return RC_OK;
+    if (rc < 0)
+        return re_error(c, st, rc, off, n);
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    if (ov[0] > ov[1] || ov[1] > n || ov[0] < off) /* \K in a lookaround can do this */
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: pre-tokenizer regex /%.60s/ gives a match that ends before it starts",
+                         c->t->path, st->pattern);
+    *found = true;
+    *ms = ov[0];
+    *me = ov[1];
     return RC_OK;
 }
 
 /* split s by the regex into pieces according to behaviour */
-static bool regex_split(const pcre2_code *re, const char *s, size_t n, split_behavior beh, bool invert, plist *out)
+static rc_status regex_split(enc_ctx *c, const pre_step *st, const char *s, size_t n, split_behavior beh, bool invert,
+                             plist *out)
 {
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int64_t add;
+    if (!rc_mul_i64((int64_t)n, RE_BUDGET_PER_BYTE, &add) || !rc_add_i64(c->re_budget, add, &c->re_budget))
+        c->re_budget = INT64_MAX / 2;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(st->re, NULL);
     if (!md)
-        return false;
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
     /* collect [start, end, is_match] segments covering s */
     size_t off = 0, prev = 0;
     bool ok = true;
+    rc_status rs = RC_OK;
     char *pending = NULL; /* MergedWithNext: a delimiter waiting for its right side */
     size_t pend_n = 0;
     sbuf acc = {0};
     while (ok && off <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, PCRE2_NO_UTF_CHECK, md, NULL); /* validated once up front; PCRE2 would re-check the whole subject per call */
-        size_t ms, me;
-        if (rc < 0) {
+        bool found;
+        size_t ms = n, me = n;
+        rs = re_find(c, st, s, n, off, md, &found, &ms, &me);
+        if (rs != RC_OK)
+            break;
+        if (!found) {
             ms = me = n;
-        } else {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            ms = ov[0];
-            me = ov[1];
-            if (me == ms) { /* empty match: step over one character */
-                if (ms >= n) {
-                    ms = me = n;
-                    rc = -1;
-                } else {
-                    off = ms + (size_t)u8len((unsigned char)s[ms]);
-                    continue;
-                }
+        } else if (me == ms) { /* empty match: step over one character */
+            if (ms >= n) {
+                ms = me = n;
+                found = false;
+            } else {
+                off = ms + (size_t)u8len((unsigned char)s[ms]);
+                continue;
             }
         }
         /* gap [prev, ms) then match [ms, me) */
@@ -941,7 +1162,7 @@ static bool regex_split(const pcre2_code *re, const char *s, size_t n, split_beh
             } else if (beh == B_ISOLATED) {
                 ok = pl_push(out, ps, pn);
             } else if (beh == B_MERGED_PREV) {
-                if (out->n > 0 && !(part == 1 && gl == 0 && prev == 0 && out->n == 0)) {
+                if (out->n > 0) {
                     piece *last = &out->v[out->n - 1];
                     char *q = realloc(last->s, last->n + pn + 1);
                     ok = q != NULL;
@@ -968,7 +1189,7 @@ static bool regex_split(const pcre2_code *re, const char *s, size_t n, split_beh
                 }
             } /* B_REMOVED: dropped */
         }
-        if (rc < 0)
+        if (!found)
             break;
         prev = me;
         off = me;
@@ -979,19 +1200,31 @@ static bool regex_split(const pcre2_code *re, const char *s, size_t n, split_beh
     }
     free(acc.p);
     pcre2_match_data_free(md);
-    return ok;
+    if (rs == RC_OK && !ok)
+        rs = rc_errorf(RC_ERR_NOMEM, "out of memory in pre-tokenization");
+    return rs;
 }
 
-static rc_status pretokenize(const rc_tokenizer *t, const char *text, size_t n, bool at_start, plist *out)
+static int64_t pl_bytes(const plist *l)
 {
+    int64_t b = 0;
+    for (size_t i = 0; i < l->n; i++)
+        b += (int64_t)l->v[i].n;
+    return b;
+}
+
+static rc_status pretokenize(enc_ctx *c, const char *text, size_t n, bool at_start, plist *out)
+{
+    const rc_tokenizer *t = c->t;
     plist cur = {0};
     if (!pl_push(&cur, text, n))
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
-    for (int si = 0; si < t->n_pres; si++) {
+    rc_status rs = RC_OK;
+    for (int si = 0; si < t->n_pres && rs == RC_OK; si++) {
         const pre_step *s = &t->pres[si];
         plist nxt = {0};
         bool ok = true;
-        for (size_t i = 0; i < cur.n && ok; i++) {
+        for (size_t i = 0; i < cur.n && ok && rs == RC_OK; i++) {
             const char *ps = cur.v[i].s;
             size_t pn = cur.v[i].n;
             if (s->kind == P_BYTELEVEL) {
@@ -1002,12 +1235,13 @@ static rc_status pretokenize(const rc_tokenizer *t, const char *text, size_t n, 
                 plist parts = {0};
                 if (ok) {
                     if (s->use_regex)
-                        ok = regex_split(s->re, pre.p, pre.n, B_ISOLATED, false, &parts);
+                        rs = regex_split(c, s, pre.p, pre.n, B_ISOLATED, false, &parts);
                     else
                         ok = pl_push(&parts, pre.p, pre.n);
                 }
-                for (size_t j = 0; j < parts.n && ok; j++) {
+                for (size_t j = 0; j < parts.n && ok && rs == RC_OK; j++) {
                     sbuf enc = {0};
+                    ok = sb_reserve(&enc, 2 * parts.v[j].n);
                     for (size_t k = 0; k < parts.v[j].n && ok; k++) {
                         unsigned char b = (unsigned char)parts.v[j].s[k];
                         ok = sb_add(&enc, t->bl_enc[b], (size_t)t->bl_len[b]);
@@ -1018,7 +1252,7 @@ static rc_status pretokenize(const rc_tokenizer *t, const char *text, size_t n, 
                 pl_free(&parts);
                 free(pre.p);
             } else if (s->kind == P_SPLIT) {
-                ok = regex_split(s->re, ps, pn, s->behavior, s->invert, &nxt);
+                rs = regex_split(c, s, ps, pn, s->behavior, s->invert, &nxt);
             } else { /* Metaspace */
                 /* spaces become the replacement first; then it is prepended
                  * unless the piece already starts with it */
@@ -1026,7 +1260,7 @@ static rc_status pretokenize(const rc_tokenizer *t, const char *text, size_t n, 
                 bool prepend = s->prepend == 2 || (s->prepend == 1 && at_start && i == 0);
                 size_t rl = strlen(s->repl);
                 sbuf rep = {0};
-                ok = replace_all(ps, pn, " ", s->repl, &rep);
+                ok = replace_all(ps, pn, " ", s->repl, &rep, INT64_MAX) == 1; /* one character: at most 4x */
                 if (ok && prepend && rep.n > 0 && !(rep.n >= rl && memcmp(rep.p, s->repl, rl) == 0))
                     ok = sb_add(&r, s->repl, rl);
                 ok = ok && sb_add(&r, rep.p, rep.n);
@@ -1048,11 +1282,16 @@ static rc_status pretokenize(const rc_tokenizer *t, const char *text, size_t n, 
         }
         pl_free(&cur);
         cur = nxt;
-        if (!ok) {
-            pl_free(&cur);
-            return rc_errorf(RC_ERR_NOMEM, "out of memory in pre-tokenization");
-        }
+        if (rs == RC_OK && !ok)
+            rs = rc_errorf(RC_ERR_NOMEM, "out of memory in pre-tokenization");
+        if (rs == RC_OK && pl_bytes(&cur) > c->grow_max - c->pre_used)
+            rs = too_large(t, "pre-tokenizers", (int64_t)n, c->grow_max);
     }
+    if (rs != RC_OK) {
+        pl_free(&cur);
+        return rs;
+    }
+    c->pre_used += pl_bytes(&cur);
     *out = cur;
     return RC_OK;
 }
@@ -1132,6 +1371,8 @@ static rc_status bpe_word(const rc_tokenizer *t, const char *w, size_t n, ivec *
         if (id >= 0)
             return iv_push(out, id) ? RC_OK : rc_errorf(RC_ERR_NOMEM, "out of memory");
     }
+    if (n > (size_t)INT32_MAX / 4) /* symbol positions are int32 */
+        return rc_errorf(RC_ERR_NOMEM, "%s: a pre-tokenized word of %zu bytes is too long", t->path, n);
     sym *s = malloc((n * 4 + 1) * sizeof *s);
     cand *h = malloc((n * 4 + 8) * sizeof *h);
     if (!s || !h) {
@@ -1142,6 +1383,8 @@ static rc_status bpe_word(const rc_tokenizer *t, const char *w, size_t n, ivec *
     int32_t ns = 0;
     for (size_t i = 0; i < n;) {
         int l = u8len((unsigned char)w[i]);
+        if ((size_t)l > n - i) /* never read past the word */
+            l = (int)(n - i);
         int32_t id = sm_get(&t->vocab, w + i, (size_t)l);
         if (id >= 0) {
             s[ns] = (sym){id, ns - 1, ns + 1, l};
@@ -1228,16 +1471,20 @@ static int match_added(const rc_tokenizer *t, const char *s, size_t n, size_t i)
     return best;
 }
 
-static rc_status encode_text(const rc_tokenizer *t, const char *s, size_t n, bool at_start, ivec *out)
+static rc_status encode_text(enc_ctx *c, const char *s, size_t n, bool at_start, ivec *out)
 {
     if (n == 0)
         return RC_OK;
     sbuf norm = {0};
-    RC_TRY(normalize(t, s, n, &norm));
+    rc_status st = normalize(c, s, n, &norm);
+    if (st != RC_OK) {
+        free(norm.p);
+        return st;
+    }
     plist pl = {0};
-    rc_status st = pretokenize(t, norm.p, norm.n, at_start, &pl);
+    st = pretokenize(c, norm.p, norm.n, at_start, &pl);
     for (size_t i = 0; i < pl.n && st == RC_OK; i++)
-        st = bpe_word(t, pl.v[i].s, pl.v[i].n, out);
+        st = bpe_word(c->t, pl.v[i].s, pl.v[i].n, out);
     pl_free(&pl);
     free(norm.p);
     return st;
@@ -1251,6 +1498,11 @@ rc_status rc_tokenizer_encode(const rc_tokenizer *t, const char *text, size_t le
     size_t bad;
     if (!rc_utf8_valid((const unsigned char *)text, len, &bad))
         return rc_errorf(RC_ERR_FORMAT, "text is not valid UTF-8 at byte %zu", bad);
+    enc_ctx c = {.t = t, .grow_max = grow_limit((int64_t)len), .re_budget = RE_BUDGET_BASE};
+    if (!(c.mc = pcre2_match_context_create(NULL)))
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    pcre2_set_depth_limit(c.mc, RE_DEPTH_LIMIT);
+    pcre2_set_heap_limit(c.mc, RE_HEAP_LIMIT_KIB);
     ivec out = {0};
     rc_status st = RC_OK;
     for (int i = 0; i < (add_special ? t->n_prefix : 0) && st == RC_OK; i++)
@@ -1272,16 +1524,17 @@ rc_status rc_tokenizer_encode(const rc_tokenizer *t, const char *text, size_t le
         if (a->rstrip)
             while (me < len && is_space_byte((unsigned char)text[me]))
                 me++;
-        st = encode_text(t, text + seg, ms - seg, seg == 0, &out);
+        st = encode_text(&c, text + seg, ms - seg, seg == 0, &out);
         if (st == RC_OK && !iv_push(&out, a->id))
             st = rc_errorf(RC_ERR_NOMEM, "out of memory");
         seg = i = me;
     }
     if (st == RC_OK)
-        st = encode_text(t, text + seg, len - seg, seg == 0, &out);
+        st = encode_text(&c, text + seg, len - seg, seg == 0, &out);
     for (int j = 0; j < (add_special ? t->n_suffix : 0) && st == RC_OK; j++)
         if (!iv_push(&out, t->suffix_ids[j]))
             st = rc_errorf(RC_ERR_NOMEM, "out of memory");
+    pcre2_match_context_free(c.mc);
     if (st != RC_OK) {
         free(out.v);
         return st;
@@ -1327,22 +1580,22 @@ rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t
     *out = NULL;
     plist toks = {0};
     rc_status st = RC_OK;
+    if (n < 0)
+        return rc_errorf(RC_ERR_INTERNAL, "decode: negative count");
     for (int64_t i = 0; i < n && st == RC_OK; i++) {
         const char *p = rc_tokenizer_piece(t, ids[i]);
         if (!p) /* like HF's decode: ids without a token (padded embedding rows, e.g. pythia's 50277..50303) are skipped */
             continue;
-        bool special = false;
-        for (int k = 0; k < t->n_added; k++)
-            special = special || (t->added[k].id == ids[i] && t->added[k].special);
-        if (skip_special && special)
+        if (skip_special && t->special[ids[i]])
             continue;
         if (!pl_push(&toks, p, t->piece_len[ids[i]]) && t->piece_len[ids[i]] > 0)
             st = rc_errorf(RC_ERR_NOMEM, "out of memory");
     }
+    const int64_t in_bytes = pl_bytes(&toks), grow_max = grow_limit(in_bytes);
     for (int d = 0; d < t->n_decs && st == RC_OK; d++) {
         const dec_step *s = &t->decs[d];
         plist nxt = {0};
-        bool ok = true;
+        bool ok = true, grown = false;
         if (s->kind == D_BYTELEVEL || s->kind == D_FUSE) {
             sbuf all = {0};
             ok = sb_add(&all, "", 0);
@@ -1405,9 +1658,18 @@ rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t
             }
             free(bytes.p);
         } else if (s->kind == D_REPLACE || s->kind == D_METASPACE) {
+            int64_t made = 0;
             for (size_t i = 0; i < toks.n && ok; i++) {
                 sbuf r = {0};
-                ok = replace_all(toks.v[i].s, toks.v[i].n, s->a, s->kind == D_REPLACE ? s->b : " ", &r);
+                int rr = replace_all(toks.v[i].s, toks.v[i].n, s->a, s->kind == D_REPLACE ? s->b : " ", &r,
+                                     grow_max - made);
+                if (rr < 0) {
+                    free(r.p);
+                    grown = true;
+                    break;
+                }
+                ok = rr == 1;
+                made += (int64_t)r.n;
                 size_t st0 = 0;
                 if (ok && s->kind == D_METASPACE && i == 0 && s->prepend != 0 && r.n > 0 && r.p[0] == ' ')
                     st0 = 1;
@@ -1418,6 +1680,10 @@ rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t
             size_t cl = strlen(s->a);
             for (size_t i = 0; i < toks.n && ok; i++) {
                 size_t b = 0, e = toks.v[i].n;
+                if (cl == 0) { /* stripping "" changes nothing (and would loop start times) */
+                    ok = pl_push(&nxt, toks.v[i].s, e);
+                    continue;
+                }
                 for (int k = 0; k < s->start && b + cl <= e && memcmp(toks.v[i].s + b, s->a, cl) == 0; k++)
                     b += cl;
                 for (int k = 0; k < s->stop && e >= b + cl && memcmp(toks.v[i].s + e - cl, s->a, cl) == 0; k++)
@@ -1429,6 +1695,8 @@ rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t
         toks = nxt;
         if (!ok)
             st = rc_errorf(RC_ERR_NOMEM, "out of memory in decoding");
+        else if (grown || pl_bytes(&toks) > grow_max)
+            st = too_large(t, "decoders", in_bytes, grow_max);
     }
     sbuf res = {0};
     if (st == RC_OK && !sb_add(&res, "", 0))

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tokenizer.h"
@@ -226,6 +227,269 @@ START_TEST(test_load_errors)
 }
 END_TEST
 
+/* ---- resource bounds (robustness issue) ------------------------------------ */
+
+/* write body as g_dir/tokenizer.json and load it */
+static rc_status load_body(const char *body, rc_tokenizer **t)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", g_dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(body, f);
+    fclose(f);
+    *t = NULL;
+    return rc_tokenizer_load(path, 0, t);
+}
+
+/* a whole tokenizer.json: vocab a b ab c bc <x>, merges "b c" then "a b" */
+#define K_FULL \
+    "{\"added_tokens\": [{\"id\": 5, \"content\": \"<x>\", \"special\": true}], \"normalizer\": %s," \
+    " \"pre_tokenizer\": %s, \"post_processor\": %s, \"decoder\": %s," \
+    " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"c\": 3, \"bc\": 4, \"<x>\": 5}," \
+    " \"merges\": [\"b c\", \"a b\"]}}"
+
+static char *full_body(const char *norm, const char *pre, const char *post, const char *dec)
+{
+    size_t n = strlen(K_FULL) + strlen(norm) + strlen(pre) + strlen(post) + strlen(dec) + 1;
+    char *b = malloc(n);
+    snprintf(b, n, K_FULL, norm, pre, post, dec);
+    return b;
+}
+
+/* a JSON list of `n` copies of `item` joined by commas, inside `open`...`close` */
+static char *repeat_json(const char *open, const char *item, int n, const char *close)
+{
+    size_t cap = strlen(open) + (size_t)n * (strlen(item) + 2) + strlen(close) + 1;
+    char *b = malloc(cap);
+    strcpy(b, open);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            strcat(b, ", ");
+        strcat(b, item);
+    }
+    strcat(b, close);
+    return b;
+}
+
+static void expect_msg(const char *phrase)
+{
+    ck_assert_msg(strstr(rc_last_error(), phrase) && strstr(rc_last_error(), "tokenizer.json") &&
+                      !strchr(rc_last_error(), '\n'),
+                  "message '%s' lacks '%s' or the file name", rc_last_error(), phrase);
+}
+
+#define ROBERTA "{\"type\": \"RobertaProcessing\", \"cls\": [\"a\", 0], \"sep\": [\"b\", 1]}"
+
+/* Roberta / Bert / Template post-processors nested in a Sequence add more
+ * special tokens than the fixed table holds: a load error, never an overflow. */
+START_TEST(test_post_specials_bounded)
+{
+    rc_tokenizer *t;
+    char *post, *body;
+    /* 9 Roberta processors: 9 prefix ids */
+    post = repeat_json("{\"type\": \"Sequence\", \"processors\": [", ROBERTA, 9, "]}");
+    body = full_body("null", "null", post, "null");
+    ck_assert_int_eq(load_body(body, &t), RC_ERR_FORMAT);
+    expect_msg("special tokens");
+    free(body);
+    free(post);
+    /* 40 of them (used to write far past the table) */
+    post = repeat_json("{\"type\": \"Sequence\", \"processors\": [", ROBERTA, 40, "]}");
+    body = full_body("null", "null", post, "null");
+    ck_assert_int_eq(load_body(body, &t), RC_ERR_FORMAT);
+    expect_msg("special tokens");
+    free(body);
+    free(post);
+    /* TemplateProcessing with 8 prefix specials, then one more from Bert */
+    const char *tp = "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"TemplateProcessing\", \"single\": ["
+                     "{\"SpecialToken\": {\"id\": \"S\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}],"
+                     " \"special_tokens\": {\"S\": {\"id\": \"S\", \"ids\": [0, 0, 0, 0, 0, 0, 0, 0], \"tokens\": []}}},"
+                     " {\"type\": \"BertProcessing\", \"cls\": [\"a\", 0], \"sep\": [\"b\", 1]}]}";
+    body = full_body("null", "null", tp, "null");
+    ck_assert_int_eq(load_body(body, &t), RC_ERR_FORMAT);
+    expect_msg("special tokens");
+    free(body);
+    /* an id that does not fit int32 is not truncated to a valid one */
+    body = full_body("null", "null",
+                     "{\"type\": \"RobertaProcessing\", \"cls\": [\"a\", 4294967296], \"sep\": [\"b\", 1]}", "null");
+    ck_assert_int_eq(load_body(body, &t), RC_ERR_FORMAT);
+    expect_msg("4294967296");
+    free(body);
+    /* 4 nested processors are fine: 4 ids before and after the text */
+    post = repeat_json("{\"type\": \"Sequence\", \"processors\": [", ROBERTA, 4, "]}");
+    body = full_body("null", "null", post, "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    int32_t *ids;
+    int64_t n;
+    ck_assert_int_eq(rc_tokenizer_encode(t, "c", 1, true, &ids, &n), RC_OK);
+    const int32_t want[] = {0, 0, 0, 0, 3, 1, 1, 1, 1};
+    ck_assert_int_eq(n, 9);
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(ids[i], want[i]);
+    free(ids);
+    rc_tokenizer_free(t);
+    free(body);
+    free(post);
+}
+END_TEST
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A regex that gives up (match limit, JIT stack) is an error naming the
+ * tokenizer file, not "no more matches"; a catastrophic regex on a long line
+ * is refused quickly; legitimate long runs still work. */
+START_TEST(test_regex_limits)
+{
+    rc_tokenizer *t;
+    int32_t *ids;
+    int64_t n;
+    /* exponential backtracking at one position (the alternative keeps PCRE2
+     * from ruling the match out by its required 'b') */
+    char *body = full_body("null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a+)+b|!\"}, \"behavior\": \"Isolated\"}",
+                           "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    free(body);
+    const char *txt = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!";
+    ck_assert_int_eq(rc_tokenizer_encode(t, txt, strlen(txt), false, &ids, &n), RC_ERR_UNSUPPORTED);
+    expect_msg("regex");
+    rc_tokenizer_free(t);
+    /* a long line where every run of a's is expensive: refused within a
+     * budget proportional to the text, not minutes */
+    body = full_body("null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a+)+b|.\"}, \"behavior\": \"Isolated\"}",
+                     "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    free(body);
+    const int runs = 4000, run = 22;
+    char *big = malloc((size_t)runs * run + 1);
+    for (int r = 0; r < runs; r++) {
+        memset(big + r * run, 'a', run - 1);
+        big[r * run + run - 1] = ' ';
+    }
+    big[runs * run] = '\0';
+    double t0 = now_s();
+    ck_assert_int_eq(rc_tokenizer_encode(t, big, (size_t)runs * run, false, &ids, &n), RC_ERR_UNSUPPORTED);
+    double dt = now_s() - t0;
+    expect_msg("regex");
+    ck_assert_msg(dt < 10.0, "refusing took %.1f s", dt);
+    free(big);
+    rc_tokenizer_free(t);
+    /* the JIT stack runs out on a long repeated group: the match is still
+     * found (Removed drops it, leaving "c") */
+    body = full_body("null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?:ab)+\"}, \"behavior\": \"Removed\"}",
+                     "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    free(body);
+    big = malloc(200003);
+    for (int i = 0; i < 100000; i++)
+        memcpy(big + 2 * i, "ab", 2);
+    memcpy(big + 200000, "c", 2);
+    ck_assert_msg(rc_tokenizer_encode(t, big, 200001, false, &ids, &n) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(ids[0], 3);
+    free(ids);
+    free(big);
+    rc_tokenizer_free(t);
+    /* Llama-3's pattern needs one long backtrack per whitespace run: a
+     * 300 KB run is fine and round-trips */
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/tokenizers/llama3_split/tokenizer.json");
+    ck_assert_msg(rc_tokenizer_load(p, 0, &t) == RC_OK, "%s", rc_last_error());
+    const size_t ns = 300000;
+    big = malloc(ns + 2);
+    memset(big, ' ', ns);
+    memcpy(big + ns, "x", 2);
+    ck_assert_msg(rc_tokenizer_encode(t, big, ns + 1, false, &ids, &n) == RC_OK, "%s", rc_last_error());
+    char *back;
+    size_t bl;
+    ck_assert(rc_tokenizer_decode(t, ids, n, false, &back, &bl) == RC_OK);
+    ck_assert_uint_eq(bl, ns + 1);
+    ck_assert(memcmp(back, big, ns + 1) == 0);
+    free(back);
+    free(ids);
+    free(big);
+    rc_tokenizer_free(t);
+}
+END_TEST
+
+#define REPLACE16 \
+    "{\"type\": \"Replace\", \"pattern\": {\"String\": \"a\"}, \"content\": \"aaaaaaaaaaaaaaaa\"}"
+
+/* Normalizers, pre-tokenizers and decoders that grow the text are bounded
+ * relative to the input: an error naming the file, not gigabytes. */
+START_TEST(test_growth_bounded)
+{
+    rc_tokenizer *t;
+    int32_t *ids;
+    int64_t n;
+    /* 4 Replace steps of 16x: 4 bytes -> 256 KB */
+    char *norm = repeat_json("{\"type\": \"Sequence\", \"normalizers\": [", REPLACE16, 4, "]}");
+    char *body = full_body(norm, "null", "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(rc_tokenizer_encode(t, "aaaa", 4, false, &ids, &n), RC_ERR_UNSUPPORTED);
+    expect_msg("normaliz");
+    rc_tokenizer_free(t);
+    free(body);
+    free(norm);
+    /* a 4000-byte Prepend on each piece of text between added tokens */
+    char pre[4200];
+    strcpy(pre, "{\"type\": \"Prepend\", \"prepend\": \"");
+    for (int i = 0; i < 4000; i++)
+        strcat(pre, "c");
+    strcat(pre, "\"}");
+    body = full_body(pre, "null", "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    char txt[1000] = "";
+    for (int i = 0; i < 100; i++)
+        strcat(txt, "ab<x>");
+    ck_assert_int_eq(rc_tokenizer_encode(t, txt, strlen(txt), false, &ids, &n), RC_ERR_UNSUPPORTED);
+    expect_msg("normaliz");
+    ck_assert_int_eq(rc_tokenizer_encode(t, "ab", 2, false, &ids, &n), RC_OK); /* one prepend is fine */
+    ck_assert_int_eq(n, 4001);
+    free(ids);
+    rc_tokenizer_free(t);
+    free(body);
+    /* Metaspace's replacement is one character (HF: a char) */
+    body = full_body("null", "{\"type\": \"Metaspace\", \"replacement\": \"abababababababab\", \"prepend_scheme\": \"always\"}",
+                     "null", "null");
+    ck_assert_int_eq(load_body(body, &t), RC_ERR_FORMAT);
+    expect_msg("replacement");
+    free(body);
+    body = full_body("null", "null", "null", "{\"type\": \"Metaspace\", \"replacement\": \"\", \"prepend_scheme\": \"always\"}");
+    ck_assert_int_eq(load_body(body, &t), RC_ERR_FORMAT);
+    expect_msg("replacement");
+    free(body);
+    /* decoders: 4 Replace steps of 16x on 8 tokens */
+    char *dec = repeat_json("{\"type\": \"Sequence\", \"decoders\": [", REPLACE16, 4, "]}");
+    body = full_body("null", "null", "null", dec);
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    int32_t a8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    char *out;
+    size_t ol;
+    ck_assert_int_eq(rc_tokenizer_decode(t, a8, 8, false, &out, &ol), RC_ERR_UNSUPPORTED);
+    expect_msg("decod");
+    rc_tokenizer_free(t);
+    free(body);
+    free(dec);
+    /* an ordinary growth (" " -> 3-byte U+2581, 3x) is fine */
+    body = full_body("{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}", "null",
+                     "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    char sp[1001];
+    memset(sp, ' ', 1000);
+    sp[1000] = '\0';
+    ck_assert_msg(rc_tokenizer_encode(t, sp, 1000, false, &ids, &n) == RC_OK, "%s", rc_last_error());
+    free(ids);
+    rc_tokenizer_free(t);
+    free(body);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -237,6 +501,9 @@ int main(void)
     TCase *te = tcase_create("load_errors");
     tcase_add_checked_fixture(te, err_setup, err_teardown);
     tcase_add_test(te, test_load_errors);
+    tcase_add_test(te, test_post_specials_bounded);
+    tcase_add_test(te, test_regex_limits);
+    tcase_add_test(te, test_growth_bounded);
     suite_add_tcase(s, te);
     return rc_test_run(s);
 }
