@@ -97,8 +97,9 @@ static const char *class_name(H5T_class_t c)
 /* attributes                                                               */
 
 /* Open attribute `name` of loc and check that it holds one value (scalar or
- * [1]) of class c1 or c2. */
-static rc_status attr_open(const h5r *r, hid_t loc, const char *name, H5T_class_t c1, H5T_class_t c2, hid_t *out)
+ * [1]) of class c1 or c2 (`want` names them in the message). */
+static rc_status attr_open(const h5r *r, hid_t loc, const char *name, H5T_class_t c1, H5T_class_t c2, const char *want,
+                           hid_t *out)
 {
     *out = -1;
     if (H5Aexists(loc, name) <= 0)
@@ -116,7 +117,7 @@ static rc_status attr_open(const h5r *r, hid_t loc, const char *name, H5T_class_
     else if ((sc != H5S_SCALAR && sc != H5S_SIMPLE) || n != 1 || H5Sget_simple_extent_ndims(sp) > 1)
         st = BAD(r, "attribute '%s' holds %lld values, not one", name, (long long)(sc == H5S_NULL ? 0 : n));
     else if (tc != c1 && tc != c2)
-        st = BAD(r, "attribute '%s' holds %s, not %s", name, class_name(tc), class_name(c1));
+        st = BAD(r, "attribute '%s' holds %s, not %s", name, class_name(tc), want);
     else if (tc == H5T_STRING && H5Tis_variable_str(t) <= 0)
         st = BAD(r, "attribute '%s' is a fixed-length string, not a variable-length one", name);
     if (sp >= 0)
@@ -134,7 +135,7 @@ static rc_status attr_open(const h5r *r, hid_t loc, const char *name, H5T_class_
 static rc_status attr_string(const h5r *r, hid_t loc, const char *name, char *dst, size_t n, char **owned)
 {
     hid_t a;
-    RC_TRY(attr_open(r, loc, name, H5T_STRING, H5T_STRING, &a));
+    RC_TRY(attr_open(r, loc, name, H5T_STRING, H5T_STRING, "a string", &a));
     hid_t mt = H5Tcopy(H5T_C_S1);
     rc_status st = RC_OK;
     char *v = NULL;
@@ -161,7 +162,8 @@ static rc_status attr_string(const h5r *r, hid_t loc, const char *name, char *ds
 static rc_status attr_num(const h5r *r, hid_t loc, const char *name, bool integer, hid_t mtype, void *v)
 {
     hid_t a;
-    RC_TRY(attr_open(r, loc, name, H5T_INTEGER, integer ? H5T_INTEGER : H5T_FLOAT, &a));
+    RC_TRY(attr_open(r, loc, name, H5T_INTEGER, integer ? H5T_INTEGER : H5T_FLOAT, integer ? "an integer" : "a number",
+                     &a));
     rc_status st = H5Aread(a, mtype, v) < 0 ? BAD(r, "attribute '%s' cannot be read", name) : RC_OK;
     H5Aclose(a);
     return st;
