@@ -1200,8 +1200,11 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         if (st == RC_OK && have_tok)
             st = rc_tokenizer_load(tp, m->cfg.vocab, &tok);
         free(tp);
-        if (st == RC_OK && !replay)
-            st = rc_prompts_load(prompts_path, tok, &prompts);
+        if (st == RC_OK && !replay) {
+            /* each prompt is checked against the context as it is read, before any padding */
+            const rc_prompt_limits lim = {num_prompts, m->cfg.max_pos, cfg.lens[cfg.n_lens - 1]};
+            st = rc_prompts_load(prompts_path, tok, &lim, &prompts);
+        }
     }
     /* --rollouts-from: the prompts and generated tokens of an earlier run */
     rc_results prev;

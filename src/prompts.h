@@ -4,13 +4,22 @@
  *   .jsonl  one JSON object per line: {"prompt": "text"} or {"tokens": [ids]};
  *   other   (.txt) one text prompt per line, with \n and \\ escapes.
  * Text is tokenized with the model's tokenizer.json as HF's tokenizer(text)
- * does by default: with the post-processor's special tokens (e.g. BOS). */
+ * does by default: with the post-processor's special tokens (e.g. BOS).
+ *
+ * Every prompt is checked as it is read (at most RC_PROMPT_MAX_TOKENS tokens,
+ * and the context limit when one is given), before the prompts are padded to
+ * the longest; a .txt / .jsonl line is at most RC_PROMPT_MAX_LINE bytes. */
 #ifndef RC_PROMPTS_H
 #define RC_PROMPTS_H
 
 #include <stdint.h>
 
 #include "status.h"
+
+#define RC_PROMPT_MAX_TOKENS ((int64_t)1 << 20)
+#define RC_PROMPT_MAX_LINE ((int64_t)8 << 20)
+/* prompts x longest prompt, the padded table: at most 1 GiB of ids */
+#define RC_PROMPT_MAX_PADDED ((int64_t)1 << 28)
 
 typedef struct {
     int64_t n, max_len;
@@ -20,10 +29,22 @@ typedef struct {
     char **text;     /* [n] the prompt text (NULL for token-id prompts) */
 } rc_prompts;
 
+/* Limits applied to each prompt while the file is read. */
+typedef struct {
+    int64_t max_prompts; /* read only the first N prompts (<= 0: all) */
+    int64_t max_pos;     /* the model's positions: a prompt of n tokens needs
+                            n + gen_len <= max_pos (<= 0: no context check) */
+    int64_t gen_len;     /* tokens generated after each prompt */
+} rc_prompt_limits;
+
 rc_status rc_prompts_load_ids(const char *path, rc_prompts *out);
 struct rc_tokenizer;
-/* Any of the formats above; tok may be NULL for .ids files. */
-rc_status rc_prompts_load(const char *path, const struct rc_tokenizer *tok, rc_prompts *out);
+/* Any of the formats above; tok may be NULL for .ids files; lim may be NULL
+ * (no context check, all prompts). A prompt that does not fit the context is
+ * RC_ERR_USAGE "FILE:LINE: prompt of N tokens plus G generated tokens exceeds
+ * the model's P positions". */
+rc_status rc_prompts_load(const char *path, const struct rc_tokenizer *tok, const rc_prompt_limits *lim,
+                          rc_prompts *out);
 void rc_prompts_free(rc_prompts *p);
 
 #endif

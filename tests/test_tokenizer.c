@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "prompts.h"
 #include "tokenizer.h"
 
 #include "testutil.h"
@@ -490,6 +492,157 @@ START_TEST(test_growth_bounded)
 }
 END_TEST
 
+/* ---- prompt files -------------------------------------------------------------- */
+
+static const char *put_file(const char *name, const char *body, size_t n)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(body, 1, n, f), n);
+    fclose(f);
+    return path;
+}
+
+static long max_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+/* A prompt that does not fit the context is rejected on its own line, before
+ * the prompts are padded to the longest (a 210 KB .ids file used to pad 5000
+ * prompts to 100000 tokens: 2 GB). */
+START_TEST(test_prompts_context_before_padding)
+{
+    const rc_prompt_limits lim = {0, 256, 50};
+    rc_prompts pr;
+    /* .ids: 5000 one-token prompts, then one of 100000 tokens */
+    size_t cap = 5000 * 2 + 100000 * 2 + 1, n = 0;
+    char *b = malloc(cap);
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)sprintf(b + n, "1\n");
+    for (int i = 0; i < 100000; i++)
+        n += (size_t)sprintf(b + n, i ? " 1" : "1");
+    b[n++] = '\n';
+    const char *p = put_file("pad.ids", b, n);
+    ck_assert_int_eq(rc_prompts_load(p, NULL, &lim, &pr), RC_ERR_USAGE);
+    ck_assert_msg(strstr(rc_last_error(),
+                         "pad.ids:5001: prompt of 100000 tokens plus 50 generated tokens exceeds the model's 256 positions"),
+                  "%s", rc_last_error());
+    ck_assert_msg(max_rss_mb() < 300, "peak RSS %ld MB", max_rss_mb());
+    /* without a context limit the padded table is bounded too: 301 prompts x
+     * 1048576 tokens is more than 2^28 ids */
+    n = 0;
+    b = realloc(b, 300 * 2 + 1048576 * 2 + 1);
+    for (int i = 0; i < 300; i++)
+        n += (size_t)sprintf(b + n, "1\n");
+    for (int i = 0; i < 1048576; i++) {
+        b[n++] = '1';
+        b[n++] = ' ';
+    }
+    b[n++] = '\n';
+    p = put_file("wide.ids", b, n);
+    ck_assert_int_eq(rc_prompts_load(p, NULL, NULL, &pr), RC_ERR_NOMEM);
+    ck_assert_msg(strstr(rc_last_error(), "wide.ids: 301 prompts padded"), "%s", rc_last_error());
+    ck_assert_msg(max_rss_mb() < 300, "peak RSS %ld MB", max_rss_mb());
+    free(b);
+    /* .jsonl token ids and .txt text, checked the same way */
+    char *j = malloc(8000);
+    strcpy(j, "{\"tokens\": [1, 2]}\n{\"tokens\": [");
+    for (int i = 0; i < 300; i++)
+        strcat(j, i ? ", 7" : "7");
+    strcat(j, "]}\n");
+    p = put_file("p.jsonl", j, strlen(j));
+    ck_assert_int_eq(rc_prompts_load(p, NULL, &lim, &pr), RC_ERR_USAGE);
+    ck_assert_msg(strstr(rc_last_error(), "p.jsonl:2: prompt of 300 tokens plus 50 generated tokens"), "%s",
+                  rc_last_error());
+    free(j);
+    char tp[4096];
+    rc_test_source_path(tp, sizeof tp, "data/models/pythia-rc-tiny/tokenizer.json");
+    rc_tokenizer *t;
+    ck_assert_msg(rc_tokenizer_load(tp, 0, &t) == RC_OK, "%s", rc_last_error());
+    char txt[4000] = "In the beginning\n";
+    for (int i = 0; i < 300; i++)
+        strcat(txt, "and God said ");
+    strcat(txt, "\n");
+    p = put_file("p.txt", txt, strlen(txt));
+    ck_assert_int_eq(rc_prompts_load(p, t, &lim, &pr), RC_ERR_USAGE);
+    ck_assert_msg(strstr(rc_last_error(), "p.txt:2: prompt of ") && strstr(rc_last_error(), "plus 50 generated"), "%s",
+                  rc_last_error());
+    /* --num-prompts 1: only the first prompt is read */
+    const rc_prompt_limits first = {1, 256, 50};
+    ck_assert_msg(rc_prompts_load(p, t, &first, &pr) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(pr.n, 1);
+    ck_assert_int_eq(pr.len[0], pr.max_len);
+    ck_assert_str_eq(pr.text[0], "In the beginning");
+    rc_prompts_free(&pr);
+    rc_tokenizer_free(t);
+}
+END_TEST
+
+/* .ids: only decimal ids 0..INT32_MAX; blank and '#' lines skipped */
+START_TEST(test_prompts_ids_numbers)
+{
+    rc_prompts pr;
+    const char *ok = "1 2 3\n\n# a comment\n4\t5\r\n2147483647\n";
+    const char *p = put_file("ok.ids", ok, strlen(ok));
+    ck_assert_msg(rc_prompts_load(p, NULL, NULL, &pr) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(pr.n, 3);
+    ck_assert_int_eq(pr.max_len, 3);
+    const int32_t want[] = {1, 2, 3, 4, 5, -1, INT32_MAX, -1, -1};
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(pr.tokens[i], want[i]);
+    ck_assert_int_eq(pr.line[1], 4);
+    ck_assert_int_eq(pr.line[2], 5);
+    rc_prompts_free(&pr);
+    static const struct {
+        const char *body, *phrase;
+    } bad[] = {
+        {"1 +5\n", "bad.ids:1:3: expected a token id, found '+5'"},
+        {"1 2147483648\n", "bad.ids:1:3: token id 2147483648 is out of range"},
+        {"1 99999999999999999999999999\n", "bad.ids:1:3: token id"},
+        {"5\n1 -1\n", "bad.ids:2:3: expected a token id, found '-1'"},
+        {"1 2x\n", "found '2x'"},
+        {"1 0x10\n", "found '0x10'"},
+        {"1\f2\n", "bad.ids:1:1: expected a token id"},
+        {"# nothing\n\n", "no prompts"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = put_file("bad.ids", bad[i].body, strlen(bad[i].body));
+        ck_assert_int_eq(rc_prompts_load(p, NULL, NULL, &pr), RC_ERR_FORMAT);
+        ck_assert_msg(strstr(rc_last_error(), bad[i].phrase), "'%s' lacks '%s'", rc_last_error(), bad[i].phrase);
+        for (const char *c = rc_last_error(); *c; c++)
+            ck_assert_int_ge((unsigned char)*c, 0x20);
+    }
+}
+END_TEST
+
+/* An enormous .txt / .jsonl line is refused before it is parsed or tokenized */
+START_TEST(test_prompts_huge_line)
+{
+    rc_prompts pr;
+    size_t n = ((size_t)9 << 20) + 32;
+    char *b = malloc(n + 1);
+    strcpy(b, "{\"tokens\": [1");
+    size_t k = strlen(b);
+    while (k + 4 < n) {
+        memcpy(b + k, ",1", 2);
+        k += 2;
+    }
+    memcpy(b + k, "]}\n", 3);
+    k += 3;
+    const char *p = put_file("huge.jsonl", b, k);
+    ck_assert_int_eq(rc_prompts_load(p, NULL, NULL, &pr), RC_ERR_FORMAT);
+    ck_assert_msg(strstr(rc_last_error(), "huge.jsonl:1: line of") && strstr(rc_last_error(), "8 MiB"), "%s",
+                  rc_last_error());
+    ck_assert_msg(max_rss_mb() < 200, "peak RSS %ld MB", max_rss_mb());
+    free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -505,5 +658,11 @@ int main(void)
     tcase_add_test(te, test_regex_limits);
     tcase_add_test(te, test_growth_bounded);
     suite_add_tcase(s, te);
+    TCase *tp = tcase_create("prompts");
+    tcase_add_checked_fixture(tp, err_setup, err_teardown);
+    tcase_add_test(tp, test_prompts_context_before_padding);
+    tcase_add_test(tp, test_prompts_ids_numbers);
+    tcase_add_test(tp, test_prompts_huge_line);
+    suite_add_tcase(s, tp);
     return rc_test_run(s);
 }
