@@ -298,7 +298,8 @@ static rc_status compile_re(const char *path, const char *pattern, bool literal,
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     int err;
     PCRE2_SIZE off;
-    uint32_t flags = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    /* PCRE2_LITERAL refuses PCRE2_UCP (which only matters for \d, \w, ...) */
+    uint32_t flags = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     *out = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, flags, &err, &off, NULL);
     if (!*out) {
         PCRE2_UCHAR msg[160];

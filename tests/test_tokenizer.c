@@ -492,6 +492,26 @@ START_TEST(test_growth_bounded)
 }
 END_TEST
 
+/* Split with a String pattern (PCRE2_LITERAL, which refuses PCRE2_UCP) */
+START_TEST(test_split_string_pattern)
+{
+    rc_tokenizer *t;
+    char *body = full_body("null", "{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\": \"Removed\"}",
+                           "null", "null");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    free(body);
+    int32_t *ids;
+    int64_t n;
+    /* "abc" without the b: "a", "c" (the "b c" merge cannot happen) */
+    ck_assert_int_eq(rc_tokenizer_encode(t, "abc", 3, false, &ids, &n), RC_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 3);
+    free(ids);
+    rc_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- prompt files -------------------------------------------------------------- */
 
 static const char *put_file(const char *name, const char *body, size_t n)
@@ -657,6 +677,7 @@ int main(void)
     tcase_add_test(te, test_post_specials_bounded);
     tcase_add_test(te, test_regex_limits);
     tcase_add_test(te, test_growth_bounded);
+    tcase_add_test(te, test_split_string_pattern);
     suite_add_tcase(s, te);
     TCase *tp = tcase_create("prompts");
     tcase_add_checked_fixture(tp, err_setup, err_teardown);
