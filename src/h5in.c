@@ -236,10 +236,11 @@ static rc_status open_ds(h5r *r, const char *name, ds_kind kind, int rank, int64
     hid_t sp = H5Dget_space(ds), t = H5Dget_type(ds), dcpl = H5Dget_create_plist(ds);
     rc_status st = RC_OK;
     hsize_t dims[H5S_MAX_RANK];
-    int nd = sp >= 0 && H5Sget_simple_extent_type(sp) == H5S_SIMPLE ? H5Sget_simple_extent_ndims(sp) : -1;
-    if (sp < 0 || t < 0 || dcpl < 0)
+    const H5S_class_t sc = sp >= 0 ? H5Sget_simple_extent_type(sp) : H5S_NO_CLASS;
+    int nd = sc == H5S_SIMPLE ? H5Sget_simple_extent_ndims(sp) : 0; /* scalar and null: rank 0 */
+    if (sp < 0 || t < 0 || dcpl < 0 || nd < 0)
         st = BAD(r, "%s cannot be read", name);
-    else if (nd != rank)
+    else if (nd != rank || sc != H5S_SIMPLE)
         st = BAD(r, "%s has rank %d, not %d", name, nd, rank);
     else if (H5Sget_simple_extent_dims(sp, dims, NULL) != rank)
         st = BAD(r, "%s cannot be read", name);

@@ -1567,6 +1567,33 @@ static void expect_read_error(const char *path, rc_status want, const char *ment
                       rc_last_error());
 }
 
+/* files of earlier versions still read: no `device` attribute (before the
+ * CUDA backend), /reference/logprob in float32 (before --reference fp64), no
+ * text datasets (before text prompts) */
+START_TEST(test_read_older_layouts)
+{
+    rc_results *r = build_default(true);
+    const char *t = tpath("old.h5");
+    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
+    hid_t f = h5_open_rw(t);
+    ck_assert_int_ge(H5Adelete(f, "device"), 0);
+    float ref32[5 * 7];
+    for (int i = 0; i < 5 * 7; i++)
+        ref32[i] = (float)r->logprob_ref[i];
+    hsize_t d[2] = {5, 7};
+    put_ds(f, "/reference/logprob", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, ref32, true);
+    H5Fclose(f);
+    rc_results back;
+    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
+    ck_assert_str_eq(back.device, "");
+    ck_assert_ptr_null(back.prompt_text);
+    ck_assert_ptr_null(back.completion);
+    ck_assert(back.logprob_ref[3] == (double)ref32[3]);
+    rc_results_free(&back);
+    destroy(r);
+}
+END_TEST
+
 START_TEST(test_read_text_extent)
 {
     const char *t = write_default_with_text();
@@ -1835,6 +1862,7 @@ static Suite *h5out_suite(void)
 
     TCase *rd = tcase_create("reader");
     tcase_add_checked_fixture(rd, setup, teardown);
+    tcase_add_test(rd, test_read_older_layouts);
     tcase_add_test(rd, test_read_text_extent);
     tcase_add_test(rd, test_read_completion_shape);
     tcase_add_test(rd, test_read_attr_not_scalar);
