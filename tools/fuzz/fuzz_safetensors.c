@@ -3,7 +3,8 @@
  * Input = the whole file. It is written to a scratch file, opened with
  * rc_st_open_file, and when that succeeds every tensor is looked up and read
  * (rc_st_read_f32 / _i32 / _f64 into a buffer of exactly the right size), so
- * ASan sees any read past the mapping.
+ * ASan sees any read past the mapping; rc_st_read_weight must give the same
+ * bits as rc_st_read_f32 and refuse exactly the tensors holding NaN or Inf.
  *
  * The custom mutator knows the layout (u64 header length, JSON header, data):
  * half the time it edits the header JSON, rewrites the length and resizes the
@@ -23,6 +24,29 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     snprintf(g_path, sizeof g_path, "%s/input.safetensors", fz_scratch_dir("st"));
     return 0;
+}
+
+/* rc_st_read_weight against rc_st_read_f32: the same values, and an error
+ * exactly when one of them is not finite (n floats already read into f). */
+static void check_weight_read(const rc_safetensors *st, const rc_st_tensor *t, int64_t n, const float *f,
+                              rc_status s_f32)
+{
+    float *w = malloc(n ? (size_t)n * 4 : 1);
+    rc_status s = rc_st_read_weight(st, t->name, t->ndim, t->shape, w);
+    fz_check_msg(s, NULL);
+    if (s_f32 != RC_OK) {
+        if (s != s_f32)
+            abort(); /* same refusal (dtype) as rc_st_read_f32 */
+    } else {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad += !isfinite(f[i]);
+        if ((s == RC_OK) != (bad == 0) || (s != RC_OK && s != RC_ERR_FORMAT))
+            abort(); /* refused exactly when a value is NaN or Inf */
+        if (s == RC_OK && n && memcmp(w, f, (size_t)n * 4) != 0)
+            abort(); /* the same bits */
+    }
+    free(w);
 }
 
 static void read_all(const rc_safetensors *st)
@@ -52,10 +76,12 @@ static void read_all(const rc_safetensors *st)
             free(d);
             float *f = malloc(n ? (size_t)n * 4 : 1);
             s = rc_st_read_f32(st, t->name, t->ndim, t->shape, f);
+            check_weight_read(st, t, n, f, s);
             free(f);
         } else {
             float *d = malloc(n ? (size_t)n * 4 : 1);
             s = rc_st_read_f32(st, t->name, t->ndim, t->shape, d);
+            check_weight_read(st, t, n, d, s);
             free(d);
         }
         (void)s;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Seed corpora for the harnesses, from data/fixtures (stdlib only).
 
-usage: make_seeds.py REPO_ROOT OUT  -> OUT/seeds/{safetensors,config,model,index}/
+usage: make_seeds.py REPO_ROOT OUT      -> OUT/seeds/{safetensors,config,model,index}/
+       make_seeds.py REPO_ROOT --corpus -> REPO_ROOT/tools/fuzz/corpus/{safetensors,st_index,config,model}/
+                                           (the committed corpus: the same files, each folder < 1 MB)
 """
 import json
 import os
@@ -10,7 +12,13 @@ import sys
 
 root, out = sys.argv[1], sys.argv[2]
 fx = os.path.join(root, "data", "fixtures")
-dirs = {k: os.path.join(out, "seeds", k) for k in ("safetensors", "config", "model", "index")}
+if out == "--corpus":
+    base = os.path.join(root, "tools", "fuzz", "corpus")
+    names = {"safetensors": "safetensors", "config": "config", "model": "model", "index": "st_index"}
+else:
+    base = os.path.join(out, "seeds")
+    names = {k: k for k in ("safetensors", "config", "model", "index")}
+dirs = {k: os.path.join(base, v) for k, v in names.items()}
 for d in dirs.values():
     os.makedirs(d, exist_ok=True)
 
@@ -86,4 +94,46 @@ put("safetensors", "synthetic-meta", st_file({"__metadata__": {"format": "pt", "
 put("safetensors", "synthetic-meta-null", st_file({"__metadata__": None}))
 put("safetensors", "synthetic-utf8", st_file({"caf\u00e9\U0001F600": {"dtype": "U8", "shape": [1],
                                                                      "data_offsets": [0, 1]}}, b"x"))
-print("seeds in", os.path.join(out, "seeds"))
+
+# weights that are not finite (rc_st_read_weight refuses them): NaN, +-Inf in
+# each float dtype, and an F64 beyond the fp32 range
+put("safetensors", "synthetic-nonfinite", st_file(
+    {"nan32": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+     "inf16": {"dtype": "F16", "shape": [2], "data_offsets": [8, 12]},
+     "ninfbf": {"dtype": "BF16", "shape": [2], "data_offsets": [12, 16]},
+     "huge64": {"dtype": "F64", "shape": [2], "data_offsets": [16, 32]}},
+    struct.pack("<ff", float("nan"), 1.0) + struct.pack("<HH", 0x7C00, 0x3C00) +
+    struct.pack("<HH", 0xFF80, 0x3F80) + struct.pack("<dd", 1e300, -2.5)))
+# many empty tensors (the entry count is checked before the header is parsed)
+put("safetensors", "synthetic-many-empty", st_file(
+    {f"e{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(300)}))
+
+# configs with norm epsilons at and past the limits
+for name in sorted(os.listdir(fx)):
+    cpath = os.path.join(fx, name, "config.json")
+    if name not in ("neox_parallel", "llama_gqa") or not os.path.exists(cpath):
+        continue
+    cfg = json.load(open(cpath))
+    key = "layer_norm_eps" if cfg.get("model_type") == "gpt_neox" else "rms_norm_eps"
+    for tag, eps in (("zero", 0.0), ("tiny", 1e-50), ("one", 1.0), ("small", 1e-30)):
+        c = dict(cfg)
+        c[key] = eps
+        data = json.dumps(c, indent=2).encode()
+        put("config", f"{name}-eps-{tag}.json", data)
+        put("model", f"{name}-eps-{tag}.json", data)
+
+# shard paths: plain, in a subfolder, and the refused forms ("./", "..",
+# "//", absolute, trailing "/"), over the qwen2_bias shards fuzz_st_index uses
+qidx = os.path.join(fx, "qwen2_bias", "model.safetensors.index.json")
+if os.path.exists(qidx):
+    wm = json.load(open(qidx))["weight_map"]
+    for tag, fn in (("dot", lambda p: "./" + p), ("dotdot", lambda p: "sub/../" + p),
+                    ("slashes", lambda p: "sub//" + p),
+                    ("absolute", lambda p: "/" + p), ("trailing", lambda p: p + "/"),
+                    ("sub", lambda p: "sub/shard.safetensors" if p.endswith("3.safetensors") else p),
+                    ("symlink", lambda p: "inside.safetensors" if p.endswith("3.safetensors") else p)):
+        first = sorted(wm)[0]
+        m = {k: (fn(v) if (tag in ("sub", "symlink") or k == first) else v) for k, v in wm.items()}
+        put("index", f"qwen2_bias-{tag}.json", json.dumps({"metadata": {}, "weight_map": m}).encode())
+
+print("seeds in", base)
