@@ -14,6 +14,8 @@
  *    no external files, no virtual datasets) and filters (deflate, shuffle,
  *    fletcher32 only), and its declared size against the storage it has in
  *    the file (below), all before anything is allocated;
+ *  - variable-length strings: their total size (sized one string at a time)
+ *    must fit in the file, since elements may all name one heap object;
  *  - values used as indices (prompt lengths, prompt indices, valid counts)
  *    are range-checked after reading; rc_results_check_replay checks the token
  *    ids against the replaying model.
@@ -355,14 +357,26 @@ static rc_status read_strs(h5r *r, const char *name, int64_t n, char ***out)
         return RC_OK; /* optional */
     hid_t ds;
     RC_TRY(open_ds(r, name, DS_STR, 1, n, 0, &ds));
-    hid_t mt = H5Tcopy(H5T_C_S1);
+    hid_t mt = H5Tcopy(H5T_C_S1), sp = H5Dget_space(ds);
     char **v = calloc((size_t)n + 1, sizeof *v);
     rc_status st = RC_OK;
+    hsize_t text = 0;
     if (!v)
         st = badf(r, RC_ERR_NOMEM, "out of memory reading %s", name);
-    else if (mt < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, H5T_CSET_UTF8) < 0 ||
-             (n > 0 && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0))
+    else if (mt < 0 || sp < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, H5T_CSET_UTF8) < 0 ||
+             (n > 0 && H5Dvlen_get_buf_size(ds, mt, sp, &text) < 0))
         st = BAD(r, "%s cannot be read", name);
+    /* Each element names a string in the file's global heap, and nothing
+     * stops every element from naming the same one: the strings (with their
+     * NULs) must fit in the file, as they do when each is stored once. Sizing
+     * them reads one string at a time. */
+    else if ((uint64_t)text > r->file_size)
+        st = BAD(r, "%s holds %llu bytes of strings, more than the file's %llu", name, (unsigned long long)text,
+                 (unsigned long long)r->file_size);
+    else if (n > 0 && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        st = BAD(r, "%s cannot be read", name);
+    if (sp >= 0)
+        H5Sclose(sp);
     char **own = st == RC_OK ? calloc((size_t)n + 1, sizeof *own) : NULL;
     if (st == RC_OK && !own)
         st = badf(r, RC_ERR_NOMEM, "out of memory reading %s", name);

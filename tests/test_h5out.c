@@ -1803,6 +1803,61 @@ START_TEST(test_read_too_large)
 }
 END_TEST
 
+/* Variable-length strings live in the file's global heap, addressed by an ID
+ * per element; nothing stops every element from naming the same heap object.
+ * 4096 completions that all name one 64 KiB string: a file of ~340 KiB that
+ * reads as 256 MiB (and then as much again in copies). */
+START_TEST(test_read_shared_strings)
+{
+    static const int64_t lens[1] = {1};
+    const int64_t S = 4096;
+    rc_results *r = build(2, 4, S, 1, lens, 1, false);
+    r->completion = xcalloc((size_t)S, sizeof(char *));
+    r->completion[0] = xcalloc(65537, 1);
+    memset(r->completion[0], 'a', 65536);
+    for (int64_t s = 1; s < S; s++)
+        r->completion[s] = xstrdup("b");
+    const char *t = tpath("shared.h5");
+    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
+    for (int64_t s = 0; s < S; s++)
+        free(r->completion[s]);
+    free(r->completion);
+    r->completion = NULL;
+    destroy(r);
+    rc_results back;
+    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error()); /* as written: fine */
+    rc_results_free(&back);
+
+    /* every element's heap ID (16 bytes in the file) := element 0's */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(t, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "/rollouts/completion", H5P_DEFAULT);
+    haddr_t off = H5Dget_offset(ds);
+    hsize_t stored = H5Dget_storage_size(ds);
+    H5Dclose(ds);
+    H5Fclose(f);
+    ck_assert_msg(off != HADDR_UNDEF && stored == (hsize_t)S * 16, "contiguous, 16 bytes per element (%llu)",
+                  (unsigned long long)stored);
+    FILE *fp = fopen(t, "r+b");
+    ck_assert_ptr_nonnull(fp);
+    unsigned char id0[16];
+    ck_assert_int_eq(fseek(fp, (long)off, SEEK_SET), 0);
+    ck_assert_uint_eq(fread(id0, 1, 16, fp), 16);
+    ck_assert_int_eq(fseek(fp, (long)off, SEEK_SET), 0);
+    for (int64_t s = 0; s < S; s++)
+        ck_assert_uint_eq(fwrite(id0, 1, 16, fp), 16);
+    ck_assert_int_eq(fclose(fp), 0);
+    size_t n;
+    free(slurp(t, &n));
+    ck_assert_uint_lt(n, 512 * 1024);
+
+    long before = maxrss_kib();
+    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/completion");
+    long grown = maxrss_kib() - before;
+    ck_assert_msg(grown < 32 * 1024, "reading grew the resident set by %ld KiB", grown);
+}
+END_TEST
+
 START_TEST(test_read_padding_ok)
 {
     /* a legitimate file that compresses as well as files get: 2000 sequences
@@ -1871,6 +1926,7 @@ static Suite *h5out_suite(void)
     tcase_add_test(rd, test_read_declared_huge);
     tcase_add_test(rd, test_read_too_large);
     tcase_add_test(rd, test_read_padding_ok);
+    tcase_add_test(rd, test_read_shared_strings);
     suite_add_tcase(s, rd);
 
     TCase *rp = tcase_create("replay");
