@@ -236,6 +236,8 @@ struct rc_tokenizer {
     int32_t byte_ids[256]; /* <0xNN> ids for byte fallback, -1 if absent */
     added_token *added;
     int n_added;
+    int *add_order;      /* added-token indices grouped by first byte, ascending within a group */
+    int add_start[257];  /* group of byte b: add_order[add_start[b] .. add_start[b + 1]) */
     norm_step norms[MAX_STEPS];
     int n_norms;
     pre_step pres[MAX_STEPS];
@@ -327,6 +329,7 @@ void rc_tokenizer_free(rc_tokenizer *t)
     for (int i = 0; i < t->n_added; i++)
         free(t->added[i].content);
     free(t->added);
+    free(t->add_order);
     for (int i = 0; i < t->n_norms; i++) {
         free(t->norms[i].a);
         free(t->norms[i].b);
@@ -698,7 +701,8 @@ static rc_status load_model(rc_tokenizer *t, const json_t *m, const json_t *adde
     }
     if (max_id > (1 << 24))
         return rc_errorf(RC_ERR_FORMAT, "%s: token id %lld is too large", path, (long long)max_id);
-    t->n_pieces = max_id + 1;
+    /* ids at or above the limit are load errors (add_piece names them): no table for them */
+    t->n_pieces = limit > 0 && max_id >= limit ? limit : max_id + 1;
     t->piece = calloc((size_t)t->n_pieces + 1, sizeof *t->piece);
     t->piece_len = calloc((size_t)t->n_pieces + 1, sizeof *t->piece_len);
     t->special = calloc((size_t)t->n_pieces + 1, 1);
@@ -799,6 +803,18 @@ static rc_status load_added(rc_tokenizer *t, const json_t *added, int64_t limit)
         a->single_word = json_is_true(json_object_get(e, "single_word"));
         t->n_added++;
     }
+    /* group by first byte, so matching at a position looks only at tokens that can start there */
+    t->add_order = malloc(((size_t)t->n_added + 1) * sizeof *t->add_order);
+    if (!t->add_order)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    int count[257] = {0};
+    for (int k = 0; k < t->n_added; k++)
+        count[(unsigned char)t->added[k].content[0] + 1]++;
+    for (int b = 0; b < 256; b++)
+        count[b + 1] += count[b];
+    memcpy(t->add_start, count, sizeof count);
+    for (int k = 0; k < t->n_added; k++)
+        t->add_order[count[(unsigned char)t->added[k].content[0]]++] = k;
     return RC_OK;
 }
 
@@ -990,7 +1006,7 @@ static rc_status normalize(enc_ctx *c, const char *text, size_t len, sbuf *out)
             /* count the decomposed code points first: utf8proc_map allocates
              * 4 bytes for each */
             utf8proc_ssize_t ncp = utf8proc_decompose((const utf8proc_uint8_t *)out->p, (utf8proc_ssize_t)out->n, NULL,
-                                                      0, opt & ~(utf8proc_option_t)UTF8PROC_COMPOSE);
+                                                      0, opt);
             if (ncp > room)
                 return too_large(t, "normalizers", (int64_t)len, c->grow_max);
             utf8proc_uint8_t *r = NULL;
@@ -1459,7 +1475,9 @@ static bool is_space_byte(unsigned char c) { return c == ' ' || c == '\t' || c =
 static int match_added(const rc_tokenizer *t, const char *s, size_t n, size_t i)
 {
     int best = -1;
-    for (int k = 0; k < t->n_added; k++) {
+    const unsigned char b = (unsigned char)s[i];
+    for (int j = t->add_start[b]; j < t->add_start[b + 1]; j++) { /* only tokens starting with s[i] */
+        const int k = t->add_order[j];
         const added_token *a = &t->added[k];
         if (a->len > n - i || memcmp(s + i, a->content, a->len) != 0)
             continue;
