@@ -35,6 +35,7 @@
  * 1032 x 8 x its size in memory, whatever it declares.
  *
  * Every error is one line naming the file; HDF5's own error printing is off. */
+#include <errno.h>
 #include <hdf5.h>
 #include <inttypes.h>
 #include <math.h>
@@ -42,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "results.h"
 #include "util.h"
@@ -574,8 +576,11 @@ rc_status rc_h5_read(const char *path, rc_results *out)
     /* HDF5 prints its error stack to stderr unless told not to (per thread
      * in a thread-safe build, so on every call) */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (!rc_file_exists(path))
-        return rc_errorf(RC_ERR_IO, "%s: no such file", path);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return rc_errorf(RC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) /* a FIFO, a device, a folder: never handed to HDF5 */
+        return rc_errorf(RC_ERR_IO, "%s: not a regular file", path);
     h5r r = {.path = path, .f = -1};
     if (H5Fis_hdf5(path) <= 0)
         return rc_errorf(RC_ERR_FORMAT, "%s: not an HDF5 file", path);

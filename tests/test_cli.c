@@ -152,7 +152,7 @@ static void run_teardown(void)
 
 static int count_files(const char *dir)
 {
-    char cmd[256];
+    char cmd[512];
     snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
     FILE *p = popen(cmd, "r");
     int n = -1;
@@ -821,7 +821,8 @@ START_TEST(test_option_values)
 }
 END_TEST
 
-/* tokenizer.json that is a FIFO or a device: exit 6 naming tokenizer.json */
+/* inputs that are not regular files: tokenizer.json (a FIFO or a device) is
+ * exit 6 naming tokenizer.json; a FIFO result file is exit 6 naming it */
 START_TEST(test_tokenizer_not_regular)
 {
     char model[256], tp[300], args[2048];
@@ -841,6 +842,17 @@ START_TEST(test_tokenizer_not_regular)
         snprintf(args, sizeof args, "tokenize --model %s hello", model);
         ck_assert_int_eq(run(args), 6);
         ck_assert_msg(strstr(g_err, "tokenizer.json") != NULL, "'%s'", g_err);
+    }
+    /* a result file that is a FIFO: never handed to HDF5 (report, diff, replay) */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/r.h5", g_dir);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    const char *cmds[] = {"report @D/r.h5", "diff @D/r.h5 @D/r.h5",
+                          "--model data/models/pythia-rc-tiny --rollouts-from @D/r.h5 --len 4 -q --out none"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        ck_assert_int_eq(run(subst_dir(args, sizeof args, cmds[i])), 6);
+        ck_assert_msg(strstr(g_err, "r.h5: not a regular file") != NULL, "%s: '%s'", cmds[i], g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
     }
 }
 END_TEST
