@@ -1140,6 +1140,10 @@ static rc_status regex_split(enc_ctx *c, const pre_step *st, const char *s, size
     char *pending = NULL; /* MergedWithNext: a delimiter waiting for its right side */
     size_t pend_n = 0;
     sbuf acc = {0};
+    /* MergedWithPrevious (as HF's split): a delimiter joins the piece before
+     * it from this text, unless that piece is a delimiter too */
+    const size_t base = out->n;
+    bool prev_delim = false;
     while (ok && off <= n) {
         bool found;
         size_t ms = n, me = n;
@@ -1179,7 +1183,7 @@ static rc_status regex_split(enc_ctx *c, const pre_step *st, const char *s, size
             } else if (beh == B_ISOLATED) {
                 ok = pl_push(out, ps, pn);
             } else if (beh == B_MERGED_PREV) {
-                if (out->n > 0) {
+                if (out->n > base && !prev_delim) {
                     piece *last = &out->v[out->n - 1];
                     char *q = realloc(last->s, last->n + pn + 1);
                     ok = q != NULL;
@@ -1205,6 +1209,7 @@ static rc_status regex_split(enc_ctx *c, const pre_step *st, const char *s, size
                     pend_n = pn;
                 }
             } /* B_REMOVED: dropped */
+            prev_delim = delim;
         }
         if (!found)
             break;

@@ -549,6 +549,43 @@ START_TEST(test_many_added_tokens_fast)
 }
 END_TEST
 
+/* Split MergedWithPrevious as HF's split does it: a delimiter joins the piece
+ * before it unless that piece is itself a delimiter (HF's previous_match), and
+ * never joins a piece of an earlier pre-tokenized piece. */
+START_TEST(test_merged_with_previous)
+{
+    const char *fmt = "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"bb\": 2,"
+                      " \" \": 3}, \"merges\": [\"b b\"]}}";
+    char body[2048];
+    rc_tokenizer *t;
+    int32_t *ids;
+    int64_t n;
+    /* "abb": HF ["ab", "b"] -> 0 1 1 (not ["abb"] -> 0 2) */
+    snprintf(body, sizeof body, fmt, "{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\": \"MergedWithPrevious\"}");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(rc_tokenizer_encode(t, "abb", 3, false, &ids, &n), RC_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 1);
+    ck_assert_int_eq(ids[2], 1);
+    free(ids);
+    rc_tokenizer_free(t);
+    /* after a split on " " (Removed): "b b" -> ["b"], ["b"]; the second b is
+     * a delimiter at the start of its own piece and stays there -> 1 1 */
+    snprintf(body, sizeof body, fmt,
+             "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"String\": \" \"},"
+             " \"behavior\": \"Removed\"}, {\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\":"
+             " \"MergedWithPrevious\"}]}");
+    ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(rc_tokenizer_encode(t, "b b", 3, false, &ids, &n), RC_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(ids[0], 1);
+    ck_assert_int_eq(ids[1], 1);
+    free(ids);
+    rc_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- prompt files -------------------------------------------------------------- */
 
 static const char *put_file(const char *name, const char *body, size_t n)
@@ -716,6 +753,7 @@ int main(void)
     tcase_add_test(te, test_growth_bounded);
     tcase_add_test(te, test_split_string_pattern);
     tcase_add_test(te, test_many_added_tokens_fast);
+    tcase_add_test(te, test_merged_with_previous);
     suite_add_tcase(s, te);
     TCase *tp = tcase_create("prompts");
     tcase_add_checked_fixture(tp, err_setup, err_teardown);
