@@ -413,49 +413,32 @@ rc_status rc_st_open_file(const char *path, rc_safetensors **out)
     return RC_OK;
 }
 
-/* ---- string -> int hash map (open addressing; keys are borrowed) -------- */
+/* ---- sorting strings with where they came from --------------------------- */
 
 typedef struct {
-    const char **keys;
-    int *vals;
-    size_t mask;
-} strmap;
+    const char *s;
+    size_t i; /* its index in the input: ties sort by it */
+} str_ix;
 
-static uint64_t str_hash(const char *s)
+static int cmp_str_ix(const void *a, const void *b)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ^ (h >> 29);
+    const str_ix *x = a, *y = b;
+    int c = strcmp(x->s, y->s);
+    if (c != 0)
+        return c;
+    return (x->i > y->i) - (x->i < y->i);
 }
 
-/* room for up to n keys (the table is never more than half full) */
-static rc_status strmap_init(strmap *m, size_t n)
-{
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    m->mask = cap - 1;
-    m->keys = calloc(cap, sizeof *m->keys);
-    m->vals = calloc(cap, sizeof *m->vals);
-    if (!m->keys || !m->vals)
-        return rc_errorf(RC_ERR_NOMEM, "out of memory");
-    return RC_OK;
-}
+/* the groups naming one shard: ent[start, end) after sorting by name */
+typedef struct {
+    size_t first; /* the first group (in index order) that names it */
+    size_t start, end;
+} shard_run;
 
-static void strmap_free(strmap *m)
+static int cmp_first(const void *a, const void *b)
 {
-    free(m->keys);
-    free(m->vals);
-}
-
-/* the slot of `key`: where it is, or the empty slot where it would go */
-static size_t strmap_slot(const strmap *m, const char *key)
-{
-    size_t i = (size_t)str_hash(key) & m->mask;
-    while (m->keys[i] && strcmp(m->keys[i], key) != 0)
-        i = (i + 1) & m->mask;
-    return i;
+    const shard_run *x = a, *y = b;
+    return (x->first > y->first) - (x->first < y->first);
 }
 
 /* ---- sharded checkpoints ------------------------------------------------ */
@@ -515,8 +498,10 @@ static rc_status check_shard_path(const char *index_path, const char *dir, const
     return RC_OK;
 }
 
-/* Linear in the number of index entries and shards: every distinct shard
- * name is resolved and opened once (hash maps name -> shard -> file), the
+/* O(N log N) in the index entries and shards, whatever the names: the
+ * entries' shard names are sorted once to find the distinct shards (their
+ * count is checked before any file is opened), each distinct name is resolved
+ * once, each distinct file opened once (in order of first appearance), the
  * tensors are sorted once, and each entry is then checked with one lookup. */
 static rc_status st_open_index(const char *dir, const char *index_path, rc_safetensors *st)
 {
@@ -535,28 +520,31 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
                          "%s: weight_map lists %zu tensors, more than the limit of %d per model",
                          index_path, n_entries, RC_ST_MAX_TENSORS);
     }
-    const size_t max_names = n_entries < (size_t)RC_ST_MAX_SHARDS + 1 ? n_entries : (size_t)RC_ST_MAX_SHARDS + 1;
-    strmap by_name = {0}, by_file = {0};
-    const char **names = NULL; /* distinct shard names, in order of first appearance */
-    int *file_of = NULL;       /* their index into st->files */
-    size_t n_names = 0;
-    const char *name;
-    json_t *v;
     char rdir[PATH_MAX];
     if (!realpath(dir, rdir)) {
         json_decref(root);
         return rc_errorf(RC_ERR_IO, "%s: cannot resolve: %s", dir, strerror(errno));
     }
-    if ((s = strmap_init(&by_name, max_names)) != RC_OK || (s = strmap_init(&by_file, max_names)) != RC_OK)
-        goto done;
-    names = calloc(max_names, sizeof *names);
-    file_of = calloc(max_names, sizeof *file_of);
-    if (!names || !file_of) {
+    /* consecutive entries naming the same shard form one group (indexes
+     * list a shard's tensors mostly together): only groups are sorted */
+    str_ix *ent = calloc(n_entries, sizeof *ent);           /* (shard name, group) */
+    size_t *shard_of = calloc(n_entries, sizeof *shard_of); /* entry -> group, then -> shard */
+    size_t *shard_of_group = calloc(n_entries, sizeof *shard_of_group);
+    size_t n_groups = 0;
+    shard_run *runs = NULL;                                 /* shard -> its entries */
+    str_ix *res = NULL;                                     /* (resolved path, shard) */
+    char **full = NULL;                                     /* shard -> resolved path */
+    size_t *canon = NULL; /* shard -> the first shard that resolves to the same file */
+    int *file_of = NULL;  /* shard -> index into st->files */
+    size_t n_sh = 0;
+    const char *name;
+    json_t *v;
+    if (!ent || !shard_of || !shard_of_group) {
         s = rc_errorf(RC_ERR_NOMEM, "out of memory");
         goto done;
     }
-    /* 1. the distinct shard names, each a plain relative path; no file is
-     * opened before the count is known to be within the limit */
+    /* 1. every entry names its shard by a plain relative path */
+    size_t e = 0;
     json_object_foreach(wm, name, v)
     {
         if (!json_is_string(v)) {
@@ -570,41 +558,75 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
                           shard, why);
             break;
         }
-        size_t slot = strmap_slot(&by_name, shard);
-        if (by_name.keys[slot])
-            continue;
-        if (n_names == (size_t)RC_ST_MAX_SHARDS) {
-            s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: weight_map names more than %d shards (the limit per model)",
-                          index_path, RC_ST_MAX_SHARDS);
-            break;
+        if (n_groups == 0 || strcmp(ent[n_groups - 1].s, shard) != 0) {
+            ent[n_groups].s = shard;
+            ent[n_groups].i = n_groups;
+            n_groups++;
         }
-        by_name.keys[slot] = shard;
-        by_name.vals[slot] = (int)n_names;
-        names[n_names++] = shard;
+        shard_of[e++] = n_groups - 1;
     }
-    /* 2. resolve each name once; names that resolve to the same file (a
-     * symlink) share it */
-    for (size_t i = 0; i < n_names && s == RC_OK; i++) {
-        char *full;
-        s = check_shard_path(index_path, dir, rdir, names[i], &full);
-        if (s != RC_OK)
-            break;
-        size_t slot = strmap_slot(&by_file, full);
-        if (by_file.keys[slot]) {
-            file_of[i] = by_file.vals[slot];
-        } else {
-            s = st_map_file(st, full);
-            if (s == RC_OK) { /* key: the path st->files keeps */
-                file_of[i] = st->nfiles - 1;
-                by_file.keys[slot] = st->files[st->nfiles - 1].path;
-                by_file.vals[slot] = st->nfiles - 1;
-            }
+    if (s != RC_OK)
+        goto done;
+    /* 2. the distinct shards, numbered in order of first appearance */
+    qsort(ent, n_groups, sizeof *ent, cmp_str_ix);
+    for (size_t k = 0; k < n_groups; k++)
+        n_sh += k == 0 || strcmp(ent[k - 1].s, ent[k].s) != 0;
+    if (n_sh > (size_t)RC_ST_MAX_SHARDS) {
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: weight_map names %zu shards, more than the limit of %d per model",
+                      index_path, n_sh, RC_ST_MAX_SHARDS);
+        goto done;
+    }
+    runs = calloc(n_sh, sizeof *runs);
+    res = calloc(n_sh, sizeof *res);
+    full = calloc(n_sh, sizeof *full);
+    canon = calloc(n_sh, sizeof *canon);
+    file_of = calloc(n_sh, sizeof *file_of);
+    if (!runs || !res || !full || !canon || !file_of) {
+        s = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0, j = 0; k < n_groups; k++) {
+        if (k == 0 || strcmp(ent[k - 1].s, ent[k].s) != 0) {
+            runs[j].first = ent[k].i; /* a run is sorted by group */
+            runs[j].start = k;
+            j++;
         }
-        free(full);
+        runs[j - 1].end = k + 1;
+    }
+    qsort(runs, n_sh, sizeof *runs, cmp_first);
+    for (size_t j = 0; j < n_sh; j++)
+        for (size_t k = runs[j].start; k < runs[j].end; k++)
+            shard_of_group[ent[k].i] = j;
+    for (size_t k = 0; k < n_entries; k++)
+        shard_of[k] = shard_of_group[shard_of[k]];
+    /* 3. resolve each shard once: symlinks must stay inside the folder */
+    for (size_t j = 0; j < n_sh && s == RC_OK; j++) {
+        s = check_shard_path(index_path, dir, rdir, ent[runs[j].start].s, &full[j]);
+        res[j].s = full[j];
+        res[j].i = j;
+    }
+    if (s != RC_OK)
+        goto done;
+    /* 4. shards that resolve to the same file (through a symlink) share it:
+     * each file is opened once, for the first shard that reaches it */
+    qsort(res, n_sh, sizeof *res, cmp_str_ix);
+    for (size_t k = 0, first = 0; k < n_sh; k++) {
+        if (k == 0 || strcmp(res[k - 1].s, res[k].s) != 0)
+            first = res[k].i; /* equal paths sort by shard */
+        canon[res[k].i] = first;
+    }
+    for (size_t j = 0; j < n_sh && s == RC_OK; j++) {
+        if (canon[j] != j) {
+            file_of[j] = file_of[canon[j]];
+            continue;
+        }
+        s = st_map_file(st, full[j]);
+        file_of[j] = st->nfiles - 1;
     }
     if (s == RC_OK)
         s = st_finish(st);
-    /* 3. every listed tensor must be in the shard the index names */
+    /* 5. every listed tensor must be in the shard the index names */
+    e = 0;
     if (s == RC_OK) {
         json_object_foreach(wm, name, v)
         {
@@ -615,18 +637,24 @@ static rc_status st_open_index(const char *dir, const char *index_path, rc_safet
                               index_path, name, shard);
                 break;
             }
-            int fi = file_of[by_name.vals[strmap_slot(&by_name, shard)]];
-            if (t->file != fi) {
+            if (t->file != file_of[shard_of[e]]) {
                 s = rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\" is listed for %s but found in %s",
                               index_path, name, shard, st->files[t->file].path);
                 break;
             }
+            e++;
         }
     }
 done:
-    strmap_free(&by_name);
-    strmap_free(&by_file);
-    free(names);
+    for (size_t j = 0; full && j < n_sh; j++)
+        free(full[j]);
+    free(full);
+    free(ent);
+    free(shard_of);
+    free(shard_of_group);
+    free(runs);
+    free(res);
+    free(canon);
     free(file_of);
     json_decref(root);
     return s;
