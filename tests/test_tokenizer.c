@@ -560,7 +560,13 @@ START_TEST(test_merged_with_previous)
     rc_tokenizer *t;
     int32_t *ids;
     int64_t n;
-    /* "abb": HF ["ab", "b"] -> 0 1 1 (not ["abb"] -> 0 2) */
+    /* Both expectations checked with HF tokenizers 0.23.3 (pip install
+     * tokenizers==0.23.3): Tokenizer(BPE(vocab, merges)) with
+     * pre_tokenizers.Split("b", "merged_with_previous"): encode("abb").ids ==
+     * [0, 1, 1], pre_tokenize_str == [("ab", (0, 2)), ("b", (2, 3))]; with
+     * Sequence([Split(" ", "removed"), Split("b", "merged_with_previous")]):
+     * encode("b b").ids == [1, 1].
+     * "abb": HF ["ab", "b"] -> 0 1 1 (not ["abb"] -> 0 2) */
     snprintf(body, sizeof body, fmt, "{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\": \"MergedWithPrevious\"}");
     ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
     ck_assert_int_eq(rc_tokenizer_encode(t, "abb", 3, false, &ids, &n), RC_OK);
