@@ -740,29 +740,51 @@ static rc_status check_tensor(const rc_safetensors *st, const char *name, int nd
     return RC_OK;
 }
 
-/* Convert tensor t (n elements) to fp32 into dst; *n_bad gets the number of
- * results that are not finite and *first_bad the index of the first (-1). */
+/* Convert tensor t (n elements) to fp32 into dst. With n_bad: *n_bad gets
+ * the number of results that are not finite and *first_bad the index of the
+ * first (-1 when none). NaN and Inf are the fp32 values whose magnitude bits
+ * are at least 0x7F800000: the conversion loops keep the largest magnitude
+ * bits seen (a max reduction the compiler vectorizes, in the same pass), and
+ * only a tensor that holds a non-finite value is scanned again to count. */
 static rc_status convert_f32(const rc_safetensors *st, const rc_st_tensor *t, int64_t n, float *dst,
                              int64_t *n_bad, int64_t *first_bad)
 {
     const unsigned char *p = t->data;
-    int64_t bad = 0;
+    uint32_t mx = 0;
     switch (t->dtype) {
     case RC_F32:
-        memcpy(dst, p, (size_t)n * 4);
+        if (!n_bad) {
+            memcpy(dst, p, (size_t)n * 4);
+            break;
+        }
+        for (int64_t b = 0; b < n; b += 4096) { /* copy a block, then its max while in cache */
+            const int64_t e = n - b < 4096 ? n : b + 4096;
+            memcpy(dst + b, p + 4 * b, (size_t)(e - b) * 4);
+            for (int64_t i = b; i < e; i++) {
+                uint32_t u;
+                memcpy(&u, dst + i, 4);
+                u &= 0x7FFFFFFFu;
+                mx = u > mx ? u : mx;
+            }
+        }
         break;
     case RC_F16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             dst[i] = rc_f16_to_f32(h);
+            uint32_t u = (uint32_t)(h & 0x7C00u); /* exponent all ones: Inf or NaN */
+            mx = u > mx ? u : mx;
         }
+        mx = mx == 0x7C00u ? 0x7F800000u : 0;
         break;
     case RC_BF16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             dst[i] = rc_bf16_to_f32(h);
+            uint32_t u = (uint32_t)(h & 0x7FFFu) << 16;
+            mx = u > mx ? u : mx;
         }
         break;
     case RC_F64:
@@ -770,6 +792,10 @@ static rc_status convert_f32(const rc_safetensors *st, const rc_st_tensor *t, in
             double d;
             memcpy(&d, p + 8 * i, 8);
             dst[i] = (float)d;
+            uint32_t u;
+            memcpy(&u, dst + i, 4);
+            u &= 0x7FFFFFFFu;
+            mx = u > mx ? u : mx;
         }
         break;
     default: {
@@ -779,21 +805,15 @@ static rc_status convert_f32(const rc_safetensors *st, const rc_st_tensor *t, in
                          rc_st_shape_str(got, sizeof got, t->ndim, t->shape));
     }
     }
-    /* NaN and Inf are the fp32 values whose exponent bits are all ones; one
-     * pass over the converted values, branch-free */
     if (n_bad) {
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, dst + i, 4);
-            bad += (u & 0x7F800000u) == 0x7F800000u;
-        }
-        *n_bad = bad;
+        *n_bad = 0;
         *first_bad = -1;
-        for (int64_t i = 0; bad && i < n; i++)
-            if (!isfinite(dst[i])) {
-                *first_bad = i;
-                break;
-            }
+        if (mx >= 0x7F800000u) /* rare: count them */
+            for (int64_t i = n - 1; i >= 0; i--)
+                if (!isfinite(dst[i])) {
+                    ++*n_bad;
+                    *first_bad = i;
+                }
     }
     return RC_OK;
 }
