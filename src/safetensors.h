@@ -18,7 +18,7 @@
 #define RC_ST_MAX_DIMS 8
 /* Our own limits (RC_ERR_UNSUPPORTED above them), checked before the work
  * they bound, far above real checkpoints: Llama-3.1-405B has 191 shards and
- * 1,138 tensors, DeepSeek-V3 163 shards and about 92,000 tensors. */
+ * about 1,100 tensors, DeepSeek-V3 163 shards and about 90,000 tensors. */
 #define RC_ST_MAX_SHARDS 16384
 #define RC_ST_MAX_TENSORS_PER_FILE 262144
 #define RC_ST_MAX_TENSORS 1048576
