@@ -1,4 +1,4 @@
-// The CUDA backend: rc_backend_ops on device memory (src/backend.h), the same
+// The CUDA backend: rc_backend_ops on device memory (src/engine/backend.h), the same
 // dtype model as the CPU backend. Activations and weights live on the device
 // as fp32 arrays holding dtype-rounded values (as on the CPU); GEMMs in
 // engine mode go through cuBLAS with real bf16 / fp16 operands (weights

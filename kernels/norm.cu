@@ -1,5 +1,5 @@
 // LayerNorm and RMSNorm: one thread per row, the row's reduction in the CPU
-// twin's order (src/ops_inline.h rco_norm_row; CPU: backend_cpu.c cpu_norm).
+// twin's order (src/engine/ops_inline.h rco_norm_row; CPU: backend_cpu.c cpu_norm).
 #include "rck.h"
 
 RCK_DEFINE_KERNEL(k_norm, rck_norm_args, rck_norm_thread)

@@ -1,5 +1,5 @@
 /* What one CUDA thread of each kernel does: the index arithmetic (which row,
- * head, key, element) around the shared arithmetic of src/ops_inline.h.
+ * head, key, element) around the shared arithmetic of src/engine/ops_inline.h.
  *
  * The __global__ kernels in the kernels/ .cu files are "i = blockIdx.x * blockDim.x +
  * threadIdx.x; if (i < n) rck_X_thread(&args, i);". Plain C, so the CPU test

@@ -1,4 +1,4 @@
-/* Check suite for the safetensors reader (src/safetensors.c).
+/* Check suite for the safetensors reader (src/formats/safetensors.c).
  *
  * Every test builds its files by hand in a fresh temporary folder: an 8-byte
  * little-endian header length, the JSON header, then the data bytes. Expected

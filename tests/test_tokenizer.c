@@ -554,8 +554,8 @@ END_TEST
  * never joins a piece of an earlier pre-tokenized piece. */
 START_TEST(test_merged_with_previous)
 {
-    const char *fmt = "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"bb\": 2,"
-                      " \" \": 3}, \"merges\": [\"b b\"]}}";
+#define MWP_FMT "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"bb\": 2,"\
+                      " \" \": 3}, \"merges\": [\"b b\"]}}"
     char body[2048];
     rc_tokenizer *t;
     int32_t *ids;
@@ -567,7 +567,7 @@ START_TEST(test_merged_with_previous)
      * Sequence([Split(" ", "removed"), Split("b", "merged_with_previous")]):
      * encode("b b").ids == [1, 1].
      * "abb": HF ["ab", "b"] -> 0 1 1 (not ["abb"] -> 0 2) */
-    snprintf(body, sizeof body, fmt, "{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\": \"MergedWithPrevious\"}");
+    snprintf(body, sizeof body, MWP_FMT, "{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\": \"MergedWithPrevious\"}");
     ck_assert_msg(load_body(body, &t) == RC_OK, "%s", rc_last_error());
     ck_assert_int_eq(rc_tokenizer_encode(t, "abb", 3, false, &ids, &n), RC_OK);
     ck_assert_int_eq(n, 3);
@@ -578,7 +578,7 @@ START_TEST(test_merged_with_previous)
     rc_tokenizer_free(t);
     /* after a split on " " (Removed): "b b" -> ["b"], ["b"]; the second b is
      * a delimiter at the start of its own piece and stays there -> 1 1 */
-    snprintf(body, sizeof body, fmt,
+    snprintf(body, sizeof body, MWP_FMT,
              "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"String\": \" \"},"
              " \"behavior\": \"Removed\"}, {\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, \"behavior\":"
              " \"MergedWithPrevious\"}]}");

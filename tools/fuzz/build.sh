@@ -2,7 +2,7 @@
 # Build every libFuzzer harness tools/fuzz/fuzz_*.c, and the generated seeds.
 #   tools/fuzz/build.sh [OUT]        (OUT defaults to /tmp/rc-fuzz)
 #
-# All project sources (src/*.c but main.c, models/*.c; src/cuda_stub.c stands
+# All project sources (src/*/*.c but src/cli/main.c, models/*.c; src/engine/cuda_stub.c stands
 # in for the CUDA backend) are compiled once with ASan + UBSan and libFuzzer's
 # coverage instrumentation into OUT/librc_fuzz.a; each harness is linked
 # against that archive and every library the project uses (jansson, HDF5,
@@ -53,14 +53,14 @@ fi
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 # shellcheck disable=SC2086
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -fno-omit-frame-pointer \
-  -ffp-contract=off -fopenmp $SAN -I$OUT/include -I$ROOT -I$ROOT/src -I$ROOT/models -I$ROOT/tools/fuzz \
+  -ffp-contract=off -fopenmp $SAN -I$OUT/include -I$ROOT -I$ROOT/src/base -I$ROOT/src/formats -I$ROOT/src/engine -I$ROOT/src/check -I$ROOT/models -I$ROOT/tools/fuzz \
   $(pkg-config --cflags $pc_pkgs)"
 # shellcheck disable=SC2086
 LIBS="$(pkg-config --libs $pc_pkgs) -fopenmp -lm -lpthread"
 
 # --- the project as one instrumented archive -------------------------------
 lib_srcs=()
-for f in "$ROOT"/src/*.c "$ROOT"/models/*.c; do
+for f in "$ROOT"/src/*/*.c "$ROOT"/models/*.c; do
   [ "$(basename "$f")" = main.c ] && continue
   lib_srcs+=("$f")
 done
@@ -68,7 +68,7 @@ done
 # generated config header is newer than it
 newest_dep="$OUT/.deps-stamp"
 touch -d "@0" "$newest_dep"
-for h in "$ROOT"/src/*.h "$ROOT"/models/*.h "$0" "$OUT/include/rc_build_config.h"; do
+for h in "$ROOT"/src/*/*.h "$ROOT"/models/*.h "$0" "$OUT/include/rc_build_config.h"; do
   [ -e "$h" ] && [ "$h" -nt "$newest_dep" ] && touch -r "$h" "$newest_dep"
 done
 todo=()

@@ -17,7 +17,7 @@ Usage
 
 Inputs
     --model DIR: a Hugging Face folder (config.json, *.safetensors, tokenizer.json).
-    --prompts: ratiocheck's prompt formats (src/prompts.c): *.txt one prompt per line with
+    --prompts: ratiocheck's prompt formats (src/formats/prompts.c): *.txt one prompt per line with
         the escapes \\n (newline) and \\\\ (backslash), '\\r' before '\\n' dropped, no empty
         lines except the final newline; *.ids one prompt per line as space-separated token
         ids; *.jsonl {"prompt": "..."} or {"tokens": [...]} per line.  Text is tokenized
@@ -102,7 +102,7 @@ def log(*a):
 
 
 def unescape(line):
-    """src/prompts.c: '\\n' -> newline, '\\\\' -> backslash, any other backslash stays."""
+    """src/formats/prompts.c: '\\n' -> newline, '\\\\' -> backslash, any other backslash stays."""
     out, i = [], 0
     while i < len(line):
         if line[i] == "\\" and i + 1 < len(line) and line[i + 1] in "n\\":

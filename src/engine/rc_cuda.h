@@ -1,5 +1,5 @@
 /* The CUDA side as seen from C (kernels/). Built only with the meson `cuda`
- * feature; otherwise src/cuda_stub.c answers that CUDA is not compiled in. */
+ * feature; otherwise src/engine/cuda_stub.c answers that CUDA is not compiled in. */
 #ifndef RC_CUDA_H
 #define RC_CUDA_H
 
