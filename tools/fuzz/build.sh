@@ -2,8 +2,8 @@
 # Build every libFuzzer harness tools/fuzz/fuzz_*.c, and the generated seeds.
 #   tools/fuzz/build.sh [OUT]        (OUT defaults to /tmp/rc-fuzz)
 #
-# All project sources (src/*/*.c but src/cli/main.c, models/*.c; src/engine/cuda_stub.c stands
-# in for the CUDA backend) are compiled once with ASan + UBSan and libFuzzer's
+# All project sources (every .c under src/ but src/cli/main.c, models/*.c;
+# src/engine/cuda_stub.c stands in for the CUDA backend) are compiled once with ASan + UBSan and libFuzzer's
 # coverage instrumentation into OUT/librc_fuzz.a; each harness is linked
 # against that archive and every library the project uses (jansson, HDF5,
 # PCRE2, utf8proc, OpenBLAS, OpenMP through clang's libomp), so a new harness
@@ -50,25 +50,25 @@ else
   mv "$cfg_new" "$OUT/include/rc_build_config.h"
 fi
 
+# every folder of src/ and models/ that holds a header is an include folder,
+# as in src/meson.build (found, so that a new folder needs no change here)
+src_incs=$(find "$ROOT/src" "$ROOT/models" -name '*.h' -printf ' -I%h\n' | sort -u | tr -d '\n')
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 # shellcheck disable=SC2086
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -fno-omit-frame-pointer \
-  -ffp-contract=off -fopenmp $SAN -I$OUT/include -I$ROOT -I$ROOT/src/base -I$ROOT/src/formats -I$ROOT/src/engine -I$ROOT/src/check -I$ROOT/models -I$ROOT/tools/fuzz \
+  -ffp-contract=off -fopenmp $SAN -I$OUT/include -I$ROOT $src_incs -I$ROOT/tools/fuzz \
   $(pkg-config --cflags $pc_pkgs)"
 # shellcheck disable=SC2086
 LIBS="$(pkg-config --libs $pc_pkgs) -fopenmp -lm -lpthread"
 
 # --- the project as one instrumented archive -------------------------------
-lib_srcs=()
-for f in "$ROOT"/src/*/*.c "$ROOT"/models/*.c; do
-  [ "$(basename "$f")" = main.c ] && continue
-  lib_srcs+=("$f")
-done
+# every .c under src/ and models/ but main.c (src/cli/main.c)
+mapfile -t lib_srcs < <(find "$ROOT/src" "$ROOT/models" -name '*.c' ! -name main.c | sort)
 # rebuild an object when its source, any project header, this script or the
 # generated config header is newer than it
 newest_dep="$OUT/.deps-stamp"
 touch -d "@0" "$newest_dep"
-for h in "$ROOT"/src/*/*.h "$ROOT"/models/*.h "$0" "$OUT/include/rc_build_config.h"; do
+for h in $(find "$ROOT/src" "$ROOT/models" -name '*.h') "$0" "$OUT/include/rc_build_config.h"; do
   [ -e "$h" ] && [ "$h" -nt "$newest_dep" ] && touch -r "$h" "$newest_dep"
 done
 todo=()
