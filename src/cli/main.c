@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -921,47 +922,6 @@ static int cmd_diff(int argc, char **argv)
     return 0;
 }
 
-static const char *k_run_usage =
-    "Usage: ratiocheck [run] [OPTIONS]\n"
-    "\n"
-    "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
-    "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
-    "\n"
-    "Model and numerics:\n"
-    "  --model DIR            Hugging Face model folder (default: the bundled model)\n"
-    "  --dtype fp32|fp16|bf16 dtype both paths compute in (default bf16)\n"
-    "  --kernels engine|invariant|blas  reduction order (default engine)\n"
-    "  --upcast LIST          ops kept in fp32: softmax,rope,norm,lm_head (default none)\n"
-    "  --logprob-dtype fp32|same  log-softmax in fp32 (default) or in the model dtype\n"
-    "  --reference fp32|fp64|none  also re-score in fp32 (invariant kernels) or in\n"
-    "                         float64, to report each path's own error (default none)\n"
-    "  --threads N            CPU threads (default: all cores)\n"
-    "  --backend cpu|cuda|auto  where to compute (default auto: cuda when this build\n"
-    "                         has it and a GPU answers, else cpu); cuda never falls\n"
-    "                         back: without a usable GPU it exits 8 with the reason\n"
-    "Rollouts:\n"
-    "  --prompts FILE         .txt (one prompt per line, \\n escapes), .jsonl\n"
-    "                         ({\"prompt\": ..} or {\"tokens\": [..]}) or .ids (token ids)\n"
-    "                         (default: the bundled prompts)\n"
-    "  --num-prompts N        use the first N prompts (default all)\n"
-    "  --samples N            samples per prompt (default 2)\n"
-    "  --len LIST             generated lengths to re-score, e.g. 20,40,50 (default 20,40,50)\n"
-    "  --batch N              sequences decoded together (default 32)\n"
-    "  --forward-batch N      sequences per full forward (default: all)\n"
-    "  --seed N  --temperature T  --top-k K  --top-p P  (defaults 0, 1.0, 0 = off, 1.0 = off)\n"
-    "  --stop-at-eos          stop a sequence at EOS (default: EOS ignored)\n"
-    "  --rollouts-from F.h5   replay the prompts and generated tokens of an earlier run\n"
-    "                         instead of sampling (so `ratiocheck diff` can compare runs)\n"
-    "Output:\n"
-    "  --out FILE.h5          HDF5 results (default MODEL.DTYPE.ratiocheck.h5); --out none: no file\n"
-    "  --force                overwrite an existing output file\n"
-    "  --json                 print one JSON object instead of the table\n"
-    "  --fail-above M=V,...   exit 3 if a metric exceeds its limit at any length\n"
-    "                         (clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
-    "                          nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)\n"
-    "  --show N               print N completions with their per-token ratios\n"
-    "  -q, --quiet            no progress bar\n";
-
 static rc_status parse_dtype(const char *v, rc_dtype *dt)
 {
     if (!strcmp(v, "fp32") || !strcmp(v, "float32"))
@@ -1014,147 +974,324 @@ static rc_status check_out_not_input(const char *out, const char *model_dir, con
     return st;
 }
 
-static int cmd_run(int argc, char **argv, const char *cmdline)
-{
-    enum {
-        O_MODEL = 256, O_DTYPE, O_KERNELS, O_UPCAST, O_LPDT, O_REF, O_THREADS, O_PROMPTS, O_NPROMPTS,
-        O_SAMPLES, O_LEN, O_BATCH, O_FBATCH, O_SEED, O_TEMP, O_TOPK, O_TOPP, O_EOS, O_OUT, O_FORCE,
-        O_JSON, O_FAIL, O_SHOW, O_REPLAY, O_BACKEND,
-    };
-    static const struct option opts[] = {
-        {"model", required_argument, NULL, O_MODEL},
-        {"dtype", required_argument, NULL, O_DTYPE},
-        {"kernels", required_argument, NULL, O_KERNELS},
-        {"upcast", required_argument, NULL, O_UPCAST},
-        {"logprob-dtype", required_argument, NULL, O_LPDT},
-        {"reference", required_argument, NULL, O_REF},
-        {"threads", required_argument, NULL, O_THREADS},
-        {"prompts", required_argument, NULL, O_PROMPTS},
-        {"num-prompts", required_argument, NULL, O_NPROMPTS},
-        {"samples", required_argument, NULL, O_SAMPLES},
-        {"len", required_argument, NULL, O_LEN},
-        {"batch", required_argument, NULL, O_BATCH},
-        {"forward-batch", required_argument, NULL, O_FBATCH},
-        {"seed", required_argument, NULL, O_SEED},
-        {"temperature", required_argument, NULL, O_TEMP},
-        {"top-k", required_argument, NULL, O_TOPK},
-        {"top-p", required_argument, NULL, O_TOPP},
-        {"stop-at-eos", no_argument, NULL, O_EOS},
-        {"out", required_argument, NULL, O_OUT},
-        {"force", no_argument, NULL, O_FORCE},
-        {"json", no_argument, NULL, O_JSON},
-        {"fail-above", required_argument, NULL, O_FAIL},
-        {"show", required_argument, NULL, O_SHOW},
-        {"rollouts-from", required_argument, NULL, O_REPLAY},
-        {"backend", required_argument, NULL, O_BACKEND},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0},
-    };
+/* ---- the run command's options: one table ------------------------------- */
+
+/* Everything the run's options set. */
+typedef struct {
     char model_default[4096], prompts_default[4096];
-    snprintf(model_default, sizeof model_default, "%s/models/pythia-rc-tiny", data_dir());
-    snprintf(prompts_default, sizeof prompts_default, "%s/prompts/default.txt", data_dir());
-    const char *model_dir = model_default, *prompts_path = prompts_default, *out_path = NULL, *replay = NULL;
-    const char *backend = "auto";
-    rc_rollout_cfg cfg = {.samples = 2, .batch = 32, .forward_batch = 0, .seed = 0,
-                          .sampling = {.top_k = 0, .top_p = 1.0}, .num = rc_numerics_fp32()};
-    cfg.num.dt = RC_BF16;
-    parse_lens("20,40,50", &cfg);
-    rc_kernels kernels = RC_KERNELS_ENGINE;
-    bool lp_same = false, force = false, json = false, quiet = false;
-    int64_t threads = 0, num_prompts = 0, seed = 0, show = 0;
-    double temperature = 1.0;
+    const char *model_dir, *prompts_path, *out_path, *replay, *backend;
+    rc_rollout_cfg cfg;
+    rc_kernels kernels;
+    bool lp_same, force, json, quiet, help;
+    int64_t threads, num_prompts, seed, show;
+    double temperature;
     gate gates[MAX_GATES];
-    int n_gates = 0;
-    rc_status st = RC_OK;
+    int n_gates;
+} run_opts;
+
+typedef struct opt_spec opt_spec;
+/* Parse `v` (NULL for a flag) into the option's destination in `ro`. */
+typedef rc_status (*opt_parse_fn)(const opt_spec *o, const char *v, run_opts *ro);
+
+/* One option: its long name (and short letter), the metavar shown in --help
+ * (NULL for a flag), the help text ('\n' starts a continuation line), the
+ * section it opens in --help (or NULL), the parser and its destination
+ * (an offset into run_opts; lo/hi bound integers and numbers). getopt's list
+ * and --help are both made from this table. */
+struct opt_spec {
+    const char *name;
+    int short_name;
+    const char *metavar;
+    const char *help;
+    const char *section;
+    opt_parse_fn parse;
+    size_t off;
+    double lo, hi;
+};
+
+#define RO_AT(o, ro, T) ((T *)(void *)((char *)(ro) + (o)->off))
+#define OPTNAME(o) (o)->name
+
+static rc_status op_path(const opt_spec *o, const char *v, run_opts *ro)
+{
+    if (!v[0])
+        return rc_errorf(RC_ERR_USAGE, "--%s: the path is empty%s", o->name,
+                         strcmp(o->name, "out") ? "" : " (--out none writes no file)");
+    *RO_AT(o, ro, const char *) = v;
+    return RC_OK;
+}
+
+static rc_status op_flag(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)v;
+    *RO_AT(o, ro, bool) = true;
+    return RC_OK;
+}
+
+static rc_status op_i64(const opt_spec *o, const char *v, run_opts *ro)
+{
+    char name[64];
+    snprintf(name, sizeof name, "--%s", o->name);
+    return parse_i64(name, v, (int64_t)o->lo, o->hi >= 9.2e18 ? INT64_MAX : (int64_t)o->hi, RO_AT(o, ro, int64_t));
+}
+
+static rc_status op_f64(const opt_spec *o, const char *v, run_opts *ro)
+{
+    char name[64];
+    snprintf(name, sizeof name, "--%s", o->name);
+    return parse_f64(name, v, o->lo, o->hi, RO_AT(o, ro, double));
+}
+
+static rc_status op_dtype(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    return parse_dtype(v, &ro->cfg.num.dt);
+}
+
+static rc_status op_kernels(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    if (!strcmp(v, "engine")) ro->kernels = RC_KERNELS_ENGINE;
+    else if (!strcmp(v, "invariant")) ro->kernels = RC_KERNELS_INVARIANT;
+    else if (!strcmp(v, "blas")) ro->kernels = RC_KERNELS_BLAS;
+    else return rc_errorf(RC_ERR_USAGE, "--kernels: '%s' is not one of engine, invariant, blas", v);
+    return RC_OK;
+}
+
+static rc_status op_upcast(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    return rc_parse_upcast(v, &ro->cfg.num.upcast);
+}
+
+static rc_status op_lpdt(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    if (!strcmp(v, "same")) ro->lp_same = true;
+    else if (!strcmp(v, "fp32")) ro->lp_same = false;
+    else return rc_errorf(RC_ERR_USAGE, "--logprob-dtype: '%s' is not fp32 or same", v);
+    return RC_OK;
+}
+
+static rc_status op_reference(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    if (!strcmp(v, "fp32")) ro->cfg.reference = 32;
+    else if (!strcmp(v, "fp64")) ro->cfg.reference = 64;
+    else if (!strcmp(v, "none")) ro->cfg.reference = 0;
+    else return rc_errorf(RC_ERR_USAGE, "--reference: '%s' is not one of fp32, fp64, none", v);
+    return RC_OK;
+}
+
+static rc_status op_backend(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
+        return rc_errorf(RC_ERR_USAGE, "--backend: '%s' is not one of cpu, cuda, auto", v);
+    ro->backend = v;
+    return RC_OK;
+}
+
+static rc_status op_len(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    return parse_lens(v, &ro->cfg);
+}
+
+static rc_status op_gates(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    return parse_gates(v, ro->gates, &ro->n_gates);
+}
+
+#define RO(field) offsetof(run_opts, field)
+static const opt_spec k_run_opts[] = {
+    {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
+     RO(model_dir), 0, 0},
+    {"dtype", 0, "fp32|fp16|bf16", "dtype both paths compute in (default bf16)", NULL, op_dtype, 0, 0, 0},
+    {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0},
+    {"upcast", 0, "LIST", "ops kept in fp32: softmax,rope,norm,lm_head, or all (default none)", NULL, op_upcast, 0,
+     0, 0},
+    {"logprob-dtype", 0, "fp32|same", "log-softmax in fp32 (default) or in the model dtype", NULL, op_lpdt, 0, 0, 0},
+    {"reference", 0, "fp32|fp64|none",
+     "also re-score in fp32 (invariant kernels) or in\nfloat64, to report each path's own error (default none)", NULL,
+     op_reference, 0, 0, 0},
+    {"threads", 0, "N", "CPU threads (default: all cores)", NULL, op_i64, RO(threads), 1, 1024},
+    {"backend", 0, "cpu|cuda|auto",
+     "where to compute (default auto: cuda when this build\nhas it and a GPU answers, else cpu); cuda never falls\n"
+     "back: without a usable GPU it exits 8 with the reason",
+     NULL, op_backend, 0, 0, 0},
+    {"prompts", 0, "FILE",
+     ".txt (one prompt per line, \\n escapes), .jsonl\n({\"prompt\": ..} or {\"tokens\": [..]}) or .ids (token ids)\n"
+     "(default: the bundled prompts)",
+     "Rollouts:", op_path, RO(prompts_path), 0, 0},
+    {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24},
+    {"samples", 0, "N", "samples per prompt (default 2)", NULL, op_i64, RO(cfg.samples), 1, 1 << 20},
+    {"len", 0, "LIST", "generated lengths to re-score, e.g. 20,40,50 (default 20,40,50)", NULL, op_len, 0, 0, 0},
+    {"batch", 0, "N", "sequences decoded together (default 32)", NULL, op_i64, RO(cfg.batch), 1, 1 << 20},
+    {"forward-batch", 0, "N", "sequences per full forward (default: all)", NULL, op_i64, RO(cfg.forward_batch), 1,
+     1 << 20},
+    {"seed", 0, "N", "sampling seed (default 0)", NULL, op_i64, RO(seed), 0, 9.3e18},
+    {"temperature", 0, "T", "sampling temperature (default 1.0)", NULL, op_f64, RO(temperature), 1e-3, 1e3},
+    {"top-k", 0, "K", "top-k sampling, 0 = off (default 0)", NULL, op_i64, RO(cfg.sampling.top_k), 0, 1 << 24},
+    {"top-p", 0, "P", "top-p sampling, 1.0 = off (default 1.0)", NULL, op_f64, RO(cfg.sampling.top_p), 1e-6, 1.0},
+    {"stop-at-eos", 0, NULL, "stop a sequence at EOS (default: EOS ignored)", NULL, op_flag, RO(cfg.stop_at_eos), 0,
+     0},
+    {"rollouts-from", 0, "F.h5",
+     "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
+     NULL, op_path, RO(replay), 0, 0},
+    {"out", 0, "FILE.h5", "HDF5 results (default MODEL.DTYPE.ratiocheck.h5); --out none: no file", "Output:", op_path,
+     RO(out_path), 0, 0},
+    {"force", 0, NULL, "overwrite an existing output file", NULL, op_flag, RO(force), 0, 0},
+    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, RO(json), 0, 0},
+    {"fail-above", 0, "M=V,...",
+     "exit 3 if a metric exceeds its limit at any length\n(clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
+     " nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)",
+     NULL, op_gates, 0, 0, 0},
+    {"show", 0, "N", "print N completions with their per-token ratios", NULL, op_i64, RO(show), 0, 1 << 20},
+    {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, RO(quiet), 0, 0},
+    {"help", 'h', NULL, "show this help", NULL, op_flag, RO(help), 0, 0},
+};
+#undef RO
+#define N_RUN_OPTS (sizeof k_run_opts / sizeof k_run_opts[0])
+
+/* --help of the run command, made from the table */
+static void print_run_usage(FILE *f)
+{
+    fputs("Usage: ratiocheck [run] [OPTIONS]\n"
+          "\n"
+          "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
+          "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
+          "\n",
+          f);
+    for (size_t i = 0; i < N_RUN_OPTS; i++) {
+        const opt_spec *o = &k_run_opts[i];
+        if (o->section)
+            fprintf(f, "%s\n", o->section);
+        char head[96];
+        int n = o->short_name ? snprintf(head, sizeof head, "  -%c, --%s", o->short_name, o->name)
+                              : snprintf(head, sizeof head, "  --%s", o->name);
+        if (o->metavar)
+            n += snprintf(head + n, sizeof head - (size_t)n, " %s", o->metavar);
+        /* the help text from column 25 (on the next line when the name is
+         * longer), continuation lines indented to it */
+        fprintf(f, "%s%*s", head, n < 25 ? 25 - n : 0, "");
+        if (n >= 25)
+            fprintf(f, "\n%25s", "");
+        for (const char *h = o->help;;) {
+            const char *nl = strchr(h, '\n');
+            fwrite(h, 1, nl ? (size_t)(nl - h) : strlen(h), f);
+            fputc('\n', f);
+            if (!nl)
+                break;
+            h = nl + 1;
+            fprintf(f, "%25s", "");
+        }
+    }
+}
+
+/* Parse the run command's options into ro (defaults first). Returns an exit
+ * code when the command is done (--help, a usage error), else -1. */
+static int parse_run_args(int argc, char **argv, run_opts *ro)
+{
+    memset(ro, 0, sizeof *ro);
+    snprintf(ro->model_default, sizeof ro->model_default, "%s/models/pythia-rc-tiny", data_dir());
+    snprintf(ro->prompts_default, sizeof ro->prompts_default, "%s/prompts/default.txt", data_dir());
+    ro->model_dir = ro->model_default;
+    ro->prompts_path = ro->prompts_default;
+    ro->backend = "auto";
+    ro->cfg = (rc_rollout_cfg){.samples = 2, .batch = 32, .forward_batch = 0, .seed = 0,
+                               .sampling = {.top_k = 0, .top_p = 1.0}, .num = rc_numerics_fp32()};
+    ro->cfg.num.dt = RC_BF16;
+    parse_lens("20,40,50", &ro->cfg);
+    ro->kernels = RC_KERNELS_ENGINE;
+    ro->temperature = 1.0;
+
+    struct option lopts[N_RUN_OPTS + 1];
+    char shorts[2 * N_RUN_OPTS + 2] = ":";
+    size_t ns = 1;
+    for (size_t i = 0; i < N_RUN_OPTS; i++) {
+        const opt_spec *o = &k_run_opts[i];
+        lopts[i] = (struct option){o->name, o->metavar ? required_argument : no_argument, NULL, (int)(256 + i)};
+        if (o->short_name) {
+            shorts[ns++] = (char)o->short_name;
+            if (o->metavar)
+                shorts[ns++] = ':';
+        }
+    }
+    shorts[ns] = '\0';
+    lopts[N_RUN_OPTS] = (struct option){0, 0, 0, 0};
     opterr = 0;
     optind = 1;
     int c;
-    while (st == RC_OK && (c = getopt_long(argc, argv, ":qh", opts, NULL)) != -1) {
-        switch (c) {
-        case O_MODEL: model_dir = optarg; break;
-        case O_DTYPE: st = parse_dtype(optarg, &cfg.num.dt); break;
-        case O_KERNELS:
-            if (!strcmp(optarg, "engine")) kernels = RC_KERNELS_ENGINE;
-            else if (!strcmp(optarg, "invariant")) kernels = RC_KERNELS_INVARIANT;
-            else if (!strcmp(optarg, "blas")) kernels = RC_KERNELS_BLAS;
-            else st = rc_errorf(RC_ERR_USAGE, "--kernels: '%s' is not one of engine, invariant, blas", optarg);
-            break;
-        case O_UPCAST: st = rc_parse_upcast(optarg, &cfg.num.upcast); break;
-        case O_LPDT:
-            if (!strcmp(optarg, "same")) lp_same = true;
-            else if (!strcmp(optarg, "fp32")) lp_same = false;
-            else st = rc_errorf(RC_ERR_USAGE, "--logprob-dtype: '%s' is not fp32 or same", optarg);
-            break;
-        case O_REF:
-            if (!strcmp(optarg, "fp32")) cfg.reference = 32;
-            else if (!strcmp(optarg, "fp64")) cfg.reference = 64;
-            else if (!strcmp(optarg, "none")) cfg.reference = 0;
-            else st = rc_errorf(RC_ERR_USAGE, "--reference: '%s' is not one of fp32, fp64, none", optarg);
-            break;
-        case O_THREADS: st = parse_i64("--threads", optarg, 1, 1024, &threads); break;
-        case O_PROMPTS: prompts_path = optarg; break;
-        case O_NPROMPTS: st = parse_i64("--num-prompts", optarg, 1, 1 << 24, &num_prompts); break;
-        case O_SAMPLES: st = parse_i64("--samples", optarg, 1, 1 << 20, &cfg.samples); break;
-        case O_LEN: st = parse_lens(optarg, &cfg); break;
-        case O_BATCH: st = parse_i64("--batch", optarg, 1, 1 << 20, &cfg.batch); break;
-        case O_FBATCH: st = parse_i64("--forward-batch", optarg, 1, 1 << 20, &cfg.forward_batch); break;
-        case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
-        case O_TEMP: st = parse_f64("--temperature", optarg, 1e-3, 1e3, &temperature); break;
-        case O_TOPK: st = parse_i64("--top-k", optarg, 0, 1 << 24, &cfg.sampling.top_k); break;
-        case O_TOPP: st = parse_f64("--top-p", optarg, 1e-6, 1.0, &cfg.sampling.top_p); break;
-        case O_EOS: cfg.stop_at_eos = true; break;
-        case O_OUT: out_path = optarg; break;
-        case O_FORCE: force = true; break;
-        case O_JSON: json = true; break;
-        case O_FAIL: st = parse_gates(optarg, gates, &n_gates); break;
-        case O_SHOW: st = parse_i64("--show", optarg, 0, 1 << 20, &show); break;
-        case O_REPLAY: replay = optarg; break;
-        case O_BACKEND:
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "auto"))
-                st = rc_errorf(RC_ERR_USAGE, "--backend: '%s' is not one of cpu, cuda, auto", optarg);
-            backend = optarg;
-            break;
-        case 'q': quiet = true; break;
-        case 'h': fputs(k_run_usage, stdout); return 0;
-        case ':': return usage_error("option %s needs a value", argv[optind - 1]);
-        default: return usage_error("unknown option %s", argv[optind - 1]);
+    while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+        const opt_spec *o = NULL;
+        if (c >= 256 && c < 256 + (int)N_RUN_OPTS)
+            o = &k_run_opts[c - 256];
+        for (size_t i = 0; !o && c > 0 && c < 256 && i < N_RUN_OPTS; i++)
+            if (k_run_opts[i].short_name == c)
+                o = &k_run_opts[i];
+        if (c == ':')
+            return usage_error("option %s needs a value", argv[optind - 1]);
+        if (!o)
+            return usage_error("unknown option %s", argv[optind - 1]);
+        rc_status st = o->parse(o, o->metavar ? optarg : NULL, ro);
+        if (st != RC_OK)
+            return fail(st);
+        if (ro->help) {
+            print_run_usage(stdout);
+            return 0;
         }
     }
-    if (st != RC_OK)
-        return fail(st);
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    const struct {
-        const char *opt, *value;
-    } paths[] = {{"--model", model_dir}, {"--prompts", prompts_path}, {"--rollouts-from", replay}, {"--out", out_path}};
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        if (paths[i].value && !paths[i].value[0])
-            return usage_error("%s: the path is empty%s", paths[i].opt, i == 3 ? " (--out none writes no file)" : "");
+    return -1;
+}
+
+/* One run: what each step makes, freed in one place (run_free). */
+typedef struct {
+    run_opts ro;
+    rc_rollout_cfg cfg;        /* what rc_run_check runs */
+    const char *prompts_path;  /* or the --rollouts-from file */
+    const char *out_path;      /* NULL: --out none */
+    char out_default[4096];
+    bool use_cuda;
+    char device[128];          /* as rc_results.device */
+    int n_threads;
+    rc_model *m;
+    rc_tokenizer *tok;
+    rc_prompts prompts;
+    rc_results prev;           /* --rollouts-from */
+    rc_backend *be, *ref_be;
+    rc_results res;
+} run_ctx;
+
+/* Before any work: the backend (cuda: that or the reason, never a silent
+ * fallback; auto: cuda when this build has it and a device answers), and
+ * the output path, decided and checked. */
+static rc_status run_prepare(run_ctx *x)
+{
+    const run_opts *ro = &x->ro;
     const char *fault = getenv("RATIOCHECK_FAULT"); /* tests: README's exit code 1 */
     if (fault && !strcmp(fault, "internal"))
-        return fail(rc_errorf(RC_ERR_INTERNAL, "fault injected by RATIOCHECK_FAULT=internal"));
-    /* cuda: that or an error naming the reason (never a silent fallback);
-     * auto: cuda when this build has it and a device answers, else cpu */
-    bool use_cuda = false;
-    char device[256] = "";
-    const bool want_cuda = !strcmp(backend, "cuda");
-    if (want_cuda || (!strcmp(backend, "auto") && rc_cuda_compiled() && kernels != RC_KERNELS_BLAS)) {
+        return rc_errorf(RC_ERR_INTERNAL, "fault injected by RATIOCHECK_FAULT=internal");
+    const bool want_cuda = !strcmp(ro->backend, "cuda");
+    if (want_cuda || (!strcmp(ro->backend, "auto") && rc_cuda_compiled() && ro->kernels != RC_KERNELS_BLAS)) {
         int nd;
-        st = rc_cuda_probe(&nd, device, sizeof device);
-        use_cuda = st == RC_OK;
+        rc_status st = rc_cuda_probe(&nd, x->device, sizeof x->device);
+        x->use_cuda = st == RC_OK;
         if (want_cuda && st != RC_OK) /* the reason, before any work */
-            return fail(st);
+            return st;
         rc_clear_error();
-        st = RC_OK;
     }
-    cfg.seed = (uint64_t)seed;
-    cfg.num.temperature = (float)temperature;
-    cfg.num.logprob_dt = lp_same ? cfg.num.dt : RC_F32;
-
-    /* output path: decided (and checked) before any work */
-    char out_default[4096];
-    if (!out_path) {
+    x->cfg = ro->cfg;
+    x->cfg.seed = (uint64_t)ro->seed;
+    x->cfg.num.temperature = (float)ro->temperature;
+    x->cfg.num.logprob_dt = ro->lp_same ? x->cfg.num.dt : RC_F32;
+    x->prompts_path = ro->prompts_path;
+    x->out_path = ro->out_path;
+    const char *model_dir = ro->model_dir;
+    if (!x->out_path) { /* MODEL.DTYPE.ratiocheck.h5, MODEL the folder's last name */
         const char *base = strrchr(model_dir, '/');
         size_t ml = strlen(model_dir);
         while (base && base[1] == '\0' && base > model_dir) { /* trailing slash */
@@ -1170,216 +1307,243 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         size_t nl = strlen(name);
         if (nl > ml - (size_t)(name - model_dir))
             nl = ml - (size_t)(name - model_dir);
-        snprintf(out_default, sizeof out_default, "%.*s.%s.ratiocheck.h5", (int)nl, name, dtype_str(cfg.num.dt));
-        out_path = out_default;
+        snprintf(x->out_default, sizeof x->out_default, "%.*s.%s.ratiocheck.h5", (int)nl, name,
+                 dtype_str(x->cfg.num.dt));
+        x->out_path = x->out_default;
     }
-    if (!strcmp(out_path, "none"))
-        out_path = NULL;
-    if (out_path) {
-        rc_h5_remove_stale_temps(out_path, note_stale);
-        st = rc_h5_check_output(out_path, force);
-        if (st == RC_OK)
-            st = check_out_not_input(out_path, model_dir, replay ? replay : prompts_path);
-        if (st != RC_OK)
-            return fail(st);
+    if (!strcmp(x->out_path, "none"))
+        x->out_path = NULL;
+    if (x->out_path) {
+        rc_h5_remove_stale_temps(x->out_path, note_stale);
+        RC_TRY(rc_h5_check_output(x->out_path, ro->force));
+        RC_TRY(check_out_not_input(x->out_path, model_dir, ro->replay ? ro->replay : ro->prompts_path));
     }
+    return RC_OK;
+}
 
-    /* the model first: text prompts need its tokenizer */
-    rc_model *m = NULL;
-    rc_tokenizer *tok = NULL;
-    rc_prompts prompts;
-    memset(&prompts, 0, sizeof prompts);
-    st = rc_model_load(model_dir, &m);
-    if (st == RC_OK) {
-        char *tp = rc_path_join(model_dir, "tokenizer.json");
-        bool have_tok = false;
-        if (!tp)
-            st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-        else
-            st = optional_file(tp, &have_tok);
-        if (st == RC_OK && have_tok)
-            st = rc_tokenizer_load(tp, m->cfg.vocab, &tok);
-        free(tp);
-        if (st == RC_OK && !replay) {
-            /* each prompt is checked against the context as it is read, before any padding */
-            const rc_prompt_limits lim = {num_prompts, m->cfg.max_pos, cfg.lens[cfg.n_lens - 1]};
-            st = rc_prompts_load(prompts_path, tok, &lim, &prompts);
-        }
+/* The model, its tokenizer, and the prompts (or an earlier run's rollouts),
+ * every prompt checked against the model's context and vocabulary. */
+static rc_status run_load(run_ctx *x)
+{
+    const run_opts *ro = &x->ro;
+    rc_status st = rc_model_load(ro->model_dir, &x->m); /* first: text prompts need its tokenizer */
+    if (st != RC_OK)
+        return st;
+    const rc_config *mc = &x->m->cfg;
+    char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
+    bool have_tok = false;
+    st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    if (st == RC_OK && have_tok)
+        st = rc_tokenizer_load(tp, mc->vocab, &x->tok);
+    free(tp);
+    if (st != RC_OK)
+        return st;
+    rc_rollout_cfg *cfg = &x->cfg;
+    rc_prompts *pr = &x->prompts;
+    if (!ro->replay) {
+        /* each prompt is checked against the context as it is read, before any padding */
+        const rc_prompt_limits lim = {ro->num_prompts, mc->max_pos, cfg->lens[cfg->n_lens - 1]};
+        RC_TRY(rc_prompts_load(ro->prompts_path, x->tok, &lim, pr));
+    } else { /* --rollouts-from: the prompts and generated tokens of an earlier run */
+        rc_results *prev = &x->prev;
+        RC_TRY(rc_h5_read(ro->replay, prev));
+        /* every id, length and count, against this model, before anything indexes with them */
+        RC_TRY(rc_results_check_replay(prev, ro->replay, mc->vocab, mc->max_pos));
+        pr->n = prev->n_prompts;
+        pr->max_len = prev->prompt_max;
+        pr->tokens = prev->prompt_tokens;
+        pr->len = prev->prompt_len;
+        pr->text = prev->prompt_text;
+        prev->prompt_tokens = NULL; /* ownership moves to prompts */
+        prev->prompt_len = NULL;
+        prev->prompt_text = NULL;
+        pr->line = calloc((size_t)prev->n_prompts + 1, sizeof *pr->line);
+        if (!pr->line)
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        for (int64_t p = 0; p < pr->n; p++)
+            pr->line[p] = p + 1;
+        cfg->samples = prev->samples;
+        cfg->forced_tokens = prev->gen_tokens;
+        cfg->forced_valid = prev->gen_valid;
+        cfg->forced_len = prev->gen_len;
+        x->prompts_path = ro->replay;
+        if (ro->num_prompts > 0 && ro->num_prompts < pr->n)
+            return rc_errorf(RC_ERR_USAGE, "--num-prompts cannot be combined with --rollouts-from");
     }
-    /* --rollouts-from: the prompts and generated tokens of an earlier run */
-    rc_results prev;
-    memset(&prev, 0, sizeof prev);
-    if (st == RC_OK && replay) {
-        st = rc_h5_read(replay, &prev);
-        if (st == RC_OK) /* every id, length and count, against this model, before anything indexes with them */
-            st = rc_results_check_replay(&prev, replay, m->cfg.vocab, m->cfg.max_pos);
-        if (st == RC_OK) {
-            prompts.n = prev.n_prompts;
-            prompts.max_len = prev.prompt_max;
-            prompts.tokens = prev.prompt_tokens;
-            prompts.len = prev.prompt_len;
-            prompts.text = prev.prompt_text;
-            prompts.line = calloc((size_t)prev.n_prompts + 1, sizeof *prompts.line);
-            prev.prompt_tokens = NULL; /* ownership moves to prompts */
-            prev.prompt_len = NULL;
-            prev.prompt_text = NULL;
-            for (int64_t p = 0; prompts.line && p < prompts.n; p++)
-                prompts.line[p] = p + 1;
-            if (!prompts.line)
-                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-            cfg.samples = prev.samples;
-            cfg.forced_tokens = prev.gen_tokens;
-            cfg.forced_valid = prev.gen_valid;
-            cfg.forced_len = prev.gen_len;
-            prompts_path = replay;
-            if (num_prompts > 0 && num_prompts < prompts.n)
-                st = rc_errorf(RC_ERR_USAGE, "--num-prompts cannot be combined with --rollouts-from");
-        }
-    }
-    if (st != RC_OK) {
-        rc_tokenizer_free(tok);
-        rc_model_free(m);
-        rc_prompts_free(&prompts);
-        rc_results_free(&prev);
-        return fail(st);
-    }
-    if (num_prompts > 0 && num_prompts < prompts.n) {
+    if (ro->num_prompts > 0 && ro->num_prompts < pr->n) {
         /* keep the first N prompts, sized by the longest of them */
         int64_t mx = 0;
-        for (int64_t p = 0; p < num_prompts; p++)
-            mx = prompts.len[p] > mx ? prompts.len[p] : mx;
-        for (int64_t p = 0; p < num_prompts; p++)
-            memmove(prompts.tokens + p * mx, prompts.tokens + p * prompts.max_len, (size_t)mx * sizeof(int32_t));
-        for (int64_t p = num_prompts; prompts.text && p < prompts.n; p++) {
-            free(prompts.text[p]);
-            prompts.text[p] = NULL;
+        for (int64_t p = 0; p < ro->num_prompts; p++)
+            mx = pr->len[p] > mx ? pr->len[p] : mx;
+        for (int64_t p = 0; p < ro->num_prompts; p++)
+            memmove(pr->tokens + p * mx, pr->tokens + p * pr->max_len, (size_t)mx * sizeof(int32_t));
+        for (int64_t p = ro->num_prompts; pr->text && p < pr->n; p++) {
+            free(pr->text[p]);
+            pr->text[p] = NULL;
         }
-        prompts.n = num_prompts;
-        prompts.max_len = mx;
+        pr->n = ro->num_prompts;
+        pr->max_len = mx;
     }
     /* every prompt must fit the context with the longest --len */
-    for (int64_t p = 0; p < prompts.n; p++)
-        if (prompts.len[p] + cfg.lens[cfg.n_lens - 1] > m->cfg.max_pos) {
-            st = rc_errorf(RC_ERR_USAGE,
-                           "%s:%lld: prompt of %d tokens plus %lld generated tokens exceeds the model's %lld positions",
-                           prompts_path, (long long)prompts.line[p], prompts.len[p],
-                           (long long)cfg.lens[cfg.n_lens - 1], (long long)m->cfg.max_pos);
-            rc_tokenizer_free(tok);
-            rc_model_free(m);
-            rc_prompts_free(&prompts);
-            rc_results_free(&prev);
-            return fail(st);
-        }
-    cfg.n_prompts = prompts.n;
-    cfg.prompt_max = prompts.max_len;
-    cfg.prompt_tokens = prompts.tokens;
-    cfg.prompt_len = prompts.len;
+    for (int64_t p = 0; p < pr->n; p++)
+        if (pr->len[p] + cfg->lens[cfg->n_lens - 1] > mc->max_pos)
+            return rc_errorf(RC_ERR_USAGE,
+                             "%s:%lld: prompt of %d tokens plus %lld generated tokens exceeds the model's %lld positions",
+                             x->prompts_path, (long long)pr->line[p], pr->len[p],
+                             (long long)cfg->lens[cfg->n_lens - 1], (long long)mc->max_pos);
+    for (int64_t p = 0; p < pr->n; p++)
+        for (int64_t t = 0; t < pr->len[p]; t++)
+            if (pr->tokens[p * pr->max_len + t] >= mc->vocab)
+                return rc_errorf(RC_ERR_FORMAT, "%s: prompt %lld: token id %d is outside the vocabulary of %s (%lld)",
+                                 x->prompts_path, (long long)p + 1, pr->tokens[p * pr->max_len + t], ro->model_dir,
+                                 (long long)mc->vocab);
+    cfg->n_prompts = pr->n;
+    cfg->prompt_max = pr->max_len;
+    cfg->prompt_tokens = pr->tokens;
+    cfg->prompt_len = pr->len;
+    return RC_OK;
+}
 
-    rc_backend *be = NULL, *ref_be = NULL;
-    rc_results res;
-    memset(&res, 0, sizeof res);
-    for (int64_t p = 0; st == RC_OK && p < cfg.n_prompts; p++)
-        for (int64_t t = 0; t < prompts.len[p]; t++)
-            if (prompts.tokens[p * prompts.max_len + t] >= m->cfg.vocab) {
-                st = rc_errorf(RC_ERR_FORMAT, "%s: prompt %lld: token id %d is outside the vocabulary of %s (%lld)",
-                               prompts_path, (long long)p + 1, prompts.tokens[p * prompts.max_len + t], model_dir,
-                               (long long)m->cfg.vocab);
-                break;
-            }
-    const int n_threads = threads > 0 ? (int)threads : omp_get_num_procs();
-    if (st == RC_OK && use_cuda) {
-        omp_set_num_threads(n_threads); /* host work: sampling, the fp64 reference */
-        st = rc_backend_cuda_create(kernels, &be);
-    } else if (st == RC_OK) {
-        st = rc_backend_cpu_create(n_threads, kernels, &be);
+/* The backends, then sampling and re-scoring (the only step that polls the
+ * interrupt flag; signals elsewhere end the process at once). */
+static rc_status run_compute(run_ctx *x)
+{
+    const run_opts *ro = &x->ro;
+    x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
+    rc_status st;
+    if (x->use_cuda) {
+        omp_set_num_threads(x->n_threads); /* host work: sampling, the fp64 reference */
+        st = rc_backend_cuda_create(ro->kernels, &x->be);
+    } else {
+        st = rc_backend_cpu_create(x->n_threads, ro->kernels, &x->be);
     }
-    if (st == RC_OK && cfg.reference == 32) /* the reference runs where the check runs */
-        st = use_cuda ? rc_backend_cuda_create(RC_KERNELS_INVARIANT, &ref_be)
-                      : rc_backend_cpu_create((int)threads, RC_KERNELS_INVARIANT, &ref_be);
-    progress_state ps = {.enabled = !quiet && isatty(STDERR_FILENO) && !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
+    if (st == RC_OK && x->cfg.reference == 32) /* the reference runs where the check runs */
+        st = x->use_cuda ? rc_backend_cuda_create(RC_KERNELS_INVARIANT, &x->ref_be)
+                         : rc_backend_cpu_create((int)ro->threads, RC_KERNELS_INVARIANT, &x->ref_be);
+    if (st != RC_OK)
+        return st;
+    progress_state ps = {.enabled = !ro->quiet && isatty(STDERR_FILENO) &&
+                                    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
     g_polling = 1;
-    if (st == RC_OK && g_interrupted_flag)
+    if (g_interrupted_flag)
         st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
     if (st == RC_OK)
-        st = rc_run_check(m, be, ref_be, &cfg, progress_cb, &ps, &g_interrupted_flag, &res);
+        st = rc_run_check(x->m, x->be, x->ref_be, &x->cfg, progress_cb, &ps, &g_interrupted_flag, &x->res);
     g_polling = 0;
     if (st == RC_OK && g_interrupted_flag) /* arrived after the last check */
         st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
     if (ps.enabled)
         fprintf(stderr, "\r\033[K");
-    if (st == RC_OK) {
-        snprintf(res.version, sizeof res.version, "%s", RC_VERSION);
-        res.command_line = strdup(cmdline);
-        res.model_path = strdup(model_dir);
-        snprintf(res.model_type, sizeof res.model_type, "%s", m->cfg.model_type);
-        snprintf(res.dtype, sizeof res.dtype, "%s", dtype_str(cfg.num.dt));
-        snprintf(res.kernels, sizeof res.kernels, "%s", rc_kernels_name(kernels));
-        rc_upcast_str(cfg.num.upcast, res.upcast, sizeof res.upcast);
-        snprintf(res.logprob_dtype, sizeof res.logprob_dtype, "%s", lp_same ? dtype_str(cfg.num.dt) : "fp32");
-        snprintf(res.reference, sizeof res.reference, "%s",
-                 cfg.reference == 32 ? "fp32" : cfg.reference == 64 ? "fp64" : "none");
-        snprintf(res.backend, sizeof res.backend, "%s", be->ops->name);
-        snprintf(res.device, sizeof res.device, "%s", use_cuda ? device : "");
-        time_t now = time(NULL);
-        struct tm tmv;
-        gmtime_r(&now, &tmv);
-        strftime(res.created, sizeof res.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-        res.threads = n_threads;
-        res.seed = seed;
-        res.top_k = cfg.sampling.top_k;
-        res.top_p = cfg.sampling.top_p;
-        res.temperature = temperature;
-        res.samples = cfg.samples;
-        res.batch = cfg.batch;
-        res.forward_batch = cfg.forward_batch;
-        res.stop_at_eos = cfg.stop_at_eos;
-        if (!res.command_line || !res.model_path)
-            st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-        if (st == RC_OK && prompts.text) {
-            res.prompt_text = calloc((size_t)res.n_prompts, sizeof *res.prompt_text);
-            for (int64_t p = 0; res.prompt_text && p < res.n_prompts; p++)
-                res.prompt_text[p] = prompts.text[p] ? strdup(prompts.text[p]) : NULL;
-            if (!res.prompt_text)
-                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-        }
-        if (st == RC_OK && tok) {
-            res.completion = calloc((size_t)res.n_seq, sizeof *res.completion);
-            if (!res.completion)
-                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-            for (int64_t q = 0; st == RC_OK && q < res.n_seq; q++)
-                st = rc_tokenizer_decode(tok, res.gen_tokens + q * res.gen_len, res.gen_valid[q], false,
-                                         &res.completion[q], NULL);
-        }
+    return st;
+}
+
+/* The run's settings, prompt texts and completions into the results, and
+ * the results into the HDF5 file. */
+static rc_status run_record(run_ctx *x, const char *cmdline)
+{
+    const run_opts *ro = &x->ro;
+    const rc_rollout_cfg *cfg = &x->cfg;
+    rc_results *res = &x->res;
+    snprintf(res->version, sizeof res->version, "%s", RC_VERSION);
+    res->command_line = strdup(cmdline);
+    res->model_path = strdup(ro->model_dir);
+    if (!res->command_line || !res->model_path)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
+    snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
+    snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->kernels));
+    rc_upcast_str(cfg->num.upcast, res->upcast, sizeof res->upcast);
+    snprintf(res->logprob_dtype, sizeof res->logprob_dtype, "%s", ro->lp_same ? dtype_str(cfg->num.dt) : "fp32");
+    snprintf(res->reference, sizeof res->reference, "%s",
+             cfg->reference == 32 ? "fp32" : cfg->reference == 64 ? "fp64" : "none");
+    snprintf(res->backend, sizeof res->backend, "%s", x->be->ops->name);
+    snprintf(res->device, sizeof res->device, "%s", x->use_cuda ? x->device : "");
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(res->created, sizeof res->created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    res->threads = x->n_threads;
+    res->seed = ro->seed;
+    res->top_k = cfg->sampling.top_k;
+    res->top_p = cfg->sampling.top_p;
+    res->temperature = ro->temperature;
+    res->samples = cfg->samples;
+    res->batch = cfg->batch;
+    res->forward_batch = cfg->forward_batch;
+    res->stop_at_eos = cfg->stop_at_eos;
+    if (x->prompts.text) {
+        res->prompt_text = calloc((size_t)res->n_prompts, sizeof *res->prompt_text);
+        if (!res->prompt_text)
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        for (int64_t p = 0; p < res->n_prompts; p++)
+            if (x->prompts.text[p] && !(res->prompt_text[p] = strdup(x->prompts.text[p])))
+                return rc_errorf(RC_ERR_NOMEM, "out of memory");
     }
-    if (st == RC_OK && out_path)
-        st = rc_h5_write(&res, out_path, force);
+    if (x->tok) {
+        res->completion = calloc((size_t)res->n_seq, sizeof *res->completion);
+        if (!res->completion)
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        for (int64_t q = 0; q < res->n_seq; q++)
+            RC_TRY(rc_tokenizer_decode(x->tok, res->gen_tokens + q * res->gen_len, res->gen_valid[q], false,
+                                       &res->completion[q], NULL));
+    }
+    if (x->out_path)
+        RC_TRY(rc_h5_write(res, x->out_path, ro->force));
+    return RC_OK;
+}
+
+/* The table or JSON, the completions, the gates: the exit code. */
+static int run_report(const run_ctx *x)
+{
+    const run_opts *ro = &x->ro;
+    const rc_results *res = &x->res;
+    if (ro->json)
+        print_json(res, x->out_path);
+    else
+        print_table(res, x->out_path);
+    if (ro->show > 0)
+        print_show(res, x->tok, ro->show);
     int code = 0;
-    if (st == RC_OK) {
-        if (json)
-            print_json(&res, out_path);
-        else
-            print_table(&res, out_path);
-        if (show > 0)
-            print_show(&res, tok, show);
-        for (int i = 0; i < res.n_lens; i++)
-            for (int g = 0; g < n_gates; g++) {
-                double v = gate_value(&res.lens[i].st, gates[g].metric);
-                if (!(v <= gates[g].limit)) { /* NaN fails too */
-                    fprintf(stderr, "ratiocheck: %s = %.6g exceeds %.6g at L=%lld\n", gates[g].metric, v,
-                            gates[g].limit, (long long)res.lens[i].len);
-                    code = rc_exit_code(RC_ERR_GATE);
-                }
+    for (int i = 0; i < res->n_lens; i++)
+        for (int g = 0; g < ro->n_gates; g++) {
+            double v = gate_value(&res->lens[i].st, ro->gates[g].metric);
+            if (!(v <= ro->gates[g].limit)) { /* NaN fails too */
+                fprintf(stderr, "ratiocheck: %s = %.6g exceeds %.6g at L=%lld\n", ro->gates[g].metric, v,
+                        ro->gates[g].limit, (long long)res->lens[i].len);
+                code = rc_exit_code(RC_ERR_GATE);
             }
-    } else {
-        code = fail(st);
-    }
-    rc_results_free(&res);
-    rc_results_free(&prev);
-    rc_tokenizer_free(tok);
-    rc_backend_destroy(be);
-    rc_backend_destroy(ref_be);
-    rc_model_free(m);
-    rc_prompts_free(&prompts);
+        }
+    return code;
+}
+
+static void run_free(run_ctx *x)
+{
+    rc_results_free(&x->res);
+    rc_results_free(&x->prev);
+    rc_tokenizer_free(x->tok);
+    rc_backend_destroy(x->be);
+    rc_backend_destroy(x->ref_be);
+    rc_model_free(x->m);
+    rc_prompts_free(&x->prompts);
+}
+
+/* parse -> prepare -> load -> compute -> record -> report, one cleanup */
+static int cmd_run(int argc, char **argv, const char *cmdline)
+{
+    static run_ctx x; /* large (paths, options); one run per process */
+    memset(&x, 0, sizeof x);
+    int code = parse_run_args(argc, argv, &x.ro);
+    if (code >= 0)
+        return code;
+    rc_status st = run_prepare(&x);
+    if (st == RC_OK)
+        st = run_load(&x);
+    if (st == RC_OK)
+        st = run_compute(&x);
+    if (st == RC_OK)
+        st = run_record(&x, cmdline);
+    code = st == RC_OK ? run_report(&x) : fail(st);
+    run_free(&x);
     return code;
 }
 
