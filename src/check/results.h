@@ -5,6 +5,7 @@
 #define RC_RESULTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -87,6 +88,33 @@ typedef struct {
 } rc_results;
 
 void rc_results_free(rc_results *r);
+
+/* The run's settings, described once: the HDF5 writer stores each as a root
+ * attribute of that name, the reader reads them back (an optional one may be
+ * missing in older files and stays ""), and --json prints each under its
+ * JSON key, in this order. Adding a setting = a field in rc_results and one
+ * row in rc_settings (stats.c). */
+typedef enum {
+    RC_SET_TEXT,      /* char field[cap], or an owned char * when cap == 0 */
+    RC_SET_I64,       /* int64_t */
+    RC_SET_F64,       /* double */
+    RC_SET_BOOL,      /* bool, stored as an integer 0 / 1 */
+} rc_setting_kind;
+
+typedef struct {
+    const char *name;     /* root attribute */
+    const char *json_key; /* key in --json output, or NULL (printed elsewhere) */
+    rc_setting_kind kind;
+    size_t off;           /* offsetof(rc_results, field) */
+    size_t cap;           /* RC_SET_TEXT: the array's size; 0 for an owned pointer */
+    bool optional;        /* older files may lack it */
+} rc_setting;
+
+extern const rc_setting rc_settings[];
+extern const size_t rc_n_settings;
+
+/* The text of a RC_SET_TEXT setting ("" when an owned one is NULL). */
+const char *rc_setting_text(const rc_results *r, const rc_setting *s);
 
 /* stats.c: fill every statistic of r->lens[*] and r->cross from the stored tensors. */
 rc_status rc_compute_stats(rc_results *r);

@@ -2,6 +2,7 @@
  * `report` can recompute them from the HDF5 file). */
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "results.h"
@@ -9,6 +10,50 @@
 
 const double rc_quantile_levels[RC_N_QUANTILES] = {0.001, 0.01, 0.5, 0.99, 0.999};
 const double rc_ratio_thresholds[RC_N_THRESHOLDS] = {0.001, 0.01, 0.1, 0.2};
+
+#define SET(name, key, kind, field, cap, opt) {name, key, kind, offsetof(rc_results, field), cap, opt}
+const rc_setting rc_settings[] = {
+    SET("version", "version", RC_SET_TEXT, version, sizeof(((rc_results *)0)->version), false),
+    SET("command_line", "command_line", RC_SET_TEXT, command_line, 0, false),
+    SET("model_path", "model", RC_SET_TEXT, model_path, 0, false),
+    SET("model_type", "model_type", RC_SET_TEXT, model_type, sizeof(((rc_results *)0)->model_type), false),
+    SET("dtype", "dtype", RC_SET_TEXT, dtype, sizeof(((rc_results *)0)->dtype), false),
+    SET("kernels", "kernels", RC_SET_TEXT, kernels, sizeof(((rc_results *)0)->kernels), false),
+    SET("upcast", "upcast", RC_SET_TEXT, upcast, sizeof(((rc_results *)0)->upcast), false),
+    SET("logprob_dtype", "logprob_dtype", RC_SET_TEXT, logprob_dtype, sizeof(((rc_results *)0)->logprob_dtype),
+        false),
+    SET("reference", "reference", RC_SET_TEXT, reference, sizeof(((rc_results *)0)->reference), false),
+    SET("backend", "backend", RC_SET_TEXT, backend, sizeof(((rc_results *)0)->backend), false),
+    /* files before the CUDA backend have no device */
+    SET("device", "device", RC_SET_TEXT, device, sizeof(((rc_results *)0)->device), true),
+    SET("created", "created", RC_SET_TEXT, created, sizeof(((rc_results *)0)->created), false),
+    SET("threads", "threads", RC_SET_I64, threads, 0, false),
+    SET("seed", "seed", RC_SET_I64, seed, 0, false),
+    SET("top_k", "top_k", RC_SET_I64, top_k, 0, false),
+    SET("samples", "samples", RC_SET_I64, samples, 0, false),
+    SET("batch", "batch", RC_SET_I64, batch, 0, false),
+    SET("forward_batch", "forward_batch", RC_SET_I64, forward_batch, 0, false),
+    /* the run's sizes, stored among the settings (the reader range-checks
+     * them); --json prints "prompts" and "sequences" with the results */
+    SET("num_prompts", NULL, RC_SET_I64, n_prompts, 0, false),
+    SET("num_sequences", NULL, RC_SET_I64, n_seq, 0, false),
+    SET("gen_len", NULL, RC_SET_I64, gen_len, 0, false),
+    SET("temperature", "temperature", RC_SET_F64, temperature, 0, false),
+    SET("top_p", "top_p", RC_SET_F64, top_p, 0, false),
+    SET("stop_at_eos", "stop_at_eos", RC_SET_BOOL, stop_at_eos, 0, false),
+};
+#undef SET
+const size_t rc_n_settings = sizeof rc_settings / sizeof rc_settings[0];
+
+const char *rc_setting_text(const rc_results *r, const rc_setting *s)
+{
+    const char *base = (const char *)r + s->off;
+    if (s->cap)
+        return base;
+    const char *p;
+    memcpy(&p, base, sizeof p);
+    return p ? p : "";
+}
 
 void rc_results_free(rc_results *r)
 {

@@ -573,20 +573,20 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
 
 static void print_json(const rc_results *r, const char *out_path)
 {
-    const struct {
-        const char *key, *value;
-    } strs[] = {
-        {"model", r->model_path}, {"model_type", r->model_type}, {"dtype", r->dtype},
-        {"kernels", r->kernels}, {"upcast", r->upcast}, {"logprob_dtype", r->logprob_dtype},
-        {"reference", r->reference},
-    };
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
-        printf("%s\"%s\": ", i ? ", " : "{", strs[i].key);
-        json_str(stdout, strs[i].value ? strs[i].value : "");
+    for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h), in their order */
+        const rc_setting *set = &rc_settings[i];
+        const char *at = (const char *)r + set->off;
+        if (!set->json_key)
+            continue;
+        printf("%s\"%s\": ", i ? ", " : "{", set->json_key);
+        switch (set->kind) {
+        case RC_SET_TEXT: json_str(stdout, rc_setting_text(r, set)); break;
+        case RC_SET_I64: printf("%lld", (long long)*(const int64_t *)(const void *)at); break;
+        case RC_SET_F64: printf("%.17g", *(const double *)(const void *)at); break;
+        case RC_SET_BOOL: fputs(*(const bool *)(const void *)at ? "true" : "false", stdout); break;
+        }
     }
-    printf(", \"sequences\": %lld, \"seed\": %lld, \"temperature\": %.17g, \"top_k\": %lld, \"top_p\": %.17g, "
-           "\"output\": ",
-           (long long)r->n_seq, (long long)r->seed, r->temperature, (long long)r->top_k, r->top_p);
+    printf(", \"prompts\": %lld, \"sequences\": %lld, \"output\": ", (long long)r->n_prompts, (long long)r->n_seq);
     if (out_path)
         json_str(stdout, out_path);
     else
@@ -622,11 +622,7 @@ static void print_json(const rc_results *r, const char *out_path)
         json_num(stdout, "mean_abs", c->mean_abs, false);
         printf("}");
     }
-    printf("], \"backend\": ");
-    json_str(stdout, r->backend);
-    printf(", \"device\": ");
-    json_str(stdout, r->device);
-    printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
+    printf("], \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
            r->seconds_forward, r->seconds_total);
 }
 

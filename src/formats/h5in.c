@@ -430,39 +430,35 @@ static rc_status read_all(h5r *r, rc_results *out)
     rc_status st = attr_string(r, r->f, "format", fmt, sizeof fmt, NULL);
     if (st != RC_OK || strcmp(fmt, "ratiocheck-results") != 0)
         return rc_errorf(RC_ERR_FORMAT, "%s: not a ratiocheck result file (no format = \"ratiocheck-results\")", path);
-    int64_t ver = 0, stop = 0;
+    int64_t ver = 0;
     RC_TRY(attr_i64(r, r->f, "format_version", &ver));
     if (ver != 1)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: format_version %lld (this ratiocheck reads 1)", path, (long long)ver);
-    struct {
-        const char *n;
-        char *d;
-        size_t sz;
-    } strs[] = {{"version", out->version, sizeof out->version},     {"model_type", out->model_type, sizeof out->model_type},
-                {"dtype", out->dtype, sizeof out->dtype},           {"kernels", out->kernels, sizeof out->kernels},
-                {"upcast", out->upcast, sizeof out->upcast},        {"logprob_dtype", out->logprob_dtype, sizeof out->logprob_dtype},
-                {"reference", out->reference, sizeof out->reference}, {"backend", out->backend, sizeof out->backend},
-                {"created", out->created, sizeof out->created}};
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        RC_TRY(attr_string(r, r->f, strs[i].n, strs[i].d, strs[i].sz, NULL));
-    if (H5Aexists(r->f, "device") > 0) /* files before the CUDA backend have none */
-        RC_TRY(attr_string(r, r->f, "device", out->device, sizeof out->device, NULL));
-    RC_TRY(attr_string(r, r->f, "command_line", NULL, 0, &out->command_line));
-    RC_TRY(attr_string(r, r->f, "model_path", NULL, 0, &out->model_path));
-    struct {
-        const char *n;
-        int64_t *d;
-    } ints[] = {{"threads", &out->threads},         {"seed", &out->seed},           {"top_k", &out->top_k},
-                {"samples", &out->samples},         {"batch", &out->batch},         {"forward_batch", &out->forward_batch},
-                {"num_prompts", &out->n_prompts},   {"num_sequences", &out->n_seq}, {"gen_len", &out->gen_len},
-                {"stop_at_eos", &stop}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        RC_TRY(attr_i64(r, r->f, ints[i].n, ints[i].d));
-    out->stop_at_eos = stop != 0;
+    for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h) */
+        const rc_setting *set = &rc_settings[i];
+        if (set->optional && H5Aexists(r->f, set->name) <= 0)
+            continue; /* an older file: stays "" / 0 */
+        char *at = (char *)out + set->off;
+        int64_t v = 0;
+        switch (set->kind) {
+        case RC_SET_TEXT:
+            if (set->cap)
+                RC_TRY(attr_string(r, r->f, set->name, at, set->cap, NULL));
+            else
+                RC_TRY(attr_string(r, r->f, set->name, NULL, 0, (char **)(void *)at));
+            break;
+        case RC_SET_I64: RC_TRY(attr_i64(r, r->f, set->name, (int64_t *)(void *)at)); break;
+        case RC_SET_F64: RC_TRY(attr_f64(r, r->f, set->name, (double *)(void *)at)); break;
+        case RC_SET_BOOL:
+            RC_TRY(attr_i64(r, r->f, set->name, &v));
+            *(bool *)(void *)at = v != 0;
+            break;
+        }
+    }
     struct {
         const char *n;
         double *d;
-    } dbls[] = {{"temperature", &out->temperature}, {"top_p", &out->top_p}, {"seconds_generate", &out->seconds_generate},
+    } dbls[] = {{"seconds_generate", &out->seconds_generate},
                 {"seconds_forward", &out->seconds_forward}, {"seconds_total", &out->seconds_total}};
     for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++)
         RC_TRY(attr_f64(r, r->f, dbls[i].n, dbls[i].d));

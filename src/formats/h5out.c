@@ -559,30 +559,16 @@ static rc_status write_root_attrs(const h5w *w, const rc_results *r)
     const char *o = "/";
     RC_TRY(attr_str(w, f, o, "format", FORMAT_NAME));
     RC_TRY(attr_i64(w, f, o, "format_version", FORMAT_VERSION));
-    RC_TRY(attr_str(w, f, o, "version", r->version));
-    RC_TRY(attr_str(w, f, o, "command_line", r->command_line));
-    RC_TRY(attr_str(w, f, o, "model_path", r->model_path));
-    RC_TRY(attr_str(w, f, o, "model_type", r->model_type));
-    RC_TRY(attr_str(w, f, o, "dtype", r->dtype));
-    RC_TRY(attr_str(w, f, o, "kernels", r->kernels));
-    RC_TRY(attr_str(w, f, o, "upcast", r->upcast));
-    RC_TRY(attr_str(w, f, o, "logprob_dtype", r->logprob_dtype));
-    RC_TRY(attr_str(w, f, o, "reference", r->reference));
-    RC_TRY(attr_str(w, f, o, "backend", r->backend));
-    RC_TRY(attr_str(w, f, o, "device", r->device));
-    RC_TRY(attr_str(w, f, o, "created", r->created));
-    RC_TRY(attr_i64(w, f, o, "threads", r->threads));
-    RC_TRY(attr_i64(w, f, o, "seed", r->seed));
-    RC_TRY(attr_i64(w, f, o, "top_k", r->top_k));
-    RC_TRY(attr_i64(w, f, o, "samples", r->samples));
-    RC_TRY(attr_i64(w, f, o, "batch", r->batch));
-    RC_TRY(attr_i64(w, f, o, "forward_batch", r->forward_batch));
-    RC_TRY(attr_i64(w, f, o, "num_prompts", r->n_prompts));
-    RC_TRY(attr_i64(w, f, o, "num_sequences", r->n_seq));
-    RC_TRY(attr_i64(w, f, o, "gen_len", r->gen_len));
-    RC_TRY(attr_f64(w, f, o, "temperature", r->temperature));
-    RC_TRY(attr_f64(w, f, o, "top_p", r->top_p));
-    RC_TRY(attr_i64(w, f, o, "stop_at_eos", r->stop_at_eos ? 1 : 0));
+    for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h) */
+        const rc_setting *set = &rc_settings[i];
+        const char *at = (const char *)r + set->off;
+        switch (set->kind) {
+        case RC_SET_TEXT: RC_TRY(attr_str(w, f, o, set->name, rc_setting_text(r, set))); break;
+        case RC_SET_I64: RC_TRY(attr_i64(w, f, o, set->name, *(const int64_t *)(const void *)at)); break;
+        case RC_SET_F64: RC_TRY(attr_f64(w, f, o, set->name, *(const double *)(const void *)at)); break;
+        case RC_SET_BOOL: RC_TRY(attr_i64(w, f, o, set->name, *(const bool *)(const void *)at ? 1 : 0)); break;
+        }
+    }
 
     int64_t *lens = NULL;
     RC_TRY(rc_calloc((void **)&lens, r->n_lens, sizeof *lens, "lengths attribute"));
