@@ -134,7 +134,7 @@ static int64_t any_int(fin *in, int64_t near)
 {
     switch (pick(in, 4)) {
     case 0: return near;
-    case 1: return near + (int64_t)pick(in, 3) - 1;
+    case 1: return (int64_t)((uint64_t)near + (uint64_t)pick(in, 3) - 1u); /* wraps, never overflows */
     case 2: return (int64_t)pick(in, 400) - 8;
     default: return k_ints[pick(in, sizeof k_ints / sizeof k_ints[0])];
     }
@@ -346,7 +346,8 @@ static herr_t fill_write(fin *in, hid_t obj, bool attr, hid_t t, bool str, bool 
         int64_t *v = xcalloc(n, sizeof *v);
         int64_t base = any_int(in, 1);
         for (size_t i = 0; i < n; i++)
-            v[i] = pick(in, 3) ? base + (int64_t)i % 7 : any_int(in, (int64_t)i);
+            /* base plus a small step, wrapping (unsigned) rather than overflowing near INT64_MAX */
+            v[i] = pick(in, 3) ? (int64_t)((uint64_t)base + (uint64_t)(i % 7)) : any_int(in, (int64_t)i);
         e = attr ? H5Awrite(obj, H5T_NATIVE_INT64, v) : H5Dwrite(obj, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
         free(v);
         return e;
