@@ -19,13 +19,11 @@
  * Forward details: LayerNorm with bias, partial rotate-half RoPE on the first
  * rotary_dim dims of each head, parallel or sequential residual, untied head.
  * The vocabulary (V) is usually padded beyond the tokenizer's size. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "json_util.h"
 #include "model.h"
-#include "util.h"
 
 static const char *const k_types[] = {"gpt_neox", NULL};
 static const char *const k_prefixes[] = {"gpt_neox.", "", NULL};
@@ -37,9 +35,6 @@ static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg
                          path, (long long)cfg->hidden, (long long)cfg->n_heads);
     cfg->head_dim = cfg->hidden / cfg->n_heads;
     cfg->n_kv_heads = cfg->n_heads;
-    cfg->norm = RC_NORM_LAYER;
-    cfg->norm_bias = true;
-    cfg->gated_mlp = false;
     const char *act;
     RC_TRY(rc_json_get_str(root, "hidden_act", path, "gelu", &act, NULL));
     if (strcmp(act, "gelu") == 0)
@@ -52,8 +47,9 @@ static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg
                          "gelu_new, gelu_pytorch_tanh)",
                          path, act);
     RC_TRY(rc_config_get_norm_eps(root, path, "layer_norm_eps", 1e-5, &cfg->norm_eps));
-    RC_TRY(rc_json_get_bool(root, "use_parallel_residual", path, true, &cfg->parallel_residual, NULL));
-    RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
+    RC_TRY(rc_json_get_bool(root, "use_parallel_residual", path, cfg->parallel_residual, &cfg->parallel_residual,
+                            NULL));
+    RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, cfg->tie_embeddings, &cfg->tie_embeddings, NULL));
     bool bias;
     RC_TRY(rc_json_get_bool(root, "attention_bias", path, true, &bias, NULL));
     cfg->qkv_bias = cfg->o_bias = bias;
@@ -61,87 +57,61 @@ static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg
     return rc_config_parse_rope(root, path, cfg, 10000.0, 0.25, "rotary_emb_base", "rotary_pct");
 }
 
-static rc_status neox_size(const rc_config *c, int64_t *n)
-{
-    int64_t H = c->hidden, I = c->intermediate;
-    int64_t layer = 4 * H + 3 * H * H + H * H + I * H + I + H * I + H;
-    if (c->qkv_bias)
-        layer += 3 * H;
-    if (c->o_bias)
-        layer += H;
-    *n = c->vocab * H * (c->tie_embeddings ? 1 : 2) + 2 * H + c->n_layers * layer;
-    return RC_OK;
-}
+/* Integer keys, read in this order (then eos_token_id, then neox_parse). */
+static const rc_config_key k_keys[] = {
+    RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"),
+    RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),
+    RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),
+    RC_KEY(n_heads, 1, RC_LIM_HEADS, true, 0, "num_attention_heads"),
+    RC_KEY(intermediate, 1, RC_LIM_INTER, true, 0, "intermediate_size"),
+    RC_KEY(max_pos, 1, RC_LIM_POS, false, 2048, "max_position_embeddings"),
+    RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, -1, "bos_token_id"),
+    {{NULL}, 0, 0, 0, false, 0},
+};
 
-static rc_status neox_load(rc_loader *ld, rc_weights *w)
-{
-    const rc_config *c = ld->cfg;
-    const int64_t H = c->hidden, I = c->intermediate, V = c->vocab, d = c->head_dim;
-    char nb[256], rb[256];
-#define NAME(...) (snprintf(nb, sizeof nb, __VA_ARGS__), rc_loader_resolve(ld, k_prefixes, nb, rb, sizeof rb))
-    RC_TRY(rc_loader_get(ld, NAME("embed_in.weight"), 2, (int64_t[]){V, H}, &w->embed));
-    RC_TRY(rc_loader_get(ld, NAME("final_layer_norm.weight"), 1, (int64_t[]){H}, &w->lnf_w));
-    RC_TRY(rc_loader_get(ld, NAME("final_layer_norm.bias"), 1, (int64_t[]){H}, &w->lnf_b));
-    if (c->tie_embeddings)
-        w->lm_head = w->embed;
-    else
-        RC_TRY(rc_loader_get(ld, NAME("embed_out.weight"), 2, (int64_t[]){V, H}, &w->lm_head));
-    for (int64_t l = 0; l < c->n_layers; l++) {
-        rc_layer_weights *L = &w->layers[l];
-        char pre[64];
-        snprintf(pre, sizeof pre, "layers.%lld.", (long long)l);
-        RC_TRY(rc_loader_get(ld, NAME("%sinput_layernorm.weight", pre), 1, (int64_t[]){H}, &L->ln1_w));
-        RC_TRY(rc_loader_get(ld, NAME("%sinput_layernorm.bias", pre), 1, (int64_t[]){H}, &L->ln1_b));
-        RC_TRY(rc_loader_get(ld, NAME("%spost_attention_layernorm.weight", pre), 1, (int64_t[]){H}, &L->ln2_w));
-        RC_TRY(rc_loader_get(ld, NAME("%spost_attention_layernorm.bias", pre), 1, (int64_t[]){H}, &L->ln2_b));
-        /* fused QKV, interleaved per head -> [all Q; all K; all V] */
-        float *qkv, *qkv_b = NULL;
-        RC_TRY(rc_loader_get(ld, NAME("%sattention.query_key_value.weight", pre), 2,
-                             (int64_t[]){3 * H, H}, &qkv));
-        if (c->qkv_bias)
-            RC_TRY(rc_loader_get(ld, NAME("%sattention.query_key_value.bias", pre), 1,
-                                 (int64_t[]){3 * H}, &qkv_b));
-        float *tmp = malloc((size_t)(3 * H * H) * sizeof *tmp);
-        if (!tmp)
-            return rc_errorf(RC_ERR_NOMEM, "out of memory de-interleaving query_key_value");
-        float tmpb_small[1];
-        float *tmpb = qkv_b ? malloc((size_t)(3 * H) * sizeof *tmpb) : tmpb_small;
-        if (!tmpb) {
-            free(tmp);
-            return rc_errorf(RC_ERR_NOMEM, "out of memory de-interleaving query_key_value");
-        }
-        for (int64_t h = 0; h < c->n_heads; h++)
-            for (int64_t part = 0; part < 3; part++)
-                for (int64_t i = 0; i < d; i++) {
-                    int64_t src = h * 3 * d + part * d + i, dst = part * H + h * d + i;
-                    memcpy(tmp + dst * H, qkv + src * H, (size_t)H * sizeof *tmp);
-                    if (qkv_b)
-                        tmpb[dst] = qkv_b[src];
-                }
-        memcpy(qkv, tmp, (size_t)(3 * H * H) * sizeof *tmp);
-        if (qkv_b) {
-            memcpy(qkv_b, tmpb, (size_t)(3 * H) * sizeof *tmpb);
-            free(tmpb);
-        }
-        free(tmp);
-        L->w_qkv = qkv;
-        L->b_qkv = qkv_b;
-        RC_TRY(rc_loader_get(ld, NAME("%sattention.dense.weight", pre), 2, (int64_t[]){H, H}, &L->w_o));
-        if (c->o_bias)
-            RC_TRY(rc_loader_get(ld, NAME("%sattention.dense.bias", pre), 1, (int64_t[]){H}, &L->b_o));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.dense_h_to_4h.weight", pre), 2, (int64_t[]){I, H}, &L->w_up));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.dense_h_to_4h.bias", pre), 1, (int64_t[]){I}, &L->b_up));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.dense_4h_to_h.weight", pre), 2, (int64_t[]){H, I}, &L->w_down));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.dense_4h_to_h.bias", pre), 1, (int64_t[]){H}, &L->b_down));
-    }
-#undef NAME
-    return RC_OK;
-}
+/* Tensors, in arena order (after the optional "gpt_neox." prefix). */
+static const rc_tensor_spec k_model_tensors[] = {
+    {RC_MW_embed, "embed_in.weight", RC_DIM_V, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_MW_lnf_w, "final_layer_norm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_MW_lnf_b, "final_layer_norm.bias", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_MW_lm_head, "embed_out.weight", RC_DIM_V, RC_DIM_H, RC_IF_UNTIED, false, NULL},
+    {0, NULL, 0, 0, 0, false, NULL},
+};
+
+static const rc_tensor_spec k_layer_tensors[] = {
+    {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_ln1_b, "input_layernorm.bias", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_ln2_b, "post_attention_layernorm.bias", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_w_qkv, "attention.query_key_value.weight", RC_DIM_3H, RC_DIM_H, RC_ALWAYS, false,
+     rc_qkv_deinterleave_per_head},
+    {RC_LW_b_qkv, "attention.query_key_value.bias", RC_DIM_3H, RC_DIM_1, RC_IF_QKV_BIAS, false,
+     rc_qkv_deinterleave_per_head},
+    {RC_LW_w_o, "attention.dense.weight", RC_DIM_H, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_LW_b_o, "attention.dense.bias", RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, false, NULL},
+    {RC_LW_w_up, "mlp.dense_h_to_4h.weight", RC_DIM_I, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_LW_b_up, "mlp.dense_h_to_4h.bias", RC_DIM_I, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_w_down, "mlp.dense_4h_to_h.weight", RC_DIM_H, RC_DIM_I, RC_ALWAYS, false, NULL},
+    {RC_LW_b_down, "mlp.dense_4h_to_h.bias", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {0, NULL, 0, 0, 0, false, NULL},
+};
 
 const rc_arch rc_arch_gpt_neox = {
     .family = "gpt_neox",
     .model_types = k_types,
+    .keys = k_keys,
+    /* LayerNorm with bias, parallel residual unless use_parallel_residual is
+     * false, rotary, plain GELU MLP, untied embed_out unless tie_word_embeddings */
+    .forward = {.norm = RC_NORM_LAYER,
+                .norm_bias = true,
+                .residual = RC_RESIDUAL_PARALLEL,
+                .pos = RC_POS_ROTARY,
+                .mlp = RC_MLP_PLAIN,
+                .act = RC_ACT_GELU_ERF,
+                .head = RC_HEAD_UNTIED},
+    .prefixes = k_prefixes,
+    .layer_stem = "layers.",
+    .model_tensors = k_model_tensors,
+    .layer_tensors = k_layer_tensors,
     .parse_config = neox_parse,
-    .weights_size = neox_size,
-    .load = neox_load,
 };

@@ -22,12 +22,10 @@
  * Forward details: RMSNorm (fp32 normalise, cast, multiply weight), rotate-half
  * RoPE over the whole head (partial_rotary_factor if given), SwiGLU, GQA
  * (q head h reads kv head h / (nh / nkv)), sequential residual. */
-#include <stdio.h>
 #include <string.h>
 
 #include "json_util.h"
 #include "model.h"
-#include "util.h"
 
 static const char *const k_types[] = {"llama", "mistral", "qwen2", NULL};
 static const char *const k_prefixes[] = {"model.", "", NULL};
@@ -46,10 +44,6 @@ static rc_status llama_parse(const json_t *root, const char *path, rc_config *cf
                              path, (long long)cfg->hidden, (long long)cfg->n_heads);
         cfg->head_dim = cfg->hidden / cfg->n_heads;
     }
-    cfg->norm = RC_NORM_RMS;
-    cfg->norm_bias = false;
-    cfg->gated_mlp = true;
-    cfg->parallel_residual = false;
     const char *act;
     RC_TRY(rc_json_get_str(root, "hidden_act", path, "silu", &act, NULL));
     if (strcmp(act, "silu") != 0)
@@ -57,7 +51,7 @@ static rc_status llama_parse(const json_t *root, const char *path, rc_config *cf
                          path, act, cfg->model_type);
     cfg->act = RC_ACT_SILU;
     RC_TRY(rc_config_get_norm_eps(root, path, "rms_norm_eps", 1e-6, &cfg->norm_eps));
-    RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
+    RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, cfg->tie_embeddings, &cfg->tie_embeddings, NULL));
     int64_t tp;
     RC_TRY(rc_json_get_int(root, "pretraining_tp", path, 1, 1024, 1, &tp, NULL));
     if (tp != 1)
@@ -87,78 +81,64 @@ static rc_status llama_parse(const json_t *root, const char *path, rc_config *cf
     return rc_config_parse_rope(root, path, cfg, 10000.0, 1.0, NULL, NULL);
 }
 
-static rc_status llama_size(const rc_config *c, int64_t *n)
-{
-    int64_t H = c->hidden, I = c->intermediate, q = c->n_heads * c->head_dim,
-            kv = c->n_kv_heads * c->head_dim;
-    int64_t layer = 2 * H + (q + 2 * kv) * H + H * q + 3 * I * H;
-    if (c->qkv_bias)
-        layer += q + 2 * kv;
-    if (c->o_bias)
-        layer += H;
-    if (c->mlp_bias)
-        layer += 2 * I + H;
-    *n = c->vocab * H * (c->tie_embeddings ? 1 : 2) + H + c->n_layers * layer;
-    return RC_OK;
-}
+/* Integer keys, read in this order (then eos_token_id, then llama_parse). */
+static const rc_config_key k_keys[] = {
+    RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"),
+    RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),
+    RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),
+    RC_KEY(n_heads, 1, RC_LIM_HEADS, true, 0, "num_attention_heads"),
+    RC_KEY(intermediate, 1, RC_LIM_INTER, true, 0, "intermediate_size"),
+    RC_KEY(max_pos, 1, RC_LIM_POS, false, 2048, "max_position_embeddings"), /* mistral: see llama_parse */
+    RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, -1, "bos_token_id"),
+    {{NULL}, 0, 0, 0, false, 0},
+};
 
-static rc_status llama_load(rc_loader *ld, rc_weights *w)
-{
-    const rc_config *c = ld->cfg;
-    const int64_t H = c->hidden, I = c->intermediate, V = c->vocab;
-    const int64_t q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    char nb[256], rb[256];
-#define NAME(...) (snprintf(nb, sizeof nb, __VA_ARGS__), rc_loader_resolve(ld, k_prefixes, nb, rb, sizeof rb))
-    RC_TRY(rc_loader_get(ld, NAME("embed_tokens.weight"), 2, (int64_t[]){V, H}, &w->embed));
-    RC_TRY(rc_loader_get(ld, NAME("norm.weight"), 1, (int64_t[]){H}, &w->lnf_w));
-    w->lnf_b = NULL;
-    if (c->tie_embeddings)
-        w->lm_head = w->embed;
-    else
-        RC_TRY(rc_loader_get(ld, NAME("lm_head.weight"), 2, (int64_t[]){V, H}, &w->lm_head));
-    for (int64_t l = 0; l < c->n_layers; l++) {
-        rc_layer_weights *L = &w->layers[l];
-        char pre[64];
-        snprintf(pre, sizeof pre, "layers.%lld.", (long long)l);
-        RC_TRY(rc_loader_get(ld, NAME("%sinput_layernorm.weight", pre), 1, (int64_t[]){H}, &L->ln1_w));
-        RC_TRY(rc_loader_get(ld, NAME("%spost_attention_layernorm.weight", pre), 1, (int64_t[]){H}, &L->ln2_w));
-        /* q, k, v are consecutive in the arena: that is the fused [Q; K; V] matrix */
-        float *wq, *wk, *wv;
-        RC_TRY(rc_loader_get(ld, NAME("%sself_attn.q_proj.weight", pre), 2, (int64_t[]){q, H}, &wq));
-        RC_TRY(rc_loader_get(ld, NAME("%sself_attn.k_proj.weight", pre), 2, (int64_t[]){kv, H}, &wk));
-        RC_TRY(rc_loader_get(ld, NAME("%sself_attn.v_proj.weight", pre), 2, (int64_t[]){kv, H}, &wv));
-        if (wk != wq + q * H || wv != wk + kv * H)
-            return rc_errorf(RC_ERR_INTERNAL, "q/k/v weights are not contiguous");
-        L->w_qkv = wq;
-        if (c->qkv_bias) {
-            float *bq, *bk, *bv;
-            RC_TRY(rc_loader_get(ld, NAME("%sself_attn.q_proj.bias", pre), 1, (int64_t[]){q}, &bq));
-            RC_TRY(rc_loader_get(ld, NAME("%sself_attn.k_proj.bias", pre), 1, (int64_t[]){kv}, &bk));
-            RC_TRY(rc_loader_get(ld, NAME("%sself_attn.v_proj.bias", pre), 1, (int64_t[]){kv}, &bv));
-            if (bk != bq + q || bv != bk + kv)
-                return rc_errorf(RC_ERR_INTERNAL, "q/k/v biases are not contiguous");
-            L->b_qkv = bq;
-        }
-        RC_TRY(rc_loader_get(ld, NAME("%sself_attn.o_proj.weight", pre), 2, (int64_t[]){H, q}, &L->w_o));
-        if (c->o_bias)
-            RC_TRY(rc_loader_get(ld, NAME("%sself_attn.o_proj.bias", pre), 1, (int64_t[]){H}, &L->b_o));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.gate_proj.weight", pre), 2, (int64_t[]){I, H}, &L->w_gate));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.up_proj.weight", pre), 2, (int64_t[]){I, H}, &L->w_up));
-        RC_TRY(rc_loader_get(ld, NAME("%smlp.down_proj.weight", pre), 2, (int64_t[]){H, I}, &L->w_down));
-        if (c->mlp_bias) {
-            RC_TRY(rc_loader_get(ld, NAME("%smlp.gate_proj.bias", pre), 1, (int64_t[]){I}, &L->b_gate));
-            RC_TRY(rc_loader_get(ld, NAME("%smlp.up_proj.bias", pre), 1, (int64_t[]){I}, &L->b_up));
-            RC_TRY(rc_loader_get(ld, NAME("%smlp.down_proj.bias", pre), 1, (int64_t[]){H}, &L->b_down));
-        }
-    }
-#undef NAME
-    return RC_OK;
-}
+/* Tensors, in arena order (after the optional "model." prefix). */
+static const rc_tensor_spec k_model_tensors[] = {
+    {RC_MW_embed, "embed_tokens.weight", RC_DIM_V, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_MW_lnf_w, "norm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_MW_lm_head, "lm_head.weight", RC_DIM_V, RC_DIM_H, RC_IF_UNTIED, false, NULL},
+    {0, NULL, 0, 0, 0, false, NULL},
+};
+
+/* q, k and v are read one after the other into the arena: that is the fused
+ * [Q; K; V] matrix (append). */
+static const rc_tensor_spec k_layer_tensors[] = {
+    {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_w_qkv, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_LW_w_qkv, "self_attn.k_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},
+    {RC_LW_w_qkv, "self_attn.v_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},
+    {RC_LW_b_qkv, "self_attn.q_proj.bias", RC_DIM_Q, RC_DIM_1, RC_IF_QKV_BIAS, false, NULL},
+    {RC_LW_b_qkv, "self_attn.k_proj.bias", RC_DIM_KV, RC_DIM_1, RC_IF_QKV_BIAS, true, NULL},
+    {RC_LW_b_qkv, "self_attn.v_proj.bias", RC_DIM_KV, RC_DIM_1, RC_IF_QKV_BIAS, true, NULL},
+    {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_Q, RC_ALWAYS, false, NULL},
+    {RC_LW_b_o, "self_attn.o_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, false, NULL},
+    {RC_LW_w_gate, "mlp.gate_proj.weight", RC_DIM_I, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_LW_w_up, "mlp.up_proj.weight", RC_DIM_I, RC_DIM_H, RC_ALWAYS, false, NULL},
+    {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, RC_ALWAYS, false, NULL},
+    {RC_LW_b_gate, "mlp.gate_proj.bias", RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, false, NULL},
+    {RC_LW_b_up, "mlp.up_proj.bias", RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, false, NULL},
+    {RC_LW_b_down, "mlp.down_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS, false, NULL},
+    {0, NULL, 0, 0, 0, false, NULL},
+};
 
 const rc_arch rc_arch_llama = {
     .family = "llama",
     .model_types = k_types,
+    .keys = k_keys,
+    /* RMSNorm, sequential residual, rotary, SwiGLU, untied lm_head unless
+     * tie_word_embeddings */
+    .forward = {.norm = RC_NORM_RMS,
+                .norm_bias = false,
+                .residual = RC_RESIDUAL_SEQUENTIAL,
+                .pos = RC_POS_ROTARY,
+                .mlp = RC_MLP_GATED,
+                .act = RC_ACT_SILU,
+                .head = RC_HEAD_UNTIED},
+    .prefixes = k_prefixes,
+    .layer_stem = "layers.",
+    .model_tensors = k_model_tensors,
+    .layer_tensors = k_layer_tensors,
     .parse_config = llama_parse,
-    .weights_size = llama_size,
-    .load = llama_load,
 };

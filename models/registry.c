@@ -1,4 +1,6 @@
-/* Registry: HF model_type -> family implementation (one file per family). */
+/* Registry: HF model_type -> family implementation (one file per family).
+ * A new family is one extern line and one entry in k_archs. */
+#include <stdio.h>
 #include <string.h>
 
 #include "model.h"
@@ -17,4 +19,22 @@ const rc_arch *rc_arch_for_model_type(const char *model_type)
     return NULL;
 }
 
-const char *rc_arch_supported_list(void) { return "gpt_neox, llama, mistral, qwen2"; }
+const rc_arch *const *rc_arch_all(void) { return k_archs; }
+
+const char *rc_arch_supported_list(void)
+{
+    /* written whole on every call (always the same text), from the registry */
+    static char buf[512];
+    char tmp[sizeof buf];
+    size_t o = 0;
+    tmp[0] = '\0';
+    for (int a = 0; k_archs[a]; a++)
+        for (int t = 0; k_archs[a]->model_types[t]; t++) {
+            int n = snprintf(tmp + o, sizeof tmp - o, "%s%s", o ? ", " : "", k_archs[a]->model_types[t]);
+            if (n < 0 || (size_t)n >= sizeof tmp - o)
+                break;
+            o += (size_t)n;
+        }
+    memcpy(buf, tmp, sizeof buf);
+    return buf;
+}

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../models/common.h" /* the layout helpers the family files share */
 #include "model.h"
 #include "status.h"
 
@@ -754,6 +755,175 @@ START_TEST(test_bad_bool_field)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* the family structure: keys with aliases, weight lists, tables, helpers    */
+
+static json_t *obj_sq(const char *json_sq)
+{
+    char *text = dq(json_sq);
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    ck_assert_msg(root != NULL, "test JSON does not parse: %s: %s", err.text, text);
+    free(text);
+    return root;
+}
+
+START_TEST(test_int_alias_reader)
+{
+    static const char *const keys[] = {"hidden_size", "n_embd", "n_embed", NULL};
+    int64_t v = 0;
+    bool present = true;
+    json_t *r = obj_sq("{'n_embd': 768}");
+    ck_assert_int_eq(rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present), RC_OK);
+    ck_assert(present);
+    ck_assert_int_eq(v, 768);
+    json_decref(r);
+    r = obj_sq("{'n_embed': 64, 'hidden_size': null}"); /* null counts as absent */
+    ck_assert_int_eq(rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present), RC_OK);
+    ck_assert_int_eq(v, 64);
+    json_decref(r);
+    r = obj_sq("{'other': 1}");
+    ck_assert_int_eq(rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 7, &v, &present), RC_OK);
+    ck_assert(!present);
+    ck_assert_int_eq(v, 7);
+    json_decref(r);
+    /* two aliases at once: ambiguous, named both */
+    r = obj_sq("{'hidden_size': 64, 'n_embd': 64}");
+    rc_clear_error();
+    expect_msg_(__FILE__, __LINE__, rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present),
+                RC_ERR_FORMAT, CFG, "\"hidden_size\" and \"n_embd\" are both given", (char *)NULL);
+    json_decref(r);
+    /* the range check names the alias that was read */
+    r = obj_sq("{'n_embed': 0}");
+    rc_clear_error();
+    expect_msg_(__FILE__, __LINE__, rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present),
+                RC_ERR_FORMAT, CFG, "\"n_embed\" = 0 is out of range", (char *)NULL);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_registry_list)
+{
+    ck_assert_str_eq(rc_arch_supported_list(), "gpt_neox, llama, mistral, qwen2");
+    ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
+    ck_assert_ptr_null(rc_arch_for_model_type("bloom"));
+}
+END_TEST
+
+/* rc_weights_numel (from the lists in model.h) against the per-family sums
+ * the family files computed by hand before the lists. */
+START_TEST(test_weights_numel_matches_families)
+{
+    rc_config c;
+    int64_t n;
+    parse_ok("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+             "'intermediate_size':96,'vocab_size':300}",
+             &c);
+    for (int tie = 0; tie < 2; tie++)
+        for (int bias = 0; bias < 2; bias++) {
+            c.tie_embeddings = tie;
+            c.qkv_bias = c.o_bias = bias;
+            int64_t H = c.hidden, I = c.intermediate;
+            int64_t layer = 4 * H + 3 * H * H + H * H + I * H + I + H * I + H + (bias ? 4 * H : 0);
+            ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+            ck_assert_int_eq(n, c.vocab * H * (tie ? 1 : 2) + 2 * H + c.n_layers * layer);
+        }
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+             "'head_dim':24,'num_hidden_layers':2,'intermediate_size':80,'vocab_size':500}",
+             &c);
+    for (int m = 0; m < 8; m++) {
+        c.tie_embeddings = m & 1;
+        c.qkv_bias = (m >> 1) & 1;
+        c.o_bias = c.qkv_bias;
+        c.mlp_bias = (m >> 2) & 1;
+        int64_t H = c.hidden, I = c.intermediate, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
+        int64_t layer = 2 * H + (q + 2 * kv) * H + H * q + 3 * I * H + (c.qkv_bias ? q + 2 * kv : 0) +
+                        (c.o_bias ? H : 0) + (c.mlp_bias ? 2 * I + H : 0);
+        ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+        ck_assert_int_eq(n, c.vocab * H * (c.tie_embeddings ? 1 : 2) + H + c.n_layers * layer);
+    }
+}
+END_TEST
+
+/* Every family table: field ids in range, and every field the lists say is
+ * present under the family's forward details has a tensor. */
+START_TEST(test_family_tables_cover_fields)
+{
+    const rc_arch *const *all = rc_arch_all();
+    ck_assert_ptr_eq(all[0], rc_arch_for_model_type("gpt_neox"));
+    ck_assert_ptr_eq(all[1], rc_arch_for_model_type("llama"));
+    for (size_t i = 0; all[i]; i++) {
+        const rc_arch *a = all[i];
+        ck_assert_ptr_eq(rc_arch_for_model_type(a->model_types[0]), a);
+        ck_assert_ptr_nonnull(a->keys);
+        ck_assert_str_eq(a->keys[0].keys[0], "vocab_size");
+        bool model_seen[RC_N_MODEL_WEIGHTS] = {0}, layer_seen[RC_N_LAYER_WEIGHTS] = {0};
+        for (const rc_tensor_spec *t = a->model_tensors; t->name; t++) {
+            ck_assert(t->field >= 0 && t->field < RC_N_MODEL_WEIGHTS);
+            model_seen[t->field] = true;
+        }
+        for (const rc_tensor_spec *t = a->layer_tensors; t->name; t++) {
+            ck_assert(t->field >= 0 && t->field < RC_N_LAYER_WEIGHTS);
+            layer_seen[t->field] = true;
+        }
+        ck_assert_msg(model_seen[RC_MW_embed] && model_seen[RC_MW_lnf_w] &&
+                          (model_seen[RC_MW_lm_head] || a->forward.head == RC_HEAD_TIED),
+                      "%s", a->family);
+        ck_assert_msg(layer_seen[RC_LW_ln1_w] && layer_seen[RC_LW_ln2_w] && layer_seen[RC_LW_w_qkv] &&
+                          layer_seen[RC_LW_w_o] && layer_seen[RC_LW_w_up] && layer_seen[RC_LW_w_down],
+                      "%s", a->family);
+        ck_assert_int_eq(layer_seen[RC_LW_w_gate], a->forward.mlp == RC_MLP_GATED);
+        ck_assert_int_eq(model_seen[RC_MW_lnf_b], a->forward.norm_bias);
+    }
+}
+END_TEST
+
+START_TEST(test_layout_helpers)
+{
+    /* 2 heads of head_dim 2: stored rows per head q0 q1 k0 k1 v0 v1 */
+    rc_config c;
+    memset(&c, 0, sizeof c);
+    c.n_heads = 2;
+    c.head_dim = 2;
+    float w[12 * 2], b[12];
+    for (int r = 0; r < 12; r++) {
+        w[2 * r] = (float)r;
+        w[2 * r + 1] = (float)(100 + r);
+        b[r] = (float)r;
+    }
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, w, 12, 2), RC_OK);
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, b, 12, 1), RC_OK);
+    /* all Q (head 0 then head 1), then K, then V */
+    const int want[12] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
+    for (int r = 0; r < 12; r++) {
+        ck_assert(w[2 * r] == (float)want[r] && w[2 * r + 1] == (float)(100 + want[r]));
+        ck_assert(b[r] == (float)want[r]);
+    }
+    /* Conv1D [in 2, out 3] -> [out 3, in 2] */
+    float m[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert_int_eq(rc_conv1d_transpose(&c, m, 2, 3), RC_OK);
+    const float t[6] = {1, 4, 2, 5, 3, 6};
+    for (int i = 0; i < 6; i++)
+        ck_assert(m[i] == t[i]);
+}
+END_TEST
+
+START_TEST(test_family_forward_defaults)
+{
+    rc_config c;
+    parse_ok("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300}",
+             &c);
+    ck_assert(c.norm == RC_NORM_LAYER && c.norm_bias && c.parallel_residual && !c.gated_mlp &&
+              !c.tie_embeddings && c.pos == RC_POS_ROTARY && c.act == RC_ACT_GELU_ERF);
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300}",
+             &c);
+    ck_assert(c.norm == RC_NORM_RMS && !c.norm_bias && !c.parallel_residual && c.gated_mlp &&
+              !c.tie_embeddings && c.pos == RC_POS_ROTARY && c.act == RC_ACT_SILU);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *config_suite(void)
 {
@@ -800,6 +970,15 @@ static Suite *config_suite(void)
     tcase_add_test(bad, test_bad_bool_field);
     tcase_add_test(bad, test_norm_eps_rejected);
     suite_add_tcase(s, bad);
+
+    TCase *fam = tcase_create("family structure");
+    tcase_add_test(fam, test_int_alias_reader);
+    tcase_add_test(fam, test_registry_list);
+    tcase_add_test(fam, test_weights_numel_matches_families);
+    tcase_add_test(fam, test_family_tables_cover_fields);
+    tcase_add_test(fam, test_layout_helpers);
+    tcase_add_test(fam, test_family_forward_defaults);
+    suite_add_tcase(s, fam);
     return s;
 }
 

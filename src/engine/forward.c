@@ -92,10 +92,10 @@ static rc_status engine_weights(rc_engine *e)
         RC_TRY(be->ops->upload(be, m->arena, m->arena_len, e->num.dt, e->w_arena));
         const float *A = m->arena;
         float *B = e->w_arena;
-        e->w.embed = reloc(m->w.embed, A, B);
-        e->w.lnf_w = reloc(m->w.lnf_w, A, B);
-        e->w.lnf_b = reloc(m->w.lnf_b, A, B);
-        e->w.lm_head = reloc(m->w.lm_head, A, B);
+        /* every weight field, from the lists in model.h (none can be missed) */
+#define RELOC_MODEL_(f, rows, cols, present) e->w.f = reloc(m->w.f, A, B);
+        RC_MODEL_WEIGHT_FIELDS(RELOC_MODEL_)
+#undef RELOC_MODEL_
         e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
         if (!be->ops->host_memory && c->rotary_dim > 0) {
             RC_TRY(be->ops->alloc(be, c->rotary_dim / 2, &e->inv_freq_own));
@@ -108,12 +108,9 @@ static rc_status engine_weights(rc_engine *e)
         for (int64_t l = 0; l < c->n_layers; l++) {
             const rc_layer_weights *s = &m->w.layers[l];
             rc_layer_weights *d = &e->w.layers[l];
-            float *const *src[] = {&s->ln1_w, &s->ln1_b, &s->ln2_w, &s->ln2_b, &s->w_qkv, &s->b_qkv, &s->w_o,
-                                   &s->b_o, &s->w_up, &s->b_up, &s->w_gate, &s->b_gate, &s->w_down, &s->b_down};
-            float **dst[] = {&d->ln1_w, &d->ln1_b, &d->ln2_w, &d->ln2_b, &d->w_qkv, &d->b_qkv, &d->w_o,
-                             &d->b_o, &d->w_up, &d->b_up, &d->w_gate, &d->b_gate, &d->w_down, &d->b_down};
-            for (size_t i = 0; i < sizeof src / sizeof src[0]; i++)
-                *dst[i] = reloc(*src[i], A, B);
+#define RELOC_LAYER_(f, rows, cols, present) d->f = reloc(s->f, A, B);
+            RC_LAYER_WEIGHT_FIELDS(RELOC_LAYER_)
+#undef RELOC_LAYER_
         }
         if (e->num.upcast & RC_UPCAST_LM_HEAD) {
             int64_t n = c->vocab * c->hidden;

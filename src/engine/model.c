@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,138 @@ rc_status rc_loader_get_opt(rc_loader *ld, const char *name, int ndim, const int
                             float **out)
 {
     return loader_get(ld, name, ndim, shape, out, true);
+}
+
+int64_t rc_dim_value(const rc_config *c, rc_dim d)
+{
+    switch (d) {
+    case RC_DIM_1: return 1;
+    case RC_DIM_H: return c->hidden;
+    case RC_DIM_V: return c->vocab;
+    case RC_DIM_I: return c->intermediate;
+    case RC_DIM_Q: return c->n_heads * c->head_dim;
+    case RC_DIM_KV: return c->n_kv_heads * c->head_dim;
+    case RC_DIM_QKV: return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+    case RC_DIM_3H: return 3 * c->hidden;
+    case RC_DIM_POS: return c->max_pos;
+    }
+    return 0;
+}
+
+bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
+{
+    switch (w) {
+    case RC_ALWAYS: return true;
+    case RC_IF_NORM_BIAS: return c->norm_bias;
+    case RC_IF_UNTIED: return !c->tie_embeddings;
+    case RC_IF_QKV_BIAS: return c->qkv_bias;
+    case RC_IF_O_BIAS: return c->o_bias;
+    case RC_IF_MLP_BIAS: return c->mlp_bias;
+    case RC_IF_GATED: return c->gated_mlp;
+    case RC_IF_GATED_MLP_BIAS: return c->gated_mlp && c->mlp_bias;
+    }
+    return false;
+}
+
+/* the weight lists as tables: name, shape, presence, where the field is */
+typedef struct {
+    const char *name;
+    rc_dim rows, cols;
+    rc_weight_cond present;
+    size_t offset;
+} field_info;
+#define FIELD_INFO_MODEL_(f, r, c, p) {#f, r, c, p, offsetof(rc_weights, f)},
+#define FIELD_INFO_LAYER_(f, r, c, p) {#f, r, c, p, offsetof(rc_layer_weights, f)},
+static const field_info k_model_fields[] = {RC_MODEL_WEIGHT_FIELDS(FIELD_INFO_MODEL_)};
+static const field_info k_layer_fields[] = {RC_LAYER_WEIGHT_FIELDS(FIELD_INFO_LAYER_)};
+
+static bool fields_numel(const rc_config *c, const field_info *f, int n, int64_t *out)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t k;
+        if (!rc_weight_cond_holds(c, f[i].present))
+            continue;
+        if (!rc_mul_i64(rc_dim_value(c, f[i].rows), rc_dim_value(c, f[i].cols), &k) || !rc_add_i64(sum, k, &sum))
+            return false;
+    }
+    *out = sum;
+    return true;
+}
+
+rc_status rc_weights_numel(const rc_config *c, int64_t *n)
+{
+    int64_t top, layer, all;
+    if (!fields_numel(c, k_model_fields, RC_N_MODEL_WEIGHTS, &top) ||
+        !fields_numel(c, k_layer_fields, RC_N_LAYER_WEIGHTS, &layer) || !rc_mul_i64(layer, c->n_layers, &all) ||
+        !rc_add_i64(all, top, &all))
+        return rc_errorf(RC_ERR_FORMAT, "model sizes are too large (weight count overflows)");
+    *n = all;
+    return RC_OK;
+}
+
+static float **field_ptr(void *base, const field_info *f) { return (float **)((char *)base + f->offset); }
+
+/* Read one table of tensors into `base` (an rc_weights or one rc_layer_weights). */
+static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spec *t, const field_info *fields,
+                            int nfields, void *base, const char *stem)
+{
+    const rc_config *c = ld->cfg;
+    char nb[256], rb[256];
+    float *prev_end = NULL;
+    for (; t->name; t++) {
+        if (t->field < 0 || t->field >= nfields)
+            return rc_errorf(RC_ERR_INTERNAL, "family %s: tensor table entry \"%s\" has no field", a->family,
+                             t->name);
+        if (!rc_weight_cond_holds(c, t->when))
+            continue;
+        snprintf(nb, sizeof nb, "%s%s", stem, t->name);
+        const char *name = rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb);
+        int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
+        int ndim = t->cols == RC_DIM_1 ? 1 : 2;
+        float *p;
+        RC_TRY(rc_loader_get(ld, name, ndim, (int64_t[]){rows, cols}, &p));
+        float **dst = field_ptr(base, &fields[t->field]);
+        if (t->append) {
+            if (!*dst || p != prev_end)
+                return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\" is not stored right after the rest of %s", name,
+                                 fields[t->field].name);
+        } else {
+            *dst = p;
+        }
+        prev_end = p + rows * cols;
+        if (t->fix)
+            RC_TRY(t->fix(c, p, rows, cols));
+    }
+    return RC_OK;
+}
+
+/* Every field the lists say is present was loaded (a family table that
+ * forgets one fails here, not in the forward pass). */
+static rc_status check_fields(const rc_config *c, const char *family, const field_info *f, int n, void *base,
+                              const char *where)
+{
+    for (int i = 0; i < n; i++)
+        if (rc_weight_cond_holds(c, f[i].present) && !*field_ptr(base, &f[i]))
+            return rc_errorf(RC_ERR_INTERNAL, "family %s loads no tensor for weight %s%s", family, where,
+                             f[i].name);
+    return RC_OK;
+}
+
+static rc_status load_weights(rc_loader *ld, const rc_arch *a, rc_weights *w)
+{
+    const rc_config *c = ld->cfg;
+    RC_TRY(load_table(ld, a, a->model_tensors, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
+    if (c->tie_embeddings)
+        w->lm_head = w->embed;
+    RC_TRY(check_fields(c, a->family, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        char stem[64];
+        snprintf(stem, sizeof stem, "%s%lld.", a->layer_stem, (long long)l);
+        RC_TRY(load_table(ld, a, a->layer_tensors, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
+        RC_TRY(check_fields(c, a->family, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
+    }
+    return RC_OK;
 }
 
 /* HF's inv_freq in fp32, op by op as torch computes it:
@@ -122,7 +255,7 @@ rc_status rc_model_load(const char *dir, rc_model **out)
         goto fail;
     const rc_config *c = &m->cfg;
     int64_t nw;
-    s = c->arch->weights_size(c, &nw);
+    s = rc_weights_numel(c, &nw);
     if (s != RC_OK)
         goto fail;
     /* every weight comes from a distinct tensor of the checkpoint: a config
@@ -155,7 +288,7 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     if (s != RC_OK)
         goto fail;
     rc_loader ld = {.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = nw + n_inv};
-    s = c->arch->load(&ld, &m->w);
+    s = load_weights(&ld, c->arch, &m->w);
     if (s != RC_OK) {
         rc_error_prefix(s, "%s", dir);
         goto fail;
@@ -167,12 +300,14 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     }
     rc_rope_inv_freq(c, m->w.inv_freq);
     m->arena_len = ld.used;
-    /* stored dtype, from the files */
+    /* stored dtype, from the files: the family's embedding tensor */
     {
-        const char *ename = NULL;
-        for (int64_t i = 0; i < st->ntensors && !ename; i++)
-            if (strstr(st->tensors[i].name, "embed_in.weight") ||
-                strstr(st->tensors[i].name, "embed_tokens.weight"))
+        const char *ename = NULL, *embed = NULL;
+        for (const rc_tensor_spec *t = c->arch->model_tensors; t->name && !embed; t++)
+            if (t->field == RC_MW_embed)
+                embed = t->name;
+        for (int64_t i = 0; i < st->ntensors && !ename && embed; i++)
+            if (strstr(st->tensors[i].name, embed))
                 ename = st->tensors[i].dtype_name;
         snprintf(m->stored_dtype, sizeof m->stored_dtype, "%s", ename ? ename : "?");
     }

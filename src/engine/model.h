@@ -1,12 +1,15 @@
 /* Model description (from config.json), weights (from safetensors) and the
  * architecture registry. Weights are held in fp32 on the host; the forward
- * pass (forward.c) is generic over the flags in rc_config, and each family
- * file in models/ maps its HF config fields and tensor names onto them. */
+ * pass (forward.c) is generic over the flags in rc_config. Each family file in
+ * models/ declares, as data (rc_arch), its config keys, forward details and
+ * tensor tables; the weight fields are the lists below
+ * (docs/adding-a-model.md). */
 #ifndef RC_MODEL_H
 #define RC_MODEL_H
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "safetensors.h"
@@ -15,6 +18,22 @@
 typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
 typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU } rc_act;
 typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3 } rc_rope_type;
+/* Position encoding. The forward pass implements rotary only today; a family
+ * declaring ALiBi or learned positions is refused by rc_config_finish until
+ * forward.c learns them. */
+typedef enum { RC_POS_ROTARY, RC_POS_ALIBI, RC_POS_LEARNED } rc_pos_kind;
+typedef enum { RC_MLP_PLAIN, RC_MLP_GATED } rc_mlp_kind;
+typedef enum { RC_RESIDUAL_SEQUENTIAL, RC_RESIDUAL_PARALLEL } rc_residual_kind;
+typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
+
+/* Limits on sizes read from config.json, checked before anything is allocated. */
+#define RC_LIM_LAYERS 4096
+#define RC_LIM_HIDDEN (1 << 20)
+#define RC_LIM_HEADS 4096
+#define RC_LIM_HEAD_DIM 4096
+#define RC_LIM_INTER (1 << 22)
+#define RC_LIM_VOCAB (1 << 24)
+#define RC_LIM_POS (1 << 24)
 
 #define RC_MAX_EOS 8
 
@@ -33,6 +52,7 @@ typedef struct {
     int64_t max_pos;         /* max_position_embeddings */
     double norm_eps;
     rc_norm_kind norm;
+    rc_pos_kind pos;
     rc_act act;
     bool gated_mlp;          /* SwiGLU: down(act(gate(x)) * up(x)) */
     bool parallel_residual;  /* x + attn(ln1(x)) + mlp(ln2(x)) */
@@ -50,32 +70,96 @@ typedef struct {
     int n_eos;
 } rc_config;
 
-/* One transformer block. Q, K and V are stored fused for every family. */
+/* The weights, as data. One line per field: X(field, rows, cols, present):
+ * the field's shape in the arena, [rows, cols] row-major as the forward pass
+ * reads it (cols RC_DIM_1 for a vector), and when it has storage of its own.
+ * These lists size the arena (rc_weights_numel), check what a family loaded
+ * (model.c), relocate the rounded copy (forward.c) and generate the structs
+ * below; the whole arena is rounded and uploaded in one call and freed as one
+ * block. Adding a weight field is one line here. */
+typedef enum {
+    RC_DIM_1,   /* 1 (a vector's second dim; a 1-D tensor in a table) */
+    RC_DIM_H,   /* hidden */
+    RC_DIM_V,   /* vocab */
+    RC_DIM_I,   /* intermediate */
+    RC_DIM_Q,   /* n_heads * head_dim */
+    RC_DIM_KV,  /* n_kv_heads * head_dim */
+    RC_DIM_QKV, /* (n_heads + 2 * n_kv_heads) * head_dim */
+    RC_DIM_3H,  /* 3 * hidden (fused QKV as GPT-NeoX, BLOOM and GPT-2 store it) */
+    RC_DIM_POS, /* max_pos (a learned position table, as GPT-2's wpe) */
+} rc_dim;
+
+typedef enum {
+    RC_ALWAYS,
+    RC_IF_NORM_BIAS,      /* cfg->norm_bias */
+    RC_IF_UNTIED,         /* !cfg->tie_embeddings */
+    RC_IF_QKV_BIAS,       /* cfg->qkv_bias */
+    RC_IF_O_BIAS,         /* cfg->o_bias */
+    RC_IF_MLP_BIAS,       /* cfg->mlp_bias */
+    RC_IF_GATED,          /* cfg->gated_mlp */
+    RC_IF_GATED_MLP_BIAS, /* cfg->gated_mlp && cfg->mlp_bias */
+} rc_weight_cond;
+
+/* Per-model weights (rc_weights). */
+#define RC_MODEL_WEIGHT_FIELDS(X)                                                                     \
+    X(embed, RC_DIM_V, RC_DIM_H, RC_ALWAYS)         /* [vocab, hidden] */                             \
+    X(lnf_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)         /* [hidden] */                                    \
+    X(lnf_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)   /* [hidden], NULL for RMSNorm */                  \
+    X(lm_head, RC_DIM_V, RC_DIM_H, RC_IF_UNTIED)    /* [vocab, hidden]; aliases embed when tied */
+
+/* Per-layer weights (rc_layer_weights, one transformer block). Q, K and V are
+ * stored fused for every family: all Q rows, then K, then V. */
+#define RC_LAYER_WEIGHT_FIELDS(X)                                                                     \
+    X(ln1_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)             /* [hidden] */                                \
+    X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)       /* [hidden], NULL for RMSNorm */              \
+    X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)             /* [hidden] */                                \
+    X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)       /* [hidden], NULL for RMSNorm */              \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
+    X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
+    X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS)               /* [hidden, n_heads * head_dim] */            \
+    X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS)            /* [hidden] or NULL */                        \
+    X(w_up, RC_DIM_I, RC_DIM_H, RC_ALWAYS)              /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
+    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS)         /* [intermediate] or NULL */                  \
+    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_GATED)          /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
+    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_GATED_MLP_BIAS) /* [intermediate] or NULL */                  \
+    X(w_down, RC_DIM_H, RC_DIM_I, RC_ALWAYS)            /* [hidden, intermediate] */                  \
+    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS)       /* [hidden] or NULL */
+
+#define RC_WEIGHT_PTR_(field, rows, cols, present) float *field;
+#define RC_WEIGHT_ONE_(field, rows, cols, present) +1
+#define RC_WEIGHT_ID_MODEL_(field, rows, cols, present) RC_MW_##field,
+#define RC_WEIGHT_ID_LAYER_(field, rows, cols, present) RC_LW_##field,
+
 typedef struct {
-    float *ln1_w;  /* [hidden] */
-    float *ln1_b;  /* [hidden], NULL for RMSNorm */
-    float *ln2_w;  /* [hidden] */
-    float *ln2_b;  /* [hidden], NULL for RMSNorm */
-    float *w_qkv;  /* [(n_heads + 2*n_kv_heads) * head_dim, hidden]: all Q rows, then K, then V */
-    float *b_qkv;  /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */
-    float *w_o;    /* [hidden, n_heads * head_dim] */
-    float *b_o;    /* [hidden] or NULL */
-    float *w_up;   /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */
-    float *b_up;   /* [intermediate] or NULL */
-    float *w_gate; /* [intermediate, hidden] (llama gate_proj), NULL when not gated */
-    float *b_gate; /* [intermediate] or NULL */
-    float *w_down; /* [hidden, intermediate] */
-    float *b_down; /* [hidden] or NULL */
+    RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
 } rc_layer_weights;
 
 typedef struct {
-    float *embed;             /* [vocab, hidden] */
-    float *lnf_w;             /* [hidden] */
-    float *lnf_b;             /* [hidden] or NULL */
-    float *lm_head;           /* [vocab, hidden]; aliases embed when tied */
+    RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
     rc_layer_weights *layers; /* [n_layers] */
-    float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it */
+    float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it (never rounded) */
 } rc_weights;
+
+/* Field ids, for the family tensor tables: RC_MW_embed, ..., RC_LW_w_qkv, ... */
+typedef enum { RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ID_MODEL_) RC_N_MODEL_WEIGHTS } rc_model_weight_id;
+typedef enum { RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ID_LAYER_) RC_N_LAYER_WEIGHTS } rc_layer_weight_id;
+
+/* Every float pointer of the structs is in the lists (a field added to a
+ * struct by hand, outside the lists, fails here). */
+#ifdef __cplusplus
+#define RC_STATIC_ASSERT static_assert
+#else
+#define RC_STATIC_ASSERT _Static_assert
+#endif
+RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(float *) == sizeof(rc_layer_weights),
+                 "rc_layer_weights has a field outside RC_LAYER_WEIGHT_FIELDS");
+RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(float *) + sizeof(rc_layer_weights *) +
+                         sizeof(float *) ==
+                     sizeof(rc_weights),
+                 "rc_weights has a field outside RC_MODEL_WEIGHT_FIELDS");
+RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHTS &&
+                     (0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_LAYER_WEIGHTS,
+                 "field id enums out of step with the lists");
 
 typedef struct {
     char *dir;
@@ -106,23 +190,76 @@ rc_status rc_loader_get_opt(rc_loader *ld, const char *name, int ndim, const int
 const char *rc_loader_resolve(const rc_loader *ld, const char *const *prefixes, const char *name,
                               char *buf, size_t n);
 
+/* A config.json integer: its HF key and the aliases other families' configs
+ * use for the same value (hidden_size / n_embd / n_embed), read into an
+ * int64_t field of rc_config. Missing and required: "<first key>" is missing. */
+#define RC_MAX_KEY_ALIASES 4
+typedef struct {
+    const char *keys[RC_MAX_KEY_ALIASES + 1]; /* first = the name in messages; NULL-terminated */
+    size_t offset;                           /* offsetof(rc_config, field) */
+    int64_t lo, hi;                          /* range, checked on the value read */
+    bool required;
+    int64_t def;                             /* when absent and not required */
+} rc_config_key;
+#define RC_KEY(field, lo, hi, required, def, ...) \
+    {{__VA_ARGS__, NULL}, offsetof(rc_config, field), (lo), (hi), (required), (def)}
+
+/* One checkpoint tensor the family reads into a weight field. */
+typedef struct {
+    int field;          /* RC_MW_<field> (model table) or RC_LW_<field> (layer table) */
+    const char *name;   /* after the family prefix; in the layer table after "<layer_stem><i>." */
+    rc_dim rows, cols;  /* shape in the file; cols RC_DIM_1: a 1-D tensor */
+    rc_weight_cond when;/* read when this holds, else the field stays NULL */
+    bool append;        /* stored right after the previous entry: together they fill the
+                         * field (Llama's q_proj, k_proj, v_proj make w_qkv) */
+    /* in place after reading (models/common.h), or NULL: per-head QKV
+     * de-interleave, Conv1D transpose (the field then has shape [cols, rows]) */
+    rc_status (*fix)(const rc_config *cfg, float *data, int64_t rows, int64_t cols);
+} rc_tensor_spec;
+
+/* How the forward pass runs this family: the defaults written into rc_config
+ * before the family's parse hook (which may override them from config.json). */
+typedef struct {
+    rc_norm_kind norm;
+    bool norm_bias;
+    rc_residual_kind residual;
+    rc_pos_kind pos;
+    rc_mlp_kind mlp;
+    rc_act act;
+    rc_head_kind head;
+} rc_forward_desc;
+
 struct rc_arch {
     const char *family;             /* "gpt_neox", "llama" */
     const char *const *model_types; /* NULL-terminated list of HF model_type values */
-    /* Fill the family fields of cfg from config.json (common fields already read). */
+    const rc_config_key *keys;      /* integer keys, read in this order; ends with a NULL key */
+    rc_forward_desc forward;
+    const char *const *prefixes;    /* tensor name prefixes tried in order ("gpt_neox.", ""); the
+                                     * first names a missing tensor */
+    const char *layer_stem;         /* "layers." -> "layers.<i>.<name>" */
+    const rc_tensor_spec *model_tensors, *layer_tensors; /* in arena order; end with name NULL */
+    /* The rest of config.json (hidden_act, eps, biases, rope, head_dim, ...);
+     * the keys and forward defaults are already in cfg. */
     rc_status (*parse_config)(const json_t *root, const char *path, rc_config *cfg);
-    /* Number of floats the family's weights need (for the arena). */
-    rc_status (*weights_size)(const rc_config *cfg, int64_t *n);
-    /* Load the weights. */
-    rc_status (*load)(rc_loader *ld, rc_weights *w);
 };
+
+/* model.c: floats the weight fields take for cfg (checked arithmetic). */
+rc_status rc_weights_numel(const rc_config *cfg, int64_t *n);
+int64_t rc_dim_value(const rc_config *cfg, rc_dim d);
+bool rc_weight_cond_holds(const rc_config *cfg, rc_weight_cond w);
 
 /* models/registry.c */
 const rc_arch *rc_arch_for_model_type(const char *model_type);
+/* Every family, NULL-terminated (registry order). */
+const rc_arch *const *rc_arch_all(void);
 /* Comma-separated list of supported model types, for messages. */
 const char *rc_arch_supported_list(void);
 
 /* hf_config.c: parse config.json (or a JSON object already loaded). */
+/* Read an integer under the first of `keys` present (NULL-terminated); two
+ * aliases present at once is an error naming both. *present as rc_json_get_int. */
+rc_status rc_config_get_int_alias(const json_t *root, const char *path, const char *const *keys,
+                                  int64_t lo, int64_t hi, int64_t def, int64_t *out, bool *present);
 rc_status rc_config_load(const char *dir, rc_config *cfg);
 rc_status rc_config_parse(const json_t *root, const char *path, rc_config *cfg);
 

@@ -1,6 +1,9 @@
-/* config.json: common fields, RoPE settings (top level or under
- * "rope_parameters"), and the checks every family shares. Family-specific
- * fields are read by models/<family>.c. */
+/* config.json: generic machinery only. The family (models/<family>.c)
+ * declares its integer keys with their aliases and ranges, and its forward
+ * details; this file reads them, parses eos_token_id and the RoPE settings
+ * (top level or under "rope_parameters") the families share, and runs the
+ * checks every family shares. Family-specific logic is the family's
+ * parse_config hook. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,14 +14,10 @@
 
 #define MAX_CONFIG_BYTES (16u << 20)
 
-/* Limits on sizes read from config.json, checked before anything is allocated. */
-#define LIM_LAYERS 4096
-#define LIM_HIDDEN (1 << 20)
-#define LIM_HEADS 4096
-#define LIM_HEAD_DIM 4096
-#define LIM_INTER (1 << 22)
-#define LIM_VOCAB (1 << 24)
-#define LIM_POS (1 << 24)
+/* Limits on sizes read from config.json: RC_LIM_* in model.h. */
+#define LIM_VOCAB RC_LIM_VOCAB
+#define LIM_POS RC_LIM_POS
+#define LIM_HEAD_DIM RC_LIM_HEAD_DIM
 
 rc_status rc_config_load(const char *dir, rc_config *cfg)
 {
@@ -83,26 +82,41 @@ rc_status rc_config_parse(const json_t *root, const char *path, rc_config *cfg)
                          path, mt, rc_arch_supported_list());
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
 
-    struct {
-        const char *key;
-        int64_t lo, hi, *dst;
-    } req[] = {
-        {"vocab_size", 1, LIM_VOCAB, &cfg->vocab},
-        {"hidden_size", 1, LIM_HIDDEN, &cfg->hidden},
-        {"num_hidden_layers", 1, LIM_LAYERS, &cfg->n_layers},
-        {"num_attention_heads", 1, LIM_HEADS, &cfg->n_heads},
-        {"intermediate_size", 1, LIM_INTER, &cfg->intermediate},
-    };
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
-        RC_TRY(rc_json_get_int(root, req[i].key, path, req[i].lo, req[i].hi, 0, req[i].dst, &present));
-        if (!present)
-            return rc_errorf(RC_ERR_FORMAT, "%s: \"%s\" is missing", path, req[i].key);
+    /* the family's forward details, as defaults its parse hook may override */
+    const rc_forward_desc *fd = &cfg->arch->forward;
+    cfg->norm = fd->norm;
+    cfg->norm_bias = fd->norm_bias;
+    cfg->parallel_residual = fd->residual == RC_RESIDUAL_PARALLEL;
+    cfg->pos = fd->pos;
+    cfg->gated_mlp = fd->mlp == RC_MLP_GATED;
+    cfg->act = fd->act;
+    cfg->tie_embeddings = fd->head == RC_HEAD_TIED;
+    /* the family's integer keys, in its order */
+    for (const rc_config_key *k = cfg->arch->keys; k->keys[0]; k++) {
+        int64_t *dst = (int64_t *)((char *)cfg + k->offset);
+        RC_TRY(rc_config_get_int_alias(root, path, k->keys, k->lo, k->hi, k->def, dst, &present));
+        if (!present && k->required)
+            return rc_errorf(RC_ERR_FORMAT, "%s: \"%s\" is missing", path, k->keys[0]);
     }
-    RC_TRY(rc_json_get_int(root, "max_position_embeddings", path, 1, LIM_POS, 2048, &cfg->max_pos, NULL));
-    RC_TRY(rc_json_get_int(root, "bos_token_id", path, 0, LIM_VOCAB, -1, &cfg->bos_id, NULL));
     RC_TRY(parse_eos(root, path, cfg));
     RC_TRY(cfg->arch->parse_config(root, path, cfg));
     return rc_config_finish(path, cfg);
+}
+
+rc_status rc_config_get_int_alias(const json_t *root, const char *path, const char *const *keys,
+                                  int64_t lo, int64_t hi, int64_t def, int64_t *out, bool *present)
+{
+    const char *found = NULL;
+    for (int i = 0; keys[i]; i++) {
+        const json_t *v = json_object_get(root, keys[i]);
+        if (!v || json_is_null(v)) /* null counts as absent, as for every key */
+            continue;
+        if (found)
+            return rc_errorf(RC_ERR_FORMAT, "%s: \"%s\" and \"%s\" are both given (the same setting)", path,
+                             found, keys[i]);
+        found = keys[i];
+    }
+    return rc_json_get_int(root, found ? found : keys[0], path, lo, hi, def, out, present);
 }
 
 /* RoPE: HF v5 writes {"rope_parameters": {"rope_type", "rope_theta",
@@ -201,6 +215,9 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
     if (cfg->head_dim < 1 || cfg->head_dim > LIM_HEAD_DIM)
         return rc_errorf(RC_ERR_FORMAT, "%s: head_dim %lld is out of range [1, %d]", path,
                          (long long)cfg->head_dim, LIM_HEAD_DIM);
+    if (cfg->pos != RC_POS_ROTARY)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: model_type \"%s\": %s positions are not implemented by the "
+                         "forward pass yet", path, cfg->model_type, cfg->pos == RC_POS_ALIBI ? "ALiBi" : "learned");
     if (cfg->rotary_dim < 0 || cfg->rotary_dim > cfg->head_dim)
         return rc_errorf(RC_ERR_FORMAT, "%s: rotary dimension %lld exceeds head_dim %lld", path,
                          (long long)cfg->rotary_dim, (long long)cfg->head_dim);

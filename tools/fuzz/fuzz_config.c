@@ -4,7 +4,7 @@
  * Also checks rc_utf8_valid against an independent strict decoder (Unicode
  * Table 3-7, "well-formed UTF-8 byte sequences") on every input, and, when
  * the config is accepted, that the sizes it implies fit the allocation limit
- * and are consistent with the family's weights_size.
+ * and are consistent with the weight count (rc_weights_numel).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cfg.bos_id >= cfg.vocab)
         abort();
     int64_t nw = -1;
-    if (cfg.arch->weights_size(&cfg, &nw) != RC_OK)
+    if (rc_weights_numel(&cfg, &nw) != RC_OK)
         return 0;
     if (nw < 0 || nw > RC_MAX_ALLOC / 4) {
         fprintf(stderr, "accepted config needs %lld floats of weights\n", (long long)nw);

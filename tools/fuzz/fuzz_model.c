@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (lim) {
         rc_config cfg;
         int64_t nw;
-        if (rc_config_load(dir, &cfg) == RC_OK && cfg.arch->weights_size(&cfg, &nw) == RC_OK &&
+        if (rc_config_load(dir, &cfg) == RC_OK && rc_weights_numel(&cfg, &nw) == RC_OK &&
             nw / (1 << 18) > atoll(lim))
             return 0;
     }
