@@ -3,10 +3,30 @@
 // head) in the CPU twin's order for the kernel strategy (engine: prefill in
 // key tiles of 64 with online softmax, decode split in chunks of 32 and
 // merged; invariant: one fixed order). CPU twin: backend_cpu.c cpu_attention.
+// Both kernels here and RoPE's (rope.cu) take their arguments from an
+// rc_attn_params (rck_attn_args_from_params), never from the model config.
 #include "rck.h"
 
 RCK_DEFINE_KERNEL(k_kv_store, rck_attn_args, rck_kv_store_thread)
 RCK_DEFINE_KERNEL(k_attn, rck_attn_args, rck_attn_thread)
+
+rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rck_attn_args *a)
+{
+    RC_TRY(rc_attn_params_check(&ap, op));
+    a->inv_freq = ap.inv_freq;
+    a->nh = ap.n_heads;
+    a->nkv = ap.n_kv_heads;
+    a->d = ap.head_dim;
+    a->rotary_half = ap.pos == RC_ATTN_POS_ROTARY ? ap.rotary_dim / 2 : 0;
+    a->sliding_window = ap.sliding_window;
+    a->scale = ap.scale;
+    a->cs_dt = ap.rope_cs_dt;
+    a->rope_dt = ap.rope_dt;
+    a->score_dt = ap.num.score_dt;
+    a->prob_dt = ap.num.prob_dt;
+    a->out_dt = ap.num.out_dt;
+    return RC_OK;
+}
 
 rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows)
 {

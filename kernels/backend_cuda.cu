@@ -322,46 +322,32 @@ rc_status batch_to_device(cuda_backend *c, const rc_batch_desc *bd, rc_batch_des
     return RC_OK;
 }
 
-rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                    const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
+rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap)
 {
-    if (cfg->rotary_dim == 0)
-        return RC_OK;
     rck_attn_args a{};
+    RC_TRY(rck_attn_args_from_params(*ap, "rope", &a));
+    if (a.rotary_half == 0)
+        return RC_OK;
     RC_TRY(batch_to_device(cb(be), bd, &a.bd));
-    a.inv_freq = inv_freq;
     a.qkv = qkv;
-    a.nh = cfg->n_heads;
-    a.nkv = cfg->n_kv_heads;
-    a.d = cfg->head_dim;
-    a.rotary_half = cfg->rotary_dim / 2;
-    a.cs_dt = cs_dt;
-    a.rope_dt = out_dt;
     return rck_rope(a, bd->n_rows);
 }
 
-rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                         rc_kv_cache *kv, int64_t layer, const rc_attn_numerics *an, float *out)
+rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap,
+                         rc_kv_cache *kv, int64_t layer, float *out)
 {
     cuda_backend *c = cb(be);
-    const int64_t d = cfg->head_dim, nkv = cfg->n_kv_heads, T = kv->max_len;
-    const int64_t slot_stride = nkv * T * d;
     rck_attn_args a{};
+    RC_TRY(rck_attn_args_from_params(*ap, "attention", &a));
+    const int64_t d = a.d, nkv = a.nkv, T = kv->max_len;
+    const int64_t slot_stride = nkv * T * d;
     RC_TRY(batch_to_device(c, bd, &a.bd));
     a.qkv = const_cast<float *>(qkv);
     a.k_cache = kv->k + layer * kv->n_slots * slot_stride;
     a.v_cache = kv->v + layer * kv->n_slots * slot_stride;
     a.out = out;
-    a.nh = cfg->n_heads;
-    a.nkv = nkv;
-    a.d = d;
     a.T = T;
-    a.sliding_window = cfg->sliding_window;
-    a.scale = (float)(1.0 / sqrt((double)d)); // head_dim ** -0.5, a Python float
     a.invariant = be->kernels == RC_KERNELS_INVARIANT;
-    a.score_dt = an->score_dt;
-    a.prob_dt = an->prob_dt;
-    a.out_dt = an->out_dt;
     for (int64_t b = 0; b < bd->n_seq; b++)
         if (bd->start[b] + bd->n_new[b] > a.max_keys)
             a.max_keys = bd->start[b] + bd->n_new[b];

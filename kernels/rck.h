@@ -76,6 +76,11 @@ rc_status rck_embed(const rck_embed_args &a);
 rc_status rck_gather(const rck_gather_args &a);
 rc_status rck_ew(const rck_ew_args &a);
 rc_status rck_norm(const rck_norm_args &a);
+// the RoPE and attention kernels' arguments from the attention parameters
+// (shapes, RoPE table, scale, sliding window, rounding points), after
+// rc_attn_params_check: what the kernels do not implement yet is refused
+// (attention.cu; op names the op in the message)
+rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rck_attn_args *a);
 rc_status rck_rope(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch);

@@ -1,5 +1,6 @@
 // RoPE (partial rotary too): one thread per rotary pair of each Q and K head
-// (CPU twin: backend_cpu.c cpu_rope).
+// (CPU twin: backend_cpu.c cpu_rope). Its arguments come from an
+// rc_attn_params (attention.cu rck_attn_args_from_params).
 #include "rck.h"
 
 RCK_DEFINE_KERNEL(k_rope, rck_attn_args, rck_rope_thread)

@@ -465,6 +465,53 @@ START_TEST(test_matmul_reupload)
 }
 END_TEST
 
+/* rc_attn_params: ALiBi, its bias rounding and the finfo.min mask (no family
+ * uses them yet) are refused by the CUDA rope and attention as by the CPU's,
+ * before anything runs, rather than ignored. */
+START_TEST(test_attn_params_refused)
+{
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    rc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_heads = 2, cfg.n_kv_heads = 1, cfg.head_dim = 4, cfg.rotary_dim = 4, cfg.rope_theta = 10000.0;
+    const float inv[2] = {1.0f, 0.01f}, slopes[2] = {0.5f, 0.25f}, zero[16] = {0};
+    float *dinv = dev_copy(p.t, inv, 2), *dslopes = dev_copy(p.t, slopes, 2);
+    const rc_attn_numerics an = {RC_BF16, RC_BF16, RC_BF16};
+    const rc_attn_params ok = rc_attn_params_from_config(&cfg, dinv, RC_BF16, RC_BF16, &an);
+    rc_attn_params bad[4] = {ok, ok, ok, ok};
+    bad[0].pos = RC_ATTN_POS_ALIBI, bad[0].rotary_dim = 0, bad[0].inv_freq = NULL;
+    bad[1].alibi_slopes = dslopes;
+    bad[2].alibi_bias_dt = RC_BF16;
+    bad[3].mask = RC_MASK_FINFO_MIN;
+    int64_t slot = 0, start = 0, nn = 1, row0 = 0, pos = 3, seq = 0;
+    const rc_batch_desc bd = {.n_seq = 1, .slot = &slot, .start = &start, .n_new = &nn, .row0 = &row0,
+                              .n_rows = 1, .pos = &pos, .seq_of_row = &seq};
+    float qh[16];
+    for (int j = 0; j < 16; j++)
+        qh[j] = 0.25f * (float)(j + 1);
+    float *dq = dev_copy(p.t, qh, 16), *dout = dev_copy(p.t, zero, 8);
+    rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 2, .head_dim = 4,
+                      .k = dev_copy(p.t, zero, 8), .v = dev_copy(p.t, zero, 8)};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &bad[i]), RC_ERR_UNSUPPORTED);
+        ck_assert_msg(strchr(rc_last_error(), '\n') == NULL, "%s", rc_last_error());
+        ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &bad[i], &kv, 0, dout), RC_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(rc_last_error(), "attention") && strstr(rc_last_error(), "not supported"), "%s",
+                      rc_last_error());
+        float *g = host_copy(p.t, dq, 16), *gk = host_copy(p.t, kv.k, 8), *go = host_copy(p.t, dout, 8);
+        ck_assert(memcmp(g, qh, sizeof qh) == 0);
+        for (int j = 0; j < 8; j++)
+            ck_assert(gk[j] == 0.0f && go[j] == 0.0f);
+        free(g), free(gk), free(go);
+    }
+    ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &ok), RC_OK);
+    ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &ok, &kv, 0, dout), RC_OK);
+    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, kv.k), p.t->ops->free(p.t, kv.v);
+    p.t->ops->free(p.t, dinv), p.t->ops->free(p.t, dslopes);
+    free_pair(&p);
+}
+END_TEST
+
 START_TEST(test_rope_attention)
 {
     begin_checks();
@@ -498,6 +545,9 @@ START_TEST(test_rope_attention)
                 tkv.k = dev_copy(p.t, zero, kvn);
                 tkv.v = dev_copy(p.t, zero, kvn);
                 const rc_attn_numerics an = {dt, dt, dt};
+                /* the same parameters for both; RoPE's table in each one's memory */
+                const rc_attn_params cap = rc_attn_params_from_config(&cfg, inv, dt, dt, &an);
+                const rc_attn_params tap = rc_attn_params_from_config(&cfg, dinv, dt, dt, &an);
                 const int64_t row_len = (S->nh + 2 * S->nkv) * S->d;
                 /* step 0: prefill all but the last 3 tokens (>= 1); step 1: one
                  * decode token each; step 2: 2 more tokens each (prefill over a
@@ -517,8 +567,8 @@ START_TEST(test_rope_attention)
                     ck_assert(p.t->ops->alloc(p.t, R * S->nh * S->d, &dout) == RC_OK);
                     float *cout = malloc((size_t)(R * S->nh * S->d) * sizeof *cout);
                     char what[96];
-                    ck_assert(p.t->ops->rope(p.t, dq, &sd.bd, &cfg, dinv, dt, dt) == RC_OK);
-                    ck_assert(p.c->ops->rope(p.c, qkv, &sd.bd, &cfg, inv, dt, dt) == RC_OK);
+                    ck_assert(p.t->ops->rope(p.t, dq, &sd.bd, &tap) == RC_OK);
+                    ck_assert(p.c->ops->rope(p.c, qkv, &sd.bd, &cap) == RC_OK);
                     float *g = host_copy(p.t, dq, R * row_len);
                     snprintf(what, sizeof what, "heads %lld/%lld d=%lld rot=%lld step %d %s", (long long)S->nh,
                              (long long)S->nkv, (long long)S->d, (long long)S->rot, step, dt_name(dt));
@@ -530,13 +580,13 @@ START_TEST(test_rope_attention)
 #ifdef RC_TEST_EMULATE
                     long long l0 = rck_shim_get(RCK_SHIM_LAUNCHES);
 #endif
-                    rc_status s = p.t->ops->attention(p.t, dq, &sd.bd, &cfg, &tkv, 1, &an, dout);
+                    rc_status s = p.t->ops->attention(p.t, dq, &sd.bd, &tap, &tkv, 1, dout);
                     ck_assert_msg(s == RC_OK, "%s", rc_last_error());
 #ifdef RC_TEST_EMULATE
                     if (rck_shim_get(RCK_SHIM_LAUNCHES) - l0 > 2) /* K/V store + more than one attention launch */
                         split_seen++;
 #endif
-                    ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cfg, &ckv, 1, &an, cout) == RC_OK);
+                    ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cap, &ckv, 1, cout) == RC_OK);
                     g = host_copy(p.t, dout, R * S->nh * S->d);
                     snprintf(what, sizeof what, "%s heads %lld/%lld d=%lld win=%lld step %d %s",
                              rc_kernels_name(p.t->kernels), (long long)S->nh, (long long)S->nkv, (long long)S->d,
@@ -1044,6 +1094,7 @@ int main(void)
     tcase_add_test(ops, test_matmul);
     tcase_add_test(ops, test_matmul_reupload);
     tcase_add_test(ops, test_rope_attention);
+    tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_logprobs);
     suite_add_tcase(s, ops);
     TCase *model = tcase_create("model");

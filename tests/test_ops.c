@@ -368,7 +368,8 @@ START_TEST(test_rope)
         memcpy(rows + t * 3 * d, q + t * d, sizeof(float) * d);
         memcpy(rows + t * 3 * d + d, q + t * d, sizeof(float) * d);
     }
-    ck_assert(g_be[0]->ops->rope(g_be[0], rows, &bd, &cfg, inv, g_dt, g_dt) == RC_OK);
+    const rc_attn_params ap = rc_attn_params_from_config(&cfg, inv, g_dt, g_dt, &(rc_attn_numerics){g_dt, g_dt, g_dt});
+    ck_assert(g_be[0]->ops->rope(g_be[0], rows, &bd, &ap) == RC_OK);
     for (int64_t t = 0; t < T; t++)
         memcpy(got + t * d, rows + t * 3 * d, sizeof(float) * d);
     BITWISE("rope (Llama, dt)", got, want, T * d);
@@ -400,6 +401,57 @@ START_TEST(test_rope)
     free(q); free(inv); free(want); free(wcos); free(wsin); free(gc); free(gs); free(rows); free(got);
     free(inv16); free(want32);
     close_file();
+}
+END_TEST
+
+/* rc_attn_params: what no family uses yet (ALiBi, its bias rounding, the
+ * finfo.min mask) is refused with one line by rope and attention, before
+ * anything is written, rather than ignored. */
+START_TEST(test_attn_params_refused)
+{
+    rc_backend *be[3];
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_INVARIANT, &be[0]) == RC_OK);
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be[1]) == RC_OK);
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_BLAS, &be[2]) == RC_OK);
+    rc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_heads = 2, cfg.n_kv_heads = 1, cfg.head_dim = 4, cfg.rotary_dim = 4, cfg.rope_theta = 10000.0;
+    float inv[2] = {1.0f, 0.01f}, slopes[2] = {0.5f, 0.25f};
+    const rc_attn_numerics an = {RC_BF16, RC_BF16, RC_BF16};
+    const rc_attn_params ok = rc_attn_params_from_config(&cfg, inv, RC_BF16, RC_BF16, &an);
+    ck_assert_int_eq(ok.pos, RC_ATTN_POS_ROTARY);
+    ck_assert(ok.alibi_slopes == NULL && ok.alibi_bias_dt == RC_F32 && ok.mask == RC_MASK_SKIP);
+    ck_assert(ok.scale == 0.5f);
+    rc_attn_params bad[5] = {ok, ok, ok, ok, ok};
+    bad[0].pos = RC_ATTN_POS_ALIBI, bad[0].rotary_dim = 0, bad[0].inv_freq = NULL;
+    bad[1].alibi_slopes = slopes;
+    bad[2].alibi_bias_dt = RC_BF16;
+    bad[3].mask = RC_MASK_FINFO_MIN;
+    bad[4].pos = RC_ATTN_POS_ALIBI, bad[4].alibi_slopes = slopes, bad[4].rotary_dim = 0, bad[4].inv_freq = NULL;
+    int64_t slot = 0, start = 0, nn = 1, row0 = 0, pos = 3, seq = 0;
+    const rc_batch_desc bd = {.n_seq = 1, .slot = &slot, .start = &start, .n_new = &nn, .row0 = &row0,
+                              .n_rows = 1, .pos = &pos, .seq_of_row = &seq};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 5; i++) {
+            float qkv[16], before[16], out[8] = {0}, kc[8] = {0}, vc[8] = {0};
+            for (int j = 0; j < 16; j++)
+                qkv[j] = before[j] = 0.25f * (float)(j + 1);
+            rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 2, .head_dim = 4,
+                              .k = kc, .v = vc};
+            ck_assert_int_eq(be[k]->ops->rope(be[k], qkv, &bd, &bad[i]), RC_ERR_UNSUPPORTED);
+            ck_assert_msg(strchr(rc_last_error(), '\n') == NULL, "%s", rc_last_error());
+            ck_assert_int_eq(be[k]->ops->attention(be[k], qkv, &bd, &bad[i], &kv, 0, out), RC_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(rc_last_error(), "attention") && strstr(rc_last_error(), "not supported"), "%s",
+                          rc_last_error());
+            ck_assert(memcmp(qkv, before, sizeof qkv) == 0);
+            for (int j = 0; j < 8; j++)
+                ck_assert(kc[j] == 0.0f && vc[j] == 0.0f && out[j] == 0.0f);
+            /* the same parameters with the field off again run */
+            ck_assert_int_eq(be[k]->ops->rope(be[k], qkv, &bd, &ok), RC_OK);
+            ck_assert_int_eq(be[k]->ops->attention(be[k], qkv, &bd, &ok, &kv, 0, out), RC_OK);
+        }
+    for (int k = 0; k < 3; k++)
+        rc_backend_destroy(be[k]);
 }
 END_TEST
 
@@ -486,6 +538,7 @@ int main(void)
     tcase_add_loop_test(tc, test_softmax, 0, 2);
     tcase_add_loop_test(tc, test_activations, 0, 2);
     tcase_add_loop_test(tc, test_rope, 0, 2);
+    tcase_add_test(tc, test_attn_params_refused);
     tcase_add_loop_test(tc, test_logsoftmax, 0, 2);
     tcase_add_loop_test(tc, test_attention_matmuls, 0, 2);
     suite_add_tcase(s, tc);

@@ -63,6 +63,75 @@ typedef struct {
     rc_dtype out_dt;   /* P.V output rounding */
 } rc_attn_numerics;
 
+/* How positions enter attention (rc_config.pos says which family uses which;
+ * this is what the kernels implement). ROTARY: RoPE on the first rotary_dim dims of
+ * each Q and K head (every family today); ALIBI: a per-head linear bias on the
+ * scores (not implemented yet: refused); LEARNED: position embeddings added to
+ * the input (nothing for rope or attention to do); NONE: no positions. */
+typedef enum { RC_ATTN_POS_ROTARY, RC_ATTN_POS_ALIBI, RC_ATTN_POS_LEARNED, RC_ATTN_POS_NONE } rc_attn_pos;
+
+/* How causal / sliding-window masked keys enter the softmax. SKIP: they take
+ * no part in it, exactly as an additive -inf mask (what every family does
+ * today); FINFO_MIN: masked scores are set to the score dtype's finfo.min
+ * (HF eager masks; not implemented yet: refused). */
+typedef enum { RC_MASK_SKIP, RC_MASK_FINFO_MIN } rc_mask_kind;
+
+/* Everything rope and attention need, and nothing more: built once per
+ * forward call from the model config (rc_attn_params_from_config) instead of
+ * the ops reading the whole rc_config. Fields no family uses yet are "off"
+ * (pos != ALIBI, alibi_slopes NULL, alibi_bias_dt RC_F32, mask SKIP); the
+ * backends refuse any other value with RC_ERR_UNSUPPORTED rather than
+ * ignore it (rc_attn_params_check). */
+typedef struct {
+    int64_t n_heads, n_kv_heads, head_dim;
+    /* position encoding */
+    rc_attn_pos pos;
+    int64_t rotary_dim;       /* leading dims of each head rotated (even; 0 unless ROTARY) */
+    const float *inv_freq;    /* [rotary_dim / 2], backend memory, fp32 as HF computes it */
+    rc_dtype rope_cs_dt;      /* cos / sin tables */
+    rc_dtype rope_dt;         /* q*cos, rotate_half(q)*sin and their sum */
+    const float *alibi_slopes; /* [n_heads], backend memory; NULL (ALiBi comes later) */
+    rc_dtype alibi_bias_dt;   /* rounding of slope * distance; RC_F32 (off) */
+    /* scores */
+    float scale;              /* score scaling: head_dim ** -0.5 (a Python float, then fp32) */
+    int64_t sliding_window;   /* 0: none */
+    rc_mask_kind mask;
+    rc_attn_numerics num;     /* rounding points inside attention */
+} rc_attn_params;
+
+/* The attention parameters of a model (forward.c): shapes, position
+ * encoding (cfg->pos), RoPE (inv_freq: the model's table in backend memory)
+ * and sliding window from cfg, scale
+ * head_dim ** -0.5, ALiBi and the finfo.min mask off, rounding points as
+ * given. */
+rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv_freq, rc_dtype rope_cs_dt,
+                                          rc_dtype rope_dt, const rc_attn_numerics *num);
+
+/* RC_OK when the backends implement every field of ap; otherwise one line
+ * naming op and the field: RC_ERR_UNSUPPORTED for what comes later (ALiBi,
+ * the finfo.min mask), RC_ERR_INTERNAL for parameters that contradict
+ * themselves. */
+static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const char *op)
+{
+    if (ap->pos == RC_ATTN_POS_ALIBI || ap->alibi_slopes)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: ALiBi position biases are not supported yet", op);
+    if (ap->alibi_bias_dt != RC_F32)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: rounding of ALiBi biases is not supported yet", op);
+    if (ap->mask != RC_MASK_SKIP)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: finfo.min attention masks are not supported yet", op);
+    if (ap->pos != RC_ATTN_POS_ROTARY && ap->pos != RC_ATTN_POS_LEARNED && ap->pos != RC_ATTN_POS_NONE)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: unknown position encoding %d", op, (int)ap->pos);
+    if (ap->pos != RC_ATTN_POS_ROTARY && ap->rotary_dim != 0)
+        return rc_errorf(RC_ERR_INTERNAL, "%s: rotary_dim %lld without rotary positions", op,
+                         (long long)ap->rotary_dim);
+    if (ap->n_heads <= 0 || ap->n_kv_heads <= 0 || ap->n_heads % ap->n_kv_heads != 0 || ap->head_dim <= 0 ||
+        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim)
+        return rc_errorf(RC_ERR_INTERNAL, "%s: bad attention shape (%lld/%lld heads, head_dim %lld, rotary %lld)",
+                         op, (long long)ap->n_heads, (long long)ap->n_kv_heads, (long long)ap->head_dim,
+                         (long long)ap->rotary_dim);
+    return RC_OK;
+}
+
 typedef struct rc_backend rc_backend;
 
 typedef struct {
@@ -98,14 +167,14 @@ typedef struct {
     /* RoPE in place on the Q and K heads of packed qkv rows
      * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head:
      * x = R_out(R_out(x * c) + R_out(rotate_half(x) * s)), c, s = R_cs(cos/sin
-     * of the fp32 angle). */
-    rc_status (*rope)(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                      const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt);
+     * of the fp32 angle), R_cs / R_out: ap->rope_cs_dt / ap->rope_dt. Nothing
+     * to do unless ap->pos is ROTARY with rotary_dim > 0. */
+    rc_status (*rope)(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap);
     /* Append K, V of the new rows to the cache and compute causal attention of
-     * every new row over its sequence's cache. out: [n_rows, nh * d]. */
+     * every new row over its sequence's cache (rounding: ap->num). out:
+     * [n_rows, nh * d]. */
     rc_status (*attention)(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
-                           const rc_config *cfg, rc_kv_cache *kv, int64_t layer,
-                           const rc_attn_numerics *an, float *out);
+                           const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out);
     /* x = R(act(x)), fp32 inside */
     rc_status (*act)(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt);
     /* gate = R_out(R_act(act(gate)) * up) */

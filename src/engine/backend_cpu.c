@@ -222,14 +222,16 @@ void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, r
         rco_rope_pair(v + j, v + j + half, c[j], s[j], out_dt);
 }
 
-static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_config *cfg,
-                          const float *inv_freq, rc_dtype cs_dt, rc_dtype out_dt)
+static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap)
 {
     (void)be;
-    const int64_t d = cfg->head_dim, rd = cfg->rotary_dim, half = rd / 2;
-    const int64_t nheads_rot = cfg->n_heads + cfg->n_kv_heads; /* Q and K heads are adjacent */
-    const int64_t row_len = (cfg->n_heads + 2 * cfg->n_kv_heads) * d;
-    if (rd == 0)
+    RC_TRY(rc_attn_params_check(ap, "rope"));
+    const int64_t d = ap->head_dim, rd = ap->rotary_dim, half = rd / 2;
+    const int64_t nheads_rot = ap->n_heads + ap->n_kv_heads; /* Q and K heads are adjacent */
+    const int64_t row_len = (ap->n_heads + 2 * ap->n_kv_heads) * d;
+    const float *inv_freq = ap->inv_freq;
+    const rc_dtype cs_dt = ap->rope_cs_dt, out_dt = ap->rope_dt;
+    if (ap->pos != RC_ATTN_POS_ROTARY || rd == 0)
         return RC_OK;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < bd->n_rows; r++) {
@@ -262,10 +264,11 @@ void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t ti
 }
 
 static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
-                               const rc_config *cfg, rc_kv_cache *kv, int64_t layer,
-                               const rc_attn_numerics *an, float *out)
+                               const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out)
 {
-    const int64_t d = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
+    RC_TRY(rc_attn_params_check(ap, "attention"));
+    const rc_attn_numerics *an = &ap->num;
+    const int64_t d = ap->head_dim, nh = ap->n_heads, nkv = ap->n_kv_heads;
     const int64_t group = nh / nkv;
     const int64_t row_len = (nh + 2 * nkv) * d;
     const int64_t T = kv->max_len;
@@ -284,8 +287,7 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
                 memcpy(V + off, row + (nh + nkv + h) * d, (size_t)d * sizeof(float));
             }
         }
-    const double scale_d = 1.0 / sqrt((double)d); /* head_dim ** -0.5 (a Python float) */
-    const float scale = (float)scale_d;
+    const float scale = ap->scale;
     int64_t max_keys = 0;
     for (int64_t b = 0; b < bd->n_seq; b++)
         if (bd->start[b] + bd->n_new[b] > max_keys)
@@ -303,7 +305,7 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         float *ms = sc + max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
         const int64_t b = bd->seq_of_row[r];
         const int64_t p = bd->pos[r];
-        const int64_t lo = rco_attn_lo(p, cfg->sliding_window);
+        const int64_t lo = rco_attn_lo(p, ap->sliding_window);
         const int64_t kvh = h / group;
         const float *Kh = K + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
         const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d + lo * d;

@@ -2,6 +2,7 @@
  * sequence's rows only ever meet its own keys in attention). */
 #include "forward.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,42 @@ static rounding rounding_rules(const rc_numerics *n)
     return r;
 }
 
+/* the family's position encoding as attention sees it (rotary_dim 0 under
+ * ROTARY: nothing rotated) */
+static rc_attn_pos attn_pos(rc_pos_kind k)
+{
+    switch (k) {
+    case RC_POS_ALIBI:
+        return RC_ATTN_POS_ALIBI; /* refused by the backends until ALiBi is implemented */
+    case RC_POS_LEARNED:
+        return RC_ATTN_POS_LEARNED;
+    case RC_POS_ROTARY:
+        break;
+    }
+    return RC_ATTN_POS_ROTARY;
+}
+
+rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv_freq, rc_dtype rope_cs_dt,
+                                          rc_dtype rope_dt, const rc_attn_numerics *num)
+{
+    return (rc_attn_params){
+        .n_heads = cfg->n_heads,
+        .n_kv_heads = cfg->n_kv_heads,
+        .head_dim = cfg->head_dim,
+        .pos = attn_pos(cfg->pos),
+        .rotary_dim = cfg->rotary_dim,
+        .inv_freq = inv_freq,
+        .rope_cs_dt = rope_cs_dt,
+        .rope_dt = rope_dt,
+        .alibi_slopes = NULL,
+        .alibi_bias_dt = RC_F32,
+        .scale = (float)(1.0 / sqrt((double)cfg->head_dim)), /* head_dim ** -0.5 (a Python float) */
+        .sliding_window = cfg->sliding_window,
+        .mask = RC_MASK_SKIP,
+        .num = *num,
+    };
+}
+
 /* the dtype both GEMM operands are exact in (RC_F32 when they differ) */
 static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
 {
@@ -250,6 +287,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d, att_w = c->n_heads * d;
     const rc_dtype wd = e->num.dt; /* the weights' values */
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
+    const rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
 
     RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -257,8 +295,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         /* attention block */
         RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, rr.norm, rr.norm, e->h));
         RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, in_norm, rr.linear, e->qkv));
-        RC_TRY(op->rope(be, e->qkv, bd, c, e->w.inv_freq, rr.rope_cs, rr.rope));
-        RC_TRY(op->attention(be, e->qkv, bd, c, &e->kv, l, &rr.attn, e->att));
+        RC_TRY(op->rope(be, e->qkv, bd, &ap));
+        RC_TRY(op->attention(be, e->qkv, bd, &ap, &e->kv, l, e->att));
         RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, in_att, rr.linear, e->tmp)); /* attn_out */
         /* MLP input: parallel residual reads x, sequential reads x + attn_out */
         if (!c->parallel_residual)
