@@ -18,6 +18,7 @@
 
 #include "../models/common.h" /* the layout helpers the family files share */
 #include "model.h"
+#include "util.h"
 #include "status.h"
 
 #include "testutil.h"
@@ -844,6 +845,27 @@ START_TEST(test_weights_numel_matches_families)
 }
 END_TEST
 
+/* A config whose weights just exceed the allocation limit (RC_MAX_ALLOC
+ * bytes in fp32) only through its biases and norms is refused: the old check
+ * estimated the size without them (fuzz_config found a config accepted with
+ * 275,088,670,720 weights). Here the estimate without biases and norms is
+ * exactly 2^38 weights (85 layers x 3,221,225,472 + 2 x 32768 x 16384). */
+START_TEST(test_weights_too_large_by_biases)
+{
+    rc_config c;
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':85,"
+                  "'intermediate_size':65536,'vocab_size':32768}",
+                  RC_ERR_FORMAT, "model sizes are too large");
+    /* one layer fewer fits, and the exact count is what the arena gets */
+    parse_ok("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':84,"
+             "'intermediate_size':65536,'vocab_size':32768}",
+             &c);
+    int64_t n = -1;
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    ck_assert_int_le(n, RC_MAX_ALLOC / 4);
+}
+END_TEST
+
 /* Every family table: field ids in range, and every field the lists say is
  * present under the family's forward details has a tensor. */
 START_TEST(test_family_tables_cover_fields)
@@ -975,6 +997,7 @@ static Suite *config_suite(void)
     tcase_add_test(fam, test_int_alias_reader);
     tcase_add_test(fam, test_registry_list);
     tcase_add_test(fam, test_weights_numel_matches_families);
+    tcase_add_test(fam, test_weights_too_large_by_biases);
     tcase_add_test(fam, test_family_tables_cover_fields);
     tcase_add_test(fam, test_layout_helpers);
     tcase_add_test(fam, test_family_forward_defaults);

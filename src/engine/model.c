@@ -256,8 +256,10 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     const rc_config *c = &m->cfg;
     int64_t nw;
     s = rc_weights_numel(c, &nw);
-    if (s != RC_OK)
+    if (s != RC_OK) {
+        s = rc_error_prefix(s, "%s/config.json", dir);
         goto fail;
+    }
     /* every weight comes from a distinct tensor of the checkpoint: a config
      * that needs more values than the files hold is wrong, and is rejected
      * before its size is allocated. Tensors of every dtype count here, so

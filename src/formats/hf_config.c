@@ -229,20 +229,14 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
         return rc_errorf(RC_ERR_FORMAT, "%s: bos_token_id %lld is not below vocab_size %lld", path,
                          (long long)cfg->bos_id, (long long)cfg->vocab);
     /* Every weight size must fit in 64 bits (and in our allocation limit)
-     * before anything is allocated. */
-    int64_t qkv_rows, t1, t2, per_layer, total;
-    bool ok = rc_add_i64(cfg->n_heads, 2 * cfg->n_kv_heads, &qkv_rows) &&
-              rc_mul_i64(qkv_rows, cfg->head_dim, &qkv_rows) &&
-              rc_mul_i64(qkv_rows, cfg->hidden, &t1) &&
-              rc_mul_i64(cfg->intermediate, cfg->hidden, &t2) &&
-              rc_mul_i64(t2, cfg->gated_mlp ? 3 : 2, &t2) && rc_add_i64(t1, t2, &per_layer) &&
-              rc_mul_i64(cfg->n_heads * cfg->head_dim, cfg->hidden, &t1) &&
-              rc_add_i64(per_layer, t1, &per_layer) && rc_mul_i64(per_layer, cfg->n_layers, &total) &&
-              rc_mul_i64(cfg->vocab, cfg->hidden, &t1) && rc_mul_i64(t1, 2, &t1) &&
-              rc_add_i64(total, t1, &total) && rc_mul_i64(total, 4, &t2) && t2 <= RC_MAX_ALLOC;
-    if (!ok)
+     * before anything is allocated: the exact count from the weight lists
+     * (model.h), biases and norms included */
+    int64_t total = 0;
+    if (rc_weights_numel(cfg, &total) != RC_OK || total > RC_MAX_ALLOC / (int64_t)sizeof(float)) {
+        rc_clear_error();
         return rc_errorf(RC_ERR_FORMAT, "%s: model sizes are too large (weights would exceed %lld bytes)",
                          path, (long long)RC_MAX_ALLOC);
+    }
     return RC_OK;
 }
 
