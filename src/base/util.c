@@ -62,9 +62,9 @@ char *rc_path_join(const char *dir, const char *name)
     return p;
 }
 
-rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len)
+rc_status rc_open_regular(const char *path, int *fd_out, int64_t *size)
 {
-    *out = NULL;
+    *fd_out = -1;
     /* O_NONBLOCK: opening a FIFO must not wait for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
@@ -74,12 +74,23 @@ rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len
         close(fd);
         return rc_errorf(RC_ERR_IO, "%s: not a regular file", path);
     }
-    if ((uint64_t)sb.st_size > max_len) {
+    *fd_out = fd;
+    *size = (int64_t)sb.st_size;
+    return RC_OK;
+}
+
+rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len)
+{
+    *out = NULL;
+    int fd;
+    int64_t fsize;
+    RC_TRY(rc_open_regular(path, &fd, &fsize));
+    if ((uint64_t)fsize > max_len) {
         close(fd);
         return rc_errorf(RC_ERR_FORMAT, "%s: file is %lld bytes, more than the %zu allowed", path,
-                         (long long)sb.st_size, max_len);
+                         (long long)fsize, max_len);
     }
-    size_t sz = (size_t)sb.st_size;
+    size_t sz = (size_t)fsize;
     char *buf = malloc(sz + 1);
     if (!buf) {
         close(fd);

@@ -44,6 +44,10 @@ rc_status rc_alloc_aligned(void **out, int64_t n, size_t sz, const char *what);
 /* Join dir and name with '/'. Caller frees. NULL on OOM. */
 char *rc_path_join(const char *dir, const char *name);
 
+/* Open a file for reading that must be a regular file (a FIFO or a device
+ * is an I/O error naming it; opening never blocks); its size in *size. */
+rc_status rc_open_regular(const char *path, int *fd, int64_t *size);
+
 /* Read a whole (small) file into a NUL-terminated buffer. */
 rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len);
 

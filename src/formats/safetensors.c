@@ -374,15 +374,10 @@ static rc_status st_map_file(rc_safetensors *st, const char *path)
     if (!f->path)
         return rc_errorf(RC_ERR_NOMEM, "%s: out of memory", path);
     st->nfiles++;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
-    if (fd < 0)
-        return rc_errorf(RC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return rc_errorf(RC_ERR_IO, "%s: not a regular file", path);
-    }
-    f->size = (size_t)sb.st_size;
+    int fd;
+    int64_t fsize;
+    RC_TRY(rc_open_regular(path, &fd, &fsize)); /* a FIFO must not block */
+    f->size = (size_t)fsize;
     if (f->size > 0) {
         void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
