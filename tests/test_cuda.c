@@ -483,25 +483,26 @@ START_TEST(test_attn_params_refused)
     bad[1].alibi_slopes = dslopes;
     bad[2].alibi_bias_dt = RC_BF16;
     bad[3].mask = RC_MASK_FINFO_MIN;
-    int64_t slot = 0, start = 0, nn = 1, row0 = 0, pos = 3, seq = 0;
+    /* one new token at position 3 after 3 cached ones: a cache of 4 positions */
+    int64_t slot = 0, start = 3, nn = 1, row0 = 0, pos = 3, seq = 0;
     const rc_batch_desc bd = {.n_seq = 1, .slot = &slot, .start = &start, .n_new = &nn, .row0 = &row0,
                               .n_rows = 1, .pos = &pos, .seq_of_row = &seq};
     float qh[16];
     for (int j = 0; j < 16; j++)
         qh[j] = 0.25f * (float)(j + 1);
     float *dq = dev_copy(p.t, qh, 16), *dout = dev_copy(p.t, zero, 8);
-    rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 2, .head_dim = 4,
-                      .k = dev_copy(p.t, zero, 8), .v = dev_copy(p.t, zero, 8)};
+    rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 4, .head_dim = 4,
+                      .k = dev_copy(p.t, zero, 16), .v = dev_copy(p.t, zero, 16)};
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &bad[i]), RC_ERR_UNSUPPORTED);
         ck_assert_msg(strchr(rc_last_error(), '\n') == NULL, "%s", rc_last_error());
         ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &bad[i], &kv, 0, dout), RC_ERR_UNSUPPORTED);
         ck_assert_msg(strstr(rc_last_error(), "attention") && strstr(rc_last_error(), "not supported"), "%s",
                       rc_last_error());
-        float *g = host_copy(p.t, dq, 16), *gk = host_copy(p.t, kv.k, 8), *go = host_copy(p.t, dout, 8);
+        float *g = host_copy(p.t, dq, 16), *gk = host_copy(p.t, kv.k, 16), *go = host_copy(p.t, dout, 8);
         ck_assert(memcmp(g, qh, sizeof qh) == 0);
-        for (int j = 0; j < 8; j++)
-            ck_assert(gk[j] == 0.0f && go[j] == 0.0f);
+        for (int j = 0; j < 16; j++)
+            ck_assert(gk[j] == 0.0f && (j >= 8 || go[j] == 0.0f));
         free(g), free(gk), free(go);
     }
     ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &ok), RC_OK);
