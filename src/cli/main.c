@@ -1006,7 +1006,6 @@ struct opt_spec {
 };
 
 #define RO_AT(o, ro, T) ((T *)(void *)((char *)(ro) + (o)->off))
-#define OPTNAME(o) (o)->name
 
 static rc_status op_path(const opt_spec *o, const char *v, run_opts *ro)
 {
@@ -1028,7 +1027,8 @@ static rc_status op_i64(const opt_spec *o, const char *v, run_opts *ro)
 {
     char name[64];
     snprintf(name, sizeof name, "--%s", o->name);
-    return parse_i64(name, v, (int64_t)o->lo, o->hi >= 9.2e18 ? INT64_MAX : (int64_t)o->hi, RO_AT(o, ro, int64_t));
+    /* hi = 0x1p63 stands for INT64_MAX, which a double cannot hold */
+    return parse_i64(name, v, (int64_t)o->lo, o->hi >= 0x1p63 ? INT64_MAX : (int64_t)o->hi, RO_AT(o, ro, int64_t));
 }
 
 static rc_status op_f64(const opt_spec *o, const char *v, run_opts *ro)
@@ -1127,7 +1127,7 @@ static const opt_spec k_run_opts[] = {
     {"batch", 0, "N", "sequences decoded together (default 32)", NULL, op_i64, RO(cfg.batch), 1, 1 << 20},
     {"forward-batch", 0, "N", "sequences per full forward (default: all)", NULL, op_i64, RO(cfg.forward_batch), 1,
      1 << 20},
-    {"seed", 0, "N", "sampling seed (default 0)", NULL, op_i64, RO(seed), 0, 9.3e18},
+    {"seed", 0, "N", "sampling seed (default 0)", NULL, op_i64, RO(seed), 0, 0x1p63},
     {"temperature", 0, "T", "sampling temperature (default 1.0)", NULL, op_f64, RO(temperature), 1e-3, 1e3},
     {"top-k", 0, "K", "top-k sampling, 0 = off (default 0)", NULL, op_i64, RO(cfg.sampling.top_k), 0, 1 << 24},
     {"top-p", 0, "P", "top-p sampling, 1.0 = off (default 1.0)", NULL, op_f64, RO(cfg.sampling.top_p), 1e-6, 1.0},
@@ -1366,21 +1366,9 @@ static rc_status run_load(run_ctx *x)
         if (ro->num_prompts > 0 && ro->num_prompts < pr->n)
             return rc_errorf(RC_ERR_USAGE, "--num-prompts cannot be combined with --rollouts-from");
     }
-    if (ro->num_prompts > 0 && ro->num_prompts < pr->n) {
-        /* keep the first N prompts, sized by the longest of them */
-        int64_t mx = 0;
-        for (int64_t p = 0; p < ro->num_prompts; p++)
-            mx = pr->len[p] > mx ? pr->len[p] : mx;
-        for (int64_t p = 0; p < ro->num_prompts; p++)
-            memmove(pr->tokens + p * mx, pr->tokens + p * pr->max_len, (size_t)mx * sizeof(int32_t));
-        for (int64_t p = ro->num_prompts; pr->text && p < pr->n; p++) {
-            free(pr->text[p]);
-            pr->text[p] = NULL;
-        }
-        pr->n = ro->num_prompts;
-        pr->max_len = mx;
-    }
-    /* every prompt must fit the context with the longest --len */
+    /* every prompt must fit the context with the longest --len (the prompt
+     * loader checked its own and read only the first --num-prompts; this is
+     * for replayed prompts) */
     for (int64_t p = 0; p < pr->n; p++)
         if (pr->len[p] + cfg->lens[cfg->n_lens - 1] > mc->max_pos)
             return rc_errorf(RC_ERR_USAGE,
