@@ -1,5 +1,11 @@
 #!/bin/bash
 # Install the Debian 12 packages ratiocheck needs to build and test.
+#   bash tools/install-deps.sh        the build, the tests, the default check
+#   bash tools/install-deps.sh --ci   also what CI's fuzz stage needs: clang with
+#       libFuzzer, ASan and UBSan (libclang-rt-14-dev) and LLVM's OpenMP runtime
+#       (libomp-14-dev: the CPU backend uses OpenMP and clang's -fopenmp links
+#       libomp). The sanitizer build of the tests uses gcc, whose runtimes come
+#       with build-essential.
 # Runs apt-get directly as root, through sudo otherwise.
 set -euo pipefail
 PKGS=(
@@ -12,6 +18,12 @@ PKGS=(
   python3-h5py python3-numpy  # tools/check_results.py (run by the tests with /usr/bin/python3)
   python3-matplotlib    # tools/plot_ratios.py (tests/check_plots.sh)
 )
+if [ "${1:-}" = "--ci" ]; then
+  PKGS+=(clang-14 clang libclang-rt-14-dev libomp-14-dev python3)
+elif [ $# -gt 0 ]; then
+  echo "usage: bash tools/install-deps.sh [--ci]" >&2
+  exit 2
+fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

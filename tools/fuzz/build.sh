@@ -10,7 +10,7 @@
 # links whatever part of the project it calls.
 #
 # Needs clang with libFuzzer and libomp (Debian 12: apt-get install clang
-# libclang-rt-14-dev libomp-14-dev; tools/install-ci-deps.sh), pkg-config, the
+# libclang-rt-14-dev libomp-14-dev; tools/install-deps.sh --ci), pkg-config, the
 # -dev packages of tools/install-deps.sh, and python3 for the seeds.
 # Environment: CC (default clang), FUZZ_JOBS (parallel compiles, default nproc).
 set -euo pipefail
