@@ -766,6 +766,10 @@ START_TEST(test_json_escaping)
     snprintf(args, sizeof args, "--model '%s' --prompts %s/p.ids --len 4 -q --out none", model, g_dir);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_null(strchr(g_out, '\x1b'));
+    /* error lines: ESC, a C1 control (U+009B, 8-bit CSI) and a byte that is
+     * not UTF-8 in a path all become '?' (rc_errorf, for every message) */
+    ck_assert_int_eq(run("inspect --model \"$(printf '/nonexistent/a\\033b\\302\\233c\\377d')\""), 6);
+    ck_assert_msg(strstr(g_err, "/nonexistent/a?b??c?d/config.json") != NULL, "'%s'", g_err);
 }
 END_TEST
 

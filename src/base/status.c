@@ -1,16 +1,27 @@
 #include "status.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static _Thread_local char g_msg[1024];
 
-/* Messages are one line: control bytes from file contents become '?'. */
+/* Messages are one line and safe on a terminal: control characters from
+ * file contents (C0, DEL, the C1 controls U+0080..U+009F) and bytes that are
+ * not UTF-8 become '?', byte for byte. */
 static void sanitize(char *m)
 {
-    for (unsigned char *p = (unsigned char *)m; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    unsigned char *p = (unsigned char *)m;
+    while (*p) {
+        int n = rc_utf8_seq_len(p);
+        if (n == 0 || *p < 0x20 || *p == 0x7f || (n == 2 && p[0] == 0xC2 && p[1] < 0xA0)) {
+            for (int i = 0; i < (n ? n : 1); i++)
+                p[i] = '?';
+            p += n ? n : 1;
+        } else {
+            p += n;
+        }
+    }
 }
 
 rc_status rc_errorf(rc_status st, const char *fmt, ...)

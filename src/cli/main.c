@@ -110,8 +110,7 @@ static int fail(rc_status st)
     fputs("ratiocheck: ", stderr);
     if (st == RC_ERR_INTERNAL)
         fputs("internal error (a bug: please report it): ", stderr);
-    term_str(stderr, rc_last_error());
-    fputc('\n', stderr);
+    fprintf(stderr, "%s\n", rc_last_error()); /* one line, terminal-safe (status.c) */
     if (st == RC_ERR_INTERRUPTED && g_signal)
         return 128 + g_signal;
     return rc_exit_code(st);
