@@ -69,9 +69,7 @@ __attribute__((format(printf, 3, 4))) static rc_status badf(const h5r *r, rc_sta
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    for (char *p = what; *p; p++) /* names from the file: keep the message one line */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    /* names from the file: rc_errorf keeps the message one line and terminal-safe */
     if (st == RC_ERR_FORMAT)
         return rc_errorf(st, "%s: not a readable ratiocheck result (%s)", r->path, what);
     return rc_errorf(st, "%s: %s", r->path, what);
