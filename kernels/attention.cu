@@ -1,5 +1,5 @@
 // Attention over the KV cache, prefill and decode, causal, GQA, sliding
-// window: one kernel stores the new rows' K and V, one computes each (row,
+// window, ALiBi: one kernel stores the new rows' K and V, one computes each (row,
 // head) in the CPU twin's order for the kernel strategy (engine: prefill in
 // key tiles of 64 with online softmax, decode split in chunks of 32 and
 // merged; invariant: one fixed order). CPU twin: backend_cpu.c cpu_attention.
@@ -25,6 +25,7 @@ rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rc
     a->score_dt = ap.num.score_dt;
     a->prob_dt = ap.num.prob_dt;
     a->out_dt = ap.num.out_dt;
+    a->ap = ap;
     return RC_OK;
 }
 

@@ -363,6 +363,25 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     return RC_OK;
 }
 
+rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
+{
+    (void)be;
+    rck_ew_args e{};
+    e.op = RCK_EW_CLAMP;
+    e.a = x;
+    e.out = x;
+    e.n = n;
+    e.c = cval;
+    return rck_ew(e);
+}
+
+rc_status cuda_normalize_rows(rc_backend *be, const float *W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
+                              float *out)
+{
+    (void)be;
+    return rck_normalize(rck_normalize_args{W, out, M, H, eps, out_dt});
+}
+
 rc_status cuda_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt)
 {
     (void)be;
@@ -424,6 +443,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_matmul,
     cuda_rope,
     cuda_attention,
+    cuda_clamp,
+    cuda_normalize_rows,
     cuda_act,
     cuda_act_mul,
     cuda_add,

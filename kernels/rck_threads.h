@@ -71,7 +71,8 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
     a->dst[i] = a->src[a->rows[k] * a->row_len + j];
 }
 
-/* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]) */
+/* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
+ * x = clamp(x, -c, c) */
 typedef struct {
     int op; /* RCK_EW_* */
     const float *a, *b;
@@ -79,9 +80,10 @@ typedef struct {
     int64_t n, n_cols;
     rc_act act;
     rc_dtype act_dt, out_dt;
+    float c; /* RCK_EW_CLAMP */
 } rck_ew_args;
 
-enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS };
+enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP };
 
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
@@ -98,7 +100,24 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
     case RCK_EW_BIAS: /* a: the GEMM's fp32 result, b: bias or NULL */
         a->out[i] = rc_round_to(a->b ? a->a[i] + a->b[i % a->n_cols] : a->a[i], a->out_dt);
         break;
+    case RCK_EW_CLAMP:
+        a->out[i] = rco_clamp1(a->a[i], a->c);
+        break;
     }
+}
+
+/* F.normalize of one row (NormHead): thread r */
+typedef struct {
+    const float *W;
+    float *out;
+    int64_t M, H;
+    float eps;
+    rc_dtype out_dt;
+} rck_normalize_args;
+
+RC_HD static inline void rck_normalize_thread(const rck_normalize_args *a, int64_t r)
+{
+    rco_normalize_row(a->W + r * a->H, a->H, a->eps, a->out_dt, a->out + r * a->H);
 }
 
 /* one thread per row */
@@ -164,6 +183,7 @@ typedef struct {
     float scale;
     int invariant;
     rc_dtype cs_dt, rope_dt, score_dt, prob_dt, out_dt;
+    rc_attn_params ap; /* scaling and ALiBi (slopes in device memory) for rc_attn_score_spec */
 } rck_attn_args;
 
 /* floats of scratch one attention thread needs */
@@ -207,9 +227,11 @@ RC_HD static inline void rck_attn_thread(const rck_attn_args *a, int64_t i)
     const int64_t base = a->bd.slot[b] * a->nkv * a->T * d + kvh * a->T * d + lo * d;
     float *sc = a->scratch + i * rck_attn_scratch(a->max_keys, d);
     float *ms = sc + a->max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
+    const rco_score_spec sp =
+        rc_attn_score_spec(&a->ap, a->ap.alibi_slopes, h, p, lo, a->bd.start[b] + a->bd.n_new[b] - 1);
     rco_attn_row(a->qkv + r * (a->nh + 2 * a->nkv) * d + h * d, a->k_cache + base, a->v_cache + base, p - lo + 1,
-                 d, a->scale, rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->score_dt, a->prob_dt,
-                 a->out_dt, sc, ms, ls, acc, acc + d, a->out + r * a->nh * d + h * d);
+                 d, &sp, rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->prob_dt, a->out_dt, sc, ms,
+                 ls, acc, acc + d, a->out + r * a->nh * d + h * d);
 }
 
 /* log-probs of one row: thread r */

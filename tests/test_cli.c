@@ -116,10 +116,10 @@ START_TEST(test_inspect_errors)
     ck_assert_ptr_nonnull(strstr(g_err, "config.json"));
     ck_assert_int_eq(count_lines(g_err), 1);
     f = fopen(path, "w");
-    fputs("{\"model_type\": \"gpt2\"}", f);
+    fputs("{\"model_type\": \"gptj\"}", f);
     fclose(f);
     ck_assert_int_eq(run(args), 5);
-    ck_assert_ptr_nonnull(strstr(g_err, "\"gpt2\" is not supported"));
+    ck_assert_ptr_nonnull(strstr(g_err, "\"gptj\" is not supported"));
     unlink(path);
     rmdir(dir);
 }

@@ -457,9 +457,9 @@ END_TEST
 
 START_TEST(test_unsupported_model_type)
 {
-    EXPECT_REJECT("{'model_type':'gpt2','n_embd':768,'n_layer':12,'n_head':12,'vocab_size':50257}",
-                  RC_ERR_UNSUPPORTED, "\"gpt2\"", "not supported", "gpt_neox", "llama", "mistral",
-                  "qwen2");
+    EXPECT_REJECT("{'model_type':'gptj','n_embd':768,'n_layer':12,'n_head':12,'vocab_size':50257}",
+                  RC_ERR_UNSUPPORTED, "\"gptj\"", "not supported", "gpt_neox", "llama", "mistral",
+                  "qwen2", "gpt2", "bloom", "mpt", "baichuan");
 }
 END_TEST
 
@@ -802,11 +802,101 @@ START_TEST(test_int_alias_reader)
 }
 END_TEST
 
+/* The new families' published config keys (GPT-2's n_embd / n_layer /
+ * n_head / n_positions / n_inner, BLOOM's n_embed or hidden_size, MPT's
+ * d_model / attn_config, Baichuan's two position encodings and Baichuan2's
+ * NormHead) and what each family's forward details become. */
+START_TEST(test_new_family_configs)
+{
+    rc_config c;
+    parse_ok("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'n_positions':64,'n_inner':null,"
+             "'vocab_size':272,'activation_function':'gelu_new','layer_norm_epsilon':1e-5}",
+             &c);
+    ck_assert(c.pos == RC_POS_LEARNED && c.rotary_dim == 0 && c.tie_embeddings && c.norm == RC_NORM_LAYER);
+    ck_assert_int_eq(c.intermediate, 256);
+    ck_assert_int_eq(c.head_dim, 16);
+    ck_assert_int_eq(c.max_pos, 64);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_TANH);
+    parse_ok("{'model_type':'bloom','n_embed':96,'n_layer':3,'n_head':6,'vocab_size':304,"
+             "'layer_norm_epsilon':1e-5}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.embed_norm && c.alibi_slopes == RC_SLOPES_BLOOM &&
+              c.alibi_add == RC_ALIBI_ADD_FUSED && !c.alibi_from_last_key);
+    ck_assert_int_eq(c.intermediate, 384);
+    parse_ok("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'expansion_ratio':4,'max_seq_len':64,"
+             "'vocab_size':288,'no_bias':true,'attn_config':{'alibi':true,'alibi_bias_max':12,'clip_qkv':0.5}}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && !c.norm_bias && c.alibi_slopes == RC_SLOPES_MPT && c.alibi_from_last_key);
+    ck_assert(c.alibi_bias_max == 12.0 && c.clip_qkv == 0.5 && c.max_pos == 64);
+    parse_ok("{'model_type':'baichuan','hidden_size':64,'num_hidden_layers':2,'num_attention_heads':4,"
+             "'intermediate_size':128,'vocab_size':300,'max_position_embeddings':512}",
+             &c);
+    ck_assert(c.pos == RC_POS_ROTARY && c.rotary_dim == 16 && !c.norm_head && c.score_div);
+    parse_ok("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
+             "'intermediate_size':128,'vocab_size':300,'model_max_length':512,'z_loss_weight':0}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.rotary_dim == 0 && c.norm_head && c.alibi_slopes == RC_SLOPES_BAICHUAN &&
+              c.alibi_add == RC_ALIBI_ADD_MODEL_DT);
+    ck_assert_int_eq(c.max_pos, 512);
+}
+END_TEST
+
+/* Bad configs of the new families are one line naming the file and the key
+ * (exit 4 for malformed, 5 for what is valid but not supported). */
+START_TEST(test_new_family_bad_configs)
+{
+    /* ALiBi together with rotary settings */
+    EXPECT_REJECT("{'model_type':'bloom','hidden_size':96,'n_layer':3,'n_head':6,'vocab_size':304,"
+                  "'rope_theta':10000}",
+                  RC_ERR_FORMAT, "\"rope_theta\"", "ALiBi", "contradict");
+    EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
+                  "'intermediate_size':128,'vocab_size':300,'model_max_length':512,"
+                  "'rope_scaling':{'type':'linear','factor':2}}",
+                  RC_ERR_FORMAT, "\"rope_scaling\"", "ALiBi");
+    /* alibi_bias_max <= 0 */
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'alibi_bias_max':0}}",
+                  RC_ERR_FORMAT, "alibi_bias_max", "> 0");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'alibi_bias_max':-8}}",
+                  RC_ERR_FORMAT, "alibi_bias_max");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'clip_qkv':-1}}",
+                  RC_ERR_FORMAT, "clip_qkv");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':7}",
+                  RC_ERR_FORMAT, "attn_config", "object");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'alibi':false}}",
+                  RC_ERR_UNSUPPORTED, "alibi = false");
+    /* heads not dividing hidden */
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':5,'n_positions':64,'vocab_size':272}",
+                  RC_ERR_FORMAT, "n_embd 64", "n_head 5");
+    EXPECT_REJECT("{'model_type':'bloom','hidden_size':96,'n_layer':3,'n_head':7,'vocab_size':304}",
+                  RC_ERR_FORMAT, "hidden_size 96", "n_head 7");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':5,'vocab_size':288}",
+                  RC_ERR_FORMAT, "d_model 96", "n_heads 5");
+    EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':7,"
+                  "'intermediate_size':128,'vocab_size':300,'model_max_length':512}",
+                  RC_ERR_FORMAT, "hidden_size 96", "num_attention_heads 7");
+    /* which Baichuan is it? */
+    EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
+                  "'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "max_position_embeddings", "model_max_length");
+    /* GPT-2 settings HF supports and we do not run: refused, not ignored */
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'n_positions':64,'vocab_size':272,"
+                  "'scale_attn_by_inverse_layer_idx':true}",
+                  RC_ERR_UNSUPPORTED, "scale_attn_by_inverse_layer_idx");
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'vocab_size':272}", RC_ERR_FORMAT,
+                  "\"n_positions\" is missing");
+}
+END_TEST
+
 START_TEST(test_registry_list)
 {
-    ck_assert_str_eq(rc_arch_supported_list(), "gpt_neox, llama, mistral, qwen2");
+    ck_assert_str_eq(rc_arch_supported_list(), "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
-    ck_assert_ptr_null(rc_arch_for_model_type("bloom"));
+    ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
 END_TEST
 
@@ -997,6 +1087,8 @@ static Suite *config_suite(void)
     tcase_add_test(fam, test_int_alias_reader);
     tcase_add_test(fam, test_registry_list);
     tcase_add_test(fam, test_weights_numel_matches_families);
+    tcase_add_test(fam, test_new_family_configs);
+    tcase_add_test(fam, test_new_family_bad_configs);
     tcase_add_test(fam, test_weights_too_large_by_biases);
     tcase_add_test(fam, test_family_tables_cover_fields);
     tcase_add_test(fam, test_layout_helpers);

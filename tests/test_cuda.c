@@ -86,6 +86,9 @@ static const tol_row k_tol[] = {
     {"rope", 0, 0, 4, 2},
     {"kv_cache", 0, 0, 0, 0},
     {"attention", 0, 0, 32, 8},
+    {"attention_alibi", 0, 0, 32, 8}, /* as attention: the bias is + and * only */
+    {"clamp", 0, 0, 0, 0},
+    {"normalize_rows", 0, 0, 0, 0},   /* sqrtf and / are IEEE on both */
     {"act", 0, 0, 4, 1},
     {"act_mul", 0, 0, 4, 2},
     {"logprobs", 0, 0, 4, 1},
@@ -429,6 +432,100 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
     s->bd = (rc_batch_desc){n_seq, s->slot, s->start, s->n_new, s->row0, R, s->pos, s->seq};
 }
 
+/* ALiBi in the attention kernel, MPT's clamp and NormHead's row
+ * normalisation against their CPU twins: the three families' ways of adding
+ * the bias (BLOOM fused into the scaling, Baichuan added in the model dtype
+ * after a division, MPT in fp32 from the last key) and --alibi-bias rowmax,
+ * 6 heads (not a power of two), prefill then decode then a 2-token step. */
+START_TEST(test_alibi_clamp_normalize)
+{
+    begin_checks();
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (int variant = 0; variant < 4; variant++)
+            for (int di = 0; di < 3; di++) {
+                const rc_dtype dt = k_dts[di];
+                rc_config cfg;
+                memset(&cfg, 0, sizeof cfg);
+                cfg.n_heads = 6, cfg.n_kv_heads = 6, cfg.head_dim = 16, cfg.n_layers = 1;
+                cfg.pos = RC_POS_ALIBI;
+                cfg.alibi_slopes = variant == 2 ? RC_SLOPES_MPT : variant == 1 ? RC_SLOPES_BAICHUAN : RC_SLOPES_BLOOM;
+                cfg.alibi_bias_max = 8.0;
+                cfg.alibi_add = variant == 0 || variant == 3 ? RC_ALIBI_ADD_FUSED
+                                : variant == 1                ? RC_ALIBI_ADD_MODEL_DT
+                                                              : RC_ALIBI_ADD_F32;
+                cfg.alibi_from_last_key = variant == 2;
+                cfg.score_div = variant == 1;
+                float slopes[6];
+                rc_alibi_slopes_compute(&cfg, slopes, NULL);
+                float *dslopes = dev_copy(p.t, slopes, 6);
+                const rc_attn_numerics an = {dt, dt, dt};
+                rc_attn_params cap = rc_attn_params_from_config(&cfg, NULL, dt, dt, &an), tap = cap;
+                rc_attn_params_set_alibi(&cap, slopes, variant == 3);
+                rc_attn_params_set_alibi(&tap, dslopes, variant == 3);
+                const int64_t n_seq = 2, len[2] = {40, 7}, T = 48, d = 16, nh = 6;
+                rc_kv_cache ckv = {1, n_seq, nh, T, d, NULL, NULL}, tkv = ckv;
+                const int64_t kvn = n_seq * nh * T * d;
+                ckv.k = calloc((size_t)kvn, sizeof(float));
+                ckv.v = calloc((size_t)kvn, sizeof(float));
+                float *zero = calloc((size_t)kvn, sizeof(float));
+                tkv.k = dev_copy(p.t, zero, kvn);
+                tkv.v = dev_copy(p.t, zero, kvn);
+                const int64_t row_len = 3 * nh * d;
+                for (int step = 0; step < 3; step++) {
+                    int64_t start[2], n_new[2];
+                    for (int64_t b = 0; b < n_seq; b++) {
+                        int64_t first = len[b] - 3;
+                        start[b] = step == 0 ? 0 : step == 1 ? first : first + 1;
+                        n_new[b] = step == 0 ? first : step == 1 ? 1 : 2;
+                    }
+                    step_desc sd;
+                    make_step(&sd, n_seq, start, n_new);
+                    const int64_t R = sd.bd.n_rows;
+                    float *qkv = rand_vec(R * row_len, 2.0f, dt);
+                    float *dq = dev_copy(p.t, qkv, R * row_len), *dout;
+                    ck_assert(p.t->ops->alloc(p.t, R * nh * d, &dout) == RC_OK);
+                    float *cout = malloc((size_t)(R * nh * d) * sizeof *cout);
+                    ck_assert_msg(p.t->ops->attention(p.t, dq, &sd.bd, &tap, &tkv, 0, dout) == RC_OK, "%s",
+                                  rc_last_error());
+                    ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cap, &ckv, 0, cout) == RC_OK);
+                    float *g = host_copy(p.t, dout, R * nh * d);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s ALiBi variant %d step %d %s", rc_kernels_name(p.t->kernels),
+                             variant, step, dt_name(dt));
+                    compare("attention_alibi", what, g, cout, R * nh * d, dt);
+                    free(g);
+                    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout);
+                    free(qkv), free(cout), free(sd.pos), free(sd.seq);
+                }
+                p.t->ops->free(p.t, tkv.k), p.t->ops->free(p.t, tkv.v), p.t->ops->free(p.t, dslopes);
+                free(ckv.k), free(ckv.v), free(zero);
+            }
+        /* clamp (exact) and NormHead rows */
+        for (int di = 0; di < 3; di++) {
+            const rc_dtype dt = k_dts[di];
+            const int64_t M = 9, H = 40;
+            float *x = rand_vec(M * H, 3.0f, dt), *dx = dev_copy(p.t, x, M * H);
+            ck_assert(p.t->ops->clamp(p.t, dx, M * H, 0.75f) == RC_OK);
+            ck_assert(p.c->ops->clamp(p.c, x, M * H, 0.75f) == RC_OK);
+            float *g = host_copy(p.t, dx, M * H);
+            compare("clamp", dt_name(dt), g, x, M * H, RC_F32);
+            free(g);
+            float *w = rand_vec(M * H, 0.5f, dt), *dw = dev_copy(p.t, w, M * H), *dn, *cn = malloc(sizeof(float) * M * H);
+            ck_assert(p.t->ops->alloc(p.t, M * H, &dn) == RC_OK);
+            ck_assert(p.t->ops->normalize_rows(p.t, dw, M, H, 1e-12f, dt, dn) == RC_OK);
+            ck_assert(p.c->ops->normalize_rows(p.c, w, M, H, 1e-12f, dt, cn) == RC_OK);
+            g = host_copy(p.t, dn, M * H);
+            compare("normalize_rows", dt_name(dt), g, cn, M * H, dt);
+            free(g), free(x), free(w), free(cn);
+            p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dw), p.t->ops->free(p.t, dn);
+        }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
 /* A buffer uploaded again (new weights in the same memory) is used with its
  * new contents by both GEMMs (no stale bf16 copy for cuBLAS, no stale
  * transposed copy for the invariant kernel). */
@@ -465,9 +562,9 @@ START_TEST(test_matmul_reupload)
 }
 END_TEST
 
-/* rc_attn_params: ALiBi, its bias rounding and the finfo.min mask (no family
- * uses them yet) are refused by the CUDA rope and attention as by the CPU's,
- * before anything runs, rather than ignored. */
+/* rc_attn_params that contradict themselves, and the finfo.min mask, are
+ * refused by the CUDA rope and attention as by the CPU's (same codes, one
+ * line), before anything runs, rather than ignored. */
 START_TEST(test_attn_params_refused)
 {
     pair p = make_pair(RC_KERNELS_ENGINE);
@@ -478,10 +575,14 @@ START_TEST(test_attn_params_refused)
     float *dinv = dev_copy(p.t, inv, 2), *dslopes = dev_copy(p.t, slopes, 2);
     const rc_attn_numerics an = {RC_BF16, RC_BF16, RC_BF16};
     const rc_attn_params ok = rc_attn_params_from_config(&cfg, dinv, RC_BF16, RC_BF16, &an);
-    rc_attn_params bad[4] = {ok, ok, ok, ok};
-    bad[0].pos = RC_ATTN_POS_ALIBI, bad[0].rotary_dim = 0, bad[0].inv_freq = NULL;
+    rc_attn_params alibi = ok;
+    alibi.pos = RC_ATTN_POS_ALIBI, alibi.rotary_dim = 0, alibi.inv_freq = NULL;
+    rc_attn_params_set_alibi(&alibi, dslopes, false);
+    rc_attn_params bad[4] = {alibi, ok, alibi, ok};
+    const rc_status want[4] = {RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_UNSUPPORTED};
+    bad[0].alibi_slopes = NULL;
     bad[1].alibi_slopes = dslopes;
-    bad[2].alibi_bias_dt = RC_BF16;
+    bad[2].alibi_mode = (rco_alibi_mode)7;
     bad[3].mask = RC_MASK_FINFO_MIN;
     /* one new token at position 3 after 3 cached ones: a cache of 4 positions */
     int64_t slot = 0, start = 3, nn = 1, row0 = 0, pos = 3, seq = 0;
@@ -494,10 +595,10 @@ START_TEST(test_attn_params_refused)
     rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 4, .head_dim = 4,
                       .k = dev_copy(p.t, zero, 16), .v = dev_copy(p.t, zero, 16)};
     for (int i = 0; i < 4; i++) {
-        ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &bad[i]), RC_ERR_UNSUPPORTED);
+        ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &bad[i]), want[i]);
         ck_assert_msg(strchr(rc_last_error(), '\n') == NULL, "%s", rc_last_error());
-        ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &bad[i], &kv, 0, dout), RC_ERR_UNSUPPORTED);
-        ck_assert_msg(strstr(rc_last_error(), "attention") && strstr(rc_last_error(), "not supported"), "%s",
+        ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &bad[i], &kv, 0, dout), want[i]);
+        ck_assert_msg(strstr(rc_last_error(), "attention") && strchr(rc_last_error(), '\n') == NULL, "%s",
                       rc_last_error());
         float *g = host_copy(p.t, dq, 16), *gk = host_copy(p.t, kv.k, 16), *go = host_copy(p.t, dout, 8);
         ck_assert(memcmp(g, qh, sizeof qh) == 0);
@@ -507,6 +608,7 @@ START_TEST(test_attn_params_refused)
     }
     ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &ok), RC_OK);
     ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &ok, &kv, 0, dout), RC_OK);
+    ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &alibi, &kv, 0, dout), RC_OK);
     p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, kv.k), p.t->ops->free(p.t, kv.v);
     p.t->ops->free(p.t, dinv), p.t->ops->free(p.t, dslopes);
     free_pair(&p);
@@ -1096,6 +1198,7 @@ int main(void)
     tcase_add_test(ops, test_matmul_reupload);
     tcase_add_test(ops, test_rope_attention);
     tcase_add_test(ops, test_attn_params_refused);
+    tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_logprobs);
     suite_add_tcase(s, ops);
     TCase *model = tcase_create("model");

@@ -404,9 +404,10 @@ START_TEST(test_rope)
 }
 END_TEST
 
-/* rc_attn_params: what no family uses yet (ALiBi, its bias rounding, the
- * finfo.min mask) is refused with one line by rope and attention, before
- * anything is written, rather than ignored. */
+/* rc_attn_params that contradict themselves (ALiBi without slopes, slopes
+ * without ALiBi, an unknown ALiBi mode, rotary dims under ALiBi) and the
+ * finfo.min mask the kernels do not implement are refused with one line by
+ * rope and attention, before anything is written, rather than ignored. */
 START_TEST(test_attn_params_refused)
 {
     rc_backend *be[3];
@@ -420,14 +421,19 @@ START_TEST(test_attn_params_refused)
     const rc_attn_numerics an = {RC_BF16, RC_BF16, RC_BF16};
     const rc_attn_params ok = rc_attn_params_from_config(&cfg, inv, RC_BF16, RC_BF16, &an);
     ck_assert_int_eq(ok.pos, RC_ATTN_POS_ROTARY);
-    ck_assert(ok.alibi_slopes == NULL && ok.alibi_bias_dt == RC_F32 && ok.mask == RC_MASK_SKIP);
+    ck_assert(ok.alibi_slopes == NULL && ok.mask == RC_MASK_SKIP && !ok.score_div);
     ck_assert(ok.scale == 0.5f);
-    rc_attn_params bad[5] = {ok, ok, ok, ok, ok};
-    bad[0].pos = RC_ATTN_POS_ALIBI, bad[0].rotary_dim = 0, bad[0].inv_freq = NULL;
-    bad[1].alibi_slopes = slopes;
-    bad[2].alibi_bias_dt = RC_BF16;
-    bad[3].mask = RC_MASK_FINFO_MIN;
-    bad[4].pos = RC_ATTN_POS_ALIBI, bad[4].alibi_slopes = slopes, bad[4].rotary_dim = 0, bad[4].inv_freq = NULL;
+    rc_attn_params alibi = ok;
+    alibi.pos = RC_ATTN_POS_ALIBI, alibi.rotary_dim = 0, alibi.inv_freq = NULL;
+    rc_attn_params_set_alibi(&alibi, slopes, false);
+    rc_attn_params bad[5] = {alibi, ok, alibi, ok, alibi};
+    const rc_status want[5] = {RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_UNSUPPORTED,
+                               RC_ERR_INTERNAL};
+    bad[0].alibi_slopes = NULL;                 /* ALiBi without slopes */
+    bad[1].alibi_slopes = slopes;               /* slopes under rotary positions */
+    bad[2].alibi_mode = (rco_alibi_mode)7;      /* no such mode */
+    bad[3].mask = RC_MASK_FINFO_MIN;            /* not implemented */
+    bad[4].rotary_dim = 4, bad[4].inv_freq = inv; /* rotary dims under ALiBi */
     /* one new token at position 3 after 3 cached ones: a cache of 4 positions */
     int64_t slot = 0, start = 3, nn = 1, row0 = 0, pos = 3, seq = 0;
     const rc_batch_desc bd = {.n_seq = 1, .slot = &slot, .start = &start, .n_new = &nn, .row0 = &row0,
@@ -439,17 +445,19 @@ START_TEST(test_attn_params_refused)
                 qkv[j] = before[j] = 0.25f * (float)(j + 1);
             rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 4, .head_dim = 4,
                               .k = kc, .v = vc};
-            ck_assert_int_eq(be[k]->ops->rope(be[k], qkv, &bd, &bad[i]), RC_ERR_UNSUPPORTED);
+            ck_assert_int_eq(be[k]->ops->rope(be[k], qkv, &bd, &bad[i]), want[i]);
             ck_assert_msg(strchr(rc_last_error(), '\n') == NULL, "%s", rc_last_error());
-            ck_assert_int_eq(be[k]->ops->attention(be[k], qkv, &bd, &bad[i], &kv, 0, out), RC_ERR_UNSUPPORTED);
-            ck_assert_msg(strstr(rc_last_error(), "attention") && strstr(rc_last_error(), "not supported"), "%s",
+            ck_assert_int_eq(be[k]->ops->attention(be[k], qkv, &bd, &bad[i], &kv, 0, out), want[i]);
+            ck_assert_msg(strstr(rc_last_error(), "attention") && strchr(rc_last_error(), '\n') == NULL, "%s",
                           rc_last_error());
             ck_assert(memcmp(qkv, before, sizeof qkv) == 0);
             for (int j = 0; j < 16; j++)
                 ck_assert(kc[j] == 0.0f && vc[j] == 0.0f && (j >= 8 || out[j] == 0.0f));
-            /* the same parameters with the field off again run */
+            /* valid parameters (rotary, and ALiBi with its slopes) run */
             ck_assert_int_eq(be[k]->ops->rope(be[k], qkv, &bd, &ok), RC_OK);
             ck_assert_int_eq(be[k]->ops->attention(be[k], qkv, &bd, &ok, &kv, 0, out), RC_OK);
+            ck_assert_int_eq(be[k]->ops->rope(be[k], qkv, &bd, &alibi), RC_OK);
+            ck_assert_int_eq(be[k]->ops->attention(be[k], qkv, &bd, &alibi, &kv, 0, out), RC_OK);
         }
     for (int k = 0; k < 3; k++)
         rc_backend_destroy(be[k]);

@@ -57,6 +57,7 @@ typedef struct {
     char dtype[8];       /* "fp32", "fp16", "bf16" */
     char kernels[16];    /* "engine", "invariant", "blas" */
     char upcast[64];     /* "none" or "softmax,rope,..." */
+    char alibi_bias[8];  /* "model" or "rowmax" ("" in files before the option) */
     char logprob_dtype[8];
     char reference[8];   /* "none", "fp32", "fp64" */
     char backend[16];    /* "cpu" or "cuda" */

@@ -20,6 +20,8 @@ const rc_setting rc_settings[] = {
     SET("dtype", "dtype", RC_SET_TEXT, dtype, sizeof(((rc_results *)0)->dtype), false),
     SET("kernels", "kernels", RC_SET_TEXT, kernels, sizeof(((rc_results *)0)->kernels), false),
     SET("upcast", "upcast", RC_SET_TEXT, upcast, sizeof(((rc_results *)0)->upcast), false),
+    /* files before --alibi-bias have none */
+    SET("alibi_bias", "alibi_bias", RC_SET_TEXT, alibi_bias, sizeof(((rc_results *)0)->alibi_bias), true),
     SET("logprob_dtype", "logprob_dtype", RC_SET_TEXT, logprob_dtype, sizeof(((rc_results *)0)->logprob_dtype),
         false),
     SET("reference", "reference", RC_SET_TEXT, reference, sizeof(((rc_results *)0)->reference), false),

@@ -635,6 +635,10 @@ static void print_table(const rc_results *r, const char *out_path)
         fputs(parts[i][0], stdout);
         term_str(stdout, parts[i][1]);
     }
+    if (r->alibi_bias[0] && strcmp(r->alibi_bias, "model") != 0) {
+        fputs("  alibi-bias ", stdout);
+        term_str(stdout, r->alibi_bias);
+    }
     putchar('\n');
     if (r->device[0]) {
         printf("backend ");
@@ -1059,6 +1063,15 @@ static rc_status op_upcast(const opt_spec *o, const char *v, run_opts *ro)
     return rc_parse_upcast(v, &ro->cfg.num.upcast);
 }
 
+static rc_status op_alibi_bias(const opt_spec *o, const char *v, run_opts *ro)
+{
+    (void)o;
+    if (!strcmp(v, "model")) ro->cfg.num.alibi_rowmax = false;
+    else if (!strcmp(v, "rowmax")) ro->cfg.num.alibi_rowmax = true;
+    else return rc_errorf(RC_ERR_USAGE, "--alibi-bias: '%s' is not model or rowmax", v);
+    return RC_OK;
+}
+
 static rc_status op_lpdt(const opt_spec *o, const char *v, run_opts *ro)
 {
     (void)o;
@@ -1107,6 +1120,10 @@ static const opt_spec k_run_opts[] = {
     {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0},
     {"upcast", 0, "LIST", "ops kept in fp32: softmax,rope,norm,lm_head, or all (default none)", NULL, op_upcast, 0,
      0, 0},
+    {"alibi-bias", 0, "model|rowmax",
+     "ALiBi models: the bias as the family's code builds it\n(default model), or minus its row max: slope x (key -\n"
+     "query) <= 0, the seed report's fix and what FlashAttention\nand vLLM compute (no effect on other models)",
+     NULL, op_alibi_bias, 0, 0, 0},
     {"logprob-dtype", 0, "fp32|same", "log-softmax in fp32 (default) or in the model dtype", NULL, op_lpdt, 0, 0, 0},
     {"reference", 0, "fp32|fp64|none",
      "also re-score in fp32 (invariant kernels) or in\nfloat64, to report each path's own error (default none)", NULL,
@@ -1436,6 +1453,7 @@ static rc_status run_record(run_ctx *x, const char *cmdline)
     snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
     snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->kernels));
     rc_upcast_str(cfg->num.upcast, res->upcast, sizeof res->upcast);
+    snprintf(res->alibi_bias, sizeof res->alibi_bias, "%s", cfg->num.alibi_rowmax ? "rowmax" : "model");
     snprintf(res->logprob_dtype, sizeof res->logprob_dtype, "%s", ro->lp_same ? dtype_str(cfg->num.dt) : "fp32");
     snprintf(res->reference, sizeof res->reference, "%s",
              cfg->reference == 32 ? "fp32" : cfg->reference == 64 ? "fp64" : "none");

@@ -64,24 +64,36 @@ typedef struct {
 } rc_attn_numerics;
 
 /* How positions enter attention (rc_config.pos says which family uses which;
- * this is what the kernels implement). ROTARY: RoPE on the first rotary_dim dims of
- * each Q and K head (every family today); ALIBI: a per-head linear bias on the
- * scores (not implemented yet: refused); LEARNED: position embeddings added to
- * the input (nothing for rope or attention to do); NONE: no positions. */
+ * this is what the kernels implement). ROTARY: RoPE on the first rotary_dim
+ * dims of each Q and K head; ALIBI: a per-head linear bias on the scores
+ * (BLOOM, MPT, Baichuan-13B); LEARNED: position embeddings added to the input
+ * (GPT-2: nothing for rope or attention to do); NONE: no positions. */
 typedef enum { RC_ATTN_POS_ROTARY, RC_ATTN_POS_ALIBI, RC_ATTN_POS_LEARNED, RC_ATTN_POS_NONE } rc_attn_pos;
 
 /* How causal / sliding-window masked keys enter the softmax. SKIP: they take
- * no part in it, exactly as an additive -inf mask (what every family does
- * today); FINFO_MIN: masked scores are set to the score dtype's finfo.min
- * (HF eager masks; not implemented yet: refused). */
+ * no part in it, exactly as an additive -inf mask. Every family's HF mask
+ * (0 / finfo.min added, or masked_fill / torch.max with finfo.min) gives the
+ * same probabilities: exp(finfo.min - max) is exactly 0 in fp32 for any
+ * finite score, so SKIP is what every family uses; FINFO_MIN is kept as a
+ * name for a mask the kernels do not implement (refused). */
 typedef enum { RC_MASK_SKIP, RC_MASK_FINFO_MIN } rc_mask_kind;
+
+/* Which position the ALiBi distance of key j is measured from: bias =
+ * slope * (pos(j) - ref). KEY0: ref 0, bias grows with the key position
+ * (BLOOM's slope * arange, Baichuan-13B's alibi mask); LAST_KEY: ref = the
+ * last key of this call for the sequence (MPT: its bias table is sliced to
+ * the key length, so a prefill row's bias depends on the prompt length);
+ * QUERY: ref = the query's own position, bias = -slope * distance <= 0 (the
+ * row max subtracted: --alibi-bias rowmax, what FlashAttention and vLLM
+ * compute). Softmax is the same for all three in exact arithmetic; they
+ * differ by rounding. */
+typedef enum { RC_ALIBI_REF_KEY0, RC_ALIBI_REF_LAST_KEY, RC_ALIBI_REF_QUERY } rc_alibi_ref;
 
 /* Everything rope and attention need, and nothing more: built once per
  * forward call from the model config (rc_attn_params_from_config) instead of
- * the ops reading the whole rc_config. Fields no family uses yet are "off"
- * (pos != ALIBI, alibi_slopes NULL, alibi_bias_dt RC_F32, mask SKIP); the
- * backends refuse any other value with RC_ERR_UNSUPPORTED rather than
- * ignore it (rc_attn_params_check). */
+ * the ops reading the whole rc_config. The backends refuse a value they do
+ * not implement with RC_ERR_UNSUPPORTED rather than ignore it
+ * (rc_attn_params_check). */
 typedef struct {
     int64_t n_heads, n_kv_heads, head_dim;
     /* position encoding */
@@ -90,42 +102,80 @@ typedef struct {
     const float *inv_freq;    /* [rotary_dim / 2], backend memory, fp32 as HF computes it */
     rc_dtype rope_cs_dt;      /* cos / sin tables */
     rc_dtype rope_dt;         /* q*cos, rotate_half(q)*sin and their sum */
-    const float *alibi_slopes; /* [n_heads], backend memory; NULL (ALiBi comes later) */
-    rc_dtype alibi_bias_dt;   /* rounding of slope * distance; RC_F32 (off) */
+    /* ALiBi (pos == ALIBI): score(j) gets slope[h] * (pos(j) - ref) */
+    const float *alibi_slopes; /* [n_heads] fp32, backend memory; NULL unless ALIBI */
+    rc_alibi_ref alibi_ref;
+    rco_alibi_mode alibi_mode; /* ADD or FUSED (rco_score_spec) */
+    rc_dtype alibi_bias_dt;   /* rounding of slope * distance */
+    rc_dtype alibi_add_dt;    /* ADD: rounding of score + bias */
     /* scores */
-    float scale;              /* score scaling: head_dim ** -0.5 (a Python float, then fp32) */
+    float scale;              /* multiplier head_dim ** -0.5 (a Python float, then fp32), or the
+                               * divisor sqrt(head_dim) when score_div */
+    bool score_div;           /* scores divided by scale (Baichuan) instead of multiplied */
     int64_t sliding_window;   /* 0: none */
     rc_mask_kind mask;
     rc_attn_numerics num;     /* rounding points inside attention */
 } rc_attn_params;
 
 /* The attention parameters of a model (forward.c): shapes, position
- * encoding (cfg->pos), RoPE (inv_freq: the model's table in backend memory)
- * and sliding window from cfg, scale
- * head_dim ** -0.5, ALiBi and the finfo.min mask off, rounding points as
- * given. */
+ * encoding (cfg->pos), RoPE (inv_freq: the model's table in backend memory),
+ * sliding window, the family's scaling and ALiBi rule from cfg (rounding of
+ * the bias from num->score_dt and cfg->alibi_add), rounding points as given.
+ * An ALiBi model's slopes are not set here: rc_attn_params_set_alibi. */
 rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv_freq, rc_dtype rope_cs_dt,
                                           rc_dtype rope_dt, const rc_attn_numerics *num);
+/* The ALiBi slopes (backend memory, [n_heads]) and, with rowmax, distances
+ * measured from the query (--alibi-bias rowmax) instead of the family's
+ * reference. */
+void rc_attn_params_set_alibi(rc_attn_params *ap, const float *slopes, bool rowmax);
+
+/* The per-row score spec of head h for a query at position p whose key range
+ * starts at position key0, in a call whose last key of this sequence is at
+ * last_key (host and device; slopes: ap->alibi_slopes in the caller's
+ * memory). */
+RC_HD static inline rco_score_spec rc_attn_score_spec(const rc_attn_params *ap, const float *slopes, int64_t h,
+                                                      int64_t p, int64_t key0, int64_t last_key)
+{
+    rco_score_spec sp;
+    sp.scale = ap->scale;
+    sp.div = ap->score_div ? 1 : 0;
+    sp.score_dt = ap->num.score_dt;
+    sp.alibi = ap->pos == RC_ATTN_POS_ALIBI ? ap->alibi_mode : RCO_ALIBI_NONE;
+    sp.slope = sp.alibi != RCO_ALIBI_NONE ? slopes[h] : 0.0f;
+    sp.key0 = key0;
+    sp.ref = ap->alibi_ref == RC_ALIBI_REF_QUERY ? p : ap->alibi_ref == RC_ALIBI_REF_LAST_KEY ? last_key : 0;
+    sp.bias_dt = ap->alibi_bias_dt;
+    sp.add_dt = ap->alibi_add_dt;
+    return sp;
+}
 
 /* RC_OK when the backends implement every field of ap; otherwise one line
- * naming op and the field: RC_ERR_UNSUPPORTED for what comes later (ALiBi,
- * the finfo.min mask), RC_ERR_INTERNAL for parameters that contradict
+ * naming op and the field: RC_ERR_UNSUPPORTED for what is not implemented
+ * (the finfo.min mask), RC_ERR_INTERNAL for parameters that contradict
  * themselves. */
 static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const char *op)
 {
-    if (ap->pos == RC_ATTN_POS_ALIBI || ap->alibi_slopes)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: ALiBi position biases are not supported yet", op);
-    if (ap->alibi_bias_dt != RC_F32)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: rounding of ALiBi biases is not supported yet", op);
     if (ap->mask != RC_MASK_SKIP)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: finfo.min attention masks are not supported yet", op);
-    if (ap->pos != RC_ATTN_POS_ROTARY && ap->pos != RC_ATTN_POS_LEARNED && ap->pos != RC_ATTN_POS_NONE)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: finfo.min attention masks are not supported", op);
+    if (ap->pos != RC_ATTN_POS_ROTARY && ap->pos != RC_ATTN_POS_ALIBI && ap->pos != RC_ATTN_POS_LEARNED &&
+        ap->pos != RC_ATTN_POS_NONE)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: unknown position encoding %d", op, (int)ap->pos);
+    if (ap->pos == RC_ATTN_POS_ALIBI) {
+        if (!ap->alibi_slopes)
+            return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi without slopes", op);
+        if (ap->alibi_mode != RCO_ALIBI_ADD && ap->alibi_mode != RCO_ALIBI_FUSED)
+            return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi mode %d", op, (int)ap->alibi_mode);
+        if (ap->alibi_ref != RC_ALIBI_REF_KEY0 && ap->alibi_ref != RC_ALIBI_REF_LAST_KEY &&
+            ap->alibi_ref != RC_ALIBI_REF_QUERY)
+            return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi reference %d", op, (int)ap->alibi_ref);
+    } else if (ap->alibi_slopes) {
+        return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi slopes without ALiBi positions", op);
+    }
     if (ap->pos != RC_ATTN_POS_ROTARY && ap->rotary_dim != 0)
         return rc_errorf(RC_ERR_INTERNAL, "%s: rotary_dim %lld without rotary positions", op,
                          (long long)ap->rotary_dim);
     if (ap->n_heads <= 0 || ap->n_kv_heads <= 0 || ap->n_heads % ap->n_kv_heads != 0 || ap->head_dim <= 0 ||
-        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim)
+        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim || !(ap->scale > 0.0f))
         return rc_errorf(RC_ERR_INTERNAL, "%s: bad attention shape (%lld/%lld heads, head_dim %lld, rotary %lld)",
                          op, (long long)ap->n_heads, (long long)ap->n_kv_heads, (long long)ap->head_dim,
                          (long long)ap->rotary_dim);
@@ -175,6 +225,12 @@ typedef struct {
      * [n_rows, nh * d]. */
     rc_status (*attention)(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
                            const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out);
+    /* x = min(max(x, -c), c) in place (MPT's clip_qkv; exact, no rounding) */
+    rc_status (*clamp)(rc_backend *be, float *x, int64_t n, float c);
+    /* out[r, :] = F.normalize(W[r, :]) for r < M rows of H (Baichuan2's
+     * NormHead; rco_normalize_row), rounded to out_dt; out may alias W */
+    rc_status (*normalize_rows)(rc_backend *be, const float *W, int64_t M, int64_t H, float eps,
+                                rc_dtype out_dt, float *out);
     /* x = R(act(x)), fp32 inside */
     rc_status (*act)(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt);
     /* gate = R_out(R_act(act(gate)) * up) */

@@ -247,7 +247,13 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
 
 float rc_cpu_score(const float *q, const float *k, int64_t d, int lanes, float scale, rc_dtype score_dt)
 {
-    return rco_score(q, k, d, lanes, scale, score_dt);
+    const rco_score_spec sp = {.scale = scale, .score_dt = score_dt, .alibi = RCO_ALIBI_NONE};
+    return rco_score(q, k, d, lanes, &sp, 0);
+}
+
+float rc_cpu_score_spec(const float *q, const float *k, int64_t d, int lanes, const rco_score_spec *sp, int64_t j)
+{
+    return rco_score(q, k, d, lanes, sp, j);
 }
 
 void rc_cpu_softmax(float *sc, int64_t n, int mode, rc_dtype prob_dt)
@@ -287,7 +293,6 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
                 memcpy(V + off, row + (nh + nkv + h) * d, (size_t)d * sizeof(float));
             }
         }
-    const float scale = ap->scale;
     int64_t max_keys = 0;
     for (int64_t b = 0; b < bd->n_seq; b++)
         if (bd->start[b] + bd->n_new[b] > max_keys)
@@ -309,11 +314,31 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         const int64_t kvh = h / group;
         const float *Kh = K + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
         const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
-        rco_attn_row(qkv + r * row_len + h * d, Kh, Vh, p - lo + 1, d, scale, rco_attn_mode(invariant, bd->n_new[b]),
-                     max_keys, an->score_dt, an->prob_dt, an->out_dt, sc, ms, ls, acc, acc + d,
-                     out + r * nh * d + h * d);
+        const rco_score_spec sp =
+            rc_attn_score_spec(ap, ap->alibi_slopes, h, p, lo, bd->start[b] + bd->n_new[b] - 1);
+        rco_attn_row(qkv + r * row_len + h * d, Kh, Vh, p - lo + 1, d, &sp, rco_attn_mode(invariant, bd->n_new[b]),
+                     max_keys, an->prob_dt, an->out_dt, sc, ms, ls, acc, acc + d, out + r * nh * d + h * d);
     }
     free(scratch);
+    return RC_OK;
+}
+
+static rc_status cpu_clamp(rc_backend *be, float *x, int64_t n, float c)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rco_clamp1(x[i], c);
+    return RC_OK;
+}
+
+static rc_status cpu_normalize_rows(rc_backend *be, const float *W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
+                                    float *out)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++)
+        rco_normalize_row(W + r * H, H, eps, out_dt, out + r * H);
     return RC_OK;
 }
 
@@ -372,6 +397,8 @@ static const rc_backend_ops k_cpu_ops = {
     .matmul = cpu_matmul,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .clamp = cpu_clamp,
+    .normalize_rows = cpu_normalize_rows,
     .act = cpu_act,
     .act_mul = cpu_act_mul,
     .add = cpu_add,

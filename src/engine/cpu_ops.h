@@ -6,10 +6,14 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "ops_inline.h"
 
 /* One attention score: q.k over d with `lanes` (8 or 16) partial sums, times
  * scale; with an MD score_dt, R(R(q.k) * scale) (matmul, then * scaling). */
 float rc_cpu_score(const float *q, const float *k, int64_t d, int lanes, float scale, rc_dtype score_dt);
+/* The same score under a full spec (scaling by division, ALiBi bias of key j;
+ * rco_score_spec). */
+float rc_cpu_score_spec(const float *q, const float *k, int64_t d, int lanes, const rco_score_spec *sp, int64_t j);
 /* In place: scores -> R(softmax) computed in fp32. mode 0: one pass;
  * 1: online over key tiles of 64; 2: chunks of 32 merged. */
 void rc_cpu_softmax(float *s, int64_t n, int mode, rc_dtype prob_dt);

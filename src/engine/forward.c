@@ -103,6 +103,12 @@ static rc_status engine_weights(rc_engine *e)
             RC_TRY(be->ops->upload(be, m->w.inv_freq, c->rotary_dim / 2, RC_F32, e->inv_freq_own));
             e->w.inv_freq = e->inv_freq_own;
         }
+        e->w.alibi_slopes = m->w.alibi_slopes; /* fp32 as the family computes them, never rounded */
+        if (!be->ops->host_memory && m->w.alibi_slopes) {
+            RC_TRY(be->ops->alloc(be, c->n_heads, &e->slopes_own));
+            RC_TRY(be->ops->upload(be, m->w.alibi_slopes, c->n_heads, RC_F32, e->slopes_own));
+            e->w.alibi_slopes = e->slopes_own;
+        }
         e->w.layers = calloc((size_t)c->n_layers, sizeof *e->w.layers);
         if (!e->w.layers)
             return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -120,6 +126,20 @@ static rc_status engine_weights(rc_engine *e)
             e->w.lm_head = e->lm_head_own;
         }
     }
+    if (c->norm_head) {
+        /* Baichuan2's NormHead, in eval: the weight is replaced once by
+         * F.normalize(weight) computed in the weight's dtype (fp32 under
+         * --upcast lm_head) */
+        const rc_dtype hd = (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt;
+        float *own;
+        RC_TRY(be->ops->alloc(be, c->vocab * c->hidden, &own));
+        rc_status s = be->ops->normalize_rows(be, e->w.lm_head, c->vocab, c->hidden, 1e-12f, hd, own);
+        if (e->lm_head_own)
+            be->ops->free(be, e->lm_head_own);
+        e->lm_head_own = own;
+        e->w.lm_head = own;
+        RC_TRY(s);
+    }
     return RC_OK;
 }
 
@@ -130,7 +150,7 @@ void rc_engine_free(rc_engine *e)
     if (e->w_arena)
         free(e->w.layers);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits,
-                     e->kv.k, e->kv.v, e->w_arena, e->lm_head_own, e->inv_freq_own};
+                     e->kv.k, e->kv.v, e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             e->be->ops->free(e->be, bufs[i]);
@@ -240,7 +260,7 @@ static rc_attn_pos attn_pos(rc_pos_kind k)
 {
     switch (k) {
     case RC_POS_ALIBI:
-        return RC_ATTN_POS_ALIBI; /* refused by the backends until ALiBi is implemented */
+        return RC_ATTN_POS_ALIBI;
     case RC_POS_LEARNED:
         return RC_ATTN_POS_LEARNED;
     case RC_POS_ROTARY:
@@ -252,22 +272,41 @@ static rc_attn_pos attn_pos(rc_pos_kind k)
 rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv_freq, rc_dtype rope_cs_dt,
                                           rc_dtype rope_dt, const rc_attn_numerics *num)
 {
-    return (rc_attn_params){
+    rc_attn_params ap = {
         .n_heads = cfg->n_heads,
         .n_kv_heads = cfg->n_kv_heads,
         .head_dim = cfg->head_dim,
         .pos = attn_pos(cfg->pos),
-        .rotary_dim = cfg->rotary_dim,
+        .rotary_dim = cfg->pos == RC_POS_ROTARY ? cfg->rotary_dim : 0,
         .inv_freq = inv_freq,
         .rope_cs_dt = rope_cs_dt,
         .rope_dt = rope_dt,
         .alibi_slopes = NULL,
-        .alibi_bias_dt = RC_F32,
-        .scale = (float)(1.0 / sqrt((double)cfg->head_dim)), /* head_dim ** -0.5 (a Python float) */
+        .alibi_ref = cfg->alibi_from_last_key ? RC_ALIBI_REF_LAST_KEY : RC_ALIBI_REF_KEY0,
+        .alibi_mode = cfg->alibi_add == RC_ALIBI_ADD_FUSED ? RCO_ALIBI_FUSED : RCO_ALIBI_ADD,
+        /* BLOOM: alibi.to(hidden dtype) then baddbmm; Baichuan: the mask cast to
+         * the hidden dtype and added in it; MPT: an fp32 table, fp32 sum. Under
+         * --upcast softmax (score_dt fp32) the bias stays fp32 as well. */
+        .alibi_bias_dt = cfg->alibi_add == RC_ALIBI_ADD_F32 ? RC_F32 : num->score_dt,
+        .alibi_add_dt = cfg->alibi_add == RC_ALIBI_ADD_F32 ? RC_F32 : num->score_dt,
+        /* head_dim ** -0.5 (a Python float), MPT's softmax_scale, or Baichuan's
+         * division by math.sqrt(head_dim) */
+        .scale = cfg->score_div          ? (float)sqrt((double)cfg->head_dim)
+                 : cfg->softmax_scale > 0 ? (float)cfg->softmax_scale
+                                          : (float)(1.0 / sqrt((double)cfg->head_dim)),
+        .score_div = cfg->score_div,
         .sliding_window = cfg->sliding_window,
         .mask = RC_MASK_SKIP,
         .num = *num,
     };
+    return ap;
+}
+
+void rc_attn_params_set_alibi(rc_attn_params *ap, const float *slopes, bool rowmax)
+{
+    ap->alibi_slopes = slopes;
+    if (rowmax)
+        ap->alibi_ref = RC_ALIBI_REF_QUERY;
 }
 
 /* the dtype both GEMM operands are exact in (RC_F32 when they differ) */
@@ -287,14 +326,36 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d, att_w = c->n_heads * d;
     const rc_dtype wd = e->num.dt; /* the weights' values */
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
-    const rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
+    rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
+    if (c->pos == RC_POS_ALIBI) {
+        rc_attn_params_set_alibi(&ap, e->w.alibi_slopes, e->num.alibi_rowmax);
+        /* MPT measures distances from the call's last key, so a prefill row's
+         * bias depends on how many tokens the call holds: no kernel order can
+         * make that batch-invariant. Invariant kernels measure from the query
+         * instead (the same softmax in exact arithmetic; README "Numerics"). */
+        if (ap.alibi_ref == RC_ALIBI_REF_LAST_KEY && e->be->kernels == RC_KERNELS_INVARIANT)
+            ap.alibi_ref = RC_ALIBI_REF_QUERY;
+    }
 
     RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
+    if (c->pos == RC_POS_LEARNED) { /* GPT-2: x = R(wte[token] + wpe[position]) */
+        RC_TRY(op->gather_rows(be, e->w.wpe, H, bd->pos, R, e->tmp));
+        RC_TRY(op->add(be, e->x, e->tmp, R * H, rr.residual, e->x));
+    }
+    if (c->embed_norm) { /* BLOOM's word_embeddings_layernorm */
+        RC_TRY(op->norm(be, c->norm, e->x, R, H, e->w.emb_ln_w, e->w.emb_ln_b, c->norm_eps, rr.norm, rr.norm,
+                        e->h));
+        float *t = e->x; /* the normalised rows are the residual stream from here */
+        e->x = e->h;
+        e->h = t;
+    }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         /* attention block */
         RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, rr.norm, rr.norm, e->h));
         RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, in_norm, rr.linear, e->qkv));
+        if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv) */
+            RC_TRY(op->clamp(be, e->qkv, R * qkv_w, (float)c->clip_qkv));
         RC_TRY(op->rope(be, e->qkv, bd, &ap));
         RC_TRY(op->attention(be, e->qkv, bd, &ap, &e->kv, l, e->att));
         RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, in_att, rr.linear, e->tmp)); /* attn_out */

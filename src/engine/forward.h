@@ -5,6 +5,7 @@
 #ifndef RC_FORWARD_H
 #define RC_FORWARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -24,6 +25,7 @@ typedef struct {
     unsigned upcast;     /* RC_UPCAST_* */
     rc_dtype logprob_dt; /* RC_F32: log-softmax in fp32 (default); dt: in the model dtype */
     float temperature;   /* logits are divided by it before the log-softmax */
+    bool alibi_rowmax;   /* ALiBi bias minus its row max: slope * (key - query) (--alibi-bias rowmax) */
 } rc_numerics;
 
 /* Parse "softmax,rope,norm,lm_head" (or "none", "all") into RC_UPCAST_* bits. */
@@ -39,6 +41,7 @@ typedef struct {
     float *w_arena;      /* owned copy when rounding was needed, else NULL */
     float *lm_head_own;  /* owned fp32 LM head for --upcast lm_head, else NULL */
     float *inv_freq_own; /* RoPE inv_freq in the backend's memory (GPU), else NULL */
+    float *slopes_own;   /* ALiBi slopes in the backend's memory (GPU), else NULL */
     rc_kv_cache kv;
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;

@@ -100,6 +100,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     const int64_t qkv_w = (nh + 2 * nkv) * d, V = c->vocab;
     double *x = NULL, *h = NULL, *qkv = NULL, *att = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *logit = NULL;
     double inv[2048];
+    double *slopes = NULL, *head_norm = NULL;
     rc_status s = RC_OK;
     int64_t big = I > qkv_w ? I : qkv_w;
     if ((s = rc_calloc((void **)&x, n * H, sizeof *x, "fp64 reference")) != RC_OK ||
@@ -109,23 +110,49 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         (s = rc_calloc((void **)&t1, n * big, sizeof *t1, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&t2, n * big, sizeof *t2, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&t3, n * H, sizeof *t3, "fp64 reference")) != RC_OK ||
-        (s = rc_calloc((void **)&logit, V, sizeof *logit, "fp64 reference")) != RC_OK)
+        (s = rc_calloc((void **)&logit, V, sizeof *logit, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&slopes, nh, sizeof *slopes, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&head_norm, V, sizeof *head_norm, "fp64 reference")) != RC_OK)
         goto done;
     inv_freq64(c, inv);
+    if (c->pos == RC_POS_ALIBI)
+        rc_alibi_slopes_compute(c, NULL, slopes); /* the family's formula in double */
+    for (int64_t v = 0; v < V; v++) { /* NormHead: each LM-head row divided by its L2 norm */
+        double ss = 0;
+        for (int64_t i = 0; c->norm_head && i < H; i++)
+            ss += (double)w->lm_head[v * H + i] * (double)w->lm_head[v * H + i];
+        head_norm[v] = c->norm_head ? fmax(sqrt(ss), 1e-12) : 1.0;
+    }
     for (int64_t r = 0; r < n; r++) {
         if (tokens[r] < 0 || tokens[r] >= V) {
             s = rc_errorf(RC_ERR_USAGE, "token id %d is outside the vocabulary", tokens[r]);
             goto done;
         }
+        if (c->pos == RC_POS_LEARNED && r >= c->max_pos) {
+            s = rc_errorf(RC_ERR_USAGE, "position %lld is beyond the model's %lld learned positions", (long long)r,
+                          (long long)c->max_pos);
+            goto done;
+        }
         for (int64_t i = 0; i < H; i++)
-            x[r * H + i] = (double)w->embed[(int64_t)tokens[r] * H + i];
+            x[r * H + i] = (double)w->embed[(int64_t)tokens[r] * H + i] +
+                           (c->pos == RC_POS_LEARNED ? (double)w->wpe[r * H + i] : 0.0);
     }
-    const double scale = 1.0 / sqrt((double)d);
+    if (c->embed_norm) {
+        norm64(c, x, n, w->emb_ln_w, w->emb_ln_b, h);
+        memcpy(x, h, (size_t)(n * H) * sizeof *x);
+    }
+    /* exact arithmetic: dividing by sqrt(d) is multiplying by 1/sqrt(d), and an
+     * ALiBi bias measured from any reference gives the same softmax; the
+     * distance j - r is used */
+    const double scale = c->softmax_scale > 0 ? c->softmax_scale : 1.0 / sqrt((double)d);
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &w->layers[l];
         norm64(c, x, n, L->ln1_w, L->ln1_b, h);
         mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv);
-        const int64_t half = c->rotary_dim / 2;
+        if (c->clip_qkv > 0)
+            for (int64_t i = 0; i < n * qkv_w; i++)
+                qkv[i] = fmin(fmax(qkv[i], -c->clip_qkv), c->clip_qkv);
+        const int64_t half = c->pos == RC_POS_ROTARY ? c->rotary_dim / 2 : 0;
         for (int64_t r = 0; r < n; r++)
             for (int64_t hd = 0; hd < nh + nkv; hd++) {
                 double *v = qkv + r * qkv_w + hd * d;
@@ -154,7 +181,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                     double dot = 0;
                     for (int64_t t = 0; t < d; t++)
                         dot += q[t] * k[t];
-                    mx = fmax(mx, dot * scale);
+                    mx = fmax(mx, dot * scale + slopes[hd] * (double)(j - r));
                 }
                 for (int64_t j = lo; j <= r; j++) {
                     const double *k = qkv + j * qkv_w + (nh + kh) * d;
@@ -162,7 +189,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                     double dot = 0;
                     for (int64_t t = 0; t < d; t++)
                         dot += q[t] * k[t];
-                    double e = exp(dot * scale - mx);
+                    double e = exp(dot * scale + slopes[hd] * (double)(j - r) - mx);
                     sum += e;
                     for (int64_t t = 0; t < d; t++)
                         o[t] += e * vv[t];
@@ -198,7 +225,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         mm64(h, 1, H, w->lm_head, V, NULL, logit);
         double mx = -INFINITY, sum = 0;
         for (int64_t v = 0; v < V; v++) {
-            logit[v] /= temperature;
+            logit[v] = logit[v] / head_norm[v] / temperature;
             mx = fmax(mx, logit[v]);
         }
         for (int64_t v = 0; v < V; v++)
@@ -214,5 +241,7 @@ done:
     free(t2);
     free(t3);
     free(logit);
+    free(slopes);
+    free(head_norm);
     return s;
 }

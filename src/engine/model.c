@@ -86,6 +86,9 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_MLP_BIAS: return c->mlp_bias;
     case RC_IF_GATED: return c->gated_mlp;
     case RC_IF_GATED_MLP_BIAS: return c->gated_mlp && c->mlp_bias;
+    case RC_IF_LEARNED_POS: return c->pos == RC_POS_LEARNED;
+    case RC_IF_EMBED_NORM: return c->embed_norm;
+    case RC_IF_EMBED_NORM_BIAS: return c->embed_norm && c->norm_bias;
     }
     return false;
 }
@@ -224,6 +227,62 @@ void rc_rope_inv_freq(const rc_config *cfg, float *inv)
     }
 }
 
+/* Largest power of two <= n (n >= 1). */
+static int64_t pow2_floor(int64_t n)
+{
+    int64_t p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    return p;
+}
+
+/* The ALiBi slopes of each family, computed as its code computes them:
+ * BLOOM (modeling_bloom._get_alibi_slopes): fp32 base 2^(-8/n2) raised to
+ *   1..n2 by torch.pow in fp32, extra heads: fp32 base 2^(-4/n2) to the odd
+ *   powers 1, 3, ...;
+ * Baichuan-13B (_get_interleave): the same values from Python floats,
+ *   start * ratio**i, then torch.Tensor -> fp32;
+ * MPT (build_mpt_alibi_tensor): n2 = the power of two >= heads,
+ *   base = arange(1, n2 + 1).float() * (alibi_bias_max / n2) in fp32,
+ *   slopes = 1 / 2**base in fp32, then slopes[1::2] ++ slopes[::2] cut to
+ *   the heads when heads is not a power of two. */
+void rc_alibi_slopes_compute(const rc_config *cfg, float *slopes, double *slopes64)
+{
+    const int64_t n = cfg->n_heads;
+    if (cfg->alibi_slopes == RC_SLOPES_MPT) {
+        int64_t n2 = 1;
+        while (n2 < n)
+            n2 *= 2;
+        for (int64_t h = 0; h < n; h++) {
+            /* head h takes index k of the n2 slopes: odd indices first */
+            int64_t k = n2 == n ? h : (h < n2 / 2 ? 2 * h + 1 : 2 * (h - n2 / 2));
+            float base = (float)(k + 1) * (float)(cfg->alibi_bias_max / (double)n2);
+            if (slopes)
+                slopes[h] = 1.0f / powf(2.0f, base);
+            if (slopes64)
+                slopes64[h] = 1.0 / pow(2.0, (double)(k + 1) * (cfg->alibi_bias_max / (double)n2));
+        }
+        return;
+    }
+    const int64_t n2 = pow2_floor(n);
+    for (int64_t h = 0; h < n; h++) {
+        /* head h < n2: base 2^(-8/n2) to the power h + 1; else base
+         * 2^(-4/n2) to the power 2 (h - n2) + 1 */
+        double e = h < n2 ? -8.0 / (double)n2 : -4.0 / (double)n2;
+        int64_t k = h < n2 ? h + 1 : 2 * (h - n2) + 1;
+        double base = pow(2.0, e);
+        if (slopes) {
+            if (cfg->alibi_slopes == RC_SLOPES_BLOOM) {
+                slopes[h] = powf((float)base, (float)k);
+            } else { /* Python floats: start * ratio ** i with start = ratio = base, i = k - 1 */
+                slopes[h] = (float)(base * pow(base, (double)(k - 1)));
+            }
+        }
+        if (slopes64)
+            slopes64[h] = pow(2.0, e * (double)k);
+    }
+}
+
 void rc_model_free(rc_model *m)
 {
     if (!m)
@@ -283,13 +342,14 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     }
     m->n_params = in_files_float;
     int64_t n_inv = c->rotary_dim / 2 + 1;
-    s = rc_alloc_aligned((void **)&m->arena, nw + n_inv, sizeof(float), "model weights");
+    const int64_t n_slopes = c->pos == RC_POS_ALIBI ? c->n_heads : 0;
+    s = rc_alloc_aligned((void **)&m->arena, nw + n_inv + n_slopes, sizeof(float), "model weights");
     if (s != RC_OK)
         goto fail;
     s = rc_calloc((void **)&m->w.layers, c->n_layers, sizeof *m->w.layers, "layer table");
     if (s != RC_OK)
         goto fail;
-    rc_loader ld = {.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = nw + n_inv};
+    rc_loader ld = {.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = nw + n_inv + n_slopes};
     s = load_weights(&ld, c->arch, &m->w);
     if (s != RC_OK) {
         rc_error_prefix(s, "%s", dir);
@@ -301,6 +361,14 @@ rc_status rc_model_load(const char *dir, rc_model **out)
         goto fail;
     }
     rc_rope_inv_freq(c, m->w.inv_freq);
+    if (n_slopes > 0) {
+        m->w.alibi_slopes = rc_loader_take(&ld, n_slopes);
+        if (!m->w.alibi_slopes) {
+            s = rc_errorf(RC_ERR_INTERNAL, "weight arena too small for the ALiBi slopes");
+            goto fail;
+        }
+        rc_alibi_slopes_compute(c, m->w.alibi_slopes, NULL);
+    }
     m->arena_len = ld.used;
     /* stored dtype, from the files: the family's embedding tensor */
     {

@@ -18,10 +18,23 @@
 typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
 typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU } rc_act;
 typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3 } rc_rope_type;
-/* Position encoding. The forward pass implements rotary only today; a family
- * declaring ALiBi or learned positions is refused by rc_config_finish until
- * forward.c learns them. */
+/* Position encoding: rotary (RoPE on q and k), ALiBi (a per-head linear
+ * bias on the attention scores), learned (a position embedding table added
+ * to the token embeddings, GPT-2). */
 typedef enum { RC_POS_ROTARY, RC_POS_ALIBI, RC_POS_LEARNED } rc_pos_kind;
+/* ALiBi slopes: the formula and the arithmetic the family's code uses.
+ * BLOOM: torch.pow(fp32 base 2^(-8/n2), k) in fp32, extra heads from the
+ * base 2^(-4/n2) at odd powers (n2: largest power of two <= heads);
+ * BAICHUAN: the same values from Python floats (start * ratio**i), then fp32;
+ * MPT: 1 / 2^(k * alibi_bias_max / n2) in fp32 (n2: smallest power of two >=
+ * heads), odd-then-even reordering when heads is not a power of two. */
+typedef enum { RC_SLOPES_BLOOM, RC_SLOPES_BAICHUAN, RC_SLOPES_MPT } rc_alibi_slopes;
+/* How the bias meets the scores (README "Numerics"). FUSED: one rounding of
+ * dot * scale + bias (BLOOM's baddbmm), bias rounded to the model dtype;
+ * MODEL_DT: bias rounded to the model dtype and added in it (Baichuan-13B's
+ * alibi mask cast to the hidden dtype); F32: fp32 bias added in fp32 (MPT's
+ * fp32 table promotes the sum). */
+typedef enum { RC_ALIBI_ADD_FUSED, RC_ALIBI_ADD_MODEL_DT, RC_ALIBI_ADD_F32 } rc_alibi_add;
 typedef enum { RC_MLP_PLAIN, RC_MLP_GATED } rc_mlp_kind;
 typedef enum { RC_RESIDUAL_SEQUENTIAL, RC_RESIDUAL_PARALLEL } rc_residual_kind;
 typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
@@ -65,6 +78,17 @@ typedef struct {
     double rope_factor, rope_low_freq, rope_high_freq;
     int64_t rope_orig_max_pos;
     int64_t sliding_window;  /* 0: none */
+    /* ALiBi (pos == RC_POS_ALIBI) */
+    rc_alibi_slopes alibi_slopes;
+    double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */
+    bool alibi_from_last_key;  /* MPT: distances from the call's last key, not from position 0 */
+    rc_alibi_add alibi_add;
+    /* scores */
+    double softmax_scale;      /* 0: head_dim ** -0.5; else this multiplier (MPT attn_config.softmax_scale) */
+    bool score_div;            /* scores divided by sqrt(head_dim) (Baichuan) instead of multiplied */
+    double clip_qkv;           /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] after the projection (MPT) */
+    bool embed_norm;           /* LayerNorm on the token embeddings (BLOOM word_embeddings_layernorm) */
+    bool norm_head;            /* LM-head rows L2-normalised in the weight dtype (Baichuan2 NormHead) */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
     int n_eos;
@@ -98,11 +122,17 @@ typedef enum {
     RC_IF_MLP_BIAS,       /* cfg->mlp_bias */
     RC_IF_GATED,          /* cfg->gated_mlp */
     RC_IF_GATED_MLP_BIAS, /* cfg->gated_mlp && cfg->mlp_bias */
+    RC_IF_LEARNED_POS,    /* cfg->pos == RC_POS_LEARNED */
+    RC_IF_EMBED_NORM,     /* cfg->embed_norm */
+    RC_IF_EMBED_NORM_BIAS,/* cfg->embed_norm && cfg->norm_bias */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
 #define RC_MODEL_WEIGHT_FIELDS(X)                                                                     \
     X(embed, RC_DIM_V, RC_DIM_H, RC_ALWAYS)         /* [vocab, hidden] */                             \
+    X(wpe, RC_DIM_POS, RC_DIM_H, RC_IF_LEARNED_POS) /* [max_pos, hidden] learned positions, or NULL */  \
+    X(emb_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_EMBED_NORM)     /* [hidden] embedding LayerNorm, or NULL */ \
+    X(emb_ln_b, RC_DIM_H, RC_DIM_1, RC_IF_EMBED_NORM_BIAS)/* [hidden] or NULL */                    \
     X(lnf_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)         /* [hidden] */                                    \
     X(lnf_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)   /* [hidden], NULL for RMSNorm */                  \
     X(lm_head, RC_DIM_V, RC_DIM_H, RC_IF_UNTIED)    /* [vocab, hidden]; aliases embed when tied */
@@ -138,6 +168,7 @@ typedef struct {
     RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
     rc_layer_weights *layers; /* [n_layers] */
     float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it (never rounded) */
+    float *alibi_slopes;      /* [n_heads] fp32 as the family computes them (never rounded), or NULL */
 } rc_weights;
 
 /* Field ids, for the family tensor tables: RC_MW_embed, ..., RC_LW_w_qkv, ... */
@@ -154,7 +185,7 @@ typedef enum { RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ID_LAYER_) RC_N_LAYER_WEIGHTS } 
 RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(float *) == sizeof(rc_layer_weights),
                  "rc_layer_weights has a field outside RC_LAYER_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(float *) + sizeof(rc_layer_weights *) +
-                         sizeof(float *) ==
+                         2 * sizeof(float *) ==
                      sizeof(rc_weights),
                  "rc_weights has a field outside RC_MODEL_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHTS &&
@@ -279,5 +310,8 @@ rc_status rc_model_load(const char *dir, rc_model **out);
 void rc_model_free(rc_model *m);
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
+/* The family's fp32 ALiBi slopes for cfg->n_heads heads (cfg->alibi_slopes);
+ * slopes64: the same formula in double (the fp64 reference). Either may be NULL. */
+void rc_alibi_slopes_compute(const rc_config *cfg, float *slopes, double *slopes64);
 
 #endif

@@ -221,13 +221,48 @@ RC_HD static inline int rco_attn_mode(int invariant, int64_t n_new)
     return invariant ? 0 : n_new > 1 ? 1 : 2;
 }
 
-/* One score: q.k over d with 8 or 16 lanes, times scale; with an MD
- * score_dt, R(R(q.k) * scale) (matmul, then * scaling). */
-RC_HD static inline float rco_score(const float *q, const float *k, int64_t d, int lanes, float scale,
-                                    rc_dtype score_dt)
+/* How one (query row, head)'s scores are formed from q.k: the scaling, and
+ * the ALiBi bias (README "Numerics"). bias(j) = R_bias(slope * (float)(key0
+ * + j - ref)), computed in fp32 (slope * position, as every family's HF code
+ * does with fp32 slopes). */
+typedef enum {
+    RCO_ALIBI_NONE,
+    RCO_ALIBI_ADD,   /* s = R_add(R_score(scaled) + bias): Baichuan (bf16 mask added in bf16), MPT (fp32 bias, fp32 sum) */
+    RCO_ALIBI_FUSED, /* s = R_score(dot * scale + bias), one rounding: BLOOM's alibi.baddbmm(q, k^T, alpha=scale) */
+} rco_alibi_mode;
+
+typedef struct {
+    float scale;       /* multiplier, or the divisor when div */
+    int div;           /* 1: R(R(dot) / scale) (Baichuan: "/ math.sqrt(head_dim)"); 0: R(R(dot) * scale) */
+    rc_dtype score_dt;
+    rco_alibi_mode alibi;
+    float slope;       /* this head's ALiBi slope (fp32) */
+    int64_t key0;      /* absolute position of key 0 of the row's key range */
+    int64_t ref;       /* the position subtracted from each key's position */
+    rc_dtype bias_dt;  /* rounding of slope * distance */
+    rc_dtype add_dt;   /* RCO_ALIBI_ADD: rounding of score + bias */
+} rco_score_spec;
+
+/* The ALiBi bias of key j (absolute position key0 + j). */
+RC_HD static inline float rco_alibi_bias(const rco_score_spec *sp, int64_t j)
+{
+    return rc_round_to(sp->slope * (float)(sp->key0 + j - sp->ref), sp->bias_dt);
+}
+
+/* One score: q.k over d with 8 or 16 lanes, then the scaling: with an MD
+ * score_dt R(R(q.k) * scale) (matmul, then * scaling) or R(R(q.k) / scale);
+ * then the ALiBi bias of key j, if any (see rco_score_spec). */
+RC_HD static inline float rco_score(const float *q, const float *k, int64_t d, int lanes, const rco_score_spec *sp,
+                                    int64_t j)
 {
     float dot = lanes == 8 ? rco_dot8(q, k, d) : rco_dot16(q, k, d);
-    return score_dt == RC_F32 ? dot * scale : rc_round_to(rc_round_to(dot, score_dt) * scale, score_dt);
+    if (sp->alibi == RCO_ALIBI_FUSED)
+        return rc_round_to(dot * sp->scale + rco_alibi_bias(sp, j), sp->score_dt);
+    float r = rc_round_to(dot, sp->score_dt);
+    float s = rc_round_to(sp->div ? r / sp->scale : r * sp->scale, sp->score_dt);
+    if (sp->alibi == RCO_ALIBI_ADD)
+        s = rc_round_to(s + rco_alibi_bias(sp, j), sp->add_dt);
+    return s;
 }
 
 /* softmax statistics (max m, sum l of exp(s - m)) over sc[0..n). ms, ls:
@@ -322,15 +357,16 @@ RC_HD static inline void rco_pv(const float *p, const float *V, int64_t nk, int6
 
 /* Attention of one query row (one head) over nk keys Kh[nk, d], Vh[nk, d]
  * already in the cache. max_keys: the call's longest key length (engine
- * prefill splits P.V like a padded batched GEMM). Scratch: sc[nk], ms, ls
+ * prefill splits P.V like a padded batched GEMM); sp: how scores are formed
+ * (key 0 of Kh is at position sp->key0). Scratch: sc[nk], ms, ls
  * [RC_SOFTMAX_MAX_CHUNKS], acc, part [d]. */
 RC_HD static inline void rco_attn_row(const float *q, const float *Kh, const float *Vh, int64_t nk, int64_t d,
-                                      float scale, int mode, int64_t max_keys, rc_dtype score_dt,
+                                      const rco_score_spec *sp, int mode, int64_t max_keys,
                                       rc_dtype prob_dt, rc_dtype out_dt, float *sc, float *ms, float *ls,
                                       float *acc, float *part, float *out)
 {
     for (int64_t j = 0; j < nk; j++)
-        sc[j] = rco_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, scale, score_dt);
+        sc[j] = rco_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, sp, j);
     rco_softmax(sc, nk, mode, prob_dt, ms, ls);
     int64_t tile = mode == 0 ? 0 : RC_ENGINE_DECODE_CHUNK;
     if (mode == 1) /* split-K slices of the padded key length */
@@ -342,6 +378,25 @@ RC_HD static inline void rco_attn_row(const float *q, const float *Kh, const flo
 RC_HD static inline int64_t rco_attn_lo(int64_t p, int64_t sliding_window)
 {
     return sliding_window > 0 && p - sliding_window + 1 > 0 ? p - sliding_window + 1 : 0;
+}
+
+/* MPT's clip_qkv: clamp(min=-c, max=c), exact (NaN stays NaN, as torch.clamp) */
+RC_HD static inline float rco_clamp1(float x, float c)
+{
+    return x < -c ? -c : x > c ? c : x;
+}
+
+/* ---- NormHead ------------------------------------------------------------- */
+
+/* One row of F.normalize(w, dim=1) as Baichuan2's NormHead applies it to its
+ * weight (in the weight's dtype): n = R(sqrt(sum w^2)) with the sum in fp32
+ * over 16 lanes, then every w / max(n, eps) rounded to out_dt. */
+RC_HD static inline void rco_normalize_row(const float *w, int64_t H, float eps, rc_dtype out_dt, float *out)
+{
+    float n = rc_round_to(sqrtf(rco_lanes_reduce(w, w, H, 16)), out_dt);
+    n = n > eps ? n : eps;
+    for (int64_t i = 0; i < H; i++)
+        out[i] = rc_round_to(w[i] / n, out_dt);
 }
 
 /* ---- activations --------------------------------------------------------- */

@@ -100,6 +100,20 @@ rc_status rc_config_parse(const json_t *root, const char *path, rc_config *cfg)
     }
     RC_TRY(parse_eos(root, path, cfg));
     RC_TRY(cfg->arch->parse_config(root, path, cfg));
+    if (cfg->pos == RC_POS_ALIBI) {
+        /* a config that also asks for rotary embeddings is contradictory:
+         * say so rather than silently run one of the two */
+        static const char *const rotary_keys[] = {"rope_theta", "rope_scaling", "rope_parameters", "rotary_pct",
+                                                  "rotary_dim", "rotary_emb_base", "partial_rotary_factor",
+                                                  "rotary_emb_fraction", NULL};
+        for (int i = 0; rotary_keys[i]; i++) {
+            const json_t *v = json_object_get(root, rotary_keys[i]);
+            if (v && !json_is_null(v))
+                return rc_errorf(RC_ERR_FORMAT, "%s: \"%s\" (rotary embeddings) in a %s config, whose attention "
+                                 "uses ALiBi: the two position encodings contradict each other",
+                                 path, rotary_keys[i], cfg->model_type);
+        }
+    }
     return rc_config_finish(path, cfg);
 }
 
@@ -215,9 +229,18 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
     if (cfg->head_dim < 1 || cfg->head_dim > LIM_HEAD_DIM)
         return rc_errorf(RC_ERR_FORMAT, "%s: head_dim %lld is out of range [1, %d]", path,
                          (long long)cfg->head_dim, LIM_HEAD_DIM);
-    if (cfg->pos != RC_POS_ROTARY)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: model_type \"%s\": %s positions are not implemented by the "
-                         "forward pass yet", path, cfg->model_type, cfg->pos == RC_POS_ALIBI ? "ALiBi" : "learned");
+    if (cfg->pos != RC_POS_ROTARY && cfg->rotary_dim != 0)
+        return rc_errorf(RC_ERR_FORMAT, "%s: %s positions together with rotary settings", path,
+                         cfg->pos == RC_POS_ALIBI ? "ALiBi" : "learned");
+    if (cfg->pos == RC_POS_ALIBI && cfg->alibi_slopes == RC_SLOPES_MPT &&
+        !(cfg->alibi_bias_max > 0.0 && cfg->alibi_bias_max <= 1024.0))
+        return rc_errorf(RC_ERR_FORMAT, "%s: alibi_bias_max = %g is out of range (0, 1024]", path,
+                         cfg->alibi_bias_max);
+    if (cfg->clip_qkv < 0.0 || !(cfg->clip_qkv < 1e30))
+        return rc_errorf(RC_ERR_FORMAT, "%s: clip_qkv = %g is out of range (it must be >= 0 and finite)", path,
+                         cfg->clip_qkv);
+    if (cfg->softmax_scale < 0.0 || !(cfg->softmax_scale < 1e30))
+        return rc_errorf(RC_ERR_FORMAT, "%s: softmax_scale = %g is out of range", path, cfg->softmax_scale);
     if (cfg->rotary_dim < 0 || cfg->rotary_dim > cfg->head_dim)
         return rc_errorf(RC_ERR_FORMAT, "%s: rotary dimension %lld exceeds head_dim %lld", path,
                          (long long)cfg->rotary_dim, (long long)cfg->head_dim);
