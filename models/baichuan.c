@@ -4,13 +4,15 @@
  * reference the fixtures come from (it names the upstream files followed).
  *
  * Which variant a published folder is, from config.json (model_type is
- * "baichuan" for all four):
- *   position encoding: the 7B configs give max_position_embeddings (the
- *     rotary cache's length); the 13B configs give only model_max_length
- *     (the ALiBi mask's length) -> RoPE iff max_position_embeddings is
- *     present;
- *   NormHead: Baichuan2's configs carry z_loss_weight (its training loss
- *     term), Baichuan-1's do not -> NormHead iff z_loss_weight is present.
+ * "baichuan" for all four; evidence in tools/baichuan_ref.py):
+ *   position encoding: RoPE iff architectures[0] is "BaiChuanForCausalLM"
+ *     (capital C: only Baichuan-7B) or max_position_embeddings is present
+ *     (only the RoPE files read it; the ALiBi files read model_max_length);
+ *   NormHead: an explicit "norm_head" (true/false) decides; else Baichuan2
+ *     iff z_loss_weight is present (Baichuan2's configuration class writes
+ *     it) or vocab_size is 125696 (Baichuan2's tokenizer; the published
+ *     Baichuan2 config.json files carry no other marker). Baichuan-7B
+ *     (BaiChuanForCausalLM) with NormHead does not exist: refused.
  * config.json: hidden_size, intermediate_size, num_hidden_layers,
  *   num_attention_heads, vocab_size, rms_norm_eps, hidden_act (silu),
  *   tie_word_embeddings (false).
@@ -52,11 +54,26 @@ static rc_status baichuan_parse(const json_t *root, const char *path, rc_config 
     RC_TRY(rc_config_get_norm_eps(root, path, "rms_norm_eps", 1e-6, &cfg->norm_eps));
     RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
     cfg->score_div = true;
-    const json_t *z = json_object_get(root, "z_loss_weight");
-    cfg->norm_head = z && !json_is_null(z);
+    bool explicit_nh;
+    RC_TRY(rc_json_get_bool(root, "norm_head", path, false, &cfg->norm_head, &explicit_nh));
+    if (!explicit_nh) {
+        const json_t *z = json_object_get(root, "z_loss_weight");
+        cfg->norm_head = (z && !json_is_null(z)) || cfg->vocab == 125696;
+    }
+    bool gen1_7b = false;
+    const json_t *arch = json_object_get(root, "architectures");
+    if (arch && json_is_array(arch) && json_array_size(arch) > 0 && json_is_string(json_array_get(arch, 0)))
+        gen1_7b = strcmp(json_string_value(json_array_get(arch, 0)), "BaiChuanForCausalLM") == 0;
+    if (gen1_7b && cfg->norm_head)
+        return rc_errorf(RC_ERR_FORMAT, "%s: architectures \"BaiChuanForCausalLM\" (Baichuan-7B) has no NormHead, "
+                         "but the config asks for one", path);
     bool rope_len;
     int64_t len;
     RC_TRY(rc_json_get_int(root, "max_position_embeddings", path, 1, RC_LIM_POS, 0, &len, &rope_len));
+    if (!rope_len && gen1_7b) { /* Baichuan-7B's configuration class defaults to 4096 */
+        len = 4096;
+        rope_len = true;
+    }
     if (rope_len) { /* Baichuan-7B / Baichuan2-7B */
         cfg->pos = RC_POS_ROTARY;
         cfg->max_pos = len;

@@ -21,8 +21,8 @@
  * ALiBi (modeling_bloom.py: fp32 slopes from _get_alibi_slopes, bias =
  * slope * key position in fp32 cast to the hidden dtype, scores =
  * alibi.baddbmm(q, k^T, beta=1, alpha=1/sqrt(d)), softmax in fp32 cast
- * back), BloomGelu (tanh approximation, 0.79788456 for sqrt(2/pi): the same
- * as gelu_new to 1e-9), head tied to word_embeddings. */
+ * back), BloomGelu (tanh approximation with 0.79788456 for sqrt(2/pi),
+ * its own order: RC_ACT_GELU_BLOOM), head tied to word_embeddings. */
 #include <string.h>
 
 #include "common.h"
@@ -113,7 +113,7 @@ const rc_arch rc_arch_bloom = {
                 .residual = RC_RESIDUAL_SEQUENTIAL,
                 .pos = RC_POS_ALIBI,
                 .mlp = RC_MLP_PLAIN,
-                .act = RC_ACT_GELU_TANH,
+                .act = RC_ACT_GELU_BLOOM,
                 .head = RC_HEAD_TIED},
     .prefixes = k_prefixes,
     .layer_stem = "h.",

@@ -2,7 +2,8 @@
  *
  * config.json: d_model, n_heads, n_layers, expansion_ratio, max_seq_len,
  *   vocab_size, layer_norm_epsilon, no_bias, and attn_config { alibi,
- *   alibi_bias_max (> 0), clip_qkv, softmax_scale, qk_ln, prefix_lm,
+ *   alibi_bias_max (> 0; HF computes with 8 whatever it says: see
+ *   mpt_parse), clip_qkv, softmax_scale, qk_ln, prefix_lm,
  *   attn_uses_sequence_id }. HF's MPT always uses ALiBi, bias-free Linear
  *   and LayerNorm layers and exact GELU: a config asking for anything else
  *   (alibi false, qk_ln, prefix_lm, sequence ids, no_bias false, logit_scale)
@@ -79,7 +80,13 @@ static rc_status mpt_parse(const json_t *root, const char *path, rc_config *cfg)
         return rc_errorf(RC_ERR_FORMAT, "%s: attn_config.clip_qkv = %g must be >= 0", path, clip);
     if (scale < 0.0)
         return rc_errorf(RC_ERR_FORMAT, "%s: attn_config.softmax_scale = %g must be > 0", path, scale);
-    cfg->alibi_bias_max = bias_max;
+    /* transformers' MptModel builds its ALiBi table with
+     * build_mpt_alibi_tensor(num_heads, max_seq_len) and so the default
+     * alibi_bias_max = 8 whatever the config says (modeling_mpt.py, v5.24
+     * line 320); ratiocheck computes what HF computes. MosaicML's remote code
+     * uses the config value; every published MPT config says 8, where the
+     * two agree. The config's value is still checked (> 0) above. */
+    cfg->alibi_bias_max = 8.0;
     cfg->clip_qkv = clip;
     cfg->softmax_scale = scale;
     cfg->alibi_slopes = RC_SLOPES_MPT;

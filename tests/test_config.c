@@ -827,7 +827,8 @@ START_TEST(test_new_family_configs)
              "'vocab_size':288,'no_bias':true,'attn_config':{'alibi':true,'alibi_bias_max':12,'clip_qkv':0.5}}",
              &c);
     ck_assert(c.pos == RC_POS_ALIBI && !c.norm_bias && c.alibi_slopes == RC_SLOPES_MPT && c.alibi_from_last_key);
-    ck_assert(c.alibi_bias_max == 12.0 && c.clip_qkv == 0.5 && c.max_pos == 64);
+    /* HF's MptModel computes with alibi_bias_max 8 whatever the config says */
+    ck_assert(c.alibi_bias_max == 8.0 && c.clip_qkv == 0.5 && c.max_pos == 64);
     parse_ok("{'model_type':'baichuan','hidden_size':64,'num_hidden_layers':2,'num_attention_heads':4,"
              "'intermediate_size':128,'vocab_size':300,'max_position_embeddings':512}",
              &c);
@@ -838,6 +839,27 @@ START_TEST(test_new_family_configs)
     ck_assert(c.pos == RC_POS_ALIBI && c.rotary_dim == 0 && c.norm_head && c.alibi_slopes == RC_SLOPES_BAICHUAN &&
               c.alibi_add == RC_ALIBI_ADD_MODEL_DT);
     ck_assert_int_eq(c.max_pos, 512);
+    /* published Baichuan2-13B: no marker but the vocabulary size */
+    parse_ok("{'model_type':'baichuan','architectures':['BaichuanForCausalLM'],'hidden_size':5120,"
+             "'num_hidden_layers':40,'num_attention_heads':40,'intermediate_size':13696,'vocab_size':125696,"
+             "'model_max_length':4096}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.norm_head && c.head_dim == 128);
+    /* Baichuan-13B: same keys, 64000 vocabulary, no NormHead; an explicit norm_head key wins */
+    parse_ok("{'model_type':'baichuan','architectures':['BaichuanForCausalLM'],'hidden_size':5120,"
+             "'num_hidden_layers':40,'num_attention_heads':40,'intermediate_size':13696,'vocab_size':64000,"
+             "'model_max_length':4096}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && !c.norm_head);
+    parse_ok("{'model_type':'baichuan','hidden_size':64,'num_hidden_layers':2,'num_attention_heads':4,"
+             "'intermediate_size':128,'vocab_size':300,'model_max_length':512,'norm_head':true}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.norm_head);
+    /* Baichuan-7B: BaiChuanForCausalLM means RoPE (max_position_embeddings defaults to 4096) */
+    parse_ok("{'model_type':'baichuan','architectures':['BaiChuanForCausalLM'],'hidden_size':64,"
+             "'num_hidden_layers':2,'num_attention_heads':4,'intermediate_size':128,'vocab_size':64000}",
+             &c);
+    ck_assert(c.pos == RC_POS_ROTARY && !c.norm_head && c.max_pos == 4096);
 }
 END_TEST
 
@@ -883,6 +905,10 @@ START_TEST(test_new_family_bad_configs)
     EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
                   "'intermediate_size':128,'vocab_size':300}",
                   RC_ERR_FORMAT, "max_position_embeddings", "model_max_length");
+    EXPECT_REJECT("{'model_type':'baichuan','architectures':['BaiChuanForCausalLM'],'hidden_size':64,"
+                  "'num_hidden_layers':2,'num_attention_heads':4,'intermediate_size':128,'vocab_size':300,"
+                  "'norm_head':true}",
+                  RC_ERR_FORMAT, "BaiChuanForCausalLM", "NormHead");
     /* GPT-2 settings HF supports and we do not run: refused, not ignored */
     EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'n_positions':64,'vocab_size':272,"
                   "'scale_attn_by_inverse_layer_idx':true}",

@@ -24,8 +24,9 @@
 
 #include "testutil.h"
 
-static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",
-                                         "qwen2_bias",    "mistral_headdim", "neox_bf16"};
+static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
+                                         "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
+                                         "mpt_alibi"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 typedef struct {

@@ -414,6 +414,8 @@ RC_HD static inline float rco_act1(rc_act act, float x)
     }
     case RC_ACT_SILU:
         return x / (1.0f + expf(-x));
+    case RC_ACT_GELU_BLOOM: /* modeling_bloom.bloom_gelu_forward, left to right */
+        return (x * 0.5f) * (1.0f + tanhf((0.79788456f * x) * (1.0f + (0.044715f * x) * x)));
     }
     return x;
 }
