@@ -201,7 +201,7 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
     float *v = a->qkv + r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
     float c, s;
     rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->cs_dt, &c, &s);
-    rco_rope_pair(v + j, v + j + half, c, s, a->rope_dt);
+    rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
 }
 
 /* K and V of the new rows into the cache: thread i = (r * nkv + h) * d + t */

@@ -76,6 +76,11 @@ static rc_status baichuan_parse(const json_t *root, const char *path, rc_config 
     }
     if (rope_len) { /* Baichuan-7B / Baichuan2-7B */
         cfg->pos = RC_POS_ROTARY;
+        /* Baichuan2-7B (BaichuanForCausalLM with RoPE) keeps cos/sin in fp32,
+         * rotates in fp32 and calls F.scaled_dot_product_attention, whose math
+         * backend computes scores and softmax in fp32; Baichuan-7B rounds
+         * cos/sin to the model dtype and takes an fp32 softmax of MD scores */
+        cfg->rope_f32 = cfg->attn_f32 = !gen1_7b;
         cfg->max_pos = len;
         return rc_config_parse_rope(root, path, cfg, 10000.0, 1.0, NULL, NULL);
     }

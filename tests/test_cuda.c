@@ -395,14 +395,16 @@ typedef struct {
     int64_t nh, nkv, d, rot, window;
     int64_t n_seq;
     int64_t len[4];
+    int rope_f32; /* Baichuan2-7B: cos/sin and the products in fp32, the sum rounded */
 } attn_shape;
 
 static const attn_shape k_attn_shapes[] = {
-    {4, 4, 16, 16, 0, 2, {5, 9}},        /* MHA, full rotary */
-    {8, 2, 32, 8, 0, 3, {1, 7, 70}},     /* GQA 4:1, partial rotary, > one prefill tile */
-    {6, 3, 24, 24, 5, 2, {12, 3}},       /* GQA 2:1, sliding window */
-    {2, 1, 64, 64, 0, 1, {300}},         /* long: many decode chunks and prefill tiles */
-    {3, 1, 20, 0, 0, 4, {2, 2, 33, 1}},  /* no rotary, odd head_dim */
+    {4, 4, 16, 16, 0, 2, {5, 9}, 0},     /* MHA, full rotary */
+    {8, 2, 32, 8, 0, 3, {1, 7, 70}, 0},  /* GQA 4:1, partial rotary, > one prefill tile */
+    {6, 3, 24, 24, 5, 2, {12, 3}, 0},    /* GQA 2:1, sliding window */
+    {2, 1, 64, 64, 0, 1, {300}, 0},      /* long: many decode chunks and prefill tiles */
+    {3, 1, 20, 0, 0, 4, {2, 2, 33, 1}, 0}, /* no rotary, odd head_dim */
+    {4, 4, 16, 16, 0, 2, {5, 9}, 1},     /* MHA, full rotary in fp32, one rounding (Baichuan2-7B) */
 };
 
 /* rows for a step: sequence b adds n_new[b] tokens at start[b] */
@@ -649,8 +651,10 @@ START_TEST(test_rope_attention)
                 tkv.v = dev_copy(p.t, zero, kvn);
                 const rc_attn_numerics an = {dt, dt, dt};
                 /* the same parameters for both; RoPE's table in each one's memory */
-                const rc_attn_params cap = rc_attn_params_from_config(&cfg, inv, dt, dt, &an);
-                const rc_attn_params tap = rc_attn_params_from_config(&cfg, dinv, dt, dt, &an);
+                rc_attn_params cap = rc_attn_params_from_config(&cfg, inv, dt, dt, &an);
+                rc_attn_params tap = rc_attn_params_from_config(&cfg, dinv, dt, dt, &an);
+                if (S->rope_f32)
+                    cap.rope_cs_dt = tap.rope_cs_dt = cap.rope_mid_dt = tap.rope_mid_dt = RC_F32;
                 const int64_t row_len = (S->nh + 2 * S->nkv) * S->d;
                 /* step 0: prefill all but the last 3 tokens (>= 1); step 1: one
                  * decode token each; step 2: 2 more tokens each (prefill over a

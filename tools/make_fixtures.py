@@ -2,7 +2,9 @@
 """Generate the ratiocheck test fixtures under data/fixtures/.
 
 Each fixture is a tiny, randomly initialised Hugging Face causal LM built with
-HF's own model classes and written with ``save_pretrained`` (config.json +
+HF's own model classes (Baichuan, which transformers lacks: the PyTorch reference
+``tools/baichuan_ref.py`` of the published remote code, a PreTrainedModel subclass)
+and written with ``save_pretrained`` (config.json +
 model.safetensors, or shards + model.safetensors.index.json), plus a
 ``reference.safetensors`` holding HF's reference outputs (full-forward
 log-probs and greedy, KV-cached ``generate`` log-probs, in fp32 and fp64).
@@ -59,6 +61,13 @@ subclasses PreTrainedModel) can bring its own ``enable_true_fp64()`` method;
 ``make_true_fp64`` then calls it instead of the generic patches, and the
 detector still has to stay silent.  Such a spec may also supply
 ``np_forward`` (its numpy implementation) and ``readme`` (README facts).
+
+- Baichuan (``tools/baichuan_ref.py``): ``BaichuanForCausalLM.enable_true_fp64()``
+  (RMSNorm without the fp32 cast, RoPE inv_freq/cos/sin in fp64, ALiBi slopes from the
+  Python doubles, fp64 mask fill values, Baichuan-7B's softmax in fp64, NormHead's
+  normalisation in fp64). ``_check_baichuan_f64`` checks the fp64 rotary tables and ALiBi
+  bias against the fp32 ones (< 1e-6 relative). The numpy check has its own Baichuan
+  forward (``_np_forward_baichuan``), which decides the variant from config.json keys.
 """
 
 import argparse
@@ -107,6 +116,8 @@ from transformers import (  # noqa: E402
 from transformers.models.bloom import modeling_bloom  # noqa: E402
 from transformers.models.mpt import modeling_mpt  # noqa: E402
 
+import baichuan_ref  # noqa: E402  (tools/: the PyTorch reference of the Baichuan remote code)
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "data", "fixtures")
 
@@ -118,7 +129,7 @@ SELF_CONSISTENCY_TOL_F64 = 1e-10 # cached decode vs no-cache forward, fp64
 SELF_CONSISTENCY_TOL_F32 = 1e-4  # same, fp32 (sanity only)
 NUMPY_SPEC_TOL = 1e-11           # independent numpy fp64 implementation vs fp64 references
 PERTURB_STD = 0.1                # LN/RMSNorm weight = 1 + 0.1*randn, every bias = 0.1*randn
-INIT_RANGE = 0.12               # std of HF's init: non-flat distributions with an fp32 noise floor (HF fp32 vs fp64) of at most 4e-6
+INIT_RANGE = 0.12               # std of HF's init: non-flat distributions with an fp32 noise floor (HF fp32 vs fp64) of at most 4e-6 (6.3e-6 for baichuan_13b)
 MIN_CLIP_FRACTION = 0.01         # MPT clip_qkv must really clip: this share of the q/k/v values in the reference runs ...
 MAX_CLIP_FRACTION = 0.50         # ... but not most of them
 
@@ -361,6 +372,148 @@ FIXTURES = [
         max_shard_size=None,
         description="MPT, ALiBi with 6 heads (not a power of two), clip_qkv 1.5, alibi_bias_max 12 in config.json "
                     "(HF 5.24 ignores it and uses 8), no biases, bias-free LayerNorms, tied lm_head, fp32",
+    ),
+    # ---- Baichuan (tools/baichuan_ref.py; transformers has no Baichuan class) ----------------
+    dict(
+        name="baichuan_7b",
+        seed=10001,
+        model_cls=baichuan_ref.BaichuanForCausalLM,
+        config_cls=baichuan_ref.BaichuanConfig,
+        baichuan_variant="baichuan-7b",
+        config=dict(
+            architectures=["BaiChuanForCausalLM"],  # Baichuan-7B's class name (capital C) -> RoPE
+            vocab_size=280,
+            hidden_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=176,
+            hidden_act="silu",
+            max_position_embeddings=64,
+            initializer_range=INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            **COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        description="Baichuan-7B (BaiChuanForCausalLM): RoPE over the whole head (base 10000), fused W_pack "
+                    "[q | k | v], SwiGLU, plain untied lm_head, no biases, fp32",
+        readme=dict(
+            upstream="`models/modeling_baichuan.py` of github.com/baichuan-inc/Baichuan-7B at commit "
+                     "5a3991504e33a5de7280bb8b20d4512e8c5b2ef4 (2023-06-19), whose inference branch is the Hub "
+                     "file's (`baichuan-inc/Baichuan-7B` `modeling_baichuan.py`, revision "
+                     "262c8cb58b6d3615c208d9230baa869fddee2adb as quoted by optimum-intel)",
+            variant_marker="`\"architectures\": [\"BaiChuanForCausalLM\"]` (capital C: only Baichuan-7B's class) "
+                           "→ RoPE (`max_position_embeddings: 64` is present too); no `norm_head`, no "
+                           "`z_loss_weight`, vocab ≠ 125696 → plain lm_head",
+        ),
+    ),
+    dict(
+        name="baichuan_13b",
+        seed=11001,
+        model_cls=baichuan_ref.BaichuanForCausalLM,
+        config_cls=baichuan_ref.BaichuanConfig,
+        baichuan_variant="baichuan-13b",
+        config=dict(
+            architectures=["BaichuanForCausalLM"],
+            vocab_size=296,
+            hidden_size=96,
+            num_hidden_layers=3,
+            num_attention_heads=6,  # not a power of two (as the real 40): _get_interleave's extra slopes
+            intermediate_size=192,
+            hidden_act="silu",
+            model_max_length=64,  # no max_position_embeddings -> ALiBi
+            initializer_range=INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            **COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        description="Baichuan-13B: ALiBi with 6 heads (not a power of two; bias slope·j on the key position), "
+                    "fused W_pack [q | k | v], SwiGLU, plain untied lm_head, no biases, fp32",
+        readme=dict(
+            upstream="Baichuan-13B-Chat's `modeling_baichuan.py` as vendored in github.com/tingshua-yts/Baichuan-13B "
+                     "`model/modeling_baichuan.py` at commit 24011150ea4b31d3b9440caf87f0ce8e2441d0a4 "
+                     "(2023-08-09), the batch-padding version (Hub `baichuan-inc/Baichuan-13B-Chat` revision "
+                     "a4a558127068f2ce965aa56aeb826bf501a68970 per ipex-llm); assumed equal to Baichuan-13B-Base's",
+            variant_marker="`\"architectures\": [\"BaichuanForCausalLM\"]` with `model_max_length: 64` and no "
+                           "`max_position_embeddings` → ALiBi; no `norm_head`, no `z_loss_weight`, vocab ≠ 125696 "
+                           "→ plain lm_head (as the published Baichuan-13B config.json)",
+        ),
+    ),
+    dict(
+        name="baichuan2_7b",
+        seed=12001,
+        model_cls=baichuan_ref.BaichuanForCausalLM,
+        config_cls=baichuan_ref.BaichuanConfig,
+        baichuan_variant="baichuan2-7b",
+        config=dict(
+            architectures=["BaichuanForCausalLM"],
+            vocab_size=312,
+            hidden_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=176,
+            hidden_act="silu",
+            max_position_embeddings=64,  # -> RoPE
+            model_max_length=64,  # as the published Baichuan2-7B config.json (both keys)
+            z_loss_weight=0,  # Baichuan2's configuration class writes it -> NormHead
+            initializer_range=INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            **COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        description="Baichuan2-7B: RoPE over the whole head (base 10000, applied in fp32), fused W_pack "
+                    "[q | k | v], SwiGLU, NormHead (lm_head rows L2-normalised), no biases, fp32",
+        readme=dict(
+            upstream="the Hub file `baichuan-inc/Baichuan2-7B-Base` `modeling_baichuan.py` as vendored in "
+                     "github.com/mlpod/Baichuan2-CPU-DEBUG `model/modeling_baichuan.py` at commit "
+                     "e4a6ea74600b71c0bcd4f0e982b36dea541a5a3e (2023-10-24; xformers import commented out, SDPA "
+                     "unconditional; the reference uses SDPA's MATH backend); Hub revision "
+                     "cb7fc748b78b7ea99772e4cf76db155729ce774e per ipex-llm",
+            variant_marker="`\"architectures\": [\"BaichuanForCausalLM\"]` with `max_position_embeddings: 64` "
+                           "(and `model_max_length: 64`) → RoPE; `z_loss_weight: 0` (the key Baichuan2's "
+                           "configuration class writes) → NormHead",
+        ),
+    ),
+    dict(
+        name="baichuan2_13b",
+        seed=13001,
+        model_cls=baichuan_ref.BaichuanForCausalLM,
+        config_cls=baichuan_ref.BaichuanConfig,
+        baichuan_variant="baichuan2-13b",
+        config=dict(
+            architectures=["BaichuanForCausalLM"],
+            vocab_size=264,
+            hidden_size=96,
+            num_hidden_layers=3,
+            num_attention_heads=6,  # not a power of two (as the real 40)
+            intermediate_size=192,
+            hidden_act="silu",
+            model_max_length=64,  # no max_position_embeddings -> ALiBi
+            z_loss_weight=0,  # NormHead: the published config marks it only by vocab_size 125696
+            initializer_range=INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            **COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        description="Baichuan2-13B: ALiBi with 6 heads (not a power of two; bias slope·j on the key position), "
+                    "fused W_pack [q | k | v], SwiGLU, NormHead (lm_head rows L2-normalised), no biases, fp32",
+        readme=dict(
+            upstream="`modeling_baichuan.py` of the Hub repo `baichuan-inc/Baichuan2-13B-Chat` at "
+                     "c6f8592a60b4ad73c210b28dd2ab3cca51abbf93 (2023-09-12, \"fix NormHead eval\"; read through its "
+                     "git mirror github.com/jrd77/Baichuan2-13B-Chat); assumed equal to Baichuan2-13B-Base's",
+            variant_marker="`\"architectures\": [\"BaichuanForCausalLM\"]` with `model_max_length: 64` and no "
+                           "`max_position_embeddings` → ALiBi; `z_loss_weight: 0` → NormHead. The published "
+                           "Baichuan2-13B config.json marks NormHead only by `vocab_size: 125696`, which a tiny "
+                           "model cannot have; `z_loss_weight: 0` is what Baichuan2's configuration class writes "
+                           "when it re-saves a config (no `norm_head` key is used)",
+        ),
     ),
 ]
 
@@ -641,6 +794,50 @@ def _patch_gpt2_f64(model64):
 FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64}
 
 
+def _check_baichuan_f64(model64, hf_inv_freq_f32):
+    """Baichuan (tools/baichuan_ref.py) after its enable_true_fp64(): the fp64 rotary tables (RoPE
+    variants) or the fp64 ALiBi bias + causal -inf mask (ALiBi variants) equal the fp32 ones the
+    reference's fp32 path uses, to < 1e-6 relative (and the same -inf layout)."""
+    inner = model64.model
+    assert inner.true_fp64
+    L = 64
+    rot = inner.rotary_emb
+    if rot is not None:
+        assert inner.position == "rope" and hf_inv_freq_f32 is not None
+        # (the module's inv_freq attribute is not a buffer: after from_pretrained it may be a meta tensor;
+        # the tables are always recomputed by compute_inv_freq, so that is what is compared)
+        assert hf_inv_freq_f32.shape == (rot.dim // 2,)
+        inv32, inv64 = rot.compute_inv_freq(torch.float32), rot.compute_inv_freq(torch.float64)
+        rel_inv = ((inv32.double() - inv64).abs() / inv64).max().item()
+        cos64, sin64 = rot.tables(L, torch.device("cpu"))
+        assert cos64.dtype == torch.float64
+        rot32 = baichuan_ref.BaichuanRotaryEmbedding(rot.dim, rot.max_position_embeddings, rot.generation)
+        cos32, sin32 = rot32.tables(L, torch.device("cpu"))
+        assert cos32.dtype == torch.float32
+        err_tab = max((cos32.double() - cos64).abs().max().item(), (sin32.double() - sin64).abs().max().item())
+        assert rel_inv < 1e-6 and err_tab < 1e-6, f"baichuan fp64 rope differs from fp32 ({rel_inv}, {err_tab})"
+        return dict(rope_inv_freq_rel_err_f32=rel_inv, rope_table_abs_err_f32=err_tab, rotary_dims=2 * inv64.numel())
+    assert inner.position == "alibi" and hf_inv_freq_f32 is None
+    H = model64.config.num_attention_heads
+    cpu = torch.device("cpu")
+    m64 = inner._alibi_mask(None, 1, L, torch.float64, cpu)
+    # the reference's fp32 path (true_fp64 off) on the same config
+    m32 = type(inner)._alibi_mask(types.SimpleNamespace(true_fp64=False, config=model64.config),
+                                  None, 1, L, torch.float32, cpu)
+    assert m64.dtype == torch.float64 and m32.dtype == torch.float32 and m64.shape == m32.shape == (H, L, L)
+    fin = torch.isfinite(m64)
+    assert torch.equal(fin, torch.isfinite(m32)) and torch.equal(fin[0], torch.ones(L, L, dtype=torch.bool).tril())
+    rel = _rel_err(m32[fin], m64[fin])
+    s64 = torch.tensor(baichuan_ref.alibi_slopes(H), dtype=torch.float64)
+    rel_s = _rel_err(torch.tensor(baichuan_ref.alibi_slopes(H), dtype=torch.float32), s64)
+    assert torch.equal(m64[:, -1, :], s64[:, None] * torch.arange(L, dtype=torch.float64)), "bias is not slope*j"
+    assert rel < 1e-6 and rel_s < 1e-6, f"baichuan fp64 alibi differs from fp32 ({rel_s}, {rel})"
+    return dict(alibi_slopes=s64.tolist(), alibi_slopes_rel_err_f32=rel_s, alibi_bias_rel_err_f32=rel)
+
+
+FP64_CUSTOM_CHECKS = {"baichuan": _check_baichuan_f64}  # run after a class's own enable_true_fp64()
+
+
 def make_true_fp64(model64, hf_inv_freq_f32=None):
     """Patch an fp64 model instance so that its forward is float64 throughout (see module doc).
 
@@ -648,8 +845,10 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
     implementation outside transformers) gets that called instead of the generic patches; it may
     return a dict for the summary."""
     if hasattr(model64, "enable_true_fp64"):
-        info = model64.enable_true_fp64()
-        return dict(custom_enable_true_fp64=True, **(info or {}))
+        info = dict(custom_enable_true_fp64=True, **(model64.enable_true_fp64() or {}))
+        if model64.config.model_type in FP64_CUSTOM_CHECKS:
+            info.update(FP64_CUSTOM_CHECKS[model64.config.model_type](model64, hf_inv_freq_f32))
+        return info
     n_rope = n_rms = 0
     for m in model64.modules():
         cname = type(m).__name__
@@ -1073,8 +1272,86 @@ def _np_forward_mpt(cfg, W, ids, alibi_bias_max=MPT_HF_ALIBI_BIAS_MAX):
     return _np_log_softmax(x @ W["transformer.wte.weight"].T)
 
 
+BAICHUAN2_VOCAB_SIZE = 125696  # Baichuan2's tokenizer; the published Baichuan2-13B config marks NormHead only by it
+BAICHUAN_ROPE_BASE = 10000.0   # hard-coded in the RoPE modeling_baichuan.py files (no config key)
+
+
+def _np_baichuan_variant(cfg):
+    """(rope, norm_head) for a Baichuan config.json, by the rule of the C loader and
+    tools/baichuan_ref.py (written again here, from the rule's text):
+    RoPE iff architectures[0] == "BaiChuanForCausalLM" (Baichuan-7B's class) or the key
+    max_position_embeddings is present, else ALiBi; NormHead iff an explicit "norm_head" says so,
+    else iff the key z_loss_weight is present or vocab_size == 125696."""
+    archs = cfg.get("architectures") or ["BaichuanForCausalLM"]
+    assert archs[0] in ("BaiChuanForCausalLM", "BaichuanForCausalLM"), archs
+    gen1_7b = archs[0] == "BaiChuanForCausalLM"
+    rope = gen1_7b or "max_position_embeddings" in cfg
+    if cfg.get("norm_head") is not None:
+        norm_head = bool(cfg["norm_head"])
+    else:
+        norm_head = "z_loss_weight" in cfg or cfg["vocab_size"] == BAICHUAN2_VOCAB_SIZE
+    assert not (gen1_7b and norm_head), "Baichuan-7B has no NormHead"
+    assert gen1_7b or not rope or norm_head, "BaichuanForCausalLM + RoPE is Baichuan2-7B, which has a NormHead"
+    return rope, norm_head
+
+
+def _np_alibi_slopes_baichuan(n):
+    """_get_interleave(n) of the Baichuan ALiBi files: n a power of two: start = 2^(-2^-(log2 n - 3))
+    = 2^(-8/n), slopes start^1..start^n; otherwise, with p = 2^floor(log2 n), the p slopes of p heads
+    followed by the even-indexed (0, 2, ...) slopes of 2p heads, first n - p of them."""
+    def pow2(m):
+        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
+        return [start * start ** i for i in range(m)]
+
+    if math.log2(n).is_integer():
+        return np.array(pow2(n), dtype=np.float64)
+    p = 2 ** math.floor(math.log2(n))
+    return np.array(pow2(p) + list(_np_alibi_slopes_baichuan(2 * p)[0::2][: n - p]), dtype=np.float64)
+
+
+def _np_forward_baichuan(cfg, W, ids, norm_head=None):
+    """Baichuan-7B / -13B, Baichuan2-7B / -13B in fp64. norm_head overrides the config rule (what-if)."""
+    T = len(ids)
+    H, E = cfg["num_attention_heads"], cfg["hidden_size"]
+    D = E // H
+    eps = cfg["rms_norm_eps"]
+    assert H * D == E and cfg["hidden_act"] == "silu" and not cfg["tie_word_embeddings"]
+    assert not any(k.endswith(".bias") for k in W), "Baichuan has no biases"
+    rope, nh = _np_baichuan_variant(cfg)
+    if norm_head is not None:
+        nh = norm_head
+    if rope:
+        assert T <= cfg["max_position_embeddings"]
+        inv = 1.0 / BAICHUAN_ROPE_BASE ** (np.arange(0, D, 2, dtype=np.float64) / D)  # whole head rotated
+        bias = None
+    else:
+        assert T <= cfg["model_max_length"]
+        slopes = _np_alibi_slopes_baichuan(H)
+        bias = slopes[:, None, None] * np.arange(T, dtype=np.float64)[None, None, :]  # slope_h * key position j
+    x = W["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = _np_rms(x, W[p + "input_layernorm.weight"], eps)
+        assert W[p + "self_attn.W_pack.weight"].shape == (3 * E, E)
+        qkv = h @ W[p + "self_attn.W_pack.weight"].T  # rows [0,E) = q, [E,2E) = k, [2E,3E) = v; heads contiguous
+        q, k, v = (qkv[:, i * E:(i + 1) * E].reshape(T, H, D) for i in range(3))
+        if rope:
+            q, k = _np_rope(q, inv), _np_rope(k, inv)
+        x = x + _np_attn(q, k, v, D ** -0.5, bias) @ W[p + "self_attn.o_proj.weight"].T
+        h = _np_rms(x, W[p + "post_attention_layernorm.weight"], eps)
+        g = h @ W[p + "mlp.gate_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+    x = _np_rms(x, W["model.norm.weight"], eps)
+    head = W["lm_head.weight"]
+    if nh:  # NormHead: each row divided by its L2 norm
+        head = head / np.sqrt((head * head).sum(-1, keepdims=True))
+    return _np_log_softmax(x @ head.T)
+
+
 def np_forward_logprobs(cfg, W, ids, **opts):
     T = len(ids)
+    if cfg["model_type"] == "baichuan":
+        return _np_forward_baichuan(cfg, W, ids, **opts)
     if cfg["model_type"] == "gpt2":
         return _np_forward_gpt2(cfg, W, ids, **opts)
     if cfg["model_type"] == "bloom":
@@ -1334,6 +1611,15 @@ def build_fixture(spec, out_root):
 
     with open(os.path.join(out_dir, "config.json")) as f:
         written_cfg = json.load(f)
+    if "baichuan_variant" in spec:
+        # the variant the written config.json means, by the reference's rule and by the numpy code's own copy
+        want = spec["baichuan_variant"]
+        assert baichuan_ref.detect_variant(written_cfg) == want == ref32.variant, (want, written_cfg)
+        rope, nh = _np_baichuan_variant(written_cfg)
+        assert ("rope" if rope else "alibi", nh) == baichuan_ref.VARIANTS[want][:2], want
+        what = ("a plain lm_head (NormHead's row normalisation left out)" if nh
+                else "a NormHead (lm_head rows L2-normalised; the Baichuan2 head)")
+        what_if[what] = numpy_spec_check(out_dir, strict=False, norm_head=not nh)
 
     files = {}
     for fn in sorted(os.listdir(out_dir)):
@@ -1438,6 +1724,29 @@ def family_summary(spec, config, cfg, s):
                         f"layer_norm_epsilon={cfg['layer_norm_epsilon']}"],
             other_cfg=[f"max_seq_len={cfg['max_seq_len']} (ALiBi table length; sequences must not be longer)"],
         )
+    elif mt == "baichuan":
+        rope, nh = _np_baichuan_variant(cfg)
+        D = cfg["hidden_size"] // cfg["num_attention_heads"]
+        markers = [f"architectures={cfg['architectures']}"]
+        markers += [f"{k}={cfg[k]}" for k in ("max_position_embeddings", "model_max_length", "z_loss_weight",
+                                              "norm_head") if k in cfg]
+        if rope:
+            pos_details = (f"base {BAICHUAN_ROPE_BASE:g} (hard-coded, no config key), rotate_half over the whole head "
+                           f"(rotary dims {pi['rotary_dims']} = head_dim {D}); positions 0..T−1")
+        else:
+            pos_details = (f"slopes {_fmt_slopes(pi['alibi_slopes'])} (`_get_interleave`); bias = slope·j "
+                           "(j = key position), added after the 1/√head_dim scaling")
+        d = dict(
+            intermediate=cfg["intermediate_size"],
+            act="silu (SwiGLU)",
+            pos="rope" if rope else "alibi",
+            pos_details=pos_details,
+            family_cfg=[f"variant {pi['baichuan_variant']}",
+                        "NormHead (lm_head rows L2-normalised)" if nh else "plain lm_head"] + markers
+                       + [f"rms_norm_eps={cfg['rms_norm_eps']}"],
+            other_cfg=[f"{k}={cfg[k]}" for k in ("max_position_embeddings", "model_max_length") if k in cfg]
+                      + [f"rms_norm_eps={cfg['rms_norm_eps']}", f"pad_token_id={cfg.get('pad_token_id')}"],
+        )
     elif cfg.get("rope_parameters") is not None:
         rope = ", ".join(f"{k}={vv}" for k, vv in cfg["rope_parameters"].items())
         d = dict(
@@ -1484,6 +1793,9 @@ def write_readme(out_root, summaries):
     a("# ratiocheck test fixtures")
     a("")
     a("Tiny randomly initialised Hugging Face causal LMs plus HF's reference outputs.")
+    a("The `baichuan*` fixtures come from `tools/baichuan_ref.py` instead (transformers has no Baichuan")
+    a("class; that file is a PyTorch re-implementation of the published `modeling_baichuan.py` remote")
+    a("code, subclassing transformers' PreTrainedModel, so `save_pretrained` and `generate` are HF's).")
     a("Everything here is generated by `tools/make_fixtures.py`; do not edit by hand")
     a("(this README is generated too).")
     a("")
@@ -1528,6 +1840,10 @@ def write_readme(out_root, summaries):
     a("Tied models (`tie_word_embeddings: true`) store no lm_head weight. gpt2/bloom/mpt tensor")
     a("names carry the `transformer.` prefix that `save_pretrained` writes for the *ForCausalLM /")
     a("LMHeadModel classes.")
+    a("baichuan configs are `BaichuanConfig` of `tools/baichuan_ref.py` with the published key names")
+    a("(`architectures`, `max_position_embeddings` and/or `model_max_length`, `z_loss_weight`); they have")
+    a("no rope settings (RoPE base 10000 is hard-coded upstream). Tensor names are the upstream ones")
+    a("(`model.layers.N.self_attn.W_pack.weight`, untied `lm_head.weight`).")
     a("")
     irs = sorted({str(sp["config"]["initializer_range"]) for sp in FIXTURES})
     a(f"All models: attn_implementation \"eager\", initializer_range {'/'.join(irs)} (peaked but finite")
@@ -1557,6 +1873,12 @@ def write_readme(out_root, summaries):
         a("")
         a(f"{s['description']}. Seed {s['seed']}.")
         a("Other config: " + ", ".join(s["other_cfg"]) + ".")
+        if s.get("upstream"):
+            a("")
+            a(f"Upstream code followed (through `tools/baichuan_ref.py`): {s['upstream']}.")
+        if s.get("variant_marker"):
+            a("")
+            a(f"How config.json marks the variant: {s['variant_marker']}.")
         if s.get("clip_stats"):
             c = s["clip_stats"]
             per = ", ".join(f"{x:.1%}" for x in c["f64_per_layer"])
@@ -1565,9 +1887,10 @@ def write_readme(out_root, summaries):
             a(f"{c['f32']:.2%} (fp32) / {c['f64']:.2%} (fp64) of the {c['n_values']:,} Wqkv outputs have |x| > {c['clip']}")
             a(f"and are clamped (fp64 per layer: {per}); asserted to lie in [{MIN_CLIP_FRACTION:.0%}, {MAX_CLIP_FRACTION:.0%}].")
         for what, err in (s.get("what_if") or {}).items():
+            code = "`tools/baichuan_ref.py`" if s.get("model_type") == "baichuan" else "HF's code"
             a("")
             a(f"Using {what} in the numpy implementation would give max |Δ log-prob| = {err:.3g} against")
-            a("the fp64 references (the references follow HF's code).")
+            a(f"the fp64 references (the references follow {code}).")
         if "llama3_regimes" in s:
             regs, wls = s["llama3_regimes"]
             parts = [f"i={i}: wavelen {w:.1f} → {r}" for i, (r, w) in enumerate(zip(regs, wls))]
@@ -1645,6 +1968,16 @@ def write_readme(out_root, summaries):
     a("A model class from outside transformers may bring its own `enable_true_fp64()`; the script")
     a("then calls that instead of these patches, and still asserts the detector.")
     a("")
+    a("- baichuan (`tools/baichuan_ref.py`, `BaichuanForCausalLM.enable_true_fp64()`): the reference's")
+    a("  fp32 round trips after `.double()` are RMSNorm's `.to(torch.float32)`, the rotary inv_freq /")
+    a("  cos / sin tables (fp32 in both generations; Baichuan2-7B also rotates q/k in fp32), the ALiBi")
+    a("  slopes (`torch.Tensor(list)`: fp32) and `slope·j` / triu mask built in fp32, mask fill values")
+    a("  and the `torch.max` bound (fp32 0-dim tensors) and Baichuan-7B's `softmax(..., dtype=torch.float32)`.")
+    a("  `enable_true_fp64()` computes all of them in fp64 by the same formulas (slopes from the Python")
+    a("  doubles of `_get_interleave`); `_check_baichuan_f64` checks the fp64 rotary inv_freq and tables,")
+    a("  resp. the fp64 ALiBi bias (same -inf layout, bias = slope·j), against the fp32 ones to < 1e-6.")
+    a("  NormHead's `F.normalize` follows the weight dtype (fp64 after `.double()`).")
+    a("")
     a("## Checks (asserted by the script) and measured numbers")
     a("")
     a(f"- min greedy margin (fp64 top1 − top2 logit, over all B×N steps) > {MIN_MARGIN}")
@@ -1659,6 +1992,8 @@ def write_readme(out_root, summaries):
     a("- the fp64 replacements of HF's float32 computations (RoPE inv_freq, ALiBi slopes and bias) equal")
     a("  HF's fp32 values to < 1e-6 relative; MPT's replacement attention forward is bit-identical to HF's")
     a("  in fp32")
+    a("- Baichuan: the variant `tools/baichuan_ref.py` builds (`detect_variant`) is the one the fixture is")
+    a("  meant to be, and the numpy code's own copy of the config rule agrees with it")
     a("- MPT: the share of clamped q/k/v values (|x| > clip_qkv) in the reference runs is in")
     a(f"  [{MIN_CLIP_FRACTION:.0%}, {MAX_CLIP_FRACTION:.0%}], in fp32 and in fp64")
     a("")
@@ -1718,6 +2053,20 @@ def write_readme(out_root, summaries):
     a("  Slopes: P = smallest power of two ≥ H, 2^(−k·8/P) for k = 1..P, reordered even k first then")
     a("  odd k when P ≠ H, first H kept (6 heads: 2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3). The ALiBi table")
     a("  has max_seq_len entries (HF cannot run longer sequences).")
+    a("- baichuan (`_np_forward_baichuan`): no biases anywhere. Per layer `x += o_proj(attn(input_layernorm(x)))`,")
+    a("  `x += down_proj(silu(gate_proj(h)) · up_proj(h))` with h = `post_attention_layernorm(x)`; final")
+    a("  `model.norm`; RMSNorm `w · x / sqrt(mean(x²) + eps)`. `W_pack` [3E, E]: rows [0, E) are q, [E, 2E) k,")
+    a("  [2E, 3E) v (contiguous blocks, not per-head interleaved); head h is the slice [h·D, (h+1)·D) of each.")
+    a("  RoPE variants: rotate_half over the whole head_dim, inv_freq = 10000^(−2i/D) (hard-coded base),")
+    a("  positions 0..T−1, scores `q·k/√D`. ALiBi variants: scores `q·k/√D + slope_h·j` with j the key")
+    a("  position (not j − i; softmax makes them equal), slopes by `_get_interleave` (6 heads: 2^-2, 2^-4,")
+    a("  2^-6, 2^-8, 2^-1, 2^-3; 40 heads: 2^-(i+1)/4 for i < 32, then 2^-(2k+1)/8). NormHead (Baichuan2):")
+    a("  logits = h · (W / ‖W_row‖₂)ᵀ, each `lm_head.weight` row divided by its L2 norm; the file holds the")
+    a("  raw rows. Which variant a config.json means (the C loader's rule, `_np_baichuan_variant`): RoPE iff")
+    a("  `architectures[0] == \"BaiChuanForCausalLM\"` or `max_position_embeddings` is present, else ALiBi;")
+    a("  NormHead iff an explicit `norm_head` says so, else iff `z_loss_weight` is present or")
+    a("  `vocab_size == 125696`. The what-if numbers under each baichuan fixture show what getting NormHead")
+    a("  wrong costs.")
     a("")
     L.append("")
     with open(os.path.join(out_root, "README.md"), "w") as f:

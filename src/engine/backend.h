@@ -101,7 +101,8 @@ typedef struct {
     int64_t rotary_dim;       /* leading dims of each head rotated (even; 0 unless ROTARY) */
     const float *inv_freq;    /* [rotary_dim / 2], backend memory, fp32 as HF computes it */
     rc_dtype rope_cs_dt;      /* cos / sin tables */
-    rc_dtype rope_dt;         /* q*cos, rotate_half(q)*sin and their sum */
+    rc_dtype rope_mid_dt;     /* q*cos and rotate_half(q)*sin (rope_dt, or fp32: Baichuan2-7B) */
+    rc_dtype rope_dt;         /* their sum: the rotated q and k */
     /* ALiBi (pos == ALIBI): score(j) gets slope[h] * (pos(j) - ref) */
     const float *alibi_slopes; /* [n_heads] fp32, backend memory; NULL unless ALIBI */
     rc_alibi_ref alibi_ref;
@@ -217,7 +218,8 @@ typedef struct {
     /* RoPE in place on the Q and K heads of packed qkv rows
      * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head:
      * x = R_out(R_out(x * c) + R_out(rotate_half(x) * s)), c, s = R_cs(cos/sin
-     * of the fp32 angle), R_cs / R_out: ap->rope_cs_dt / ap->rope_dt. Nothing
+     * of the fp32 angle), R_cs / R_out: ap->rope_cs_dt / ap->rope_dt (the two
+     * products rounded to ap->rope_mid_dt before the sum). Nothing
      * to do unless ap->pos is ROTARY with rotary_dim > 0. */
     rc_status (*rope)(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap);
     /* Append K, V of the new rows to the cache and compute causal attention of

@@ -219,7 +219,7 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
 void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt)
 {
     for (int64_t j = 0; j < half; j++)
-        rco_rope_pair(v + j, v + j + half, c[j], s[j], out_dt);
+        rco_rope_pair(v + j, v + j + half, c[j], s[j], out_dt, out_dt);
 }
 
 static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap)
@@ -230,7 +230,7 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
     const int64_t nheads_rot = ap->n_heads + ap->n_kv_heads; /* Q and K heads are adjacent */
     const int64_t row_len = (ap->n_heads + 2 * ap->n_kv_heads) * d;
     const float *inv_freq = ap->inv_freq;
-    const rc_dtype cs_dt = ap->rope_cs_dt, out_dt = ap->rope_dt;
+    const rc_dtype cs_dt = ap->rope_cs_dt, mid_dt = ap->rope_mid_dt, out_dt = ap->rope_dt;
     if (ap->pos != RC_ATTN_POS_ROTARY || rd == 0)
         return RC_OK;
 #pragma omp parallel for schedule(static)
@@ -240,7 +240,11 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
         for (int64_t j = 0; j < half; j++)
             rco_rope_cs(p, inv_freq[j], cs_dt, &c[j], &s[j]);
         for (int64_t h = 0; h < nheads_rot; h++)
-            rc_cpu_rope_apply(qkv + r * row_len + h * d, c, s, half, out_dt);
+            {
+            float *v = qkv + r * row_len + h * d;
+            for (int64_t j = 0; j < half; j++)
+                rco_rope_pair(v + j, v + j + half, c[j], s[j], mid_dt, out_dt);
+        }
     }
     return RC_OK;
 }

@@ -280,6 +280,7 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
         .rotary_dim = cfg->pos == RC_POS_ROTARY ? cfg->rotary_dim : 0,
         .inv_freq = inv_freq,
         .rope_cs_dt = rope_cs_dt,
+        .rope_mid_dt = rope_dt,
         .rope_dt = rope_dt,
         .alibi_slopes = NULL,
         .alibi_ref = cfg->alibi_from_last_key ? RC_ALIBI_REF_LAST_KEY : RC_ALIBI_REF_KEY0,
@@ -327,6 +328,14 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_dtype wd = e->num.dt; /* the weights' values */
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
+    if (c->rope_f32) { /* Baichuan2-7B: (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype) */
+        ap.rope_cs_dt = RC_F32;
+        ap.rope_mid_dt = RC_F32;
+    }
+    if (c->attn_f32) { /* Baichuan2-7B: SDPA (math backend) upcasts q, k, v: fp32 scores and probabilities */
+        ap.num.score_dt = RC_F32;
+        ap.num.prob_dt = RC_F32;
+    }
     if (c->pos == RC_POS_ALIBI) {
         rc_attn_params_set_alibi(&ap, e->w.alibi_slopes, e->num.alibi_rowmax);
         /* MPT measures distances from the call's last key, so a prefill row's

@@ -91,6 +91,8 @@ typedef struct {
     double clip_qkv;           /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] after the projection (MPT) */
     bool embed_norm;           /* LayerNorm on the token embeddings (BLOOM word_embeddings_layernorm) */
     bool norm_head;            /* LM-head rows L2-normalised in the weight dtype (Baichuan2 NormHead) */
+    bool rope_f32;             /* RoPE products and sum in fp32 with fp32 cos/sin, rounded once (Baichuan2-7B) */
+    bool attn_f32;             /* scores and probabilities in fp32, P.V rounded once (Baichuan2-7B's SDPA) */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
     int n_eos;

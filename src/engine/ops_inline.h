@@ -203,12 +203,13 @@ RC_HD static inline void rco_rope_cs(float pos, float inv_freq, rc_dtype cs_dt, 
 }
 
 /* one rotary pair (x1 = v[j], x2 = v[j + half]):
- * q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1) */
-RC_HD static inline void rco_rope_pair(float *x1p, float *x2p, float c, float s, rc_dtype out_dt)
+ * q*cos + rotate_half(q)*sin, rotate_half = cat(-x2, x1); the two products
+ * rounded to mid_dt, their sum to out_dt */
+RC_HD static inline void rco_rope_pair(float *x1p, float *x2p, float c, float s, rc_dtype mid_dt, rc_dtype out_dt)
 {
     float x1 = *x1p, x2 = *x2p;
-    float a1 = rc_round_to(x1 * c, out_dt), b1 = rc_round_to((-x2) * s, out_dt);
-    float a2 = rc_round_to(x2 * c, out_dt), b2 = rc_round_to(x1 * s, out_dt);
+    float a1 = rc_round_to(x1 * c, mid_dt), b1 = rc_round_to((-x2) * s, mid_dt);
+    float a2 = rc_round_to(x2 * c, mid_dt), b2 = rc_round_to(x1 * s, mid_dt);
     *x1p = rc_round_to(a1 + b1, out_dt);
     *x2p = rc_round_to(a2 + b2, out_dt);
 }
