@@ -58,7 +58,7 @@ static rc_status baichuan_parse(const json_t *root, const char *path, rc_config 
     RC_TRY(rc_json_get_bool(root, "norm_head", path, false, &cfg->norm_head, &explicit_nh));
     if (!explicit_nh) {
         const json_t *z = json_object_get(root, "z_loss_weight");
-        cfg->norm_head = (z && !json_is_null(z)) || cfg->vocab == 125696;
+        cfg->norm_head = z != NULL || cfg->vocab == 125696; /* the key present, as tools/baichuan_ref.py reads it */
     }
     bool gen1_7b = false;
     const json_t *arch = json_object_get(root, "architectures");
