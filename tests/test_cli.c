@@ -595,6 +595,36 @@ START_TEST(test_output_checked_first)
 }
 END_TEST
 
+/* A GPT-2 Conv1D weight stored [out, in] instead of [in, out] (a converter
+ * that transposed it already): exit 4, one line naming the file, the tensor,
+ * its shape and the expected one; no output file. */
+START_TEST(test_conv1d_swapped)
+{
+    char model[256], args[4096];
+    snprintf(model, sizeof model, "%s/gpt2", g_dir);
+    ck_assert_int_eq(run_sh("cp -r data/fixtures/gpt2_learned %s", model), 0);
+    /* the header's shape of h.0's c_attn, [64,192] -> [192,64] (same length) */
+    ck_assert_int_eq(run_sh("sed -i 's/\\(h\\.0\\.attn\\.c_attn\\.weight\":{\"dtype\":\"F32\",\"shape\":\\)"
+                            "\\[64,192\\]/\\1[192,64]/' %s/model.safetensors && "
+                            "grep -c 'c_attn.weight\":{\"dtype\":\"F32\",\"shape\":\\[192,64\\]' "
+                            "%s/model.safetensors",
+                            model, model),
+                     0);
+    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s/r.h5", model, g_dir, g_dir);
+    ck_assert_int_eq(run(args), 4);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_msg(strstr(g_err, "model.safetensors") && strstr(g_err, "h.0.attn.c_attn.weight") &&
+                      strstr(g_err, "[192, 64]") && strstr(g_err, "[64, 192]"),
+                  "'%s'", g_err);
+    struct stat st;
+    char out[512];
+    snprintf(out, sizeof out, "%s/r.h5", g_dir);
+    ck_assert_int_ne(stat(out, &st), 0);
+    snprintf(args, sizeof args, "inspect --model %s", model);
+    ck_assert_int_eq(run(args), 4);
+}
+END_TEST
+
 /* --out naming an input is refused, even with --force (device and inode) */
 START_TEST(test_out_is_input)
 {
@@ -933,6 +963,7 @@ int main(void)
     tcase_add_test(tr, test_run_interrupt);
     tcase_add_test(tr, test_tokenize_command);
     tcase_add_test(tr, test_text_prompts);
+    tcase_add_test(tr, test_conv1d_swapped);
     tcase_add_test(tr, test_report_diff);
     suite_add_tcase(s, tr);
     TCase *tx = tcase_create("robust");
