@@ -92,10 +92,10 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
         a->out[i] = rc_round_to(a->a[i] + a->b[i], a->out_dt);
         break;
     case RCK_EW_ACT:
-        a->out[i] = rc_round_to(rco_act1(a->act, a->a[i]), a->out_dt);
+        a->out[i] = rco_act_dt(a->act, a->a[i], a->out_dt);
         break;
     case RCK_EW_ACT_MUL:
-        a->out[i] = rc_round_to(rc_round_to(rco_act1(a->act, a->a[i]), a->act_dt) * a->b[i], a->out_dt);
+        a->out[i] = rc_round_to(rco_act_dt(a->act, a->a[i], a->act_dt) * a->b[i], a->out_dt);
         break;
     case RCK_EW_BIAS: /* a: the GEMM's fp32 result, b: bias or NULL */
         a->out[i] = rc_round_to(a->b ? a->a[i] + a->b[i % a->n_cols] : a->a[i], a->out_dt);

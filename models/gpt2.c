@@ -45,7 +45,9 @@ static rc_status gpt2_parse(const json_t *root, const char *path, rc_config *cfg
     }
     const char *act;
     RC_TRY(rc_json_get_str(root, "activation_function", path, "gelu_new", &act, NULL));
-    if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0)
+    if (strcmp(act, "gelu_new") == 0)
+        cfg->act = RC_ACT_GELU_NEW;
+    else if (strcmp(act, "gelu_pytorch_tanh") == 0)
         cfg->act = RC_ACT_GELU_TANH;
     else if (strcmp(act, "gelu") == 0)
         cfg->act = RC_ACT_GELU_ERF;
@@ -120,7 +122,7 @@ const rc_arch rc_arch_gpt2 = {
                 .residual = RC_RESIDUAL_SEQUENTIAL,
                 .pos = RC_POS_LEARNED,
                 .mlp = RC_MLP_PLAIN,
-                .act = RC_ACT_GELU_TANH,
+                .act = RC_ACT_GELU_NEW,
                 .head = RC_HEAD_TIED},
     .prefixes = k_prefixes,
     .layer_stem = "h.",

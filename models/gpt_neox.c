@@ -39,7 +39,9 @@ static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg
     RC_TRY(rc_json_get_str(root, "hidden_act", path, "gelu", &act, NULL));
     if (strcmp(act, "gelu") == 0)
         cfg->act = RC_ACT_GELU_ERF;
-    else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0)
+    else if (strcmp(act, "gelu_new") == 0)
+        cfg->act = RC_ACT_GELU_NEW; /* NewGELUActivation: a chain of tensor ops */
+    else if (strcmp(act, "gelu_pytorch_tanh") == 0)
         cfg->act = RC_ACT_GELU_TANH;
     else
         return rc_errorf(RC_ERR_UNSUPPORTED,

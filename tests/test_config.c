@@ -201,7 +201,7 @@ START_TEST(test_neox_v5_rope_parameters)
     ck_assert_int_eq(c.max_pos, 512);
     ck_assert(c.norm_eps == 1e-6);
     ck_assert_int_eq(c.norm, RC_NORM_LAYER);
-    ck_assert_int_eq(c.act, RC_ACT_GELU_TANH);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_NEW);
     ck_assert(!c.gated_mlp);
     ck_assert(!c.parallel_residual);
     ck_assert(c.tie_embeddings);
@@ -816,7 +816,7 @@ START_TEST(test_new_family_configs)
     ck_assert_int_eq(c.intermediate, 256);
     ck_assert_int_eq(c.head_dim, 16);
     ck_assert_int_eq(c.max_pos, 64);
-    ck_assert_int_eq(c.act, RC_ACT_GELU_TANH);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_NEW);
     parse_ok("{'model_type':'bloom','n_embed':96,'n_layer':3,'n_head':6,'vocab_size':304,"
              "'layer_norm_epsilon':1e-5}",
              &c);

@@ -230,7 +230,7 @@ START_TEST(test_elementwise)
     begin_checks();
     pair p = make_pair(RC_KERNELS_ENGINE);
     const int64_t sizes[] = {1, 7, 1000, 4099};
-    const rc_act acts[] = {RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM};
+    const rc_act acts[] = {RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
         for (int di = 0; di < 3; di++) {
             const int64_t n = sizes[si];
@@ -255,7 +255,7 @@ START_TEST(test_elementwise)
             snprintf(what, sizeof what, "n=%lld %s", (long long)n, dt_name(dt));
             compare("add", what, g, cout, n, dt);
             free(g);
-            for (int ai = 0; ai < 4; ai++) {
+            for (int ai = 0; ai < 5; ai++) {
                 /* act in place on a copy, act_mul with b as `up` */
                 float *dx = dev_copy(p.t, ca, n), *cx = malloc((size_t)n * sizeof *cx);
                 memcpy(cx, ca, (size_t)n * sizeof *cx);

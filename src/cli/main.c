@@ -132,6 +132,7 @@ static const char *act_name(rc_act a)
     switch (a) {
     case RC_ACT_GELU_ERF: return "gelu (erf)";
     case RC_ACT_GELU_TANH: return "gelu (tanh)";
+    case RC_ACT_GELU_NEW: return "gelu_new";
     case RC_ACT_GELU_BLOOM: return "gelu (BLOOM's tanh)";
     case RC_ACT_SILU: return "silu";
     }

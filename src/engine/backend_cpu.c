@@ -351,7 +351,7 @@ static rc_status cpu_act(rc_backend *be, rc_act act, float *x, int64_t n, rc_dty
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        x[i] = rc_round_to(rco_act1(act, x[i]), out_dt);
+        x[i] = rco_act_dt(act, x[i], out_dt);
     return RC_OK;
 }
 
@@ -361,7 +361,7 @@ static rc_status cpu_act_mul(rc_backend *be, rc_act act, float *gate, const floa
     (void)be;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        gate[i] = rc_round_to(rc_round_to(rco_act1(act, gate[i]), act_dt) * up[i], out_dt);
+        gate[i] = rc_round_to(rco_act_dt(act, gate[i], act_dt) * up[i], out_dt);
     return RC_OK;
 }
 

@@ -85,7 +85,8 @@ static double act64(rc_act a, double x)
 {
     switch (a) {
     case RC_ACT_GELU_ERF: return 0.5 * x * erfc(-x / M_SQRT2); /* = x/2 (1 + erf(x/sqrt 2)), no cancellation */
-    case RC_ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case RC_ACT_GELU_TANH:
+    case RC_ACT_GELU_NEW: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
     case RC_ACT_SILU: return x / (1.0 + exp(-x));
     case RC_ACT_GELU_BLOOM: return x * 0.5 * (1.0 + tanh(0.79788456 * x * (1.0 + 0.044715 * x * x)));
     }

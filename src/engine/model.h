@@ -16,9 +16,10 @@
 #include "status.h"
 
 typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
-/* GELU_BLOOM: BloomGelu, x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
- * (its truncated constant and its order; gelu_new differs from it by ~1e-9) */
-typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM } rc_act;
+/* GELU_ERF: F.gelu; GELU_TANH: F.gelu(approximate="tanh") ("gelu_pytorch_tanh");
+ * GELU_NEW: transformers' NewGELUActivation ("gelu_new", a chain of tensor ops);
+ * GELU_BLOOM: bloom_gelu_forward (0.79788456 for sqrt(2/pi), its own order) */
+typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW } rc_act;
 typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3 } rc_rope_type;
 /* Position encoding: rotary (RoPE on q and k), ALiBi (a per-head linear
  * bias on the attention scores), learned (a position embedding table added

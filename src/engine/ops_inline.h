@@ -415,10 +415,44 @@ RC_HD static inline float rco_act1(rc_act act, float x)
     }
     case RC_ACT_SILU:
         return x / (1.0f + expf(-x));
-    case RC_ACT_GELU_BLOOM: /* modeling_bloom.bloom_gelu_forward, left to right */
-        return (x * 0.5f) * (1.0f + tanhf((0.79788456f * x) * (1.0f + (0.044715f * x) * x)));
+    case RC_ACT_GELU_NEW:
+    case RC_ACT_GELU_BLOOM:
+        break; /* rco_act_dt */
     }
     return x;
+}
+
+/* act(x) rounded to dt as PyTorch eager computes it on a dt tensor: one
+ * rounding after an fp32 evaluation for the fused kernels (F.gelu, F.silu),
+ * one rounding per tensor op for the activations transformers writes as a
+ * chain of ops (each Python float enters as fp32):
+ *  GELU_NEW (NewGELUActivation, "gelu_new"): 0.5 * x * (1.0 + tanh(sqrt(2/pi)
+ *    * (x + 0.044715 * pow(x, 3.0)))), left to right;
+ *  GELU_BLOOM (bloom_gelu_forward): x * 0.5 * (1.0 + tanh(0.79788456 * x *
+ *    (1 + 0.044715 * x * x))). */
+RC_HD static inline float rco_act_dt(rc_act act, float x, rc_dtype dt)
+{
+    switch (act) {
+    case RC_ACT_GELU_NEW: {
+        const float c = (float)0.79788456080286535588; /* math.sqrt(2.0 / math.pi) */
+        float x3 = rc_round_to(x * x * x, dt);            /* torch.pow(input, 3.0) */
+        float u = rc_round_to(x + rc_round_to(0.044715f * x3, dt), dt);
+        float t = rc_round_to(tanhf(rc_round_to(c * u, dt)), dt);
+        return rc_round_to(rc_round_to(0.5f * x, dt) * rc_round_to(1.0f + t, dt), dt);
+    }
+    case RC_ACT_GELU_BLOOM: {
+        float a = rc_round_to(x * 0.5f, dt);
+        float b = rc_round_to(0.79788456f * x, dt);
+        float e = rc_round_to(1.0f + rc_round_to(rc_round_to(0.044715f * x, dt) * x, dt), dt);
+        float t = rc_round_to(tanhf(rc_round_to(b * e, dt)), dt);
+        return rc_round_to(a * rc_round_to(1.0f + t, dt), dt);
+    }
+    case RC_ACT_GELU_ERF:
+    case RC_ACT_GELU_TANH:
+    case RC_ACT_SILU:
+        break;
+    }
+    return rc_round_to(rco_act1(act, x), dt);
 }
 
 /* ---- log-softmax --------------------------------------------------------- */
