@@ -94,6 +94,15 @@ START_TEST(test_inspect)
     ck_assert_ptr_nonnull(strstr(g_out, "\"model_type\": \"gpt_neox\""));
     ck_assert_int_eq(run("inspect --model data/fixtures/qwen2_bias"), 0); /* sharded */
     ck_assert_ptr_nonnull(strstr(g_out, "architecture   qwen2"));
+    /* the new families say how positions enter */
+    ck_assert_int_eq(run("inspect --model data/fixtures/mpt_alibi"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "positions      ALiBi, MPT slopes, bias from the last key, added in fp32"));
+    ck_assert_ptr_nonnull(strstr(g_out, "clip_qkv       1.5"));
+    ck_assert_ptr_null(strstr(g_out, "rope "));
+    ck_assert_int_eq(run("inspect --model data/fixtures/gpt2_learned"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "positions      learned, 64"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));
 }
 END_TEST
 

@@ -190,10 +190,12 @@ static int cmd_inspect(int argc, char **argv)
         json_str(stdout, k->arch->family);
         printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
-               "\"stored_dtype\": ",
+               "\"positions\": \"%s\", \"norm_head\": %s, \"stored_dtype\": ",
                (long long)k->n_layers, (long long)k->hidden, (long long)k->n_heads, (long long)k->n_kv_heads,
                (long long)k->head_dim, (long long)k->intermediate, (long long)k->vocab, (long long)k->max_pos,
-               (long long)m->n_params);
+               (long long)m->n_params,
+               k->pos == RC_POS_ROTARY ? "rotary" : k->pos == RC_POS_ALIBI ? "alibi" : "learned",
+               k->norm_head ? "true" : "false");
         json_str(stdout, m->stored_dtype);
         printf("}\n");
     } else {
@@ -213,8 +215,28 @@ static int cmd_inspect(int argc, char **argv)
         printf("norm           %s, eps %g\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps);
         printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
         printf("residual       %s\n", k->parallel_residual ? "parallel" : "sequential");
-        printf("rope           %s, theta %g, rotary dims %lld of %lld\n", rope_name(k->rope_type),
-               k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim);
+        if (k->pos == RC_POS_ROTARY) {
+            printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
+                   k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
+                   k->rope_f32 ? " (fp32 inside)" : "");
+        } else if (k->pos == RC_POS_ALIBI) {
+            static const char *const slopes[] = {"BLOOM", "Baichuan", "MPT"};
+            static const char *const add[] = {"fused into the scaled scores", "added in the model dtype",
+                                              "added in fp32"};
+            printf("positions      ALiBi, %s slopes, bias from %s, %s\n", slopes[k->alibi_slopes],
+                   k->alibi_from_last_key ? "the last key" : "key position 0", add[k->alibi_add]);
+        } else {
+            printf("positions      learned, %lld\n", (long long)k->max_pos);
+        }
+        if (k->embed_norm)
+            printf("embedding norm yes\n");
+        if (k->clip_qkv > 0)
+            printf("clip_qkv       %g\n", k->clip_qkv);
+        if (k->score_div || k->attn_f32)
+            printf("scores         %s%s\n", k->score_div ? "divided by sqrt(head_dim)" : "",
+                   k->attn_f32 ? ", fp32 (SDPA)" : "");
+        if (k->norm_head)
+            printf("lm head        NormHead (rows L2-normalised)\n");
         printf("tied embedding %s\n", k->tie_embeddings ? "yes" : "no");
         printf("parameters     %s (%lld)\n", rc_fmt_count(pc, sizeof pc, m->n_params), (long long)m->n_params);
         printf("stored dtype   ");
