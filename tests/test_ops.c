@@ -122,6 +122,16 @@ static void report(const char *op, int64_t ulp, int64_t ndiff, int64_t n)
                       (long long)nd_, (long long)(n), (long long)u_);                           \
     } while (0)
 
+/* BITWISE for values of another dtype than the file's (fp32 slopes, fp32 sums) */
+#define BITWISE_T(op, got, want, n, dt)                                                         \
+    do {                                                                                        \
+        int64_t nd_;                                                                            \
+        int64_t u_ = max_ulp(got, want, n, dt, &nd_);                                           \
+        report(op, u_, nd_, n);                                                                 \
+        ck_assert_msg(nd_ == 0, "%s %s: %lld of %lld differ (max %lld ulp)", g_dtname, op,      \
+                      (long long)nd_, (long long)(n), (long long)u_);                           \
+    } while (0)
+
 #define WITHIN_1ULP(op, got, want, n, dt)                                                       \
     do {                                                                                        \
         int64_t nd_;                                                                            \
@@ -534,6 +544,345 @@ START_TEST(test_attention_matmuls)
 }
 END_TEST
 
+/* ALiBi slopes: each family's fp32 slopes (rc_alibi_slopes_compute) against
+ * the family's own code (BLOOM's _get_alibi_slopes, Baichuan-13B's
+ * torch.Tensor(_get_interleave(n)), MPT's build_mpt_alibi_tensor with
+ * alibi_bias_max 8 and 12), bitwise but for 1-ulp differences in three
+ * tables: torch.pow runs each block of 32 powers through ATen's vectorised
+ * pow (SLEEF's powf_u10 with AVX512, within 1 ulp but not correctly rounded)
+ * and only the rest through std::pow (glibc powf, as ours). BLOOM: (2^-0.25)^15,
+ * head 14 of 32 to 63 heads (bloom-3b, bloom-7b1: 32); MPT with 112 heads and
+ * alibi_bias_max 12: 3 values. The counts are exact, so any other difference
+ * fails. */
+static const int64_t k_alibi_heads[] = {4, 6, 12, 32, 40, 64, 112};
+
+/* bitwise, except exactly n_vec values 1 ulp apart (torch's vectorised pow) */
+static void slopes_check(const char *op, const float *ours, const float *want, int64_t n, int64_t n_vec)
+{
+    int64_t nd, u = max_ulp(ours, want, n, RC_F32, &nd);
+    report(op, u, nd, n);
+    ck_assert_msg(u <= 1 && nd == n_vec, "%s %s: %lld differ (expected %lld), max %lld ulp", g_dtname, op,
+                  (long long)nd, (long long)n_vec, (long long)u);
+}
+
+START_TEST(test_alibi_slopes)
+{
+    open_file(_i);
+    float ours[112];
+    char name[96], op[96];
+    for (size_t i = 0; i < sizeof k_alibi_heads / sizeof k_alibi_heads[0]; i++) {
+        const int64_t n = k_alibi_heads[i];
+        rc_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.n_heads = n;
+        int64_t m;
+        cfg.alibi_slopes = RC_SLOPES_BAICHUAN;
+        rc_alibi_slopes_compute(&cfg, ours, NULL);
+        snprintf(name, sizeof name, "alibi_slopes.baichuan.h%lld", (long long)n);
+        float *want = get(name, &m);
+        ck_assert_int_eq(m, n);
+        snprintf(op, sizeof op, "slopes baichuan, %lld heads", (long long)n);
+        BITWISE_T(op, ours, want, n, RC_F32);
+        free(want);
+        for (int bmax = 8; bmax <= 12; bmax += 4) {
+            cfg.alibi_slopes = RC_SLOPES_MPT;
+            cfg.alibi_bias_max = bmax;
+            rc_alibi_slopes_compute(&cfg, ours, NULL);
+            snprintf(name, sizeof name, "alibi_slopes.mpt.h%lld.max%d", (long long)n, bmax);
+            want = get(name, &m);
+            snprintf(op, sizeof op, "slopes mpt, %lld heads, max %d", (long long)n, bmax);
+            /* 112 heads, max 12: torch's 2^(k * 12/128) from the vector
+             * kernel differs from powf in 3 values */
+            slopes_check(op, ours, want, n, n == 112 && bmax == 12 ? 3 : 0);
+            free(want);
+        }
+        cfg.alibi_slopes = RC_SLOPES_BLOOM;
+        rc_alibi_slopes_compute(&cfg, ours, NULL);
+        snprintf(name, sizeof name, "alibi_slopes.bloom.h%lld", (long long)n);
+        want = get(name, &m);
+        snprintf(op, sizeof op, "slopes bloom, %lld heads", (long long)n);
+        /* 32 and 40 heads: torch's (2^-0.25)^15 from the vector kernel */
+        slopes_check(op, ours, want, n, n == 32 || n == 40 ? 1 : 0);
+        free(want);
+    }
+    close_file();
+}
+END_TEST
+
+/* ALiBi scores as each family's code forms them (data/fixtures/ops/README.md):
+ *   BLOOM     alibi.baddbmm(q, k^T, beta=1, alpha=1/sqrt(d)), alibi = R(fp32
+ *             slope * position): R(R32(R32(q.k * alpha) + bias)) (FUSED);
+ *   Baichuan  matmul(q, k^T) / math.sqrt(d) + mask (the fp32 mask cast to
+ *             dt), added in dt: R(R(R(q.k) / sqrt d) + R(slope * pos)) (ADD);
+ *   MPT       matmul(q, k^T) * softmax_scale + an fp32 table: fp32 sum of
+ *             R(R(q.k) * scale) and R32(slope * (pos - last key)) (ADD, F32).
+ * The spec is filled by hand from that rule and checked against the one the
+ * engine builds from the family's config (rc_attn_params_from_config).
+ * "exact" inputs make every fp32 q.k exact (no GEMM order), so the whole
+ * rule must be bitwise. "split" (BLOOM only) are exact inputs whose q rows
+ * were picked so that ~90 of the 3840 scores round differently when
+ * baddbmm's alpha * q.k + bias is one fp32 FMA (or exact) instead of two
+ * fp32 roundings: torch rounds twice, as ours. With N(0,1) inputs ("randn") torch's GEMM rounds
+ * R(q.k) differently from our 16-lane dot in a few elements (as for
+ * test_attention_matmuls): there the rule after the GEMM is checked bitwise
+ * from torch's own R(q.k) (alibi_scores.randn.d128.qk, a one-element dot),
+ * and every element of the full score that differs must have a differing
+ * R(q.k) (Baichuan, MPT) or be within 1 ulp (BLOOM, whose fp32 q.k is not
+ * observable). */
+enum { SC_H = 12, SC_TQ = 8, SC_TK = 40 };
+
+/* Two fp32 dot products of the same d terms in different orders differ by at
+ * most 2 (d - 1) 2^-24 sum |q_i k_i|; where q.k cancels that is more than an
+ * ulp of the dtype. a and b (then scaled by |scale|, and rounded to the
+ * dtype) are as close as two GEMM orders can make them. */
+static bool gemm_close(float a, float b, const float *q, const float *k, int64_t d, float scale)
+{
+    double s = 0;
+    for (int64_t i = 0; i < d; i++)
+        s += fabs((double)q[i] * k[i]);
+    const double ulp = fmax(fabs(a), fabs(b)) * (g_dt == RC_BF16 ? 0x1p-7 : 0x1p-10);
+    return fabs((double)a - b) <= 2.0 * (double)(d - 1) * 0x1p-24 * s * fabs(scale) + ulp;
+}
+static const char *const k_fams[] = {"bloom", "baichuan", "mpt"};
+
+/* the spec of head h for family f: by hand (the rule above) */
+static rco_score_spec alibi_spec(int f, int64_t d, const int32_t *dist, float slope)
+{
+    rco_score_spec sp;
+    memset(&sp, 0, sizeof sp);
+    char name[64];
+    sp.score_dt = g_dt;
+    sp.slope = slope;
+    if (f == 0) {
+        snprintf(name, sizeof name, "alibi_scores.bloom.d%lld.alpha", (long long)d);
+        sp.scale = (float)get_scalar(name); /* BloomAttention.inv_norm_factor */
+        sp.alibi = RCO_ALIBI_FUSED;
+        sp.bias_dt = sp.add_dt = g_dt;
+        sp.key0 = dist[0]; /* keys at positions dist[0].. */
+        sp.ref = 0;
+    } else if (f == 1) {
+        snprintf(name, sizeof name, "alibi_scores.baichuan.d%lld.div", (long long)d);
+        sp.scale = (float)get_scalar(name); /* math.sqrt(head_dim) */
+        sp.div = 1;
+        sp.alibi = RCO_ALIBI_ADD;
+        sp.bias_dt = sp.add_dt = g_dt;
+        sp.key0 = dist[0];
+        sp.ref = 0;
+    } else {
+        snprintf(name, sizeof name, "alibi_scores.mpt.d%lld.scale", (long long)d);
+        sp.scale = (float)get_scalar(name); /* MptAttention.softmax_scale */
+        sp.alibi = RCO_ALIBI_ADD;
+        sp.bias_dt = sp.add_dt = RC_F32;
+        sp.key0 = 0;        /* keys 0..39 of the cache */
+        sp.ref = -dist[0]; /* the call's last key */
+    }
+    return sp;
+}
+
+/* the engine's spec for the same head, from a config as models/{bloom,
+ * baichuan,mpt}.c set it */
+static rco_score_spec engine_spec(int f, int64_t d, const float *slopes, int64_t h, const int32_t *dist)
+{
+    rc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_heads = SC_H, cfg.n_kv_heads = SC_H, cfg.head_dim = d;
+    cfg.pos = RC_POS_ALIBI;
+    cfg.alibi_add = f == 0 ? RC_ALIBI_ADD_FUSED : f == 1 ? RC_ALIBI_ADD_MODEL_DT : RC_ALIBI_ADD_F32;
+    cfg.score_div = f == 1;
+    cfg.alibi_from_last_key = f == 2;
+    const rc_attn_numerics an = {g_dt, g_dt, g_dt};
+    rc_attn_params ap = rc_attn_params_from_config(&cfg, NULL, g_dt, g_dt, &an);
+    rc_attn_params_set_alibi(&ap, slopes, false);
+    const int64_t key0 = f == 2 ? 0 : dist[0], last = f == 2 ? -dist[0] : dist[SC_TK - 1];
+    return rc_attn_score_spec(&ap, slopes, h, last, key0, last);
+}
+
+START_TEST(test_alibi_scores)
+{
+    open_file(_i);
+    static const struct {
+        const char *kind;
+        int64_t d;
+    } cases[] = {{"exact", 16}, {"exact", 128}, {"randn", 128}, {"split", 128}};
+    const rc_alibi_slopes fam_slopes[] = {RC_SLOPES_BLOOM, RC_SLOPES_BAICHUAN, RC_SLOPES_MPT};
+    char name[96], op[96];
+    for (int c = 0; c < 4; c++) {
+        const int64_t d = cases[c].d;
+        const bool split = strcmp(cases[c].kind, "split") == 0; /* BLOOM, keys 0..39 only */
+        const bool randn = strcmp(cases[c].kind, "randn") == 0;
+        int64_t n;
+        snprintf(name, sizeof name, "alibi_scores.%s.d%lld.q", cases[c].kind, (long long)d);
+        float *q = get(name, &n);
+        snprintf(name, sizeof name, "alibi_scores.%s.d%lld.k", cases[c].kind, (long long)d);
+        float *k = get(name, &n);
+        float *qk = NULL, *ourqk = malloc(sizeof(float) * SC_H * SC_TQ * SC_TK);
+        const rco_score_spec plain = {.scale = 1.0f, .score_dt = g_dt, .alibi = RCO_ALIBI_NONE};
+        for (int64_t h = 0; h < SC_H; h++) /* our R(q.k) */
+            for (int64_t i = 0; i < SC_TQ; i++)
+                for (int64_t j = 0; j < SC_TK; j++)
+                    ourqk[(h * SC_TQ + i) * SC_TK + j] =
+                        rc_cpu_score_spec(q + (h * SC_TQ + i) * d, k + j * d, d, 16, &plain, j);
+        if (randn) {
+            snprintf(name, sizeof name, "alibi_scores.randn.d%lld.qk", (long long)d);
+            qk = get(name, &n);
+            int64_t nd, u = max_ulp(ourqk, qk, n, g_dt, &nd);
+            report("q.k (randn, GEMM)", u, nd, n);
+            for (int64_t e = 0; e < n; e++)
+                ck_assert_msg(ulp_dist(ourqk[e], qk[e], g_dt) <= 1 ||
+                                  gemm_close(ourqk[e], qk[e], q + (e / SC_TK) * d, k + (e % SC_TK) * d, d, 1.0f),
+                              "%s q.k %lld: %g vs torch %g", g_dtname, (long long)e, ourqk[e], qk[e]);
+        }
+        for (int f = 0; f < (split ? 1 : 3); f++) {
+            rc_config cfg;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.n_heads = SC_H;
+            cfg.alibi_slopes = fam_slopes[f];
+            cfg.alibi_bias_max = 8.0; /* MptModel passes no alibi_bias_max: the default 8 */
+            float slopes[SC_H];
+            rc_alibi_slopes_compute(&cfg, slopes, NULL);
+            const rc_dtype out_dt = f == 2 ? RC_F32 : g_dt;
+            for (int off = 0; off <= (split ? 0 : 3000); off += 3000) {
+                int32_t dist[SC_TK];
+                snprintf(name, sizeof name, "alibi_scores.%s.off%d.dist", k_fams[f], off);
+                ck_assert(rc_st_read_i32(g_st, name, 1, (int64_t[]){SC_TK}, dist) == RC_OK);
+                for (int j = 1; j < SC_TK; j++)
+                    ck_assert_int_eq(dist[j], dist[j - 1] + 1);
+                snprintf(name, sizeof name, "alibi_scores.%s.%s.d%lld.off%d", k_fams[f], cases[c].kind,
+                         (long long)d, off);
+                float *want = get(name, &n);
+                ck_assert_int_eq(n, SC_H * SC_TQ * SC_TK);
+                float *got = malloc(sizeof(float) * n), *rule = malloc(sizeof(float) * n);
+                int64_t m = 0, n_masked = 0;
+                const float one = 1.0f;
+                /* Baichuan: keys after the query are masked (finfo.min); the
+                 * kernels skip them, so only the others are compared */
+                const int64_t kv = f == 2 ? -dist[0] + 1 : dist[SC_TK - 1] + 1;
+                bool explained = true;
+                for (int64_t h = 0; h < SC_H; h++) {
+                    const rco_score_spec sp = alibi_spec(f, d, dist, slopes[h]);
+                    const rco_score_spec es = engine_spec(f, d, slopes, h, dist);
+                    ck_assert(es.scale == sp.scale && es.div == sp.div && es.score_dt == sp.score_dt &&
+                              es.alibi == sp.alibi && rc_f32_bits(es.slope) == rc_f32_bits(sp.slope) &&
+                              es.key0 - es.ref == sp.key0 - sp.ref && es.bias_dt == sp.bias_dt &&
+                              es.add_dt == sp.add_dt);
+                    for (int64_t i = 0; i < SC_TQ; i++)
+                        for (int64_t j = 0; j < SC_TK; j++) {
+                            const int64_t e = (h * SC_TQ + i) * SC_TK + j;
+                            if (f == 1 && dist[j] > kv - SC_TQ + i) {
+                                ck_assert_msg(want[e] == -(g_dt == RC_BF16 ? 0x1.fep127f : 65504.0f),
+                                              "masked score %lld is not finfo.min", (long long)e);
+                                n_masked++;
+                                continue;
+                            }
+                            got[m] = rc_cpu_score_spec(q + (h * SC_TQ + i) * d, k + j * d, d, 16, &sp, j);
+                            if (qk) /* the rule from torch's R(q.k): a one-element dot */
+                                rule[m] = rc_cpu_score_spec(qk + e, &one, 1, 16, &sp, j);
+                            if (qk && f != 0 && rc_f32_bits(got[m]) != rc_f32_bits(want[e]) &&
+                                rc_f32_bits(ourqk[e]) == rc_f32_bits(qk[e]))
+                                explained = false;
+                            want[m] = want[e];
+                            m++;
+                        }
+                }
+                ck_assert_int_eq(n_masked, f == 1 ? SC_H * SC_TQ * (SC_TQ - 1) / 2 : 0);
+                snprintf(op, sizeof op, "alibi %s %s d=%lld off %d", k_fams[f], cases[c].kind, (long long)d, off);
+                int64_t nd, u = max_ulp(got, want, m, out_dt, &nd);
+                report(op, u, nd, m);
+                if (!randn) {
+                    ck_assert_msg(nd == 0, "%s %s: %lld of %lld differ (max %lld ulp)", g_dtname, op, (long long)nd,
+                                  (long long)m, (long long)u);
+                } else {
+                    if (f == 0) {
+                        for (int64_t e = 0, h = 0; h < SC_H; h++)
+                            for (int64_t i = 0; i < SC_TQ; i++)
+                                for (int64_t j = 0; j < SC_TK; j++, e++)
+                                    ck_assert_msg(ulp_dist(got[e], want[e], g_dt) <= 1 ||
+                                                      gemm_close(got[e], want[e], q + (h * SC_TQ + i) * d, k + j * d,
+                                                                 d, alibi_spec(f, d, dist, 0.0f).scale),
+                                                  "%s %s: score %lld: %g vs torch %g", g_dtname, op, (long long)e,
+                                                  got[e], want[e]);
+                    } else {
+                        ck_assert_msg(explained, "%s %s: a score differs where R(q.k) does not", g_dtname, op);
+                        snprintf(op, sizeof op, "alibi %s randn d=%lld off %d, torch's R(q.k)", k_fams[f],
+                                 (long long)d, off);
+                        BITWISE_T(op, rule, want, m, out_dt);
+                    }
+                }
+                free(want); free(got); free(rule);
+            }
+        }
+        free(q); free(k); free(qk); free(ourqk);
+    }
+    close_file();
+}
+END_TEST
+
+/* Baichuan2's NormHead: F.normalize(w) in the weight dtype, n = R(||w||)
+ * (fp32 sum of squares, 16 lanes) clamped to R(1e-12) (the eps is cast to
+ * the tensor's dtype: bf16 1.0019e-12, fp16 0, so a zero row is 0/0 = NaN
+ * in fp16), then R(w / n). */
+START_TEST(test_normhead)
+{
+    open_file(_i);
+    const char *names[] = {"normhead", "normhead_big"};
+    char name[64], op[64];
+    for (int t = 0; t < 2; t++) {
+        snprintf(name, sizeof name, "%s.w", names[t]);
+        const rc_st_tensor *ti = rc_st_find(g_st, name);
+        ck_assert(ti && ti->ndim == 2);
+        const int64_t M = ti->shape[0], H = ti->shape[1];
+        int64_t n;
+        float *w = get(name, &n);
+        snprintf(name, sizeof name, "%s.out", names[t]);
+        float *want = get(name, &n);
+        float *got = malloc(sizeof(float) * n);
+        for (int k = 0; k < 2; k++) {
+            ck_assert(g_be[k]->ops->normalize_rows(g_be[k], w, M, H, 1e-12f, g_dt, got) == RC_OK);
+            snprintf(op, sizeof op, "%s (F.normalize) [%lld,%lld]", names[t], (long long)M, (long long)H);
+            WITHIN_1ULP(op, got, want, n, g_dt);
+        }
+        free(w); free(want); free(got);
+    }
+    close_file();
+}
+END_TEST
+
+/* MPT's clip_qkv: mixed_qkv.clamp(min=-c, max=c) on the dt projection.
+ * torch converts the Python float c to the tensor's dtype first, so the bound
+ * is R(c): 0.3 clamps bf16 values to 0.30078125, and 0.30078125 itself stays.
+ * The clamp is bitwise with that bound; with c as a plain float the results
+ * are not even dt values (printed). */
+START_TEST(test_clip_qkv)
+{
+    open_file(_i);
+    int64_t n;
+    float *x = get("clip_qkv.x", &n);
+    float *got = malloc(sizeof(float) * n);
+    const char *tags[] = {"a", "b"};
+    char name[64], op[64];
+    for (int t = 0; t < 2; t++) {
+        snprintf(name, sizeof name, "clip_qkv.c_%s", tags[t]);
+        const double c = get_scalar(name);
+        snprintf(name, sizeof name, "clip_qkv.out_%s", tags[t]);
+        float *want = get(name, &n);
+        for (int k = 0; k < 2; k++) {
+            memcpy(got, x, sizeof(float) * n);
+            ck_assert(g_be[k]->ops->clamp(g_be[k], got, n, rc_round_to((float)c, g_dt)) == RC_OK);
+            snprintf(op, sizeof op, "clamp(+-R(%g))", c);
+            BITWISE(op, got, want, n);
+        }
+        memcpy(got, x, sizeof(float) * n);
+        ck_assert(g_be[0]->ops->clamp(g_be[0], got, n, (float)c) == RC_OK);
+        int64_t nd, u = max_ulp(got, want, n, RC_F32, &nd);
+        snprintf(op, sizeof op, "clamp(+-%g), bound not cast (info)", c);
+        report(op, u, nd, n);
+        free(want);
+    }
+    free(x); free(got);
+    close_file();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -550,6 +899,10 @@ int main(void)
     tcase_add_test(tc, test_attn_params_refused);
     tcase_add_loop_test(tc, test_logsoftmax, 0, 2);
     tcase_add_loop_test(tc, test_attention_matmuls, 0, 2);
+    tcase_add_loop_test(tc, test_alibi_slopes, 0, 2);
+    tcase_add_loop_test(tc, test_alibi_scores, 0, 2);
+    tcase_add_loop_test(tc, test_normhead, 0, 2);
+    tcase_add_loop_test(tc, test_clip_qkv, 0, 2);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
 }

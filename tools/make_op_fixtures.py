@@ -9,12 +9,23 @@ of bf16 / fp16 arithmetic can be checked op by op without Python.
 Usage:
     python3 tools/make_op_fixtures.py                  # writes data/fixtures/ops/
     python3 tools/make_op_fixtures.py --out /tmp/ops   # somewhere else (e.g. to diff)
+    python3 tools/make_op_fixtures.py --keep-existing  # add new tensors, keep the stored ones
 
 Everything is seeded (one torch.Generator per op, seeded from the op name) and
 runs single-threaded on the CPU with deterministic algorithms, so two runs with
 the same package versions give byte-identical files.  The safetensors header is
 re-serialised with sorted metadata keys (the Rust writer's key order is random
 per process).
+
+The ops after the attention matmuls (`build_positions`: ALiBi slopes and scores of BLOOM,
+Baichuan-13B and MPT, Baichuan2's NormHead, MPT's clip_qkv) come from transformers' own functions
+(`_get_alibi_slopes`, `build_alibi_tensor`, `BloomAttention`, `build_mpt_alibi_tensor`,
+`MptAttention`) and, for Baichuan-13B, which transformers lacks, from the few lines of its
+`modeling_baichuan.py` re-written here; README.md gives them their own section.
+
+`--keep-existing` keeps every tensor already stored in --out's files, and README.md's part about
+the ops before that section, and only adds what is missing: for a CPU whose kernels round some
+ops differently from the one that wrote the files (the fp16 GEMM, GELU and SiLU kernels do).
 
 For every output the script also computes a "round-once" reference: the exact
 value of the expression rounded ONCE (round to nearest even) to dt, or to
@@ -51,7 +62,9 @@ import safetensors  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import transformers  # noqa: E402
+import transformers.models.bloom.modeling_bloom as bloom  # noqa: E402
 import transformers.models.llama.modeling_llama as llama  # noqa: E402
+import transformers.models.mpt.modeling_mpt as mpt  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from st_canonical import save_safetensors_canonical as save_canonical  # noqa: E402
 
@@ -315,9 +328,11 @@ def bits_equal(a, b):
 
 
 def ulp_stats(got, ref):
-    """(#elements whose bits differ, max |ulp distance|)."""
-    nd = int((~bits_equal(got, ref)).sum())
-    mu = int((ordered_int(got) - ordered_int(ref)).abs().max()) if got.numel() else 0
+    """(#elements whose bits differ, max |ulp distance|); NaN equals NaN whatever its bits."""
+    both_nan = torch.isnan(got) & torch.isnan(ref)
+    nd = int((~bits_equal(got, ref) & ~both_nan).sum())
+    dist = torch.where(both_nan, 0, (ordered_int(got) - ordered_int(ref)).abs())
+    mu = int(dist.max()) if got.numel() else 0
     return nd, mu
 
 
@@ -380,6 +395,10 @@ class Spec:
         self.rows = []  # (output, reference description, n, n_diff, max_ulp, extra)
         self.notes = []
         self.exh = []  # exhaustive checks: (op, reference, n, n_diff, max_ulp)
+
+    def mark(self):
+        """Start the second group of ops (tensors, rows and notes after this go to their own README section)."""
+        self.split = (len(self.tensors), len(self.rows), len(self.notes))
 
     def put(self, name, t, expr):
         assert name not in self.tensors, name
@@ -942,7 +961,340 @@ def build(dt):
     S.cand("pv.out", (p.float() @ v.float()).to(dt), "(p.float() @ v.float()).to(dt)")
 
     exhaustive(S)
+    S.mark()  # everything below: ALiBi, NormHead, clip_qkv (README section of their own)
+    build_positions(S)
     return S
+
+
+# --------------------------------------------------------------------------
+# ALiBi (BLOOM, Baichuan-13B, MPT), NormHead (Baichuan2), clip_qkv (MPT)
+# --------------------------------------------------------------------------
+
+ALIBI_HEADS = (4, 6, 12, 32, 40, 64, 112)  # slope tables (32: bloom-7b1, 112: bloom)
+MPT_BIAS_MAX = (8, 12)
+SC_H, SC_TQ, SC_TK = 12, 8, 40  # scores: heads, query rows, keys
+SC_KV_OFF = 3000  # the far case: keys 3000.. of a 3040-key context (MPT: keys 0.. of it)
+MPT_MAX_SEQ_LEN = 4096  # config.max_seq_len: length of MPT's position-bias table
+SC_CASES = (("exact", 16), ("exact", 128), ("randn", 128), ("split", 128))  # (q/k kind, head_dim)
+SPLIT_POOL = 100000  # candidate q rows for the "split" case
+NH_EPS = 1e-12  # F.normalize's default eps
+
+
+def baichuan_slopes(n):
+    """Baichuan-13B's `_get_interleave(n)` (modeling_baichuan.py of baichuan-inc/Baichuan-13B-Base),
+    re-written here (transformers has no Baichuan class): Python floats, start * ratio**i with
+    start = ratio = 2**-(8/p) for the largest power of two p <= n, then every other value of the
+    list for 2p (start = ratio = 2**-(4/p)) for the remaining n - p heads."""
+    def pow2_list(m):
+        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
+        return [start * start ** i for i in range(m)]
+    if math.log2(n).is_integer():
+        return pow2_list(n)
+    p = 2 ** math.floor(math.log2(n))
+    return pow2_list(p) + baichuan_slopes(2 * p)[0::2][: n - p]
+
+
+def baichuan_alibi_mask(n_head, rows, cols, dt):
+    """Rows `rows` x columns `cols` (int64 positions) of Baichuan-13B's future mask as its
+    BaichuanModel.get_alibi_mask hands it to the layers in eval mode: `_gen_alibi_mask(n_head,
+    max_pos)` = triu(-inf, diagonal 1) (fp32) + slopes[h] * arange(max_pos) (fp32 slopes from
+    `torch.Tensor(_get_interleave(n_head))` times the int64 positions), then `.to(tensor)` (the
+    model dtype) and sliced. Each element only depends on (h, row, col), so the [n_head, max_pos,
+    max_pos] tensor (max_pos = model_max_length = 4096 upstream) is not built here."""
+    slopes = torch.tensor(baichuan_slopes(n_head), dtype=torch.float32)  # torch.Tensor(list): fp32
+    alibi = slopes[:, None, None] * cols[None, None, :]  # fp32 * int64 -> fp32, [H, 1, C]
+    future = torch.zeros(len(rows), len(cols)).masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+    return (future[None] + alibi).to(dt)
+
+
+def exact_dot_inputs(g, *shape):
+    """N(0,1) draws rounded to 3 significant bits, |x| < 1/4 set to 0, clamped to +-3.5: products
+    are multiples of 2^-8 below 2^4, so any sum of up to 128 of them (< 2^11, 19 bits) is exact in
+    fp32 and the fp32 q.k does not depend on the summation order of the GEMM."""
+    x = torch.randn(*shape, generator=g, dtype=torch.float64)
+    m, e = torch.frexp(x)
+    x = torch.ldexp(torch.round(m * 8) / 8, e)
+    x = torch.where(x.abs() < 0.25, torch.zeros_like(x), x).clamp(-3.5, 3.5)
+    return x.float()
+
+
+def split_inputs(g, dt, d):
+    """BLOOM only: q, k of exact_dot_inputs with the q rows of each head picked from SPLIT_POOL draws
+    so that, with BLOOM's biases of keys 0..39, as many scores as possible differ between
+    R(R32(R32(q.k * alpha) + bias)) (two fp32 roundings) and R(R32(q.k * alpha + bias)) (an fp32
+    FMA): which of the two baddbmm computes is then visible. q.k * f32(alpha) and its sum with a
+    bias are exact in float64 (19 + 24 bits, then < 2^7 with lsb 2^-35)."""
+    k = exact_dot_inputs(g, SC_TK, d)
+    pool = exact_dot_inputs(g, SPLIT_POOL, d).double()
+    a32 = float(torch.tensor(1.0 / math.sqrt(d), dtype=torch.float32))
+    x = (pool @ k.double().T) * a32  # exact
+    slopes = bloom._get_alibi_slopes(SC_H, torch.device("cpu"))
+    bias = (slopes[:, None] * torch.arange(SC_TK)).to(dt).double()  # [H, TK], BLOOM's off0 biases
+    rows = []
+    for h in range(SC_H):
+        two = (x.float().double() + bias[h]).float().to(dt)
+        fma = (x + bias[h]).float().to(dt)
+        disc = (~bits_equal(two, fma)).sum(1)
+        idx = torch.sort(disc, descending=True, stable=True).indices[:SC_TQ]
+        rows.append(pool[idx])
+    return torch.stack(rows).float().to(dt), k.to(dt)
+
+
+def score_layout(fam, off):
+    """(query positions, key positions, kv length, the integer each key's slope is multiplied by)."""
+    if off == 0:
+        kv = SC_TK
+        keys = torch.arange(SC_TK)
+    else:
+        kv = SC_KV_OFF + SC_TK
+        keys = torch.arange(SC_TK) if fam == "mpt" else torch.arange(SC_KV_OFF, kv)
+    queries = torch.arange(kv - SC_TQ, kv)
+    dist = keys - (kv - 1) if fam == "mpt" else keys  # MPT: distance to the last key; else the key position
+    return queries, keys, kv, dist
+
+
+def build_positions(S):
+    dt = S.dt
+    f32 = torch.float32
+
+    def r(x64, exact=None):
+        return round_t(x64, dt, exact)
+
+    def r32(x64, exact=None):
+        return round_t(x64, f32, exact)
+
+    # ---- ALiBi slopes -------------------------------------------------------
+    try:  # the Baichuan reference model of tools/, when present: the same slopes
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import baichuan_ref  # noqa: PLC0415
+        ref_slopes = getattr(baichuan_ref, "alibi_slopes", None)
+    except ImportError:
+        ref_slopes = None
+    for n in ALIBI_HEADS:
+        n2 = 2 ** math.floor(math.log2(n))
+        exps = [-(8.0 / n2) * (h + 1) if h < n2 else -(4.0 / n2) * (2 * (h - n2) + 1) for h in range(n)]
+        exact = mp_to_tensor([mpmath.mpf(2) ** mpmath.mpf(e) for e in exps], (n,), f32)
+        s_b = bloom._get_alibi_slopes(n, torch.device("cpu"))
+        assert s_b.dtype == f32
+        S.put(f"alibi_slopes.bloom.h{n}", s_b, f"F32 [{n}]; transformers.models.bloom.modeling_bloom._get_alibi_slopes({n}) "
+              "(torch.pow(fp32 base, int32 powers))")
+        bases = [float(torch.tensor(2.0 ** e0, dtype=f32)) for e0 in (-8.0 / n2, -4.0 / n2)]
+        pw = [(bases[0], h + 1) if h < n2 else (bases[1], 2 * (h - n2) + 1) for h in range(n)]
+        S.cmp(f"alibi_slopes.bloom.h{n}", mp_to_tensor([mpmath.mpf(b0) ** k0 for b0, k0 in pw], (n,), f32),
+              "rne_fp32(f32(base)^k)  [torch.pow correctly rounded]")
+        S.cand(f"alibi_slopes.bloom.h{n}", exact, "rne_fp32(2^(-8k/n2)), extra heads 2^(-4k/n2), k odd  [exact slopes]")
+        one_by_one = torch.stack([torch.pow(torch.full((), b0, dtype=f32), torch.tensor([k0], dtype=torch.int32))[0]
+                                  for b0, k0 in pw])
+        S.cand(f"alibi_slopes.bloom.h{n}", one_by_one, "torch.pow one power at a time  [ATen's scalar path, std::pow]")
+        py = baichuan_slopes(n)
+        if ref_slopes is not None:
+            assert ref_slopes(n) == py, f"tools/baichuan_ref.alibi_slopes({n}) differs"
+        s_c = torch.tensor(py, dtype=f32)
+        S.put(f"alibi_slopes.baichuan.h{n}", s_c, f"F32 [{n}]; Baichuan-13B: torch.Tensor(_get_interleave({n})) "
+              "(Python floats start * ratio**i, rounded once to fp32)")
+        S.cmp(f"alibi_slopes.baichuan.h{n}", exact, "rne_fp32(2^(-8k/n2)), extra heads 2^(-4k/n2), k odd  [exact slopes]")
+        S.cand(f"alibi_slopes.bloom.h{n}", s_c, "Baichuan-13B's slopes (alibi_slopes.baichuan)")
+        for bmax in MPT_BIAS_MAX:
+            tab = mpt.build_mpt_alibi_tensor(n, 2, bmax)  # [n, 1, 2]: slope * (-1), slope * 0
+            assert tab.dtype == f32 and tab.shape == (n, 1, 2) and bool((tab[:, 0, 1] == 0).all())
+            s_m = -tab[:, 0, 0]  # exact
+            S.put(f"alibi_slopes.mpt.h{n}.max{bmax}", s_m,
+                  f"F32 [{n}]; -build_mpt_alibi_tensor({n}, 2, alibi_bias_max={bmax})[:, 0, 0] "
+                  "(transformers.models.mpt.modeling_mpt: 1.0 / torch.pow(2, arange(1, n2+1).float() * (max / n2)), "
+                  "odd-then-even heads when n is not a power of two)")
+            n2m = 2 ** math.ceil(math.log2(n))
+            ks = list(range(1, n2m + 1))
+            if n2m != n:
+                ks = (ks[1::2] + ks[0::2])[:n]
+            basef = [float(torch.tensor(k, dtype=f32) * torch.tensor(bmax / n2m, dtype=f32)) for k in ks]
+            p2 = [rne_mp(mpmath.mpf(2) ** mpmath.mpf(b0), f32) for b0 in basef]  # correctly rounded torch.pow
+            S.cmp(f"alibi_slopes.mpt.h{n}.max{bmax}", mp_to_tensor([1 / mpmath.mpf(v) for v in p2], (n,), f32),
+                  "rne_fp32(1 / rne_fp32(2^base)), base = f32(k) * f32(max/n2)  [torch.pow correctly rounded]")
+            S.cand(f"alibi_slopes.mpt.h{n}.max{bmax}",
+                   mp_to_tensor([1 / mpmath.mpf(2) ** mpmath.mpf(b0) for b0 in basef], (n,), f32),
+                   "rne_fp32(2^-base)  [one rounding]")
+            p1 = torch.stack([torch.pow(2, torch.tensor([b0], dtype=f32))[0] for b0 in basef])
+            S.cand(f"alibi_slopes.mpt.h{n}.max{bmax}", 1.0 / p1,
+                   "1.0 / torch.pow(2, base) one power at a time  [ATen's scalar path, std::pow]")
+
+    # ---- attention scores with ALiBi, as each family's code forms them ---------
+    H = SC_H
+    for kind, d in SC_CASES:
+        g = gen_for(f"alibi_scores.{kind}.d{d}")
+        if kind == "exact":
+            q, k = exact_dot_inputs(g, H, SC_TQ, d).to(dt), exact_dot_inputs(g, SC_TK, d).to(dt)
+        elif kind == "split":
+            q, k = split_inputs(g, dt, d)
+        else:
+            q, k = randn(g, H, SC_TQ, d).to(dt), randn(g, SC_TK, d).to(dt)
+        pre = f"alibi_scores.{kind}.d{d}"
+        kdesc = {"exact": "N(0,1) rounded to 3 significant bits, |x| < 1/4 -> 0, clamped to +-3.5 (every fp32 q.k is "
+                          "exact, whatever the GEMM's summation order)",
+                 "randn": "N(0,1)",
+                 "split": f"as the exact case; the q rows of each head are the {SC_TQ} of {SPLIT_POOL} draws on whose "
+                          "scores with BLOOM's biases (keys 0..39) R(R32(R32(q.k * alpha) + bias)) and "
+                          "R(R32(q.k * alpha + bias)) differ most often (picked per dtype)"}[kind]
+        S.put(f"{pre}.q", q, f"dt [{H},{SC_TQ},{d}] (heads, query rows, head_dim); {kdesc}")
+        S.put(f"{pre}.k", k, f"dt [{SC_TK},{d}] (keys, head_dim), the same keys for every head; {kdesc}")
+        kh = k[None].expand(H, SC_TK, d).contiguous()
+        qk_ex = torch.stack([fsum_matmul(q[h], k.T) for h in range(H)])  # exact for "exact", else correctly rounded f64
+        exd = [exact_dot(q[h], k.T) for h in range(H)]
+        per = SC_TQ * SC_TK
+
+        def ex_dot(i, exd=exd, per=per):
+            return exd[i // per](i % per)
+
+        if kind != "randn":
+            assert bool((torch.matmul(q.float(), kh.float().transpose(1, 2)).double() == qk_ex).all())
+        else:  # torch's q.k in dt (Baichuan's and MPT's first rounding), to check the rest of the rule alone
+            S.put(f"{pre}.qk", torch.matmul(q, kh.transpose(-1, -2)), f"dt [{H},{SC_TQ},{SC_TK}]; torch.matmul(q, k^T)")
+            S.cmp(f"{pre}.qk", r(qk_ex, ex_dot), "rne(exact q.k)")
+        qk32 = r32(qk_ex, ex_dot)[0]  # rne_fp32(exact q.k): what an fp32 accumulation gives when exact
+        qk_dt = r(qk_ex, ex_dot)[0]
+        for fam in ("bloom",) if kind == "split" else ("bloom", "baichuan", "mpt"):
+            for off in (0,) if kind == "split" else (0, SC_KV_OFF):
+                queries, keys, kv, dist = score_layout(fam, off)
+                name = f"alibi_scores.{fam}.{kind}.d{d}.off{off}"
+                dn = f"alibi_scores.{fam}.off{off}.dist"
+                if dn not in S.tensors:
+                    S.put(dn, dist.to(torch.int32), f"I32 [{SC_TK}]; the integer the slope of key j is multiplied by: "
+                          + ("the key's distance to the last of the kv = %d keys (keys are cache positions %d..%d)"
+                             % (kv, int(keys[0]), int(keys[-1])) if fam == "mpt" else
+                             "the key's position %d..%d (kv = %d keys)" % (int(keys[0]), int(keys[-1]), kv)))
+                if fam == "bloom":
+                    cfg = transformers.BloomConfig(hidden_size=H * d, n_head=H)
+                    att = bloom.BloomAttention(cfg, layer_idx=0)
+                    slopes = bloom._get_alibi_slopes(H, torch.device("cpu"))
+                    alibi = bloom.build_alibi_tensor(torch.ones(1, kv, dtype=torch.long), H, dt)  # [H, 1, kv]
+                    direct = (slopes[:, None, None] * torch.arange(kv)).to(dt)  # BloomModel without a mask
+                    assert bool(bits_equal(alibi, direct).all())
+                    bias = alibi[:, :, keys]
+                    out = bias.baddbmm(batch1=q, batch2=kh.transpose(-1, -2), beta=att.beta, alpha=att.inv_norm_factor)
+                    assert out.dtype == dt
+                    S.put(name, out, f"dt [{H},{SC_TQ},{SC_TK}]; BLOOM: build_alibi_tensor(ones(1, {kv}), {H}, dt)"
+                          f"[..., keys].baddbmm(batch1=q, batch2=k^T, beta=1.0, alpha=BloomAttention.inv_norm_factor "
+                          f"= 1/math.sqrt({d})); bias = R(fp32 slope * position)")
+                    if f"alibi_scores.bloom.d{d}.alpha" not in S.tensors:
+                        S.put(f"alibi_scores.bloom.d{d}.alpha", torch.tensor([att.inv_norm_factor], dtype=torch.float64),
+                              f"F64; BloomAttention.inv_norm_factor = 1.0 / math.sqrt({d})")
+                    a32 = torch.tensor(att.inv_norm_factor, dtype=f32)
+                    rule = ((qk32 * a32) + bias.float()).to(dt)
+                    S.cmp(name, (rule, ""), "rne(rne32(rne32(q.k) * f32(alpha)) + bias)  [the C rule, fp32 q.k correctly rounded]")
+                    fb = bias.double().expand(H, SC_TQ, SC_TK)
+                    one = r(qk_ex * float(a32) + fb, (lambda i, fb=fb.reshape(-1).tolist(), a=Fraction(float(a32)):
+                                                       ex_dot(i) * a + Fraction(fb[i])))
+                    S.cand(name, one[0], "rne(exact q.k * f32(alpha) + bias)  [one rounding]")
+                    S.cand(name, r32(qk_ex * float(a32) + fb)[0].to(dt), "rne(rne32(q.k * f32(alpha) + bias))  [fp32 FMA]")
+                elif fam == "baichuan":
+                    mask = baichuan_alibi_mask(H, queries, keys, dt)  # [H, TQ, TK] in dt
+                    div = math.sqrt(d)  # "/ math.sqrt(self.head_dim)"
+                    sc = torch.matmul(q, kh.transpose(-1, -2)) / div
+                    sc = sc + mask
+                    out = torch.max(sc, torch.tensor(torch.finfo(sc.dtype).min))
+                    assert out.dtype == dt
+                    S.put(name, out, f"dt [{H},{SC_TQ},{SC_TK}]; Baichuan-13B: attn = torch.matmul(q, k^T) / "
+                          f"math.sqrt({d}); attn = attn + mask; torch.max(attn, torch.tensor(torch.finfo(dt).min)) "
+                          f"with mask = rows {int(queries[0])}..{int(queries[-1])}, columns {int(keys[0])}..{int(keys[-1])} "
+                          "of (triu(-inf, 1) + fp32 slope * position).to(dt); keys after the query: finfo(dt).min")
+                    if f"alibi_scores.baichuan.d{d}.div" not in S.tensors:
+                        S.put(f"alibi_scores.baichuan.d{d}.div", torch.tensor([div], dtype=torch.float64),
+                              f"F64; math.sqrt({d})")
+                    d32 = torch.tensor(div, dtype=f32)
+                    bias = (torch.tensor(baichuan_slopes(H), dtype=f32)[:, None, None] * keys).to(dt)
+                    rule = (qk_dt.float() / d32).to(dt) + bias  # dt + dt: one rounding
+                    rule = torch.where(keys[None, None, :] > queries[None, :, None],
+                                       torch.tensor(torch.finfo(dt).min, dtype=dt), rule)
+                    S.cmp(name, (rule, ""), "rne(rne(rne(q.k) / f32(sqrt d)) + rne(rne32(slope * pos)))  [the C rule]")
+                    S.cand(name, torch.where(keys[None, None, :] > queries[None, :, None],
+                                             torch.tensor(torch.finfo(dt).min, dtype=dt),
+                                             ((qk_dt.float() * torch.tensor(1 / div, dtype=f32)).to(dt) + bias)),
+                           "the same with * f32(1/sqrt d) instead of / f32(sqrt d)")
+                else:
+                    cfg = transformers.MptConfig(d_model=H * d, n_heads=H, max_seq_len=MPT_MAX_SEQ_LEN)
+                    att = mpt.MptAttention(cfg, layer_idx=0)
+                    tab = mpt.build_mpt_alibi_tensor(H, MPT_MAX_SEQ_LEN, 8)  # MptModel: default alibi_bias_max
+                    qi = max(0, tab.size(1) - SC_TQ)
+                    ki = max(0, tab.size(2) - kv)  # MptAttention's slicing for key_length = kv
+                    pb = tab[:, qi:, ki:][:, :, keys]
+                    sc = torch.matmul(q, kh.transpose(-1, -2)) * att.softmax_scale
+                    out = sc + pb
+                    assert out.dtype == f32 and sc.dtype == dt
+                    S.put(name, out, f"F32 [{H},{SC_TQ},{SC_TK}]; MPT: torch.matmul(q, k^T) * MptAttention.softmax_scale "
+                          f"(dt) + position_bias, position_bias = build_mpt_alibi_tensor({H}, max_seq_len={MPT_MAX_SEQ_LEN}) "
+                          f"sliced as MptAttention does for key_length {kv} (fp32 table: the sum is fp32)")
+                    if f"alibi_scores.mpt.d{d}.scale" not in S.tensors:
+                        S.put(f"alibi_scores.mpt.d{d}.scale", torch.tensor([att.softmax_scale], dtype=torch.float64),
+                              f"F64; MptAttention.softmax_scale = 1 / math.sqrt(d_model / n_heads) = 1/math.sqrt({d})")
+                    s32 = torch.tensor(att.softmax_scale, dtype=f32)
+                    slopes = -mpt.build_mpt_alibi_tensor(H, 2, 8)[:, 0, 0]
+                    bias = slopes[:, None, None] * dist.float()
+                    assert bool(bits_equal(bias.expand(H, 1, SC_TK), pb).all())
+                    rule = (qk_dt.float() * s32).to(dt).float() + bias
+                    S.cmp(name, (rule, ""), "rne32(rne(rne(q.k) * f32(scale)) + rne32(slope * dist))  [the C rule]")
+
+    # ---- NormHead: F.normalize(weight) in the weight dtype -----------------
+    g = gen_for("normhead")
+    p, emin, _ = FMT[dt]
+    tiny = 1e-14 if dt == torch.bfloat16 else 2.0 ** (emin - p + 1)  # bf16: norm below eps; fp16: subnormals
+    rows = [torch.zeros(128),  # norm 0: clamp_min(eps) with eps cast to dt (fp16: 0, so 0/0)
+            torch.full((128,), tiny) * torch.where(torch.rand(128, generator=g) < 0.5, -1.0, 1.0),
+            randn(g, 128, scale=30.0),
+            torch.full((128,), 0.02)]
+    rows += [randn(g, 128, scale=0.02) for _ in range(28)]
+    w = torch.stack(rows).to(dt)
+    wbig = randn(g, 3, 5120, scale=0.02).to(dt)
+    eps_dt = torch.tensor(NH_EPS, dtype=f32).to(dt)  # clamp_min's scalar, cast to the tensor's dtype
+
+    def quot(a, b):
+        return a / b if b else (Fraction(0) if a == 0 else None)
+
+    for nm, ww, desc in (("normhead", w, "dt [32,128]; rows: 0; +-%g (random signs); N(0,30); constant 0.02; "
+                          "then N(0,0.02)" % tiny),
+                         ("normhead_big", wbig, "dt [3,5120]; N(0,0.02) (Baichuan2-13B: hidden 5120)")):
+        S.put(f"{nm}.w", ww, desc)
+        out = F.normalize(ww)  # NormHead: nn.functional.normalize(self.weight): dim=1, eps=1e-12
+        assert out.dtype == dt
+        S.put(f"{nm}.out", out, "F.normalize(w) = w / w.norm(2, dim=1, keepdim=True).clamp_min(1e-12)  (dt, as "
+              "Baichuan2's NormHead; the eps is cast to dt: bf16 1.0019e-12, fp16 0)")
+        nrm = ww.norm(2, dim=1, keepdim=True)
+        S.put(f"{nm}.norm", nrm, "w.norm(2, dim=1, keepdim=True)  (dt; F.normalize's denominator before clamp_min)")
+        n_ex = [mpmath.sqrt(mpf_frac(sum((Fraction(v) ** 2 for v in row), Fraction(0)))) for row in ww.double().tolist()]
+        n_rne = mp_to_tensor(n_ex, (ww.shape[0], 1), dt)
+        S.cmp(f"{nm}.norm", n_rne, "rne(exact sqrt(sum w^2))")
+        for den, what in ((torch.maximum(nrm, eps_dt), "torch's norm"), (torch.maximum(n_rne, eps_dt), "rne(exact norm)")):
+            ex = exact_elementwise(quot, ww, den, shape=ww.shape)
+            ref64 = ww.double() / den.double()  # 0/0 -> nan, as torch
+            S.cmp(f"{nm}.out", r(ref64, ex),
+                  f"rne(w / max({what}, rne(f32(1e-12))))" + ("  [the division only]" if what == "torch's norm"
+                                                              else "  [the C rule: two roundings]"))
+        S.cand(f"{nm}.out", (ww.float() / torch.clamp_min(nrm.float(), torch.tensor(NH_EPS, dtype=f32))).to(dt),
+               "(w.float() / max(norm, f32(1e-12))).to(dt)  [eps not cast to dt]")
+
+    # ---- clip_qkv: mixed_qkv.clamp(min=-c, max=c) -----------------------------
+    g = gen_for("clip_qkv")
+    x = randn(g, N, scale=2.0)
+    x[: N // 4] *= 0.15  # many values near +-0.3
+    x[N // 4: N // 2] *= 5.0
+    if dt == torch.bfloat16:
+        near = [0.298828125, 0.30078125, 0.302734375]  # bf16 neighbours of 0.3 (0.30078125 = bf16(0.3))
+    else:
+        near = [0.2998046875, 0.300048828125, 0.30029296875]  # fp16 0.3 and its neighbours
+    edge = near + [-v for v in near] + [5.96875, 6.0, 6.03125, -6.0, -6.03125, math.inf, -math.inf, 0.0, -0.0]
+    x[-len(edge):] = torch.tensor(edge, dtype=torch.float64).float()
+    x = x.to(dt)
+    S.put("clip_qkv.x", x, f"dt [{N}]; N(0,2), a quarter x0.15, a quarter x5; the last {len(edge)}: dt values "
+          "around +-0.3 and +-6, +-inf, +-0")
+    for tag, c in (("a", 6.0), ("b", 0.3)):
+        S.put(f"clip_qkv.c_{tag}", torch.tensor([c], dtype=torch.float64), f"F64; the Python float clip_qkv = {c!r}")
+        out = x.clamp(min=-c, max=c)
+        assert out.dtype == dt
+        S.put(f"clip_qkv.out_{tag}", out, f"clip_qkv.x.clamp(min=-{c!r}, max={c!r})  (MptAttention.forward, dt)")
+        cd = float(torch.tensor(c, dtype=f32).to(dt))
+        S.cmp(f"clip_qkv.out_{tag}", (x.clamp(min=-cd, max=cd), ""), "clamp to +-rne(f32(c))  [the bound cast to dt]")
+        c32 = float(torch.tensor(c, dtype=f32))
+        got32 = x.float().clamp(min=-c32, max=c32)  # not rounded: what a bound kept in fp32 gives
+        S.notes.append((f"clip_qkv.out_{tag}", "x.float().clamp(+-f32(c)), no cast to dt  [bound not rounded; "
+                        "compared in fp32, max in fp32 ulp]", out.numel(), *ulp_stats(out.float(), got32)))
 
 
 def exhaustive(S):
@@ -1011,14 +1363,47 @@ ST_DTYPE = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32", 
             torch.int32: "I32"}
 
 
+def same_bytes(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        a.contiguous().view(torch.uint8).equal(b.contiguous().view(torch.uint8))
+
+
+def keep_existing(S, path):
+    """--keep-existing: replace S's tensors by those already stored in `path` (same names), so that
+    a file written on another CPU keeps its bytes and only gains the tensors it lacks. Tensors of
+    the ops before Spec.mark() may differ from this run (their README part is kept too); those after
+    it must not (their README section is written from this run). Returns the names that differ."""
+    differ = []
+    with safe_open(path, "pt") as f:
+        for name in f.keys():
+            t = f.get_tensor(name).clone()  # not a view of the file, which is rewritten
+            assert name in S.tensors, f"{path}: {name} is not made by this script"
+            ref = S.tensors[name]
+            assert t.dtype == ref.dtype and t.shape == ref.shape, f"{path}: {name} has another dtype or shape"
+            if not same_bytes(t, ref):
+                assert list(S.tensors).index(name) < S.split[0], \
+                    f"{path}: kept {name} differs from this run, and the README section describing it is rewritten"
+                differ.append(name)
+            S.tensors[name] = t
+    return differ
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fixtures", "ops"))
+    ap.add_argument("--keep-existing", action="store_true",
+                    help="keep every tensor already in --out's files (and README.md's part describing the ops before "
+                         "the ALiBi section) and only add the missing ones: for a CPU whose kernels round differently "
+                         "from the one that wrote the files")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     os.makedirs(args.out, exist_ok=True)
     ver = versions()
+    kept_readme = None
+    if args.keep_existing:
+        with open(os.path.join(args.out, "README.md")) as f:
+            kept_readme = f.read()
 
     specs = {}
     for tag, dt in DTYPES.items():
@@ -1027,13 +1412,19 @@ def main():
         meta = {"dtype": tag, "generator": "tools/make_op_fixtures.py", "seed": str(SEED)}
         meta.update({f"version.{k}": v for k, v in ver.items()})
         path = os.path.join(args.out, f"ops_{tag}.safetensors")
+        if args.keep_existing:
+            with safe_open(path, "pt") as f:
+                assert f.metadata() == meta, f"{path}: other metadata (versions) than this run"
+            n_old = len(S.tensors)
+            differ = keep_existing(S, path)
+            print(f"== {tag}: --keep-existing: kept the stored tensors; {len(differ)} of them differ from this "
+                  f"run's ({', '.join(differ) if differ else 'none'}); {n_old} tensors in all")
         save_canonical(S.tensors, path, meta)
         with safe_open(path, "pt") as f:
             assert f.metadata() == meta
+            assert sorted(f.keys()) == sorted(S.tensors)
             for name in f.keys():
-                t, ref = f.get_tensor(name), S.tensors[name]
-                assert t.dtype == ref.dtype and t.shape == ref.shape, name
-                assert t.contiguous().view(torch.uint8).equal(ref.contiguous().view(torch.uint8)), name
+                assert same_bytes(f.get_tensor(name), S.tensors[name]), name
         print(f"== {tag}: {path} ({os.path.getsize(path)} bytes)")
         for (name, desc, n, nd, mu, extra) in S.rows:
             print(f"  {name:22s} {nd:5d}/{n:<5d} max {mu} ulp  vs {desc}{'  (' + extra + ')' if extra else ''}")
@@ -1042,7 +1433,7 @@ def main():
         for (name, desc, n, nd, mu) in S.exh:
             print(f"  [all finite] {name:18s} {nd:5d}/{n:<5d} max {mu} ulp  vs {desc}")
 
-    write_readme(args.out, specs, ver)
+    write_readme_all(args.out, specs, ver, kept_readme)
 
 
 NOTES = """## Notes for the C emulation (observed with the versions and CPU above)
@@ -1100,6 +1491,54 @@ These notes summarise the tables; they are written by hand and are not re-derive
 """
 
 
+NOTES_POSITIONS = """### Notes (ALiBi, NormHead, clip_qkv)
+
+Written by hand from the tables above and from `tests/test_ops.c` (test_alibi_slopes,
+test_alibi_scores, test_normhead, test_clip_qkv), which runs the C rules of `src/engine` on these
+files; not re-derived on regeneration.
+
+- **Scores: each family's rule is bitwise.** On the `exact` and `split` inputs (fp32 q.k exact, so no
+  GEMM order is involved) `rco_score` (16 lanes) gives every stored score bit for bit, bf16 and fp16,
+  head_dim 16 and 128, keys at 0..39 and 3000 positions further:
+  - BLOOM: `baddbmm` is R(R32(R32(q.k * f32(alpha)) + bias)) with bias = R(R32(slope * position)):
+    two fp32 roundings, then one to the dtype. Not an fp32 FMA and not one rounding: the `split`
+    case has 97 (bf16) / 89 (fp16) scores where those give another value, and torch agrees with the
+    two roundings in all of them (RCO_ALIBI_FUSED).
+  - Baichuan-13B: R(R(R(q.k) / f32(sqrt d)) + R(R32(slope * position))), every step in the dtype
+    (RCO_ALIBI_ADD, bias and sum in the dtype). Division and multiplication by f32(1/sqrt 128) agree
+    on every finite bf16 value and differ on 52 of the 63488 finite fp16 values; the rule divides,
+    as torch. Keys after the query hold finfo(dt).min (-inf from the mask, then `torch.max`).
+  - MPT: R32(R(R(q.k) * f32(softmax_scale)) + R32(slope * (position - last key))), an fp32 result
+    (RCO_ALIBI_ADD with fp32 bias and sum).
+- **`randn` inputs**: bf16 is bitwise everywhere. In fp16 our 16-lane R(q.k) differs from torch's GEMM
+  in 4 of 3840 values, up to 8 ulp where q.k cancels (|q.k| = 1.8e-5 against sum |q_i k_i| = 92; the
+  difference is within what two fp32 summation orders allow). The scores differ exactly there: BLOOM
+  3/3840 by 1 ulp, Baichuan 1/3504 by 2 ulp, MPT 2/3840 (one fp16 ulp of the scaled score = 4096
+  fp32 ulp) and 1/3840 (32 fp32 ulp, next to a large bias). From torch's own R(q.k)
+  (`alibi_scores.randn.d128.qk`) the Baichuan and MPT rules are bitwise.
+- **Slopes.** Baichuan-13B's are the Python-float slopes rounded once: correctly rounded, and ours
+  (`rc_alibi_slopes_compute`) are bitwise. BLOOM's `torch.pow(fp32 base, k)` equals the correctly
+  rounded power of the fp32 base (so up to 6 ulp from 2^(-8k/n2) for 32 or 40 heads), except where
+  ATen's vectorised pow runs: each block of 32 powers goes through SLEEF's powf_u10 (AVX512 here),
+  only the rest through std::pow (glibc powf, which ours calls too). The one value where they
+  differ here is (2^-0.25)^15, 1 ulp (head 14 of 32 to 63 heads, e.g. bloom-3b and bloom-7b1 with
+  32); the "one power at a time" row shows it. MPT's `1 / torch.pow(2, base)` is the correctly
+  rounded power, then the reciprocal, except 3 values of the 112-head table with alibi_bias_max 12
+  (vectorised 2^0.09375 times powers of two); MptModel always passes alibi_bias_max 8, where all
+  tables agree. The test expects exactly these 1-ulp differences.
+- **NormHead**: `F.normalize` casts its eps to the weight dtype (`clamp_min(1e-12)` on a bf16/fp16
+  tensor): bf16 1.0019e-12, fp16 0. So a row whose norm is below that is divided by 1.0019e-12
+  rather than 1e-12 in bf16 (128 of 4096 elements 1 ulp apart otherwise), and an all-zero row is
+  0/0 = NaN in fp16. The norm itself is correctly rounded on these rows, the division too;
+  `rco_normalize_row` casts the eps and matches bitwise.
+- **clip_qkv**: `clamp(min=-c, max=c)` on a dtype tensor converts c to the dtype first: 0.3 clamps
+  bf16 to 0.30078125 (and leaves 0.30078125 itself alone). With the bound cast, the clamp is
+  bitwise; with c = 0.3 as a plain fp32 bound 3117 of 4096 results differ (they are not even dtype
+  values). c = 6.0 is exact in both dtypes. (torch refuses a c beyond the dtype's range, e.g. fp16
+  clip_qkv > 65504: "value cannot be converted to type c10::Half without overflow".)
+"""
+
+
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -1135,9 +1574,7 @@ def write_readme(out, specs, ver):
     a("")
     a("| file | bytes | sha256 |")
     a("|---|---|---|")
-    for tag in specs:
-        p = os.path.join(out, f"ops_{tag}.safetensors")
-        a(f"| ops_{tag}.safetensors | {os.path.getsize(p)} | `{sha256(p)}` |")
+    L += file_table(out, specs)
     a("")
     a("`__metadata__`: dtype, generator, seed, version.{python,torch,transformers,safetensors,numpy}.")
     a("")
@@ -1152,7 +1589,7 @@ def write_readme(out, specs, ver):
     a("| name | shape | dtype | contents / exact PyTorch expression |")
     a("|---|---|---|---|")
     S0 = specs["bf16"]
-    for name, t in S0.tensors.items():
+    for name, t in list(S0.tensors.items())[: S0.split[0]]:
         dts = {ST_DTYPE[s.tensors[name].dtype] for s in specs.values()}
         dtype = "dt" if dts == {"BF16", "F16"} else "/".join(sorted(dts))
         doc = S0.doc[name].replace("|", "\\|")
@@ -1173,7 +1610,7 @@ def write_readme(out, specs, ver):
     a("")
     a("| output | reference | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp | notes |")
     a("|---|---|---|---|---|---|---|")
-    rb, rf = specs["bf16"].rows, specs["f16"].rows
+    rb, rf = specs["bf16"].rows[: S0.split[1]], specs["f16"].rows[: S0.split[1]]
     for x, y in zip(rb, rf):
         assert x[0] == y[0] and x[1] == y[1]
         notes = "; ".join(s for s in (("bf16: " + x[5]) if x[5] else "", ("fp16: " + y[5]) if y[5] else "") if s)
@@ -1186,7 +1623,7 @@ def write_readme(out, specs, ver):
     a("")
     a("| output | alternative | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp |")
     a("|---|---|---|---|---|---|")
-    for x, y in zip(specs["bf16"].notes, specs["f16"].notes):
+    for x, y in zip(specs["bf16"].notes[: S0.split[2]], specs["f16"].notes[: S0.split[2]]):
         if x[0].startswith("(float64"):
             continue
         assert x[0] == y[0] and x[1] == y[1]
@@ -1214,9 +1651,117 @@ def write_readme(out, specs, ver):
     a("the references here never use it.")
     a("")
     a(NOTES)
+    return "\n".join(L)
 
+
+NEW_SECTION = "## ALiBi (BLOOM, Baichuan-13B, MPT), NormHead, clip_qkv"
+
+
+def tensor_rows(specs, lo, hi):
+    S0 = specs["bf16"]
+    out = []
+    for name, t in list(S0.tensors.items())[lo:hi]:
+        dts = {ST_DTYPE[s.tensors[name].dtype] for s in specs.values()}
+        dtype = "dt" if dts == {"BF16", "F16"} else "/".join(sorted(dts))
+        doc = S0.doc[name].replace("|", "\\|")
+        out.append(f"| `{name}` | {list(t.shape)} | {dtype} | {doc} |")
+    return out
+
+
+def readme_positions(specs):
+    """The README section of the ops after Spec.mark(): ALiBi slopes and scores, NormHead, clip_qkv."""
+    S0 = specs["bf16"]
+    L = []
+    a = L.append
+    a(NEW_SECTION)
+    a("")
+    a(f"Generated on: {cpu_info()} (torch {torch.__version__}, transformers {transformers.__version__}).")
+    a("Same files, same conventions as above; these tensors come after the ops above in the script")
+    a("(`build_positions`), each op with its own seeded generator.")
+    a("")
+    a("What each family computes (the code the tensors come from):")
+    a("")
+    a("- **BLOOM** (`transformers.models.bloom.modeling_bloom`): slopes `_get_alibi_slopes(n)`: an fp32 base")
+    a("  `2**-(8/n2)` (n2 = largest power of two <= n) raised with `torch.pow` to int32 powers 1..n2, extra heads")
+    a("  base `2**-(4/n2)` to the odd powers; `build_alibi_tensor(mask, n, dtype)`: `slopes[..., None] *")
+    a("  arange` (fp32) `.to(dtype)`; scores `alibi.baddbmm(batch1=q, batch2=k^T, beta=1.0,")
+    a("  alpha=1/math.sqrt(head_dim))` in the model dtype.")
+    a("- **Baichuan-13B** (its own `modeling_baichuan.py`, not in transformers; the lines are re-written in the")
+    a("  script): slopes `torch.Tensor(_get_interleave(n))` (Python floats `start * ratio**i`, rounded once to")
+    a("  fp32); the mask `triu(-inf, 1) + slopes * arange(max_pos)` in fp32, `.to(model dtype)`; `attn =")
+    a("  torch.matmul(q, k^T) / math.sqrt(head_dim)`, `attn = attn + mask` (model dtype), `torch.max(attn,")
+    a("  torch.tensor(torch.finfo(dtype).min))`.")
+    a("- **MPT** (`transformers.models.mpt.modeling_mpt`): `build_mpt_alibi_tensor(n, max_seq_len,")
+    a("  alibi_bias_max)`: slopes `1.0 / torch.pow(2, arange(1, n2+1).float() * (alibi_bias_max / n2))` (n2 =")
+    a("  power of two >= n, odd-then-even heads when n is not one) times `arange(1 - max_seq_len, 1)`, an fp32")
+    a("  table; `MptAttention`: `torch.matmul(q, k^T) * softmax_scale` (model dtype) `+ position_bias[:, -q:,")
+    a("  -kv:]`: the table is fp32, so the sum is fp32.")
+    a("- **NormHead** (Baichuan2): `F.linear(h, F.normalize(weight))`, `F.normalize(w) = w / w.norm(2, dim=1,")
+    a("  keepdim=True).clamp_min(1e-12)` in the weight dtype.")
+    a("- **clip_qkv** (MPT): `mixed_qkv.clamp(min=-clip_qkv, max=clip_qkv)` on the model-dtype projection.")
+    a("")
+    a(f"Score layout: {SC_H} heads, {SC_TQ} query rows, {SC_TK} keys, head_dim 16 or 128. `off0`: kv = {SC_TK} keys")
+    a(f"at positions 0..{SC_TK - 1}, queries at {SC_TK - SC_TQ}..{SC_TK - 1}. `off{SC_KV_OFF}`: kv = {SC_KV_OFF + SC_TK} keys,")
+    a(f"queries at {SC_KV_OFF + SC_TK - SC_TQ}..{SC_KV_OFF + SC_TK - 1}; the {SC_TK} keys are positions")
+    a(f"{SC_KV_OFF}..{SC_KV_OFF + SC_TK - 1} for BLOOM and Baichuan (bias = slope * position) and positions")
+    a(f"0..{SC_TK - 1} for MPT (bias = slope * (position - (kv - 1)), so the far case has distances")
+    a(f"-{SC_KV_OFF + SC_TK - 1}..-{SC_KV_OFF}). `alibi_scores.<family>.off*.dist` holds the integer each key's slope")
+    a("is multiplied by. BLOOM and MPT scores are stored before the causal mask (every query/key pair);")
+    a("Baichuan's include it (its mask is the ALiBi tensor): keys after the query hold finfo(dt).min. `exact`")
+    a("inputs make every fp32 q.k exact, so the scores do not depend on the GEMM's summation order and")
+    a("test only the scaling and bias rule; `randn` inputs are N(0,1).")
+    a("")
+    a("| name | shape | dtype | contents / exact PyTorch expression |")
+    a("|---|---|---|---|")
+    L += tensor_rows(specs, S0.split[0], len(S0.tensors))
+    a("")
+    a("### torch vs. the rule (and round-once references)")
+    a("")
+    a("As above: elements whose bits differ (NaN counts equal to NaN). \"the C rule\" rows apply the rounding")
+    a("sequence `src/engine/ops_inline.h` implements, from the exact (or correctly rounded fp32) q.k.")
+    a("")
+    a("| output | reference | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp | notes |")
+    a("|---|---|---|---|---|---|---|")
+    for x, y in zip(S0.rows[S0.split[1]:], specs["f16"].rows[S0.split[1]:]):
+        assert x[0] == y[0] and x[1] == y[1]
+        notes = "; ".join(s for s in (("bf16: " + x[5]) if x[5] else "", ("fp16: " + y[5]) if y[5] else "") if s)
+        a(f"| `{x[0]}` | {x[1]} | {x[3]} / {x[2]} | {x[4]} | {y[3]} / {y[2]} | {y[4]} | {notes} |")
+    a("")
+    a("| output | alternative | bf16: differ / n | bf16 max ulp | fp16: differ / n | fp16 max ulp |")
+    a("|---|---|---|---|---|---|")
+    for x, y in zip(S0.notes[S0.split[2]:], specs["f16"].notes[S0.split[2]:]):
+        assert x[0] == y[0] and x[1] == y[1]
+        a(f"| `{x[0]}` | {x[1]} | {x[3]} / {x[2]} | {x[4]} | {y[3]} / {y[2]} | {y[4]} |")
+    a("")
+    a(NOTES_POSITIONS)
+    return "\n".join(L)
+
+
+def file_table(out, specs):
+    rows = []
+    for tag in specs:
+        p = os.path.join(out, f"ops_{tag}.safetensors")
+        rows.append(f"| ops_{tag}.safetensors | {os.path.getsize(p)} | `{sha256(p)}` |")
+    return rows
+
+
+def write_readme_all(out, specs, ver, kept_readme=None):
+    """README.md: the first part (write_readme) and the positions section. kept_readme: the text of
+    an existing README whose first part is kept (--keep-existing), with its file table updated."""
+    if kept_readme is None:
+        head = write_readme(out, specs, ver)
+    else:
+        i = kept_readme.find("\n" + NEW_SECTION)
+        head = kept_readme[:i] if i >= 0 else kept_readme.rstrip("\n") + "\n"
+        new_rows = dict(zip(specs, file_table(out, specs)))
+        lines = head.split("\n")
+        for j, line in enumerate(lines):
+            for tag, row in new_rows.items():
+                if line.startswith(f"| ops_{tag}.safetensors |"):
+                    lines[j] = row
+        head = "\n".join(lines)
     with open(os.path.join(out, "README.md"), "w") as f:
-        f.write("\n".join(L))
+        f.write(head + "\n" + readme_positions(specs))
 
 
 if __name__ == "__main__":

@@ -391,11 +391,15 @@ RC_HD static inline float rco_clamp1(float x, float c)
 
 /* One row of F.normalize(w, dim=1) as Baichuan2's NormHead applies it to its
  * weight (in the weight's dtype): n = R(sqrt(sum w^2)) with the sum in fp32
- * over 16 lanes, then every w / max(n, eps) rounded to out_dt. */
+ * over 16 lanes, clamp_min(eps) with eps cast to out_dt as torch casts the
+ * scalar to the tensor's dtype (bf16 1e-12 -> 1.0019e-12; fp16 -> 0, so an
+ * all-zero row is 0/0 = NaN in fp16, as in torch), then every w / n rounded
+ * to out_dt (tests/test_ops.c: test_normhead). */
 RC_HD static inline void rco_normalize_row(const float *w, int64_t H, float eps, rc_dtype out_dt, float *out)
 {
     float n = rc_round_to(sqrtf(rco_lanes_reduce(w, w, H, 16)), out_dt);
-    n = n > eps ? n : eps;
+    const float e = rc_round_to(eps, out_dt);
+    n = n < e ? e : n; /* NaN stays NaN, as torch.clamp_min */
     for (int64_t i = 0; i < H; i++)
         out[i] = rc_round_to(w[i] / n, out_dt);
 }
