@@ -363,8 +363,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         /* attention block */
         RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, rr.norm, rr.norm, e->h));
         RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, in_norm, rr.linear, e->qkv));
-        if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv) */
-            RC_TRY(op->clamp(be, e->qkv, R * qkv_w, (float)c->clip_qkv));
+        if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
+            RC_TRY(op->clamp(be, e->qkv, R * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
         RC_TRY(op->rope(be, e->qkv, bd, &ap));
         RC_TRY(op->attention(be, e->qkv, bd, &ap, &e->kv, l, e->att));
         RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, in_att, rr.linear, e->tmp)); /* attn_out */

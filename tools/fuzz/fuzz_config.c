@@ -69,9 +69,17 @@ static const char *const k_keys[] = {
     "tie_word_embeddings", "pretraining_tp", "use_sliding_window", "attention_bias", "mlp_bias",
     "sliding_window", "use_parallel_residual", "rope_parameters", "rope_scaling", "rope_theta",
     "partial_rotary_factor", "rotary_emb_base", "rotary_pct", "rope_type", "type", "factor",
-    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", NULL};
+    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+    /* gpt2, bloom, mpt, baichuan */
+    "n_embd", "n_layer", "n_head", "n_positions", "n_inner", "activation_function", "layer_norm_epsilon",
+    "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "n_embed",
+    "apply_residual_connection_post_layernorm", "slow_but_exact", "d_model", "n_heads", "n_layers",
+    "expansion_ratio", "max_seq_len", "no_bias", "attn_config", "alibi", "alibi_bias_max", "clip_qkv",
+    "softmax_scale", "qk_ln", "prefix_lm", "logit_scale", "model_max_length", "z_loss_weight", "norm_head",
+    "architectures", NULL};
 static const char *const k_strings[] = {
-    "gpt_neox", "llama", "mistral", "qwen2", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
+    "gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan", "BaiChuanForCausalLM",
+    "BaichuanForCausalLM", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
     "default", "linear", "llama3", "dynamic", "yarn", "line\nbreak", "\xc3\xa9", "", NULL};
 const fz_json_dict k_config_dict = {k_keys, k_strings};
 

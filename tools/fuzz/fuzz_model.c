@@ -1,9 +1,11 @@
 /* libFuzzer harness (c): rc_model_load on a real fixture whose config.json is
  * replaced by the input.
  *
- * Four scratch model folders are made at start-up from data/fixtures
- * (neox_parallel, llama_gqa, mistral_headdim, qwen2_bias with its three shards
- * and index); the input's "model_type" picks the folder. Seed the corpus with
+ * One scratch model folder per supported model_type is made at start-up
+ * from data/fixtures (neox_parallel, llama_gqa, mistral_headdim, qwen2_bias
+ * with its three shards and index, gpt2_learned, bloom_alibi, mpt_alibi,
+ * baichuan_13b); the input's "model_type" picks the folder (llama's when it
+ * names none of them). Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
  *
@@ -21,8 +23,11 @@
 #define FZ_NO_CONFIG_MAIN
 #include "fuzz_config.c"
 
-static char g_dirs[4][600];
-static const char *const k_fixtures[4] = {"neox_parallel", "llama_gqa", "mistral_headdim", "qwen2_bias"};
+#define N_DIRS 8
+static char g_dirs[N_DIRS][600];
+static const char *const k_fixtures[N_DIRS] = {"neox_parallel", "llama_gqa",   "mistral_headdim", "qwen2_bias",
+                                               "gpt2_learned",  "bloom_alibi", "mpt_alibi",       "baichuan_13b"};
+static const char *const k_types[N_DIRS] = {"gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan"};
 static const char *const k_files[] = {"model.safetensors", "model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
                                       "model-00003-of-00003.safetensors", "model.safetensors.index.json",
@@ -36,7 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         exit(2);
     }
     const char *base = fz_scratch_dir("model");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_DIRS; i++) {
         snprintf(g_dirs[i], sizeof g_dirs[i], "%s/%s", base, k_fixtures[i]);
         if (mkdir(g_dirs[i], 0700) != 0) {
             perror(g_dirs[i]);
@@ -64,12 +69,9 @@ static int pick_dir(const uint8_t *data, size_t size)
     int d = 1;
     if (j) {
         const char *mt = json_string_value(json_object_get(j, "model_type"));
-        if (mt && strcmp(mt, "gpt_neox") == 0)
-            d = 0;
-        else if (mt && strcmp(mt, "mistral") == 0)
-            d = 2;
-        else if (mt && strcmp(mt, "qwen2") == 0)
-            d = 3;
+        for (int i = 0; mt && i < N_DIRS; i++)
+            if (strcmp(mt, k_types[i]) == 0)
+                d = i;
         json_decref(j);
     }
     return d;
@@ -103,6 +105,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             acc += m->w.inv_freq[j];
         for (int64_t l = 0; l < m->cfg.n_layers; l++)
             acc += m->w.layers[l].w_qkv[0] + m->w.layers[l].w_down[0];
+        if (m->cfg.pos == RC_POS_ALIBI) {
+            if (!m->w.alibi_slopes)
+                abort();
+            for (int64_t h = 0; h < m->cfg.n_heads; h++)
+                acc += m->w.alibi_slopes[h];
+        }
+        if (m->cfg.pos == RC_POS_LEARNED)
+            acc += m->w.wpe[m->cfg.max_pos * m->cfg.hidden - 1];
         (void)acc;
         rc_model_free(m);
     } else if (m) {
