@@ -604,6 +604,38 @@ START_TEST(test_output_checked_first)
 }
 END_TEST
 
+/* --alibi-bias: recorded, shown in the header only when not the default,
+ * read back by report; a bad value is a usage error (2) */
+START_TEST(test_alibi_bias_option)
+{
+    char args[4096];
+    FILE *f = fopen("/tmp/rc_cli_alibi.ids", "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("5 7 9 11 13 2\n12 3 4\n", f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "--model data/fixtures/bloom_alibi --prompts /tmp/rc_cli_alibi.ids --len 6 -q --alibi-bias rowmax "
+             "--out %s/a.h5",
+             g_dir);
+    ck_assert_msg(run(args) == 0, "%s", g_err);
+    ck_assert_ptr_nonnull(strstr(g_out, "upcast none  alibi-bias rowmax  log-probs fp32"));
+    snprintf(args, sizeof args, "report %s/a.h5 --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"alibi_bias\": \"rowmax\""));
+    snprintf(args, sizeof args,
+             "--model data/fixtures/bloom_alibi --prompts /tmp/rc_cli_alibi.ids --len 6 -q --out %s/b.h5", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "alibi-bias"));
+    snprintf(args, sizeof args, "report %s/b.h5 --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"alibi_bias\": \"model\""));
+    ck_assert_int_eq(run("--model data/fixtures/bloom_alibi --alibi-bias max --out none"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--alibi-bias"));
+    ck_assert_int_eq(count_lines(g_err), 1);
+    unlink("/tmp/rc_cli_alibi.ids");
+}
+END_TEST
+
 /* A GPT-2 Conv1D weight stored [out, in] instead of [in, out] (a converter
  * that transposed it already): exit 4, one line naming the file, the tensor,
  * its shape and the expected one; no output file. */
@@ -973,6 +1005,7 @@ int main(void)
     tcase_add_test(tr, test_tokenize_command);
     tcase_add_test(tr, test_text_prompts);
     tcase_add_test(tr, test_conv1d_swapped);
+    tcase_add_test(tr, test_alibi_bias_option);
     tcase_add_test(tr, test_report_diff);
     suite_add_tcase(s, tr);
     TCase *tx = tcase_create("robust");

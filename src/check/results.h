@@ -109,6 +109,11 @@ typedef struct {
     size_t off;           /* offsetof(rc_results, field) */
     size_t cap;           /* RC_SET_TEXT: the array's size; 0 for an owned pointer */
     bool optional;        /* older files may lack it */
+    /* the run's header line (ratiocheck run / report): "  <label> <value>"
+     * in this order; NULL: not there. Not shown when the value is "" or
+     * equals table_hide (a default that would only add noise). */
+    const char *table_label;
+    const char *table_hide;
 } rc_setting;
 
 extern const rc_setting rc_settings[];

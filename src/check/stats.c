@@ -11,19 +11,21 @@
 const double rc_quantile_levels[RC_N_QUANTILES] = {0.001, 0.01, 0.5, 0.99, 0.999};
 const double rc_ratio_thresholds[RC_N_THRESHOLDS] = {0.001, 0.01, 0.1, 0.2};
 
-#define SET(name, key, kind, field, cap, opt) {name, key, kind, offsetof(rc_results, field), cap, opt}
+#define SET(name, key, kind, field, cap, opt) {name, key, kind, offsetof(rc_results, field), cap, opt, NULL, NULL}
+/* a text setting that the header line shows as "  label value" */
+#define SET_SHOWN(name, field, opt, label, hide)                                                              \
+    {name, name, RC_SET_TEXT, offsetof(rc_results, field), sizeof(((rc_results *)0)->field), opt, label, hide}
 const rc_setting rc_settings[] = {
     SET("version", "version", RC_SET_TEXT, version, sizeof(((rc_results *)0)->version), false),
     SET("command_line", "command_line", RC_SET_TEXT, command_line, 0, false),
     SET("model_path", "model", RC_SET_TEXT, model_path, 0, false),
     SET("model_type", "model_type", RC_SET_TEXT, model_type, sizeof(((rc_results *)0)->model_type), false),
-    SET("dtype", "dtype", RC_SET_TEXT, dtype, sizeof(((rc_results *)0)->dtype), false),
-    SET("kernels", "kernels", RC_SET_TEXT, kernels, sizeof(((rc_results *)0)->kernels), false),
-    SET("upcast", "upcast", RC_SET_TEXT, upcast, sizeof(((rc_results *)0)->upcast), false),
-    /* files before --alibi-bias have none */
-    SET("alibi_bias", "alibi_bias", RC_SET_TEXT, alibi_bias, sizeof(((rc_results *)0)->alibi_bias), true),
-    SET("logprob_dtype", "logprob_dtype", RC_SET_TEXT, logprob_dtype, sizeof(((rc_results *)0)->logprob_dtype),
-        false),
+    SET_SHOWN("dtype", dtype, false, "dtype", NULL),
+    SET_SHOWN("kernels", kernels, false, "kernels", NULL),
+    SET_SHOWN("upcast", upcast, false, "upcast", NULL),
+    /* files before --alibi-bias have none; the default is not shown */
+    SET_SHOWN("alibi_bias", alibi_bias, true, "alibi-bias", "model"),
+    SET_SHOWN("logprob_dtype", logprob_dtype, false, "log-probs", NULL),
     SET("reference", "reference", RC_SET_TEXT, reference, sizeof(((rc_results *)0)->reference), false),
     SET("backend", "backend", RC_SET_TEXT, backend, sizeof(((rc_results *)0)->backend), false),
     /* files before the CUDA backend have no device */

@@ -653,15 +653,19 @@ static void print_table(const rc_results *r, const char *out_path)
 {
     printf("ratiocheck %s  model ", RC_VERSION);
     term_str(stdout, r->model_path ? r->model_path : "");
-    const char *const parts[][2] = {{" (", r->model_type}, {")  dtype ", r->dtype}, {"  kernels ", r->kernels},
-                                    {"  upcast ", r->upcast}, {"  log-probs ", r->logprob_dtype}};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        fputs(parts[i][0], stdout);
-        term_str(stdout, parts[i][1]);
-    }
-    if (r->alibi_bias[0] && strcmp(r->alibi_bias, "model") != 0) {
-        fputs("  alibi-bias ", stdout);
-        term_str(stdout, r->alibi_bias);
+    fputs(" (", stdout);
+    term_str(stdout, r->model_type);
+    fputs(")", stdout);
+    /* the settings the header shows, from the one settings table (stats.c) */
+    for (size_t i = 0; i < rc_n_settings; i++) {
+        const rc_setting *s = &rc_settings[i];
+        if (!s->table_label)
+            continue;
+        const char *v = rc_setting_text(r, s);
+        if (!v[0] || (s->table_hide && strcmp(v, s->table_hide) == 0))
+            continue;
+        printf("  %s ", s->table_label);
+        term_str(stdout, v);
     }
     putchar('\n');
     if (r->device[0]) {
