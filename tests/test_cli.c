@@ -106,6 +106,27 @@ START_TEST(test_inspect)
 }
 END_TEST
 
+/* Every command's --help comes from its option table: the usage line, then
+ * each option with its help text; an unknown option is exit 2 */
+START_TEST(test_command_help_tables)
+{
+    const char *const cmds[][3] = {{"inspect --help", "Usage: ratiocheck inspect", "  -m, --model DIR"},
+                                   {"tokenize --help", "Usage: ratiocheck tokenize", "  --file FILE"},
+                                   {"report --help", "Usage: ratiocheck report", "  --json "},
+                                   {"diff --help", "Usage: ratiocheck diff", "  -h, --help"},
+                                   {"run --help", "Usage: ratiocheck [run]", "  --alibi-bias model|rowmax"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        ck_assert_int_eq(run(cmds[i][0]), 0);
+        ck_assert_msg(strstr(g_out, cmds[i][1]) == g_out, "%s: '%s'", cmds[i][0], g_out);
+        ck_assert_msg(strstr(g_out, cmds[i][2]) != NULL, "%s: '%s'", cmds[i][0], g_out);
+    }
+    ck_assert_int_eq(run("report --bogus"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "unknown option --bogus"));
+    ck_assert_int_eq(run("tokenize --model"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "needs a value"));
+}
+END_TEST
+
 START_TEST(test_inspect_errors)
 {
     /* missing folder: I/O error (6), one line naming the path */
@@ -992,6 +1013,7 @@ int main(void)
     tcase_add_test(tc, test_help_version);
     tcase_add_test(tc, test_usage_errors);
     tcase_add_test(tc, test_inspect);
+    tcase_add_test(tc, test_command_help_tables);
     tcase_add_test(tc, test_inspect_errors);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("run");

@@ -149,32 +149,177 @@ static const char *rope_name(rc_rope_type t)
     return "?";
 }
 
-static int cmd_inspect(int argc, char **argv)
+/* ---- options: one table per command ---------------------------------------- */
+
+static rc_status parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out);
+static rc_status parse_f64(const char *opt, const char *v, double lo, double hi, double *out);
+
+typedef struct opt_spec opt_spec;
+/* Parse `v` (NULL for a flag) into the option's destination in `dst` (the
+ * command's options struct). */
+typedef rc_status (*opt_parse_fn)(const opt_spec *o, const char *v, void *dst);
+
+/* One option: its long name (and short letter), the metavar shown in --help
+ * (NULL for a flag), the help text ('\n' starts a continuation line), the
+ * section it opens in --help (or NULL), the parser and its destination
+ * (an offset into the command's options struct; lo/hi bound integers and
+ * numbers). getopt's list and --help are both made from a command's table
+ * (parse_opts, print_opts_usage): every command has one. */
+struct opt_spec {
+    const char *name;
+    int short_name;
+    const char *metavar;
+    const char *help;
+    const char *section;
+    opt_parse_fn parse;
+    size_t off;
+    double lo, hi;
+};
+
+#define OPT_AT(o, dst, T) ((T *)(void *)((char *)(dst) + (o)->off))
+
+static rc_status op_path(const opt_spec *o, const char *v, void *dst)
 {
-    const char *model = NULL;
-    int json = 0;
-    static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0},
-    };
+    if (!v[0])
+        return rc_errorf(RC_ERR_USAGE, "--%s: the path is empty%s", o->name,
+                         strcmp(o->name, "out") ? "" : " (--out none writes no file)");
+    *OPT_AT(o, dst, const char *) = v;
+    return RC_OK;
+}
+
+static rc_status op_flag(const opt_spec *o, const char *v, void *dst)
+{
+    (void)v;
+    *OPT_AT(o, dst, bool) = true;
+    return RC_OK;
+}
+
+static rc_status op_i64(const opt_spec *o, const char *v, void *dst)
+{
+    char name[64];
+    snprintf(name, sizeof name, "--%s", o->name);
+    /* hi = 0x1p63 stands for INT64_MAX, which a double cannot hold */
+    return parse_i64(name, v, (int64_t)o->lo, o->hi >= 0x1p63 ? INT64_MAX : (int64_t)o->hi, OPT_AT(o, dst, int64_t));
+}
+
+static rc_status op_f64(const opt_spec *o, const char *v, void *dst)
+{
+    char name[64];
+    snprintf(name, sizeof name, "--%s", o->name);
+    return parse_f64(name, v, o->lo, o->hi, OPT_AT(o, dst, double));
+}
+
+/* A command's --help: its usage text, then the table's options (the help
+ * text from column 25, on the next line when the name is longer,
+ * continuation lines indented to it). */
+static void print_opts_usage(FILE *f, const char *usage, const opt_spec *t, size_t n)
+{
+    fputs(usage, f);
+    for (size_t i = 0; i < n; i++) {
+        const opt_spec *o = &t[i];
+        if (o->section)
+            fprintf(f, "%s\n", o->section);
+        char head[96];
+        int w = o->short_name ? snprintf(head, sizeof head, "  -%c, --%s", o->short_name, o->name)
+                              : snprintf(head, sizeof head, "  --%s", o->name);
+        if (o->metavar)
+            w += snprintf(head + w, sizeof head - (size_t)w, " %s", o->metavar);
+        fprintf(f, "%s%*s", head, w < 25 ? 25 - w : 0, "");
+        if (w >= 25)
+            fprintf(f, "\n%25s", "");
+        for (const char *h = o->help;;) {
+            const char *nl = strchr(h, '\n');
+            fwrite(h, 1, nl ? (size_t)(nl - h) : strlen(h), f);
+            fputc('\n', f);
+            if (!nl)
+                break;
+            h = nl + 1;
+            fprintf(f, "%25s", "");
+        }
+    }
+}
+
+#define MAX_OPTS 64
+
+/* Parse argv's options with table t into dst (defaults already there).
+ * help_off: the offset of the command's `bool help` (its "help" entry sets
+ * it): --help prints the usage. Returns an exit code when the command is
+ * done (--help, a usage error), else -1; optind is then the first operand. */
+static int parse_opts(int argc, char **argv, const opt_spec *t, size_t n, void *dst, size_t help_off,
+                      const char *usage)
+{
+    struct option lopts[MAX_OPTS + 1];
+    char shorts[2 * MAX_OPTS + 2] = ":";
+    size_t ns = 1;
+    if (n > MAX_OPTS)
+        return fail(rc_errorf(RC_ERR_INTERNAL, "option table of %zu entries", n));
+    for (size_t i = 0; i < n; i++) {
+        const opt_spec *o = &t[i];
+        lopts[i] = (struct option){o->name, o->metavar ? required_argument : no_argument, NULL, (int)(256 + i)};
+        if (o->short_name) {
+            shorts[ns++] = (char)o->short_name;
+            if (o->metavar)
+                shorts[ns++] = ':';
+        }
+    }
+    shorts[ns] = '\0';
+    lopts[n] = (struct option){0, 0, 0, 0};
+    bool *help = (bool *)(void *)((char *)dst + help_off);
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'j': json = 1; break;
-        case 'h': fputs("Usage: ratiocheck inspect --model DIR [--json]\n", stdout); return 0;
-        case ':': return usage_error("option %s needs a value", argv[optind - 1]);
-        default: return usage_error("unknown option %s", argv[optind - 1]);
+    while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+        const opt_spec *o = NULL;
+        if (c >= 256 && c < 256 + (int)n)
+            o = &t[c - 256];
+        for (size_t i = 0; !o && c > 0 && c < 256 && i < n; i++)
+            if (t[i].short_name == c)
+                o = &t[i];
+        if (c == ':')
+            return usage_error("option %s needs a value", argv[optind - 1]);
+        if (!o)
+            return usage_error("unknown option %s", argv[optind - 1]);
+        rc_status st = o->parse(o, o->metavar ? optarg : NULL, dst);
+        if (st != RC_OK)
+            return fail(st);
+        if (*help) {
+            print_opts_usage(stdout, usage, t, n);
+            return 0;
         }
     }
+    return -1;
+}
+
+#define OPT_HELP(T) {"help", 'h', NULL, "show this help", NULL, op_flag, offsetof(T, help), 0, 0}
+
+/* ---- inspect -------------------------------------------------------------- */
+
+typedef struct {
+    const char *model;
+    bool json, help;
+} inspect_opts;
+
+static const opt_spec k_inspect_opts[] = {
+    {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0},
+    {"json", 0, NULL, "print one JSON object", NULL, op_flag, offsetof(inspect_opts, json), 0, 0},
+    OPT_HELP(inspect_opts),
+};
+
+static int cmd_inspect(int argc, char **argv)
+{
+    inspect_opts io = {0};
+    int code = parse_opts(argc, argv, k_inspect_opts, sizeof k_inspect_opts / sizeof k_inspect_opts[0], &io,
+                          offsetof(inspect_opts, help),
+                          "Usage: ratiocheck inspect --model DIR [--json]\n\nThe model's architecture as ratiocheck "
+                          "reads it.\n\n");
+    if (code >= 0)
+        return code;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    if (!model)
+    if (!io.model)
         return usage_error("%s: --model DIR is required", "inspect");
+    const char *model = io.model;
+    const int json = io.json;
     rc_model *m;
     rc_status st = rc_model_load(model, &m);
     if (st != RC_OK)
@@ -269,36 +414,33 @@ static rc_status optional_file(const char *path, bool *present)
 
 /* ---- tokenize ------------------------------------------------------------- */
 
+typedef struct {
+    const char *model, *file;
+    bool json, special, help;
+} tokenize_opts;
+
+static const opt_spec k_tokenize_opts[] = {
+    {"model", 'm', "DIR", "model folder (or a folder with only tokenizer.json) (required)", NULL, op_path,
+     offsetof(tokenize_opts, model), 0, 0},
+    {"add-special", 0, NULL, "add the special tokens the tokenizer's post-processor adds", NULL, op_flag,
+     offsetof(tokenize_opts, special), 0, 0},
+    {"json", 0, NULL, "print JSON (ids and pieces)", NULL, op_flag, offsetof(tokenize_opts, json), 0, 0},
+    {"file", 0, "FILE", "encode the whole file: token count and encode speed", NULL, op_path,
+     offsetof(tokenize_opts, file), 0, 0},
+    OPT_HELP(tokenize_opts),
+};
+
 static int cmd_tokenize(int argc, char **argv)
 {
-    const char *model = NULL, *file = NULL;
-    int json = 0, special = 0;
-    static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},
-        {"json", no_argument, NULL, 'j'},
-        {"add-special", no_argument, NULL, 's'},
-        {"file", required_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0},
-    };
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'j': json = 1; break;
-        case 's': special = 1; break;
-        case 'f': file = optarg; break;
-        case 'h':
-            fputs("Usage: ratiocheck tokenize --model DIR [--add-special] [--json] TEXT...\n"
-                  "       ratiocheck tokenize --model DIR --file FILE   (token count and encode speed)\n",
-                  stdout);
-            return 0;
-        case ':': return usage_error("option %s needs a value", argv[optind - 1]);
-        default: return usage_error("unknown option %s", argv[optind - 1]);
-        }
-    }
+    tokenize_opts to = {0};
+    int done = parse_opts(argc, argv, k_tokenize_opts, sizeof k_tokenize_opts / sizeof k_tokenize_opts[0], &to,
+                          offsetof(tokenize_opts, help),
+                          "Usage: ratiocheck tokenize --model DIR [--add-special] [--json] TEXT...\n"
+                          "       ratiocheck tokenize --model DIR --file FILE   (token count and encode speed)\n\n");
+    if (done >= 0)
+        return done;
+    const char *model = to.model, *file = to.file;
+    const int json = to.json, special = to.special;
     if (!model)
         return usage_error("%s: --model DIR is required", "tokenize");
     if (optind >= argc && !file)
@@ -776,27 +918,32 @@ static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
 
 /* ---- report and diff ------------------------------------------------------ */
 
-/* options of report / diff: --json and --help. Returns an exit code when the
- * command is done (help, usage error), else -1. */
+/* options of report / diff: --json and --help */
+typedef struct {
+    bool json, help;
+} results_opts;
+
+static const opt_spec k_results_opts[] = {
+    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, offsetof(results_opts, json), 0,
+     0},
+    OPT_HELP(results_opts),
+};
+
 static int parse_json_flag(int argc, char **argv, const char *usage, int *json)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': *json = 1; break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: return usage_error("unknown option %s", argv[optind - 1]);
-        }
-    }
-    return -1;
+    results_opts ro = {0};
+    int code = parse_opts(argc, argv, k_results_opts, sizeof k_results_opts / sizeof k_results_opts[0], &ro,
+                          offsetof(results_opts, help), usage);
+    *json = ro.json;
+    return code;
 }
 
 static int cmd_report(int argc, char **argv)
 {
-    int json = 0, code = parse_json_flag(argc, argv, "Usage: ratiocheck report FILE.h5 [--json]\n", &json);
+    int json = 0, code = parse_json_flag(argc, argv,
+                                         "Usage: ratiocheck report FILE.h5 [--json]\n\nThe run's summary again, from "
+                                         "the file alone.\n\n",
+                                         &json);
     if (code >= 0)
         return code;
     if (optind != argc - 1)
@@ -845,7 +992,10 @@ static tokdiff diff_tokens(const rc_results *A, const float *a, const float *b, 
 
 static int cmd_diff(int argc, char **argv)
 {
-    int json = 0, code = parse_json_flag(argc, argv, "Usage: ratiocheck diff A.h5 B.h5 [--json]\n", &json);
+    int json = 0, code = parse_json_flag(argc, argv,
+                                         "Usage: ratiocheck diff A.h5 B.h5 [--json]\n\nTwo runs over the same "
+                                         "tokens, side by side.\n\n",
+                                         &json);
     if (code >= 0)
         return code;
     if (optind != argc - 2)
@@ -1016,67 +1166,17 @@ typedef struct {
     int n_gates;
 } run_opts;
 
-typedef struct opt_spec opt_spec;
-/* Parse `v` (NULL for a flag) into the option's destination in `ro`. */
-typedef rc_status (*opt_parse_fn)(const opt_spec *o, const char *v, run_opts *ro);
 
-/* One option: its long name (and short letter), the metavar shown in --help
- * (NULL for a flag), the help text ('\n' starts a continuation line), the
- * section it opens in --help (or NULL), the parser and its destination
- * (an offset into run_opts; lo/hi bound integers and numbers). getopt's list
- * and --help are both made from this table. */
-struct opt_spec {
-    const char *name;
-    int short_name;
-    const char *metavar;
-    const char *help;
-    const char *section;
-    opt_parse_fn parse;
-    size_t off;
-    double lo, hi;
-};
-
-#define RO_AT(o, ro, T) ((T *)(void *)((char *)(ro) + (o)->off))
-
-static rc_status op_path(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_dtype(const opt_spec *o, const char *v, void *dst)
 {
-    if (!v[0])
-        return rc_errorf(RC_ERR_USAGE, "--%s: the path is empty%s", o->name,
-                         strcmp(o->name, "out") ? "" : " (--out none writes no file)");
-    *RO_AT(o, ro, const char *) = v;
-    return RC_OK;
-}
-
-static rc_status op_flag(const opt_spec *o, const char *v, run_opts *ro)
-{
-    (void)v;
-    *RO_AT(o, ro, bool) = true;
-    return RC_OK;
-}
-
-static rc_status op_i64(const opt_spec *o, const char *v, run_opts *ro)
-{
-    char name[64];
-    snprintf(name, sizeof name, "--%s", o->name);
-    /* hi = 0x1p63 stands for INT64_MAX, which a double cannot hold */
-    return parse_i64(name, v, (int64_t)o->lo, o->hi >= 0x1p63 ? INT64_MAX : (int64_t)o->hi, RO_AT(o, ro, int64_t));
-}
-
-static rc_status op_f64(const opt_spec *o, const char *v, run_opts *ro)
-{
-    char name[64];
-    snprintf(name, sizeof name, "--%s", o->name);
-    return parse_f64(name, v, o->lo, o->hi, RO_AT(o, ro, double));
-}
-
-static rc_status op_dtype(const opt_spec *o, const char *v, run_opts *ro)
-{
+    run_opts *ro = dst;
     (void)o;
     return parse_dtype(v, &ro->cfg.num.dt);
 }
 
-static rc_status op_kernels(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_kernels(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     if (!strcmp(v, "engine")) ro->kernels = RC_KERNELS_ENGINE;
     else if (!strcmp(v, "invariant")) ro->kernels = RC_KERNELS_INVARIANT;
@@ -1085,14 +1185,16 @@ static rc_status op_kernels(const opt_spec *o, const char *v, run_opts *ro)
     return RC_OK;
 }
 
-static rc_status op_upcast(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_upcast(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     return rc_parse_upcast(v, &ro->cfg.num.upcast);
 }
 
-static rc_status op_alibi_bias(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_alibi_bias(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     if (!strcmp(v, "model")) ro->cfg.num.alibi_rowmax = false;
     else if (!strcmp(v, "rowmax")) ro->cfg.num.alibi_rowmax = true;
@@ -1100,8 +1202,9 @@ static rc_status op_alibi_bias(const opt_spec *o, const char *v, run_opts *ro)
     return RC_OK;
 }
 
-static rc_status op_lpdt(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_lpdt(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     if (!strcmp(v, "same")) ro->lp_same = true;
     else if (!strcmp(v, "fp32")) ro->lp_same = false;
@@ -1109,8 +1212,9 @@ static rc_status op_lpdt(const opt_spec *o, const char *v, run_opts *ro)
     return RC_OK;
 }
 
-static rc_status op_reference(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_reference(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     if (!strcmp(v, "fp32")) ro->cfg.reference = 32;
     else if (!strcmp(v, "fp64")) ro->cfg.reference = 64;
@@ -1119,8 +1223,9 @@ static rc_status op_reference(const opt_spec *o, const char *v, run_opts *ro)
     return RC_OK;
 }
 
-static rc_status op_backend(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_backend(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
         return rc_errorf(RC_ERR_USAGE, "--backend: '%s' is not one of cpu, cuda, auto", v);
@@ -1128,14 +1233,16 @@ static rc_status op_backend(const opt_spec *o, const char *v, run_opts *ro)
     return RC_OK;
 }
 
-static rc_status op_len(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_len(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     return parse_lens(v, &ro->cfg);
 }
 
-static rc_status op_gates(const opt_spec *o, const char *v, run_opts *ro)
+static rc_status op_gates(const opt_spec *o, const char *v, void *dst)
 {
+    run_opts *ro = dst;
     (void)o;
     return parse_gates(v, ro->gates, &ro->n_gates);
 }
@@ -1195,40 +1302,6 @@ static const opt_spec k_run_opts[] = {
 #undef RO
 #define N_RUN_OPTS (sizeof k_run_opts / sizeof k_run_opts[0])
 
-/* --help of the run command, made from the table */
-static void print_run_usage(FILE *f)
-{
-    fputs("Usage: ratiocheck [run] [OPTIONS]\n"
-          "\n"
-          "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
-          "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
-          "\n",
-          f);
-    for (size_t i = 0; i < N_RUN_OPTS; i++) {
-        const opt_spec *o = &k_run_opts[i];
-        if (o->section)
-            fprintf(f, "%s\n", o->section);
-        char head[96];
-        int n = o->short_name ? snprintf(head, sizeof head, "  -%c, --%s", o->short_name, o->name)
-                              : snprintf(head, sizeof head, "  --%s", o->name);
-        if (o->metavar)
-            n += snprintf(head + n, sizeof head - (size_t)n, " %s", o->metavar);
-        /* the help text from column 25 (on the next line when the name is
-         * longer), continuation lines indented to it */
-        fprintf(f, "%s%*s", head, n < 25 ? 25 - n : 0, "");
-        if (n >= 25)
-            fprintf(f, "\n%25s", "");
-        for (const char *h = o->help;;) {
-            const char *nl = strchr(h, '\n');
-            fwrite(h, 1, nl ? (size_t)(nl - h) : strlen(h), f);
-            fputc('\n', f);
-            if (!nl)
-                break;
-            h = nl + 1;
-            fprintf(f, "%25s", "");
-        }
-    }
-}
 
 /* Parse the run command's options into ro (defaults first). Returns an exit
  * code when the command is done (--help, a usage error), else -1. */
@@ -1247,42 +1320,14 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
     ro->kernels = RC_KERNELS_ENGINE;
     ro->temperature = 1.0;
 
-    struct option lopts[N_RUN_OPTS + 1];
-    char shorts[2 * N_RUN_OPTS + 2] = ":";
-    size_t ns = 1;
-    for (size_t i = 0; i < N_RUN_OPTS; i++) {
-        const opt_spec *o = &k_run_opts[i];
-        lopts[i] = (struct option){o->name, o->metavar ? required_argument : no_argument, NULL, (int)(256 + i)};
-        if (o->short_name) {
-            shorts[ns++] = (char)o->short_name;
-            if (o->metavar)
-                shorts[ns++] = ':';
-        }
-    }
-    shorts[ns] = '\0';
-    lopts[N_RUN_OPTS] = (struct option){0, 0, 0, 0};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
-        const opt_spec *o = NULL;
-        if (c >= 256 && c < 256 + (int)N_RUN_OPTS)
-            o = &k_run_opts[c - 256];
-        for (size_t i = 0; !o && c > 0 && c < 256 && i < N_RUN_OPTS; i++)
-            if (k_run_opts[i].short_name == c)
-                o = &k_run_opts[i];
-        if (c == ':')
-            return usage_error("option %s needs a value", argv[optind - 1]);
-        if (!o)
-            return usage_error("unknown option %s", argv[optind - 1]);
-        rc_status st = o->parse(o, o->metavar ? optarg : NULL, ro);
-        if (st != RC_OK)
-            return fail(st);
-        if (ro->help) {
-            print_run_usage(stdout);
-            return 0;
-        }
-    }
+    int code = parse_opts(argc, argv, k_run_opts, N_RUN_OPTS, ro, offsetof(run_opts, help),
+                          "Usage: ratiocheck [run] [OPTIONS]\n"
+                          "\n"
+                          "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
+                          "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
+                          "\n");
+    if (code >= 0)
+        return code;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
     return -1;
