@@ -41,18 +41,41 @@ For the record the script also loads each model in fp32 and calls
 ``.to(dtype)`` (which casts the non-persistent RoPE buffers too); those runs
 only contribute numbers to the README, not fixture files.
 
+v5.24-only references (``V524_ONLY``)
+-------------------------------------
+The seven fixtures added for the ALiBi report -- ``gpt2_learned`` (GPT2LMHeadModel),
+``bloom_alibi`` (BloomForCausalLM), ``mpt_alibi`` (MptForCausalLM) and the four Baichuan
+variants (``baichuan_7b``, ``baichuan_13b``, ``baichuan2_7b``, ``baichuan2_13b``) -- get
+``<name>_<bf16|fp16>_v5.24.safetensors`` files only, computed in-process the same way (same
+loading, tokens, lengths, file format). They check ratiocheck's per-family bf16/fp16 rounding
+rules; no 4.40 worker runs for them (the two-version question of this directory is GPT-NeoX's
+RoPE precision: none of these families has that RoPE, and Baichuan is no transformers class at
+all). transformers has no Baichuan class: those four load ``tools/baichuan_ref.py``'s
+``BaichuanForCausalLM`` (imported lazily, so the 4.40 worker never imports it). Baichuan2-7B's
+published code calls ``F.scaled_dot_product_attention``; baichuan_ref computes it as SDPA's MATH
+backend (``sdpa_math``), the forward runs inside ``sdpa_kernel(SDPBackend.MATH)`` anyway, and
+the script re-runs that model with the real SDPA call (MATH backend forced) and requires
+bit-identical log-probs.
+
+``--v524-only`` computes and writes only these files and rewrites only the README section
+between the ``V524_BEGIN``/``V524_END`` markers (appended if absent): the eight two-version
+files and the rest of the README stay byte-identical (torch on another machine need not
+reproduce their bytes). A full run (no option) writes everything, the seven included.
+
 Usage::
 
     # main environment (transformers 5.24): tools/requirements-dtype-fixtures.txt
     # v4.40 environment: see the README in data/fixtures/dtype/
     python3 tools/make_dtype_fixtures.py --python440 /tmp/venv440/bin/python
     python3 tools/make_dtype_fixtures.py --python440 ... --out /tmp/dt   # elsewhere
+    python3 tools/make_dtype_fixtures.py --v524-only     # only the seven v5.24-only families
 
 Runs on the CPU with one thread and deterministic algorithms; two runs on the
 same machine with the same versions give byte-identical files.
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -81,12 +104,22 @@ DEFAULT_OUT = os.path.join(FIXTURES, "dtype")
 DEFAULT_PY440 = "/tmp/venv440/bin/python"
 
 MODELS = ["neox_parallel", "llama_gqa"]
+# v5.24 only (no 4.40 worker): the families added for the ALiBi report
+V524_ONLY = ["gpt2_learned", "bloom_alibi", "mpt_alibi",
+             "baichuan_7b", "baichuan_13b", "baichuan2_7b", "baichuan2_13b"]
+# fixtures whose reference calls F.scaled_dot_product_attention: run on the MATH backend
+SDPA_MATH = {"baichuan2_7b"}
+V524_BEGIN = "<!-- V524_BEGIN: written by tools/make_dtype_fixtures.py (--v524-only rewrites this section only) -->"
+V524_END = "<!-- V524_END -->"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 V5 = "v5.24"
 V4 = "v4.40"
 LOADINGS = ["from_pretrained", "fp32_then_to"]  # the first one makes the fixtures
 
 TRACE_OPS = {"bmm", "baddbmm", "_softmax", "cat"}
+# the v5.24-only families: also the ALiBi / mask / clamp ops and any SDPA call
+TRACE_OPS_V524 = TRACE_OPS | {"clamp", "maximum", "scaled_dot_product_attention",
+                              "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu"}
 
 
 # ----------------------------------------------------------------------------
@@ -127,14 +160,15 @@ def dname(dt):
 class OpTrace(TorchDispatchMode):
     """Records distinct (op, input float dtypes) -> output dtype signatures."""
 
-    def __init__(self):
+    def __init__(self, ops=TRACE_OPS):
         super().__init__()
         self.sigs = set()
+        self.ops = ops
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        if name in TRACE_OPS:
+        if name in self.ops:
             ins = []
 
             def collect(a):
@@ -155,6 +189,8 @@ class OpTrace(TorchDispatchMode):
 
 def first_key_value_cache(pkv):
     """(key dtype, value dtype) of layer 0 of a legacy tuple or a Cache object."""
+    if pkv is None:
+        return "none", "none"
     if hasattr(pkv, "layers"):  # transformers 5 DynamicCache
         return dname(pkv.layers[0].keys.dtype), dname(pkv.layers[0].values.dtype)
     if hasattr(pkv, "key_cache"):  # transformers 4.3x-4.4x DynamicCache
@@ -162,17 +198,41 @@ def first_key_value_cache(pkv):
     return dname(pkv[0][0].dtype), dname(pkv[0][1].dtype)
 
 
-def load_model(model_dir, dtype, loading):
+def model_class(model_dir):
+    """AutoModelForCausalLM, or baichuan_ref's class for model_type "baichuan" (no
+    transformers class; imported only then: it needs transformers 5)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        mt = json.load(f).get("model_type")
+    if mt == "baichuan":
+        tools = os.path.dirname(os.path.abspath(__file__))
+        if tools not in sys.path:
+            sys.path.insert(0, tools)
+        import baichuan_ref
+
+        return baichuan_ref.BaichuanForCausalLM
     from transformers import AutoModelForCausalLM
 
+    return AutoModelForCausalLM
+
+
+def model_class_name(model_dir):
+    cls = model_class(model_dir)
+    if cls.__name__ == "AutoModelForCausalLM":
+        with open(os.path.join(model_dir, "config.json")) as f:
+            return json.load(f)["architectures"][0]
+    return f"{cls.__name__} (tools/baichuan_ref.py)"
+
+
+def load_model(model_dir, dtype, loading):
+    cls = model_class(model_dir)
     kw = dict(attn_implementation="eager")
     if loading == "from_pretrained":
         # users: from_pretrained(path, dtype=torch.bfloat16) (v5) / torch_dtype= (v4)
         kw["dtype" if tv_major() >= 5 else "torch_dtype"] = dtype
-        model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True, **kw)
+        model, info = cls.from_pretrained(model_dir, output_loading_info=True, **kw)
     elif loading == "fp32_then_to":
         kw["dtype" if tv_major() >= 5 else "torch_dtype"] = torch.float32
-        model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True, **kw)
+        model, info = cls.from_pretrained(model_dir, output_loading_info=True, **kw)
         model = model.to(dtype)
     else:
         raise ValueError(loading)
@@ -227,11 +287,26 @@ def read_tokens(name):
         return f.get_tensor("tokens"), f.get_tensor("lengths")
 
 
+def attention_context(name):
+    """SDPA's MATH backend for the fixtures whose reference calls F.scaled_dot_product_attention
+    (the CPU flash kernel rounds differently); a no-op context otherwise."""
+    if name in SDPA_MATH:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
 @torch.no_grad()
 def run_case(model_dir, name, dtype_name, loading, inv_freq_path=None):
     """Full forward of each fixture sequence (batch 1, no padding).
 
     Returns (logprobs F32 [B, Tmax, V] NaN padded, info dict)."""
+    with attention_context(name):
+        return _run_case(model_dir, name, dtype_name, loading, inv_freq_path)
+
+
+def _run_case(model_dir, name, dtype_name, loading, inv_freq_path=None):
     setup_torch()
     dtype = DTYPES[dtype_name]
     model = load_model(model_dir, dtype, loading)
@@ -249,7 +324,7 @@ def run_case(model_dir, name, dtype_name, loading, inv_freq_path=None):
     for b in range(B):
         L = int(lengths[b])
         ids = tokens[b, :L].to(torch.long)[None]
-        trace = OpTrace() if b == 1 else None
+        trace = OpTrace(TRACE_OPS_V524 if name in V524_ONLY else TRACE_OPS) if b == 1 else None
         if trace is not None:
             with trace:
                 res = model(input_ids=ids, use_cache=False)
@@ -263,8 +338,33 @@ def run_case(model_dir, name, dtype_name, loading, inv_freq_path=None):
     info["logits_dtype"] = "/".join(sorted(logits_dtypes))
     # KV cache dtypes, and that the cached path is not used for the fixtures
     res = model(input_ids=tokens[1, : int(lengths[1])].to(torch.long)[None], use_cache=True)
-    info["kv_cache_layer0_key_value_dtypes"] = "/".join(first_key_value_cache(res.past_key_values))
+    pkv = getattr(res, "past_key_values", None)
+    if pkv is None:
+        pkv = getattr(res, "cache", None)  # baichuan_ref's output field
+    info["kv_cache_layer0_key_value_dtypes"] = "/".join(first_key_value_cache(pkv))
     return out, info
+
+
+@torch.no_grad()
+def sdpa_crosscheck(model_dir, name, dtype_name, lp):
+    """Baichuan2-7B: baichuan_ref computes the published F.scaled_dot_product_attention call with
+    its own sdpa_math (SDPA's MATH backend, bitwise by its self-test). Re-run the fixture forward
+    with the real call on the MATH backend and return whether the log-probs are bit-identical."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    model_class(model_dir)  # makes baichuan_ref importable
+    import baichuan_ref
+
+    orig = baichuan_ref.sdpa_math
+    baichuan_ref.sdpa_math = lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            lp2, _ = _run_case(model_dir, name, dtype_name, "from_pretrained")
+    finally:
+        baichuan_ref.sdpa_math = orig
+    ok = bool(torch.equal(lp.isnan(), lp2.isnan()) and torch.equal(lp[~lp.isnan()], lp2[~lp2.isnan()]))
+    return ok
 
 
 def worker_main(args):
@@ -378,6 +478,218 @@ def fmt(x):
     return f"{x:.3e}" if x != 0 else "0"
 
 
+# ----------------------------------------------------------------------------
+# v5.24-only families
+# ----------------------------------------------------------------------------
+
+def gemm_order_case(model_dir, name, dtype_name, acc):
+    """README only: the fixture forward with every Linear / Conv1D / NormHead GEMM computed in
+    ``acc`` (torch.float32: F.linear's fp32 kernel, another summation order; torch.float64: the
+    sum without fp32 error) and rounded once to the dtype -- the same rounding rule ("sum, bias,
+    one rounding"). Its distance from the fixture is the noise floor of any emulation that sums
+    in its own order."""
+    import torch.nn.functional as F
+    from transformers.pytorch_utils import Conv1D
+
+    def linear(self, x):
+        b = None if self.bias is None else self.bias.to(acc)
+        return F.linear(x.to(acc), self.weight.to(acc), b).to(x.dtype)
+
+    def conv1d(self, x):
+        y = torch.addmm(self.bias.to(acc), x.to(acc).view(-1, x.size(-1)), self.weight.to(acc)).to(x.dtype)
+        return y.view(x.size()[:-1] + (self.nf,))
+
+    def norm_head(self, h):
+        return F.linear(h.to(acc), F.normalize(self.weight).to(acc)).to(h.dtype)
+
+    patches = [(torch.nn.Linear, "forward", linear), (Conv1D, "forward", conv1d)]
+    if model_class(model_dir).__module__ == "baichuan_ref":
+        import baichuan_ref
+
+        patches.append((baichuan_ref.NormHead, "forward", norm_head))
+    saved = [(c, n, getattr(c, n)) for c, n, _ in patches]
+    try:
+        for c, n, f in patches:
+            setattr(c, n, f)
+        lp, _ = run_case(model_dir, name, dtype_name, "from_pretrained")
+    finally:
+        for c, n, f in saved:
+            setattr(c, n, f)
+    return lp
+
+
+def make_v524(out_dir, v5_env):
+    """Compute and write the V524_ONLY fixture files; return (files, rows) for the README."""
+    files, rows = [], []
+    for name in V524_ONLY:
+        d = os.path.join(FIXTURES, name)
+        with safe_open(os.path.join(d, "reference.safetensors"), "pt") as f:
+            f32 = f.get_tensor("forward_logprobs_f32")
+            f64 = f.get_tensor("forward_logprobs_f64")
+            tokens, lengths = f.get_tensor("tokens"), f.get_tensor("lengths")
+        cls_name = model_class_name(d)
+        call = cls_name.split(" ")[0] if "baichuan_ref" in cls_name else "AutoModelForCausalLM"
+        for dt in DTYPES:
+            lp, info = run_case(d, name, dt, "from_pretrained")
+            sdpa_same = None
+            if name in SDPA_MATH:
+                sdpa_same = sdpa_crosscheck(d, name, dt, lp)
+                if not sdpa_same:
+                    raise SystemExit(f"{name} {dt}: baichuan_ref.sdpa_math differs from "
+                                     "F.scaled_dot_product_attention on the MATH backend")
+            print(f"[{V5}] {name}|{dt}|from_pretrained done", file=sys.stderr)
+            meta = dict(
+                fixture=f"{name}_{dt}_{V5}",
+                source_fixture=name,
+                dtype=dname(DTYPES[dt]),
+                transformers_version=v5_env["transformers"],
+                torch_version=v5_env["torch"],
+                python_version=v5_env["python"],
+                cpu_capability=v5_env["cpu_capability"],
+                attn_implementation="eager",
+                model_class=cls_name,
+                loading=f"{call}.from_pretrained(path, dtype={dname(DTYPES[dt])})",
+                rope_buffers=json.dumps(info["rope_buffers_after_load"], sort_keys=True),
+                kv_cache_key_value_dtypes=info["kv_cache_layer0_key_value_dtypes"],
+                description="log_softmax(logits.float(), -1) of a full forward, batch 1, no padding, "
+                            "per sequence; NaN past lengths[b]; transformers 5.24 only (no v4.40 file)",
+            )
+            if name in SDPA_MATH:
+                meta["sdpa_backend"] = ("MATH: forward inside torch.nn.attention.sdpa_kernel(SDPBackend.MATH); "
+                                        "baichuan_ref.sdpa_math bit-identical to F.scaled_dot_product_attention "
+                                        "on the MATH backend for this file")
+            path = os.path.join(out_dir, f"{name}_{dt}_{V5}.safetensors")
+            save_safetensors_canonical({"logprobs": lp, "tokens": tokens, "lengths": lengths}, path, meta)
+            files.append(path)
+            g32 = gemm_order_case(d, name, dt, torch.float32)
+            g64 = gemm_order_case(d, name, dt, torch.float64)
+            rows.append(dict(model=name, dtype=dt, cls=cls_name, info=info, sdpa_same=sdpa_same,
+                             vs_f32=stats(lp, f32, lengths), vs_f64=stats(lp, f64, lengths),
+                             gemm32=stats(g32, lp, lengths), gemm64=stats(g64, lp, lengths)))
+    return files, rows
+
+
+def render_v524_section(files, rows, v5_env):
+    L = []
+    a = L.append
+    a(V524_BEGIN)
+    a("## v5.24-only references: GPT-2, BLOOM, MPT and Baichuan")
+    a("")
+    a("Written by the same script (a full run, or `--v524-only`, which recomputes only these")
+    a("files and rewrites only this section, leaving the files and text above byte-identical).")
+    a("The seven fixture models added for the ALiBi report, each in bf16 and fp16: same file")
+    a("format, the same tokens/lengths scheme (the 4 sequences of each model's")
+    a("`reference.safetensors`), the same loading (`from_pretrained(path, dtype=torch.bfloat16`")
+    a("or `torch.float16`, `attn_implementation=\"eager\")`), full forward per sequence,")
+    a("one thread, deterministic algorithms, CPU only.")
+    a("")
+    a("transformers 5.24 only, no v4.40 files: the two-version comparison above is about")
+    a("GPT-NeoX's RoPE precision (transformers#31267); GPT-2 (learned positions), BLOOM and MPT")
+    a("(ALiBi) have no rotary embedding, and Baichuan is not a transformers class at all (the")
+    a("published remote code, the same under any transformers version), so 4.40 has no such")
+    a("difference to study for them. These files check ratiocheck's per-family bf16/fp16")
+    a("rounding rules (README.md, \"Numerics: the dtype model\", the family table) against the")
+    a("families' current code.")
+    a("")
+    a("```sh")
+    a("python3 tools/make_dtype_fixtures.py --v524-only      # main environment only, no 4.40 venv")
+    a("```")
+    a("")
+    keys = ["python", "torch", "transformers", "safetensors", "numpy", "cpu_capability"]
+    a("Environment: " + ", ".join(f"{k} {v5_env.get(k)}" for k in keys) + ".")
+    a("")
+    a("| file | bytes | sha256 |")
+    a("|---|---|---|")
+    tot = 0
+    for p in files:
+        sz = os.path.getsize(p)
+        tot += sz
+        a(f"| `{os.path.basename(p)}` | {sz:,} | `{sha256(p)[:16]}…` |")
+    a(f"| **total** | {tot:,} | |")
+    a("")
+    a("### Classes and compute dtypes observed (sequence 1, `TorchDispatchMode`)")
+    a("")
+    a("Distinct signatures of `bmm`/`baddbmm`/`_softmax`/`cat`, and here also `clamp`,")
+    a("`maximum` and any `scaled_dot_product_attention` call (input float dtypes -> output);")
+    a("logits dtype; layer-0 KV cache dtypes of a separate `use_cache=True` forward.")
+    a("")
+    a("| model | class | dtype | ops | logits | KV cache k/v |")
+    a("|---|---|---|---|---|---|")
+    for r in rows:
+        info = r["info"]
+        ops = "<br>".join(f"`{s}`" for s in info["attention_op_signatures"])
+        a(f"| {r['model']} | {r['cls']} | {r['dtype']} | {ops} | {info['logits_dtype']} | "
+          f"{info['kv_cache_layer0_key_value_dtypes']} |")
+    a("")
+    a("### HF bf16/fp16 vs fp32 (the dtype error)")
+    a("")
+    a("|Δlogprob| over all valid positions (B·T rows × V), in float64 from the stored F32,")
+    a("against `forward_logprobs_f32` (HF fp32) and `forward_logprobs_f64` of the model's")
+    a("`reference.safetensors`; `argmax≠` vs f32. The \"vs f32\" mean is the scale")
+    a("`tests/test_versions.c` measures ratiocheck's bf16/fp16 emulation against.")
+    a("")
+    a("| model | dtype | vs f32 mean | max | argmax≠ | vs f64 mean | max | GEMM fp32 order mean | max |"
+      " GEMM fp64 mean | max |")
+    a("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        x, y, z, w = r["vs_f32"], r["vs_f64"], r["gemm32"], r["gemm64"]
+        a(f"| {r['model']} | {r['dtype']} | {fmt(x['mean'])} | {fmt(x['max'])} | "
+          f"{x['argmax_diff']}/{x['positions']} | {fmt(y['mean'])} | {fmt(y['max'])} | "
+          f"{fmt(z['mean'])} | {fmt(z['max'])} | {fmt(w['mean'])} | {fmt(w['max'])} |")
+    a("")
+    a("### Notes")
+    a("")
+    a("- Baichuan (`baichuan_7b`, `baichuan_13b`, `baichuan2_7b`, `baichuan2_13b`): transformers has")
+    a("  no Baichuan class; the references are `tools/baichuan_ref.py`'s `BaichuanForCausalLM`, a")
+    a("  PyTorch reimplementation of the published `modeling_baichuan.py` files (checked bitwise")
+    a("  against them, revisions in its docstring), loaded with its `from_pretrained(path,")
+    a("  dtype=...)`. It always computes the upstream's explicit attention math, whatever")
+    a("  `attn_implementation` says.")
+    sd = {r["dtype"]: r["sdpa_same"] for r in rows if r["model"] in SDPA_MATH}
+    if sd:
+        a("- `baichuan2_7b` runs SDPA: Baichuan2-7B's published code calls")
+        a("  `F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`, whose fused CPU flash")
+        a("  kernel rounds differently from the MATH backend. This reference is the MATH backend:")
+        a("  the forward runs inside `torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`;")
+        a("  baichuan_ref itself computes the call with `sdpa_math` (the MATH backend written out:")
+        a("  fp32 q, k, v and mask, q and k scaled by d^-1/4, fp32 softmax, one rounding of the")
+        a("  output), and the script re-ran the model with the real `F.scaled_dot_product_attention`")
+        a("  call on the MATH backend: log-probs bit-identical ("
+          + ", ".join(f"{dt}: {'yes' if v else 'NO'}" for dt, v in sd.items()) + ").")
+    a("- MPT's config says `alibi_bias_max` 12; transformers 5.24's `MptModel` uses 8 whatever")
+    a("  the config says (as ratiocheck does, README.md \"Supported models\").")
+    a("- GPT-2 (`gelu_new`, `NewGELUActivation`): `torch.pow(input, 3.0)` on a bf16 tensor is")
+    a("  `base * base * base` with BFloat16 operands, each product rounded: R(R(x·x)·x) (CPU")
+    a("  `pow_tensor_scalar_optimized_kernel`; CUDA's kernel, by its source, multiplies the same")
+    a("  way); on an fp16 tensor the CPU goes through `Vectorized<Half>::pow` in fp32, one")
+    a("  rounding. These files found it: an emulation with one rounding in bf16 too is 0.51 x")
+    a("  the bf16 dtype error away from `gpt2_learned_bf16`.")
+    a("- `GEMM fp32 order` / `GEMM fp64` columns: the same HF forward with every Linear / Conv1D /")
+    a("  NormHead GEMM computed as `F.linear(x.float(), w.float(), b.float()).to(dtype)` (torch's")
+    a("  fp32 kernel: another summation order) or with `.double()` (no fp32 summation error), both")
+    a("  the same rule \"sum, bias, one rounding\", against the file. A few bf16/fp16 elements")
+    a("  land on the other side of a rounding boundary and propagate: how far depends on which")
+    a("  elements happen to flip (0 for some orders, up to ~2e-3 mean in bf16), a floor that an")
+    a("  emulation summing in its own fp32 order meets even when every rounding rule is right.")
+    a(V524_END)
+    a("")
+    return "\n".join(L)
+
+
+def splice_v524_section(readme_path, section):
+    """Replace the marked section of an existing README (or append it); nothing else changes."""
+    old = open(readme_path).read() if os.path.exists(readme_path) else ""
+    if V524_BEGIN in old:
+        i = old.index(V524_BEGIN)
+        j = old.index(V524_END, i) + len(V524_END)
+        new = old[:i] + section.rstrip("\n") + old[j:]
+    else:
+        new = old + ("\n" if old else "") + section
+    with open(readme_path, "w") as f:
+        f.write(new)
+    return new
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
@@ -386,6 +698,10 @@ def main():
     ap.add_argument("--crosscheck-python", default=None,
                     help="optional: python of a transformers 4.40.2 + older torch env; "
                          "its v4.40 outputs are compared with --python440's in the README only")
+    ap.add_argument("--v524-only", action="store_true",
+                    help="only the v5.24-only families (" + ", ".join(V524_ONLY) + "): write their "
+                         "files and rewrite only their README section; no 4.40 worker, the other "
+                         "files and README text untouched")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--jobs", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
@@ -397,6 +713,12 @@ def main():
     setup_torch()
     os.makedirs(args.out, exist_ok=True)
     v5_env = env_versions()
+    if args.v524_only:
+        files, rows = make_v524(args.out, v5_env)
+        readme = splice_v524_section(os.path.join(args.out, "README.md"),
+                                     render_v524_section(files, rows, v5_env))
+        print(readme)
+        return
     results = {V5: {}, V4: {}}
     logprobs = {V5: {}, V4: {}}
     refs = {}
@@ -508,6 +830,9 @@ def main():
 
     readme = render_readme(args, files, v5_env, v4_env, results, compat_notes, compat_cfgs,
                            table, to_table, cross, cross_table)
+    # the v5.24-only families: files, and their README section after the rest
+    xfiles, xrows = make_v524(args.out, v5_env)
+    readme = readme + "\n" + render_v524_section(xfiles, xrows, v5_env)
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write(readme)
     print(readme)
