@@ -406,6 +406,10 @@ RC_HD static inline void rco_normalize_row(const float *w, int64_t H, float eps,
 
 /* ---- activations --------------------------------------------------------- */
 
+/* The activations computed in fp32 (the caller rounds the result once):
+ * F.gelu (erf), F.gelu(approximate="tanh") (gelu_pytorch_tanh), F.silu.
+ * GELU_NEW and GELU_BLOOM are chains of tensor ops in transformers: see
+ * rco_act_dt. */
 RC_HD static inline float rco_act1(rc_act act, float x)
 {
     switch (act) {
