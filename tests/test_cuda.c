@@ -584,7 +584,7 @@ START_TEST(test_attn_params_refused)
     const rc_status want[4] = {RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_UNSUPPORTED};
     bad[0].alibi_slopes = NULL;
     bad[1].alibi_slopes = dslopes;
-    bad[2].alibi_mode = (rco_alibi_mode)7;
+    bad[2].alibi_mode = RCO_ALIBI_NONE;
     bad[3].mask = RC_MASK_FINFO_MIN;
     /* one new token at position 3 after 3 cached ones: a cache of 4 positions */
     int64_t slot = 0, start = 3, nn = 1, row0 = 0, pos = 3, seq = 0;

@@ -441,7 +441,7 @@ START_TEST(test_attn_params_refused)
                                RC_ERR_INTERNAL};
     bad[0].alibi_slopes = NULL;                 /* ALiBi without slopes */
     bad[1].alibi_slopes = slopes;               /* slopes under rotary positions */
-    bad[2].alibi_mode = (rco_alibi_mode)7;      /* no such mode */
+    bad[2].alibi_mode = RCO_ALIBI_NONE;         /* ALiBi positions without a way to add the bias */
     bad[3].mask = RC_MASK_FINFO_MIN;            /* not implemented */
     bad[4].rotary_dim = 4, bad[4].inv_freq = inv; /* rotary dims under ALiBi */
     /* one new token at position 3 after 3 cached ones: a cache of 4 positions */
