@@ -1046,10 +1046,20 @@ static int cmd_diff(int argc, char **argv)
             const rc_results *R = k ? &B : &A;
             printf("%s ", k ? "B" : "A");
             term_str(stdout, k ? pb : pa);
-            const char *const parts[][2] = {{": ", R->dtype}, {", kernels ", R->kernels}, {", upcast ", R->upcast}};
-            for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-                fputs(parts[i][0], stdout);
-                term_str(stdout, parts[i][1]);
+            /* the settings the header line shows (rc_settings), the first one's value alone */
+            const char *sep = ": ";
+            for (size_t i = 0; i < rc_n_settings; i++) {
+                const rc_setting *s = &rc_settings[i];
+                if (!s->table_label)
+                    continue;
+                const char *v = rc_setting_text(R, s);
+                if (!v[0] || (s->table_hide && strcmp(v, s->table_hide) == 0))
+                    continue;
+                fputs(sep, stdout);
+                if (sep[0] == ',')
+                    printf("%s ", s->table_label);
+                term_str(stdout, v);
+                sep = ", ";
             }
             putchar('\n');
         }
