@@ -11,7 +11,9 @@ Models (random weights, seeded, stored in bf16 as the published checkpoints are;
 that a 4k-token prompt runs on a 2-core CPU in minutes):
   baichuan13b  Baichuan-13B's attention: 40 heads x 128, ALiBi with its 40-head slopes
                (tools/baichuan_ref.py writes the published config keys and tensor names)
-  bloom        BLOOM-7b1's attention: 32 heads x 128 (transformers' BloomForCausalLM)
+  bloom        BLOOM-7b1's attention: 32 heads x 128 (transformers' BloomForCausalLM; its embedding
+               LayerNorm weight scaled by 0.05 so that a random one-layer model does not simply
+               copy its input token)
 Prompts: one prompt of L random token ids per length (seeded); 2 samples of 16 tokens each.
 Every run: --dtype bf16 --kernels blas (OpenBLAS GEMMs, as PyTorch on a CPU) --reference fp32
 (each path also measured against an fp32 re-scoring of the same tokens). Variants:
@@ -81,6 +83,13 @@ def make_models(work, names):
             cfg = BloomConfig(vocab_size=VOCAB, hidden_size=4096, n_layer=1, n_head=32, layer_norm_epsilon=1e-5,
                               initializer_range=0.02, bos_token_id=1, eos_token_id=2, pad_token_id=0)
             model = BloomForCausalLM(cfg)
+            # BLOOM normalises its embeddings (word_embeddings_layernorm): with HF's init the
+            # residual stream starts at unit scale, one random layer adds little to it, and the
+            # tied head then predicts the input token with probability ~1 (measured: argmax ==
+            # input at every position), which would hide any drift. Scaled by 0.05 the layer
+            # dominates: next-token entropy 7.5 nats, top-1 probability ~1% (measured).
+            with torch.no_grad():
+                model.transformer.word_embeddings_layernorm.weight.mul_(0.05)
         else:
             raise SystemExit(f"unknown model {name!r} (baichuan13b, bloom)")
         model.eval().to(torch.bfloat16).save_pretrained(out)
