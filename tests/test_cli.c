@@ -101,6 +101,15 @@ START_TEST(test_inspect)
     ck_assert_ptr_null(strstr(g_out, "rope "));
     ck_assert_int_eq(run("inspect --model data/fixtures/gpt2_learned"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "positions      learned, 64"));
+    /* the memory a run allocates: weights (fp32 arrays, plus a rounded copy unless fp32), KV cache
+     * 2 x layers x slots x kv_heads x tokens x head_dim floats, activations */
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --dtype fp32 --batch 8 --seqs 4 --tokens 100"),
+                     0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"weights_copy_bytes\": 0, \"kv_cache_bytes\": 614400,"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --dtype bf16 --batch 8 --seqs 4 --tokens 100"),
+                     0);
+    ck_assert_ptr_null(strstr(g_out, "\"weights_copy_bytes\": 0,"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype fp8"), 2);
     ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));
 }

@@ -295,23 +295,36 @@ static int parse_opts(int argc, char **argv, const opt_spec *t, size_t n, void *
 /* ---- inspect -------------------------------------------------------------- */
 
 typedef struct {
-    const char *model;
+    const char *model, *dtype;
+    int64_t batch, seqs, tokens;
     bool json, help;
 } inspect_opts;
 
 static const opt_spec k_inspect_opts[] = {
     {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0},
-    {"json", 0, NULL, "print one JSON object", NULL, op_flag, offsetof(inspect_opts, json), 0, 0},
+    {"dtype", 0, "fp32|fp16|bf16", "the run's dtype, for the memory estimate (default bf16)", "Memory estimate:",
+     op_path, offsetof(inspect_opts, dtype), 0, 0},
+    {"batch", 0, "N", "sequences decoded together (default 32, as run)", NULL, op_i64, offsetof(inspect_opts, batch),
+     1, 1 << 20},
+    {"seqs", 0, "N", "sequences re-scored in one forward (run's --forward-batch,\nby default all of them; default 64)",
+     NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20},
+    {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
+     offsetof(inspect_opts, tokens), 1, RC_LIM_POS},
+    {"json", 0, NULL, "print one JSON object", "Output:", op_flag, offsetof(inspect_opts, json), 0, 0},
     OPT_HELP(inspect_opts),
 };
 
+static rc_status parse_dtype(const char *v, rc_dtype *dt);
+static const char *dtype_str(rc_dtype dt);
+
 static int cmd_inspect(int argc, char **argv)
 {
-    inspect_opts io = {0};
+    inspect_opts io = {.dtype = "bf16", .batch = 32, .seqs = 64, .tokens = 256};
     int code = parse_opts(argc, argv, k_inspect_opts, sizeof k_inspect_opts / sizeof k_inspect_opts[0], &io,
                           offsetof(inspect_opts, help),
-                          "Usage: ratiocheck inspect --model DIR [--json]\n\nThe model's architecture as ratiocheck "
-                          "reads it.\n\n");
+                          "Usage: ratiocheck inspect --model DIR [--json] [--dtype D --batch N --seqs N --tokens N]\n\n"
+                          "The model's architecture as ratiocheck reads it, and the memory a run\nwith these sizes "
+                          "allocates.\n\n");
     if (code >= 0)
         return code;
     if (optind < argc)
@@ -326,6 +339,27 @@ static int cmd_inspect(int argc, char **argv)
         return fail(st);
     const rc_config *k = &m->cfg;
     char pc[32];
+    /* what a run allocates: the model's fp32 arrays, then the engine the run
+     * creates (rollout.c: max(batch, seqs) slots, tokens positions, rows for
+     * the larger of the decode prefill and the forward batch) */
+    rc_numerics num = rc_numerics_fp32();
+    rc_engine_mem em;
+    st = parse_dtype(io.dtype, &num.dt);
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
+    const int64_t slots = io.batch > io.seqs ? io.batch : io.seqs;
+    int64_t rows;
+    if (!rc_mul_i64(slots, io.tokens, &rows))
+        rows = INT64_MAX;
+    st = rc_engine_mem_estimate(m, &num, true, slots, io.tokens, rows, &em);
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
+    const int64_t model_bytes = 4 * m->arena_len;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
     if (json) {
         printf("{\"model\": ");
         json_str(stdout, model);
@@ -342,7 +376,12 @@ static int cmd_inspect(int argc, char **argv)
                k->pos == RC_POS_ROTARY ? "rotary" : k->pos == RC_POS_ALIBI ? "alibi" : "learned",
                k->norm_head ? "true" : "false");
         json_str(stdout, m->stored_dtype);
-        printf("}\n");
+        printf(", \"memory\": {\"dtype\": \"%s\", \"batch\": %lld, \"seqs\": %lld, \"tokens\": %lld, "
+               "\"model_bytes\": %lld, \"weights_copy_bytes\": %lld, \"kv_cache_bytes\": %lld, "
+               "\"activation_bytes\": %lld, \"total_bytes\": %lld}}\n",
+               dtype_str(num.dt), (long long)io.batch, (long long)io.seqs, (long long)io.tokens,
+               (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
+               (long long)(model_bytes + em.total));
     } else {
         printf("model          ");
         term_str(stdout, model);
@@ -387,6 +426,14 @@ static int cmd_inspect(int argc, char **argv)
         printf("stored dtype   ");
         term_str(stdout, m->stored_dtype);
         printf("\n");
+        printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
+               "%lld tokens each:\n",
+               (double)(model_bytes + em.total) / gib, dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
+               (long long)io.tokens);
+        printf("               weights %.2f GiB (fp32 arrays) + %.2f GiB (the %s copy), KV cache %.2f GiB, "
+               "activations %.2f GiB\n",
+               (double)model_bytes / gib, (double)em.weights_copy / gib, dtype_str(num.dt), (double)em.kv_cache / gib,
+               (double)em.activations / gib);
     }
     rc_model_free(m);
     return 0;

@@ -143,6 +143,34 @@ static rc_status engine_weights(rc_engine *e)
     return RC_OK;
 }
 
+rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, int64_t n_slots,
+                                 int64_t max_len, int64_t max_rows, rc_engine_mem *out)
+{
+    const rc_config *c = &m->cfg;
+    *out = (rc_engine_mem){0, 0, 0, 0};
+    const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate, V = c->vocab;
+    const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
+    int64_t logit_rows = LOGIT_CHUNK_FLOATS / V;
+    logit_rows = logit_rows < 1 ? 1 : logit_rows > max_rows ? max_rows : logit_rows;
+    int64_t w = 0, kv, act = 0, t;
+    bool ok = true;
+    if (num->dt != RC_F32 || !host_memory) /* the rounded copy of the whole arena (engine_weights) */
+        w = m->arena_len;
+    if (num->upcast & RC_UPCAST_LM_HEAD && (num->dt != RC_F32 || !host_memory))
+        ok = ok && rc_mul_i64(V, H, &t) && rc_add_i64(w, t, &w);
+    if (c->norm_head)
+        ok = ok && rc_mul_i64(V, H, &t) && rc_add_i64(w, t, &w);
+    ok = ok && rc_numel((int64_t[]){2, c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 6, &kv);
+    const int64_t per_row = 3 * H + qkv_w + c->n_heads * d + 2 * I; /* x, h, tmp, qkv, att, mlp_a, mlp_b */
+    ok = ok && rc_mul_i64(max_rows, per_row, &act) && rc_mul_i64(logit_rows, V, &t) && rc_add_i64(act, t, &act);
+    int64_t total = 0;
+    ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && total <= INT64_MAX / 4;
+    if (!ok)
+        return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+    *out = (rc_engine_mem){4 * w, 4 * kv, 4 * act, 4 * total};
+    return RC_OK;
+}
+
 void rc_engine_free(rc_engine *e)
 {
     if (!e)

@@ -53,6 +53,18 @@ typedef struct {
  * up to max_rows packed rows per call, computing with numerics `num`. */
 rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
                            int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out);
+/* What rc_engine_create allocates for these arguments, in bytes (checked
+ * arithmetic; RC_ERR_NOMEM when a size overflows): the rounded weight copy
+ * (none for fp32 on the CPU, which computes on the model's own weights), the
+ * fp32 LM head of --upcast lm_head, NormHead's copy, the KV cache and the
+ * activations. The model's own weights (rc_model.arena_len floats) come on
+ * top. */
+typedef struct {
+    int64_t weights_copy, kv_cache, activations, total;
+} rc_engine_mem;
+rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, int64_t n_slots,
+                                 int64_t max_len, int64_t max_rows, rc_engine_mem *out);
+
 /* fp32, no upcasts, temperature 1 */
 rc_numerics rc_numerics_fp32(void);
 void rc_engine_free(rc_engine *e);
