@@ -1,6 +1,7 @@
 /* Helpers shared by the family files (see common.h). */
 #include "common.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,5 +38,25 @@ rc_status rc_conv1d_transpose(const rc_config *c, float *data, int64_t rows, int
             tmp[k * rows + r] = data[r * cols + k];
     memcpy(data, tmp, (size_t)(rows * cols) * sizeof *tmp);
     free(tmp);
+    return RC_OK;
+}
+
+/* the first name of the family's key for an rc_config field */
+static const char *key_name(const rc_config *c, size_t offset, const char *fallback)
+{
+    for (const rc_config_key *k = c->arch->keys; k->keys[0]; k++)
+        if (k->offset == offset)
+            return k->keys[0];
+    return fallback;
+}
+
+rc_status rc_heads_from_hidden(const char *path, rc_config *c)
+{
+    if (c->hidden % c->n_heads != 0)
+        return rc_errorf(RC_ERR_FORMAT, "%s: %s %lld is not a multiple of %s %lld", path,
+                         key_name(c, offsetof(rc_config, hidden), "hidden_size"), (long long)c->hidden,
+                         key_name(c, offsetof(rc_config, n_heads), "num_attention_heads"), (long long)c->n_heads);
+    c->head_dim = c->hidden / c->n_heads;
+    c->n_kv_heads = c->n_heads;
     return RC_OK;
 }

@@ -1,6 +1,7 @@
 /* Helpers shared by the family files: layouts in which checkpoints store a
  * weight differently from the forward pass's [out, in] rows, undone in place
- * right after a tensor is read (rc_tensor_spec.fix). */
+ * right after a tensor is read (rc_tensor_spec.fix), and config rules several
+ * families share. */
 #ifndef RC_MODELS_COMMON_H
 #define RC_MODELS_COMMON_H
 
@@ -17,5 +18,11 @@ rc_status rc_qkv_deinterleave_per_head(const rc_config *cfg, float *data, int64_
 /* Conv1D as GPT-2 stores it: [in, out] -> [out, in] (a transpose; the
  * tensor's table entry gives the file shape [in, out]). */
 rc_status rc_conv1d_transpose(const rc_config *cfg, float *data, int64_t rows, int64_t cols);
+
+/* Families without GQA or an explicit head_dim: head_dim = hidden / n_heads
+ * and n_kv_heads = n_heads; a remainder is RC_ERR_FORMAT naming the file and
+ * the two keys as the family's key table names them ("n_embd 64 is not a
+ * multiple of n_head 5"). */
+rc_status rc_heads_from_hidden(const char *path, rc_config *cfg);
 
 #endif

@@ -33,11 +33,7 @@ static const char *const k_prefixes[] = {"transformer.", "", NULL};
 
 static rc_status gpt2_parse(const json_t *root, const char *path, rc_config *cfg)
 {
-    if (cfg->hidden % cfg->n_heads != 0)
-        return rc_errorf(RC_ERR_FORMAT, "%s: n_embd %lld is not a multiple of n_head %lld", path,
-                         (long long)cfg->hidden, (long long)cfg->n_heads);
-    cfg->head_dim = cfg->hidden / cfg->n_heads;
-    cfg->n_kv_heads = cfg->n_heads;
+    RC_TRY(rc_heads_from_hidden(path, cfg)); /* head_dim = hidden / heads, no GQA */
     if (cfg->intermediate == 0) { /* n_inner null or absent: 4 * n_embd */
         if (cfg->hidden > RC_LIM_INTER / 4)
             return rc_errorf(RC_ERR_FORMAT, "%s: 4 x n_embd exceeds %d", path, RC_LIM_INTER);

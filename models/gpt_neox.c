@@ -30,11 +30,7 @@ static const char *const k_prefixes[] = {"gpt_neox.", "", NULL};
 
 static rc_status neox_parse(const json_t *root, const char *path, rc_config *cfg)
 {
-    if (cfg->hidden % cfg->n_heads != 0)
-        return rc_errorf(RC_ERR_FORMAT, "%s: hidden_size %lld is not a multiple of num_attention_heads %lld",
-                         path, (long long)cfg->hidden, (long long)cfg->n_heads);
-    cfg->head_dim = cfg->hidden / cfg->n_heads;
-    cfg->n_kv_heads = cfg->n_heads;
+    RC_TRY(rc_heads_from_hidden(path, cfg)); /* head_dim = hidden / heads, no GQA */
     const char *act;
     RC_TRY(rc_json_get_str(root, "hidden_act", path, "gelu", &act, NULL));
     if (strcmp(act, "gelu") == 0)

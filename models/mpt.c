@@ -25,6 +25,7 @@
  * to the value dtype, head tied to wte. */
 #include <string.h>
 
+#include "common.h"
 #include "json_util.h"
 #include "model.h"
 
@@ -33,11 +34,7 @@ static const char *const k_prefixes[] = {"transformer.", "", NULL};
 
 static rc_status mpt_parse(const json_t *root, const char *path, rc_config *cfg)
 {
-    if (cfg->hidden % cfg->n_heads != 0)
-        return rc_errorf(RC_ERR_FORMAT, "%s: d_model %lld is not a multiple of n_heads %lld", path,
-                         (long long)cfg->hidden, (long long)cfg->n_heads);
-    cfg->head_dim = cfg->hidden / cfg->n_heads;
-    cfg->n_kv_heads = cfg->n_heads;
+    RC_TRY(rc_heads_from_hidden(path, cfg)); /* head_dim = hidden / heads, no GQA */
     int64_t ratio;
     RC_TRY(rc_json_get_int(root, "expansion_ratio", path, 1, 64, 4, &ratio, NULL));
     if (cfg->hidden > RC_LIM_INTER / ratio)
@@ -67,8 +64,8 @@ static rc_status mpt_parse(const json_t *root, const char *path, rc_config *cfg)
         (s = rc_json_get_bool(a, "prefix_lm", path, false, &prefix_lm, NULL)) == RC_OK &&
         (s = rc_json_get_bool(a, "attn_uses_sequence_id", path, false, &seq_id, NULL)) == RC_OK &&
         (s = rc_json_get_num(a, "alibi_bias_max", path, -1e300, 1e300, 8.0, &bias_max, NULL)) == RC_OK &&
-        (s = rc_json_get_num(a, "clip_qkv", path, -1e300, 1e300, 0.0, &clip, NULL)) == RC_OK)
-        s = rc_json_get_num(a, "softmax_scale", path, -1e300, 1e300, 0.0, &scale, NULL);
+        (s = rc_json_get_num(a, "clip_qkv", path, -1e300, 1e30, 0.0, &clip, NULL)) == RC_OK)
+        s = rc_json_get_num(a, "softmax_scale", path, -1e300, 1e30, 0.0, &scale, NULL); /* finite in fp32 */
     json_decref(empty);
     RC_TRY(s);
     if (!alibi || qk_ln || prefix_lm || seq_id)
