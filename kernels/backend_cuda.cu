@@ -230,7 +230,7 @@ rc_status cuda_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M
 
 // one elementwise kernel (rck_threads.h rck_ew_thread)
 rc_status elementwise(int op, const float *a, const float *b, float *out, int64_t n, rc_dtype out_dt,
-                      rc_act act = RC_ACT_SILU, rc_dtype act_dt = RC_F32, int64_t n_cols = 1)
+                      rc_act act = RC_ACT_SILU, rc_dtype act_dt = RC_F32, int64_t n_cols = 1, float c = 0.0f)
 {
     rck_ew_args e{};
     e.op = op;
@@ -242,6 +242,7 @@ rc_status elementwise(int op, const float *a, const float *b, float *out, int64_
     e.act = act;
     e.act_dt = act_dt;
     e.out_dt = out_dt;
+    e.c = c;
     return rck_ew(e);
 }
 
@@ -366,13 +367,7 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
 rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
 {
     (void)be;
-    rck_ew_args e{};
-    e.op = RCK_EW_CLAMP;
-    e.a = x;
-    e.out = x;
-    e.n = n;
-    e.c = cval;
-    return rck_ew(e);
+    return elementwise(RCK_EW_CLAMP, x, nullptr, x, n, RC_F32, RC_ACT_SILU, RC_F32, 1, cval);
 }
 
 rc_status cuda_normalize_rows(rc_backend *be, const float *W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
