@@ -232,15 +232,6 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
     if (cfg->pos != RC_POS_ROTARY && cfg->rotary_dim != 0)
         return rc_errorf(RC_ERR_FORMAT, "%s: %s positions together with rotary settings", path,
                          cfg->pos == RC_POS_ALIBI ? "ALiBi" : "learned");
-    if (cfg->pos == RC_POS_ALIBI && cfg->alibi_slopes == RC_SLOPES_MPT &&
-        !(cfg->alibi_bias_max > 0.0 && cfg->alibi_bias_max <= 1024.0))
-        return rc_errorf(RC_ERR_FORMAT, "%s: alibi_bias_max = %g is out of range (0, 1024]", path,
-                         cfg->alibi_bias_max);
-    if (cfg->clip_qkv < 0.0 || !(cfg->clip_qkv < 1e30))
-        return rc_errorf(RC_ERR_FORMAT, "%s: clip_qkv = %g is out of range (it must be >= 0 and finite)", path,
-                         cfg->clip_qkv);
-    if (cfg->softmax_scale < 0.0 || !(cfg->softmax_scale < 1e30))
-        return rc_errorf(RC_ERR_FORMAT, "%s: softmax_scale = %g is out of range", path, cfg->softmax_scale);
     if (cfg->rotary_dim < 0 || cfg->rotary_dim > cfg->head_dim)
         return rc_errorf(RC_ERR_FORMAT, "%s: rotary dimension %lld exceeds head_dim %lld", path,
                          (long long)cfg->rotary_dim, (long long)cfg->head_dim);
