@@ -389,6 +389,18 @@ def sha256(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
+def files_table(a, files):
+    """README rows: each file's name, size and sha256 prefix, then the total."""
+    a("| file | bytes | sha256 |")
+    a("|---|---|---|")
+    tot = 0
+    for p in files:
+        sz = os.path.getsize(p)
+        tot += sz
+        a(f"| `{os.path.basename(p)}` | {sz:,} | `{sha256(p)[:16]}…` |")
+    a(f"| **total** | {tot:,} | |")
+
+
 def v440_config(cfg):
     """Rewrite a transformers-5 config.json dict into the form 4.40 reads.
 
@@ -598,14 +610,7 @@ def render_v524_section(files, rows, v5_env):
     keys = ["python", "torch", "transformers", "safetensors", "numpy", "cpu_capability"]
     a("Environment: " + ", ".join(f"{k} {v5_env.get(k)}" for k in keys) + ".")
     a("")
-    a("| file | bytes | sha256 |")
-    a("|---|---|---|")
-    tot = 0
-    for p in files:
-        sz = os.path.getsize(p)
-        tot += sz
-        a(f"| `{os.path.basename(p)}` | {sz:,} | `{sha256(p)[:16]}…` |")
-    a(f"| **total** | {tot:,} | |")
+    files_table(a, files)
     a("")
     a("### Classes and compute dtypes observed (sequence 1, `TorchDispatchMode`)")
     a("")
@@ -862,14 +867,7 @@ def render_readme(args, files, v5_env, v4_env, results, compat_notes, compat_cfg
     a("- `__metadata__` (sorted keys): versions, loading call, RoPE buffer dtypes, KV cache")
     a("  dtypes, and for v4.40 how the config was converted.")
     a("")
-    a("| file | bytes | sha256 |")
-    a("|---|---|---|")
-    tot = 0
-    for p in files:
-        sz = os.path.getsize(p)
-        tot += sz
-        a(f"| `{os.path.basename(p)}` | {sz:,} | `{sha256(p)[:16]}…` |")
-    a(f"| **total** | {tot:,} | |")
+    files_table(a, files)
     a("")
     a("## Regenerating")
     a("")
