@@ -80,13 +80,46 @@ static float *reloc(const float *p, const float *from, float *to)
     return p ? to + (p - from) : NULL;
 }
 
+/* The engine's buffers for these sizes, one place for rc_engine_create and
+ * rc_engine_mem_estimate: the activation buffers in the order of
+ * ENGINE_BUFS (rows x columns each), the logit rows per chunk, the floats of
+ * one of K and V. false when a size overflows. */
+enum { ENGINE_BUFS = 8 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits */
+typedef struct {
+    int64_t dims[ENGINE_BUFS][2];
+    int64_t logit_rows, kv_n;
+} engine_sizes;
+
+static bool engine_sizes_for(const rc_config *c, int64_t n_slots, int64_t max_len, int64_t max_rows,
+                             engine_sizes *z)
+{
+    const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate;
+    const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
+    z->logit_rows = LOGIT_CHUNK_FLOATS / c->vocab;
+    if (z->logit_rows < 1)
+        z->logit_rows = 1;
+    if (z->logit_rows > max_rows)
+        z->logit_rows = max_rows;
+    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H},     {max_rows, H}, {max_rows, qkv_w},
+                                          {max_rows, c->n_heads * d}, {max_rows, I}, {max_rows, I},
+                                          {max_rows, H},     {z->logit_rows, c->vocab}};
+    memcpy(z->dims, dims, sizeof dims);
+    return rc_numel((int64_t[]){c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 5, &z->kv_n);
+}
+
+/* engine_weights makes a rounded (and, on a GPU, uploaded) copy of the arena */
+static bool weights_copied(const rc_numerics *num, bool host_memory)
+{
+    return num->dt != RC_F32 || !host_memory;
+}
+
 static rc_status engine_weights(rc_engine *e)
 {
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
     rc_backend *be = e->be;
     e->w = m->w;
-    if (e->num.dt != RC_F32 || !be->ops->host_memory) {
+    if (weights_copied(&e->num, be->ops->host_memory)) {
         /* weights rounded to the dtype once, at load (and copied to the
          * device for a GPU backend) */
         RC_TRY(be->ops->alloc(be, m->arena_len, &e->w_arena));
@@ -148,22 +181,16 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
 {
     const rc_config *c = &m->cfg;
     *out = (rc_engine_mem){0, 0, 0, 0};
-    const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate, V = c->vocab;
-    const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
-    int64_t logit_rows = LOGIT_CHUNK_FLOATS / V;
-    logit_rows = logit_rows < 1 ? 1 : logit_rows > max_rows ? max_rows : logit_rows;
-    int64_t w = 0, kv, act = 0, t;
-    bool ok = true;
-    if (num->dt != RC_F32 || !host_memory) /* the rounded copy of the whole arena (engine_weights) */
-        w = m->arena_len;
-    if (num->upcast & RC_UPCAST_LM_HEAD && (num->dt != RC_F32 || !host_memory))
-        ok = ok && rc_mul_i64(V, H, &t) && rc_add_i64(w, t, &w);
-    if (c->norm_head)
-        ok = ok && rc_mul_i64(V, H, &t) && rc_add_i64(w, t, &w);
-    ok = ok && rc_numel((int64_t[]){2, c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 6, &kv);
-    const int64_t per_row = 3 * H + qkv_w + c->n_heads * d + 2 * I; /* x, h, tmp, qkv, att, mlp_a, mlp_b */
-    ok = ok && rc_mul_i64(max_rows, per_row, &act) && rc_mul_i64(logit_rows, V, &t) && rc_add_i64(act, t, &act);
-    int64_t total = 0;
+    engine_sizes z;
+    bool ok = engine_sizes_for(c, n_slots, max_len, max_rows, &z);
+    int64_t w = weights_copied(num, host_memory) ? m->arena_len : 0, kv = 0, act = 0, t, total = 0;
+    if ((num->upcast & RC_UPCAST_LM_HEAD) && weights_copied(num, host_memory)) /* the fp32 head */
+        ok = ok && rc_mul_i64(c->vocab, c->hidden, &t) && rc_add_i64(w, t, &w);
+    if (c->norm_head) /* NormHead's normalised copy */
+        ok = ok && rc_mul_i64(c->vocab, c->hidden, &t) && rc_add_i64(w, t, &w);
+    ok = ok && rc_mul_i64(2, z.kv_n, &kv);
+    for (int i = 0; ok && i < ENGINE_BUFS; i++)
+        ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && total <= INT64_MAX / 4;
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
@@ -207,34 +234,21 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         free(e);
         return rc_errorf(RC_ERR_USAGE, "invalid numerics (dtype, log-prob dtype or temperature)");
     }
-    const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate;
-    const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
-    e->logit_rows = LOGIT_CHUNK_FLOATS / c->vocab;
-    if (e->logit_rows < 1)
-        e->logit_rows = 1;
-    if (e->logit_rows > max_rows)
-        e->logit_rows = max_rows;
-    e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
-                          .max_len = max_len, .head_dim = d};
-    int64_t kv_n;
+    engine_sizes z;
     rc_status s = RC_OK;
-    if (!rc_numel((int64_t[]){c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 5, &kv_n))
+    if (!engine_sizes_for(c, n_slots, max_len, max_rows, &z))
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
-    struct {
-        float **p;
-        int64_t a, b;
-    } bufs[] = {
-        {&e->x, max_rows, H},       {&e->h, max_rows, H},
-        {&e->qkv, max_rows, qkv_w}, {&e->att, max_rows, c->n_heads * d},
-        {&e->mlp_a, max_rows, I},   {&e->mlp_b, max_rows, I},
-        {&e->tmp, max_rows, H},     {&e->logits, e->logit_rows, c->vocab},
-    };
-    for (size_t i = 0; s == RC_OK && i < sizeof bufs / sizeof bufs[0]; i++) {
+    e->logit_rows = z.logit_rows;
+    e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
+                          .max_len = max_len, .head_dim = c->head_dim};
+    const int64_t kv_n = z.kv_n;
+    float **bufs[ENGINE_BUFS] = {&e->x, &e->h, &e->qkv, &e->att, &e->mlp_a, &e->mlp_b, &e->tmp, &e->logits};
+    for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++) {
         int64_t n;
-        if (!rc_mul_i64(bufs[i].a, bufs[i].b, &n))
+        if (!rc_mul_i64(z.dims[i][0], z.dims[i][1], &n))
             s = rc_errorf(RC_ERR_NOMEM, "activation size overflows");
         else
-            s = be->ops->alloc(be, n, bufs[i].p);
+            s = be->ops->alloc(be, n, bufs[i]);
     }
     if (s == RC_OK)
         s = engine_weights(e);
