@@ -138,7 +138,8 @@ RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
 }
 
 /* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
- * y[m, n] = R(dot16(x[m, :], W[n, :]) + bias[n]) -- the CPU invariant order,
+ * y[m, n] = R(rco_gemm_dot(x[m, :], W[n, :], one chunk) + bias[n]) -- the
+ * CPU invariant order,
  * whatever M is. With Wt set, the weight is read from its transposed copy
  * Wt[K, N] (the same products in the same order; neighbouring threads read
  * neighbouring addresses). */
@@ -153,8 +154,9 @@ typedef struct {
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
-    float v = a->Wt ? rco_dot16_strided(a->x + m * a->K, a->Wt + n, a->K, a->N)
-                    : rco_dot16(a->x + m * a->K, a->W + n * a->K, a->K);
+    const rco_gemm_order o = rco_gemm_order_for(1, a->M, a->K);
+    float v = a->Wt ? rco_gemm_dot(a->x + m * a->K, a->Wt + n, a->K, a->N, o)
+                    : rco_gemm_dot(a->x + m * a->K, a->W + n * a->K, a->K, 1, o);
     a->y[i] = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
 }
 

@@ -883,6 +883,154 @@ START_TEST(test_clip_qkv)
 }
 END_TEST
 
+/* ---- GEMM order: the documented K order, independently written ---------- */
+
+static uint64_t g_rng = 88172645463325252ull;
+static float rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float tree(float *v)
+{
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            v[j] += v[j + w];
+    return v[0];
+}
+
+/* README's GEMM order written from its words, not from ops_inline.h: chunks
+ * of C, 16 lanes (k mod 16) from zero with fused multiply-adds; sums: each
+ * chunk summed by the pairwise tree (j + 8, j + 4, j + 2, j + 1) and the
+ * partial sums added in order; else each chunk added lane by lane into the
+ * running lanes (the first chunk is them) and one tree at the end. fma_off:
+ * multiply and add as two roundings instead. */
+static float doc_dot(const float *a, const float *b, int64_t K, int64_t C, bool sums, bool fma_off)
+{
+    float run[16], lane[16], total = 0.0f;
+    for (int64_t c0 = 0; c0 < K; c0 += C) {
+        for (int j = 0; j < 16; j++)
+            lane[j] = 0.0f;
+        for (int64_t k = c0; k < K && k < c0 + C; k++) {
+            volatile float p = a[k] * b[k];
+            lane[(k - c0) % 16] = fma_off ? lane[(k - c0) % 16] + p : fmaf(a[k], b[k], lane[(k - c0) % 16]);
+        }
+        if (sums) {
+            float t = tree(lane);
+            total = c0 == 0 ? t : total + t;
+        } else {
+            for (int j = 0; j < 16; j++)
+                run[j] = c0 == 0 ? lane[j] : run[j] + lane[j];
+        }
+    }
+    if (K == 0)
+        return 0.0f;
+    return sums ? total : tree(run);
+}
+
+/* chunk length; *sums: split-K (partial sums) or K tiles (lanes) */
+static int64_t doc_chunk(bool invariant, int64_t M, int64_t K, bool *sums)
+{
+    *sums = !invariant && M <= 256;
+    if (invariant)
+        return K > 0 ? K : 16;
+    int64_t slices = M <= 16 ? 4 : 2;
+    if (M > 256)
+        return 128;
+    int64_t c = (K + slices - 1) / slices;
+    c = (c + 15) / 16 * 16;
+    return c > 0 ? c : 16;
+}
+
+/* Every M class of each strategy and K with and without a 16-tail: the CPU
+ * matmul (AVX-512 micro-kernels where the CPU has them, threads over blocks)
+ * is bitwise the documented order, with and without bias, fp32 and rounded
+ * outputs. */
+START_TEST(test_gemm_order)
+{
+    static const int64_t Ms[] = {1, 3, 16, 17, 50, 256, 257, 301};
+    static const int64_t Ks[] = {1, 15, 16, 33, 130, 257, 576};
+    const int64_t N = 70;
+    rc_backend *be[2];
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[0]) == RC_OK);
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be[1]) == RC_OK);
+    int64_t checked = 0;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+            const int64_t M = Ms[mi], K = Ks[ki];
+            float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+            float *bias = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * M * N);
+            for (int64_t i = 0; i < M * K; i++)
+                x[i] = rnd();
+            for (int64_t i = 0; i < N * K; i++)
+                W[i] = rnd();
+            for (int64_t i = 0; i < N; i++)
+                bias[i] = rnd();
+            for (int k = 0; k < 2; k++) {
+                bool sums;
+                const int64_t C = doc_chunk(k == 0, M, K, &sums);
+                const rc_dtype out = (mi + ki + (size_t)k) % 2 ? RC_BF16 : RC_F32;
+                const float *b = (mi + ki) % 3 ? bias : NULL;
+                ck_assert(be[k]->ops->matmul(be[k], x, M, K, W, N, b, RC_F32, out, y) == RC_OK);
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < N; n++) {
+                        float v = doc_dot(x + m * K, W + n * K, K, C, sums, false);
+                        float want = rc_round_to(b ? v + b[n] : v, out);
+                        ck_assert_msg(rc_f32_bits(y[m * N + n]) == rc_f32_bits(want),
+                                      "%s M=%lld K=%lld: y[%lld,%lld] = %a, documented order %a",
+                                      k ? "engine" : "invariant", (long long)M, (long long)K, (long long)m,
+                                      (long long)n, y[m * N + n], want);
+                        checked++;
+                    }
+            }
+            free(x); free(W); free(bias); free(y);
+        }
+    printf("gemm order: %lld outputs bitwise the documented order\n", (long long)checked);
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+}
+END_TEST
+
+/* The fused multiply-add changes nothing for bf16 and fp16 operands: their
+ * products are exact in fp32 (8 x 8 and 11 x 11 significant bits), so the
+ * documented order gives the same bits with the product rounded first. */
+START_TEST(test_gemm_fma_neutral)
+{
+    const int64_t K = 3072, n = 400;
+    float *a = malloc(sizeof(float) * K), *b = malloc(sizeof(float) * K);
+    for (int dt = 0; dt < 2; dt++) {
+        int64_t same = 0;
+        for (int64_t t = 0; t < n; t++) {
+            for (int64_t i = 0; i < K; i++) {
+                a[i] = rc_round_to(rnd() * 4.0f, dt ? RC_F16 : RC_BF16);
+                b[i] = rc_round_to(rnd() * 0.05f, dt ? RC_F16 : RC_BF16);
+            }
+            for (int c = 0; c < 2; c++) {
+                int64_t C = c ? 128 : 784;
+                same += rc_f32_bits(doc_dot(a, b, K, C, c, false)) == rc_f32_bits(doc_dot(a, b, K, C, c, true));
+            }
+        }
+        ck_assert_msg(same == 2 * n, "%s: %lld of %lld dots differ with and without FMA", dt ? "fp16" : "bf16",
+                      (long long)(2 * n - same), (long long)(2 * n));
+        /* and for fp32 operands it does change results (the test can tell) */
+        int64_t diff = 0;
+        for (int64_t t = 0; t < 50; t++) {
+            for (int64_t i = 0; i < K; i++) {
+                a[i] = rnd();
+                b[i] = rnd();
+            }
+            diff += rc_f32_bits(doc_dot(a, b, K, K, false, false)) != rc_f32_bits(doc_dot(a, b, K, K, false, true));
+        }
+        ck_assert_msg(diff > 0, "fp32 operands: FMA never changed a dot");
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -904,5 +1052,10 @@ int main(void)
     tcase_add_loop_test(tc, test_normhead, 0, 2);
     tcase_add_loop_test(tc, test_clip_qkv, 0, 2);
     suite_add_tcase(s, tc);
+    TCase *to = tcase_create("kernel_orders");
+    tcase_set_timeout(to, 120);
+    tcase_add_test(to, test_gemm_order);
+    tcase_add_test(to, test_gemm_fma_neutral);
+    suite_add_tcase(s, to);
     return rc_test_run(s);
 }

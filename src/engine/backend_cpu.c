@@ -5,11 +5,11 @@
  * (see backend.h). Reductions are ordered by the kernel strategy:
  *
  *   reduction            INVARIANT            ENGINE (and BLAS, except GEMM)
- *   GEMM dot (len K)     16 lanes, any M      M <= 16: split-K, 4 slices of
- *                                             16-lane dots summed in order;
- *                                             16 < M <= 256: 8 lanes;
- *                                             M > 256: K tiles of 128, 8 lanes
- *                                             each, tiles summed in order
+ *   GEMM dot (len K)     16 lanes with FMA,       16 lanes with FMA in K chunks
+ *                        one chunk, any M     (rco_gemm_dot): M <= 16 split-K
+ *                                             in 4 slices, M <= 256 in 2,
+ *                                             M > 256 K tiles of 128; each
+ *                                             chunk's lanes added lane-wise
  *                                             (BLAS: OpenBLAS sgemm)
  *   attention q.k (d)    16 lanes             decode 16 lanes, prefill 8 lanes
  *   softmax max/sum      one pass in order    prefill: key tiles of 64, online
@@ -26,7 +26,8 @@
  *
  * "L lanes" means: lane j sums elements j, j+L, j+2L, ... in order, then the
  * lanes are added in a fixed pairwise tree. The build disables FMA
- * contraction, so every product and sum is rounded as written. */
+ * contraction, so every product and sum is rounded as written; the GEMM dots
+ * use fused multiply-adds explicitly (fmaf / vfmadd, the same rounding). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -38,9 +39,6 @@
 #include "ops_inline.h"
 #include "util.h"
 
-#define ENGINE_SMALL_M RC_ENGINE_SMALL_M
-#define ENGINE_LARGE_M RC_ENGINE_LARGE_M
-#define ENGINE_K_TILE RC_ENGINE_K_TILE
 
 const char *rc_kernels_name(rc_kernels k)
 {
@@ -75,25 +73,6 @@ static rc_status cpu_upload(rc_backend *be, const float *host, int64_t n, rc_dty
     return RC_OK;
 }
 
-/* ---- fixed-shape reductions ------------------------------------------- */
-
-/* four dot8's at once (columns b, b + ldb, ...): the same order per output,
- * four independent chains for the CPU to overlap */
-static inline void dot8x4(const float *a, const float *b, int64_t ldb, int64_t n, float *out)
-{
-    float acc[4][8] = {{0}};
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int c = 0; c < 4; c++)
-            for (int j = 0; j < 8; j++)
-                acc[c][j] += a[k + j] * b[c * ldb + k + j];
-    for (int j = 0; k + j < n; j++)
-        for (int c = 0; c < 4; c++)
-            acc[c][j] += a[k + j] * b[c * ldb + k + j];
-    for (int c = 0; c < 4; c++)
-        out[c] = rco_tree8(acc[c]);
-}
-
 /* ---- ops ----------------------------------------------------------------- */
 
 static rc_status cpu_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
@@ -117,44 +96,175 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
     return RC_OK;
 }
 
-#define GEMM_N_TILE 32
-#define GEMM_M_TILE 64
+/* ---- GEMM ------------------------------------------------------------------ */
 
-/* One tile of outputs. Compiled for AVX2 and AVX-512 too (chosen at run
- * time): wider vectors only run more lanes at once; every lane's sum is the
- * same sequence of fp32 operations, so results are identical on every CPU. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
-gemm_tile(int kind, const float *x, int64_t K, const float *W, const float *bias, rc_dtype out_dt, float *y,
-          int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
+/* Blocks of GEMM_M_BLOCK rows x GEMM_N_BLOCK columns are the unit of work of
+ * the threads; inside a block the AVX-512 micro-kernel computes UK_MR rows x
+ * UK_NR columns at once, one 16-float register of lanes per output. Blocking
+ * decides only which outputs are computed when: every output's K order is
+ * rco_gemm_dot's, whatever the block, the thread or the instruction set. */
+#define GEMM_M_BLOCK 192 /* a multiple of UK_MR */
+#define GEMM_N_BLOCK 64
+#ifndef UK_MR
+#define UK_MR 6
+#endif
+#ifndef UK_NR
+#define UK_NR 4
+#endif
+
+/* The portable kernel: rco_gemm_dot per output (CPUs without AVX-512). */
+static void gemm_block_ref(const float *x, int64_t K, const float *W, const float *bias, rc_dtype out_dt,
+                           float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order o)
 {
-    for (int64_t m = m0; m < m1; m++) {
-        int64_t n = n0;
-        if (kind == 1 || kind == 3) /* 8-lane kernels: four columns at a time */
-            for (; n + 4 <= n1; n += 4) {
-                const float *a = x + m * K, *bw = W + n * K;
-                float v[4] = {0, 0, 0, 0};
-                if (kind == 1) {
-                    dot8x4(a, bw, K, K, v);
-                } else {
-                    for (int64_t k0 = 0; k0 < K; k0 += ENGINE_K_TILE) {
-                        float part[4];
-                        dot8x4(a + k0, bw + k0, K, K - k0 < ENGINE_K_TILE ? K - k0 : ENGINE_K_TILE, part);
-                        for (int c = 0; c < 4; c++)
-                            v[c] += part[c];
-                    }
-                }
-                for (int c = 0; c < 4; c++)
-                    y[m * N + n + c] = rc_round_to(bias ? v[c] + bias[n + c] : v[c], out_dt);
-            }
-        for (; n < n1; n++) {
-            const float *a = x + m * K, *bw = W + n * K;
-            float v = kind == 0   ? rco_dot16(a, bw, K)
-                      : kind == 1 ? rco_dot8(a, bw, K)
-                      : kind == 2 ? rco_dot_splitk(a, bw, K)
-                                  : rco_dot_ktiles(a, bw, K);
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t n = n0; n < n1; n++) {
+            float v = rco_gemm_dot(x + m * K, W + n * K, K, 1, o);
             y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
         }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RC_GEMM_AVX512 1
+#define AVX512_FN __attribute__((target("avx512f,fma")))
+
+/* rco_tree16 on one register: lanes j + 8, j + 4, j + 2, j + 1 */
+AVX512_FN static inline float tree16_512(__m512 v)
+{
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
+ * UK_MR, nr <= UK_NR, constants after inlining) */
+AVX512_FN static inline __attribute__((always_inline)) void
+uk_chunk(const int mr, const int nr, const float *x, int64_t K, const float *W, int64_t k, int64_t k1,
+         __m512 acc[UK_MR][UK_NR])
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k + 16 <= k1; k += 16) {
+        __m512 w[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            w[j] = _mm512_loadu_ps(W + j * K + k);
+            __asm__("" : "+v"(w[j])); /* keep it in a register: loaded once, used mr times */
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_loadu_ps(x + i * K + k);
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, w[j], acc[i][j]);
+        }
     }
+    if (k < k1) { /* the lanes past the end keep their sums, as in rco_gemm_dot */
+        const __mmask16 mk = (__mmask16)((1u << (k1 - k)) - 1u);
+        __m512 w[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            w[j] = _mm512_maskz_loadu_ps(mk, W + j * K + k);
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            const __m512 a = _mm512_maskz_loadu_ps(mk, x + i * K + k);
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_mask3_fmadd_ps(a, w[j], acc[i][j], mk);
+        }
+    }
+}
+
+/* out = rco_gemm_dot of mr x nr outputs */
+AVX512_FN static inline __attribute__((always_inline)) void
+ukernel(const int mr, const int nr, const float *x, int64_t K, const float *W, rco_gemm_order o,
+        float out[UK_MR][UK_NR])
+{
+    const int64_t C = o.chunk;
+    __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
+    uk_chunk(mr, nr, x, K, W, 0, C < K ? C : K, tot);
+    if (o.sums) { /* split-K: a tree per chunk, partial sums added in order */
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                out[i][j] = tree16_512(tot[i][j]);
+        for (int64_t k0 = C; k0 < K; k0 += C) {
+            uk_chunk(mr, nr, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+                for (int j = 0; j < nr; j++)
+                    out[i][j] += tree16_512(acc[i][j]);
+        }
+        return;
+    }
+    for (int64_t k0 = C; k0 < K; k0 += C) {
+        uk_chunk(mr, nr, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            out[i][j] = tree16_512(tot[i][j]);
+}
+
+AVX512_FN static void gemm_block_avx512(const float *x, int64_t K, const float *W, const float *bias,
+                                        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,
+                                        int64_t n0, int64_t n1, rco_gemm_order C)
+{
+    for (int64_t m = m0; m < m1; m += UK_MR) {
+        const int mr = m1 - m < UK_MR ? (int)(m1 - m) : UK_MR;
+        for (int64_t n = n0; n < n1; n += UK_NR) {
+            const int nr = n1 - n < UK_NR ? (int)(n1 - n) : UK_NR;
+            const float *xm = x + m * K, *Wn = W + n * K;
+            float out[UK_MR][UK_NR];
+            if (mr == UK_MR && nr == UK_NR) {
+                ukernel(UK_MR, UK_NR, xm, K, Wn, C, out);
+            } else { /* edges: one row at a time, up to UK_NR columns */
+                for (int i = 0; i < mr; i++) {
+                    float o1[UK_MR][UK_NR];
+                    switch (nr) {
+                    case 4: ukernel(1, 4, xm + i * K, K, Wn, C, o1); break;
+                    case 3: ukernel(1, 3, xm + i * K, K, Wn, C, o1); break;
+                    case 2: ukernel(1, 2, xm + i * K, K, Wn, C, o1); break;
+                    default: ukernel(1, 1, xm + i * K, K, Wn, C, o1); break;
+                    }
+                    for (int j = 0; j < nr; j++)
+                        out[i][j] = o1[0][j];
+                }
+            }
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < nr; j++) {
+                    float v = out[i][j];
+                    y[(m + i) * N + n + j] = rc_round_to(bias ? v + bias[n + j] : v, out_dt);
+                }
+        }
+    }
+}
+#endif
+
+static bool gemm_use_avx512(void)
+{
+#ifdef RC_GEMM_AVX512
+    static int have = -1;
+    if (have < 0)
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && !getenv("RC_GEMM_PORTABLE");
+    return have;
+#else
+    return false;
+#endif
 }
 
 static rc_status cpu_download(rc_backend *be, const float *src, int64_t n, float *host)
@@ -198,20 +308,21 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
         }
         return RC_OK;
     }
-    /* 0: 16 lanes, 1: 8 lanes, 2: split-K, 3: K tiles */
-    int kind = be->kernels == RC_KERNELS_INVARIANT ? 0
-               : M <= ENGINE_SMALL_M              ? 2
-               : M <= ENGINE_LARGE_M              ? 1
-                                                  : 3;
-    int64_t ntiles = (N + GEMM_N_TILE - 1) / GEMM_N_TILE;
-    int64_t mtiles = (M + GEMM_M_TILE - 1) / GEMM_M_TILE;
-    /* Tiling only decides which element is computed when, not how. */
+    const rco_gemm_order C = rco_gemm_order_for(be->kernels == RC_KERNELS_INVARIANT, M, K);
+    const bool avx512 = gemm_use_avx512();
+    const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
 #pragma omp parallel for schedule(dynamic, 1) collapse(2)
-    for (int64_t mt = 0; mt < mtiles; mt++)
-        for (int64_t t = 0; t < ntiles; t++) {
-            int64_t n0 = t * GEMM_N_TILE, n1 = n0 + GEMM_N_TILE < N ? n0 + GEMM_N_TILE : N;
-            int64_t m0 = mt * GEMM_M_TILE, m1 = m0 + GEMM_M_TILE < M ? m0 + GEMM_M_TILE : M;
-            gemm_tile(kind, x, K, W, bias, out_dt, y, N, m0, m1, n0, n1);
+    for (int64_t bm = 0; bm < mb; bm++)
+        for (int64_t bn = 0; bn < nb; bn++) {
+            int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+#ifdef RC_GEMM_AVX512
+            if (avx512) {
+                gemm_block_avx512(x, K, W, bias, out_dt, y, N, m0, m1, n0, n1, C);
+                continue;
+            }
+#endif
+            gemm_block_ref(x, K, W, bias, out_dt, y, N, m0, m1, n0, n1, C);
         }
     return RC_OK;
 }

@@ -20,9 +20,9 @@
 #include "dtype.h"
 #include "model.h"
 
-#define RC_ENGINE_SMALL_M 16 /* GEMMs with M <= this split K */
-#define RC_ENGINE_SPLIT_K 4  /* slices */
-#define RC_ENGINE_LARGE_M 256 /* GEMMs with M > this use K tiles */
+#define RC_ENGINE_SMALL_M 16 /* GEMMs with M <= this split K in 4 */
+#define RC_ENGINE_SPLIT_K 4  /* slices (GEMM split-K, prefill P.V) */
+#define RC_ENGINE_LARGE_M 256 /* GEMMs with M <= this split K in 2, larger ones use K tiles */
 #define RC_ENGINE_K_TILE 128
 #define RC_ENGINE_PREFILL_TILE 64
 #define RC_ENGINE_DECODE_CHUNK 32
@@ -95,21 +95,6 @@ RC_HD static inline float rco_dot16(const float *a, const float *b, int64_t n)
     return rco_tree16(acc);
 }
 
-/* rco_dot16 with b read at stride sb (b[k * sb]): the same order, for a GPU
- * kernel that reads a transposed weight so that neighbouring threads read
- * neighbouring addresses */
-RC_HD static inline float rco_dot16_strided(const float *a, const float *b, int64_t n, int64_t sb)
-{
-    float acc[16] = {0};
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16)
-        for (int j = 0; j < 16; j++)
-            acc[j] += a[k + j] * b[(k + j) * sb];
-    for (int j = 0; k + j < n; j++)
-        acc[j] += a[k + j] * b[(k + j) * sb];
-    return rco_tree16(acc);
-}
-
 RC_HD static inline float rco_dot8(const float *a, const float *b, int64_t n)
 {
     float acc[8] = {0};
@@ -122,29 +107,72 @@ RC_HD static inline float rco_dot8(const float *a, const float *b, int64_t n)
     return rco_tree8(acc);
 }
 
-/* split-K: RC_ENGINE_SPLIT_K slices (slice length rounded up to 16), each a
- * 16-lane dot, partial sums added in slice order */
-RC_HD static inline float rco_dot_splitk(const float *a, const float *b, int64_t K)
+/* ---- GEMM dots ------------------------------------------------------------ */
+
+/* The K order of every GEMM (README "Kernel strategies"), given by a chunk
+ * length C (a multiple of 16) and how chunks are merged. K is cut into chunks
+ * of C elements (the last may be shorter). Within a chunk 16 lanes start at
+ * zero and lane j accumulates a[k] * b[k] for the chunk's k = j, j + 16, ...
+ * in order with a fused multiply-add (one rounding per step, as BLAS and
+ * cuBLAS kernels do; for bf16 / fp16 operands the product is exact in fp32,
+ * so this equals a multiply then an add). Then either
+ *   lanes merge (tiles):  the first chunk's lanes become the running lanes,
+ *                         later chunks' lanes are added lane by lane, and the
+ *                         16 running lanes are summed in the fixed pairwise
+ *                         tree (rco_tree16) at the end; or
+ *   sums merge (split-K): every chunk is summed by the tree into one partial
+ *                         sum, and the partial sums are added in chunk order.
+ * C >= K: one chunk (the invariant order; both merges are the same).
+ * b is read at stride sb (b[k * sb]; 1 for a row of W[N, K], N for a GPU
+ * kernel reading the transposed copy Wt[K, N]). */
+typedef struct {
+    int64_t chunk;   /* C */
+    int sums;        /* 1: sums merge (split-K), 0: lanes merge */
+} rco_gemm_order;
+
+RC_HD static inline float rco_gemm_dot(const float *a, const float *b, int64_t K, int64_t sb, rco_gemm_order o)
 {
-    int64_t slice = (K + RC_ENGINE_SPLIT_K - 1) / RC_ENGINE_SPLIT_K;
-    slice = (slice + 15) / 16 * 16;
-    float sum = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += slice) {
-        int64_t n = K - k0 < slice ? K - k0 : slice;
-        sum += rco_dot16(a + k0, b + k0, n);
+    const int64_t C = o.chunk;
+    float tot[16] = {0}, sum = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += C) {
+        const int64_t k1 = K - k0 < C ? K : k0 + C;
+        float acc[16] = {0};
+        for (int64_t k = k0; k < k1; k++)
+            acc[(k - k0) & 15] = fmaf(a[k], b[k * sb], acc[(k - k0) & 15]);
+        if (o.sums) {
+            float part = rco_tree16(acc);
+            sum = k0 == 0 ? part : sum + part;
+        } else {
+            for (int j = 0; j < 16; j++)
+                tot[j] = k0 == 0 ? acc[j] : tot[j] + acc[j];
+        }
     }
-    return sum;
+    return o.sums ? sum : rco_tree16(tot);
 }
 
-/* K tiles of RC_ENGINE_K_TILE, each an 8-lane dot, tile sums added in order */
-RC_HD static inline float rco_dot_ktiles(const float *a, const float *b, int64_t K)
+/* The order of a GEMM of M rows and depth K under a kernel strategy
+ * (invariant: one chunk whatever M; engine: by M like an inference engine's
+ * GEMM heuristics, so the same row gets a different order in a batch of
+ * another size):
+ *   invariant            one chunk, C = K (16 lanes over the whole dot)
+ *   engine, M <= 16      split-K in RC_ENGINE_SPLIT_K slices: C = ceil(K / 4)
+ *                        rounded up to 16, sums merge
+ *   engine, M <= 256     split-K in 2 slices: C = ceil(K / 2) rounded up to 16,
+ *                        sums merge
+ *   engine, M > 256      K tiles of RC_ENGINE_K_TILE, lanes merge */
+RC_HD static inline rco_gemm_order rco_gemm_order_for(int invariant, int64_t M, int64_t K)
 {
-    float sum = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += RC_ENGINE_K_TILE) {
-        int64_t n = K - k0 < RC_ENGINE_K_TILE ? K - k0 : RC_ENGINE_K_TILE;
-        sum += rco_dot8(a + k0, b + k0, n);
+    rco_gemm_order o;
+    int64_t slices = invariant ? 1 : M <= RC_ENGINE_SMALL_M ? RC_ENGINE_SPLIT_K : M <= RC_ENGINE_LARGE_M ? 2 : 0;
+    o.sums = slices > 1;
+    if (slices == 0) {
+        o.chunk = RC_ENGINE_K_TILE;
+        return o;
     }
-    return sum;
+    int64_t c = (K + slices - 1) / slices;
+    c = (c + 15) / 16 * 16;
+    o.chunk = c > 0 ? c : 16;
+    return o;
 }
 
 /* ---- norms ----------------------------------------------------------------- */

@@ -1,0 +1,107 @@
+/* gemm_bench: ratiocheck's CPU GEMM (each kernel strategy) against OpenBLAS
+ * sgemm at the same shapes, in one process, interleaved (A, B, A, B).
+ *
+ *   gemm_bench [--threads N] [--min-time S] M:K:N ...
+ *
+ * Prints one line per shape and strategy: median GFLOP/s of ratiocheck's
+ * matmul (Y[M,N] = X[M,K] W[N,K]^T, fp32 output) and of cblas_sgemm, and
+ * their ratio. A tuning tool for the micro-kernels; the job-level numbers
+ * are run_bench.py's. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 0;
+    double min_time = 0.5;
+    int i = 1;
+    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--min-time") == 0 && i + 1 < argc)
+            min_time = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] M:K:N ...\n");
+            return 2;
+        }
+    }
+    if (i == argc) {
+        fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] M:K:N ...\n");
+        return 2;
+    }
+    if (threads > 0)
+        omp_set_num_threads(threads);
+    rc_backend *be[2];
+    const char *names[2] = {"invariant", "engine"};
+    if (rc_backend_cpu_create(threads, RC_KERNELS_INVARIANT, &be[0]) != RC_OK ||
+        rc_backend_cpu_create(threads, RC_KERNELS_ENGINE, &be[1]) != RC_OK) {
+        fprintf(stderr, "gemm_bench: %s\n", rc_last_error());
+        return 1;
+    }
+    printf("%-18s %-10s %10s %10s %7s\n", "M:K:N", "kernels", "rc GF/s", "blas GF/s", "rc/blas");
+    for (; i < argc; i++) {
+        long long M, K, N;
+        if (sscanf(argv[i], "%lld:%lld:%lld", &M, &K, &N) != 3 || M < 1 || K < 1 || N < 1 || M * K > (1LL << 31) ||
+            K * N > (1LL << 31) || M * N > (1LL << 31)) {
+            fprintf(stderr, "gemm_bench: bad shape '%s' (M:K:N, each >= 1)\n", argv[i]);
+            return 2;
+        }
+        float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * K * N), *y = malloc(sizeof(float) * M * N);
+        if (!x || !W || !y) {
+            fprintf(stderr, "gemm_bench: out of memory for %s\n", argv[i]);
+            return 1;
+        }
+        for (long long j = 0; j < M * K; j++)
+            x[j] = (float)((j * 7919) % 1000) / 1000.0f - 0.5f;
+        for (long long j = 0; j < K * N; j++)
+            W[j] = (float)((j * 104729) % 1000) / 1000.0f - 0.5f;
+        const double flop = 2.0 * (double)M * (double)K * (double)N;
+        for (int k = 0; k < 2; k++) {
+            double t_rc[64], t_bl[64];
+            int n = 0;
+            double spent = 0;
+            while (n < 64 && (spent < 2 * min_time || n < 3)) {
+                double t0 = now();
+                be[k]->ops->matmul(be[k], x, M, K, W, N, NULL, RC_F32, RC_F32, y);
+                double t1 = now();
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, W,
+                            (int)K, 0.0f, y, (int)N);
+                double t2 = now();
+                t_rc[n] = t1 - t0;
+                t_bl[n] = t2 - t1;
+                spent += t2 - t0;
+                n++;
+            }
+            qsort(t_rc, (size_t)n, sizeof *t_rc, cmp);
+            qsort(t_bl, (size_t)n, sizeof *t_bl, cmp);
+            double g_rc = flop / t_rc[n / 2] / 1e9, g_bl = flop / t_bl[n / 2] / 1e9;
+            if (printf("%-18s %-10s %10.1f %10.1f %7.2f\n", argv[i], names[k], g_rc, g_bl, g_rc / g_bl) < 0)
+                return 1;
+        }
+        free(x);
+        free(W);
+        free(y);
+    }
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
