@@ -297,7 +297,7 @@ static int parse_opts(int argc, char **argv, const opt_spec *t, size_t n, void *
 typedef struct {
     const char *model, *dtype;
     int64_t batch, seqs, tokens;
-    bool json, help;
+    bool json, help, no_speed;
 } inspect_opts;
 
 static const opt_spec k_inspect_opts[] = {
@@ -310,9 +310,82 @@ static const opt_spec k_inspect_opts[] = {
      NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20},
     {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
      offsetof(inspect_opts, tokens), 1, RC_LIM_POS},
+    {"no-speed", 0, NULL, "skip the speed estimate (it times GEMMs for about a second)", NULL, op_flag,
+     offsetof(inspect_opts, no_speed), 0, 0},
     {"json", 0, NULL, "print one JSON object", "Output:", op_flag, offsetof(inspect_opts, json), 0, 0},
     OPT_HELP(inspect_opts),
 };
+
+static double mono_now(void);
+
+/* This machine's GEMM rate (GFLOP/s) at M rows, K = hidden, N = min(inner,
+ * 2048): the median of a few calls of the CPU backend's engine kernels after
+ * one warm-up. */
+static double gemm_rate(rc_backend *be, int64_t M, int64_t K, int64_t N, const float *x, const float *W, float *y)
+{
+    double t[5];
+    int n = 0;
+    be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y);
+    const double t_end = mono_now() + 0.4;
+    for (; n < 5 && (n < 2 || mono_now() < t_end); n++) {
+        double t0 = mono_now();
+        be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y);
+        t[n] = mono_now() - t0;
+    }
+    for (int i = 1; i < n; i++) /* sort */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double v = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = v;
+        }
+    return 2.0 * (double)M * (double)K * (double)N / (t[n / 2] > 1e-9 ? t[n / 2] : 1e-9) / 1e9;
+}
+
+/* The speed estimate of inspect: GEMM FLOPs per token of the model (every
+ * layer's projections and the LM head) over the GEMM rate measured now at
+ * the decode batch and at a re-score-sized M. GEMMs only: attention,
+ * norms, activations and sampling come on top (about a third of the time of
+ * the bundled model's check). */
+typedef struct {
+    double gflop_per_token, gflops_decode, gflops_forward, s_per_1k_decode, s_per_1k_forward;
+    int64_t m_decode, m_forward;
+} speed_estimate;
+
+static rc_status estimate_speed(const rc_config *k, int64_t batch, speed_estimate *se)
+{
+    const int64_t H = k->hidden, I = k->intermediate, qkv = (k->n_heads + 2 * k->n_kv_heads) * k->head_dim;
+    const double per_layer = (double)H * (double)qkv + (double)(k->n_heads * k->head_dim) * (double)H +
+                             (k->gated_mlp ? 3.0 : 2.0) * (double)H * (double)I;
+    se->gflop_per_token = 2.0 * ((double)k->n_layers * per_layer + (double)k->vocab * (double)H) / 1e9;
+    const int64_t N = I < 2048 ? I : 2048, Mf = 288;
+    se->m_decode = batch < 256 ? batch : 256;
+    se->m_forward = Mf;
+    rc_backend *be = NULL;
+    float *x = NULL, *W = NULL, *y = NULL;
+    rc_status s = rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be);
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&x, Mf * H, sizeof(float), "speed estimate");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&W, N * H, sizeof(float), "speed estimate");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&y, Mf * N, sizeof(float), "speed estimate");
+    if (s == RC_OK) {
+        for (int64_t i = 0; i < Mf * H; i++)
+            x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+        for (int64_t i = 0; i < N * H; i++)
+            W[i] = (float)((i * 104729) % 2001 - 1000) * 1e-5f;
+        se->gflops_decode = gemm_rate(be, se->m_decode, H, N, x, W, y);
+        se->gflops_forward = gemm_rate(be, Mf, H, N, x, W, y);
+        se->s_per_1k_decode = 1000.0 * se->gflop_per_token / se->gflops_decode;
+        se->s_per_1k_forward = 1000.0 * se->gflop_per_token / se->gflops_forward;
+    }
+    free(x);
+    free(W);
+    free(y);
+    if (be)
+        rc_backend_destroy(be);
+    return s;
+}
 
 static rc_status parse_dtype(const char *v, rc_dtype *dt);
 static const char *dtype_str(rc_dtype dt);
@@ -323,8 +396,9 @@ static int cmd_inspect(int argc, char **argv)
     int code = parse_opts(argc, argv, k_inspect_opts, sizeof k_inspect_opts / sizeof k_inspect_opts[0], &io,
                           offsetof(inspect_opts, help),
                           "Usage: ratiocheck inspect --model DIR [--json] [--dtype D --batch N --seqs N --tokens N]\n\n"
-                          "The model's architecture as ratiocheck reads it, and the memory a run\nwith these sizes "
-                          "allocates.\n\n");
+                          "The model's architecture as ratiocheck reads it, the memory a run\nwith these sizes "
+                          "allocates and an estimate of its speed on this machine.\nReads config.json and the "
+                          "safetensors headers, never the weights.\n\n");
     if (code >= 0)
         return code;
     if (optind < argc)
@@ -334,11 +408,16 @@ static int cmd_inspect(int argc, char **argv)
     const char *model = io.model;
     const int json = io.json;
     rc_model *m;
-    rc_status st = rc_model_load(model, &m);
+    rc_status st = rc_model_load_headers(model, &m);
     if (st != RC_OK)
         return fail(st);
     const rc_config *k = &m->cfg;
     char pc[32];
+    speed_estimate se = {0};
+    if (!io.no_speed && (st = estimate_speed(k, io.batch, &se)) != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
     /* what a run allocates: the model's fp32 arrays, then the engine the run
      * creates (rollout.c: max(batch, seqs) slots, tokens positions, rows for
      * the larger of the decode prefill and the forward batch) */
@@ -378,10 +457,17 @@ static int cmd_inspect(int argc, char **argv)
         json_str(stdout, m->stored_dtype);
         printf(", \"memory\": {\"dtype\": \"%s\", \"batch\": %lld, \"seqs\": %lld, \"tokens\": %lld, "
                "\"model_bytes\": %lld, \"weights_copy_bytes\": %lld, \"kv_cache_bytes\": %lld, "
-               "\"activation_bytes\": %lld, \"total_bytes\": %lld}}\n",
+               "\"activation_bytes\": %lld, \"total_bytes\": %lld}",
                dtype_str(num.dt), (long long)io.batch, (long long)io.seqs, (long long)io.tokens,
                (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
                (long long)(model_bytes + em.total));
+        if (!io.no_speed)
+            printf(", \"speed\": {\"gemm_gflop_per_token\": %.6g, \"decode_m\": %lld, \"decode_gflops\": %.4g, "
+                   "\"forward_m\": %lld, \"forward_gflops\": %.4g, \"decode_s_per_1k_tokens\": %.4g, "
+                   "\"forward_s_per_1k_tokens\": %.4g, \"gemm_only\": true}",
+                   se.gflop_per_token, (long long)se.m_decode, se.gflops_decode, (long long)se.m_forward,
+                   se.gflops_forward, se.s_per_1k_decode, se.s_per_1k_forward);
+        printf("}\n");
     } else {
         printf("model          ");
         term_str(stdout, model);
@@ -434,6 +520,13 @@ static int cmd_inspect(int argc, char **argv)
                "activations %.2f GiB\n",
                (double)model_bytes / gib, (double)em.weights_copy / gib, dtype_str(num.dt), (double)em.kv_cache / gib,
                (double)em.activations / gib);
+        if (!io.no_speed)
+            printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "
+                   "re-scored tokens on this machine:\n"
+                   "               GEMMs only (%.3g GFLOP per token at %.0f / %.0f GFLOP/s measured just now); "
+                   "attention, norms and sampling add to it\n",
+                   se.s_per_1k_decode, (long long)se.m_decode, se.s_per_1k_forward, se.gflop_per_token,
+                   se.gflops_decode, se.gflops_forward);
     }
     rc_model_free(m);
     return 0;

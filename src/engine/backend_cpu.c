@@ -103,14 +103,14 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
  * UK_NR columns at once, one 16-float register of lanes per output. Blocking
  * decides only which outputs are computed when: every output's K order is
  * rco_gemm_dot's, whatever the block, the thread or the instruction set. */
+#ifndef GEMM_M_BLOCK
 #define GEMM_M_BLOCK 192 /* a multiple of UK_MR */
+#endif
+#ifndef GEMM_N_BLOCK
 #define GEMM_N_BLOCK 64
-#ifndef UK_MR
-#define UK_MR 6
 #endif
-#ifndef UK_NR
+#define UK_MR 6 /* gemm_block_avx512's switch has a case for every mr <= 6, nr <= 4 */
 #define UK_NR 4
-#endif
 
 /* The portable kernel: rco_gemm_dot per output (CPUs without AVX-512). */
 static void gemm_block_ref(const float *x, int64_t K, const float *W, const float *bias, rc_dtype out_dt,
@@ -230,20 +230,14 @@ AVX512_FN static void gemm_block_avx512(const float *x, int64_t K, const float *
             const int nr = n1 - n < UK_NR ? (int)(n1 - n) : UK_NR;
             const float *xm = x + m * K, *Wn = W + n * K;
             float out[UK_MR][UK_NR];
-            if (mr == UK_MR && nr == UK_NR) {
-                ukernel(UK_MR, UK_NR, xm, K, Wn, C, out);
-            } else { /* edges: one row at a time, up to UK_NR columns */
-                for (int i = 0; i < mr; i++) {
-                    float o1[UK_MR][UK_NR];
-                    switch (nr) {
-                    case 4: ukernel(1, 4, xm + i * K, K, Wn, C, o1); break;
-                    case 3: ukernel(1, 3, xm + i * K, K, Wn, C, o1); break;
-                    case 2: ukernel(1, 2, xm + i * K, K, Wn, C, o1); break;
-                    default: ukernel(1, 1, xm + i * K, K, Wn, C, o1); break;
-                    }
-                    for (int j = 0; j < nr; j++)
-                        out[i][j] = o1[0][j];
-                }
+            switch (mr * 8 + nr) { /* every edge shape its own register tile */
+#define UK_CASE(MR, NR) \
+    case (MR) * 8 + (NR): ukernel(MR, NR, xm, K, Wn, C, out); break;
+#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
+                UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
+#undef UK_ROW
+#undef UK_CASE
+            default: break;
             }
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++) {

@@ -204,6 +204,7 @@ void rc_engine_free(rc_engine *e)
         return;
     if (e->w_arena)
         free(e->w.layers);
+    free(e->ix);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits,
                      e->kv.k, e->kv.v, e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -250,6 +251,10 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         else
             s = be->ops->alloc(be, n, bufs[i]);
     }
+    if (s == RC_OK && (size_t)max_rows > SIZE_MAX / (6 * sizeof *e->ix))
+        s = rc_errorf(RC_ERR_NOMEM, "index scratch size overflows");
+    if (s == RC_OK && !(e->ix = malloc((size_t)max_rows * 6 * sizeof *e->ix)))
+        s = rc_errorf(RC_ERR_NOMEM, "out of memory (index scratch of %lld rows)", (long long)max_rows);
     if (s == RC_OK)
         s = engine_weights(e);
     if (s == RC_OK)
@@ -442,11 +447,11 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     rc_status s = RC_OK;
     if (n_seq < 1)
         return rc_errorf(RC_ERR_USAGE, "forward call with no sequences");
-    int64_t *row0 = malloc((size_t)n_seq * sizeof *row0);
-    int64_t *pos = NULL, *seq_of_row = NULL;
+    if (n_seq > e->max_rows)
+        return rc_errorf(RC_ERR_USAGE, "%lld sequences exceed the engine's %lld rows", (long long)n_seq,
+                         (long long)e->max_rows);
+    int64_t *row0 = e->ix, *pos = e->ix + e->max_rows, *seq_of_row = e->ix + 2 * e->max_rows;
     int64_t R = 0;
-    if (!row0)
-        return rc_errorf(RC_ERR_NOMEM, "out of memory");
     for (int64_t b = 0; b < n_seq && s == RC_OK; b++) {
         if (slots[b] < 0 || slots[b] >= e->kv.n_slots)
             s = rc_errorf(RC_ERR_USAGE, "sequence %lld: cache slot %lld out of range", (long long)b,
@@ -459,9 +464,6 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     }
     if (s == RC_OK && R > e->max_rows)
         s = rc_errorf(RC_ERR_USAGE, "%lld rows exceed the engine's %lld", (long long)R, (long long)e->max_rows);
-    if (s == RC_OK && (!(pos = malloc((size_t)R * sizeof *pos)) ||
-                       !(seq_of_row = malloc((size_t)R * sizeof *seq_of_row))))
-        s = rc_errorf(RC_ERR_NOMEM, "out of memory");
     for (int64_t b = 0; b < n_seq && s == RC_OK; b++)
         for (int64_t i = 0; i < n_new[b]; i++) {
             pos[row0[b] + i] = starts[b] + i;
@@ -500,9 +502,6 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
                              full_out ? full_out + i0 * V : NULL, targets ? targets + i0 : NULL,
                              target_out ? target_out + i0 : NULL);
     }
-    free(row0);
-    free(pos);
-    free(seq_of_row);
     return s;
 }
 
@@ -510,17 +509,14 @@ rc_status rc_full_forward(rc_engine *e, const int32_t *tokens, const int64_t *le
                           float *full_out)
 {
     const int64_t V = e->model->cfg.vocab;
-    int64_t *slots = malloc((size_t)n_seq * sizeof *slots);
-    int64_t *starts = calloc((size_t)n_seq, sizeof *starts);
-    int64_t *rows = malloc((size_t)e->max_rows * sizeof *rows);
+    /* one pass holds at most max_rows sequences (each has >= 1 row) */
+    int64_t *slots = e->ix + 3 * e->max_rows, *starts = e->ix + 4 * e->max_rows, *rows = e->ix + 5 * e->max_rows;
     rc_status s = RC_OK;
-    if (!slots || !starts || !rows)
-        s = rc_errorf(RC_ERR_NOMEM, "out of memory");
     /* as many whole sequences per pass as the engine's rows and slots allow */
     int64_t b = 0, tok0 = 0;
     while (s == RC_OK && b < n_seq) {
         int64_t nb = 0, R = 0;
-        while (b + nb < n_seq && nb < e->kv.n_slots && R + lens[b + nb] <= e->max_rows) {
+        while (b + nb < n_seq && nb < e->kv.n_slots && nb < e->max_rows && R + lens[b + nb] <= e->max_rows) {
             slots[nb] = nb;
             R += lens[b + nb];
             nb++;
@@ -532,13 +528,12 @@ rc_status rc_full_forward(rc_engine *e, const int32_t *tokens, const int64_t *le
         }
         for (int64_t r = 0; r < R; r++)
             rows[r] = r;
+        for (int64_t i = 0; i < nb; i++)
+            starts[i] = 0;
         s = rc_engine_step(e, slots, starts, lens + b, nb, tokens + tok0, rows, R,
                            full_out ? full_out + tok0 * V : NULL, NULL, NULL);
         b += nb;
         tok0 += R;
     }
-    free(slots);
-    free(starts);
-    free(rows);
     return s;
 }

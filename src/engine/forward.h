@@ -47,6 +47,10 @@ typedef struct {
     int64_t max_rows;
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
     int64_t logit_rows; /* rows of logits computed per chunk */
+    /* host index scratch of a step, allocated once: row0 [max_rows] (a step
+     * has at most one sequence per row), pos and seq_of_row [max_rows], and
+     * rc_full_forward's slots / starts / rows [max_rows] */
+    int64_t *ix;
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and

@@ -11,7 +11,7 @@
 
 float *rc_loader_take(rc_loader *ld, int64_t n)
 {
-    if (n < 0 || ld->used > ld->cap - n)
+    if (n < 0 || ld->used > ld->cap - n || ld->dry)
         return NULL;
     float *p = ld->arena + ld->used;
     ld->used += n;
@@ -40,6 +40,13 @@ static rc_status loader_get(rc_loader *ld, const char *name, int ndim, const int
     int64_t n;
     if (!rc_numel(shape, ndim, &n))
         return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": expected size overflows", name);
+    if (ld->dry) {
+        if (n < 0 || ld->used > ld->cap - n)
+            return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
+        RC_TRY(rc_st_check_weight(ld->st, name, ndim, shape));
+        ld->used += n;
+        return RC_OK;
+    }
     float *dst = rc_loader_take(ld, n);
     if (!dst)
         return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
@@ -138,7 +145,7 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
 {
     const rc_config *c = ld->cfg;
     char nb[256], rb[256];
-    float *prev_end = NULL;
+    int64_t prev_end = -1; /* arena offset where the previous tensor ended */
     for (; t->name; t++) {
         if (t->field < 0 || t->field >= nfields)
             return rc_errorf(RC_ERR_INTERNAL, "family %s: tensor table entry \"%s\" has no field", a->family,
@@ -150,17 +157,18 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
         int ndim = t->cols == RC_DIM_1 ? 1 : 2;
         float *p;
+        const int64_t start = ld->used;
         RC_TRY(rc_loader_get(ld, name, ndim, (int64_t[]){rows, cols}, &p));
         float **dst = field_ptr(base, &fields[t->field]);
         if (t->append) {
-            if (!*dst || p != prev_end)
+            if ((!*dst && !ld->dry) || start != prev_end)
                 return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\" is not stored right after the rest of %s", name,
                                  fields[t->field].name);
         } else {
             *dst = p;
         }
-        prev_end = p + rows * cols;
-        if (t->fix)
+        prev_end = ld->used;
+        if (t->fix && !ld->dry)
             RC_TRY(t->fix(c, p, rows, cols));
     }
     return RC_OK;
@@ -184,12 +192,14 @@ static rc_status load_weights(rc_loader *ld, const rc_arch *a, rc_weights *w)
     RC_TRY(load_table(ld, a, a->model_tensors, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
     if (c->tie_embeddings)
         w->lm_head = w->embed;
-    RC_TRY(check_fields(c, a->family, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
+    if (!ld->dry)
+        RC_TRY(check_fields(c, a->family, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
     for (int64_t l = 0; l < c->n_layers; l++) {
         char stem[64];
         snprintf(stem, sizeof stem, "%s%lld.", a->layer_stem, (long long)l);
         RC_TRY(load_table(ld, a, a->layer_tensors, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
-        RC_TRY(check_fields(c, a->family, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
+        if (!ld->dry)
+            RC_TRY(check_fields(c, a->family, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
     }
     return RC_OK;
 }
@@ -293,7 +303,7 @@ void rc_model_free(rc_model *m)
     free(m);
 }
 
-rc_status rc_model_load(const char *dir, rc_model **out)
+static rc_status model_load(const char *dir, bool dry, rc_model **out)
 {
     *out = NULL;
     rc_model *m = calloc(1, sizeof *m);
@@ -343,17 +353,25 @@ rc_status rc_model_load(const char *dir, rc_model **out)
     m->n_params = in_files_float;
     int64_t n_inv = c->rotary_dim / 2 + 1;
     const int64_t n_slopes = c->pos == RC_POS_ALIBI ? c->n_heads : 0;
-    s = rc_alloc_aligned((void **)&m->arena, nw + n_inv + n_slopes, sizeof(float), "model weights");
-    if (s != RC_OK)
-        goto fail;
+    if (!dry) {
+        s = rc_alloc_aligned((void **)&m->arena, nw + n_inv + n_slopes, sizeof(float), "model weights");
+        if (s != RC_OK)
+            goto fail;
+    }
     s = rc_calloc((void **)&m->w.layers, c->n_layers, sizeof *m->w.layers, "layer table");
     if (s != RC_OK)
         goto fail;
-    rc_loader ld = {.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = nw + n_inv + n_slopes};
+    rc_loader ld = {.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = nw + n_inv + n_slopes, .dry = dry};
     s = load_weights(&ld, c->arch, &m->w);
     if (s != RC_OK) {
         rc_error_prefix(s, "%s", dir);
         goto fail;
+    }
+    if (dry) {
+        free(m->w.layers);
+        m->w = (rc_weights){0};
+        m->arena_len = ld.used + n_inv + n_slopes;
+        goto stored;
     }
     m->w.inv_freq = rc_loader_take(&ld, n_inv);
     if (!m->w.inv_freq) {
@@ -370,7 +388,7 @@ rc_status rc_model_load(const char *dir, rc_model **out)
         rc_alibi_slopes_compute(c, m->w.alibi_slopes, NULL);
     }
     m->arena_len = ld.used;
-    /* stored dtype, from the files: the family's embedding tensor */
+stored: /* stored dtype, from the files: the family's embedding tensor */
     {
         const char *ename = NULL, *embed = NULL;
         for (const rc_tensor_spec *t = c->arch->model_tensors; t->name && !embed; t++)
@@ -389,3 +407,7 @@ fail:
     rc_model_free(m);
     return s;
 }
+
+rc_status rc_model_load(const char *dir, rc_model **out) { return model_load(dir, false, out); }
+
+rc_status rc_model_load_headers(const char *dir, rc_model **out) { return model_load(dir, true, out); }

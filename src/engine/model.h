@@ -211,8 +211,9 @@ typedef struct {
 typedef struct {
     const rc_safetensors *st;
     const rc_config *cfg;
-    float *arena;
+    float *arena;         /* NULL when dry */
     int64_t used, cap;
+    bool dry;             /* headers only: tensors checked and counted, nothing read (fields stay NULL) */
 } rc_loader;
 
 /* Take n floats from the arena. */
@@ -312,6 +313,11 @@ rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const cha
 
 /* model.c */
 rc_status rc_model_load(const char *dir, rc_model **out);
+/* rc_model_load without reading a weight: config.json and the safetensors
+ * headers, every tensor the family needs checked for presence, shape and a
+ * float dtype, arena_len, n_params and stored_dtype set; no arena (every
+ * weight field NULL). What `inspect` needs, in a few MB for any model size. */
+rc_status rc_model_load_headers(const char *dir, rc_model **out);
 void rc_model_free(rc_model *m);
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);

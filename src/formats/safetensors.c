@@ -844,6 +844,19 @@ rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim
     return RC_OK;
 }
 
+rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape)
+{
+    const rc_st_tensor *t;
+    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
+    if (t->dtype != RC_F32 && t->dtype != RC_F16 && t->dtype != RC_BF16 && t->dtype != RC_F64) {
+        char got[128];
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: tensor \"%s\" has dtype %s %s, expected F32, F16, BF16 or F64",
+                         rc_st_path_of(st, t), t->name, t->dtype_name,
+                         rc_st_shape_str(got, sizeof got, t->ndim, t->shape));
+    }
+    return RC_OK;
+}
+
 rc_status rc_st_read_i32(const rc_safetensors *st, const char *name, int ndim,
                          const int64_t *shape, int32_t *dst)
 {

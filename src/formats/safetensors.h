@@ -71,6 +71,9 @@ rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
  * and the first index) when there are any. */
 rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim,
                             const int64_t *shape, float *dst);
+/* The checks of rc_st_read_weight that need no data: present, shape, a
+ * float dtype (the values are not read, so non-finite ones are not found). */
+rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape);
 /* Same for integer / f64 reference data (I32 -> int32, F64 -> double). */
 rc_status rc_st_read_i32(const rc_safetensors *st, const char *name, int ndim,
                          const int64_t *shape, int32_t *dst);
