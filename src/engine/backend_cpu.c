@@ -189,35 +189,32 @@ ukernel(const int mr, const int nr, const float *x, int64_t K, const float *W, r
     const int64_t C = o.chunk;
     __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
     uk_chunk(mr, nr, x, K, W, 0, C < K ? C : K, tot);
-    if (o.sums) { /* split-K: a tree per chunk, partial sums added in order */
+    /* sums merge (split-K): a tree per chunk, partial sums added in order;
+     * lanes merge: chunks added lane by lane, one tree at the end */
+    if (o.sums)
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
                 out[i][j] = tree16_512(tot[i][j]);
-        for (int64_t k0 = C; k0 < K; k0 += C) {
-            uk_chunk(mr, nr, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
-#pragma GCC unroll 8
-            for (int i = 0; i < mr; i++)
-#pragma GCC unroll 8
-                for (int j = 0; j < nr; j++)
-                    out[i][j] += tree16_512(acc[i][j]);
-        }
-        return;
-    }
     for (int64_t k0 = C; k0 < K; k0 += C) {
         uk_chunk(mr, nr, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-            for (int j = 0; j < nr; j++)
-                tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
+            for (int j = 0; j < nr; j++) {
+                if (o.sums)
+                    out[i][j] += tree16_512(acc[i][j]);
+                else
+                    tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
+            }
     }
+    if (!o.sums)
 #pragma GCC unroll 8
-    for (int i = 0; i < mr; i++)
+        for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-        for (int j = 0; j < nr; j++)
-            out[i][j] = tree16_512(tot[i][j]);
+            for (int j = 0; j < nr; j++)
+                out[i][j] = tree16_512(tot[i][j]);
 }
 
 AVX512_FN static void gemm_block_avx512(const float *x, int64_t K, const float *W, const float *bias,
