@@ -1,9 +1,9 @@
 // GEMMs. engine: cuBLAS (cublasGemmEx with fp32 / bf16 / fp16 operands, fp32
 // compute, fp32 output, default heuristics: what frameworks get). invariant:
-// our own kernel, one thread per output with the CPU's fixed 16-lane order,
-// so the result does not depend on M (CPU twin: backend_cpu.c gemm_tile kind
-// 0); it reads a transposed copy of the weight, made once, so that a warp's
-// loads are contiguous.
+// our own kernel, one thread per output with the CPU's fixed 16-lane FMA order
+// (rco_gemm_dot, one chunk), so the result does not depend on M (CPU twin:
+// backend_cpu.c's GEMM with invariant kernels); it reads a transposed copy of
+// the weight, made once, so that a warp's loads are contiguous.
 #include <limits.h>
 
 #include "rck.h"

@@ -112,8 +112,28 @@ START_TEST(test_inspect)
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype fp8"), 2);
     ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));
+    /* the speed estimate: GEMM FLOPs per token (2 x the GEMM weights), timed rates > 0; --no-speed omits it */
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json"), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "inspect --json: %s", err.text);
+    json_t *sp = json_object_get(j, "speed");
+    ck_assert_ptr_nonnull(sp);
+    const double H = 64, qkv = (4 + 2 * 2) * 16, I = 128, L = 3, V = 256;
+    ck_assert_int_eq((int)json_integer_value(json_object_get(j, "hidden")), 64);
+    ck_assert_int_eq((int)json_integer_value(json_object_get(j, "intermediate")), 128);
+    ck_assert_int_eq((int)json_integer_value(json_object_get(j, "layers")), 3);
+    ck_assert_int_eq((int)json_integer_value(json_object_get(j, "vocab")), 256);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(sp, "gemm_gflop_per_token")),
+                            2.0 * (L * (H * qkv + 64 * H + 3 * H * I) + V * H) / 1e9, 1e-12);
+    ck_assert(json_real_value(json_object_get(sp, "decode_gflops")) > 0);
+    ck_assert(json_real_value(json_object_get(sp, "forward_s_per_1k_tokens")) > 0);
+    json_decref(j);
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --no-speed"), 0);
+    ck_assert_ptr_null(strstr(g_out, "\"speed\""));
 }
 END_TEST
+
 
 /* Every command's --help comes from its option table: the usage line, then
  * each option with its help text; an unknown option is exit 2 */
@@ -696,6 +716,26 @@ START_TEST(test_conv1d_swapped)
 }
 END_TEST
 
+/* inspect reads headers only: a weight holding NaN stops a run (exit 4,
+ * naming the tensor) but not inspect, which never reads the values */
+START_TEST(test_inspect_headers_only)
+{
+    char model[256], args[1024];
+    snprintf(model, sizeof model, "%s/nanmodel", g_dir);
+    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel %s && f=%s/model.safetensors && "
+                            "printf '\\000\\000\\300\\177' | dd of=$f bs=1 seek=$(( $(stat -c%%s $f) - 4 )) "
+                            "conv=notrunc 2>/dev/null",
+                            model, model),
+                     0);
+    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out none", model, g_dir);
+    ck_assert_int_eq(run(args), 4);
+    ck_assert_ptr_nonnull(strstr(g_err, "non-finite"));
+    snprintf(args, sizeof args, "inspect --model %s --no-speed", model);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "architecture   gpt_neox"));
+}
+END_TEST
+
 /* --out naming an input is refused, even with --force (device and inode) */
 START_TEST(test_out_is_input)
 {
@@ -1036,6 +1076,7 @@ int main(void)
     tcase_add_test(tr, test_tokenize_command);
     tcase_add_test(tr, test_text_prompts);
     tcase_add_test(tr, test_conv1d_swapped);
+    tcase_add_test(tr, test_inspect_headers_only);
     tcase_add_test(tr, test_alibi_bias_option);
     tcase_add_test(tr, test_report_diff);
     suite_add_tcase(s, tr);

@@ -947,8 +947,8 @@ static int64_t doc_chunk(bool invariant, int64_t M, int64_t K, bool *sums)
 
 /* Every M class of each strategy and K with and without a 16-tail: the CPU
  * matmul (AVX-512 micro-kernels where the CPU has them, threads over blocks)
- * is bitwise the documented order, with and without bias, fp32 and rounded
- * outputs. */
+ * and rco_gemm_dot (the plain-C path and the CUDA twin) are bitwise the
+ * documented order, with and without bias, fp32 and rounded outputs. */
 START_TEST(test_gemm_order)
 {
     static const int64_t Ms[] = {1, 3, 16, 17, 50, 256, 257, 301};
@@ -979,6 +979,14 @@ START_TEST(test_gemm_order)
                     for (int64_t n = 0; n < N; n++) {
                         float v = doc_dot(x + m * K, W + n * K, K, C, sums, false);
                         float want = rc_round_to(b ? v + b[n] : v, out);
+                        /* the written-once order (the portable CPU path, the CUDA invariant GEMM) */
+                        if (n % 7 == 0) {
+                            float r = rco_gemm_dot(x + m * K, W + n * K, K, 1,
+                                                   rco_gemm_order_for(k == 0, M, K));
+                            ck_assert_msg(rc_f32_bits(r) == rc_f32_bits(v),
+                                          "rco_gemm_dot M=%lld K=%lld: %a, documented order %a", (long long)M,
+                                          (long long)K, r, v);
+                        }
                         ck_assert_msg(rc_f32_bits(y[m * N + n]) == rc_f32_bits(want),
                                       "%s M=%lld K=%lld: y[%lld,%lld] = %a, documented order %a",
                                       k ? "engine" : "invariant", (long long)M, (long long)K, (long long)m,

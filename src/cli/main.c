@@ -320,16 +320,18 @@ static double mono_now(void);
 
 /* This machine's GEMM rate (GFLOP/s) at M rows, K = hidden, N = min(inner,
  * 2048): the median of a few calls of the CPU backend's engine kernels after
- * one warm-up. */
+ * one warm-up; 0 when a call fails. */
 static double gemm_rate(rc_backend *be, int64_t M, int64_t K, int64_t N, const float *x, const float *W, float *y)
 {
     double t[5];
     int n = 0;
-    be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y);
+    if (be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y) != RC_OK)
+        return 0.0;
     const double t_end = mono_now() + 0.4;
     for (; n < 5 && (n < 2 || mono_now() < t_end); n++) {
         double t0 = mono_now();
-        be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y);
+        if (be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y) != RC_OK)
+            return 0.0;
         t[n] = mono_now() - t0;
     }
     for (int i = 1; i < n; i++) /* sort */
@@ -376,6 +378,8 @@ static rc_status estimate_speed(const rc_config *k, int64_t batch, speed_estimat
             W[i] = (float)((i * 104729) % 2001 - 1000) * 1e-5f;
         se->gflops_decode = gemm_rate(be, se->m_decode, H, N, x, W, y);
         se->gflops_forward = gemm_rate(be, Mf, H, N, x, W, y);
+        if (!(se->gflops_decode > 0.0 && se->gflops_forward > 0.0))
+            s = rc_errorf(RC_ERR_INTERNAL, "inspect: timing the GEMMs failed: %s", rc_last_error());
         se->s_per_1k_decode = 1000.0 * se->gflop_per_token / se->gflops_decode;
         se->s_per_1k_forward = 1000.0 * se->gflop_per_token / se->gflops_forward;
     }

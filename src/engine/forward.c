@@ -88,6 +88,7 @@ enum { ENGINE_BUFS = 8 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits */
 typedef struct {
     int64_t dims[ENGINE_BUFS][2];
     int64_t logit_rows, kv_n;
+    int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 6 arrays of max_rows */
 } engine_sizes;
 
 static bool engine_sizes_for(const rc_config *c, int64_t n_slots, int64_t max_len, int64_t max_rows,
@@ -104,6 +105,8 @@ static bool engine_sizes_for(const rc_config *c, int64_t n_slots, int64_t max_le
                                           {max_rows, c->n_heads * d}, {max_rows, I}, {max_rows, I},
                                           {max_rows, H},     {z->logit_rows, c->vocab}};
     memcpy(z->dims, dims, sizeof dims);
+    if (!rc_mul_i64(6, max_rows, &z->ix_n))
+        return false;
     return rc_numel((int64_t[]){c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 5, &z->kv_n);
 }
 
@@ -191,6 +194,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     ok = ok && rc_mul_i64(2, z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
+    ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act); /* int64 indices: 2 floats each */
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && total <= INT64_MAX / 4;
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
@@ -251,10 +255,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         else
             s = be->ops->alloc(be, n, bufs[i]);
     }
-    if (s == RC_OK && (size_t)max_rows > SIZE_MAX / (6 * sizeof *e->ix))
-        s = rc_errorf(RC_ERR_NOMEM, "index scratch size overflows");
-    if (s == RC_OK && !(e->ix = malloc((size_t)max_rows * 6 * sizeof *e->ix)))
-        s = rc_errorf(RC_ERR_NOMEM, "out of memory (index scratch of %lld rows)", (long long)max_rows);
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&e->ix, z.ix_n, sizeof *e->ix, "engine index scratch");
     if (s == RC_OK)
         s = engine_weights(e);
     if (s == RC_OK)

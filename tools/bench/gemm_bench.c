@@ -81,7 +81,10 @@ int main(int argc, char **argv)
             double spent = 0;
             while (n < 64 && (spent < 2 * min_time || n < 3)) {
                 double t0 = now();
-                be[k]->ops->matmul(be[k], x, M, K, W, N, NULL, RC_F32, RC_F32, y);
+                if (be[k]->ops->matmul(be[k], x, M, K, W, N, NULL, RC_F32, RC_F32, y) != RC_OK) {
+                    fprintf(stderr, "gemm_bench: %s\n", rc_last_error());
+                    return 1;
+                }
                 double t1 = now();
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, W,
                             (int)K, 0.0f, y, (int)N);
