@@ -9,13 +9,19 @@
 
 #include "util.h"
 
+/* n floats more of the arena's capacity (counted even when dry) */
+static bool loader_reserve(rc_loader *ld, int64_t n)
+{
+    if (n < 0 || ld->used > ld->cap - n)
+        return false;
+    ld->used += n;
+    return true;
+}
+
 float *rc_loader_take(rc_loader *ld, int64_t n)
 {
-    if (n < 0 || ld->used > ld->cap - n || ld->dry)
-        return NULL;
-    float *p = ld->arena + ld->used;
-    ld->used += n;
-    return p;
+    const int64_t off = ld->used;
+    return !ld->dry && loader_reserve(ld, n) ? ld->arena + off : NULL;
 }
 
 const char *rc_loader_resolve(const rc_loader *ld, const char *const *prefixes, const char *name,
@@ -40,18 +46,13 @@ static rc_status loader_get(rc_loader *ld, const char *name, int ndim, const int
     int64_t n;
     if (!rc_numel(shape, ndim, &n))
         return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": expected size overflows", name);
-    if (ld->dry) {
-        if (n < 0 || ld->used > ld->cap - n)
-            return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
-        RC_TRY(rc_st_check_weight(ld->st, name, ndim, shape));
-        ld->used += n;
-        return RC_OK;
-    }
-    float *dst = rc_loader_take(ld, n);
-    if (!dst)
+    const int64_t off = ld->used;
+    if (!loader_reserve(ld, n))
         return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
-    RC_TRY(rc_st_read_weight(ld->st, name, ndim, shape, dst));
-    *out = dst;
+    if (ld->dry) /* headers only: the checks that need no data */
+        return rc_st_check_weight(ld->st, name, ndim, shape);
+    RC_TRY(rc_st_read_weight(ld->st, name, ndim, shape, ld->arena + off));
+    *out = ld->arena + off;
     return RC_OK;
 }
 
