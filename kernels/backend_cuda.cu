@@ -204,9 +204,19 @@ template <typename T> rc_status to_device(workspace *w, const T *host, int64_t n
     return RC_OK;
 }
 
-rc_status cuda_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table, int64_t hidden,
-                     float *out)
+// the device holds weights as fp32 (forward.c plan_weight): other storage is a caller's error
+rc_status device_f32(rc_wt w, const char *op, const float **out)
 {
+    if (w.dt != RC_F32)
+        return rc_errorf(RC_ERR_INTERNAL, "%s: the CUDA backend takes fp32 weights, not %s", op, rc_dtype_name(w.dt));
+    *out = static_cast<const float *>(w.p);
+    return RC_OK;
+}
+
+rc_status cuda_embed(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt tablew, int64_t hidden, float *out)
+{
+    const float *table = nullptr;
+    RC_TRY(device_f32(tablew, "embed", &table));
     int32_t *dtok = nullptr;
     RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
     return rck_embed(rck_embed_args{dtok, table, out, n, hidden});
@@ -275,10 +285,12 @@ rc_status weight_shadow(cuda_backend *c, const float *W, int64_t rows, int64_t c
     return RC_OK;
 }
 
-rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W, int64_t N,
+rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt Ww, int64_t N,
                       const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     cuda_backend *c = cb(be);
+    const float *W = nullptr;
+    RC_TRY(device_f32(Ww, "matmul", &W));
     if (M == 0 || N == 0)
         return RC_OK;
     if (be->kernels == RC_KERNELS_INVARIANT) {
@@ -338,6 +350,9 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
                          rc_kv_cache *kv, int64_t layer, float *out)
 {
     cuda_backend *c = cb(be);
+    if (kv->dt != RC_F32 || !kv->k || !kv->v)
+        return rc_errorf(RC_ERR_INTERNAL, "attention: the CUDA backend's KV cache is fp32, not %s",
+                         rc_dtype_name(kv->dt));
     rck_attn_args a{};
     RC_TRY(rck_attn_args_from_params(*ap, "attention", &a));
     const int64_t d = a.d, nkv = a.nkv, T = kv->max_len;
@@ -370,10 +385,12 @@ rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
     return elementwise(RCK_EW_CLAMP, x, nullptr, x, n, RC_F32, RC_ACT_SILU, RC_F32, 1, cval);
 }
 
-rc_status cuda_normalize_rows(rc_backend *be, const float *W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
+rc_status cuda_normalize_rows(rc_backend *be, rc_wt Ww, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                               float *out)
 {
     (void)be;
+    const float *W = nullptr;
+    RC_TRY(device_f32(Ww, "normalize_rows", &W));
     return rck_normalize(rck_normalize_args{W, out, M, H, eps, out_dt});
 }
 

@@ -7,36 +7,37 @@
 
 #include "util.h"
 
-rc_status rc_qkv_deinterleave_per_head(const rc_config *c, float *data, int64_t rows, int64_t cols)
+rc_status rc_qkv_deinterleave_per_head(const rc_config *c, void *data, int es, int64_t rows, int64_t cols)
 {
     const int64_t nh = c->n_heads, d = c->head_dim, H = nh * d;
     if (rows != 3 * H || cols < 1)
         return rc_errorf(RC_ERR_INTERNAL, "per-head QKV de-interleave: %lld rows, expected 3 x %lld",
                          (long long)rows, (long long)H);
-    float *tmp = malloc((size_t)(rows * cols) * sizeof *tmp);
+    const size_t row_bytes = (size_t)cols * (size_t)es;
+    unsigned char *tmp = malloc((size_t)rows * row_bytes), *p = data;
     if (!tmp)
         return rc_errorf(RC_ERR_NOMEM, "out of memory de-interleaving query_key_value");
     for (int64_t h = 0; h < nh; h++)
         for (int64_t part = 0; part < 3; part++)
             for (int64_t i = 0; i < d; i++) {
                 int64_t src = h * 3 * d + part * d + i, dst = part * H + h * d + i;
-                memcpy(tmp + dst * cols, data + src * cols, (size_t)cols * sizeof *tmp);
+                memcpy(tmp + (size_t)dst * row_bytes, p + (size_t)src * row_bytes, row_bytes);
             }
-    memcpy(data, tmp, (size_t)(rows * cols) * sizeof *tmp);
+    memcpy(p, tmp, (size_t)rows * row_bytes);
     free(tmp);
     return RC_OK;
 }
 
-rc_status rc_conv1d_transpose(const rc_config *c, float *data, int64_t rows, int64_t cols)
+rc_status rc_conv1d_transpose(const rc_config *c, void *data, int es, int64_t rows, int64_t cols)
 {
     (void)c;
-    float *tmp = malloc((size_t)(rows * cols) * sizeof *tmp);
+    unsigned char *tmp = malloc((size_t)(rows * cols) * (size_t)es), *p = data;
     if (!tmp)
         return rc_errorf(RC_ERR_NOMEM, "out of memory transposing a Conv1D weight");
     for (int64_t r = 0; r < rows; r++)
         for (int64_t k = 0; k < cols; k++)
-            tmp[k * rows + r] = data[r * cols + k];
-    memcpy(data, tmp, (size_t)(rows * cols) * sizeof *tmp);
+            memcpy(tmp + (size_t)(k * rows + r) * (size_t)es, p + (size_t)(r * cols + k) * (size_t)es, (size_t)es);
+    memcpy(p, tmp, (size_t)(rows * cols) * (size_t)es);
     free(tmp);
     return RC_OK;
 }

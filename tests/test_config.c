@@ -1023,25 +1023,32 @@ START_TEST(test_layout_helpers)
     c.n_heads = 2;
     c.head_dim = 2;
     float w[12 * 2], b[12];
+    uint16_t w16[12 * 2]; /* the same layout in 2-byte elements (a bf16 / fp16 checkpoint's copy) */
     for (int r = 0; r < 12; r++) {
         w[2 * r] = (float)r;
         w[2 * r + 1] = (float)(100 + r);
+        w16[2 * r] = (uint16_t)r;
+        w16[2 * r + 1] = (uint16_t)(100 + r);
         b[r] = (float)r;
     }
-    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, w, 12, 2), RC_OK);
-    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, b, 12, 1), RC_OK);
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, w, 4, 12, 2), RC_OK);
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, w16, 2, 12, 2), RC_OK);
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, b, 4, 12, 1), RC_OK);
     /* all Q (head 0 then head 1), then K, then V */
     const int want[12] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
     for (int r = 0; r < 12; r++) {
         ck_assert(w[2 * r] == (float)want[r] && w[2 * r + 1] == (float)(100 + want[r]));
+        ck_assert(w16[2 * r] == want[r] && w16[2 * r + 1] == 100 + want[r]);
         ck_assert(b[r] == (float)want[r]);
     }
     /* Conv1D [in 2, out 3] -> [out 3, in 2] */
     float m[6] = {1, 2, 3, 4, 5, 6};
-    ck_assert_int_eq(rc_conv1d_transpose(&c, m, 2, 3), RC_OK);
+    uint16_t m16[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert_int_eq(rc_conv1d_transpose(&c, m, 4, 2, 3), RC_OK);
+    ck_assert_int_eq(rc_conv1d_transpose(&c, m16, 2, 2, 3), RC_OK);
     const float t[6] = {1, 4, 2, 5, 3, 6};
     for (int i = 0; i < 6; i++)
-        ck_assert(m[i] == t[i]);
+        ck_assert(m[i] == t[i] && m16[i] == (uint16_t)t[i]);
 }
 END_TEST
 

@@ -301,8 +301,8 @@ START_TEST(test_embed_gather)
     ck_assert(p.t->ops->alloc(p.t, n * H, &dout) == RC_OK);
     ck_assert(p.t->ops->alloc(p.t, 5 * H, &dg) == RC_OK);
     float *cout = malloc((size_t)(n * H) * sizeof *cout), *cg = malloc(5 * (size_t)H * sizeof *cg);
-    ck_assert(p.t->ops->embed(p.t, tok, n, dt_, H, dout) == RC_OK);
-    ck_assert(p.c->ops->embed(p.c, tok, n, table, H, cout) == RC_OK);
+    ck_assert(p.t->ops->embed(p.t, tok, n, rc_wt_f32(dt_), H, dout) == RC_OK);
+    ck_assert(p.c->ops->embed(p.c, tok, n, rc_wt_f32(table), H, cout) == RC_OK);
     float *g = host_copy(p.t, dout, n * H);
     compare("embed", "V=37 H=19 n=23", g, cout, n * H, RC_F32);
     ck_assert(p.t->ops->gather_rows(p.t, dout, H, rows, 5, dg) == RC_OK);
@@ -372,9 +372,9 @@ START_TEST(test_matmul)
                     ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
                     float *cy = malloc((size_t)(M * N) * sizeof *cy);
                     const float *bias_t = wb ? db : NULL, *bias_c = wb ? b : NULL;
-                    rc_status s = p.t->ops->matmul(p.t, dx, M, K, dW, N, bias_t, dt, dt, dy);
+                    rc_status s = p.t->ops->matmul(p.t, dx, M, K, rc_wt_f32(dW), N, bias_t, dt, dt, dy);
                     ck_assert_msg(s == RC_OK, "%s", rc_last_error());
-                    ck_assert(p.c->ops->matmul(p.c, x, M, K, cW, N, bias_c, dt, dt, cy) == RC_OK);
+                    ck_assert(p.c->ops->matmul(p.c, x, M, K, rc_wt_f32(cW), N, bias_c, dt, dt, cy) == RC_OK);
                     float *g = host_copy(p.t, dy, M * N);
                     char what[96];
                     snprintf(what, sizeof what, "M=%lld K=%lld N=%lld %s%s", (long long)M, (long long)K, (long long)N,
@@ -466,7 +466,7 @@ START_TEST(test_alibi_clamp_normalize)
                 rc_attn_params_set_alibi(&cap, slopes, variant == 3);
                 rc_attn_params_set_alibi(&tap, dslopes, variant == 3);
                 const int64_t n_seq = 2, len[2] = {40, 7}, T = 48, d = 16, nh = 6;
-                rc_kv_cache ckv = {1, n_seq, nh, T, d, NULL, NULL}, tkv = ckv;
+                rc_kv_cache ckv = {1, n_seq, nh, T, d, RC_F32, NULL, NULL, NULL, NULL}, tkv = ckv;
                 const int64_t kvn = n_seq * nh * T * d;
                 ckv.k = calloc((size_t)kvn, sizeof(float));
                 ckv.v = calloc((size_t)kvn, sizeof(float));
@@ -515,8 +515,8 @@ START_TEST(test_alibi_clamp_normalize)
             free(g);
             float *w = rand_vec(M * H, 0.5f, dt), *dw = dev_copy(p.t, w, M * H), *dn, *cn = malloc(sizeof(float) * M * H);
             ck_assert(p.t->ops->alloc(p.t, M * H, &dn) == RC_OK);
-            ck_assert(p.t->ops->normalize_rows(p.t, dw, M, H, 1e-12f, dt, dn) == RC_OK);
-            ck_assert(p.c->ops->normalize_rows(p.c, w, M, H, 1e-12f, dt, cn) == RC_OK);
+            ck_assert(p.t->ops->normalize_rows(p.t, rc_wt_f32(dw), M, H, 1e-12f, dt, dn) == RC_OK);
+            ck_assert(p.c->ops->normalize_rows(p.c, rc_wt_f32(w), M, H, 1e-12f, dt, cn) == RC_OK);
             g = host_copy(p.t, dn, M * H);
             compare("normalize_rows", dt_name(dt), g, cn, M * H, dt);
             free(g), free(x), free(w), free(cn);
@@ -547,8 +547,8 @@ START_TEST(test_matmul_reupload)
             ck_assert(p.t->ops->upload(p.t, W, N * K, wdt, dW) == RC_OK);
             ck_assert(p.c->ops->upload(p.c, W, N * K, wdt, cW) == RC_OK);
             rc_dtype in = wdt == RC_BF16 ? RC_BF16 : RC_F32;
-            ck_assert(p.t->ops->matmul(p.t, dx, M, K, dW, N, NULL, in, RC_BF16, dy) == RC_OK);
-            ck_assert(p.c->ops->matmul(p.c, x, M, K, cW, N, NULL, in, RC_BF16, cy) == RC_OK);
+            ck_assert(p.t->ops->matmul(p.t, dx, M, K, rc_wt_f32(dW), N, NULL, in, RC_BF16, dy) == RC_OK);
+            ck_assert(p.c->ops->matmul(p.c, x, M, K, rc_wt_f32(cW), N, NULL, in, RC_BF16, cy) == RC_OK);
             float *g = host_copy(p.t, dy, M * N);
             char what[64];
             snprintf(what, sizeof what, "re-uploaded weights, round %d", round);
@@ -642,7 +642,7 @@ START_TEST(test_rope_attention)
                 for (int64_t b = 0; b < S->n_seq; b++)
                     T = S->len[b] + 4 > T ? S->len[b] + 4 : T;
                 /* two layers' caches; the test uses layer 1 */
-                rc_kv_cache ckv = {2, S->n_seq, S->nkv, T, S->d, NULL, NULL}, tkv = ckv;
+                rc_kv_cache ckv = {2, S->n_seq, S->nkv, T, S->d, RC_F32, NULL, NULL, NULL, NULL}, tkv = ckv;
                 const int64_t kvn = 2 * S->n_seq * S->nkv * T * S->d;
                 ckv.k = calloc((size_t)kvn, sizeof(float));
                 ckv.v = calloc((size_t)kvn, sizeof(float));

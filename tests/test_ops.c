@@ -214,9 +214,9 @@ START_TEST(test_linear)
     float *got = malloc(sizeof(float) * no);
     const char *names[] = {"linear (invariant)", "linear (engine)", "linear (blas)"};
     for (int k = 0; k < 3; k++) {
-        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, w, N, b, RC_F32, g_dt, got) == RC_OK);
+        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, rc_wt_f32(w), N, b, RC_F32, g_dt, got) == RC_OK);
         WITHIN_1ULP(names[k], got, want, no, g_dt);
-        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, w, N, NULL, RC_F32, g_dt, got) == RC_OK);
+        ck_assert(g_be[k]->ops->matmul(g_be[k], x, M, K, rc_wt_f32(w), N, NULL, RC_F32, g_dt, got) == RC_OK);
         WITHIN_1ULP("linear without bias", got, want_nb, no, g_dt);
     }
     free(x); free(w); free(b); free(want); free(want_nb); free(got);
@@ -837,7 +837,7 @@ START_TEST(test_normhead)
         float *want = get(name, &n);
         float *got = malloc(sizeof(float) * n);
         for (int k = 0; k < 2; k++) {
-            ck_assert(g_be[k]->ops->normalize_rows(g_be[k], w, M, H, 1e-12f, g_dt, got) == RC_OK);
+            ck_assert(g_be[k]->ops->normalize_rows(g_be[k], rc_wt_f32(w), M, H, 1e-12f, g_dt, got) == RC_OK);
             snprintf(op, sizeof op, "%s (F.normalize) [%lld,%lld]", names[t], (long long)M, (long long)H);
             WITHIN_1ULP(op, got, want, n, g_dt);
         }
@@ -974,7 +974,7 @@ START_TEST(test_gemm_order)
                 const int64_t C = doc_chunk(k == 0, M, K, &sums);
                 const rc_dtype out = (mi + ki + (size_t)k) % 2 ? RC_BF16 : RC_F32;
                 const float *b = (mi + ki) % 3 ? bias : NULL;
-                ck_assert(be[k]->ops->matmul(be[k], x, M, K, W, N, b, RC_F32, out, y) == RC_OK);
+                ck_assert(be[k]->ops->matmul(be[k], x, M, K, rc_wt_f32(W), N, b, RC_F32, out, y) == RC_OK);
                 for (int64_t m = 0; m < M; m++)
                     for (int64_t n = 0; n < N; n++) {
                         float v = doc_dot(x + m * K, W + n * K, K, C, sums, false);
@@ -1039,6 +1039,65 @@ START_TEST(test_gemm_fma_neutral)
 }
 END_TEST
 
+/* Weights stored at 2 bytes (bf16 / fp16, as an engine of that dtype holds
+ * them) give bitwise the results of the same values stored as fp32: every
+ * strategy's GEMM (each M class, K with and without a 16-tail, the masked
+ * tail loads), embed and normalize_rows widen them exactly. */
+START_TEST(test_weights_2byte)
+{
+    static const int64_t Ms[] = {1, 5, 16, 17, 300};
+    static const int64_t Ks[] = {15, 64, 257};
+    const int64_t N = 37;
+    static const rc_kernels kk[] = {RC_KERNELS_INVARIANT, RC_KERNELS_ENGINE, RC_KERNELS_BLAS};
+    int64_t checked = 0;
+    for (int dti = 0; dti < 2; dti++) {
+        const rc_dtype dt = dti ? RC_F16 : RC_BF16;
+        for (size_t ki = 0; ki < sizeof kk / sizeof *kk; ki++) {
+            rc_backend *be;
+            ck_assert(rc_backend_cpu_create(0, kk[ki], &be) == RC_OK);
+            for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+                for (size_t ji = 0; ji < sizeof Ks / sizeof *Ks; ji++) {
+                    const int64_t M = Ms[mi], K = Ks[ji];
+                    float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+                    float *b = malloc(sizeof(float) * N), *y32 = malloc(sizeof(float) * M * N);
+                    float *y16 = malloc(sizeof(float) * M * N);
+                    uint16_t *W16 = malloc(sizeof(uint16_t) * N * K);
+                    for (int64_t i = 0; i < M * K; i++)
+                        x[i] = rc_round_to(rnd(), dt);
+                    for (int64_t i = 0; i < N * K; i++) {
+                        W[i] = rc_round_to(rnd() * 0.1f, dt);
+                        W16[i] = dt == RC_BF16 ? rc_f32_to_bf16(W[i]) : rc_f32_to_f16(W[i]);
+                    }
+                    for (int64_t i = 0; i < N; i++)
+                        b[i] = rnd();
+                    ck_assert(be->ops->matmul(be, x, M, K, rc_wt_f32(W), N, b, dt, dt, y32) == RC_OK);
+                    ck_assert(be->ops->matmul(be, x, M, K, (rc_wt){W16, dt, false}, N, b, dt, dt, y16) == RC_OK);
+                    ck_assert_msg(memcmp(y32, y16, sizeof(float) * M * N) == 0,
+                                  "%s %s weights M=%lld K=%lld: 2-byte storage changes the GEMM",
+                                  rc_kernels_name(kk[ki]), rc_dtype_name(dt), (long long)M, (long long)K);
+                    checked += M * N;
+                    if (mi == 0 && ji == 2) { /* embed and normalize_rows: rows of [N, K] */
+                        const int32_t tok[3] = {5, 0, (int32_t)N - 1};
+                        float *n32 = malloc(sizeof(float) * N * K), *n16 = malloc(sizeof(float) * N * K);
+                        ck_assert(be->ops->embed(be, tok, 3, rc_wt_f32(W), K, n32) == RC_OK);
+                        ck_assert(be->ops->embed(be, tok, 3, (rc_wt){W16, dt, false}, K, n16) == RC_OK);
+                        ck_assert(memcmp(n32, n16, sizeof(float) * 3 * K) == 0);
+                        ck_assert(be->ops->normalize_rows(be, rc_wt_f32(W), N, K, 1e-12f, dt, n32) == RC_OK);
+                        ck_assert(be->ops->normalize_rows(be, (rc_wt){W16, dt, false}, N, K, 1e-12f, dt, n16) ==
+                                  RC_OK);
+                        ck_assert(memcmp(n32, n16, sizeof(float) * N * K) == 0);
+                        free(n32);
+                        free(n16);
+                    }
+                    free(x); free(W); free(b); free(y32); free(y16); free(W16);
+                }
+            rc_backend_destroy(be);
+        }
+    }
+    printf("2-byte weights: %lld GEMM outputs bitwise those of fp32 storage\n", (long long)checked);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -1064,6 +1123,7 @@ int main(void)
     tcase_set_timeout(to, 120);
     tcase_add_test(to, test_gemm_order);
     tcase_add_test(to, test_gemm_fma_neutral);
+    tcase_add_test(to, test_weights_2byte);
     suite_add_tcase(s, to);
     return rc_test_run(s);
 }

@@ -321,7 +321,7 @@ static double mono_now(void);
 /* This machine's GEMM rate (GFLOP/s) at M rows, K = hidden, N = min(inner,
  * 2048): the median of a few calls of the CPU backend's engine kernels after
  * one warm-up; 0 when a call fails. */
-static double gemm_rate(rc_backend *be, int64_t M, int64_t K, int64_t N, const float *x, const float *W, float *y)
+static double gemm_rate(rc_backend *be, int64_t M, int64_t K, int64_t N, const float *x, rc_wt W, float *y)
 {
     double t[5];
     int n = 0;
@@ -353,7 +353,7 @@ typedef struct {
     int64_t m_decode, m_forward;
 } speed_estimate;
 
-static rc_status estimate_speed(const rc_config *k, int64_t batch, speed_estimate *se)
+static rc_status estimate_speed(const rc_config *k, int64_t batch, rc_dtype dt, speed_estimate *se)
 {
     const int64_t H = k->hidden, I = k->intermediate, qkv = (k->n_heads + 2 * k->n_kv_heads) * k->head_dim;
     const double per_layer = (double)H * (double)qkv + (double)(k->n_heads * k->head_dim) * (double)H +
@@ -363,28 +363,36 @@ static rc_status estimate_speed(const rc_config *k, int64_t batch, speed_estimat
     se->m_decode = batch < 256 ? batch : 256;
     se->m_forward = Mf;
     rc_backend *be = NULL;
-    float *x = NULL, *W = NULL, *y = NULL;
+    float *x = NULL, *y = NULL;
+    void *W = NULL, *W16 = NULL;
     rc_status s = rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be);
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&x, Mf * H, sizeof(float), "speed estimate");
     if (s == RC_OK)
-        s = rc_alloc_aligned((void **)&W, N * H, sizeof(float), "speed estimate");
+        s = rc_alloc_aligned(&W, N * H, sizeof(float), "speed estimate");
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&y, Mf * N, sizeof(float), "speed estimate");
     if (s == RC_OK) {
         for (int64_t i = 0; i < Mf * H; i++)
             x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
         for (int64_t i = 0; i < N * H; i++)
-            W[i] = (float)((i * 104729) % 2001 - 1000) * 1e-5f;
-        se->gflops_decode = gemm_rate(be, se->m_decode, H, N, x, W, y);
-        se->gflops_forward = gemm_rate(be, Mf, H, N, x, W, y);
-        if (!(se->gflops_decode > 0.0 && se->gflops_forward > 0.0))
+            ((float *)W)[i] = (float)((i * 104729) % 2001 - 1000) * 1e-5f;
+        /* the weights as a run of dtype dt holds them: 2 bytes for bf16 / fp16 */
+        rc_wt w = rc_wt_f32(W);
+        if (dt != RC_F32 && (s = rc_alloc_aligned(&W16, N * H, 2, "speed estimate")) == RC_OK) {
+            rc_wt_convert(w, 0, N * H, dt, dt, W16);
+            w = (rc_wt){W16, dt, false};
+        }
+        se->gflops_decode = s == RC_OK ? gemm_rate(be, se->m_decode, H, N, x, w, y) : 0.0;
+        se->gflops_forward = s == RC_OK ? gemm_rate(be, Mf, H, N, x, w, y) : 0.0;
+        if (s == RC_OK && !(se->gflops_decode > 0.0 && se->gflops_forward > 0.0))
             s = rc_errorf(RC_ERR_INTERNAL, "inspect: timing the GEMMs failed: %s", rc_last_error());
         se->s_per_1k_decode = 1000.0 * se->gflop_per_token / se->gflops_decode;
         se->s_per_1k_forward = 1000.0 * se->gflop_per_token / se->gflops_forward;
     }
     free(x);
     free(W);
+    free(W16);
     free(y);
     if (be)
         rc_backend_destroy(be);
@@ -417,14 +425,6 @@ static int cmd_inspect(int argc, char **argv)
         return fail(st);
     const rc_config *k = &m->cfg;
     char pc[32];
-    speed_estimate se = {0};
-    if (!io.no_speed && (st = estimate_speed(k, io.batch, &se)) != RC_OK) {
-        rc_model_free(m);
-        return fail(st);
-    }
-    /* what a run allocates: the model's fp32 arrays, then the engine the run
-     * creates (rollout.c: max(batch, seqs) slots, tokens positions, rows for
-     * the larger of the decode prefill and the forward batch) */
     rc_numerics num = rc_numerics_fp32();
     rc_engine_mem em;
     st = parse_dtype(io.dtype, &num.dt);
@@ -432,16 +432,25 @@ static int cmd_inspect(int argc, char **argv)
         rc_model_free(m);
         return fail(st);
     }
+    speed_estimate se = {0};
+    if (!io.no_speed && (st = estimate_speed(k, io.batch, num.dt, &se)) != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
+    /* what a run holds: the model's weights it reads in place from the mapped
+     * files and the model's arena (layout fixes), then the engine the run
+     * creates (rollout.c: max(batch, seqs) slots, tokens positions, rows for
+     * the larger of the decode prefill and the forward batch) */
     const int64_t slots = io.batch > io.seqs ? io.batch : io.seqs;
     int64_t rows;
     if (!rc_mul_i64(slots, io.tokens, &rows))
         rows = INT64_MAX;
-    st = rc_engine_mem_estimate(m, &num, true, slots, io.tokens, rows, &em);
+    st = rc_engine_mem_estimate(m, &num, true, RC_KERNELS_ENGINE, slots, io.tokens, rows, &em);
     if (st != RC_OK) {
         rc_model_free(m);
         return fail(st);
     }
-    const int64_t model_bytes = 4 * m->arena_len;
+    const int64_t model_bytes = m->arena_bytes + em.weights_in_place;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (json) {
         printf("{\"model\": ");
@@ -520,8 +529,8 @@ static int cmd_inspect(int argc, char **argv)
                "%lld tokens each:\n",
                (double)(model_bytes + em.total) / gib, dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
                (long long)io.tokens);
-        printf("               weights %.2f GiB (fp32 arrays) + %.2f GiB (the %s copy), KV cache %.2f GiB, "
-               "activations %.2f GiB\n",
+        printf("               weights %.2f GiB (the checkpoint's, read in place or copied at load) + %.2f GiB "
+               "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB\n",
                (double)model_bytes / gib, (double)em.weights_copy / gib, dtype_str(num.dt), (double)em.kv_cache / gib,
                (double)em.activations / gib);
         if (!io.no_speed)

@@ -2,7 +2,10 @@
  * is written once against it; backend_cpu.c is the reference implementation
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
- * Storage is float32 everywhere. The dtype model works by rounding: every op
+ * Activations are float32 arrays; weights passed to matmul, embed and
+ * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
+ * to fp32 where they are read; a GPU backend takes fp32 only). The dtype
+ * model works by rounding: every op
  * takes the dtype its output is rounded to (RC_F32: not rounded; RC_BF16 /
  * RC_F16: rounded to nearest-even into that dtype's values). Which op rounds
  * where is decided in one place, forward.c; how each reduction is ordered is
@@ -35,11 +38,16 @@ typedef struct {
     const int64_t *seq_of_row; /* [n_rows] which sequence owns the row */
 } rc_batch_desc;
 
-/* KV cache: for each layer, K and V of [n_slots, n_kv_heads, max_len, head_dim]. */
+/* KV cache: for each layer, K and V of [n_slots, n_kv_heads, max_len, head_dim],
+ * stored as dt: RC_F32 in k / v; RC_BF16 or RC_F16 (a host backend, when
+ * every cached value is a value of that dtype) in k16 / v16. */
 typedef struct {
     int64_t n_layers, n_slots, n_kv_heads, max_len, head_dim;
-    float *k; /* [n_layers][n_slots][n_kv_heads][max_len][head_dim] */
-    float *v; /* same */
+    rc_dtype dt;
+    float *k;      /* [n_layers][n_slots][n_kv_heads][max_len][head_dim] (RC_F32), else NULL */
+    float *v;      /* same */
+    uint16_t *k16; /* the same layout in 2-byte elements (RC_BF16 / RC_F16), else NULL */
+    uint16_t *v16;
 } rc_kv_cache;
 
 /* How reductions are ordered (see README "Kernel strategies").
@@ -188,7 +196,8 @@ typedef struct rc_backend rc_backend;
 typedef struct {
     const char *name;
     /* true when the backend's buffers are host memory (the CPU): forward.c
-     * then computes with the model's own fp32 weights in place */
+     * then computes with the model's own weights in place where their values
+     * need no rounding, and keeps GEMM weights at the dtype's width */
     bool host_memory;
     void (*destroy)(rc_backend *be);
     rc_status (*alloc)(rc_backend *be, int64_t n_floats, float **out);
@@ -200,9 +209,9 @@ typedef struct {
     /* dst[i, :] = src[rows[i], :] for i < n, rows of row_len floats (rows: host) */
     rc_status (*gather_rows)(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows,
                              int64_t n, float *dst);
-    /* out[r, :] = table[tokens[r], :], r < n (exact copy) */
-    rc_status (*embed)(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
-                       int64_t hidden, float *out);
+    /* out[r, :] = table[tokens[r], :], r < n (exact: a copy, or a widening to fp32) */
+    rc_status (*embed)(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt table, int64_t hidden,
+                       float *out);
     /* LayerNorm: out = R_out(((x - mean) * rstd) * w + b), fp32 inside.
      * RMSNorm (HF Llama order): out = R_out(w * R_mid(x * rsqrt(mean(x^2) + eps))). */
     rc_status (*norm)(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H,
@@ -213,8 +222,8 @@ typedef struct {
      * W is exactly representable in (RC_F32 when they differ); a backend may
      * feed the GEMM operands of that dtype (cuBLAS bf16 / fp16 GEMMs, as
      * frameworks do), which changes nothing but the speed. */
-    rc_status (*matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
-                        int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y);
+    rc_status (*matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
+                        const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y);
     /* RoPE in place on the Q and K heads of packed qkv rows
      * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head:
      * x = R_out(R_out(x * c) + R_out(rotate_half(x) * s)), c, s = R_cs(cos/sin
@@ -230,8 +239,8 @@ typedef struct {
     /* x = min(max(x, -c), c) in place (MPT's clip_qkv; exact, no rounding) */
     rc_status (*clamp)(rc_backend *be, float *x, int64_t n, float c);
     /* out[r, :] = F.normalize(W[r, :]) for r < M rows of H (Baichuan2's
-     * NormHead; rco_normalize_row), rounded to out_dt; out may alias W */
-    rc_status (*normalize_rows)(rc_backend *be, const float *W, int64_t M, int64_t H, float eps,
+     * NormHead; rco_normalize_row), rounded to out_dt; out may alias W when W is fp32 */
+    rc_status (*normalize_rows)(rc_backend *be, rc_wt W, int64_t M, int64_t H, float eps,
                                 rc_dtype out_dt, float *out);
     /* x = R(act(x)), fp32 inside */
     rc_status (*act)(rc_backend *be, rc_act act, float *x, int64_t n, rc_dtype out_dt);

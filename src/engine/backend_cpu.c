@@ -50,7 +50,7 @@ const char *rc_kernels_name(rc_kernels k)
     return "?";
 }
 
-static void cpu_destroy(rc_backend *be) { free(be); }
+static void cpu_destroy(rc_backend *be);
 
 static rc_status cpu_alloc(rc_backend *be, int64_t n, float **out)
 {
@@ -75,12 +75,12 @@ static rc_status cpu_upload(rc_backend *be, const float *host, int64_t n, rc_dty
 
 /* ---- ops ----------------------------------------------------------------- */
 
-static rc_status cpu_embed(rc_backend *be, const int32_t *tokens, int64_t n, const float *table,
-                           int64_t hidden, float *out)
+static rc_status cpu_embed(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt table, int64_t hidden,
+                           float *out)
 {
     (void)be;
     for (int64_t r = 0; r < n; r++)
-        memcpy(out + r * hidden, table + (int64_t)tokens[r] * hidden, (size_t)hidden * sizeof *out);
+        rc_wt_convert(table, (int64_t)tokens[r] * hidden, hidden, RC_F32, RC_F32, out + r * hidden);
     return RC_OK;
 }
 
@@ -93,6 +93,29 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++)
         rco_norm_row(kind, x + r * H, H, w, b, feps, rms_lanes, mid_dt, out_dt, out + r * H);
+    return RC_OK;
+}
+
+/* the CPU backend's state: one scratch buffer, grown when a call needs more
+ * (attention's per-thread scores, statistics and widened keys / values), so
+ * that a decode step allocates nothing */
+typedef struct {
+    rc_backend base;
+    float *scratch;
+    int64_t scratch_n;
+} cpu_backend;
+
+static rc_status cpu_scratch(rc_backend *be, int64_t n, float **out)
+{
+    cpu_backend *c = (cpu_backend *)be;
+    if (n > c->scratch_n) {
+        free(c->scratch);
+        c->scratch = NULL;
+        c->scratch_n = 0;
+        RC_TRY(rc_alloc_aligned((void **)&c->scratch, n, sizeof(float), "attention scratch"));
+        c->scratch_n = n;
+    }
+    *out = c->scratch;
     return RC_OK;
 }
 
@@ -112,21 +135,50 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
 #define UK_MR 6 /* gemm_block_avx512's switch has a case for every mr <= 6, nr <= 4 */
 #define UK_NR 4
 
-/* The portable kernel: rco_gemm_dot per output (CPUs without AVX-512). */
-static void gemm_block_ref(const float *x, int64_t K, const float *W, const float *bias, rc_dtype out_dt,
-                           float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order o)
+/* The portable kernel: rco_gemm_dot per output (CPUs without AVX-512); a
+ * bf16 / fp16 weight row is widened to fp32 first (wrow: K floats). */
+static void gemm_block_ref(const float *x, int64_t K, rc_wt W, const float *bias, rc_dtype out_dt, float *y,
+                           int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order o, float *wrow)
 {
-    for (int64_t m = m0; m < m1; m++)
-        for (int64_t n = n0; n < n1; n++) {
-            float v = rco_gemm_dot(x + m * K, W + n * K, K, 1, o);
+    for (int64_t n = n0; n < n1; n++) {
+        const float *w = (const float *)W.p + n * K;
+        if (W.dt != RC_F32) {
+            rc_wt_convert(W, n * K, K, RC_F32, RC_F32, wrow);
+            w = wrow;
+        }
+        for (int64_t m = m0; m < m1; m++) {
+            float v = rco_gemm_dot(x + m * K, w, K, 1, o);
             y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
         }
+    }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define RC_GEMM_AVX512 1
-#define AVX512_FN __attribute__((target("avx512f,fma")))
+#define AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+
+/* 16 weights from element i of W (fp32, or bf16 / fp16 widened exactly);
+ * masked: the lanes outside mk read nothing and are 0 */
+AVX512_FN static inline __attribute__((always_inline)) __m512 uk_loadw(const int wdt, const void *W, int64_t i)
+{
+    if (wdt == RC_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W + i))), 16));
+    if (wdt == RC_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W + i)));
+    return _mm512_loadu_ps((const float *)W + i);
+}
+AVX512_FN static inline __attribute__((always_inline)) __m512 uk_loadw_mask(const int wdt, const void *W, int64_t i,
+                                                                          __mmask16 mk)
+{
+    if (wdt == RC_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, (const uint16_t *)W + i)), 16));
+    if (wdt == RC_F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, (const uint16_t *)W + i));
+    return _mm512_maskz_loadu_ps(mk, (const float *)W + i);
+}
 
 /* rco_tree16 on one register: lanes j + 8, j + 4, j + 2, j + 1 */
 AVX512_FN static inline float tree16_512(__m512 v)
@@ -141,7 +193,7 @@ AVX512_FN static inline float tree16_512(__m512 v)
 /* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
  * UK_MR, nr <= UK_NR, constants after inlining) */
 AVX512_FN static inline __attribute__((always_inline)) void
-uk_chunk(const int mr, const int nr, const float *x, int64_t K, const float *W, int64_t k, int64_t k1,
+uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t K, const void *W, int64_t k, int64_t k1,
          __m512 acc[UK_MR][UK_NR])
 {
 #pragma GCC unroll 8
@@ -153,7 +205,7 @@ uk_chunk(const int mr, const int nr, const float *x, int64_t K, const float *W, 
         __m512 w[UK_NR];
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
-            w[j] = _mm512_loadu_ps(W + j * K + k);
+            w[j] = uk_loadw(wdt, W, j * K + k);
             __asm__("" : "+v"(w[j])); /* keep it in a register: loaded once, used mr times */
         }
 #pragma GCC unroll 8
@@ -170,7 +222,7 @@ uk_chunk(const int mr, const int nr, const float *x, int64_t K, const float *W, 
         __m512 w[UK_NR];
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++)
-            w[j] = _mm512_maskz_loadu_ps(mk, W + j * K + k);
+            w[j] = uk_loadw_mask(wdt, W, j * K + k, mk);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
             const __m512 a = _mm512_maskz_loadu_ps(mk, x + i * K + k);
@@ -183,12 +235,12 @@ uk_chunk(const int mr, const int nr, const float *x, int64_t K, const float *W, 
 
 /* out = rco_gemm_dot of mr x nr outputs */
 AVX512_FN static inline __attribute__((always_inline)) void
-ukernel(const int mr, const int nr, const float *x, int64_t K, const float *W, rco_gemm_order o,
+ukernel(const int mr, const int nr, const int wdt, const float *x, int64_t K, const void *W, rco_gemm_order o,
         float out[UK_MR][UK_NR])
 {
     const int64_t C = o.chunk;
     __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
-    uk_chunk(mr, nr, x, K, W, 0, C < K ? C : K, tot);
+    uk_chunk(mr, nr, wdt, x, K, W, 0, C < K ? C : K, tot);
     /* sums merge (split-K): a tree per chunk, partial sums added in order;
      * lanes merge: chunks added lane by lane, one tree at the end */
     if (o.sums)
@@ -198,7 +250,7 @@ ukernel(const int mr, const int nr, const float *x, int64_t K, const float *W, r
             for (int j = 0; j < nr; j++)
                 out[i][j] = tree16_512(tot[i][j]);
     for (int64_t k0 = C; k0 < K; k0 += C) {
-        uk_chunk(mr, nr, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
+        uk_chunk(mr, nr, wdt, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
@@ -217,19 +269,21 @@ ukernel(const int mr, const int nr, const float *x, int64_t K, const float *W, r
                 out[i][j] = tree16_512(tot[i][j]);
 }
 
-AVX512_FN static void gemm_block_avx512(const float *x, int64_t K, const float *W, const float *bias,
-                                        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,
-                                        int64_t n0, int64_t n1, rco_gemm_order C)
+AVX512_FN static inline __attribute__((always_inline)) void
+gemm_block_avx512(const int wdt, const float *x, int64_t K, const void *W, int64_t w_n0, const float *bias,
+                  rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C)
 {
+    const int es = wdt == RC_F32 ? 4 : 2;
     for (int64_t m = m0; m < m1; m += UK_MR) {
         const int mr = m1 - m < UK_MR ? (int)(m1 - m) : UK_MR;
         for (int64_t n = n0; n < n1; n += UK_NR) {
             const int nr = n1 - n < UK_NR ? (int)(n1 - n) : UK_NR;
-            const float *xm = x + m * K, *Wn = W + n * K;
+            const float *xm = x + m * K;
+            const void *Wn = (const char *)W + (size_t)((n - w_n0) * K) * (size_t)es; /* W's first row is w_n0 */
             float out[UK_MR][UK_NR];
             switch (mr * 8 + nr) { /* every edge shape its own register tile */
 #define UK_CASE(MR, NR) \
-    case (MR) * 8 + (NR): ukernel(MR, NR, xm, K, Wn, C, out); break;
+    case (MR) * 8 + (NR): ukernel(MR, NR, wdt, xm, K, Wn, C, out); break;
 #define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
                 UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
 #undef UK_ROW
@@ -244,6 +298,50 @@ AVX512_FN static void gemm_block_avx512(const float *x, int64_t K, const float *
         }
     }
 }
+
+/* one compiled instance per weight storage dtype (each its own function:
+ * inlined together they spill registers) */
+#define GEMM_BLOCK_INSTANCE(NAME, WDT)                                                                            \
+    AVX512_FN static __attribute__((noinline)) void NAME(const float *x, int64_t K, const void *W, int64_t w_n0, \
+                                                         const float *bias, rc_dtype out_dt, float *y, int64_t N, \
+                                                         int64_t m0, int64_t m1, int64_t n0, int64_t n1,         \
+                                                         rco_gemm_order C)                                       \
+    {                                                                                                             \
+        gemm_block_avx512(WDT, x, K, W, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                            \
+    }
+GEMM_BLOCK_INSTANCE(gemm_block_f32, RC_F32)
+GEMM_BLOCK_INSTANCE(gemm_block_bf16, RC_BF16)
+GEMM_BLOCK_INSTANCE(gemm_block_f16, RC_F16)
+#undef GEMM_BLOCK_INSTANCE
+
+/* A block with more rows than one
+ * register tile reads each weight several times: its 2-byte weight rows are
+ * widened once into panel (GEMM_N_BLOCK x K floats, this thread's) and the
+ * fp32 kernel reads them there (the same values: the results do not change). */
+AVX512_FN static void gemm_block_avx512_any(rc_wt W, const float *x, int64_t K, const float *bias, rc_dtype out_dt,
+                                            float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                                            rco_gemm_order C, float *panel)
+{
+    if (W.dt != RC_F32 && panel && m1 - m0 > UK_MR) {
+        const int64_t n = (n1 - n0) * K, i0 = n0 * K;
+        int64_t i = 0;
+        if (W.dt == RC_BF16)
+            for (; i + 16 <= n; i += 16)
+                _mm512_storeu_ps(panel + i, uk_loadw(RC_BF16, W.p, i0 + i));
+        else
+            for (; i + 16 <= n; i += 16)
+                _mm512_storeu_ps(panel + i, uk_loadw(RC_F16, W.p, i0 + i));
+        for (; i < n; i++)
+            panel[i] = rc_wt_at(W, i0 + i);
+        gemm_block_f32(x, K, panel, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+    } else if (W.dt == RC_BF16) {
+        gemm_block_bf16(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+    } else if (W.dt == RC_F16) {
+        gemm_block_f16(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+    } else {
+        gemm_block_f32(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+    }
+}
 #endif
 
 static bool gemm_use_avx512(void)
@@ -251,7 +349,8 @@ static bool gemm_use_avx512(void)
 #ifdef RC_GEMM_AVX512
     static int have = -1;
     if (have < 0)
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && !getenv("RC_GEMM_PORTABLE");
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && !getenv("RC_GEMM_PORTABLE");
     return have;
 #else
     return false;
@@ -274,24 +373,32 @@ static rc_status cpu_gather_rows(rc_backend *be, const float *src, int64_t row_l
     return RC_OK;
 }
 
-static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const float *W,
-                            int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
+                            const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     (void)in_dt; /* fp32 arithmetic on the values either way */
     if (M == 0 || N == 0)
         return RC_OK;
+    if (W.dt != RC_F32 && W.dt != RC_BF16 && W.dt != RC_F16)
+        return rc_errorf(RC_ERR_INTERNAL, "matmul: weights stored as %s", rc_dtype_name(W.dt));
     if (be->kernels == RC_KERNELS_BLAS) {
         if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
             return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
                              (long long)M, (long long)N, (long long)K);
+        float *wf = NULL; /* sgemm takes fp32: 2-byte weights widened (an engine gives BLAS fp32 weights) */
+        if (W.dt != RC_F32) {
+            RC_TRY(rc_alloc_aligned((void **)&wf, N * K, sizeof *wf, "matmul weights"));
+            rc_wt_convert(W, 0, N * K, RC_F32, RC_F32, wf);
+        }
         float beta = 0.0f;
         if (bias) { /* like torch.addmm: the bias is the C operand, added in fp32 */
             for (int64_t r = 0; r < M; r++)
                 memcpy(y + r * N, bias, (size_t)N * sizeof *y);
             beta = 1.0f;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x,
-                    (int)K, W, (int)K, beta, y, (int)N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K,
+                    wf ? wf : (const float *)W.p, (int)K, beta, y, (int)N);
+        free(wf);
         if (out_dt != RC_F32) {
 #pragma omp parallel for schedule(static)
             for (int64_t i = 0; i < M * N; i++)
@@ -301,6 +408,13 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
     }
     const rco_gemm_order C = rco_gemm_order_for(be->kernels == RC_KERNELS_INVARIANT, M, K);
     const bool avx512 = gemm_use_avx512();
+    float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */
+    if (!avx512 && W.dt != RC_F32)
+        RC_TRY(rc_alloc_aligned((void **)&wrows, (int64_t)omp_get_max_threads() * K, sizeof *wrows, "matmul rows"));
+    float *panel = NULL; /* the AVX-512 kernel's widened weight panels, one per thread */
+    const int64_t panel_n = GEMM_N_BLOCK * K;
+    if (avx512 && W.dt != RC_F32 && M > UK_MR)
+        RC_TRY(cpu_scratch(be, (int64_t)omp_get_max_threads() * panel_n, &panel));
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
 #pragma omp parallel for schedule(dynamic, 1) collapse(2)
     for (int64_t bm = 0; bm < mb; bm++)
@@ -309,12 +423,15 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
             int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
 #ifdef RC_GEMM_AVX512
             if (avx512) {
-                gemm_block_avx512(x, K, W, bias, out_dt, y, N, m0, m1, n0, n1, C);
+                gemm_block_avx512_any(W, x, K, bias, out_dt, y, N, m0, m1, n0, n1, C,
+                                      panel ? panel + (int64_t)omp_get_thread_num() * panel_n : NULL);
                 continue;
             }
 #endif
-            gemm_block_ref(x, K, W, bias, out_dt, y, N, m0, m1, n0, n1, C);
+            gemm_block_ref(x, K, W, bias, out_dt, y, N, m0, m1, n0, n1, C,
+                           wrows ? wrows + (int64_t)omp_get_thread_num() * K : NULL);
         }
+    free(wrows);
     return RC_OK;
 }
 
@@ -375,6 +492,51 @@ void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t ti
     rco_pv(p, V, nk, d, tile, out_dt, acc, part, out);
 }
 
+/* Store rows of K or V values (exact values of dt) into a 2-byte cache */
+static bool kv_store16(uint16_t *dst, const float *src, int64_t n, rc_dtype dt)
+{
+    bool exact = true;
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = dt == RC_BF16 ? rc_f32_to_bf16(src[i]) : rc_f32_to_f16(src[i]);
+        exact &= (dt == RC_BF16 ? rc_bf16_to_f32(h) : rc_f16_to_f32(h)) == src[i] || src[i] != src[i];
+        dst[i] = h;
+    }
+    return exact;
+}
+
+#ifdef RC_GEMM_AVX512
+AVX512_FN static void kv_widen_avx512(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
+{
+    int64_t i = 0;
+    if (dt == RC_BF16)
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, uk_loadw(RC_BF16, src, i));
+    else
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, uk_loadw(RC_F16, src, i));
+    for (; i < n; i++)
+        dst[i] = dt == RC_BF16 ? rc_bf16_to_f32(src[i]) : rc_f16_to_f32(src[i]);
+}
+#endif
+
+static void kv_widen(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
+{
+#ifdef RC_GEMM_AVX512
+    if (gemm_use_avx512()) {
+        kv_widen_avx512(dst, src, n, dt);
+        return;
+    }
+#endif
+    if (dt == RC_BF16)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = rc_bf16_to_f32(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = rc_f16_to_f32(src[i]);
+}
+
+#define ATTN_ROW_BLOCK 32 /* rows of one sequence per work item (keys widened once per item) */
+
 static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
                                const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out)
 {
@@ -385,47 +547,90 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     const int64_t row_len = (nh + 2 * nkv) * d;
     const int64_t T = kv->max_len;
     const int64_t slot_stride = nkv * T * d;
-    float *K = kv->k + layer * kv->n_slots * slot_stride;
-    float *V = kv->v + layer * kv->n_slots * slot_stride;
+    const int64_t layer0 = layer * kv->n_slots * slot_stride;
+    const bool half = kv->dt != RC_F32;
+    if (half ? !(kv->k16 && kv->v16 && (kv->dt == RC_BF16 || kv->dt == RC_F16)) : !(kv->k && kv->v))
+        return rc_errorf(RC_ERR_INTERNAL, "attention: KV cache storage does not match its dtype");
     const bool invariant = be->kernels == RC_KERNELS_INVARIANT;
     /* store the new keys and values */
+    bool exact = true;
     for (int64_t b = 0; b < bd->n_seq; b++)
         for (int64_t i = 0; i < bd->n_new[b]; i++) {
             const float *row = qkv + (bd->row0[b] + i) * row_len;
             int64_t p = bd->start[b] + i;
             for (int64_t h = 0; h < nkv; h++) {
-                int64_t off = bd->slot[b] * slot_stride + h * T * d + p * d;
-                memcpy(K + off, row + (nh + h) * d, (size_t)d * sizeof(float));
-                memcpy(V + off, row + (nh + nkv + h) * d, (size_t)d * sizeof(float));
+                int64_t off = layer0 + bd->slot[b] * slot_stride + h * T * d + p * d;
+                if (half) {
+                    exact &= kv_store16(kv->k16 + off, row + (nh + h) * d, d, kv->dt);
+                    exact &= kv_store16(kv->v16 + off, row + (nh + nkv + h) * d, d, kv->dt);
+                } else {
+                    memcpy(kv->k + off, row + (nh + h) * d, (size_t)d * sizeof(float));
+                    memcpy(kv->v + off, row + (nh + nkv + h) * d, (size_t)d * sizeof(float));
+                }
             }
         }
-    int64_t max_keys = 0;
-    for (int64_t b = 0; b < bd->n_seq; b++)
+    if (!exact)
+        return rc_errorf(RC_ERR_INTERNAL, "attention: a key or value is not a %s value (the cache would round it)",
+                         rc_dtype_name(kv->dt));
+    int64_t max_keys = 0, n_items = 0;
+    for (int64_t b = 0; b < bd->n_seq; b++) {
         if (bd->start[b] + bd->n_new[b] > max_keys)
             max_keys = bd->start[b] + bd->n_new[b];
-    /* per thread: scores, chunk statistics (2 x RC_SOFTMAX_MAX_CHUNKS), acc and part */
-    const int64_t per_thread = max_keys + 2 * RC_SOFTMAX_MAX_CHUNKS + 2 * d;
-    float *scratch = malloc((size_t)omp_get_max_threads() * (size_t)per_thread * sizeof(float));
-    if (!scratch)
-        return rc_errorf(RC_ERR_NOMEM, "out of memory in attention");
-    const int64_t work = bd->n_rows * nh;
-#pragma omp parallel for schedule(dynamic, 4)
+        n_items += (bd->n_new[b] + ATTN_ROW_BLOCK - 1) / ATTN_ROW_BLOCK;
+    }
+    /* work items: (sequence, block of its rows) x KV head */
+    /* per thread: scores, chunk statistics (2 x RC_SOFTMAX_MAX_CHUNKS), acc and
+     * part, and with a 2-byte cache the widened keys and values */
+    const int64_t per_thread = max_keys + 2 * RC_SOFTMAX_MAX_CHUNKS + 2 * d + (half ? 2 * max_keys * d : 0);
+    const int64_t n_threads = omp_get_max_threads();
+    float *scratch;
+    /* the items' (sequence, first row) pairs first (int64: 2 floats each), then the threads' room */
+    RC_TRY(cpu_scratch(be, 4 * n_items + n_threads * per_thread, &scratch));
+    int64_t *item_seq = (int64_t *)scratch;
+    scratch += 4 * n_items;
+    {
+        int64_t k = 0;
+        for (int64_t b = 0; b < bd->n_seq; b++)
+            for (int64_t i = 0; i < bd->n_new[b]; i += ATTN_ROW_BLOCK) {
+                item_seq[2 * k] = b;
+                item_seq[2 * k + 1] = i;
+                k++;
+            }
+    }
+    const int64_t work = n_items * nkv;
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < work; wi++) {
-        const int64_t r = wi / nh, h = wi % nh;
+        const int64_t it = wi / nkv, kvh = wi % nkv;
+        const int64_t b = item_seq[2 * it], i0 = item_seq[2 * it + 1];
+        const int64_t i1 = bd->n_new[b] - i0 < ATTN_ROW_BLOCK ? bd->n_new[b] : i0 + ATTN_ROW_BLOCK;
         float *sc = scratch + (size_t)omp_get_thread_num() * (size_t)per_thread;
         float *ms = sc + max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
-        const int64_t b = bd->seq_of_row[r];
-        const int64_t p = bd->pos[r];
-        const int64_t lo = rco_attn_lo(p, ap->sliding_window);
-        const int64_t kvh = h / group;
-        const float *Kh = K + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
-        const float *Vh = V + bd->slot[b] * slot_stride + kvh * T * d + lo * d;
-        const rco_score_spec sp =
-            rc_attn_score_spec(ap, ap->alibi_slopes, h, p, lo, bd->start[b] + bd->n_new[b] - 1);
-        rco_attn_row(qkv + r * row_len + h * d, Kh, Vh, p - lo + 1, d, &sp, rco_attn_mode(invariant, bd->n_new[b]),
-                     max_keys, an->prob_dt, an->out_dt, sc, ms, ls, acc, acc + d, out + r * nh * d + h * d);
+        const int64_t base = layer0 + bd->slot[b] * slot_stride + kvh * T * d;
+        const int64_t lo0 = rco_attn_lo(bd->start[b] + i0, ap->sliding_window);
+        const int64_t end = bd->start[b] + i1; /* keys [lo0, end) cover every row of the item */
+        const float *K0, *V0; /* key lo0's row */
+        if (half) {
+            float *kw = acc + 2 * d, *vw = kw + max_keys * d;
+            kv_widen(kw, kv->k16 + base + lo0 * d, (end - lo0) * d, kv->dt);
+            kv_widen(vw, kv->v16 + base + lo0 * d, (end - lo0) * d, kv->dt);
+            K0 = kw;
+            V0 = vw;
+        } else {
+            K0 = kv->k + base + lo0 * d;
+            V0 = kv->v + base + lo0 * d;
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t r = bd->row0[b] + i, p = bd->pos[r];
+            const int64_t lo = rco_attn_lo(p, ap->sliding_window);
+            for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
+                const rco_score_spec sp =
+                    rc_attn_score_spec(ap, ap->alibi_slopes, h, p, lo, bd->start[b] + bd->n_new[b] - 1);
+                rco_attn_row(qkv + r * row_len + h * d, K0 + (lo - lo0) * d, V0 + (lo - lo0) * d, p - lo + 1, d, &sp,
+                             rco_attn_mode(invariant, bd->n_new[b]), max_keys, an->prob_dt, an->out_dt, sc, ms, ls,
+                             acc, acc + d, out + r * nh * d + h * d);
+            }
+        }
     }
-    free(scratch);
     return RC_OK;
 }
 
@@ -438,13 +643,20 @@ static rc_status cpu_clamp(rc_backend *be, float *x, int64_t n, float c)
     return RC_OK;
 }
 
-static rc_status cpu_normalize_rows(rc_backend *be, const float *W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
+static rc_status cpu_normalize_rows(rc_backend *be, rc_wt W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                                     float *out)
 {
     (void)be;
+    if (W.dt == RC_F32) {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M; r++)
-        rco_normalize_row(W + r * H, H, eps, out_dt, out + r * H);
+        for (int64_t r = 0; r < M; r++)
+            rco_normalize_row((const float *)W.p + r * H, H, eps, out_dt, out + r * H);
+        return RC_OK;
+    }
+    for (int64_t r = 0; r < M; r++) { /* widened into the output row, normalised in place */
+        rc_wt_convert(W, r * H, H, RC_F32, RC_F32, out + r * H);
+        rco_normalize_row(out + r * H, H, eps, out_dt, out + r * H);
+    }
     return RC_OK;
 }
 
@@ -511,11 +723,20 @@ static const rc_backend_ops k_cpu_ops = {
     .logprobs = cpu_logprobs,
 };
 
+static void cpu_destroy(rc_backend *be)
+{
+    if (!be)
+        return;
+    free(((cpu_backend *)be)->scratch);
+    free(be);
+}
+
 rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out)
 {
-    rc_backend *be = calloc(1, sizeof *be);
-    if (!be)
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!cb)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    rc_backend *be = &cb->base;
     if (n_threads <= 0)
         n_threads = omp_get_num_procs();
     omp_set_num_threads(n_threads);

@@ -27,9 +27,15 @@ typedef enum {
     RC_DTYPE_COUNT
 } rc_dtype;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 const char *rc_dtype_name(rc_dtype dt);   /* safetensors spelling: "F32", "BF16", ... */
 int rc_dtype_size(rc_dtype dt);           /* bytes per element */
 int rc_dtype_from_name(const char *name); /* -1 when unknown */
+#ifdef __cplusplus
+}
+#endif
 
 RC_HD static inline uint32_t rc_f32_bits(float f)
 {

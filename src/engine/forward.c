@@ -74,12 +74,6 @@ const char *rc_upcast_str(unsigned upcast, char *buf, size_t n)
     return buf;
 }
 
-/* Point w at the same tensors as src, relocated from arena `from` to `to`. */
-static float *reloc(const float *p, const float *from, float *to)
-{
-    return p ? to + (p - from) : NULL;
-}
-
 /* The engine's buffers for these sizes, one place for rc_engine_create and
  * rc_engine_mem_estimate: the activation buffers in the order of
  * ENGINE_BUFS (rows x columns each), the logit rows per chunk, the floats of
@@ -110,10 +104,111 @@ static bool engine_sizes_for(const rc_config *c, int64_t n_slots, int64_t max_le
     return rc_numel((int64_t[]){c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 5, &z->kv_n);
 }
 
-/* engine_weights makes a rounded (and, on a GPU, uploaded) copy of the arena */
-static bool weights_copied(const rc_numerics *num, bool host_memory)
+/* How an engine holds one weight: in place (the model's storage, read as it
+ * is) or a copy whose values are rounded to round_dt, stored as `store`.
+ * On the CPU a GEMM weight (MAT) keeps its values' dtype: used in place when
+ * they need no rounding (stored in the run's dtype, or any dtype in an fp32
+ * run), else copied at the run dtype's width; vectors (VEC) and the BLAS
+ * strategy's weights (sgemm reads fp32) are fp32 arrays. A GPU backend gets
+ * fp32 copies of everything (rounded in one upload). */
+typedef struct {
+    bool copy;
+    rc_dtype store;
+} weight_plan;
+
+static weight_plan plan_weight(rc_weight_kind kind, rc_dtype src_dt, rc_dtype round_dt, bool host, rc_kernels k)
 {
-    return num->dt != RC_F32 || !host_memory;
+    const bool exact = round_dt == RC_F32 || src_dt == round_dt; /* the values need no rounding */
+    if (!host)
+        return (weight_plan){true, RC_F32};
+    if (kind == RC_WK_VEC || k == RC_KERNELS_BLAS)
+        return (weight_plan){!(exact && src_dt == RC_F32), RC_F32};
+    return exact ? (weight_plan){false, src_dt} : (weight_plan){true, round_dt};
+}
+
+/* one pass over the weights: count (fill false) or make the copies */
+typedef struct {
+    const rc_model *m;
+    rc_dtype round_dt;
+    bool host, fill;
+    rc_kernels kernels;
+    int64_t used;      /* bytes of copies, each 64-byte aligned */
+    int64_t in_place;  /* bytes used in place from the mapped checkpoint */
+    unsigned char *arena; /* host: the engine's arena; device: the fp32 staging copy */
+    float *dev;        /* device: the engine's arena */
+    bool head;         /* the LM head is placed with the rest (untied, rounded to the dtype) */
+    bool ok;           /* false when a size overflows */
+} place_ctx;
+
+static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n)
+{
+    *dst = (rc_wt){NULL, RC_F32, false};
+    if (!present)
+        return;
+    int64_t bytes;
+    const weight_plan pl = plan_weight(kind, src.dt, x->round_dt, x->host, x->kernels);
+    if (!rc_mul_i64(n, pl.copy ? rc_dtype_size(pl.store) : rc_dtype_size(src.dt), &bytes)) {
+        x->ok = false;
+        return;
+    }
+    if (!pl.copy) {
+        *dst = src;
+        if (src.mapped && !rc_add_i64(x->in_place, bytes, &x->in_place))
+            x->ok = false;
+        return;
+    }
+    const int64_t off = (x->used + 63) / 64 * 64;
+    if (off < x->used || !rc_add_i64(off, bytes, &x->used)) {
+        x->ok = false;
+        return;
+    }
+    if (!x->fill)
+        return;
+    if (x->host) { /* rounded now, stored at its width */
+        rc_wt_convert(src, 0, n, x->round_dt, pl.store, x->arena + off);
+        *dst = (rc_wt){x->arena + off, pl.store, false};
+    } else { /* staged as fp32; the upload rounds */
+        rc_wt_convert(src, 0, n, RC_F32, RC_F32, x->arena + off);
+        *dst = (rc_wt){x->dev + off / 4, RC_F32, false};
+    }
+    rc_model_release(x->m, src, n); /* the model's pages of it are not needed while this engine runs */
+}
+
+/* every weight field (lm_head when x->head), from the lists in model.h (none can be missed) */
+static void place_all(place_ctx *x, rc_weights *dst)
+{
+    const rc_model *m = x->m;
+    const rc_config *c = &m->cfg;
+#define PLACE_MODEL_(f, rows, cols, present, kind)                                                              \
+    if (RC_MW_##f != RC_MW_lm_head || x->head)                                                                  \
+        place(x, &dst->f, m->w.f, RC_WK_##kind, rc_weight_cond_holds(c, present),                              \
+              rc_dim_value(c, rows) * rc_dim_value(c, cols));
+    RC_MODEL_WEIGHT_FIELDS(PLACE_MODEL_)
+#undef PLACE_MODEL_
+    for (int64_t l = 0; l < c->n_layers; l++) {
+#define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
+    place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds(c, present),              \
+          rc_dim_value(c, rows) * rc_dim_value(c, cols));
+        RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
+#undef PLACE_LAYER_
+    }
+}
+
+/* The KV cache's dtype: the run's dtype on the CPU when every cached key and
+ * value is a value of it (K is RoPE's output, or the QKV GEMM's, both rounded
+ * to the dtype, unless --upcast rope keeps K fp32); fp32 otherwise and on a
+ * GPU. (The CPU attention checks each stored value.) */
+static rc_dtype engine_kv_dt(const rc_numerics *num, bool host)
+{
+    return host && num->dt != RC_F32 && !(num->upcast & RC_UPCAST_ROPE) ? num->dt : RC_F32;
+}
+
+static int64_t engine_kv_size(const rc_numerics *num, bool host) { return rc_dtype_size(engine_kv_dt(num, host)); }
+
+/* the LM head's own copy: --upcast lm_head on a GPU (fp32, unrounded) */
+static bool lm_head_own_copy(const rc_numerics *num, bool host)
+{
+    return (num->upcast & RC_UPCAST_LM_HEAD) && !host;
 }
 
 static rc_status engine_weights(rc_engine *e)
@@ -121,46 +216,67 @@ static rc_status engine_weights(rc_engine *e)
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
     rc_backend *be = e->be;
-    e->w = m->w;
-    if (weights_copied(&e->num, be->ops->host_memory)) {
-        /* weights rounded to the dtype once, at load (and copied to the
-         * device for a GPU backend) */
-        RC_TRY(be->ops->alloc(be, m->arena_len, &e->w_arena));
-        RC_TRY(be->ops->upload(be, m->arena, m->arena_len, e->num.dt, e->w_arena));
-        const float *A = m->arena;
-        float *B = e->w_arena;
-        /* every weight field, from the lists in model.h (none can be missed) */
-#define RELOC_MODEL_(f, rows, cols, present) e->w.f = reloc(m->w.f, A, B);
-        RC_MODEL_WEIGHT_FIELDS(RELOC_MODEL_)
-#undef RELOC_MODEL_
-        e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
-        if (!be->ops->host_memory && c->rotary_dim > 0) {
-            RC_TRY(be->ops->alloc(be, c->rotary_dim / 2, &e->inv_freq_own));
-            RC_TRY(be->ops->upload(be, m->w.inv_freq, c->rotary_dim / 2, RC_F32, e->inv_freq_own));
-            e->w.inv_freq = e->inv_freq_own;
+    const bool host = be->ops->host_memory;
+    const int64_t VH = c->vocab * c->hidden;
+    e->w = (rc_weights){0};
+    e->w.layers = calloc((size_t)c->n_layers, sizeof *e->w.layers);
+    if (!e->w.layers)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    place_ctx x = {.m = m, .round_dt = e->num.dt, .host = host, .fill = false, .kernels = be->kernels,
+                   .head = !(e->num.upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings, .ok = true};
+    rc_weights plan = e->w;
+    place_all(&x, &plan); /* sizes only */
+    if (!x.ok)
+        return rc_errorf(RC_ERR_NOMEM, "weight sizes overflow");
+    const int64_t total = x.used;
+    if (total > 0) {
+        RC_TRY(be->ops->alloc(be, (total + 3) / 4, &e->w_arena));
+        if (host) {
+            x.arena = (unsigned char *)e->w_arena;
+        } else {
+            RC_TRY(rc_alloc_aligned((void **)&x.arena, total, 1, "weight staging"));
+            x.dev = e->w_arena;
         }
-        e->w.alibi_slopes = m->w.alibi_slopes; /* fp32 as the family computes them, never rounded */
-        if (!be->ops->host_memory && m->w.alibi_slopes) {
-            RC_TRY(be->ops->alloc(be, c->n_heads, &e->slopes_own));
-            RC_TRY(be->ops->upload(be, m->w.alibi_slopes, c->n_heads, RC_F32, e->slopes_own));
-            e->w.alibi_slopes = e->slopes_own;
+    }
+    x.used = 0;
+    x.fill = true;
+    place_all(&x, &e->w);
+    rc_status s = RC_OK;
+    if (!host) { /* weights rounded to the dtype once, in one upload (a GPU backend then knows their dtype) */
+        if (total > 0)
+            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4, e->num.dt, e->w_arena);
+        free(x.arena);
+        RC_TRY(s);
+    }
+    /* the LM head: the embedding when tied (one copy), fp32 values under --upcast lm_head */
+    if (e->num.upcast & RC_UPCAST_LM_HEAD) {
+        if (lm_head_own_copy(&e->num, host)) {
+            float *tmp;
+            RC_TRY(rc_alloc_aligned((void **)&tmp, VH, sizeof *tmp, "LM head"));
+            rc_wt_convert(m->w.lm_head, 0, VH, RC_F32, RC_F32, tmp);
+            s = be->ops->alloc(be, VH, &e->lm_head_own);
+            if (s == RC_OK)
+                s = be->ops->upload(be, tmp, VH, RC_F32, e->lm_head_own);
+            free(tmp);
+            RC_TRY(s);
+            e->w.lm_head = rc_wt_f32(e->lm_head_own);
+        } else {
+            e->w.lm_head = m->w.lm_head; /* any stored dtype is exact in fp32 */
         }
-        e->w.layers = calloc((size_t)c->n_layers, sizeof *e->w.layers);
-        if (!e->w.layers)
-            return rc_errorf(RC_ERR_NOMEM, "out of memory");
-        for (int64_t l = 0; l < c->n_layers; l++) {
-            const rc_layer_weights *s = &m->w.layers[l];
-            rc_layer_weights *d = &e->w.layers[l];
-#define RELOC_LAYER_(f, rows, cols, present) d->f = reloc(s->f, A, B);
-            RC_LAYER_WEIGHT_FIELDS(RELOC_LAYER_)
-#undef RELOC_LAYER_
-        }
-        if (e->num.upcast & RC_UPCAST_LM_HEAD) {
-            int64_t n = c->vocab * c->hidden;
-            RC_TRY(be->ops->alloc(be, n, &e->lm_head_own));
-            RC_TRY(be->ops->upload(be, m->w.lm_head, n, RC_F32, e->lm_head_own));
-            e->w.lm_head = e->lm_head_own;
-        }
+    } else if (c->tie_embeddings) {
+        e->w.lm_head = e->w.embed;
+    } /* else placed with the rest */
+    e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
+    if (!host && c->rotary_dim > 0) {
+        RC_TRY(be->ops->alloc(be, c->rotary_dim / 2, &e->inv_freq_own));
+        RC_TRY(be->ops->upload(be, m->w.inv_freq, c->rotary_dim / 2, RC_F32, e->inv_freq_own));
+        e->w.inv_freq = e->inv_freq_own;
+    }
+    e->w.alibi_slopes = m->w.alibi_slopes; /* fp32 as the family computes them, never rounded */
+    if (!host && m->w.alibi_slopes) {
+        RC_TRY(be->ops->alloc(be, c->n_heads, &e->slopes_own));
+        RC_TRY(be->ops->upload(be, m->w.alibi_slopes, c->n_heads, RC_F32, e->slopes_own));
+        e->w.alibi_slopes = e->slopes_own;
     }
     if (c->norm_head) {
         /* Baichuan2's NormHead, in eval: the weight is replaced once by
@@ -168,37 +284,51 @@ static rc_status engine_weights(rc_engine *e)
          * --upcast lm_head) */
         const rc_dtype hd = (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt;
         float *own;
-        RC_TRY(be->ops->alloc(be, c->vocab * c->hidden, &own));
-        rc_status s = be->ops->normalize_rows(be, e->w.lm_head, c->vocab, c->hidden, 1e-12f, hd, own);
+        RC_TRY(be->ops->alloc(be, VH, &own));
+        s = be->ops->normalize_rows(be, e->w.lm_head, c->vocab, c->hidden, 1e-12f, hd, own);
         if (e->lm_head_own)
             be->ops->free(be, e->lm_head_own);
         e->lm_head_own = own;
-        e->w.lm_head = own;
+        e->w.lm_head = rc_wt_f32(own);
         RC_TRY(s);
     }
     return RC_OK;
 }
 
-rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, int64_t n_slots,
-                                 int64_t max_len, int64_t max_rows, rc_engine_mem *out)
+rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, rc_kernels kernels,
+                                 int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out)
 {
     const rc_config *c = &m->cfg;
-    *out = (rc_engine_mem){0, 0, 0, 0};
+    *out = (rc_engine_mem){0, 0, 0, 0, 0};
     engine_sizes z;
     bool ok = engine_sizes_for(c, n_slots, max_len, max_rows, &z);
-    int64_t w = weights_copied(num, host_memory) ? m->arena_len : 0, kv = 0, act = 0, t, total = 0;
-    if ((num->upcast & RC_UPCAST_LM_HEAD) && weights_copied(num, host_memory)) /* the fp32 head */
-        ok = ok && rc_mul_i64(c->vocab, c->hidden, &t) && rc_add_i64(w, t, &w);
+    /* the weights: place_all's plan (the model's storage dtypes are known
+     * without its data), plus the LM head's own copies */
+    rc_layer_weights *layers = calloc((size_t)c->n_layers, sizeof *layers);
+    if (!layers)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    rc_weights plan = {.layers = layers};
+    place_ctx x = {.m = m, .round_dt = num->dt, .host = host_memory, .fill = false, .kernels = kernels,
+                   .head = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings, .ok = true};
+    place_all(&x, &plan);
+    free(layers);
+    int64_t w = x.used, kv = 0, act = 0, t, total = 0, VH = 0;
+    ok = ok && x.ok && rc_mul_i64(c->vocab, c->hidden, &VH);
+    if (lm_head_own_copy(num, host_memory)) /* the fp32 head */
+        ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
+    if ((num->upcast & RC_UPCAST_LM_HEAD) && host_memory && m->w.lm_head.mapped) /* used in place */
+        ok = ok && rc_mul_i64(VH, rc_dtype_size(m->w.lm_head.dt), &t) && rc_add_i64(x.in_place, t, &x.in_place);
     if (c->norm_head) /* NormHead's normalised copy */
-        ok = ok && rc_mul_i64(c->vocab, c->hidden, &t) && rc_add_i64(w, t, &w);
-    ok = ok && rc_mul_i64(2, z.kv_n, &kv);
+        ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
+    ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
-    ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act); /* int64 indices: 2 floats each */
-    ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && total <= INT64_MAX / 4;
+    ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act) && /* int64 indices: 2 floats each */
+         rc_mul_i64(4, act, &act);
+    ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
-    *out = (rc_engine_mem){4 * w, 4 * kv, 4 * act, 4 * total};
+    *out = (rc_engine_mem){w, x.in_place, kv, act, total};
     return RC_OK;
 }
 
@@ -206,11 +336,11 @@ void rc_engine_free(rc_engine *e)
 {
     if (!e)
         return;
-    if (e->w_arena)
-        free(e->w.layers);
+    free(e->w.layers);
     free(e->ix);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits,
-                     e->kv.k, e->kv.v, e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
+                     e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
+                     e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             e->be->ops->free(e->be, bufs[i]);
@@ -245,7 +375,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
     e->logit_rows = z.logit_rows;
     e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
-                          .max_len = max_len, .head_dim = c->head_dim};
+                          .max_len = max_len, .head_dim = c->head_dim,
+                          .dt = engine_kv_dt(num, be->ops->host_memory)};
     const int64_t kv_n = z.kv_n;
     float **bufs[ENGINE_BUFS] = {&e->x, &e->h, &e->qkv, &e->att, &e->mlp_a, &e->mlp_b, &e->tmp, &e->logits};
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++) {
@@ -259,10 +390,16 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = rc_alloc_aligned((void **)&e->ix, z.ix_n, sizeof *e->ix, "engine index scratch");
     if (s == RC_OK)
         s = engine_weights(e);
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
     if (s == RC_OK)
-        s = be->ops->alloc(be, kv_n, &e->kv.k);
+        s = be->ops->alloc(be, kv_floats, &e->kv.k);
     if (s == RC_OK)
-        s = be->ops->alloc(be, kv_n, &e->kv.v);
+        s = be->ops->alloc(be, kv_floats, &e->kv.v);
+    if (s == RC_OK && e->kv.dt != RC_F32) { /* the same buffers, 2-byte elements */
+        e->kv.k16 = (uint16_t *)e->kv.k;
+        e->kv.v16 = (uint16_t *)e->kv.v;
+        e->kv.k = e->kv.v = NULL;
+    }
     if (s != RC_OK) {
         rc_engine_free(e);
         return s;
@@ -397,11 +534,11 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
 
     RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
     if (c->pos == RC_POS_LEARNED) { /* GPT-2: x = R(wte[token] + wpe[position]) */
-        RC_TRY(op->gather_rows(be, e->w.wpe, H, bd->pos, R, e->tmp));
+        RC_TRY(op->gather_rows(be, rc_wt_vec(e->w.wpe), H, bd->pos, R, e->tmp));
         RC_TRY(op->add(be, e->x, e->tmp, R * H, rr.residual, e->x));
     }
     if (c->embed_norm) { /* BLOOM's word_embeddings_layernorm */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, e->w.emb_ln_w, e->w.emb_ln_b, c->norm_eps, rr.norm, rr.norm,
+        RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(e->w.emb_ln_w), rc_wt_vec(e->w.emb_ln_b), c->norm_eps, rr.norm, rr.norm,
                         e->h));
         float *t = e->x; /* the normalised rows are the residual stream from here */
         e->x = e->h;
@@ -410,25 +547,25 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         /* attention block */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln1_w, L->ln1_b, c->norm_eps, rr.norm, rr.norm, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, L->b_qkv, in_norm, rr.linear, e->qkv));
+        RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, rr.norm, rr.norm, e->h));
+        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
         if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
             RC_TRY(op->clamp(be, e->qkv, R * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
         RC_TRY(op->rope(be, e->qkv, bd, &ap));
         RC_TRY(op->attention(be, e->qkv, bd, &ap, &e->kv, l, e->att));
-        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, L->b_o, in_att, rr.linear, e->tmp)); /* attn_out */
+        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear, e->tmp)); /* attn_out */
         /* MLP input: parallel residual reads x, sequential reads x + attn_out */
         if (!c->parallel_residual)
             RC_TRY(op->add(be, e->tmp, e->x, R * H, rr.residual, e->x)); /* x = attn_out + x */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, L->ln2_w, L->ln2_b, c->norm_eps, rr.norm, rr.norm, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, L->b_up, in_norm, rr.linear, e->mlp_a));
+        RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, rr.norm, rr.norm, e->h));
+        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
         if (c->gated_mlp) {
-            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, L->b_gate, in_norm, rr.linear, e->mlp_b));
+            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
             RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, R * I, rr.act, rr.act)); /* act(gate) * up */
-            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, L->b_down, in_act, rr.linear, e->h));
+            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear, e->h));
         } else {
             RC_TRY(op->act(be, c->act, e->mlp_a, R * I, rr.act));
-            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, L->b_down, in_act, rr.linear, e->h));
+            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear, e->h));
         }
         if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
             RC_TRY(op->add(be, e->h, e->tmp, R * H, rr.residual, e->h));
@@ -493,7 +630,7 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         int64_t n = n_out - i0 < e->logit_rows ? n_out - i0 : e->logit_rows;
         s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->tmp);
         if (s == RC_OK)
-            s = op->norm(e->be, c->norm, e->tmp, n, H, e->w.lnf_w, e->w.lnf_b, c->norm_eps, rr.norm,
+            s = op->norm(e->be, c->norm, e->tmp, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps, rr.norm,
                      rr.norm, e->h);
         if (s == RC_OK)
             s = op->matmul(e->be, e->h, n, H, e->w.lm_head, V, NULL,

@@ -37,9 +37,10 @@ typedef struct {
     const rc_model *model;
     rc_backend *be;
     rc_numerics num;
-    rc_weights w;        /* the weights this engine computes with (rounded to num.dt) */
-    float *w_arena;      /* owned copy when rounding was needed, else NULL */
-    float *lm_head_own;  /* owned fp32 LM head for --upcast lm_head, else NULL */
+    rc_weights w;        /* the weights this engine computes with (values rounded to num.dt; forward.c
+                          * plan_weight: GEMM weights in place or at the dtype's width, vectors fp32) */
+    float *w_arena;      /* the copies (backend memory; bytes, in floats), or NULL */
+    float *lm_head_own;  /* the LM head's own copy (fp32 under --upcast lm_head on a GPU, NormHead), or NULL */
     float *inv_freq_own; /* RoPE inv_freq in the backend's memory (GPU), else NULL */
     float *slopes_own;   /* ALiBi slopes in the backend's memory (GPU), else NULL */
     rc_kv_cache kv;
@@ -57,17 +58,18 @@ typedef struct {
  * up to max_rows packed rows per call, computing with numerics `num`. */
 rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
                            int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out);
-/* What rc_engine_create allocates for these arguments, in bytes (checked
- * arithmetic; RC_ERR_NOMEM when a size overflows): the rounded weight copy
- * (none for fp32 on the CPU, which computes on the model's own weights), the
- * fp32 LM head of --upcast lm_head, NormHead's copy, the KV cache and the
- * activations. The model's own weights (rc_model.arena_len floats) come on
- * top. */
+/* What an engine for these arguments holds, in bytes (checked arithmetic;
+ * RC_ERR_NOMEM when a size overflows): weights_copy, the weights it copies
+ * (rounded to the dtype, at its width; the fp32 LM head of --upcast lm_head
+ * on a GPU; NormHead's copy); weights_in_place, the model's weights in the
+ * mapped checkpoint it reads as they are; the KV cache; the activations;
+ * total = copies + KV cache + activations. The model's arena
+ * (rc_model.arena_bytes) comes on top. m may be loaded headers only. */
 typedef struct {
-    int64_t weights_copy, kv_cache, activations, total;
+    int64_t weights_copy, weights_in_place, kv_cache, activations, total;
 } rc_engine_mem;
-rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, int64_t n_slots,
-                                 int64_t max_len, int64_t max_rows, rc_engine_mem *out);
+rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, rc_kernels kernels,
+                                 int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out);
 
 /* fp32, no upcasts, temperature 1 */
 rc_numerics rc_numerics_fp32(void);

@@ -12,26 +12,35 @@
 
 #include "util.h"
 
-/* y[M, N] = x[M, K] . W[N, K]^T + bias */
-static void mm64(const double *x, int64_t M, int64_t K, const float *W, int64_t N, const float *bias, double *y)
+/* y[M, N] = x[M, K] . W[N, K]^T + bias (a weight row widened once per output column) */
+static rc_status mm64(const double *x, int64_t M, int64_t K, rc_wt W, int64_t N, rc_wt bias, double *y)
 {
-#pragma omp parallel for schedule(static) collapse(2)
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
+    double *rows;
+    const int64_t nt = omp_get_max_threads();
+    RC_TRY(rc_alloc_aligned((void **)&rows, nt * K, sizeof *rows, "fp64 reference"));
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        double *w = rows + (int64_t)omp_get_thread_num() * K;
+        for (int64_t k = 0; k < K; k++)
+            w[k] = (double)rc_wt_at(W, n * K + k);
+        const double bn = bias.p ? (double)rc_wt_at(bias, n) : 0.0;
+        for (int64_t m = 0; m < M; m++) {
             const double *a = x + m * K;
-            const float *w = W + n * K;
             double acc[4] = {0, 0, 0, 0};
             int64_t k = 0;
             for (; k + 4 <= K; k += 4)
                 for (int j = 0; j < 4; j++)
-                    acc[j] += a[k + j] * (double)w[k + j];
+                    acc[j] += a[k + j] * w[k + j];
             for (; k < K; k++)
-                acc[0] += a[k] * (double)w[k];
-            y[m * N + n] = (acc[0] + acc[1]) + (acc[2] + acc[3]) + (bias ? (double)bias[n] : 0.0);
+                acc[0] += a[k] * w[k];
+            y[m * N + n] = (acc[0] + acc[1]) + (acc[2] + acc[3]) + bn;
         }
+    }
+    free(rows);
+    return RC_OK;
 }
 
-static void norm64(const rc_config *c, const double *x, int64_t M, const float *w, const float *b, double *y)
+static void norm64(const rc_config *c, const double *x, int64_t M, rc_wt w, rc_wt b, double *y)
 {
     const int64_t H = c->hidden;
     for (int64_t r = 0; r < M; r++) {
@@ -47,14 +56,14 @@ static void norm64(const rc_config *c, const double *x, int64_t M, const float *
             var /= (double)H;
             double rstd = 1.0 / sqrt(var + c->norm_eps);
             for (int64_t i = 0; i < H; i++)
-                yr[i] = (xr[i] - mean) * rstd * (double)w[i] + (b ? (double)b[i] : 0.0);
+                yr[i] = (xr[i] - mean) * rstd * (double)rc_wt_at(w, i) + (b.p ? (double)rc_wt_at(b, i) : 0.0);
         } else {
             double ss = 0;
             for (int64_t i = 0; i < H; i++)
                 ss += xr[i] * xr[i];
             double rs = 1.0 / sqrt(ss / (double)H + c->norm_eps);
             for (int64_t i = 0; i < H; i++)
-                yr[i] = (double)w[i] * (xr[i] * rs);
+                yr[i] = (double)rc_wt_at(w, i) * (xr[i] * rs);
         }
     }
 }
@@ -122,7 +131,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     for (int64_t v = 0; v < V; v++) { /* NormHead: each LM-head row divided by its L2 norm */
         double ss = 0;
         for (int64_t i = 0; c->norm_head && i < H; i++)
-            ss += (double)w->lm_head[v * H + i] * (double)w->lm_head[v * H + i];
+            ss += (double)rc_wt_at(w->lm_head, v * H + i) * (double)rc_wt_at(w->lm_head, v * H + i);
         head_norm[v] = c->norm_head ? fmax(sqrt(ss), 1e-12) : 1.0;
     }
     for (int64_t r = 0; r < n; r++) {
@@ -136,8 +145,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             goto done;
         }
         for (int64_t i = 0; i < H; i++)
-            x[r * H + i] = (double)w->embed[(int64_t)tokens[r] * H + i] +
-                           (c->pos == RC_POS_LEARNED ? (double)w->wpe[r * H + i] : 0.0);
+            x[r * H + i] = (double)rc_wt_at(w->embed, (int64_t)tokens[r] * H + i) +
+                           (c->pos == RC_POS_LEARNED ? (double)rc_wt_at(w->wpe, r * H + i) : 0.0);
     }
     if (c->embed_norm) {
         norm64(c, x, n, w->emb_ln_w, w->emb_ln_b, h);
@@ -150,7 +159,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &w->layers[l];
         norm64(c, x, n, L->ln1_w, L->ln1_b, h);
-        mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv);
+        if ((s = mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv)) != RC_OK)
+            goto done;
         if (c->clip_qkv > 0)
             for (int64_t i = 0; i < n * qkv_w; i++)
                 qkv[i] = fmin(fmax(qkv[i], -c->clip_qkv), c->clip_qkv);
@@ -199,21 +209,26 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                 for (int64_t t = 0; t < d; t++)
                     o[t] /= sum;
             }
-        mm64(att, n, nh * d, L->w_o, H, L->b_o, t3); /* attn_out */
+        if ((s = mm64(att, n, nh * d, L->w_o, H, L->b_o, t3)) != RC_OK)
+            goto done; /* attn_out */
         if (!c->parallel_residual)
             for (int64_t i = 0; i < n * H; i++)
                 x[i] += t3[i];
         norm64(c, x, n, L->ln2_w, L->ln2_b, h);
-        mm64(h, n, H, L->w_up, I, L->b_up, t1);
+        if ((s = mm64(h, n, H, L->w_up, I, L->b_up, t1)) != RC_OK)
+            goto done;
         if (c->gated_mlp) {
-            mm64(h, n, H, L->w_gate, I, L->b_gate, t2);
+            if ((s = mm64(h, n, H, L->w_gate, I, L->b_gate, t2)) != RC_OK)
+                goto done;
             for (int64_t i = 0; i < n * I; i++)
                 t2[i] = act64(c->act, t2[i]) * t1[i];
-            mm64(t2, n, I, L->w_down, H, L->b_down, h);
+            if ((s = mm64(t2, n, I, L->w_down, H, L->b_down, h)) != RC_OK)
+                goto done;
         } else {
             for (int64_t i = 0; i < n * I; i++)
                 t1[i] = act64(c->act, t1[i]);
-            mm64(t1, n, I, L->w_down, H, L->b_down, h);
+            if ((s = mm64(t1, n, I, L->w_down, H, L->b_down, h)) != RC_OK)
+                goto done;
         }
         for (int64_t i = 0; i < n * H; i++)
             x[i] += c->parallel_residual ? h[i] + t3[i] : h[i];
@@ -224,7 +239,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             goto done;
         }
         norm64(c, x + rows[i] * H, 1, w->lnf_w, w->lnf_b, h);
-        mm64(h, 1, H, w->lm_head, V, NULL, logit);
+        if ((s = mm64(h, 1, H, w->lm_head, V, (rc_wt){0}, logit)) != RC_OK)
+            goto done;
         double mx = -INFINITY, sum = 0;
         for (int64_t v = 0; v < V; v++) {
             logit[v] = logit[v] / head_norm[v] / temperature;

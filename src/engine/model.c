@@ -1,4 +1,5 @@
-/* Model loading: config.json + safetensors -> fp32 weights in one arena. */
+/* Model loading: config.json + safetensors -> weights used in place from the
+ * mapped files, or copied into one arena where a family's layout needs it. */
 #include "model.h"
 
 #include <math.h>
@@ -7,21 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops_inline.h"
 #include "util.h"
 
-/* n floats more of the arena's capacity (counted even when dry) */
+/* n bytes more of the arena's capacity (counted even when dry) */
 static bool loader_reserve(rc_loader *ld, int64_t n)
 {
     if (n < 0 || ld->used > ld->cap - n)
         return false;
     ld->used += n;
     return true;
-}
-
-float *rc_loader_take(rc_loader *ld, int64_t n)
-{
-    const int64_t off = ld->used;
-    return !ld->dry && loader_reserve(ld, n) ? ld->arena + off : NULL;
 }
 
 const char *rc_loader_resolve(const rc_loader *ld, const char *const *prefixes, const char *name,
@@ -37,34 +33,89 @@ const char *rc_loader_resolve(const rc_loader *ld, const char *const *prefixes, 
     return buf;
 }
 
-static rc_status loader_get(rc_loader *ld, const char *name, int ndim, const int64_t *shape,
-                            float **out, bool optional)
+#define ARENA_ALIGN 64
+
+/* Weight `name` into *out: in place from the mapped file unless `copy`
+ * (a layout fix or a fused field needs it), the stored dtype is F64, or the
+ * data is not aligned to its element size; otherwise a copy in the arena, in
+ * as_dt (a fused field's dtype: the stored one or fp32) or, when as_dt < 0,
+ * the stored dtype (F64: fp32), 64-byte aligned unless `append` (it continues
+ * a fused field). *wdata: the arena copy, writable (NULL in place). Dry:
+ * checked and counted, no data. */
+static rc_status loader_get(rc_loader *ld, const char *name, int ndim, const int64_t *shape, bool copy,
+                            int as_dt, bool append, rc_wt *out, void **wdata)
 {
-    *out = NULL;
-    if (optional && !rc_st_find(ld->st, name))
-        return RC_OK;
-    int64_t n;
+    *out = (rc_wt){NULL, RC_F32, false};
+    *wdata = NULL;
+    int64_t n, bytes;
     if (!rc_numel(shape, ndim, &n))
         return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": expected size overflows", name);
+    const void *data;
+    int sdt;
+    bool aligned;
+    RC_TRY(rc_st_weight_view(ld->st, name, ndim, shape, false, &data, &sdt, &aligned));
+    const rc_dtype dt = as_dt >= 0 ? (rc_dtype)as_dt : sdt == RC_F64 ? RC_F32 : (rc_dtype)sdt;
+    if (dt != RC_F32 && (int)dt != sdt)
+        return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\": %s cannot be read as %s", name,
+                         rc_dtype_name((rc_dtype)sdt), rc_dtype_name(dt));
+    out->dt = dt;
+    if (!rc_mul_i64(n, rc_dtype_size(dt), &bytes))
+        return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": size overflows", name);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const bool in_place = !copy && as_dt < 0 && sdt != RC_F64 && aligned;
+#else
+    const bool in_place = false; /* the files are little-endian: converted by copying */
+#endif
+    if (in_place) {
+        out->mapped = true;
+        if (!rc_add_i64(ld->mapped, bytes, &ld->mapped))
+            return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": size overflows", name);
+        if (ld->dry)
+            return RC_OK;
+        RC_TRY(rc_st_weight_view(ld->st, name, ndim, shape, true, &data, &sdt, &aligned));
+        /* the scan touched every page: let them go until the forward pass
+         * (or an engine's copy) reads them */
+        rc_st_release(ld->st, data, (size_t)bytes);
+        out->p = data;
+        return RC_OK;
+    }
+    if (!append) { /* a tensor of its own starts aligned */
+        const int64_t pad = (ARENA_ALIGN - ld->used % ARENA_ALIGN) % ARENA_ALIGN;
+        if (!loader_reserve(ld, pad))
+            return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
+    }
     const int64_t off = ld->used;
-    if (!loader_reserve(ld, n))
+    if (!loader_reserve(ld, bytes))
         return rc_errorf(RC_ERR_INTERNAL, "weight arena too small at tensor \"%s\"", name);
-    if (ld->dry) /* headers only: the checks that need no data */
-        return rc_st_check_weight(ld->st, name, ndim, shape);
-    RC_TRY(rc_st_read_weight(ld->st, name, ndim, shape, ld->arena + off));
-    *out = ld->arena + off;
+    if (ld->dry)
+        return RC_OK;
+    RC_TRY(rc_st_read_weight_as(ld->st, name, ndim, shape, dt, ld->arena + off));
+    out->p = ld->arena + off;
+    *wdata = ld->arena + off;
     return RC_OK;
 }
 
-rc_status rc_loader_get(rc_loader *ld, const char *name, int ndim, const int64_t *shape, float **out)
+void rc_model_release(const rc_model *m, rc_wt w, int64_t n)
 {
-    return loader_get(ld, name, ndim, shape, out, false);
+    if (w.p && n > 0)
+        rc_st_release(m->st, w.p, (size_t)n * (size_t)rc_dtype_size(w.dt));
 }
 
-rc_status rc_loader_get_opt(rc_loader *ld, const char *name, int ndim, const int64_t *shape,
-                            float **out)
+void rc_wt_convert(rc_wt w, int64_t i0, int64_t n, rc_dtype round_dt, rc_dtype store_dt, void *dst)
 {
-    return loader_get(ld, name, ndim, shape, out, true);
+    if (store_dt == RC_F32) {
+        float *d = dst;
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++)
+            d[i] = rc_round_to(rc_wt_at(w, i0 + i), round_dt);
+    } else {
+        uint16_t *d = dst;
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++) {
+            const float v = rc_wt_at(w, i0 + i);
+            d[i] = store_dt == RC_BF16 ? rc_f32_to_bf16(v) : rc_f32_to_f16(v); /* RNE: rounds as rc_round_to */
+        }
+    }
 }
 
 int64_t rc_dim_value(const rc_config *c, rc_dim d)
@@ -108,8 +159,8 @@ typedef struct {
     rc_weight_cond present;
     size_t offset;
 } field_info;
-#define FIELD_INFO_MODEL_(f, r, c, p) {#f, r, c, p, offsetof(rc_weights, f)},
-#define FIELD_INFO_LAYER_(f, r, c, p) {#f, r, c, p, offsetof(rc_layer_weights, f)},
+#define FIELD_INFO_MODEL_(f, r, c, p, k) {#f, r, c, p, offsetof(rc_weights, f)},
+#define FIELD_INFO_LAYER_(f, r, c, p, k) {#f, r, c, p, offsetof(rc_layer_weights, f)},
 static const field_info k_model_fields[] = {RC_MODEL_WEIGHT_FIELDS(FIELD_INFO_MODEL_)};
 static const field_info k_layer_fields[] = {RC_LAYER_WEIGHT_FIELDS(FIELD_INFO_LAYER_)};
 
@@ -138,7 +189,39 @@ rc_status rc_weights_numel(const rc_config *c, int64_t *n)
     return RC_OK;
 }
 
-static float **field_ptr(void *base, const field_info *f) { return (float **)((char *)base + f->offset); }
+static rc_wt *field_ptr(void *base, const field_info *f) { return (rc_wt *)((char *)base + f->offset); }
+
+/* the next entry of the table that is read for c appends to t's field */
+static bool next_appends(const rc_config *c, const rc_tensor_spec *t)
+{
+    for (t++; t->name; t++)
+        if (rc_weight_cond_holds(c, t->when))
+            return t->append;
+    return false;
+}
+
+/* The dtype a fused field starting at entry t is copied in: the stored dtype
+ * its pieces share (F64: fp32), else fp32 (every piece widened exactly); -1
+ * when a piece is missing or not a float (the loader then reports it). */
+static int fused_dtype(const rc_loader *ld, const rc_arch *a, const rc_tensor_spec *t, const char *stem)
+{
+    const rc_config *c = ld->cfg;
+    int dt = -2;
+    for (const rc_tensor_spec *u = t; u->name; u++) {
+        if (!rc_weight_cond_holds(c, u->when))
+            continue;
+        if (u != t && !u->append)
+            break;
+        char nb[256], rb[256];
+        snprintf(nb, sizeof nb, "%s%s", stem, u->name);
+        const rc_st_tensor *x = rc_st_find(ld->st, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb));
+        if (!x || !(x->dtype == RC_F32 || x->dtype == RC_BF16 || x->dtype == RC_F16 || x->dtype == RC_F64))
+            return -1;
+        const int d = x->dtype == RC_F64 ? RC_F32 : x->dtype;
+        dt = dt == -2 || dt == d ? d : RC_F32;
+    }
+    return dt < 0 ? -1 : dt;
+}
 
 /* Read one table of tensors into `base` (an rc_weights or one rc_layer_weights). */
 static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spec *t, const field_info *fields,
@@ -147,6 +230,7 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
     const rc_config *c = ld->cfg;
     char nb[256], rb[256];
     int64_t prev_end = -1; /* arena offset where the previous tensor ended */
+    int fused_dt = -1;     /* the dtype of the fused field being read */
     for (; t->name; t++) {
         if (t->field < 0 || t->field >= nfields)
             return rc_errorf(RC_ERR_INTERNAL, "family %s: tensor table entry \"%s\" has no field", a->family,
@@ -157,20 +241,25 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         const char *name = rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb);
         int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
         int ndim = t->cols == RC_DIM_1 ? 1 : 2;
-        float *p;
+        rc_wt *dst = field_ptr(base, &fields[t->field]);
+        rc_wt w;
+        void *wdata;
         const int64_t start = ld->used;
-        RC_TRY(rc_loader_get(ld, name, ndim, (int64_t[]){rows, cols}, &p));
-        float **dst = field_ptr(base, &fields[t->field]);
+        const bool fused = t->append || next_appends(c, t);
+        if (fused && !t->append)
+            fused_dt = fused_dtype(ld, a, t, stem);
+        RC_TRY(loader_get(ld, name, ndim, (int64_t[]){rows, cols}, t->fix || fused, fused ? fused_dt : -1, t->append,
+                          &w, &wdata));
         if (t->append) {
-            if ((!*dst && !ld->dry) || start != prev_end)
+            if ((!dst->p && !ld->dry) || start != prev_end)
                 return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\" is not stored right after the rest of %s", name,
                                  fields[t->field].name);
         } else {
-            *dst = p;
+            *dst = w;
         }
         prev_end = ld->used;
         if (t->fix && !ld->dry)
-            RC_TRY(t->fix(c, p, rows, cols));
+            RC_TRY(t->fix(c, wdata, rc_dtype_size(w.dt), rows, cols));
     }
     return RC_OK;
 }
@@ -181,7 +270,7 @@ static rc_status check_fields(const rc_config *c, const char *family, const fiel
                               const char *where)
 {
     for (int i = 0; i < n; i++)
-        if (rc_weight_cond_holds(c, f[i].present) && !*field_ptr(base, &f[i]))
+        if (rc_weight_cond_holds(c, f[i].present) && !field_ptr(base, &f[i])->p)
             return rc_errorf(RC_ERR_INTERNAL, "family %s loads no tensor for weight %s%s", family, where,
                              f[i].name);
     return RC_OK;
@@ -298,10 +387,25 @@ void rc_model_free(rc_model *m)
 {
     if (!m)
         return;
+    rc_st_close(m->st);
     free(m->arena);
+    free(m->tables);
     free(m->w.layers);
     free(m->dir);
     free(m);
+}
+
+/* the stored dtype as the files name it: the family's embedding tensor's */
+static void stored_dtype(const rc_safetensors *st, const rc_config *c, char *out, size_t n)
+{
+    const char *ename = NULL, *embed = NULL;
+    for (const rc_tensor_spec *t = c->arch->model_tensors; t->name && !embed; t++)
+        if (t->field == RC_MW_embed)
+            embed = t->name;
+    for (int64_t i = 0; i < st->ntensors && !ename && embed; i++)
+        if (strstr(st->tensors[i].name, embed))
+            ename = st->tensors[i].dtype_name;
+    snprintf(out, n, "%s", ename ? ename : "?");
 }
 
 static rc_status model_load(const char *dir, bool dry, rc_model **out)
@@ -352,59 +456,55 @@ static rc_status model_load(const char *dir, bool dry, rc_model **out)
         goto fail;
     }
     m->n_params = in_files_float;
-    int64_t n_inv = c->rotary_dim / 2 + 1;
+    const int64_t n_inv = c->rotary_dim / 2 + 1;
     const int64_t n_slopes = c->pos == RC_POS_ALIBI ? c->n_heads : 0;
-    if (!dry) {
-        s = rc_alloc_aligned((void **)&m->arena, nw + n_inv + n_slopes, sizeof(float), "model weights");
-        if (s != RC_OK)
-            goto fail;
-    }
     s = rc_calloc((void **)&m->w.layers, c->n_layers, sizeof *m->w.layers, "layer table");
     if (s != RC_OK)
         goto fail;
-    rc_loader ld = {.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = nw + n_inv + n_slopes, .dry = dry};
+    /* first headers only: every tensor checked, the arena's size counted
+     * (at most the bytes of the tensors it copies, plus alignment) */
+    rc_loader ld = {.st = st, .cfg = c, .arena = NULL, .used = 0, .cap = INT64_MAX, .dry = true};
     s = load_weights(&ld, c->arch, &m->w);
     if (s != RC_OK) {
         rc_error_prefix(s, "%s", dir);
         goto fail;
     }
+    m->arena_bytes = ld.used;
+    m->mapped_bytes = ld.mapped;
+    stored_dtype(st, c, m->stored_dtype, sizeof m->stored_dtype);
     if (dry) {
-        free(m->w.layers);
-        m->w = (rc_weights){0};
-        m->arena_len = ld.used + n_inv + n_slopes;
-        goto stored;
+        /* the storage dtypes stay (inspect's plan of an engine's copies), no data */
+        rc_st_close(st);
+        st = NULL;
+        goto done;
     }
-    m->w.inv_freq = rc_loader_take(&ld, n_inv);
-    if (!m->w.inv_freq) {
-        s = rc_errorf(RC_ERR_INTERNAL, "weight arena too small for the RoPE table");
+    s = rc_alloc_aligned((void **)&m->arena, m->arena_bytes > 0 ? m->arena_bytes : 1, 1, "model weights");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&m->tables, n_inv + n_slopes, sizeof(float), "model tables");
+    if (s != RC_OK)
+        goto fail;
+    memset(m->w.layers, 0, (size_t)c->n_layers * sizeof *m->w.layers);
+    rc_layer_weights *layers = m->w.layers;
+    m->w = (rc_weights){.layers = layers};
+    ld = (rc_loader){.st = st, .cfg = c, .arena = m->arena, .used = 0, .cap = m->arena_bytes, .dry = false};
+    s = load_weights(&ld, c->arch, &m->w);
+    if (s != RC_OK) {
+        rc_error_prefix(s, "%s", dir);
         goto fail;
     }
+    m->st = st;
+    m->w.inv_freq = m->tables;
     rc_rope_inv_freq(c, m->w.inv_freq);
     if (n_slopes > 0) {
-        m->w.alibi_slopes = rc_loader_take(&ld, n_slopes);
-        if (!m->w.alibi_slopes) {
-            s = rc_errorf(RC_ERR_INTERNAL, "weight arena too small for the ALiBi slopes");
-            goto fail;
-        }
+        m->w.alibi_slopes = m->tables + n_inv;
         rc_alibi_slopes_compute(c, m->w.alibi_slopes, NULL);
     }
-    m->arena_len = ld.used;
-stored: /* stored dtype, from the files: the family's embedding tensor */
-    {
-        const char *ename = NULL, *embed = NULL;
-        for (const rc_tensor_spec *t = c->arch->model_tensors; t->name && !embed; t++)
-            if (t->field == RC_MW_embed)
-                embed = t->name;
-        for (int64_t i = 0; i < st->ntensors && !ename && embed; i++)
-            if (strstr(st->tensors[i].name, embed))
-                ename = st->tensors[i].dtype_name;
-        snprintf(m->stored_dtype, sizeof m->stored_dtype, "%s", ename ? ename : "?");
-    }
-    rc_st_close(st);
+done:
     *out = m;
     return RC_OK;
 fail:
-    rc_st_close(st);
+    if (m->st != st)
+        rc_st_close(st);
     rc_model_free(m);
     return s;
 }

@@ -1,5 +1,6 @@
 /* Model description (from config.json), weights (from safetensors) and the
- * architecture registry. Weights are held in fp32 on the host; the forward
+ * architecture registry. Weights are used as the checkpoint stores them
+ * (mapped, fp32 / bf16 / fp16) wherever a family needs no layout fix; the forward
  * pass (forward.c) is generic over the flags in rc_config. Each family file in
  * models/ declares, as data (rc_arch), its config keys, forward details and
  * tensor tables; the weight fields are the lists below
@@ -99,13 +100,16 @@ typedef struct {
     int n_eos;
 } rc_config;
 
-/* The weights, as data. One line per field: X(field, rows, cols, present):
- * the field's shape in the arena, [rows, cols] row-major as the forward pass
- * reads it (cols RC_DIM_1 for a vector), and when it has storage of its own.
- * These lists size the arena (rc_weights_numel), check what a family loaded
- * (model.c), relocate the rounded copy (forward.c) and generate the structs
- * below; the whole arena is rounded and uploaded in one call and freed as one
- * block. Adding a weight field is one line here. */
+/* The weights, as data. One line per field: X(field, rows, cols, present,
+ * kind): the field's shape, [rows, cols] row-major as the forward pass reads
+ * it (cols RC_DIM_1 for a vector), when it has storage of its own, and its
+ * kind: MAT, a GEMM operand or embedding table that an engine keeps in the
+ * dtype of its values (2 bytes in a bf16 / fp16 run, used in place from the
+ * model when the values need no rounding), or VEC, a small tensor (norms,
+ * biases, learned positions) that an engine always holds as fp32 arrays.
+ * These lists size the weights (rc_weights_numel), check what a family
+ * loaded (model.c), plan and make an engine's copies (forward.c) and
+ * generate the structs below. Adding a weight field is one line here. */
 typedef enum {
     RC_DIM_1,   /* 1 (a vector's second dim; a 1-D tensor in a table) */
     RC_DIM_H,   /* hidden */
@@ -134,36 +138,68 @@ typedef enum {
 
 /* Per-model weights (rc_weights). */
 #define RC_MODEL_WEIGHT_FIELDS(X)                                                                     \
-    X(embed, RC_DIM_V, RC_DIM_H, RC_ALWAYS)         /* [vocab, hidden] */                             \
-    X(wpe, RC_DIM_POS, RC_DIM_H, RC_IF_LEARNED_POS) /* [max_pos, hidden] learned positions, or NULL */  \
-    X(emb_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_EMBED_NORM)     /* [hidden] embedding LayerNorm, or NULL */ \
-    X(emb_ln_b, RC_DIM_H, RC_DIM_1, RC_IF_EMBED_NORM_BIAS)/* [hidden] or NULL */                    \
-    X(lnf_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)         /* [hidden] */                                    \
-    X(lnf_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)   /* [hidden], NULL for RMSNorm */                  \
-    X(lm_head, RC_DIM_V, RC_DIM_H, RC_IF_UNTIED)    /* [vocab, hidden]; aliases embed when tied */
+    X(embed, RC_DIM_V, RC_DIM_H, RC_ALWAYS, MAT)         /* [vocab, hidden] */                             \
+    X(wpe, RC_DIM_POS, RC_DIM_H, RC_IF_LEARNED_POS, VEC) /* [max_pos, hidden] learned positions, or NULL */  \
+    X(emb_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_EMBED_NORM, VEC)     /* [hidden] embedding LayerNorm, or NULL */ \
+    X(emb_ln_b, RC_DIM_H, RC_DIM_1, RC_IF_EMBED_NORM_BIAS, VEC)/* [hidden] or NULL */                    \
+    X(lnf_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)         /* [hidden] */                                    \
+    X(lnf_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)   /* [hidden], NULL for RMSNorm */                  \
+    X(lm_head, RC_DIM_V, RC_DIM_H, RC_IF_UNTIED, MAT)    /* [vocab, hidden]; aliases embed when tied */
 
 /* Per-layer weights (rc_layer_weights, one transformer block). Q, K and V are
  * stored fused for every family: all Q rows, then K, then V. */
 #define RC_LAYER_WEIGHT_FIELDS(X)                                                                     \
-    X(ln1_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)             /* [hidden] */                                \
-    X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)       /* [hidden], NULL for RMSNorm */              \
-    X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS)             /* [hidden] */                                \
-    X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS)       /* [hidden], NULL for RMSNorm */              \
-    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
-    X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
-    X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS)               /* [hidden, n_heads * head_dim] */            \
-    X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS)            /* [hidden] or NULL */                        \
-    X(w_up, RC_DIM_I, RC_DIM_H, RC_ALWAYS)              /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
-    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS)         /* [intermediate] or NULL */                  \
-    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_GATED)          /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
-    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_GATED_MLP_BIAS) /* [intermediate] or NULL */                  \
-    X(w_down, RC_DIM_H, RC_DIM_I, RC_ALWAYS)            /* [hidden, intermediate] */                  \
-    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS)       /* [hidden] or NULL */
+    X(ln1_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)             /* [hidden] */                                \
+    X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
+    X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)             /* [hidden] */                                \
+    X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
+    X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
+    X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
+    X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
+    X(w_up, RC_DIM_I, RC_DIM_H, RC_ALWAYS, MAT)              /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
+    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, VEC)         /* [intermediate] or NULL */                  \
+    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_GATED, MAT)          /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
+    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_GATED_MLP_BIAS, VEC) /* [intermediate] or NULL */                  \
+    X(w_down, RC_DIM_H, RC_DIM_I, RC_ALWAYS, MAT)            /* [hidden, intermediate] */                  \
+    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS, VEC)       /* [hidden] or NULL */
 
-#define RC_WEIGHT_PTR_(field, rows, cols, present) float *field;
-#define RC_WEIGHT_ONE_(field, rows, cols, present) +1
-#define RC_WEIGHT_ID_MODEL_(field, rows, cols, present) RC_MW_##field,
-#define RC_WEIGHT_ID_LAYER_(field, rows, cols, present) RC_LW_##field,
+/* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
+ * RC_F16); p NULL when the weight is absent. A model's weights point into the
+ * mapped checkpoint when they can be used as stored, else into the model's
+ * arena (a copy in the stored dtype, or fp32 for F64 files). */
+typedef struct {
+    const void *p;
+    rc_dtype dt;
+    bool mapped; /* p is in the mapped checkpoint (set by the loader, also when dry) */
+} rc_wt;
+
+typedef enum { RC_WK_MAT, RC_WK_VEC } rc_weight_kind;
+
+/* A VEC weight of an engine (always fp32) as a float array, NULL if absent. */
+static inline const float *rc_wt_vec(rc_wt w) { return (const float *)w.p; }
+static inline rc_wt rc_wt_f32(const float *p) { return (rc_wt){p, RC_F32, false}; }
+/* element i as fp32 (exact: every storage dtype converts exactly) */
+static inline float rc_wt_at(rc_wt w, int64_t i)
+{
+    const unsigned char *b = (const unsigned char *)w.p;
+    if (w.dt == RC_F32) {
+        float f;
+        memcpy(&f, b + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, b + 2 * i, 2);
+    return w.dt == RC_BF16 ? rc_bf16_to_f32(h) : rc_f16_to_f32(h);
+}
+/* n elements from element i0, converted to fp32 and rounded to round_dt,
+ * into dst stored as store_dt (RC_F32, or round_dt itself) */
+void rc_wt_convert(rc_wt w, int64_t i0, int64_t n, rc_dtype round_dt, rc_dtype store_dt, void *dst);
+
+#define RC_WEIGHT_PTR_(field, rows, cols, present, kind) rc_wt field;
+#define RC_WEIGHT_ONE_(field, rows, cols, present, kind) +1
+#define RC_WEIGHT_ID_MODEL_(field, rows, cols, present, kind) RC_MW_##field,
+#define RC_WEIGHT_ID_LAYER_(field, rows, cols, present, kind) RC_LW_##field,
 
 typedef struct {
     RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
@@ -187,9 +223,9 @@ typedef enum { RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ID_LAYER_) RC_N_LAYER_WEIGHTS } 
 #else
 #define RC_STATIC_ASSERT _Static_assert
 #endif
-RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(float *) == sizeof(rc_layer_weights),
+RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) == sizeof(rc_layer_weights),
                  "rc_layer_weights has a field outside RC_LAYER_WEIGHT_FIELDS");
-RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(float *) + sizeof(rc_layer_weights *) +
+RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) + sizeof(rc_layer_weights *) +
                          2 * sizeof(float *) ==
                      sizeof(rc_weights),
                  "rc_weights has a field outside RC_MODEL_WEIGHT_FIELDS");
@@ -201,28 +237,29 @@ typedef struct {
     char *dir;
     rc_config cfg;
     rc_weights w;
-    float *arena;          /* all weight storage */
-    int64_t arena_len;     /* floats */
-    int64_t n_params;      /* elements of floating tensors in the checkpoint */
-    char stored_dtype[16]; /* dtype of the embedding tensor in the files */
+    rc_safetensors *st;     /* the mapped checkpoint, open while weights point into it (NULL when dry) */
+    unsigned char *arena;   /* weights that cannot be used as stored (layout fixes, fused pieces, F64) */
+    int64_t arena_bytes;    /* its size */
+    int64_t mapped_bytes;   /* weight bytes used in place from the mapped files */
+    float *tables;          /* inv_freq and the ALiBi slopes */
+    int64_t n_params;       /* elements of floating tensors in the checkpoint */
+    char stored_dtype[16];  /* dtype of the embedding tensor in the files */
 } rc_model;
 
-/* Weight-loading context handed to the family loaders. */
+/* Weight-loading context (model.c). */
 typedef struct {
     const rc_safetensors *st;
     const rc_config *cfg;
-    float *arena;         /* NULL when dry */
-    int64_t used, cap;
-    bool dry;             /* headers only: tensors checked and counted, nothing read (fields stay NULL) */
+    unsigned char *arena; /* NULL when dry */
+    int64_t used, cap;    /* arena bytes */
+    int64_t mapped;       /* bytes used in place */
+    bool dry;             /* headers only: tensors checked and counted, nothing read (no field has data) */
 } rc_loader;
 
-/* Take n floats from the arena. */
-float *rc_loader_take(rc_loader *ld, int64_t n);
-/* Load tensor `name` with the given shape into fresh arena storage. */
-rc_status rc_loader_get(rc_loader *ld, const char *name, int ndim, const int64_t *shape, float **out);
-/* Like rc_loader_get, but a missing tensor gives *out = NULL and RC_OK. */
-rc_status rc_loader_get_opt(rc_loader *ld, const char *name, int ndim, const int64_t *shape,
-                            float **out);
+/* Drop the pages of weight w (n elements) from memory when it lies in the
+ * mapped checkpoint (they are read again from the file if used); nothing
+ * for arena storage. */
+void rc_model_release(const rc_model *m, rc_wt w, int64_t n);
 /* Find `name` with or without a prefix ("" / "model." / "gpt_neox." ...). */
 const char *rc_loader_resolve(const rc_loader *ld, const char *const *prefixes, const char *name,
                               char *buf, size_t n);
@@ -249,9 +286,10 @@ typedef struct {
     rc_weight_cond when;/* read when this holds, else the field stays NULL */
     bool append;        /* stored right after the previous entry: together they fill the
                          * field (Llama's q_proj, k_proj, v_proj make w_qkv) */
-    /* in place after reading (models/common.h), or NULL: per-head QKV
-     * de-interleave, Conv1D transpose (the field then has shape [cols, rows]) */
-    rc_status (*fix)(const rc_config *cfg, float *data, int64_t rows, int64_t cols);
+    /* in place after reading into the arena (models/common.h), or NULL:
+     * per-head QKV de-interleave, Conv1D transpose (the field then has shape
+     * [cols, rows]); elements of elem_size bytes (any storage dtype) */
+    rc_status (*fix)(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols);
 } rc_tensor_spec;
 
 /* How the forward pass runs this family: the defaults written into rc_config
@@ -280,7 +318,7 @@ struct rc_arch {
     rc_status (*parse_config)(const json_t *root, const char *path, rc_config *cfg);
 };
 
-/* model.c: floats the weight fields take for cfg (checked arithmetic). */
+/* model.c: elements the weight fields take for cfg (checked arithmetic). */
 rc_status rc_weights_numel(const rc_config *cfg, int64_t *n);
 int64_t rc_dim_value(const rc_config *cfg, rc_dim d);
 bool rc_weight_cond_holds(const rc_config *cfg, rc_weight_cond w);
@@ -315,8 +353,9 @@ rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const cha
 rc_status rc_model_load(const char *dir, rc_model **out);
 /* rc_model_load without reading a weight: config.json and the safetensors
  * headers, every tensor the family needs checked for presence, shape and a
- * float dtype, arena_len, n_params and stored_dtype set; no arena (every
- * weight field NULL). What `inspect` needs, in a few MB for any model size. */
+ * float dtype, arena_bytes, mapped_bytes, n_params and stored_dtype set and
+ * each present weight's storage dtype (rc_wt.dt), but no data (every p
+ * NULL). What `inspect` needs, in a few MB for any model size. */
 rc_status rc_model_load_headers(const char *dir, rc_model **out);
 void rc_model_free(rc_model *m);
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */

@@ -823,27 +823,6 @@ rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
     return convert_f32(st, t, n, dst, NULL, NULL);
 }
 
-rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim,
-                            const int64_t *shape, float *dst)
-{
-    const rc_st_tensor *t;
-    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
-    int64_t n, bad = 0, first = -1;
-    rc_numel(t->shape, t->ndim, &n);
-    RC_TRY(convert_f32(st, t, n, dst, &bad, &first));
-    if (bad) {
-        char sh[128];
-        return rc_errorf(RC_ERR_FORMAT,
-                         "%s: tensor \"%s\" (%s %s) has %lld non-finite values (NaN or Inf%s) of %lld, the "
-                         "first at element %lld",
-                         rc_st_path_of(st, t), name, t->dtype_name,
-                         rc_st_shape_str(sh, sizeof sh, t->ndim, t->shape), (long long)bad,
-                         t->dtype == RC_F64 ? ", or beyond the fp32 range" : "", (long long)n,
-                         (long long)first);
-    }
-    return RC_OK;
-}
-
 rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape)
 {
     const rc_st_tensor *t;
@@ -855,6 +834,124 @@ rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndi
                          rc_st_shape_str(got, sizeof got, t->ndim, t->shape));
     }
     return RC_OK;
+}
+
+/* Count the non-finite values of n stored elements (F32, BF16, F16 bits;
+ * possibly unaligned): a max over the magnitude bits first (vectorizes),
+ * counting only when it says there is one. */
+static void scan_finite(const unsigned char *p, int dtype, int64_t n, int64_t *n_bad, int64_t *first_bad)
+{
+    *n_bad = 0;
+    *first_bad = -1;
+    uint32_t mx = 0, lim;
+    if (dtype == RC_F32) {
+        lim = 0x7F800000u;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * i, 4);
+            u &= 0x7FFFFFFFu;
+            mx = u > mx ? u : mx;
+        }
+    } else {
+        lim = dtype == RC_BF16 ? 0x7F80u : 0x7C00u;
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            uint32_t u = h & 0x7FFFu;
+            mx = u > mx ? u : mx;
+        }
+    }
+    if (mx < lim)
+        return;
+    const int es = dtype == RC_F32 ? 4 : 2;
+    const uint32_t mag = es == 4 ? 0x7FFFFFFFu : 0x7FFFu;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        uint32_t u;
+        if (es == 4) {
+            memcpy(&u, p + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            u = h;
+        }
+        if ((u & mag) >= lim) {
+            ++*n_bad;
+            *first_bad = i;
+        }
+    }
+}
+
+static rc_status bad_values(const rc_safetensors *st, const rc_st_tensor *t, int64_t n, int64_t bad,
+                            int64_t first)
+{
+    char sh[128];
+    return rc_errorf(RC_ERR_FORMAT,
+                     "%s: tensor \"%s\" (%s %s) has %lld non-finite values (NaN or Inf%s) of %lld, the "
+                     "first at element %lld",
+                     rc_st_path_of(st, t), t->name, t->dtype_name, rc_st_shape_str(sh, sizeof sh, t->ndim, t->shape),
+                     (long long)bad, t->dtype == RC_F64 ? ", or beyond the fp32 range" : "", (long long)n,
+                     (long long)first);
+}
+
+rc_status rc_st_weight_view(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape,
+                            bool scan, const void **data, int *dtype, bool *aligned)
+{
+    const rc_st_tensor *t;
+    RC_TRY(rc_st_check_weight(st, name, ndim, shape));
+    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
+    const int es = rc_dtype_size((rc_dtype)t->dtype);
+    *data = t->data;
+    *dtype = t->dtype;
+    *aligned = ((uintptr_t)t->data % (uintptr_t)es) == 0;
+    if (scan && t->dtype != RC_F64) {
+        int64_t n, bad, first;
+        rc_numel(t->shape, t->ndim, &n);
+        scan_finite(t->data, t->dtype, n, &bad, &first);
+        if (bad)
+            return bad_values(st, t, n, bad, first);
+    }
+    return RC_OK;
+}
+
+rc_status rc_st_read_weight_as(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape,
+                               rc_dtype dt, void *dst)
+{
+    const rc_st_tensor *t;
+    RC_TRY(rc_st_check_weight(st, name, ndim, shape));
+    RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
+    int64_t n, bad = 0, first = -1;
+    rc_numel(t->shape, t->ndim, &n);
+    if (dt == RC_F32) {
+        RC_TRY(convert_f32(st, t, n, dst, &bad, &first));
+    } else if ((int)dt == t->dtype && (dt == RC_BF16 || dt == RC_F16)) {
+        memcpy(dst, t->data, (size_t)n * 2);
+        scan_finite(dst, t->dtype, n, &bad, &first);
+    } else {
+        return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\": cannot read %s as %s", name, t->dtype_name,
+                         rc_dtype_name(dt));
+    }
+    return bad ? bad_values(st, t, n, bad, first) : RC_OK;
+}
+
+rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim,
+                            const int64_t *shape, float *dst)
+{
+    return rc_st_read_weight_as(st, name, ndim, shape, RC_F32, dst);
+}
+
+void rc_st_release(const rc_safetensors *st, const void *p, size_t n)
+{
+    const uintptr_t a = (uintptr_t)p;
+    for (int i = 0; st && i < st->nfiles; i++) {
+        const uintptr_t m0 = (uintptr_t)st->files[i].map, m1 = m0 + st->files[i].size;
+        if (!st->files[i].map || a < m0 || a + n > m1)
+            continue;
+        const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        const uintptr_t lo = (a + pg - 1) / pg * pg, hi = (a + n) / pg * pg; /* whole pages inside */
+        if (hi > lo) /* a read-only private file map: the pages are dropped and read again on use */
+            (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
 }
 
 rc_status rc_st_read_i32(const rc_safetensors *st, const char *name, int ndim,

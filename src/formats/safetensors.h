@@ -8,6 +8,7 @@
 #ifndef RC_SAFETENSORS_H
 #define RC_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,9 +72,23 @@ rc_status rc_st_read_f32(const rc_safetensors *st, const char *name, int ndim,
  * and the first index) when there are any. */
 rc_status rc_st_read_weight(const rc_safetensors *st, const char *name, int ndim,
                             const int64_t *shape, float *dst);
+/* rc_st_read_weight into dst as dt: RC_F32 (any float dtype converted), or
+ * the stored dtype itself when it is BF16 or F16 (the bytes copied). */
+rc_status rc_st_read_weight_as(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape,
+                               rc_dtype dt, void *dst);
 /* The checks of rc_st_read_weight that need no data: present, shape, a
  * float dtype (the values are not read, so non-finite ones are not found). */
 rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape);
+/* Weight `name` as stored, without a copy: the checks of rc_st_check_weight
+ * and, with scan, those of rc_st_read_weight on the stored values (not for
+ * F64); *data: the mapped bytes, *dtype: the stored rc_dtype, *aligned: the
+ * data is aligned to its element size (usable as an array in place). */
+rc_status rc_st_weight_view(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape,
+                            bool scan, const void **data, int *dtype, bool *aligned);
+/* Drop the mapped pages wholly inside [p, p + n) from memory when the range
+ * lies in one of st's files (they are read from the file again on use);
+ * nothing otherwise. */
+void rc_st_release(const rc_safetensors *st, const void *p, size_t n);
 /* Same for integer / f64 reference data (I32 -> int32, F64 -> double). */
 rc_status rc_st_read_i32(const rc_safetensors *st, const char *name, int ndim,
                          const int64_t *shape, int32_t *dst);

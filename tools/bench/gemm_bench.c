@@ -1,7 +1,10 @@
 /* gemm_bench: ratiocheck's CPU GEMM (each kernel strategy) against OpenBLAS
  * sgemm at the same shapes, in one process, interleaved (A, B, A, B).
  *
- *   gemm_bench [--threads N] [--min-time S] M:K:N ...
+ *   gemm_bench [--threads N] [--min-time S] [--bf16] M:K:N ...
+ *
+ * --bf16: ratiocheck's weights stored as bf16 (2 bytes, as a bf16 engine
+ * holds them; values rounded to bf16 for both sides, sgemm reads fp32).
  *
  * Prints one line per shape and strategy: median GFLOP/s of ratiocheck's
  * matmul (Y[M,N] = X[M,K] W[N,K]^T, fp32 output) and of cblas_sgemm, and
@@ -31,7 +34,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int threads = 0;
+    int threads = 0, bf16 = 0;
     double min_time = 0.5;
     int i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
@@ -39,13 +42,15 @@ int main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--min-time") == 0 && i + 1 < argc)
             min_time = atof(argv[++i]);
+        else if (strcmp(argv[i], "--bf16") == 0)
+            bf16 = 1;
         else {
-            fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] M:K:N ...\n");
+            fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] [--bf16] M:K:N ...\n");
             return 2;
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] M:K:N ...\n");
+        fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] [--bf16] M:K:N ...\n");
         return 2;
     }
     if (threads > 0)
@@ -74,6 +79,20 @@ int main(int argc, char **argv)
             x[j] = (float)((j * 7919) % 1000) / 1000.0f - 0.5f;
         for (long long j = 0; j < K * N; j++)
             W[j] = (float)((j * 104729) % 1000) / 1000.0f - 0.5f;
+        rc_wt w = rc_wt_f32(W);
+        uint16_t *W16 = NULL;
+        if (bf16) {
+            W16 = malloc(sizeof(uint16_t) * K * N);
+            if (!W16) {
+                fprintf(stderr, "gemm_bench: out of memory for %s\n", argv[i]);
+                return 1;
+            }
+            for (long long j = 0; j < K * N; j++) {
+                W16[j] = rc_f32_to_bf16(W[j]);
+                W[j] = rc_bf16_to_f32(W16[j]);
+            }
+            w = (rc_wt){W16, RC_BF16, false};
+        }
         const double flop = 2.0 * (double)M * (double)K * (double)N;
         for (int k = 0; k < 2; k++) {
             double t_rc[64], t_bl[64];
@@ -81,7 +100,7 @@ int main(int argc, char **argv)
             double spent = 0;
             while (n < 64 && (spent < 2 * min_time || n < 3)) {
                 double t0 = now();
-                if (be[k]->ops->matmul(be[k], x, M, K, W, N, NULL, RC_F32, RC_F32, y) != RC_OK) {
+                if (be[k]->ops->matmul(be[k], x, M, K, w, N, NULL, RC_F32, RC_F32, y) != RC_OK) {
                     fprintf(stderr, "gemm_bench: %s\n", rc_last_error());
                     return 1;
                 }
@@ -102,6 +121,7 @@ int main(int argc, char **argv)
         }
         free(x);
         free(W);
+        free(W16);
         free(y);
     }
     rc_backend_destroy(be[0]);
