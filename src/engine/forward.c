@@ -78,14 +78,30 @@ const char *rc_upcast_str(unsigned upcast, char *buf, size_t n)
  * rc_engine_mem_estimate: the activation buffers in the order of
  * ENGINE_BUFS (rows x columns each), the logit rows per chunk, the floats of
  * one of K and V. false when a size overflows. */
-enum { ENGINE_BUFS = 8 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits */
+enum { ENGINE_BUFS = 9 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits, mlp_c */
+
+/* The MLP runs over row chunks of MLP_CHUNK_ROWS (the last one merged into
+ * the one before when it would have 256 rows or fewer), so that its
+ * [rows, intermediate] buffers do not grow with the re-score's rows. Every
+ * chunk of a call with more than MLP_CHUNK_ROWS rows has more than 256 rows:
+ * the GEMMs' M class (rco_gemm_order_for) and so every result are those of
+ * one GEMM over all rows. Engine and invariant kernels only: OpenBLAS's
+ * order is its own (blas keeps one MLP call). */
+#define MLP_CHUNK_ROWS 1024
+#define MLP_CHUNK_MERGE 256 /* a remainder this small joins the chunk before */
+
+static int64_t mlp_rows_for(int64_t max_rows, rc_kernels k)
+{
+    const int64_t cap = MLP_CHUNK_ROWS + MLP_CHUNK_MERGE;
+    return k == RC_KERNELS_BLAS || max_rows <= cap ? max_rows : cap;
+}
 typedef struct {
     int64_t dims[ENGINE_BUFS][2];
     int64_t logit_rows, kv_n;
     int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 6 arrays of max_rows */
 } engine_sizes;
 
-static bool engine_sizes_for(const rc_config *c, int64_t n_slots, int64_t max_len, int64_t max_rows,
+static bool engine_sizes_for(const rc_config *c, rc_kernels k, int64_t n_slots, int64_t max_len, int64_t max_rows,
                              engine_sizes *z)
 {
     const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate;
@@ -95,9 +111,10 @@ static bool engine_sizes_for(const rc_config *c, int64_t n_slots, int64_t max_le
         z->logit_rows = 1;
     if (z->logit_rows > max_rows)
         z->logit_rows = max_rows;
-    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H},     {max_rows, H}, {max_rows, qkv_w},
-                                          {max_rows, c->n_heads * d}, {max_rows, I}, {max_rows, I},
-                                          {max_rows, H},     {z->logit_rows, c->vocab}};
+    const int64_t mr = mlp_rows_for(max_rows, k);
+    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {max_rows, H},        {max_rows, qkv_w},
+                                          {max_rows, c->n_heads * d}, {mr, I}, {mr, I},
+                                          {max_rows, H}, {z->logit_rows, c->vocab}, {mr, H}};
     memcpy(z->dims, dims, sizeof dims);
     if (!rc_mul_i64(6, max_rows, &z->ix_n))
         return false;
@@ -301,7 +318,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     const rc_config *c = &m->cfg;
     *out = (rc_engine_mem){0, 0, 0, 0, 0};
     engine_sizes z;
-    bool ok = engine_sizes_for(c, n_slots, max_len, max_rows, &z);
+    bool ok = engine_sizes_for(c, kernels, n_slots, max_len, max_rows, &z);
     /* the weights: place_all's plan (the model's storage dtypes are known
      * without its data), plus the LM head's own copies */
     rc_layer_weights *layers = calloc((size_t)c->n_layers, sizeof *layers);
@@ -338,7 +355,7 @@ void rc_engine_free(rc_engine *e)
         return;
     free(e->w.layers);
     free(e->ix);
-    float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits,
+    float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -371,14 +388,16 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     }
     engine_sizes z;
     rc_status s = RC_OK;
-    if (!engine_sizes_for(c, n_slots, max_len, max_rows, &z))
+    if (!engine_sizes_for(c, be->kernels, n_slots, max_len, max_rows, &z))
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
     e->logit_rows = z.logit_rows;
     e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
                           .max_len = max_len, .head_dim = c->head_dim,
                           .dt = engine_kv_dt(num, be->ops->host_memory)};
     const int64_t kv_n = z.kv_n;
-    float **bufs[ENGINE_BUFS] = {&e->x, &e->h, &e->qkv, &e->att, &e->mlp_a, &e->mlp_b, &e->tmp, &e->logits};
+    float **bufs[ENGINE_BUFS] = {&e->x,     &e->h,   &e->qkv,    &e->att,  &e->mlp_a,
+                                 &e->mlp_b, &e->tmp, &e->logits, &e->mlp_c};
+    e->mlp_rows = z.dims[4][0];
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++) {
         int64_t n;
         if (!rc_mul_i64(z.dims[i][0], z.dims[i][1], &n))
@@ -558,20 +577,29 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         if (!c->parallel_residual)
             RC_TRY(op->add(be, e->tmp, e->x, R * H, rr.residual, e->x)); /* x = attn_out + x */
         RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, rr.norm, rr.norm, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
-        if (c->gated_mlp) {
-            RC_TRY(op->matmul(be, e->h, R, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
-            RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, R * I, rr.act, rr.act)); /* act(gate) * up */
-            RC_TRY(op->matmul(be, e->mlp_b, R, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear, e->h));
-        } else {
-            RC_TRY(op->act(be, c->act, e->mlp_a, R * I, rr.act));
-            RC_TRY(op->matmul(be, e->mlp_a, R, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear, e->h));
-        }
-        if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
-            RC_TRY(op->add(be, e->h, e->tmp, R * H, rr.residual, e->h));
-            RC_TRY(op->add(be, e->h, e->x, R * H, rr.residual, e->x));
-        } else {
-            RC_TRY(op->add(be, e->h, e->x, R * H, rr.residual, e->x)); /* mlp_out + x */
+        /* the MLP, over row chunks (mlp_rows_for) */
+        for (int64_t r0 = 0; r0 < R;) {
+            int64_t n = R - r0 <= e->mlp_rows ? R - r0 : MLP_CHUNK_ROWS;
+            const float *hc = e->h + r0 * H;
+            float *xc = e->x + r0 * H;
+            RC_TRY(op->matmul(be, hc, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
+            if (c->gated_mlp) {
+                RC_TRY(op->matmul(be, hc, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
+                RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
+                RC_TRY(op->matmul(be, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear,
+                                  e->mlp_c));
+            } else {
+                RC_TRY(op->act(be, c->act, e->mlp_a, n * I, rr.act));
+                RC_TRY(op->matmul(be, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear,
+                                  e->mlp_c));
+            }
+            if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
+                RC_TRY(op->add(be, e->mlp_c, e->tmp + r0 * H, n * H, rr.residual, e->mlp_c));
+                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
+            } else {
+                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
+            }
+            r0 += n;
         }
     }
     return RC_OK;

@@ -47,6 +47,8 @@ typedef struct {
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
+    float *mlp_c;       /* the MLP's output rows of one chunk */
+    int64_t mlp_rows;   /* rows of mlp_a, mlp_b, mlp_c: the MLP runs in chunks of at most this many */
     int64_t logit_rows; /* rows of logits computed per chunk */
     /* host index scratch of a step, allocated once: row0 [max_rows] (a step
      * has at most one sequence per row), pos and seq_of_row [max_rows], and
