@@ -740,7 +740,15 @@ rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **
     if (n_threads <= 0)
         n_threads = omp_get_num_procs();
     omp_set_num_threads(n_threads);
-    openblas_set_num_threads(n_threads);
+    /* OpenBLAS single-threaded: its pthreads spin against OpenMP's workers
+     * on the same cores (the bundled check's blas run took 4.5 s with them,
+     * 2.9 s without; decode steps were 5x slower; with threads only for
+     * GEMMs of 64 rows or more, 3.1 s). Threads split OpenBLAS's blocks,
+     * never an output's K order: the results are the same (checked on the
+     * bundled check and four fixtures). Splitting the columns over OpenMP
+     * instead is faster (2.1 s) but changes results: narrower calls take
+     * OpenBLAS's small-matrix kernels, whose order differs. */
+    openblas_set_num_threads(1);
     be->ops = &k_cpu_ops;
     be->n_threads = n_threads;
     be->kernels = kernels;
