@@ -1,5 +1,8 @@
 /* The CUDA side as seen from C (kernels/). Built only with the meson `cuda`
- * feature; otherwise src/engine/cuda_stub.c answers that CUDA is not compiled in. */
+ * feature; otherwise src/engine/cuda_stub.c answers that CUDA is not compiled
+ * in. The executable reaches the kernels through src/engine/cuda_loader.c,
+ * which opens them as a module (kernels/libratiocheck_cuda.so) on first use;
+ * tests and tools link them directly. */
 #ifndef RC_CUDA_H
 #define RC_CUDA_H
 

@@ -66,7 +66,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     timeout 300 meson setup "$BUILD" -Dcuda=enabled -Dbuildtype=release >"$OUTDIR/meson-setup.txt" 2>&1 ||
         { tail -30 "$OUTDIR/meson-setup.txt"; exit 1; }
 fi
-timeout 300 ninja -C "$BUILD" src/ratiocheck tests/test_cuda >"$OUTDIR/ninja.txt" 2>&1 ||
+timeout 300 ninja -C "$BUILD" src/ratiocheck kernels/libratiocheck_cuda.so tests/test_cuda >"$OUTDIR/ninja.txt" 2>&1 ||
     { tail -40 "$OUTDIR/ninja.txt"; exit 1; }
 RC=$BUILD/src/ratiocheck
 # the CUDA runtime and cuBLAS at run time: the toolkit's own folders when the
