@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rc_build_config.h"
 #include "rc_cuda.h"
 #include "testutil.h"
 
@@ -365,6 +366,26 @@ START_TEST(test_run_bad_options)
     snprintf(args, sizeof args, "%s --out none --backend auto --json", g_common);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, have_gpu ? "\"backend\": \"cuda\"" : "\"backend\": \"cpu\", \"device\": \"\""));
+#if RC_HAVE_CUDA
+    /* the CUDA module opens when a driver library is there: a stand-in
+     * (tests/cuda_shim/fake_libcuda.c) makes the module's own probe answer */
+    if (!have_gpu) {
+        const char *old = getenv("LD_LIBRARY_PATH");
+        char *saved = old ? strdup(old) : NULL;
+        setenv("LD_LIBRARY_PATH", RC_TEST_BUILD_DIR "/tests", 1);
+        snprintf(args, sizeof args, "%s --out none --backend cuda", g_common);
+        int code = run(args);
+        if (saved) {
+            setenv("LD_LIBRARY_PATH", saved, 1);
+            free(saved);
+        } else {
+            unsetenv("LD_LIBRARY_PATH");
+        }
+        ck_assert_int_eq(code, 8);
+        ck_assert_msg(strstr(g_err, "older than the CUDA") != NULL, "the module's probe did not answer: %s", g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+#endif
     /* blas is OpenBLAS: never on the GPU */
     snprintf(args, sizeof args, "%s --out none --backend cuda --kernels blas", g_common);
     ck_assert_int_eq(run(args), have_gpu ? 2 : 8);

@@ -58,12 +58,15 @@ static rc_status load_module(void)
         void *h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *e = dlerror();
-            snprintf(why, sizeof why, "%s", e ? e : paths[i]);
+            snprintf(why, sizeof why, "%.500s", e ? e : paths[i]);
             break; /* found but unusable (a CUDA library missing): say so */
         }
-        g_mod.probe = (probe_fn)dlsym(h, "rc_cuda_probe");
-        g_mod.create = (create_fn)dlsym(h, "rc_backend_cuda_create");
-        g_mod.error = (error_fn)dlsym(h, "rc_cuda_error_for_test");
+        /* POSIX's way from dlsym's object pointer to a function pointer */
+        void *p = dlsym(h, "rc_cuda_probe"), *c = dlsym(h, "rc_backend_cuda_create"),
+             *e = dlsym(h, "rc_cuda_error_for_test");
+        memcpy(&g_mod.probe, &p, sizeof p);
+        memcpy(&g_mod.create, &c, sizeof c);
+        memcpy(&g_mod.error, &e, sizeof e);
         if (!g_mod.probe || !g_mod.create || !g_mod.error) {
             dlclose(h);
             memset(&g_mod, 0, sizeof g_mod);
