@@ -331,12 +331,22 @@ rc_status batch_to_device(cuda_backend *c, const rc_batch_desc *bd, rc_batch_des
     rc_status s = to_device(&c->ws_idx, h, 4 * S + 2 * R, &d);
     free(h);
     RC_TRY(s);
-    *dbd = rc_batch_desc{S, d, d + S, d + 2 * S, d + 3 * S, R, d + 4 * S, d + 4 * S + R};
+    *dbd = rc_batch_desc{S, d, d + S, d + 2 * S, d + 3 * S, R, d + 4 * S, d + 4 * S + R, 0, 0};
+    return RC_OK;
+}
+
+// the engine runs one pass over all rows on a GPU (forward.c chunk_rows_for): no row ranges here
+rc_status whole_call(const rc_batch_desc *bd, const char *op)
+{
+    if (bd->row_lo != 0 || rc_bd_row_hi(bd) != bd->n_rows)
+        return rc_errorf(RC_ERR_INTERNAL, "%s: the CUDA backend computes whole calls, not rows [%lld, %lld)", op,
+                         (long long)bd->row_lo, (long long)bd->row_hi);
     return RC_OK;
 }
 
 rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap)
 {
+    RC_TRY(whole_call(bd, "rope"));
     rck_attn_args a{};
     RC_TRY(rck_attn_args_from_params(*ap, "rope", &a));
     if (a.rotary_half == 0)
@@ -350,6 +360,7 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
                          rc_kv_cache *kv, int64_t layer, float *out)
 {
     cuda_backend *c = cb(be);
+    RC_TRY(whole_call(bd, "attention"));
     if (kv->dt != RC_F32 || !kv->k || !kv->v)
         return rc_errorf(RC_ERR_INTERNAL, "attention: the CUDA backend's KV cache is fp32, not %s",
                          rc_dtype_name(kv->dt));

@@ -431,7 +431,7 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
             s->pos[s->row0[b] + i] = start[b] + i;
             s->seq[s->row0[b] + i] = b;
         }
-    s->bd = (rc_batch_desc){n_seq, s->slot, s->start, s->n_new, s->row0, R, s->pos, s->seq};
+    s->bd = (rc_batch_desc){n_seq, s->slot, s->start, s->n_new, s->row0, R, s->pos, s->seq, 0, 0};
 }
 
 /* ALiBi in the attention kernel, MPT's clamp and NormHead's row

@@ -336,19 +336,30 @@ START_TEST(test_batch_vs_alone)
 }
 END_TEST
 
-/* The MLP over row chunks (forward.c mlp_rows_for) gives what one GEMM over
- * all rows gives: 8 sequences of 200 tokens in one forward (1600 rows, the
- * MLP in chunks of 1024 + 576) equal, bit for bit, the same sequences in two
- * forwards of 800 rows (one MLP call each: the same GEMM M class, the same
- * attention key length). bf16, so the 2-byte weights and KV cache run too. */
-START_TEST(test_mlp_chunks)
+/* A forward call over row chunks (forward.c chunk_rows_for) gives what one
+ * pass over all rows gives: B sequences of L tokens in one forward (more
+ * than 1280 rows: chunks of 1024 and the rest) equal, bit for bit, the same
+ * sequences in two forwards of half the rows (no chunks: the same GEMM M
+ * class, the same attention key length). bf16, so the 2-byte weights and KV
+ * cache run too; the bundled model (GPT-NeoX), and fixtures with learned
+ * positions (GPT-2), an embedding LayerNorm and ALiBi (BLOOM), ALiBi from
+ * the last key and clip_qkv (MPT), RMSNorm and GQA (Llama). */
+static const struct {
+    const char *dir;
+    int64_t B, L;
+} k_chunk_models[] = {{"data/models/pythia-rc-tiny", 8, 200}, {"data/fixtures/gpt2_learned", 40, 40},
+                      {"data/fixtures/bloom_alibi", 40, 40},  {"data/fixtures/mpt_alibi", 40, 40},
+                      {"data/fixtures/llama_gqa", 40, 40}};
+
+START_TEST(test_row_chunks)
 {
     char p[4096];
     rc_model *m = NULL;
-    rc_test_source_path(p, sizeof p, "data/models/pythia-rc-tiny");
+    rc_test_source_path(p, sizeof p, "%s", k_chunk_models[_i].dir);
     ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
-    const int64_t B = 8, L = 200, V = m->cfg.vocab, R = B * L;
-    int64_t lens[8];
+    const int64_t B = k_chunk_models[_i].B, L = k_chunk_models[_i].L, V = m->cfg.vocab, R = B * L;
+    ck_assert(L <= m->cfg.max_pos);
+    int64_t lens[64];
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)R);
     uint64_t st = 12345;
     for (int64_t i = 0; i < R; i++) {
@@ -361,7 +372,7 @@ START_TEST(test_mlp_chunks)
     num.dt = RC_BF16;
     rc_engine *e;
     ck_assert_msg(rc_engine_create(m, g_be, &num, B, L, R, &e) == RC_OK, "%s", rc_last_error());
-    ck_assert_msg(e->mlp_rows < R, "the MLP is not chunked (%lld rows)", (long long)e->mlp_rows);
+    ck_assert_msg(e->chunk_rows < R, "the call is not chunked (%lld rows)", (long long)e->chunk_rows);
     ck_assert(e->kv.dt == RC_BF16 && e->w.layers[0].w_up.dt == RC_BF16); /* 2-byte weights and cache */
     float *one = malloc(sizeof(float) * (size_t)(R * V)), *two = malloc(sizeof(float) * (size_t)(R * V));
     ck_assert(rc_full_forward(e, tok, lens, B, one) == RC_OK);
@@ -370,8 +381,10 @@ START_TEST(test_mlp_chunks)
     int64_t diff = 0;
     for (int64_t i = 0; i < R * V; i++)
         diff += rc_f32_bits(one[i]) != rc_f32_bits(two[i]);
-    printf("mlp chunks %s: %lld of %lld log-probs differ\n", gemm_name(), (long long)diff, (long long)(R * V));
-    ck_assert_msg(diff == 0, "%lld log-probs differ between the chunked and the whole MLP", (long long)diff);
+    printf("row chunks %-28s %s: %lld of %lld log-probs differ\n", k_chunk_models[_i].dir, gemm_name(),
+           (long long)diff, (long long)(R * V));
+    ck_assert_msg(diff == 0, "%s: %lld log-probs differ between the chunked and the whole pass", k_chunk_models[_i].dir,
+                  (long long)diff);
     rc_engine_free(e);
     rc_model_free(m);
     free(one);
@@ -467,7 +480,7 @@ int main(void)
     tcase_add_loop_test(tc, test_greedy_generate_vs_hf, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_cached_vs_full, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_batch_vs_alone, 0, N_FIXTURES);
-    tcase_add_test(tc, test_mlp_chunks);
+    tcase_add_loop_test(tc, test_row_chunks, 0, (int)(sizeof k_chunk_models / sizeof *k_chunk_models));
     tcase_add_test(tc, test_engine_errors);
     tcase_add_loop_test(tc, test_forward64_vs_hf, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
@@ -479,7 +492,7 @@ int main(void)
     tcase_add_loop_test(te, test_greedy_generate_vs_hf, 0, N_FIXTURES);
     tcase_add_loop_test(te, test_cached_vs_full, 0, N_FIXTURES);
     tcase_add_loop_test(te, test_batch_vs_alone, 0, N_FIXTURES);
-    tcase_add_test(te, test_mlp_chunks);
+    tcase_add_loop_test(te, test_row_chunks, 0, (int)(sizeof k_chunk_models / sizeof *k_chunk_models));
     suite_add_tcase(s, te);
     /* and with OpenBLAS GEMMs */
     TCase *tb = tcase_create("vs_hf_openblas");

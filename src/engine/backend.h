@@ -36,7 +36,16 @@ typedef struct {
     int64_t n_rows;       /* sum of n_new */
     const int64_t *pos;   /* [n_rows] absolute position of each row */
     const int64_t *seq_of_row; /* [n_rows] which sequence owns the row */
+    /* rope and attention compute rows [row_lo, row_hi) of the call only (the
+     * engine's row chunks): qkv and out hold just those rows, and only their
+     * keys and values are stored. Everything else above describes the whole
+     * call, so what depends on it (the longest sequence's key length, a
+     * sequence's new tokens) is unchanged. row_hi 0: every row. */
+    int64_t row_lo, row_hi;
 } rc_batch_desc;
+
+/* the end of the rows a call computes */
+static inline int64_t rc_bd_row_hi(const rc_batch_desc *bd) { return bd->row_hi > 0 ? bd->row_hi : bd->n_rows; }
 
 /* KV cache: for each layer, K and V of [n_slots, n_kv_heads, max_len, head_dim],
  * stored as dt: RC_F32 in k / v; RC_BF16 or RC_F16 (a host backend, when

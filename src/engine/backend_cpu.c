@@ -452,15 +452,15 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
     const rc_dtype cs_dt = ap->rope_cs_dt, mid_dt = ap->rope_mid_dt, out_dt = ap->rope_dt;
     if (ap->pos != RC_ATTN_POS_ROTARY || rd == 0)
         return RC_OK;
+    const int64_t lo = bd->row_lo, hi = rc_bd_row_hi(bd); /* qkv holds rows [lo, hi) */
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < bd->n_rows; r++) {
+    for (int64_t r = lo; r < hi; r++) {
         float c[2048], s[2048]; /* rd <= head_dim <= 4096 */
         const float p = (float)bd->pos[r];
         for (int64_t j = 0; j < half; j++)
             rco_rope_cs(p, inv_freq[j], cs_dt, &c[j], &s[j]);
-        for (int64_t h = 0; h < nheads_rot; h++)
-            {
-            float *v = qkv + r * row_len + h * d;
+        for (int64_t h = 0; h < nheads_rot; h++) {
+            float *v = qkv + (r - lo) * row_len + h * d;
             for (int64_t j = 0; j < half; j++)
                 rco_rope_pair(v + j, v + j + half, c[j], s[j], mid_dt, out_dt);
         }
@@ -552,11 +552,17 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     if (half ? !(kv->k16 && kv->v16 && (kv->dt == RC_BF16 || kv->dt == RC_F16)) : !(kv->k && kv->v))
         return rc_errorf(RC_ERR_INTERNAL, "attention: KV cache storage does not match its dtype");
     const bool invariant = be->kernels == RC_KERNELS_INVARIANT;
+    const int64_t lo = bd->row_lo, hi = rc_bd_row_hi(bd); /* qkv and out hold rows [lo, hi) */
+    if (lo < 0 || hi > bd->n_rows || lo > hi)
+        return rc_errorf(RC_ERR_INTERNAL, "attention: rows [%lld, %lld) of %lld", (long long)lo, (long long)hi,
+                         (long long)bd->n_rows);
     /* store the new keys and values */
     bool exact = true;
     for (int64_t b = 0; b < bd->n_seq; b++)
         for (int64_t i = 0; i < bd->n_new[b]; i++) {
-            const float *row = qkv + (bd->row0[b] + i) * row_len;
+            if (bd->row0[b] + i < lo || bd->row0[b] + i >= hi)
+                continue;
+            const float *row = qkv + (bd->row0[b] + i - lo) * row_len;
             int64_t p = bd->start[b] + i;
             for (int64_t h = 0; h < nkv; h++) {
                 int64_t off = layer0 + bd->slot[b] * slot_stride + h * T * d + p * d;
@@ -572,11 +578,15 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     if (!exact)
         return rc_errorf(RC_ERR_INTERNAL, "attention: a key or value is not a %s value (the cache would round it)",
                          rc_dtype_name(kv->dt));
+    /* a sequence's rows in [lo, hi): its rows i in [first(b), last(b)) */
+#define SEQ_I0(b) (lo - bd->row0[b] > 0 ? lo - bd->row0[b] : 0)
+#define SEQ_I1(b) (hi - bd->row0[b] < bd->n_new[b] ? hi - bd->row0[b] : bd->n_new[b])
     int64_t max_keys = 0, n_items = 0;
     for (int64_t b = 0; b < bd->n_seq; b++) {
-        if (bd->start[b] + bd->n_new[b] > max_keys)
+        if (bd->start[b] + bd->n_new[b] > max_keys) /* the whole call's: P.V's split depends on it */
             max_keys = bd->start[b] + bd->n_new[b];
-        n_items += (bd->n_new[b] + ATTN_ROW_BLOCK - 1) / ATTN_ROW_BLOCK;
+        if (SEQ_I1(b) > SEQ_I0(b))
+            n_items += (SEQ_I1(b) - SEQ_I0(b) + ATTN_ROW_BLOCK - 1) / ATTN_ROW_BLOCK;
     }
     /* work items: (sequence, block of its rows) x KV head */
     /* per thread: scores, chunk statistics (2 x RC_SOFTMAX_MAX_CHUNKS), acc and
@@ -584,25 +594,27 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     const int64_t per_thread = max_keys + 2 * RC_SOFTMAX_MAX_CHUNKS + 2 * d + (half ? 2 * max_keys * d : 0);
     const int64_t n_threads = omp_get_max_threads();
     float *scratch;
-    /* the items' (sequence, first row) pairs first (int64: 2 floats each), then the threads' room */
-    RC_TRY(cpu_scratch(be, 4 * n_items + n_threads * per_thread, &scratch));
+    /* the items' (sequence, first row, end row) first (int64: 2 floats each), then the threads' room */
+    RC_TRY(cpu_scratch(be, 6 * n_items + n_threads * per_thread, &scratch));
     int64_t *item_seq = (int64_t *)scratch;
-    scratch += 4 * n_items;
+    scratch += 6 * n_items;
     {
         int64_t k = 0;
         for (int64_t b = 0; b < bd->n_seq; b++)
-            for (int64_t i = 0; i < bd->n_new[b]; i += ATTN_ROW_BLOCK) {
-                item_seq[2 * k] = b;
-                item_seq[2 * k + 1] = i;
+            for (int64_t i = SEQ_I0(b); i < SEQ_I1(b); i += ATTN_ROW_BLOCK) {
+                item_seq[3 * k] = b;
+                item_seq[3 * k + 1] = i;
+                item_seq[3 * k + 2] = SEQ_I1(b) - i < ATTN_ROW_BLOCK ? SEQ_I1(b) : i + ATTN_ROW_BLOCK;
                 k++;
             }
     }
+#undef SEQ_I0
+#undef SEQ_I1
     const int64_t work = n_items * nkv;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < work; wi++) {
         const int64_t it = wi / nkv, kvh = wi % nkv;
-        const int64_t b = item_seq[2 * it], i0 = item_seq[2 * it + 1];
-        const int64_t i1 = bd->n_new[b] - i0 < ATTN_ROW_BLOCK ? bd->n_new[b] : i0 + ATTN_ROW_BLOCK;
+        const int64_t b = item_seq[3 * it], i0 = item_seq[3 * it + 1], i1 = item_seq[3 * it + 2];
         float *sc = scratch + (size_t)omp_get_thread_num() * (size_t)per_thread;
         float *ms = sc + max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
         const int64_t base = layer0 + bd->slot[b] * slot_stride + kvh * T * d;
@@ -621,13 +633,13 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         }
         for (int64_t i = i0; i < i1; i++) {
             const int64_t r = bd->row0[b] + i, p = bd->pos[r];
-            const int64_t lo = rco_attn_lo(p, ap->sliding_window);
+            const int64_t klo = rco_attn_lo(p, ap->sliding_window);
             for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
                 const rco_score_spec sp =
-                    rc_attn_score_spec(ap, ap->alibi_slopes, h, p, lo, bd->start[b] + bd->n_new[b] - 1);
-                rco_attn_row(qkv + r * row_len + h * d, K0 + (lo - lo0) * d, V0 + (lo - lo0) * d, p - lo + 1, d, &sp,
-                             rco_attn_mode(invariant, bd->n_new[b]), max_keys, an->prob_dt, an->out_dt, sc, ms, ls,
-                             acc, acc + d, out + r * nh * d + h * d);
+                    rc_attn_score_spec(ap, ap->alibi_slopes, h, p, klo, bd->start[b] + bd->n_new[b] - 1);
+                rco_attn_row(qkv + (r - lo) * row_len + h * d, K0 + (klo - lo0) * d, V0 + (klo - lo0) * d, p - klo + 1,
+                             d, &sp, rco_attn_mode(invariant, bd->n_new[b]), max_keys, an->prob_dt, an->out_dt, sc, ms,
+                             ls, acc, acc + d, out + (r - lo) * nh * d + h * d);
             }
         }
     }

@@ -74,35 +74,42 @@ const char *rc_upcast_str(unsigned upcast, char *buf, size_t n)
     return buf;
 }
 
+enum { ENGINE_BUFS = 11 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits, mlp_c, lt, lh */
+
+/* A forward call runs over row chunks of CHUNK_ROWS (the last one merged
+ * into the one before when it would have 256 rows or fewer), so that only
+ * the residual stream grows with the call's rows: every chunk of a call with
+ * more than CHUNK_ROWS + CHUNK_MERGE rows has more than 256 rows, so the
+ * GEMMs' M class (rco_gemm_order_for), RMSNorm's lanes and so every result
+ * are those of one pass over all rows. On the CPU with engine and invariant
+ * kernels only: OpenBLAS's order is its own, and a GPU runs one pass. */
+#define CHUNK_ROWS 1024
+#define CHUNK_MERGE 256 /* a remainder this small joins the chunk before */
+
+static int64_t chunk_rows_for(int64_t max_rows, rc_kernels k, bool host)
+{
+    const int64_t cap = CHUNK_ROWS + CHUNK_MERGE;
+    return !host || k == RC_KERNELS_BLAS || max_rows <= cap ? max_rows : cap;
+}
+
+/* rows of the next chunk when `left` rows remain */
+static int64_t next_chunk(int64_t left, int64_t chunk_rows)
+{
+    return left <= chunk_rows ? left : CHUNK_ROWS;
+}
+
 /* The engine's buffers for these sizes, one place for rc_engine_create and
  * rc_engine_mem_estimate: the activation buffers in the order of
  * ENGINE_BUFS (rows x columns each), the logit rows per chunk, the floats of
  * one of K and V. false when a size overflows. */
-enum { ENGINE_BUFS = 9 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits, mlp_c */
-
-/* The MLP runs over row chunks of MLP_CHUNK_ROWS (the last one merged into
- * the one before when it would have 256 rows or fewer), so that its
- * [rows, intermediate] buffers do not grow with the re-score's rows. Every
- * chunk of a call with more than MLP_CHUNK_ROWS rows has more than 256 rows:
- * the GEMMs' M class (rco_gemm_order_for) and so every result are those of
- * one GEMM over all rows. Engine and invariant kernels only: OpenBLAS's
- * order is its own (blas keeps one MLP call). */
-#define MLP_CHUNK_ROWS 1024
-#define MLP_CHUNK_MERGE 256 /* a remainder this small joins the chunk before */
-
-static int64_t mlp_rows_for(int64_t max_rows, rc_kernels k)
-{
-    const int64_t cap = MLP_CHUNK_ROWS + MLP_CHUNK_MERGE;
-    return k == RC_KERNELS_BLAS || max_rows <= cap ? max_rows : cap;
-}
 typedef struct {
     int64_t dims[ENGINE_BUFS][2];
     int64_t logit_rows, kv_n;
-    int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 6 arrays of max_rows */
+    int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 7 arrays of max_rows */
 } engine_sizes;
 
-static bool engine_sizes_for(const rc_config *c, rc_kernels k, int64_t n_slots, int64_t max_len, int64_t max_rows,
-                             engine_sizes *z)
+static bool engine_sizes_for(const rc_config *c, rc_kernels k, bool host, int64_t n_slots, int64_t max_len,
+                             int64_t max_rows, engine_sizes *z)
 {
     const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate;
     const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
@@ -111,12 +118,12 @@ static bool engine_sizes_for(const rc_config *c, rc_kernels k, int64_t n_slots, 
         z->logit_rows = 1;
     if (z->logit_rows > max_rows)
         z->logit_rows = max_rows;
-    const int64_t mr = mlp_rows_for(max_rows, k);
-    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {max_rows, H},        {max_rows, qkv_w},
-                                          {max_rows, c->n_heads * d}, {mr, I}, {mr, I},
-                                          {max_rows, H}, {z->logit_rows, c->vocab}, {mr, H}};
+    const int64_t cr = chunk_rows_for(max_rows, k, host), lr = z->logit_rows;
+    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {cr, H}, {cr, qkv_w}, {cr, c->n_heads * d},
+                                          {cr, I},       {cr, I}, {cr, H},     {lr, c->vocab},
+                                          {cr, H},       {lr, H}, {lr, H}};
     memcpy(z->dims, dims, sizeof dims);
-    if (!rc_mul_i64(6, max_rows, &z->ix_n))
+    if (!rc_mul_i64(7, max_rows, &z->ix_n))
         return false;
     return rc_numel((int64_t[]){c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 5, &z->kv_n);
 }
@@ -318,7 +325,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     const rc_config *c = &m->cfg;
     *out = (rc_engine_mem){0, 0, 0, 0, 0};
     engine_sizes z;
-    bool ok = engine_sizes_for(c, kernels, n_slots, max_len, max_rows, &z);
+    bool ok = engine_sizes_for(c, kernels, host_memory, n_slots, max_len, max_rows, &z);
     /* the weights: place_all's plan (the model's storage dtypes are known
      * without its data), plus the LM head's own copies */
     rc_layer_weights *layers = calloc((size_t)c->n_layers, sizeof *layers);
@@ -355,7 +362,7 @@ void rc_engine_free(rc_engine *e)
         return;
     free(e->w.layers);
     free(e->ix);
-    float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c,
+    float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -388,16 +395,16 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     }
     engine_sizes z;
     rc_status s = RC_OK;
-    if (!engine_sizes_for(c, be->kernels, n_slots, max_len, max_rows, &z))
+    if (!engine_sizes_for(c, be->kernels, be->ops->host_memory, n_slots, max_len, max_rows, &z))
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
     e->logit_rows = z.logit_rows;
     e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
                           .max_len = max_len, .head_dim = c->head_dim,
                           .dt = engine_kv_dt(num, be->ops->host_memory)};
     const int64_t kv_n = z.kv_n;
-    float **bufs[ENGINE_BUFS] = {&e->x,     &e->h,   &e->qkv,    &e->att,  &e->mlp_a,
-                                 &e->mlp_b, &e->tmp, &e->logits, &e->mlp_c};
-    e->mlp_rows = z.dims[4][0];
+    float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
+                                 &e->tmp, &e->logits, &e->mlp_c, &e->lt,  &e->lh};
+    e->chunk_rows = z.dims[1][0];
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++) {
         int64_t n;
         if (!rc_mul_i64(z.dims[i][0], z.dims[i][1], &n))
@@ -552,39 +559,54 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     }
 
     RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
-    if (c->pos == RC_POS_LEARNED) { /* GPT-2: x = R(wte[token] + wpe[position]) */
-        RC_TRY(op->gather_rows(be, rc_wt_vec(e->w.wpe), H, bd->pos, R, e->tmp));
-        RC_TRY(op->add(be, e->x, e->tmp, R * H, rr.residual, e->x));
-    }
-    if (c->embed_norm) { /* BLOOM's word_embeddings_layernorm */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(e->w.emb_ln_w), rc_wt_vec(e->w.emb_ln_b), c->norm_eps, rr.norm, rr.norm,
-                        e->h));
-        float *t = e->x; /* the normalised rows are the residual stream from here */
-        e->x = e->h;
-        e->h = t;
+    /* Everything but the residual stream x runs over row chunks (chunk_rows):
+     * every chunk of a call with more than chunk_rows rows has more than 256
+     * rows, so each GEMM's M class (rco_gemm_order_for) and RMSNorm's lanes
+     * are those of one call over all rows, and rope and attention see the
+     * whole call (bd) while computing the chunk's rows: results are those of
+     * one pass over all rows (test_row_chunks checks it). */
+    int64_t *iota = e->ix + 6 * e->max_rows; /* 0, 1, ...: a chunk copied back into x */
+    for (int64_t r0 = 0, n; r0 < R; r0 += n) {
+        n = next_chunk(R - r0, e->chunk_rows);
+        float *xc = e->x + r0 * H;
+        if (c->pos == RC_POS_LEARNED) { /* GPT-2: x = R(wte[token] + wpe[position]) */
+            RC_TRY(op->gather_rows(be, rc_wt_vec(e->w.wpe), H, bd->pos + r0, n, e->tmp));
+            RC_TRY(op->add(be, xc, e->tmp, n * H, rr.residual, xc));
+        }
+        if (c->embed_norm) { /* BLOOM's word_embeddings_layernorm: the normalised rows are the residual stream */
+            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(e->w.emb_ln_w), rc_wt_vec(e->w.emb_ln_b), c->norm_eps,
+                            rr.norm, rr.norm, e->h));
+            for (int64_t k = 0; k < n; k++)
+                iota[k] = k;
+            RC_TRY(op->gather_rows(be, e->h, H, iota, n, xc));
+        }
     }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
-        /* attention block */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, rr.norm, rr.norm, e->h));
-        RC_TRY(op->matmul(be, e->h, R, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
-        if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
-            RC_TRY(op->clamp(be, e->qkv, R * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
-        RC_TRY(op->rope(be, e->qkv, bd, &ap));
-        RC_TRY(op->attention(be, e->qkv, bd, &ap, &e->kv, l, e->att));
-        RC_TRY(op->matmul(be, e->att, R, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear, e->tmp)); /* attn_out */
-        /* MLP input: parallel residual reads x, sequential reads x + attn_out */
-        if (!c->parallel_residual)
-            RC_TRY(op->add(be, e->tmp, e->x, R * H, rr.residual, e->x)); /* x = attn_out + x */
-        RC_TRY(op->norm(be, c->norm, e->x, R, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, rr.norm, rr.norm, e->h));
-        /* the MLP, over row chunks (mlp_rows_for) */
-        for (int64_t r0 = 0; r0 < R;) {
-            int64_t n = R - r0 <= e->mlp_rows ? R - r0 : MLP_CHUNK_ROWS;
-            const float *hc = e->h + r0 * H;
+        for (int64_t r0 = 0, n; r0 < R; r0 += n) {
+            n = next_chunk(R - r0, e->chunk_rows);
             float *xc = e->x + r0 * H;
-            RC_TRY(op->matmul(be, hc, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
+            rc_batch_desc cd = *bd; /* the whole call, computing rows [r0, r0 + n) */
+            cd.row_lo = r0;
+            cd.row_hi = r0 + n;
+            /* attention block */
+            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, rr.norm,
+                            rr.norm, e->h));
+            RC_TRY(op->matmul(be, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
+            if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
+                RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
+            RC_TRY(op->rope(be, e->qkv, &cd, &ap));
+            RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
+            RC_TRY(op->matmul(be, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
+                              e->tmp)); /* attn_out */
+            /* MLP input: parallel residual reads x, sequential reads x + attn_out */
+            if (!c->parallel_residual)
+                RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
+            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, rr.norm,
+                            rr.norm, e->h));
+            RC_TRY(op->matmul(be, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
             if (c->gated_mlp) {
-                RC_TRY(op->matmul(be, hc, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
+                RC_TRY(op->matmul(be, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
                 RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
                 RC_TRY(op->matmul(be, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear,
                                   e->mlp_c));
@@ -594,12 +616,11 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                   e->mlp_c));
             }
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
-                RC_TRY(op->add(be, e->mlp_c, e->tmp + r0 * H, n * H, rr.residual, e->mlp_c));
+                RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual, e->mlp_c));
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
             } else {
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
             }
-            r0 += n;
         }
     }
     return RC_OK;
@@ -656,12 +677,12 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     const int64_t H = c->hidden, V = c->vocab;
     for (int64_t i0 = 0; i0 < n_out && s == RC_OK; i0 += e->logit_rows) {
         int64_t n = n_out - i0 < e->logit_rows ? n_out - i0 : e->logit_rows;
-        s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->tmp);
+        s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->lt);
         if (s == RC_OK)
-            s = op->norm(e->be, c->norm, e->tmp, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps, rr.norm,
-                     rr.norm, e->h);
+            s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
+                         rr.norm, rr.norm, e->lh);
         if (s == RC_OK)
-            s = op->matmul(e->be, e->h, n, H, e->w.lm_head, V, NULL,
+            s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL,
                            gemm_in(rr.norm, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt), rr.logits,
                            e->logits);
         if (s == RC_OK)

@@ -48,11 +48,14 @@ typedef struct {
     int64_t max_rows;
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
     float *mlp_c;       /* the MLP's output rows of one chunk */
-    int64_t mlp_rows;   /* rows of mlp_a, mlp_b, mlp_c: the MLP runs in chunks of at most this many */
+    float *lt, *lh;     /* the LM head's input rows: gathered from x, normalised [logit_rows, hidden] */
+    int64_t chunk_rows; /* rows of h, qkv, att, tmp, mlp_*: a call runs in row chunks of at most this many
+                         * (x holds every row) */
     int64_t logit_rows; /* rows of logits computed per chunk */
     /* host index scratch of a step, allocated once: row0 [max_rows] (a step
-     * has at most one sequence per row), pos and seq_of_row [max_rows], and
-     * rc_full_forward's slots / starts / rows [max_rows] */
+     * has at most one sequence per row), pos and seq_of_row [max_rows],
+     * rc_full_forward's slots / starts / rows [max_rows], and 0, 1, ...
+     * [max_rows] for copying a chunk's rows */
     int64_t *ix;
 } rc_engine;
 
