@@ -108,12 +108,20 @@ typedef struct {
 static rc_status cpu_scratch(rc_backend *be, int64_t n, float **out)
 {
     cpu_backend *c = (cpu_backend *)be;
-    if (n > c->scratch_n) {
+    if (n > c->scratch_n) { /* grown by at least half (decode asks a little more each step), never zeroed */
+        int64_t want = c->scratch_n + c->scratch_n / 2 > n ? c->scratch_n + c->scratch_n / 2 : n;
+        size_t bytes;
+        if (want > RC_MAX_ALLOC / (int64_t)sizeof(float))
+            want = n;
+        if (n > RC_MAX_ALLOC / (int64_t)sizeof(float))
+            return rc_errorf(RC_ERR_NOMEM, "CPU scratch: %lld floats is too large", (long long)n);
+        bytes = ((size_t)want * sizeof(float) + 63) & ~(size_t)63;
+        float *p = aligned_alloc(64, bytes);
+        if (!p)
+            return rc_errorf(RC_ERR_NOMEM, "CPU scratch: cannot allocate %zu bytes", bytes);
         free(c->scratch);
-        c->scratch = NULL;
-        c->scratch_n = 0;
-        RC_TRY(rc_alloc_aligned((void **)&c->scratch, n, sizeof(float), "attention scratch"));
-        c->scratch_n = n;
+        c->scratch = p;
+        c->scratch_n = want;
     }
     *out = c->scratch;
     return RC_OK;
@@ -385,7 +393,8 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
         if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
             return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
                              (long long)M, (long long)N, (long long)K);
-        float *wf = NULL; /* sgemm takes fp32: 2-byte weights widened (an engine gives BLAS fp32 weights) */
+        float *wf = NULL; /* sgemm takes fp32: 2-byte weights widened (an engine gives BLAS fp32 weights; this
+                           * is for direct calls) */
         if (W.dt != RC_F32) {
             RC_TRY(rc_alloc_aligned((void **)&wf, N * K, sizeof *wf, "matmul weights"));
             rc_wt_convert(W, 0, N * K, RC_F32, RC_F32, wf);

@@ -229,10 +229,12 @@ static rc_dtype engine_kv_dt(const rc_numerics *num, bool host)
 
 static int64_t engine_kv_size(const rc_numerics *num, bool host) { return rc_dtype_size(engine_kv_dt(num, host)); }
 
-/* the LM head's own copy: --upcast lm_head on a GPU (fp32, unrounded) */
-static bool lm_head_own_copy(const rc_numerics *num, bool host)
+/* --upcast lm_head: the head's fp32 values, in place when plan_weight says
+ * so (the CPU reads any stored dtype exactly), else an own fp32 copy (a GPU;
+ * the blas strategy over a 2-byte checkpoint: sgemm reads fp32) */
+static bool lm_head_own_copy(const rc_model *m, const rc_numerics *num, bool host, rc_kernels k)
 {
-    return (num->upcast & RC_UPCAST_LM_HEAD) && !host;
+    return (num->upcast & RC_UPCAST_LM_HEAD) && plan_weight(RC_WK_MAT, m->w.lm_head.dt, RC_F32, host, k).copy;
 }
 
 static rc_status engine_weights(rc_engine *e)
@@ -274,15 +276,18 @@ static rc_status engine_weights(rc_engine *e)
     }
     /* the LM head: the embedding when tied (one copy), fp32 values under --upcast lm_head */
     if (e->num.upcast & RC_UPCAST_LM_HEAD) {
-        if (lm_head_own_copy(&e->num, host)) {
-            float *tmp;
-            RC_TRY(rc_alloc_aligned((void **)&tmp, VH, sizeof *tmp, "LM head"));
-            rc_wt_convert(m->w.lm_head, 0, VH, RC_F32, RC_F32, tmp);
-            s = be->ops->alloc(be, VH, &e->lm_head_own);
-            if (s == RC_OK)
+        if (lm_head_own_copy(m, &e->num, host, be->kernels)) {
+            RC_TRY(be->ops->alloc(be, VH, &e->lm_head_own));
+            if (host) {
+                rc_wt_convert(m->w.lm_head, 0, VH, RC_F32, RC_F32, e->lm_head_own);
+            } else {
+                float *tmp;
+                RC_TRY(rc_alloc_aligned((void **)&tmp, VH, sizeof *tmp, "LM head"));
+                rc_wt_convert(m->w.lm_head, 0, VH, RC_F32, RC_F32, tmp);
                 s = be->ops->upload(be, tmp, VH, RC_F32, e->lm_head_own);
-            free(tmp);
-            RC_TRY(s);
+                free(tmp);
+                RC_TRY(s);
+            }
             e->w.lm_head = rc_wt_f32(e->lm_head_own);
         } else {
             e->w.lm_head = m->w.lm_head; /* any stored dtype is exact in fp32 */
@@ -338,10 +343,14 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     free(layers);
     int64_t w = x.used, kv = 0, act = 0, t, total = 0, VH = 0;
     ok = ok && x.ok && rc_mul_i64(c->vocab, c->hidden, &VH);
-    if (lm_head_own_copy(num, host_memory)) /* the fp32 head */
+    if (lm_head_own_copy(m, num, host_memory, kernels)) { /* the fp32 head */
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
-    if ((num->upcast & RC_UPCAST_LM_HEAD) && host_memory && m->w.lm_head.mapped) /* used in place */
-        ok = ok && rc_mul_i64(VH, rc_dtype_size(m->w.lm_head.dt), &t) && rc_add_i64(x.in_place, t, &x.in_place);
+    } else if ((num->upcast & RC_UPCAST_LM_HEAD) && m->w.lm_head.mapped) { /* used in place */
+        /* tied: the embedding's storage, counted already when the embedding is in place too */
+        const bool embed_in_place = !plan_weight(RC_WK_MAT, m->w.embed.dt, num->dt, host_memory, kernels).copy;
+        if (!(c->tie_embeddings && embed_in_place))
+            ok = ok && rc_mul_i64(VH, rc_dtype_size(m->w.lm_head.dt), &t) && rc_add_i64(x.in_place, t, &x.in_place);
+    }
     if (c->norm_head) /* NormHead's normalised copy */
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);

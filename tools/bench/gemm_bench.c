@@ -62,6 +62,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "gemm_bench: %s\n", rc_last_error());
         return 1;
     }
+    /* the CPU backend runs OpenBLAS single-threaded (its blas strategy); the
+     * sgemm baseline here gets every thread ratiocheck's kernels get */
+    openblas_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
     printf("%-18s %-10s %10s %10s %7s\n", "M:K:N", "kernels", "rc GF/s", "blas GF/s", "rc/blas");
     for (; i < argc; i++) {
         long long M, K, N;
