@@ -1,6 +1,6 @@
 // The CUDA backend: rc_backend_ops on device memory (src/engine/backend.h), the same
 // dtype model as the CPU backend. Activations and weights live on the device
-// as fp32 arrays holding dtype-rounded values (as on the CPU); GEMMs in
+// as fp32 arrays holding dtype-rounded values (the CPU keeps them at the dtype's width); GEMMs in
 // engine mode go through cuBLAS with real bf16 / fp16 operands (weights
 // converted once, activations per call: both exact), fp32 compute and output,
 // then one kernel adds the bias in fp32 and rounds. Invariant mode uses our

@@ -102,14 +102,19 @@ START_TEST(test_inspect)
     ck_assert_ptr_null(strstr(g_out, "rope "));
     ck_assert_int_eq(run("inspect --model data/fixtures/gpt2_learned"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "positions      learned, 64"));
-    /* the memory a run allocates: weights (fp32 arrays, plus a rounded copy unless fp32), KV cache
-     * 2 x layers x slots x kv_heads x tokens x head_dim floats, activations */
+    /* the memory a run allocates: the engine's weight copies (none in fp32 on the CPU: the
+     * checkpoint's fp32 weights are used in place), KV cache 2 x layers x slots x kv_heads x
+     * tokens x head_dim elements of the dtype, activations */
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --dtype fp32 --batch 8 --seqs 4 --tokens 100"),
                      0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"weights_copy_bytes\": 0, \"kv_cache_bytes\": 614400,"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --dtype bf16 --batch 8 --seqs 4 --tokens 100"),
                      0);
-    ck_assert_ptr_null(strstr(g_out, "\"weights_copy_bytes\": 0,"));
+    /* bf16 over this fp32 checkpoint: the GEMM weights copied at 2 bytes (embed 256 x 64, per
+     * layer qkv 128 x 64, o 64 x 64, up, gate 128 x 64, down 64 x 128: 126,976 elements, each
+     * field a multiple of 64 bytes), the norm weights as fp32 (7 x 64): 255,744 bytes; the KV
+     * cache at 2 bytes: half of fp32's */
+    ck_assert_ptr_nonnull(strstr(g_out, "\"weights_copy_bytes\": 255744, \"kv_cache_bytes\": 307200,"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype fp8"), 2);
     ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));

@@ -67,8 +67,8 @@ typedef struct {
  *             of 32 and merged; RMSNorm's row reduction depends on M.
  *  INVARIANT: every reduction in one fixed order that depends only on its
  *             length: cached decode and full forward agree bit for bit.
- *  BLAS:      GEMMs from OpenBLAS cblas_sgemm (what PyTorch on CPU does; its
- *             order changes with M), everything else as ENGINE. */
+ *  BLAS:      GEMMs from OpenBLAS cblas_sgemm, single-threaded (what PyTorch on
+ *             CPU does; its order changes with M), everything else as ENGINE. */
 typedef enum { RC_KERNELS_ENGINE, RC_KERNELS_INVARIANT, RC_KERNELS_BLAS } rc_kernels;
 
 const char *rc_kernels_name(rc_kernels k);
