@@ -161,7 +161,8 @@ static void gemm_block_ref(const float *x, int64_t K, rc_wt W, const float *bias
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+/* RC_GEMM_PORTABLE_ONLY (the fuzz build): the plain-C kernel only */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RC_GEMM_PORTABLE_ONLY)
 #include <immintrin.h>
 #define RC_GEMM_AVX512 1
 #define AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,fma")))

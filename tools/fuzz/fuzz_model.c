@@ -97,14 +97,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc_status s = rc_model_load(dir, &m);
     fz_check_msg(s, dir);
     if (s == RC_OK) {
-        if (!m || !m->w.inv_freq || !m->w.embed || !m->w.lm_head || !m->w.layers)
+        if (!m || !m->w.inv_freq || !m->w.embed.p || !m->w.lm_head.p || !m->w.layers)
             abort();
         /* touch what forward() would read first */
         volatile float acc = 0;
         for (int64_t j = 0; j < m->cfg.rotary_dim / 2; j++)
             acc += m->w.inv_freq[j];
-        for (int64_t l = 0; l < m->cfg.n_layers; l++)
-            acc += m->w.layers[l].w_qkv[0] + m->w.layers[l].w_down[0];
+        for (int64_t l = 0; l < m->cfg.n_layers; l++) { /* the first and last element of two weights */
+            const int64_t H = m->cfg.hidden, qkv = (m->cfg.n_heads + 2 * m->cfg.n_kv_heads) * m->cfg.head_dim;
+            acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
+            acc += rc_wt_at(m->w.layers[l].w_down, 0) + rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+        }
         if (m->cfg.pos == RC_POS_ALIBI) {
             if (!m->w.alibi_slopes)
                 abort();
@@ -112,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 acc += m->w.alibi_slopes[h];
         }
         if (m->cfg.pos == RC_POS_LEARNED)
-            acc += m->w.wpe[m->cfg.max_pos * m->cfg.hidden - 1];
+            acc += rc_wt_at(m->w.wpe, m->cfg.max_pos * m->cfg.hidden - 1);
         (void)acc;
         rc_model_free(m);
     } else if (m) {
