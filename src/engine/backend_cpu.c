@@ -308,6 +308,19 @@ gemm_block_avx512(const int wdt, const float *x, int64_t K, const void *W, int64
     }
 }
 
+/* n bf16 / fp16 values widened (exactly) to fp32 */
+AVX512_FN static void widen16_avx512(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
+{
+    int64_t i = 0;
+    if (dt == RC_BF16)
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, uk_loadw(RC_BF16, src, i));
+    else
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, uk_loadw(RC_F16, src, i));
+    rc_wt_convert((rc_wt){src + i, dt, false}, 0, n - i, RC_F32, RC_F32, dst + i);
+}
+
 /* one compiled instance per weight storage dtype (each its own function:
  * inlined together they spill registers) */
 #define GEMM_BLOCK_INSTANCE(NAME, WDT)                                                                            \
@@ -332,16 +345,7 @@ AVX512_FN static void gemm_block_avx512_any(rc_wt W, const float *x, int64_t K, 
                                             rco_gemm_order C, float *panel)
 {
     if (W.dt != RC_F32 && panel && m1 - m0 > UK_MR) {
-        const int64_t n = (n1 - n0) * K, i0 = n0 * K;
-        int64_t i = 0;
-        if (W.dt == RC_BF16)
-            for (; i + 16 <= n; i += 16)
-                _mm512_storeu_ps(panel + i, uk_loadw(RC_BF16, W.p, i0 + i));
-        else
-            for (; i + 16 <= n; i += 16)
-                _mm512_storeu_ps(panel + i, uk_loadw(RC_F16, W.p, i0 + i));
-        for (; i < n; i++)
-            panel[i] = rc_wt_at(W, i0 + i);
+        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
         gemm_block_f32(x, K, panel, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     } else if (W.dt == RC_BF16) {
         gemm_block_bf16(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
@@ -364,6 +368,19 @@ static bool gemm_use_avx512(void)
 #else
     return false;
 #endif
+}
+
+/* n bf16 / fp16 values widened (exactly) to fp32: the GEMM's weight panels,
+ * the attention's keys and values */
+static void widen16(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
+{
+#ifdef RC_GEMM_AVX512
+    if (gemm_use_avx512()) {
+        widen16_avx512(dst, src, n, dt);
+        return;
+    }
+#endif
+    rc_wt_convert((rc_wt){src, dt, false}, 0, n, RC_F32, RC_F32, dst);
 }
 
 static rc_status cpu_download(rc_backend *be, const float *src, int64_t n, float *host)
@@ -514,36 +531,6 @@ static bool kv_store16(uint16_t *dst, const float *src, int64_t n, rc_dtype dt)
     return exact;
 }
 
-#ifdef RC_GEMM_AVX512
-AVX512_FN static void kv_widen_avx512(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
-{
-    int64_t i = 0;
-    if (dt == RC_BF16)
-        for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(dst + i, uk_loadw(RC_BF16, src, i));
-    else
-        for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(dst + i, uk_loadw(RC_F16, src, i));
-    for (; i < n; i++)
-        dst[i] = dt == RC_BF16 ? rc_bf16_to_f32(src[i]) : rc_f16_to_f32(src[i]);
-}
-#endif
-
-static void kv_widen(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
-{
-#ifdef RC_GEMM_AVX512
-    if (gemm_use_avx512()) {
-        kv_widen_avx512(dst, src, n, dt);
-        return;
-    }
-#endif
-    if (dt == RC_BF16)
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = rc_bf16_to_f32(src[i]);
-    else
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = rc_f16_to_f32(src[i]);
-}
 
 #define ATTN_ROW_BLOCK 32 /* rows of one sequence per work item (keys widened once per item) */
 
@@ -633,8 +620,8 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         const float *K0, *V0; /* key lo0's row */
         if (half) {
             float *kw = acc + 2 * d, *vw = kw + max_keys * d;
-            kv_widen(kw, kv->k16 + base + lo0 * d, (end - lo0) * d, kv->dt);
-            kv_widen(vw, kv->v16 + base + lo0 * d, (end - lo0) * d, kv->dt);
+            widen16(kw, kv->k16 + base + lo0 * d, (end - lo0) * d, kv->dt);
+            widen16(vw, kv->v16 + base + lo0 * d, (end - lo0) * d, kv->dt);
             K0 = kw;
             V0 = vw;
         } else {

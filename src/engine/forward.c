@@ -218,13 +218,46 @@ static void place_all(place_ctx *x, rc_weights *dst)
     }
 }
 
-/* The KV cache's dtype: the run's dtype on the CPU when every cached key and
- * value is a value of it (K is RoPE's output, or the QKV GEMM's, both rounded
- * to the dtype, unless --upcast rope keeps K fp32); fp32 otherwise and on a
- * GPU. (The CPU attention checks each stored value.) */
+/* The rounding rules, all in one place. MD is the model dtype; an op named
+ * in --upcast keeps fp32. (README "Numerics" has the table.) */
+typedef struct {
+    rc_dtype norm;      /* LayerNorm / RMSNorm output (and RMSNorm's cast before the weight) */
+    rc_dtype linear;    /* every GEMM output (bias added in fp32 first) */
+    rc_dtype rope_cs;   /* cos / sin tables */
+    rc_dtype rope;      /* q*cos, rotate_half(q)*sin and their sum */
+    rc_attn_numerics attn;
+    rc_dtype act;       /* activation outputs, SwiGLU product */
+    rc_dtype residual;  /* residual adds */
+    rc_dtype logits;    /* LM head output */
+} rounding;
+
+static rounding rounding_rules(const rc_numerics *n)
+{
+    const rc_dtype MD = n->dt;
+    const unsigned up = n->upcast;
+    rounding r;
+    r.norm = (up & RC_UPCAST_NORM) ? RC_F32 : MD;
+    r.linear = MD;
+    r.rope_cs = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
+    r.rope = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
+    /* fp32 q/k (upcast rope) give fp32 scores, as in GPT-NeoX 4.37-4.44 */
+    r.attn.score_dt = (up & (RC_UPCAST_ROPE | RC_UPCAST_SOFTMAX)) ? RC_F32 : MD;
+    r.attn.prob_dt = MD; /* softmax runs in fp32; probabilities cast to the value dtype */
+    r.attn.out_dt = MD;
+    r.act = MD;
+    r.residual = MD;
+    r.logits = (up & RC_UPCAST_LM_HEAD) ? RC_F32 : MD;
+    return r;
+}
+
+/* The KV cache's dtype: the run's dtype on the CPU when the rounding rules
+ * make every cached key and value a value of it (K is RoPE's output or the
+ * QKV GEMM's, V the GEMM's); fp32 otherwise (--upcast rope keeps K fp32) and
+ * on a GPU. (The CPU attention checks each stored value.) */
 static rc_dtype engine_kv_dt(const rc_numerics *num, bool host)
 {
-    return host && num->dt != RC_F32 && !(num->upcast & RC_UPCAST_ROPE) ? num->dt : RC_F32;
+    const rounding rr = rounding_rules(num);
+    return host && num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt ? num->dt : RC_F32;
 }
 
 static int64_t engine_kv_size(const rc_numerics *num, bool host) { return rc_dtype_size(engine_kv_dt(num, host)); }
@@ -443,37 +476,6 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     return RC_OK;
 }
 
-/* The rounding rules, all in one place. MD is the model dtype; an op named
- * in --upcast keeps fp32. (README "Numerics" has the table.) */
-typedef struct {
-    rc_dtype norm;      /* LayerNorm / RMSNorm output (and RMSNorm's cast before the weight) */
-    rc_dtype linear;    /* every GEMM output (bias added in fp32 first) */
-    rc_dtype rope_cs;   /* cos / sin tables */
-    rc_dtype rope;      /* q*cos, rotate_half(q)*sin and their sum */
-    rc_attn_numerics attn;
-    rc_dtype act;       /* activation outputs, SwiGLU product */
-    rc_dtype residual;  /* residual adds */
-    rc_dtype logits;    /* LM head output */
-} rounding;
-
-static rounding rounding_rules(const rc_numerics *n)
-{
-    const rc_dtype MD = n->dt;
-    const unsigned up = n->upcast;
-    rounding r;
-    r.norm = (up & RC_UPCAST_NORM) ? RC_F32 : MD;
-    r.linear = MD;
-    r.rope_cs = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
-    r.rope = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
-    /* fp32 q/k (upcast rope) give fp32 scores, as in GPT-NeoX 4.37-4.44 */
-    r.attn.score_dt = (up & (RC_UPCAST_ROPE | RC_UPCAST_SOFTMAX)) ? RC_F32 : MD;
-    r.attn.prob_dt = MD; /* softmax runs in fp32; probabilities cast to the value dtype */
-    r.attn.out_dt = MD;
-    r.act = MD;
-    r.residual = MD;
-    r.logits = (up & RC_UPCAST_LM_HEAD) ? RC_F32 : MD;
-    return r;
-}
 
 /* the family's position encoding as attention sees it (rotary_dim 0 under
  * ROTARY: nothing rotated) */
