@@ -167,7 +167,23 @@ START_TEST(test_inspect_errors)
     /* missing folder: I/O error (6), one line naming the path */
     ck_assert_int_eq(run("inspect --model /nonexistent/model"), 6);
     ck_assert_int_eq(count_lines(g_err), 1);
-    ck_assert_ptr_nonnull(strstr(g_err, "/nonexistent/model/config.json"));
+    ck_assert_ptr_nonnull(strstr(g_err, "/nonexistent/model: No such file or directory"));
+    ck_assert_ptr_null(strstr(g_err, "Hub"));
+    /* "org/name" that is not a folder: the Hub hint, for run, inspect and tokenize */
+    const char *hub_cmds[] = {"inspect --model HuggingFaceTB/SmolLM2-135M-Instruct",
+                              "--model HuggingFaceTB/SmolLM2-135M-Instruct -q --out none",
+                              "tokenize --model HuggingFaceTB/SmolLM2-135M-Instruct hello"};
+    for (size_t i = 0; i < sizeof hub_cmds / sizeof *hub_cmds; i++) {
+        ck_assert_int_eq(run(hub_cmds[i]), 6);
+        ck_assert_int_eq(count_lines(g_err), 1);
+        ck_assert_msg(strstr(g_err, "HuggingFaceTB/SmolLM2-135M-Instruct: no such folder; this looks like a "
+                                    "Hugging Face Hub id") &&
+                          strstr(g_err, "hf download HuggingFaceTB/SmolLM2-135M-Instruct --local-dir DIR"),
+                      "%s: '%s'", hub_cmds[i], g_err);
+    }
+    /* a file instead of a folder: usage error */
+    ck_assert_int_eq(run("inspect --model /etc/hostname"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "/etc/hostname: not a folder"));
     /* malformed config: 4; unsupported model type: 5 */
     char dir[] = "/tmp/rc_cli_modelXXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -936,7 +952,7 @@ START_TEST(test_json_escaping)
     /* error lines: ESC, a C1 control (U+009B, 8-bit CSI) and a byte that is
      * not UTF-8 in a path all become '?' (rc_errorf, for every message) */
     ck_assert_int_eq(run("inspect --model \"$(printf '/nonexistent/a\\033b\\302\\233c\\377d')\""), 6);
-    ck_assert_msg(strstr(g_err, "/nonexistent/a?b??c?d/config.json") != NULL, "'%s'", g_err);
+    ck_assert_msg(strstr(g_err, "/nonexistent/a?b??c?d: No such") != NULL, "'%s'", g_err);
 }
 END_TEST
 
@@ -1045,7 +1061,7 @@ static const struct {
      "config.json"},
     {5, "mkdir -p @D/m5 && printf '{\"model_type\": \"t5\"}' >@D/m5/config.json && $RC inspect --model @D/m5",
      "not supported"},
-    {6, "$RC inspect --model @D/missing", "missing/config.json"},
+    {6, "$RC inspect --model @D/missing", "missing: No such file or directory"},
     {7, "ulimit -v 1500000 && $RC --model data/models/pythia-rc-tiny --samples 100000 --threads 2 -q --out none",
      "cannot allocate"},
     {8, "CUDA_VISIBLE_DEVICES= $RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none "

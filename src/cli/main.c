@@ -605,6 +605,8 @@ static int cmd_tokenize(int argc, char **argv)
     rc_config cfg;
     cfg.vocab = 0;
     rc_status st = path && cpath ? RC_OK : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    if (st == RC_OK)
+        st = rc_model_dir_check(model);
     bool have_cfg = false;
     if (st == RC_OK)
         st = optional_file(cpath, &have_cfg);

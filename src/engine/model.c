@@ -2,11 +2,13 @@
  * mapped files, or copied into one arena where a family's layout needs it. */
 #include "model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ops_inline.h"
 #include "util.h"
@@ -408,9 +410,46 @@ static void stored_dtype(const rc_safetensors *st, const rc_config *c, char *out
     snprintf(out, n, "%s", ename ? ename : "?");
 }
 
+/* "org/name": one '/', both parts made of the characters the Hub allows in
+ * names (letters, digits, '-', '_', '.'), not "." or ".." */
+static bool looks_like_hub_id(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    if (!slash || slash == s || !slash[1] || strchr(slash + 1, '/'))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (p != slash && !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                            *p == '-' || *p == '_' || *p == '.'))
+            return false;
+    const size_t a = (size_t)(slash - s);
+    return !((a == 1 && s[0] == '.') || (a == 2 && s[0] == '.' && s[1] == '.') || strcmp(slash + 1, ".") == 0 ||
+             strcmp(slash + 1, "..") == 0);
+}
+
+rc_status rc_model_dir_check(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return rc_errorf(RC_ERR_USAGE,
+                             "%s: not a folder: --model takes a Hugging Face model folder (config.json, "
+                             "*.safetensors, tokenizer.json)",
+                             dir);
+        return RC_OK;
+    }
+    if (errno == ENOENT && looks_like_hub_id(dir))
+        return rc_errorf(RC_ERR_IO,
+                         "%s: no such folder; this looks like a Hugging Face Hub id, and ratiocheck reads local "
+                         "folders only: download it first (`hf download %s --local-dir DIR`, or "
+                         "`huggingface-cli download` with older huggingface_hub) and pass --model DIR",
+                         dir, dir);
+    return rc_errorf(RC_ERR_IO, "%s: %s", dir, strerror(errno));
+}
+
 static rc_status model_load(const char *dir, bool dry, rc_model **out)
 {
     *out = NULL;
+    RC_TRY(rc_model_dir_check(dir));
     rc_model *m = calloc(1, sizeof *m);
     if (!m)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");

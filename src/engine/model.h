@@ -350,6 +350,10 @@ rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const cha
                                  double *out);
 
 /* model.c */
+/* --model's folder exists and is a folder: RC_ERR_IO naming it otherwise, with
+ * how to download it when it looks like a Hugging Face Hub id ("org/name"),
+ * RC_ERR_USAGE when it is a file. rc_model_load* call it first. */
+rc_status rc_model_dir_check(const char *dir);
 rc_status rc_model_load(const char *dir, rc_model **out);
 /* rc_model_load without reading a weight: config.json and the safetensors
  * headers, every tensor the family needs checked for presence, shape and a
