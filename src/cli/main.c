@@ -1434,8 +1434,9 @@ static const opt_spec k_run_opts[] = {
      "back: without a usable GPU it exits 8 with the reason",
      NULL, op_backend, 0, 0, 0},
     {"prompts", 0, "FILE",
-     ".txt (one prompt per line, \\n escapes), .jsonl\n({\"prompt\": ..} or {\"tokens\": [..]}) or .ids (token ids)\n"
-     "(default: the bundled prompts)",
+     ".txt (one prompt per line, \\n escapes), .jsonl\n({\"prompt\": ..}, {\"tokens\": [..]} or\n"
+     "{\"messages\": [{\"role\": .., \"content\": ..}]}, rendered\nwith the model's chat template: ChatML or Llama-3)\n"
+     "or .ids (token ids) (default: the bundled prompts)",
      "Rollouts:", op_path, RO(prompts_path), 0, 0},
     {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24},
     {"samples", 0, "N", "samples per prompt (default 2)", NULL, op_i64, RO(cfg.samples), 1, 1 << 20},

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "json_util.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -203,9 +204,26 @@ static bool ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* a {"prompt": ...} / {"tokens": [...]} record */
+/* a {"messages": [...]} record: checked, the template recognised (once, at
+ * the first such line), rendered and tokenized (chat.h) */
+static rc_status chat_record(const char *path, int64_t line, const json_t *msgs, const rc_tokenizer *tok,
+                             rc_chat **chat, int32_t **ids, int64_t *nid, char **text)
+{
+    rc_status s = rc_chat_check_messages(msgs);
+    if (s == RC_OK && !tok)
+        s = rc_errorf(RC_ERR_USAGE, "chat prompts need the model's tokenizer.json and chat template");
+    if (s == RC_OK && !*chat)
+        s = rc_chat_load(tok, chat);
+    if (s == RC_OK)
+        s = rc_chat_encode(*chat, tok, msgs, text, ids, nid);
+    if (s != RC_OK)
+        rc_error_prefix(s, "%s:%lld", path, (long long)line);
+    return s;
+}
+
+/* a {"prompt": ...} / {"tokens": [...]} / {"messages": [...]} record */
 static rc_status jsonl_record(const char *path, int64_t line, const char *ln, size_t ll, const rc_tokenizer *tok,
-                              const rc_prompt_limits *lim, int32_t **ids, int64_t *nid, char **text)
+                              const rc_prompt_limits *lim, rc_chat **chat, int32_t **ids, int64_t *nid, char **text)
 {
     json_t *o = NULL;
     char what[64];
@@ -213,8 +231,14 @@ static rc_status jsonl_record(const char *path, int64_t line, const char *ln, si
     rc_status s = rc_json_parse_object(ln, ll, what, &o);
     if (s != RC_OK)
         return rc_error_prefix(s, "%s", path);
-    const json_t *pr = json_object_get(o, "prompt"), *tk = json_object_get(o, "tokens");
-    if (json_is_string(pr) && tok) {
+    const json_t *pr = json_object_get(o, "prompt"), *tk = json_object_get(o, "tokens"),
+                 *ms = json_object_get(o, "messages");
+    if (ms && (pr || tk)) {
+        s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: give one of \"messages\", \"prompt\" or \"tokens\"", path,
+                      (long long)line);
+    } else if (ms) {
+        s = chat_record(path, line, ms, tok, chat, ids, nid, text);
+    } else if (json_is_string(pr) && tok) {
         if (json_string_length(pr) == 0)
             s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: empty prompt", path, (long long)line);
         else if (memchr(json_string_value(pr), '\0', json_string_length(pr)))
@@ -240,7 +264,8 @@ static rc_status jsonl_record(const char *path, int64_t line, const char *ln, si
         }
         *nid = n;
     } else {
-        s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: expected {\"prompt\": \"...\"} or {\"tokens\": [...]}", path,
+        s = rc_errorf(RC_ERR_FORMAT,
+                      "%s:%lld: expected {\"prompt\": \"...\"}, {\"tokens\": [...]} or {\"messages\": [...]}", path,
                       (long long)line);
     }
     json_decref(o);
@@ -263,6 +288,7 @@ static rc_status load(const char *path, const rc_tokenizer *tok, const rc_prompt
     }
     const int64_t max_prompts = lim && lim->max_prompts > 0 ? lim->max_prompts : INT64_MAX;
     plist_t l = {0};
+    rc_chat *chat = NULL; /* the chat template, read at the first {"messages": ...} line */
     rc_status s = RC_OK;
     int64_t line = 0;
     size_t pos = 0;
@@ -302,7 +328,7 @@ static rc_status load(const char *path, const rc_tokenizer *tok, const rc_prompt
         if (jsonl) {
             if (ll == 0)
                 continue; /* blank lines between records */
-            s = jsonl_record(path, line, ln, ll, tok, lim, &ids, &nid, &text);
+            s = jsonl_record(path, line, ln, ll, tok, lim, &chat, &ids, &nid, &text);
         } else {
             /* text: \n and \\ escapes */
             char *txt = malloc(ll + 1);
@@ -342,6 +368,7 @@ static rc_status load(const char *path, const rc_tokenizer *tok, const rc_prompt
         }
     }
     free(buf);
+    rc_chat_free(chat);
     if (s == RC_OK && l.n == 0)
         s = rc_errorf(RC_ERR_FORMAT, ids_format ? "%s: no prompts (expected one line of token ids per prompt)"
                                                 : "%s: no prompts",

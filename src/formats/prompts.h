@@ -1,10 +1,14 @@
 /* Prompt files:
  *   .ids    token ids, one prompt per line, separated by spaces; blank lines
  *           and lines starting with '#' are skipped;
- *   .jsonl  one JSON object per line: {"prompt": "text"} or {"tokens": [ids]};
+ *   .jsonl  one JSON object per line: {"prompt": "text"}, {"tokens": [ids]}
+ *           or {"messages": [{"role": ..., "content": ...}, ...]};
  *   other   (.txt) one text prompt per line, with \n and \\ escapes.
  * Text is tokenized with the model's tokenizer.json as HF's tokenizer(text)
  * does by default: with the post-processor's special tokens (e.g. BOS).
+ * Messages are rendered with the model's chat template and tokenized as
+ * apply_chat_template(messages, add_generation_prompt=True) does (chat.h);
+ * the rendered text is the prompt's text.
  *
  * Every prompt is checked as it is read (at most RC_PROMPT_MAX_TOKENS tokens,
  * and the context limit when one is given), before the prompts are padded to

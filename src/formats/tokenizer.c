@@ -22,11 +22,13 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <utf8proc.h>
 
 #include "json_util.h"
@@ -247,6 +249,9 @@ struct rc_tokenizer {
     uint8_t *special;  /* [n_pieces] 1 for special added tokens */
     int32_t prefix_ids[MAX_SPECIALS], suffix_ids[MAX_SPECIALS]; /* post-processor specials */
     int n_prefix, n_suffix;
+    /* tokenizer_config.json / chat_template.jinja (tokenizer.h) */
+    rc_tokenizer_chat chat;
+    char *chat_template, *chat_template_path, *chat_config_path, *chat_bos, *chat_eos, *chat_error;
     /* byte-level map */
     char bl_enc[256][3];
     int bl_len[256];
@@ -343,6 +348,12 @@ void rc_tokenizer_free(rc_tokenizer *t)
         free(t->decs[i].a);
         free(t->decs[i].b);
     }
+    free(t->chat_template);
+    free(t->chat_template_path);
+    free(t->chat_config_path);
+    free(t->chat_bos);
+    free(t->chat_eos);
+    free(t->chat_error);
     free(t->path);
     free(t);
 }
@@ -353,6 +364,174 @@ const char *rc_tokenizer_piece(const rc_tokenizer *t, int32_t id)
 }
 
 int64_t rc_tokenizer_vocab_size(const rc_tokenizer *t) { return t->n_pieces; }
+
+int32_t rc_tokenizer_added_id(const rc_tokenizer *t, const char *s, size_t n, bool *special)
+{
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].len == n && memcmp(t->added[i].content, s, n) == 0) {
+            if (special)
+                *special = t->added[i].special;
+            return t->added[i].id;
+        }
+    if (special)
+        *special = false;
+    return -1;
+}
+
+const rc_tokenizer_chat *rc_tokenizer_chat_info(const rc_tokenizer *t) { return &t->chat; }
+
+/* ---- the chat template's files (tokenizer.h) ------------------------------ */
+
+#define CHAT_MAX_TEMPLATE ((size_t)1 << 20)   /* chat_template.jinja, bytes */
+#define CHAT_MAX_CONFIG ((size_t)64 << 20)    /* tokenizer_config.json / special_tokens_map.json */
+
+/* remember the first problem; the load goes on */
+static void chat_problem(rc_tokenizer *t, rc_status s)
+{
+    if (t->chat.status != RC_OK)
+        return;
+    t->chat.status = s;
+    t->chat_error = strdup(rc_last_error());
+    t->chat.error = t->chat_error ? t->chat_error : "out of memory";
+}
+
+/* present: the path exists (of any kind); a stat error other than "absent" is a problem */
+static bool chat_present(rc_tokenizer *t, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return true;
+    if (errno != ENOENT && errno != ENOTDIR)
+        chat_problem(t, rc_errorf(RC_ERR_IO, "%s: %s", path, strerror(errno)));
+    return false;
+}
+
+/* a special token's string as transformers keeps it: "..." or {"content": "..."};
+ * *out NULL when absent or null; false when it is neither */
+static bool chat_token(const json_t *v, const char **out)
+{
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return true;
+    if (json_is_object(v))
+        v = json_object_get(v, "content");
+    if (!json_is_string(v))
+        return false;
+    *out = json_string_value(v);
+    return true;
+}
+
+static char *chat_dup(rc_tokenizer *t, const char *s)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        chat_problem(t, rc_errorf(RC_ERR_NOMEM, "out of memory"));
+    return d;
+}
+
+static void load_chat_info(rc_tokenizer *t, const char *path)
+{
+    json_t *root = NULL;
+    rc_status s;
+    t->chat.status = RC_OK;
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    char *cfg = dir ? rc_path_join(dir, "tokenizer_config.json") : NULL;
+    char *jinja = dir ? rc_path_join(dir, "chat_template.jinja") : NULL;
+    char *smap = dir ? rc_path_join(dir, "special_tokens_map.json") : NULL;
+    char *extra = dir ? rc_path_join(dir, "additional_chat_templates") : NULL;
+    if (!cfg || !jinja || !smap || !extra) {
+        chat_problem(t, rc_errorf(RC_ERR_NOMEM, "out of memory"));
+        goto done;
+    }
+    t->chat_config_path = cfg;
+    t->chat.config_path = cfg;
+    cfg = NULL;
+    if (chat_present(t, t->chat_config_path)) {
+        if ((s = rc_json_load_object(t->chat_config_path, CHAT_MAX_CONFIG, &root)) != RC_OK) {
+            chat_problem(t, s);
+            root = NULL;
+        }
+    }
+    if (root) {
+        const json_t *ct = json_object_get(root, "chat_template");
+        const char *bos, *eos;
+        if (json_is_array(ct)) { /* [{"name": ..., "template": ...}]: transformers uses "default" */
+            const json_t *def = NULL;
+            for (size_t i = 0; i < json_array_size(ct); i++) {
+                const json_t *e = json_array_get(ct, i), *nm = json_object_get(e, "name");
+                if (json_is_string(nm) && strcmp(json_string_value(nm), "default") == 0)
+                    def = json_object_get(e, "template");
+            }
+            if (!def)
+                chat_problem(t, rc_errorf(RC_ERR_UNSUPPORTED,
+                                          "%s: \"chat_template\" is a list without a template named \"default\"",
+                                          t->chat_config_path));
+            ct = def;
+        }
+        if (ct && !json_is_null(ct) && !json_is_string(ct))
+            chat_problem(t, rc_errorf(RC_ERR_FORMAT, "%s: \"chat_template\" is not a string", t->chat_config_path));
+        else if (json_is_string(ct) && t->chat.status == RC_OK) {
+            t->chat_template = malloc(json_string_length(ct) + 1);
+            if (!t->chat_template) {
+                chat_problem(t, rc_errorf(RC_ERR_NOMEM, "out of memory"));
+            } else {
+                memcpy(t->chat_template, json_string_value(ct), json_string_length(ct) + 1);
+                t->chat.template_len = json_string_length(ct);
+                t->chat_template_path = chat_dup(t, t->chat_config_path);
+            }
+        }
+        if (!chat_token(json_object_get(root, "bos_token"), &bos) ||
+            !chat_token(json_object_get(root, "eos_token"), &eos)) {
+            chat_problem(t, rc_errorf(RC_ERR_FORMAT, "%s: \"bos_token\" / \"eos_token\" is not a string or "
+                                                     "{\"content\": \"...\"}", t->chat_config_path));
+        } else {
+            t->chat_bos = chat_dup(t, bos);
+            t->chat_eos = chat_dup(t, eos);
+        }
+        json_decref(root);
+    }
+    /* chat_template.jinja replaces the config's template (transformers 5 saves it so) */
+    if (chat_present(t, jinja)) {
+        char *buf;
+        size_t len;
+        if ((s = rc_read_file(jinja, &buf, &len, CHAT_MAX_TEMPLATE)) != RC_OK) {
+            chat_problem(t, s);
+        } else {
+            free(t->chat_template);
+            free(t->chat_template_path);
+            t->chat_template = buf;
+            t->chat.template_len = len;
+            t->chat_template_path = jinja;
+            jinja = NULL;
+        }
+    } else if (chat_present(t, extra)) {
+        /* transformers then loads the folder's templates as named ones, without a "default" */
+        chat_problem(t, rc_errorf(RC_ERR_UNSUPPORTED, "%s: named chat templates without chat_template.jinja are "
+                                                      "not read", extra));
+    }
+    /* a legacy special_tokens_map.json may set bos_token instead */
+    if (chat_present(t, smap)) {
+        json_t *m = NULL;
+        const char *bos = NULL;
+        if (rc_json_load_object(smap, CHAT_MAX_CONFIG, &m) != RC_OK || !chat_token(json_object_get(m, "bos_token"), &bos) ||
+            (bos && (!t->chat_bos || strcmp(bos, t->chat_bos) != 0)))
+            t->chat.bos_uncertain = true;
+        json_decref(m);
+        rc_clear_error();
+    }
+done:
+    t->chat.template_text = t->chat_template;
+    t->chat.template_path = t->chat_template_path;
+    t->chat.bos_token = t->chat_bos;
+    t->chat.eos_token = t->chat_eos;
+    rc_clear_error(); /* the problems are kept in t->chat */
+    free(dir);
+    free(cfg);
+    free(jinja);
+    free(smap);
+    free(extra);
+}
 
 static const char *type_of(const json_t *o)
 {
@@ -846,6 +1025,8 @@ rc_status rc_tokenizer_load(const char *path, int64_t vocab_limit, rc_tokenizer 
         s = load_post(t, json_object_get(root, "post_processor"));
     if (s == RC_OK)
         s = load_decoder(t, json_object_get(root, "decoder"));
+    if (s == RC_OK)
+        load_chat_info(t, path); /* never fails the load (tokenizer.h) */
     for (int i = 0; s == RC_OK && i < t->n_prefix + t->n_suffix; i++) {
         int32_t id = i < t->n_prefix ? t->prefix_ids[i] : t->suffix_ids[i - t->n_prefix];
         if (!rc_tokenizer_piece(t, id))

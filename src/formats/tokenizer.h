@@ -29,5 +29,29 @@ rc_status rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t
 /* The vocabulary string of an id (NULL when unknown). */
 const char *rc_tokenizer_piece(const rc_tokenizer *t, int32_t id);
 int64_t rc_tokenizer_vocab_size(const rc_tokenizer *t);
+/* The id of the added token whose content is exactly s[0..n) (-1: none);
+ * *special (may be NULL) tells whether it is a special one. */
+int32_t rc_tokenizer_added_id(const rc_tokenizer *t, const char *s, size_t n, bool *special);
+
+/* What the tokenizer's folder says about chat formatting, read by
+ * rc_tokenizer_load from the files next to tokenizer.json as transformers 5
+ * reads them: tokenizer_config.json's "chat_template" (a string, or the entry
+ * named "default" of a list of {"name", "template"}), replaced by
+ * chat_template.jinja when that file exists, and "bos_token" / "eos_token"
+ * (a string or {"content": ...}). Nothing here fails the load (plain prompts
+ * never need it): a file that cannot be read or is malformed is recorded in
+ * status / error and reported when a chat prompt needs the template
+ * (src/formats/chat.c). */
+typedef struct {
+    const char *template_text;    /* NULL: the folder has no chat template */
+    size_t template_len;
+    const char *template_path;    /* the file it came from */
+    const char *config_path;      /* <folder>/tokenizer_config.json */
+    const char *bos_token, *eos_token; /* NULL: not set */
+    bool bos_uncertain;           /* special_tokens_map.json names another (or unreadable) bos_token */
+    rc_status status;             /* RC_OK, or why the files above could not be used */
+    const char *error;            /* its one-line message */
+} rc_tokenizer_chat;
+const rc_tokenizer_chat *rc_tokenizer_chat_info(const rc_tokenizer *t);
 
 #endif

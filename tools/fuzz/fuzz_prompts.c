@@ -2,7 +2,10 @@
  * model's tokenizer, data/models/pythia-rc-tiny/tokenizer.json), as .jsonl
  * and as .ids, each through rc_prompts_load with the bundled model's context
  * (256 positions, 50 generated tokens) and, for .ids and .jsonl, without
- * limits.
+ * limits; the .jsonl also with the tokenizer and chat template of
+ * data/fixtures/chat/qwen2_5 (ChatML, Qwen2.5's template), so that
+ * {"messages": [...]} lines are rendered and tokenized (the bundled model has
+ * no chat template: there they stop at the template check).
  *
  * Checked on success: at least one prompt; every length in 1..max_len; ids
  * non-negative, -1 padding after each prompt; lines increasing; with the
@@ -19,7 +22,7 @@
 #include "prompts.h"
 #include "tokenizer.h"
 
-static rc_tokenizer *g_tok;
+static rc_tokenizer *g_tok, *g_chat_tok;
 static char g_txt[600], g_jsonl[600], g_ids[600];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -37,6 +40,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_prompts: %s\n", rc_last_error());
         exit(2);
     }
+    snprintf(tp, sizeof tp, "%s/data/fixtures/chat/qwen2_5/tokenizer.json", src);
+    if (rc_tokenizer_load(tp, 0, &g_chat_tok) != RC_OK) {
+        fprintf(stderr, "fuzz_prompts: %s\n", rc_last_error());
+        exit(2);
+    }
     const char *dir = fz_scratch_dir("prompts");
     snprintf(g_txt, sizeof g_txt, "%s/p.txt", dir);
     snprintf(g_jsonl, sizeof g_jsonl, "%s/p.jsonl", dir);
@@ -44,10 +52,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void check(const char *path, const rc_prompt_limits *lim)
+static void check_with(const char *path, const rc_tokenizer *tok, const rc_prompt_limits *lim)
 {
     rc_prompts p;
-    rc_status s = rc_prompts_load(path, g_tok, lim, &p);
+    rc_status s = rc_prompts_load(path, tok, lim, &p);
     fz_check_msg(s, path);
     if (s != RC_OK) {
         if (p.tokens || p.len || p.n)
@@ -68,6 +76,8 @@ static void check(const char *path, const rc_prompt_limits *lim)
     rc_prompts_free(&p);
 }
 
+static void check(const char *path, const rc_prompt_limits *lim) { check_with(path, g_tok, lim); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const rc_prompt_limits ctx = {0, 256, 50};
@@ -76,6 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_write(g_jsonl, data, size);
     check(g_jsonl, &ctx);
     check(g_jsonl, NULL);
+    check_with(g_jsonl, g_chat_tok, &ctx);
     fz_write(g_ids, data, size);
     check(g_ids, &ctx);
     check(g_ids, NULL);
