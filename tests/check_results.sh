@@ -21,6 +21,7 @@ run() {
   "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
 }
 run bf16 --dtype bf16 --num-prompts 8 --samples 2 --len 8,16,24 --reference fp32
-run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos --temperature 2 --top-p 0.9 --reference fp64
+run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos --temperature 2 --top-p 0.9 --reference fp64 \
+  --clip-eps-low 0.001 --clip-eps-high 0.002 --seq-eps 1e-4 --seq-cap 1.002  # each fraction > 0
 run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 2 --len 5,12 --forward-batch 3
 exit $status

@@ -271,6 +271,59 @@ START_TEST(test_run_json)
 }
 END_TEST
 
+/* --clip-eps*, --seq-eps, --seq-cap: stored as settings, used by the
+ * statistics, and the file's own values used again by `report` */
+START_TEST(test_stat_options)
+{
+    char args[2048];
+    static char first[1 << 16];
+    const char *opts = "--clip-eps 0.001 --clip-eps-high 0.0015 --seq-eps 1e-4 --seq-cap 1.002";
+    snprintf(args, sizeof args, "%s --dtype fp16 %s --json --out %s/s.h5", g_common, opts, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert(json_number_value(json_object_get(j, "clip_eps_low")) == 0.001);
+    ck_assert(json_number_value(json_object_get(j, "clip_eps_high")) == 0.0015);
+    ck_assert(json_number_value(json_object_get(j, "seq_eps")) == 1e-4);
+    ck_assert(json_number_value(json_object_get(j, "seq_cap")) == 1.002);
+    const json_t *l0 = json_array_get(json_object_get(j, "lens"), 0);
+    const char *keys[] = {"seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_mean_max",
+                          "seq_ratio_min", "seq_ratio_max", "seq_frac_outside_band", "seq_frac_above_cap"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        ck_assert_msg(json_object_get(l0, keys[k]) != NULL, "lens[0] lacks %s", keys[k]);
+    ck_assert_int_eq(json_integer_value(json_object_get(l0, "seq_count")), 6);
+    json_decref(j);
+    /* the table names the clip range and the sequence thresholds */
+    snprintf(args, sizeof args, "%s --dtype fp16 %s --out %s/s.h5 --force", g_common, opts, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac: ratio outside [0.999, 1.0015]"));
+    ck_assert_ptr_nonnull(strstr(g_out, "|e^M-1|>0.0001"));
+    ck_assert_ptr_nonnull(strstr(g_out, "e^S>1.002"));
+    memcpy(first, g_out, sizeof first);
+    snprintf(args, sizeof args, "report %s/s.h5", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_str_eq(g_out, first); /* recomputed with the file's thresholds */
+    /* defaults */
+    snprintf(args, sizeof args, "%s --out none", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac: ratio outside [0.8, 1.2]"));
+    ck_assert_ptr_nonnull(strstr(g_out, "|e^M-1|>0.0003"));
+    /* bad values: usage errors naming the option */
+    const struct {
+        const char *opt, *msg;
+    } bad[] = {{"--clip-eps 1", "lower clip bound"},     {"--clip-eps-low 1", "--clip-eps-low"},
+               {"--clip-eps 0", "--clip-eps"},           {"--seq-cap 0.5", "--seq-cap"},
+               {"--seq-eps -1", "--seq-eps"},            {"--clip-eps-high nan", "--clip-eps-high"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == 2, "%s", bad[i].opt);
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+}
+END_TEST
+
 START_TEST(test_run_gates)
 {
     char args[2048];
@@ -1112,6 +1165,7 @@ int main(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
+    tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);
     tcase_add_test(tr, test_run_interrupt);

@@ -144,6 +144,18 @@ static void fill_stats(rc_len_stats *st, int i)
     st->ref_gen_max_abs = b + 4.2;
     st->ref_fwd_mean_abs = b + 4.3;
     st->ref_fwd_max_abs = i == 0 ? NAN : b + 4.4;
+    st->clipfrac = b + 2.5;
+    st->seq_count = 3 + i;
+    st->seq_sum_mean = b + 5.1;
+    st->seq_sum_std = b + 5.2;
+    st->seq_sum_min = -(b + 5.3);
+    st->seq_sum_max = b + 5.4;
+    st->seq_mean_mean = b + 6.1;
+    st->seq_mean_std = b + 6.2;
+    st->seq_mean_min = -(b + 6.3);
+    st->seq_mean_max = i == 0 ? NAN : b + 6.4;
+    st->seq_frac_outside_band = b + 7.1;
+    st->seq_frac_above_cap = b + 7.2;
 }
 
 /* n_prompts prompts of up to prompt_max tokens, n_seq sequences of gen_len
@@ -240,6 +252,12 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
             lr->pos_max_abs_log_ratio[t] = 3e-4 * (double)(t + 1) + (double)i;
             lr->pos_ratio_std[t] = t == 1 ? NAN : 2e-4 * (double)(t + 1) + (double)i;
         }
+        lr->seq_log_ratio_sum = xcalloc((size_t)ns + 1, sizeof(double));
+        lr->seq_log_ratio_mean = xcalloc((size_t)ns + 1, sizeof(double));
+        for (int64_t s = 0; s < ns; s++) {
+            lr->seq_log_ratio_sum[s] = s == 1 ? NAN : 1e-3 * (double)(s + 1) - (double)i;
+            lr->seq_log_ratio_mean[s] = s == 1 ? NAN : -2e-5 * (double)(s + 1) + (double)i;
+        }
     }
     r->n_cross = nlens > 1 ? nlens - 1 : 0;
     r->cross = xcalloc((size_t)r->n_cross, sizeof *r->cross);
@@ -283,6 +301,8 @@ static void destroy(rc_results *r)
         free(r->lens[i].pos_mean_abs_log_ratio);
         free(r->lens[i].pos_max_abs_log_ratio);
         free(r->lens[i].pos_ratio_std);
+        free(r->lens[i].seq_log_ratio_sum);
+        free(r->lens[i].seq_log_ratio_mean);
     }
     free(r->lens);
     free(r->cross);
@@ -568,6 +588,7 @@ static const char *const k_root_attrs[] = {
     "reference",     "backend",        "device",        "created",      "threads",       "seed",
     "top_k",         "samples",        "batch",        "forward_batch", "num_prompts",
     "num_sequences", "gen_len",        "temperature",  "top_p",         "stop_at_eos",
+    "clip_eps_low",  "clip_eps_high",  "seq_eps",      "seq_cap",
     "lengths",       "seconds_generate", "seconds_forward", "seconds_total",
 };
 
@@ -578,6 +599,9 @@ static const char *const k_len_attrs[] = {
     "frac_abs_ratio_minus_1_gt_0.1", "frac_abs_ratio_minus_1_gt_0.2", "clipfrac",
     "k1", "k3", "mult_prob_err", "identical_frac", "first_divergent_position",
     "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs",
+    "seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_sum_min",
+    "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
+    "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -697,7 +721,7 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         check_attr_f64(g, "frac_abs_ratio_minus_1_gt_0.01", st->frac_above[1]);
         check_attr_f64(g, "frac_abs_ratio_minus_1_gt_0.1", st->frac_above[2]);
         check_attr_f64(g, "frac_abs_ratio_minus_1_gt_0.2", st->frac_above[3]);
-        check_attr_f64(g, "clipfrac", st->frac_above[3]);
+        check_attr_f64(g, "clipfrac", st->clipfrac);
         check_attr_f64(g, "k1", st->k1);
         check_attr_f64(g, "k3", st->k3);
         check_attr_f64(g, "mult_prob_err", st->mult_prob_err);
@@ -707,10 +731,22 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         check_attr_f64(g, "ref_gen_max_abs", st->ref_gen_max_abs);
         check_attr_f64(g, "ref_fwd_mean_abs", st->ref_fwd_mean_abs);
         check_attr_f64(g, "ref_fwd_max_abs", st->ref_fwd_max_abs);
+        check_attr_i64(g, "seq_count", st->seq_count);
+        check_attr_f64(g, "seq_log_ratio_sum_mean", st->seq_sum_mean);
+        check_attr_f64(g, "seq_log_ratio_sum_std", st->seq_sum_std);
+        check_attr_f64(g, "seq_log_ratio_sum_min", st->seq_sum_min);
+        check_attr_f64(g, "seq_log_ratio_sum_max", st->seq_sum_max);
+        check_attr_f64(g, "seq_log_ratio_mean_mean", st->seq_mean_mean);
+        check_attr_f64(g, "seq_log_ratio_mean_std", st->seq_mean_std);
+        check_attr_f64(g, "seq_log_ratio_mean_min", st->seq_mean_min);
+        check_attr_f64(g, "seq_log_ratio_mean_max", st->seq_mean_max);
+        check_attr_f64(g, "seq_frac_outside_band", st->seq_frac_outside_band);
+        check_attr_f64(g, "seq_frac_above_cap", st->seq_frac_above_cap);
 
         static const char *const len_links[] = {
             "logprob_forward", "ratio", "log_ratio", "pos_count",
-            "pos_mean_abs_log_ratio", "pos_max_abs_log_ratio", "pos_ratio_std"};
+            "pos_mean_abs_log_ratio", "pos_max_abs_log_ratio", "pos_ratio_std", "seq_log_ratio_sum",
+            "seq_log_ratio_mean"};
         check_links(g, len_links, NELEM(len_links));
         float *ratio = xcalloc((size_t)(S * L), sizeof(float));
         float *lratio = xcalloc((size_t)(S * L), sizeof(float));
@@ -727,6 +763,8 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         check_f64_1d(g, "pos_mean_abs_log_ratio", lr->pos_mean_abs_log_ratio, L);
         check_f64_1d(g, "pos_max_abs_log_ratio", lr->pos_max_abs_log_ratio, L);
         check_f64_1d(g, "pos_ratio_std", lr->pos_ratio_std, L);
+        check_f64_1d(g, "seq_log_ratio_sum", lr->seq_log_ratio_sum, S);
+        check_f64_1d(g, "seq_log_ratio_mean", lr->seq_log_ratio_mean, S);
         free(ratio);
         free(lratio);
         H5Gclose(g);
@@ -1046,6 +1084,7 @@ static void m_len_dup(rc_results *r) { r->lens[1].len = r->lens[0].len; }
 static void m_null_gen(rc_results *r) { free(r->logprob_gen); r->logprob_gen = NULL; }
 static void m_null_fwd(rc_results *r) { free(r->lens[1].logprob_fwd); r->lens[1].logprob_fwd = NULL; }
 static void m_null_pos(rc_results *r) { free(r->lens[0].pos_ratio_std); r->lens[0].pos_ratio_std = NULL; }
+static void m_null_seq(rc_results *r) { free(r->lens[1].seq_log_ratio_mean); r->lens[1].seq_log_ratio_mean = NULL; }
 static void m_valid_big(rc_results *r) { r->gen_valid[3] = (int32_t)r->gen_len + 1; }
 static void m_prompt_idx(rc_results *r) { r->seq_prompt[4] = (int32_t)r->n_prompts; }
 static void m_prompt_len(rc_results *r) { r->prompt_len[0] = -1; }
@@ -1061,6 +1100,7 @@ static const struct {
     {"len > gen_len", m_len_too_big},  {"len 0", m_len_zero},
     {"duplicate len", m_len_dup},      {"NULL logprob_gen", m_null_gen},
     {"NULL logprob_fwd", m_null_fwd},  {"NULL pos_ratio_std", m_null_pos},
+    {"NULL seq_log_ratio_mean", m_null_seq},
     {"gen_valid > gen_len", m_valid_big}, {"seq_prompt out of range", m_prompt_idx},
     {"prompt_len < 0", m_prompt_len},  {"n_seq < 0", m_neg_seq},
     {"n_lens < 0", m_neg_lens},        {"NULL cross", m_null_cross},

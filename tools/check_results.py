@@ -62,7 +62,29 @@ def main(path):
             close(f"L={L} {qn}", a[qn], np.quantile(rv, q))
         for th in ["0.001", "0.01", "0.1", "0.2"]:
             close(f"L={L} frac > {th}", a[f"frac_abs_ratio_minus_1_gt_{th}"], np.mean(np.abs(rv - 1) > float(th)))
-        close(f"L={L} clipfrac", a["clipfrac"], np.mean(np.abs(rv - 1) > 0.2))
+        lo, hi = f.attrs.get("clip_eps_low", 0.2), f.attrs.get("clip_eps_high", 0.2)
+        close(f"L={L} clipfrac", a["clipfrac"], np.mean((rv < 1 - lo) | (rv > 1 + hi)))
+        # sequence level: S = sum of log r over a sequence's valid tokens, M = S / tokens
+        ntok = valid.sum(axis=1)
+        has = ntok > 0
+        S_ = np.where(valid, lr, 0.0).sum(axis=1)
+        with np.errstate(all="ignore"):
+            M_ = S_ / ntok
+        S_ = np.where(has, S_, np.nan)
+        M_ = np.where(has, M_, np.nan)
+        equal(f"L={L} seq_log_ratio_sum", np.isnan(g["seq_log_ratio_sum"][...]), np.isnan(S_))
+        close(f"L={L} seq_log_ratio_sum values", g["seq_log_ratio_sum"][...], S_, rtol=1e-9, atol=1e-12)
+        close(f"L={L} seq_log_ratio_mean values", g["seq_log_ratio_mean"][...], M_, rtol=1e-9, atol=1e-12)
+        close(f"L={L} seq_count", a["seq_count"], has.sum())
+        for name, v in (("sum", S_[has]), ("mean", M_[has])):
+            close(f"L={L} seq_log_ratio_{name}_mean", a[f"seq_log_ratio_{name}_mean"], v.mean(), atol=1e-12)
+            close(f"L={L} seq_log_ratio_{name}_std", a[f"seq_log_ratio_{name}_std"], v.std(), atol=1e-12)
+            close(f"L={L} seq_log_ratio_{name}_min", a[f"seq_log_ratio_{name}_min"], v.min(), atol=1e-12)
+            close(f"L={L} seq_log_ratio_{name}_max", a[f"seq_log_ratio_{name}_max"], v.max(), atol=1e-12)
+        eps, cap = f.attrs.get("seq_eps", 3e-4), f.attrs.get("seq_cap", 3.0)
+        geo, sr = np.exp(M_[has]), np.exp(S_[has])
+        close(f"L={L} seq_frac_outside_band", a["seq_frac_outside_band"], np.mean((geo < 1 - eps) | (geo > 1 + eps)))
+        close(f"L={L} seq_frac_above_cap", a["seq_frac_above_cap"], np.mean(sr > cap))
         close(f"L={L} k1", a["k1"], np.mean(-lrv))
         close(f"L={L} k3", a["k3"], np.mean(rv - 1 - lrv))
         close(f"L={L} mult_prob_err", a["mult_prob_err"], np.mean(np.exp(np.abs(lrv))))

@@ -26,7 +26,15 @@ typedef struct {
     double k3;                  /* mean(r - 1 - log r) */
     double mult_prob_err;       /* mean(exp|old - new|) (NeMo-RL token_mult_prob_error) */
     double identical_frac;      /* fraction of tokens whose two log-probs are bitwise equal */
+    double clipfrac;            /* PPO clip fraction: r < 1 - clip_eps_low or r > 1 + clip_eps_high */
     int64_t first_divergent_position; /* first generated position where any sequence differs, -1 if none */
+    /* sequence level, over the sequences with at least one valid token t < L:
+     * per sequence, S = sum_t log r and M = S / tokens */
+    int64_t seq_count;
+    double seq_sum_mean, seq_sum_std, seq_sum_min, seq_sum_max;     /* of S (population std) */
+    double seq_mean_mean, seq_mean_std, seq_mean_min, seq_mean_max; /* of M */
+    double seq_frac_outside_band; /* |exp(M) - 1| > seq_eps: GSPO's clipped sequence ratio */
+    double seq_frac_above_cap;    /* exp(S) > seq_cap: sequence-level importance sampling */
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
 } rc_len_stats;
@@ -40,7 +48,21 @@ typedef struct {
     double *pos_mean_abs_log_ratio; /* [L] */
     double *pos_max_abs_log_ratio;  /* [L] */
     double *pos_ratio_std;          /* [L] */
+    /* per sequence (NaN for a sequence without a valid token t < L) */
+    double *seq_log_ratio_sum;      /* [n_seq] S = sum_t log r */
+    double *seq_log_ratio_mean;     /* [n_seq] M = S / tokens */
 } rc_len_result;
+
+/* The thresholds of the statistics (settings of the run, root attributes of
+ * the file). A value <= 0 (a zeroed struct, an older file) means the default. */
+typedef struct {
+    double clip_eps_low, clip_eps_high; /* PPO clip range [1 - low, 1 + high] (default 0.2, 0.2) */
+    double seq_eps;                     /* GSPO band |exp(M) - 1| <= eps (default 3e-4) */
+    double seq_cap;                     /* sequence IS cap exp(S) <= cap (default 3) */
+} rc_stat_params;
+#define RC_DEFAULT_CLIP_EPS 0.2
+#define RC_DEFAULT_SEQ_EPS 3e-4
+#define RC_DEFAULT_SEQ_CAP 3.0
 
 /* |forward_La - forward_Lb| over the positions both lengths share (t < min). */
 typedef struct {
@@ -66,6 +88,7 @@ typedef struct {
     int64_t threads, seed, top_k, samples, batch, forward_batch;
     double temperature, top_p;
     bool stop_at_eos;
+    rc_stat_params stat;
     /* prompts */
     int64_t n_prompts, prompt_max;
     int32_t *prompt_tokens; /* [n_prompts, prompt_max], -1 padding */
@@ -122,8 +145,11 @@ extern const size_t rc_n_settings;
 /* The text of a RC_SET_TEXT setting ("" when an owned one is NULL). */
 const char *rc_setting_text(const rc_results *r, const rc_setting *s);
 
-/* stats.c: fill every statistic of r->lens[*] and r->cross from the stored tensors. */
+/* stats.c: fill every statistic of r->lens[*] and r->cross from the stored
+ * tensors, with the thresholds of r->stat (defaults filled in first). */
 rc_status rc_compute_stats(rc_results *r);
+/* replace each threshold <= 0 (or NaN) by its default */
+void rc_stat_params_fill_defaults(rc_stat_params *p);
 
 /* h5out.c: write atomically (temp file in the target folder, fsync, rename). */
 rc_status rc_h5_write(const rc_results *r, const char *path, bool force);

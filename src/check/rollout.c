@@ -341,6 +341,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     const int64_t FB = cfg->forward_batch > 0 && cfg->forward_batch < S ? cfg->forward_batch : S;
 
     rc_status s = RC_OK;
+    out->stat = cfg->stat; /* the statistics' thresholds (zero: the defaults) */
     out->n_prompts = cfg->n_prompts;
     out->prompt_max = cfg->prompt_max;
     out->n_seq = S;

@@ -29,6 +29,7 @@ typedef struct {
     rc_sampling sampling;
     bool stop_at_eos;
     int reference;         /* 0: none, 32: fp32 invariant engine, 64: float64 forward */
+    rc_stat_params stat;   /* thresholds of the statistics (zeroed: the defaults) */
     rc_numerics num;
     /* replay: feed these tokens instead of sampling ([S, forced_len], -1
      * padded; forced_valid[S] valid tokens each), S = n_prompts x samples */

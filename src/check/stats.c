@@ -45,6 +45,11 @@ const rc_setting rc_settings[] = {
     SET("temperature", "temperature", RC_SET_F64, temperature, 0, false),
     SET("top_p", "top_p", RC_SET_F64, top_p, 0, false),
     SET("stop_at_eos", "stop_at_eos", RC_SET_BOOL, stop_at_eos, 0, false),
+    /* the statistics' thresholds: files before them have none (the defaults) */
+    SET("clip_eps_low", "clip_eps_low", RC_SET_F64, stat.clip_eps_low, 0, true),
+    SET("clip_eps_high", "clip_eps_high", RC_SET_F64, stat.clip_eps_high, 0, true),
+    SET("seq_eps", "seq_eps", RC_SET_F64, stat.seq_eps, 0, true),
+    SET("seq_cap", "seq_cap", RC_SET_F64, stat.seq_cap, 0, true),
 };
 #undef SET
 const size_t rc_n_settings = sizeof rc_settings / sizeof rc_settings[0];
@@ -87,6 +92,8 @@ void rc_results_free(rc_results *r)
         free(L->pos_mean_abs_log_ratio);
         free(L->pos_max_abs_log_ratio);
         free(L->pos_ratio_std);
+        free(L->seq_log_ratio_sum);
+        free(L->seq_log_ratio_mean);
     }
     free(r->lens);
     free(r->cross);
@@ -111,6 +118,58 @@ static double quantile_sorted(const double *v, int64_t n, double q)
     return v[lo] + (v[hi] - v[lo]) * frac;
 }
 
+/* mean, population std (two passes), min and max of the values of v[0..n)
+ * that are not NaN; NaN when there are none */
+static void describe(const double *v, int64_t n, double *mean, double *std, double *mn, double *mx)
+{
+    int64_t c = 0;
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(v[i])) {
+            c++;
+            sum += v[i];
+            lo = v[i] < lo ? v[i] : lo;
+            hi = v[i] > hi ? v[i] : hi;
+        }
+    if (c == 0) {
+        *mean = *std = *mn = *mx = NAN;
+        return;
+    }
+    const double m = sum / (double)c;
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(v[i]))
+            ss += (v[i] - m) * (v[i] - m);
+    *mean = m;
+    *std = sqrt(ss / (double)c);
+    *mn = lo;
+    *mx = hi;
+}
+
+/* the sequence-level statistics of L from its per-sequence S and M */
+static void seq_stats(const rc_results *r, rc_len_result *L)
+{
+    rc_len_stats *st = &L->st;
+    const rc_stat_params *P = &r->stat;
+    int64_t c = 0, outside = 0, above = 0;
+    for (int64_t sq = 0; sq < r->n_seq; sq++) {
+        if (r->gen_valid[sq] < 1 || L->len < 1)
+            continue; /* no valid token */
+        const double S = L->seq_log_ratio_sum[sq], M = L->seq_log_ratio_mean[sq];
+        c++;
+        const double geo = exp(M), ratio = exp(S);
+        outside += !(geo >= 1.0 - P->seq_eps && geo <= 1.0 + P->seq_eps);
+        above += !(ratio <= P->seq_cap);
+    }
+    st->seq_count = c;
+    describe(L->seq_log_ratio_sum, r->n_seq, &st->seq_sum_mean, &st->seq_sum_std, &st->seq_sum_min,
+             &st->seq_sum_max);
+    describe(L->seq_log_ratio_mean, r->n_seq, &st->seq_mean_mean, &st->seq_mean_std, &st->seq_mean_min,
+             &st->seq_mean_max);
+    st->seq_frac_outside_band = c ? (double)outside / (double)c : NAN;
+    st->seq_frac_above_cap = c ? (double)above / (double)c : NAN;
+}
+
 static rc_status len_stats(const rc_results *r, rc_len_result *L)
 {
     const int64_t S = r->n_seq, G = r->gen_len, Ln = L->len;
@@ -121,10 +180,13 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
     if ((s = rc_calloc((void **)&L->pos_count, Ln + 1, sizeof *L->pos_count, "statistics")) != RC_OK ||
         (s = rc_calloc((void **)&L->pos_mean_abs_log_ratio, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
         (s = rc_calloc((void **)&L->pos_max_abs_log_ratio, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
-        (s = rc_calloc((void **)&L->pos_ratio_std, Ln + 1, sizeof(double), "statistics")) != RC_OK) {
+        (s = rc_calloc((void **)&L->pos_ratio_std, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&L->seq_log_ratio_sum, S + 1, sizeof(double), "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&L->seq_log_ratio_mean, S + 1, sizeof(double), "statistics")) != RC_OK) {
         free(ratios);
         return s;
     }
+    const rc_stat_params *P = &r->stat;
     double *pos_sum_r = NULL, *pos_sum_r2 = NULL;
     if ((s = rc_calloc((void **)&pos_sum_r, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
         (s = rc_calloc((void **)&pos_sum_r2, Ln + 1, sizeof(double), "statistics")) != RC_OK) {
@@ -132,12 +194,13 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
         free(pos_sum_r);
         return s;
     }
-    int64_t n = 0, identical = 0, first_div = -1, nonfinite = 0;
+    int64_t n = 0, identical = 0, first_div = -1, nonfinite = 0, clipped = 0;
     double sum = 0, sum_k1 = 0, sum_k3 = 0, sum_mpe = 0, mn = INFINITY, mx = -INFINITY;
     int64_t above[RC_N_THRESHOLDS] = {0};
     double rg_sum = 0, rg_max = 0, rf_sum = 0, rf_max = 0;
     for (int64_t sq = 0; sq < S; sq++) {
         int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
+        double seq_sum = 0;
         for (int64_t t = 0; t < valid; t++) {
             float fw = L->logprob_fwd[sq * Ln + t], gn = r->logprob_gen[sq * G + t];
             double lr = (double)fw - (double)gn; /* log ratio = new - old */
@@ -151,6 +214,8 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
             sum_k1 += -lr;
             sum_k3 += ratio - 1.0 - lr;
             sum_mpe += exp(fabs(lr));
+            seq_sum += lr;
+            clipped += !(ratio >= 1.0 - P->clip_eps_low && ratio <= 1.0 + P->clip_eps_high);
             for (int k = 0; k < RC_N_THRESHOLDS; k++)
                 above[k] += !(fabs(ratio - 1.0) <= rc_ratio_thresholds[k]);
             if (memcmp(&fw, &gn, sizeof fw) == 0) {
@@ -173,6 +238,8 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
                 rf_max = ef > rf_max ? ef : rf_max;
             }
         }
+        L->seq_log_ratio_sum[sq] = valid > 0 ? seq_sum : NAN;
+        L->seq_log_ratio_mean[sq] = valid > 0 ? seq_sum / (double)valid : NAN;
     }
     st->count = n;
     if (n > 0) {
@@ -193,8 +260,9 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
         st->k3 = sum_k3 / (double)n;
         st->mult_prob_err = sum_mpe / (double)n;
         st->identical_frac = (double)identical / (double)n;
+        st->clipfrac = (double)clipped / (double)n;
     } else {
-        st->mean = st->std = st->min = st->max = st->k1 = st->k3 = st->mult_prob_err = NAN;
+        st->mean = st->std = st->min = st->max = st->k1 = st->k3 = st->mult_prob_err = st->clipfrac = NAN;
         st->identical_frac = NAN;
         for (int k = 0; k < RC_N_QUANTILES; k++)
             st->quantiles[k] = NAN;
@@ -224,11 +292,25 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
     free(pos_sum_r);
     free(pos_sum_r2);
     free(ratios);
+    seq_stats(r, L);
     return RC_OK;
+}
+
+void rc_stat_params_fill_defaults(rc_stat_params *p)
+{
+    if (!(p->clip_eps_low > 0))
+        p->clip_eps_low = RC_DEFAULT_CLIP_EPS;
+    if (!(p->clip_eps_high > 0))
+        p->clip_eps_high = RC_DEFAULT_CLIP_EPS;
+    if (!(p->seq_eps > 0))
+        p->seq_eps = RC_DEFAULT_SEQ_EPS;
+    if (!(p->seq_cap > 0))
+        p->seq_cap = RC_DEFAULT_SEQ_CAP;
 }
 
 rc_status rc_compute_stats(rc_results *r)
 {
+    rc_stat_params_fill_defaults(&r->stat);
     for (int i = 0; i < r->n_lens; i++) {
         if (r->lens[i].len > r->gen_len)
             return rc_errorf(RC_ERR_INTERNAL, "length %lld exceeds the generated %lld",

@@ -823,7 +823,7 @@ static const char *const k_gate_metrics[] = {"clipfrac", "k3", "abs_k1", "std", 
 
 static double gate_value(const rc_len_stats *st, const char *metric)
 {
-    if (!strcmp(metric, "clipfrac")) return st->frac_above[3];
+    if (!strcmp(metric, "clipfrac")) return st->clipfrac;
     if (!strcmp(metric, "k3")) return st->k3;
     if (!strcmp(metric, "abs_k1")) return fabs(st->k1);
     if (!strcmp(metric, "std")) return st->std;
@@ -921,12 +921,25 @@ static void print_json(const rc_results *r, const char *out_path)
         json_num(stdout, "max", st->max, true);
         json_num(stdout, "k1", st->k1, true);
         json_num(stdout, "k3", st->k3, true);
-        json_num(stdout, "clipfrac", st->frac_above[3], true);
+        json_num(stdout, "clipfrac", st->clipfrac, true);
         json_num(stdout, "frac_gt_0.001", st->frac_above[0], true);
         json_num(stdout, "frac_gt_0.01", st->frac_above[1], true);
         json_num(stdout, "frac_gt_0.1", st->frac_above[2], true);
         json_num(stdout, "mult_prob_err", st->mult_prob_err, true);
         json_num(stdout, "identical_frac", st->identical_frac, true);
+        printf("\"seq_count\": %lld, ", (long long)st->seq_count);
+        json_num(stdout, "seq_log_ratio_sum_mean", st->seq_sum_mean, true);
+        json_num(stdout, "seq_log_ratio_sum_std", st->seq_sum_std, true);
+        json_num(stdout, "seq_log_ratio_sum_min", st->seq_sum_min, true);
+        json_num(stdout, "seq_log_ratio_sum_max", st->seq_sum_max, true);
+        json_num(stdout, "seq_log_ratio_mean_mean", st->seq_mean_mean, true);
+        json_num(stdout, "seq_log_ratio_mean_std", st->seq_mean_std, true);
+        json_num(stdout, "seq_log_ratio_mean_min", st->seq_mean_min, true);
+        json_num(stdout, "seq_log_ratio_mean_max", st->seq_mean_max, true);
+        json_num(stdout, "seq_ratio_min", exp(st->seq_sum_min), true);
+        json_num(stdout, "seq_ratio_max", exp(st->seq_sum_max), true);
+        json_num(stdout, "seq_frac_outside_band", st->seq_frac_outside_band, true);
+        json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
         if (r->logprob_ref) {
             json_num(stdout, "ref_gen_mean_abs", st->ref_gen_mean_abs, true);
             json_num(stdout, "ref_fwd_mean_abs", st->ref_fwd_mean_abs, true);
@@ -975,7 +988,8 @@ static void print_table(const rc_results *r, const char *out_path)
     printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
            (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
            (long long)r->top_k, r->top_p, (long long)r->seed);
-    printf("ratio = exp(forward - generation) per generated token\n");
+    printf("ratio = exp(forward - generation) per generated token; clipfrac: ratio outside [%g, %g]\n",
+           1.0 - r->stat.clip_eps_low, 1.0 + r->stat.clip_eps_high);
     printf("%5s %8s %10s %10s %9s %9s %9s %10s %9s %9s\n", "L", "tokens", "mean", "std", "min", "max", "clipfrac",
            "k3", "identical", "first div");
     for (int i = 0; i < r->n_lens; i++) {
@@ -986,8 +1000,20 @@ static void print_table(const rc_results *r, const char *out_path)
         else
             snprintf(fd, sizeof fd, "%lld", (long long)st->first_divergent_position);
         printf("%5lld %8lld %10.6f %10.3e %9.5f %9.5f %9.5f %10.3e %9.4f %9s\n", (long long)r->lens[i].len,
-               (long long)st->count, st->mean, st->std, st->min, st->max, st->frac_above[3], st->k3,
+               (long long)st->count, st->mean, st->std, st->min, st->max, st->clipfrac, st->k3,
                st->identical_frac, fd);
+    }
+    printf("\nper sequence: S = sum of log ratio over its tokens (sequence ratio e^S), M = S / tokens (GSPO's "
+           "e^M)\n");
+    char band[32], cap[32];
+    snprintf(band, sizeof band, "|e^M-1|>%g", r->stat.seq_eps);
+    snprintf(cap, sizeof cap, "e^S>%g", r->stat.seq_cap);
+    printf("%5s %6s %10s %10s %10s %10s %12s %10s\n", "L", "seqs", "mean S", "std S", "min e^S", "max e^S", band, cap);
+    for (int i = 0; i < r->n_lens; i++) {
+        const rc_len_stats *st = &r->lens[i].st;
+        printf("%5lld %6lld %10.3e %10.3e %10.5f %10.5f %12.4f %10.4f\n", (long long)r->lens[i].len,
+               (long long)st->seq_count, st->seq_sum_mean, st->seq_sum_std, exp(st->seq_sum_min), exp(st->seq_sum_max),
+               st->seq_frac_outside_band, st->seq_frac_above_cap);
     }
     if (r->n_cross > 0) {
         printf("\nforward log-prob of the same token, re-scored with different lengths (shared positions)\n");
@@ -1238,8 +1264,8 @@ static int cmd_diff(int argc, char **argv)
                 json_num(stdout, "b_mean", sb->mean, true);
                 json_num(stdout, "a_std", sa->std, true);
                 json_num(stdout, "b_std", sb->std, true);
-                json_num(stdout, "a_clipfrac", sa->frac_above[3], true);
-                json_num(stdout, "b_clipfrac", sb->frac_above[3], true);
+                json_num(stdout, "a_clipfrac", sa->clipfrac, true);
+                json_num(stdout, "b_clipfrac", sb->clipfrac, true);
                 json_num(stdout, "a_k3", sa->k3, true);
                 json_num(stdout, "b_k3", sb->k3, true);
                 json_num(stdout, "a_identical_frac", sa->identical_frac, true);
@@ -1250,7 +1276,7 @@ static int cmd_diff(int argc, char **argv)
                 printf("}");
             } else {
                 printf("%5lld %11.6f %11.6f %10.3e %10.3e %9.5f %9.5f %9.4f %9.4f  %11.3e %11.3e %9.4f\n", (long long)L,
-                       sa->mean, sb->mean, sa->std, sb->std, sa->frac_above[3], sb->frac_above[3], sa->identical_frac,
+                       sa->mean, sb->mean, sa->std, sb->std, sa->clipfrac, sb->clipfrac, sa->identical_frac,
                        sb->identical_frac, f.max_abs, f.mean_abs, f.identical);
             }
             shown++;
@@ -1327,6 +1353,7 @@ typedef struct {
     bool lp_same, force, json, quiet, help;
     int64_t threads, num_prompts, seed, show;
     double temperature;
+    double clip_eps; /* --clip-eps: both sides, unless --clip-eps-low / -high (0: not given) */
     gate gates[MAX_GATES];
     int n_gates;
 } run_opts;
@@ -1453,6 +1480,16 @@ static const opt_spec k_run_opts[] = {
     {"rollouts-from", 0, "F.h5",
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
+    {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
+     RO(clip_eps), 1e-9, 10.0},
+    {"clip-eps-low", 0, "E", "its lower side alone, e.g. DAPO's 0.2 (default --clip-eps)", NULL, op_f64,
+     RO(cfg.stat.clip_eps_low), 1e-9, 1.0},
+    {"clip-eps-high", 0, "E", "its upper side alone, e.g. DAPO's 0.28 (default --clip-eps)", NULL, op_f64,
+     RO(cfg.stat.clip_eps_high), 1e-9, 10.0},
+    {"seq-eps", 0, "E", "GSPO band: a sequence is outside when its geometric-mean\nratio exp(mean log r) leaves "
+     "[1 - E, 1 + E] (default 3e-4)", NULL, op_f64, RO(cfg.stat.seq_eps), 1e-12, 10.0},
+    {"seq-cap", 0, "C", "sequence-level IS cap: a sequence is above it when\nexp(sum log r) > C (default 3)", NULL,
+     op_f64, RO(cfg.stat.seq_cap), 1.0, 1e30},
     {"out", 0, "FILE.h5", "HDF5 results (default MODEL.DTYPE.ratiocheck.h5); --out none: no file", "Output:", op_path,
      RO(out_path), 0, 0},
     {"force", 0, NULL, "overwrite an existing output file", NULL, op_flag, RO(force), 0, 0},
@@ -1496,6 +1533,15 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return code;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    rc_stat_params *sp = &ro->cfg.stat;
+    if (sp->clip_eps_low <= 0)
+        sp->clip_eps_low = ro->clip_eps > 0 ? ro->clip_eps : RC_DEFAULT_CLIP_EPS;
+    if (sp->clip_eps_high <= 0)
+        sp->clip_eps_high = ro->clip_eps > 0 ? ro->clip_eps : RC_DEFAULT_CLIP_EPS;
+    if (sp->clip_eps_low >= 1.0)
+        return usage_error("--clip-eps%s %g: the lower clip bound 1 - E must stay above 0",
+                           ro->clip_eps == sp->clip_eps_low ? "" : "-low", sp->clip_eps_low);
+    rc_stat_params_fill_defaults(sp);
     return -1;
 }
 

@@ -32,6 +32,10 @@
  *   num_prompts (P), num_sequences (S), gen_len (T)            i64
  *   temperature, top_p                                         f64
  *   stop_at_eos       i64   0 or 1
+ *   clip_eps_low, clip_eps_high  f64  PPO clip range of clipfrac (--clip-eps*)
+ *   seq_eps, seq_cap  f64   GSPO band and sequence-IS cap (--seq-eps, --seq-cap)
+ *                           (files written before these have none: the
+ *                           defaults 0.2, 0.2, 3e-4, 3 apply)
  *   lengths           i64[n]  every re-scored length L, in run order
  *   seconds_generate, seconds_forward, seconds_total           f64
  *   Strings that are not valid UTF-8 (e.g. a path with Latin-1 bytes) are
@@ -71,8 +75,10 @@
  *     quantile_99pct, quantile_99.9pct      f64   quantiles of r
  *     frac_abs_ratio_minus_1_gt_0.001, ..._gt_0.01, ..._gt_0.1, ..._gt_0.2
  *                                           f64   fraction of tokens with |r-1| > x
- *     clipfrac                              f64   = frac_abs_ratio_minus_1_gt_0.2
- *                                                 (PPO clip fraction, eps 0.2)
+ *     clipfrac                              f64   fraction of tokens with r outside
+ *                                                 [1 - clip_eps_low, 1 + clip_eps_high]
+ *                                                 (PPO clip fraction; root attributes,
+ *                                                 default 0.2 / 0.2)
  *     k1                                    f64   mean(-log r)
  *     k3                                    f64   mean(r - 1 - log r)
  *     mult_prob_err                         f64   mean(exp|log r|)
@@ -82,6 +88,14 @@
  *     ref_gen_mean_abs, ref_gen_max_abs,
  *     ref_fwd_mean_abs, ref_fwd_max_abs     f64   |log-prob - reference| of the
  *                                                 generation / forward path
+ *     seq_count                             i64   sequences with >= 1 valid token
+ *     seq_log_ratio_sum_mean, _std, _min, _max      f64   of S = sum_t log r per
+ *                                                 sequence (e^S: the sequence ratio)
+ *     seq_log_ratio_mean_mean, _std, _min, _max     f64   of M = S / its tokens
+ *                                                 (e^M: GSPO's sequence ratio)
+ *     seq_frac_outside_band                 f64   fraction of sequences with
+ *                                                 |e^M - 1| > seq_eps
+ *     seq_frac_above_cap                    f64   fraction with e^S > seq_cap
  *     (NaN where a statistic is undefined, e.g. the ref_* ones without a
  *     reference pass.)
  *   datasets:
@@ -100,6 +114,8 @@
  *     pos_mean_abs_log_ratio  f64[L]  mean |log r| at position t
  *     pos_max_abs_log_ratio   f64[L]  max |log r| at position t
  *     pos_ratio_std           f64[L]  std of r at position t
+ *     seq_log_ratio_sum       f64[S]  S of each sequence (NaN: no valid token)
+ *     seq_log_ratio_mean      f64[S]  M of each sequence
  *
  * /cross_length   (always present; the datasets have length 0 when fewer than
  *                  two lengths were scored)
@@ -643,7 +659,7 @@ static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_
         RC_TRY(attr_f64(w, g, o, k_quantile_names[q], s->quantiles[q]));
     for (int t = 0; t < RC_N_THRESHOLDS; t++)
         RC_TRY(attr_f64(w, g, o, k_frac_names[t], s->frac_above[t]));
-    RC_TRY(attr_f64(w, g, o, "clipfrac", s->frac_above[RC_N_THRESHOLDS - 1]));
+    RC_TRY(attr_f64(w, g, o, "clipfrac", s->clipfrac));
     RC_TRY(attr_f64(w, g, o, "k1", s->k1));
     RC_TRY(attr_f64(w, g, o, "k3", s->k3));
     RC_TRY(attr_f64(w, g, o, "mult_prob_err", s->mult_prob_err));
@@ -653,6 +669,17 @@ static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_
     RC_TRY(attr_f64(w, g, o, "ref_gen_max_abs", s->ref_gen_max_abs));
     RC_TRY(attr_f64(w, g, o, "ref_fwd_mean_abs", s->ref_fwd_mean_abs));
     RC_TRY(attr_f64(w, g, o, "ref_fwd_max_abs", s->ref_fwd_max_abs));
+    RC_TRY(attr_i64(w, g, o, "seq_count", s->seq_count));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_mean", s->seq_sum_mean));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_std", s->seq_sum_std));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_min", s->seq_sum_min));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_max", s->seq_sum_max));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_mean", s->seq_mean_mean));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_std", s->seq_mean_std));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_min", s->seq_mean_min));
+    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_max", s->seq_mean_max));
+    RC_TRY(attr_f64(w, g, o, "seq_frac_outside_band", s->seq_frac_outside_band));
+    RC_TRY(attr_f64(w, g, o, "seq_frac_above_cap", s->seq_frac_above_cap));
     return RC_OK;
 }
 
@@ -692,6 +719,10 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f64_1d(w, g, o, "pos_max_abs_log_ratio", L, lr->pos_max_abs_log_ratio);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "seq_log_ratio_mean", S, lr->seq_log_ratio_mean);
     return group_close(w, g, o, st);
 }
 
@@ -841,7 +872,8 @@ static rc_status validate(const rc_results *r, const char *path)
                 return BAD("%s: invalid results: length %lld appears twice (lens[%d], lens[%d])",
                            p, (long long)lr->len, j, i);
         if ((r->n_seq > 0 && !lr->logprob_fwd) || !lr->pos_count ||
-            !lr->pos_mean_abs_log_ratio || !lr->pos_max_abs_log_ratio || !lr->pos_ratio_std)
+            !lr->pos_mean_abs_log_ratio || !lr->pos_max_abs_log_ratio || !lr->pos_ratio_std ||
+            (r->n_seq > 0 && (!lr->seq_log_ratio_sum || !lr->seq_log_ratio_mean)))
             return BAD("%s: invalid results: lens[%d] (L = %lld) has a NULL array", p, i,
                        (long long)lr->len);
     }
