@@ -6,6 +6,10 @@
  * skips (exit 77). Cases:
  *
  *   tokenizer   the 215 strings' ids equal HF tokenizers' ids
+ *   chat        {"messages": ...} prompt lines rendered with the model's chat
+ *               template: the 20 reference chat prompts through
+ *               rc_prompts_load equal HF's apply_chat_template ids, and the
+ *               15 conversations of data/fixtures/chat/chat_refs.json too
  *   fp32        teacher-forced log-probs of the 24 reference sequences (20
  *               chat-formatted prompts, 4 plain texts; 877 positions) through
  *               both paths -- cached decode token by token after a one-token
@@ -40,12 +44,14 @@
 #include <string.h>
 
 #include "backend.h"
+#include "prompts.h"
 #include "forward.h"
 #include "model.h"
 #include "results.h"
 #include "rollout.h"
 #include "tokenizer.h"
 
+#include "chat_refs.h"
 #include "testutil.h"
 
 /* per sequence: mean and max of |ratiocheck - fp64| against HF fp32's */
@@ -172,6 +178,61 @@ START_TEST(test_tokenizer)
     }
     printf("tokenizer: %zu/%zu strings give HF's ids\n", same, json_array_size(list));
     ck_assert_uint_eq(same, json_array_size(list));
+    rc_tokenizer_free(tok);
+}
+END_TEST
+
+START_TEST(test_chat)
+{
+    char p[4096], dir[4096], jl[4200];
+    snprintf(p, sizeof p, "%s/tokenizer.json", g_dir);
+    rc_tokenizer *tok;
+    ck_assert_msg(rc_tokenizer_load(p, g_model->cfg.vocab, &tok) == RC_OK, "%s", rc_last_error());
+    /* the references' 20 chat prompts as a messages file */
+    rc_test_fresh_dir(dir, sizeof dir, "/tmp");
+    snprintf(jl, sizeof jl, "%s/chat.jsonl", dir);
+    FILE *f = fopen(jl, "w");
+    ck_assert(f);
+    int64_t n = 0;
+    for (int64_t s = 0; s < g_seq.n; s++) {
+        if (!g_seq.chat[s])
+            continue;
+        const json_t *o = json_array_get(json_object_get(g_refs, "sequences"), (size_t)s);
+        json_t *line = json_pack("{s:[{s:s,s:O}]}", "messages", "role", "user", "content",
+                                 json_object_get(o, "user_message"));
+        ck_assert(line);
+        char *text = json_dumps(line, JSON_COMPACT);
+        fprintf(f, "%s\n", text);
+        free(text);
+        json_decref(line);
+        n++;
+    }
+    ck_assert_int_eq(fclose(f), 0);
+    rc_prompts pr;
+    ck_assert_msg(rc_prompts_load(jl, tok, NULL, &pr) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(pr.n, n);
+    int64_t same = 0, p_i = 0;
+    for (int64_t s = 0; s < g_seq.n; s++) {
+        if (!g_seq.chat[s])
+            continue;
+        bool eq = pr.len[p_i] == g_seq.len[s];
+        for (int64_t t = 0; eq && t < g_seq.len[s]; t++)
+            eq = pr.tokens[p_i * pr.max_len + t] == g_seq.ids[s][t];
+        if (!eq)
+            printf("chat: %s differs from HF's apply_chat_template ids\n", g_seq.name[s]);
+        same += eq;
+        p_i++;
+    }
+    printf("chat: %lld/%lld messages prompts give HF's apply_chat_template ids\n", (long long)same, (long long)n);
+    ck_assert_int_eq(same, n);
+    rc_prompts_free(&pr);
+    rc_test_rm_rf(dir);
+    /* the chat fixtures' conversations (system messages, several turns, ...) */
+    int same2 = 0, total = 0;
+    char why[512] = "";
+    rc_test_chat_refs(tok, "smollm2", &same2, &total, why, sizeof why);
+    printf("chat: %d/%d conversations of chat_refs.json equal transformers' (smollm2) %s\n", same2, total, why);
+    ck_assert_msg(total == 15 && same2 == total, "%s", why);
     rc_tokenizer_free(tok);
 }
 END_TEST
@@ -408,6 +469,7 @@ int main(void)
     need_model();
     Suite *s = suite_create("real");
     tcase_add_test(real_case(s, "tokenizer"), test_tokenizer);
+    tcase_add_test(real_case(s, "chat"), test_chat);
     tcase_add_loop_test(real_case(s, "fp32"), test_fp32_vs_hf, 0, 3);
     tcase_add_test(real_case(s, "fp64"), test_fp64_vs_hf);
     tcase_add_test(real_case(s, "invariant"), test_invariant_bf16);
