@@ -109,6 +109,7 @@ import shutil
 import subprocess
 import sys
 import time
+from machine_info import cpu_name  # tools/machine_info.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.expanduser("~/.cache/ratiocheck/smollm2/SmolLM2-135M-Instruct")
@@ -319,15 +320,6 @@ def table_subsets(rows, toks):
     return "\n".join(lines)
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def git(*args):

@@ -64,6 +64,7 @@ import sys
 import time
 
 import torch
+from machine_info import cpu_name  # tools/machine_info.py
 
 DEFAULT_LENGTHS = [512, 1024, 2048, 4096]
 DEFAULT_HEADS = 40
@@ -251,15 +252,6 @@ def table(results, lengths, title):
     return lines
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def reading(res_rand, res_alibi, lengths):
