@@ -23,5 +23,45 @@ run() {
 run bf16 --dtype bf16 --num-prompts 8 --samples 2 --len 8,16,24 --reference fp32
 run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos --temperature 2 --top-p 0.9 --reference fp64 \
   --clip-eps-low 0.001 --clip-eps-high 0.002 --seq-eps 1e-4 --seq-cap 1.002  # each fraction > 0
-run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 2 --len 5,12 --forward-batch 3
+run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12 --forward-batch 3
+# The verdict's other outcomes, which no honest run of this small model reaches: copies of a
+# file with forward log-probs moved, re-judged by `ratiocheck report --json` (which recomputes
+# everything from the tensors) and by numpy, and the expected line checked:
+#   nemo   bf16, +-0.3 on every token: mean exp|log r| 1.35 > NeMo-RL's 1.05 (token PPO FAIL)
+#   k3     bf16, one token of the longest length +2.5: k3 0.023 > prime-rl's 0.015 while mean
+#          exp|log r| stays 1.03 (token PPO FAIL by k3)
+#   seqis  bf16, 3 of 16 sequences +0.15 on every token: e^S up to e^3.6 > 3 (sequence IS FAIL)
+#   gspo   fp32, 1 of 12 sequences +1e-3 on every token: outside the 3e-4 band (GSPO WARN)
+tamper() {
+  local name=$1 base=$2 mode=$3 expect=$4
+  "$PY" - "$tmp/$base.h5" "$tmp/$name.h5" "$mode" <<'PYEOF' || { status=1; return; }
+import shutil, sys
+import h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+mode = sys.argv[3]
+with h5py.File(sys.argv[2], "r+") as f:
+    lens = [int(L) for L in f.attrs["lengths"]]
+    for L in lens:
+        d = f[f"len_{L:04d}/logprob_forward"]
+        a = d[...]
+        if mode == "nemo":
+            a[:, ::2] += 0.3
+            a[:, 1::2] -= 0.3
+        elif mode == "k3" and L == max(lens):
+            a[0, 0] += 2.5
+        elif mode == "seqis":
+            a[:3] += 0.15
+        elif mode == "gspo":
+            a[0] += 1e-3
+        d[...] = a
+PYEOF
+  "$RC" report "$tmp/$name.h5" --json > "$tmp/$name.json" || { echo "report of $name failed"; status=1; return; }
+  echo "== tampered ($name): report --json"
+  "$PY" "$SRC/tools/check_results.py" --report-json "$tmp/$name.json" "$tmp/$name.h5" || status=1
+  grep -qF "$expect" "$tmp/$name.json" || { echo "tampered ($name): expected $expect"; status=1; }
+}
+tamper nemo bf16 nemo '"token_ppo": {"level": "FAIL", "reason": "mean exp|log r|'
+tamper k3 bf16 k3 '"token_ppo": {"level": "FAIL", "reason": "k3 '
+tamper seqis bf16 seqis '"sequence_is": {"level": "FAIL"'
+tamper gspo fp32_blas gspo '"gspo": {"level": "WARN"'
 exit $status

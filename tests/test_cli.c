@@ -331,11 +331,35 @@ START_TEST(test_run_gates)
     snprintf(args, sizeof args, "%s --kernels invariant --out none --fail-above nonidentical_frac=0,std=0,clipfrac=0",
              g_common);
     ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-above): PASS\n"));
+    /* the verdict: every objective OK when the two paths agree bitwise */
+    ck_assert_ptr_nonnull(strstr(g_out, "  token PPO    OK    no token clipped at step 0"));
+    ck_assert_ptr_nonnull(strstr(g_out, "  sequence IS  OK "));
+    ck_assert_ptr_nonnull(strstr(g_out, "  GSPO         OK    every sequence has |e^M - 1| <= 0.0003"));
+    ck_assert_ptr_nonnull(strstr(g_out, "  every ratio is exactly 1\n"));
+    /* JSON: the gates' outcome and the verdict, no text mixed in */
+    snprintf(args, sizeof args, "%s --dtype fp16 --out none --json --fail-above std=1 --clip-eps 1e-4", g_common);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "gates")), "PASS");
+    const json_t *v = json_object_get(j, "verdict");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "token_ppo"), "level")), "FAIL");
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(json_object_get(v, "token_ppo"), "reason")),
+                                 "of tokens clipped at step 0"));
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(v, "worst_token"), "ratio"));
+    ck_assert_int_ge(json_integer_value(json_object_get(json_object_get(v, "worst_sequence"), "sequence")), 0);
+    json_decref(j);
+    snprintf(args, sizeof args, "%s --out none --json", g_common); /* no gates: no "gates" key */
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "\"gates\""));
     /* fp16 engine kernels drift: std > 0 fails the gate with exit 3 */
     snprintf(args, sizeof args, "%s --dtype fp16 --out %s/g.h5 --fail-above std=0", g_common, g_dir);
     ck_assert_int_eq(run(args), 3);
     ck_assert_ptr_nonnull(strstr(g_err, "std = "));
     ck_assert_ptr_nonnull(strstr(g_out, "clipfrac")); /* results still printed */
+    ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-above): FAIL"));
     char p[128];
     snprintf(p, sizeof p, "%s/g.h5", g_dir);
     ck_assert_int_eq(access(p, F_OK), 0); /* and written */

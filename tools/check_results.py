@@ -4,6 +4,9 @@ independently of the C code, and compare with what the file stores.
 
 Needs: numpy, h5py (Debian: python3-numpy python3-h5py; run with /usr/bin/python3).
 Usage: check_results.py FILE.h5      exit 0 when everything matches, 1 otherwise.
+       check_results.py --report-json REPORT.json FILE.h5
+                                     the verdict of `ratiocheck report FILE.h5 --json`
+                                     (saved in REPORT.json) against numpy
 """
 import sys
 
@@ -29,6 +32,56 @@ def equal(name, got, want):
     checks += 1
     if not np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True):
         failures.append(f"{name}: stored array differs from numpy")
+
+
+def checks_equal(name, got, want):
+    global checks
+    checks += 1
+    if got != want:
+        failures.append(f"{name}: file {got!r} vs numpy {want!r}")
+
+
+# README "Verdict": FAIL past a published gate (NeMo-RL mean exp|log r| 1.05, prime-rl
+# mismatch_kl = k3 0.015) or when more than 10% of the tokens / sequences would be clipped
+# or masked at step 0; WARN when any would be; OK otherwise.
+def level(frac):
+    return "FAIL" if frac > 0.10 else "WARN" if frac > 0 else "OK"
+
+
+def numpy_verdict(f, gen, gen_len, lens):
+    lo, hi = f.attrs.get("clip_eps_low", 0.2), f.attrs.get("clip_eps_high", 0.2)
+    eps, cap = f.attrs.get("seq_eps", 3e-4), f.attrs.get("seq_cap", 3.0)
+    worst = dict(clip=0.0, k3=0.0, mpe=0.0, above=0.0, outside=0.0)
+    out = {}
+    for L in lens:
+        fwd = f[f"len_{L:04d}"]["logprob_forward"][...].astype(np.float64)
+        valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+        lr = fwd - gen[:, :L].astype(np.float64)
+        if valid.sum() == 0:
+            continue
+        r = np.exp(lr[valid])
+        worst["clip"] = max(worst["clip"], np.mean((r < 1 - lo) | (r > 1 + hi)))
+        worst["k3"] = max(worst["k3"], np.mean(r - 1 - lr[valid]))
+        worst["mpe"] = max(worst["mpe"], np.mean(np.exp(np.abs(lr[valid]))))
+        has = valid.sum(axis=1) > 0
+        S = np.where(valid, lr, 0.0).sum(axis=1)[has]
+        M = S / valid.sum(axis=1)[has]
+        worst["above"] = max(worst["above"], np.mean(np.exp(S) > cap))
+        worst["outside"] = max(worst["outside"], np.mean(np.abs(np.exp(M) - 1) > eps))
+        if L == max(lens):
+            a = np.where(valid, np.abs(lr), -1.0)
+            s, t = np.unravel_index(np.argmax(a), a.shape)
+            Sall = np.where(has, np.where(valid, lr, 0.0).sum(axis=1), np.nan)
+            q = int(np.nanargmax(np.abs(Sall)))
+            out.update(len=L, worst_token_sequence=s, worst_token_position=t, worst_token_ratio=np.exp(lr[s, t]),
+                       worst_sequence=q, worst_sequence_ratio=np.exp(Sall[q]))
+    if worst["mpe"] > 1.05 or worst["k3"] > 0.015:
+        out["token_ppo"] = "FAIL"
+    else:
+        out["token_ppo"] = level(worst["clip"])
+    out["sequence_is"] = level(worst["above"])
+    out["gspo"] = level(worst["outside"])
+    return out
 
 
 def main(path):
@@ -109,6 +162,15 @@ def main(path):
             close(f"L={L} ref_fwd_mean_abs", a["ref_fwd_mean_abs"], np.abs(fwd - rf)[valid].mean())
             close(f"L={L} ref_gen_max_abs", a["ref_gen_max_abs"], np.abs(gl - rf)[valid].max())
             close(f"L={L} ref_fwd_max_abs", a["ref_fwd_max_abs"], np.abs(fwd - rf)[valid].max())
+    expected = numpy_verdict(f, gen, gen_len, lens)
+    v = f["verdict"].attrs
+    for obj in ("token_ppo", "sequence_is", "gspo"):
+        checks_equal(f"verdict {obj}", v[obj], expected[obj])
+    for key in ("len", "worst_token_sequence", "worst_token_position", "worst_sequence"):
+        close(f"verdict {key}", v[key], expected[key])
+    close("verdict worst_token_ratio", v["worst_token_ratio"], expected["worst_token_ratio"])
+    close("verdict worst_sequence_ratio", v["worst_sequence_ratio"], expected["worst_sequence_ratio"])
+    print("verdict:", ", ".join(f"{o} {expected[o]}" for o in ("token_ppo", "sequence_is", "gspo")))
     c = f["cross_length"]
     for i, (la, lb) in enumerate(zip(c["len_a"][...], c["len_b"][...])):
         m = min(la, lb)
@@ -123,7 +185,31 @@ def main(path):
     return 1 if failures else 0
 
 
+def check_report_json(json_path, path):
+    """The verdict of `ratiocheck report FILE --json` (recomputed from the file's tensors) against numpy."""
+    import json
+    with open(json_path) as jf:
+        j = json.load(jf)
+    f = h5py.File(path, "r")
+    gen = f["rollouts/logprob_gen"][...]
+    gen_len = f["rollouts/lengths"][...]
+    lens = [int(x) for x in f.attrs["lengths"]]
+    want = numpy_verdict(f, gen, gen_len, lens)
+    for obj in ("token_ppo", "sequence_is", "gspo"):
+        checks_equal(f"report verdict {obj}", j["verdict"][obj]["level"], want[obj])
+    close("report verdict worst_token_ratio", j["verdict"]["worst_token"]["ratio"], want["worst_token_ratio"])
+    close("report verdict worst_sequence_ratio", j["verdict"]["worst_sequence"]["seq_ratio"],
+          want["worst_sequence_ratio"])
+    print("verdict:", ", ".join(f"{o} {want[o]}" for o in ("token_ppo", "sequence_is", "gspo")))
+    for msg in failures:
+        print("MISMATCH", msg)
+    print(f"{checks - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--report-json":
+        sys.exit(check_report_json(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     sys.exit(main(sys.argv[1]))

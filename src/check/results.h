@@ -70,6 +70,28 @@ typedef struct {
     double max_abs, mean_abs;
 } rc_cross_len;
 
+/* The verdict: one line per RL objective, from the statistics of every
+ * length (README "Verdict"). FAIL: a published gate is exceeded (NeMo-RL's
+ * mean exp|log r| < 1.05, prime-rl's mismatch_kl = k3 < 0.015) or more than
+ * RC_VERDICT_FAIL_FRAC of the tokens / sequences would be clipped or masked
+ * at step 0; WARN: some would be; OK: none would be. */
+#define RC_GATE_MULT_PROB_ERR 1.05 /* NeMo-RL token_mult_prob_error */
+#define RC_GATE_MISMATCH_KL 0.015  /* prime-rl mismatch_kl (= k3) merge bar */
+#define RC_VERDICT_FAIL_FRAC 0.10
+typedef enum { RC_VERDICT_OK = 0, RC_VERDICT_WARN = 1, RC_VERDICT_FAIL = 2 } rc_verdict_level;
+enum { RC_OBJ_TOKEN_PPO, RC_OBJ_SEQUENCE_IS, RC_OBJ_GSPO, RC_N_OBJECTIVES };
+extern const char *const rc_objective_names[RC_N_OBJECTIVES]; /* "token_ppo", "sequence_is", "gspo" */
+const char *rc_verdict_name(rc_verdict_level v);              /* "OK", "WARN", "FAIL" */
+typedef struct {
+    rc_verdict_level level[RC_N_OBJECTIVES];
+    char reason[RC_N_OBJECTIVES][192]; /* what decided it, with the numbers */
+    /* at the longest length: the token with the largest |log r| and the
+     * sequence with the largest |S| (-1 when there is none) */
+    int64_t len;
+    int64_t worst_token_seq, worst_token_pos, worst_seq;
+    double worst_token_ratio, worst_seq_ratio;
+} rc_verdict;
+
 typedef struct {
     /* settings, stored as root attributes */
     char version[32];
@@ -108,6 +130,7 @@ typedef struct {
     rc_len_result *lens;
     int n_cross;
     rc_cross_len *cross;
+    rc_verdict verdict;   /* computed with the statistics */
     double seconds_generate, seconds_forward, seconds_total;
 } rc_results;
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "results.h"
@@ -296,6 +297,126 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
     return RC_OK;
 }
 
+const char *const rc_objective_names[RC_N_OBJECTIVES] = {"token_ppo", "sequence_is", "gspo"};
+
+const char *rc_verdict_name(rc_verdict_level v)
+{
+    return v == RC_VERDICT_FAIL ? "FAIL" : v == RC_VERDICT_WARN ? "WARN" : "OK";
+}
+
+/* the level of a fraction of things clipped / masked at step 0 */
+static rc_verdict_level frac_level(double f)
+{
+    return f > RC_VERDICT_FAIL_FRAC ? RC_VERDICT_FAIL : f > 0 ? RC_VERDICT_WARN : RC_VERDICT_OK;
+}
+
+/* index of the length with the largest value of field (NaN never wins) */
+static int worst_len(const rc_results *r, size_t off)
+{
+    int w = 0;
+    double best = -INFINITY;
+    for (int i = 0; i < r->n_lens; i++) {
+        const double v = *(const double *)(const void *)((const char *)&r->lens[i].st + off);
+        if (v > best) {
+            best = v;
+            w = i;
+        }
+    }
+    return w;
+}
+
+static void verdict(rc_results *r)
+{
+    rc_verdict *v = &r->verdict;
+    memset(v, 0, sizeof *v);
+    v->len = -1;
+    v->worst_token_seq = v->worst_token_pos = v->worst_seq = -1;
+    v->worst_token_ratio = v->worst_seq_ratio = NAN;
+    int64_t tokens = 0;
+    for (int i = 0; i < r->n_lens; i++)
+        tokens += r->lens[i].st.count;
+    if (tokens == 0) { /* nothing scored: nothing to judge */
+        for (int o = 0; o < RC_N_OBJECTIVES; o++)
+            snprintf(v->reason[o], sizeof v->reason[o], "no valid tokens");
+        return;
+    }
+    const rc_stat_params *P = &r->stat;
+    /* token-level PPO: the published gates, then the clip fraction */
+    const int ic = worst_len(r, offsetof(rc_len_stats, clipfrac)), ik = worst_len(r, offsetof(rc_len_stats, k3)),
+              im = worst_len(r, offsetof(rc_len_stats, mult_prob_err));
+    const rc_len_stats *c = &r->lens[ic].st, *k = &r->lens[ik].st, *m = &r->lens[im].st;
+    char *why = v->reason[RC_OBJ_TOKEN_PPO];
+    const size_t wn = sizeof v->reason[0];
+    if (m->mult_prob_err > RC_GATE_MULT_PROB_ERR) {
+        v->level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_FAIL;
+        snprintf(why, wn, "mean exp|log r| %.4g > %.4g (NeMo-RL's gate) at L=%lld", m->mult_prob_err,
+                 RC_GATE_MULT_PROB_ERR, (long long)r->lens[im].len);
+    } else if (k->k3 > RC_GATE_MISMATCH_KL) {
+        v->level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_FAIL;
+        snprintf(why, wn, "k3 %.3g > %.3g (prime-rl's mismatch_kl bar) at L=%lld", k->k3, RC_GATE_MISMATCH_KL,
+                 (long long)r->lens[ik].len);
+    } else {
+        v->level[RC_OBJ_TOKEN_PPO] = frac_level(c->clipfrac);
+        char where[64];
+        if (c->clipfrac > 0)
+            snprintf(where, sizeof where, "%.3g%% of tokens clipped at step 0 at L=%lld", 100.0 * c->clipfrac,
+                     (long long)r->lens[ic].len);
+        else
+            snprintf(where, sizeof where, "no token clipped at step 0");
+        snprintf(why, wn, "%s; k3 %.3g < %.3g (prime-rl), mean exp|log r| %.5g < %.3g (NeMo-RL)", where, k->k3,
+                 RC_GATE_MISMATCH_KL, m->mult_prob_err, RC_GATE_MULT_PROB_ERR);
+    }
+    const int ia = worst_len(r, offsetof(rc_len_stats, seq_frac_above_cap));
+    const rc_len_stats *a = &r->lens[ia].st;
+    v->level[RC_OBJ_SEQUENCE_IS] = frac_level(a->seq_frac_above_cap);
+    if (a->seq_frac_above_cap > 0)
+        snprintf(v->reason[RC_OBJ_SEQUENCE_IS], wn, "%.3g%% of sequences have e^S > %g at L=%lld (e^S %.4g to %.4g)",
+                 100.0 * a->seq_frac_above_cap, P->seq_cap, (long long)r->lens[ia].len, exp(a->seq_sum_min),
+                 exp(a->seq_sum_max));
+    else {
+        int il = 0; /* the range at the longest length */
+        for (int i = 1; i < r->n_lens; i++)
+            il = r->lens[i].len > r->lens[il].len ? i : il;
+        snprintf(v->reason[RC_OBJ_SEQUENCE_IS], wn, "no sequence has e^S > %g (e^S %.4g to %.4g at L=%lld)",
+                 P->seq_cap, exp(r->lens[il].st.seq_sum_min), exp(r->lens[il].st.seq_sum_max),
+                 (long long)r->lens[il].len);
+    }
+    const int ib = worst_len(r, offsetof(rc_len_stats, seq_frac_outside_band));
+    const rc_len_stats *b = &r->lens[ib].st;
+    v->level[RC_OBJ_GSPO] = frac_level(b->seq_frac_outside_band);
+    if (b->seq_frac_outside_band > 0)
+        snprintf(v->reason[RC_OBJ_GSPO], wn, "%.3g%% of sequences have |e^M - 1| > %g at L=%lld (e^M %.6g to %.6g)",
+                 100.0 * b->seq_frac_outside_band, P->seq_eps, (long long)r->lens[ib].len, exp(b->seq_mean_min),
+                 exp(b->seq_mean_max));
+    else
+        snprintf(v->reason[RC_OBJ_GSPO], wn, "every sequence has |e^M - 1| <= %g", P->seq_eps);
+    /* the worst token and sequence at the longest length */
+    int il = 0;
+    for (int i = 1; i < r->n_lens; i++)
+        il = r->lens[i].len > r->lens[il].len ? i : il;
+    const rc_len_result *L = &r->lens[il];
+    v->len = L->len;
+    double wt = -1, ws = -1;
+    for (int64_t sq = 0; sq < r->n_seq; sq++) {
+        const int64_t valid = r->gen_valid[sq] < L->len ? r->gen_valid[sq] : L->len;
+        for (int64_t t = 0; t < valid; t++) {
+            const double lr = (double)L->logprob_fwd[sq * L->len + t] - (double)r->logprob_gen[sq * r->gen_len + t];
+            if (fabs(lr) > wt) {
+                wt = fabs(lr);
+                v->worst_token_seq = sq;
+                v->worst_token_pos = t;
+                v->worst_token_ratio = exp(lr);
+            }
+        }
+        const double S = L->seq_log_ratio_sum[sq];
+        if (!isnan(S) && fabs(S) > ws) {
+            ws = fabs(S);
+            v->worst_seq = sq;
+            v->worst_seq_ratio = exp(S);
+        }
+    }
+}
+
 void rc_stat_params_fill_defaults(rc_stat_params *p)
 {
     if (!(p->clip_eps_low > 0))
@@ -345,5 +466,6 @@ rc_status rc_compute_stats(rc_results *r)
             c->max_abs = n ? mx : NAN;
             c->mean_abs = n ? sum / (double)n : NAN;
         }
+    verdict(r);
     return RC_OK;
 }

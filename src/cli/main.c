@@ -891,7 +891,10 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
 }
 
 
-static void print_json(const rc_results *r, const char *out_path)
+static const char *const k_objective_labels[RC_N_OBJECTIVES] = {"token PPO", "sequence IS", "GSPO"};
+
+/* gates: -1 no --fail-above, 0 every gate holds, 1 one failed */
+static void print_json(const rc_results *r, const char *out_path, int gates)
 {
     for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h), in their order */
         const rc_setting *set = &rc_settings[i];
@@ -955,11 +958,26 @@ static void print_json(const rc_results *r, const char *out_path)
         json_num(stdout, "mean_abs", c->mean_abs, false);
         printf("}");
     }
-    printf("], \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
+    const rc_verdict *v = &r->verdict;
+    printf("], \"verdict\": {");
+    for (int o = 0; o < RC_N_OBJECTIVES; o++) {
+        printf("\"%s\": {\"level\": \"%s\", \"reason\": ", rc_objective_names[o], rc_verdict_name(v->level[o]));
+        json_str(stdout, v->reason[o]);
+        printf("}, ");
+    }
+    printf("\"len\": %lld, \"worst_token\": {\"sequence\": %lld, \"position\": %lld, ", (long long)v->len,
+           (long long)v->worst_token_seq, (long long)v->worst_token_pos);
+    json_num(stdout, "ratio", v->worst_token_ratio, false);
+    printf("}, \"worst_sequence\": {\"sequence\": %lld, ", (long long)v->worst_seq);
+    json_num(stdout, "seq_ratio", v->worst_seq_ratio, false);
+    printf("}}");
+    if (gates >= 0)
+        printf(", \"gates\": \"%s\"", gates ? "FAIL" : "PASS");
+    printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
            r->seconds_forward, r->seconds_total);
 }
 
-static void print_table(const rc_results *r, const char *out_path)
+static void print_table(const rc_results *r, const char *out_path, int gates)
 {
     printf("ratiocheck %s  model ", RC_VERSION);
     term_str(stdout, r->model_path ? r->model_path : "");
@@ -1031,6 +1049,21 @@ static void print_table(const rc_results *r, const char *out_path)
                    st->ref_gen_max_abs, st->ref_fwd_mean_abs, st->ref_fwd_max_abs);
         }
     }
+    const rc_verdict *v = &r->verdict;
+    printf("\nverdict (README \"Verdict\": FAIL past a published gate or when more than %g%% would be clipped "
+           "or masked at step 0, WARN when any would be)\n",
+           100.0 * RC_VERDICT_FAIL_FRAC);
+    for (int o = 0; o < RC_N_OBJECTIVES; o++)
+        printf("  %-12s %-4s  %s\n", k_objective_labels[o], rc_verdict_name(v->level[o]), v->reason[o]);
+    if (v->worst_token_seq >= 0 && v->worst_token_ratio == 1.0)
+        printf("  every ratio is exactly 1\n");
+    else if (v->worst_token_seq >= 0)
+        printf("  worst token: sequence %lld, position %lld, ratio %.6g; worst sequence: %lld, e^S %.6g (L=%lld, "
+               "0-based)\n",
+               (long long)v->worst_token_seq, (long long)v->worst_token_pos, v->worst_token_ratio,
+               (long long)v->worst_seq, v->worst_seq_ratio, (long long)v->len);
+    if (gates >= 0)
+        printf("gates (--fail-above): %s\n", gates ? "FAIL (the metrics above the limits are on stderr)" : "PASS");
     printf("\n%.1f s (generation %.1f s, re-scoring %.1f s)%s", r->seconds_total, r->seconds_generate,
            r->seconds_forward, out_path ? ", written to " : "");
     term_str(stdout, out_path ? out_path : "");
@@ -1134,9 +1167,9 @@ static int cmd_report(int argc, char **argv)
     if (st != RC_OK)
         return fail(st);
     if (json)
-        print_json(&r, argv[optind]);
+        print_json(&r, argv[optind], -1);
     else
-        print_table(&r, argv[optind]);
+        print_table(&r, argv[optind], -1);
     rc_results_free(&r);
     return 0;
 }
@@ -1783,12 +1816,6 @@ static int run_report(const run_ctx *x)
 {
     const run_opts *ro = &x->ro;
     const rc_results *res = &x->res;
-    if (ro->json)
-        print_json(res, x->out_path);
-    else
-        print_table(res, x->out_path);
-    if (ro->show > 0)
-        print_show(res, x->tok, ro->show);
     int code = 0;
     for (int i = 0; i < res->n_lens; i++)
         for (int g = 0; g < ro->n_gates; g++) {
@@ -1799,6 +1826,13 @@ static int run_report(const run_ctx *x)
                 code = rc_exit_code(RC_ERR_GATE);
             }
         }
+    const int gates = ro->n_gates == 0 ? -1 : code != 0;
+    if (ro->json)
+        print_json(res, x->out_path, gates);
+    else
+        print_table(res, x->out_path, gates);
+    if (ro->show > 0)
+        print_show(res, x->tok, ro->show);
     return code;
 }
 

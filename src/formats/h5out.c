@@ -123,6 +123,19 @@
  *   max_abs, mean_abs     f64[n]  |logprob_forward(len_a) - logprob_forward(len_b)|
  *                                 over the positions t < min(len_a, len_b)
  *
+ * /verdict   (attributes only; recomputed from the tensors by `report`)
+ *   token_ppo, sequence_is, gspo            str   "OK", "WARN" or "FAIL" (README
+ *                                                 "Verdict": the rules)
+ *   token_ppo_reason, sequence_is_reason,
+ *   gspo_reason                             str   what decided it, with the numbers
+ *   len                                     i64   the longest length (the worst
+ *                                                 token and sequence are from it)
+ *   worst_token_sequence, worst_token_position    i64   0-based; the token with the
+ *                                                 largest |log r| (-1: none)
+ *   worst_token_ratio                       f64   its ratio
+ *   worst_sequence                          i64   the sequence with the largest |S|
+ *   worst_sequence_ratio                    f64   its e^S
+ *
  * Storage: 2-D datasets are chunked (about 64 Ki elements per chunk, whole
  * rows) with shuffle + deflate level 4 when the library has zlib, and carry a
  * fill value (-1 for token ids, NaN for floats). 1-D datasets are contiguous.
@@ -772,6 +785,35 @@ static rc_status write_cross(const h5w *w, const rc_results *r)
     return st;
 }
 
+static rc_status write_verdict(const h5w *w, const rc_results *r)
+{
+    const char *o = "/verdict";
+    const rc_verdict *v = &r->verdict;
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = RC_OK;
+    for (int i = 0; i < RC_N_OBJECTIVES && st == RC_OK; i++) {
+        char name[64];
+        st = attr_str(w, g, o, rc_objective_names[i], rc_verdict_name(v->level[i]));
+        snprintf(name, sizeof name, "%s_reason", rc_objective_names[i]);
+        if (st == RC_OK)
+            st = attr_str(w, g, o, name, v->reason[i]);
+    }
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "len", v->len);
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "worst_token_sequence", v->worst_token_seq);
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "worst_token_position", v->worst_token_pos);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "worst_token_ratio", v->worst_token_ratio);
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "worst_sequence", v->worst_seq);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "worst_sequence_ratio", v->worst_seq_ratio);
+    return group_close(w, g, o, st);
+}
+
 static rc_status write_all(const h5w *w, const rc_results *r)
 {
     RC_TRY(write_root_attrs(w, r));
@@ -791,7 +833,8 @@ static rc_status write_all(const h5w *w, const rc_results *r)
         free(buf);
         RC_TRY(st);
     }
-    return write_cross(w, r);
+    RC_TRY(write_cross(w, r));
+    return write_verdict(w, r);
 }
 
 /* ------------------------------------------------------------------------ */
