@@ -1,6 +1,7 @@
 /* The ratiocheck executable: help, version, inspect, usage errors and exit
  * codes (README's table), one-line error messages. */
 #include <check.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -318,6 +319,96 @@ START_TEST(test_stat_options)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
         ck_assert_msg(run(args) == 2, "%s", bad[i].opt);
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+}
+END_TEST
+
+/* diff A B --json: generation max |diff| and the forward max |diff| at every length */
+static void diff_max(const char *a, const char *b, double *gen, double *fwd)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "diff %s/%s %s/%s --json", g_dir, a, g_dir, b);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    *gen = json_number_value(json_object_get(json_object_get(j, "generation"), "max_abs"));
+    *fwd = 0;
+    const json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_ge(json_array_size(lens), 1);
+    for (size_t i = 0; i < json_array_size(lens); i++)
+        *fwd = fmax(*fwd, json_number_value(json_object_get(json_array_get(lens, i), "forward_max_abs")));
+    json_decref(j);
+}
+
+/* --sampler / --trainer: each side computes with its own settings. Equal
+ * sides are today's run bit for bit; the trainer's forward equals a replay of
+ * the same tokens with the trainer's settings, and the sampler's generation
+ * equals a plain run with the sampler's. */
+START_TEST(test_two_sides)
+{
+    char args[2048];
+    double gen, fwd;
+    snprintf(args, sizeof args, "%s --dtype bf16 --out %s/plain.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16 --out %s/same.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "trainer ")); /* equal sides: no second side shown */
+    diff_max("plain.h5", "same.h5", &gen, &fwd);
+    ck_assert(gen == 0.0 && fwd == 0.0);
+    /* sampler bf16, trainer bf16 with an fp32 LM head (MiniMax-M1's fix) */
+    snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16,lm-head=fp32 --out %s/x.h5 --json",
+             g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "sampler")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32,batch=32");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "trainer")),
+                     "dtype=bf16,kernels=engine,upcast=lm_head,logprob-dtype=fp32");
+    json_decref(j);
+    diff_max("plain.h5", "x.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0, "the sampler's generation is a plain bf16 run's: %g", gen);
+    ck_assert_msg(fwd > 0.0, "the trainer's fp32 head changes the forward");
+    snprintf(args, sizeof args, "%s --rollouts-from %s/x.h5 --dtype bf16 --upcast lm_head --out %s/y.h5", g_common,
+             g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("x.h5", "y.h5", &gen, &fwd);
+    ck_assert_msg(fwd == 0.0, "the trainer's forward is a bf16 --upcast lm_head forward: %g", fwd);
+    /* kernels per side (a second backend), dtype per side, micro-batch */
+    snprintf(args, sizeof args,
+             "%s --sampler kernels=invariant,dtype=fp32 --trainer kernels=invariant,dtype=fp32,micro-batch=3 --out none "
+             "--json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "forward_batch")), 3);
+    ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std")) == 0.0);
+    json_decref(j);
+    snprintf(args, sizeof args, "%s --sampler dtype=fp16 --trainer kernels=invariant,dtype=fp32 --out none", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "trainer dtype=fp32,kernels=invariant,upcast=none"));
+    /* bad specs */
+    const struct {
+        const char *opt, *msg;
+        int code;
+    } bad[] = {{"--trainer tp=4", "--trainer: tp= is not emulated yet", 5},
+               {"--sampler kv-cache=fp8_e4m3", "kv-cache= is not emulated yet", 5},
+               {"--trainer batch=4", "batch belongs to the sampler", 2},
+               {"--sampler micro-batch=4", "micro-batch belongs to the trainer", 2},
+               {"--sampler dtype=fp8", "--sampler dtype: 'fp8'", 2},
+               {"--sampler dtype=bf16,dtype=fp16", "dtype is given twice", 2},
+               {"--trainer upcast=softmax+bogus", "--trainer upcast", 2},
+               {"--trainer lm-head=fp64", "is not fp32 or dtype", 2},
+               {"--trainer dtype", "'dtype' is not KEY=VALUE", 2},
+               {"--trainer foo=1", "unknown key 'foo'", 2},
+               {"--trainer micro-batch=0", "--trainer micro-batch", 2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
         ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
         ck_assert_int_eq(count_lines(g_err), 1);
     }
@@ -1190,6 +1281,7 @@ int main(void)
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
     tcase_add_test(tr, test_stat_options);
+    tcase_add_test(tr, test_two_sides);
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);
     tcase_add_test(tr, test_run_interrupt);

@@ -174,6 +174,8 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
     snprintf(r->upcast, sizeof r->upcast, "softmax,rope");
     snprintf(r->alibi_bias, sizeof r->alibi_bias, "rowmax");
     snprintf(r->logprob_dtype, sizeof r->logprob_dtype, "fp32");
+    snprintf(r->sampler, sizeof r->sampler, "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32,batch=32");
+    snprintf(r->trainer, sizeof r->trainer, "dtype=bf16,kernels=engine,upcast=lm_head,logprob-dtype=fp32");
     snprintf(r->reference, sizeof r->reference, ref ? "fp32" : "none");
     snprintf(r->backend, sizeof r->backend, "cpu");
     snprintf(r->device, sizeof r->device, "NVIDIA Test GPU (sm_90, 139 GiB)");
@@ -595,7 +597,7 @@ static hid_t open_group(hid_t f, const char *name)
 
 static const char *const k_root_attrs[] = {
     "format",        "format_version", "version",      "command_line",  "model_path",
-    "model_type",    "dtype",          "kernels",      "upcast",        "alibi_bias",    "logprob_dtype",
+    "model_type",    "dtype",          "kernels",      "upcast",        "alibi_bias",    "logprob_dtype", "sampler", "trainer",
     "reference",     "backend",        "device",        "created",      "threads",       "seed",
     "top_k",         "samples",        "batch",        "forward_batch", "num_prompts",
     "num_sequences", "gen_len",        "temperature",  "top_p",         "stop_at_eos",
@@ -655,6 +657,8 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
     check_attr_str(f, "upcast", r->upcast);
     check_attr_str(f, "alibi_bias", r->alibi_bias);
     check_attr_str(f, "logprob_dtype", r->logprob_dtype);
+    check_attr_str(f, "sampler", r->sampler);
+    check_attr_str(f, "trainer", r->trainer);
     check_attr_str(f, "reference", r->reference);
     check_attr_str(f, "backend", r->backend);
     check_attr_str(f, "device", r->device);

@@ -99,11 +99,13 @@ typedef struct {
     char *model_path;    /* owned */
     char model_type[32];
     char dtype[8];       /* "fp32", "fp16", "bf16" */
-    char kernels[16];    /* "engine", "invariant", "blas" */
+    char kernels[16];    /* "engine", "invariant", "blas" (dtype .. logprob_dtype: the sampler's side) */
     char upcast[64];     /* "none" or "softmax,rope,..." */
     char alibi_bias[8];  /* "model" or "rowmax" ("" in files before the option) */
     char logprob_dtype[8];
     char reference[8];   /* "none", "fp32", "fp64" */
+    char sampler[160];   /* both sides' settings when they differ (--sampler / --trainer), else "" */
+    char trainer[160];
     char backend[16];    /* "cpu" or "cuda" */
     char device[128];    /* the GPU ("NVIDIA H200 (sm_90, 140 GiB)"); "" on the CPU */
     char created[32];    /* ISO 8601 UTC */

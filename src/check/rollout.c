@@ -395,6 +395,12 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
     if (s == RC_OK)
         s = generate(&rc, e, out);
+    if (s == RC_OK && cfg->trainer) { /* the trainer's own engine for the full forward */
+        rc_engine_free(e);
+        e = NULL;
+        s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &cfg->num_trainer, slots,
+                             cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
+    }
     double t1 = now_s();
     char phase[64];
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {

@@ -30,7 +30,12 @@ typedef struct {
     bool stop_at_eos;
     int reference;         /* 0: none, 32: fp32 invariant engine, 64: float64 forward */
     rc_stat_params stat;   /* thresholds of the statistics (zeroed: the defaults) */
-    rc_numerics num;
+    rc_numerics num;       /* the sampler's: cached generation (and both paths unless `trainer`) */
+    /* the trainer's side (--trainer): when set, the full forward re-scores
+     * with these numerics, on trainer_be (NULL: the sampler's backend) */
+    bool trainer;
+    rc_numerics num_trainer;
+    rc_backend *trainer_be;
     /* replay: feed these tokens instead of sampling ([S, forced_len], -1
      * padded; forced_valid[S] valid tokens each), S = n_prompts x samples */
     const int32_t *forced_tokens;

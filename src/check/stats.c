@@ -27,6 +27,9 @@ const rc_setting rc_settings[] = {
     /* files before --alibi-bias have none; the default is not shown */
     SET_SHOWN("alibi_bias", alibi_bias, true, "alibi-bias", "model"),
     SET_SHOWN("logprob_dtype", logprob_dtype, false, "log-probs", NULL),
+    /* the two sides when they differ (files before them have neither) */
+    SET_SHOWN("sampler", sampler, true, "sampler", NULL),
+    SET_SHOWN("trainer", trainer, true, "trainer", NULL),
     SET("reference", "reference", RC_SET_TEXT, reference, sizeof(((rc_results *)0)->reference), false),
     SET("backend", "backend", RC_SET_TEXT, backend, sizeof(((rc_results *)0)->backend), false),
     /* files before the CUDA backend have no device */

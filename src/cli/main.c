@@ -1377,6 +1377,124 @@ static rc_status check_out_not_input(const char *out, const char *model_dir, con
 
 /* ---- the run command's options: one table ------------------------------- */
 
+/* One side of the check (--sampler / --trainer): what it computes with. */
+typedef struct {
+    rc_dtype dt;
+    rc_kernels kernels;
+    unsigned upcast; /* RC_UPCAST_* */
+    bool lp_same;    /* log-softmax in the dtype */
+    int64_t batch;   /* sampler: sequences decoded together; trainer: sequences per forward (0: all) */
+} side;
+
+static bool side_equal(const side *a, const side *b)
+{
+    return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same;
+}
+
+/* "dtype=bf16,kernels=engine,upcast=softmax,logprob-dtype=fp32" (+ the batch) */
+static void side_str(const side *sd, bool trainer, char *buf, size_t n)
+{
+    char up[64];
+    rc_upcast_str(sd->upcast, up, sizeof up);
+    for (char *c = up; *c; c++)
+        *c = *c == ',' ? '+' : *c;
+    int k = snprintf(buf, n, "dtype=%s,kernels=%s,upcast=%s,logprob-dtype=%s", dtype_str(sd->dt),
+                     rc_kernels_name(sd->kernels), up, sd->lp_same ? "same" : "fp32");
+    if (sd->batch > 0 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ",%s=%lld", trainer ? "micro-batch" : "batch", (long long)sd->batch);
+}
+
+/* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
+ * of the sampler/trainer emulations still to come are refused by name. */
+static rc_status parse_side(const char *opt, const char *spec, bool trainer, side *sd)
+{
+    if (!*spec)
+        return rc_errorf(RC_ERR_USAGE, "%s: empty; expected KEY=VALUE[,...]", opt);
+    char buf[512];
+    if (strlen(spec) >= sizeof buf)
+        return rc_errorf(RC_ERR_USAGE, "%s: longer than %zu bytes", opt, sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", spec);
+    unsigned seen = 0;
+    int lm_head = -1;
+    for (char *item = buf, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next)
+            *next++ = '\0';
+        char *eq = strchr(item, '=');
+        if (!eq || eq == item || !eq[1])
+            return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not KEY=VALUE", opt, item);
+        *eq = '\0';
+        const char *key = item, *v = eq + 1;
+        static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
+                                           "micro-batch", NULL};
+        int ki = -1;
+        for (int i = 0; keys[i]; i++)
+            if (!strcmp(keys[i], key))
+                ki = i;
+        if (ki < 0) {
+            static const char *const later[] = {"tp", "prefill-chunk", "kv-cache", "weights", "mode", NULL};
+            for (int i = 0; later[i]; i++)
+                if (!strcmp(later[i], key))
+                    return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
+                                     "upcast, lm-head, logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch");
+            return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
+                             "logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch");
+        }
+        if (seen & (1u << ki))
+            return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
+        seen |= 1u << ki;
+        char what[600];
+        snprintf(what, sizeof what, "%s %s", opt, key);
+        switch (ki) {
+        case 0:
+            if (parse_dtype(v, &sd->dt) != RC_OK)
+                return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of fp32, fp16, bf16", what, v);
+            break;
+        case 1:
+            if (!strcmp(v, "engine")) sd->kernels = RC_KERNELS_ENGINE;
+            else if (!strcmp(v, "invariant")) sd->kernels = RC_KERNELS_INVARIANT;
+            else if (!strcmp(v, "blas")) sd->kernels = RC_KERNELS_BLAS;
+            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of engine, invariant, blas", what, v);
+            break;
+        case 2: { /* ops joined with '+': "softmax+rope" */
+            char list[128];
+            if (strlen(v) >= sizeof list)
+                return rc_errorf(RC_ERR_USAGE, "%s: too long", what);
+            snprintf(list, sizeof list, "%s", v);
+            for (char *c = list; *c; c++)
+                *c = *c == '+' ? ',' : *c == ',' ? '+' : *c;
+            unsigned up;
+            if (rc_parse_upcast(list, &up) != RC_OK)
+                return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a list of softmax, rope, norm, lm_head joined with "
+                                 "'+', or all, or none", what, v);
+            sd->upcast = up; /* the whole set; lm-head= (in any order) decides the head */
+            break;
+        }
+        case 3:
+            if (!strcmp(v, "fp32")) lm_head = 1;
+            else if (!strcmp(v, "dtype")) lm_head = 0;
+            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or dtype", what, v);
+            break;
+        case 4:
+            if (!strcmp(v, "same")) sd->lp_same = true;
+            else if (!strcmp(v, "fp32")) sd->lp_same = false;
+            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or same", what, v);
+            break;
+        default: { /* batch (sampler) / micro-batch (trainer) */
+            if ((ki == 5) == trainer)
+                return rc_errorf(RC_ERR_USAGE, "%s: %s belongs to the %s", opt, key, trainer ? "sampler" : "trainer");
+            RC_TRY(parse_i64(what, v, 1, 1 << 20, &sd->batch));
+            break;
+        }
+        }
+    }
+    if (lm_head == 1)
+        sd->upcast |= RC_UPCAST_LM_HEAD;
+    else if (lm_head == 0)
+        sd->upcast &= ~RC_UPCAST_LM_HEAD;
+    return RC_OK;
+}
+
 /* Everything the run's options set. */
 typedef struct {
     char model_default[4096], prompts_default[4096];
@@ -1387,6 +1505,8 @@ typedef struct {
     int64_t threads, num_prompts, seed, show;
     double temperature;
     double clip_eps; /* --clip-eps: both sides, unless --clip-eps-low / -high (0: not given) */
+    const char *sampler_spec, *trainer_spec; /* --sampler / --trainer, applied after the other options */
+    side sampler, trainer;                   /* each side resolved from the options and its spec */
     gate gates[MAX_GATES];
     int n_gates;
 } run_opts;
@@ -1513,6 +1633,11 @@ static const opt_spec k_run_opts[] = {
     {"rollouts-from", 0, "F.h5",
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
+    {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, batch (default: the options above)", "Two sides:",
+     op_path, RO(sampler_spec), 0, 0},
+    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch, e.g. "
+     "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
     {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
      RO(clip_eps), 1e-9, 10.0},
     {"clip-eps-low", 0, "E", "its lower side alone, e.g. DAPO's 0.2 (default --clip-eps)", NULL, op_f64,
@@ -1566,6 +1691,20 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return code;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    /* the two sides: the options above, then each side's spec */
+    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0};
+    ro->sampler = ro->trainer = base;
+    ro->sampler.batch = ro->cfg.batch;
+    ro->trainer.batch = ro->cfg.forward_batch;
+    rc_status sst = RC_OK;
+    if (ro->sampler_spec)
+        sst = parse_side("--sampler", ro->sampler_spec, false, &ro->sampler);
+    if (sst == RC_OK && ro->trainer_spec)
+        sst = parse_side("--trainer", ro->trainer_spec, true, &ro->trainer);
+    if (sst != RC_OK)
+        return fail(sst);
+    ro->cfg.batch = ro->sampler.batch;
+    ro->cfg.forward_batch = ro->trainer.batch;
     rc_stat_params *sp = &ro->cfg.stat;
     if (sp->clip_eps_low <= 0)
         sp->clip_eps_low = ro->clip_eps > 0 ? ro->clip_eps : RC_DEFAULT_CLIP_EPS;
@@ -1592,7 +1731,7 @@ typedef struct {
     rc_tokenizer *tok;
     rc_prompts prompts;
     rc_results prev;           /* --rollouts-from */
-    rc_backend *be, *ref_be;
+    rc_backend *be, *ref_be, *trainer_be; /* trainer_be: only when the trainer's kernels differ */
     rc_results res;
 } run_ctx;
 
@@ -1606,7 +1745,8 @@ static rc_status run_prepare(run_ctx *x)
     if (fault && !strcmp(fault, "internal"))
         return rc_errorf(RC_ERR_INTERNAL, "fault injected by RATIOCHECK_FAULT=internal");
     const bool want_cuda = !strcmp(ro->backend, "cuda");
-    if (want_cuda || (!strcmp(ro->backend, "auto") && rc_cuda_compiled() && ro->kernels != RC_KERNELS_BLAS)) {
+    if (want_cuda || (!strcmp(ro->backend, "auto") && rc_cuda_compiled() && ro->sampler.kernels != RC_KERNELS_BLAS &&
+                      ro->trainer.kernels != RC_KERNELS_BLAS)) {
         int nd;
         rc_status st = rc_cuda_probe(&nd, x->device, sizeof x->device);
         x->use_cuda = st == RC_OK;
@@ -1616,8 +1756,15 @@ static rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
+    x->cfg.num.dt = ro->sampler.dt;
+    x->cfg.num.upcast = ro->sampler.upcast;
     x->cfg.num.temperature = (float)ro->temperature;
-    x->cfg.num.logprob_dt = ro->lp_same ? x->cfg.num.dt : RC_F32;
+    x->cfg.num.logprob_dt = ro->sampler.lp_same ? x->cfg.num.dt : RC_F32;
+    x->cfg.trainer = !side_equal(&ro->sampler, &ro->trainer);
+    x->cfg.num_trainer = x->cfg.num;
+    x->cfg.num_trainer.dt = ro->trainer.dt;
+    x->cfg.num_trainer.upcast = ro->trainer.upcast;
+    x->cfg.num_trainer.logprob_dt = ro->trainer.lp_same ? ro->trainer.dt : RC_F32;
     x->prompts_path = ro->prompts_path;
     x->out_path = ro->out_path;
     const char *model_dir = ro->model_dir;
@@ -1729,12 +1876,18 @@ static rc_status run_compute(run_ctx *x)
     const run_opts *ro = &x->ro;
     x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
     rc_status st;
+    const rc_kernels ks = ro->sampler.kernels, kt = ro->trainer.kernels;
     if (x->use_cuda) {
         omp_set_num_threads(x->n_threads); /* host work: sampling, the fp64 reference */
-        st = rc_backend_cuda_create(ro->kernels, &x->be);
+        st = rc_backend_cuda_create(ks, &x->be);
+        if (st == RC_OK && kt != ks)
+            st = rc_backend_cuda_create(kt, &x->trainer_be);
     } else {
-        st = rc_backend_cpu_create(x->n_threads, ro->kernels, &x->be);
+        st = rc_backend_cpu_create(x->n_threads, ks, &x->be);
+        if (st == RC_OK && kt != ks)
+            st = rc_backend_cpu_create(x->n_threads, kt, &x->trainer_be);
     }
+    x->cfg.trainer_be = x->trainer_be;
     if (st == RC_OK && x->cfg.reference == 32) /* the reference runs where the check runs */
         st = x->use_cuda ? rc_backend_cuda_create(RC_KERNELS_INVARIANT, &x->ref_be)
                          : rc_backend_cpu_create((int)ro->threads, RC_KERNELS_INVARIANT, &x->ref_be);
@@ -1769,10 +1922,14 @@ static rc_status run_record(run_ctx *x, const char *cmdline)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
     snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
-    snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->kernels));
+    snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->sampler.kernels));
+    if (cfg->trainer) { /* both sides, only when they differ */
+        side_str(&ro->sampler, false, res->sampler, sizeof res->sampler);
+        side_str(&ro->trainer, true, res->trainer, sizeof res->trainer);
+    }
     rc_upcast_str(cfg->num.upcast, res->upcast, sizeof res->upcast);
     snprintf(res->alibi_bias, sizeof res->alibi_bias, "%s", cfg->num.alibi_rowmax ? "rowmax" : "model");
-    snprintf(res->logprob_dtype, sizeof res->logprob_dtype, "%s", ro->lp_same ? dtype_str(cfg->num.dt) : "fp32");
+    snprintf(res->logprob_dtype, sizeof res->logprob_dtype, "%s", ro->sampler.lp_same ? dtype_str(cfg->num.dt) : "fp32");
     snprintf(res->reference, sizeof res->reference, "%s",
              cfg->reference == 32 ? "fp32" : cfg->reference == 64 ? "fp64" : "none");
     snprintf(res->backend, sizeof res->backend, "%s", x->be->ops->name);
@@ -1843,6 +2000,7 @@ static void run_free(run_ctx *x)
     rc_tokenizer_free(x->tok);
     rc_backend_destroy(x->be);
     rc_backend_destroy(x->ref_be);
+    rc_backend_destroy(x->trainer_be);
     rc_model_free(x->m);
     rc_prompts_free(&x->prompts);
 }

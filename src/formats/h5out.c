@@ -24,6 +24,11 @@
  *   kernels           str   "engine", "invariant" or "blas"
  *   upcast            str   "none" or a comma list, e.g. "softmax,rope"
  *   logprob_dtype     str   dtype the log-softmax was computed in
+ *                           (dtype .. logprob_dtype: the sampler's side)
+ *   sampler, trainer  str   each side's settings when --sampler / --trainer
+ *                           made them differ ("dtype=bf16,kernels=engine,
+ *                           upcast=lm_head,logprob-dtype=fp32[,batch=N |
+ *                           ,micro-batch=N]"), else ""; absent in older files
  *   reference         str   "none" or "fp32" (the reference pass)
  *   backend           str   "cpu" or "cuda"
  *   device            str   the GPU's name, compute capability and memory ("" on the CPU)
