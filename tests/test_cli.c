@@ -355,8 +355,27 @@ START_TEST(test_two_sides)
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16 --out %s/same.h5", g_common, g_dir);
     ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_null(strstr(g_out, "trainer ")); /* equal sides: no second side shown */
+    ck_assert_ptr_nonnull(strstr(g_out, "  trainer dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32\n"));
     diff_max("plain.h5", "same.h5", &gen, &fwd);
+    ck_assert(gen == 0.0 && fwd == 0.0);
+    /* prefill in chunks: with invariant kernels the cache is the same bit for bit (the batch
+     * invariance of every reduction); with engine kernels the generation moves */
+    snprintf(args, sizeof args, "%s --kernels invariant --out %s/inv.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "%s --kernels invariant --sampler prefill-chunk=2 --out %s/inv2.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("inv.h5", "inv2.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd == 0.0, "chunked prefill, invariant: %g %g", gen, fwd);
+    snprintf(args, sizeof args, "%s --dtype fp32 --out %s/plain32.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "%s --dtype fp32 --sampler prefill-chunk=2 --out %s/chunk.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, ",batch=32,prefill-chunk=2"));
+    diff_max("plain32.h5", "chunk.h5", &gen, &fwd);
+    ck_assert_msg(gen > 0.0, "chunked prefill with engine kernels changes the cached log-probs");
+    snprintf(args, sizeof args, "%s --dtype bf16 --sampler prefill-chunk=100 --out %s/whole.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("plain.h5", "whole.h5", &gen, &fwd); /* a chunk longer than every prompt: one call, as before */
     ck_assert(gen == 0.0 && fwd == 0.0);
     /* sampler bf16, trainer bf16 with an fp32 LM head (MiniMax-M1's fix) */
     snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16,lm-head=fp32 --out %s/x.h5 --json",
@@ -397,6 +416,8 @@ START_TEST(test_two_sides)
         int code;
     } bad[] = {{"--trainer tp=4", "--trainer: tp= is not emulated yet", 5},
                {"--sampler kv-cache=fp8_e4m3", "kv-cache= is not emulated yet", 5},
+               {"--trainer prefill-chunk=8", "not emulated yet for the trainer", 5},
+               {"--sampler prefill-chunk=0", "--sampler prefill-chunk", 2},
                {"--trainer batch=4", "batch belongs to the sampler", 2},
                {"--sampler micro-batch=4", "micro-batch belongs to the trainer", 2},
                {"--sampler dtype=fp8", "--sampler dtype: 'fp8'", 2},

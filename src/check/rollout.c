@@ -59,14 +59,58 @@ static rc_status tick(run_ctx *rc, const char *phase, int64_t n)
 }
 
 /* Cached decoding: prefill each batch of prompts, then one token per step. */
+/* The prompts of sequences b0 .. b0 + nb - 1 into the cache (slot i for
+ * sequence b0 + i), and each one's next-token log-probs into lp[i, :].
+ * slots / starts / n_new / rows / tok are the caller's scratch. In one packed
+ * call, or with --sampler prefill-chunk=C in calls of C tokens per prompt
+ * (chunk k covers prompt positions [kC, (k+1)C), every prompt that still has
+ * tokens takes part), as a chunked-prefill engine builds its cache; the
+ * log-probs of a prompt come from the call with its last token. */
+static rc_status prefill(rc_engine *e, const rc_rollout_cfg *cfg, const rc_results *out, int64_t b0, int64_t nb,
+                         int64_t *slots, int64_t *starts, int64_t *n_new, int64_t *rows, int64_t *owner,
+                         int32_t *tok, float *lp, float *chunk_lp)
+{
+    const int64_t V = e->model->cfg.vocab;
+    const int64_t C = cfg->prefill_chunk > 0 && chunk_lp ? cfg->prefill_chunk : cfg->prompt_max;
+    for (int64_t c0 = 0; c0 < cfg->prompt_max; c0 += C) {
+        int64_t n = 0, R = 0, n_out = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t p = out->seq_prompt[b0 + i], plen = cfg->prompt_len[p];
+            if (plen <= c0)
+                continue;
+            const int64_t k = plen - c0 < C ? plen - c0 : C;
+            slots[n] = i;
+            starts[n] = c0;
+            n_new[n] = k;
+            memcpy(tok + R, cfg->prompt_tokens + p * cfg->prompt_max + c0, (size_t)k * sizeof *tok);
+            R += k;
+            if (c0 + k == plen) { /* this call holds the prompt's last token (owner: its batch index) */
+                rows[n_out] = R - 1;
+                owner[n_out++] = i;
+            }
+            n++;
+        }
+        if (n == 0)
+            break;
+        float *dst = C >= cfg->prompt_max ? lp : chunk_lp;
+        RC_TRY(rc_engine_step(e, slots, starts, n_new, n, tok, rows, n_out, dst, NULL, NULL));
+        if (dst != lp)
+            for (int64_t j = 0; j < n_out; j++)
+                memcpy(lp + owner[j] * V, chunk_lp + j * V, (size_t)V * sizeof *lp);
+    }
+    for (int64_t i = 0; i < nb; i++)
+        slots[i] = i; /* the decode steps' slots */
+    return RC_OK;
+}
+
 static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
 {
     const rc_rollout_cfg *cfg = rc->cfg;
     const rc_config *mc = &e->model->cfg;
     const int64_t V = mc->vocab, G = out->gen_len, S = out->n_seq;
     const int64_t B = cfg->batch;
-    float *lp = NULL, *work = NULL, *step_lpp = NULL;
-    int64_t *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL, *ids = NULL;
+    float *lp = NULL, *work = NULL, *step_lpp = NULL, *chunk_lp = NULL;
+    int64_t *owner = NULL, *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL, *ids = NULL;
     int32_t *tok = NULL, *step_tok = NULL;
     const int n_thr = omp_get_max_threads();
     rc_rng *rng = NULL;
@@ -80,26 +124,23 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
         (s = rc_calloc((void **)&n_new, B, sizeof *n_new, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&rows, B, sizeof *rows, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&ids, B, sizeof *ids, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&owner, B, sizeof *owner, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&rng, B, sizeof *rng, "generation")) != RC_OK ||
-        (s = rc_calloc((void **)&tok, B * cfg->prompt_max + B, sizeof *tok, "generation")) != RC_OK)
+        (s = rc_calloc((void **)&tok, B * cfg->prompt_max + B, sizeof *tok, "generation")) != RC_OK ||
+        (cfg->prefill_chunk > 0 && cfg->prefill_chunk < cfg->prompt_max &&
+         (s = rc_calloc((void **)&chunk_lp, B * V, sizeof *chunk_lp, "generation")) != RC_OK))
         goto done;
     for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += B) {
         const int64_t nb = S - b0 < B ? S - b0 : B;
-        /* prefill: every prompt of the batch in one packed call */
-        int64_t R = 0;
+        /* prefill: every prompt of the batch, packed (in chunks with prefill_chunk) */
         for (int64_t i = 0; i < nb; i++) {
             const int64_t sq = b0 + i, p = out->seq_prompt[sq];
-            slots[i] = i;
-            starts[i] = 0;
-            n_new[i] = cfg->prompt_len[p];
-            memcpy(tok + R, cfg->prompt_tokens + p * cfg->prompt_max, (size_t)n_new[i] * sizeof *tok);
-            R += n_new[i];
-            rows[i] = R - 1;
             ids[i] = sq;
             rc_rng_seed(&rng[i], cfg->seed, (uint64_t)p, (uint64_t)out->seq_sample[sq]);
             out->gen_valid[sq] = (int32_t)G;
         }
-        s = rc_engine_step(e, slots, starts, n_new, nb, tok, rows, nb, lp, NULL, NULL);
+        if (s == RC_OK)
+            s = prefill(e, cfg, out, b0, nb, slots, starts, n_new, rows, owner, tok, lp, chunk_lp);
         int64_t active = nb;
         for (int64_t step = 0; step < G && s == RC_OK; step++) {
             /* sample the step's token for every active sequence (row i of lp),
@@ -160,6 +201,8 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
     }
 done:
     free(lp);
+    free(chunk_lp);
+    free(owner);
     free(work);
     free(step_lpp);
     free(step_tok);

@@ -22,6 +22,8 @@ typedef struct {
     const int32_t *prompt_len;
     int64_t samples;       /* per prompt */
     int64_t batch;         /* sequences decoded together */
+    int64_t prefill_chunk; /* the sampler builds each prompt's KV cache in calls of at
+                              most this many tokens (0: the whole prompt in one call) */
     int64_t forward_batch; /* sequences per full forward (0: all) */
     int n_lens;
     int64_t lens[RC_MAX_LENS]; /* ascending */

@@ -1384,6 +1384,7 @@ typedef struct {
     unsigned upcast; /* RC_UPCAST_* */
     bool lp_same;    /* log-softmax in the dtype */
     int64_t batch;   /* sampler: sequences decoded together; trainer: sequences per forward (0: all) */
+    int64_t prefill_chunk; /* sampler: prompt tokens per prefill call (0: the whole prompt) */
 } side;
 
 static bool side_equal(const side *a, const side *b)
@@ -1401,7 +1402,9 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
     int k = snprintf(buf, n, "dtype=%s,kernels=%s,upcast=%s,logprob-dtype=%s", dtype_str(sd->dt),
                      rc_kernels_name(sd->kernels), up, sd->lp_same ? "same" : "fp32");
     if (sd->batch > 0 && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ",%s=%lld", trainer ? "micro-batch" : "batch", (long long)sd->batch);
+        k += snprintf(buf + k, n - (size_t)k, ",%s=%lld", trainer ? "micro-batch" : "batch", (long long)sd->batch);
+    if (sd->prefill_chunk > 0 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ",prefill-chunk=%lld", (long long)sd->prefill_chunk);
 }
 
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
@@ -1426,19 +1429,19 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         *eq = '\0';
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
-                                           "micro-batch", NULL};
+                                           "micro-batch", "prefill-chunk", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
-            static const char *const later[] = {"tp", "prefill-chunk", "kv-cache", "weights", "mode", NULL};
+            static const char *const later[] = {"tp", "kv-cache", "weights", "mode", NULL};
             for (int i = 0; later[i]; i++)
                 if (!strcmp(later[i], key))
                     return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
-                                     "upcast, lm-head, logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch");
+                                     "upcast, lm-head, logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
-                             "logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch");
+                             "logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
         }
         if (seen & (1u << ki))
             return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
@@ -1479,6 +1482,12 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
             if (!strcmp(v, "same")) sd->lp_same = true;
             else if (!strcmp(v, "fp32")) sd->lp_same = false;
             else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or same", what, v);
+            break;
+        case 7:
+            if (trainer)
+                return rc_errorf(RC_ERR_UNSUPPORTED, "%s: prefill-chunk= is not emulated yet for the trainer's "
+                                 "forward (the sampler's: --sampler prefill-chunk=N)", opt);
+            RC_TRY(parse_i64(what, v, 1, 1 << 24, &sd->prefill_chunk));
             break;
         default: { /* batch (sampler) / micro-batch (trainer) */
             if ((ki == 5) == trainer)
@@ -1634,7 +1643,7 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, batch (default: the options above)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, batch, prefill-chunk (default: the options above)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
     {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch, e.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
@@ -1692,7 +1701,7 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
     /* the two sides: the options above, then each side's spec */
-    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0};
+    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0};
     ro->sampler = ro->trainer = base;
     ro->sampler.batch = ro->cfg.batch;
     ro->trainer.batch = ro->cfg.forward_batch;
@@ -1705,6 +1714,7 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return fail(sst);
     ro->cfg.batch = ro->sampler.batch;
     ro->cfg.forward_batch = ro->trainer.batch;
+    ro->cfg.prefill_chunk = ro->sampler.prefill_chunk;
     rc_stat_params *sp = &ro->cfg.stat;
     if (sp->clip_eps_low <= 0)
         sp->clip_eps_low = ro->clip_eps > 0 ? ro->clip_eps : RC_DEFAULT_CLIP_EPS;
@@ -1923,7 +1933,7 @@ static rc_status run_record(run_ctx *x, const char *cmdline)
     snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
     snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
     snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->sampler.kernels));
-    if (cfg->trainer) { /* both sides, only when they differ */
+    if (ro->sampler_spec || ro->trainer_spec) { /* both sides, when a spec was given */
         side_str(&ro->sampler, false, res->sampler, sizeof res->sampler);
         side_str(&ro->trainer, true, res->trainer, sizeof res->trainer);
     }
