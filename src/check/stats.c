@@ -328,6 +328,15 @@ static int worst_len(const rc_results *r, size_t off)
     return w;
 }
 
+/* index of the longest length */
+static int longest_len(const rc_results *r)
+{
+    int il = 0;
+    for (int i = 1; i < r->n_lens; i++)
+        il = r->lens[i].len > r->lens[il].len ? i : il;
+    return il;
+}
+
 static void verdict(rc_results *r)
 {
     rc_verdict *v = &r->verdict;
@@ -377,9 +386,7 @@ static void verdict(rc_results *r)
                  100.0 * a->seq_frac_above_cap, P->seq_cap, (long long)r->lens[ia].len, exp(a->seq_sum_min),
                  exp(a->seq_sum_max));
     else {
-        int il = 0; /* the range at the longest length */
-        for (int i = 1; i < r->n_lens; i++)
-            il = r->lens[i].len > r->lens[il].len ? i : il;
+        const int il = longest_len(r); /* the range at the longest length */
         snprintf(v->reason[RC_OBJ_SEQUENCE_IS], wn, "no sequence has e^S > %g (e^S %.4g to %.4g at L=%lld)",
                  P->seq_cap, exp(r->lens[il].st.seq_sum_min), exp(r->lens[il].st.seq_sum_max),
                  (long long)r->lens[il].len);
@@ -394,10 +401,7 @@ static void verdict(rc_results *r)
     else
         snprintf(v->reason[RC_OBJ_GSPO], wn, "every sequence has |e^M - 1| <= %g", P->seq_eps);
     /* the worst token and sequence at the longest length */
-    int il = 0;
-    for (int i = 1; i < r->n_lens; i++)
-        il = r->lens[i].len > r->lens[il].len ? i : il;
-    const rc_len_result *L = &r->lens[il];
+    const rc_len_result *L = &r->lens[longest_len(r)];
     v->len = L->len;
     double wt = -1, ws = -1;
     for (int64_t sq = 0; sq < r->n_seq; sq++) {

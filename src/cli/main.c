@@ -1377,6 +1377,25 @@ static rc_status check_out_not_input(const char *out, const char *model_dir, con
 
 /* ---- the run command's options: one table ------------------------------- */
 
+/* --kernels and a side's kernels= ("engine", "invariant", "blas"); opt names the option in errors */
+static rc_status parse_kernels(const char *opt, const char *v, rc_kernels *k)
+{
+    if (!strcmp(v, "engine")) *k = RC_KERNELS_ENGINE;
+    else if (!strcmp(v, "invariant")) *k = RC_KERNELS_INVARIANT;
+    else if (!strcmp(v, "blas")) *k = RC_KERNELS_BLAS;
+    else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of engine, invariant, blas", opt, v);
+    return RC_OK;
+}
+
+/* --logprob-dtype and a side's logprob-dtype= ("fp32", "same": in the dtype) */
+static rc_status parse_lpdt(const char *opt, const char *v, bool *same)
+{
+    if (!strcmp(v, "same")) *same = true;
+    else if (!strcmp(v, "fp32")) *same = false;
+    else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or same", opt, v);
+    return RC_OK;
+}
+
 /* One side of the check (--sampler / --trainer): what it computes with. */
 typedef struct {
     rc_dtype dt;
@@ -1454,18 +1473,15 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
                 return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of fp32, fp16, bf16", what, v);
             break;
         case 1:
-            if (!strcmp(v, "engine")) sd->kernels = RC_KERNELS_ENGINE;
-            else if (!strcmp(v, "invariant")) sd->kernels = RC_KERNELS_INVARIANT;
-            else if (!strcmp(v, "blas")) sd->kernels = RC_KERNELS_BLAS;
-            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of engine, invariant, blas", what, v);
+            RC_TRY(parse_kernels(what, v, &sd->kernels));
             break;
         case 2: { /* ops joined with '+': "softmax+rope" */
             char list[128];
             if (strlen(v) >= sizeof list)
                 return rc_errorf(RC_ERR_USAGE, "%s: too long", what);
             snprintf(list, sizeof list, "%s", v);
-            for (char *c = list; *c; c++)
-                *c = *c == '+' ? ',' : *c == ',' ? '+' : *c;
+            for (char *c = list; *c; c++) /* no ',' gets here: the spec was split at them */
+                *c = *c == '+' ? ',' : *c;
             unsigned up;
             if (rc_parse_upcast(list, &up) != RC_OK)
                 return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a list of softmax, rope, norm, lm_head joined with "
@@ -1479,9 +1495,7 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
             else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or dtype", what, v);
             break;
         case 4:
-            if (!strcmp(v, "same")) sd->lp_same = true;
-            else if (!strcmp(v, "fp32")) sd->lp_same = false;
-            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or same", what, v);
+            RC_TRY(parse_lpdt(what, v, &sd->lp_same));
             break;
         case 7:
             if (trainer)
@@ -1532,11 +1546,7 @@ static rc_status op_kernels(const opt_spec *o, const char *v, void *dst)
 {
     run_opts *ro = dst;
     (void)o;
-    if (!strcmp(v, "engine")) ro->kernels = RC_KERNELS_ENGINE;
-    else if (!strcmp(v, "invariant")) ro->kernels = RC_KERNELS_INVARIANT;
-    else if (!strcmp(v, "blas")) ro->kernels = RC_KERNELS_BLAS;
-    else return rc_errorf(RC_ERR_USAGE, "--kernels: '%s' is not one of engine, invariant, blas", v);
-    return RC_OK;
+    return parse_kernels("--kernels", v, &ro->kernels);
 }
 
 static rc_status op_upcast(const opt_spec *o, const char *v, void *dst)
@@ -1560,10 +1570,7 @@ static rc_status op_lpdt(const opt_spec *o, const char *v, void *dst)
 {
     run_opts *ro = dst;
     (void)o;
-    if (!strcmp(v, "same")) ro->lp_same = true;
-    else if (!strcmp(v, "fp32")) ro->lp_same = false;
-    else return rc_errorf(RC_ERR_USAGE, "--logprob-dtype: '%s' is not fp32 or same", v);
-    return RC_OK;
+    return parse_lpdt("--logprob-dtype", v, &ro->lp_same);
 }
 
 static rc_status op_reference(const opt_spec *o, const char *v, void *dst)
