@@ -410,6 +410,22 @@ START_TEST(test_two_sides)
     snprintf(args, sizeof args, "%s --sampler dtype=fp16 --trainer kernels=invariant,dtype=fp32 --out none", g_common);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "trainer dtype=fp32,kernels=invariant,upcast=none"));
+    /* autocast over fp32 masters: with invariant kernels on both sides cached == full bit for bit
+     * (the mode keeps the batch invariance); as the trainer against a pure bf16 sampler it moves the
+     * forward alone */
+    snprintf(args, sizeof args, "%s --kernels invariant --sampler mode=autocast --trainer mode=autocast --out none --json",
+             g_common);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "trainer")),
+                     "dtype=bf16,kernels=invariant,upcast=none,logprob-dtype=fp32,mode=autocast");
+    ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std")) == 0.0);
+    json_decref(j);
+    snprintf(args, sizeof args, "%s --trainer mode=autocast --out %s/ac.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("plain.h5", "ac.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd > 0.0, "autocast trainer: generation %g, forward %g", gen, fwd);
     /* bad specs */
     const struct {
         const char *opt, *msg;
@@ -426,7 +442,10 @@ START_TEST(test_two_sides)
                {"--trainer lm-head=fp64", "is not fp32 or dtype", 2},
                {"--trainer dtype", "'dtype' is not KEY=VALUE", 2},
                {"--trainer foo=1", "unknown key 'foo'", 2},
-               {"--trainer micro-batch=0", "--trainer micro-batch", 2}};
+               {"--trainer micro-batch=0", "--trainer micro-batch", 2},
+               {"--trainer mode=autocast,dtype=fp32", "--trainer: mode=autocast needs dtype=bf16 or fp16", 2},
+               {"--sampler mode=autocast,upcast=softmax", "of the upcasts only lm-head=fp32 applies", 2},
+               {"--sampler mode=amp", "--sampler mode: 'amp' is not pure or autocast", 2}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
         ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));

@@ -1404,11 +1404,24 @@ typedef struct {
     bool lp_same;    /* log-softmax in the dtype */
     int64_t batch;   /* sampler: sequences decoded together; trainer: sequences per forward (0: all) */
     int64_t prefill_chunk; /* sampler: prompt tokens per prefill call (0: the whole prompt) */
+    rc_precision mode;     /* pure dtype or autocast over fp32 masters */
 } side;
 
 static bool side_equal(const side *a, const side *b)
 {
-    return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same;
+    return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same &&
+           a->mode == b->mode;
+}
+
+/* the engine numerics of a side */
+static rc_numerics side_numerics(const side *sd, const rc_numerics *base)
+{
+    rc_numerics n = *base;
+    n.dt = sd->dt;
+    n.upcast = sd->upcast;
+    n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
+    n.mode = sd->mode;
+    return n;
 }
 
 /* "dtype=bf16,kernels=engine,upcast=softmax,logprob-dtype=fp32" (+ the batch) */
@@ -1423,7 +1436,9 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
     if (sd->batch > 0 && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ",%s=%lld", trainer ? "micro-batch" : "batch", (long long)sd->batch);
     if (sd->prefill_chunk > 0 && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ",prefill-chunk=%lld", (long long)sd->prefill_chunk);
+        k += snprintf(buf + k, n - (size_t)k, ",prefill-chunk=%lld", (long long)sd->prefill_chunk);
+    if (sd->mode == RC_PREC_AUTOCAST && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ",mode=autocast");
 }
 
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
@@ -1448,19 +1463,19 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         *eq = '\0';
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
-                                           "micro-batch", "prefill-chunk", NULL};
+                                           "micro-batch", "prefill-chunk", "mode", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
-            static const char *const later[] = {"tp", "kv-cache", "weights", "mode", NULL};
+            static const char *const later[] = {"tp", "kv-cache", "weights", NULL};
             for (int i = 0; later[i]; i++)
                 if (!strcmp(later[i], key))
                     return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
-                                     "upcast, lm-head, logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
+                                     "upcast, lm-head, logprob-dtype, mode, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
-                             "logprob-dtype, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
+                             "logprob-dtype, mode, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
         }
         if (seen & (1u << ki))
             return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
@@ -1496,6 +1511,11 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
             break;
         case 4:
             RC_TRY(parse_lpdt(what, v, &sd->lp_same));
+            break;
+        case 8:
+            if (!strcmp(v, "pure")) sd->mode = RC_PREC_PURE;
+            else if (!strcmp(v, "autocast")) sd->mode = RC_PREC_AUTOCAST;
+            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not pure or autocast", what, v);
             break;
         case 7:
             if (trainer)
@@ -1650,7 +1670,7 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, batch, prefill-chunk (default: the options above)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk\n(default: the options above)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
     {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch, e.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
@@ -1708,7 +1728,7 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
     /* the two sides: the options above, then each side's spec */
-    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0};
+    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE};
     ro->sampler = ro->trainer = base;
     ro->sampler.batch = ro->cfg.batch;
     ro->trainer.batch = ro->cfg.forward_batch;
@@ -1717,6 +1737,18 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         sst = parse_side("--sampler", ro->sampler_spec, false, &ro->sampler);
     if (sst == RC_OK && ro->trainer_spec)
         sst = parse_side("--trainer", ro->trainer_spec, true, &ro->trainer);
+    for (int i = 0; sst == RC_OK && i < 2; i++) {
+        const side *sd = i ? &ro->trainer : &ro->sampler;
+        const char *who = i ? "--trainer" : "--sampler";
+        if (sd->mode != RC_PREC_AUTOCAST)
+            continue;
+        if (sd->dt == RC_F32)
+            sst = rc_errorf(RC_ERR_USAGE, "%s: mode=autocast needs dtype=bf16 or fp16 (the dtype autocast casts "
+                            "GEMMs to)", who);
+        else if (sd->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
+            sst = rc_errorf(RC_ERR_USAGE, "%s: mode=autocast keeps norms, RoPE and softmax in fp32 already; of the "
+                            "upcasts only lm-head=fp32 applies", who);
+    }
     if (sst != RC_OK)
         return fail(sst);
     ro->cfg.batch = ro->sampler.batch;
@@ -1773,15 +1805,10 @@ static rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
-    x->cfg.num.dt = ro->sampler.dt;
-    x->cfg.num.upcast = ro->sampler.upcast;
     x->cfg.num.temperature = (float)ro->temperature;
-    x->cfg.num.logprob_dt = ro->sampler.lp_same ? x->cfg.num.dt : RC_F32;
+    x->cfg.num = side_numerics(&ro->sampler, &x->cfg.num);
     x->cfg.trainer = !side_equal(&ro->sampler, &ro->trainer);
-    x->cfg.num_trainer = x->cfg.num;
-    x->cfg.num_trainer.dt = ro->trainer.dt;
-    x->cfg.num_trainer.upcast = ro->trainer.upcast;
-    x->cfg.num_trainer.logprob_dt = ro->trainer.lp_same ? ro->trainer.dt : RC_F32;
+    x->cfg.num_trainer = side_numerics(&ro->trainer, &x->cfg.num);
     x->prompts_path = ro->prompts_path;
     x->out_path = ro->out_path;
     const char *model_dir = ro->model_dir;

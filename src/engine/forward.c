@@ -161,16 +161,28 @@ typedef struct {
     unsigned char *arena; /* host: the engine's arena; device: the fp32 staging copy */
     float *dev;        /* device: the engine's arena */
     bool head;         /* the LM head is placed with the rest (untied, rounded to the dtype) */
+    bool autocast;     /* mode autocast: the embedding, positions and norm weights keep fp32 values */
     bool ok;           /* false when a size overflows */
 } place_ctx;
 
-static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n)
+/* Under autocast the fp32 masters of what torch.autocast never casts keep
+ * their values: the embedding table and learned positions (embedding and add
+ * are not on its lists), norm weights and biases (the norms see fp32 inputs).
+ * GEMM weights and their biases are cast at every GEMM: R(W), R(b) once. */
+static bool autocast_keeps_fp32_model(rc_model_weight_id id) { return id != RC_MW_lm_head; }
+static bool autocast_keeps_fp32_layer(rc_layer_weight_id id)
+{
+    return id == RC_LW_ln1_w || id == RC_LW_ln1_b || id == RC_LW_ln2_w || id == RC_LW_ln2_b;
+}
+
+static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n, bool keep32)
 {
     *dst = (rc_wt){NULL, RC_F32, false};
     if (!present)
         return;
     int64_t bytes;
-    const weight_plan pl = plan_weight(kind, src.dt, x->round_dt, x->host, x->kernels);
+    const rc_dtype round_dt = x->autocast && keep32 ? RC_F32 : x->round_dt;
+    const weight_plan pl = plan_weight(kind, src.dt, round_dt, x->host, x->kernels);
     if (!rc_mul_i64(n, pl.copy ? rc_dtype_size(pl.store) : rc_dtype_size(src.dt), &bytes)) {
         x->ok = false;
         return;
@@ -189,7 +201,7 @@ static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool
     if (!x->fill)
         return;
     if (x->host) { /* rounded now, stored at its width */
-        rc_wt_convert(src, 0, n, x->round_dt, pl.store, x->arena + off);
+        rc_wt_convert(src, 0, n, round_dt, pl.store, x->arena + off);
         *dst = (rc_wt){x->arena + off, pl.store, false};
     } else { /* staged as fp32; the upload rounds */
         rc_wt_convert(src, 0, n, RC_F32, RC_F32, x->arena + off);
@@ -206,13 +218,13 @@ static void place_all(place_ctx *x, rc_weights *dst)
 #define PLACE_MODEL_(f, rows, cols, present, kind)                                                              \
     if (RC_MW_##f != RC_MW_lm_head || x->head)                                                                  \
         place(x, &dst->f, m->w.f, RC_WK_##kind, rc_weight_cond_holds(c, present),                              \
-              rc_dim_value(c, rows) * rc_dim_value(c, cols));
+              rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_model(RC_MW_##f));
     RC_MODEL_WEIGHT_FIELDS(PLACE_MODEL_)
 #undef PLACE_MODEL_
     for (int64_t l = 0; l < c->n_layers; l++) {
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
     place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds(c, present),              \
-          rc_dim_value(c, rows) * rc_dim_value(c, cols));
+          rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
     }
@@ -221,31 +233,68 @@ static void place_all(place_ctx *x, rc_weights *dst)
 /* The rounding rules, all in one place. MD is the model dtype; an op named
  * in --upcast keeps fp32. (README "Numerics" has the table.) */
 typedef struct {
-    rc_dtype norm;      /* LayerNorm / RMSNorm output (and RMSNorm's cast before the weight) */
+    rc_dtype norm;      /* LayerNorm / RMSNorm output */
+    rc_dtype norm_mid;  /* RMSNorm's cast before the weight */
+    rc_dtype norm_final; /* the final norm's output (the LM head's input) */
     rc_dtype linear;    /* every GEMM output (bias added in fp32 first) */
     rc_dtype rope_cs;   /* cos / sin tables */
-    rc_dtype rope;      /* q*cos, rotate_half(q)*sin and their sum */
+    rc_dtype rope_mid;  /* q*cos, rotate_half(q)*sin */
+    rc_dtype rope;      /* their sum */
     rc_attn_numerics attn;
     rc_dtype act;       /* activation outputs, SwiGLU product */
     rc_dtype residual;  /* residual adds */
+    rc_dtype residual_pair; /* parallel residual: mlp_out + attn_out, before x is added */
     rc_dtype logits;    /* LM head output */
 } rounding;
 
+/* autocast over fp32 masters (docs/research/autocast.md section 4): the
+ * residual stream, norms and RoPE stay fp32; what only a GEMM reads (a norm's
+ * output, rotated q and k) is rounded where it is produced, which is where
+ * the GEMM's cast rounds it; GEMMs, scores, P.V, activations and logits
+ * round as in the pure model. */
+static rounding autocast_rules(const rc_numerics *n)
+{
+    const rc_dtype MD = n->dt;
+    const bool head32 = (n->upcast & RC_UPCAST_LM_HEAD) != 0;
+    rounding r;
+    r.norm = MD;
+    r.norm_mid = RC_F32;
+    r.norm_final = head32 ? RC_F32 : MD; /* an fp32 head reads the fp32 norm output */
+    r.linear = MD;
+    r.rope_cs = RC_F32;
+    r.rope_mid = RC_F32;
+    r.rope = MD;
+    r.attn.score_dt = MD;
+    r.attn.prob_dt = MD;
+    r.attn.out_dt = MD;
+    r.act = MD;
+    r.residual = RC_F32;
+    r.residual_pair = MD;
+    r.logits = head32 ? RC_F32 : MD;
+    return r;
+}
+
 static rounding rounding_rules(const rc_numerics *n)
 {
+    if (n->mode == RC_PREC_AUTOCAST)
+        return autocast_rules(n);
     const rc_dtype MD = n->dt;
     const unsigned up = n->upcast;
     rounding r;
     r.norm = (up & RC_UPCAST_NORM) ? RC_F32 : MD;
+    r.norm_mid = r.norm;
+    r.norm_final = r.norm;
     r.linear = MD;
     r.rope_cs = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
     r.rope = (up & RC_UPCAST_ROPE) ? RC_F32 : MD;
+    r.rope_mid = r.rope;
     /* fp32 q/k (upcast rope) give fp32 scores, as in GPT-NeoX 4.37-4.44 */
     r.attn.score_dt = (up & (RC_UPCAST_ROPE | RC_UPCAST_SOFTMAX)) ? RC_F32 : MD;
     r.attn.prob_dt = MD; /* softmax runs in fp32; probabilities cast to the value dtype */
     r.attn.out_dt = MD;
     r.act = MD;
     r.residual = MD;
+    r.residual_pair = MD;
     r.logits = (up & RC_UPCAST_LM_HEAD) ? RC_F32 : MD;
     return r;
 }
@@ -270,6 +319,12 @@ static bool lm_head_own_copy(const rc_model *m, const rc_numerics *num, bool hos
     return (num->upcast & RC_UPCAST_LM_HEAD) && plan_weight(RC_WK_MAT, m->w.lm_head.dt, RC_F32, host, k).copy;
 }
 
+/* autocast with a tied head in the dtype: the head needs its own rounded copy */
+static bool autocast_tied_head(const rc_numerics *num)
+{
+    return num->mode == RC_PREC_AUTOCAST && !(num->upcast & RC_UPCAST_LM_HEAD);
+}
+
 static rc_status engine_weights(rc_engine *e)
 {
     const rc_model *m = e->model;
@@ -282,7 +337,8 @@ static rc_status engine_weights(rc_engine *e)
     if (!e->w.layers)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     place_ctx x = {.m = m, .round_dt = e->num.dt, .host = host, .fill = false, .kernels = be->kernels,
-                   .head = !(e->num.upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings, .ok = true};
+                   .head = !(e->num.upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
+                   .autocast = e->num.mode == RC_PREC_AUTOCAST, .ok = true};
     rc_weights plan = e->w;
     place_all(&x, &plan); /* sizes only */
     if (!x.ok)
@@ -325,6 +381,11 @@ static rc_status engine_weights(rc_engine *e)
         } else {
             e->w.lm_head = m->w.lm_head; /* any stored dtype is exact in fp32 */
         }
+    } else if (c->tie_embeddings && autocast_tied_head(&e->num)) {
+        /* autocast: the embedding keeps its fp32 values, the head reads R(E) */
+        RC_TRY(be->ops->alloc(be, VH, &e->lm_head_own));
+        rc_wt_convert(m->w.embed, 0, VH, e->num.dt, RC_F32, e->lm_head_own);
+        e->w.lm_head = rc_wt_f32(e->lm_head_own);
     } else if (c->tie_embeddings) {
         e->w.lm_head = e->w.embed;
     } /* else placed with the rest */
@@ -371,7 +432,8 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     rc_weights plan = {.layers = layers};
     place_ctx x = {.m = m, .round_dt = num->dt, .host = host_memory, .fill = false, .kernels = kernels,
-                   .head = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings, .ok = true};
+                   .head = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
+                   .autocast = num->mode == RC_PREC_AUTOCAST, .ok = true};
     place_all(&x, &plan);
     free(layers);
     int64_t w = x.used, kv = 0, act = 0, t, total = 0, VH = 0;
@@ -384,6 +446,8 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         if (!(c->tie_embeddings && embed_in_place))
             ok = ok && rc_mul_i64(VH, rc_dtype_size(m->w.lm_head.dt), &t) && rc_add_i64(x.in_place, t, &x.in_place);
     }
+    if (c->tie_embeddings && autocast_tied_head(num)) /* the head's R(E) */
+        ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     if (c->norm_head) /* NormHead's normalised copy */
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);
@@ -413,6 +477,27 @@ void rc_engine_free(rc_engine *e)
     free(e);
 }
 
+/* What the autocast emulation covers: the rules were checked against
+ * torch.autocast for the rotary families (HF Llama / Qwen2 / Mistral,
+ * GPT-NeoX); the ALiBi families' masks and biases, GPT-2's gelu_new (fp32 on
+ * CUDA, bf16 on the CPU) and Baichuan2's fp32 RoPE / SDPA paths were not. */
+static rc_status autocast_supported(const rc_config *c, const rc_numerics *num, bool host)
+{
+    if (num->mode != RC_PREC_AUTOCAST)
+        return RC_OK;
+    if (num->dt == RC_F32)
+        return rc_errorf(RC_ERR_USAGE, "mode=autocast needs dtype bf16 or fp16 (the dtype autocast casts GEMMs to)");
+    if (num->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
+        return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
+                         "only lm_head applies");
+    if (!host)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated on the CPU backend only (--backend cpu)");
+    if (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
+                         "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
+    return RC_OK;
+}
+
 rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
                            int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out)
 {
@@ -435,8 +520,12 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         free(e);
         return rc_errorf(RC_ERR_USAGE, "invalid numerics (dtype, log-prob dtype or temperature)");
     }
+    rc_status s = autocast_supported(c, num, be->ops->host_memory);
+    if (s != RC_OK) {
+        free(e);
+        return s;
+    }
     engine_sizes z;
-    rc_status s = RC_OK;
     if (!engine_sizes_for(c, be->kernels, be->ops->host_memory, n_slots, max_len, max_rows, &z))
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
     e->logit_rows = z.logit_rows;
@@ -551,6 +640,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_dtype wd = e->num.dt; /* the weights' values */
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
+    ap.rope_mid_dt = rr.rope_mid;
     if (c->rope_f32) { /* Baichuan2-7B: (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype) */
         ap.rope_cs_dt = RC_F32;
         ap.rope_mid_dt = RC_F32;
@@ -601,8 +691,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             cd.row_lo = r0;
             cd.row_hi = r0 + n;
             /* attention block */
-            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, rr.norm,
-                            rr.norm, e->h));
+            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
+                            rr.norm_mid, rr.norm, e->h));
             RC_TRY(op->matmul(be, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
             if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
@@ -613,8 +703,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
-            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, rr.norm,
-                            rr.norm, e->h));
+            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                            rr.norm_mid, rr.norm, e->h));
             RC_TRY(op->matmul(be, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
             if (c->gated_mlp) {
                 RC_TRY(op->matmul(be, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
@@ -627,7 +717,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                   e->mlp_c));
             }
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
-                RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual, e->mlp_c));
+                RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
             } else {
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
@@ -691,11 +781,11 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->lt);
         if (s == RC_OK)
             s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
-                         rr.norm, rr.norm, e->lh);
+                         rr.norm_mid, rr.norm_final, e->lh);
         if (s == RC_OK)
             s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL,
-                           gemm_in(rr.norm, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt), rr.logits,
-                           e->logits);
+                           gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt),
+                           rr.logits, e->logits);
         if (s == RC_OK)
             s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
                              full_out ? full_out + i0 * V : NULL, targets ? targets + i0 : NULL,

@@ -20,12 +20,20 @@
 #define RC_UPCAST_NORM 4u    /* LayerNorm / RMSNorm outputs stay fp32 */
 #define RC_UPCAST_LM_HEAD 8u /* LM head weight unrounded, logits fp32 */
 
+/* How a side holds its model: PURE, the model converted to the dtype
+ * (model.to(bf16), FSDP's param_dtype, Megatron's Float16Module); AUTOCAST,
+ * fp32 master weights run under torch.autocast(dtype) (accelerate's bf16=True
+ * on an fp32 model, verl's actor): fp32 embedding, residual stream, norms and
+ * RoPE, GEMM operands cast to the dtype (README "Numerics: autocast"). */
+typedef enum { RC_PREC_PURE, RC_PREC_AUTOCAST } rc_precision;
+
 typedef struct {
     rc_dtype dt;         /* RC_F32, RC_BF16 or RC_F16 */
     unsigned upcast;     /* RC_UPCAST_* */
     rc_dtype logprob_dt; /* RC_F32: log-softmax in fp32 (default); dt: in the model dtype */
     float temperature;   /* logits are divided by it before the log-softmax */
     bool alibi_rowmax;   /* ALiBi bias minus its row max: slope * (key - query) (--alibi-bias rowmax) */
+    rc_precision mode;   /* pure dtype (the default) or torch.autocast over fp32 master weights */
 } rc_numerics;
 
 /* Parse "softmax,rope,norm,lm_head" (or "none", "all") into RC_UPCAST_* bits. */
