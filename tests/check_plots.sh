@@ -193,5 +193,40 @@ for bad in other.h5 noattr.h5 text.h5 missing.h5; do
   [ -e "$tmp/bad" ] && fail "$bad: created the output folder"
   echo "   $(cat "$tmp/bad.err")"
 done
+
+# A sweep file: PREFIX_sweep.png at its size, and the std / k3 printed per setting equal to
+# the file's /sweep/NN/len_L attributes (recomputed by the tool from the row's log-probs).
+"$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
+  --num-prompts 4 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 \
+  --vary both:kernels=invariant > /dev/null || fail "ratiocheck sweep failed"
+plot sweep "$tmp/sweep.h5" --out "$tmp/sweep" --prefix sw || fail "plot of a sweep: $(cat "$tmp/sweep.err")"
+"$PY" - "$tmp" <<'EOF' || status=1
+import re, sys
+import h5py
+import numpy as np
+tmp = sys.argv[1]
+out = open(f"{tmp}/sweep.out").read()
+bad = []
+if not re.search(r"^wrote \S+/sw_sweep\.png 1170x450$", out, re.M):
+    bad.append("sw_sweep.png not written at 1170x450")
+with h5py.File(f"{tmp}/sweep.h5", "r") as f:
+    sw = f["sweep"]
+    for i in range(int(sw.attrs["settings"])):
+        g = sw[f"{i:02d}"]
+        name = g.attrs["name"]
+        name = name.decode() if isinstance(name, bytes) else name
+        a = g["len_0016"].attrs
+        m = re.search(r"sweep '" + re.escape(name) + r"' std=(\S+) k3=(\S+)", out)
+        if not m:
+            bad.append(f"no line for {name}")
+            continue
+        for k, v in zip(("std", "k3"), m.groups()):
+            if not np.isclose(float(v), a[k], rtol=1e-8, atol=1e-15):
+                bad.append(f"{name}: {k} printed {v}, file {a[k]}")
+for b in bad:
+    print("MISMATCH", b)
+print(f"sweep plot: {len(bad)} failed")
+sys.exit(1 if bad else 0)
+EOF
 [ $status -eq 0 ] && echo "plots: all checks passed"
 exit $status

@@ -64,4 +64,10 @@ tamper nemo bf16 nemo '"token_ppo": {"level": "FAIL", "reason": "mean exp|log r|
 tamper k3 bf16 k3 '"token_ppo": {"level": "FAIL", "reason": "k3 '
 tamper seqis bf16 seqis '"sequence_is": {"level": "FAIL"'
 tamper gspo fp32_blas gspo '"gspo": {"level": "WARN"'
+# a sweep: every row's statistics from its own tensors, the noise floor bitwise, the best row
+echo "== sweep"
+"$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
+  --num-prompts 6 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 --vary both:lm-head=fp32 \
+  --vary both:dtype=fp16 --vary sampler:batch=1 > "$tmp/sweep.txt" || { echo "ratiocheck sweep failed"; status=1; }
+"$PY" "$SRC/tools/check_results.py" "$tmp/sweep.h5" || status=1
 exit $status

@@ -455,6 +455,85 @@ START_TEST(test_two_sides)
 }
 END_TEST
 
+/* a sweep row's statistic by setting name, NAN when absent */
+static double sweep_row_num(json_t *j, const char *setting, const char *key)
+{
+    json_t *rows = json_object_get(json_object_get(j, "sweep"), "rows");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *r = json_array_get(rows, i);
+        if (!strcmp(json_string_value(json_object_get(r, "setting")), setting))
+            return json_is_number(json_object_get(r, key)) ? json_number_value(json_object_get(r, key)) : NAN;
+    }
+    return NAN;
+}
+
+START_TEST(test_sweep)
+{
+    char args[2048];
+    /* fp16: the tiny model's bf16 rollouts here happen to agree bitwise (std 0) */
+    snprintf(args, sizeof args, "sweep %s --dtype fp16 --out %s/sw.h5 --json", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    json_t *sw = json_object_get(j, "sweep"), *rows = json_object_get(sw, "rows");
+    ck_assert_int_eq(json_integer_value(json_object_get(sw, "len")), 8);
+    ck_assert_int_ge((int)json_array_size(rows), 10);
+    /* the noise floor first: the base replayed, bitwise */
+    json_t *r0 = json_array_get(rows, 0);
+    ck_assert(json_is_true(json_object_get(r0, "noise_floor")));
+    ck_assert(json_is_true(json_object_get(r0, "identical_to_base")));
+    const double base_std = json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std"));
+    ck_assert(json_number_value(json_object_get(r0, "std")) == base_std);
+    ck_assert(base_std > 0);
+    /* batch-invariant kernels on both sides: every ratio 1; the setting named as helping most
+     * has the lowest k3 of all rows */
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "std") == 0.0);
+    const char *best = json_string_value(json_object_get(sw, "helps_most"));
+    ck_assert_ptr_nonnull(best);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        const double k3 = json_number_value(json_object_get(json_array_get(rows, i), "k3"));
+        ck_assert(!(k3 < sweep_row_num(j, best, "k3")));
+    }
+    ck_assert(sweep_row_num(j, best, "k3") < json_number_value(
+                                                json_object_get(json_array_get(json_object_get(j, "lens"), 1), "k3")));
+    ck_assert(isfinite(sweep_row_num(j, "trainer: mode=autocast", "k3"))); /* gpt_neox: covered */
+    ck_assert(isfinite(sweep_row_num(j, "sampler: prefill-chunk=4", "std"))); /* the longest prompt: 7 tokens */
+    const double head_std = sweep_row_num(j, "trainer: lm-head=fp32", "std");
+    json_decref(j);
+    /* a row is a replay of the same tokens with that setting: --rollouts-from gives the same numbers */
+    snprintf(args, sizeof args, "%s --dtype fp16 --rollouts-from %s/sw.h5 --trainer lm-head=fp32 --out none --json",
+             g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std")) == head_std);
+    json_decref(j);
+    /* --vary: its own rows; one the model cannot run is skipped with the reason; the table */
+    snprintf(args, sizeof args,
+             "sweep --model data/fixtures/bloom_alibi --prompts %s/p.ids --len 4 --samples 1 -q --out none "
+             "--vary trainer:mode=autocast --vary both:lm-head=fp32,upcast=softmax",
+             g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\nbase again (noise floor)  "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\ntrainer: mode=autocast             skipped: mode=autocast is emulated "
+                                        "for the rotary families"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\nboth: lm-head=fp32,upcast=softmax  "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\nnoise floor: the base replayed is bitwise identical"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\nhelps most: "));
+    /* bad settings: usage errors before any work */
+    const char *bad[][2] = {{"--vary foo:dtype=bf16", "the side must be sampler, trainer or both"},
+                            {"--vary trainer:batch=2", "batch belongs to the sampler"},
+                            {"--vary both", "expected SIDE:KEY=VALUE"},
+                            {"--vary", "--vary needs SIDE:SPEC"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "sweep %s --out none %s", g_common, bad[i][0]);
+        ck_assert_int_eq(run(args), 2);
+        ck_assert_msg(strstr(g_err, bad[i][1]) != NULL, "%s: '%s'", bad[i][0], g_err);
+    }
+}
+END_TEST
+
 START_TEST(test_run_gates)
 {
     char args[2048];
@@ -1322,6 +1401,7 @@ int main(void)
     tcase_add_test(tr, test_run_gates);
     tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_two_sides);
+    tcase_add_test(tr, test_sweep);
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);
     tcase_add_test(tr, test_run_interrupt);

@@ -179,10 +179,67 @@ def main(path):
         close(f"cross {la}/{lb} max_abs", c["max_abs"][i], d.max())
         close(f"cross {la}/{lb} mean_abs", c["mean_abs"][i], d.mean())
         close(f"cross {la}/{lb} count", c["count"][i], d.size)
+    if "sweep" in f:
+        check_sweep(f, gen, gen_len, lens, fwd_by_len)
     for msg in failures:
         print("MISMATCH", msg)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
+
+
+def row_stats(f, gen, gen_len, fwd, L):
+    """The statistics a sweep row stores, from its tensors (numpy, float64)."""
+    valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+    lr = fwd.astype(np.float64) - gen[:, :L].astype(np.float64)
+    r = np.exp(lr)
+    rv, lrv = r[valid], lr[valid]
+    lo, hi = f.attrs.get("clip_eps_low", 0.2), f.attrs.get("clip_eps_high", 0.2)
+    eps, cap = f.attrs.get("seq_eps", 3e-4), f.attrs.get("seq_cap", 3.0)
+    ntok = valid.sum(axis=1)
+    has = ntok > 0
+    S_ = np.where(valid, lr, 0.0).sum(axis=1)[has]
+    M_ = S_ / ntok[has]
+    same = (fwd.view(np.uint32) == gen[:, :L].view(np.uint32)) & valid
+    return {"count": valid.sum(), "mean": rv.mean(), "std": rv.std(), "min": rv.min(), "max": rv.max(),
+            "clipfrac": np.mean((rv < 1 - lo) | (rv > 1 + hi)), "k1": np.mean(-lrv), "k3": np.mean(rv - 1 - lrv),
+            "mult_prob_err": np.mean(np.exp(np.abs(lrv))), "identical_frac": same.sum() / valid.sum(),
+            "seq_log_ratio_sum_std": S_.std(),
+            "seq_frac_outside_band": np.mean((np.exp(M_) < 1 - eps) | (np.exp(M_) > 1 + eps)),
+            "seq_frac_above_cap": np.mean(np.exp(S_) > cap)}
+
+
+def check_sweep(f, gen, gen_len, lens, fwd_by_len):
+    """`ratiocheck sweep` files: every row's statistics from its own tensors, its
+    identical_to_base flag from a bitwise comparison with the base, the noise floor
+    identical, and /sweep's best = the row with the lowest k3 at the longest length
+    (below the base's)."""
+    sw = f["sweep"]
+    n = int(sw.attrs["settings"])
+    Lmax = max(lens)
+    best, best_k3 = -1, row_stats(f, gen, gen_len, fwd_by_len[Lmax], Lmax)["k3"]
+    for i in range(n):
+        g = sw[f"{i:02d}"]
+        name = g.attrs["name"]
+        if g.attrs["skipped"]:
+            equal(f"sweep {name}: a skipped row holds no tensors", "logprob_generation" in g, False)
+            continue
+        rg = g["logprob_generation"][...]
+        same = rg.tobytes() == gen.tobytes()
+        for L in lens:
+            a = g[f"len_{L:04d}"].attrs
+            fwd = g[f"len_{L:04d}/logprob_forward"][...]
+            same = same and fwd.tobytes() == fwd_by_len[L].tobytes()
+            for k, v in row_stats(f, rg, gen_len, fwd, L).items():
+                close(f"sweep {name} L={L} {k}", a[k], v, atol=1e-12)
+        close(f"sweep {name} identical_to_base", g.attrs["identical_to_base"], int(same))
+        if g.attrs["noise_floor"]:
+            close(f"sweep {name}: the noise floor is identical", int(same), 1)
+        else:
+            k3 = row_stats(f, rg, gen_len, g[f"len_{Lmax:04d}/logprob_forward"][...], Lmax)["k3"]
+            if k3 < best_k3:
+                best, best_k3 = i, k3
+    close("sweep best", sw.attrs["best"], best)
+    print(f"sweep: {n} rows, best: {sw.attrs['best_name'] if best >= 0 else 'none'}")
 
 
 def check_report_json(json_path, path):

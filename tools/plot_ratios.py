@@ -12,6 +12,8 @@ One file writes, in DIR (default: the current folder):
   PREFIX_scatter.png   forward - generation log-prob against the generation log-prob, and
                        |log r| by token-probability bin
   PREFIX_summary.png   one page: the main panels and a table of the statistics
+  PREFIX_sweep.png     (a `ratiocheck sweep` file) |r - 1| of every setting overlaid, and the
+                       ratio std per setting against the base's
 PREFIX defaults to the file name without .h5 / .ratiocheck.h5.
 
 Several files (e.g. fp32, fp16 and bf16 runs of the same model and prompts) write the
@@ -47,6 +49,7 @@ POSITION_SIZE = (11.0, 4.0)
 LENGTHS_SIZE = (11.0, 4.0)
 SCATTER_SIZE = (11.0, 4.0)
 OVERLAY_SIZE = (12.0, 4.5)
+SWEEP_SIZE = (13.0, 5.0)
 SUMMARY_SIZE = (14.0, 8.5)
 PROB_BINS = [0.0, 0.01, 0.1, 0.5, 0.9, 1.0]
 PROB_BIN_LABELS = ["[0, 0.01)", "[0.01, 0.1)", "[0.1, 0.5)", "[0.5, 0.9)", "[0.9, 1]"]
@@ -159,6 +162,7 @@ class Run:
             else:
                 st = {"count": 0, **{k: float("nan") for k in STAT_KEYS[1:]}}
             self.stats[L] = st
+        self.sweep = self._load_sweep(f, np, gen_len) if "sweep" in f else []
         c = f["cross_length"]
         self.cross = []
         for la, lb in zip(c["len_a"][...], c["len_b"][...]):
@@ -179,6 +183,28 @@ class Run:
                                "max_abs": float(dv.max()) if dv.size else float("nan"),
                                "mean_abs": float(dv.mean()) if dv.size else float("nan"),
                                "pos_mean": pos_mean, "pos_max": pos_max})
+
+    def _load_sweep(self, f, np, gen_len):
+        """`ratiocheck sweep`: per setting its name and, unless skipped, |r - 1| and the
+        statistics at the longest length, recomputed from the row's own log-probs."""
+        L = max(self.lens)
+        rows = []
+        sw = f["sweep"]
+        for i in range(int(sw.attrs["settings"])):
+            g = sw[f"{i:02d}"]
+            row = {"name": _str(g.attrs["name"]), "skipped": _str(g.attrs["skipped"]),
+                   "noise_floor": bool(g.attrs["noise_floor"])}
+            if not row["skipped"]:
+                gl = g["logprob_generation"][...][:, :L]
+                fwd = g[f"len_{L:04d}/logprob_forward"][...]
+                valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+                lrv = fwd.astype(np.float64)[valid] - gl.astype(np.float64)[valid]
+                rv = np.exp(lrv)
+                same = (fwd.view(np.uint32) == gl.view(np.uint32)) & valid
+                row.update(dev=np.abs(np.expm1(lrv)), std=float(rv.std()), k3=float(np.mean(rv - 1 - lrv)),
+                           identical_frac=float(same.sum()) / max(1, int(valid.sum())))
+            rows.append(row)
+        return rows
 
     def dev(self, L):
         """|r - 1| of the valid tokens at length L, in float64."""
@@ -731,6 +757,52 @@ def fig_overlay(runs, path):
     save(fig, path, OVERLAY_SIZE)
 
 
+def fig_sweep(r, path):
+    """`ratiocheck sweep`: |r - 1| of every setting overlaid, and the ratio std per setting
+    against the base's."""
+    import numpy as np
+    L = max(r.lens)
+    rows = [x for x in r.sweep if not x["skipped"]]
+    base = {"name": "base", "dev": r.dev(L), "std": r.stats[L]["std"], "k3": r.stats[L]["k3"],
+            "identical_frac": r.stats[L]["identical_frac"]}
+    fig = new_figure(SWEEP_SIZE)
+    ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    items = [(base["dev"], base["identical_frac"], "base", "#000000")]
+    items += [(x["dev"], x["identical_frac"], x["name"], FILE_COLORS[i % len(FILE_COLORS)])
+              for i, x in enumerate(rows) if not x["noise_floor"]]
+    bins = dev_bins()
+    for dev, ident, label, color in items:  # many lines: no legend headroom, the legend beside
+        nz = dev[dev > 0]
+        c = np.histogram(np.clip(nz, DEV_LO, 1.0), bins=bins)[0] if nz.size else np.zeros(len(bins) - 1)
+        ax1.stairs(c, bins, color=color, lw=1.8 if label == "base" else 1.1,
+                   label=f"{label} ({100 * ident:.0f}% exactly 1)")
+    ax1.set_xscale("log")
+    ax1.set_xlim(DEV_LO, 1.0)
+    ax1.set_yscale("symlog", linthresh=1)
+    ax1.set_ylim(0, None)
+    ax1.set_xlabel(f"|r - 1| (log scale; the first bin also holds 0 < |r - 1| < {DEV_LO:g})")
+    ax1.set_ylabel("tokens per bin")
+    ax1.set_title(f"|r - 1| at L={L}, every setting over the same rollouts")
+    ax1.legend(loc="upper left", fontsize=6, frameon=True)
+    names = ["base"] + [x["name"] for x in rows]
+    stds = [base["std"]] + [x["std"] for x in rows]
+    y = np.arange(len(names))[::-1]
+    floor = max(min([v for v in stds if v > 0], default=1e-12) / 10, 1e-12)
+    colors = ["#000000"] + ["#7f7f7f" if x["noise_floor"] else
+                            FILE_COLORS[i % len(FILE_COLORS)] for i, x in enumerate(rows)]
+    ax2.barh(y, [max(v, floor) for v in stds], color=colors, height=0.7)
+    ax2.set_xscale("log")
+    ax2.axvline(max(base["std"], floor), color="#000000", lw=0.8, ls="--")
+    ax2.set_yticks(y)
+    ax2.set_yticklabels(names, fontsize=7)
+    for yy, v in zip(y, stds):
+        ax2.text(max(v, floor), yy, f" {fmt_g(v)}" if v > 0 else " 0 (every ratio 1)", va="center", fontsize=6.5)
+    ax2.set_xlabel("ratio std at L=%d (log scale; dashed: the base)" % L)
+    ax2.set_title("one setting changed at a time")
+    fig.suptitle(f"{r.model}: ratiocheck sweep, {r.num_sequences} sequences, L={L}")
+    save(fig, path, SWEEP_SIZE)
+
+
 def fig_summary_one(r, path):
     fig = new_figure(SUMMARY_SIZE)
     axs = fig.subplots(2, 3)
@@ -805,6 +877,12 @@ def print_stats(r):
     for c in r.cross:
         print(f"{r.path} cross La={c['La']} Lb={c['Lb']} count={c['count']} "
               f"max_abs={c['max_abs']:.9g} mean_abs={c['mean_abs']:.9g}")
+    for x in r.sweep:
+        if x["skipped"]:
+            print(f"{r.path} sweep {x['name']!r} skipped")
+        else:
+            print(f"{r.path} sweep {x['name']!r} std={x['std']:.9g} k3={x['k3']:.9g} "
+                  f"identical_frac={x['identical_frac']:.9g}")
 
 
 def default_prefix(paths):
@@ -864,6 +942,8 @@ def main(argv):
         fig_position(r, base + "_position.png")
         fig_lengths(r, base + "_lengths.png")
         fig_scatter(r, base + "_scatter.png")
+        if r.sweep:
+            fig_sweep(r, base + "_sweep.png")
         if many:
             fig_summary_one(r, base + "_summary.png")
     base = os.path.join(args.out, prefix)

@@ -92,7 +92,20 @@ typedef struct {
     double worst_token_ratio, worst_seq_ratio;
 } rc_verdict;
 
+/* One setting of `ratiocheck sweep`: the same rollouts replayed with one
+ * variable changed from the base (README "Sweep"). */
+typedef struct rc_results rc_results;
 typedef struct {
+    char name[96];       /* "trainer: lm-head=fp32"; "base again" for the noise floor */
+    char sampler[192];   /* the sides this setting ran with */
+    char trainer[192];
+    char skipped[256];   /* why it did not run (e.g. the model's family is not covered), or "" */
+    bool noise_floor;    /* the base configuration replayed: must equal the base bit for bit */
+    bool identical;      /* every log-prob of both paths bitwise equal to the base run's */
+    rc_results *res;     /* its replay (owned; NULL when skipped) */
+} rc_sweep_row;
+
+struct rc_results {
     /* settings, stored as root attributes */
     char version[32];
     char *command_line;  /* owned */
@@ -134,7 +147,16 @@ typedef struct {
     rc_cross_len *cross;
     rc_verdict verdict;   /* computed with the statistics */
     double seconds_generate, seconds_forward, seconds_total;
-} rc_results;
+    /* `ratiocheck sweep`: the settings replayed over these rollouts (0 / NULL otherwise) */
+    int n_sweep;
+    rc_sweep_row *sweep;
+    int sweep_best;        /* the row that lowers k3 at the longest length the most, -1 when none does */
+};
+
+/* The statistics a sweep compares, at the results' longest length. */
+const rc_len_stats *rc_results_longest(const rc_results *r);
+/* Fill r->sweep_best and each row's `identical` (against r itself). */
+void rc_sweep_summarise(rc_results *r);
 
 void rc_results_free(rc_results *r);
 

@@ -101,7 +101,52 @@ void rc_results_free(rc_results *r)
     }
     free(r->lens);
     free(r->cross);
+    for (int i = 0; r->sweep && i < r->n_sweep; i++) {
+        rc_results_free(r->sweep[i].res);
+        free(r->sweep[i].res);
+    }
+    free(r->sweep);
     memset(r, 0, sizeof *r);
+}
+
+const rc_len_stats *rc_results_longest(const rc_results *r)
+{
+    const rc_len_result *best = NULL;
+    for (int i = 0; i < r->n_lens; i++)
+        if (!best || r->lens[i].len > best->len)
+            best = &r->lens[i];
+    return best ? &best->st : NULL;
+}
+
+/* bitwise equality of two float arrays (NaN patterns included) */
+static bool same_bits(const float *a, const float *b, int64_t n)
+{
+    return n == 0 || (a && b && memcmp(a, b, (size_t)n * sizeof *a) == 0);
+}
+
+void rc_sweep_summarise(rc_results *r)
+{
+    r->sweep_best = -1;
+    const rc_len_stats *base = rc_results_longest(r);
+    double best_k3 = base ? base->k3 : NAN;
+    for (int i = 0; i < r->n_sweep; i++) {
+        rc_sweep_row *row = &r->sweep[i];
+        const rc_results *q = row->res;
+        row->identical = false;
+        if (!q)
+            continue;
+        bool same = q->n_seq == r->n_seq && q->gen_len == r->gen_len && q->n_lens == r->n_lens &&
+                    same_bits(q->logprob_gen, r->logprob_gen, r->n_seq * r->gen_len);
+        for (int l = 0; same && l < r->n_lens; l++)
+            same = q->lens[l].len == r->lens[l].len &&
+                   same_bits(q->lens[l].logprob_fwd, r->lens[l].logprob_fwd, r->n_seq * r->lens[l].len);
+        row->identical = same;
+        const rc_len_stats *st = rc_results_longest(q);
+        if (!row->noise_floor && st && st->k3 < best_k3) { /* NaN never wins */
+            best_k3 = st->k3;
+            r->sweep_best = i;
+        }
+    }
 }
 
 static int cmp_double(const void *a, const void *b)

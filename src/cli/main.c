@@ -40,6 +40,8 @@ static const char *k_usage =
     "\n"
     "Commands:\n"
     "  run (default)                  sample, re-score, report the PPO ratio\n"
+    "  sweep [RUN OPTIONS] [--vary SIDE:SPEC]...   one setting at a time over the\n"
+    "                                 same rollouts, with a noise floor\n"
     "  inspect --model DIR [--json]   describe a Hugging Face model folder\n"
     "  tokenize --model DIR TEXT...   token ids and pieces of TEXT (tokenizer.json)\n"
     "  report FILE.h5 [--json]        the run's summary again, from its result file\n"
@@ -893,6 +895,44 @@ static void json_num(FILE *f, const char *key, double v, bool comma)
 
 static const char *const k_objective_labels[RC_N_OBJECTIVES] = {"token PPO", "sequence IS", "GSPO"};
 
+/* "sweep": {"len": L, "rows": [...], "helps_most": the row's name or null} */
+static void print_sweep_json(const rc_results *r)
+{
+    const rc_len_stats *b = rc_results_longest(r);
+    printf(", \"sweep\": {\"len\": %lld, \"rows\": [", (long long)r->lens[r->n_lens - 1].len);
+    for (int i = 0; i < r->n_sweep; i++) {
+        const rc_sweep_row *row = &r->sweep[i];
+        printf("%s{\"setting\": ", i ? ", " : "");
+        json_str(stdout, row->name);
+        printf(", \"sampler\": ");
+        json_str(stdout, row->sampler);
+        printf(", \"trainer\": ");
+        json_str(stdout, row->trainer);
+        printf(", \"noise_floor\": %s, \"skipped\": ", row->noise_floor ? "true" : "false");
+        if (row->res) {
+            const rc_len_stats *st = rc_results_longest(row->res);
+            printf("null, \"identical_to_base\": %s, ", row->identical ? "true" : "false");
+            json_num(stdout, "std", st->std, true);
+            json_num(stdout, "k3", st->k3, true);
+            json_num(stdout, "clipfrac", st->clipfrac, true);
+            json_num(stdout, "mult_prob_err", st->mult_prob_err, true);
+            json_num(stdout, "seq_log_ratio_sum_std", st->seq_sum_std, true);
+            json_num(stdout, "seq_frac_outside_band", st->seq_frac_outside_band, true);
+            json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
+            json_num(stdout, "std_vs_base", st->std / b->std, false);
+        } else {
+            json_str(stdout, row->skipped);
+        }
+        putchar('}');
+    }
+    printf("], \"helps_most\": ");
+    if (r->sweep_best >= 0)
+        json_str(stdout, r->sweep[r->sweep_best].name);
+    else
+        printf("null");
+    putchar('}');
+}
+
 /* gates: -1 no --fail-above, 0 every gate holds, 1 one failed */
 static void print_json(const rc_results *r, const char *out_path, int gates)
 {
@@ -973,8 +1013,57 @@ static void print_json(const rc_results *r, const char *out_path, int gates)
     printf("}}");
     if (gates >= 0)
         printf(", \"gates\": \"%s\"", gates ? "FAIL" : "PASS");
+    if (r->n_sweep > 0)
+        print_sweep_json(r);
     printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
            r->seconds_forward, r->seconds_total);
+}
+
+/* `ratiocheck sweep`: one row per setting at the longest length, and the
+ * setting that lowers k3 the most */
+static void print_sweep_table(const rc_results *r)
+{
+    const rc_len_stats *b = rc_results_longest(r);
+    printf("\nsweep: the same %lld rollouts replayed, one setting changed from the base (L=%lld; std vs base: "
+           "ratio of the stds)\n",
+           (long long)r->n_seq, (long long)r->lens[r->n_lens - 1].len);
+    printf("%-34s %10s %10s %9s %9s %9s %8s %11s\n", "setting", "std", "k3", "clipfrac", "exp|d|", "GSPO out",
+           "e^S>cap", "std vs base");
+    printf("%-34s %10.3e %10.3e %9.5f %9.5f %9.4f %8.4f %11s\n", "base", b->std, b->k3, b->clipfrac,
+           b->mult_prob_err, b->seq_frac_outside_band, b->seq_frac_above_cap, "1");
+    for (int i = 0; i < r->n_sweep; i++) {
+        const rc_sweep_row *row = &r->sweep[i];
+        const char *name = row->name;
+        if (!row->res) {
+            printf("%-34s skipped: ", name);
+            term_str(stdout, row->skipped);
+            putchar('\n');
+            continue;
+        }
+        const rc_len_stats *st = rc_results_longest(row->res);
+        char rel[24];
+        if (row->identical)
+            snprintf(rel, sizeof rel, "identical");
+        else if (b->std > 0)
+            snprintf(rel, sizeof rel, "%.3g", st->std / b->std);
+        else
+            snprintf(rel, sizeof rel, "(base 0)");
+        printf("%-34s %10.3e %10.3e %9.5f %9.5f %9.4f %8.4f %11s\n", name, st->std, st->k3, st->clipfrac,
+               st->mult_prob_err, st->seq_frac_outside_band, st->seq_frac_above_cap, rel);
+    }
+    for (int i = 0; i < r->n_sweep; i++)
+        if (r->sweep[i].noise_floor && r->sweep[i].res)
+            printf("noise floor: the base replayed %s\n",
+                   r->sweep[i].identical ? "is bitwise identical to it (every difference above is the setting's)"
+                                         : "DIFFERS from it: the replay is not deterministic, read the rows with care");
+    if (r->sweep_best >= 0) {
+        const rc_len_stats *st = rc_results_longest(r->sweep[r->sweep_best].res);
+        printf("helps most: %s: k3 %.3g -> %.3g, ratio std %.3g -> %.3g, outside GSPO's band %.1f%% -> %.1f%%\n",
+               r->sweep[r->sweep_best].name, b->k3, st->k3, b->std, st->std, 100.0 * b->seq_frac_outside_band,
+               100.0 * st->seq_frac_outside_band);
+    } else {
+        printf("helps most: no setting lowers k3 below the base's\n");
+    }
 }
 
 static void print_table(const rc_results *r, const char *out_path, int gates)
@@ -1064,6 +1153,8 @@ static void print_table(const rc_results *r, const char *out_path, int gates)
                (long long)v->worst_seq, v->worst_seq_ratio, (long long)v->len);
     if (gates >= 0)
         printf("gates (--fail-above): %s\n", gates ? "FAIL (the metrics above the limits are on stderr)" : "PASS");
+    if (r->n_sweep > 0)
+        print_sweep_table(r);
     printf("\n%.1f s (generation %.1f s, re-scoring %.1f s)%s", r->seconds_total, r->seconds_generate,
            r->seconds_forward, out_path ? ", written to " : "");
     term_str(stdout, out_path ? out_path : "");
@@ -1538,6 +1629,34 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
     return RC_OK;
 }
 
+/* The two sides into a rollout configuration: each side's numerics, the
+ * sampler's batch and prefill chunks, the trainer's micro-batch. */
+static void cfg_apply_sides(const side *sm, const side *tr, double temperature, rc_rollout_cfg *cfg)
+{
+    cfg->num.temperature = (float)temperature;
+    cfg->num = side_numerics(sm, &cfg->num);
+    cfg->trainer = !side_equal(sm, tr);
+    cfg->num_trainer = side_numerics(tr, &cfg->num);
+    cfg->batch = sm->batch;
+    cfg->forward_batch = tr->batch;
+    cfg->prefill_chunk = sm->prefill_chunk;
+}
+
+/* What the engine cannot take whatever the model: a side's mode=autocast
+ * with fp32 or with upcasts other than the LM head (who: "--sampler" ...). */
+static rc_status check_side(const char *who, const side *sd)
+{
+    if (sd->mode != RC_PREC_AUTOCAST)
+        return RC_OK;
+    if (sd->dt == RC_F32)
+        return rc_errorf(RC_ERR_USAGE, "%s: mode=autocast needs dtype=bf16 or fp16 (the dtype autocast casts "
+                         "GEMMs to)", who);
+    if (sd->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
+        return rc_errorf(RC_ERR_USAGE, "%s: mode=autocast keeps norms, RoPE and softmax in fp32 already; of the "
+                         "upcasts only lm-head=fp32 applies", who);
+    return RC_OK;
+}
+
 /* Everything the run's options set. */
 typedef struct {
     char model_default[4096], prompts_default[4096];
@@ -1737,18 +1856,10 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         sst = parse_side("--sampler", ro->sampler_spec, false, &ro->sampler);
     if (sst == RC_OK && ro->trainer_spec)
         sst = parse_side("--trainer", ro->trainer_spec, true, &ro->trainer);
-    for (int i = 0; sst == RC_OK && i < 2; i++) {
-        const side *sd = i ? &ro->trainer : &ro->sampler;
-        const char *who = i ? "--trainer" : "--sampler";
-        if (sd->mode != RC_PREC_AUTOCAST)
-            continue;
-        if (sd->dt == RC_F32)
-            sst = rc_errorf(RC_ERR_USAGE, "%s: mode=autocast needs dtype=bf16 or fp16 (the dtype autocast casts "
-                            "GEMMs to)", who);
-        else if (sd->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
-            sst = rc_errorf(RC_ERR_USAGE, "%s: mode=autocast keeps norms, RoPE and softmax in fp32 already; of the "
-                            "upcasts only lm-head=fp32 applies", who);
-    }
+    if (sst == RC_OK)
+        sst = check_side("--sampler", &ro->sampler);
+    if (sst == RC_OK)
+        sst = check_side("--trainer", &ro->trainer);
     if (sst != RC_OK)
         return fail(sst);
     ro->cfg.batch = ro->sampler.batch;
@@ -1782,6 +1893,7 @@ typedef struct {
     rc_results prev;           /* --rollouts-from */
     rc_backend *be, *ref_be, *trainer_be; /* trainer_be: only when the trainer's kernels differ */
     rc_results res;
+    const char *out_kind;      /* the default output's middle name: "ratiocheck" or "sweep" */
 } run_ctx;
 
 /* Before any work: the backend (cuda: that or the reason, never a silent
@@ -1805,10 +1917,7 @@ static rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
-    x->cfg.num.temperature = (float)ro->temperature;
-    x->cfg.num = side_numerics(&ro->sampler, &x->cfg.num);
-    x->cfg.trainer = !side_equal(&ro->sampler, &ro->trainer);
-    x->cfg.num_trainer = side_numerics(&ro->trainer, &x->cfg.num);
+    cfg_apply_sides(&ro->sampler, &ro->trainer, ro->temperature, &x->cfg);
     x->prompts_path = ro->prompts_path;
     x->out_path = ro->out_path;
     const char *model_dir = ro->model_dir;
@@ -1828,8 +1937,8 @@ static rc_status run_prepare(run_ctx *x)
         size_t nl = strlen(name);
         if (nl > ml - (size_t)(name - model_dir))
             nl = ml - (size_t)(name - model_dir);
-        snprintf(x->out_default, sizeof x->out_default, "%.*s.%s.ratiocheck.h5", (int)nl, name,
-                 dtype_str(x->cfg.num.dt));
+        snprintf(x->out_default, sizeof x->out_default, "%.*s.%s.%s.h5", (int)nl, name, dtype_str(x->cfg.num.dt),
+                 x->out_kind ? x->out_kind : "ratiocheck");
         x->out_path = x->out_default;
     }
     if (!strcmp(x->out_path, "none"))
@@ -2069,6 +2178,259 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     return code;
 }
 
+/* ------------------------------------------------------------------------ */
+/* ratiocheck sweep                                                          */
+
+#define MAX_SWEEP 64
+
+/* One setting: SPEC applied to the sampler, the trainer or both (sides bit
+ * 1 / 2), over the base's sides. */
+typedef struct {
+    char name[96];
+    unsigned sides;
+    char spec[160];
+} sweep_setting;
+
+/* "sampler:SPEC", "trainer:SPEC" or "both:SPEC" (--vary) */
+static rc_status parse_vary(const char *v, sweep_setting *out)
+{
+    const char *colon = strchr(v, ':');
+    if (!colon || !colon[1])
+        return rc_errorf(RC_ERR_USAGE, "--vary '%s': expected SIDE:KEY=VALUE[,...] with SIDE sampler, trainer or "
+                         "both", v);
+    const size_t n = (size_t)(colon - v);
+    if (n == 7 && !strncmp(v, "sampler", 7))
+        out->sides = 1;
+    else if (n == 7 && !strncmp(v, "trainer", 7))
+        out->sides = 2;
+    else if (n == 4 && !strncmp(v, "both", 4))
+        out->sides = 3;
+    else
+        return rc_errorf(RC_ERR_USAGE, "--vary '%s': the side must be sampler, trainer or both", v);
+    if (strlen(colon + 1) >= sizeof out->spec)
+        return rc_errorf(RC_ERR_USAGE, "--vary '%s': longer than %zu bytes", v, sizeof out->spec - 1);
+    snprintf(out->spec, sizeof out->spec, "%s", colon + 1);
+    snprintf(out->name, sizeof out->name, "%.*s: %s", (int)n, v, colon + 1);
+    return RC_OK;
+}
+
+/* the base's sides with the setting applied (a usage error for a bad spec) */
+static rc_status sweep_sides(const run_opts *ro, const sweep_setting *set, side *sm, side *tr)
+{
+    *sm = ro->sampler;
+    *tr = ro->trainer;
+    if (set->sides & 1)
+        RC_TRY(parse_side("--vary sampler", set->spec, false, sm));
+    if (set->sides & 2)
+        RC_TRY(parse_side("--vary trainer", set->spec, true, tr));
+    return RC_OK;
+}
+
+static int add_setting(sweep_setting *t, int n, unsigned sides, const char *spec)
+{
+    if (n >= MAX_SWEEP)
+        return n;
+    t[n].sides = sides;
+    snprintf(t[n].spec, sizeof t[n].spec, "%s", spec);
+    snprintf(t[n].name, sizeof t[n].name, "%s: %s", sides == 3 ? "both" : sides == 1 ? "sampler" : "trainer", spec);
+    return n + 1;
+}
+
+/* The default variables (README "Sweep"), each one step from the base. */
+static int default_settings(const run_ctx *x, sweep_setting *t)
+{
+    const side *sm = &x->ro.sampler, *tr = &x->ro.trainer;
+    int n = 0;
+    n = add_setting(t, n, 3, sm->dt == RC_F16 ? "dtype=bf16" : "dtype=fp16");
+    if (!(tr->upcast & RC_UPCAST_LM_HEAD))
+        n = add_setting(t, n, 2, "lm-head=fp32");
+    if (!(sm->upcast & RC_UPCAST_LM_HEAD) || !(tr->upcast & RC_UPCAST_LM_HEAD))
+        n = add_setting(t, n, 3, "lm-head=fp32");
+    static const struct {
+        unsigned bit;
+        const char *spec;
+    } ups[] = {{RC_UPCAST_SOFTMAX, "upcast=softmax"}, {RC_UPCAST_NORM, "upcast=norm"}, {RC_UPCAST_ROPE, "upcast=rope"}};
+    for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)
+        if (!(sm->upcast & ups[i].bit) || !(tr->upcast & ups[i].bit))
+            n = add_setting(t, n, 3, ups[i].spec);
+    if (tr->mode != RC_PREC_AUTOCAST)
+        n = add_setting(t, n, 2, "mode=autocast");
+    if (sm->kernels != RC_KERNELS_INVARIANT || tr->kernels != RC_KERNELS_INVARIANT)
+        n = add_setting(t, n, 3, "kernels=invariant");
+    int64_t longest = 0; /* the prompts' longest: a chunk of half of it splits it */
+    for (int64_t p = 0; p < x->cfg.n_prompts; p++)
+        if (x->cfg.prompt_len[p] > longest)
+            longest = x->cfg.prompt_len[p];
+    if (longest >= 2 && sm->prefill_chunk == 0) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "prefill-chunk=%lld", (long long)((longest + 1) / 2));
+        n = add_setting(t, n, 1, spec);
+    }
+    if (sm->batch != 1)
+        n = add_setting(t, n, 1, "batch=1");
+    if (tr->batch != 1)
+        n = add_setting(t, n, 2, "micro-batch=1");
+    return n;
+}
+
+/* Replay the base's rollouts with these sides: their log-probs and
+ * statistics into out. */
+static rc_status sweep_replay(run_ctx *x, const side *sm, const side *tr, rc_results *out)
+{
+    rc_rollout_cfg cfg = x->cfg;
+    cfg_apply_sides(sm, tr, x->ro.temperature, &cfg);
+    cfg.reference = 0;
+    cfg.forced_tokens = x->res.gen_tokens;
+    cfg.forced_valid = x->res.gen_valid;
+    cfg.forced_len = x->res.gen_len;
+    rc_backend *be = NULL, *tbe = NULL;
+    rc_status st = x->use_cuda ? rc_backend_cuda_create(sm->kernels, &be)
+                               : rc_backend_cpu_create(x->n_threads, sm->kernels, &be);
+    if (st == RC_OK && tr->kernels != sm->kernels)
+        st = x->use_cuda ? rc_backend_cuda_create(tr->kernels, &tbe)
+                         : rc_backend_cpu_create(x->n_threads, tr->kernels, &tbe);
+    cfg.trainer_be = tbe;
+    progress_state ps = {.enabled = !x->ro.quiet && isatty(STDERR_FILENO) &&
+                                    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
+    g_polling = 1;
+    if (st == RC_OK)
+        st = rc_run_check(x->m, be, NULL, &cfg, progress_cb, &ps, &g_interrupted_flag, out);
+    g_polling = 0;
+    if (st == RC_OK && g_interrupted_flag)
+        st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
+    if (ps.enabled)
+        fprintf(stderr, "\r\033[K");
+    rc_backend_destroy(be);
+    rc_backend_destroy(tbe);
+    return st;
+}
+
+/* every setting replayed over the base's rollouts, into x->res.sweep: the
+ * noise floor (the base again) first */
+static rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set)
+{
+    RC_TRY(rc_calloc((void **)&x->res.sweep, n_set + 1, sizeof *x->res.sweep, "sweep rows"));
+    for (int i = 0; i <= n_set; i++) {
+        rc_sweep_row *row = &x->res.sweep[i];
+        x->res.n_sweep = i + 1;
+        side sm = x->ro.sampler, tr = x->ro.trainer;
+        if (i == 0) {
+            snprintf(row->name, sizeof row->name, "base again (noise floor)");
+            row->noise_floor = true;
+        } else {
+            snprintf(row->name, sizeof row->name, "%s", set[i - 1].name);
+            RC_TRY(sweep_sides(&x->ro, &set[i - 1], &sm, &tr)); /* parsed once before: cannot fail */
+        }
+        side_str(&sm, false, row->sampler, sizeof row->sampler);
+        side_str(&tr, true, row->trainer, sizeof row->trainer);
+        rc_status st = check_side("sampler", &sm);
+        if (st == RC_OK)
+            st = check_side("trainer", &tr);
+        if (!x->ro.quiet && isatty(STDERR_FILENO))
+            fprintf(stderr, "sweep %d/%d: %s\n", i + 1, n_set + 1, row->name);
+        if (st == RC_OK) {
+            RC_TRY(rc_calloc((void **)&row->res, 1, sizeof *row->res, "sweep results"));
+            st = sweep_replay(x, &sm, &tr, row->res);
+        }
+        if (st == RC_ERR_USAGE || st == RC_ERR_UNSUPPORTED) { /* this setting cannot run here: say why */
+            snprintf(row->skipped, sizeof row->skipped, "%s", rc_last_error());
+            rc_clear_error();
+            if (row->res) {
+                rc_results_free(row->res);
+                free(row->res);
+                row->res = NULL;
+            }
+        } else if (st != RC_OK) {
+            return st;
+        }
+    }
+    rc_sweep_summarise(&x->res);
+    return RC_OK;
+}
+
+static const char k_sweep_usage[] =
+    "Usage: ratiocheck sweep [RUN OPTIONS] [--vary SIDE:SPEC]...\n"
+    "\n"
+    "Samples the rollouts once with the base configuration (the run options,\n"
+    "--sampler / --trainer), then replays the same tokens with one setting changed\n"
+    "at a time, and prints one row per setting at the longest length: ratio std,\n"
+    "k3, clip fraction, mean exp|log r|, the GSPO and sequence-IS fractions and the\n"
+    "std against the base's. The first row replays the base itself: the noise\n"
+    "floor, which must be identical. The setting that lowers k3 the most is named.\n"
+    "Output: the base's results with /sweep (one group per setting) in the HDF5\n"
+    "file (default MODEL.DTYPE.sweep.h5), \"sweep\" in --json.\n"
+    "\n"
+    "  --vary SIDE:SPEC   a setting of its own instead of the default list: SPEC as\n"
+    "                     in --sampler / --trainer, applied to SIDE = sampler,\n"
+    "                     trainer or both; repeat for more rows, e.g.\n"
+    "                     --vary trainer:lm-head=fp32 --vary both:dtype=fp16\n"
+    "Default list: both dtype=fp16 (bf16 when the base is fp16), trainer and both\n"
+    "lm-head=fp32, both upcast=softmax / norm / rope, trainer mode=autocast, both\n"
+    "kernels=invariant, sampler prefill-chunk (half the longest prompt), sampler\n"
+    "batch=1, trainer micro-batch=1. A setting the model or backend cannot run is\n"
+    "listed as skipped with the reason.\n"
+    "\n"
+    "Every option of the run command applies to the base:\n\n";
+
+static int cmd_sweep(int argc, char **argv, const char *cmdline)
+{
+    static run_ctx x;
+    static sweep_setting set[MAX_SWEEP];
+    static char *rest[4096];
+    memset(&x, 0, sizeof x);
+    x.out_kind = "sweep";
+    int n_set = 0, n_rest = 0;
+    bool help = false;
+    if (argc > (int)(sizeof rest / sizeof rest[0]))
+        return usage_error("sweep: too many arguments");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (i > 0 && (!strcmp(a, "--help") || !strcmp(a, "-h")))
+            help = true;
+        if (i > 0 && (!strcmp(a, "--vary") || !strncmp(a, "--vary=", 7))) {
+            const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v)
+                return usage_error("sweep: --vary needs SIDE:SPEC");
+            if (n_set >= MAX_SWEEP)
+                return usage_error("sweep: at most %d --vary settings", MAX_SWEEP);
+            rc_status st = parse_vary(v, &set[n_set]);
+            if (st != RC_OK)
+                return fail(st);
+            n_set++;
+            continue;
+        }
+        rest[n_rest++] = argv[i];
+    }
+    if (help) {
+        fputs(k_sweep_usage, stdout);
+        char *h[] = {rest[0], "--help", NULL};
+        return parse_run_args(2, h, &x.ro);
+    }
+    int code = parse_run_args(n_rest, rest, &x.ro);
+    if (code >= 0)
+        return code;
+    for (int i = 0; i < n_set; i++) { /* every --vary spec, before any work */
+        side sm, tr;
+        rc_status st = sweep_sides(&x.ro, &set[i], &sm, &tr);
+        if (st != RC_OK)
+            return fail(st);
+    }
+    rc_status st = run_prepare(&x);
+    if (st == RC_OK)
+        st = run_load(&x);
+    if (st == RC_OK && n_set == 0)
+        n_set = default_settings(&x, set);
+    if (st == RC_OK)
+        st = run_compute(&x);
+    if (st == RC_OK)
+        st = sweep_run(&x, set, n_set);
+    if (st == RC_OK)
+        st = run_record(&x, cmdline);
+    code = st == RC_OK ? run_report(&x) : fail(st);
+    run_free(&x);
+    return code;
+}
+
 /* The command line, shell-quoted where needed (stored in the results). */
 static char *join_args(int argc, char **argv)
 {
@@ -2169,6 +2531,8 @@ int main(int argc, char **argv)
             code = cmd_run(argc, argv, cmdline);
     } else if (!strcmp(argv[1], "run")) {
         code = cmd_run(argc - 1, argv + 1, cmdline);
+    } else if (!strcmp(argv[1], "sweep")) {
+        code = cmd_sweep(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "help")) {
         code = (fputs(k_usage, stdout), 0);
     } else if (!strcmp(argv[1], "report")) {

@@ -819,6 +819,60 @@ static rc_status write_verdict(const h5w *w, const rc_results *r)
     return group_close(w, g, o, st);
 }
 
+/* `ratiocheck sweep`: /sweep (attributes: settings, the best row), one
+ * group per setting /sweep/NN: its name, both sides, why it was skipped,
+ * whether it equals the base bitwise, the replayed generation log-probs and
+ * per length (len_NNNN) the statistics as attributes and the forward
+ * log-probs, as the root's groups hold them for the base. */
+static rc_status write_sweep(const h5w *w, const rc_results *r)
+{
+    if (r->n_sweep <= 0)
+        return RC_OK;
+    const char *o = "/sweep";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = attr_i64(w, g, o, "settings", r->n_sweep);
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "best", r->sweep_best);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "best_name", r->sweep_best >= 0 ? r->sweep[r->sweep_best].name : "");
+    st = group_close(w, g, o, st);
+    for (int i = 0; i < r->n_sweep && st == RC_OK; i++) {
+        const rc_sweep_row *row = &r->sweep[i];
+        char so[64];
+        snprintf(so, sizeof so, "/sweep/%02d", i);
+        hid_t sg;
+        RC_TRY(group_create(w, so, &sg));
+        st = attr_str(w, sg, so, "name", row->name);
+        if (st == RC_OK)
+            st = attr_str(w, sg, so, "sampler", row->sampler);
+        if (st == RC_OK)
+            st = attr_str(w, sg, so, "trainer", row->trainer);
+        if (st == RC_OK)
+            st = attr_str(w, sg, so, "skipped", row->skipped);
+        if (st == RC_OK)
+            st = attr_i64(w, sg, so, "noise_floor", row->noise_floor);
+        if (st == RC_OK)
+            st = attr_i64(w, sg, so, "identical_to_base", row->identical);
+        const rc_results *q = row->res;
+        if (st == RC_OK && q)
+            st = ds_f32_2d(w, sg, so, "logprob_generation", q->n_seq, q->gen_len, q->logprob_gen);
+        st = group_close(w, sg, so, st);
+        for (int l = 0; q && l < q->n_lens && st == RC_OK; l++) {
+            const rc_len_result *lr = &q->lens[l];
+            char lo[96];
+            snprintf(lo, sizeof lo, "%s/len_%04lld", so, (long long)lr->len);
+            hid_t lg;
+            RC_TRY(group_create(w, lo, &lg));
+            st = write_len_attrs(w, lg, lo, lr);
+            if (st == RC_OK)
+                st = ds_f32_2d(w, lg, lo, "logprob_forward", q->n_seq, lr->len, lr->logprob_fwd);
+            st = group_close(w, lg, lo, st);
+        }
+    }
+    return st;
+}
+
 static rc_status write_all(const h5w *w, const rc_results *r)
 {
     RC_TRY(write_root_attrs(w, r));
@@ -839,7 +893,8 @@ static rc_status write_all(const h5w *w, const rc_results *r)
         RC_TRY(st);
     }
     RC_TRY(write_cross(w, r));
-    return write_verdict(w, r);
+    RC_TRY(write_verdict(w, r));
+    return write_sweep(w, r);
 }
 
 /* ------------------------------------------------------------------------ */
