@@ -373,6 +373,21 @@ START_TEST(test_two_sides)
     ck_assert_ptr_nonnull(strstr(g_out, ",batch=32,prefill-chunk=2"));
     diff_max("plain32.h5", "chunk.h5", &gen, &fwd);
     ck_assert_msg(gen > 0.0, "chunked prefill with engine kernels changes the cached log-probs");
+    /* the trainer's forward in chunks through the cache: bitwise the one-call forward with invariant
+     * kernels, moved with engine kernels, one call when the chunk holds every sequence */
+    snprintf(args, sizeof args, "%s --kernels invariant --trainer prefill-chunk=3 --out %s/invt.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("inv.h5", "invt.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd == 0.0, "chunked forward, invariant: %g %g", gen, fwd);
+    snprintf(args, sizeof args, "%s --dtype fp32 --trainer prefill-chunk=3 --out %s/chunkt.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "trainer dtype=fp32,kernels=engine,upcast=none,logprob-dtype=fp32,prefill-chunk=3"));
+    diff_max("plain32.h5", "chunkt.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd > 0.0, "chunked forward, engine: generation %g, forward %g", gen, fwd);
+    snprintf(args, sizeof args, "%s --dtype fp32 --trainer prefill-chunk=1000 --out %s/chunkt2.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("plain32.h5", "chunkt2.h5", &gen, &fwd);
+    ck_assert(gen == 0.0 && fwd == 0.0);
     snprintf(args, sizeof args, "%s --dtype bf16 --sampler prefill-chunk=100 --out %s/whole.h5", g_common, g_dir);
     ck_assert_int_eq(run(args), 0);
     diff_max("plain.h5", "whole.h5", &gen, &fwd); /* a chunk longer than every prompt: one call, as before */
@@ -432,7 +447,7 @@ START_TEST(test_two_sides)
         int code;
     } bad[] = {{"--trainer tp=4", "--trainer: tp= is not emulated yet", 5},
                {"--sampler kv-cache=fp8_e4m3", "kv-cache= is not emulated yet", 5},
-               {"--trainer prefill-chunk=8", "not emulated yet for the trainer", 5},
+               {"--trainer prefill-chunk=0", "--trainer prefill-chunk", 2},
                {"--sampler prefill-chunk=0", "--sampler prefill-chunk", 2},
                {"--trainer batch=4", "batch belongs to the sampler", 2},
                {"--sampler micro-batch=4", "micro-batch belongs to the trainer", 2},

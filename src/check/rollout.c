@@ -216,10 +216,78 @@ done:
     return s;
 }
 
+/* The trainer's forward of one group in calls of C tokens per sequence
+ * through the KV cache (--trainer prefill-chunk=C): call k computes tokens
+ * [kC, (k+1)C) of every sequence that has them, attending to the earlier
+ * calls' keys in the cache. The packed group (tok, n_new[nb], its output rows
+ * and targets as one call would take them) is cut into those calls; lp gets
+ * each output's log-prob in the one-call order. */
+static rc_status step_chunked(rc_engine *e, int64_t C, int64_t nb, const int64_t *n_new, const int32_t *tok,
+                              const int64_t *rows, const int32_t *targets, int64_t n_out, float *lp)
+{
+    int64_t *sl = NULL, *st = NULL, *nn = NULL, *r2 = NULL, *row0 = NULL, *map = NULL;
+    int32_t *t2 = NULL, *g2 = NULL;
+    float *lp2 = NULL;
+    int64_t maxn = 0, R = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        maxn = n_new[i] > maxn ? n_new[i] : maxn;
+        R += n_new[i];
+    }
+    rc_status s;
+    if ((s = rc_calloc((void **)&sl, nb, sizeof *sl, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&st, nb, sizeof *st, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&nn, nb, sizeof *nn, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&row0, nb + 1, sizeof *row0, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&r2, n_out + 1, sizeof *r2, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&map, n_out + 1, sizeof *map, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&g2, n_out + 1, sizeof *g2, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&lp2, n_out + 1, sizeof *lp2, "chunked forward")) != RC_OK ||
+        (s = rc_calloc((void **)&t2, R + 1, sizeof *t2, "chunked forward")) != RC_OK)
+        goto done;
+    for (int64_t i = 0; i < nb; i++)
+        row0[i + 1] = row0[i] + n_new[i];
+    for (int64_t c0 = 0; c0 < maxn && s == RC_OK; c0 += C) {
+        int64_t k = 0, R2 = 0, o2 = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            if (n_new[i] <= c0)
+                continue;
+            const int64_t n = n_new[i] - c0 < C ? n_new[i] - c0 : C;
+            sl[k] = i;
+            st[k] = c0;
+            nn[k] = n;
+            memcpy(t2 + R2, tok + row0[i] + c0, (size_t)n * sizeof *t2);
+            /* this sequence's outputs whose row falls in the chunk (rows ascend within a sequence) */
+            for (int64_t j = 0; j < n_out; j++)
+                if (rows[j] >= row0[i] + c0 && rows[j] < row0[i] + c0 + n) {
+                    r2[o2] = R2 + rows[j] - row0[i] - c0;
+                    g2[o2] = targets[j];
+                    map[o2++] = j;
+                }
+            R2 += n;
+            k++;
+        }
+        s = rc_engine_step(e, sl, st, nn, k, t2, r2, o2, NULL, g2, lp2);
+        for (int64_t j = 0; j < o2 && s == RC_OK; j++)
+            lp[map[j]] = lp2[j];
+    }
+done:
+    free(sl);
+    free(st);
+    free(nn);
+    free(r2);
+    free(row0);
+    free(map);
+    free(t2);
+    free(g2);
+    free(lp2);
+    return s;
+}
+
 /* One batched full forward over prompt + the first L generated tokens of
- * every sequence (in groups of forward_batch); dst[s * L + t] gets the
- * log-prob of generated token t (NaN where not valid). */
-static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64_t L, int64_t fb,
+ * every sequence (in groups of forward_batch; in calls of chunk tokens per
+ * sequence when chunk > 0); dst[s * L + t] gets the log-prob of generated
+ * token t (NaN where not valid). */
+static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64_t L, int64_t fb, int64_t chunk,
                          const char *phase, float *dst, double *dst64, int64_t dst_stride)
 {
     const rc_rollout_cfg *cfg = rc->cfg;
@@ -263,7 +331,10 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             }
             R += n_new[i];
         }
-        s = rc_engine_step(e, slots, starts, n_new, nb, tok, rows, n_out, NULL, targets, lp);
+        if (chunk > 0)
+            s = step_chunked(e, chunk, nb, n_new, tok, rows, targets, n_out, lp);
+        else
+            s = rc_engine_step(e, slots, starts, n_new, nb, tok, rows, n_out, NULL, targets, lp);
         n_out = 0;
         for (int64_t i = 0; i < nb && s == RC_OK; i++) {
             const int64_t sq = b0 + i;
@@ -339,7 +410,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     for (int i = 0; i < cfg->n_lens; i++)
         if (cfg->lens[i] < 1 || (i > 0 && cfg->lens[i] <= cfg->lens[i - 1]))
             return rc_errorf(RC_ERR_USAGE, "--len values must be positive and increasing");
-    if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0)
+    if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0 || cfg->forward_chunk < 0)
         return rc_errorf(RC_ERR_USAGE, "need at least one prompt, sample and batch slot");
     const int64_t G = cfg->lens[cfg->n_lens - 1];
     if (cfg->forced_tokens && G > cfg->forced_len)
@@ -448,7 +519,8 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     char phase[64];
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {
         snprintf(phase, sizeof phase, "forward L=%lld", (long long)cfg->lens[i]);
-        s = rescore(&rc, e, out, cfg->lens[i], FB, phase, out->lens[i].logprob_fwd, NULL, cfg->lens[i]);
+        s = rescore(&rc, e, out, cfg->lens[i], FB, cfg->forward_chunk, phase, out->lens[i].logprob_fwd, NULL,
+                    cfg->lens[i]);
     }
     rc_engine_free(e);
     double t2 = now_s();
@@ -458,7 +530,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         rc_engine *re = NULL;
         s = rc_engine_create(m, ref_be, &ref, FB, cfg->prompt_max + G, rows_fwd, &re);
         if (s == RC_OK)
-            s = rescore(&rc, re, out, G, FB, "reference fp32", NULL, out->logprob_ref, G);
+            s = rescore(&rc, re, out, G, FB, 0, "reference fp32", NULL, out->logprob_ref, G);
         rc_engine_free(re);
     } else if (s == RC_OK && cfg->reference == 64) {
         s = reference64(&rc, m, out);

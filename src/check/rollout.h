@@ -25,6 +25,8 @@ typedef struct {
     int64_t prefill_chunk; /* the sampler builds each prompt's KV cache in calls of at
                               most this many tokens (0: the whole prompt in one call) */
     int64_t forward_batch; /* sequences per full forward (0: all) */
+    int64_t forward_chunk; /* the trainer's forward in calls of at most this many tokens per
+                              sequence through the KV cache (0: one call) */
     int n_lens;
     int64_t lens[RC_MAX_LENS]; /* ascending */
     uint64_t seed;

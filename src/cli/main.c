@@ -1494,7 +1494,8 @@ typedef struct {
     unsigned upcast; /* RC_UPCAST_* */
     bool lp_same;    /* log-softmax in the dtype */
     int64_t batch;   /* sampler: sequences decoded together; trainer: sequences per forward (0: all) */
-    int64_t prefill_chunk; /* sampler: prompt tokens per prefill call (0: the whole prompt) */
+    int64_t prefill_chunk; /* sampler: prompt tokens per prefill call; trainer: tokens per forward call
+                            * through the cache (0: all in one call) */
     rc_precision mode;     /* pure dtype or autocast over fp32 masters */
 } side;
 
@@ -1608,10 +1609,7 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
             else if (!strcmp(v, "autocast")) sd->mode = RC_PREC_AUTOCAST;
             else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not pure or autocast", what, v);
             break;
-        case 7:
-            if (trainer)
-                return rc_errorf(RC_ERR_UNSUPPORTED, "%s: prefill-chunk= is not emulated yet for the trainer's "
-                                 "forward (the sampler's: --sampler prefill-chunk=N)", opt);
+        case 7: /* sampler: the prompts' prefill; trainer: the whole forward, through the cache */
             RC_TRY(parse_i64(what, v, 1, 1 << 24, &sd->prefill_chunk));
             break;
         default: { /* batch (sampler) / micro-batch (trainer) */
@@ -1640,6 +1638,7 @@ static void cfg_apply_sides(const side *sm, const side *tr, double temperature, 
     cfg->batch = sm->batch;
     cfg->forward_batch = tr->batch;
     cfg->prefill_chunk = sm->prefill_chunk;
+    cfg->forward_chunk = tr->prefill_chunk;
 }
 
 /* What the engine cannot take whatever the model: a side's mode=autocast
@@ -1791,7 +1790,7 @@ static const opt_spec k_run_opts[] = {
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
      "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk\n(default: the options above)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
-    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch, e.g. "
+    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache), e.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
     {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
      RO(clip_eps), 1e-9, 10.0},
@@ -1865,6 +1864,7 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
     ro->cfg.batch = ro->sampler.batch;
     ro->cfg.forward_batch = ro->trainer.batch;
     ro->cfg.prefill_chunk = ro->sampler.prefill_chunk;
+    ro->cfg.forward_chunk = ro->trainer.prefill_chunk;
     rc_stat_params *sp = &ro->cfg.stat;
     if (sp->clip_eps_low <= 0)
         sp->clip_eps_low = ro->clip_eps > 0 ? ro->clip_eps : RC_DEFAULT_CLIP_EPS;
@@ -2265,6 +2265,8 @@ static int default_settings(const run_ctx *x, sweep_setting *t)
         char spec[64];
         snprintf(spec, sizeof spec, "prefill-chunk=%lld", (long long)((longest + 1) / 2));
         n = add_setting(t, n, 1, spec);
+        if (tr->prefill_chunk == 0)
+            n = add_setting(t, n, 2, spec);
     }
     if (sm->batch != 1)
         n = add_setting(t, n, 1, "batch=1");
@@ -2366,9 +2368,9 @@ static const char k_sweep_usage[] =
     "                     --vary trainer:lm-head=fp32 --vary both:dtype=fp16\n"
     "Default list: both dtype=fp16 (bf16 when the base is fp16), trainer and both\n"
     "lm-head=fp32, both upcast=softmax / norm / rope, trainer mode=autocast, both\n"
-    "kernels=invariant, sampler prefill-chunk (half the longest prompt), sampler\n"
-    "batch=1, trainer micro-batch=1. A setting the model or backend cannot run is\n"
-    "listed as skipped with the reason.\n"
+    "kernels=invariant, sampler and trainer prefill-chunk (half the longest\n"
+    "prompt), sampler batch=1, trainer micro-batch=1. A setting the model or\n"
+    "backend cannot run is listed as skipped with the reason.\n"
     "\n"
     "Every option of the run command applies to the base:\n\n";
 
