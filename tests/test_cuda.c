@@ -881,6 +881,79 @@ START_TEST(test_fixture_vs_hf)
 }
 END_TEST
 
+/* mode=autocast (fp32 masters under torch.autocast) on this backend: the
+ * full forward of two rotary fixtures in bf16 with invariant kernels equals
+ * the CPU backend's bit for bit in the host build (same code, fixed order;
+ * on a GPU the difference is printed and bounded by the bf16 dtype's
+ * agreement), and the cached decode equals the full forward bit for bit. */
+START_TEST(test_autocast_twin)
+{
+    const char *name = _i ? "llama_gqa" : "neox_parallel";
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    int32_t tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
+    int64_t lens[2] = {7, 5};
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mode = RC_PREC_AUTOCAST;
+    float *out[2], *dec = malloc(sizeof(float) * 12 * V);
+    rc_backend *be[2];
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
+    for (int k = 0; k < 2; k++) {
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, be[k], &num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+        out[k] = malloc(sizeof(float) * 12 * V);
+        ck_assert_msg(rc_full_forward(e, tok, lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
+        rc_engine_free(e);
+    }
+    /* cached decode on this backend, both sequences one token per step */
+    rc_engine *e2;
+    ck_assert(rc_engine_create(m, be[0], &num, 2, 16, 32, &e2) == RC_OK);
+    for (int64_t t = 0; t < 7; t++) {
+        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
+        int32_t stok[2];
+        float lp[2 * 512];
+        ck_assert(V <= 512);
+        for (int64_t b = 0; b < 2; b++)
+            if (t < lens[b]) {
+                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
+                stok[nb] = tok[off[b] + t];
+                nb++;
+            }
+        ck_assert(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK);
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
+    }
+    rc_engine_free(e2);
+    double dcpu = 0;
+    int64_t same = 0;
+    for (int64_t i = 0; i < 12 * V; i++) {
+        const double d = fabs((double)out[0][i] - (double)out[1][i]);
+        dcpu = d > dcpu ? d : dcpu;
+        same += memcmp(&dec[i], &out[0][i], sizeof(float)) == 0;
+    }
+    printf("%-10s %-14s autocast bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
+           "forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, dcpu, (long long)same, (long long)(12 * V));
+#ifdef RC_TEST_EMULATE
+    ck_assert_msg(dcpu == 0, "%s: autocast host build vs CPU differs by %g", name, dcpu);
+#else
+    ck_assert_msg(dcpu < 0.05, "%s: autocast on the GPU vs CPU differs by %g", name, dcpu);
+#endif
+    ck_assert_int_eq(same, 12 * V);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]);
+        rc_backend_destroy(be[k]);
+    }
+    free(dec);
+    rc_model_free(m);
+}
+END_TEST
+
 /* The ratio check on the bundled model with invariant kernels: every ratio
  * exactly 1 in fp32, bf16 and fp16; engine kernels run and give finite
  * ratios (printed next to the CPU engine's). */
@@ -1211,6 +1284,7 @@ int main(void)
     tcase_set_timeout(model, 600);
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
+    tcase_add_loop_test(model, test_autocast_twin, 0, 2);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");
     tcase_add_test(host, test_error_messages);

@@ -203,8 +203,9 @@ static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool
     if (x->host) { /* rounded now, stored at its width */
         rc_wt_convert(src, 0, n, round_dt, pl.store, x->arena + off);
         *dst = (rc_wt){x->arena + off, pl.store, false};
-    } else { /* staged as fp32; the upload rounds */
-        rc_wt_convert(src, 0, n, RC_F32, RC_F32, x->arena + off);
+    } else { /* staged as fp32 values rounded as this weight's rule says (the upload rounds a pure model's
+              * again, which changes nothing and tells the GPU backend their dtype) */
+        rc_wt_convert(src, 0, n, round_dt, RC_F32, x->arena + off);
         *dst = (rc_wt){x->dev + off / 4, RC_F32, false};
     }
     rc_model_release(x->m, src, n); /* the model's pages of it are not needed while this engine runs */
@@ -357,9 +358,11 @@ static rc_status engine_weights(rc_engine *e)
     x.fill = true;
     place_all(&x, &e->w);
     rc_status s = RC_OK;
-    if (!host) { /* weights rounded to the dtype once, in one upload (a GPU backend then knows their dtype) */
+    if (!host) { /* weights rounded to the dtype once, in one upload (a GPU backend then knows their dtype;
+                  * under autocast the arena mixes fp32 and rounded values: uploaded as they are) */
         if (total > 0)
-            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4, e->num.dt, e->w_arena);
+            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4,
+                                x.autocast ? RC_F32 : e->num.dt, e->w_arena);
         free(x.arena);
         RC_TRY(s);
     }
@@ -384,7 +387,16 @@ static rc_status engine_weights(rc_engine *e)
     } else if (c->tie_embeddings && autocast_tied_head(&e->num)) {
         /* autocast: the embedding keeps its fp32 values, the head reads R(E) */
         RC_TRY(be->ops->alloc(be, VH, &e->lm_head_own));
-        rc_wt_convert(m->w.embed, 0, VH, e->num.dt, RC_F32, e->lm_head_own);
+        if (host) {
+            rc_wt_convert(m->w.embed, 0, VH, e->num.dt, RC_F32, e->lm_head_own);
+        } else {
+            float *tmp;
+            RC_TRY(rc_alloc_aligned((void **)&tmp, VH, sizeof *tmp, "LM head"));
+            rc_wt_convert(m->w.embed, 0, VH, e->num.dt, RC_F32, tmp);
+            s = be->ops->upload(be, tmp, VH, e->num.dt, e->lm_head_own);
+            free(tmp);
+            RC_TRY(s);
+        }
         e->w.lm_head = rc_wt_f32(e->lm_head_own);
     } else if (c->tie_embeddings) {
         e->w.lm_head = e->w.embed;
@@ -479,9 +491,9 @@ void rc_engine_free(rc_engine *e)
 
 /* What the autocast emulation covers: the rules were checked against
  * torch.autocast for the rotary families (HF Llama / Qwen2 / Mistral,
- * GPT-NeoX); the ALiBi families' masks and biases, GPT-2's gelu_new (fp32 on
+ * GPT-NeoX, on the CPU and the CUDA backend); the ALiBi families' masks and biases, GPT-2's gelu_new (fp32 on
  * CUDA, bf16 on the CPU) and Baichuan2's fp32 RoPE / SDPA paths were not. */
-static rc_status autocast_supported(const rc_config *c, const rc_numerics *num, bool host)
+static rc_status autocast_supported(const rc_config *c, const rc_numerics *num)
 {
     if (num->mode != RC_PREC_AUTOCAST)
         return RC_OK;
@@ -490,8 +502,6 @@ static rc_status autocast_supported(const rc_config *c, const rc_numerics *num, 
     if (num->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm_head applies");
-    if (!host)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated on the CPU backend only (--backend cpu)");
     if (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
@@ -520,7 +530,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         free(e);
         return rc_errorf(RC_ERR_USAGE, "invalid numerics (dtype, log-prob dtype or temperature)");
     }
-    rc_status s = autocast_supported(c, num, be->ops->host_memory);
+    rc_status s = autocast_supported(c, num);
     if (s != RC_OK) {
         free(e);
         return s;
