@@ -524,6 +524,16 @@ START_TEST(test_sweep)
     ck_assert_msg(j != NULL, "%s", err.text);
     ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std")) == head_std);
     json_decref(j);
+    /* --rollouts-from without --len: the file's lengths */
+    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel -q --rollouts-from %s/sw.h5 --out none --json",
+             g_dir);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_int_eq((int)json_array_size(json_object_get(j, "lens")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(json_object_get(j, "lens"), 0), "len")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "len")), 8);
+    json_decref(j);
     /* --vary: its own rows; one the model cannot run is skipped with the reason; the table */
     snprintf(args, sizeof args,
              "sweep --model data/fixtures/bloom_alibi --prompts %s/p.ids --len 4 --samples 1 -q --out none "
@@ -782,8 +792,30 @@ START_TEST(test_text_prompts)
     snprintf(args, sizeof args,
              "--model data/models/pythia-rc-tiny --prompts %s --len 4 --samples 1 -q --show 2 --out %s/t.h5", p, g_dir);
     ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "[0] prompt 1, sample 0: \"In the beginning\""));
-    ck_assert_ptr_nonnull(strstr(g_out, "[1] prompt 2, sample 0: \"And God said\\n unto\""));
+    ck_assert_ptr_nonnull(strstr(g_out, "[sequence 0] prompt_index 0, sample_index 0, S "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"In the beginning\""));
+    ck_assert_ptr_nonnull(strstr(g_out, "[sequence 1] prompt_index 1, sample_index 0, S "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"And God said\\n unto\""));
+    /* --show-worst: the largest |S| first; with --json the completions are JSON, nothing else on stdout */
+    snprintf(args, sizeof args,
+             "--model data/models/pythia-rc-tiny --prompts %s --len 6 --samples 2 -q --show-worst 3 --out none --json", p);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "--json --show-worst is one JSON object: %s", err.text);
+    json_t *seqs = json_object_get(json_object_get(j, "completions"), "sequences");
+    ck_assert_int_eq((int)json_array_size(seqs), 3);
+    for (size_t i = 0; i + 1 < json_array_size(seqs); i++) {
+        double a = fabs(json_number_value(json_object_get(json_array_get(seqs, i), "seq_log_ratio_sum")));
+        double b = fabs(json_number_value(json_object_get(json_array_get(seqs, i + 1), "seq_log_ratio_sum")));
+        ck_assert_msg(a >= b, "worst first: |S| %g then %g", a, b);
+    }
+    json_t *s0 = json_array_get(seqs, 0);
+    ck_assert_int_eq((int)json_array_size(json_object_get(s0, "tokens")), 6);
+    ck_assert_int_eq((int)json_array_size(json_object_get(s0, "log_ratio")), 6);
+    json_decref(j);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 4 -q --show 1 --show-worst 1", p);
+    ck_assert_int_eq(run(args), 2);
     /* .jsonl: text and token-id prompts */
     snprintf(p, sizeof p, "%s/p.jsonl", g_dir);
     const char *jl = "{\"prompt\": \"In the beginning\"}\n\n{\"tokens\": [1168, 259]}\n";

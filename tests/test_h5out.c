@@ -602,7 +602,7 @@ static const char *const k_root_attrs[] = {
     "top_k",         "samples",        "batch",        "forward_batch", "num_prompts",
     "num_sequences", "gen_len",        "temperature",  "top_p",         "stop_at_eos",
     "clip_eps_low",  "clip_eps_high",  "seq_eps",      "seq_cap",
-    "lengths",       "seconds_generate", "seconds_forward", "seconds_total",
+    "lengths",       "seconds_generate", "seconds_forward", "seconds_total", "seconds_reference",
 };
 
 static const char *const k_len_attrs[] = {
@@ -682,6 +682,7 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
     check_attr_f64(f, "seconds_generate", r->seconds_generate);
     check_attr_f64(f, "seconds_forward", r->seconds_forward);
     check_attr_f64(f, "seconds_total", r->seconds_total);
+    check_attr_f64(f, "seconds_reference", r->seconds_reference);
 
     const int64_t S = r->n_seq, T = r->gen_len;
     /* /prompts */

@@ -147,6 +147,7 @@ struct rc_results {
     rc_cross_len *cross;
     rc_verdict verdict;   /* computed with the statistics */
     double seconds_generate, seconds_forward, seconds_total;
+    double seconds_reference; /* the --reference pass (0 without one) */
     /* `ratiocheck sweep`: the settings replayed over these rollouts (0 / NULL otherwise) */
     int n_sweep;
     rc_sweep_row *sweep;

@@ -537,6 +537,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
     out->seconds_generate = t1 - t0;
     out->seconds_forward = t2 - t1;
+    out->seconds_reference = cfg->reference ? now_s() - t2 : 0.0;
     if (s == RC_OK)
         s = rc_compute_stats(out);
     out->seconds_total = now_s() - t0;

@@ -934,7 +934,14 @@ static void print_sweep_json(const rc_results *r)
 }
 
 /* gates: -1 no --fail-above, 0 every gate holds, 1 one failed */
-static void print_json(const rc_results *r, const char *out_path, int gates)
+typedef struct {
+    const rc_tokenizer *tok;
+    const int64_t *idx; /* sequences to show, or NULL */
+    int64_t n;
+} show_sel;
+static void print_show_json(const rc_results *r, const rc_tokenizer *tok, const int64_t *idx, int64_t n);
+
+static void print_json(const rc_results *r, const char *out_path, int gates, const show_sel *show)
 {
     for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h), in their order */
         const rc_setting *set = &rc_settings[i];
@@ -1015,8 +1022,10 @@ static void print_json(const rc_results *r, const char *out_path, int gates)
         printf(", \"gates\": \"%s\"", gates ? "FAIL" : "PASS");
     if (r->n_sweep > 0)
         print_sweep_json(r);
-    printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds\": %.3f}\n", r->seconds_generate,
-           r->seconds_forward, r->seconds_total);
+    if (show && show->idx)
+        print_show_json(r, show->tok, show->idx, show->n);
+    printf(", \"seconds_generate\": %.3f, \"seconds_forward\": %.3f, \"seconds_reference\": %.3f, \"seconds\": %.3f}\n",
+           r->seconds_generate, r->seconds_forward, r->seconds_reference, r->seconds_total);
 }
 
 /* `ratiocheck sweep`: one row per setting at the longest length, and the
@@ -1105,11 +1114,13 @@ static void print_table(const rc_results *r, const char *out_path, int gates)
         if (st->first_divergent_position < 0)
             snprintf(fd, sizeof fd, "none");
         else
-            snprintf(fd, sizeof fd, "%lld", (long long)st->first_divergent_position);
+            snprintf(fd, sizeof fd, "at %lld", (long long)st->first_divergent_position);
         printf("%5lld %8lld %10.6f %10.3e %9.5f %9.5f %9.5f %10.3e %9.4f %9s\n", (long long)r->lens[i].len,
                (long long)st->count, st->mean, st->std, st->min, st->max, st->clipfrac, st->k3,
                st->identical_frac, fd);
     }
+    printf("identical: tokens whose two log-probs are bitwise equal; first div: the first generated position "
+           "(0-based) where any\nsequence's two log-probs differ, none when every one is equal\n");
     printf("\nper sequence: S = sum of log ratio over its tokens (sequence ratio e^S), M = S / tokens (GSPO's "
            "e^M)\n");
     char band[32], cap[32];
@@ -1155,41 +1166,91 @@ static void print_table(const rc_results *r, const char *out_path, int gates)
         printf("gates (--fail-above): %s\n", gates ? "FAIL (the metrics above the limits are on stderr)" : "PASS");
     if (r->n_sweep > 0)
         print_sweep_table(r);
-    printf("\n%.1f s (generation %.1f s, re-scoring %.1f s)%s", r->seconds_total, r->seconds_generate,
-           r->seconds_forward, out_path ? ", written to " : "");
+    printf("\n%.1f s (generation %.1f s, re-scoring %.1f s", r->seconds_total, r->seconds_generate,
+           r->seconds_forward);
+    if (r->seconds_reference > 0)
+        printf(", %s reference %.1f s", r->reference, r->seconds_reference);
+    printf(")%s", out_path ? ", written to " : "");
     term_str(stdout, out_path ? out_path : "");
     putchar('\n');
 }
 
-/* --show N: the first N completions, every token with its ratio at the
- * longest length; the three tokens with the largest |log ratio| marked. */
-static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
+/* --show N / --show-worst N: which sequences, in order: the first N, or the
+ * N with the largest |S| (sum of log r at the longest length), largest first */
+static int64_t *show_pick(const rc_results *r, int64_t first, int64_t worst, int64_t *n_out)
 {
     const rc_len_result *L = &r->lens[r->n_lens - 1];
+    int64_t n = first > 0 ? first : worst;
     if (n > r->n_seq)
         n = r->n_seq;
-    printf("\ncompletions (ratio at L=%lld; the 3 tokens with the largest |log ratio| marked >>like this<<)\n",
-           (long long)L->len);
-    for (int64_t q = 0; q < n; q++) {
-        const int64_t p = r->seq_prompt[q], valid = r->gen_valid[q] < L->len ? r->gen_valid[q] : L->len;
-        int64_t worst[3] = {-1, -1, -1};
-        for (int64_t t = 0; t < valid; t++) {
-            double lr = fabs((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
-            if (!(lr > 0))
-                continue;
-            for (int k = 0; k < 3; k++) {
-                double wk = worst[k] < 0 ? -1.0
-                                         : fabs((double)L->logprob_fwd[q * L->len + worst[k]] -
-                                                (double)r->logprob_gen[q * r->gen_len + worst[k]]);
-                if (lr > wk) {
-                    for (int j = 2; j > k; j--)
-                        worst[j] = worst[j - 1];
-                    worst[k] = t;
+    int64_t *idx = malloc((size_t)(r->n_seq > 0 ? r->n_seq : 1) * sizeof *idx);
+    if (!idx)
+        return NULL;
+    for (int64_t q = 0; q < r->n_seq; q++)
+        idx[q] = q;
+    if (worst > 0) /* insertion sort by |S|, descending, NaN last; stable for ties */
+        for (int64_t i = 1; i < r->n_seq; i++) {
+            const int64_t v = idx[i];
+            const double a = fabs(L->seq_log_ratio_sum[v]);
+            int64_t j = i;
+            while (j > 0) {
+                const double b = fabs(L->seq_log_ratio_sum[idx[j - 1]]);
+                if (!(isnan(b) || (!isnan(a) && a > b)))
                     break;
-                }
+                idx[j] = idx[j - 1];
+                j--;
             }
+            idx[j] = v;
         }
-        printf("\n[%lld] prompt %lld, sample %d: ", (long long)q, (long long)p + 1, r->seq_sample[q]);
+    *n_out = n;
+    return idx;
+}
+
+/* the 3 positions of sequence q with the largest |log r| at length L (-1: none) */
+static void worst3(const rc_results *r, const rc_len_result *L, int64_t q, int64_t valid, int64_t worst[3])
+{
+    worst[0] = worst[1] = worst[2] = -1;
+    double wv[3] = {-1.0, -1.0, -1.0};
+    for (int64_t t = 0; t < valid; t++) {
+        const double lr = fabs((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
+        if (!(lr > 0))
+            continue;
+        for (int k = 0; k < 3; k++)
+            if (lr > wv[k]) {
+                for (int j = 2; j > k; j--) {
+                    worst[j] = worst[j - 1];
+                    wv[j] = wv[j - 1];
+                }
+                worst[k] = t;
+                wv[k] = lr;
+                break;
+            }
+    }
+}
+
+/* a ratio with the digits that tell it from 1 and from its neighbours:
+ * "1" when exact, else 1 + (r - 1) with r - 1 to 3 significant digits */
+static void ratio_str(double lr, char *buf, size_t n)
+{
+    if (lr == 0.0)
+        snprintf(buf, n, "1");
+    else
+        snprintf(buf, n, "1%+.2e", expm1(lr));
+}
+
+/* the completions as text: one line per sequence, every token with its ratio */
+static void print_show(const rc_results *r, const rc_tokenizer *tok, const int64_t *idx, int64_t n, bool worst_first)
+{
+    const rc_len_result *L = &r->lens[r->n_lens - 1];
+    printf("\ncompletions (%s; ratio at L=%lld as 1+(r-1); the 3 tokens with the largest |log ratio| marked "
+           ">>like this<<; indices 0-based as in the HDF5 file)\n",
+           worst_first ? "the sequences with the largest |S| first" : "the first sequences", (long long)L->len);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t q = idx[i], p = r->seq_prompt[q], valid = r->gen_valid[q] < L->len ? r->gen_valid[q] : L->len;
+        int64_t worst[3];
+        worst3(r, L, q, valid, worst);
+        printf("\n[sequence %lld] prompt_index %lld, sample_index %d, S %.4g (e^S %.6g): ", (long long)q,
+               (long long)p, r->seq_sample[q], L->seq_log_ratio_sum[q], exp(L->seq_log_ratio_sum[q]));
         if (r->prompt_text && r->prompt_text[p])
             json_str(stdout, r->prompt_text[p]);
         else
@@ -1202,7 +1263,9 @@ static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
                 free(piece);
                 piece = NULL;
             }
-            double ratio = exp((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
+            char rs[32];
+            ratio_str((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t], rs,
+                      sizeof rs);
             bool marked = t == worst[0] || t == worst[1] || t == worst[2];
             char idbuf[16];
             snprintf(idbuf, sizeof idbuf, "#%d", id);
@@ -1214,11 +1277,51 @@ static void print_show(const rc_results *r, const rc_tokenizer *tok, int64_t n)
                     fputs("\\t", stdout);
                 else
                     putchar((unsigned char)*c < 0x20 ? '?' : *c);
-            printf("%s(%.4f) ", marked ? "<<" : "", ratio);
+            printf("%s(%s) ", marked ? "<<" : "", rs);
             free(piece);
         }
         printf("\n");
     }
+}
+
+/* the same, as the JSON key "completions" (--json with --show / --show-worst) */
+static void print_show_json(const rc_results *r, const rc_tokenizer *tok, const int64_t *idx, int64_t n)
+{
+    const rc_len_result *L = &r->lens[r->n_lens - 1];
+    printf(", \"completions\": {\"len\": %lld, \"sequences\": [", (long long)L->len);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t q = idx[i], p = r->seq_prompt[q], valid = r->gen_valid[q] < L->len ? r->gen_valid[q] : L->len;
+        int64_t worst[3];
+        worst3(r, L, q, valid, worst);
+        printf("%s{\"sequence\": %lld, \"prompt_index\": %lld, \"sample_index\": %d, ", i ? ", " : "",
+               (long long)q, (long long)p, r->seq_sample[q]);
+        json_num(stdout, "seq_log_ratio_sum", L->seq_log_ratio_sum[q], true);
+        printf("\"tokens\": [");
+        for (int64_t t = 0; t < valid; t++)
+            printf("%s%d", t ? ", " : "", r->gen_tokens[q * r->gen_len + t]);
+        printf("], \"pieces\": [");
+        for (int64_t t = 0; t < valid; t++) {
+            int32_t id = r->gen_tokens[q * r->gen_len + t];
+            char *piece = NULL;
+            if (tok && rc_tokenizer_decode(tok, &id, 1, false, &piece, NULL) == RC_OK && piece) {
+                printf("%s", t ? ", " : "");
+                json_str(stdout, piece);
+            } else {
+                printf("%snull", t ? ", " : "");
+            }
+            free(piece);
+        }
+        printf("], \"log_ratio\": [");
+        for (int64_t t = 0; t < valid; t++)
+            printf("%s%.9g", t ? ", " : "",
+                   (double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
+        printf("], \"worst_positions\": [");
+        for (int k = 0, m = 0; k < 3; k++)
+            if (worst[k] >= 0)
+                printf("%s%lld", m++ ? ", " : "", (long long)worst[k]);
+        printf("]}");
+    }
+    printf("]}");
 }
 
 /* ---- report and diff ------------------------------------------------------ */
@@ -1258,7 +1361,7 @@ static int cmd_report(int argc, char **argv)
     if (st != RC_OK)
         return fail(st);
     if (json)
-        print_json(&r, argv[optind], -1);
+        print_json(&r, argv[optind], -1, NULL);
     else
         print_table(&r, argv[optind], -1);
     rc_results_free(&r);
@@ -1663,7 +1766,8 @@ typedef struct {
     rc_rollout_cfg cfg;
     rc_kernels kernels;
     bool lp_same, force, json, quiet, help;
-    int64_t threads, num_prompts, seed, show;
+    bool len_given; /* --len was given (else --rollouts-from takes the file's lengths) */
+    int64_t threads, num_prompts, seed, show, show_worst;
     double temperature;
     double clip_eps; /* --clip-eps: both sides, unless --clip-eps-low / -high (0: not given) */
     const char *sampler_spec, *trainer_spec; /* --sampler / --trainer, applied after the other options */
@@ -1736,6 +1840,7 @@ static rc_status op_len(const opt_spec *o, const char *v, void *dst)
 {
     run_opts *ro = dst;
     (void)o;
+    ro->len_given = true;
     return parse_lens(v, &ro->cfg);
 }
 
@@ -1810,7 +1915,10 @@ static const opt_spec k_run_opts[] = {
      "exit 3 if a metric exceeds its limit at any length\n(clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
      " nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)",
      NULL, op_gates, 0, 0, 0},
-    {"show", 0, "N", "print N completions with their per-token ratios", NULL, op_i64, RO(show), 0, 1 << 20},
+    {"show", 0, "N", "print the first N completions with their per-token ratios\n(with --json: \"completions\")",
+     NULL, op_i64, RO(show), 0, 1 << 20},
+    {"show-worst", 0, "N", "the same for the N sequences with the largest |S|\n(sum of log r at the longest length)",
+     NULL, op_i64, RO(show_worst), 0, 1 << 20},
     {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, RO(quiet), 0, 0},
     {"help", 'h', NULL, "show this help", NULL, op_flag, RO(help), 0, 0},
 };
@@ -1845,6 +1953,8 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return code;
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    if (ro->show > 0 && ro->show_worst > 0)
+        return usage_error("--show and --show-worst cannot be combined (the first N or the worst N)");
     /* the two sides: the options above, then each side's spec */
     const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE};
     ro->sampler = ro->trainer = base;
@@ -1993,6 +2103,14 @@ static rc_status run_load(run_ctx *x)
         for (int64_t p = 0; p < pr->n; p++)
             pr->line[p] = p + 1;
         cfg->samples = prev->samples;
+        if (!ro->len_given) { /* the file's lengths (checked ascending and within gen_len by the reader) */
+            if (prev->n_lens < 1 || prev->n_lens > RC_MAX_LENS)
+                return rc_errorf(RC_ERR_FORMAT, "%s: %d lengths (1 to %d expected)", ro->replay, prev->n_lens,
+                                 RC_MAX_LENS);
+            cfg->n_lens = prev->n_lens;
+            for (int i = 0; i < prev->n_lens; i++)
+                cfg->lens[i] = prev->lens[i].len;
+        }
         cfg->forced_tokens = prev->gen_tokens;
         cfg->forced_valid = prev->gen_valid;
         cfg->forced_len = prev->gen_len;
@@ -2137,12 +2255,22 @@ static int run_report(const run_ctx *x)
             }
         }
     const int gates = ro->n_gates == 0 ? -1 : code != 0;
-    if (ro->json)
-        print_json(res, x->out_path, gates);
-    else
+    show_sel sel = {x->tok, NULL, 0};
+    int64_t *idx = NULL;
+    if (ro->show > 0 || ro->show_worst > 0) {
+        idx = show_pick(res, ro->show, ro->show_worst, &sel.n);
+        if (!idx)
+            return fail(rc_errorf(RC_ERR_NOMEM, "out of memory"));
+        sel.idx = idx;
+    }
+    if (ro->json) {
+        print_json(res, x->out_path, gates, &sel);
+    } else {
         print_table(res, x->out_path, gates);
-    if (ro->show > 0)
-        print_show(res, x->tok, ro->show);
+        if (idx)
+            print_show(res, x->tok, idx, sel.n, ro->show_worst > 0);
+    }
+    free(idx);
     return code;
 }
 

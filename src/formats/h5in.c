@@ -460,6 +460,9 @@ static rc_status read_all(h5r *r, rc_results *out)
                 {"seconds_forward", &out->seconds_forward}, {"seconds_total", &out->seconds_total}};
     for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++)
         RC_TRY(attr_f64(r, r->f, dbls[i].n, dbls[i].d));
+    out->seconds_reference = 0; /* absent in files written before it */
+    if (H5Aexists(r->f, "seconds_reference") > 0)
+        RC_TRY(attr_f64(r, r->f, "seconds_reference", &out->seconds_reference));
     /* sizes and indices come from the file: bound them before using them */
     const int64_t lim = (int64_t)1 << 24;
     const struct {

@@ -43,6 +43,8 @@
  *                           defaults 0.2, 0.2, 3e-4, 3 apply)
  *   lengths           i64[n]  every re-scored length L, in run order
  *   seconds_generate, seconds_forward, seconds_total           f64
+ *   seconds_reference f64   the reference pass's share of seconds_total (0
+ *                           without one; absent in older files)
  *   Strings that are not valid UTF-8 (e.g. a path with Latin-1 bytes) are
  *   stored with each bad byte replaced by U+FFFD; a NULL string is "".
  *
@@ -615,6 +617,7 @@ static rc_status write_root_attrs(const h5w *w, const rc_results *r)
     RC_TRY(attr_f64(w, f, o, "seconds_generate", r->seconds_generate));
     RC_TRY(attr_f64(w, f, o, "seconds_forward", r->seconds_forward));
     RC_TRY(attr_f64(w, f, o, "seconds_total", r->seconds_total));
+    RC_TRY(attr_f64(w, f, o, "seconds_reference", r->seconds_reference));
     return RC_OK;
 }
 
