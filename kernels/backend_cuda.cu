@@ -375,6 +375,13 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     a.out = out;
     a.T = T;
     a.invariant = be->kernels == RC_KERNELS_INVARIANT;
+    a.kv_quant = kv->quant; /* the CPU twin's kv_store_row: stored as the cache keeps them */
+    a.k_scale = kv->k_scale;
+    a.v_scale = kv->v_scale;
+    a.kv_deq_dt = kv->deq_dt;
+    if (a.kv_quant != RC_KV_AUTO && !(a.k_scale > 0.0f && a.v_scale > 0.0f))
+        return rc_errorf(RC_ERR_INTERNAL, "attention: KV cache quantisation with scales %g, %g", (double)a.k_scale,
+                         (double)a.v_scale);
     for (int64_t b = 0; b < bd->n_seq; b++)
         if (bd->start[b] + bd->n_new[b] > a.max_keys)
             a.max_keys = bd->start[b] + bd->n_new[b];

@@ -186,6 +186,9 @@ typedef struct {
     int invariant;
     rc_dtype cs_dt, rope_dt, score_dt, prob_dt, out_dt;
     rc_attn_params ap; /* scaling and ALiBi (slopes in device memory) for rc_attn_score_spec */
+    rc_kv_quant kv_quant; /* what the stored keys and values become (rco_kv_value) */
+    float k_scale, v_scale;
+    rc_dtype kv_deq_dt;
 } rck_attn_args;
 
 /* floats of scratch one attention thread needs */
@@ -213,8 +216,8 @@ RC_HD static inline void rck_kv_store_thread(const rck_attn_args *a, int64_t i)
     const int64_t b = a->bd.seq_of_row[r], p = a->bd.pos[r];
     const float *row = a->qkv + r * (a->nh + 2 * a->nkv) * d;
     const int64_t off = a->bd.slot[b] * a->nkv * a->T * d + h * a->T * d + p * d + t;
-    a->k_cache[off] = row[(a->nh + h) * d + t];
-    a->v_cache[off] = row[(a->nh + a->nkv + h) * d + t];
+    a->k_cache[off] = rco_kv_value(row[(a->nh + h) * d + t], a->kv_quant, a->k_scale, a->kv_deq_dt);
+    a->v_cache[off] = rco_kv_value(row[(a->nh + a->nkv + h) * d + t], a->kv_quant, a->v_scale, a->kv_deq_dt);
 }
 
 /* attention of one (row, head): thread i = (r - row_begin) * nh + h; the

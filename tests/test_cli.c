@@ -446,7 +446,7 @@ START_TEST(test_two_sides)
         const char *opt, *msg;
         int code;
     } bad[] = {{"--trainer tp=4", "--trainer: tp= is not emulated yet", 5},
-               {"--sampler kv-cache=fp8_e4m3", "kv-cache= is not emulated yet", 5},
+               {"--sampler weights=fp8", "weights= is not emulated yet", 5},
                {"--trainer prefill-chunk=0", "--trainer prefill-chunk", 2},
                {"--sampler prefill-chunk=0", "--sampler prefill-chunk", 2},
                {"--trainer batch=4", "batch belongs to the sampler", 2},
@@ -555,6 +555,76 @@ START_TEST(test_sweep)
         snprintf(args, sizeof args, "sweep %s --out none %s", g_common, bad[i][0]);
         ck_assert_int_eq(run(args), 2);
         ck_assert_msg(strstr(g_err, bad[i][1]) != NULL, "%s: '%s'", bad[i][0], g_err);
+    }
+}
+END_TEST
+
+/* --sampler kv-cache=: auto is the run without it bit for bit; fp8 moves
+ * the sampler's cached log-probs and nothing of the trainer's forward (a
+ * replay of the same tokens with the trainer's settings); the scale is the
+ * sampler's too; the trainer's key is refused by name. */
+START_TEST(test_kv_cache)
+{
+    char args[2048];
+    double gen, fwd;
+    snprintf(args, sizeof args, "%s --dtype bf16 --out %s/kv_plain.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "%s --dtype bf16 --sampler kv-cache=auto --out %s/kv_auto.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "kv-cache"));
+    diff_max("kv_plain.h5", "kv_auto.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd == 0.0, "kv-cache=auto: %g %g", gen, fwd);
+    snprintf(args, sizeof args, "%s --dtype bf16 --sampler kv-cache=fp8_e4m3 --out %s/kv_fp8.h5 --json", g_common,
+             g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "sampler")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32,batch=32,kv-cache=fp8_e4m3,kv-scale=1");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "trainer")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32");
+    json_decref(j);
+    /* the same tokens replayed without the fp8 cache: the forward is the same
+     * (the trainer's plain bf16), the cached log-probs move */
+    snprintf(args, sizeof args, "%s --rollouts-from %s/kv_fp8.h5 --dtype bf16 --out %s/kv_replay.h5", g_common,
+             g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("kv_fp8.h5", "kv_replay.h5", &gen, &fwd);
+    ck_assert_msg(fwd == 0.0, "the trainer's forward is a plain bf16 forward: %g", fwd);
+    ck_assert_msg(gen > 0.0, "the fp8 cache moves the sampler's log-probs");
+    /* the replay with the fp8 cache is the run again; another scale or e5m2 moves it */
+    snprintf(args, sizeof args, "%s --rollouts-from %s/kv_fp8.h5 --dtype bf16 --sampler kv-cache=fp8 --out "
+             "%s/kv_fp8b.h5", g_common, g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    diff_max("kv_fp8.h5", "kv_fp8b.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd == 0.0, "fp8 is fp8_e4m3: %g %g", gen, fwd);
+    const char *other[2] = {"kv-cache=fp8_e4m3,kv-scale=0.01", "kv-cache=fp8_e5m2"};
+    for (int i = 0; i < 2; i++) {
+        char o[32];
+        snprintf(o, sizeof o, "kv_o%d.h5", i);
+        snprintf(args, sizeof args, "%s --rollouts-from %s/kv_fp8.h5 --dtype bf16 --sampler %s --out %s/%s",
+                 g_common, g_dir, other[i], g_dir, o);
+        ck_assert_int_eq(run(args), 0);
+        diff_max("kv_fp8.h5", o, &gen, &fwd);
+        ck_assert_msg(gen > 0.0 && fwd == 0.0, "%s: %g %g", other[i], gen, fwd);
+    }
+    const struct {
+        const char *opt, *msg;
+        int code;
+    } bad[] = {{"--trainer kv-cache=fp8_e4m3", "--trainer: kv-cache= is the sampler's", 5},
+               {"--trainer kv-scale=2", "--trainer: kv-scale= is the sampler's", 5},
+               {"--sampler kv-cache=fp4", "--sampler kv-cache: 'fp4'", 2},
+               {"--sampler kv-cache=fp8_e4m3,kv-scale=0", "--sampler kv-scale: '0'", 2},
+               {"--sampler kv-cache=fp8_e4m3,kv-scale=1e-50", "--sampler kv-scale: '1e-50'", 2},
+               {"--sampler kv-cache=fp8_e4m3,kv-scale=inf", "--sampler kv-scale: 'inf'", 2},
+               {"--sampler kv-scale=2", "kv-scale= scales an fp8 KV cache", 2},
+               {"--sampler kv-cache=auto,kv-cache=fp8", "kv-cache is given twice", 2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
     }
 }
 END_TEST
@@ -1448,6 +1518,7 @@ int main(void)
     tcase_add_test(tr, test_run_gates);
     tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_two_sides);
+    tcase_add_test(tr, test_kv_cache);
     tcase_add_test(tr, test_sweep);
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);

@@ -466,7 +466,10 @@ START_TEST(test_alibi_clamp_normalize)
                 rc_attn_params_set_alibi(&cap, slopes, variant == 3);
                 rc_attn_params_set_alibi(&tap, dslopes, variant == 3);
                 const int64_t n_seq = 2, len[2] = {40, 7}, T = 48, d = 16, nh = 6;
-                rc_kv_cache ckv = {1, n_seq, nh, T, d, RC_F32, NULL, NULL, NULL, NULL}, tkv = ckv;
+                /* variant 3 also stores the keys and values as an fp8 cache (kv-cache=fp8_e4m3, scale
+                 * 0.5): the kernel's store against the CPU's (rco_kv_value) */
+                rc_kv_cache ckv = {1, n_seq, nh, T, d, RC_F32, NULL, NULL, NULL, NULL,
+                                   variant == 3 ? RC_KV_FP8_E4M3 : RC_KV_AUTO, 0.5f, 0.5f, dt}, tkv = ckv;
                 const int64_t kvn = n_seq * nh * T * d;
                 ckv.k = calloc((size_t)kvn, sizeof(float));
                 ckv.v = calloc((size_t)kvn, sizeof(float));
@@ -642,7 +645,7 @@ START_TEST(test_rope_attention)
                 for (int64_t b = 0; b < S->n_seq; b++)
                     T = S->len[b] + 4 > T ? S->len[b] + 4 : T;
                 /* two layers' caches; the test uses layer 1 */
-                rc_kv_cache ckv = {2, S->n_seq, S->nkv, T, S->d, RC_F32, NULL, NULL, NULL, NULL}, tkv = ckv;
+                rc_kv_cache ckv = {2, S->n_seq, S->nkv, T, S->d, RC_F32, NULL, NULL, NULL, NULL, RC_KV_AUTO, 1.0f, 1.0f, RC_F32}, tkv = ckv;
                 const int64_t kvn = 2 * S->n_seq * S->nkv * T * S->d;
                 ckv.k = calloc((size_t)kvn, sizeof(float));
                 ckv.v = calloc((size_t)kvn, sizeof(float));

@@ -1600,12 +1600,20 @@ typedef struct {
     int64_t prefill_chunk; /* sampler: prompt tokens per prefill call; trainer: tokens per forward call
                             * through the cache (0: all in one call) */
     rc_precision mode;     /* pure dtype or autocast over fp32 masters */
+    rc_kv_quant kv_quant;  /* sampler: the KV cache's storage (kv-cache=) */
+    float kv_scale;        /* sampler, fp8 cache: k_scale = v_scale (kv-scale=, default 1 as vLLM) */
 } side;
 
 static bool side_equal(const side *a, const side *b)
 {
     return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same &&
-           a->mode == b->mode;
+           a->mode == b->mode && a->kv_quant == b->kv_quant &&
+           (a->kv_quant == RC_KV_AUTO || a->kv_scale == b->kv_scale);
+}
+
+static const char *kv_quant_str(rc_kv_quant q)
+{
+    return q == RC_KV_FP8_E4M3 ? "fp8_e4m3" : q == RC_KV_FP8_E5M2 ? "fp8_e5m2" : "auto";
 }
 
 /* the engine numerics of a side */
@@ -1616,6 +1624,8 @@ static rc_numerics side_numerics(const side *sd, const rc_numerics *base)
     n.upcast = sd->upcast;
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
     n.mode = sd->mode;
+    n.kv_quant = sd->kv_quant;
+    n.kv_scale = sd->kv_scale;
     return n;
 }
 
@@ -1633,7 +1643,10 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
     if (sd->prefill_chunk > 0 && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ",prefill-chunk=%lld", (long long)sd->prefill_chunk);
     if (sd->mode == RC_PREC_AUTOCAST && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ",mode=autocast");
+        k += snprintf(buf + k, n - (size_t)k, ",mode=autocast");
+    if (sd->kv_quant != RC_KV_AUTO && k > 0 && (size_t)k < n) /* auto: the string of a run without the key */
+        snprintf(buf + k, n - (size_t)k, ",kv-cache=%s,kv-scale=%.9g", kv_quant_str(sd->kv_quant),
+                 (double)sd->kv_scale);
 }
 
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
@@ -1648,6 +1661,7 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
     snprintf(buf, sizeof buf, "%s", spec);
     unsigned seen = 0;
     int lm_head = -1;
+    bool kv_scale_given = false;
     for (char *item = buf, *next; item; item = next) {
         next = strchr(item, ',');
         if (next)
@@ -1658,19 +1672,21 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         *eq = '\0';
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
-                                           "micro-batch", "prefill-chunk", "mode", NULL};
+                                           "micro-batch", "prefill-chunk", "mode", "kv-cache", "kv-scale", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
-            static const char *const later[] = {"tp", "kv-cache", "weights", NULL};
+            static const char *const later[] = {"tp", "weights", NULL};
             for (int i = 0; later[i]; i++)
                 if (!strcmp(later[i], key))
                     return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
-                                     "upcast, lm-head, logprob-dtype, mode, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
+                                     "upcast, lm-head, logprob-dtype, mode, %s)", opt, key,
+                                     trainer ? "micro-batch" : "batch, prefill-chunk, kv-cache, kv-scale");
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
-                             "logprob-dtype, mode, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
+                             "logprob-dtype, mode, %s)", opt, key,
+                             trainer ? "micro-batch" : "batch, prefill-chunk, kv-cache, kv-scale");
         }
         if (seen & (1u << ki))
             return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
@@ -1715,6 +1731,30 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         case 7: /* sampler: the prompts' prefill; trainer: the whole forward, through the cache */
             RC_TRY(parse_i64(what, v, 1, 1 << 24, &sd->prefill_chunk));
             break;
+        case 9:
+        case 10:
+            /* a trainer (FSDP, Megatron) attends over the keys and values it
+             * computed, in the model's dtype (even chunked, prefill-chunk=):
+             * vLLM's fp8 KV cache is the sampler's */
+            if (trainer)
+                return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is the sampler's (a trainer keeps its keys and values in "
+                                 "the model's dtype; --sampler kv-cache=fp8_e4m3)", opt, key);
+            if (ki == 9) {
+                if (!strcmp(v, "auto")) sd->kv_quant = RC_KV_AUTO;
+                else if (!strcmp(v, "fp8_e4m3") || !strcmp(v, "fp8")) sd->kv_quant = RC_KV_FP8_E4M3;
+                else if (!strcmp(v, "fp8_e5m2")) sd->kv_quant = RC_KV_FP8_E5M2;
+                else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not auto, fp8_e4m3 (or fp8) or fp8_e5m2", what, v);
+            } else {
+                char *end;
+                errno = 0;
+                const double x = strtod(v, &end);
+                if (*end || end == v || errno || !(x > 0.0) || !((float)x > 0.0f) || !((float)x < INFINITY))
+                    return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a positive finite number (an fp32 scale)",
+                                     what, v);
+                sd->kv_scale = (float)x;
+                kv_scale_given = true;
+            }
+            break;
         default: { /* batch (sampler) / micro-batch (trainer) */
             if ((ki == 5) == trainer)
                 return rc_errorf(RC_ERR_USAGE, "%s: %s belongs to the %s", opt, key, trainer ? "sampler" : "trainer");
@@ -1723,6 +1763,9 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         }
         }
     }
+    if (kv_scale_given && sd->kv_quant == RC_KV_AUTO)
+        return rc_errorf(RC_ERR_USAGE, "%s: kv-scale= scales an fp8 KV cache: give kv-cache=fp8_e4m3 or fp8_e5m2",
+                         opt);
     if (lm_head == 1)
         sd->upcast |= RC_UPCAST_LM_HEAD;
     else if (lm_head == 0)
@@ -1893,10 +1936,9 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk\n(default: the options above)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1) (default: the options\nabove)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
-    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache), e.g. "
-     "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
+    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; kv-cache is the\nsampler's), e.g. dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
     {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
      RO(clip_eps), 1e-9, 10.0},
     {"clip-eps-low", 0, "E", "its lower side alone, e.g. DAPO's 0.2 (default --clip-eps)", NULL, op_f64,
@@ -1956,7 +1998,8 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
     if (ro->show > 0 && ro->show_worst > 0)
         return usage_error("--show and --show-worst cannot be combined (the first N or the worst N)");
     /* the two sides: the options above, then each side's spec */
-    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE};
+    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE, RC_KV_AUTO,
+                       1.0f};
     ro->sampler = ro->trainer = base;
     ro->sampler.batch = ro->cfg.batch;
     ro->trainer.batch = ro->cfg.forward_batch;

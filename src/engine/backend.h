@@ -49,7 +49,11 @@ static inline int64_t rc_bd_row_hi(const rc_batch_desc *bd) { return bd->row_hi 
 
 /* KV cache: for each layer, K and V of [n_slots, n_kv_heads, max_len, head_dim],
  * stored as dt: RC_F32 in k / v; RC_BF16 or RC_F16 (a host backend, when
- * every cached value is a value of that dtype) in k16 / v16. */
+ * every cached value is a value of that dtype) in k16 / v16. quant: what a
+ * new key or value becomes when stored (rco_kv_value: as it is, or vLLM's
+ * fp8 round trip with k_scale / v_scale, dequantised to deq_dt); attention
+ * then reads the stored values, the new rows' included, as vLLM's backends
+ * read their paged cache. */
 typedef struct {
     int64_t n_layers, n_slots, n_kv_heads, max_len, head_dim;
     rc_dtype dt;
@@ -57,6 +61,9 @@ typedef struct {
     float *v;      /* same */
     uint16_t *k16; /* the same layout in 2-byte elements (RC_BF16 / RC_F16), else NULL */
     uint16_t *v16;
+    rc_kv_quant quant;
+    float k_scale, v_scale; /* fp8: the per-tensor scales (vLLM's _k_scale / _v_scale) */
+    rc_dtype deq_dt;        /* fp8: the dequantised values' dtype (the run's) */
 } rc_kv_cache;
 
 /* How reductions are ordered (see README "Kernel strategies").

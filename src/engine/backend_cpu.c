@@ -531,6 +531,23 @@ static bool kv_store16(uint16_t *dst, const float *src, int64_t n, rc_dtype dt)
     return exact;
 }
 
+/* One head's new key or value row as the cache stores it (kv->quant:
+ * rco_kv_value), into a 2-byte (dst16) or fp32 (dst32) cache; false when a
+ * value is not exact in a 2-byte cache. tmp: n floats. */
+static bool kv_store_row(const rc_kv_cache *kv, const float *src, int64_t n, float scale, float *tmp,
+                         uint16_t *dst16, float *dst32)
+{
+    if (kv->quant != RC_KV_AUTO) {
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = rco_kv_value(src[i], kv->quant, scale, kv->deq_dt);
+        src = tmp;
+    }
+    if (dst16)
+        return kv_store16(dst16, src, n, kv->dt);
+    memcpy(dst32, src, (size_t)n * sizeof *dst32);
+    return true;
+}
+
 
 #define ATTN_ROW_BLOCK 32 /* rows of one sequence per work item (keys widened once per item) */
 
@@ -553,8 +570,16 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
     if (lo < 0 || hi > bd->n_rows || lo > hi)
         return rc_errorf(RC_ERR_INTERNAL, "attention: rows [%lld, %lld) of %lld", (long long)lo, (long long)hi,
                          (long long)bd->n_rows);
-    /* store the new keys and values */
+    if (kv->quant != RC_KV_AUTO &&
+        ((kv->quant != RC_KV_FP8_E4M3 && kv->quant != RC_KV_FP8_E5M2) || !(kv->k_scale > 0.0f) ||
+         !(kv->v_scale > 0.0f)))
+        return rc_errorf(RC_ERR_INTERNAL, "attention: KV cache quantisation %d with scales %g, %g", (int)kv->quant,
+                         (double)kv->k_scale, (double)kv->v_scale);
+    /* store the new keys and values (as the cache keeps them: kv_store_row) */
     bool exact = true;
+    float *qtmp = NULL; /* an fp8 cache's row of quantised values */
+    if (kv->quant != RC_KV_AUTO)
+        RC_TRY(cpu_scratch(be, d, &qtmp));
     for (int64_t b = 0; b < bd->n_seq; b++)
         for (int64_t i = 0; i < bd->n_new[b]; i++) {
             if (bd->row0[b] + i < lo || bd->row0[b] + i >= hi)
@@ -563,13 +588,10 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
             int64_t p = bd->start[b] + i;
             for (int64_t h = 0; h < nkv; h++) {
                 int64_t off = layer0 + bd->slot[b] * slot_stride + h * T * d + p * d;
-                if (half) {
-                    exact &= kv_store16(kv->k16 + off, row + (nh + h) * d, d, kv->dt);
-                    exact &= kv_store16(kv->v16 + off, row + (nh + nkv + h) * d, d, kv->dt);
-                } else {
-                    memcpy(kv->k + off, row + (nh + h) * d, (size_t)d * sizeof(float));
-                    memcpy(kv->v + off, row + (nh + nkv + h) * d, (size_t)d * sizeof(float));
-                }
+                exact &= kv_store_row(kv, row + (nh + h) * d, d, kv->k_scale, qtmp, half ? kv->k16 + off : NULL,
+                                      half ? NULL : kv->k + off);
+                exact &= kv_store_row(kv, row + (nh + nkv + h) * d, d, kv->v_scale, qtmp,
+                                      half ? kv->v16 + off : NULL, half ? NULL : kv->v + off);
             }
         }
     if (!exact)

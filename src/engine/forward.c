@@ -13,7 +13,8 @@
 
 rc_numerics rc_numerics_fp32(void)
 {
-    return (rc_numerics){.dt = RC_F32, .upcast = 0, .logprob_dt = RC_F32, .temperature = 1.0f};
+    return (rc_numerics){.dt = RC_F32, .upcast = 0, .logprob_dt = RC_F32, .temperature = 1.0f,
+                         .kv_quant = RC_KV_AUTO, .kv_scale = 1.0f};
 }
 
 static const struct {
@@ -302,8 +303,9 @@ static rounding rounding_rules(const rc_numerics *n)
 
 /* The KV cache's dtype: the run's dtype on the CPU when the rounding rules
  * make every cached key and value a value of it (K is RoPE's output or the
- * QKV GEMM's, V the GEMM's); fp32 otherwise (--upcast rope keeps K fp32) and
- * on a GPU. (The CPU attention checks each stored value.) */
+ * QKV GEMM's, V the GEMM's; an fp8 cache's dequantised values are too);
+ * fp32 otherwise (--upcast rope keeps K fp32) and on a GPU. (The CPU
+ * attention checks each stored value.) */
 static rc_dtype engine_kv_dt(const rc_numerics *num, bool host)
 {
     const rounding rr = rounding_rules(num);
@@ -535,13 +537,21 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         free(e);
         return s;
     }
+    if (!(num->kv_quant == RC_KV_AUTO ||
+          ((num->kv_quant == RC_KV_FP8_E4M3 || num->kv_quant == RC_KV_FP8_E5M2) && num->kv_scale > 0.0f &&
+           num->kv_scale < INFINITY))) {
+        free(e);
+        return rc_errorf(RC_ERR_USAGE, "invalid numerics (KV cache dtype %d, scale %g)", (int)num->kv_quant,
+                         (double)num->kv_scale);
+    }
     engine_sizes z;
     if (!engine_sizes_for(c, be->kernels, be->ops->host_memory, n_slots, max_len, max_rows, &z))
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
     e->logit_rows = z.logit_rows;
     e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
                           .max_len = max_len, .head_dim = c->head_dim,
-                          .dt = engine_kv_dt(num, be->ops->host_memory)};
+                          .dt = engine_kv_dt(num, be->ops->host_memory), .quant = num->kv_quant,
+                          .k_scale = num->kv_scale, .v_scale = num->kv_scale, .deq_dt = num->dt};
     const int64_t kv_n = z.kv_n;
     float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
                                  &e->tmp, &e->logits, &e->mlp_c, &e->lt,  &e->lh};

@@ -34,6 +34,11 @@ typedef struct {
     float temperature;   /* logits are divided by it before the log-softmax */
     bool alibi_rowmax;   /* ALiBi bias minus its row max: slope * (key - query) (--alibi-bias rowmax) */
     rc_precision mode;   /* pure dtype (the default) or torch.autocast over fp32 master weights */
+    /* the KV cache's storage (a sampler's kv-cache=): RC_KV_AUTO keeps the
+     * values as computed; RC_KV_FP8_* stores them as vLLM's fp8 cache does,
+     * with kv_scale (> 0) as both k_scale and v_scale (rco_kv_value) */
+    rc_kv_quant kv_quant;
+    float kv_scale;
 } rc_numerics;
 
 /* Parse "softmax,rope,norm,lm_head" (or "none", "all") into RC_UPCAST_* bits. */

@@ -35,6 +35,85 @@ RC_HD static inline float rc_round_to(float x, rc_dtype dt)
     return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
 }
 
+/* ---- fp8 (the KV cache's storage under kv-cache=fp8_*) -------------------- */
+
+/* fp8 formats: E4M3FN (bias 7, 3 mantissa bits, no inf, NaN S.1111.111, max
+ * 448) and E5M2 (bias 15, 2 mantissa bits, IEEE-like: inf S.11111.00, max
+ * 57344). */
+typedef enum { RC_FP8_E4M3 = 0, RC_FP8_E5M2 = 1 } rc_fp8_fmt;
+
+/* What a value too large for the format becomes, and NaN:
+ *  SATFINITE  CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...), what
+ *             vLLM's reshape_and_cache_flash stores (csrc/quantization/
+ *             w8a8/fp8/nvidia/quant_utils.cuh): |x| past the largest finite
+ *             value after rounding, and +-inf, give +-max; NaN gives the
+ *             canonical 0x7F whatever its sign;
+ *  TORCH      torch's x.to(float8_e4m3fn / float8_e5m2) (c10 headeronly
+ *             Float8_*.h, torch 2.15): E4M3FN saturates like SATFINITE,
+ *             E5M2 overflows to +-inf; NaN keeps its sign (0x7F | sign).
+ * Both round to nearest, ties to even, with subnormals, and keep -0. */
+typedef enum { RC_FP8_SATFINITE = 0, RC_FP8_TORCH = 1 } rc_fp8_sat;
+
+RC_HD static inline uint8_t rc_f32_to_fp8(float x, rc_fp8_fmt fmt, rc_fp8_sat sat)
+{
+    const uint32_t u = rc_f32_bits(x), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    const int m = fmt == RC_FP8_E5M2 ? 2 : 3;          /* mantissa bits */
+    const uint32_t bias = fmt == RC_FP8_E5M2 ? 15u : 7u;
+    const uint32_t maxcode = fmt == RC_FP8_E5M2 ? 0x7bu : 0x7eu;
+    if (a > 0x7f800000u) /* NaN */
+        return (uint8_t)(sat == RC_FP8_TORCH ? sign | 0x7fu : 0x7fu);
+    uint32_t code;
+    const uint32_t e = a >> 23; /* fp32 biased exponent */
+    if (e >= 127u + 1u - bias) { /* the format's normal range (or past it): round 23 - m mantissa bits away */
+        const int sh = 23 - m;
+        const uint32_t r = a + ((1u << (sh - 1)) - 1u) + ((a >> sh) & 1u);
+        code = (r >> sh) - ((127u - bias) << m); /* a carry may step into the next binade (or past the max) */
+    } else { /* subnormal: units of 2^(1 - bias - m); the quotient rounded to nearest even */
+        const uint32_t mant = e ? (a & 0x7fffffu) | 0x800000u : a & 0x7fffffu;
+        const uint32_t ee = e ? e : 1u; /* fp32 subnormals: exponent 1 - 127, no implicit bit */
+        const uint32_t sh = (uint32_t)(150 + 1) - bias - (uint32_t)m - ee; /* value = mant * 2^(ee - 150) */
+        if (sh >= 32u) {
+            code = 0;
+        } else {
+            const uint32_t q = mant >> sh, rem = mant & ((1u << sh) - 1u), half = 1u << (sh - 1);
+            code = q + (rem > half || (rem == half && (q & 1u)));
+        }
+    }
+    if (code > maxcode) /* finite overflow after rounding, or inf */
+        code = sat == RC_FP8_TORCH && fmt == RC_FP8_E5M2 ? 0x7cu : maxcode;
+    return (uint8_t)(sign | code);
+}
+
+/* The fp8 code's value (exact in fp32; NaN for the NaN codes, +-inf for E5M2's). */
+RC_HD static inline float rc_fp8_to_f32(uint8_t c, rc_fp8_fmt fmt)
+{
+    if (fmt == RC_FP8_E5M2) /* the top byte of an IEEE half */
+        return rc_f16_to_f32((uint16_t)((uint16_t)c << 8));
+    const uint32_t sign = (uint32_t)(c & 0x80u) << 24, ex = (c >> 3) & 0xfu, man = c & 7u;
+    if (ex == 0xfu && man == 7u)
+        return rc_bits_f32(sign | 0x7fc00000u);
+    if (ex == 0) /* subnormal: man * 2^-9 */
+        return rc_bits_f32(sign | rc_f32_bits((float)man * 0.001953125f));
+    return rc_bits_f32(sign | ((ex - 7u + 127u) << 23) | (man << 20));
+}
+
+/* The KV cache's storage rule (README "Numerics", kv-cache=): the values a
+ * cached key or value takes. AUTO: the value as computed. FP8_*: vLLM's fp8
+ * KV cache with a per-tensor scale s: stored as fp8(x / s) (fp32 division,
+ * SATFINITE), read back as R_deq(fp8 * s) (the Triton and paged-attention
+ * kernels' dequantisation `(k.to(float32) * k_scale).to(q.dtype)`; exact
+ * when s = 1). The cache holds the dequantised value, which is exact in the
+ * run's dtype. */
+typedef enum { RC_KV_AUTO = 0, RC_KV_FP8_E4M3, RC_KV_FP8_E5M2 } rc_kv_quant;
+
+RC_HD static inline float rco_kv_value(float x, rc_kv_quant q, float scale, rc_dtype deq_dt)
+{
+    if (q == RC_KV_AUTO)
+        return x;
+    const rc_fp8_fmt f = q == RC_KV_FP8_E5M2 ? RC_FP8_E5M2 : RC_FP8_E4M3;
+    return rc_round_to(rc_fp8_to_f32(rc_f32_to_fp8(x / scale, f, RC_FP8_SATFINITE), f) * scale, deq_dt);
+}
+
 /* ---- fixed-shape reductions ------------------------------------------- */
 
 RC_HD static inline float rco_tree16(float *acc)
