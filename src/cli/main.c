@@ -2439,6 +2439,8 @@ static int default_settings(const run_ctx *x, sweep_setting *t)
         if (tr->prefill_chunk == 0)
             n = add_setting(t, n, 2, spec);
     }
+    if (sm->kv_quant == RC_KV_AUTO)
+        n = add_setting(t, n, 1, "kv-cache=fp8_e4m3");
     if (sm->batch != 1)
         n = add_setting(t, n, 1, "batch=1");
     if (tr->batch != 1)
@@ -2540,7 +2542,7 @@ static const char k_sweep_usage[] =
     "Default list: both dtype=fp16 (bf16 when the base is fp16), trainer and both\n"
     "lm-head=fp32, both upcast=softmax / norm / rope, trainer mode=autocast, both\n"
     "kernels=invariant, sampler and trainer prefill-chunk (half the longest\n"
-    "prompt), sampler batch=1, trainer micro-batch=1. A setting the model or\n"
+    "prompt), sampler kv-cache=fp8_e4m3, sampler batch=1, trainer micro-batch=1.\nA setting the model or "
     "backend cannot run is listed as skipped with the reason.\n"
     "\n"
     "Every option of the run command applies to the base:\n\n";
