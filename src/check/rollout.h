@@ -47,8 +47,10 @@ typedef struct {
     int64_t forced_len;
 } rc_rollout_cfg;
 
-/* Progress: phase is "generate" or "forward L=.." etc.; done/total in tokens. */
-typedef void (*rc_progress_fn)(void *ctx, const char *phase, int64_t done, int64_t total);
+/* Progress: phase is "generate", "forward L=..", "reference fp32|fp64"; frac
+ * the share of the run's work done (tokens weighted by their phase's cost),
+ * tokens the tokens done in every phase so far. */
+typedef void (*rc_progress_fn)(void *ctx, const char *phase, double frac, int64_t tokens);
 
 /* Runs the check. be computes both paths; ref_be (invariant kernels) the
  * reference pass when cfg->reference_fp32. Fills everything in out except

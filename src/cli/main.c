@@ -711,8 +711,7 @@ static const char *data_dir(void)
 
 typedef struct {
     bool enabled;
-    double last;
-    const char *phase;
+    double start, last; /* start: the first call */
 } progress_state;
 
 static double mono_now(void)
@@ -722,21 +721,42 @@ static double mono_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void progress_cb(void *ctx, const char *phase, int64_t done, int64_t total)
+/* "1:05" / "1:02:05" */
+static void clock_str(double s, char *buf, size_t n)
+{
+    const long v = s > 0 && s < 1e7 ? (long)(s + 0.5) : 0;
+    if (v >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", v / 3600, v / 60 % 60, v % 60);
+    else
+        snprintf(buf, n, "%ld:%02ld", v / 60, v % 60);
+}
+
+/* [#####-----]  45%  forward L=40   0:12 elapsed, ETA 0:15, 812 tok/s */
+static void progress_cb(void *ctx, const char *phase, double frac, int64_t tokens)
 {
     progress_state *ps = ctx;
     if (!ps->enabled)
         return;
     double t = mono_now();
-    if (t - ps->last < 0.1 && done < total)
+    if (ps->start == 0)
+        ps->start = t;
+    if (t - ps->last < 0.1 && frac < 1.0)
         return;
     ps->last = t;
-    int width = 30, fill = total > 0 ? (int)((double)width * (double)done / (double)total) : width;
-    char bar[64];
+    frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+    int width = 30, fill = (int)((double)width * frac);
+    char bar[64], el[32], eta[32];
     for (int i = 0; i < width; i++)
         bar[i] = i < fill ? '#' : '-';
     bar[width] = '\0';
-    fprintf(stderr, "\r[%s] %3.0f%%  %-18s\033[K", bar, total ? 100.0 * (double)done / (double)total : 100.0, phase);
+    const double elapsed = t - ps->start;
+    clock_str(elapsed, el, sizeof el);
+    if (frac > 0.01 && elapsed > 1.0)
+        clock_str(elapsed * (1.0 - frac) / frac, eta, sizeof eta);
+    else
+        snprintf(eta, sizeof eta, "--:--");
+    fprintf(stderr, "\r[%s] %3.0f%%  %-16s %s elapsed, ETA %s, %.0f tok/s\033[K", bar, 100.0 * frac, phase, el, eta,
+            elapsed > 0 ? (double)tokens / elapsed : 0.0);
     fflush(stderr);
 }
 
