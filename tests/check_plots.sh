@@ -228,5 +228,18 @@ for b in bad:
 print(f"sweep plot: {len(bad)} failed")
 sys.exit(1 if bad else 0)
 EOF
+# --format svg / pdf: the same pictures as vector files, byte-for-byte reproducible
+for fmt in svg pdf; do
+  plot "$fmt" "$tmp/fp32.h5" --out "$tmp/$fmt" --prefix v --format "$fmt" || fail "--format $fmt: $(cat "$tmp/$fmt.err")"
+  plot "${fmt}2" "$tmp/fp32.h5" --out "$tmp/${fmt}2" --prefix v --format "$fmt" || fail "--format $fmt again"
+  for k in hist position lengths scatter summary; do
+    f="$tmp/$fmt/v_$k.$fmt"
+    [ -s "$f" ] || { fail "--format $fmt: v_$k.$fmt missing"; continue; }
+    cmp -s "$f" "$tmp/${fmt}2/v_$k.$fmt" || fail "v_$k.$fmt differs between two runs"
+  done
+  [ "$(ls "$tmp/$fmt" | grep -vc "\.$fmt\$")" -eq 0 ] || fail "--format $fmt wrote other files: $(ls "$tmp/$fmt")"
+done
+head -c 4 "$tmp/pdf/v_hist.pdf" | grep -q '%PDF' || fail "v_hist.pdf is not a PDF"
+grep -q '<svg' "$tmp/svg/v_hist.svg" || fail "v_hist.svg is not an SVG"
 [ $status -eq 0 ] && echo "plots: all checks passed"
 exit $status

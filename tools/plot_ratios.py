@@ -2,7 +2,7 @@
 """Pictures of ratiocheck result files (HDF5): ratio histograms, drift by position and across
 lengths, generation vs forward log-probs, and a comparison of several runs.
 
-Usage: plot_ratios.py FILE.h5 [FILE.h5 ...] [--out DIR] [--prefix NAME]
+Usage: plot_ratios.py FILE.h5 [FILE.h5 ...] [--out DIR] [--prefix NAME] [--format png|pdf|svg]
 
 One file writes, in DIR (default: the current folder):
   PREFIX_hist.png      ratio histogram per length L (log counts, PPO clip band [0.8, 1.2] and
@@ -42,6 +42,7 @@ import re
 import sys
 
 PROG = "plot_ratios.py"
+FORMAT = "png"  # --format
 DPI = 90
 # Figure sizes in inches: multiples of 1/4 inch, so that size * DPI is an exact integer.
 HIST_COL_W, HIST_BLOCK_H, HIST_MAX_COLS = 4.5, 6.0, 3
@@ -285,7 +286,14 @@ def new_figure(size):
 
 def save(fig, path, size):
     """Render with Agg and write a palette PNG (256 colours, no dithering: small files, and
-    the same bytes every time); plain RGBA PNG when Pillow is missing."""
+    the same bytes every time); plain RGBA PNG when Pillow is missing. With --format pdf /
+    svg: that vector format instead (path's .png replaced), without time stamps."""
+    if FORMAT != "png":
+        path = path[: -len(".png")] + "." + FORMAT
+        meta = {"CreationDate": None, "Producer": None} if FORMAT == "pdf" else {"Date": None}
+        fig.savefig(path, format=FORMAT, dpi=DPI, metadata=meta)
+        print(f"wrote {path} {px(size)[0]}x{px(size)[1]}")
+        return
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -902,7 +910,11 @@ def main(argv):
     ap.add_argument("--out", default=".", metavar="DIR", help="output folder [.]")
     ap.add_argument("--prefix", metavar="NAME",
                     help="file name prefix [the file's name; 'compare' for several files]")
+    ap.add_argument("--format", choices=["png", "pdf", "svg"], default="png",
+                    help="picture format [png; pdf and svg are vector files]")
     args = ap.parse_args(argv)
+    global FORMAT
+    FORMAT = args.format
     prefix = args.prefix if args.prefix is not None else default_prefix(args.files)
     if not prefix or "/" in prefix:
         fail(f"--prefix {prefix!r}: give a non-empty name without '/'")
@@ -924,7 +936,7 @@ def main(argv):
         fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib; run "
              "with /usr/bin/python3)", 1)
     matplotlib.use("Agg")
-    matplotlib.rcParams.update({"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
+    matplotlib.rcParams.update({"svg.hashsalt": "ratiocheck", "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
                                 "legend.fontsize": 7, "xtick.labelsize": 7.5,
                                 "ytick.labelsize": 7.5, "figure.titlesize": 10,
                                 "path.simplify": True})

@@ -29,7 +29,8 @@
  *                           made them differ ("dtype=bf16,kernels=engine,
  *                           upcast=lm_head,logprob-dtype=fp32[,batch=N |
  *                           ,micro-batch=N]"), else ""; absent in older files
- *   reference         str   "none" or "fp32" (the reference pass)
+ *   reference         str   "none", "fp32" or "fp64" (the --reference pass:
+ *                           /reference/logprob holds its values)
  *   backend           str   "cpu" or "cuda"
  *   device            str   the GPU's name, compute capability and memory ("" on the CPU)
  *   created           str   ISO 8601 UTC time stamp
