@@ -19,7 +19,8 @@ PREFIX defaults to the file name without .h5 / .ratiocheck.h5.
 Several files (e.g. fp32, fp16 and bf16 runs of the same model and prompts) write the
 per-file pictures as PREFIX_TAG_*.png (TAG: the dtype, or dtype-kernels, ... whatever tells the
 files apart), PREFIX_overlay.png (the ratio histograms overlaid at the largest length all files
-share) and PREFIX_summary.png (the runs side by side). PREFIX defaults to "compare".
+share) and PREFIX_summary.png (the runs side by side). PREFIX defaults to "compare". The
+per-position pictures of several files share one y-range, so they compare at a glance.
 
 For every file and every L it prints one line with the statistics it shows, recomputed from the
 stored log-probs exactly as ratiocheck defines them (they equal the file's attributes):
@@ -43,6 +44,7 @@ import sys
 
 PROG = "plot_ratios.py"
 FORMAT = "png"  # --format
+SHARED_Y = {}   # several files: per-position key -> (smallest positive, largest) over all files
 DPI = 90
 # Figure sizes in inches: multiples of 1/4 inch, so that size * DPI is an exact integer.
 HIST_COL_W, HIST_BLOCK_H, HIST_MAX_COLS = 4.5, 6.0, 3
@@ -478,7 +480,7 @@ def int_x(ax):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def log_lines(ax, lines, what, ylabel, ncol=3):
+def log_lines(ax, lines, what, ylabel, ncol=3, span=None):
     """lines: (y, label, color, linestyle), y against the position 0..len-1. Log y-axis;
     values that are exactly 0 are drawn on a marked floor line below the smallest positive one;
     all 0: linear axis and a note. The legend goes in the free space on top."""
@@ -501,6 +503,8 @@ def log_lines(ax, lines, what, ylabel, ncol=3):
         ax.legend(loc="upper center", ncol=ncol, fontsize=7)
         return
     vmin, vmax = allv[allv > 0].min(), allv.max()
+    if span:  # several files: one y-range for all, so their pictures compare at a glance
+        vmin, vmax = min(vmin, span[0]), max(vmax, span[1])
     bottom = min(vmin / 1.6, vmax / 12)
     zero = (allv == 0).any()
     if zero:
@@ -669,7 +673,7 @@ def fig_position(r, path):
     colors = l_colors(r.lens)
     for ax, key, what in ((ax1, "pos_mean_abs_log_ratio", "mean"),
                           (ax2, "pos_max_abs_log_ratio", "max")):
-        log_lines(ax, position_lines(r, key, colors), "|log r|", f"{what} |log r|")
+        log_lines(ax, position_lines(r, key, colors), "|log r|", f"{what} |log r|", span=SHARED_Y.get(key))
         ax.set_title(f"{what} |log r| over sequences, per position")
     fig.suptitle(f"Drift by position: {run_title(r)}")
     save(fig, path, POSITION_SIZE)
@@ -945,6 +949,13 @@ def main(argv):
     except OSError as e:
         fail(f"--out {args.out}: {e.strerror}", 1)
     assign_labels(runs)
+    if len(runs) > 1:
+        import numpy as np
+        for key in ("pos_mean_abs_log_ratio", "pos_max_abs_log_ratio"):
+            v = np.concatenate([np.asarray(r.pos[L][key], dtype=np.float64) for r in runs for L in r.lens])
+            v = v[np.isfinite(v) & (v > 0)]
+            if v.size:
+                SHARED_Y[key] = (float(v.min()), float(v.max()))
     for r in runs:
         print_stats(r)
     many = len(runs) > 1
