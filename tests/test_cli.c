@@ -720,6 +720,32 @@ START_TEST(test_run_output_file)
 }
 END_TEST
 
+/* --len ranges: A:B:xK and A:B:+K, mixed with plain lengths, sorted */
+START_TEST(test_len_ranges)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "%s --len 2:8:x2,3 --out none --json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    json_t *lens = json_object_get(j, "lens");
+    const int want[] = {2, 3, 4, 8};
+    ck_assert_int_eq((int)json_array_size(lens), 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, (size_t)i), "len")), want[i]);
+    json_decref(j);
+    snprintf(args, sizeof args, "%s --len 2:7:+2 --out none --json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    lens = json_object_get(j, "lens");
+    ck_assert_int_eq((int)json_array_size(lens), 3); /* 2, 4, 6 */
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 2), "len")), 6);
+    json_decref(j);
+}
+END_TEST
+
 START_TEST(test_run_bad_options)
 {
     char args[2048];
@@ -730,6 +756,11 @@ START_TEST(test_run_bad_options)
         {"--len 20,x", "--len"},
         {"--len 0", "--len"},
         {"--len 8,8", "listed twice"},
+        {"--len 4:2:x2", "a range is A:B:xK or A:B:+K with A <= B"},
+        {"--len 4:16:x1", "a range's step is xK (K >= 2) or +K (K >= 1)"},
+        {"--len 4:16", "a range is A:B:xK"},
+        {"--len 1:1000:+1", "at most 32 lengths"},
+        {"--len 2:8:x2,4", "listed twice"},
         {"--kernels fast", "--kernels: 'fast'"},
         {"--upcast softmax,qk", "unknown op 'qk'"},
         {"--top-p 1.5", "--top-p"},
@@ -1522,6 +1553,7 @@ int main(void)
     tcase_add_test(tr, test_sweep);
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);
+    tcase_add_test(tr, test_len_ranges);
     tcase_add_test(tr, test_run_interrupt);
     tcase_add_test(tr, test_tokenize_command);
     tcase_add_test(tr, test_text_prompts);

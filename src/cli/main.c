@@ -806,22 +806,56 @@ static rc_status parse_f64(const char *opt, const char *v, double lo, double hi,
     return RC_OK;
 }
 
+/* one positive integer of --len at *p (digits only), advancing *p */
+static bool len_number(const char **p, long long *x)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)**p))
+        return false;
+    *x = strtoll(*p, &end, 10);
+    if (errno || *x < 1 || *x > 1000000)
+        return false;
+    *p = end;
+    return true;
+}
+
+/* --len: items joined with ',', each N or a range A:B:xK (A, A*K, ... up to B)
+ * or A:B:+K (A, A+K, ... up to B), e.g. 20,40,50 or 64:4096:x2 */
 static rc_status parse_lens(const char *v, rc_rollout_cfg *cfg)
 {
     cfg->n_lens = 0;
     const char *p = v;
-    for (;;) { /* items are digits only: no spaces, signs or empty items */
-        char *end;
-        errno = 0;
-        long long x = isdigit((unsigned char)*p) ? strtoll(p, &end, 10) : 0;
-        if (!isdigit((unsigned char)*p) || errno || x < 1 || x > 1000000 || (*end && *end != ','))
-            return rc_errorf(RC_ERR_USAGE, "--len: '%s' is not a list of positive integers like 20,40,50", v);
-        if (cfg->n_lens == RC_MAX_LENS)
-            return rc_errorf(RC_ERR_USAGE, "--len: at most %d lengths", RC_MAX_LENS);
-        cfg->lens[cfg->n_lens++] = x;
-        if (!*end)
+    for (;;) { /* digits only: no spaces, signs or empty items */
+        long long a, b = 0, k = 0;
+        bool mul = false;
+        if (!len_number(&p, &a))
+            return rc_errorf(RC_ERR_USAGE, "--len: '%s' is not a list of positive integers like 20,40,50 or a "
+                             "range like 64:4096:x2", v);
+        if (*p == ':') {
+            p++;
+            if (!len_number(&p, &b) || *p != ':' || b < a)
+                return rc_errorf(RC_ERR_USAGE, "--len: '%s': a range is A:B:xK or A:B:+K with A <= B", v);
+            p++;
+            mul = *p == 'x';
+            if (*p == 'x' || *p == '+')
+                p++;
+            if (!len_number(&p, &k) || (mul && k < 2))
+                return rc_errorf(RC_ERR_USAGE, "--len: '%s': a range's step is xK (K >= 2) or +K (K >= 1)", v);
+        }
+        if (*p && *p != ',')
+            return rc_errorf(RC_ERR_USAGE, "--len: '%s' is not a list of positive integers like 20,40,50 or a "
+                             "range like 64:4096:x2", v);
+        for (long long x = a;; x = mul ? x * k : x + k) {
+            if (cfg->n_lens == RC_MAX_LENS)
+                return rc_errorf(RC_ERR_USAGE, "--len: at most %d lengths", RC_MAX_LENS);
+            cfg->lens[cfg->n_lens++] = x;
+            if (k == 0 || (mul ? x > b / k : x > b - k)) /* the next one would pass B */
+                break;
+        }
+        if (!*p)
             break;
-        p = end + 1;
+        p++;
     }
     if (cfg->n_lens == 0)
         return rc_errorf(RC_ERR_USAGE, "--len: no lengths given");
@@ -1942,7 +1976,7 @@ static const opt_spec k_run_opts[] = {
      "Rollouts:", op_path, RO(prompts_path), 0, 0},
     {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24},
     {"samples", 0, "N", "samples per prompt (default 2)", NULL, op_i64, RO(cfg.samples), 1, 1 << 20},
-    {"len", 0, "LIST", "generated lengths to re-score, e.g. 20,40,50 (default 20,40,50)", NULL, op_len, 0, 0, 0},
+    {"len", 0, "LIST", "generated lengths to re-score, e.g. 20,40,50, or ranges:\n64:4096:x2 (64, 128, ..., 4096), 10:50:+10 (default\n20,40,50; with --rollouts-from: the file's)", NULL, op_len, 0, 0, 0},
     {"batch", 0, "N", "sequences decoded together (default 32)", NULL, op_i64, RO(cfg.batch), 1, 1 << 20},
     {"forward-batch", 0, "N", "sequences per full forward (default: all)", NULL, op_i64, RO(cfg.forward_batch), 1,
      1 << 20},
