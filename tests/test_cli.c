@@ -445,7 +445,7 @@ START_TEST(test_two_sides)
     const struct {
         const char *opt, *msg;
         int code;
-    } bad[] = {{"--trainer tp=4", "--trainer: tp= is not emulated yet", 5},
+    } bad[] = {{"--trainer tp=3", "trainer tp=3: the model's 4 attention heads are not divisible by 3", 5},
                {"--sampler kv-cache=fp8_e4m3", "kv-cache= is not emulated yet", 5},
                {"--trainer prefill-chunk=0", "--trainer prefill-chunk", 2},
                {"--sampler prefill-chunk=0", "--sampler prefill-chunk", 2},

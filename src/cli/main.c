@@ -1497,22 +1497,29 @@ typedef struct {
     int64_t prefill_chunk; /* sampler: prompt tokens per prefill call; trainer: tokens per forward call
                             * through the cache (0: all in one call) */
     rc_precision mode;     /* pure dtype or autocast over fp32 masters */
+    int64_t tp;            /* tensor-parallel degree (1: none) */
+    rc_tp_reduce tp_reduce; /* the all-reduce of its row-parallel layers (sampler: fp32, trainer: ring) */
 } side;
 
+/* Equal sides share one engine. With TP on either side they never do: the
+ * sampler's bias goes into rank 0's partial, the trainer's after the reduce. */
 static bool side_equal(const side *a, const side *b)
 {
     return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same &&
-           a->mode == b->mode;
+           a->mode == b->mode && a->tp <= 1 && b->tp <= 1;
 }
 
-/* the engine numerics of a side */
-static rc_numerics side_numerics(const side *sd, const rc_numerics *base)
+/* the engine numerics of a side (trainer: Megatron's TP) */
+static rc_numerics side_numerics(const side *sd, const rc_numerics *base, bool trainer)
 {
     rc_numerics n = *base;
     n.dt = sd->dt;
     n.upcast = sd->upcast;
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
     n.mode = sd->mode;
+    n.tp = (int)sd->tp;
+    n.tp_reduce = sd->tp_reduce;
+    n.tp_trainer = trainer;
     return n;
 }
 
@@ -1530,7 +1537,9 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
     if (sd->prefill_chunk > 0 && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ",prefill-chunk=%lld", (long long)sd->prefill_chunk);
     if (sd->mode == RC_PREC_AUTOCAST && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ",mode=autocast");
+        k += snprintf(buf + k, n - (size_t)k, ",mode=autocast");
+    if (sd->tp > 1 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ",tp=%lld,tp-reduce=%s", (long long)sd->tp, rc_tp_reduce_name(sd->tp_reduce));
 }
 
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
@@ -1555,19 +1564,21 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         *eq = '\0';
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
-                                           "micro-batch", "prefill-chunk", "mode", NULL};
+                                           "micro-batch", "prefill-chunk", "mode", "tp", "tp-reduce", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
-            static const char *const later[] = {"tp", "kv-cache", "weights", NULL};
+            static const char *const later[] = {"kv-cache", "weights", NULL};
             for (int i = 0; later[i]; i++)
                 if (!strcmp(later[i], key))
                     return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
-                                     "upcast, lm-head, logprob-dtype, mode, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
+                                     "upcast, lm-head, logprob-dtype, mode, %s, tp, tp-reduce)", opt, key,
+                                     trainer ? "micro-batch" : "batch, prefill-chunk");
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
-                             "logprob-dtype, mode, %s)", opt, key, trainer ? "micro-batch" : "batch, prefill-chunk");
+                             "logprob-dtype, mode, %s, tp, tp-reduce)", opt, key,
+                             trainer ? "micro-batch" : "batch, prefill-chunk");
         }
         if (seen & (1u << ki))
             return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
@@ -1612,6 +1623,13 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         case 7: /* sampler: the prompts' prefill; trainer: the whole forward, through the cache */
             RC_TRY(parse_i64(what, v, 1, 1 << 24, &sd->prefill_chunk));
             break;
+        case 9: /* whether the model's shapes allow it is checked with the model (rc_tp_check) */
+            RC_TRY(parse_i64(what, v, 1, RC_TP_MAX, &sd->tp));
+            break;
+        case 10:
+            if (rc_parse_tp_reduce(v, &sd->tp_reduce) != RC_OK)
+                return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of fp32, ring, chain, seq", what, v);
+            break;
         default: { /* batch (sampler) / micro-batch (trainer) */
             if ((ki == 5) == trainer)
                 return rc_errorf(RC_ERR_USAGE, "%s: %s belongs to the %s", opt, key, trainer ? "sampler" : "trainer");
@@ -1632,9 +1650,9 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
 static void cfg_apply_sides(const side *sm, const side *tr, double temperature, rc_rollout_cfg *cfg)
 {
     cfg->num.temperature = (float)temperature;
-    cfg->num = side_numerics(sm, &cfg->num);
+    cfg->num = side_numerics(sm, &cfg->num, false);
     cfg->trainer = !side_equal(sm, tr);
-    cfg->num_trainer = side_numerics(tr, &cfg->num);
+    cfg->num_trainer = side_numerics(tr, &cfg->num, true);
     cfg->batch = sm->batch;
     cfg->forward_batch = tr->batch;
     cfg->prefill_chunk = sm->prefill_chunk;
@@ -1788,9 +1806,9 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk\n(default: the options above)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\ntp=N (tensor parallel), tp-reduce=fp32|ring|chain|seq\n(default fp32: vLLM's custom all-reduce) (default: the\noptions above)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
-    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache), e.g. "
+    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; tp: Megatron's,\nbias after the reduce, default tp-reduce=ring: NCCL),\ne.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
     {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
      RO(clip_eps), 1e-9, 10.0},
@@ -1846,8 +1864,10 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
     /* the two sides: the options above, then each side's spec */
-    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE};
+    const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE, 1,
+                       RC_TP_REDUCE_FP32};
     ro->sampler = ro->trainer = base;
+    ro->trainer.tp_reduce = RC_TP_REDUCE_RING; /* Megatron's all-reduce is NCCL's (vLLM's custom one: fp32) */
     ro->sampler.batch = ro->cfg.batch;
     ro->trainer.batch = ro->cfg.forward_batch;
     rc_status sst = RC_OK;
