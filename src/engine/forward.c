@@ -95,7 +95,7 @@ rc_status rc_tp_check(const rc_config *c, const rc_numerics *num)
 {
     const int tp = num->tp;
     const char *side = num->tp_trainer ? "trainer" : "sampler";
-    const char *who = num->tp_trainer ? "Megatron" : "vLLM / SGLang";
+    const char *splits = num->tp_trainer ? "Megatron splits" : "vLLM and SGLang split";
     if (tp <= 1)
         return RC_OK;
     if (tp > RC_TP_MAX || (unsigned)num->tp_reduce > RC_TP_REDUCE_SEQ)
@@ -103,18 +103,18 @@ rc_status rc_tp_check(const rc_config *c, const rc_numerics *num)
                          (int)num->tp_reduce, RC_TP_MAX);
     if (c->n_heads % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld attention heads are not divisible by %d (%s "
-                         "splits them evenly over the ranks)", side, tp, (long long)c->n_heads, tp, who);
+                         "them evenly over the ranks)", side, tp, (long long)c->n_heads, tp, splits);
     if (c->intermediate % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's MLP intermediate size %lld is not divisible by "
-                         "%d (%s splits it evenly over the ranks)", side, tp, (long long)c->intermediate, tp, who);
+                         "%d (%s it evenly over the ranks)", side, tp, (long long)c->intermediate, tp, splits);
     if (num->tp_trainer && c->n_kv_heads % tp != 0) /* Megatron: num_query_groups % tp == 0 */
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld KV heads are not divisible by %d (%s "
-                         "splits the query groups, it does not replicate them)", side, tp,
-                         (long long)c->n_kv_heads, tp, who);
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld KV heads are not divisible by %d (Megatron "
+                         "splits the query groups, it does not replicate them)", side, tp, (long long)c->n_kv_heads,
+                         tp);
     if (!num->tp_trainer && (tp >= c->n_kv_heads ? tp % c->n_kv_heads : c->n_kv_heads % tp) != 0)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld KV heads and %d ranks: %s needs one to "
-                         "divide the other (KV heads split, or replicated when tp is a multiple of them)", side, tp,
-                         (long long)c->n_kv_heads, tp, who);
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld KV heads are neither a multiple nor a "
+                         "divisor of %d (vLLM and SGLang split them, or replicate them when tp is a multiple)", side,
+                         tp, (long long)c->n_kv_heads, tp);
     return RC_OK;
 }
 
