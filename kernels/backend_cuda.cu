@@ -285,18 +285,26 @@ rc_status weight_shadow(cuda_backend *c, const float *W, int64_t rows, int64_t c
     return RC_OK;
 }
 
-rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt Ww, int64_t N,
-                      const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+// y[M, N] = R(x[:, k0:k0+Ks] . W[:, k0:k0+Ks]^T + bias) for x[M, K], W[N, K]
+// (k0 = 0, Ks = K: the whole GEMM). The weight's shadows are of the whole W;
+// a K-slice reads its columns in place (leading dimension K).
+rc_status cuda_gemm(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks, rc_wt Ww, int64_t N,
+                    const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     cuda_backend *c = cb(be);
     const float *W = nullptr;
     RC_TRY(device_f32(Ww, "matmul", &W));
+    if (k0 < 0 || Ks < 1 || k0 > K - Ks)
+        return rc_errorf(RC_ERR_INTERNAL, "matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
+                         (long long)Ks, (long long)K);
     if (M == 0 || N == 0)
         return RC_OK;
     if (be->kernels == RC_KERNELS_INVARIANT) {
         const void *wt = nullptr;
         RC_TRY(weight_shadow(c, W, N, K, SHADOW_TRANSPOSED, &wt));
-        return rck_gemm_invariant(rck_gemm_args{x, W, bias, y, M, K, N, out_dt, static_cast<const float *>(wt)});
+        // the slice of the transposed copy Wt[K, N] is its rows [k0, k0 + Ks): contiguous
+        return rck_gemm_invariant(rck_gemm_args{x + k0, W + k0, bias, y, M, Ks, N, out_dt,
+                                                static_cast<const float *>(wt) + k0 * N, K, K});
     }
     const alloc_rec *wa = find_alloc(c, W);
     if ((in_dt == RC_BF16 || in_dt == RC_F16) && wa && wa->values == in_dt) {
@@ -305,13 +313,26 @@ rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_w
         void *xb = nullptr;
         RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
         RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
-        RC_TRY(rck_gemm_cublas(c->blas, xb, wbits, in_dt, M, K, N, y));
+        RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0,
+                               static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y));
     } else {
-        RC_TRY(rck_gemm_cublas(c->blas, x, W, RC_F32, M, K, N, y));
+        RC_TRY(rck_gemm_cublas(c->blas, x + k0, W + k0, RC_F32, M, Ks, N, K, y));
     }
     if (bias || out_dt != RC_F32)
         RC_TRY(elementwise(RCK_EW_BIAS, y, bias, y, M * N, out_dt, RC_ACT_SILU, RC_F32, N));
     return RC_OK;
+}
+
+rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt Ww, int64_t N,
+                      const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    return cuda_gemm(be, x, M, K, 0, K, Ww, N, bias, in_dt, out_dt, y);
+}
+
+rc_status cuda_matmul_kslice(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks, rc_wt Ww,
+                             int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    return cuda_gemm(be, x, M, K, k0, Ks, Ww, N, bias, in_dt, out_dt, y);
 }
 
 // The batch descriptor in device memory: one copy of the packed int64 arrays.
@@ -471,6 +492,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_embed,
     cuda_norm,
     cuda_matmul,
+    cuda_matmul_kslice,
     cuda_rope,
     cuda_attention,
     cuda_clamp,

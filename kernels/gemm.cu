@@ -24,16 +24,17 @@ rc_status rck_transpose(const rck_transpose_args &a)
 }
 
 rc_status rck_gemm_cublas(cublasHandle_t h, const void *x, const void *W, rc_dtype in_dt, int64_t M, int64_t K,
-                          int64_t N, float *y)
+                          int64_t N, int64_t ld, float *y)
 {
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX || ld > INT_MAX)
         return rc_errorf(RC_ERR_UNSUPPORTED, "CUDA backend: GEMM of %lld x %lld x %lld exceeds cuBLAS's int range",
                          (long long)M, (long long)N, (long long)K);
     const cudaDataType t = in_dt == RC_BF16 ? CUDA_R_16BF : in_dt == RC_F16 ? CUDA_R_16F : CUDA_R_32F;
     const float alpha = 1.0f, beta = 0.0f;
     // row-major y[M, N] = x[M, K] W[N, K]^T is column-major y^T = W^T' x^T:
-    // A = W seen as [K, N] column-major (transposed), B = x seen as [K, M].
-    RCK_BLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha, W, t, (int)K, x, t, (int)K,
+    // A = W seen as [K, N] column-major (transposed), B = x seen as [K, M];
+    // their columns ld apart (K, or the whole GEMM's K for a K-slice).
+    RCK_BLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha, W, t, (int)ld, x, t, (int)ld,
                           &beta, y, CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return RC_OK;
 }

@@ -89,8 +89,9 @@ rc_status rck_logprobs(const rck_lp_args &a);
 rc_status rck_gemm_invariant(const rck_gemm_args &a);
 rc_status rck_transpose(const rck_transpose_args &a);
 // y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and
-// output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns).
+// output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns),
+// their rows ld elements apart (K; more for a K-slice of a wider GEMM).
 rc_status rck_gemm_cublas(cublasHandle_t h, const void *x, const void *W, rc_dtype in_dt, int64_t M, int64_t K,
-                          int64_t N, float *y);
+                          int64_t N, int64_t ld, float *y);
 
 #endif

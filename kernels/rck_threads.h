@@ -149,14 +149,16 @@ typedef struct {
     int64_t M, K, N;
     rc_dtype out_dt;
     const float *Wt; /* [K, N] or NULL */
+    int64_t ldx, ldw; /* rows of x and W this far apart (a K-slice of a wider GEMM); 0: K */
 } rck_gemm_args;
 
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
+    const int64_t ldx = a->ldx > 0 ? a->ldx : a->K, ldw = a->ldw > 0 ? a->ldw : a->K;
     const rco_gemm_order o = rco_gemm_order_for(1, a->M, a->K);
-    float v = a->Wt ? rco_gemm_dot(a->x + m * a->K, a->Wt + n, a->K, a->N, o)
-                    : rco_gemm_dot(a->x + m * a->K, a->W + n * a->K, a->K, 1, o);
+    float v = a->Wt ? rco_gemm_dot(a->x + m * ldx, a->Wt + n, a->K, a->N, o)
+                    : rco_gemm_dot(a->x + m * ldx, a->W + n * ldw, a->K, 1, o);
     a->y[i] = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
 }
 

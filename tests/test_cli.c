@@ -445,7 +445,7 @@ START_TEST(test_two_sides)
     const struct {
         const char *opt, *msg;
         int code;
-    } bad[] = {{"--trainer tp=4", "--trainer: tp= is not emulated yet", 5},
+    } bad[] = {{"--trainer tp=3", "trainer tp=3: the model's 4 attention heads are not divisible by 3", 5},
                {"--sampler weights=fp8", "weights= is not emulated yet", 5},
                {"--trainer prefill-chunk=0", "--trainer prefill-chunk", 2},
                {"--sampler prefill-chunk=0", "--sampler prefill-chunk", 2},
@@ -626,6 +626,105 @@ START_TEST(test_kv_cache)
         ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
         ck_assert_int_eq(count_lines(g_err), 1);
     }
+}
+END_TEST
+
+/* --sampler / --trainer tp=N (README "Numerics", tensor parallelism): tp=1
+ * is the run without it bit for bit; at tp 2 every reduce mode is RN(P0 +
+ * P1), so the runs are identical; at tp 4 the fp32 and ring reduces part
+ * (measured: generation log-probs up to 1.5e-2 apart on neox_parallel bf16);
+ * the trainer's TP changes its forward only; impossible degrees exit 5. */
+START_TEST(test_tensor_parallel)
+{
+    char args[2048];
+    double gen, fwd;
+    snprintf(args, sizeof args, "%s --dtype bf16 --out %s/plain.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "%s --sampler dtype=bf16,tp=1,tp-reduce=ring --trainer dtype=bf16,tp=1 --out %s/t1.h5",
+             g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "tp="));
+    diff_max("plain.h5", "t1.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd == 0.0, "tp=1 is not the plain run: %g %g", gen, fwd);
+    /* tp 2: every mode, on both sides, the same bits */
+    const char *modes[] = {"fp32", "ring", "chain", "seq"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "%s --sampler dtype=bf16,tp=2,tp-reduce=%s --trainer dtype=bf16,tp=2,tp-reduce=%s "
+                 "--out %s/tp2_%s.h5", g_common, modes[i], modes[i], g_dir, modes[i]);
+        ck_assert_int_eq(run(args), 0);
+        if (i > 0) {
+            char other[64];
+            snprintf(other, sizeof other, "tp2_%s.h5", modes[i]);
+            diff_max("tp2_fp32.h5", other, &gen, &fwd);
+            ck_assert_msg(gen == 0.0 && fwd == 0.0, "tp 2, %s differs from fp32: %g %g", modes[i], gen, fwd);
+        }
+    }
+    /* the same tokens replayed: the sampler's TP moves the generation only, the trainer's the forward only */
+    snprintf(args, sizeof args, "%s --rollouts-from %s/plain.h5 --sampler dtype=bf16,tp=2 --out %s/s2.h5 --json",
+             g_common, g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "sampler")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32,batch=32,tp=2,tp-reduce=fp32");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "trainer")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32");
+    json_decref(j);
+    diff_max("plain.h5", "s2.h5", &gen, &fwd);
+    ck_assert_msg(gen > 0.0 && fwd == 0.0, "sampler tp=2: generation %g, forward %g", gen, fwd);
+    snprintf(args, sizeof args, "%s --rollouts-from %s/plain.h5 --trainer dtype=bf16,tp=2 --out %s/t2.h5 --json",
+             g_common, g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "trainer")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32,tp=2,tp-reduce=ring");
+    json_decref(j);
+    diff_max("plain.h5", "t2.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd > 0.0, "trainer tp=2: generation %g, forward %g", gen, fwd);
+    /* tp 4: the fp32 and ring reduces part (per-add rounding in another order) */
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s --rollouts-from %s/plain.h5 --sampler dtype=bf16,tp=4,tp-reduce=%s "
+                 "--out %s/tp4_%s.h5", g_common, g_dir, modes[i], g_dir, modes[i]);
+        ck_assert_int_eq(run(args), 0);
+    }
+    diff_max("tp4_fp32.h5", "tp4_ring.h5", &gen, &fwd);
+    ck_assert_msg(gen > 0.0 && fwd == 0.0, "tp 4, ring vs fp32: generation %g, forward %g", gen, fwd);
+    /* degrees the model does not allow (neox_parallel: 4 heads, intermediate 128), bad values */
+    const struct {
+        const char *opt, *msg;
+        int code;
+    } bad[] = {{"--sampler tp=3", "sampler tp=3: the model's 4 attention heads are not divisible by 3", 5},
+               {"--trainer tp=8", "trainer tp=8: the model's 4 attention heads are not divisible by 8", 5},
+               {"--sampler tp=0", "--sampler tp", 2},
+               {"--trainer tp=257", "--trainer tp", 2},
+               {"--sampler tp=2,tp-reduce=tree", "--sampler tp-reduce: 'tree' is not one of fp32, ring, chain, seq", 2},
+               {"--trainer tp=2,tp=4", "tp is given twice", 2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+    /* TP keeps batch invariance: invariant kernels and the same TP arithmetic on both sides (llama_gqa has no
+     * bias on o_proj / down_proj, so the sides' bias placements agree) give every ratio exactly 1 */
+    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4,8 --samples 2 -q "
+             "--out none --json --kernels invariant --sampler tp=2 --trainer tp=2", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "lens")); i++)
+        ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), i), "std")) == 0.0);
+    json_decref(j);
+    /* GQA, 4 query / 2 KV heads: vLLM replicates KV heads at tp 4, Megatron cannot */
+    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4 -q --out none "
+             "--sampler tp=4", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4 -q --out none "
+             "--trainer tp=4", g_dir);
+    ck_assert_int_eq(run(args), 5);
+    ck_assert_ptr_nonnull(strstr(g_err, "trainer tp=4: the model's 2 KV heads are not divisible by 4 (Megatron"));
 }
 END_TEST
 
@@ -1550,6 +1649,7 @@ int main(void)
     tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_two_sides);
     tcase_add_test(tr, test_kv_cache);
+    tcase_add_test(tr, test_tensor_parallel);
     tcase_add_test(tr, test_sweep);
     tcase_add_test(tr, test_run_output_file);
     tcase_add_test(tr, test_run_bad_options);

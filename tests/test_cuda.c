@@ -380,6 +380,17 @@ START_TEST(test_matmul)
                     snprintf(what, sizeof what, "M=%lld K=%lld N=%lld %s%s", (long long)M, (long long)K, (long long)N,
                              dt_name(dt), wb ? " +bias" : "");
                     compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
+                    free(g);
+                    /* a K-slice (a TP rank's partial): columns [k0, k0 + Ks) read in place */
+                    const int64_t k0 = K / 3, Ks = K - k0 - K / 5;
+                    s = p.t->ops->matmul_kslice(p.t, dx, M, K, k0, Ks, rc_wt_f32(dW), N, bias_t, dt, dt, dy);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->matmul_kslice(p.c, x, M, K, k0, Ks, rc_wt_f32(cW), N, bias_c, dt, dt, cy) ==
+                              RC_OK);
+                    g = host_copy(p.t, dy, M * N);
+                    snprintf(what, sizeof what, "M=%lld K=%lld [%lld, +%lld) N=%lld %s%s", (long long)M, (long long)K,
+                             (long long)k0, (long long)Ks, (long long)N, dt_name(dt), wb ? " +bias" : "");
+                    compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
                     p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dx), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dy);
                     free(x), free(W), free(b), free(cW), free(cy), free(g);
                 }
@@ -957,6 +968,67 @@ START_TEST(test_autocast_twin)
 }
 END_TEST
 
+/* Tensor parallelism on the backend under test: the engine's row-parallel
+ * layers (K-slice GEMMs into device partials, the reduce's adds, the
+ * Megatron bias rows gathered) give the CPU's log-probs, invariant kernels,
+ * full forward of a few sequences: fp32 (the GPU's limit as above, 1e-5) and,
+ * in the host build, bf16 too, both bitwise there. */
+START_TEST(test_tp_forward)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/neox_parallel");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab, lens[3] = {5, 3, 7}, total = 15;
+    int32_t tok[15];
+    for (int i = 0; i < 15; i++)
+        tok[i] = (int32_t)((i * 37 + 11) % V);
+    const struct {
+        int tp;
+        rc_tp_reduce mode;
+        bool trainer;
+    } cases[] = {{2, RC_TP_REDUCE_FP32, false}, {4, RC_TP_REDUCE_RING, true}, {4, RC_TP_REDUCE_CHAIN, false}};
+    rc_backend *be, *cpu;
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+    float *out = malloc(sizeof(float) * total * V), *cout = malloc(sizeof(float) * total * V);
+#ifdef RC_TEST_EMULATE
+    const int n_dt = 2;
+#else
+    const int n_dt = 1;
+#endif
+    for (int di = 0; di < n_dt; di++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            rc_numerics num = rc_numerics_fp32();
+            num.dt = di ? RC_BF16 : RC_F32;
+            num.tp = cases[ci].tp;
+            num.tp_reduce = cases[ci].mode;
+            num.tp_trainer = cases[ci].trainer;
+            rc_engine *e, *ec;
+            ck_assert_msg(rc_engine_create(m, be, &num, 3, 8, total, &e) == RC_OK, "%s", rc_last_error());
+            ck_assert_msg(rc_full_forward(e, tok, lens, 3, out) == RC_OK, "%s", rc_last_error());
+            ck_assert(rc_engine_create(m, cpu, &num, 3, 8, total, &ec) == RC_OK);
+            ck_assert(rc_full_forward(ec, tok, lens, 3, cout) == RC_OK);
+            double d = 0;
+            for (int64_t i = 0; i < total * V; i++)
+                d = fmax(d, fabs((double)out[i] - (double)cout[i]));
+            printf("%-10s tp=%d %-5s %s %s: full forward vs CPU max|dlogp| %.3e\n", TEST_NAME, cases[ci].tp,
+                   rc_tp_reduce_name(cases[ci].mode), cases[ci].trainer ? "trainer" : "sampler", dt_name(num.dt), d);
+#ifdef RC_TEST_EMULATE
+            ck_assert_msg(d == 0, "tp=%d: host build vs CPU differs by %g", cases[ci].tp, d);
+#else
+            ck_assert_msg(d <= 1e-5, "tp=%d: GPU vs CPU differs by %g", cases[ci].tp, d);
+#endif
+            rc_engine_free(e);
+            rc_engine_free(ec);
+        }
+    free(out), free(cout);
+    rc_backend_destroy(be);
+    rc_backend_destroy(cpu);
+    rc_model_free(m);
+}
+END_TEST
+
 /* The ratio check on the bundled model with invariant kernels: every ratio
  * exactly 1 in fp32, bf16 and fp16; engine kernels run and give finite
  * ratios (printed next to the CPU engine's). */
@@ -1282,6 +1354,7 @@ int main(void)
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_logprobs);
+    tcase_add_test(ops, test_tp_forward);
     suite_add_tcase(s, ops);
     TCase *model = tcase_create("model");
     tcase_set_timeout(model, 600);

@@ -1656,13 +1656,17 @@ typedef struct {
     rc_precision mode;     /* pure dtype or autocast over fp32 masters */
     rc_kv_quant kv_quant;  /* sampler: the KV cache's storage (kv-cache=) */
     float kv_scale;        /* sampler, fp8 cache: k_scale = v_scale (kv-scale=, default 1 as vLLM) */
+    int64_t tp;            /* tensor-parallel degree (1: none) */
+    rc_tp_reduce tp_reduce; /* the all-reduce of its row-parallel layers (sampler: fp32, trainer: ring) */
 } side;
 
+/* Equal sides share one engine. With TP on either side they never do: the
+ * sampler's bias goes into rank 0's partial, the trainer's after the reduce. */
 static bool side_equal(const side *a, const side *b)
 {
     return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same &&
            a->mode == b->mode && a->kv_quant == b->kv_quant &&
-           (a->kv_quant == RC_KV_AUTO || a->kv_scale == b->kv_scale);
+           (a->kv_quant == RC_KV_AUTO || a->kv_scale == b->kv_scale) && a->tp <= 1 && b->tp <= 1;
 }
 
 static const char *kv_quant_str(rc_kv_quant q)
@@ -1670,8 +1674,8 @@ static const char *kv_quant_str(rc_kv_quant q)
     return q == RC_KV_FP8_E4M3 ? "fp8_e4m3" : q == RC_KV_FP8_E5M2 ? "fp8_e5m2" : "auto";
 }
 
-/* the engine numerics of a side */
-static rc_numerics side_numerics(const side *sd, const rc_numerics *base)
+/* the engine numerics of a side (trainer: Megatron's TP) */
+static rc_numerics side_numerics(const side *sd, const rc_numerics *base, bool trainer)
 {
     rc_numerics n = *base;
     n.dt = sd->dt;
@@ -1680,6 +1684,9 @@ static rc_numerics side_numerics(const side *sd, const rc_numerics *base)
     n.mode = sd->mode;
     n.kv_quant = sd->kv_quant;
     n.kv_scale = sd->kv_scale;
+    n.tp = (int)sd->tp;
+    n.tp_reduce = sd->tp_reduce;
+    n.tp_trainer = trainer;
     return n;
 }
 
@@ -1699,8 +1706,10 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
     if (sd->mode == RC_PREC_AUTOCAST && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ",mode=autocast");
     if (sd->kv_quant != RC_KV_AUTO && k > 0 && (size_t)k < n) /* auto: the string of a run without the key */
-        snprintf(buf + k, n - (size_t)k, ",kv-cache=%s,kv-scale=%.9g", kv_quant_str(sd->kv_quant),
+        k += snprintf(buf + k, n - (size_t)k, ",kv-cache=%s,kv-scale=%.9g", kv_quant_str(sd->kv_quant),
                  (double)sd->kv_scale);
+    if (sd->tp > 1 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ",tp=%lld,tp-reduce=%s", (long long)sd->tp, rc_tp_reduce_name(sd->tp_reduce));
 }
 
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
@@ -1726,21 +1735,22 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         *eq = '\0';
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
-                                           "micro-batch", "prefill-chunk", "mode", "kv-cache", "kv-scale", NULL};
+                                           "micro-batch", "prefill-chunk", "mode", "kv-cache", "kv-scale", "tp",
+                                           "tp-reduce", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
-            static const char *const later[] = {"tp", "weights", NULL};
+            static const char *const later[] = {"weights", NULL};
             for (int i = 0; later[i]; i++)
                 if (!strcmp(later[i], key))
                     return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
-                                     "upcast, lm-head, logprob-dtype, mode, %s)", opt, key,
-                                     trainer ? "micro-batch" : "batch, prefill-chunk, kv-cache, kv-scale");
+                                     "upcast, lm-head, logprob-dtype, mode, tp, tp-reduce, %s)", opt, key,
+                                     trainer ? "micro-batch, prefill-chunk" : "batch, prefill-chunk, kv-cache, kv-scale");
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
-                             "logprob-dtype, mode, %s)", opt, key,
-                             trainer ? "micro-batch" : "batch, prefill-chunk, kv-cache, kv-scale");
+                             "logprob-dtype, mode, tp, tp-reduce, %s)", opt, key,
+                             trainer ? "micro-batch, prefill-chunk" : "batch, prefill-chunk, kv-cache, kv-scale");
         }
         if (seen & (1u << ki))
             return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
@@ -1809,6 +1819,13 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
                 kv_scale_given = true;
             }
             break;
+        case 11: /* whether the model's shapes allow it is checked with the model (rc_tp_check) */
+            RC_TRY(parse_i64(what, v, 1, RC_TP_MAX, &sd->tp));
+            break;
+        case 12:
+            if (rc_parse_tp_reduce(v, &sd->tp_reduce) != RC_OK)
+                return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of fp32, ring, chain, seq", what, v);
+            break;
         default: { /* batch (sampler) / micro-batch (trainer) */
             if ((ki == 5) == trainer)
                 return rc_errorf(RC_ERR_USAGE, "%s: %s belongs to the %s", opt, key, trainer ? "sampler" : "trainer");
@@ -1832,9 +1849,9 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
 static void cfg_apply_sides(const side *sm, const side *tr, double temperature, rc_rollout_cfg *cfg)
 {
     cfg->num.temperature = (float)temperature;
-    cfg->num = side_numerics(sm, &cfg->num);
+    cfg->num = side_numerics(sm, &cfg->num, false);
     cfg->trainer = !side_equal(sm, tr);
-    cfg->num_trainer = side_numerics(tr, &cfg->num);
+    cfg->num_trainer = side_numerics(tr, &cfg->num, true);
     cfg->batch = sm->batch;
     cfg->forward_batch = tr->batch;
     cfg->prefill_chunk = sm->prefill_chunk;
@@ -1990,9 +2007,10 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1) (default: the options\nabove)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce) (default: the options above)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
-    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; kv-cache is the\nsampler's), e.g. dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
+    {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; tp: Megatron's,\nbias after the reduce, default tp-reduce=ring: NCCL;\nkv-cache is the sampler's), e.g. "
+     "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
     {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
      RO(clip_eps), 1e-9, 10.0},
     {"clip-eps-low", 0, "E", "its lower side alone, e.g. DAPO's 0.2 (default --clip-eps)", NULL, op_f64,
@@ -2053,8 +2071,9 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return usage_error("--show and --show-worst cannot be combined (the first N or the worst N)");
     /* the two sides: the options above, then each side's spec */
     const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE, RC_KV_AUTO,
-                       1.0f};
+                       1.0f, 1, RC_TP_REDUCE_FP32};
     ro->sampler = ro->trainer = base;
+    ro->trainer.tp_reduce = RC_TP_REDUCE_RING; /* Megatron's all-reduce is NCCL's (vLLM's custom one: fp32) */
     ro->sampler.batch = ro->cfg.batch;
     ro->trainer.batch = ro->cfg.forward_batch;
     rc_status sst = RC_OK;

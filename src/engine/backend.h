@@ -240,6 +240,12 @@ typedef struct {
      * frameworks do), which changes nothing but the speed. */
     rc_status (*matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
                         const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y);
+    /* The same over the K-slice [k0, k0 + Ks) of x[M, K] and W[N, K] (one TP
+     * rank's partial of a row-parallel layer): y[M, N] = R(x[:, k0:k0+Ks] .
+     * W[:, k0:k0+Ks]^T + bias), summed in the order of a GEMM of depth Ks
+     * (what matmul gives for x and W holding just those columns). */
+    rc_status (*matmul_kslice)(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
+                               rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y);
     /* RoPE in place on the Q and K heads of packed qkv rows
      * [n_rows, (nh + 2 nkv) * d], first rotary_dim dims of each head:
      * x = R_out(R_out(x * c) + R_out(rotate_half(x) * s)), c, s = R_cs(cos/sin

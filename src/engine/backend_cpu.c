@@ -144,18 +144,21 @@ static rc_status cpu_scratch(rc_backend *be, int64_t n, float **out)
 #define UK_NR 4
 
 /* The portable kernel: rco_gemm_dot per output (CPUs without AVX-512); a
- * bf16 / fp16 weight row is widened to fp32 first (wrow: K floats). */
-static void gemm_block_ref(const float *x, int64_t K, rc_wt W, const float *bias, rc_dtype out_dt, float *y,
-                           int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order o, float *wrow)
+ * bf16 / fp16 weight row is widened to fp32 first (wrow: K floats). Row m of
+ * x starts at x + m * ldx, row n of W at element n * ldw (both K for a whole
+ * GEMM; larger for a K-slice). */
+static void gemm_block_ref(const float *x, int64_t ldx, int64_t K, rc_wt W, int64_t ldw, const float *bias,
+                           rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                           rco_gemm_order o, float *wrow)
 {
     for (int64_t n = n0; n < n1; n++) {
-        const float *w = (const float *)W.p + n * K;
+        const float *w = (const float *)W.p + n * ldw;
         if (W.dt != RC_F32) {
-            rc_wt_convert(W, n * K, K, RC_F32, RC_F32, wrow);
+            rc_wt_convert(W, n * ldw, K, RC_F32, RC_F32, wrow);
             w = wrow;
         }
         for (int64_t m = m0; m < m1; m++) {
-            float v = rco_gemm_dot(x + m * K, w, K, 1, o);
+            float v = rco_gemm_dot(x + m * ldx, w, K, 1, o);
             y[m * N + n] = rc_round_to(bias ? v + bias[n] : v, out_dt);
         }
     }
@@ -202,8 +205,8 @@ AVX512_FN static inline float tree16_512(__m512 v)
 /* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
  * UK_MR, nr <= UK_NR, constants after inlining) */
 AVX512_FN static inline __attribute__((always_inline)) void
-uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t K, const void *W, int64_t k, int64_t k1,
-         __m512 acc[UK_MR][UK_NR])
+uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, const void *W, int64_t ldw, int64_t k,
+         int64_t k1, __m512 acc[UK_MR][UK_NR])
 {
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
@@ -214,12 +217,12 @@ uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t K, c
         __m512 w[UK_NR];
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++) {
-            w[j] = uk_loadw(wdt, W, j * K + k);
+            w[j] = uk_loadw(wdt, W, j * ldw + k);
             __asm__("" : "+v"(w[j])); /* keep it in a register: loaded once, used mr times */
         }
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
-            __m512 a = _mm512_loadu_ps(x + i * K + k);
+            __m512 a = _mm512_loadu_ps(x + i * ldx + k);
             __asm__("" : "+v"(a));
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
@@ -231,10 +234,10 @@ uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t K, c
         __m512 w[UK_NR];
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++)
-            w[j] = uk_loadw_mask(wdt, W, j * K + k, mk);
+            w[j] = uk_loadw_mask(wdt, W, j * ldw + k, mk);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
-            const __m512 a = _mm512_maskz_loadu_ps(mk, x + i * K + k);
+            const __m512 a = _mm512_maskz_loadu_ps(mk, x + i * ldx + k);
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
                 acc[i][j] = _mm512_mask3_fmadd_ps(a, w[j], acc[i][j], mk);
@@ -242,14 +245,15 @@ uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t K, c
     }
 }
 
-/* out = rco_gemm_dot of mr x nr outputs */
+/* out = rco_gemm_dot of mr x nr outputs (depth K; rows of x and W ldx and ldw
+ * elements apart) */
 AVX512_FN static inline __attribute__((always_inline)) void
-ukernel(const int mr, const int nr, const int wdt, const float *x, int64_t K, const void *W, rco_gemm_order o,
-        float out[UK_MR][UK_NR])
+ukernel(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw,
+        rco_gemm_order o, float out[UK_MR][UK_NR])
 {
     const int64_t C = o.chunk;
     __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
-    uk_chunk(mr, nr, wdt, x, K, W, 0, C < K ? C : K, tot);
+    uk_chunk(mr, nr, wdt, x, ldx, W, ldw, 0, C < K ? C : K, tot);
     /* sums merge (split-K): a tree per chunk, partial sums added in order;
      * lanes merge: chunks added lane by lane, one tree at the end */
     if (o.sums)
@@ -259,7 +263,7 @@ ukernel(const int mr, const int nr, const int wdt, const float *x, int64_t K, co
             for (int j = 0; j < nr; j++)
                 out[i][j] = tree16_512(tot[i][j]);
     for (int64_t k0 = C; k0 < K; k0 += C) {
-        uk_chunk(mr, nr, wdt, x, K, W, k0, K - k0 < C ? K : k0 + C, acc);
+        uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
@@ -279,20 +283,21 @@ ukernel(const int mr, const int nr, const int wdt, const float *x, int64_t K, co
 }
 
 AVX512_FN static inline __attribute__((always_inline)) void
-gemm_block_avx512(const int wdt, const float *x, int64_t K, const void *W, int64_t w_n0, const float *bias,
-                  rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C)
+gemm_block_avx512(const int wdt, const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0,
+                  const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0,
+                  int64_t n1, rco_gemm_order C)
 {
     const int es = wdt == RC_F32 ? 4 : 2;
     for (int64_t m = m0; m < m1; m += UK_MR) {
         const int mr = m1 - m < UK_MR ? (int)(m1 - m) : UK_MR;
         for (int64_t n = n0; n < n1; n += UK_NR) {
             const int nr = n1 - n < UK_NR ? (int)(n1 - n) : UK_NR;
-            const float *xm = x + m * K;
-            const void *Wn = (const char *)W + (size_t)((n - w_n0) * K) * (size_t)es; /* W's first row is w_n0 */
+            const float *xm = x + m * ldx;
+            const void *Wn = (const char *)W + (size_t)((n - w_n0) * ldw) * (size_t)es; /* W's first row is w_n0 */
             float out[UK_MR][UK_NR];
             switch (mr * 8 + nr) { /* every edge shape its own register tile */
 #define UK_CASE(MR, NR) \
-    case (MR) * 8 + (NR): ukernel(MR, NR, wdt, xm, K, Wn, C, out); break;
+    case (MR) * 8 + (NR): ukernel(MR, NR, wdt, xm, ldx, K, Wn, ldw, C, out); break;
 #define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
                 UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
 #undef UK_ROW
@@ -324,12 +329,11 @@ AVX512_FN static void widen16_avx512(float *dst, const uint16_t *src, int64_t n,
 /* one compiled instance per weight storage dtype (each its own function:
  * inlined together they spill registers) */
 #define GEMM_BLOCK_INSTANCE(NAME, WDT)                                                                            \
-    AVX512_FN static __attribute__((noinline)) void NAME(const float *x, int64_t K, const void *W, int64_t w_n0, \
-                                                         const float *bias, rc_dtype out_dt, float *y, int64_t N, \
-                                                         int64_t m0, int64_t m1, int64_t n0, int64_t n1,         \
-                                                         rco_gemm_order C)                                       \
+    AVX512_FN static __attribute__((noinline)) void NAME(                                                   \
+        const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0, const float *bias,     \
+        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C)   \
     {                                                                                                             \
-        gemm_block_avx512(WDT, x, K, W, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                            \
+        gemm_block_avx512(WDT, x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                  \
     }
 GEMM_BLOCK_INSTANCE(gemm_block_f32, RC_F32)
 GEMM_BLOCK_INSTANCE(gemm_block_bf16, RC_BF16)
@@ -340,19 +344,24 @@ GEMM_BLOCK_INSTANCE(gemm_block_f16, RC_F16)
  * register tile reads each weight several times: its 2-byte weight rows are
  * widened once into panel (GEMM_N_BLOCK x K floats, this thread's) and the
  * fp32 kernel reads them there (the same values: the results do not change). */
-AVX512_FN static void gemm_block_avx512_any(rc_wt W, const float *x, int64_t K, const float *bias, rc_dtype out_dt,
-                                            float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                                            rco_gemm_order C, float *panel)
+AVX512_FN static void gemm_block_avx512_any(rc_wt W, int64_t ldw, const float *x, int64_t ldx, int64_t K,
+                                            const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0,
+                                            int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C, float *panel)
 {
     if (W.dt != RC_F32 && panel && m1 - m0 > UK_MR) {
-        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
-        gemm_block_f32(x, K, panel, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+        if (ldw == K) {
+            widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
+        } else { /* a K-slice: its rows one by one, packed K apart */
+            for (int64_t n = n0; n < n1; n++)
+                widen16_avx512(panel + (n - n0) * K, (const uint16_t *)W.p + n * ldw, K, W.dt);
+        }
+        gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     } else if (W.dt == RC_BF16) {
-        gemm_block_bf16(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+        gemm_block_bf16(x, ldx, K, W.p, ldw, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     } else if (W.dt == RC_F16) {
-        gemm_block_f16(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+        gemm_block_f16(x, ldx, K, W.p, ldw, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     } else {
-        gemm_block_f32(x, K, W.p, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+        gemm_block_f32(x, ldx, K, W.p, ldw, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     }
 }
 #endif
@@ -399,23 +408,27 @@ static rc_status cpu_gather_rows(rc_backend *be, const float *src, int64_t row_l
     return RC_OK;
 }
 
-static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
-                            const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+/* y[M, N] = R(x . W^T + bias) over K columns: row m of x at x + m * ldx, row
+ * n of W at element n * ldw of W.p (ldx = ldw = K: a whole GEMM; a K-slice
+ * passes its first column and the whole GEMM's K). The order over the K
+ * columns is that of a GEMM of depth K, whatever the strides. */
+static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw,
+                          int64_t N, const float *bias, rc_dtype out_dt, float *y)
 {
-    (void)in_dt; /* fp32 arithmetic on the values either way */
     if (M == 0 || N == 0)
         return RC_OK;
     if (W.dt != RC_F32 && W.dt != RC_BF16 && W.dt != RC_F16)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: weights stored as %s", rc_dtype_name(W.dt));
     if (be->kernels == RC_KERNELS_BLAS) {
-        if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+        if (M > INT32_MAX || N > INT32_MAX || ldx > INT32_MAX || ldw > INT32_MAX)
             return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
                              (long long)M, (long long)N, (long long)K);
         float *wf = NULL; /* sgemm takes fp32: 2-byte weights widened (an engine gives BLAS fp32 weights; this
                            * is for direct calls) */
-        if (W.dt != RC_F32) {
+        if (W.dt != RC_F32) { /* the rows' K columns, packed */
             RC_TRY(rc_alloc_aligned((void **)&wf, N * K, sizeof *wf, "matmul weights"));
-            rc_wt_convert(W, 0, N * K, RC_F32, RC_F32, wf);
+            for (int64_t n = 0; n < N; n++)
+                rc_wt_convert(W, n * ldw, K, RC_F32, RC_F32, wf + n * K);
         }
         float beta = 0.0f;
         if (bias) { /* like torch.addmm: the bias is the C operand, added in fp32 */
@@ -423,8 +436,8 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
                 memcpy(y + r * N, bias, (size_t)N * sizeof *y);
             beta = 1.0f;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K,
-                    wf ? wf : (const float *)W.p, (int)K, beta, y, (int)N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)ldx,
+                    wf ? wf : (const float *)W.p, (int)(wf ? K : ldw), beta, y, (int)N);
         free(wf);
         if (out_dt != RC_F32) {
 #pragma omp parallel for schedule(static)
@@ -450,16 +463,34 @@ static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K
             int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
 #ifdef RC_GEMM_AVX512
             if (avx512) {
-                gemm_block_avx512_any(W, x, K, bias, out_dt, y, N, m0, m1, n0, n1, C,
+                gemm_block_avx512_any(W, ldw, x, ldx, K, bias, out_dt, y, N, m0, m1, n0, n1, C,
                                       panel ? panel + (int64_t)omp_get_thread_num() * panel_n : NULL);
                 continue;
             }
 #endif
-            gemm_block_ref(x, K, W, bias, out_dt, y, N, m0, m1, n0, n1, C,
+            gemm_block_ref(x, ldx, K, W, ldw, bias, out_dt, y, N, m0, m1, n0, n1, C,
                            wrows ? wrows + (int64_t)omp_get_thread_num() * K : NULL);
         }
     free(wrows);
     return RC_OK;
+}
+
+static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
+                            const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    (void)in_dt; /* fp32 arithmetic on the values either way */
+    return cpu_gemm(be, x, K, M, K, W, K, N, bias, out_dt, y);
+}
+
+static rc_status cpu_matmul_kslice(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
+                                   rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    (void)in_dt;
+    if (k0 < 0 || Ks < 1 || k0 > K - Ks)
+        return rc_errorf(RC_ERR_INTERNAL, "matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
+                         (long long)Ks, (long long)K);
+    const rc_wt Ws = {(const unsigned char *)W.p + k0 * rc_dtype_size(W.dt), W.dt, W.mapped};
+    return cpu_gemm(be, x + k0, K, M, Ks, Ws, K, N, bias, out_dt, y);
 }
 
 void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt)
@@ -744,6 +775,7 @@ static const rc_backend_ops k_cpu_ops = {
     .embed = cpu_embed,
     .norm = cpu_norm,
     .matmul = cpu_matmul,
+    .matmul_kslice = cpu_matmul_kslice,
     .rope = cpu_rope,
     .attention = cpu_attention,
     .clamp = cpu_clamp,

@@ -75,6 +75,125 @@ const char *rc_upcast_str(unsigned upcast, char *buf, size_t n)
     return buf;
 }
 
+static const char *const k_tp_reduce_names[] = {"fp32", "ring", "chain", "seq"};
+
+rc_status rc_parse_tp_reduce(const char *s, rc_tp_reduce *out)
+{
+    for (int i = 0; i < (int)(sizeof k_tp_reduce_names / sizeof k_tp_reduce_names[0]); i++)
+        if (!strcmp(s, k_tp_reduce_names[i])) {
+            *out = (rc_tp_reduce)i;
+            return RC_OK;
+        }
+    return rc_errorf(RC_ERR_USAGE, "'%s' is not one of fp32, ring, chain, seq", s);
+}
+
+const char *rc_tp_reduce_name(rc_tp_reduce r)
+{
+    return (unsigned)r < sizeof k_tp_reduce_names / sizeof k_tp_reduce_names[0] ? k_tp_reduce_names[r] : "?";
+}
+
+rc_status rc_tp_check(const rc_config *c, const rc_numerics *num)
+{
+    const int tp = num->tp;
+    const char *side = num->tp_trainer ? "trainer" : "sampler";
+    const char *splits = num->tp_trainer ? "Megatron splits" : "vLLM and SGLang split";
+    if (tp <= 1)
+        return RC_OK;
+    if (tp > RC_TP_MAX || (unsigned)num->tp_reduce > RC_TP_REDUCE_SEQ)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d, reduce %d: not supported (tp <= %d)", side, tp,
+                         (int)num->tp_reduce, RC_TP_MAX);
+    if (c->n_heads % tp != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld attention heads are not divisible by %d (%s "
+                         "them evenly over the ranks)", side, tp, (long long)c->n_heads, tp, splits);
+    if (c->intermediate % tp != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's MLP intermediate size %lld is not divisible by "
+                         "%d (%s it evenly over the ranks)", side, tp, (long long)c->intermediate, tp, splits);
+    if (num->tp_trainer && c->n_kv_heads % tp != 0) /* Megatron: num_query_groups % tp == 0 */
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld KV heads are not divisible by %d (Megatron "
+                         "splits the query groups, it does not replicate them)", side, tp, (long long)c->n_kv_heads,
+                         tp);
+    if (!num->tp_trainer && (tp >= c->n_kv_heads ? tp % c->n_kv_heads : c->n_kv_heads % tp) != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld KV heads are neither a multiple nor a "
+                         "divisor of %d (vLLM and SGLang split them, or replicate them when tp is a multiple)", side,
+                         tp, (long long)c->n_kv_heads, tp);
+    return RC_OK;
+}
+
+rc_status rc_tp_reduce_partials(rc_backend *be, const rc_numerics *num, float *parts, int64_t M, int64_t N,
+                                 const float *bias, rc_dtype out_dt, int64_t elem0, int64_t numel,
+                                 const int64_t *zero_rows, float *y)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t k = num->tp;
+    int64_t MN = 0;
+    if (k < 2 || k > RC_TP_MAX || !rc_mul_i64(M, N, &MN) || elem0 < 0 || numel - MN < elem0)
+        return rc_errorf(RC_ERR_INTERNAL, "TP reduce: %lld ranks, elements [%lld, +%lld) of %lld", (long long)k,
+                         (long long)elem0, (long long)MN, (long long)numel);
+    if (MN == 0)
+        return RC_OK;
+    const float *P[RC_TP_MAX];
+    for (int64_t r = 0; r < k; r++)
+        P[r] = parts + r * MN;
+    switch (num->tp_reduce) {
+    case RC_TP_REDUCE_FP32: /* fp32 accumulator, rank order, one rounding at the end */
+        for (int64_t r = 1; r < k; r++)
+            RC_TRY(op->add(be, r == 1 ? P[0] : y, P[r], MN, r == k - 1 ? out_dt : RC_F32, y));
+        break;
+    case RC_TP_REDUCE_CHAIN: /* the chain's end first, rank 0 last */
+        for (int64_t r = k - 2; r >= 0; r--)
+            RC_TRY(op->add(be, r == k - 2 ? P[k - 1] : y, P[r], MN, out_dt, y));
+        break;
+    case RC_TP_REDUCE_SEQ:
+        for (int64_t r = 1; r < k; r++)
+            RC_TRY(op->add(be, r == 1 ? P[0] : y, P[r], MN, out_dt, y));
+        break;
+    case RC_TP_REDUCE_RING:
+        /* element e of the tensor belongs to chunk c = floor(e k / numel),
+         * i.e. e in [ceil(c numel / k), ceil((c + 1) numel / k)); its sum
+         * starts with rank c+1's partial and ends with rank c's */
+        for (int64_t c = 0; c < k; c++) {
+            int64_t lo, hi;
+            if (!rc_mul_i64(c, numel, &lo) || !rc_mul_i64(c + 1, numel, &hi))
+                return rc_errorf(RC_ERR_NOMEM, "TP reduce: tensor of %lld elements too large", (long long)numel);
+            lo = (lo + k - 1) / k - elem0;
+            hi = (hi + k - 1) / k - elem0;
+            lo = lo < 0 ? 0 : lo;
+            hi = hi > MN ? MN : hi;
+            for (int64_t j = 1; j < k && lo < hi; j++)
+                RC_TRY(op->add(be, j == 1 ? P[(c + 1) % k] + lo : y + lo, P[(c + 1 + j) % k] + lo, hi - lo, out_dt,
+                               y + lo));
+        }
+        break;
+    default:
+        return rc_errorf(RC_ERR_INTERNAL, "TP reduce: mode %d", (int)num->tp_reduce);
+    }
+    if (num->tp_trainer && bias) { /* Megatron: y = R(y + b) on every rank, the bias rows in rank 0's part */
+        RC_TRY(op->gather_rows(be, bias, N, zero_rows, M, parts));
+        RC_TRY(op->add(be, y, parts, MN, out_dt, y));
+    }
+    return RC_OK;
+}
+
+rc_status rc_row_parallel_linear(rc_backend *be, const rc_numerics *num, const float *x, int64_t M, int64_t K,
+                                 rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt,
+                                 int64_t elem0, int64_t numel, float *parts, const int64_t *zero_rows, float *y)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t k = num->tp;
+    if (k <= 1) /* one device: one GEMM, the bias fused */
+        return op->matmul(be, x, M, K, W, N, bias, in_dt, out_dt, y);
+    int64_t MN = 0;
+    if (K % k != 0 || !rc_mul_i64(M, N, &MN))
+        return rc_errorf(RC_ERR_INTERNAL, "row-parallel linear: K %lld over %lld ranks", (long long)K, (long long)k);
+    const int64_t Ks = K / k;
+    /* the partials: rank r's K-slice, rounded once; vLLM / SGLang fuse the
+     * bias into rank 0's GEMM only, Megatron adds it after the reduce */
+    for (int64_t r = 0; r < k && MN > 0; r++)
+        RC_TRY(op->matmul_kslice(be, x, M, K, r * Ks, Ks, W, N, r == 0 && !num->tp_trainer ? bias : NULL, in_dt,
+                                 out_dt, parts + r * MN));
+    return rc_tp_reduce_partials(be, num, parts, M, N, bias, out_dt, elem0, numel, zero_rows, y);
+}
+
 enum { ENGINE_BUFS = 11 }; /* x, h, qkv, att, mlp_a, mlp_b, tmp, logits, mlp_c, lt, lh */
 
 /* A forward call runs over row chunks of CHUNK_ROWS (the last one merged
@@ -467,8 +586,11 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
-    ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act) && /* int64 indices: 2 floats each */
-         rc_mul_i64(4, act, &act);
+    ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act); /* int64 indices: 2 floats each */
+    if (num->tp > 1) /* the row-parallel partials, and max_rows zero indices */
+        ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
+             rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
+    ok = ok && rc_mul_i64(4, act, &act);
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
@@ -482,6 +604,9 @@ void rc_engine_free(rc_engine *e)
         return;
     free(e->w.layers);
     free(e->ix);
+    free(e->tp_zero_rows);
+    if (e->tp_parts)
+        e->be->ops->free(e->be, e->tp_parts);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
@@ -533,6 +658,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         return rc_errorf(RC_ERR_USAGE, "invalid numerics (dtype, log-prob dtype or temperature)");
     }
     rc_status s = autocast_supported(c, num);
+    if (s == RC_OK)
+        s = rc_tp_check(c, num);
     if (s != RC_OK) {
         free(e);
         return s;
@@ -565,6 +692,15 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     }
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&e->ix, z.ix_n, sizeof *e->ix, "engine index scratch");
+    if (s == RC_OK && num->tp > 1) { /* the row-parallel partials; zero_rows: calloc'd zeros */
+        int64_t n;
+        if (!rc_numel((int64_t[]){num->tp, e->chunk_rows, c->hidden}, 3, &n))
+            s = rc_errorf(RC_ERR_NOMEM, "tensor-parallel partials size overflows");
+        else
+            s = be->ops->alloc(be, n, &e->tp_parts);
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&e->tp_zero_rows, max_rows, sizeof *e->tp_zero_rows, "engine index scratch");
+    }
     if (s == RC_OK)
         s = engine_weights(e);
     const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
@@ -718,8 +854,9 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
             RC_TRY(op->rope(be, e->qkv, &cd, &ap));
             RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
-            RC_TRY(op->matmul(be, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
-                              e->tmp)); /* attn_out */
+            RC_TRY(rc_row_parallel_linear(be, &e->num, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att,
+                                          rr.linear, r0 * H, R * H, e->tp_parts, e->tp_zero_rows,
+                                          e->tmp)); /* attn_out */
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
@@ -729,12 +866,14 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             if (c->gated_mlp) {
                 RC_TRY(op->matmul(be, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
                 RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
-                RC_TRY(op->matmul(be, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear,
-                                  e->mlp_c));
+                RC_TRY(rc_row_parallel_linear(be, &e->num, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down),
+                                              in_act, rr.linear, r0 * H, R * H, e->tp_parts, e->tp_zero_rows,
+                                              e->mlp_c));
             } else {
                 RC_TRY(op->act(be, c->act, e->mlp_a, n * I, rr.act));
-                RC_TRY(op->matmul(be, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear,
-                                  e->mlp_c));
+                RC_TRY(rc_row_parallel_linear(be, &e->num, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down),
+                                              in_act, rr.linear, r0 * H, R * H, e->tp_parts, e->tp_zero_rows,
+                                              e->mlp_c));
             }
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));

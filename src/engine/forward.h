@@ -27,6 +27,27 @@
  * RoPE, GEMM operands cast to the dtype (README "Numerics: autocast"). */
 typedef enum { RC_PREC_PURE, RC_PREC_AUTOCAST } rc_precision;
 
+/* Tensor parallelism (README "Numerics", docs/research/tp-allreduce.md): the
+ * row-parallel layers (attention output, MLP down) split K into tp
+ * contiguous slices, one per rank; each rank's partial is the GEMM over its
+ * slice rounded to the dtype, and the partials are summed by the all-reduce
+ * the stack uses. Column-parallel layers and the vocab-parallel LM head give
+ * the values of one device. */
+typedef enum {
+    RC_TP_REDUCE_FP32,  /* vLLM / SGLang custom all-reduce (also NCCL NVLS / symmetric kernels): an fp32 sum in rank
+                         * order 0, 1, ..., tp-1, rounded once */
+    RC_TP_REDUCE_RING,  /* NCCL ring: rounded after every add; the element's chunk c (one chunk per rank, by its
+                         * position in the tensor) summed c+1, c+2, ..., c */
+    RC_TP_REDUCE_CHAIN, /* NCCL tree on one node (a chain): ((P[tp-1] + P[tp-2]) + ...) + P[0], rounded per add */
+    RC_TP_REDUCE_SEQ,   /* torch symmetric-memory two-shot: ((P[0] + P[1]) + ...) + P[tp-1], rounded per add */
+} rc_tp_reduce;
+
+#define RC_TP_MAX 256 /* largest tp accepted */
+
+/* "fp32", "ring", "chain", "seq" */
+rc_status rc_parse_tp_reduce(const char *s, rc_tp_reduce *out);
+const char *rc_tp_reduce_name(rc_tp_reduce r);
+
 typedef struct {
     rc_dtype dt;         /* RC_F32, RC_BF16 or RC_F16 */
     unsigned upcast;     /* RC_UPCAST_* */
@@ -39,7 +60,36 @@ typedef struct {
      * with kv_scale (> 0) as both k_scale and v_scale (rco_kv_value) */
     rc_kv_quant kv_quant;
     float kv_scale;
+    int tp;              /* tensor-parallel degree of the row-parallel layers (0 or 1: none) */
+    rc_tp_reduce tp_reduce;
+    bool tp_trainer;     /* Megatron / TE's row-parallel layer: the bias added after the reduce, KV heads split
+                          * (never replicated); else vLLM / SGLang's: the bias in rank 0's partial */
 } rc_numerics;
+
+/* RC_OK when model c can run with num's TP degree; else RC_ERR_UNSUPPORTED
+ * (one line naming the dimension): tp must divide the heads and the MLP's
+ * intermediate size, and the KV heads (vLLM / SGLang: or be a multiple of
+ * them, each KV head replicated; Megatron: divide them). */
+rc_status rc_tp_check(const rc_config *c, const rc_numerics *num);
+
+/* The all-reduce of a row-parallel layer's partials parts [tp][M][N]
+ * (backend memory; rank 0's part is overwritten) into y [M, N] by
+ * num->tp_reduce, each rounding to out_dt; on the Megatron side
+ * (num->tp_trainer) then y = R(y + bias) (bias may be NULL). Element i of y
+ * is element elem0 + i of the reduced tensor of numel elements (the ring's
+ * chunks are the whole tensor's). zero_rows: M zeros (host). tp >= 2. */
+rc_status rc_tp_reduce_partials(rc_backend *be, const rc_numerics *num, float *parts, int64_t M, int64_t N,
+                                 const float *bias, rc_dtype out_dt, int64_t elem0, int64_t numel,
+                                 const int64_t *zero_rows, float *y);
+
+/* A row-parallel linear, y[M, N] = x[M, K] . W[N, K]^T + bias, as num->tp
+ * ranks compute it (num->tp <= 1: one matmul, bias fused). Partial r =
+ * R(x[:, r K/tp : (r+1) K/tp] . W[...]^T) (rank 0's + bias on the vLLM side),
+ * into parts [tp][M][N] (backend memory), then rc_tp_reduce_partials into y
+ * (elem0, numel: the rows' place in the whole forward call). */
+rc_status rc_row_parallel_linear(rc_backend *be, const rc_numerics *num, const float *x, int64_t M, int64_t K,
+                                 rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt,
+                                 int64_t elem0, int64_t numel, float *parts, const int64_t *zero_rows, float *y);
 
 /* Parse "softmax,rope,norm,lm_head" (or "none", "all") into RC_UPCAST_* bits. */
 rc_status rc_parse_upcast(const char *s, unsigned *out);
@@ -70,6 +120,8 @@ typedef struct {
      * rc_full_forward's slots / starts / rows [max_rows], and 0, 1, ...
      * [max_rows] for copying a chunk's rows */
     int64_t *ix;
+    float *tp_parts;       /* the row-parallel layers' partials [tp][chunk_rows][hidden] (tp > 1), else NULL */
+    int64_t *tp_zero_rows; /* max_rows zeros (host; tp > 1), else NULL */
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and
