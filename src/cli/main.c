@@ -2512,6 +2512,12 @@ static int default_settings(const run_ctx *x, sweep_setting *t)
         if (tr->prefill_chunk == 0)
             n = add_setting(t, n, 2, spec);
     }
+    if (sm->tp <= 1 && tr->tp <= 1) { /* a degree the model's heads do not allow is listed as skipped */
+        n = add_setting(t, n, 1, "tp=2");
+        n = add_setting(t, n, 1, "tp=4");
+        n = add_setting(t, n, 1, "tp=8");
+        n = add_setting(t, n, 3, "tp=2");
+    }
     if (sm->kv_quant == RC_KV_AUTO)
         n = add_setting(t, n, 1, "kv-cache=fp8_e4m3");
     if (sm->batch != 1)
@@ -2615,7 +2621,7 @@ static const char k_sweep_usage[] =
     "Default list: both dtype=fp16 (bf16 when the base is fp16), trainer and both\n"
     "lm-head=fp32, both upcast=softmax / norm / rope, trainer mode=autocast, both\n"
     "kernels=invariant, sampler and trainer prefill-chunk (half the longest\n"
-    "prompt), sampler kv-cache=fp8_e4m3, sampler batch=1, trainer micro-batch=1.\nA setting the model or "
+    "prompt), sampler tp=2 / 4 / 8, both tp=2, sampler kv-cache=fp8_e4m3,\nsampler batch=1, trainer micro-batch=1. A setting the model or "
     "backend cannot run is listed as skipped with the reason.\n"
     "\n"
     "Every option of the run command applies to the base:\n\n";
