@@ -27,6 +27,27 @@
  * RoPE, GEMM operands cast to the dtype (README "Numerics: autocast"). */
 typedef enum { RC_PREC_PURE, RC_PREC_AUTOCAST } rc_precision;
 
+/* Weight quantization of the linear layers (QKV, O, MLP up / gate / down; the
+ * embedding and the LM head stay in the dtype), README "Numerics: fp8
+ * weights", docs/research/fp8-weights.md. NONE: the weights in the dtype.
+ * FP8: float8_e4m3fn values with scales, quantized at engine creation from
+ * the weights rounded to the dtype (a bf16 master synced to an fp8 rollout
+ * engine): per TENSOR (vLLM's online quantization of a bf16 checkpoint, one
+ * scale per fused layer: QKV, gate + up), per output CHANNEL, or in BLOCKs of
+ * 128 x 128. Activations quantized per call: dynamic per TOKEN (vLLM's
+ * default where CUTLASS runs fp8; 1 x 128 groups with block weights),
+ * dynamic per TENSOR, or NONE (W8A16: the weights dequantized to the dtype,
+ * R(q * R(s)), and the plain linear rule). */
+typedef enum { RC_WQ_NONE, RC_WQ_FP8 } rc_wquant;
+typedef enum { RC_WSCALE_TENSOR, RC_WSCALE_CHANNEL, RC_WSCALE_BLOCK } rc_wscale;
+typedef enum { RC_ACTQ_TOKEN, RC_ACTQ_TENSOR, RC_ACTQ_NONE } rc_actquant;
+typedef struct {
+    rc_wquant kind;    /* the zero value: NONE */
+    rc_wscale scale;   /* default TENSOR */
+    rc_actquant act;   /* default TOKEN */
+} rc_wq_numerics;
+#define RC_FP8_BLOCK 128 /* block weights: 128 x 128 blocks, activations in 1 x 128 groups */
+
 typedef struct {
     rc_dtype dt;         /* RC_F32, RC_BF16 or RC_F16 */
     unsigned upcast;     /* RC_UPCAST_* */
@@ -39,6 +60,7 @@ typedef struct {
      * with kv_scale (> 0) as both k_scale and v_scale (rco_kv_value) */
     rc_kv_quant kv_quant;
     float kv_scale;
+    rc_wq_numerics wq;   /* the linear layers' weights: in the dtype (default) or fp8 */
 } rc_numerics;
 
 /* Parse "softmax,rope,norm,lm_head" (or "none", "all") into RC_UPCAST_* bits. */
@@ -56,6 +78,7 @@ typedef struct {
     float *lm_head_own;  /* the LM head's own copy (fp32 under --upcast lm_head on a GPU, NormHead), or NULL */
     float *inv_freq_own; /* RoPE inv_freq in the backend's memory (GPU), else NULL */
     float *slopes_own;   /* ALiBi slopes in the backend's memory (GPU), else NULL */
+    struct rc_fp8w *fp8w; /* num.wq FP8: the quantized linear layers and their scratch (fp8w.h), else NULL */
     rc_kv_cache kv;
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;
