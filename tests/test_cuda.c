@@ -816,6 +816,11 @@ START_TEST(test_fixture_vs_hf)
     rc_numerics num = rc_numerics_fp32();
     rc_engine *e;
     ck_assert_msg(rc_engine_create(m, be, &num, B, T, total, &e) == RC_OK, "%s", rc_last_error());
+    rc_numerics n8 = num; /* --sampler weights=fp8 is emulated on the CPU only: refused, not run wrongly */
+    n8.dt = RC_BF16;
+    n8.wq.kind = RC_WQ_FP8;
+    rc_engine *e8;
+    ck_assert(rc_engine_create(m, be, &n8, B, T, total, &e8) == RC_ERR_UNSUPPORTED);
     float *out = malloc(sizeof(float) * total * V);
     ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
     double d32 = 0;

@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "fp8w.h"
 #include "model.h"
 #include "prompts.h"
 #include "rc_build_config.h"
@@ -1658,6 +1659,7 @@ typedef struct {
     float kv_scale;        /* sampler, fp8 cache: k_scale = v_scale (kv-scale=, default 1 as vLLM) */
     int64_t tp;            /* tensor-parallel degree (1: none) */
     rc_tp_reduce tp_reduce; /* the all-reduce of its row-parallel layers (sampler: fp32, trainer: ring) */
+    rc_wq_numerics wq;     /* sampler: fp8 weights of the linear layers (weights=fp8) */
 } side;
 
 /* Equal sides share one engine. With TP on either side they never do: the
@@ -1666,7 +1668,9 @@ static bool side_equal(const side *a, const side *b)
 {
     return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same &&
            a->mode == b->mode && a->kv_quant == b->kv_quant &&
-           (a->kv_quant == RC_KV_AUTO || a->kv_scale == b->kv_scale) && a->tp <= 1 && b->tp <= 1;
+           (a->kv_quant == RC_KV_AUTO || a->kv_scale == b->kv_scale) && a->tp <= 1 && b->tp <= 1 &&
+           a->wq.kind == b->wq.kind &&
+           (a->wq.kind == RC_WQ_NONE || (a->wq.scale == b->wq.scale && a->wq.act == b->wq.act));
 }
 
 static const char *kv_quant_str(rc_kv_quant q)
@@ -1687,10 +1691,14 @@ static rc_numerics side_numerics(const side *sd, const rc_numerics *base, bool t
     n.tp = (int)sd->tp;
     n.tp_reduce = sd->tp_reduce;
     n.tp_trainer = trainer;
+    n.wq = sd->wq;
     return n;
 }
 
 /* "dtype=bf16,kernels=engine,upcast=softmax,logprob-dtype=fp32" (+ the batch) */
+static const char *const k_wscale_names[] = {"tensor", "channel", "block"};  /* rc_wscale */
+static const char *const k_act_names[] = {"dynamic-token", "dynamic-tensor", "none"}; /* rc_actquant */
+
 static void side_str(const side *sd, bool trainer, char *buf, size_t n)
 {
     char up[64];
@@ -1709,7 +1717,10 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
         k += snprintf(buf + k, n - (size_t)k, ",kv-cache=%s,kv-scale=%.9g", kv_quant_str(sd->kv_quant),
                  (double)sd->kv_scale);
     if (sd->tp > 1 && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ",tp=%lld,tp-reduce=%s", (long long)sd->tp, rc_tp_reduce_name(sd->tp_reduce));
+        k += snprintf(buf + k, n - (size_t)k, ",tp=%lld,tp-reduce=%s", (long long)sd->tp, rc_tp_reduce_name(sd->tp_reduce));
+    if (sd->wq.kind == RC_WQ_FP8 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ",weights=fp8,weight-scale=%s,act=%s", k_wscale_names[sd->wq.scale],
+                 k_act_names[sd->wq.act]);
 }
 
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. The keys
@@ -1723,7 +1734,7 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         return rc_errorf(RC_ERR_USAGE, "%s: longer than %zu bytes", opt, sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", spec);
     unsigned seen = 0;
-    int lm_head = -1;
+    int lm_head = -1, weights_dt = -1; /* weights=bf16|fp16|fp32: must be the side's dtype */
     bool kv_scale_given = false;
     for (char *item = buf, *next; item; item = next) {
         next = strchr(item, ',');
@@ -1736,21 +1747,16 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
                                            "micro-batch", "prefill-chunk", "mode", "kv-cache", "kv-scale", "tp",
-                                           "tp-reduce", NULL};
+                                           "tp-reduce", "weights", "weight-scale", "act", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
-            static const char *const later[] = {"weights", NULL};
-            for (int i = 0; later[i]; i++)
-                if (!strcmp(later[i], key))
-                    return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= is not emulated yet (supported: dtype, kernels, "
-                                     "upcast, lm-head, logprob-dtype, mode, tp, tp-reduce, %s)", opt, key,
-                                     trainer ? "micro-batch, prefill-chunk" : "batch, prefill-chunk, kv-cache, kv-scale");
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
                              "logprob-dtype, mode, tp, tp-reduce, %s)", opt, key,
-                             trainer ? "micro-batch, prefill-chunk" : "batch, prefill-chunk, kv-cache, kv-scale");
+                             trainer ? "micro-batch, prefill-chunk"
+                                     : "batch, prefill-chunk, kv-cache, kv-scale, weights, weight-scale, act");
         }
         if (seen & (1u << ki))
             return rc_errorf(RC_ERR_USAGE, "%s: %s is given twice", opt, key);
@@ -1792,6 +1798,44 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
             else if (!strcmp(v, "autocast")) sd->mode = RC_PREC_AUTOCAST;
             else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not pure or autocast", what, v);
             break;
+        case 13: { /* weights=dtype (or the dtype's name) | fp8 (fp8_e4m3) */
+            rc_dtype wd;
+            if (!strcmp(v, "fp8") || !strcmp(v, "fp8_e4m3")) {
+                /* FSDP / Megatron trainers compute with the bf16 (or fp32) masters; fp8 weights are the
+                 * rollout engine's. Transformer Engine's fp8 training recipes are another scheme. */
+                if (trainer)
+                    return rc_errorf(RC_ERR_UNSUPPORTED, "%s: weights=fp8 is the sampler's (an fp8 rollout "
+                                     "engine); the trainer's fp8 training (Transformer Engine recipes) is not "
+                                     "emulated", opt);
+                sd->wq.kind = RC_WQ_FP8;
+            } else if (!strcmp(v, "dtype")) {
+                sd->wq.kind = RC_WQ_NONE;
+            } else if (parse_dtype(v, &wd) == RC_OK) {
+                sd->wq.kind = RC_WQ_NONE;
+                weights_dt = (int)wd;
+            } else {
+                return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not dtype, bf16, fp16, fp32 or fp8", what, v);
+            }
+            break;
+        }
+        case 14:
+        case 15: {
+            const char *const *names = ki == 14 ? k_wscale_names : k_act_names;
+            int found = -1;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(names[i], v))
+                    found = i;
+            if (found < 0)
+                return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of %s, %s, %s", what, v, names[0], names[1],
+                                 names[2]);
+            if (trainer)
+                return rc_errorf(RC_ERR_UNSUPPORTED, "%s: %s= belongs to weights=fp8, the sampler's", opt, key);
+            if (ki == 14)
+                sd->wq.scale = (rc_wscale)found;
+            else
+                sd->wq.act = (rc_actquant)found;
+            break;
+        }
         case 7: /* sampler: the prompts' prefill; trainer: the whole forward, through the cache */
             RC_TRY(parse_i64(what, v, 1, 1 << 24, &sd->prefill_chunk));
             break;
@@ -1841,6 +1885,11 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         sd->upcast |= RC_UPCAST_LM_HEAD;
     else if (lm_head == 0)
         sd->upcast &= ~RC_UPCAST_LM_HEAD;
+    if (weights_dt >= 0 && (rc_dtype)weights_dt != sd->dt)
+        return rc_errorf(RC_ERR_USAGE, "%s: weights=%s but dtype=%s (the weights are held in the dtype unless "
+                         "weights=fp8)", opt, dtype_str((rc_dtype)weights_dt), dtype_str(sd->dt));
+    if ((seen & (3u << 14)) && sd->wq.kind != RC_WQ_FP8) /* weight-scale=, act= */
+        return rc_errorf(RC_ERR_USAGE, "%s: weight-scale= and act= need weights=fp8", opt);
     return RC_OK;
 }
 
@@ -1862,6 +1911,12 @@ static void cfg_apply_sides(const side *sm, const side *tr, double temperature, 
  * with fp32 or with upcasts other than the LM head (who: "--sampler" ...). */
 static rc_status check_side(const char *who, const side *sd)
 {
+    if (sd->wq.kind == RC_WQ_FP8) { /* the combinations no vLLM setting has (the model's checks at load) */
+        rc_numerics n = side_numerics(sd, &(rc_numerics){.temperature = 1.0f}, false);
+        rc_status st = rc_fp8w_supported(NULL, &n, true);
+        if (st != RC_OK)
+            return rc_error_prefix(st, "%s", who);
+    }
     if (sd->mode != RC_PREC_AUTOCAST)
         return RC_OK;
     if (sd->dt == RC_F32)
@@ -2007,7 +2062,7 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce) (default: the options above)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce), weights=dtype|fp8 (fp8 e4m3\nlinear layers, as an fp8 rollout engine) with\nweight-scale=tensor|channel|block and\nact=dynamic-token|dynamic-tensor|none (W8A16) (default:\nthe options above; fp8: tensor, dynamic-token)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
     {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; tp: Megatron's,\nbias after the reduce, default tp-reduce=ring: NCCL;\nkv-cache is the sampler's), e.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
@@ -2071,7 +2126,7 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return usage_error("--show and --show-worst cannot be combined (the first N or the worst N)");
     /* the two sides: the options above, then each side's spec */
     const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE, RC_KV_AUTO,
-                       1.0f, 1, RC_TP_REDUCE_FP32};
+                       1.0f, 1, RC_TP_REDUCE_FP32, {0}};
     ro->sampler = ro->trainer = base;
     ro->trainer.tp_reduce = RC_TP_REDUCE_RING; /* Megatron's all-reduce is NCCL's (vLLM's custom one: fp32) */
     ro->sampler.batch = ro->cfg.batch;
@@ -2524,6 +2579,8 @@ static int default_settings(const run_ctx *x, sweep_setting *t)
         n = add_setting(t, n, 1, "batch=1");
     if (tr->batch != 1)
         n = add_setting(t, n, 2, "micro-batch=1");
+    if (sm->wq.kind != RC_WQ_FP8) /* an fp8 rollout engine: vLLM's online fp8 (per-tensor weights, per-token acts) */
+        n = add_setting(t, n, 1, "weights=fp8");
     return n;
 }
 

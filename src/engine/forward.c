@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8w.h"
 #include "util.h"
 
 #define LOGIT_CHUNK_FLOATS ((int64_t)16 << 20) /* 64 MB of logits per chunk */
@@ -583,6 +584,8 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     if (c->norm_head) /* NormHead's normalised copy */
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
+    int64_t fw, fs; /* fp8 weights: the quantized copies and the W8A8 scratch */
+    ok = ok && rc_fp8w_bytes(c, num, z.dims[1][0], &fw, &fs) && rc_add_i64(w, fw, &w);
     ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
@@ -590,7 +593,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     if (num->tp > 1) /* the row-parallel partials, and max_rows zero indices */
         ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
              rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
-    ok = ok && rc_mul_i64(4, act, &act);
+    ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act);
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
@@ -607,6 +610,7 @@ void rc_engine_free(rc_engine *e)
     free(e->tp_zero_rows);
     if (e->tp_parts)
         e->be->ops->free(e->be, e->tp_parts);
+    rc_fp8w_free(e->fp8w);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
@@ -660,6 +664,11 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
+    if (s == RC_OK)
+        s = rc_fp8w_supported(c, num, be->ops->host_memory);
+    if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "fp8 weights with fp8 activations (W8A8) under tp=%d are not emulated yet "
+                      "(weight-only act=none is)", num->tp);
     if (s != RC_OK) {
         free(e);
         return s;
@@ -703,6 +712,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     }
     if (s == RC_OK)
         s = engine_weights(e);
+    if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
+        s = rc_fp8w_create(c, num, e->chunk_rows, &e->w, &e->fp8w);
     const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
     if (s == RC_OK)
         s = be->ops->alloc(be, kv_floats, &e->kv.k);
@@ -784,6 +795,30 @@ static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
     return x_dt == w_dt ? x_dt : RC_F32;
 }
 
+/* A linear layer of layer l (which): the backend's matmul, or under
+ * weights=fp8 with quantized activations the fp8 GEMM (fp8w.c). (W8A16's
+ * dequantized weights are in e->w: the plain matmul.) */
+static rc_status linear(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
+                        int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    if (rc_fp8w_w8a8(e->fp8w))
+        return rc_fp8w_linear(e->be, e->fp8w, l, which, x, M, bias, out_dt, y);
+    return e->be->ops->matmul(e->be, x, M, K, W, N, bias, in_dt, out_dt, y);
+}
+
+/* a row-parallel layer (attention output, MLP down): its TP partials and
+ * all-reduce when the side has tp > 1 (the weights in the dtype, or fp8
+ * weight-only: dequantized values), else linear() */
+static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K,
+                            rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, int64_t elem0,
+                            int64_t numel, float *y)
+{
+    if (e->num.tp > 1)
+        return rc_row_parallel_linear(e->be, &e->num, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, e->tp_parts,
+                                      e->tp_zero_rows, y);
+    return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
+}
+
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
     const rc_model *m = e->model;
@@ -849,31 +884,29 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             /* attention block */
             RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
                             rr.norm_mid, rr.norm, e->h));
-            RC_TRY(op->matmul(be, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
+            RC_TRY(linear(e, l, RC_FP8W_QKV, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
             if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
             RC_TRY(op->rope(be, e->qkv, &cd, &ap));
             RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
-            RC_TRY(rc_row_parallel_linear(be, &e->num, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att,
-                                          rr.linear, r0 * H, R * H, e->tp_parts, e->tp_zero_rows,
-                                          e->tmp)); /* attn_out */
+            RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
+                              r0 * H, R * H, e->tmp)); /* attn_out */
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
             RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
                             rr.norm_mid, rr.norm, e->h));
-            RC_TRY(op->matmul(be, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
+            RC_TRY(linear(e, l, RC_FP8W_UP, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
             if (c->gated_mlp) {
-                RC_TRY(op->matmul(be, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear, e->mlp_b));
+                RC_TRY(linear(e, l, RC_FP8W_GATE, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear,
+                              e->mlp_b));
                 RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
-                RC_TRY(rc_row_parallel_linear(be, &e->num, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down),
-                                              in_act, rr.linear, r0 * H, R * H, e->tp_parts, e->tp_zero_rows,
-                                              e->mlp_c));
+                RC_TRY(row_linear(e, l, RC_FP8W_DOWN, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act,
+                                  rr.linear, r0 * H, R * H, e->mlp_c));
             } else {
                 RC_TRY(op->act(be, c->act, e->mlp_a, n * I, rr.act));
-                RC_TRY(rc_row_parallel_linear(be, &e->num, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down),
-                                              in_act, rr.linear, r0 * H, R * H, e->tp_parts, e->tp_zero_rows,
-                                              e->mlp_c));
+                RC_TRY(row_linear(e, l, RC_FP8W_DOWN, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act,
+                                  rr.linear, r0 * H, R * H, e->mlp_c));
             }
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));

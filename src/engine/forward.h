@@ -47,6 +47,26 @@ typedef enum {
 /* "fp32", "ring", "chain", "seq" */
 rc_status rc_parse_tp_reduce(const char *s, rc_tp_reduce *out);
 const char *rc_tp_reduce_name(rc_tp_reduce r);
+/* Weight quantization of the linear layers (QKV, O, MLP up / gate / down; the
+ * embedding and the LM head stay in the dtype), README "Numerics: fp8
+ * weights", docs/research/fp8-weights.md. NONE: the weights in the dtype.
+ * FP8: float8_e4m3fn values with scales, quantized at engine creation from
+ * the weights rounded to the dtype (a bf16 master synced to an fp8 rollout
+ * engine): per TENSOR (vLLM's online quantization of a bf16 checkpoint, one
+ * scale per fused layer: QKV, gate + up), per output CHANNEL, or in BLOCKs of
+ * 128 x 128. Activations quantized per call: dynamic per TOKEN (vLLM's
+ * default where CUTLASS runs fp8; 1 x 128 groups with block weights),
+ * dynamic per TENSOR, or NONE (W8A16: the weights dequantized to the dtype,
+ * R(q * R(s)), and the plain linear rule). */
+typedef enum { RC_WQ_NONE, RC_WQ_FP8 } rc_wquant;
+typedef enum { RC_WSCALE_TENSOR, RC_WSCALE_CHANNEL, RC_WSCALE_BLOCK } rc_wscale;
+typedef enum { RC_ACTQ_TOKEN, RC_ACTQ_TENSOR, RC_ACTQ_NONE } rc_actquant;
+typedef struct {
+    rc_wquant kind;    /* the zero value: NONE */
+    rc_wscale scale;   /* default TENSOR */
+    rc_actquant act;   /* default TOKEN */
+} rc_wq_numerics;
+#define RC_FP8_BLOCK 128 /* block weights: 128 x 128 blocks, activations in 1 x 128 groups */
 
 typedef struct {
     rc_dtype dt;         /* RC_F32, RC_BF16 or RC_F16 */
@@ -64,6 +84,7 @@ typedef struct {
     rc_tp_reduce tp_reduce;
     bool tp_trainer;     /* Megatron / TE's row-parallel layer: the bias added after the reduce, KV heads split
                           * (never replicated); else vLLM / SGLang's: the bias in rank 0's partial */
+    rc_wq_numerics wq;   /* the linear layers' weights: in the dtype (default) or fp8 */
 } rc_numerics;
 
 /* RC_OK when model c can run with num's TP degree; else RC_ERR_UNSUPPORTED
@@ -106,6 +127,7 @@ typedef struct {
     float *lm_head_own;  /* the LM head's own copy (fp32 under --upcast lm_head on a GPU, NormHead), or NULL */
     float *inv_freq_own; /* RoPE inv_freq in the backend's memory (GPU), else NULL */
     float *slopes_own;   /* ALiBi slopes in the backend's memory (GPU), else NULL */
+    struct rc_fp8w *fp8w; /* num.wq FP8: the quantized linear layers and their scratch (fp8w.h), else NULL */
     rc_kv_cache kv;
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;

@@ -114,6 +114,24 @@ RC_HD static inline float rco_kv_value(float x, rc_kv_quant q, float scale, rc_d
     return rc_round_to(rc_fp8_to_f32(rc_f32_to_fp8(x / scale, f, RC_FP8_SATFINITE), f) * scale, deq_dt);
 }
 
+/* ---- fp8 e4m3 weights (src/engine/fp8w.c) ---------------------------------- */
+
+#define RCO_FP8_E4M3_MAX 448.0f
+
+/* x rounded to the nearest float8_e4m3fn value (ties to even), saturating to
+ * +-448, as a float (every e4m3 value is exact in bf16, fp16 and fp32): the
+ * KV cache's conversion above with SATFINITE, which is CUDA's
+ * __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) that vLLM's
+ * scaled_fp8_conversion calls after clamping to +-448 (and torch's
+ * .to(float8_e4m3fn) of a clamped value). NaN stays NaN (the callers clamp
+ * with fminf / fmaxf first, which maps NaN to 448 as the kernels do). */
+RC_HD static inline float rco_fp8_e4m3_round(float x)
+{
+    if (x != x)
+        return x;
+    return rc_fp8_to_f32(rc_f32_to_fp8(x, RC_FP8_E4M3, RC_FP8_SATFINITE), RC_FP8_E4M3);
+}
+
 /* ---- fixed-shape reductions ------------------------------------------- */
 
 RC_HD static inline float rco_tree16(float *acc)

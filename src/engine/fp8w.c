@@ -1,0 +1,441 @@
+/* fp8 e4m3 weights of the linear layers (fp8w.h). The rules, each from the
+ * code that computes it (docs/research/fp8-weights.md has the sources):
+ *
+ *   weights, per tensor   s = amax / 448, q = e4m3(clamp(w * (1 / s)))   vLLM scaled_fp8_quant(W) at load
+ *                         (one amax over a fused layer: QKV, gate + up)  (dynamic_scaled_fp8_quant)
+ *   weights, per channel  s_n = max(amax_n / 448, 1 / (448 * 512)),     the per-token kernel over W's rows
+ *                         q = e4m3(clamp(w / s_n))                       (dynamic_per_token_scaled_fp8_quant)
+ *   weights, 128 x 128    t = R(1 / amax) * 448 (1 when amax is 0 or     the rollout sync's block cast
+ *                         inf: torch's 448 / amax is reciprocal * 448),
+ *                         q = e4m3(clamp(w * t)), s = 1 / t; an edge     (cast_tensor_to_fp8_blockwise: the
+ *                         block's padding is w[N-1][K-1]                 weight padded with its last element)
+ *   activations, token    as the channel rule over x's rows              dynamic_per_token_scaled_fp8_quant
+ *   activations, tensor   as the tensor rule over the call's rows        dynamic_scaled_fp8_quant
+ *   activations, 1 x 128  s = max(amax, 1e-10) / 448, q = e4m3(clamp(x / s))   per_token_group_quant_fp8
+ *   GEMM, tensor/channel  acc = fp32 sum of q_x * q_w (exact products);  cutlass_scaled_mm's epilogue
+ *                         y = R(fma(s_x, s_w * acc, bias)), or           (ScaledEpilogueBias: multiplies,
+ *                         R(s_x * (s_w * acc)) without bias              then multiply_add)
+ *   GEMM, block           acc = sum over K blocks of (P_k * s_x) * s_w   w8a8_triton_block_scaled_mm;
+ *                         (P_k: the block's fp32 partial, acc from 0),   the bias added to the rounded
+ *                         y = R(R(acc) + bias)                           output (W8A8BlockFp8LinearOp)
+ *   W8A16 (act none)      W' = R(q * R(s)) in the dtype, then the plain  vLLM's bf16 dequant path
+ *                         linear rule                                    (weight_fp8.to(bf16) * scale.to(bf16))
+ *
+ * The GEMMs are the backend's matmul (the kernel strategy's K order) over the
+ * fp8 values, which bf16 holds exactly; a block GEMM is one matmul per
+ * 128-deep K slice (fp8w_block_gemm). */
+#include "fp8w.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define FP8_MIN_SCALE (1.0f / (RCO_FP8_E4M3_MAX * 512.0f)) /* vLLM's min_scaling_factor */
+#define FP8_GROUP_EPS 1e-10f                                 /* per_token_group_quant_fp8's eps */
+
+static inline float clamp448(float v)
+{
+    return fmaxf(-RCO_FP8_E4M3_MAX, fminf(v, RCO_FP8_E4M3_MAX)); /* NaN gives +448, as fminf/fmaxf on the GPU */
+}
+
+static float amax_of(const float *x, int64_t n)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(x[i]));
+    return m;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void rc_fp8w_quant_weight(const float *w, int64_t N, int64_t K, rc_wscale mode, const float *amax, float *q,
+                          float *s)
+{
+    if (mode == RC_WSCALE_TENSOR) {
+        const float a = amax ? *amax : amax_of(w, N * K);
+        const float sc = a / RCO_FP8_E4M3_MAX, inv = 1.0f / sc;
+        for (int64_t i = 0; i < N * K; i++)
+            q[i] = rco_fp8_e4m3_round(clamp448(w[i] * inv));
+        s[0] = sc;
+    } else if (mode == RC_WSCALE_CHANNEL) {
+        for (int64_t n = 0; n < N; n++) {
+            const float sc = fmaxf(amax_of(w + n * K, K) / RCO_FP8_E4M3_MAX, FP8_MIN_SCALE);
+            for (int64_t k = 0; k < K; k++)
+                q[n * K + k] = rco_fp8_e4m3_round(clamp448(w[n * K + k] / sc));
+            s[n] = sc;
+        }
+    } else {
+        const int64_t B = RC_FP8_BLOCK, nb = ceil_div(N, B), kb = ceil_div(K, B);
+        const float pad = fabsf(w[N * K - 1]); /* the sync pads the weight with its last element */
+        for (int64_t bn = 0; bn < nb; bn++)
+            for (int64_t bk = 0; bk < kb; bk++) {
+                const int64_t n0 = bn * B, n1 = n0 + B < N ? n0 + B : N, k0 = bk * B, k1 = k0 + B < K ? k0 + B : K;
+                float a = n1 - n0 < B || k1 - k0 < B ? pad : 0.0f;
+                for (int64_t n = n0; n < n1; n++)
+                    a = fmaxf(a, amax_of(w + n * K + k0, k1 - k0));
+                float t = (1.0f / a) * RCO_FP8_E4M3_MAX; /* torch's 448 / amax: reciprocal(amax) * 448 */
+                if (a == 0.0f || isinf(a))
+                    t = 1.0f;
+                for (int64_t n = n0; n < n1; n++)
+                    for (int64_t k = k0; k < k1; k++)
+                        q[n * K + k] = rco_fp8_e4m3_round(clamp448(w[n * K + k] * t));
+                s[bn * kb + bk] = 1.0f / t;
+            }
+    }
+}
+
+void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, bool groups, float *q, float *sa)
+{
+    if (groups) { /* 1 x 128: K is a multiple of 128 (checked by rc_fp8w_supported) */
+        const int64_t B = RC_FP8_BLOCK, G = K / B;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t g = 0; g < G; g++) {
+                const float *xg = x + m * K + g * B;
+                const float sc = fmaxf(amax_of(xg, B), FP8_GROUP_EPS) / RCO_FP8_E4M3_MAX;
+                for (int64_t k = 0; k < B; k++)
+                    q[m * K + g * B + k] = rco_fp8_e4m3_round(clamp448(xg[k] / sc));
+                sa[m * G + g] = sc;
+            }
+    } else if (mode == RC_ACTQ_TENSOR) {
+        rc_fp8w_quant_weight(x, M, K, RC_WSCALE_TENSOR, NULL, q, sa);
+    } else {
+        rc_fp8w_quant_weight(x, M, K, RC_WSCALE_CHANNEL, NULL, q, sa);
+    }
+}
+
+/* one quantized weight matrix */
+typedef struct {
+    int64_t N, K;
+    uint16_t *q;   /* W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
+    float *s;      /* the weight scales (rc_fp8w_quant_weight's layout) */
+    uint16_t *deq; /* W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
+} fp8w_mat;
+
+struct rc_fp8w {
+    rc_wq_numerics wq;
+    rc_dtype dt;
+    int64_t n_layers;
+    fp8w_mat *m; /* [n_layers][RC_FP8W_N] */
+    /* W8A8 scratch for `rows` rows: x's fp8 values, its scales, a block GEMM's
+     * x slice and partial sums */
+    int64_t rows, kmax, nmax;
+    float *xq, *sa, *xs, *part;
+};
+
+static int64_t n_scales(int64_t N, int64_t K, rc_wscale mode)
+{
+    return mode == RC_WSCALE_TENSOR ? 1 : mode == RC_WSCALE_CHANNEL ? N : ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK);
+}
+
+static uint16_t to_bits(float v, rc_dtype dt) { return dt == RC_F16 ? rc_f32_to_f16(v) : rc_f32_to_bf16(v); }
+
+/* m from the fp8 values q and scales (the W8A8 layout, or W8A16's dequantized copy) */
+static rc_status mat_fill(fp8w_mat *m, const float *q, const float *s, int64_t N, int64_t K,
+                          const rc_wq_numerics *wq, rc_dtype dt)
+{
+    const int64_t ns = n_scales(N, K, wq->scale), B = RC_FP8_BLOCK;
+    m->N = N;
+    m->K = K;
+    RC_TRY(rc_alloc_aligned((void **)&m->s, ns, sizeof *m->s, "fp8 scales"));
+    memcpy(m->s, s, (size_t)ns * sizeof *s);
+    if (wq->act == RC_ACTQ_NONE) { /* W8A16: W' = R(q * R(s)) */
+        RC_TRY(rc_alloc_aligned((void **)&m->deq, N * K, sizeof *m->deq, "fp8 dequantized weights"));
+        const int64_t kb = ceil_div(K, B);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) {
+                const float sc = wq->scale == RC_WSCALE_TENSOR    ? s[0]
+                                 : wq->scale == RC_WSCALE_CHANNEL ? s[n]
+                                                                  : s[(n / B) * kb + k / B];
+                m->deq[n * K + k] = to_bits(q[n * K + k] * rc_round_to(sc, dt), dt);
+            }
+        return RC_OK;
+    }
+    RC_TRY(rc_alloc_aligned((void **)&m->q, N * K, sizeof *m->q, "fp8 weights"));
+    if (wq->scale != RC_WSCALE_BLOCK) {
+        for (int64_t i = 0; i < N * K; i++)
+            m->q[i] = rc_f32_to_bf16(q[i]); /* exact */
+    } else { /* each 128-deep K slice contiguous, [N][128], for fp8w_block_gemm */
+        for (int64_t k0 = 0; k0 < K; k0 += B)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t k = 0; k < B; k++)
+                    m->q[k0 * N + n * B + k] = rc_f32_to_bf16(q[n * K + k0 + k]);
+    }
+    return RC_OK;
+}
+
+static void mat_free(fp8w_mat *m)
+{
+    free(m->q);
+    free(m->s);
+    free(m->deq);
+}
+
+/* y [M, N] = R(acc) with the epilogue of cutlass_scaled_mm: the fp32 GEMM of
+ * the fp8 values, then s_x * (s_w * acc) (+ bias, fused), rounded once */
+static rc_status fp8w_scaled_gemm(rc_backend *be, const fp8w_mat *m, rc_wscale ws, rc_actquant aq, const float *xq,
+                                  const float *sa, int64_t M, const float *bias, rc_dtype out_dt, float *y)
+{
+    const int64_t N = m->N;
+    RC_TRY(be->ops->matmul(be, xq, M, m->K, (rc_wt){m->q, RC_BF16, false}, N, NULL, RC_BF16, RC_F32, y));
+    for (int64_t r = 0; r < M; r++) {
+        const float a = aq == RC_ACTQ_TENSOR ? sa[0] : sa[r];
+        for (int64_t n = 0; n < N; n++) {
+            const float t = (ws == RC_WSCALE_TENSOR ? m->s[0] : m->s[n]) * y[r * N + n];
+            y[r * N + n] = rc_round_to(bias ? fmaf(a, t, bias[n]) : a * t, out_dt);
+        }
+    }
+    return RC_OK;
+}
+
+/* Block scales: for each 128-deep K slice the backend's matmul of the slice
+ * (x's slice copied to xs [M][128], the weight's slice contiguous) gives the
+ * partial P; acc += (P * s_x[m][k]) * s_w[n / 128][k] in fp32 from 0, as
+ * w8a8_triton_block_scaled_mm; y = R(acc), then the bias added to the
+ * rounded output (R(y + b)). A self-contained K-sliced GEMM: the only caller
+ * of matmul over a K slice. */
+static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float *xq, const float *sa, int64_t M,
+                                 const float *bias, rc_dtype out_dt, float *xs, float *part, float *y)
+{
+    const int64_t N = m->N, K = m->K, B = RC_FP8_BLOCK, kb = K / B;
+    for (int64_t i = 0; i < M * N; i++)
+        y[i] = 0.0f;
+    for (int64_t k = 0; k < kb; k++) {
+        for (int64_t r = 0; r < M; r++)
+            memcpy(xs + r * B, xq + r * K + k * B, (size_t)B * sizeof *xs);
+        RC_TRY(be->ops->matmul(be, xs, M, B, (rc_wt){m->q + k * B * N, RC_BF16, false}, N, NULL, RC_BF16, RC_F32,
+                               part));
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t n = 0; n < N; n++)
+                y[r * N + n] = y[r * N + n] + (part[r * N + n] * sa[r * kb + k]) * m->s[(n / B) * kb + k];
+    }
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t n = 0; n < N; n++) {
+            float v = rc_round_to(y[r * N + n], out_dt);
+            y[r * N + n] = bias ? rc_round_to(v + bias[n], out_dt) : v;
+        }
+    return RC_OK;
+}
+
+/* x quantized into the scratch, then the GEMM of m */
+static rc_status fp8w_run(rc_backend *be, const fp8w_mat *m, const rc_wq_numerics *wq, const float *x, int64_t M,
+                          const float *bias, rc_dtype out_dt, float *xq, float *sa, float *xs, float *part, float *y)
+{
+    const bool block = wq->scale == RC_WSCALE_BLOCK;
+    rc_fp8w_quant_act(x, M, m->K, wq->act, block, xq, sa);
+    if (block)
+        return fp8w_block_gemm(be, m, xq, sa, M, bias, out_dt, xs, part, y);
+    return fp8w_scaled_gemm(be, m, wq->scale, wq->act, xq, sa, M, bias, out_dt, y);
+}
+
+rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num, bool host)
+{
+    const rc_wq_numerics *wq = &num->wq;
+    if (wq->kind != RC_WQ_FP8)
+        return RC_OK;
+    if (num->dt != RC_BF16 && num->dt != RC_F16)
+        return rc_errorf(RC_ERR_USAGE, "weights=fp8 needs dtype=bf16 or fp16 (vLLM's fp8 linear layers take bf16 / "
+                         "fp16 activations)");
+    if (num->mode == RC_PREC_AUTOCAST)
+        return rc_errorf(RC_ERR_USAGE, "weights=fp8 and mode=autocast cannot be combined (an fp8 engine holds the "
+                         "quantized weights, not fp32 masters)");
+    if (wq->scale == RC_WSCALE_BLOCK && wq->act == RC_ACTQ_TENSOR)
+        return rc_errorf(RC_ERR_USAGE, "weight-scale=block quantizes activations per token in groups of 128 "
+                         "(act=dynamic-token or act=none, not dynamic-tensor)");
+    if (!host)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "weights=fp8 is emulated on the CPU backend only (--backend cpu)");
+    if (c && wq->scale == RC_WSCALE_BLOCK) {
+        const int64_t B = RC_FP8_BLOCK, d = c->head_dim;
+        const int64_t dims[] = {c->hidden, c->n_heads * d, c->n_kv_heads * d, c->intermediate};
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+            if (dims[i] % B != 0)
+                return rc_errorf(RC_ERR_UNSUPPORTED, "weight-scale=block needs the hidden size, the q / k / v rows "
+                                 "and the intermediate size to be multiples of 128 (this model: %lld, %lld, %lld, "
+                                 "%lld)", (long long)c->hidden, (long long)(c->n_heads * d),
+                                 (long long)(c->n_kv_heads * d), (long long)c->intermediate);
+    }
+    return RC_OK;
+}
+
+/* the shape [N, K] of layer weight `which`, false when the model has none */
+static bool which_shape(const rc_config *c, rc_fp8w_which wh, int64_t *N, int64_t *K)
+{
+    const int64_t d = c->head_dim, qkv = (c->n_heads + 2 * c->n_kv_heads) * d, att = c->n_heads * d;
+    const int64_t H = c->hidden, I = c->intermediate;
+    switch (wh) {
+    case RC_FP8W_QKV: *N = qkv; *K = H; return true;
+    case RC_FP8W_O: *N = H; *K = att; return true;
+    case RC_FP8W_UP: *N = I; *K = H; return true;
+    case RC_FP8W_GATE: *N = I; *K = H; return c->gated_mlp;
+    case RC_FP8W_DOWN: *N = H; *K = I; return true;
+    case RC_FP8W_N: break;
+    }
+    return false;
+}
+
+static rc_wt *which_wt(rc_layer_weights *L, rc_fp8w_which wh)
+{
+    return wh == RC_FP8W_QKV ? &L->w_qkv : wh == RC_FP8W_O ? &L->w_o : wh == RC_FP8W_UP ? &L->w_up
+                                                         : wh == RC_FP8W_GATE ? &L->w_gate : &L->w_down;
+}
+
+bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, int64_t rows, int64_t *weights, int64_t *scratch)
+{
+    *weights = *scratch = 0;
+    if (num->wq.kind != RC_WQ_FP8)
+        return true;
+    int64_t per_layer = 0, kmax = 0, nmax = 0, t;
+    bool ok = true;
+    for (int wh = 0; wh < RC_FP8W_N; wh++) {
+        int64_t N, K;
+        if (!which_shape(c, (rc_fp8w_which)wh, &N, &K))
+            continue;
+        kmax = K > kmax ? K : kmax;
+        nmax = N > nmax ? N : nmax;
+        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, 2, &t) && rc_add_i64(per_layer, t, &per_layer) &&
+             rc_add_i64(per_layer, 4 * n_scales(N, K, num->wq.scale), &per_layer);
+    }
+    ok = ok && rc_mul_i64(per_layer, c->n_layers, weights);
+    if (num->wq.act != RC_ACTQ_NONE) { /* xq, sa, xs, part */
+        int64_t f = 0;
+        ok = ok && rc_add_i64(kmax, kmax + RC_FP8_BLOCK + nmax, &f) && rc_mul_i64(f, rows, &f) &&
+             rc_mul_i64(f, 4, scratch);
+    }
+    return ok;
+}
+
+rc_status rc_fp8w_create(const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w, rc_fp8w **out)
+{
+    *out = NULL;
+    rc_fp8w *f = calloc(1, sizeof *f);
+    if (!f)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    f->wq = num->wq;
+    f->dt = num->dt;
+    f->n_layers = c->n_layers;
+    f->rows = rows;
+    rc_status s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
+    float *wf = NULL, *q = NULL, *sc = NULL;
+    int64_t big = 0;
+    for (int wh = 0; wh < RC_FP8W_N; wh++) {
+        int64_t N, K;
+        if (which_shape(c, (rc_fp8w_which)wh, &N, &K)) {
+            f->kmax = K > f->kmax ? K : f->kmax;
+            f->nmax = N > f->nmax ? N : f->nmax;
+            big = N * K > big ? N * K : big;
+        }
+    }
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&wf, big, sizeof *wf, "fp8 quantization");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&q, big, sizeof *q, "fp8 quantization");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&sc, big, sizeof *sc, "fp8 quantization");
+    for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++) {
+        rc_layer_weights *L = &w->layers[l];
+        /* per tensor, vLLM quantizes a fused layer as one: its merged gate_up_proj shares one amax */
+        float gu_amax = 0.0f;
+        const bool shared = c->gated_mlp && num->wq.scale == RC_WSCALE_TENSOR;
+        for (int wh = RC_FP8W_UP; shared && wh <= RC_FP8W_GATE; wh++) {
+            rc_wt_convert(*which_wt(L, (rc_fp8w_which)wh), 0, c->intermediate * c->hidden, RC_F32, RC_F32, wf);
+            gu_amax = fmaxf(gu_amax, amax_of(wf, c->intermediate * c->hidden));
+        }
+        for (int wh = 0; s == RC_OK && wh < RC_FP8W_N; wh++) {
+            int64_t N, K;
+            if (!which_shape(c, (rc_fp8w_which)wh, &N, &K))
+                continue;
+            rc_wt *W = which_wt(L, (rc_fp8w_which)wh);
+            fp8w_mat *m = &f->m[l * RC_FP8W_N + wh];
+            rc_wt_convert(*W, 0, N * K, RC_F32, RC_F32, wf); /* the engine's weights: values of the dtype */
+            rc_fp8w_quant_weight(wf, N, K, num->wq.scale,
+                                 shared && (wh == RC_FP8W_UP || wh == RC_FP8W_GATE) ? &gu_amax : NULL, q, sc);
+            s = mat_fill(m, q, sc, N, K, &num->wq, num->dt);
+            if (s == RC_OK && m->deq) /* W8A16: the plain linear over the dequantized weights */
+                *W = (rc_wt){m->deq, num->dt, false};
+        }
+    }
+    free(wf);
+    free(q);
+    free(sc);
+    if (s == RC_OK && num->wq.act != RC_ACTQ_NONE) {
+        const int64_t g = f->kmax / RC_FP8_BLOCK + 1;
+        s = rc_alloc_aligned((void **)&f->xq, rows * f->kmax, sizeof(float), "fp8 activations");
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&f->sa, rows * g, sizeof(float), "fp8 activation scales");
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&f->xs, rows * RC_FP8_BLOCK, sizeof(float), "fp8 K slice");
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&f->part, rows * f->nmax, sizeof(float), "fp8 partial sums");
+    }
+    if (s != RC_OK) {
+        rc_fp8w_free(f);
+        return s;
+    }
+    *out = f;
+    return RC_OK;
+}
+
+void rc_fp8w_free(rc_fp8w *f)
+{
+    if (!f)
+        return;
+    for (int64_t i = 0; f->m && i < f->n_layers * RC_FP8W_N; i++)
+        mat_free(&f->m[i]);
+    free(f->m);
+    free(f->xq);
+    free(f->sa);
+    free(f->xs);
+    free(f->part);
+    free(f);
+}
+
+bool rc_fp8w_w8a8(const rc_fp8w *f) { return f && f->wq.act != RC_ACTQ_NONE; }
+
+rc_status rc_fp8w_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, const float *x, int64_t M,
+                         const float *bias, rc_dtype out_dt, float *y)
+{
+    if (l < 0 || l >= f->n_layers || which < 0 || which >= RC_FP8W_N || M > f->rows || !rc_fp8w_w8a8(f))
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: layer %lld, weight %d, %lld rows", (long long)l, (int)which,
+                         (long long)M);
+    const fp8w_mat *m = &f->m[l * RC_FP8W_N + which];
+    return fp8w_run(be, m, &f->wq, x, M, bias, out_dt, f->xq, f->sa, f->xs, f->part, y);
+}
+
+rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *w, int64_t N,
+                              const float *bias, const rc_wq_numerics *wq, rc_dtype dt, float *y)
+{
+    const bool block = wq->scale == RC_WSCALE_BLOCK;
+    if (block && K % RC_FP8_BLOCK != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "fp8 block GEMM: K %lld is not a multiple of 128", (long long)K);
+    fp8w_mat m = {0};
+    float *q = NULL, *sc = NULL, *xq = NULL, *sa = NULL, *xs = NULL, *part = NULL;
+    rc_status s = rc_alloc_aligned((void **)&q, N * K, sizeof *q, "fp8 test");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&sc, n_scales(N, K, wq->scale), sizeof *sc, "fp8 test");
+    if (s == RC_OK) {
+        rc_fp8w_quant_weight(w, N, K, wq->scale, NULL, q, sc);
+        s = mat_fill(&m, q, sc, N, K, wq, dt);
+    }
+    if (s == RC_OK && wq->act == RC_ACTQ_NONE) {
+        s = be->ops->matmul(be, x, M, K, (rc_wt){m.deq, dt, false}, N, bias, dt, dt, y);
+    } else if (s == RC_OK) {
+        s = rc_alloc_aligned((void **)&xq, M * K, sizeof *xq, "fp8 test");
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&sa, M * (K / RC_FP8_BLOCK + 1), sizeof *sa, "fp8 test");
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&xs, M * RC_FP8_BLOCK, sizeof *xs, "fp8 test");
+        if (s == RC_OK)
+            s = rc_alloc_aligned((void **)&part, M * N, sizeof *part, "fp8 test");
+        if (s == RC_OK)
+            s = fp8w_run(be, &m, wq, x, M, bias, dt, xq, sa, xs, part, y);
+    }
+    mat_free(&m);
+    free(q);
+    free(sc);
+    free(xq);
+    free(sa);
+    free(xs);
+    free(part);
+    return s;
+}
