@@ -30,15 +30,7 @@ static void open_file(void)
     ck_assert_msg(rc_st_open_file(p, &g_st) == RC_OK, "%s", rc_last_error());
 }
 
-static float *get(const char *name, int64_t *n)
-{
-    const rc_st_tensor *t = rc_st_find(g_st, name);
-    ck_assert_msg(t != NULL, "%s missing", name);
-    rc_numel(t->shape, t->ndim, n);
-    float *v = malloc(sizeof(float) * (size_t)(*n + 1));
-    ck_assert_msg(rc_st_read_f32(g_st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
-    return v;
-}
+static float *get(const char *name, int64_t *n) { return rc_test_st_f32(g_st, name, n); }
 
 /* distance in values of dt (bf16 / fp16 bits, or fp32 bits) */
 static int64_t ulp_dist(float a, float b, rc_dtype dt)

@@ -45,16 +45,7 @@ static void close_file(void)
         rc_backend_destroy(g_be[i]);
 }
 
-/* read a tensor of any float dtype as float32 (exact), any shape */
-static float *get(const char *name, int64_t *n)
-{
-    const rc_st_tensor *t = rc_st_find(g_st, name);
-    ck_assert_msg(t != NULL, "%s missing", name);
-    rc_numel(t->shape, t->ndim, n);
-    float *v = malloc(sizeof(float) * (size_t)(*n + 1));
-    ck_assert_msg(rc_st_read_f32(g_st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
-    return v;
-}
+static float *get(const char *name, int64_t *n) { return rc_test_st_f32(g_st, name, n); }
 
 static double get_scalar(const char *name)
 {

@@ -99,4 +99,20 @@ static inline int rc_test_run(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+#ifdef RC_SAFETENSORS_H /* suites that read fixture files (safetensors.h included first) */
+#include "util.h"
+/* Tensor `name` of st, any float dtype, as a malloc'd fp32 array (exact);
+ * *n its elements. A missing tensor or a failed read fails the test. */
+static inline float *rc_test_st_f32(rc_safetensors *st, const char *name, int64_t *n)
+{
+    const rc_st_tensor *t = rc_st_find(st, name);
+    ck_assert_msg(t != NULL, "%s missing", name);
+    ck_assert(rc_numel(t->shape, t->ndim, n));
+    float *v = malloc(sizeof(float) * (size_t)(*n + 1));
+    ck_assert(v != NULL);
+    ck_assert_msg(rc_st_read_f32(st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
+    return v;
+}
+#endif
+
 #endif /* RC_TESTUTIL_H */
