@@ -32,15 +32,24 @@ run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12
 #          exp|log r| stays 1.03 (token PPO FAIL by k3)
 #   seqis  bf16, 3 of 16 sequences +0.15 on every token: e^S up to e^3.6 > 3 (sequence IS FAIL)
 #   gspo   fp32, 1 of 12 sequences +1e-3 on every token: outside the 3e-4 band (GSPO WARN)
+#   corr   bf16, one token or sequence per published correction (README "Corrections") so that
+#          every correction's fraction is > 0 at some length (--nonzero), and verl's +-20 clamp
 tamper() {
-  local name=$1 base=$2 mode=$3 expect=$4
+  local name=$1 base=$2 mode=$3 expect=$4 flags=${5:-}
   "$PY" - "$tmp/$base.h5" "$tmp/$name.h5" "$mode" <<'PYEOF' || { status=1; return; }
 import shutil, sys
 import h5py
+import numpy as np
 shutil.copy(sys.argv[1], sys.argv[2])
 mode = sys.argv[3]
 with h5py.File(sys.argv[2], "r+") as f:
     lens = [int(L) for L in f.attrs["lengths"]]
+    if mode == "corr":  # two sampler probabilities, 0.9 and 0.3, for prime-rl's DPPO masks below
+        d = f["rollouts/logprob_gen"]
+        g = d[...]
+        g[4, 0], g[4, 1] = np.log(0.9), np.log(0.3)
+        d[...] = g
+    gen = f["rollouts/logprob_gen"][...]
     for L in lens:
         d = f[f"len_{L:04d}/logprob_forward"]
         a = d[...]
@@ -53,17 +62,30 @@ with h5py.File(sys.argv[2], "r+") as f:
             a[:3] += 0.15
         elif mode == "gspo":
             a[0] += 1e-3
+        elif mode == "corr":
+            g = gen[:, :L]
+            a[0, 0] = g[0, 0] + np.log(2.5)   # r = 2.5: token TIS, token MIS
+            a[0, 1] = g[0, 1] + np.log(6.0)   # r = 6: IcePop, TRL's token cap 3
+            a[0, 2] = g[0, 2] + np.log(0.3)   # r = 0.3: token MIS and IcePop from below
+            a[1, 0] = g[1, 0] + np.log(10.0)  # r = 10: prime-rl's legacy token mask
+            a[4, 0], a[4, 1] = np.log(0.5), np.log(0.55)  # p' - p = -0.4 and +0.25: DPPO low / high
+            a[2] += 0.1    # e^S = e^0.8 at L = 8: sequence TIS, MIS, geometric RS; e^1.6 > 3 from L = 16
+            a[3] -= 0.1    # e^S = e^-0.8 < 0.5: sequence MIS from below
+            a[5, 0] -= 19  # e^M < 0.1 at L = 8: prime-rl's legacy geo mask takes the whole sequence
+            a[6, 0] += 5   # r = 148 > 100: prime-rl's legacy sequence mask
+            a[7, 0] += 25  # log r = 25 > 20: verl clamps it (and S) in chi2_token and chi2_seq
         d[...] = a
 PYEOF
   "$RC" report "$tmp/$name.h5" --json > "$tmp/$name.json" || { echo "report of $name failed"; status=1; return; }
   echo "== tampered ($name): report --json"
-  "$PY" "$SRC/tools/check_results.py" --report-json "$tmp/$name.json" "$tmp/$name.h5" || status=1
+  "$PY" "$SRC/tools/check_results.py" $flags --report-json "$tmp/$name.json" "$tmp/$name.h5" || status=1
   grep -qF "$expect" "$tmp/$name.json" || { echo "tampered ($name): expected $expect"; status=1; }
 }
 tamper nemo bf16 nemo '"token_ppo": {"level": "FAIL", "reason": "mean exp|log r|'
 tamper k3 bf16 k3 '"token_ppo": {"level": "FAIL", "reason": "k3 '
 tamper seqis bf16 seqis '"sequence_is": {"level": "FAIL"'
 tamper gspo fp32_blas gspo '"gspo": {"level": "WARN"'
+tamper corr bf16 corr '"token_ppo": {"level": "FAIL"' --nonzero
 # a sweep: every row's statistics from its own tensors, the noise floor bitwise, the best row
 echo "== sweep"
 "$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \

@@ -257,7 +257,8 @@ START_TEST(test_run_json)
     json_t *lens = json_object_get(j, "lens");
     ck_assert_int_eq(json_array_size(lens), 2);
     const char *keys[] = {"len", "count", "mean", "std", "min", "max", "k1", "k3", "clipfrac", "identical_frac",
-                          "first_divergent_position"};
+                          "first_divergent_position", "token_tis_clipfrac", "icepop_maskfrac",
+                          "prime_legacy_maskfrac", "seq_geo_rs_maskfrac", "chi2_seq", "max_abs_log_ratio"};
     for (size_t i = 0; i < 2; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
             ck_assert_msg(json_object_get(json_array_get(lens, i), keys[k]) != NULL, "lens[%zu] lacks %s", i, keys[k]);
@@ -269,6 +270,9 @@ START_TEST(test_run_json)
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "clipfrac"));
     ck_assert_ptr_nonnull(strstr(g_out, "\n    8       48 "));
+    /* the corrections block (README "Corrections"): one row per correction */
+    ck_assert_ptr_nonnull(strstr(g_out, "\ncorrections at step 0: "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\n  IcePop (verl preset)           r outside [0.5, 5]"));
 }
 END_TEST
 
@@ -537,6 +541,10 @@ START_TEST(test_sweep)
     /* batch-invariant kernels on both sides: every ratio 1; the setting named as helping most
      * has the lowest k3 of all rows */
     ck_assert(sweep_row_num(j, "both: kernels=invariant", "std") == 0.0);
+    /* the corrections are in every row; every ratio 1 masks nothing, not even geometric RS */
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "seq_geo_rs_maskfrac") == 0.0);
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "chi2_token") == 0.0);
+    ck_assert(isfinite(sweep_row_num(j, "trainer: lm-head=fp32", "icepop_maskfrac")));
     const char *best = json_string_value(json_object_get(sw, "helps_most"));
     ck_assert_ptr_nonnull(best);
     for (size_t i = 0; i < json_array_size(rows); i++) {

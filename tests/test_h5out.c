@@ -156,6 +156,9 @@ static void fill_stats(rc_len_stats *st, int i)
     st->seq_mean_max = i == 0 ? NAN : b + 6.4;
     st->seq_frac_outside_band = b + 7.1;
     st->seq_frac_above_cap = b + 7.2;
+    for (size_t k = 0; k < rc_n_corr_stats; k++) /* a distinct value per correction, NaN for one */
+        *(double *)(void *)((char *)&st->corr + rc_corr_stats[k].off) =
+            (i == 1 && k == 3) ? NAN : b + 8.0 + 0.125 * (double)k;
 }
 
 /* n_prompts prompts of up to prompt_max tokens, n_seq sequences of gen_len
@@ -615,6 +618,12 @@ static const char *const k_len_attrs[] = {
     "seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_sum_min",
     "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
     "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
+    /* the corrections (README "Corrections"), in rc_corr_stats' order */
+    "token_tis_clipfrac", "token_mis_maskfrac", "icepop_maskfrac", "token_cap3_frac",
+    "dppo_maskfrac_high", "dppo_maskfrac_low", "prime_legacy_maskfrac", "seq_tis_clipfrac",
+    "seq_mis_maskfrac", "seq_geo_rs_maskfrac", "seq_cap3_frac", "chi2_token", "chi2_seq",
+    "ppl_trainer", "ppl_sampler", "log_ppl_diff", "log_ppl_abs_diff", "ppl_ratio",
+    "mean_abs_log_ratio", "max_abs_log_ratio",
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -759,6 +768,8 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         check_attr_f64(g, "seq_log_ratio_mean_max", st->seq_mean_max);
         check_attr_f64(g, "seq_frac_outside_band", st->seq_frac_outside_band);
         check_attr_f64(g, "seq_frac_above_cap", st->seq_frac_above_cap);
+        for (size_t k = 0; k < rc_n_corr_stats; k++)
+            check_attr_f64(g, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]));
 
         static const char *const len_links[] = {
             "logprob_forward", "ratio", "log_ratio", "pos_count",

@@ -5,8 +5,10 @@ independently of the C code, and compare with what the file stores.
 Needs: numpy, h5py (Debian: python3-numpy python3-h5py; run with /usr/bin/python3).
 Usage: check_results.py FILE.h5      exit 0 when everything matches, 1 otherwise.
        check_results.py --report-json REPORT.json FILE.h5
-                                     the verdict of `ratiocheck report FILE.h5 --json`
-                                     (saved in REPORT.json) against numpy
+                                     the verdict and the corrections of `ratiocheck report
+                                     FILE.h5 --json` (saved in REPORT.json) against numpy
+       --nonzero (either form)       also require every correction fraction (README
+                                     "Corrections") to be > 0 at some length
 """
 import sys
 
@@ -84,7 +86,91 @@ def numpy_verdict(f, gen, gen_len, lens):
     return out
 
 
-def main(path):
+# README "Corrections" (docs/research/corrections.md): the published corrections at their
+# defaults, recomputed from the tensors as each framework defines them. r = e^(new - old),
+# S / M = sum / mean of log r over a sequence's tokens, p / p' = e^old / e^new.
+TOKEN_FRACS = ["token_tis_clipfrac", "token_mis_maskfrac", "icepop_maskfrac", "token_cap3_frac",
+               "dppo_maskfrac_high", "dppo_maskfrac_low", "prime_legacy_maskfrac"]
+SEQ_FRACS = ["seq_tis_clipfrac", "seq_mis_maskfrac", "seq_geo_rs_maskfrac", "seq_cap3_frac"]
+CORR_METRICS = ["chi2_token", "chi2_seq", "ppl_trainer", "ppl_sampler", "log_ppl_diff", "log_ppl_abs_diff",
+                "ppl_ratio", "mean_abs_log_ratio", "max_abs_log_ratio"]
+CORR_KEYS = TOKEN_FRACS + SEQ_FRACS + CORR_METRICS
+
+
+def outside(v, lo, hi):
+    return ~((v >= lo) & (v <= hi))   # NaN counts as outside
+
+
+def numpy_corrections(gen, gen_len, fwd, L):
+    valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+    old = np.where(valid, gen[:, :L].astype(np.float64), np.nan)
+    new = np.where(valid, fwd.astype(np.float64), np.nan)
+    lr = new - old
+    with np.errstate(all="ignore"):
+        r = np.exp(lr)
+        dp = np.exp(new) - np.exp(old)
+    rv, lrv, dpv = r[valid], lr[valid], dp[valid]
+    ntok = valid.sum(axis=1)
+    has = ntok > 0
+    S = np.where(valid, lr, 0.0).sum(axis=1)
+    with np.errstate(all="ignore"):
+        M = S / ntok
+    # prime-rl before 2026-03 (loss.py at bf71516c9154): token mask r outside [0.125, 8], geo mask
+    # exp(mean log r) outside [0.1, 10], sequence mask max r > 100 (min r < 0 never); is_masked = OR
+    seq_masked = outside(np.exp(M), 0.1, 10.0) | np.where(valid, ~(r <= 100.0), False).any(axis=1)
+    prime = (outside(r, 0.125, 8.0) | seq_masked[:, None]) & valid
+    # verl rollout_corr_helper.py: k1 = -log r; seq_sum_k1 / seq_mean_k1 kept when
+    # log(lower) <= k1 statistic <= log(upper); chi2 with log r (and S) clamped to +-20
+    k1_sum = np.where(valid, -lr, 0.0).sum(axis=1)[has]
+    k1_mean = k1_sum / ntok[has]
+    mean_new = np.where(valid, new, 0.0).sum(axis=1)[has] / ntok[has]
+    mean_old = np.where(valid, old, 0.0).sum(axis=1)[has] / ntok[has]
+    Sh = S[has]
+    with np.errstate(all="ignore"):
+        return {
+            "token_tis_clipfrac": np.mean(~(rv <= 2.0)),
+            "token_mis_maskfrac": np.mean(outside(rv, 0.5, 2.0)),
+            "icepop_maskfrac": np.mean(outside(rv, 0.5, 5.0)),
+            "token_cap3_frac": np.mean(~(rv <= 3.0)),
+            "dppo_maskfrac_high": np.mean(dpv > 0.2),
+            "dppo_maskfrac_low": np.mean(dpv < -0.2),
+            "prime_legacy_maskfrac": prime.sum() / valid.sum(),
+            "seq_tis_clipfrac": np.mean(~(np.exp(Sh) <= 2.0)),
+            "seq_mis_maskfrac": np.mean(outside(k1_sum, np.log(0.5), np.log(2.0))),
+            "seq_geo_rs_maskfrac": np.mean(outside(k1_mean, np.log(0.999), np.log(1.001))),
+            "seq_cap3_frac": np.mean(~(np.exp(Sh) <= 3.0)),
+            # verl: mean(exp(clamp(log r))^2) - 1, here as mean(expm1(2 clamp(log r))): the same value
+            # without the cancellation of subtracting 1 from a mean near 1
+            "chi2_token": np.mean(np.expm1(2.0 * np.clip(lrv, -20.0, 20.0))),
+            "chi2_seq": np.mean(np.expm1(2.0 * np.clip(Sh, -20.0, 20.0))),
+            "ppl_trainer": np.mean(np.exp(-mean_new)),
+            "ppl_sampler": np.mean(np.exp(-mean_old)),
+            "log_ppl_diff": np.mean(mean_old - mean_new),
+            "log_ppl_abs_diff": np.mean(np.abs(mean_old - mean_new)),
+            "ppl_ratio": np.mean(np.exp(mean_old - mean_new)),
+            "mean_abs_log_ratio": np.mean(np.abs(lrv)),
+            "max_abs_log_ratio": np.max(np.abs(lrv)),
+        }
+
+
+def check_corrections(where, got, want, nonzero_at):
+    """got: the file's (or JSON's) value of each correction; want: numpy's. nonzero_at collects
+    the fractions that are > 0 (for --nonzero)."""
+    for k in CORR_KEYS:
+        v = got.get(k)
+        close(f"{where} {k}", np.nan if v is None else v, want[k], rtol=1e-9, atol=1e-12)
+        if k in TOKEN_FRACS + SEQ_FRACS and want[k] > 0:
+            nonzero_at.add(k)
+
+
+def check_nonzero(nonzero_at):
+    """--nonzero: every correction fraction must clip or mask something at some length, so that
+    none of their checks above compared zeros only"""
+    for k in TOKEN_FRACS + SEQ_FRACS:
+        checks_equal(f"--nonzero: {k} > 0 at some length", k in nonzero_at, True)
+
+
+def main(path, nonzero=False):
     f = h5py.File(path, "r")
     if f.attrs.get("format") != "ratiocheck-results":
         sys.exit(f"{path}: not a ratiocheck result file")
@@ -94,6 +180,7 @@ def main(path):
     ref = f["reference/logprob"][...] if "reference" in f else None
     lens = [int(x) for x in f.attrs["lengths"]]
     fwd_by_len = {}
+    nonzero_at = set()
     levels = [0.001, 0.01, 0.5, 0.99, 0.999]
     qnames = ["quantile_0.1pct", "quantile_1pct", "quantile_50pct", "quantile_99pct", "quantile_99.9pct"]
     for L in lens:
@@ -156,6 +243,8 @@ def main(path):
             close(f"L={L} pos_max_abs_log_ratio", g["pos_max_abs_log_ratio"][...], np.nanmax(absl, axis=0))
             close(f"L={L} pos_ratio_std", g["pos_ratio_std"][...],
                   np.nanstd(np.where(valid, r, np.nan), axis=0))
+        check_corrections(f"L={L}", {k: a[k] for k in CORR_KEYS if k in a},
+                          numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
         if ref is not None:
             rf = ref[:, :L].astype(np.float64)
             close(f"L={L} ref_gen_mean_abs", a["ref_gen_mean_abs"], np.abs(gl - rf)[valid].mean())
@@ -181,6 +270,8 @@ def main(path):
         close(f"cross {la}/{lb} count", c["count"][i], d.size)
     if "sweep" in f:
         check_sweep(f, gen, gen_len, lens, fwd_by_len)
+    if nonzero:
+        check_nonzero(nonzero_at)
     for msg in failures:
         print("MISMATCH", msg)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
@@ -200,7 +291,8 @@ def row_stats(f, gen, gen_len, fwd, L):
     S_ = np.where(valid, lr, 0.0).sum(axis=1)[has]
     M_ = S_ / ntok[has]
     same = (fwd.view(np.uint32) == gen[:, :L].view(np.uint32)) & valid
-    return {"count": valid.sum(), "mean": rv.mean(), "std": rv.std(), "min": rv.min(), "max": rv.max(),
+    return {**numpy_corrections(gen, gen_len, fwd, L),
+            "count": valid.sum(), "mean": rv.mean(), "std": rv.std(), "min": rv.min(), "max": rv.max(),
             "clipfrac": np.mean((rv < 1 - lo) | (rv > 1 + hi)), "k1": np.mean(-lrv), "k3": np.mean(rv - 1 - lrv),
             "mult_prob_err": np.mean(np.exp(np.abs(lrv))), "identical_frac": same.sum() / valid.sum(),
             "seq_log_ratio_sum_std": S_.std(),
@@ -242,8 +334,9 @@ def check_sweep(f, gen, gen_len, lens, fwd_by_len):
     print(f"sweep: {n} rows, best: {sw.attrs['best_name'] if best >= 0 else 'none'}")
 
 
-def check_report_json(json_path, path):
-    """The verdict of `ratiocheck report FILE --json` (recomputed from the file's tensors) against numpy."""
+def check_report_json(json_path, path, nonzero=False):
+    """The verdict and the corrections of `ratiocheck report FILE --json` (recomputed from the
+    file's tensors) against numpy."""
     import json
     with open(json_path) as jf:
         j = json.load(jf)
@@ -258,6 +351,13 @@ def check_report_json(json_path, path):
     close("report verdict worst_sequence_ratio", j["verdict"]["worst_sequence"]["seq_ratio"],
           want["worst_sequence_ratio"])
     print("verdict:", ", ".join(f"{o} {want[o]}" for o in ("token_ppo", "sequence_is", "gspo")))
+    nonzero_at = set()
+    for entry in j["lens"]:
+        L = int(entry["len"])
+        fwd = f[f"len_{L:04d}/logprob_forward"][...]
+        check_corrections(f"report L={L}", entry, numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
+    if nonzero:
+        check_nonzero(nonzero_at)
     for msg in failures:
         print("MISMATCH", msg)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
@@ -265,8 +365,11 @@ def check_report_json(json_path, path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--report-json":
-        sys.exit(check_report_json(sys.argv[2], sys.argv[3]))
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    nz = "--nonzero" in args
+    args = [a for a in args if a != "--nonzero"]
+    if len(args) == 3 and args[0] == "--report-json":
+        sys.exit(check_report_json(args[1], args[2], nz))
+    if len(args) != 1:
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(args[0], nz))

@@ -15,6 +15,75 @@ extern const double rc_quantile_levels[RC_N_QUANTILES]; /* 0.001, 0.01, 0.5, 0.9
 #define RC_N_THRESHOLDS 4
 extern const double rc_ratio_thresholds[RC_N_THRESHOLDS]; /* |ratio - 1| > 0.001, 0.01, 0.1, 0.2 */
 
+/* The published corrections for sampler/trainer mismatch, simulated at their
+ * documented defaults (README "Corrections", docs/research/corrections.md):
+ * per length, the fraction of tokens or sequences each would clip or mask at
+ * step 0, and the mismatch metrics the frameworks log. r = exp(new - old) =
+ * pi_trainer / pi_sampler per token (every framework below uses the same
+ * direction), S = sum of log r over a sequence, M = S / its tokens, p = e^old
+ * and p' = e^new the two probabilities of the token. Token fractions are over
+ * the valid tokens t < L, sequence fractions over the sequences with one. A
+ * non-finite r counts as clipped / masked. */
+#define RC_TIS_CAP 2.0          /* token TIS: r > 2 truncated (verl rollout_is=token, threshold 2.0) */
+#define RC_MIS_LOW 0.5          /* token MIS: r outside [0.5, 2] masked (slime mis.yaml, mode mask) */
+#define RC_MIS_HIGH 2.0
+#define RC_ICEPOP_LOW 0.5       /* IcePop: r outside [0.5, 5] masked (verl decoupled_token_icepop) */
+#define RC_ICEPOP_HIGH 5.0
+#define RC_TRL_CAP 3.0          /* TRL vllm_importance_sampling_clip_max (token_* on r, sequence_* on e^S) */
+#define RC_DPPO_MASK 0.2        /* prime-rl DPPO: p' - p > 0.2 (A > 0) or < -0.2 (A < 0) masked */
+#define RC_PRIME_TOKEN_LOW 0.125 /* prime-rl before 2026-03: r outside [1/8, 8] masked ... */
+#define RC_PRIME_TOKEN_HIGH 8.0
+#define RC_PRIME_GEO_LOW 0.1    /* ... and whole sequences with e^M outside [0.1, 10] */
+#define RC_PRIME_GEO_HIGH 10.0
+#define RC_PRIME_SEQ_HIGH 100.0 /* ... or with any token r > 100 */
+#define RC_SEQ_TIS_CAP 2.0      /* sequence TIS: e^S > 2 truncated (verl's default rollout_is=sequence) */
+#define RC_SEQ_MIS_LOW 0.5      /* sequence MIS: e^-S outside [0.5, 2] masked (verl seq_sum_k1 "0.5_2.0") */
+#define RC_SEQ_MIS_HIGH 2.0
+#define RC_GEO_RS_LOW 0.999     /* geometric RS: e^-M outside [0.999, 1.001] masked (verl seq_mean_k1) */
+#define RC_GEO_RS_HIGH 1.001
+#define RC_VERL_SAFETY_BOUND 20.0 /* verl clamps log r (and S) to +-20 before exponentiating (chi2) */
+typedef struct {
+    /* fractions of tokens */
+    double token_tis_clipfrac;   /* r > 2 */
+    double token_mis_maskfrac;   /* r < 0.5 or r > 2 */
+    double icepop_maskfrac;      /* r < 0.5 or r > 5 */
+    double token_cap3_frac;      /* r > 3 (TRL token_truncate / token_mask) */
+    double dppo_maskfrac_high;   /* p' - p > 0.2: masked where the advantage is positive */
+    double dppo_maskfrac_low;    /* p' - p < -0.2: masked where it is negative */
+    double prime_legacy_maskfrac; /* prime-rl's is_masked before 2026-03 (token, geo and sequence masks) */
+    /* fractions of sequences */
+    double seq_tis_clipfrac;     /* e^S > 2 */
+    double seq_mis_maskfrac;     /* -S outside [log 0.5, log 2] */
+    double seq_geo_rs_maskfrac;  /* -M outside [log 0.999, log 1.001] */
+    double seq_cap3_frac;        /* e^S > 3 (TRL sequence_truncate / sequence_mask, its default) */
+    /* metrics (verl rollout_corr/..., TRL sampling/...) */
+    double chi2_token;           /* mean(e^(2 clamp(log r)) - 1) */
+    double chi2_seq;             /* mean over sequences of e^(2 clamp(S)) - 1 */
+    double ppl_trainer;          /* mean over sequences of exp(-mean new) */
+    double ppl_sampler;          /* mean over sequences of exp(-mean old) */
+    double log_ppl_diff;         /* mean over sequences of (mean old - mean new) = mean(-M) */
+    double log_ppl_abs_diff;     /* mean |M| */
+    double ppl_ratio;            /* mean exp(-M) */
+    double mean_abs_log_ratio;   /* mean |log r| */
+    double max_abs_log_ratio;    /* max |log r| */
+} rc_corrections;
+
+/* One entry of rc_corr_stats: a field of rc_corrections, its name (the
+ * /len_NNNN attribute and the --json key) and how the table prints it. */
+typedef enum { RC_CORR_TOKENS, RC_CORR_SEQUENCES, RC_CORR_METRIC } rc_corr_kind;
+typedef struct {
+    const char *name;  /* attribute and JSON key */
+    size_t off;        /* offsetof(rc_corrections, field) */
+    rc_corr_kind kind;
+    bool table;        /* in the run's table (else only in the file and --json) */
+    const char *label; /* the table's row: the correction and who uses it */
+    const char *rule;  /* what it clips / masks, or what the metric is */
+} rc_corr_stat;
+extern const rc_corr_stat rc_corr_stats[];
+extern const size_t rc_n_corr_stats;
+/* the value of entry e in c */
+double rc_corr_value(const rc_corrections *c, const rc_corr_stat *e);
+
 /* Statistics of the ratio r = exp(forward - generation) over the valid tokens
  * of one length L. NaN where undefined (e.g. no reference). */
 typedef struct {
@@ -37,6 +106,7 @@ typedef struct {
     double seq_frac_above_cap;    /* exp(S) > seq_cap: sequence-level importance sampling */
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
+    rc_corrections corr; /* the published corrections at their defaults */
 } rc_len_stats;
 
 typedef struct {

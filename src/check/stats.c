@@ -1,6 +1,7 @@
 /* Statistics of one run, computed from the stored tensors only (so that
  * `report` can recompute them from the HDF5 file). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -195,6 +196,130 @@ static void describe(const double *v, int64_t n, double *mean, double *std, doub
     *mx = hi;
 }
 
+#define CORR(field, kind, table, label, rule) {#field, offsetof(rc_corrections, field), kind, table, label, rule}
+const rc_corr_stat rc_corr_stats[] = {
+    CORR(token_tis_clipfrac, RC_CORR_TOKENS, true, "token TIS (verl, slime)", "r > 2"),
+    CORR(token_mis_maskfrac, RC_CORR_TOKENS, true, "token MIS (slime)", "r outside [0.5, 2]"),
+    CORR(icepop_maskfrac, RC_CORR_TOKENS, true, "IcePop (verl preset)", "r outside [0.5, 5]"),
+    CORR(token_cap3_frac, RC_CORR_TOKENS, true, "TRL token_truncate / _mask", "r > 3"),
+    CORR(dppo_maskfrac_high, RC_CORR_TOKENS, true, "prime-rl DPPO, advantage > 0", "p' - p > 0.2"),
+    CORR(dppo_maskfrac_low, RC_CORR_TOKENS, true, "prime-rl DPPO, advantage < 0", "p' - p < -0.2"),
+    CORR(prime_legacy_maskfrac, RC_CORR_TOKENS, true, "prime-rl before 2026-03", "r / e^M outside [1/8,8] / [.1,10]"),
+    CORR(seq_tis_clipfrac, RC_CORR_SEQUENCES, true, "sequence TIS (verl default)", "e^S > 2"),
+    CORR(seq_mis_maskfrac, RC_CORR_SEQUENCES, true, "sequence MIS (verl Seq-MIS)", "e^S outside [0.5, 2]"),
+    CORR(seq_geo_rs_maskfrac, RC_CORR_SEQUENCES, true, "geometric RS (verl Geo-RS)", "e^-M outside [0.999, 1.001]"),
+    CORR(seq_cap3_frac, RC_CORR_SEQUENCES, true, "TRL sequence_* (its default)", "e^S > 3"),
+    CORR(chi2_token, RC_CORR_METRIC, true, "verl chi2_token", "mean r^2 - 1"),
+    CORR(chi2_seq, RC_CORR_METRIC, true, "verl chi2_seq", "mean e^2S - 1"),
+    CORR(ppl_trainer, RC_CORR_METRIC, false, "verl training_ppl", "mean exp(-mean new)"),
+    CORR(ppl_sampler, RC_CORR_METRIC, false, "verl rollout_ppl", "mean exp(-mean old)"),
+    CORR(log_ppl_diff, RC_CORR_METRIC, false, "verl log_ppl_diff", "mean -M"),
+    CORR(log_ppl_abs_diff, RC_CORR_METRIC, true, "verl log_ppl_abs_diff", "mean |M|"),
+    CORR(ppl_ratio, RC_CORR_METRIC, false, "verl ppl_ratio", "mean e^-M"),
+    CORR(mean_abs_log_ratio, RC_CORR_METRIC, true, "TRL sampling_logp_difference", "mean |log r|"),
+    CORR(max_abs_log_ratio, RC_CORR_METRIC, true, "TRL sampling_logp_difference", "max |log r|"),
+};
+#undef CORR
+const size_t rc_n_corr_stats = sizeof rc_corr_stats / sizeof rc_corr_stats[0];
+_Static_assert(sizeof(rc_corr_stats) / sizeof(rc_corr_stats[0]) == sizeof(rc_corrections) / sizeof(double),
+               "one rc_corr_stats entry per field of rc_corrections");
+
+double rc_corr_value(const rc_corrections *c, const rc_corr_stat *e)
+{
+    double v;
+    memcpy(&v, (const char *)c + e->off, sizeof v);
+    return v;
+}
+
+/* "outside [lo, hi]", NaN included */
+static bool outside(double v, double lo, double hi)
+{
+    return !(v >= lo && v <= hi);
+}
+
+/* verl's clamp of a log ratio before exponentiating */
+static double verl_clamp(double lr)
+{
+    return lr < -RC_VERL_SAFETY_BOUND ? -RC_VERL_SAFETY_BOUND : lr > RC_VERL_SAFETY_BOUND ? RC_VERL_SAFETY_BOUND : lr;
+}
+
+/* The published corrections of L at their defaults (results.h, README
+ * "Corrections"), from the tensors; needs L's per-sequence S and M. */
+static void corrections(const rc_results *r, rc_len_result *L)
+{
+    const int64_t G = r->gen_len, Ln = L->len;
+    rc_corrections *c = &L->st.corr;
+    int64_t n = 0, tis = 0, mis = 0, icepop = 0, cap3 = 0, dppo_hi = 0, dppo_lo = 0, prime = 0;
+    int64_t ns = 0, seq_tis = 0, seq_mis = 0, geo_rs = 0, seq_cap3 = 0;
+    double chi2_tok = 0, chi2_seq = 0, ppl_tr = 0, ppl_sa = 0, lpd = 0, lpad = 0, pplr = 0, abs_sum = 0,
+           abs_max = 0;
+    const double seq_mis_lo = log(RC_SEQ_MIS_LOW), seq_mis_hi = log(RC_SEQ_MIS_HIGH);
+    const double geo_lo = log(RC_GEO_RS_LOW), geo_hi = log(RC_GEO_RS_HIGH);
+    for (int64_t sq = 0; sq < r->n_seq; sq++) {
+        const int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
+        if (valid < 1)
+            continue;
+        int64_t prime_tok = 0;
+        bool above_seq_high = false; /* some token r > 100 */
+        double sum_new = 0, sum_old = 0;
+        for (int64_t t = 0; t < valid; t++) {
+            const double fw = L->logprob_fwd[sq * Ln + t], gn = r->logprob_gen[sq * G + t];
+            const double lr = fw - gn, ratio = exp(lr), dp = exp(fw) - exp(gn);
+            n++;
+            tis += !(ratio <= RC_TIS_CAP);
+            mis += outside(ratio, RC_MIS_LOW, RC_MIS_HIGH);
+            icepop += outside(ratio, RC_ICEPOP_LOW, RC_ICEPOP_HIGH);
+            cap3 += !(ratio <= RC_TRL_CAP);
+            dppo_hi += dp > RC_DPPO_MASK;
+            dppo_lo += dp < -RC_DPPO_MASK;
+            prime_tok += outside(ratio, RC_PRIME_TOKEN_LOW, RC_PRIME_TOKEN_HIGH);
+            above_seq_high |= !(ratio <= RC_PRIME_SEQ_HIGH);
+            chi2_tok += expm1(2.0 * verl_clamp(lr)); /* e^2lr - 1 without cancellation */
+            abs_sum += fabs(lr);
+            abs_max = fabs(lr) > abs_max ? fabs(lr) : abs_max;
+            sum_new += fw;
+            sum_old += gn;
+        }
+        /* prime-rl's legacy is_masked: the token mask, or the whole sequence
+         * by its geometric ratio or its largest token ratio */
+        const double S = L->seq_log_ratio_sum[sq], M = L->seq_log_ratio_mean[sq];
+        const bool seq_masked = outside(exp(M), RC_PRIME_GEO_LOW, RC_PRIME_GEO_HIGH) || above_seq_high;
+        prime += seq_masked ? valid : prime_tok;
+        ns++;
+        seq_tis += !(exp(S) <= RC_SEQ_TIS_CAP);
+        seq_mis += outside(-S, seq_mis_lo, seq_mis_hi);
+        geo_rs += outside(-M, geo_lo, geo_hi);
+        seq_cap3 += !(exp(S) <= RC_TRL_CAP);
+        chi2_seq += expm1(2.0 * verl_clamp(S));
+        ppl_tr += exp(-sum_new / (double)valid);
+        ppl_sa += exp(-sum_old / (double)valid);
+        lpd += -M;
+        lpad += fabs(M);
+        pplr += exp(-M);
+    }
+    const double tn = n ? (double)n : NAN, sn = ns ? (double)ns : NAN;
+    c->token_tis_clipfrac = (double)tis / tn;
+    c->token_mis_maskfrac = (double)mis / tn;
+    c->icepop_maskfrac = (double)icepop / tn;
+    c->token_cap3_frac = (double)cap3 / tn;
+    c->dppo_maskfrac_high = (double)dppo_hi / tn;
+    c->dppo_maskfrac_low = (double)dppo_lo / tn;
+    c->prime_legacy_maskfrac = (double)prime / tn;
+    c->chi2_token = chi2_tok / tn;
+    c->mean_abs_log_ratio = abs_sum / tn;
+    c->max_abs_log_ratio = n ? abs_max : NAN;
+    c->seq_tis_clipfrac = (double)seq_tis / sn;
+    c->seq_mis_maskfrac = (double)seq_mis / sn;
+    c->seq_geo_rs_maskfrac = (double)geo_rs / sn;
+    c->seq_cap3_frac = (double)seq_cap3 / sn;
+    c->chi2_seq = chi2_seq / sn;
+    c->ppl_trainer = ppl_tr / sn;
+    c->ppl_sampler = ppl_sa / sn;
+    c->log_ppl_diff = lpd / sn;
+    c->log_ppl_abs_diff = lpad / sn;
+    c->ppl_ratio = pplr / sn;
+}
+
 /* the sequence-level statistics of L from its per-sequence S and M */
 static void seq_stats(const rc_results *r, rc_len_result *L)
 {
@@ -342,6 +467,7 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
     free(pos_sum_r2);
     free(ratios);
     seq_stats(r, L);
+    corrections(r, L);
     return RC_OK;
 }
 

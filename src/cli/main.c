@@ -974,6 +974,8 @@ static void print_sweep_json(const rc_results *r)
             json_num(stdout, "seq_log_ratio_sum_std", st->seq_sum_std, true);
             json_num(stdout, "seq_frac_outside_band", st->seq_frac_outside_band, true);
             json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
+            for (size_t k = 0; k < rc_n_corr_stats; k++) /* every correction: one row is cheap */
+                json_num(stdout, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]), true);
             json_num(stdout, "std_vs_base", st->std / b->std, false);
         } else {
             json_str(stdout, row->skipped);
@@ -1045,6 +1047,8 @@ static void print_json(const rc_results *r, const char *out_path, int gates, con
         json_num(stdout, "seq_ratio_max", exp(st->seq_sum_max), true);
         json_num(stdout, "seq_frac_outside_band", st->seq_frac_outside_band, true);
         json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
+        for (size_t k = 0; k < rc_n_corr_stats; k++) /* the corrections, under their names (stats.c) */
+            json_num(stdout, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]), true);
         if (r->logprob_ref) {
             json_num(stdout, "ref_gen_mean_abs", st->ref_gen_mean_abs, true);
             json_num(stdout, "ref_fwd_mean_abs", st->ref_fwd_mean_abs, true);
@@ -1130,6 +1134,48 @@ static void print_sweep_table(const rc_results *r)
     }
 }
 
+/* The published corrections at their defaults (README "Corrections"): one
+ * row per correction, one column per length; fractions in percent. */
+static void print_corrections(const rc_results *r)
+{
+    printf("\ncorrections at step 0: what each published correction would clip or mask at its default "
+           "(README \"Corrections\")\n");
+    printf("  %-30s %-34s", "correction", "clips / masks");
+    for (int i = 0; i < r->n_lens; i++) {
+        char h[24];
+        snprintf(h, sizeof h, "L=%lld", (long long)r->lens[i].len);
+        printf(" %10s", h);
+    }
+    putchar('\n');
+    for (int kind = RC_CORR_TOKENS; kind <= RC_CORR_METRIC; kind++) {
+        if (kind == RC_CORR_TOKENS)
+            printf("  of the tokens:\n");
+        else if (kind == RC_CORR_SEQUENCES)
+            printf("  of the sequences:\n");
+        else if (kind == RC_CORR_METRIC)
+            printf("mismatch metrics (verl rollout_corr/, TRL sampling/; verl's kl and k3_kl are k1 and k3 above, "
+                   "prime-rl's mismatch_kl is k3)\n");
+        for (size_t k = 0; k < rc_n_corr_stats; k++) {
+            const rc_corr_stat *e = &rc_corr_stats[k];
+            if ((int)e->kind != kind || !e->table)
+                continue;
+            printf("  %-30s %-34s", e->label, e->rule);
+            for (int i = 0; i < r->n_lens; i++) {
+                const double v = rc_corr_value(&r->lens[i].st.corr, e);
+                char cell[32];
+                if (kind == RC_CORR_METRIC)
+                    snprintf(cell, sizeof cell, "%.3e", v);
+                else if (v == 0)
+                    snprintf(cell, sizeof cell, "0");
+                else
+                    snprintf(cell, sizeof cell, "%.3g%%", 100.0 * v);
+                printf(" %10s", cell);
+            }
+            putchar('\n');
+        }
+    }
+}
+
 static void print_table(const rc_results *r, const char *out_path, int gates)
 {
     printf("ratiocheck %s  model ", RC_VERSION);
@@ -1188,6 +1234,7 @@ static void print_table(const rc_results *r, const char *out_path, int gates)
                (long long)st->seq_count, st->seq_sum_mean, st->seq_sum_std, exp(st->seq_sum_min), exp(st->seq_sum_max),
                st->seq_frac_outside_band, st->seq_frac_above_cap);
     }
+    print_corrections(r);
     if (r->n_cross > 0) {
         printf("\nforward log-prob of the same token, re-scored with different lengths (shared positions)\n");
         printf("%5s %5s %8s %12s %12s\n", "La", "Lb", "tokens", "max |diff|", "mean |diff|");

@@ -104,6 +104,29 @@
  *     seq_frac_outside_band                 f64   fraction of sequences with
  *                                                 |e^M - 1| > seq_eps
  *     seq_frac_above_cap                    f64   fraction with e^S > seq_cap
+ *   the published corrections at their defaults (README "Corrections"; r =
+ *   e^(new - old), S / M a sequence's sum / mean of log r, p / p' the token's
+ *   sampler / trainer probability; thresholds fixed, see results.h):
+ *     token_tis_clipfrac                    f64   fraction of tokens with r > 2 (token TIS)
+ *     token_mis_maskfrac                    f64   ... r outside [0.5, 2] (token MIS)
+ *     icepop_maskfrac                       f64   ... r outside [0.5, 5] (IcePop)
+ *     token_cap3_frac                       f64   ... r > 3 (TRL token_truncate / token_mask)
+ *     dppo_maskfrac_high, dppo_maskfrac_low f64   ... p' - p > 0.2 / < -0.2 (prime-rl DPPO,
+ *                                                 masked for a positive / negative advantage)
+ *     prime_legacy_maskfrac                 f64   ... prime-rl's is_masked before 2026-03: r outside
+ *                                                 [0.125, 8], or in a sequence with e^M outside
+ *                                                 [0.1, 10] or any r > 100
+ *     seq_tis_clipfrac                      f64   fraction of sequences with e^S > 2 (sequence TIS)
+ *     seq_mis_maskfrac                      f64   ... -S outside [log 0.5, log 2] (sequence MIS)
+ *     seq_geo_rs_maskfrac                   f64   ... -M outside [log 0.999, log 1.001] (geometric RS)
+ *     seq_cap3_frac                         f64   ... e^S > 3 (TRL sequence_truncate / sequence_mask)
+ *     chi2_token                            f64   mean(e^(2 log r) - 1), log r clamped to +-20
+ *     chi2_seq                              f64   mean over sequences of e^(2 S) - 1, S clamped to +-20
+ *     ppl_trainer, ppl_sampler              f64   mean over sequences of exp(-mean new / old log-prob)
+ *     log_ppl_diff, log_ppl_abs_diff        f64   mean over sequences of -M, |M|
+ *     ppl_ratio                             f64   mean over sequences of e^-M
+ *     mean_abs_log_ratio, max_abs_log_ratio f64   mean / max |log r| over the tokens
+ *     (files written before the corrections have none of these)
  *     (NaN where a statistic is undefined, e.g. the ref_* ones without a
  *     reference pass.)
  *   datasets:
@@ -702,6 +725,8 @@ static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_
     RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_max", s->seq_mean_max));
     RC_TRY(attr_f64(w, g, o, "seq_frac_outside_band", s->seq_frac_outside_band));
     RC_TRY(attr_f64(w, g, o, "seq_frac_above_cap", s->seq_frac_above_cap));
+    for (size_t i = 0; i < rc_n_corr_stats; i++) /* the corrections, under their names (stats.c) */
+        RC_TRY(attr_f64(w, g, o, rc_corr_stats[i].name, rc_corr_value(&s->corr, &rc_corr_stats[i])));
     return RC_OK;
 }
 
