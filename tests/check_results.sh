@@ -90,6 +90,6 @@ tamper corr bf16 corr '"token_ppo": {"level": "FAIL"' --nonzero
 echo "== sweep"
 "$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
   --num-prompts 6 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 --vary both:lm-head=fp32 \
-  --vary both:dtype=fp16 --vary sampler:batch=1 > "$tmp/sweep.txt" || { echo "ratiocheck sweep failed"; status=1; }
+  --vary both:dtype=fp16 --vary sampler:batch=1 --vary both:kernels=invariant > "$tmp/sweep.txt" || { echo "ratiocheck sweep failed"; status=1; }
 "$PY" "$SRC/tools/check_results.py" "$tmp/sweep.h5" || status=1
 exit $status

@@ -553,6 +553,17 @@ START_TEST(test_sweep)
     }
     ck_assert(sweep_row_num(j, best, "k3") < json_number_value(
                                                 json_object_get(json_array_get(json_object_get(j, "lens"), 1), "k3")));
+    /* the best of the rows that keep the base's (engine) kernels: the cheaper lever */
+    const char *other = json_string_value(json_object_get(sw, "helps_most_without_invariant_kernels"));
+    ck_assert_ptr_nonnull(other);
+    ck_assert_str_ne(other, "both: kernels=invariant");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        const bool inv = json_is_true(json_object_get(row, "batch_invariant"));
+        ck_assert(inv == !strcmp(json_string_value(json_object_get(row, "setting")), "both: kernels=invariant"));
+        if (!inv)
+            ck_assert(!(json_number_value(json_object_get(row, "k3")) < sweep_row_num(j, other, "k3")));
+    }
     ck_assert(isfinite(sweep_row_num(j, "trainer: mode=autocast", "k3"))); /* gpt_neox: covered */
     ck_assert(isfinite(sweep_row_num(j, "sampler: prefill-chunk=4", "std"))); /* the longest prompt: 7 tokens */
     const double head_std = sweep_row_num(j, "trainer: lm-head=fp32", "std");

@@ -309,12 +309,16 @@ def check_sweep(f, gen, gen_len, lens, fwd_by_len):
     n = int(sw.attrs["settings"])
     Lmax = max(lens)
     best, best_k3 = -1, row_stats(f, gen, gen_len, fwd_by_len[Lmax], Lmax)["k3"]
+    other, other_k3 = -1, best_k3
     for i in range(n):
         g = sw[f"{i:02d}"]
         name = g.attrs["name"]
         if g.attrs["skipped"]:
             equal(f"sweep {name}: a skipped row holds no tensors", "logprob_generation" in g, False)
             continue
+        inv = "kernels=invariant" in str(g.attrs["sampler"]) and "kernels=invariant" in str(g.attrs["trainer"]) \
+            and str(f.attrs["kernels"]) != "invariant"
+        close(f"sweep {name} batch_invariant", g.attrs["batch_invariant"], int(inv))
         rg = g["logprob_generation"][...]
         same = rg.tobytes() == gen.tobytes()
         for L in lens:
@@ -330,7 +334,10 @@ def check_sweep(f, gen, gen_len, lens, fwd_by_len):
             k3 = row_stats(f, rg, gen_len, g[f"len_{Lmax:04d}/logprob_forward"][...], Lmax)["k3"]
             if k3 < best_k3:
                 best, best_k3 = i, k3
+            if not g.attrs["batch_invariant"] and k3 < other_k3:
+                other, other_k3 = i, k3
     close("sweep best", sw.attrs["best"], best)
+    close("sweep best without batch-invariant kernels", sw.attrs["best_without_invariant"], other)
     print(f"sweep: {n} rows, best: {sw.attrs['best_name'] if best >= 0 else 'none'}")
 
 

@@ -172,6 +172,7 @@ typedef struct {
     char skipped[256];   /* why it did not run (e.g. the model's family is not covered), or "" */
     bool noise_floor;    /* the base configuration replayed: must equal the base bit for bit */
     bool identical;      /* every log-prob of both paths bitwise equal to the base run's */
+    bool invariant;      /* it makes both sides batch-invariant (kernels=invariant) where the base is not */
     rc_results *res;     /* its replay (owned; NULL when skipped) */
 } rc_sweep_row;
 
@@ -222,11 +223,12 @@ struct rc_results {
     int n_sweep;
     rc_sweep_row *sweep;
     int sweep_best;        /* the row that lowers k3 at the longest length the most, -1 when none does */
+    int sweep_best_other;  /* the same among the rows that are not `invariant` (the cheaper levers) */
 };
 
 /* The statistics a sweep compares, at the results' longest length. */
 const rc_len_stats *rc_results_longest(const rc_results *r);
-/* Fill r->sweep_best and each row's `identical` (against r itself). */
+/* Fill r->sweep_best, r->sweep_best_other and each row's `identical` (against r itself). */
 void rc_sweep_summarise(rc_results *r);
 
 void rc_results_free(rc_results *r);

@@ -127,9 +127,9 @@ static bool same_bits(const float *a, const float *b, int64_t n)
 
 void rc_sweep_summarise(rc_results *r)
 {
-    r->sweep_best = -1;
+    r->sweep_best = r->sweep_best_other = -1;
     const rc_len_stats *base = rc_results_longest(r);
-    double best_k3 = base ? base->k3 : NAN;
+    double best_k3 = base ? base->k3 : NAN, other_k3 = best_k3;
     for (int i = 0; i < r->n_sweep; i++) {
         rc_sweep_row *row = &r->sweep[i];
         const rc_results *q = row->res;
@@ -146,6 +146,10 @@ void rc_sweep_summarise(rc_results *r)
         if (!row->noise_floor && st && st->k3 < best_k3) { /* NaN never wins */
             best_k3 = st->k3;
             r->sweep_best = i;
+        }
+        if (!row->noise_floor && !row->invariant && st && st->k3 < other_k3) {
+            other_k3 = st->k3;
+            r->sweep_best_other = i;
         }
     }
 }

@@ -963,7 +963,8 @@ static void print_sweep_json(const rc_results *r)
         json_str(stdout, row->sampler);
         printf(", \"trainer\": ");
         json_str(stdout, row->trainer);
-        printf(", \"noise_floor\": %s, \"skipped\": ", row->noise_floor ? "true" : "false");
+        printf(", \"noise_floor\": %s, \"batch_invariant\": %s, \"skipped\": ", row->noise_floor ? "true" : "false",
+               row->invariant ? "true" : "false");
         if (row->res) {
             const rc_len_stats *st = rc_results_longest(row->res);
             printf("null, \"identical_to_base\": %s, ", row->identical ? "true" : "false");
@@ -985,6 +986,11 @@ static void print_sweep_json(const rc_results *r)
     printf("], \"helps_most\": ");
     if (r->sweep_best >= 0)
         json_str(stdout, r->sweep[r->sweep_best].name);
+    else
+        printf("null");
+    printf(", \"helps_most_without_invariant_kernels\": ");
+    if (r->sweep_best_other >= 0)
+        json_str(stdout, r->sweep[r->sweep_best_other].name);
     else
         printf("null");
     putchar('}');
@@ -1131,6 +1137,13 @@ static void print_sweep_table(const rc_results *r)
                100.0 * st->seq_frac_outside_band);
     } else {
         printf("helps most: no setting lowers k3 below the base's\n");
+    }
+    if (r->sweep_best >= 0 && r->sweep[r->sweep_best].invariant && r->sweep_best_other >= 0) {
+        const rc_len_stats *st = rc_results_longest(r->sweep[r->sweep_best_other].res);
+        printf("without batch-invariant kernels: %s: k3 %.3g -> %.3g, ratio std %.3g -> %.3g, outside GSPO's band "
+               "%.1f%% -> %.1f%%\n",
+               r->sweep[r->sweep_best_other].name, b->k3, st->k3, b->std, st->std, 100.0 * b->seq_frac_outside_band,
+               100.0 * st->seq_frac_outside_band);
     }
 }
 
@@ -2681,6 +2694,8 @@ static rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set)
         }
         side_str(&sm, false, row->sampler, sizeof row->sampler);
         side_str(&tr, true, row->trainer, sizeof row->trainer);
+        row->invariant = sm.kernels == RC_KERNELS_INVARIANT && tr.kernels == RC_KERNELS_INVARIANT &&
+                         !(x->ro.sampler.kernels == RC_KERNELS_INVARIANT && x->ro.trainer.kernels == RC_KERNELS_INVARIANT);
         rc_status st = check_side("sampler", &sm);
         if (st == RC_OK)
             st = check_side("trainer", &tr);

@@ -865,6 +865,11 @@ static rc_status write_sweep(const h5w *w, const rc_results *r)
         st = attr_i64(w, g, o, "best", r->sweep_best);
     if (st == RC_OK)
         st = attr_str(w, g, o, "best_name", r->sweep_best >= 0 ? r->sweep[r->sweep_best].name : "");
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "best_without_invariant", r->sweep_best_other);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "best_without_invariant_name",
+                      r->sweep_best_other >= 0 ? r->sweep[r->sweep_best_other].name : "");
     st = group_close(w, g, o, st);
     for (int i = 0; i < r->n_sweep && st == RC_OK; i++) {
         const rc_sweep_row *row = &r->sweep[i];
@@ -883,6 +888,8 @@ static rc_status write_sweep(const h5w *w, const rc_results *r)
             st = attr_i64(w, sg, so, "noise_floor", row->noise_floor);
         if (st == RC_OK)
             st = attr_i64(w, sg, so, "identical_to_base", row->identical);
+        if (st == RC_OK)
+            st = attr_i64(w, sg, so, "batch_invariant", row->invariant);
         const rc_results *q = row->res;
         if (st == RC_OK && q)
             st = ds_f32_2d(w, sg, so, "logprob_generation", q->n_seq, q->gen_len, q->logprob_gen);
