@@ -110,14 +110,6 @@ void rc_results_free(rc_results *r)
     memset(r, 0, sizeof *r);
 }
 
-const rc_len_stats *rc_results_longest(const rc_results *r)
-{
-    const rc_len_result *best = NULL;
-    for (int i = 0; i < r->n_lens; i++)
-        if (!best || r->lens[i].len > best->len)
-            best = &r->lens[i];
-    return best ? &best->st : NULL;
-}
 
 /* bitwise equality of two float arrays (NaN patterns included) */
 static bool same_bits(const float *a, const float *b, int64_t n)
@@ -510,6 +502,11 @@ static int longest_len(const rc_results *r)
     for (int i = 1; i < r->n_lens; i++)
         il = r->lens[i].len > r->lens[il].len ? i : il;
     return il;
+}
+
+const rc_len_stats *rc_results_longest(const rc_results *r)
+{
+    return r->n_lens > 0 ? &r->lens[longest_len(r)].st : NULL;
 }
 
 static void verdict(rc_results *r)

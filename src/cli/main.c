@@ -1971,21 +1971,12 @@ static void cfg_apply_sides(const side *sm, const side *tr, double temperature, 
  * with fp32 or with upcasts other than the LM head (who: "--sampler" ...). */
 static rc_status check_side(const char *who, const side *sd)
 {
-    if (sd->wq.kind == RC_WQ_FP8) { /* the combinations no vLLM setting has (the model's checks at load) */
-        rc_numerics n = side_numerics(sd, &(rc_numerics){.temperature = 1.0f}, false);
-        rc_status st = rc_fp8w_supported(NULL, &n, true);
-        if (st != RC_OK)
-            return rc_error_prefix(st, "%s", who);
-    }
-    if (sd->mode != RC_PREC_AUTOCAST)
-        return RC_OK;
-    if (sd->dt == RC_F32)
-        return rc_errorf(RC_ERR_USAGE, "%s: mode=autocast needs dtype=bf16 or fp16 (the dtype autocast casts "
-                         "GEMMs to)", who);
-    if (sd->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
-        return rc_errorf(RC_ERR_USAGE, "%s: mode=autocast keeps norms, RoPE and softmax in fp32 already; of the "
-                         "upcasts only lm-head=fp32 applies", who);
-    return RC_OK;
+    /* the model-free checks of the engine's own (the model's at load) */
+    const rc_numerics n = side_numerics(sd, &(rc_numerics){.temperature = 1.0f}, false);
+    rc_status st = sd->wq.kind == RC_WQ_FP8 ? rc_fp8w_supported(NULL, &n, true) : RC_OK;
+    if (st == RC_OK)
+        st = rc_autocast_supported(NULL, &n);
+    return st == RC_OK ? RC_OK : rc_error_prefix(st, "%s", who);
 }
 
 /* Everything the run's options set. */
@@ -2373,41 +2364,51 @@ static rc_status run_load(run_ctx *x)
 
 /* The backends, then sampling and re-scoring (the only step that polls the
  * interrupt flag; signals elsewhere end the process at once). */
-static rc_status run_compute(run_ctx *x)
+/* a backend with these kernels where the run computes (x->use_cuda) */
+static rc_status backend_for(const run_ctx *x, rc_kernels k, rc_backend **out)
 {
-    const run_opts *ro = &x->ro;
-    x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
-    rc_status st;
-    const rc_kernels ks = ro->sampler.kernels, kt = ro->trainer.kernels;
-    if (x->use_cuda) {
-        omp_set_num_threads(x->n_threads); /* host work: sampling, the fp64 reference */
-        st = rc_backend_cuda_create(ks, &x->be);
-        if (st == RC_OK && kt != ks)
-            st = rc_backend_cuda_create(kt, &x->trainer_be);
-    } else {
-        st = rc_backend_cpu_create(x->n_threads, ks, &x->be);
-        if (st == RC_OK && kt != ks)
-            st = rc_backend_cpu_create(x->n_threads, kt, &x->trainer_be);
-    }
-    x->cfg.trainer_be = x->trainer_be;
-    if (st == RC_OK && x->cfg.reference == 32) /* the reference runs where the check runs */
-        st = x->use_cuda ? rc_backend_cuda_create(RC_KERNELS_INVARIANT, &x->ref_be)
-                         : rc_backend_cpu_create((int)ro->threads, RC_KERNELS_INVARIANT, &x->ref_be);
-    if (st != RC_OK)
-        return st;
-    progress_state ps = {.enabled = !ro->quiet && isatty(STDERR_FILENO) &&
+    return x->use_cuda ? rc_backend_cuda_create(k, out) : rc_backend_cpu_create(x->n_threads, k, out);
+}
+
+/* The two sides' backends: the sampler's, and the trainer's when its kernels differ (else NULL). */
+static rc_status side_backends(const run_ctx *x, const side *sm, const side *tr, rc_backend **be, rc_backend **tbe)
+{
+    *be = *tbe = NULL;
+    rc_status st = backend_for(x, sm->kernels, be);
+    if (st == RC_OK && tr->kernels != sm->kernels)
+        st = backend_for(x, tr->kernels, tbe);
+    return st;
+}
+
+/* rc_run_check with the progress bar, polling the interrupt flag (the only
+ * work that does; signals elsewhere end the process at once) */
+static rc_status run_check_polled(const run_ctx *x, rc_backend *be, rc_backend *ref_be, const rc_rollout_cfg *cfg,
+                                  rc_results *out)
+{
+    progress_state ps = {.enabled = !x->ro.quiet && isatty(STDERR_FILENO) &&
                                     !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
     g_polling = 1;
-    if (g_interrupted_flag)
-        st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
-    if (st == RC_OK)
-        st = rc_run_check(x->m, x->be, x->ref_be, &x->cfg, progress_cb, &ps, &g_interrupted_flag, &x->res);
+    rc_status st = g_interrupted_flag ? rc_errorf(RC_ERR_INTERRUPTED, "interrupted")
+                                      : rc_run_check(x->m, be, ref_be, cfg, progress_cb, &ps, &g_interrupted_flag, out);
     g_polling = 0;
     if (st == RC_OK && g_interrupted_flag) /* arrived after the last check */
         st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
     if (ps.enabled)
         fprintf(stderr, "\r\033[K");
     return st;
+}
+
+static rc_status run_compute(run_ctx *x)
+{
+    const run_opts *ro = &x->ro;
+    x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
+    if (x->use_cuda)
+        omp_set_num_threads(x->n_threads); /* host work: sampling, the fp64 reference */
+    rc_status st = side_backends(x, &ro->sampler, &ro->trainer, &x->be, &x->trainer_be);
+    x->cfg.trainer_be = x->trainer_be;
+    if (st == RC_OK && x->cfg.reference == 32) /* the reference runs where the check runs */
+        st = backend_for(x, RC_KERNELS_INVARIANT, &x->ref_be);
+    return st == RC_OK ? run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res) : st;
 }
 
 /* The run's settings, prompt texts and completions into the results, and
@@ -2654,23 +2655,11 @@ static rc_status sweep_replay(run_ctx *x, const side *sm, const side *tr, rc_res
     cfg.forced_tokens = x->res.gen_tokens;
     cfg.forced_valid = x->res.gen_valid;
     cfg.forced_len = x->res.gen_len;
-    rc_backend *be = NULL, *tbe = NULL;
-    rc_status st = x->use_cuda ? rc_backend_cuda_create(sm->kernels, &be)
-                               : rc_backend_cpu_create(x->n_threads, sm->kernels, &be);
-    if (st == RC_OK && tr->kernels != sm->kernels)
-        st = x->use_cuda ? rc_backend_cuda_create(tr->kernels, &tbe)
-                         : rc_backend_cpu_create(x->n_threads, tr->kernels, &tbe);
+    rc_backend *be, *tbe;
+    rc_status st = side_backends(x, sm, tr, &be, &tbe);
     cfg.trainer_be = tbe;
-    progress_state ps = {.enabled = !x->ro.quiet && isatty(STDERR_FILENO) &&
-                                    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
-    g_polling = 1;
     if (st == RC_OK)
-        st = rc_run_check(x->m, be, NULL, &cfg, progress_cb, &ps, &g_interrupted_flag, out);
-    g_polling = 0;
-    if (st == RC_OK && g_interrupted_flag)
-        st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
-    if (ps.enabled)
-        fprintf(stderr, "\r\033[K");
+        st = run_check_polled(x, be, NULL, &cfg, out);
     rc_backend_destroy(be);
     rc_backend_destroy(tbe);
     return st;

@@ -624,16 +624,16 @@ void rc_engine_free(rc_engine *e)
  * torch.autocast for the rotary families (HF Llama / Qwen2 / Mistral,
  * GPT-NeoX, on the CPU and the CUDA backend); the ALiBi families' masks and biases, GPT-2's gelu_new (fp32 on
  * CUDA, bf16 on the CPU) and Baichuan2's fp32 RoPE / SDPA paths were not. */
-static rc_status autocast_supported(const rc_config *c, const rc_numerics *num)
+rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
 {
     if (num->mode != RC_PREC_AUTOCAST)
         return RC_OK;
     if (num->dt == RC_F32)
-        return rc_errorf(RC_ERR_USAGE, "mode=autocast needs dtype bf16 or fp16 (the dtype autocast casts GEMMs to)");
+        return rc_errorf(RC_ERR_USAGE, "mode=autocast needs dtype=bf16 or fp16 (the dtype autocast casts GEMMs to)");
     if (num->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
-                         "only lm_head applies");
-    if (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0)
+                         "only lm-head=fp32 applies");
+    if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
@@ -661,7 +661,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         free(e);
         return rc_errorf(RC_ERR_USAGE, "invalid numerics (dtype, log-prob dtype or temperature)");
     }
-    rc_status s = autocast_supported(c, num);
+    rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
     if (s == RC_OK)

@@ -163,6 +163,12 @@ typedef struct {
 rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, rc_kernels kernels,
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out);
 
+/* RC_OK when num's precision mode can run: mode=autocast needs bf16 / fp16
+ * and no upcast but the LM head (RC_ERR_USAGE), and, with a model config c,
+ * a rotary family it covers (RC_ERR_UNSUPPORTED); c NULL: the model-free
+ * checks only (the CLI, before the model is loaded). */
+rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num);
+
 /* fp32, no upcasts, temperature 1 */
 rc_numerics rc_numerics_fp32(void);
 void rc_engine_free(rc_engine *e);
