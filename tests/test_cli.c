@@ -347,6 +347,24 @@ static void diff_max(const char *a, const char *b, double *gen, double *fwd)
     json_decref(j);
 }
 
+/* A spec that must fail: the run's exit code and one stderr line holding msg. */
+typedef struct {
+    const char *opt, *msg;
+    int code;
+} bad_spec;
+
+/* each of bad[0..n) appended to the common options (no output file) */
+static void check_bad_specs(const bad_spec *bad, size_t n)
+{
+    char args[2048];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+}
+
 /* --sampler / --trainer: each side computes with its own settings. Equal
  * sides are today's run bit for bit; the trainer's forward equals a replay of
  * the same tokens with the trainer's settings, and the sampler's generation
@@ -467,10 +485,7 @@ START_TEST(test_two_sides)
         ck_assert_msg(gen > 0.0 && fwd == 0.0, "%s: generation %g, forward %g", fp8s[i], gen, fwd);
     }
     /* bad specs */
-    const struct {
-        const char *opt, *msg;
-        int code;
-    } bad[] = {{"--trainer tp=3", "trainer tp=3: the model's 4 attention heads are not divisible by 3", 5},
+    const bad_spec bad[] = {{"--trainer tp=3", "trainer tp=3: the model's 4 attention heads are not divisible by 3", 5},
                {"--trainer prefill-chunk=0", "--trainer prefill-chunk", 2},
                {"--trainer weights=fp8", "weights=fp8 is the sampler's", 5},
                {"--trainer weight-scale=block", "belongs to weights=fp8", 5},
@@ -498,12 +513,7 @@ START_TEST(test_two_sides)
                {"--trainer mode=autocast,dtype=fp32", "--trainer: mode=autocast needs dtype=bf16 or fp16", 2},
                {"--sampler mode=autocast,upcast=softmax", "of the upcasts only lm-head=fp32 applies", 2},
                {"--sampler mode=amp", "--sampler mode: 'amp' is not pure or autocast", 2}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
-        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
-        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
+    check_bad_specs(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST
 
@@ -661,10 +671,7 @@ START_TEST(test_kv_cache)
         diff_max("kv_fp8.h5", o, &gen, &fwd);
         ck_assert_msg(gen > 0.0 && fwd == 0.0, "%s: %g %g", other[i], gen, fwd);
     }
-    const struct {
-        const char *opt, *msg;
-        int code;
-    } bad[] = {{"--trainer kv-cache=fp8_e4m3", "--trainer: kv-cache= is the sampler's", 5},
+    const bad_spec bad[] = {{"--trainer kv-cache=fp8_e4m3", "--trainer: kv-cache= is the sampler's", 5},
                {"--trainer kv-scale=2", "--trainer: kv-scale= is the sampler's", 5},
                {"--sampler kv-cache=fp4", "--sampler kv-cache: 'fp4'", 2},
                {"--sampler kv-cache=fp8_e4m3,kv-scale=0", "--sampler kv-scale: '0'", 2},
@@ -672,12 +679,7 @@ START_TEST(test_kv_cache)
                {"--sampler kv-cache=fp8_e4m3,kv-scale=inf", "--sampler kv-scale: 'inf'", 2},
                {"--sampler kv-scale=2", "kv-scale= scales an fp8 KV cache", 2},
                {"--sampler kv-cache=auto,kv-cache=fp8", "kv-cache is given twice", 2}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
-        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
-        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
+    check_bad_specs(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST
 
@@ -744,22 +746,14 @@ START_TEST(test_tensor_parallel)
     diff_max("tp4_fp32.h5", "tp4_ring.h5", &gen, &fwd);
     ck_assert_msg(gen > 0.0 && fwd == 0.0, "tp 4, ring vs fp32: generation %g, forward %g", gen, fwd);
     /* degrees the model does not allow (neox_parallel: 4 heads, intermediate 128), bad values */
-    const struct {
-        const char *opt, *msg;
-        int code;
-    } bad[] = {{"--sampler tp=3", "sampler tp=3: the model's 4 attention heads are not divisible by 3", 5},
+    const bad_spec bad[] = {{"--sampler tp=3", "sampler tp=3: the model's 4 attention heads are not divisible by 3", 5},
                {"--trainer tp=8", "trainer tp=8: the model's 4 attention heads are not divisible by 8", 5},
                {"--sampler tp=0", "--sampler tp", 2},
                {"--trainer tp=257", "--trainer tp", 2},
                {"--sampler tp=2,tp-reduce=tree", "--sampler tp-reduce: 'tree' is not one of fp32, ring, chain, seq", 2},
                {"--trainer tp=2,tp=4", "tp is given twice", 2},
                {"--sampler weights=fp8,tp=2", "fp8 weights with fp8 activations (W8A8) under tp=2 are not emulated", 5}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
-        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
-        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
+    check_bad_specs(bad, sizeof bad / sizeof bad[0]);
     /* TP keeps batch invariance: invariant kernels and the same TP arithmetic on both sides (llama_gqa has no
      * bias on o_proj / down_proj, so the sides' bias placements agree) give every ratio exactly 1 */
     snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4,8 --samples 2 -q "
