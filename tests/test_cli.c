@@ -463,6 +463,24 @@ START_TEST(test_two_sides)
     ck_assert_int_eq(run(args), 0);
     diff_max("plain.h5", "ac.h5", &gen, &fwd);
     ck_assert_msg(gen == 0.0 && fwd > 0.0, "autocast trainer: generation %g, forward %g", gen, fwd);
+    /* Megatron's fp32 residual stream: the trainer's forward alone moves; recorded in its spec; on
+     * both sides with invariant kernels cached == full bit for bit */
+    snprintf(args, sizeof args, "%s --trainer residual=fp32 --out %s/res.h5 --json", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "trainer")),
+                     "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32,residual=fp32");
+    json_decref(j);
+    diff_max("plain.h5", "res.h5", &gen, &fwd);
+    ck_assert_msg(gen == 0.0 && fwd > 0.0, "fp32-residual trainer: generation %g, forward %g", gen, fwd);
+    snprintf(args, sizeof args, "%s --kernels invariant --sampler residual=fp32 --trainer residual=fp32 --out none "
+             "--json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std")) == 0.0);
+    json_decref(j);
     /* fp8 weights on the sampler: weights=bf16 (the default) is the plain run bit for bit; fp8
      * moves the cached generation's log-probs only (the trainer keeps bf16); the modes are recorded */
     snprintf(args, sizeof args, "%s --sampler dtype=bf16,weights=bf16 --trainer weights=dtype --out %s/w16.h5",
@@ -512,7 +530,10 @@ START_TEST(test_two_sides)
                {"--trainer micro-batch=0", "--trainer micro-batch", 2},
                {"--trainer mode=autocast,dtype=fp32", "--trainer: mode=autocast needs dtype=bf16 or fp16", 2},
                {"--sampler mode=autocast,upcast=softmax", "of the upcasts only lm-head=fp32 applies", 2},
-               {"--sampler mode=amp", "--sampler mode: 'amp' is not pure or autocast", 2}};
+               {"--sampler mode=amp", "--sampler mode: 'amp' is not pure or autocast", 2},
+               {"--trainer residual=bf16", "--trainer residual: 'bf16' is not fp32 or dtype", 2},
+               {"--trainer residual=fp32,mode=autocast", "mode=autocast keeps the residual stream in fp32", 2},
+               {"--trainer residual=fp32,dtype=fp32", "residual=fp32 needs dtype=bf16 or fp16", 2}};
     check_bad_specs(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST

@@ -900,14 +900,16 @@ START_TEST(test_fixture_vs_hf)
 }
 END_TEST
 
-/* mode=autocast (fp32 masters under torch.autocast) on this backend: the
- * full forward of two rotary fixtures in bf16 with invariant kernels equals
- * the CPU backend's bit for bit in the host build (same code, fixed order;
- * on a GPU the difference is printed and bounded by the bf16 dtype's
- * agreement), and the cached decode equals the full forward bit for bit. */
+/* mode=autocast (fp32 masters under torch.autocast; _i 0, 1) and Megatron's
+ * fp32 residual stream (residual=fp32; _i 2, 3) on this backend: the full
+ * forward of two rotary fixtures in bf16 with invariant kernels equals the
+ * CPU backend's bit for bit in the host build (same code, fixed order; on a
+ * GPU the difference is printed and bounded by the bf16 dtype's agreement),
+ * and the cached decode equals the full forward bit for bit. */
 START_TEST(test_autocast_twin)
 {
-    const char *name = _i ? "llama_gqa" : "neox_parallel";
+    const char *name = _i % 2 ? "llama_gqa" : "neox_parallel";
+    const char *mode = _i < 2 ? "autocast" : "residual=fp32";
     char dir[4096];
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
@@ -917,7 +919,8 @@ START_TEST(test_autocast_twin)
     const int64_t V = m->cfg.vocab;
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
-    num.mode = RC_PREC_AUTOCAST;
+    num.mode = _i < 2 ? RC_PREC_AUTOCAST : RC_PREC_PURE;
+    num.residual_f32 = _i >= 2;
     float *out[2], *dec = malloc(sizeof(float) * 12 * V);
     rc_backend *be[2];
     ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
@@ -955,13 +958,13 @@ START_TEST(test_autocast_twin)
         dcpu = d > dcpu ? d : dcpu;
         same += memcmp(&dec[i], &out[0][i], sizeof(float)) == 0;
     }
-    printf("%-10s %-14s autocast bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
+    printf("%-10s %-14s %s bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
            "forward %lld of %lld bitwise equal\n",
-           TEST_NAME, name, dcpu, (long long)same, (long long)(12 * V));
+           TEST_NAME, name, mode, dcpu, (long long)same, (long long)(12 * V));
 #ifdef RC_TEST_EMULATE
-    ck_assert_msg(dcpu == 0, "%s: autocast host build vs CPU differs by %g", name, dcpu);
+    ck_assert_msg(dcpu == 0, "%s: %s host build vs CPU differs by %g", name, mode, dcpu);
 #else
-    ck_assert_msg(dcpu < 0.05, "%s: autocast on the GPU vs CPU differs by %g", name, dcpu);
+    ck_assert_msg(dcpu < 0.05, "%s: %s on the GPU vs CPU differs by %g", name, mode, dcpu);
 #endif
     ck_assert_int_eq(same, 12 * V);
     for (int k = 0; k < 2; k++) {
@@ -1365,7 +1368,7 @@ int main(void)
     tcase_set_timeout(model, 600);
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
-    tcase_add_loop_test(model, test_autocast_twin, 0, 2);
+    tcase_add_loop_test(model, test_autocast_twin, 0, 4);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");
     tcase_add_test(host, test_error_messages);

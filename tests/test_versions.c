@@ -262,6 +262,40 @@ START_TEST(test_autocast)
 }
 END_TEST
 
+/* Megatron's --fp32-residual-connection (residual=fp32, README "Numerics:
+ * Megatron's fp32 flags") against HF's pure-dtype model with the residual
+ * stream moved to fp32 where Megatron-core moves it
+ * (data/fixtures/dtype/MODEL_megatron_DTYPE_v5.24,
+ * tools/make_megatron_fixtures.py). The bounds of test_autocast: much closer
+ * to that reference than our pure mode is (bf16: a quarter of the gap;
+ * fp16: closer). */
+START_TEST(test_megatron)
+{
+    const rc_dtype dts[] = {RC_BF16, RC_F16};
+    const char *names[] = {"bf16", "fp16"};
+    const char *model = autocast_models[_i / 2];
+    const int k = _i % 2;
+    char n[96];
+    snprintf(n, sizeof n, "%s_megatron_%s_v5.24", model, names[k]);
+    hf_ref h;
+    load_ref(n, &h);
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dts[k];
+    num.residual_f32 = true;
+    float *mg = ours_num(model, &h, &num, RC_KERNELS_INVARIANT);
+    num.residual_f32 = false;
+    float *pure = ours_num(model, &h, &num, RC_KERNELS_INVARIANT);
+    const double d = mean_abs_packed(mg, &h), gap = mean_abs_packed(pure, &h);
+    printf("%s %s: residual=fp32 vs HF fp32-residual %.3e; pure vs it %.3e; ratio %.3f (mean |dlogp|)\n", model,
+           names[k], d, gap, d / gap);
+    const double limit = dts[k] == RC_BF16 ? 0.25 * gap : gap;
+    ck_assert_msg(d < limit, "%s %s residual=fp32: %g vs the pure mode's %g", model, names[k], d, gap);
+    free(mg);
+    free(pure);
+    free_ref(&h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("versions");
@@ -271,6 +305,7 @@ int main(void)
     tcase_add_loop_test(tc, test_llama, 0, 2);
     tcase_add_loop_test(tc, test_families, 0, 2 * N_FAMILIES);
     tcase_add_loop_test(tc, test_autocast, 0, 2 * N_AUTOCAST);
+    tcase_add_loop_test(tc, test_megatron, 0, 2 * N_AUTOCAST);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
 }

@@ -1720,6 +1720,7 @@ typedef struct {
     int64_t tp;            /* tensor-parallel degree (1: none) */
     rc_tp_reduce tp_reduce; /* the all-reduce of its row-parallel layers (sampler: fp32, trainer: ring) */
     rc_wq_numerics wq;     /* sampler: fp8 weights of the linear layers (weights=fp8) */
+    bool residual_f32;     /* residual=fp32: Megatron's --fp32-residual-connection */
 } side;
 
 /* Equal sides share one engine. With TP on either side they never do: the
@@ -1727,7 +1728,7 @@ typedef struct {
 static bool side_equal(const side *a, const side *b)
 {
     return a->dt == b->dt && a->kernels == b->kernels && a->upcast == b->upcast && a->lp_same == b->lp_same &&
-           a->mode == b->mode && a->kv_quant == b->kv_quant &&
+           a->mode == b->mode && a->residual_f32 == b->residual_f32 && a->kv_quant == b->kv_quant &&
            (a->kv_quant == RC_KV_AUTO || a->kv_scale == b->kv_scale) && a->tp <= 1 && b->tp <= 1 &&
            a->wq.kind == b->wq.kind &&
            (a->wq.kind == RC_WQ_NONE || (a->wq.scale == b->wq.scale && a->wq.act == b->wq.act));
@@ -1746,6 +1747,7 @@ static rc_numerics side_numerics(const side *sd, const rc_numerics *base, bool t
     n.upcast = sd->upcast;
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
     n.mode = sd->mode;
+    n.residual_f32 = sd->residual_f32;
     n.kv_quant = sd->kv_quant;
     n.kv_scale = sd->kv_scale;
     n.tp = (int)sd->tp;
@@ -1773,6 +1775,8 @@ static void side_str(const side *sd, bool trainer, char *buf, size_t n)
         k += snprintf(buf + k, n - (size_t)k, ",prefill-chunk=%lld", (long long)sd->prefill_chunk);
     if (sd->mode == RC_PREC_AUTOCAST && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ",mode=autocast");
+    if (sd->residual_f32 && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, ",residual=fp32");
     if (sd->kv_quant != RC_KV_AUTO && k > 0 && (size_t)k < n) /* auto: the string of a run without the key */
         k += snprintf(buf + k, n - (size_t)k, ",kv-cache=%s,kv-scale=%.9g", kv_quant_str(sd->kv_quant),
                  (double)sd->kv_scale);
@@ -1807,14 +1811,14 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
         const char *key = item, *v = eq + 1;
         static const char *const keys[] = {"dtype", "kernels", "upcast", "lm-head", "logprob-dtype", "batch",
                                            "micro-batch", "prefill-chunk", "mode", "kv-cache", "kv-scale", "tp",
-                                           "tp-reduce", "weights", "weight-scale", "act", NULL};
+                                           "tp-reduce", "weights", "weight-scale", "act", "residual", NULL};
         int ki = -1;
         for (int i = 0; keys[i]; i++)
             if (!strcmp(keys[i], key))
                 ki = i;
         if (ki < 0) {
             return rc_errorf(RC_ERR_USAGE, "%s: unknown key '%s' (known: dtype, kernels, upcast, lm-head, "
-                             "logprob-dtype, mode, tp, tp-reduce, %s)", opt, key,
+                             "logprob-dtype, mode, residual, tp, tp-reduce, %s)", opt, key,
                              trainer ? "micro-batch, prefill-chunk"
                                      : "batch, prefill-chunk, kv-cache, kv-scale, weights, weight-scale, act");
         }
@@ -1852,6 +1856,11 @@ static rc_status parse_side(const char *opt, const char *spec, bool trainer, sid
             break;
         case 4:
             RC_TRY(parse_lpdt(what, v, &sd->lp_same));
+            break;
+        case 16: /* Megatron's --fp32-residual-connection */
+            if (!strcmp(v, "fp32")) sd->residual_f32 = true;
+            else if (!strcmp(v, "dtype")) sd->residual_f32 = false;
+            else return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not fp32 or dtype", what, v);
             break;
         case 8:
             if (!strcmp(v, "pure")) sd->mode = RC_PREC_PURE;
@@ -2113,7 +2122,7 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), batch, prefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce), weights=dtype|fp8 (fp8 e4m3\nlinear layers, as an fp8 rollout engine) with\nweight-scale=tensor|channel|block and\nact=dynamic-token|dynamic-tensor|none (W8A16) (default:\nthe options above; fp8: tensor, dynamic-token)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), residual=fp32|dtype\n(Megatron's --fp32-residual-connection), batch,\nprefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce), weights=dtype|fp8 (fp8 e4m3\nlinear layers, as an fp8 rollout engine) with\nweight-scale=tensor|channel|block and\nact=dynamic-token|dynamic-tensor|none (W8A16) (default:\nthe options above; fp8: tensor, dynamic-token)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0},
     {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; tp: Megatron's,\nbias after the reduce, default tp-reduce=ring: NCCL;\nkv-cache is the sampler's), e.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
@@ -2177,7 +2186,7 @@ static int parse_run_args(int argc, char **argv, run_opts *ro)
         return usage_error("--show and --show-worst cannot be combined (the first N or the worst N)");
     /* the two sides: the options above, then each side's spec */
     const side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE, RC_KV_AUTO,
-                       1.0f, 1, RC_TP_REDUCE_FP32, {0}};
+                       1.0f, 1, RC_TP_REDUCE_FP32, {0}, false};
     ro->sampler = ro->trainer = base;
     ro->trainer.tp_reduce = RC_TP_REDUCE_RING; /* Megatron's all-reduce is NCCL's (vLLM's custom one: fp32) */
     ro->sampler.batch = ro->cfg.batch;

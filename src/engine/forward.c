@@ -418,6 +418,11 @@ static rounding rounding_rules(const rc_numerics *n)
     r.residual = MD;
     r.residual_pair = MD;
     r.logits = (up & RC_UPCAST_LM_HEAD) ? RC_F32 : MD;
+    if (n->residual_f32) { /* Megatron's --fp32-residual-connection: the stream in fp32, each norm one
+                            * rounding at its output (gamma * x_hat in fp32; the pair sum stays MD) */
+        r.residual = RC_F32;
+        r.norm_mid = RC_F32;
+    }
     return r;
 }
 
@@ -626,6 +631,18 @@ void rc_engine_free(rc_engine *e)
  * CUDA, bf16 on the CPU) and Baichuan2's fp32 RoPE / SDPA paths were not. */
 rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
 {
+    if (num->residual_f32) { /* checked against the rotary families only (tools/make_megatron_fixtures.py) */
+        if (num->mode == RC_PREC_AUTOCAST)
+            return rc_errorf(RC_ERR_USAGE, "residual=fp32 is Megatron's flag for a pure-dtype model; mode=autocast "
+                             "keeps the residual stream in fp32 already");
+        if (num->dt == RC_F32)
+            return rc_errorf(RC_ERR_USAGE, "residual=fp32 needs dtype=bf16 or fp16 (an fp32 model's residual "
+                             "stream is fp32 already)");
+        if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
+                  c->clip_qkv > 0))
+            return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
+                             "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
+    }
     if (num->mode != RC_PREC_AUTOCAST)
         return RC_OK;
     if (num->dt == RC_F32)

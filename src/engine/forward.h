@@ -75,6 +75,12 @@ typedef struct {
     float temperature;   /* logits are divided by it before the log-softmax */
     bool alibi_rowmax;   /* ALiBi bias minus its row max: slope * (key - query) (--alibi-bias rowmax) */
     rc_precision mode;   /* pure dtype (the default) or torch.autocast over fp32 master weights */
+    /* Megatron-LM's --fp32-residual-connection (pure mode, bf16 / fp16; README
+     * "Numerics: Megatron's fp32 flags"): the embedding output widened to fp32
+     * and every residual add in fp32 (a parallel residual's mlp + attn pair
+     * still in the dtype); norms read the fp32 stream, compute in fp32 and
+     * round once at the output (apex's mixed-dtype norms) */
+    bool residual_f32;
     /* the KV cache's storage (a sampler's kv-cache=): RC_KV_AUTO keeps the
      * values as computed; RC_KV_FP8_* stores them as vLLM's fp8 cache does,
      * with kv_scale (> 0) as both k_scale and v_scale (rco_kv_value) */
@@ -165,8 +171,9 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
 
 /* RC_OK when num's precision mode can run: mode=autocast needs bf16 / fp16
  * and no upcast but the LM head (RC_ERR_USAGE), and, with a model config c,
- * a rotary family it covers (RC_ERR_UNSUPPORTED); c NULL: the model-free
- * checks only (the CLI, before the model is loaded). */
+ * a rotary family it covers (RC_ERR_UNSUPPORTED); residual_f32 the same
+ * (but upcasts allowed) in pure mode only; c NULL: the model-free checks
+ * only (the CLI, before the model is loaded). */
 rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num);
 
 /* fp32, no upcasts, temperature 1 */
