@@ -1049,11 +1049,74 @@ START_TEST(test_autocast_twin)
 }
 END_TEST
 
+/* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
+ * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
+ * random fp32 weights, written into dir (config.json, model.safetensors):
+ * what block weights need, which no fixture has. */
+static void write_block_model(const char *dir)
+{
+    static const char *const kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
+                                        "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    static const int64_t shapes[][2] = {{128, 0}, {128, 0}, {128, 128}, {128, 128}, {128, 128},
+                                        {128, 128}, {256, 128}, {256, 128}, {128, 256}};
+    char path[4200], name[96], *hdr = malloc(1 << 14);
+    ck_assert(hdr != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 128, "
+          "\"intermediate_size\": 256, \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"head_dim\": 64, "
+          "\"num_hidden_layers\": 2, \"vocab_size\": 128, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+          "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": true, "
+          "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n", f);
+    ck_assert(fclose(f) == 0);
+    /* the tensors in header order: embedding, the layers', the final norm */
+    int64_t n_t = 0, off = 0, sizes[32];
+    size_t h = (size_t)snprintf(hdr, 1 << 14, "{");
+    for (int t = -1; t <= 2 * 9; t++) {
+        int64_t r, c;
+        if (t < 0)
+            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = 128, c = 128;
+        else if (t == 18)
+            snprintf(name, sizeof name, "model.norm.weight"), r = 128, c = 0;
+        else
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, kinds[t % 9]), r = shapes[t % 9][0],
+                                                                                      c = shapes[t % 9][1];
+        sizes[n_t++] = r * (c ? c : 1);
+        if (c)
+            h += (size_t)snprintf(hdr + h, (1 << 14) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
+                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
+        else
+            h += (size_t)snprintf(hdr + h, (1 << 14) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
+                                  (long long)(off + 4 * r));
+        off += 4 * sizes[n_t - 1];
+    }
+    h += (size_t)snprintf(hdr + h, (1 << 14) - h, "}");
+    while (h % 8)
+        hdr[h++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    const uint64_t hl = h;
+    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
+    for (int64_t t = 0; t < n_t; t++) {
+        const bool norm = t == n_t - 1 || (t > 0 && (t - 1) % 9 < 2);
+        for (int64_t i = 0; i < sizes[t]; i++) {
+            const float v = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.15f);
+            ck_assert(fwrite(&v, 4, 1, f) == 1);
+        }
+    }
+    ck_assert(fclose(f) == 0);
+    free(hdr);
+}
+
 /* --sampler weights=fp8 on this backend, whole model: the full forward of a
- * GQA fixture (llama_gqa) in bf16 with invariant kernels under each weight
- * scale (per tensor, per channel; the fixture's sizes are no multiples of
- * 128, block weights are covered op by op in test_fp8w_linear) and
- * activation mode equals the CPU backend's bit for bit in the host build (on
+ * GQA fixture (llama_gqa; block weights: write_block_model's Llama, whose
+ * sizes are multiples of 128) in bf16 with invariant kernels under each
+ * weight scale and activation mode equals the CPU backend's bit for bit in the host build (on
  * a GPU the difference is printed and bounded by the bf16 dtype's agreement,
  * as test_autocast_twin: derived, not yet measured); per token and W8A16 are
  * row-local, so the cached decode equals the full forward bit for bit too
@@ -1065,14 +1128,24 @@ START_TEST(test_fp8w_twin)
                                            {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TENSOR},
                                            {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_NONE},
                                            {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TOKEN},
-                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE}};
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE},
+                                           {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_NONE}};
     static const char *const names[] = {"tensor/token", "channel/tensor", "tensor/none", "channel/token",
-                                        "channel/none"};
+                                        "channel/none", "block/group",    "block/none"};
     const rc_wq_numerics wq = modes[_i];
-    char dir[4096];
-    rc_test_source_path(dir, sizeof dir, "data/fixtures/llama_gqa");
+    char dir[4096], tmp[64] = "";
+    if (wq.scale == RC_WSCALE_BLOCK) {
+        ck_assert(rc_test_mkdtemp(tmp, sizeof tmp, "/tmp/rc_test_fp8w_") != NULL);
+        write_block_model(tmp);
+        snprintf(dir, sizeof dir, "%s", tmp);
+    } else {
+        rc_test_source_path(dir, sizeof dir, "data/fixtures/llama_gqa");
+    }
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    if (tmp[0])
+        rc_test_rm_rf(tmp);
     int32_t tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
     int64_t lens[2] = {7, 5};
     const int64_t V = m->cfg.vocab;
@@ -1542,7 +1615,7 @@ int main(void)
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
     tcase_add_loop_test(model, test_autocast_twin, 0, 2);
-    tcase_add_loop_test(model, test_fp8w_twin, 0, 5);
+    tcase_add_loop_test(model, test_fp8w_twin, 0, 7);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");
     tcase_add_test(host, test_error_messages);
