@@ -1560,6 +1560,26 @@ START_TEST(test_cli_cuda)
     snprintf(args, sizeof args, "%s --backend cuda --kernels blas --out none", common);
     ck_assert_int_eq(cli(args), 2);
     ck_assert_ptr_nonnull(strstr(g_cli_out, "--kernels blas is OpenBLAS on the CPU"));
+    /* the sampler's fp8 settings run on the device (main.c refuses none of
+     * them there): the statistics and the verdict the CPU gives, to the
+     * digit (host build, invariant kernels) */
+    static const char *const fp8_specs[] = {"weights=fp8", "weights=fp8,weight-scale=channel,act=none",
+                                            "weights=fp8,act=dynamic-tensor", "kv-cache=fp8_e4m3"};
+    for (size_t i = 0; i < sizeof fp8_specs / sizeof fp8_specs[0]; i++) {
+        char *got[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args, "%s --kernels invariant --dtype bf16 --sampler %s --json --out none --backend %s",
+                     common, fp8_specs[i], k ? "cpu" : "cuda");
+            ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+            const char *a0 = strstr(g_cli_out, "\"lens\""), *a1 = strstr(g_cli_out, "\"seconds_generate\"");
+            ck_assert_msg(a0 && a1 && a1 > a0, "%s: %s", args, g_cli_out);
+            got[k] = strndup(a0, (size_t)(a1 - a0));
+        }
+        ck_assert_msg(!strcmp(got[0], got[1]), "--sampler %s: cuda\n%s\ncpu\n%s", fp8_specs[i], got[0], got[1]);
+        ck_assert_ptr_null(strstr(got[0], "\"std\": 0,")); /* the setting changed the sampler */
+        free(got[0]);
+        free(got[1]);
+    }
     rc_test_rm_rf(dir);
 }
 END_TEST
