@@ -20,6 +20,8 @@
  *    and vs the CPU backend (<= 1e-5; host build, invariant: bitwise);
  *  - cached decode vs full forward;
  *  - --kernels invariant: every ratio exactly 1 in fp32, bf16 and fp16;
+ *  - the sampler's fp8 weights (every scale and activation mode) op by op and
+ *    over whole models, and the fp8 settings through the CLI, against the CPU;
  *  - error paths that need no GPU (messages of failed CUDA / cuBLAS calls,
  *    creating the backend without a device, launch splitting). */
 #include <check.h>
@@ -1564,7 +1566,8 @@ START_TEST(test_cli_cuda)
      * them there): the statistics and the verdict the CPU gives, to the
      * digit (host build, invariant kernels) */
     static const char *const fp8_specs[] = {"weights=fp8", "weights=fp8,weight-scale=channel,act=none",
-                                            "weights=fp8,act=dynamic-tensor", "kv-cache=fp8_e4m3"};
+                                            "weights=fp8,act=dynamic-tensor", "weights=fp8,act=none,tp=2",
+                                            "kv-cache=fp8_e4m3"};
     for (size_t i = 0; i < sizeof fp8_specs / sizeof fp8_specs[0]; i++) {
         char *got[2];
         for (int k = 0; k < 2; k++) {
