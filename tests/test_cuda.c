@@ -978,6 +978,77 @@ START_TEST(test_fixture_vs_hf)
 }
 END_TEST
 
+/* the two sequences of the twin tests (7 and 5 tokens, packed) */
+static const int32_t k_twin_tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
+static const int64_t k_twin_lens[2] = {7, 5};
+
+/* The twin sequences of model m under num, invariant kernels: the full
+ * forward on this backend (out[0]) and on the CPU (out[1]), and the cached
+ * decode on this backend, both sequences one token per step (dec); each
+ * [12][vocab], malloc'd (twin_free). dcpu: max |out[0] - out[1]|; same: how
+ * many decode values equal out[0]'s bit for bit. */
+typedef struct {
+    float *out[2], *dec;
+    double dcpu;
+    int64_t same;
+} twin_result;
+
+static void twin_free(twin_result *r)
+{
+    free(r->out[0]);
+    free(r->out[1]);
+    free(r->dec);
+}
+
+static twin_result twin_runs(const rc_model *m, const rc_numerics *num)
+{
+    twin_result r = {{NULL, NULL}, NULL, 0, 0};
+    float **out = r.out, **dec = &r.dec;
+    double *dcpu = &r.dcpu;
+    int64_t *same = &r.same;
+    const int64_t V = m->cfg.vocab;
+    rc_backend *be[2];
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
+    for (int k = 0; k < 2; k++) {
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, be[k], num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+        out[k] = malloc(sizeof(float) * 12 * V);
+        ck_assert_msg(rc_full_forward(e, k_twin_tok, k_twin_lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
+        rc_engine_free(e);
+    }
+    *dec = malloc(sizeof(float) * 12 * V);
+    rc_engine *e2;
+    ck_assert(rc_engine_create(m, be[0], num, 2, 16, 32, &e2) == RC_OK);
+    for (int64_t t = 0; t < 7; t++) {
+        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
+        int32_t stok[2];
+        float lp[2 * 512];
+        ck_assert(V <= 512);
+        for (int64_t b = 0; b < 2; b++)
+            if (t < k_twin_lens[b]) {
+                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
+                stok[nb] = k_twin_tok[off[b] + t];
+                nb++;
+            }
+        ck_assert_msg(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(*dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
+    }
+    rc_engine_free(e2);
+    *dcpu = 0;
+    *same = 0;
+    for (int64_t i = 0; i < 12 * V; i++) {
+        const double d = fabs((double)out[0][i] - (double)out[1][i]);
+        *dcpu = d > *dcpu ? d : *dcpu;
+        *same += memcmp(&(*dec)[i], &out[0][i], sizeof(float)) == 0;
+    }
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+    return r;
+}
+
 /* mode=autocast (fp32 masters under torch.autocast) on this backend: the
  * full forward of two rotary fixtures in bf16 with invariant kernels equals
  * the CPU backend's bit for bit in the host build (same code, fixed order;
@@ -990,63 +1061,22 @@ START_TEST(test_autocast_twin)
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
-    int32_t tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
-    int64_t lens[2] = {7, 5};
     const int64_t V = m->cfg.vocab;
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
     num.mode = RC_PREC_AUTOCAST;
-    float *out[2], *dec = malloc(sizeof(float) * 12 * V);
-    rc_backend *be[2];
-    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
-    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
-    for (int k = 0; k < 2; k++) {
-        rc_engine *e;
-        ck_assert_msg(rc_engine_create(m, be[k], &num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
-        out[k] = malloc(sizeof(float) * 12 * V);
-        ck_assert_msg(rc_full_forward(e, tok, lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
-        rc_engine_free(e);
-    }
-    /* cached decode on this backend, both sequences one token per step */
-    rc_engine *e2;
-    ck_assert(rc_engine_create(m, be[0], &num, 2, 16, 32, &e2) == RC_OK);
-    for (int64_t t = 0; t < 7; t++) {
-        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
-        int32_t stok[2];
-        float lp[2 * 512];
-        ck_assert(V <= 512);
-        for (int64_t b = 0; b < 2; b++)
-            if (t < lens[b]) {
-                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
-                stok[nb] = tok[off[b] + t];
-                nb++;
-            }
-        ck_assert(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK);
-        for (int64_t i = 0; i < nb; i++)
-            memcpy(dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
-    }
-    rc_engine_free(e2);
-    double dcpu = 0;
-    int64_t same = 0;
-    for (int64_t i = 0; i < 12 * V; i++) {
-        const double d = fabs((double)out[0][i] - (double)out[1][i]);
-        dcpu = d > dcpu ? d : dcpu;
-        same += memcmp(&dec[i], &out[0][i], sizeof(float)) == 0;
-    }
+    twin_result r = twin_runs(m, &num);
+    const double dcpu = r.dcpu;
     printf("%-10s %-14s autocast bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
            "forward %lld of %lld bitwise equal\n",
-           TEST_NAME, name, dcpu, (long long)same, (long long)(12 * V));
+           TEST_NAME, name, dcpu, (long long)r.same, (long long)(12 * V));
 #ifdef RC_TEST_EMULATE
     ck_assert_msg(dcpu == 0, "%s: autocast host build vs CPU differs by %g", name, dcpu);
 #else
     ck_assert_msg(dcpu < 0.05, "%s: autocast on the GPU vs CPU differs by %g", name, dcpu);
 #endif
-    ck_assert_int_eq(same, 12 * V);
-    for (int k = 0; k < 2; k++) {
-        free(out[k]);
-        rc_backend_destroy(be[k]);
-    }
-    free(dec);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
     rc_model_free(m);
 }
 END_TEST
@@ -1148,62 +1178,31 @@ START_TEST(test_fp8w_twin)
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
     if (tmp[0])
         rc_test_rm_rf(tmp);
-    int32_t tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
-    int64_t lens[2] = {7, 5};
     const int64_t V = m->cfg.vocab;
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
     num.wq = wq;
-    float *out[2], *dec = malloc(sizeof(float) * 12 * V);
-    rc_backend *be[2];
-    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
-    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
-    for (int k = 0; k < 2; k++) {
-        rc_engine *e;
-        ck_assert_msg(rc_engine_create(m, be[k], &num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
-        out[k] = malloc(sizeof(float) * 12 * V);
-        ck_assert_msg(rc_full_forward(e, tok, lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
-        rc_engine_free(e);
-    }
-    /* cached decode on this backend, both sequences one token per step */
-    rc_engine *e2;
-    ck_assert(rc_engine_create(m, be[0], &num, 2, 16, 32, &e2) == RC_OK);
-    for (int64_t t = 0; t < 7; t++) {
-        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
-        int32_t stok[2];
-        float lp[2 * 512];
-        ck_assert(V <= 512);
-        for (int64_t b = 0; b < 2; b++)
-            if (t < lens[b]) {
-                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
-                stok[nb] = tok[off[b] + t];
-                nb++;
-            }
-        ck_assert_msg(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK, "%s",
-                      rc_last_error());
-        for (int64_t i = 0; i < nb; i++)
-            memcpy(dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
-    }
-    rc_engine_free(e2);
+    twin_result r = twin_runs(m, &num);
+    const double dcpu = r.dcpu;
     /* the fp8 weights changed the result: not the plain bf16 forward */
     rc_numerics nb16 = num;
     nb16.wq = (rc_wq_numerics){0};
+    rc_backend *cpu;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
     rc_engine *e3;
     float *plain = malloc(sizeof(float) * 12 * V);
-    ck_assert(rc_engine_create(m, be[1], &nb16, 2, 16, 32, &e3) == RC_OK);
-    ck_assert(rc_full_forward(e3, tok, lens, 2, plain) == RC_OK);
+    ck_assert(rc_engine_create(m, cpu, &nb16, 2, 16, 32, &e3) == RC_OK);
+    ck_assert(rc_full_forward(e3, k_twin_tok, k_twin_lens, 2, plain) == RC_OK);
     rc_engine_free(e3);
-    double dcpu = 0, dplain = 0;
-    int64_t same = 0;
+    rc_backend_destroy(cpu);
+    double dplain = 0;
     for (int64_t i = 0; i < 12 * V; i++) {
-        const double d = fabs((double)out[0][i] - (double)out[1][i]), dp = fabs((double)plain[i] - (double)out[1][i]);
-        dcpu = d > dcpu ? d : dcpu;
+        const double dp = fabs((double)plain[i] - (double)r.out[1][i]);
         dplain = dp > dplain ? dp : dplain;
-        same += memcmp(&dec[i], &out[0][i], sizeof(float)) == 0;
     }
     printf("%-10s fp8 weights %-14s bf16 invariant: full forward vs CPU max|dlogp| %.3e (vs plain bf16 %.3e); "
            "cached decode vs full forward %lld of %lld bitwise equal\n",
-           TEST_NAME, names[_i], dcpu, dplain, (long long)same, (long long)(12 * V));
+           TEST_NAME, names[_i], dcpu, dplain, (long long)r.same, (long long)(12 * V));
     ck_assert_msg(dplain > 0, "%s: fp8 weights left the bf16 log-probs unchanged", names[_i]);
 #ifdef RC_TEST_EMULATE
     ck_assert_msg(dcpu == 0, "%s: fp8 weights host build vs CPU differs by %g", names[_i], dcpu);
@@ -1211,12 +1210,8 @@ START_TEST(test_fp8w_twin)
     ck_assert_msg(dcpu < 0.05, "%s: fp8 weights on the GPU vs CPU differs by %g", names[_i], dcpu);
 #endif
     if (wq.act != RC_ACTQ_TENSOR)
-        ck_assert_int_eq(same, 12 * V);
-    for (int k = 0; k < 2; k++) {
-        free(out[k]);
-        rc_backend_destroy(be[k]);
-    }
-    free(dec);
+        ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
     free(plain);
     rc_model_free(m);
 }
