@@ -51,7 +51,7 @@ struct cuda_backend {
     int64_t n_allocs = 0, cap_allocs = 0;
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
-    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8;
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -114,7 +114,7 @@ void cuda_destroy(rc_backend *be)
         cudaFree(c->shadows[i].data);
     for (int64_t i = 0; i < c->n_allocs; i++)
         cudaFree(c->allocs[i].p);
-    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt};
+    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8};
     for (workspace *w : ws)
         if (w->p)
             cudaFree(w->p);
@@ -480,6 +480,34 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
     return RC_OK;
 }
 
+// fp8 weights: x [M, K] to fp8 values and scales (fp8.cu); per tensor the
+// rows' amax go through a workspace
+rc_status cuda_fp8_quant_act(rc_backend *be, const float *x, int64_t M, int64_t K, rc_fp8_act mode, float *q,
+                             float *sa)
+{
+    if (M < 0 || K < 1 || (mode == RC_FP8_ACT_GROUP && K % RCO_FP8W_BLOCK != 0) ||
+        (mode != RC_FP8_ACT_TOKEN && mode != RC_FP8_ACT_TENSOR && mode != RC_FP8_ACT_GROUP))
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 activations: mode %d over %lld x %lld", (int)mode, (long long)M,
+                         (long long)K);
+    rck_fp8_act_args a{x, q, sa, nullptr, M, K, mode};
+    if (mode == RC_FP8_ACT_TENSOR) {
+        void *p = nullptr;
+        RC_TRY(ws_get(&cb(be)->ws_fp8, (size_t)(M > 0 ? M : 1) * sizeof(float), &p));
+        a.amax = static_cast<float *>(p);
+    }
+    return rck_fp8_quant_act(a);
+}
+
+rc_status cuda_fp8_epilogue(rc_backend *be, const rc_fp8_epi *e)
+{
+    (void)be;
+    if (e->M < 0 || e->N < 0 || (e->kind == RC_FP8_EPI_BLOCK_ACC && !(e->k >= 0 && e->k < e->kb && e->part)) ||
+        (e->kind != RC_FP8_EPI_SCALED && e->kind != RC_FP8_EPI_BLOCK_ACC && e->kind != RC_FP8_EPI_BLOCK_OUT))
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 epilogue: step %d, %lld x %lld, slice %lld of %lld", (int)e->kind,
+                         (long long)e->M, (long long)e->N, (long long)e->k, (long long)e->kb);
+    return rck_fp8_epilogue(*e);
+}
+
 const rc_backend_ops k_cuda_ops = {
     "cuda",
     false, // host_memory
@@ -501,6 +529,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_act_mul,
     cuda_add,
     cuda_logprobs,
+    cuda_fp8_quant_act,
+    cuda_fp8_epilogue,
 };
 
 } // namespace

@@ -69,7 +69,7 @@ rc_status rck_after_launch(const char *kernel, const char *file, int line);
         }                                                                                  \
     } while (0)
 
-// launchers (elementwise.cu, norm.cu, rope.cu, attention.cu, logprobs.cu, gemm.cu)
+// launchers (elementwise.cu, norm.cu, rope.cu, attention.cu, logprobs.cu, gemm.cu, fp8.cu)
 rc_status rck_round(const rck_round_args &a);
 rc_status rck_to_half(const rck_to_half_args &a);
 rc_status rck_embed(const rck_embed_args &a);
@@ -86,6 +86,9 @@ rc_status rck_rope(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch);
 rc_status rck_logprobs(const rck_lp_args &a);
+// fp8 weights (fp8.cu): a call's activations to fp8 values and scales; one epilogue step
+rc_status rck_fp8_quant_act(const rck_fp8_act_args &a);
+rc_status rck_fp8_epilogue(const rc_fp8_epi &e);
 rc_status rck_gemm_invariant(const rck_gemm_args &a);
 rc_status rck_transpose(const rck_transpose_args &a);
 // y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and

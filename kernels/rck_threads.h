@@ -258,6 +258,82 @@ RC_HD static inline void rck_logprob_thread(const rck_lp_args *a, int64_t r)
                     a->targets && a->target_out ? a->targets[r] : -1, a->target_out ? a->target_out + r : 0);
 }
 
+/* ---- fp8 weights (fp8w.c; kernels/fp8.cu) ---------------------------------
+ * A call's activations x [M, K] to fp8 values q and scales sa, as
+ * rc_fp8w_quant_act: first the scales (rck_fp8_scale_thread; per tensor the
+ * rows' amax, then rck_fp8_tensor_scale_thread's one scale), then every value
+ * (rck_fp8_quant_thread). amax is exact in any order, so the split changes
+ * nothing. */
+typedef struct {
+    const float *x;
+    float *q, *sa;
+    float *amax; /* TENSOR: [M] scratch, the rows' amax */
+    int64_t M, K;
+    rc_fp8_act mode;
+} rck_fp8_act_args;
+
+RC_HD static inline float rck_amax(const float *x, int64_t n)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        m = rco_fp8w_amax_step(m, x[i]);
+    return m;
+}
+
+/* GROUP: thread r * (K / 128) + g, the scale of row r's group g; TOKEN:
+ * thread r, row r's scale; TENSOR: thread r, row r's amax */
+RC_HD static inline void rck_fp8_scale_thread(const rck_fp8_act_args *a, int64_t i)
+{
+    const int64_t B = RCO_FP8W_BLOCK;
+    if (a->mode == RC_FP8_ACT_GROUP) {
+        const int64_t G = a->K / B, r = i / G, g = i % G;
+        a->sa[i] = rco_fp8w_scale_group(rck_amax(a->x + r * a->K + g * B, B));
+    } else if (a->mode == RC_FP8_ACT_TOKEN) {
+        a->sa[i] = rco_fp8w_scale_row(rck_amax(a->x + i * a->K, a->K));
+    } else {
+        a->amax[i] = rck_amax(a->x + i * a->K, a->K);
+    }
+}
+
+/* TENSOR: the call's one scale from the rows' amax (one thread) */
+RC_HD static inline void rck_fp8_tensor_scale_thread(const rck_fp8_act_args *a, int64_t i)
+{
+    (void)i;
+    float m = 0.0f;
+    for (int64_t r = 0; r < a->M; r++)
+        m = fmaxf(m, a->amax[r]);
+    a->sa[0] = rco_fp8w_scale_tensor(m);
+}
+
+/* q[i] of x[i], i = r * K + k */
+RC_HD static inline void rck_fp8_quant_thread(const rck_fp8_act_args *a, int64_t i)
+{
+    const int64_t B = RCO_FP8W_BLOCK, r = i / a->K, k = i % a->K;
+    a->q[i] = a->mode == RC_FP8_ACT_TENSOR  ? rco_fp8w_quant_tensor(a->x[i], a->sa[0])
+              : a->mode == RC_FP8_ACT_TOKEN ? rco_fp8w_quant_div(a->x[i], a->sa[r])
+                                            : rco_fp8w_quant_div(a->x[i], a->sa[r * (a->K / B) + k / B]);
+}
+
+/* one output of an epilogue step (backend.h rc_fp8_epi): thread i = row * N + col */
+RC_HD static inline void rck_fp8_epi_thread(const rc_fp8_epi *e, int64_t i)
+{
+    const int64_t r = i / e->N, n = i % e->N, B = RCO_FP8W_BLOCK;
+    const float *b = e->bias ? e->bias + n : 0;
+    switch (e->kind) {
+    case RC_FP8_EPI_SCALED:
+        e->y[i] = rco_fp8w_epilogue(e->y[i], e->sx_tensor ? e->sx[0] : e->sx[r], e->sw_tensor ? e->sw[0] : e->sw[n],
+                                    b, e->out_dt);
+        break;
+    case RC_FP8_EPI_BLOCK_ACC:
+        e->y[i] = rco_fp8w_block_acc(e->k ? e->y[i] : 0.0f, e->part[i], e->sx[r * e->kb + e->k],
+                                     e->sw[(n / B) * e->kb + e->k]);
+        break;
+    case RC_FP8_EPI_BLOCK_OUT:
+        e->y[i] = rco_fp8w_block_out(e->y[i], b, e->out_dt);
+        break;
+    }
+}
+
 /* Rows of one attention launch so its scratch stays under max_floats
  * (at least one row). */
 RC_HD static inline int64_t rck_attn_rows_per_launch(int64_t n_rows, int64_t nh, int64_t max_keys, int64_t d,

@@ -20,6 +20,8 @@
  *    and vs the CPU backend (<= 1e-5; host build, invariant: bitwise);
  *  - cached decode vs full forward;
  *  - --kernels invariant: every ratio exactly 1 in fp32, bf16 and fp16;
+ *  - the sampler's fp8 weights (every scale and activation mode) op by op and
+ *    over whole models, and the fp8 settings through the CLI, against the CPU;
  *  - error paths that need no GPU (messages of failed CUDA / cuBLAS calls,
  *    creating the backend without a device, launch splitting). */
 #include <check.h>
@@ -32,6 +34,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "fp8w.h"
 #include "model.h"
 #include "prompts.h"
 #include "rc_cuda.h"
@@ -92,6 +95,13 @@ static const tol_row k_tol[] = {
     {"act", 0, 0, 4, 1},
     {"act_mul", 0, 0, 4, 2},
     {"logprobs", 0, 0, 4, 1},
+    /* fp8 weights (fp8w.c, kernels/fp8.cu): quantization and epilogue are
+     * + * / fmaf fmaxf only, the GEMM of fp8 values sums exact products: the
+     * invariant GEMM's fixed order gives the CPU's bits, cuBLAS's order (and
+     * the stand-in's) an fp32 sum that rounds one ulp away (derived, not
+     * measured on a GPU) */
+    {"fp8_linear_invariant", 0, 0, 0, 0},
+    {"fp8_linear_engine", 64, 1, 64, 1},
 };
 
 static double tol_for(const char *op, rc_dtype out_dt)
@@ -397,6 +407,79 @@ START_TEST(test_matmul)
         free_pair(&p);
     }
     end_checks();
+}
+END_TEST
+
+/* fp8 weights' linear (--sampler weights=fp8) against the CPU's: every
+ * weight scale and activation mode, bf16 and fp16, with and without bias,
+ * decode-sized and prefill-sized M; K = 256 (two 128-deep slices), N = 136
+ * (a padded edge block). The inputs hold a zero row (the per-token minimum
+ * scale) and a row of large values. rc_fp8w_linear_once quantizes the same
+ * weights on the host for both backends; the CUDA side then runs its
+ * activation kernels, its GEMM (invariant: the fixed-order kernel; engine:
+ * cuBLAS with bf16 operands) and the epilogue kernels. */
+START_TEST(test_fp8w_linear)
+{
+    begin_checks();
+    static const rc_wq_numerics modes[] = {
+        {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN},  {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TENSOR},
+        {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_NONE},   {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TOKEN},
+        {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TENSOR}, {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE},
+        {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN},   {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_NONE}};
+    static const char *const names[] = {"tensor/token", "tensor/tensor", "tensor/none", "channel/token",
+                                        "channel/tensor", "channel/none", "block/group", "block/none"};
+    const int64_t K = 256, N = 136, Ms[] = {3, 20};
+    for (int kk = 0; kk < 2; kk++) {
+        pair p = make_pair(kk ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (int di = 1; di < 3; di++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+                for (size_t q = 0; q < sizeof modes / sizeof modes[0]; q++)
+                    for (int wb = 0; wb < 2; wb++) {
+                        const rc_dtype dt = k_dts[di];
+                        const int64_t M = Ms[mi];
+                        float *x = rand_vec(M * K, 2.0f, dt), *w = rand_vec(N * K, 0.1f, dt),
+                              *b = rand_vec(N, 0.5f, dt);
+                        for (int64_t k = 0; k < K; k++) {
+                            x[k] = 0.0f;                                         /* row 0: all zeros */
+                            x[K + k] = rc_round_to(x[K + k] * 300.0f, dt); /* row 1: large values */
+                        }
+                        float *yt = malloc((size_t)(M * N) * sizeof *yt), *yc = malloc((size_t)(M * N) * sizeof *yc);
+                        rc_status st = rc_fp8w_linear_once(p.t, x, M, K, w, N, wb ? b : NULL, &modes[q], dt, yt);
+                        ck_assert_msg(st == RC_OK, "%s", rc_last_error());
+                        ck_assert(rc_fp8w_linear_once(p.c, x, M, K, w, N, wb ? b : NULL, &modes[q], dt, yc) == RC_OK);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s M=%lld K=%lld N=%lld %s%s", names[q], (long long)M,
+                                 (long long)K, (long long)N, dt_name(dt), wb ? " +bias" : "");
+                        compare(kk ? "fp8_linear_invariant" : "fp8_linear_engine", what, yt, yc, M * N, dt);
+                        free(x), free(w), free(b), free(yt), free(yc);
+                    }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* The fp8 kernels' arguments checked: a group quantization over a K that is
+ * no multiple of 128, an unknown epilogue step and a slice past the last are
+ * RC_ERR_INTERNAL, not a launch. */
+START_TEST(test_fp8w_refused)
+{
+    rc_backend *be;
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be) == RC_OK, "%s", rc_last_error());
+    ck_assert(be->ops->fp8_quant_act && be->ops->fp8_epilogue);
+    float *buf;
+    ck_assert(be->ops->alloc(be, 1024, &buf) == RC_OK);
+    ck_assert_int_eq(be->ops->fp8_quant_act(be, buf, 2, 100, RC_FP8_ACT_GROUP, buf + 256, buf + 512), RC_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "fp8 activations"));
+    rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_ACC, .y = buf, .part = buf + 256, .sx = buf + 512, .sw = buf + 768,
+                    .M = 2, .N = 4, .kb = 2, .k = 2};
+    ck_assert_int_eq(be->ops->fp8_epilogue(be, &e), RC_ERR_INTERNAL);
+    e.kind = (rc_fp8_epi_kind)7;
+    e.k = 0;
+    ck_assert_int_eq(be->ops->fp8_epilogue(be, &e), RC_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "fp8 epilogue"));
+    be->ops->free(be, buf);
+    rc_backend_destroy(be);
 }
 END_TEST
 
@@ -816,11 +899,6 @@ START_TEST(test_fixture_vs_hf)
     rc_numerics num = rc_numerics_fp32();
     rc_engine *e;
     ck_assert_msg(rc_engine_create(m, be, &num, B, T, total, &e) == RC_OK, "%s", rc_last_error());
-    rc_numerics n8 = num; /* --sampler weights=fp8 is emulated on the CPU only: refused, not run wrongly */
-    n8.dt = RC_BF16;
-    n8.wq.kind = RC_WQ_FP8;
-    rc_engine *e8;
-    ck_assert(rc_engine_create(m, be, &n8, B, T, total, &e8) == RC_ERR_UNSUPPORTED);
     float *out = malloc(sizeof(float) * total * V);
     ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
     double d32 = 0;
@@ -900,12 +978,82 @@ START_TEST(test_fixture_vs_hf)
 }
 END_TEST
 
+/* the two sequences of the twin tests (7 and 5 tokens, packed) */
+static const int32_t k_twin_tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
+static const int64_t k_twin_lens[2] = {7, 5};
+
+/* The twin sequences of model m under num, invariant kernels: the full
+ * forward on this backend (out[0]) and on the CPU (out[1]), and the cached
+ * decode on this backend, both sequences one token per step (dec); each
+ * [12][vocab], malloc'd (twin_free). dcpu: max |out[0] - out[1]|; same: how
+ * many decode values equal out[0]'s bit for bit. */
+typedef struct {
+    float *out[2], *dec;
+    double dcpu;
+    int64_t same;
+} twin_result;
+
+static void twin_free(twin_result *r)
+{
+    free(r->out[0]);
+    free(r->out[1]);
+    free(r->dec);
+}
+
+static twin_result twin_runs(const rc_model *m, const rc_numerics *num)
+{
+    twin_result r = {{NULL, NULL}, NULL, 0, 0};
+    float **out = r.out, **dec = &r.dec;
+    double *dcpu = &r.dcpu;
+    int64_t *same = &r.same;
+    const int64_t V = m->cfg.vocab;
+    rc_backend *be[2];
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
+    for (int k = 0; k < 2; k++) {
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, be[k], num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+        out[k] = malloc(sizeof(float) * 12 * V);
+        ck_assert_msg(rc_full_forward(e, k_twin_tok, k_twin_lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
+        rc_engine_free(e);
+    }
+    *dec = malloc(sizeof(float) * 12 * V);
+    rc_engine *e2;
+    ck_assert(rc_engine_create(m, be[0], num, 2, 16, 32, &e2) == RC_OK);
+    for (int64_t t = 0; t < 7; t++) {
+        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
+        int32_t stok[2];
+        float lp[2 * 512];
+        ck_assert(V <= 512);
+        for (int64_t b = 0; b < 2; b++)
+            if (t < k_twin_lens[b]) {
+                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
+                stok[nb] = k_twin_tok[off[b] + t];
+                nb++;
+            }
+        ck_assert_msg(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(*dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
+    }
+    rc_engine_free(e2);
+    *dcpu = 0;
+    *same = 0;
+    for (int64_t i = 0; i < 12 * V; i++) {
+        const double d = fabs((double)out[0][i] - (double)out[1][i]);
+        *dcpu = d > *dcpu ? d : *dcpu;
+        *same += memcmp(&(*dec)[i], &out[0][i], sizeof(float)) == 0;
+    }
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+    return r;
+}
+
 /* mode=autocast (fp32 masters under torch.autocast; _i 0, 1) and Megatron's
- * fp32 residual stream (residual=fp32; _i 2, 3) on this backend: the full
- * forward of two rotary fixtures in bf16 with invariant kernels equals the
- * CPU backend's bit for bit in the host build (same code, fixed order; on a
- * GPU the difference is printed and bounded by the bf16 dtype's agreement),
- * and the cached decode equals the full forward bit for bit. */
+ * fp32 residual stream (residual=fp32; _i 2, 3) on this backend: the full forward of two rotary fixtures in bf16 with invariant kernels equals
+ * the CPU backend's bit for bit in the host build (same code, fixed order;
+ * on a GPU the difference is printed and bounded by the bf16 dtype's
+ * agreement), and the cached decode equals the full forward bit for bit. */
 START_TEST(test_autocast_twin)
 {
     const char *name = _i % 2 ? "llama_gqa" : "neox_parallel";
@@ -914,64 +1062,159 @@ START_TEST(test_autocast_twin)
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
-    int32_t tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
-    int64_t lens[2] = {7, 5};
     const int64_t V = m->cfg.vocab;
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
     num.mode = _i < 2 ? RC_PREC_AUTOCAST : RC_PREC_PURE;
     num.residual_f32 = _i >= 2;
-    float *out[2], *dec = malloc(sizeof(float) * 12 * V);
-    rc_backend *be[2];
-    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
-    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
-    for (int k = 0; k < 2; k++) {
-        rc_engine *e;
-        ck_assert_msg(rc_engine_create(m, be[k], &num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
-        out[k] = malloc(sizeof(float) * 12 * V);
-        ck_assert_msg(rc_full_forward(e, tok, lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
-        rc_engine_free(e);
-    }
-    /* cached decode on this backend, both sequences one token per step */
-    rc_engine *e2;
-    ck_assert(rc_engine_create(m, be[0], &num, 2, 16, 32, &e2) == RC_OK);
-    for (int64_t t = 0; t < 7; t++) {
-        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
-        int32_t stok[2];
-        float lp[2 * 512];
-        ck_assert(V <= 512);
-        for (int64_t b = 0; b < 2; b++)
-            if (t < lens[b]) {
-                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
-                stok[nb] = tok[off[b] + t];
-                nb++;
-            }
-        ck_assert(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK);
-        for (int64_t i = 0; i < nb; i++)
-            memcpy(dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
-    }
-    rc_engine_free(e2);
-    double dcpu = 0;
-    int64_t same = 0;
-    for (int64_t i = 0; i < 12 * V; i++) {
-        const double d = fabs((double)out[0][i] - (double)out[1][i]);
-        dcpu = d > dcpu ? d : dcpu;
-        same += memcmp(&dec[i], &out[0][i], sizeof(float)) == 0;
-    }
+    twin_result r = twin_runs(m, &num);
+    const double dcpu = r.dcpu;
     printf("%-10s %-14s %s bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
            "forward %lld of %lld bitwise equal\n",
-           TEST_NAME, name, mode, dcpu, (long long)same, (long long)(12 * V));
+           TEST_NAME, name, mode, dcpu, (long long)r.same, (long long)(12 * V));
 #ifdef RC_TEST_EMULATE
     ck_assert_msg(dcpu == 0, "%s: %s host build vs CPU differs by %g", name, mode, dcpu);
 #else
     ck_assert_msg(dcpu < 0.05, "%s: %s on the GPU vs CPU differs by %g", name, mode, dcpu);
 #endif
-    ck_assert_int_eq(same, 12 * V);
-    for (int k = 0; k < 2; k++) {
-        free(out[k]);
-        rc_backend_destroy(be[k]);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
+/* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
+ * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
+ * random fp32 weights, written into dir (config.json, model.safetensors):
+ * what block weights need, which no fixture has. */
+static void write_block_model(const char *dir)
+{
+    static const char *const kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
+                                        "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    static const int64_t shapes[][2] = {{128, 0}, {128, 0}, {128, 128}, {128, 128}, {128, 128},
+                                        {128, 128}, {256, 128}, {256, 128}, {128, 256}};
+    char path[4200], name[96], *hdr = malloc(1 << 14);
+    ck_assert(hdr != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 128, "
+          "\"intermediate_size\": 256, \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"head_dim\": 64, "
+          "\"num_hidden_layers\": 2, \"vocab_size\": 128, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+          "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": true, "
+          "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n", f);
+    ck_assert(fclose(f) == 0);
+    /* the tensors in header order: embedding, the layers', the final norm */
+    int64_t n_t = 0, off = 0, sizes[32];
+    size_t h = (size_t)snprintf(hdr, 1 << 14, "{");
+    for (int t = -1; t <= 2 * 9; t++) {
+        int64_t r, c;
+        if (t < 0)
+            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = 128, c = 128;
+        else if (t == 18)
+            snprintf(name, sizeof name, "model.norm.weight"), r = 128, c = 0;
+        else
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, kinds[t % 9]), r = shapes[t % 9][0],
+                                                                                      c = shapes[t % 9][1];
+        sizes[n_t++] = r * (c ? c : 1);
+        if (c)
+            h += (size_t)snprintf(hdr + h, (1 << 14) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
+                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
+        else
+            h += (size_t)snprintf(hdr + h, (1 << 14) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
+                                  (long long)(off + 4 * r));
+        off += 4 * sizes[n_t - 1];
     }
-    free(dec);
+    h += (size_t)snprintf(hdr + h, (1 << 14) - h, "}");
+    while (h % 8)
+        hdr[h++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    const uint64_t hl = h;
+    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
+    for (int64_t t = 0; t < n_t; t++) {
+        const bool norm = t == n_t - 1 || (t > 0 && (t - 1) % 9 < 2);
+        for (int64_t i = 0; i < sizes[t]; i++) {
+            const float v = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.15f);
+            ck_assert(fwrite(&v, 4, 1, f) == 1);
+        }
+    }
+    ck_assert(fclose(f) == 0);
+    free(hdr);
+}
+
+/* --sampler weights=fp8 on this backend, whole model: the full forward of a
+ * GQA fixture (llama_gqa; block weights: write_block_model's Llama, whose
+ * sizes are multiples of 128) in bf16 with invariant kernels under each
+ * weight scale and activation mode equals the CPU backend's bit for bit in the host build (on
+ * a GPU the difference is printed and bounded by the bf16 dtype's agreement,
+ * as test_autocast_twin: derived, not yet measured); per token and W8A16 are
+ * row-local, so the cached decode equals the full forward bit for bit too
+ * (per tensor: the scale is the call's, the decode's differs by design).
+ * Loop index: the mode. */
+START_TEST(test_fp8w_twin)
+{
+    static const rc_wq_numerics modes[] = {{RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TENSOR},
+                                           {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_NONE},
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE},
+                                           {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_NONE}};
+    static const char *const names[] = {"tensor/token", "channel/tensor", "tensor/none", "channel/token",
+                                        "channel/none", "block/group",    "block/none"};
+    const rc_wq_numerics wq = modes[_i];
+    char dir[4096], tmp[64] = "";
+    if (wq.scale == RC_WSCALE_BLOCK) {
+        ck_assert(rc_test_mkdtemp(tmp, sizeof tmp, "/tmp/rc_test_fp8w_") != NULL);
+        write_block_model(tmp);
+        snprintf(dir, sizeof dir, "%s", tmp);
+    } else {
+        rc_test_source_path(dir, sizeof dir, "data/fixtures/llama_gqa");
+    }
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    if (tmp[0])
+        rc_test_rm_rf(tmp);
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.wq = wq;
+    twin_result r = twin_runs(m, &num);
+    const double dcpu = r.dcpu;
+    /* the fp8 weights changed the result: not the plain bf16 forward */
+    rc_numerics nb16 = num;
+    nb16.wq = (rc_wq_numerics){0};
+    rc_backend *cpu;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+    rc_engine *e3;
+    float *plain = malloc(sizeof(float) * 12 * V);
+    ck_assert(rc_engine_create(m, cpu, &nb16, 2, 16, 32, &e3) == RC_OK);
+    ck_assert(rc_full_forward(e3, k_twin_tok, k_twin_lens, 2, plain) == RC_OK);
+    rc_engine_free(e3);
+    rc_backend_destroy(cpu);
+    double dplain = 0;
+    for (int64_t i = 0; i < 12 * V; i++) {
+        const double dp = fabs((double)plain[i] - (double)r.out[1][i]);
+        dplain = dp > dplain ? dp : dplain;
+    }
+    printf("%-10s fp8 weights %-14s bf16 invariant: full forward vs CPU max|dlogp| %.3e (vs plain bf16 %.3e); "
+           "cached decode vs full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, names[_i], dcpu, dplain, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(dplain > 0, "%s: fp8 weights left the bf16 log-probs unchanged", names[_i]);
+#ifdef RC_TEST_EMULATE
+    ck_assert_msg(dcpu == 0, "%s: fp8 weights host build vs CPU differs by %g", names[_i], dcpu);
+#else
+    ck_assert_msg(dcpu < 0.05, "%s: fp8 weights on the GPU vs CPU differs by %g", names[_i], dcpu);
+#endif
+    if (wq.act != RC_ACTQ_TENSOR)
+        ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    free(plain);
     rc_model_free(m);
 }
 END_TEST
@@ -1316,6 +1559,27 @@ START_TEST(test_cli_cuda)
     snprintf(args, sizeof args, "%s --backend cuda --kernels blas --out none", common);
     ck_assert_int_eq(cli(args), 2);
     ck_assert_ptr_nonnull(strstr(g_cli_out, "--kernels blas is OpenBLAS on the CPU"));
+    /* the sampler's fp8 settings run on the device (main.c refuses none of
+     * them there): the statistics and the verdict the CPU gives, to the
+     * digit (host build, invariant kernels) */
+    static const char *const fp8_specs[] = {"weights=fp8", "weights=fp8,weight-scale=channel,act=none",
+                                            "weights=fp8,act=dynamic-tensor", "weights=fp8,act=none,tp=2",
+                                            "kv-cache=fp8_e4m3"};
+    for (size_t i = 0; i < sizeof fp8_specs / sizeof fp8_specs[0]; i++) {
+        char *got[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args, "%s --kernels invariant --dtype bf16 --sampler %s --json --out none --backend %s",
+                     common, fp8_specs[i], k ? "cpu" : "cuda");
+            ck_assert_msg(cli(args) == 0, "%s: %s", args, g_cli_out);
+            const char *a0 = strstr(g_cli_out, "\"lens\""), *a1 = strstr(g_cli_out, "\"seconds_generate\"");
+            ck_assert_msg(a0 && a1 && a1 > a0, "%s: %s", args, g_cli_out);
+            got[k] = strndup(a0, (size_t)(a1 - a0));
+        }
+        ck_assert_msg(!strcmp(got[0], got[1]), "--sampler %s: cuda\n%s\ncpu\n%s", fp8_specs[i], got[0], got[1]);
+        ck_assert_ptr_null(strstr(got[0], "\"std\": 0,")); /* the setting changed the sampler */
+        free(got[0]);
+        free(got[1]);
+    }
     rc_test_rm_rf(dir);
 }
 END_TEST
@@ -1362,6 +1626,8 @@ int main(void)
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_logprobs);
+    tcase_add_test(ops, test_fp8w_linear);
+    tcase_add_test(ops, test_fp8w_refused);
     tcase_add_test(ops, test_tp_forward);
     suite_add_tcase(s, ops);
     TCase *model = tcase_create("model");
@@ -1369,6 +1635,7 @@ int main(void)
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
     tcase_add_loop_test(model, test_autocast_twin, 0, 4);
+    tcase_add_loop_test(model, test_fp8w_twin, 0, 7);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");
     tcase_add_test(host, test_error_messages);

@@ -233,23 +233,22 @@ START_TEST(test_supported)
     c.intermediate = 1024;
     rc_numerics n = {.dt = RC_BF16, .logprob_dt = RC_F32, .temperature = 1.0f,
                      .wq = {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN}};
-    ck_assert(rc_fp8w_supported(&c, &n, true) == RC_OK);
-    ck_assert(rc_fp8w_supported(&c, &n, false) == RC_ERR_UNSUPPORTED);
+    ck_assert(rc_fp8w_supported(&c, &n) == RC_OK);
     c.intermediate = 1000;
-    ck_assert(rc_fp8w_supported(&c, &n, true) == RC_ERR_UNSUPPORTED);
-    ck_assert(rc_fp8w_supported(NULL, &n, true) == RC_OK);
+    ck_assert(rc_fp8w_supported(&c, &n) == RC_ERR_UNSUPPORTED);
+    ck_assert(rc_fp8w_supported(NULL, &n) == RC_OK);
     n.wq.scale = RC_WSCALE_TENSOR;
-    ck_assert(rc_fp8w_supported(&c, &n, true) == RC_OK); /* per tensor: any size */
+    ck_assert(rc_fp8w_supported(&c, &n) == RC_OK); /* per tensor: any size */
     n.dt = RC_F32;
-    ck_assert(rc_fp8w_supported(&c, &n, true) == RC_ERR_USAGE);
+    ck_assert(rc_fp8w_supported(&c, &n) == RC_ERR_USAGE);
     n.dt = RC_BF16;
     n.mode = RC_PREC_AUTOCAST;
-    ck_assert(rc_fp8w_supported(&c, &n, true) == RC_ERR_USAGE);
+    ck_assert(rc_fp8w_supported(&c, &n) == RC_ERR_USAGE);
     n.mode = RC_PREC_PURE;
     n.wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TENSOR};
-    ck_assert(rc_fp8w_supported(NULL, &n, true) == RC_ERR_USAGE);
+    ck_assert(rc_fp8w_supported(NULL, &n) == RC_ERR_USAGE);
     n.wq.kind = RC_WQ_NONE;
-    ck_assert(rc_fp8w_supported(&c, &n, false) == RC_OK); /* no fp8: nothing to check */
+    ck_assert(rc_fp8w_supported(&c, &n) == RC_OK); /* no fp8: nothing to check */
 }
 END_TEST
 

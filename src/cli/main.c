@@ -1982,7 +1982,7 @@ static rc_status check_side(const char *who, const side *sd)
 {
     /* the model-free checks of the engine's own (the model's at load) */
     const rc_numerics n = side_numerics(sd, &(rc_numerics){.temperature = 1.0f}, false);
-    rc_status st = sd->wq.kind == RC_WQ_FP8 ? rc_fp8w_supported(NULL, &n, true) : RC_OK;
+    rc_status st = sd->wq.kind == RC_WQ_FP8 ? rc_fp8w_supported(NULL, &n) : RC_OK;
     if (st == RC_OK)
         st = rc_autocast_supported(NULL, &n);
     return st == RC_OK ? RC_OK : rc_error_prefix(st, "%s", who);

@@ -207,6 +207,33 @@ static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const cha
     return RC_OK;
 }
 
+/* fp8 weights on a device backend (fp8w.c; README "Numerics: fp8 weights").
+ * How a call's activations are quantized: per token (one scale per row), per
+ * tensor (one scale for the call), or in 1 x 128 groups of a row (block
+ * weights; K a multiple of 128). */
+typedef enum { RC_FP8_ACT_TOKEN, RC_FP8_ACT_TENSOR, RC_FP8_ACT_GROUP } rc_fp8_act;
+
+/* One step of an fp8 GEMM's epilogue over y [M, N] (backend memory), each
+ * output from the scalar rules of ops_inline.h:
+ *  SCALED:    y = rco_fp8w_epilogue(y, s_x, s_w, bias): y holds the fp32 GEMM
+ *             of the fp8 values; s_x = sx[0] when sx_tensor else sx[row],
+ *             s_w = sw[0] when sw_tensor else sw[col];
+ *  BLOCK_ACC: y = rco_fp8w_block_acc(k ? y : 0, part, sx[row * kb + k],
+ *             sw[(col / 128) * kb + k]) for K slice k of kb;
+ *  BLOCK_OUT: y = rco_fp8w_block_out(y, bias). */
+typedef enum { RC_FP8_EPI_SCALED, RC_FP8_EPI_BLOCK_ACC, RC_FP8_EPI_BLOCK_OUT } rc_fp8_epi_kind;
+
+typedef struct {
+    rc_fp8_epi_kind kind;
+    float *y;
+    const float *part;     /* BLOCK_ACC: the slice's fp32 partial [M, N] */
+    const float *sx, *sw;  /* activation and weight scales */
+    bool sx_tensor, sw_tensor;
+    const float *bias;     /* [N] or NULL (SCALED, BLOCK_OUT) */
+    int64_t M, N, kb, k;   /* kb, k: BLOCK_ACC */
+    rc_dtype out_dt;       /* SCALED, BLOCK_OUT */
+} rc_fp8_epi;
+
 typedef struct rc_backend rc_backend;
 
 typedef struct {
@@ -279,6 +306,14 @@ typedef struct {
     rc_status (*logprobs)(rc_backend *be, const float *logits, int64_t M, int64_t V,
                           float temperature, rc_dtype lp_dt, float *full_out,
                           const int32_t *targets, float *target_out);
+    /* fp8 weights (fp8w.c), device backends only; NULL on a host-memory
+     * backend, whose fp8 steps fp8w.c computes on its arrays (the CPU twin).
+     * fp8_quant_act: x [M, K] (values of the dtype) to fp8 values q [M, K]
+     * and scales sa ([M], [1], or [M][K / 128] for groups), as
+     * rc_fp8w_quant_act. fp8_epilogue: one step of rc_fp8_epi. */
+    rc_status (*fp8_quant_act)(rc_backend *be, const float *x, int64_t M, int64_t K, rc_fp8_act mode, float *q,
+                               float *sa);
+    rc_status (*fp8_epilogue)(rc_backend *be, const rc_fp8_epi *e);
 } rc_backend_ops;
 
 struct rc_backend {

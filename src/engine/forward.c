@@ -590,7 +590,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     if (c->norm_head) /* NormHead's normalised copy */
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     int64_t fw, fs; /* fp8 weights: the quantized copies and the W8A8 scratch */
-    ok = ok && rc_fp8w_bytes(c, num, z.dims[1][0], &fw, &fs) && rc_add_i64(w, fw, &w);
+    ok = ok && rc_fp8w_bytes(c, num, host_memory, z.dims[1][0], &fw, &fs) && rc_add_i64(w, fw, &w);
     ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
@@ -682,7 +682,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK)
         s = rc_tp_check(c, num);
     if (s == RC_OK)
-        s = rc_fp8w_supported(c, num, be->ops->host_memory);
+        s = rc_fp8w_supported(c, num);
     if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
         s = rc_errorf(RC_ERR_UNSUPPORTED, "fp8 weights with fp8 activations (W8A8) under tp=%d are not emulated yet "
                       "(weight-only act=none is)", num->tp);
@@ -730,7 +730,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK)
         s = engine_weights(e);
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
-        s = rc_fp8w_create(c, num, e->chunk_rows, &e->w, &e->fp8w);
+        s = rc_fp8w_create(be, c, num, e->chunk_rows, &e->w, &e->fp8w);
     const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
     if (s == RC_OK)
         s = be->ops->alloc(be, kv_floats, &e->kv.k);

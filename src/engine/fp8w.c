@@ -32,19 +32,13 @@
 
 #include "util.h"
 
-#define FP8_MIN_SCALE (1.0f / (RCO_FP8_E4M3_MAX * 512.0f)) /* vLLM's min_scaling_factor */
-#define FP8_GROUP_EPS 1e-10f                                 /* per_token_group_quant_fp8's eps */
-
-static inline float clamp448(float v)
-{
-    return fmaxf(-RCO_FP8_E4M3_MAX, fminf(v, RCO_FP8_E4M3_MAX)); /* NaN gives +448, as fminf/fmaxf on the GPU */
-}
+_Static_assert(RC_FP8_BLOCK == RCO_FP8W_BLOCK, "the block size of forward.h and ops_inline.h");
 
 static float amax_of(const float *x, int64_t n)
 {
     float m = 0.0f;
     for (int64_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(x[i]));
+        m = rco_fp8w_amax_step(m, x[i]);
     return m;
 }
 
@@ -55,15 +49,15 @@ void rc_fp8w_quant_weight(const float *w, int64_t N, int64_t K, rc_wscale mode, 
 {
     if (mode == RC_WSCALE_TENSOR) {
         const float a = amax ? *amax : amax_of(w, N * K);
-        const float sc = a / RCO_FP8_E4M3_MAX, inv = 1.0f / sc;
+        const float sc = rco_fp8w_scale_tensor(a);
         for (int64_t i = 0; i < N * K; i++)
-            q[i] = rco_fp8_e4m3_round(clamp448(w[i] * inv));
+            q[i] = rco_fp8w_quant_tensor(w[i], sc);
         s[0] = sc;
     } else if (mode == RC_WSCALE_CHANNEL) {
         for (int64_t n = 0; n < N; n++) {
-            const float sc = fmaxf(amax_of(w + n * K, K) / RCO_FP8_E4M3_MAX, FP8_MIN_SCALE);
+            const float sc = rco_fp8w_scale_row(amax_of(w + n * K, K));
             for (int64_t k = 0; k < K; k++)
-                q[n * K + k] = rco_fp8_e4m3_round(clamp448(w[n * K + k] / sc));
+                q[n * K + k] = rco_fp8w_quant_div(w[n * K + k], sc);
             s[n] = sc;
         }
     } else {
@@ -80,7 +74,7 @@ void rc_fp8w_quant_weight(const float *w, int64_t N, int64_t K, rc_wscale mode, 
                     t = 1.0f;
                 for (int64_t n = n0; n < n1; n++)
                     for (int64_t k = k0; k < k1; k++)
-                        q[n * K + k] = rco_fp8_e4m3_round(clamp448(w[n * K + k] * t));
+                        q[n * K + k] = rco_fp8_e4m3_round(rco_fp8w_clamp(w[n * K + k] * t));
                 s[bn * kb + bk] = 1.0f / t;
             }
     }
@@ -93,9 +87,9 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
         for (int64_t m = 0; m < M; m++)
             for (int64_t g = 0; g < G; g++) {
                 const float *xg = x + m * K + g * B;
-                const float sc = fmaxf(amax_of(xg, B), FP8_GROUP_EPS) / RCO_FP8_E4M3_MAX;
+                const float sc = rco_fp8w_scale_group(amax_of(xg, B));
                 for (int64_t k = 0; k < B; k++)
-                    q[m * K + g * B + k] = rco_fp8_e4m3_round(clamp448(xg[k] / sc));
+                    q[m * K + g * B + k] = rco_fp8w_quant_div(xg[k], sc);
                 sa[m * G + g] = sc;
             }
     } else if (mode == RC_ACTQ_TENSOR) {
@@ -105,23 +99,36 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
     }
 }
 
-/* one quantized weight matrix */
+/* One quantized weight matrix. On the CPU (a host-memory backend) the fp8
+ * values as bf16 bits and the dequantized copy at the dtype's width; on a
+ * device backend everything in its memory as fp32 arrays, uploaded rounded
+ * to the dtype that holds them exactly (the fp8 values as bf16: the CUDA
+ * backend then feeds cuBLAS bf16 operands; W8A16's R(q * R(s)) as the dtype). */
 typedef struct {
     int64_t N, K;
-    uint16_t *q;   /* W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
-    float *s;      /* the weight scales (rc_fp8w_quant_weight's layout) */
-    uint16_t *deq; /* W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
+    uint16_t *q;   /* host W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
+    float *s;      /* host: the weight scales (rc_fp8w_quant_weight's layout) */
+    uint16_t *deq; /* host W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
+    float *dq;     /* device W8A8: the fp8 values, [N][K] in every mode */
+    float *ds;     /* device W8A8: the weight scales */
+    float *ddeq;   /* device W8A16: R(q * R(s)), [N][K] */
 } fp8w_mat;
 
+/* W8A8 scratch for `rows` rows: x's fp8 values [rows][kmax], its scales, a
+ * block GEMM's x slice (host only) and partial sums [rows][nmax]; backend
+ * memory */
+typedef struct {
+    float *xq, *sa, *xs, *part;
+} fp8w_scratch;
+
 struct rc_fp8w {
+    rc_backend *be;
     rc_wq_numerics wq;
     rc_dtype dt;
     int64_t n_layers;
     fp8w_mat *m; /* [n_layers][RC_FP8W_N] */
-    /* W8A8 scratch for `rows` rows: x's fp8 values, its scales, a block GEMM's
-     * x slice and partial sums */
     int64_t rows, kmax, nmax;
-    float *xq, *sa, *xs, *part;
+    fp8w_scratch sc;
 };
 
 static int64_t n_scales(int64_t N, int64_t K, rc_wscale mode)
@@ -131,25 +138,57 @@ static int64_t n_scales(int64_t N, int64_t K, rc_wscale mode)
 
 static uint16_t to_bits(float v, rc_dtype dt) { return dt == RC_F16 ? rc_f32_to_f16(v) : rc_f32_to_bf16(v); }
 
+/* W8A16's dequantized weight W'[n][k] = R(q * R(s)) */
+static float deq_value(const float *q, const float *s, int64_t n, int64_t k, int64_t K, rc_wscale mode, rc_dtype dt)
+{
+    const int64_t B = RC_FP8_BLOCK;
+    const float sc = mode == RC_WSCALE_TENSOR ? s[0] : mode == RC_WSCALE_CHANNEL ? s[n] : s[(n / B) * ceil_div(K, B) + k / B];
+    return rc_round_to(q[n * K + k] * rc_round_to(sc, dt), dt);
+}
+
+/* a device buffer of n floats holding host[0, n), its values rounded to dt
+ * (exact: dt holds them) */
+static rc_status dev_put(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float **out)
+{
+    RC_TRY(be->ops->alloc(be, n, out));
+    return be->ops->upload(be, host, n, dt, *out);
+}
+
+/* m on a device backend from the fp8 values q and scales s */
+static rc_status mat_fill_device(rc_backend *be, fp8w_mat *m, const float *q, const float *s,
+                                 const rc_wq_numerics *wq, rc_dtype dt)
+{
+    const int64_t N = m->N, K = m->K;
+    if (wq->act != RC_ACTQ_NONE) {
+        RC_TRY(dev_put(be, q, N * K, RC_BF16, &m->dq));
+        return dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds);
+    }
+    float *deq;
+    RC_TRY(rc_alloc_aligned((void **)&deq, N * K, sizeof *deq, "fp8 dequantized weights"));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            deq[n * K + k] = deq_value(q, s, n, k, K, wq->scale, dt);
+    rc_status st = dev_put(be, deq, N * K, dt, &m->ddeq);
+    free(deq);
+    return st;
+}
+
 /* m from the fp8 values q and scales (the W8A8 layout, or W8A16's dequantized copy) */
-static rc_status mat_fill(fp8w_mat *m, const float *q, const float *s, int64_t N, int64_t K,
+static rc_status mat_fill(rc_backend *be, fp8w_mat *m, const float *q, const float *s, int64_t N, int64_t K,
                           const rc_wq_numerics *wq, rc_dtype dt)
 {
     const int64_t ns = n_scales(N, K, wq->scale), B = RC_FP8_BLOCK;
     m->N = N;
     m->K = K;
+    if (!be->ops->host_memory)
+        return mat_fill_device(be, m, q, s, wq, dt);
     RC_TRY(rc_alloc_aligned((void **)&m->s, ns, sizeof *m->s, "fp8 scales"));
     memcpy(m->s, s, (size_t)ns * sizeof *s);
     if (wq->act == RC_ACTQ_NONE) { /* W8A16: W' = R(q * R(s)) */
         RC_TRY(rc_alloc_aligned((void **)&m->deq, N * K, sizeof *m->deq, "fp8 dequantized weights"));
-        const int64_t kb = ceil_div(K, B);
         for (int64_t n = 0; n < N; n++)
-            for (int64_t k = 0; k < K; k++) {
-                const float sc = wq->scale == RC_WSCALE_TENSOR    ? s[0]
-                                 : wq->scale == RC_WSCALE_CHANNEL ? s[n]
-                                                                  : s[(n / B) * kb + k / B];
-                m->deq[n * K + k] = to_bits(q[n * K + k] * rc_round_to(sc, dt), dt);
-            }
+            for (int64_t k = 0; k < K; k++)
+                m->deq[n * K + k] = to_bits(deq_value(q, s, n, k, K, wq->scale, dt), dt);
         return RC_OK;
     }
     RC_TRY(rc_alloc_aligned((void **)&m->q, N * K, sizeof *m->q, "fp8 weights"));
@@ -165,11 +204,36 @@ static rc_status mat_fill(fp8w_mat *m, const float *q, const float *s, int64_t N
     return RC_OK;
 }
 
-static void mat_free(fp8w_mat *m)
+static void mat_free(rc_backend *be, fp8w_mat *m)
 {
     free(m->q);
     free(m->s);
     free(m->deq);
+    float *dev[] = {m->dq, m->ds, m->ddeq};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            be->ops->free(be, dev[i]);
+}
+
+/* the W8A8 scratch of `rows` rows for GEMMs up to kmax deep and nmax wide, in
+ * the backend's memory (the x slice only on the host) */
+static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, fp8w_scratch *sc)
+{
+    *sc = (fp8w_scratch){0};
+    RC_TRY(be->ops->alloc(be, rows * kmax, &sc->xq));
+    RC_TRY(be->ops->alloc(be, rows * (kmax / RC_FP8_BLOCK + 1), &sc->sa));
+    if (be->ops->host_memory)
+        RC_TRY(be->ops->alloc(be, rows * RC_FP8_BLOCK, &sc->xs));
+    return be->ops->alloc(be, rows * nmax, &sc->part);
+}
+
+static void scratch_free(rc_backend *be, fp8w_scratch *sc)
+{
+    float *p[] = {sc->xq, sc->sa, sc->xs, sc->part};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i])
+            be->ops->free(be, p[i]);
+    *sc = (fp8w_scratch){0};
 }
 
 /* y [M, N] = R(acc) with the epilogue of cutlass_scaled_mm: the fp32 GEMM of
@@ -181,10 +245,9 @@ static rc_status fp8w_scaled_gemm(rc_backend *be, const fp8w_mat *m, rc_wscale w
     RC_TRY(be->ops->matmul(be, xq, M, m->K, (rc_wt){m->q, RC_BF16, false}, N, NULL, RC_BF16, RC_F32, y));
     for (int64_t r = 0; r < M; r++) {
         const float a = aq == RC_ACTQ_TENSOR ? sa[0] : sa[r];
-        for (int64_t n = 0; n < N; n++) {
-            const float t = (ws == RC_WSCALE_TENSOR ? m->s[0] : m->s[n]) * y[r * N + n];
-            y[r * N + n] = rc_round_to(bias ? fmaf(a, t, bias[n]) : a * t, out_dt);
-        }
+        for (int64_t n = 0; n < N; n++)
+            y[r * N + n] = rco_fp8w_epilogue(y[r * N + n], a, ws == RC_WSCALE_TENSOR ? m->s[0] : m->s[n],
+                                             bias ? bias + n : NULL, out_dt);
     }
     return RC_OK;
 }
@@ -193,14 +256,11 @@ static rc_status fp8w_scaled_gemm(rc_backend *be, const fp8w_mat *m, rc_wscale w
  * (x's slice copied to xs [M][128], the weight's slice contiguous) gives the
  * partial P; acc += (P * s_x[m][k]) * s_w[n / 128][k] in fp32 from 0, as
  * w8a8_triton_block_scaled_mm; y = R(acc), then the bias added to the
- * rounded output (R(y + b)). A self-contained K-sliced GEMM: the only caller
- * of matmul over a K slice. */
+ * rounded output (R(y + b)). */
 static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float *xq, const float *sa, int64_t M,
                                  const float *bias, rc_dtype out_dt, float *xs, float *part, float *y)
 {
     const int64_t N = m->N, K = m->K, B = RC_FP8_BLOCK, kb = K / B;
-    for (int64_t i = 0; i < M * N; i++)
-        y[i] = 0.0f;
     for (int64_t k = 0; k < kb; k++) {
         for (int64_t r = 0; r < M; r++)
             memcpy(xs + r * B, xq + r * K + k * B, (size_t)B * sizeof *xs);
@@ -208,28 +268,63 @@ static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float 
                                part));
         for (int64_t r = 0; r < M; r++)
             for (int64_t n = 0; n < N; n++)
-                y[r * N + n] = y[r * N + n] + (part[r * N + n] * sa[r * kb + k]) * m->s[(n / B) * kb + k];
+                y[r * N + n] = rco_fp8w_block_acc(k ? y[r * N + n] : 0.0f, part[r * N + n], sa[r * kb + k],
+                                                  m->s[(n / B) * kb + k]);
     }
     for (int64_t r = 0; r < M; r++)
-        for (int64_t n = 0; n < N; n++) {
-            float v = rc_round_to(y[r * N + n], out_dt);
-            y[r * N + n] = bias ? rc_round_to(v + bias[n], out_dt) : v;
-        }
+        for (int64_t n = 0; n < N; n++)
+            y[r * N + n] = rco_fp8w_block_out(y[r * N + n], bias ? bias + n : NULL, out_dt);
     return RC_OK;
+}
+
+/* The same on a device backend (the CUDA backend: kernels/fp8.cu), every
+ * array in its memory: x quantized by its kernel; tensor / channel: the
+ * backend's matmul of the fp8 values (bf16 operands: cuBLAS under engine
+ * kernels, the fixed-order kernel under invariant), then the epilogue;
+ * block: per 128-deep K slice the backend's K-slice matmul (the weight read
+ * in place) and the accumulation step, then the output step. */
+static rc_status fp8w_run_device(rc_backend *be, const fp8w_mat *m, const rc_wq_numerics *wq, const float *x,
+                                 int64_t M, const float *bias, rc_dtype out_dt, const fp8w_scratch *sc, float *y)
+{
+    const int64_t N = m->N, K = m->K, B = RC_FP8_BLOCK;
+    const bool block = wq->scale == RC_WSCALE_BLOCK;
+    if (!be->ops->fp8_quant_act || !be->ops->fp8_epilogue)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: the %s backend has no fp8 kernels", be->ops->name);
+    const rc_fp8_act mode = block ? RC_FP8_ACT_GROUP : wq->act == RC_ACTQ_TENSOR ? RC_FP8_ACT_TENSOR : RC_FP8_ACT_TOKEN;
+    RC_TRY(be->ops->fp8_quant_act(be, x, M, K, mode, sc->xq, sc->sa));
+    const rc_wt w = rc_wt_f32(m->dq);
+    if (!block) {
+        RC_TRY(be->ops->matmul(be, sc->xq, M, K, w, N, NULL, RC_BF16, RC_F32, y));
+        const rc_fp8_epi e = {.kind = RC_FP8_EPI_SCALED, .y = y, .sx = sc->sa, .sw = m->ds,
+                              .sx_tensor = wq->act == RC_ACTQ_TENSOR, .sw_tensor = wq->scale == RC_WSCALE_TENSOR,
+                              .bias = bias, .M = M, .N = N, .out_dt = out_dt};
+        return be->ops->fp8_epilogue(be, &e);
+    }
+    const int64_t kb = K / B;
+    for (int64_t k = 0; k < kb; k++) {
+        RC_TRY(be->ops->matmul_kslice(be, sc->xq, M, K, k * B, B, w, N, NULL, RC_BF16, RC_F32, sc->part));
+        const rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_ACC, .y = y, .part = sc->part, .sx = sc->sa, .sw = m->ds,
+                              .M = M, .N = N, .kb = kb, .k = k};
+        RC_TRY(be->ops->fp8_epilogue(be, &e));
+    }
+    const rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_OUT, .y = y, .bias = bias, .M = M, .N = N, .out_dt = out_dt};
+    return be->ops->fp8_epilogue(be, &e);
 }
 
 /* x quantized into the scratch, then the GEMM of m */
 static rc_status fp8w_run(rc_backend *be, const fp8w_mat *m, const rc_wq_numerics *wq, const float *x, int64_t M,
-                          const float *bias, rc_dtype out_dt, float *xq, float *sa, float *xs, float *part, float *y)
+                          const float *bias, rc_dtype out_dt, const fp8w_scratch *sc, float *y)
 {
+    if (!be->ops->host_memory)
+        return fp8w_run_device(be, m, wq, x, M, bias, out_dt, sc, y);
     const bool block = wq->scale == RC_WSCALE_BLOCK;
-    rc_fp8w_quant_act(x, M, m->K, wq->act, block, xq, sa);
+    rc_fp8w_quant_act(x, M, m->K, wq->act, block, sc->xq, sc->sa);
     if (block)
-        return fp8w_block_gemm(be, m, xq, sa, M, bias, out_dt, xs, part, y);
-    return fp8w_scaled_gemm(be, m, wq->scale, wq->act, xq, sa, M, bias, out_dt, y);
+        return fp8w_block_gemm(be, m, sc->xq, sc->sa, M, bias, out_dt, sc->xs, sc->part, y);
+    return fp8w_scaled_gemm(be, m, wq->scale, wq->act, sc->xq, sc->sa, M, bias, out_dt, y);
 }
 
-rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num, bool host)
+rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num)
 {
     const rc_wq_numerics *wq = &num->wq;
     if (wq->kind != RC_WQ_FP8)
@@ -243,8 +338,6 @@ rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num, bool hos
     if (wq->scale == RC_WSCALE_BLOCK && wq->act == RC_ACTQ_TENSOR)
         return rc_errorf(RC_ERR_USAGE, "weight-scale=block quantizes activations per token in groups of 128 "
                          "(act=dynamic-token or act=none, not dynamic-tensor)");
-    if (!host)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "weights=fp8 is emulated on the CPU backend only (--backend cpu)");
     if (c && wq->scale == RC_WSCALE_BLOCK) {
         const int64_t B = RC_FP8_BLOCK, d = c->head_dim;
         const int64_t dims[] = {c->hidden, c->n_heads * d, c->n_kv_heads * d, c->intermediate};
@@ -280,12 +373,14 @@ static rc_wt *which_wt(rc_layer_weights *L, rc_fp8w_which wh)
                                                          : wh == RC_FP8W_GATE ? &L->w_gate : &L->w_down;
 }
 
-bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, int64_t rows, int64_t *weights, int64_t *scratch)
+bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *weights,
+                   int64_t *scratch)
 {
     *weights = *scratch = 0;
     if (num->wq.kind != RC_WQ_FP8)
         return true;
     int64_t per_layer = 0, kmax = 0, nmax = 0, t;
+    const int64_t el = host ? 2 : 4; /* a device backend holds fp32 arrays */
     bool ok = true;
     for (int wh = 0; wh < RC_FP8W_N; wh++) {
         int64_t N, K;
@@ -293,24 +388,39 @@ bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, int64_t rows, int
             continue;
         kmax = K > kmax ? K : kmax;
         nmax = N > nmax ? N : nmax;
-        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, 2, &t) && rc_add_i64(per_layer, t, &per_layer) &&
+        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) && rc_add_i64(per_layer, t, &per_layer) &&
              rc_add_i64(per_layer, 4 * n_scales(N, K, num->wq.scale), &per_layer);
     }
     ok = ok && rc_mul_i64(per_layer, c->n_layers, weights);
-    if (num->wq.act != RC_ACTQ_NONE) { /* xq, sa, xs, part */
+    if (num->wq.act != RC_ACTQ_NONE) { /* xq, sa, xs (host), part; a device's per-tensor amax of each row */
         int64_t f = 0;
-        ok = ok && rc_add_i64(kmax, kmax + RC_FP8_BLOCK + nmax, &f) && rc_mul_i64(f, rows, &f) &&
-             rc_mul_i64(f, 4, scratch);
+        ok = ok && rc_add_i64(kmax, kmax / RC_FP8_BLOCK + 1 + RC_FP8_BLOCK + nmax + 1, &f) &&
+             rc_mul_i64(f, rows, &f) && rc_mul_i64(f, 4, scratch);
     }
     return ok;
 }
 
-rc_status rc_fp8w_create(const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w, rc_fp8w **out)
+/* n values of an engine weight (values of the dtype) into the host array
+ * out: read in place on the CPU, copied back from a device's fp32 array */
+static rc_status read_weight(rc_backend *be, const rc_wt *W, int64_t n, float *out)
+{
+    if (be->ops->host_memory) {
+        rc_wt_convert(*W, 0, n, RC_F32, RC_F32, out);
+        return RC_OK;
+    }
+    if (W->dt != RC_F32)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 weights: a device weight of %s", rc_dtype_name(W->dt));
+    return be->ops->download(be, (const float *)W->p, n, out);
+}
+
+rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
+                         rc_fp8w **out)
 {
     *out = NULL;
     rc_fp8w *f = calloc(1, sizeof *f);
     if (!f)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    f->be = be;
     f->wq = num->wq;
     f->dt = num->dt;
     f->n_layers = c->n_layers;
@@ -337,8 +447,8 @@ rc_status rc_fp8w_create(const rc_config *c, const rc_numerics *num, int64_t row
         /* per tensor, vLLM quantizes a fused layer as one: its merged gate_up_proj shares one amax */
         float gu_amax = 0.0f;
         const bool shared = c->gated_mlp && num->wq.scale == RC_WSCALE_TENSOR;
-        for (int wh = RC_FP8W_UP; shared && wh <= RC_FP8W_GATE; wh++) {
-            rc_wt_convert(*which_wt(L, (rc_fp8w_which)wh), 0, c->intermediate * c->hidden, RC_F32, RC_F32, wf);
+        for (int wh = RC_FP8W_UP; shared && s == RC_OK && wh <= RC_FP8W_GATE; wh++) {
+            s = read_weight(be, which_wt(L, (rc_fp8w_which)wh), c->intermediate * c->hidden, wf);
             gu_amax = fmaxf(gu_amax, amax_of(wf, c->intermediate * c->hidden));
         }
         for (int wh = 0; s == RC_OK && wh < RC_FP8W_N; wh++) {
@@ -347,27 +457,23 @@ rc_status rc_fp8w_create(const rc_config *c, const rc_numerics *num, int64_t row
                 continue;
             rc_wt *W = which_wt(L, (rc_fp8w_which)wh);
             fp8w_mat *m = &f->m[l * RC_FP8W_N + wh];
-            rc_wt_convert(*W, 0, N * K, RC_F32, RC_F32, wf); /* the engine's weights: values of the dtype */
+            s = read_weight(be, W, N * K, wf);
+            if (s != RC_OK)
+                break;
             rc_fp8w_quant_weight(wf, N, K, num->wq.scale,
                                  shared && (wh == RC_FP8W_UP || wh == RC_FP8W_GATE) ? &gu_amax : NULL, q, sc);
-            s = mat_fill(m, q, sc, N, K, &num->wq, num->dt);
+            s = mat_fill(be, m, q, sc, N, K, &num->wq, num->dt);
             if (s == RC_OK && m->deq) /* W8A16: the plain linear over the dequantized weights */
                 *W = (rc_wt){m->deq, num->dt, false};
+            else if (s == RC_OK && m->ddeq)
+                *W = rc_wt_f32(m->ddeq);
         }
     }
     free(wf);
     free(q);
     free(sc);
-    if (s == RC_OK && num->wq.act != RC_ACTQ_NONE) {
-        const int64_t g = f->kmax / RC_FP8_BLOCK + 1;
-        s = rc_alloc_aligned((void **)&f->xq, rows * f->kmax, sizeof(float), "fp8 activations");
-        if (s == RC_OK)
-            s = rc_alloc_aligned((void **)&f->sa, rows * g, sizeof(float), "fp8 activation scales");
-        if (s == RC_OK)
-            s = rc_alloc_aligned((void **)&f->xs, rows * RC_FP8_BLOCK, sizeof(float), "fp8 K slice");
-        if (s == RC_OK)
-            s = rc_alloc_aligned((void **)&f->part, rows * f->nmax, sizeof(float), "fp8 partial sums");
-    }
+    if (s == RC_OK && num->wq.act != RC_ACTQ_NONE)
+        s = scratch_alloc(be, rows, f->kmax, f->nmax, &f->sc);
     if (s != RC_OK) {
         rc_fp8w_free(f);
         return s;
@@ -381,12 +487,9 @@ void rc_fp8w_free(rc_fp8w *f)
     if (!f)
         return;
     for (int64_t i = 0; f->m && i < f->n_layers * RC_FP8W_N; i++)
-        mat_free(&f->m[i]);
+        mat_free(f->be, &f->m[i]);
     free(f->m);
-    free(f->xq);
-    free(f->sa);
-    free(f->xs);
-    free(f->part);
+    scratch_free(f->be, &f->sc);
     free(f);
 }
 
@@ -395,47 +498,55 @@ bool rc_fp8w_w8a8(const rc_fp8w *f) { return f && f->wq.act != RC_ACTQ_NONE; }
 rc_status rc_fp8w_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, const float *x, int64_t M,
                          const float *bias, rc_dtype out_dt, float *y)
 {
-    if (l < 0 || l >= f->n_layers || which < 0 || which >= RC_FP8W_N || M > f->rows || !rc_fp8w_w8a8(f))
+    if (l < 0 || l >= f->n_layers || which < 0 || which >= RC_FP8W_N || M > f->rows || !rc_fp8w_w8a8(f) ||
+        be != f->be)
         return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: layer %lld, weight %d, %lld rows", (long long)l, (int)which,
                          (long long)M);
     const fp8w_mat *m = &f->m[l * RC_FP8W_N + which];
-    return fp8w_run(be, m, &f->wq, x, M, bias, out_dt, f->xq, f->sa, f->xs, f->part, y);
+    return fp8w_run(be, m, &f->wq, x, M, bias, out_dt, &f->sc, y);
 }
 
 rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *w, int64_t N,
                               const float *bias, const rc_wq_numerics *wq, rc_dtype dt, float *y)
 {
-    const bool block = wq->scale == RC_WSCALE_BLOCK;
+    const bool block = wq->scale == RC_WSCALE_BLOCK, host = be->ops->host_memory;
     if (block && K % RC_FP8_BLOCK != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "fp8 block GEMM: K %lld is not a multiple of 128", (long long)K);
     fp8w_mat m = {0};
-    float *q = NULL, *sc = NULL, *xq = NULL, *sa = NULL, *xs = NULL, *part = NULL;
+    fp8w_scratch scr = {0};
+    float *q = NULL, *sc = NULL, *dx = NULL, *db = NULL, *dy = NULL;
     rc_status s = rc_alloc_aligned((void **)&q, N * K, sizeof *q, "fp8 test");
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&sc, n_scales(N, K, wq->scale), sizeof *sc, "fp8 test");
     if (s == RC_OK) {
         rc_fp8w_quant_weight(w, N, K, wq->scale, NULL, q, sc);
-        s = mat_fill(&m, q, sc, N, K, wq, dt);
+        s = mat_fill(be, &m, q, sc, N, K, wq, dt);
     }
+    /* a device backend: x and the bias in its memory, y copied back */
+    if (s == RC_OK && !host)
+        s = dev_put(be, x, M * K, RC_F32, &dx);
+    if (s == RC_OK && !host && bias)
+        s = dev_put(be, bias, N, RC_F32, &db);
+    if (s == RC_OK && !host)
+        s = be->ops->alloc(be, M * N, &dy);
+    const float *xa = host ? x : dx, *ba = host ? bias : db;
+    float *ya = host ? y : dy;
     if (s == RC_OK && wq->act == RC_ACTQ_NONE) {
-        s = be->ops->matmul(be, x, M, K, (rc_wt){m.deq, dt, false}, N, bias, dt, dt, y);
+        s = be->ops->matmul(be, xa, M, K, host ? (rc_wt){m.deq, dt, false} : rc_wt_f32(m.ddeq), N, ba, dt, dt, ya);
     } else if (s == RC_OK) {
-        s = rc_alloc_aligned((void **)&xq, M * K, sizeof *xq, "fp8 test");
+        s = scratch_alloc(be, M, K, N, &scr);
         if (s == RC_OK)
-            s = rc_alloc_aligned((void **)&sa, M * (K / RC_FP8_BLOCK + 1), sizeof *sa, "fp8 test");
-        if (s == RC_OK)
-            s = rc_alloc_aligned((void **)&xs, M * RC_FP8_BLOCK, sizeof *xs, "fp8 test");
-        if (s == RC_OK)
-            s = rc_alloc_aligned((void **)&part, M * N, sizeof *part, "fp8 test");
-        if (s == RC_OK)
-            s = fp8w_run(be, &m, wq, x, M, bias, dt, xq, sa, xs, part, y);
+            s = fp8w_run(be, &m, wq, xa, M, ba, dt, &scr, ya);
     }
-    mat_free(&m);
+    if (s == RC_OK && !host)
+        s = be->ops->download(be, dy, M * N, y);
+    scratch_free(be, &scr);
+    mat_free(be, &m);
+    float *dev[] = {dx, db, dy};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            be->ops->free(be, dev[i]);
     free(q);
     free(sc);
-    free(xq);
-    free(sa);
-    free(xs);
-    free(part);
     return s;
 }

@@ -2,8 +2,11 @@
  * weights quantized once at engine creation, the activations per call, and
  * the quantized GEMM with its scales, as vLLM's fp8 linear methods compute
  * them (README "Numerics: fp8 weights", docs/research/fp8-weights.md).
- * CPU backend only: the GEMMs are the backend's matmul over fp8 values (exact
- * in bf16, exact products in fp32), in the kernel strategy's order. */
+ * The GEMMs are the backend's matmul over fp8 values (exact in bf16, exact
+ * products in fp32), in the kernel strategy's order; the quantization and the
+ * scales are computed here on the CPU, and on a device backend (CUDA) by its
+ * fp8 kernels (backend.h fp8_quant_act / fp8_epilogue; kernels/fp8.cu), the
+ * same scalar rules (ops_inline.h rco_fp8w_*). */
 #ifndef RC_FP8W_H
 #define RC_FP8W_H
 
@@ -18,28 +21,33 @@ typedef enum { RC_FP8W_QKV, RC_FP8W_O, RC_FP8W_UP, RC_FP8W_GATE, RC_FP8W_DOWN, R
 
 typedef struct rc_fp8w rc_fp8w;
 
-/* RC_OK when an engine can run wq on this model and backend: RC_ERR_USAGE for
- * a combination that is no setting of vLLM's (fp8 with dtype fp32 or
- * autocast; block weights with per-tensor activations), RC_ERR_UNSUPPORTED
- * for what is not emulated (a GPU backend; block weights on a model whose
+/* RC_OK when an engine can run wq on this model (on any backend):
+ * RC_ERR_USAGE for a combination that is no setting of vLLM's (fp8 with
+ * dtype fp32 or autocast; block weights with per-tensor activations),
+ * RC_ERR_UNSUPPORTED for what is not emulated (block weights on a model whose
  * GEMM depths or fused row counts are not multiples of 128). c NULL: the
  * model's checks are left out. */
-rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num, bool host);
+rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num);
 
-/* Quantize every linear layer of w (values of num->dt) for num->wq. W8A16
+/* Quantize every linear layer of w (values of num->dt, in be's memory) for
+ * num->wq, on the host (a device's weights are copied back once). W8A16
  * (act NONE): the layers' weights in *w are replaced by the dequantized
- * R(q * R(s)) copies this object owns. W8A8: rc_fp8w_linear computes them;
- * rows: the most rows one call passes (its scratch). */
-rc_status rc_fp8w_create(const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w, rc_fp8w **out);
+ * R(q * R(s)) copies this object owns (in be's memory). W8A8:
+ * rc_fp8w_linear computes them; rows: the most rows one call passes (its
+ * scratch, in be's memory). The object keeps be, which must outlive it. */
+rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
+                         rc_fp8w **out);
 void rc_fp8w_free(rc_fp8w *f);
-/* bytes the object holds for this model: the quantized weights and scales,
- * and the W8A8 scratch of `rows` rows (checked arithmetic; false on overflow) */
-bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, int64_t rows, int64_t *weights, int64_t *scratch);
+/* bytes the object holds for this model: the quantized weights and scales
+ * (host: 2-byte values; a device backend: fp32 arrays), and the W8A8 scratch
+ * of `rows` rows (checked arithmetic; false on overflow) */
+bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *weights,
+                   int64_t *scratch);
 /* true when the layers' GEMMs go through rc_fp8w_linear (W8A8) */
 bool rc_fp8w_w8a8(const rc_fp8w *f);
 
 /* y [M, N] = layer `l`'s quantized linear `which` over x [M, K] (values of the
- * dtype): x quantized (per token, per tensor or 1 x 128 groups), the fp8 GEMM,
+ * dtype; x, bias, y in be's memory, be the backend the object was made on): x quantized (per token, per tensor or 1 x 128 groups), the fp8 GEMM,
  * scales and bias as the kernel applies them, rounded to out_dt. */
 rc_status rc_fp8w_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, const float *x, int64_t M,
                          const float *bias, rc_dtype out_dt, float *y);
@@ -54,7 +62,8 @@ void rc_fp8w_quant_weight(const float *w, int64_t N, int64_t K, rc_wscale mode, 
  * [K/128] in groups of 128 when groups) */
 void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, bool groups, float *q, float *sa);
 /* The whole linear of one weight matrix: w [N, K] and bias (values of dt)
- * quantized per wq, x [M, K] (values of dt), y [M, N] rounded to dt. */
+ * quantized per wq, x [M, K] (values of dt), y [M, N] rounded to dt; every
+ * array host memory, on any backend (a device's copies made and freed here). */
 rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *w, int64_t N,
                               const float *bias, const rc_wq_numerics *wq, rc_dtype dt, float *y);
 

@@ -132,6 +132,63 @@ RC_HD static inline float rco_fp8_e4m3_round(float x)
     return rc_fp8_to_f32(rc_f32_to_fp8(x, RC_FP8_E4M3, RC_FP8_SATFINITE), RC_FP8_E4M3);
 }
 
+/* The scalar steps of fp8w.c's rules (its header lists them with their
+ * sources), shared by the CPU (fp8w.c) and the CUDA kernels (kernels/fp8.cu):
+ * each scale from an amax, each fp8 value from its scale, each GEMM output
+ * from its fp32 sum and scales. An amax is fmaxf over |x|, exact in any order
+ * (NaN skipped, as fmaxf does on both). */
+#define RCO_FP8W_MIN_SCALE (1.0f / (RCO_FP8_E4M3_MAX * 512.0f)) /* vLLM's min_scaling_factor */
+#define RCO_FP8W_GROUP_EPS 1e-10f                                 /* per_token_group_quant_fp8's eps */
+#define RCO_FP8W_BLOCK 128 /* block weights' 128 x 128 blocks, activations' 1 x 128 groups (RC_FP8_BLOCK) */
+
+/* clamp to +-448 (NaN gives +448, as fminf / fmaxf on the GPU) */
+RC_HD static inline float rco_fp8w_clamp(float v)
+{
+    return fmaxf(-RCO_FP8_E4M3_MAX, fminf(v, RCO_FP8_E4M3_MAX));
+}
+
+RC_HD static inline float rco_fp8w_amax_step(float m, float x) { return fmaxf(m, fabsf(x)); }
+
+/* per tensor: s = amax / 448 (dynamic_scaled_fp8_quant) */
+RC_HD static inline float rco_fp8w_scale_tensor(float amax) { return amax / RCO_FP8_E4M3_MAX; }
+/* per row (token or channel): s = max(amax / 448, 1 / (448 * 512)) */
+RC_HD static inline float rco_fp8w_scale_row(float amax)
+{
+    return fmaxf(amax / RCO_FP8_E4M3_MAX, RCO_FP8W_MIN_SCALE);
+}
+/* per 1 x 128 group: s = max(amax, 1e-10) / 448 */
+RC_HD static inline float rco_fp8w_scale_group(float amax)
+{
+    return fmaxf(amax, RCO_FP8W_GROUP_EPS) / RCO_FP8_E4M3_MAX;
+}
+
+/* per tensor: q = e4m3(clamp(x * f32(1 / s))) (the kernel multiplies by the inverse scale) */
+RC_HD static inline float rco_fp8w_quant_tensor(float x, float s)
+{
+    return rco_fp8_e4m3_round(rco_fp8w_clamp(x * (1.0f / s)));
+}
+/* per row / group: q = e4m3(clamp(x / s)) */
+RC_HD static inline float rco_fp8w_quant_div(float x, float s)
+{
+    return rco_fp8_e4m3_round(rco_fp8w_clamp(x / s));
+}
+
+/* tensor / channel GEMM epilogue (cutlass_scaled_mm, ScaledEpilogueBias):
+ * R(fma(s_x, s_w * acc, b)), or R(s_x * (s_w * acc)) without bias */
+RC_HD static inline float rco_fp8w_epilogue(float acc, float sx, float sw, const float *bias, rc_dtype dt)
+{
+    const float t = sw * acc;
+    return rc_round_to(bias ? fmaf(sx, t, *bias) : sx * t, dt);
+}
+/* block GEMM: one 128-deep slice's partial p into the sum y (y from 0) */
+RC_HD static inline float rco_fp8w_block_acc(float y, float p, float sx, float sw) { return y + (p * sx) * sw; }
+/* block GEMM output: R(y), then the bias added to the rounded output */
+RC_HD static inline float rco_fp8w_block_out(float y, const float *bias, rc_dtype dt)
+{
+    const float v = rc_round_to(y, dt);
+    return bias ? rc_round_to(v + *bias, dt) : v;
+}
+
 /* ---- fixed-shape reductions ------------------------------------------- */
 
 RC_HD static inline float rco_tree16(float *acc)

@@ -24,4 +24,5 @@ extern "C" void rck_shim_reset(void)
 #include "../../kernels/attention.cu"
 #include "../../kernels/logprobs.cu"
 #include "../../kernels/gemm.cu"
+#include "../../kernels/fp8.cu"
 #include "../../kernels/backend_cuda.cu"

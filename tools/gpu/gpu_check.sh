@@ -20,6 +20,8 @@
 #    fp16 / bf16, with ratiocheck (engine and invariant kernels) and with HF
 #    transformers (tools/gpu/hf_seed.py: generate(output_scores) vs forward)
 #    on the same GPU and the same weights;
+#    then the sampler's fp8 weights and fp8 KV cache on the GPU against the
+#    same runs on the CPU;
 # 4. measures the GPU's bandwidth and GEMM bounds (measure_bounds.py) and
 #    prints both tables side by side with the timings (side_by_side.py); the
 #    short table comes last.
@@ -118,6 +120,28 @@ EOF
     else
         echo "ratiocheck --kernels $k --dtype $dt FAILED (exit $?)"
     fi
+done
+
+step "the sampler's fp8 settings on $BACKEND vs the CPU (seed model, bf16, invariant kernels)"
+# weights=fp8 (per tensor / per token, channel W8A16, 128 x 128 blocks: the
+# seed model's sizes are multiples of 128) and the fp8 KV cache: the run on
+# the device against the same run on the CPU (bitwise in the host build,
+# tests/test_cuda.c; on a GPU not yet measured), 4 prompts, one length
+for spec in weights=fp8 weights=fp8,weight-scale=channel,act=none weights=fp8,weight-scale=block kv-cache=fp8_e4m3; do
+    tag=$(echo "$spec" | tr ',=' '__')
+    ok=1
+    for be in $BACKEND cpu; do
+        timeout 150 $RC --model "$MODEL" --backend $be --kernels invariant --dtype bf16 --sampler "$spec" \
+            --len 16 --num-prompts 4 --seed 0 --out none --json -q >"$OUTDIR/fp8_${tag}_$be.json" ||
+            { echo "ratiocheck --backend $be --sampler $spec FAILED (exit $?)"; ok=0; }
+    done
+    [ $ok = 1 ] && $PY - "$spec" "$OUTDIR/fp8_${tag}_$BACKEND.json" "$OUTDIR/fp8_${tag}_cpu.json" <<'EOF' || true
+import json, sys
+d, c = (json.load(open(p)) for p in sys.argv[2:4])
+ld, lc = d["lens"][0], c["lens"][0]
+print("%-40s device std %.4e k3 %.3e  cpu std %.4e k3 %.3e  %s" % (sys.argv[1], ld["std"], ld["k3"], lc["std"], lc["k3"],
+      "statistics identical" if d["lens"] == c["lens"] else "differ: |d std| %.2e" % abs(ld["std"] - lc["std"])))
+EOF
 done
 
 step "HF transformers on the same GPU and weights (generate(output_scores) vs forward)"
