@@ -132,3 +132,14 @@ float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, in
     double z = kept_mass(lp, V, cut, &kept);
     return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
 }
+
+double rc_entropy(const float *lp, int64_t V)
+{
+    double h = 0.0;
+    for (int64_t i = 0; i < V; i++)
+        if (lp[i] != -INFINITY) {
+            const double l = (double)lp[i];
+            h -= exp(l) * l;
+        }
+    return h;
+}

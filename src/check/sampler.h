@@ -33,4 +33,9 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
  * -inf when the filters remove it. */
 float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work);
 
+/* The entropy -sum_i p_i log p_i (nats) of the distribution with log-probs
+ * lp[V], p_i = exp(lp_i) as given (not renormalised), each term and the sum
+ * in double; tokens with lp = -inf add nothing. */
+double rc_entropy(const float *lp, int64_t V);
+
 #endif

@@ -675,6 +675,8 @@ static rc_status write_rollouts(const h5w *w, const rc_results *r)
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_gen_processed", r->n_seq, r->gen_len,
                        r->logprob_gen_processed);
+    if (st == RC_OK && r->entropy_gen)
+        st = ds_f32_2d(w, g, o, "entropy", r->n_seq, r->gen_len, r->entropy_gen);
     if (st == RC_OK && r->completion)
         st = ds_str_1d(w, g, o, "completion", r->n_seq, r->completion);
     return group_close(w, g, o, st);
@@ -730,6 +732,41 @@ static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_
     return RC_OK;
 }
 
+/* /len_NNNN/strata/{prob,entropy}: the deciles of results.h rc_strata (a
+ * kind without values, entropy in a replayed older file, is left out) */
+static rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_stats *s)
+{
+    char o[96];
+    snprintf(o, sizeof o, "%s/strata", len_obj);
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = group_close(w, g, o, RC_OK);
+    for (int k = 0; k < RC_N_STRATA && st == RC_OK; k++) {
+        const rc_strata *sa = &s->strata[k];
+        if (!sa->present)
+            continue;
+        char ko[128];
+        snprintf(ko, sizeof ko, "%s/%s", o, rc_strata_names[k]);
+        RC_TRY(group_create(w, ko, &g));
+        int64_t cnt[RC_N_DECILES];
+        double v[RC_N_DECILES];
+        st = attr_i64(w, g, ko, "count", sa->count);
+        if (st == RC_OK)
+            st = attr_num(w, g, ko, "edges", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, RC_N_DECILES - 1, sa->edges);
+        for (int b = 0; b < RC_N_DECILES; b++)
+            cnt[b] = sa->bin[b].count;
+        if (st == RC_OK)
+            st = ds_i64_1d(w, g, ko, "count", RC_N_DECILES, cnt);
+        for (size_t f = 0; f < rc_n_stratum_fields && st == RC_OK; f++) {
+            for (int b = 0; b < RC_N_DECILES; b++)
+                v[b] = rc_stratum_value(&sa->bin[b], &rc_stratum_fields[f]);
+            st = ds_f64_1d(w, g, ko, rc_stratum_fields[f].name, RC_N_DECILES, v);
+        }
+        st = group_close(w, g, ko, st);
+    }
+    return st;
+}
+
 /* One /len_NNNN group. buf holds at least n_seq * L floats. */
 static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
 {
@@ -770,7 +807,8 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "seq_log_ratio_mean", S, lr->seq_log_ratio_mean);
-    return group_close(w, g, o, st);
+    st = group_close(w, g, o, st);
+    return st == RC_OK ? write_strata(w, o, &lr->st) : st;
 }
 
 static rc_status write_cross(const h5w *w, const rc_results *r)
@@ -817,6 +855,47 @@ static rc_status write_cross(const h5w *w, const rc_results *r)
     free(mx);
     free(mn);
     return st;
+}
+
+/* /growth: var(S) against L and its power-law fit (results.h rc_growth) */
+static rc_status write_growth(const h5w *w, const rc_results *r)
+{
+    const char *o = "/growth";
+    const rc_growth *gr = &r->growth;
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = attr_str(w, g, o, "fit", "least squares of ln var(S) on ln L over the lengths");
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "points", gr->n_points);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "exponent", gr->exponent);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "log_coef", gr->log_coef);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "r2", gr->r2);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "looks_like", gr->looks_like);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "cap", gr->cap);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "cap_length", gr->cap_length);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "reason", gr->reason);
+    int64_t *len = NULL;
+    double *var = NULL;
+    if (st == RC_OK && (st = rc_calloc((void **)&len, r->n_lens + 1, sizeof *len, "growth")) == RC_OK &&
+        (st = rc_calloc((void **)&var, r->n_lens + 1, sizeof *var, "growth")) == RC_OK) {
+        for (int i = 0; i < r->n_lens; i++) {
+            len[i] = r->lens[i].len;
+            var[i] = r->lens[i].st.seq_sum_std * r->lens[i].st.seq_sum_std;
+        }
+        st = ds_i64_1d(w, g, o, "len", r->n_lens, len);
+        if (st == RC_OK)
+            st = ds_f64_1d(w, g, o, "seq_log_ratio_sum_var", r->n_lens, var);
+    }
+    free(len);
+    free(var);
+    return group_close(w, g, o, st);
 }
 
 static rc_status write_verdict(const h5w *w, const rc_results *r)
@@ -929,6 +1008,7 @@ static rc_status write_all(const h5w *w, const rc_results *r)
         RC_TRY(st);
     }
     RC_TRY(write_cross(w, r));
+    RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
     return write_sweep(w, r);
 }
