@@ -278,6 +278,92 @@ END_TEST
 
 /* --clip-eps*, --seq-eps, --seq-cap: stored as settings, used by the
  * statistics, and the file's own values used again by `report` */
+/* --by (README "Strata") and the growth block: the tables, report's byte-for-byte
+ * copy, the JSON keys, bad values; a replay recomputes the same entropy */
+START_TEST(test_strata_growth)
+{
+    char args[2048], common[1024];
+    static char first[1 << 16];
+    /* the bundled model in bf16: the fixture's ratios are all 1, and var(S) 0 */
+    snprintf(common, sizeof common,
+             "--model data/models/pythia-rc-tiny --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
+    snprintf(args, sizeof args, "%s --out %s/st.h5 --by prob,entropy", common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "growth of S with L"));
+    ck_assert_ptr_nonnull(strstr(g_out, "strata at L=8: log r by decile of the sampler's probability"));
+    ck_assert_ptr_nonnull(strstr(g_out, "strata at L=8: log r by decile of the entropy"));
+    memcpy(first, g_out, sizeof first);
+    snprintf(args, sizeof args, "report %s/st.h5 --by prob,entropy", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_str_eq(g_out, first);
+    /* one kind, and none without --by (the growth block always) */
+    snprintf(args, sizeof args, "report %s/st.h5 --by entropy", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "decile of the sampler's probability"));
+    ck_assert_ptr_nonnull(strstr(g_out, "decile of the entropy"));
+    snprintf(args, sizeof args, "report %s/st.h5", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "strata at"));
+    ck_assert_ptr_nonnull(strstr(g_out, "growth of S with L"));
+    /* JSON: strata per length (10 deciles each), growth at the top */
+    snprintf(args, sizeof args, "report %s/st.h5 --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_eq(json_array_size(lens), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *st = json_object_get(json_array_get(lens, i), "strata");
+        for (int k = 0; k < 2; k++) {
+            json_t *kind = json_object_get(st, k ? "entropy" : "prob");
+            ck_assert_msg(json_is_object(kind), "lens[%zu].strata.%s", i, k ? "entropy" : "prob");
+            ck_assert_int_eq(json_integer_value(json_object_get(kind, "count")), i ? 48 : 24); /* 6 x L */
+            ck_assert_int_eq(json_array_size(json_object_get(kind, "edges")), 9);
+            json_t *d = json_object_get(kind, "deciles");
+            ck_assert_int_eq(json_array_size(d), 10);
+            json_int_t n = 0;
+            for (size_t b = 0; b < 10; b++)
+                n += json_integer_value(json_object_get(json_array_get(d, b), "count"));
+            ck_assert_int_eq(n, i ? 48 : 24);
+            ck_assert_ptr_nonnull(json_object_get(json_array_get(d, 0), "mean_abs_log_ratio"));
+        }
+    }
+    json_t *g = json_object_get(j, "growth");
+    ck_assert_msg(json_is_object(g), "no growth");
+    ck_assert_int_eq(json_integer_value(json_object_get(g, "points")), 2);
+    ck_assert_ptr_nonnull(json_object_get(g, "exponent"));
+    ck_assert_ptr_nonnull(json_object_get(g, "cap_length"));
+    json_decref(j);
+    /* one length, or every S equal: growth n/a with its reason */
+    snprintf(args, sizeof args, "%s --out none --len 8", common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "growth of S with L (README \"Growth\"): n/a: needs 2 or more lengths"));
+    snprintf(args, sizeof args, "%s --out none", g_common); /* the fixture: every ratio 1 */
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "n/a: var(S) > 0 at 0 of the 2 lengths, needs 2"));
+    /* a replay of the same rollouts recomputes the same entropy, bit for bit */
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --rollouts-from %s/st.h5 -q --out %s/st2.h5",
+             g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "report %s/st2.h5 --by prob,entropy", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    const char *a = strstr(first, "strata at"), *b = strstr(g_out, "strata at");
+    ck_assert(a && b);
+    ck_assert_int_eq(strncmp(a, b, (size_t)(strstr(a, "\nforward log-prob") - a)), 0);
+    /* bad values: usage errors naming the option */
+    const char *bad[] = {"--by p", "--by prob,", "--by ''", "--by prob,entropy,x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", common, bad[i]);
+        ck_assert_msg(run(args) == 2, "%s", bad[i]);
+        ck_assert_msg(strstr(g_err, "--by") != NULL, "%s: '%s'", bad[i], g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+    snprintf(args, sizeof args, "report %s/st.h5 --by x", g_dir);
+    ck_assert_int_eq(run(args), 2);
+}
+END_TEST
+
 START_TEST(test_stat_options)
 {
     char args[2048];
@@ -1698,6 +1784,7 @@ int main(void)
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
     tcase_add_test(tr, test_stat_options);
+    tcase_add_test(tr, test_strata_growth);
     tcase_add_test(tr, test_two_sides);
     tcase_add_test(tr, test_kv_cache);
     tcase_add_test(tr, test_tensor_parallel);

@@ -610,8 +610,12 @@ static void growth(rc_results *r)
     }
     g->n_points = n;
     if (n < 2) {
-        snprintf(g->reason, sizeof g->reason,
-                 "needs var(S) > 0 at 2 or more lengths (%d here; e.g. --len 20,40,50 or 64:4096:x2)", n);
+        if (r->n_lens < 2)
+            snprintf(g->reason, sizeof g->reason, "needs 2 or more lengths (e.g. --len 20,40,50 or 64:4096:x2)");
+        else
+            snprintf(g->reason, sizeof g->reason,
+                     "var(S) > 0 at %d of the %d lengths, needs 2 (0: every sequence has the same S)", n,
+                     r->n_lens);
         return;
     }
     double mx = 0, my = 0;
