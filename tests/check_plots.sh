@@ -61,7 +61,7 @@ def check(ok, msg):
 
 # sizes plot_ratios.py sets (dpi 90) for a run with three lengths
 SIZES = {"hist": (1215, 540), "position": (990, 360), "lengths": (990, 360),
-         "scatter": (990, 360), "strata": (1080, 405), "growth": (990, 405), "summary": (1260, 765),
+         "scatter": (990, 360), "strata": (1080, 405), "growth": (990, 405), "summary": (1440, 810),
          "overlay": (1080, 405)}
 PER_FILE = ["hist", "position", "lengths", "scatter", "strata", "growth"]
 expected = {"one": {f"one_{k}.png": SIZES[k] for k in PER_FILE + ["summary"]}}

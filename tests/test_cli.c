@@ -278,24 +278,121 @@ END_TEST
 
 /* --clip-eps*, --seq-eps, --seq-cap: stored as settings, used by the
  * statistics, and the file's own values used again by `report` */
+/* Run `args`, check the table holds every needle, then `report` of the file it
+ * wrote (with report_extra) must print that table byte for byte; the table
+ * stays in g_out. */
+static void check_table_reported(const char *args, const char *h5, const char *report_extra,
+                                 const char *const *needles, size_t n)
+{
+    static char first[1 << 16];
+    char rargs[1024];
+    ck_assert_int_eq(run(args), 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(strstr(g_out, needles[i]) != NULL, "no '%s' in the table", needles[i]);
+    memcpy(first, g_out, sizeof first);
+    snprintf(rargs, sizeof rargs, "report %s%s", h5, report_extra);
+    ck_assert_int_eq(run(rargs), 0);
+    ck_assert_str_eq(g_out, first);
+}
+
+START_TEST(test_stat_options)
+{
+    char args[2048];
+    const char *opts = "--clip-eps 0.001 --clip-eps-high 0.0015 --seq-eps 1e-4 --seq-cap 1.002";
+    snprintf(args, sizeof args, "%s --dtype fp16 %s --json --out %s/s.h5", g_common, opts, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    ck_assert(json_number_value(json_object_get(j, "clip_eps_low")) == 0.001);
+    ck_assert(json_number_value(json_object_get(j, "clip_eps_high")) == 0.0015);
+    ck_assert(json_number_value(json_object_get(j, "seq_eps")) == 1e-4);
+    ck_assert(json_number_value(json_object_get(j, "seq_cap")) == 1.002);
+    const json_t *l0 = json_array_get(json_object_get(j, "lens"), 0);
+    const char *keys[] = {"seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_mean_max",
+                          "seq_ratio_min", "seq_ratio_max", "seq_frac_outside_band", "seq_frac_above_cap"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        ck_assert_msg(json_object_get(l0, keys[k]) != NULL, "lens[0] lacks %s", keys[k]);
+    ck_assert_int_eq(json_integer_value(json_object_get(l0, "seq_count")), 6);
+    json_decref(j);
+    /* the table names the clip range and the sequence thresholds; report recomputes it
+     * with the file's thresholds */
+    snprintf(args, sizeof args, "%s --dtype fp16 %s --out %s/s.h5 --force", g_common, opts, g_dir);
+    char h5[256];
+    snprintf(h5, sizeof h5, "%s/s.h5", g_dir);
+    const char *const needles[] = {"clipfrac: ratio outside [0.999, 1.0015]", "|e^M-1|>0.0001", "e^S>1.002"};
+    check_table_reported(args, h5, "", needles, sizeof needles / sizeof needles[0]);
+    /* defaults */
+    snprintf(args, sizeof args, "%s --out none", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac: ratio outside [0.8, 1.2]"));
+    ck_assert_ptr_nonnull(strstr(g_out, "|e^M-1|>0.0003"));
+    /* bad values: usage errors naming the option */
+    const struct {
+        const char *opt, *msg;
+    } bad[] = {{"--clip-eps 1", "lower clip bound"},     {"--clip-eps-low 1", "--clip-eps-low"},
+               {"--clip-eps 0", "--clip-eps"},           {"--seq-cap 0.5", "--seq-cap"},
+               {"--seq-eps -1", "--seq-eps"},            {"--clip-eps-high nan", "--clip-eps-high"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == 2, "%s", bad[i].opt);
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+}
+END_TEST
+
+/* diff A B --json: generation max |diff| and the forward max |diff| at every length */
+static void diff_max(const char *a, const char *b, double *gen, double *fwd)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "diff %s/%s %s/%s --json", g_dir, a, g_dir, b);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    *gen = json_number_value(json_object_get(json_object_get(j, "generation"), "max_abs"));
+    *fwd = 0;
+    const json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_ge(json_array_size(lens), 1);
+    for (size_t i = 0; i < json_array_size(lens); i++)
+        *fwd = fmax(*fwd, json_number_value(json_object_get(json_array_get(lens, i), "forward_max_abs")));
+    json_decref(j);
+}
+
+/* A spec that must fail: the run's exit code and one stderr line holding msg. */
+typedef struct {
+    const char *opt, *msg;
+    int code;
+} bad_spec;
+
+/* each of bad[0..n) appended to the common options (no output file) */
+static void check_bad_specs(const bad_spec *bad, size_t n)
+{
+    char args[2048];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
+        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+}
+
 /* --by (README "Strata") and the growth block: the tables, report's byte-for-byte
  * copy, the JSON keys, bad values; a replay recomputes the same entropy */
 START_TEST(test_strata_growth)
 {
-    char args[2048], common[1024];
+    char args[2048], common[1024], h5[256];
     static char first[1 << 16];
     /* the bundled model in bf16: the fixture's ratios are all 1, and var(S) 0 */
     snprintf(common, sizeof common,
              "--model data/models/pythia-rc-tiny --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
     snprintf(args, sizeof args, "%s --out %s/st.h5 --by prob,entropy", common, g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "growth of S with L"));
-    ck_assert_ptr_nonnull(strstr(g_out, "strata at L=8: log r by decile of the sampler's probability"));
-    ck_assert_ptr_nonnull(strstr(g_out, "strata at L=8: log r by decile of the entropy"));
+    snprintf(h5, sizeof h5, "%s/st.h5", g_dir);
+    const char *const needles[] = {"growth of S with L", "strata at L=8: log r by decile of the sampler's probability",
+                                   "strata at L=8: log r by decile of the entropy"};
+    check_table_reported(args, h5, " --by prob,entropy", needles, sizeof needles / sizeof needles[0]);
     memcpy(first, g_out, sizeof first);
-    snprintf(args, sizeof args, "report %s/st.h5 --by prob,entropy", g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_str_eq(g_out, first);
     /* one kind, and none without --by (the growth block always) */
     snprintf(args, sizeof args, "report %s/st.h5 --by entropy", g_dir);
     ck_assert_int_eq(run(args), 0);
@@ -352,104 +449,13 @@ START_TEST(test_strata_growth)
     ck_assert(a && b);
     ck_assert_int_eq(strncmp(a, b, (size_t)(strstr(a, "\nforward log-prob") - a)), 0);
     /* bad values: usage errors naming the option */
-    const char *bad[] = {"--by p", "--by prob,", "--by ''", "--by prob,entropy,x"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(args, sizeof args, "%s --out none %s", common, bad[i]);
-        ck_assert_msg(run(args) == 2, "%s", bad[i]);
-        ck_assert_msg(strstr(g_err, "--by") != NULL, "%s: '%s'", bad[i], g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
+    const bad_spec bad[] = {{"--by p", "--by", 2}, {"--by prob,", "--by", 2}, {"--by ''", "--by", 2},
+                            {"--by prob,entropy,x", "--by", 2}};
+    check_bad_specs(bad, sizeof bad / sizeof bad[0]);
     snprintf(args, sizeof args, "report %s/st.h5 --by x", g_dir);
     ck_assert_int_eq(run(args), 2);
 }
 END_TEST
-
-START_TEST(test_stat_options)
-{
-    char args[2048];
-    static char first[1 << 16];
-    const char *opts = "--clip-eps 0.001 --clip-eps-high 0.0015 --seq-eps 1e-4 --seq-cap 1.002";
-    snprintf(args, sizeof args, "%s --dtype fp16 %s --json --out %s/s.h5", g_common, opts, g_dir);
-    ck_assert_int_eq(run(args), 0);
-    json_error_t err;
-    json_t *j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "%s", err.text);
-    ck_assert(json_number_value(json_object_get(j, "clip_eps_low")) == 0.001);
-    ck_assert(json_number_value(json_object_get(j, "clip_eps_high")) == 0.0015);
-    ck_assert(json_number_value(json_object_get(j, "seq_eps")) == 1e-4);
-    ck_assert(json_number_value(json_object_get(j, "seq_cap")) == 1.002);
-    const json_t *l0 = json_array_get(json_object_get(j, "lens"), 0);
-    const char *keys[] = {"seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_mean_max",
-                          "seq_ratio_min", "seq_ratio_max", "seq_frac_outside_band", "seq_frac_above_cap"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-        ck_assert_msg(json_object_get(l0, keys[k]) != NULL, "lens[0] lacks %s", keys[k]);
-    ck_assert_int_eq(json_integer_value(json_object_get(l0, "seq_count")), 6);
-    json_decref(j);
-    /* the table names the clip range and the sequence thresholds */
-    snprintf(args, sizeof args, "%s --dtype fp16 %s --out %s/s.h5 --force", g_common, opts, g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac: ratio outside [0.999, 1.0015]"));
-    ck_assert_ptr_nonnull(strstr(g_out, "|e^M-1|>0.0001"));
-    ck_assert_ptr_nonnull(strstr(g_out, "e^S>1.002"));
-    memcpy(first, g_out, sizeof first);
-    snprintf(args, sizeof args, "report %s/s.h5", g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_str_eq(g_out, first); /* recomputed with the file's thresholds */
-    /* defaults */
-    snprintf(args, sizeof args, "%s --out none", g_common);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac: ratio outside [0.8, 1.2]"));
-    ck_assert_ptr_nonnull(strstr(g_out, "|e^M-1|>0.0003"));
-    /* bad values: usage errors naming the option */
-    const struct {
-        const char *opt, *msg;
-    } bad[] = {{"--clip-eps 1", "lower clip bound"},     {"--clip-eps-low 1", "--clip-eps-low"},
-               {"--clip-eps 0", "--clip-eps"},           {"--seq-cap 0.5", "--seq-cap"},
-               {"--seq-eps -1", "--seq-eps"},            {"--clip-eps-high nan", "--clip-eps-high"}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
-        ck_assert_msg(run(args) == 2, "%s", bad[i].opt);
-        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
-}
-END_TEST
-
-/* diff A B --json: generation max |diff| and the forward max |diff| at every length */
-static void diff_max(const char *a, const char *b, double *gen, double *fwd)
-{
-    char args[1024];
-    snprintf(args, sizeof args, "diff %s/%s %s/%s --json", g_dir, a, g_dir, b);
-    ck_assert_int_eq(run(args), 0);
-    json_error_t err;
-    json_t *j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "%s", err.text);
-    *gen = json_number_value(json_object_get(json_object_get(j, "generation"), "max_abs"));
-    *fwd = 0;
-    const json_t *lens = json_object_get(j, "lens");
-    ck_assert_int_ge(json_array_size(lens), 1);
-    for (size_t i = 0; i < json_array_size(lens); i++)
-        *fwd = fmax(*fwd, json_number_value(json_object_get(json_array_get(lens, i), "forward_max_abs")));
-    json_decref(j);
-}
-
-/* A spec that must fail: the run's exit code and one stderr line holding msg. */
-typedef struct {
-    const char *opt, *msg;
-    int code;
-} bad_spec;
-
-/* each of bad[0..n) appended to the common options (no output file) */
-static void check_bad_specs(const bad_spec *bad, size_t n)
-{
-    char args[2048];
-    for (size_t i = 0; i < n; i++) {
-        snprintf(args, sizeof args, "%s --out none %s", g_common, bad[i].opt);
-        ck_assert_msg(run(args) == bad[i].code, "%s: exit %d", bad[i].opt, run(args));
-        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].opt, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
-}
 
 /* --sampler / --trainer: each side computes with its own settings. Equal
  * sides are today's run bit for bit; the trainer's forward equals a replay of

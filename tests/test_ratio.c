@@ -428,8 +428,22 @@ START_TEST(test_strata_numpy)
     /* rc_entropy of log_softmax rows (numpy float64 from the same f32 log-probs; -inf adds nothing) */
     const float *row = sr_ent_rows;
     for (int i = 0; i < SR_N_ENT_ROWS; i++) {
-        near(rc_entropy(row, sr_ent_row_len[i]), sr_ent_want[i], 1e-14, "entropy", i);
-        row += sr_ent_row_len[i];
+        const int64_t V = sr_ent_row_len[i];
+        const double h = rc_entropy(row, V);
+        near(h, sr_ent_want[i], 1e-14, "entropy", i);
+        /* the sampler's own (fused into its pass when nothing is filtered): the same bits */
+        float work[16], lpp;
+        rc_rng rng;
+        rc_rng_seed(&rng, 1, 2, 3);
+        for (int k = 0; k < 2; k++) {
+            const rc_sampling sp = {.top_k = k ? 1 : 0, .top_p = 1.0};
+            double hs = NAN, hp = NAN;
+            const int32_t tok = rc_sample(row, V, &sp, &rng, work, &lpp, &hs);
+            (void)rc_processed_logprob(row, V, &sp, (int32_t)(V - 1 - tok), work, &hp);
+            ck_assert_msg(memcmp(&hs, &h, sizeof h) == 0 && memcmp(&hp, &h, sizeof h) == 0,
+                          "row %d top-k %d: %.17g %.17g vs %.17g", i, k, hs, hp, h);
+        }
+        row += V;
     }
 }
 END_TEST

@@ -63,7 +63,7 @@ LENGTHS_SIZE = (11.0, 4.0)
 SCATTER_SIZE = (11.0, 4.0)
 OVERLAY_SIZE = (12.0, 4.5)
 SWEEP_SIZE = (13.0, 5.0)
-SUMMARY_SIZE = (14.0, 8.5)
+SUMMARY_SIZE = (16.0, 9.0)  # wide enough for the 10 pt table
 STRATA_SIZE = (12.0, 4.5)
 GROWTH_SIZE = (11.0, 4.5)
 STRATA_KINDS = ("prob", "entropy")
@@ -650,7 +650,7 @@ def panel_prob_bins(ax, groups, title):
         ax.set_xlabel("token probability p; tokens; share of the total |log r|")
     else:
         ax.set_xticks(x, PROB_BIN_LABELS)
-        ax.set_xlabel("token probability at generation, exp(generation log-prob)")
+        ax.set_xlabel("token probability p = exp(old)")
     ax.set_ylabel("|log r| (nats, log scale)" if (v > 0).any() else "|log r| (nats)")
     ax.set_title(title)
     ax.legend(fontsize=FONT, loc="upper center", ncol=2 if n == 1 else n,
@@ -1026,11 +1026,11 @@ def fig_summary_many(runs, path):
             c = max(r.cross, key=lambda c: (abs(c["La"] - c["Lb"]), -c["La"]))
             lines.append((c["pos_max"], f"{r.tag}: L={c['La']} vs {c['Lb']}",
                           FILE_COLORS[i % 10], "-"))
-    panel_lengths(axs[1, 0], lines, "Drift across lengths (max over sequences)",
+    panel_lengths(axs[1, 0], lines, "Drift across lengths (max)",
                   "max |forward(La) - forward(Lb)|")
     panel_prob_bins(axs[1, 1], [(r.prob_bins(L), r.tag, FILE_COLORS[i % 10])
                                 for i, r in enumerate(runs)],
-                    f"|log r| by token probability at L={L} (bars: mean, triangles: max)")
+                    f"|log r| by token probability, L={L}")
     rows, header = table_rows(runs)
     panel_table(axs[1, 2], rows, header, "Ratio statistics per run and length",
                 FONT)

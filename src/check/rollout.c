@@ -168,14 +168,15 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
                     step_tok[i] = -1;
                     continue;
                 }
-                /* the entropy of the distribution the token's log-prob is from
-                 * (temperature-scaled, full vocabulary: as logprob_gen) */
-                step_ent[i] = rc_entropy(lp + i * V, V);
+                /* with the token: the entropy of the distribution its log-prob is
+                 * from (temperature-scaled, full vocabulary: as logprob_gen) */
                 if (cfg->forced_tokens) { /* replay a stored rollout */
                     step_tok[i] = cfg->forced_tokens[sq * cfg->forced_len + step];
-                    step_lpp[i] = rc_processed_logprob(lp + i * V, V, &cfg->sampling, step_tok[i], w);
+                    step_lpp[i] =
+                        rc_processed_logprob(lp + i * V, V, &cfg->sampling, step_tok[i], w, &step_ent[i]);
                 } else {
-                    step_tok[i] = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], w, &step_lpp[i]);
+                    step_tok[i] =
+                        rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], w, &step_lpp[i], &step_ent[i]);
                 }
             }
             int64_t next = 0;

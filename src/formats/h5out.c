@@ -66,6 +66,12 @@
  *                                   the end
  *   logprob_gen_processed f32[S, T] the same after top-k / top-p
  *                                   renormalisation (what the sampler drew from)
+ *   entropy           f32[S, T]     entropy (nats) of the distribution logprob_gen
+ *                                   is from: -sum_i p_i log p_i over the whole
+ *                                   vocabulary, p_i = exp of the step's fp32
+ *                                   log-probs (temperature-scaled, before top-k /
+ *                                   top-p), summed in double, rounded once; NaN
+ *                                   after the end (absent in older files)
  *
  *   completion        str[S]        the generated tokens decoded with the
  *                                   model's tokenizer.json (only when the
@@ -147,12 +153,44 @@
  *     pos_ratio_std           f64[L]  std of r at position t
  *     seq_log_ratio_sum       f64[S]  S of each sequence (NaN: no valid token)
  *     seq_log_ratio_mean      f64[S]  M of each sequence
+ *   /len_%04d/strata/prob, /len_%04d/strata/entropy   (README "Strata": log r
+ *   by decile of the token's sampler log-prob / of /rollouts/entropy over the
+ *   valid tokens t < L; entropy is left out when the run has no entropy)
+ *     attributes: count     i64     tokens binned
+ *                 edges     f64[9]  edge_k = the sorted values' element
+ *                                   floor(k n / 10), k = 1..9 (log-probs for
+ *                                   prob, nats for entropy); a token is in
+ *                                   decile #{k : edge_k <= its value}
+ *     datasets, [10] each, decile 0 first (lowest p / entropy):
+ *       count                   i64  tokens
+ *       lo, hi                  f64  smallest / largest p (prob) or entropy in it
+ *       mean_log_ratio, std_log_ratio   f64  of log r (population std)
+ *       mean_abs_log_ratio, max_abs_log_ratio  f64
+ *       clipfrac                f64  r outside [1 - clip_eps_low, 1 + clip_eps_high]
+ *       k3                      f64  mean(r - 1 - log r)
+ *       share_abs_log_ratio     f64  its sum of |log r| over all deciles' sum
+ *       (NaN in an empty decile; count 0)
  *
  * /cross_length   (always present; the datasets have length 0 when fewer than
  *                  two lengths were scored)
  *   len_a, len_b, count   i64[n]  pair of lengths and the shared valid tokens
  *   max_abs, mean_abs     f64[n]  |logprob_forward(len_a) - logprob_forward(len_b)|
  *                                 over the positions t < min(len_a, len_b)
+ *
+ * /growth   (README "Growth"; recomputed by `report`; absent in older files)
+ *   attributes: fit        str   "least squares of ln var(S) on ln L over the lengths"
+ *               points     i64   lengths in the fit (var(S) finite and > 0)
+ *               exponent   f64   a in var(S) = e^b L^a (NaN: no fit)
+ *               log_coef   f64   b
+ *               r2         f64   of the log-log fit (NaN with fewer than 3 points)
+ *               looks_like str   "sqrt(L)" (a < 1.5: std(S) ~ L^0.5, independent
+ *                                token errors), "L" (1.5 <= a <= 2.5: correlated),
+ *                                "slower than sqrt(L)" (a < 0.5), "faster than L"
+ *               cap        f64   seq_cap (the sequence IS cap on e^S)
+ *               cap_length f64   L where sqrt(e^b L^a) = log(cap), extrapolated (NaN: n/a)
+ *               reason     str   why a value is n/a, else ""
+ *   datasets:   len                    i64[n]  every length, as /len_NNNN
+ *               seq_log_ratio_sum_var  f64[n]  var(S) (population) at each
  *
  * /verdict   (attributes only; recomputed from the tensors by `report`)
  *   token_ppo, sequence_is, gspo            str   "OK", "WARN" or "FAIL" (README
