@@ -1774,9 +1774,14 @@ START_TEST(test_read_older_layouts)
         ref32[i] = (float)r->logprob_ref[i];
     hsize_t d[2] = {5, 7};
     put_ds(f, "/reference/logprob", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, ref32, true);
+    ck_assert_int_ge(H5Ldelete(f, "/rollouts/entropy", H5P_DEFAULT), 0); /* before the strata */
+    ck_assert_int_ge(H5Ldelete(f, "/growth", H5P_DEFAULT), 0);
     H5Fclose(f);
     rc_results back;
     ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
+    ck_assert_ptr_null(back.entropy_gen);
+    ck_assert(back.lens[0].st.strata[RC_STRATA_PROB].present);
+    ck_assert(!back.lens[0].st.strata[RC_STRATA_ENTROPY].present);
     ck_assert_str_eq(back.device, "");
     ck_assert_ptr_null(back.prompt_text);
     ck_assert_ptr_null(back.completion);
@@ -1834,6 +1839,33 @@ START_TEST(test_read_completion_shape)
     H5Fclose(f);
     expect_read_error(t, RC_ERR_FORMAT, "/rollouts/completion");
     H5Tclose(st);
+}
+END_TEST
+
+/* /rollouts/entropy must be [S, T] floats like the log-probs */
+START_TEST(test_read_entropy_shape)
+{
+    rc_results *r = build_default(true);
+    const char *t = tpath("ent.h5");
+    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
+    rc_results back;
+    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
+    ck_assert_mem_eq(back.entropy_gen, r->entropy_gen, 5 * 7 * sizeof(float));
+    ck_assert(back.lens[0].st.strata[RC_STRATA_ENTROPY].present);
+    rc_results_free(&back);
+    float v[5 * 8] = {0};
+    hsize_t d[2] = {5, 8}; /* one column too many */
+    hid_t f = h5_open_rw(t);
+    put_ds(f, "/rollouts/entropy", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, v, true);
+    H5Fclose(f);
+    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/entropy");
+    int32_t ints[5 * 7] = {0};
+    d[1] = 7; /* integers where floats belong */
+    f = h5_open_rw(t);
+    put_ds(f, "/rollouts/entropy", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, d, ints, true);
+    H5Fclose(f);
+    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/entropy");
+    destroy(r);
 }
 END_TEST
 
@@ -2112,6 +2144,7 @@ static Suite *h5out_suite(void)
     tcase_add_test(rd, test_read_older_layouts);
     tcase_add_test(rd, test_read_text_extent);
     tcase_add_test(rd, test_read_completion_shape);
+    tcase_add_test(rd, test_read_entropy_shape);
     tcase_add_test(rd, test_read_attr_not_scalar);
     tcase_add_test(rd, test_read_type_class);
     tcase_add_test(rd, test_read_ranges);

@@ -1275,8 +1275,9 @@ static void print_growth(const rc_results *r)
            g->n_points);
     if (isfinite(g->r2))
         printf(" (r^2 %.3f)", g->r2);
-    printf("\n  std(S) grows like %s (L^%.2f; sqrt(L): independent token errors, L: correlated ones)\n",
-           g->looks_like, g->exponent / 2.0);
+    const bool like = !strcmp(g->looks_like, "sqrt(L)") || !strcmp(g->looks_like, "L");
+    printf("\n  std(S) ~ L^%.2f: %s%s (sqrt(L): independent token errors, L: correlated ones)\n", g->exponent / 2.0,
+           like ? "like " : "", g->looks_like);
     if (isfinite(g->cap_length))
         printf("  sequence IS cap e^S > %g: std(S) reaches log %g = %.3f at L ~ %.3g (extrapolated)\n", g->cap,
                g->cap, log(g->cap), g->cap_length);
