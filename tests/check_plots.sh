@@ -61,8 +61,9 @@ def check(ok, msg):
 
 # sizes plot_ratios.py sets (dpi 90) for a run with three lengths
 SIZES = {"hist": (1215, 540), "position": (990, 360), "lengths": (990, 360),
-         "scatter": (990, 360), "summary": (1260, 765), "overlay": (1080, 405)}
-PER_FILE = ["hist", "position", "lengths", "scatter"]
+         "scatter": (990, 360), "strata": (1080, 405), "growth": (990, 405), "summary": (1440, 810),
+         "overlay": (1080, 405)}
+PER_FILE = ["hist", "position", "lengths", "scatter", "strata", "growth"]
 expected = {"one": {f"one_{k}.png": SIZES[k] for k in PER_FILE + ["summary"]}}
 two = {f"two_{k}.png": SIZES[k] for k in ["overlay", "summary"]}
 for tag in ("fp32", "bf16"):
@@ -106,6 +107,8 @@ def png_size(path):
 STAT = re.compile(r"^(\S+) L=(\d+)((?: [a-z_0-9]+=\S+)+)$")
 CROSS = re.compile(r"^(\S+) cross La=(\d+) Lb=(\d+)((?: [a-z_]+=\S+)+)$")
 WROTE = re.compile(r"^wrote (\S+) (\d+)x(\d+)$")
+STRATA = re.compile(r"^(\S+) strata (prob|entropy) L=(\d+) decile=(\d) ((?:[a-z_]+=\S+ ?)+)$")
+GROWTH = re.compile(r"^(\S+) growth ((?:[a-z_]+=\S+ ?)+)$")
 
 def close(a, b):
     # rtol 1e-8 covers the %.9g printing; atol 1e-15 the rounding noise of k3 = mean(r - 1 - log r)
@@ -128,10 +131,28 @@ for run, files in expected.items():
         except Exception as e:   # noqa: BLE001 - any decoding failure is a test failure
             check(False, f"{run}/{name}: does not decode: {e}")
         check(os.path.getsize(path) < 150_000, f"{run}/{name}: {os.path.getsize(path)} bytes")
-    seen_stats, seen_cross, wrote = set(), set(), {}
+    seen_stats, seen_cross, wrote, seen_strata, seen_growth = set(), set(), {}, set(), set()
     for line in open(os.path.join(tmp, run + ".out")).read().splitlines():
         m, c, w = STAT.match(line), CROSS.match(line), WROTE.match(line)
-        if m:
+        sm, gm = STRATA.match(line), GROWTH.match(line)
+        if sm:  # a decile of /len_L/strata/KIND: every printed value equals the file's dataset
+            path, kind, L, d = sm.group(1), sm.group(2), int(sm.group(3)), int(sm.group(4))
+            vals = dict(kv.split("=", 1) for kv in sm.group(5).split())
+            with h5py.File(path, "r") as f:
+                g = f[f"len_{L:04d}/strata/{kind}"]
+                check(L == max(int(x) for x in f.attrs["lengths"]), f"{run}: strata at L={L}, not the longest")
+                for k, v in vals.items():
+                    check(k in g and close(v, g[k][d]), f"{run}: {path} strata {kind} decile {d} {k}: printed {v}")
+            seen_strata.add((path, kind, d))
+        elif gm:  # the growth fit: equal to /growth's attributes
+            path = gm.group(1)
+            vals = dict(kv.split("=", 1) for kv in gm.group(2).split())
+            with h5py.File(path, "r") as f:
+                a = f["growth"].attrs
+                for k, v in vals.items():
+                    check(close(v, a[k]), f"{run}: {path} growth {k}: printed {v}, file {a[k]!r}")
+            seen_growth.add(path)
+        elif m:
             path, L = m.group(1), int(m.group(2))
             vals = dict(kv.split("=", 1) for kv in m.group(3).split())
             with h5py.File(path, "r") as f:
@@ -170,6 +191,10 @@ for run, files in expected.items():
             check((path, L) in seen_stats, f"{run}: no statistics line for {path} L={L}")
         for la, lb in pairs:
             check((path, int(la), int(lb)) in seen_cross, f"{run}: no cross line {path} {la}/{lb}")
+        for kind in ("prob", "entropy"):
+            for d in range(10):
+                check((path, kind, d) in seen_strata, f"{run}: no strata line {path} {kind} decile {d}")
+        check(path in seen_growth, f"{run}: no growth line for {path}")
 
 for msg in failures:
     print("MISMATCH", msg)
@@ -232,7 +257,7 @@ EOF
 for fmt in svg pdf; do
   plot "$fmt" "$tmp/fp32.h5" --out "$tmp/$fmt" --prefix v --format "$fmt" || fail "--format $fmt: $(cat "$tmp/$fmt.err")"
   plot "${fmt}2" "$tmp/fp32.h5" --out "$tmp/${fmt}2" --prefix v --format "$fmt" || fail "--format $fmt again"
-  for k in hist position lengths scatter summary; do
+  for k in hist position lengths scatter strata growth summary; do
     f="$tmp/$fmt/v_$k.$fmt"
     [ -s "$f" ] || { fail "--format $fmt: v_$k.$fmt missing"; continue; }
     cmp -s "$f" "$tmp/${fmt}2/v_$k.$fmt" || fail "v_$k.$fmt differs between two runs"

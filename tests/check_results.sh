@@ -24,6 +24,7 @@ run bf16 --dtype bf16 --num-prompts 8 --samples 2 --len 8,16,24 --reference fp32
 run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos --temperature 2 --top-p 0.9 --reference fp64 \
   --clip-eps-low 0.001 --clip-eps-high 0.002 --seq-eps 1e-4 --seq-cap 1.002  # each fraction > 0
 run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12 --forward-batch 3
+run one_len --dtype bf16 --num-prompts 4 --samples 2 --len 6   # growth n/a: one length
 # The verdict's other outcomes, which no honest run of this small model reaches: copies of a
 # file with forward log-probs moved, re-judged by `ratiocheck report --json` (which recomputes
 # everything from the tensors) and by numpy, and the expected line checked:
@@ -32,6 +33,8 @@ run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12
 #          exp|log r| stays 1.03 (token PPO FAIL by k3)
 #   seqis  bf16, 3 of 16 sequences +0.15 on every token: e^S up to e^3.6 > 3 (sequence IS FAIL)
 #   gspo   fp32, 1 of 12 sequences +1e-3 on every token: outside the 3e-4 band (GSPO WARN)
+#   noentropy  bf16, /rollouts/entropy deleted (a file written before it): still reads, the
+#          entropy strata are null, the probability strata and growth as numpy's
 #   corr   bf16, one token or sequence per published correction (README "Corrections") so that
 #          every correction's fraction is > 0 at some length (--nonzero), and verl's +-20 clamp
 tamper() {
@@ -44,6 +47,8 @@ shutil.copy(sys.argv[1], sys.argv[2])
 mode = sys.argv[3]
 with h5py.File(sys.argv[2], "r+") as f:
     lens = [int(L) for L in f.attrs["lengths"]]
+    if mode == "noentropy":
+        del f["rollouts/entropy"]
     if mode == "corr":  # two sampler probabilities, 0.9 and 0.3, for prime-rl's DPPO masks below
         d = f["rollouts/logprob_gen"]
         g = d[...]
@@ -85,6 +90,7 @@ tamper nemo bf16 nemo '"token_ppo": {"level": "FAIL", "reason": "mean exp|log r|
 tamper k3 bf16 k3 '"token_ppo": {"level": "FAIL", "reason": "k3 '
 tamper seqis bf16 seqis '"sequence_is": {"level": "FAIL"'
 tamper gspo fp32_blas gspo '"gspo": {"level": "WARN"'
+tamper noentropy bf16 noentropy '"entropy": null'
 tamper corr bf16 corr '"token_ppo": {"level": "FAIL"' --nonzero
 # a sweep: every row's statistics from its own tensors, the noise floor bitwise, the best row
 echo "== sweep"

@@ -278,10 +278,26 @@ END_TEST
 
 /* --clip-eps*, --seq-eps, --seq-cap: stored as settings, used by the
  * statistics, and the file's own values used again by `report` */
+/* Run `args`, check the table holds every needle, then `report` of the file it
+ * wrote (with report_extra) must print that table byte for byte; the table
+ * stays in g_out. */
+static void check_table_reported(const char *args, const char *h5, const char *report_extra,
+                                 const char *const *needles, size_t n)
+{
+    static char first[1 << 16];
+    char rargs[1024];
+    ck_assert_int_eq(run(args), 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(strstr(g_out, needles[i]) != NULL, "no '%s' in the table", needles[i]);
+    memcpy(first, g_out, sizeof first);
+    snprintf(rargs, sizeof rargs, "report %s%s", h5, report_extra);
+    ck_assert_int_eq(run(rargs), 0);
+    ck_assert_str_eq(g_out, first);
+}
+
 START_TEST(test_stat_options)
 {
     char args[2048];
-    static char first[1 << 16];
     const char *opts = "--clip-eps 0.001 --clip-eps-high 0.0015 --seq-eps 1e-4 --seq-cap 1.002";
     snprintf(args, sizeof args, "%s --dtype fp16 %s --json --out %s/s.h5", g_common, opts, g_dir);
     ck_assert_int_eq(run(args), 0);
@@ -299,16 +315,13 @@ START_TEST(test_stat_options)
         ck_assert_msg(json_object_get(l0, keys[k]) != NULL, "lens[0] lacks %s", keys[k]);
     ck_assert_int_eq(json_integer_value(json_object_get(l0, "seq_count")), 6);
     json_decref(j);
-    /* the table names the clip range and the sequence thresholds */
+    /* the table names the clip range and the sequence thresholds; report recomputes it
+     * with the file's thresholds */
     snprintf(args, sizeof args, "%s --dtype fp16 %s --out %s/s.h5 --force", g_common, opts, g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "clipfrac: ratio outside [0.999, 1.0015]"));
-    ck_assert_ptr_nonnull(strstr(g_out, "|e^M-1|>0.0001"));
-    ck_assert_ptr_nonnull(strstr(g_out, "e^S>1.002"));
-    memcpy(first, g_out, sizeof first);
-    snprintf(args, sizeof args, "report %s/s.h5", g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_str_eq(g_out, first); /* recomputed with the file's thresholds */
+    char h5[256];
+    snprintf(h5, sizeof h5, "%s/s.h5", g_dir);
+    const char *const needles[] = {"clipfrac: ratio outside [0.999, 1.0015]", "|e^M-1|>0.0001", "e^S>1.002"};
+    check_table_reported(args, h5, "", needles, sizeof needles / sizeof needles[0]);
     /* defaults */
     snprintf(args, sizeof args, "%s --out none", g_common);
     ck_assert_int_eq(run(args), 0);
@@ -364,6 +377,85 @@ static void check_bad_specs(const bad_spec *bad, size_t n)
         ck_assert_int_eq(count_lines(g_err), 1);
     }
 }
+
+/* --by (README "Strata") and the growth block: the tables, report's byte-for-byte
+ * copy, the JSON keys, bad values; a replay recomputes the same entropy */
+START_TEST(test_strata_growth)
+{
+    char args[2048], common[1024], h5[256];
+    static char first[1 << 16];
+    /* the bundled model in bf16: the fixture's ratios are all 1, and var(S) 0 */
+    snprintf(common, sizeof common,
+             "--model data/models/pythia-rc-tiny --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
+    snprintf(args, sizeof args, "%s --out %s/st.h5 --by prob,entropy", common, g_dir);
+    snprintf(h5, sizeof h5, "%s/st.h5", g_dir);
+    const char *const needles[] = {"growth of S with L", "strata at L=8: log r by decile of the sampler's probability",
+                                   "strata at L=8: log r by decile of the entropy"};
+    check_table_reported(args, h5, " --by prob,entropy", needles, sizeof needles / sizeof needles[0]);
+    memcpy(first, g_out, sizeof first);
+    /* one kind, and none without --by (the growth block always) */
+    snprintf(args, sizeof args, "report %s/st.h5 --by entropy", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "decile of the sampler's probability"));
+    ck_assert_ptr_nonnull(strstr(g_out, "decile of the entropy"));
+    snprintf(args, sizeof args, "report %s/st.h5", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "strata at"));
+    ck_assert_ptr_nonnull(strstr(g_out, "growth of S with L"));
+    /* JSON: strata per length (10 deciles each), growth at the top */
+    snprintf(args, sizeof args, "report %s/st.h5 --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s", err.text);
+    json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_eq(json_array_size(lens), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *st = json_object_get(json_array_get(lens, i), "strata");
+        for (int k = 0; k < 2; k++) {
+            json_t *kind = json_object_get(st, k ? "entropy" : "prob");
+            ck_assert_msg(json_is_object(kind), "lens[%zu].strata.%s", i, k ? "entropy" : "prob");
+            ck_assert_int_eq(json_integer_value(json_object_get(kind, "count")), i ? 48 : 24); /* 6 x L */
+            ck_assert_int_eq(json_array_size(json_object_get(kind, "edges")), 9);
+            json_t *d = json_object_get(kind, "deciles");
+            ck_assert_int_eq(json_array_size(d), 10);
+            json_int_t n = 0;
+            for (size_t b = 0; b < 10; b++)
+                n += json_integer_value(json_object_get(json_array_get(d, b), "count"));
+            ck_assert_int_eq(n, i ? 48 : 24);
+            ck_assert_ptr_nonnull(json_object_get(json_array_get(d, 0), "mean_abs_log_ratio"));
+        }
+    }
+    json_t *g = json_object_get(j, "growth");
+    ck_assert_msg(json_is_object(g), "no growth");
+    ck_assert_int_eq(json_integer_value(json_object_get(g, "points")), 2);
+    ck_assert_ptr_nonnull(json_object_get(g, "exponent"));
+    ck_assert_ptr_nonnull(json_object_get(g, "cap_length"));
+    json_decref(j);
+    /* one length, or every S equal: growth n/a with its reason */
+    snprintf(args, sizeof args, "%s --out none --len 8", common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "growth of S with L (README \"Growth\"): n/a: needs 2 or more lengths"));
+    snprintf(args, sizeof args, "%s --out none", g_common); /* the fixture: every ratio 1 */
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "n/a: var(S) > 0 at 0 of the 2 lengths, needs 2"));
+    /* a replay of the same rollouts recomputes the same entropy, bit for bit */
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --rollouts-from %s/st.h5 -q --out %s/st2.h5",
+             g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "report %s/st2.h5 --by prob,entropy", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    const char *a = strstr(first, "strata at"), *b = strstr(g_out, "strata at");
+    ck_assert(a && b);
+    ck_assert_int_eq(strncmp(a, b, (size_t)(strstr(a, "\nforward log-prob") - a)), 0);
+    /* bad values: usage errors naming the option */
+    const bad_spec bad[] = {{"--by p", "--by", 2}, {"--by prob,", "--by", 2}, {"--by ''", "--by", 2},
+                            {"--by prob,entropy,x", "--by", 2}};
+    check_bad_specs(bad, sizeof bad / sizeof bad[0]);
+    snprintf(args, sizeof args, "report %s/st.h5 --by x", g_dir);
+    ck_assert_int_eq(run(args), 2);
+}
+END_TEST
 
 /* --sampler / --trainer: each side computes with its own settings. Equal
  * sides are today's run bit for bit; the trainer's forward equals a replay of
@@ -1719,6 +1811,7 @@ int main(void)
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
     tcase_add_test(tr, test_stat_options);
+    tcase_add_test(tr, test_strata_growth);
     tcase_add_test(tr, test_two_sides);
     tcase_add_test(tr, test_kv_cache);
     tcase_add_test(tr, test_tensor_parallel);

@@ -159,6 +159,19 @@ static void fill_stats(rc_len_stats *st, int i)
     for (size_t k = 0; k < rc_n_corr_stats; k++) /* a distinct value per correction, NaN for one */
         *(double *)(void *)((char *)&st->corr + rc_corr_stats[k].off) =
             (i == 1 && k == 3) ? NAN : b + 8.0 + 0.125 * (double)k;
+    for (int k = 0; k < RC_N_STRATA; k++) { /* entropy absent at length 1 (as from an older file) */
+        rc_strata *sa = &st->strata[k];
+        sa->present = !(k == RC_STRATA_ENTROPY && i == 1);
+        sa->count = 40 + i + k;
+        for (int e = 0; e < RC_N_DECILES - 1; e++)
+            sa->edges[e] = b + 9.0 + 0.25 * e + k;
+        for (int d = 0; d < RC_N_DECILES; d++) {
+            sa->bin[d].count = d + k;
+            for (size_t f = 0; f < rc_n_stratum_fields; f++)
+                *(double *)(void *)((char *)&sa->bin[d] + rc_stratum_fields[f].off) =
+                    (d == 3 && f == 2) ? NAN : b + 10.0 + d + 0.0625 * (double)f + 0.5 * k;
+        }
+    }
 }
 
 /* n_prompts prompts of up to prompt_max tokens, n_seq sequences of gen_len
@@ -211,6 +224,7 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
     r->gen_tokens = xcalloc((size_t)(ns * gl), sizeof(int32_t));
     r->logprob_gen = xcalloc((size_t)(ns * gl), sizeof(float));
     r->logprob_gen_processed = xcalloc((size_t)(ns * gl), sizeof(float));
+    r->entropy_gen = ref ? xcalloc((size_t)(ns * gl) + 1, sizeof(float)) : NULL; /* absent: an older run */
     r->logprob_ref = ref ? xcalloc((size_t)(ns * gl), sizeof(double)) : NULL;
     for (int64_t s = 0; s < ns; s++) {
         r->seq_prompt[s] = (int32_t)(np > 0 ? (s * np) / (ns > 0 ? ns : 1) : 0);
@@ -222,6 +236,8 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
             r->gen_tokens[i] = v ? (int32_t)(100 + 10 * s + t) : -1;
             r->logprob_gen[i] = v ? (float)gen_lp(s, t) : NAN;
             r->logprob_gen_processed[i] = v ? (float)(0.9 * gen_lp(s, t)) : NAN;
+            if (r->entropy_gen)
+                r->entropy_gen[i] = v ? (float)(1.0 + 0.01 * (double)(s + t)) : NAN;
             if (ref)
                 r->logprob_ref[i] = v ? gen_lp(s, t) + 1e-5 * (double)(s + t) : NAN;
         }
@@ -273,6 +289,14 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
         r->cross[i - 1].max_abs = 0.25 + i;
         r->cross[i - 1].mean_abs = 0.125 + i;
     }
+    r->growth.n_points = nlens;
+    r->growth.exponent = 1.25;
+    r->growth.log_coef = -7.5;
+    r->growth.r2 = nlens > 2 ? 0.875 : NAN;
+    r->growth.cap = 3.0;
+    r->growth.cap_length = 1234.5;
+    snprintf(r->growth.looks_like, sizeof r->growth.looks_like, "sqrt(L)");
+    snprintf(r->growth.reason, sizeof r->growth.reason, "r\xc3\xa9" "ason");
     r->verdict.level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_WARN;
     r->verdict.level[RC_OBJ_SEQUENCE_IS] = RC_VERDICT_OK;
     r->verdict.level[RC_OBJ_GSPO] = RC_VERDICT_FAIL;
@@ -310,6 +334,7 @@ static void destroy(rc_results *r)
     free(r->gen_tokens);
     free(r->logprob_gen);
     free(r->logprob_gen_processed);
+    free(r->entropy_gen);
     free(r->logprob_ref);
     for (int i = 0; i < r->n_lens; i++) {
         free(r->lens[i].logprob_fwd);
@@ -628,6 +653,49 @@ static const char *const k_len_attrs[] = {
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* /len_NNNN/strata/{prob,entropy} agree with st (a kind not present: absent) */
+static void check_strata(hid_t lg, const rc_len_stats *st)
+{
+    hid_t sg = open_group(lg, "strata");
+    const char *kinds[RC_N_STRATA];
+    int nk = 0;
+    for (int k = 0; k < RC_N_STRATA; k++)
+        if (st->strata[k].present)
+            kinds[nk++] = rc_strata_names[k];
+    check_links(sg, kinds, nk);
+    for (int k = 0; k < RC_N_STRATA; k++) {
+        const rc_strata *sa = &st->strata[k];
+        if (!sa->present)
+            continue;
+        hid_t g = open_group(sg, rc_strata_names[k]);
+        static const char *const attrs[] = {"count", "edges"};
+        check_attr_names(g, attrs, NELEM(attrs));
+        check_attr_i64(g, "count", sa->count);
+        hid_t a = H5Aopen(g, "edges", H5P_DEFAULT);
+        double e[RC_N_DECILES - 1];
+        ck_assert_int_ge(a, 0);
+        ck_assert_int_ge(H5Aread(a, H5T_NATIVE_DOUBLE, e), 0);
+        H5Aclose(a);
+        ck_assert_mem_eq(e, sa->edges, sizeof e);
+        const char *links[16] = {"count"};
+        for (size_t f = 0; f < rc_n_stratum_fields; f++)
+            links[1 + f] = rc_stratum_fields[f].name;
+        check_links(g, links, 1 + (int)rc_n_stratum_fields);
+        int64_t c[RC_N_DECILES];
+        double v[RC_N_DECILES];
+        for (int d = 0; d < RC_N_DECILES; d++)
+            c[d] = sa->bin[d].count;
+        check_i64_1d(g, "count", c, RC_N_DECILES);
+        for (size_t f = 0; f < rc_n_stratum_fields; f++) {
+            for (int d = 0; d < RC_N_DECILES; d++)
+                v[d] = rc_stratum_value(&sa->bin[d], &rc_stratum_fields[f]);
+            check_f64_1d(g, rc_stratum_fields[f].name, v, RC_N_DECILES);
+        }
+        H5Gclose(g);
+    }
+    H5Gclose(sg);
+}
+
 /* Everything in the file at path agrees with r. `cmd` / `model` override the
  * expected command_line / model_path (for the UTF-8 test), NULL = r's. */
 static void check_file_ex(const char *path, const rc_results *r, const char *cmd, const char *model)
@@ -650,6 +718,7 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         links[nl++] = lnames[i];
     }
     links[nl++] = "cross_length";
+    links[nl++] = "growth";
     links[nl++] = "verdict";
     check_links(f, links, nl);
 
@@ -705,8 +774,10 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
     /* /rollouts */
     g = open_group(f, "rollouts");
     static const char *const roll_links[] = {"prompt_index", "sample_index", "tokens",
-                                             "lengths", "logprob_gen", "logprob_gen_processed"};
-    check_links(g, roll_links, NELEM(roll_links));
+                                             "lengths", "logprob_gen", "logprob_gen_processed", "entropy"};
+    check_links(g, roll_links, NELEM(roll_links) - (r->entropy_gen ? 0 : 1));
+    if (r->entropy_gen)
+        check_f32_2d(g, "entropy", r->entropy_gen, S, T);
     check_i32(g, "prompt_index", r->seq_prompt, 1, S, 0);
     check_i32(g, "sample_index", r->seq_sample, 1, S, 0);
     check_i32(g, "tokens", r->gen_tokens, 2, S, T);
@@ -774,8 +845,9 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         static const char *const len_links[] = {
             "logprob_forward", "ratio", "log_ratio", "pos_count",
             "pos_mean_abs_log_ratio", "pos_max_abs_log_ratio", "pos_ratio_std", "seq_log_ratio_sum",
-            "seq_log_ratio_mean"};
+            "seq_log_ratio_mean", "strata"};
         check_links(g, len_links, NELEM(len_links));
+        check_strata(g, st);
         float *ratio = xcalloc((size_t)(S * L), sizeof(float));
         float *lratio = xcalloc((size_t)(S * L), sizeof(float));
         for (int64_t s = 0; s < S; s++)
@@ -823,6 +895,33 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         free(c);
         free(mx);
         free(mn);
+    }
+    H5Gclose(g);
+
+    /* /growth */
+    g = open_group(f, "growth");
+    static const char *const growth_attrs[] = {"fit", "points", "exponent", "log_coef", "r2", "looks_like",
+                                               "cap", "cap_length", "reason"};
+    check_attr_names(g, growth_attrs, NELEM(growth_attrs));
+    static const char *const growth_links[] = {"len", "seq_log_ratio_sum_var"};
+    check_links(g, growth_links, NELEM(growth_links));
+    check_attr_i64(g, "points", r->growth.n_points);
+    check_attr_f64(g, "exponent", r->growth.exponent);
+    check_attr_f64(g, "log_coef", r->growth.log_coef);
+    check_attr_f64(g, "r2", r->growth.r2);
+    check_attr_str(g, "looks_like", r->growth.looks_like);
+    check_attr_f64(g, "cap", r->growth.cap);
+    check_attr_f64(g, "cap_length", r->growth.cap_length);
+    check_attr_str(g, "reason", r->growth.reason);
+    {
+        int64_t gl[64];
+        double gv[64];
+        for (int i = 0; i < r->n_lens; i++) {
+            gl[i] = r->lens[i].len;
+            gv[i] = r->lens[i].st.seq_sum_std * r->lens[i].st.seq_sum_std;
+        }
+        check_i64_1d(g, "len", gl, r->n_lens);
+        check_f64_1d(g, "seq_log_ratio_sum_var", gv, r->n_lens);
     }
     H5Gclose(g);
 
@@ -1675,9 +1774,14 @@ START_TEST(test_read_older_layouts)
         ref32[i] = (float)r->logprob_ref[i];
     hsize_t d[2] = {5, 7};
     put_ds(f, "/reference/logprob", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, ref32, true);
+    ck_assert_int_ge(H5Ldelete(f, "/rollouts/entropy", H5P_DEFAULT), 0); /* before the strata */
+    ck_assert_int_ge(H5Ldelete(f, "/growth", H5P_DEFAULT), 0);
     H5Fclose(f);
     rc_results back;
     ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
+    ck_assert_ptr_null(back.entropy_gen);
+    ck_assert(back.lens[0].st.strata[RC_STRATA_PROB].present);
+    ck_assert(!back.lens[0].st.strata[RC_STRATA_ENTROPY].present);
     ck_assert_str_eq(back.device, "");
     ck_assert_ptr_null(back.prompt_text);
     ck_assert_ptr_null(back.completion);
@@ -1735,6 +1839,33 @@ START_TEST(test_read_completion_shape)
     H5Fclose(f);
     expect_read_error(t, RC_ERR_FORMAT, "/rollouts/completion");
     H5Tclose(st);
+}
+END_TEST
+
+/* /rollouts/entropy must be [S, T] floats like the log-probs */
+START_TEST(test_read_entropy_shape)
+{
+    rc_results *r = build_default(true);
+    const char *t = tpath("ent.h5");
+    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
+    rc_results back;
+    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
+    ck_assert_mem_eq(back.entropy_gen, r->entropy_gen, 5 * 7 * sizeof(float));
+    ck_assert(back.lens[0].st.strata[RC_STRATA_ENTROPY].present);
+    rc_results_free(&back);
+    float v[5 * 8] = {0};
+    hsize_t d[2] = {5, 8}; /* one column too many */
+    hid_t f = h5_open_rw(t);
+    put_ds(f, "/rollouts/entropy", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, v, true);
+    H5Fclose(f);
+    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/entropy");
+    int32_t ints[5 * 7] = {0};
+    d[1] = 7; /* integers where floats belong */
+    f = h5_open_rw(t);
+    put_ds(f, "/rollouts/entropy", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, d, ints, true);
+    H5Fclose(f);
+    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/entropy");
+    destroy(r);
 }
 END_TEST
 
@@ -2013,6 +2144,7 @@ static Suite *h5out_suite(void)
     tcase_add_test(rd, test_read_older_layouts);
     tcase_add_test(rd, test_read_text_extent);
     tcase_add_test(rd, test_read_completion_shape);
+    tcase_add_test(rd, test_read_entropy_shape);
     tcase_add_test(rd, test_read_attr_not_scalar);
     tcase_add_test(rd, test_read_type_class);
     tcase_add_test(rd, test_read_ranges);

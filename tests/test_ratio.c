@@ -12,6 +12,8 @@
 #include "prompts.h"
 #include "results.h"
 #include "rollout.h"
+#include "sampler.h"
+#include "strata_refs.h"
 
 #include "testutil.h"
 
@@ -338,6 +340,114 @@ START_TEST(test_nonfinite_logits_abort)
 }
 END_TEST
 
+/* Strata, growth and the sampler's entropy on small hand-checkable inputs
+ * against numpy's answers (tools/make_strata_fixtures.py -> strata_refs.h).
+ * Tolerance: 1e-12 relative (+1e-15 absolute): both sides sum the same
+ * doubles, numpy pairwise and the C code in token order; the decile edges and
+ * counts are values and integers, compared exactly; the growth fit 1e-9
+ * relative (numpy.polyfit's SVD against closed-form sums; cap_length is an
+ * extrapolation that scales the fit's error by about ln(L)/a). */
+static void near(double got, double want, double rtol, const char *what, int i)
+{
+    if (isnan(want)) {
+        ck_assert_msg(isnan(got), "%s[%d]: got %.17g, want NaN", what, i, got);
+        return;
+    }
+    ck_assert_msg(fabs(got - want) <= rtol * fabs(want) + 1e-15, "%s[%d]: got %.17g, want %.17g", what, i, got,
+                  want);
+}
+
+static void strata_results(rc_results *r, int n_lens, bool entropy)
+{
+    memset(r, 0, sizeof *r);
+    r->n_seq = SR_S;
+    r->gen_len = SR_G;
+    r->gen_valid = calloc(SR_S, sizeof *r->gen_valid);
+    r->logprob_gen = calloc(SR_S * SR_G, sizeof(float));
+    r->entropy_gen = entropy ? calloc(SR_S * SR_G, sizeof(float)) : NULL;
+    r->lens = calloc((size_t)n_lens, sizeof *r->lens);
+    ck_assert(r->gen_valid && r->logprob_gen && r->lens && (!entropy || r->entropy_gen));
+    memcpy(r->gen_valid, sr_valid, sizeof sr_valid);
+    memcpy(r->logprob_gen, sr_gen, sizeof sr_gen);
+    if (entropy)
+        memcpy(r->entropy_gen, sr_ent, sizeof sr_ent);
+    r->n_lens = n_lens;
+    for (int i = 0; i < n_lens; i++) {
+        const int64_t L = sr_lens[SR_N_LENS - n_lens + i]; /* one length: the longest */
+        r->lens[i].len = L;
+        r->lens[i].logprob_fwd = calloc((size_t)(SR_S * L), sizeof(float));
+        ck_assert(r->lens[i].logprob_fwd);
+        memcpy(r->lens[i].logprob_fwd, sr_fwd[SR_N_LENS - n_lens + i], (size_t)(SR_S * L) * sizeof(float));
+    }
+}
+
+START_TEST(test_strata_numpy)
+{
+    rc_results r;
+    strata_results(&r, SR_N_LENS, true);
+    ck_assert_msg(rc_compute_stats(&r) == RC_OK, "%s", rc_last_error());
+    for (int i = 0; i < SR_N_LENS; i++)
+        for (int k = 0; k < RC_N_STRATA; k++) {
+            const int c = i * RC_N_STRATA + k;
+            const rc_strata *sa = &r.lens[i].st.strata[k];
+            ck_assert(sa->present);
+            ck_assert_int_eq(sa->count, sr_count[c]);
+            for (int e = 0; e < RC_N_DECILES - 1; e++)
+                ck_assert_msg(sa->edges[e] == sr_edges[c * 9 + e], "L=%lld %s edge %d: %.17g vs %.17g",
+                              (long long)sr_lens[i], rc_strata_names[k], e + 1, sa->edges[e], sr_edges[c * 9 + e]);
+            for (int d = 0; d < RC_N_DECILES; d++) {
+                const double *w = sr_bins + (c * RC_N_DECILES + d) * 10;
+                const rc_stratum *b = &sa->bin[d];
+                ck_assert_int_eq(b->count, (int64_t)w[0]);
+                for (size_t f = 0; f < rc_n_stratum_fields; f++) /* the fixture's order is the table's */
+                    near(rc_stratum_value(b, &rc_stratum_fields[f]), w[1 + f], 1e-12, rc_stratum_fields[f].name,
+                         c * RC_N_DECILES + d);
+            }
+        }
+    /* growth over L = 2, 4, 6 */
+    const rc_growth *g = &r.growth;
+    ck_assert_int_eq(g->n_points, 3);
+    near(g->exponent, sr_growth[0], 1e-9, "exponent", 0);
+    near(g->log_coef, sr_growth[1], 1e-9, "log_coef", 0);
+    near(g->r2, sr_growth[2], 1e-9, "r2", 0);
+    near(g->cap_length, sr_growth[3], 1e-9, "cap_length", 0);
+    ck_assert_str_eq(g->looks_like, sr_growth[0] < 1.5 ? "sqrt(L)" : "L");
+    ck_assert_str_eq(g->reason, "");
+    rc_results_free(&r);
+
+    /* one length, no entropy (an older file): growth n/a with the reason, no entropy strata */
+    strata_results(&r, 1, false);
+    ck_assert_msg(rc_compute_stats(&r) == RC_OK, "%s", rc_last_error());
+    ck_assert(!r.lens[0].st.strata[RC_STRATA_ENTROPY].present);
+    ck_assert(r.lens[0].st.strata[RC_STRATA_PROB].present);
+    ck_assert_int_eq(r.growth.n_points, 1);
+    ck_assert(isnan(r.growth.exponent) && isnan(r.growth.cap_length));
+    ck_assert_str_eq(r.growth.reason, "needs 2 or more lengths (e.g. --len 20,40,50 or 64:4096:x2)");
+    rc_results_free(&r);
+
+    /* rc_entropy of log_softmax rows (numpy float64 from the same f32 log-probs; -inf adds nothing) */
+    const float *row = sr_ent_rows;
+    for (int i = 0; i < SR_N_ENT_ROWS; i++) {
+        const int64_t V = sr_ent_row_len[i];
+        const double h = rc_entropy(row, V);
+        near(h, sr_ent_want[i], 1e-14, "entropy", i);
+        /* the sampler's own (fused into its pass when nothing is filtered): the same bits */
+        float work[16], lpp;
+        rc_rng rng;
+        rc_rng_seed(&rng, 1, 2, 3);
+        for (int k = 0; k < 2; k++) {
+            const rc_sampling sp = {.top_k = k ? 1 : 0, .top_p = 1.0};
+            double hs = NAN, hp = NAN;
+            const int32_t tok = rc_sample(row, V, &sp, &rng, work, &lpp, &hs);
+            (void)rc_processed_logprob(row, V, &sp, (int32_t)(V - 1 - tok), work, &hp);
+            ck_assert_msg(memcmp(&hs, &h, sizeof h) == 0 && memcmp(&hp, &h, sizeof h) == 0,
+                          "row %d top-k %d: %.17g %.17g vs %.17g", i, k, hs, hp, h);
+        }
+        row += V;
+    }
+}
+END_TEST
+
 /* a test case over the default model (loaded once per case) */
 static TCase *model_case(Suite *s, const char *name)
 {
@@ -365,6 +475,9 @@ int main(void)
     tcase_add_test(tc, test_stop_at_eos);
     tc = model_case(s, "upcast");
     tcase_add_test(tc, test_upcast_changes_results);
+    TCase *sc = tcase_create("strata");
+    tcase_add_test(sc, test_strata_numpy);
+    suite_add_tcase(s, sc);
     TCase *nf = tcase_create("nonfinite");
     tcase_set_timeout(nf, 120);
     tcase_add_test(nf, test_nonfinite_logits_abort);

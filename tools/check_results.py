@@ -170,6 +170,103 @@ def check_nonzero(nonzero_at):
         checks_equal(f"--nonzero: {k} > 0 at some length", k in nonzero_at, True)
 
 
+# README "Strata": log r by decile of the sampler's token probability (binned on the stored
+# log-prob) and of its entropy (/rollouts/entropy). Edges: the sorted values at index
+# floor(k n / 10), k = 1..9; a token's decile = how many edges are <= its value (ties go up).
+STRATUM_FIELDS = ["lo", "hi", "mean_log_ratio", "std_log_ratio", "mean_abs_log_ratio", "max_abs_log_ratio",
+                  "clipfrac", "k3", "share_abs_log_ratio"]
+
+
+def numpy_strata(f, gen, gen_len, fwd, L, values, is_prob):
+    lo_eps, hi_eps = f.attrs.get("clip_eps_low", 0.2), f.attrs.get("clip_eps_high", 0.2)
+    valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+    lr = fwd.astype(np.float64) - gen[:, :L].astype(np.float64)
+    v = values[:, :L].astype(np.float64)
+    m = valid & ~np.isnan(v) & ~np.isnan(lr)
+    vals, lrs = v[m], lr[m]
+    n = vals.size
+    edges = np.sort(vals)[(np.arange(1, 10) * n) // 10] if n else np.full(9, np.nan)
+    dec = np.searchsorted(edges, vals, side="right")
+    total = np.abs(lrs).sum()
+    out = {"count": n, "edges": edges, "bins": []}
+    for k in range(10):
+        x, y = lrs[dec == k], vals[dec == k]
+        b = {"count": x.size}
+        with np.errstate(all="ignore"):
+            if x.size:
+                r = np.exp(x)
+                b.update(lo=np.exp(y.min()) if is_prob else y.min(), hi=np.exp(y.max()) if is_prob else y.max(),
+                         mean_log_ratio=x.mean(), std_log_ratio=x.std(), mean_abs_log_ratio=np.abs(x).mean(),
+                         max_abs_log_ratio=np.abs(x).max(), clipfrac=np.mean((r < 1 - lo_eps) | (r > 1 + hi_eps)),
+                         k3=np.mean(r - 1 - x))
+            else:
+                b.update({k2: np.nan for k2 in STRATUM_FIELDS})
+            b["share_abs_log_ratio"] = np.abs(x).sum() / total if total > 0 else np.nan
+        out["bins"].append(b)
+    return out
+
+
+def check_strata(where, got, want):
+    """got: {"count", "edges", "bins": [{field: value}]} from the file or the JSON; want: numpy's"""
+    close(f"{where} count", got["count"], want["count"])
+    close(f"{where} edges", got["edges"], want["edges"], atol=0)  # values of the tensors: exact
+    for k in range(10):
+        close(f"{where} decile {k} count", got["bins"][k]["count"], want["bins"][k]["count"])
+        for name in STRATUM_FIELDS:
+            v = got["bins"][k].get(name)
+            close(f"{where} decile {k} {name}", np.nan if v is None else v, want["bins"][k][name], atol=1e-15)
+
+
+def file_strata(g):
+    """the stored strata group /len_NNNN/strata/KIND in check_strata's form"""
+    return {"count": g.attrs["count"], "edges": g.attrs["edges"],
+            "bins": [{"count": g["count"][k], **{n: g[n][k] for n in STRATUM_FIELDS}} for k in range(10)]}
+
+
+def json_strata(j):
+    return {"count": j["count"], "edges": [np.nan if e is None else e for e in j["edges"]], "bins": j["deciles"]}
+
+
+# README "Growth": var(S) (population, over the sequences with a token) against L, fitted as
+# var = e^b L^a by least squares of ln var on ln L (numpy.polyfit here: an SVD least-squares solve,
+# not the C code's closed-form sums; they agree to ~1e-12, compared at 1e-7 because cap_length
+# extrapolates: its relative error is the fit's divided by a, times ln of the extrapolation).
+def numpy_growth(f, gen, gen_len, fwd_by_len, lens):
+    cap = f.attrs.get("seq_cap", 3.0)
+    xs, ys = [], []
+    for L in lens:
+        valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
+        has = valid.sum(axis=1) > 0
+        lr = fwd_by_len[L].astype(np.float64) - gen[:, :L].astype(np.float64)
+        S = np.where(valid, lr, 0.0).sum(axis=1)[has]
+        var = S.var() if S.size else np.nan
+        if S.size > 1 and np.isfinite(var) and var > 0:
+            xs.append(np.log(L))
+            ys.append(np.log(var))
+    out = {"points": len(xs), "exponent": np.nan, "log_coef": np.nan, "r2": np.nan, "cap": cap,
+           "cap_length": np.nan, "looks_like": ""}
+    if len(xs) < 2:
+        return out
+    a, b = np.polyfit(xs, ys, 1)
+    x, y = np.array(xs), np.array(ys)
+    if len(xs) >= 3 and np.sum((y - y.mean()) ** 2) > 0:
+        out["r2"] = 1 - np.sum((y - (b + a * x)) ** 2) / np.sum((y - y.mean()) ** 2)
+    out.update(exponent=a, log_coef=b,
+               looks_like="slower than sqrt(L)" if a < 0.5 else "sqrt(L)" if a < 1.5 else "L" if a <= 2.5
+               else "faster than L")
+    if a > 0 and np.log(cap) > 0:
+        out["cap_length"] = (np.log(cap) ** 2 / np.exp(b)) ** (1 / a)
+    return out
+
+
+def check_growth(where, got, want):
+    close(f"{where} points", got["points"], want["points"])
+    checks_equal(f"{where} looks_like", str(got["looks_like"]), want["looks_like"])
+    for k in ("exponent", "log_coef", "r2", "cap", "cap_length"):
+        v = got.get(k)
+        close(f"{where} {k}", np.nan if v is None else v, want[k], rtol=1e-7, atol=1e-12)
+
+
 def main(path, nonzero=False):
     f = h5py.File(path, "r")
     if f.attrs.get("format") != "ratiocheck-results":
@@ -178,6 +275,14 @@ def main(path, nonzero=False):
     gen_len = f["rollouts/lengths"][...]
     S, G = gen.shape
     ref = f["reference/logprob"][...] if "reference" in f else None
+    ent = f["rollouts/entropy"][...] if "entropy" in f["rollouts"] else None
+    if ent is not None:
+        # the sampler's entropy (nats): not recomputable from the file (the distribution is not
+        # stored; tests/test_ratio.c checks rc_entropy against numpy), but defined exactly where
+        # logprob_gen is, and >= 0 (up to the rounding of a sum of exp(log p) near 1)
+        valid_g = np.arange(G)[None, :] < gen_len[:, None]
+        equal("entropy NaN exactly where logprob_gen is", np.isnan(ent), np.isnan(gen))
+        checks_equal("entropy >= -1e-6 on every valid token", bool(np.all(ent[valid_g] >= -1e-6)), True)
     lens = [int(x) for x in f.attrs["lengths"]]
     fwd_by_len = {}
     nonzero_at = set()
@@ -245,6 +350,13 @@ def main(path, nonzero=False):
                   np.nanstd(np.where(valid, r, np.nan), axis=0))
         check_corrections(f"L={L}", {k: a[k] for k in CORR_KEYS if k in a},
                           numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
+        check_strata(f"L={L} strata/prob", file_strata(g["strata/prob"]),
+                     numpy_strata(f, gen, gen_len, fwd, L, gen, True))
+        if ent is not None:
+            check_strata(f"L={L} strata/entropy", file_strata(g["strata/entropy"]),
+                         numpy_strata(f, gen, gen_len, fwd, L, ent, False))
+        else:
+            equal(f"L={L}: no strata/entropy without /rollouts/entropy", "entropy" in g["strata"], False)
         if ref is not None:
             rf = ref[:, :L].astype(np.float64)
             close(f"L={L} ref_gen_mean_abs", a["ref_gen_mean_abs"], np.abs(gl - rf)[valid].mean())
@@ -268,6 +380,13 @@ def main(path, nonzero=False):
         close(f"cross {la}/{lb} max_abs", c["max_abs"][i], d.max())
         close(f"cross {la}/{lb} mean_abs", c["mean_abs"][i], d.mean())
         close(f"cross {la}/{lb} count", c["count"][i], d.size)
+    gw = f["growth"]
+    check_growth("growth", {**{k: gw.attrs[k] for k in ("exponent", "log_coef", "r2", "cap", "cap_length",
+                                                          "looks_like")}, "points": gw.attrs["points"]},
+                 numpy_growth(f, gen, gen_len, fwd_by_len, lens))
+    equal("growth len", gw["len"][...], lens)
+    close("growth seq_log_ratio_sum_var", gw["seq_log_ratio_sum_var"][...],
+          [f[f"len_{L:04d}"].attrs["seq_log_ratio_sum_std"] ** 2 for L in lens])
     if "sweep" in f:
         check_sweep(f, gen, gen_len, lens, fwd_by_len)
     if nonzero:
@@ -359,10 +478,21 @@ def check_report_json(json_path, path, nonzero=False):
           want["worst_sequence_ratio"])
     print("verdict:", ", ".join(f"{o} {want[o]}" for o in ("token_ppo", "sequence_is", "gspo")))
     nonzero_at = set()
+    ent = f["rollouts/entropy"][...] if "entropy" in f["rollouts"] else None
+    fwd_by_len = {}
     for entry in j["lens"]:
         L = int(entry["len"])
         fwd = f[f"len_{L:04d}/logprob_forward"][...]
+        fwd_by_len[L] = fwd
         check_corrections(f"report L={L}", entry, numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
+        check_strata(f"report L={L} strata prob", json_strata(entry["strata"]["prob"]),
+                     numpy_strata(f, gen, gen_len, fwd, L, gen, True))
+        if ent is None:  # an older file: no entropy, so no entropy strata
+            checks_equal(f"report L={L} strata entropy is null", entry["strata"]["entropy"], None)
+        else:
+            check_strata(f"report L={L} strata entropy", json_strata(entry["strata"]["entropy"]),
+                         numpy_strata(f, gen, gen_len, fwd, L, ent, False))
+    check_growth("report growth", j["growth"], numpy_growth(f, gen, gen_len, fwd_by_len, lens))
     if nonzero:
         check_nonzero(nonzero_at)
     for msg in failures:

@@ -11,6 +11,11 @@ One file writes, in DIR (default: the current folder):
   PREFIX_lengths.png   |forward log-prob at La - at Lb| of the same token, per position
   PREFIX_scatter.png   forward - generation log-prob against the generation log-prob, and
                        |log r| by token-probability bin
+  PREFIX_strata.png    mean and max |log r| by decile of the sampler's token probability and of
+                       its entropy at the longest length (README "Strata")
+  PREFIX_growth.png    var(S) of the sequence log-ratio against L with the power-law fit, the
+                       sqrt(L) and L slopes and the sequence IS cap (README "Growth"), and the
+                       mean |log r| per position at the longest length
   PREFIX_summary.png   one page: the main panels and a table of the statistics
   PREFIX_sweep.png     (a `ratiocheck sweep` file) |r - 1| of every setting overlaid, and the
                        ratio std per setting against the base's
@@ -28,6 +33,10 @@ stored log-probs exactly as ratiocheck defines them (they equal the file's attri
        identical_frac=...
 and one line per pair of lengths (equal to /cross_length):
   FILE cross La=20 Lb=40 count=1680 max_abs=... mean_abs=...
+one line per decile of each strata kind at the longest length (equal to /len_L/strata/KIND):
+  FILE strata prob L=50 decile=0 count=420 lo=... hi=... mean_abs_log_ratio=... max_abs_log_ratio=...
+and the growth fit (equal to /growth's attributes; nan when there is none):
+  FILE growth points=3 exponent=... log_coef=... cap_length=...
 then one line "wrote PATH WIDTHxHEIGHT" per picture.
 
 The pictures are deterministic (Agg backend, fixed sizes at 90 dpi, no time stamp or software
@@ -46,6 +55,7 @@ PROG = "plot_ratios.py"
 FORMAT = "png"  # --format
 SHARED_Y = {}   # several files: per-position key -> (smallest positive, largest) over all files
 DPI = 90
+FONT, TITLE = 10, 12  # points: the smallest text, and titles
 # Figure sizes in inches: multiples of 1/4 inch, so that size * DPI is an exact integer.
 HIST_COL_W, HIST_BLOCK_H, HIST_MAX_COLS = 4.5, 6.0, 3
 POSITION_SIZE = (11.0, 4.0)
@@ -53,9 +63,12 @@ LENGTHS_SIZE = (11.0, 4.0)
 SCATTER_SIZE = (11.0, 4.0)
 OVERLAY_SIZE = (12.0, 4.5)
 SWEEP_SIZE = (13.0, 5.0)
-SUMMARY_SIZE = (14.0, 8.5)
+SUMMARY_SIZE = (16.0, 9.0)  # wide enough for the 10 pt table
+STRATA_SIZE = (12.0, 4.5)
+GROWTH_SIZE = (11.0, 4.5)
+STRATA_KINDS = ("prob", "entropy")
 PROB_BINS = [0.0, 0.01, 0.1, 0.5, 0.9, 1.0]
-PROB_BIN_LABELS = ["[0, 0.01)", "[0.01, 0.1)", "[0.1, 0.5)", "[0.5, 0.9)", "[0.9, 1]"]
+PROB_BIN_LABELS = ["<0.01", "0.01-0.1", "0.1-0.5", "0.5-0.9", ">=0.9"]  # [lo, hi) bins; the last [0.9, 1]
 DEV_LO = 1e-10          # |r - 1| axis: values below are drawn in the first bin
 SCATTER_MAX_POINTS = 20000
 STAT_KEYS = ["count", "mean", "std", "min", "max", "clipfrac", "k3", "identical_frac"]
@@ -165,6 +178,11 @@ class Run:
             else:
                 st = {"count": 0, **{k: float("nan") for k in STAT_KEYS[1:]}}
             self.stats[L] = st
+        self.entropy = f["rollouts/entropy"][...] if "entropy" in f["rollouts"] else None
+        self.seq_cap = float(a.get("seq_cap", 3.0))
+        self.clip = (float(a.get("clip_eps_low", 0.2)), float(a.get("clip_eps_high", 0.2)))
+        self.strata = {k: self._strata(np, max(self.lens), k) for k in STRATA_KINDS}
+        self.growth = self._growth(np)
         self.sweep = self._load_sweep(f, np, gen_len) if "sweep" in f else []
         c = f["cross_length"]
         self.cross = []
@@ -208,6 +226,50 @@ class Run:
                            identical_frac=float(same.sum()) / max(1, int(valid.sum())))
             rows.append(row)
         return rows
+
+    def _strata(self, np, L, kind):
+        """README "Strata": deciles of the token's log-prob (prob) or of the sampler's entropy,
+        edges at the sorted values' index floor(k n / 10), ties to the higher decile; per decile
+        count, range (p or nats), mean and max |log r|. None when the file has no entropy."""
+        values = self.gen if kind == "prob" else self.entropy
+        if values is None:
+            return None
+        lr = self.lr[L]
+        v = values[:, :L].astype(np.float64)
+        m = self.valid[L] & ~np.isnan(v) & ~np.isnan(lr)
+        vals, lrs = v[m], lr[m]
+        n = vals.size
+        edges = np.sort(vals)[(np.arange(1, 10) * n) // 10] if n else np.full(9, np.nan)
+        dec = np.searchsorted(edges, vals, side="right")
+        out = []
+        for k in range(10):
+            x, y = np.abs(lrs[dec == k]), vals[dec == k]
+            conv = np.exp if kind == "prob" else (lambda z: z)
+            out.append({"count": int(x.size), "lo": float(conv(y.min())) if x.size else float("nan"),
+                        "hi": float(conv(y.max())) if x.size else float("nan"),
+                        "mean_abs_log_ratio": float(x.mean()) if x.size else float("nan"),
+                        "max_abs_log_ratio": float(x.max()) if x.size else float("nan")})
+        return {"L": L, "bins": out}
+
+    def _growth(self, np):
+        """README "Growth": var(S) per length and the least-squares fit of ln var on ln L."""
+        Ls, var = [], []
+        for L in self.lens:
+            valid = self.valid[L]
+            has = valid.sum(axis=1) > 0
+            S = np.where(valid, self.lr[L], 0.0).sum(axis=1)[has]
+            Ls.append(L)
+            var.append(float(S.var()) if S.size else float("nan"))
+        use = [i for i, v in enumerate(var) if np.isfinite(var[i]) and var[i] > 0 and
+               int((self.valid[Ls[i]].sum(axis=1) > 0).sum()) > 1]
+        g = {"len": Ls, "var": var, "points": len(use), "exponent": float("nan"),
+             "log_coef": float("nan"), "cap_length": float("nan")}
+        if len(use) >= 2:
+            a, b = np.polyfit(np.log([Ls[i] for i in use]), np.log([var[i] for i in use]), 1)
+            g.update(exponent=float(a), log_coef=float(b))
+            if a > 0 and np.log(self.seq_cap) > 0:
+                g["cap_length"] = float((np.log(self.seq_cap) ** 2 / np.exp(b)) ** (1 / a))
+        return g
 
     def dev(self, L):
         """|r - 1| of the valid tokens at length L, in float64."""
@@ -392,7 +454,7 @@ def mark_dev_thresholds(ax):
     ax.axvline(0.2, color="#d62728", ls="--", lw=1.0)
     for x, t, ha, col in ((1e-3, "1e-3", "right", "#555555"), (1e-2, "1e-2", "right", "#555555"),
                           (0.1, "0.1", "right", "#555555"), (0.2, "clip", "left", "#d62728")):
-        ax.text(x, 0.99, t, rotation=90, va="top", ha=ha, fontsize=6.5, color=col, transform=tr)
+        ax.text(x, 0.99, t, rotation=90, va="top", ha=ha, fontsize=FONT, color=col, transform=tr)
 
 
 def plot_ratio_hist(ax, items, lo, hi, step=False, title=None):
@@ -413,7 +475,7 @@ def plot_ratio_hist(ax, items, lo, hi, step=False, title=None):
         else:
             ax.stairs(c, bins, color=color, fill=True, alpha=0.85, label=label)
     ax.set_xlim(lo, hi)
-    ax.set_xlabel(f"ratio r = exp(forward - generation log-prob), bins of {(hi - lo) / 200:.4g}")
+    ax.set_xlabel(f"ratio r = exp(new - old), bins of {(hi - lo) / 200:.4g}")
     ax.set_ylabel("tokens per bin (log scale)")
     if title:
         ax.set_title(title)
@@ -442,13 +504,13 @@ def plot_dev_hist(ax, items, title=None):
         ax.set_yticks([])
         ax.set_yticks([], minor=True)
         ax.text(0.5, 0.4, "every ratio is exactly 1:\nnothing to draw on a log scale",
-                transform=ax.transAxes, ha="center", va="center", fontsize=9)
-    ax.set_xlabel(f"|r - 1| (log scale; the first bin also holds 0 < |r - 1| < {DEV_LO:g})")
+                transform=ax.transAxes, ha="center", va="center", fontsize=FONT)
+    ax.set_xlabel(f"|r - 1| (log scale; first bin: also < {DEV_LO:g})")
     ax.set_ylabel("tokens per bin (log scale)")
     mark_dev_thresholds(ax)
     if title:
         ax.set_title(title)
-    ax.legend(handles=handles, loc="upper left", fontsize=7, frameon=True)
+    ax.legend(handles=handles, loc="upper left", fontsize=FONT, frameon=True)
 
 
 def stats_handles(st, L):
@@ -467,12 +529,11 @@ def ratio_hist_panel(ax, r, L, color, title):
     lo, hi = ratio_view([(r, L)])
     maxc = plot_ratio_hist(ax, [(np.exp(r.lr[L][r.valid[L]]), "ratio", color)], lo, hi,
                            title=title)
-    headroom_log(ax, maxc, 0.5, 0.45, minor_labels=False)
+    headroom_log(ax, maxc, 0.5, 0.62, minor_labels=False)
     bands = mark_bands(ax, lo, hi)
-    leg = ax.legend(handles=stats_handles(r.stats[L], L), loc="upper left", fontsize=7,
-                    handlelength=0, handletextpad=0)
-    ax.add_artist(leg)
-    ax.legend(handles=bands, loc="upper right", fontsize=7)
+    # one legend (the statistics, then the bands): two side by side overlap at legible sizes
+    ax.legend(handles=stats_handles(r.stats[L], L) + bands, loc="upper left", fontsize=FONT,
+              handlelength=1.2, handletextpad=0.3, borderaxespad=0.3)
 
 
 def int_x(ax):
@@ -499,8 +560,8 @@ def log_lines(ax, lines, what, ylabel, ncol=3, span=None):
         ax.set_yticks([0])
         ax.set_ylabel(f"{ylabel} (nats)")
         ax.text(0.5, 0.4, f"{what} is exactly 0 everywhere\n(bitwise-identical log-probs)",
-                transform=ax.transAxes, ha="center", va="center", fontsize=9)
-        ax.legend(loc="upper center", ncol=ncol, fontsize=7)
+                transform=ax.transAxes, ha="center", va="center", fontsize=FONT)
+        ax.legend(loc="upper center", ncol=ncol, fontsize=FONT)
         return
     vmin, vmax = allv[allv > 0].min(), allv.max()
     if span:  # several files: one y-range for all, so their pictures compare at a glance
@@ -514,13 +575,13 @@ def log_lines(ax, lines, what, ylabel, ncol=3, span=None):
         yy = np.where(y > 0, y, floor if zero else np.nan)
         ax.plot(np.arange(len(y)), np.where(np.isfinite(y), yy, np.nan), color=color, ls=ls,
                 lw=1.3, label=label)
-    frac = 0.08 + 0.075 * rows
+    frac = 0.1 + 0.1 * rows
     headroom_log(ax, vmax, bottom, frac)
     if zero:
         ax.axhline(floor, color="#7f7f7f", lw=0.8, ls=":")
         ax.text(0.995, floor / 1.08, "dotted line: exactly 0", transform=ax.get_yaxis_transform(),
-                ha="right", va="top", fontsize=6.5, color="#555555")
-    ax.legend(loc="upper center", ncol=ncol, fontsize=7)
+                ha="right", va="top", fontsize=FONT, color="#555555")
+    ax.legend(loc="upper center", ncol=ncol, fontsize=FONT)
     ax.set_ylabel(f"{ylabel} (nats, log scale)")
     ax.margins(x=0.01)
 
@@ -543,7 +604,7 @@ def panel_lengths(ax, lines, title, ylabel):
     ax.set_title(title)
     if not lines:
         ax.text(0.5, 0.5, "only one length was scored:\nnothing to compare",
-                transform=ax.transAxes, ha="center", va="center", fontsize=9)
+                transform=ax.transAxes, ha="center", va="center", fontsize=FONT)
         ax.set_xticks([])
         ax.set_yticks([])
         return
@@ -578,22 +639,21 @@ def panel_prob_bins(ax, groups, title):
         ax.set_ylim(-0.2, 1.5)
         ax.set_yticks([0])
         ax.text(0.5, 0.5, "|log r| is exactly 0 everywhere\n(bitwise-identical log-probs)",
-                transform=ax.transAxes, ha="center", va="center", fontsize=9)
+                transform=ax.transAxes, ha="center", va="center", fontsize=FONT)
     if n == 1:
         ticks = []
         for lab, b in zip(PROB_BIN_LABELS, groups[0][0]):
             share = "-" if b["share"] != b["share"] or not b["count"] else \
                 f"{100 * b['share']:.0f}%"
-            ticks.append(f"{lab}\n{b['count']} tokens\n{share}")
+            ticks.append(f"{lab}\n{b['count']}\n{share}")
         ax.set_xticks(x, ticks)
-        ax.set_xlabel("token probability at generation; tokens in the bin; the bin's share of "
-                      "the total |log r|", fontsize=7.5)
+        ax.set_xlabel("token probability p; tokens; share of the total |log r|")
     else:
         ax.set_xticks(x, PROB_BIN_LABELS)
-        ax.set_xlabel("token probability at generation, exp(generation log-prob)")
+        ax.set_xlabel("token probability p = exp(old)")
     ax.set_ylabel("|log r| (nats, log scale)" if (v > 0).any() else "|log r| (nats)")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper center", ncol=2 if n == 1 else n,
+    ax.legend(fontsize=FONT, loc="upper center", ncol=2 if n == 1 else n,
               columnspacing=1.0, handletextpad=0.4)
 
 
@@ -639,7 +699,7 @@ def table_note(ax, runs):
             lines.append((f"{r.tag}  " if len(runs) > 1 else "  ") + ",  ".join(parts))
     if len(lines) > 1:
         ax.text(0.0, 0.0, "\n".join(lines), transform=ax.transAxes, ha="left", va="bottom",
-                fontsize=7, family="monospace")
+                fontsize=FONT, family="monospace")
 
 
 # --------------------------------------------------------------------------- pictures
@@ -717,11 +777,110 @@ def fig_scatter(r, path):
         m = np.abs(y).max() * 1.15
         ax1.set_ylim(-m, m)
     ax1.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    ax1.legend(fontsize=7, loc="lower left", markerscale=3)
+    ax1.legend(fontsize=FONT, loc="lower left", markerscale=3)
     panel_prob_bins(ax2, [(r.prob_bins(L), r.label, "#1f77b4")],
                     f"|log r| by token probability at L={L}")
     fig.suptitle(run_title(r))
     save(fig, path, SCATTER_SIZE)
+
+
+def panel_strata(ax, r, kind):
+    """mean |log r| per decile (bars) and max (triangles) at the longest length; x: the decile
+    with its range of p (prob) or entropy (nats)"""
+    import numpy as np
+    st = r.strata[kind]
+    what = "token probability p" if kind == "prob" else "the sampler's entropy (nats)"
+    ax.set_title(f"|log r| by decile of {what}" + (f", L={st['L']}" if st else ""))
+    if st is None:
+        ax.axis("off")
+        ax.text(0.5, 0.5, "n/a: the file has no /rollouts/entropy\n(written before it)",
+                transform=ax.transAxes, ha="center", va="center")
+        return
+    b = st["bins"]
+    x = np.arange(10)
+    means = np.array([d["mean_abs_log_ratio"] for d in b])
+    maxs = np.array([d["max_abs_log_ratio"] for d in b])
+    ax.bar(x, np.where(means > 0, means, np.nan), width=0.75, color="#1f77b4", alpha=0.85,
+           label="mean |log r|")
+    ax.plot(x, np.where(maxs > 0, maxs, np.nan), ls="none", marker="v", ms=7, color="#ff7f0e",
+            markeredgecolor="black", markeredgewidth=0.5, label="max |log r|")
+    v = np.concatenate([means, maxs])
+    v = v[np.isfinite(v) & (v > 0)]
+    span = SHARED_Y.get("strata")
+    if v.size:
+        lo, hi = v.min(), v.max()
+        if span:
+            lo, hi = min(lo, span[0]), max(hi, span[1])
+        headroom_log(ax, hi, lo / 3, 0.22, minor_labels=False)
+    else:
+        ax.set_ylim(-0.2, 1.5)
+        ax.set_yticks([0])
+        ax.text(0.5, 0.5, "|log r| is exactly 0 everywhere", transform=ax.transAxes, ha="center")
+    ticks = [f"{k}\n{fmt_g(d['lo'], 2)}" if d["count"] else f"{k}\nempty" for k, d in enumerate(b)]
+    ax.set_xticks(x, ticks)
+    ax.set_xlabel("decile (0: " + ("least likely" if kind == "prob" else "most certain")
+                  + "); its smallest " + ("p" if kind == "prob" else "entropy"))
+    ax.set_ylabel("|log r| (nats, log scale)")
+    ax.legend(loc="upper center", ncol=2)
+
+
+def fig_strata(r, path):
+    fig = new_figure(STRATA_SIZE)
+    ax1, ax2 = fig.subplots(1, 2)
+    panel_strata(ax1, r, "prob")
+    panel_strata(ax2, r, "entropy")
+    fig.suptitle(f"Strata: {run_title(r)}")
+    save(fig, path, STRATA_SIZE)
+
+
+def fig_growth(r, path):
+    """var(S) against L (log-log) with the fit e^b L^a, slopes 1 (sqrt(L)) and 2 (L) through the
+    first point, the cap's var (log cap)^2 and where the fit reaches it; right: mean |log r|
+    per position at the longest length."""
+    import numpy as np
+    fig = new_figure(GROWTH_SIZE)
+    ax1, ax2 = fig.subplots(1, 2)
+    g = r.growth
+    Ls = np.array(g["len"], dtype=np.float64)
+    var = np.array(g["var"], dtype=np.float64)
+    ok = np.isfinite(var) & (var > 0)
+    ax1.plot(Ls[ok], var[ok], ls="none", marker="o", ms=7, color="#1f77b4", label="var(S) per length")
+    capv = np.log(r.seq_cap) ** 2
+    a, b, capL = g["exponent"], g["log_coef"], g["cap_length"]
+    xmax = Ls.max() * 2
+    if np.isfinite(capL) and capL < Ls.max() * 1e4:
+        xmax = max(xmax, capL * 1.5)
+    xs = np.geomspace(max(1.0, Ls.min() / 2), xmax, 100)
+    if np.isfinite(a):
+        ax1.plot(xs, np.exp(b) * xs ** a, color="#d62728", lw=1.6,
+                 label=f"fit: var = {np.exp(b):.3g} L^{a:.2f}")
+    if ok.any():
+        x0, y0 = Ls[ok][0], var[ok][0]
+        ax1.plot(xs, y0 * (xs / x0), color="#7f7f7f", ls=":", lw=1.2, label="slope 1: std ~ sqrt(L)")
+        ax1.plot(xs, y0 * (xs / x0) ** 2, color="#7f7f7f", ls="--", lw=1.2, label="slope 2: std ~ L")
+    ax1.axhline(capv, color="#2ca02c", lw=1.2, label=f"std(S) = log {r.seq_cap:g} (sequence IS cap)")
+    if np.isfinite(capL) and capL <= xmax:
+        ax1.axvline(capL, color="#2ca02c", ls=":", lw=1.2)
+        ax1.text(capL, capv, f" L ~ {capL:.3g}", va="bottom", ha="left", color="#2ca02c")
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    span = SHARED_Y.get("growth")
+    ys = np.concatenate([var[ok], [capv]])
+    lo, hi = ys.min(), ys.max()
+    if span:
+        lo, hi = min(lo, span[0]), max(hi, span[1])
+    ax1.set_ylim(lo / 10, hi * 1e3)
+    ax1.set_xlabel("L: generated tokens re-scored (log scale)")
+    ax1.set_ylabel("var(S), S = sum of log r (log scale)")
+    ax1.set_title("Variance of the sequence log-ratio against length"
+                  + ("" if np.isfinite(a) else ": n/a (needs 2 lengths)"))
+    ax1.legend(loc="upper left", ncol=1)
+    L = max(r.lens)
+    log_lines(ax2, [(r.pos[L]["pos_mean_abs_log_ratio"], f"L={L}", "#1f77b4", "-")], "|log r|",
+              "mean |log r|", ncol=1, span=SHARED_Y.get("pos_mean_abs_log_ratio"))
+    ax2.set_title(f"mean |log r| per position at L={L}")
+    fig.suptitle(f"Growth: {run_title(r)}")
+    save(fig, path, GROWTH_SIZE)
 
 
 def common_len(runs):
@@ -744,7 +903,7 @@ def draw_overlay(ax1, ax2, runs, L, short=False):
     headroom_log(ax1, maxc, 0.5, 0.1 + 0.075 * (len(runs) + 1), minor_labels=False)
     handles = ax1.get_legend_handles_labels()[0]
     bands = mark_bands(ax1, lo, hi)
-    ax1.legend(handles=handles + bands, loc="upper left", fontsize=7)
+    ax1.legend(handles=handles + bands, loc="upper left", fontsize=FONT)
     plot_dev_hist(ax2, [((r.dev(L)), r.stats[L]["identical_frac"], r.tag if short else r.label,
                          FILE_COLORS[i % len(FILE_COLORS)]) for i, r in enumerate(runs)])
 
@@ -795,7 +954,7 @@ def fig_sweep(r, path):
     ax1.set_xlabel(f"|r - 1| (log scale; the first bin also holds 0 < |r - 1| < {DEV_LO:g})")
     ax1.set_ylabel("tokens per bin")
     ax1.set_title(f"|r - 1| at L={L}, every setting over the same rollouts")
-    ax1.legend(loc="upper left", fontsize=6, frameon=True)
+    ax1.legend(loc="upper left", fontsize=FONT, frameon=True)
     names = ["base"] + [x["name"] for x in rows]
     stds = [base["std"]] + [x["std"] for x in rows]
     y = np.arange(len(names))[::-1]
@@ -806,9 +965,9 @@ def fig_sweep(r, path):
     ax2.set_xscale("log")
     ax2.axvline(max(base["std"], floor), color="#000000", lw=0.8, ls="--")
     ax2.set_yticks(y)
-    ax2.set_yticklabels(names, fontsize=7)
+    ax2.set_yticklabels(names, fontsize=FONT)
     for yy, v in zip(y, stds):
-        ax2.text(max(v, floor), yy, f" {fmt_g(v)}" if v > 0 else " 0 (every ratio 1)", va="center", fontsize=6.5)
+        ax2.text(max(v, floor), yy, f" {fmt_g(v)}" if v > 0 else " 0 (every ratio 1)", va="center", fontsize=FONT)
     ax2.set_xlabel("ratio std at L=%d (log scale; dashed: the base)" % L)
     ax2.set_title("one setting changed at a time")
     fig.suptitle(f"{r.model}: ratiocheck sweep, {r.num_sequences} sequences, L={L}")
@@ -834,9 +993,9 @@ def fig_summary_one(r, path):
     panel_prob_bins(axs[1, 1], [(r.prob_bins(L), r.label, colors[L])],
                     f"|log r| by token probability at L={L}")
     rows, header = table_rows([r])
-    panel_table(axs[1, 2], rows, header, "Ratio statistics per length", 7.5)
+    panel_table(axs[1, 2], rows, header, "Ratio statistics per length", FONT)
     table_note(axs[1, 2], [r])
-    fig.suptitle(f"ratiocheck summary: {run_title(r)}", fontsize=11)
+    fig.suptitle(f"ratiocheck summary: {run_title(r)}", fontsize=TITLE)
     save(fig, path, SUMMARY_SIZE)
 
 
@@ -846,7 +1005,7 @@ def fig_summary_many(runs, path):
     L = common_len(runs)
     models = sorted({r.model for r in runs})
     fig.suptitle(f"ratiocheck: {', '.join(models)}, " + " vs ".join(r.label for r in runs)
-                 + f", {runs[0].num_sequences} sequences", fontsize=11)
+                 + f", {runs[0].num_sequences} sequences", fontsize=TITLE)
     if L is None:
         for ax in axs.ravel():
             ax.axis("off")
@@ -867,14 +1026,14 @@ def fig_summary_many(runs, path):
             c = max(r.cross, key=lambda c: (abs(c["La"] - c["Lb"]), -c["La"]))
             lines.append((c["pos_max"], f"{r.tag}: L={c['La']} vs {c['Lb']}",
                           FILE_COLORS[i % 10], "-"))
-    panel_lengths(axs[1, 0], lines, "Drift across lengths (max over sequences)",
+    panel_lengths(axs[1, 0], lines, "Drift across lengths (max)",
                   "max |forward(La) - forward(Lb)|")
     panel_prob_bins(axs[1, 1], [(r.prob_bins(L), r.tag, FILE_COLORS[i % 10])
                                 for i, r in enumerate(runs)],
-                    f"|log r| by token probability at L={L} (bars: mean, triangles: max)")
+                    f"|log r| by token probability, L={L}")
     rows, header = table_rows(runs)
     panel_table(axs[1, 2], rows, header, "Ratio statistics per run and length",
-                7 if len(rows) <= 12 else 6)
+                FONT)
     table_note(axs[1, 2], runs)
     save(fig, path, SUMMARY_SIZE)
 
@@ -889,6 +1048,14 @@ def print_stats(r):
     for c in r.cross:
         print(f"{r.path} cross La={c['La']} Lb={c['Lb']} count={c['count']} "
               f"max_abs={c['max_abs']:.9g} mean_abs={c['mean_abs']:.9g}")
+    for kind in STRATA_KINDS:
+        st = r.strata[kind]
+        for k, d in enumerate(st["bins"] if st else []):
+            print(f"{r.path} strata {kind} L={st['L']} decile={k} count={d['count']} "
+                  + " ".join(f"{n}={d[n]:.9g}" for n in ("lo", "hi", "mean_abs_log_ratio", "max_abs_log_ratio")))
+    g = r.growth
+    print(f"{r.path} growth points={g['points']} exponent={g['exponent']:.9g} log_coef={g['log_coef']:.9g} "
+          f"cap_length={g['cap_length']:.9g}")
     for x in r.sweep:
         if x["skipped"]:
             print(f"{r.path} sweep {x['name']!r} skipped")
@@ -940,9 +1107,10 @@ def main(argv):
         fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib; run "
              "with /usr/bin/python3)", 1)
     matplotlib.use("Agg")
-    matplotlib.rcParams.update({"svg.hashsalt": "ratiocheck", "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
-                                "legend.fontsize": 7, "xtick.labelsize": 7.5,
-                                "ytick.labelsize": 7.5, "figure.titlesize": 10,
+    # legible fonts (issue 15): nothing below 10 pt, titles 12 pt
+    matplotlib.rcParams.update({"svg.hashsalt": "ratiocheck", "font.size": FONT, "axes.titlesize": TITLE,
+                                "axes.labelsize": FONT, "legend.fontsize": FONT, "xtick.labelsize": FONT,
+                                "ytick.labelsize": FONT, "figure.titlesize": TITLE,
                                 "path.simplify": True})
     try:
         os.makedirs(args.out, exist_ok=True)
@@ -956,6 +1124,15 @@ def main(argv):
             v = v[np.isfinite(v) & (v > 0)]
             if v.size:
                 SHARED_Y[key] = (float(v.min()), float(v.max()))
+        v = np.array([d[k] for r in runs for st in r.strata.values() if st for d in st["bins"]
+                      for k in ("mean_abs_log_ratio", "max_abs_log_ratio")], dtype=np.float64)
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            SHARED_Y["strata"] = (float(v.min()), float(v.max()))
+        v = np.array([x for r in runs for x in r.growth["var"]], dtype=np.float64)
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            SHARED_Y["growth"] = (float(v.min()), float(v.max()))
     for r in runs:
         print_stats(r)
     many = len(runs) > 1
@@ -965,6 +1142,8 @@ def main(argv):
         fig_position(r, base + "_position.png")
         fig_lengths(r, base + "_lengths.png")
         fig_scatter(r, base + "_scatter.png")
+        fig_strata(r, base + "_strata.png")
+        fig_growth(r, base + "_growth.png")
         if r.sweep:
             fig_sweep(r, base + "_sweep.png")
         if many:

@@ -84,6 +84,60 @@ extern const size_t rc_n_corr_stats;
 /* the value of entry e in c */
 double rc_corr_value(const rc_corrections *c, const rc_corr_stat *e);
 
+/* Strata (README "Strata"): the statistics of log r by decile of the sampler's
+ * token probability (`prob`: p = e^old, binned on the stored log-prob) and of
+ * the entropy of the sampler's distribution at that step (`entropy`: the
+ * /rollouts/entropy tensor), over the valid tokens t < L whose binning value
+ * and log r are not NaN. Decile edges: with the n values sorted ascending,
+ * edge_k = the value at 0-based index floor(k n / 10), k = 1..9; a token with
+ * value v is in decile #{k : edge_k <= v} (0..9), so ties go to the highest
+ * decile whose edge they equal (deciles can then be empty or larger than n/10);
+ * without ties decile k holds floor((k+1) n / 10) - floor(k n / 10) tokens. */
+#define RC_N_DECILES 10
+enum { RC_STRATA_PROB, RC_STRATA_ENTROPY, RC_N_STRATA };
+extern const char *const rc_strata_names[RC_N_STRATA]; /* "prob", "entropy" */
+typedef struct {
+    int64_t count;
+    double lo, hi;                /* smallest / largest value in it: p (prob) or entropy in nats */
+    double mean_log_ratio, std_log_ratio; /* of log r (population std) */
+    double mean_abs_log_ratio, max_abs_log_ratio;
+    double clipfrac;              /* r outside [1 - clip_eps_low, 1 + clip_eps_high] (the run's) */
+    double k3;                    /* mean(r - 1 - log r) */
+    double share_abs_log_ratio;   /* its sum of |log r| over the stratum's total */
+} rc_stratum;
+/* The double fields of rc_stratum by name (the HDF5 dataset and JSON key) */
+typedef struct {
+    const char *name;
+    size_t off; /* offsetof(rc_stratum, field) */
+} rc_stratum_field;
+extern const rc_stratum_field rc_stratum_fields[];
+extern const size_t rc_n_stratum_fields;
+double rc_stratum_value(const rc_stratum *b, const rc_stratum_field *f);
+typedef struct {
+    bool present;                 /* false: no values (entropy in a file written before it) */
+    int64_t count;                /* tokens binned */
+    double edges[RC_N_DECILES - 1]; /* edge_1 .. edge_9: log-prob (prob) or entropy (entropy) */
+    rc_stratum bin[RC_N_DECILES];
+} rc_strata;
+
+/* Growth (README "Growth"): var(S) of the sequence log-ratio S against the
+ * length L over the run's lengths, fitted as var = e^b L^a by least squares
+ * of ln var on ln L over the lengths whose var is finite and > 0; std(S) =
+ * sqrt of that reaches log(seq_cap) at cap_length (extrapolated). */
+typedef struct {
+    int n_points;          /* lengths in the fit */
+    double exponent;       /* a (NaN: no fit) */
+    double log_coef;       /* b = ln of var at L = 1 */
+    double r2;             /* of the log-log fit (NaN with < 3 points) */
+    double cap;            /* seq_cap: the sequence IS cap on e^S */
+    double cap_length;     /* L where sqrt(e^b L^a) = log(cap) (NaN: n/a) */
+    char looks_like[64];   /* "sqrt(L)", "L", "slower than sqrt(L)", "faster than L", or "" */
+    char reason[160];      /* why there is no fit / no cap length, or "" */
+} rc_growth;
+#define RC_GROWTH_SQRT_MAX 1.5 /* a < 1.5: std grows like sqrt(L) (independent errors); else like L */
+#define RC_GROWTH_SLOW_MAX 0.5 /* a < 0.5: slower than sqrt(L) */
+#define RC_GROWTH_FAST_MIN 2.5 /* a > 2.5: faster than L */
+
 /* Statistics of the ratio r = exp(forward - generation) over the valid tokens
  * of one length L. NaN where undefined (e.g. no reference). */
 typedef struct {
@@ -107,6 +161,7 @@ typedef struct {
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */
+    rc_strata strata[RC_N_STRATA]; /* log r by decile of p and of the sampler's entropy */
 } rc_len_stats;
 
 typedef struct {
@@ -210,6 +265,8 @@ struct rc_results {
     char **completion;      /* [n_seq] decoded generated text, or NULL (no tokenizer); owned */
     float *logprob_gen;     /* [n_seq, gen_len] log-prob of the temperature-scaled full distribution (PPO old) */
     float *logprob_gen_processed; /* [n_seq, gen_len] after top-k / top-p renormalisation */
+    float *entropy_gen;     /* [n_seq, gen_len] entropy (nats) of the distribution logprob_gen is from,
+                               or NULL (files written before it) */
     double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */
     /* per length */
     int n_lens;
@@ -217,6 +274,7 @@ struct rc_results {
     int n_cross;
     rc_cross_len *cross;
     rc_verdict verdict;   /* computed with the statistics */
+    rc_growth growth;     /* var(S) against L over the lengths, computed with the statistics */
     double seconds_generate, seconds_forward, seconds_total;
     double seconds_reference; /* the --reference pass (0 without one) */
     /* `ratiocheck sweep`: the settings replayed over these rollouts (0 / NULL otherwise) */

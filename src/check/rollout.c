@@ -122,6 +122,7 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
     const int64_t V = mc->vocab, G = out->gen_len, S = out->n_seq;
     const int64_t B = cfg->batch;
     float *lp = NULL, *work = NULL, *step_lpp = NULL, *chunk_lp = NULL;
+    double *step_ent = NULL;
     int64_t *owner = NULL, *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL, *ids = NULL;
     int32_t *tok = NULL, *step_tok = NULL;
     const int n_thr = omp_get_max_threads();
@@ -130,6 +131,7 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
     if ((s = rc_calloc((void **)&lp, B * V, sizeof *lp, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&work, 2 * V * n_thr, sizeof *work, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&step_lpp, B, sizeof *step_lpp, "generation")) != RC_OK ||
+        (s = rc_calloc((void **)&step_ent, B, sizeof *step_ent, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&step_tok, B, sizeof *step_tok, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&slots, B, sizeof *slots, "generation")) != RC_OK ||
         (s = rc_calloc((void **)&starts, B, sizeof *starts, "generation")) != RC_OK ||
@@ -162,15 +164,19 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
             for (int64_t i = 0; i < active; i++) {
                 const int64_t sq = ids[i];
                 float *w = work + (size_t)omp_get_thread_num() * (size_t)(2 * V);
+                if (cfg->forced_tokens && step >= cfg->forced_valid[sq]) { /* the replayed rollout ended */
+                    step_tok[i] = -1;
+                    continue;
+                }
+                /* with the token: the entropy of the distribution its log-prob is
+                 * from (temperature-scaled, full vocabulary: as logprob_gen) */
                 if (cfg->forced_tokens) { /* replay a stored rollout */
-                    if (step >= cfg->forced_valid[sq]) {
-                        step_tok[i] = -1;
-                        continue;
-                    }
                     step_tok[i] = cfg->forced_tokens[sq * cfg->forced_len + step];
-                    step_lpp[i] = rc_processed_logprob(lp + i * V, V, &cfg->sampling, step_tok[i], w);
+                    step_lpp[i] =
+                        rc_processed_logprob(lp + i * V, V, &cfg->sampling, step_tok[i], w, &step_ent[i]);
                 } else {
-                    step_tok[i] = rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], w, &step_lpp[i]);
+                    step_tok[i] =
+                        rc_sample(lp + i * V, V, &cfg->sampling, &rng[slots[i]], w, &step_lpp[i], &step_ent[i]);
                 }
             }
             int64_t next = 0;
@@ -189,6 +195,7 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
                 out->gen_tokens[sq * G + step] = t;
                 out->logprob_gen[sq * G + step] = lp[i * V + t];
                 out->logprob_gen_processed[sq * G + step] = lpp;
+                out->entropy_gen[sq * G + step] = (float)step_ent[i];
                 if (cfg->stop_at_eos && is_eos(mc, t)) {
                     out->gen_valid[sq] = (int32_t)(step + 1);
                     continue; /* this sequence is done */
@@ -217,6 +224,7 @@ done:
     free(owner);
     free(work);
     free(step_lpp);
+    free(step_ent);
     free(step_tok);
     free(slots);
     free(starts);
@@ -483,6 +491,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     ALLOC(out->gen_valid, S);
     ALLOC(out->logprob_gen, S * G);
     ALLOC(out->logprob_gen_processed, S * G);
+    ALLOC(out->entropy_gen, S * G);
     ALLOC(out->lens, cfg->n_lens);
     if (cfg->reference)
         ALLOC(out->logprob_ref, S * G);
@@ -504,7 +513,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
     for (int64_t i = 0; i < S * G; i++) {
         out->gen_tokens[i] = -1;
-        out->logprob_gen[i] = out->logprob_gen_processed[i] = NAN;
+        out->logprob_gen[i] = out->logprob_gen_processed[i] = out->entropy_gen[i] = NAN;
     }
 
     run_ctx rc = {.cfg = cfg, .progress = progress, .pctx = progress_ctx, .interrupted = interrupted};

@@ -86,24 +86,44 @@ static float filter_cut(const float *lp, int64_t V, const rc_sampling *sp, float
     return cut;
 }
 
-static double kept_mass(const float *lp, int64_t V, float cut, int64_t *kept)
+double rc_entropy(const float *lp, int64_t V)
 {
-    double z = 0.0;
+    double h = 0.0;
+    for (int64_t i = 0; i < V; i++)
+        if (lp[i] != -INFINITY) {
+            const double l = (double)lp[i];
+            h -= exp(l) * l;
+        }
+    return h;
+}
+
+/* The mass of the tokens top-k / top-p keep; with `entropy`, also rc_entropy
+ * of the whole distribution (the same terms in the same order), in this pass
+ * when nothing is filtered out (it computes every exp already), else in its own */
+static double kept_mass(const float *lp, int64_t V, float cut, int64_t *kept, double *entropy)
+{
+    double z = 0.0, h = 0.0;
     *kept = 0;
+    const bool fused = entropy && cut == -INFINITY;
     for (int64_t i = 0; i < V; i++)
         if (lp[i] >= cut) {
-            z += exp((double)lp[i]);
+            const double e = exp((double)lp[i]);
+            z += e;
+            if (fused && lp[i] != -INFINITY)
+                h -= e * (double)lp[i];
             (*kept)++;
         }
+    if (entropy)
+        *entropy = fused ? h : rc_entropy(lp, V);
     return z;
 }
 
 int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
-                  float *lp_processed)
+                  float *lp_processed, double *entropy)
 {
     float cut = filter_cut(lp, V, sp, work);
     int64_t kept;
-    double z = kept_mass(lp, V, cut, &kept);
+    double z = kept_mass(lp, V, cut, &kept, entropy);
     double u = rc_rng_uniform(rng) * z, acc = 0.0;
     int32_t tok = -1;
     for (int64_t i = 0; i < V; i++) {
@@ -123,12 +143,16 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
     return tok;
 }
 
-float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work)
+float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
+                           double *entropy)
 {
     float cut = filter_cut(lp, V, sp, work);
-    if (lp[tok] < cut)
+    if (lp[tok] < cut) {
+        if (entropy)
+            *entropy = rc_entropy(lp, V);
         return -INFINITY;
+    }
     int64_t kept;
-    double z = kept_mass(lp, V, cut, &kept);
+    double z = kept_mass(lp, V, cut, &kept, entropy);
     return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
 }

@@ -25,12 +25,20 @@ typedef struct {
  * every token tied with the k-th; TopPLogitsWarper keeps the smallest set of
  * most likely tokens whose mass reaches top_p, at least one). Returns the
  * token; *lp_processed gets its log-prob under the renormalised filtered
- * distribution. `work` needs 2*V floats. */
+ * distribution. `work` needs 2*V floats. *entropy (unless NULL) gets
+ * rc_entropy(lp, V), from the same pass over the exps when nothing is
+ * filtered. */
 int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,
-                  float *lp_processed);
+                  float *lp_processed, double *entropy);
 
 /* The processed (top-k / top-p renormalised) log-prob of a given token;
- * -inf when the filters remove it. */
-float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work);
+ * -inf when the filters remove it. *entropy as rc_sample's. */
+float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
+                           double *entropy);
+
+/* The entropy -sum_i p_i log p_i (nats) of the distribution with log-probs
+ * lp[V], p_i = exp(lp_i) as given (not renormalised), each term and the sum
+ * in double; tokens with lp = -inf add nothing. */
+double rc_entropy(const float *lp, int64_t V);
 
 #endif

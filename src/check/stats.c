@@ -89,6 +89,7 @@ void rc_results_free(rc_results *r)
     free(r->gen_valid);
     free(r->logprob_gen);
     free(r->logprob_gen_processed);
+    free(r->entropy_gen);
     free(r->logprob_ref);
     for (int i = 0; r->lens && i < r->n_lens; i++) {
         rc_len_result *L = &r->lens[i];
@@ -340,6 +341,127 @@ static void seq_stats(const rc_results *r, rc_len_result *L)
     st->seq_frac_above_cap = c ? (double)above / (double)c : NAN;
 }
 
+const char *const rc_strata_names[RC_N_STRATA] = {"prob", "entropy"};
+#define SF(field) {#field, offsetof(rc_stratum, field)}
+const rc_stratum_field rc_stratum_fields[] = {
+    SF(lo), SF(hi), SF(mean_log_ratio), SF(std_log_ratio), SF(mean_abs_log_ratio), SF(max_abs_log_ratio),
+    SF(clipfrac), SF(k3), SF(share_abs_log_ratio),
+};
+#undef SF
+const size_t rc_n_stratum_fields = sizeof rc_stratum_fields / sizeof rc_stratum_fields[0];
+_Static_assert(sizeof(rc_stratum_fields) / sizeof(rc_stratum_fields[0]) ==
+                   (sizeof(rc_stratum) - sizeof(int64_t)) / sizeof(double),
+               "one rc_stratum_fields entry per double of rc_stratum");
+
+double rc_stratum_value(const rc_stratum *b, const rc_stratum_field *f)
+{
+    double v;
+    memcpy(&v, (const char *)b + f->off, sizeof v);
+    return v;
+}
+
+/* the value token (sq, t) is binned by: its stored log-prob (prob) or the
+ * sampler's entropy at that step (entropy) */
+static double strata_value(const rc_results *r, int kind, int64_t i)
+{
+    return kind == RC_STRATA_PROB ? (double)r->logprob_gen[i] : (double)r->entropy_gen[i];
+}
+
+/* decile of v: how many of the 9 edges are <= v */
+static int decile_of(const double *edges, double v)
+{
+    int k = 0;
+    while (k < RC_N_DECILES - 1 && edges[k] <= v)
+        k++;
+    return k;
+}
+
+/* The strata of L (results.h rc_strata): decile edges from the sorted
+ * values, then one pass per token. vals: scratch of S * L + 1 doubles. */
+static void strata(const rc_results *r, rc_len_result *L, int kind, double *vals)
+{
+    rc_strata *sa = &L->st.strata[kind];
+    memset(sa, 0, sizeof *sa);
+    const int64_t G = r->gen_len, Ln = L->len;
+    if (kind == RC_STRATA_ENTROPY && !r->entropy_gen) {
+        for (int k = 0; k < RC_N_DECILES - 1; k++)
+            sa->edges[k] = NAN;
+        for (int k = 0; k < RC_N_DECILES; k++) {
+            rc_stratum *b = &sa->bin[k];
+            b->lo = b->hi = b->mean_log_ratio = b->std_log_ratio = b->mean_abs_log_ratio = b->max_abs_log_ratio =
+                b->clipfrac = b->k3 = b->share_abs_log_ratio = NAN;
+        }
+        return; /* a file written before the entropy: not present */
+    }
+    sa->present = true;
+    int64_t n = 0;
+    for (int64_t sq = 0; sq < r->n_seq; sq++) {
+        const int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
+        for (int64_t t = 0; t < valid; t++) {
+            const double v = strata_value(r, kind, sq * G + t);
+            const double lr = (double)L->logprob_fwd[sq * Ln + t] - (double)r->logprob_gen[sq * G + t];
+            if (!isnan(v) && !isnan(lr))
+                vals[n++] = v;
+        }
+    }
+    sa->count = n;
+    qsort(vals, (size_t)n, sizeof *vals, cmp_double);
+    for (int k = 1; k < RC_N_DECILES; k++)
+        sa->edges[k - 1] = n > 0 ? vals[(k * n) / RC_N_DECILES] : NAN;
+    /* per decile: sums of log r, |log r|, (log r)^2 about the mean (second pass) */
+    double sum[RC_N_DECILES] = {0}, sum_abs[RC_N_DECILES] = {0}, mx[RC_N_DECILES] = {0}, k3[RC_N_DECILES] = {0};
+    double lo[RC_N_DECILES], hi[RC_N_DECILES], ss[RC_N_DECILES] = {0};
+    int64_t cnt[RC_N_DECILES] = {0}, clipped[RC_N_DECILES] = {0};
+    for (int k = 0; k < RC_N_DECILES; k++) {
+        lo[k] = INFINITY;
+        hi[k] = -INFINITY;
+    }
+    const rc_stat_params *P = &r->stat;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t sq = 0; sq < r->n_seq; sq++) {
+            const int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
+            for (int64_t t = 0; t < valid; t++) {
+                const double v = strata_value(r, kind, sq * G + t);
+                const double lr = (double)L->logprob_fwd[sq * Ln + t] - (double)r->logprob_gen[sq * G + t];
+                if (isnan(v) || isnan(lr))
+                    continue;
+                const int k = decile_of(sa->edges, v);
+                if (pass == 1) {
+                    const double d = lr - sum[k] / (double)cnt[k];
+                    ss[k] += d * d;
+                    continue;
+                }
+                const double ratio = exp(lr);
+                cnt[k]++;
+                sum[k] += lr;
+                sum_abs[k] += fabs(lr);
+                mx[k] = fabs(lr) > mx[k] ? fabs(lr) : mx[k];
+                k3[k] += ratio - 1.0 - lr;
+                clipped[k] += !(ratio >= 1.0 - P->clip_eps_low && ratio <= 1.0 + P->clip_eps_high);
+                lo[k] = v < lo[k] ? v : lo[k];
+                hi[k] = v > hi[k] ? v : hi[k];
+            }
+        }
+    double total_abs = 0;
+    for (int k = 0; k < RC_N_DECILES; k++)
+        total_abs += sum_abs[k];
+    for (int k = 0; k < RC_N_DECILES; k++) {
+        rc_stratum *b = &sa->bin[k];
+        const double c = cnt[k] ? (double)cnt[k] : NAN;
+        b->count = cnt[k];
+        b->lo = cnt[k] ? (kind == RC_STRATA_PROB ? exp(lo[k]) : lo[k]) : NAN;
+        b->hi = cnt[k] ? (kind == RC_STRATA_PROB ? exp(hi[k]) : hi[k]) : NAN;
+        b->mean_log_ratio = sum[k] / c;
+        b->std_log_ratio = sqrt(ss[k] / c);
+        b->mean_abs_log_ratio = sum_abs[k] / c;
+        b->max_abs_log_ratio = cnt[k] ? mx[k] : NAN;
+        b->clipfrac = (double)clipped[k] / c;
+        b->k3 = k3[k] / c;
+        b->share_abs_log_ratio = n > 0 && total_abs > 0 ? sum_abs[k] / total_abs : NAN;
+    }
+}
+
+
 static rc_status len_stats(const rc_results *r, rc_len_result *L)
 {
     const int64_t S = r->n_seq, G = r->gen_len, Ln = L->len;
@@ -461,10 +583,76 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
     }
     free(pos_sum_r);
     free(pos_sum_r2);
-    free(ratios);
     seq_stats(r, L);
     corrections(r, L);
+    for (int k = 0; k < RC_N_STRATA; k++)
+        strata(r, L, k, ratios); /* ratios' S * L + 1 doubles as scratch */
+    free(ratios);
     return RC_OK;
+}
+
+/* Growth (results.h rc_growth) from every length's var(S). */
+static void growth(rc_results *r)
+{
+    rc_growth *g = &r->growth;
+    memset(g, 0, sizeof *g);
+    g->exponent = g->log_coef = g->r2 = g->cap_length = NAN;
+    g->cap = r->stat.seq_cap;
+    double x[RC_MAX_LENS_READ], y[RC_MAX_LENS_READ];
+    int n = 0;
+    for (int i = 0; i < r->n_lens && n < RC_MAX_LENS_READ; i++) {
+        const double sd = r->lens[i].st.seq_sum_std, var = sd * sd;
+        if (r->lens[i].st.seq_count > 1 && isfinite(var) && var > 0) {
+            x[n] = log((double)r->lens[i].len);
+            y[n] = log(var);
+            n++;
+        }
+    }
+    g->n_points = n;
+    if (n < 2) {
+        if (r->n_lens < 2)
+            snprintf(g->reason, sizeof g->reason, "needs 2 or more lengths (e.g. --len 20,40,50 or 64:4096:x2)");
+        else
+            snprintf(g->reason, sizeof g->reason,
+                     "var(S) > 0 at %d of the %d lengths, needs 2 (0: every sequence has the same S)", n,
+                     r->n_lens);
+        return;
+    }
+    double mx = 0, my = 0;
+    for (int i = 0; i < n; i++) {
+        mx += x[i];
+        my += y[i];
+    }
+    mx /= n;
+    my /= n;
+    double sxx = 0, sxy = 0, syy = 0;
+    for (int i = 0; i < n; i++) {
+        sxx += (x[i] - mx) * (x[i] - mx);
+        sxy += (x[i] - mx) * (y[i] - my);
+        syy += (y[i] - my) * (y[i] - my);
+    }
+    const double a = sxy / sxx, b = my - a * mx;
+    g->exponent = a;
+    g->log_coef = b;
+    if (n >= 3 && syy > 0) {
+        double res = 0;
+        for (int i = 0; i < n; i++)
+            res += (y[i] - (b + a * x[i])) * (y[i] - (b + a * x[i]));
+        g->r2 = 1.0 - res / syy;
+    }
+    snprintf(g->looks_like, sizeof g->looks_like, "%s",
+             a < RC_GROWTH_SLOW_MAX   ? "slower than sqrt(L)"
+             : a < RC_GROWTH_SQRT_MAX ? "sqrt(L)"
+             : a <= RC_GROWTH_FAST_MIN ? "L"
+                                       : "faster than L");
+    /* std(S) = sqrt(e^b L^a) = log(cap)  <=>  L = (log(cap)^2 / e^b)^(1/a) */
+    const double target = log(g->cap);
+    if (!(a > 0))
+        snprintf(g->reason, sizeof g->reason, "var(S) does not grow with L (exponent %.3g)", a);
+    else if (!(target > 0))
+        snprintf(g->reason, sizeof g->reason, "the cap %g is not above 1", g->cap);
+    else
+        g->cap_length = exp((2.0 * log(target) - b) / a);
 }
 
 const char *const rc_objective_names[RC_N_OBJECTIVES] = {"token_ppo", "sequence_is", "gspo"};
@@ -646,5 +834,6 @@ rc_status rc_compute_stats(rc_results *r)
             c->mean_abs = n ? sum / (double)n : NAN;
         }
     verdict(r);
+    growth(r);
     return RC_OK;
 }

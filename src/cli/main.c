@@ -205,6 +205,28 @@ static rc_status op_i64(const opt_spec *o, const char *v, void *dst)
     return parse_i64(name, v, (int64_t)o->lo, o->hi >= 0x1p63 ? INT64_MAX : (int64_t)o->hi, OPT_AT(o, dst, int64_t));
 }
 
+/* --by prob|entropy|prob,entropy: a bit per strata kind (results.h RC_STRATA_*) */
+static rc_status op_by(const opt_spec *o, const char *v, void *dst)
+{
+    unsigned m = 0;
+    for (const char *p = v;;) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        int k = 0;
+        while (k < RC_N_STRATA && !(strlen(rc_strata_names[k]) == n && !strncmp(p, rc_strata_names[k], n)))
+            k++;
+        if (k == RC_N_STRATA)
+            return rc_errorf(RC_ERR_USAGE, "--%s: '%.*s' is not prob or entropy (e.g. --%s prob,entropy)", o->name,
+                             (int)n, p, o->name);
+        m |= 1u << k;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    *OPT_AT(o, dst, unsigned) = m;
+    return RC_OK;
+}
+
 static rc_status op_f64(const opt_spec *o, const char *v, void *dst)
 {
     char name[64];
@@ -1004,6 +1026,54 @@ typedef struct {
 } show_sel;
 static void print_show_json(const rc_results *r, const rc_tokenizer *tok, const int64_t *idx, int64_t n);
 
+/* "strata": {"prob": {...}, "entropy": {...} or null} of one length (README "Strata") */
+static void print_strata_json(const rc_len_stats *st)
+{
+    printf("\"strata\": {");
+    for (int k = 0; k < RC_N_STRATA; k++) {
+        const rc_strata *sa = &st->strata[k];
+        printf("%s\"%s\": ", k ? ", " : "", rc_strata_names[k]);
+        if (!sa->present) {
+            printf("null");
+            continue;
+        }
+        printf("{\"count\": %lld, \"edges\": [", (long long)sa->count);
+        for (int e = 0; e < RC_N_DECILES - 1; e++) {
+            if (isfinite(sa->edges[e]))
+                printf("%s%.17g", e ? ", " : "", sa->edges[e]);
+            else
+                printf("%snull", e ? ", " : "");
+        }
+        printf("], \"deciles\": [");
+        for (int b = 0; b < RC_N_DECILES; b++) {
+            printf("%s{\"decile\": %d, \"count\": %lld, ", b ? ", " : "", b, (long long)sa->bin[b].count);
+            for (size_t f = 0; f < rc_n_stratum_fields; f++)
+                json_num(stdout, rc_stratum_fields[f].name, rc_stratum_value(&sa->bin[b], &rc_stratum_fields[f]),
+                         f + 1 < rc_n_stratum_fields);
+            printf("}");
+        }
+        printf("]}");
+    }
+    printf("}, ");
+}
+
+/* "growth": var(S) against L and its fit (README "Growth") */
+static void print_growth_json(const rc_growth *g)
+{
+    printf("\"growth\": {\"points\": %d, ", g->n_points);
+    json_num(stdout, "exponent", g->exponent, true);
+    json_num(stdout, "log_coef", g->log_coef, true);
+    json_num(stdout, "r2", g->r2, true);
+    printf("\"looks_like\": ");
+    json_str(stdout, g->looks_like);
+    printf(", ");
+    json_num(stdout, "cap", g->cap, true);
+    json_num(stdout, "cap_length", g->cap_length, true);
+    printf("\"reason\": ");
+    json_str(stdout, g->reason);
+    printf("}");
+}
+
 static void print_json(const rc_results *r, const char *out_path, int gates, const show_sel *show)
 {
     for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h), in their order */
@@ -1059,6 +1129,7 @@ static void print_json(const rc_results *r, const char *out_path, int gates, con
             json_num(stdout, "ref_gen_mean_abs", st->ref_gen_mean_abs, true);
             json_num(stdout, "ref_fwd_mean_abs", st->ref_fwd_mean_abs, true);
         }
+        print_strata_json(st);
         printf("\"first_divergent_position\": %lld}", (long long)st->first_divergent_position);
     }
     printf("], \"cross_length\": [");
@@ -1070,8 +1141,10 @@ static void print_json(const rc_results *r, const char *out_path, int gates, con
         json_num(stdout, "mean_abs", c->mean_abs, false);
         printf("}");
     }
+    printf("], ");
+    print_growth_json(&r->growth);
     const rc_verdict *v = &r->verdict;
-    printf("], \"verdict\": {");
+    printf(", \"verdict\": {");
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
         printf("\"%s\": {\"level\": \"%s\", \"reason\": ", rc_objective_names[o], rc_verdict_name(v->level[o]));
         json_str(stdout, v->reason[o]);
@@ -1189,7 +1262,77 @@ static void print_corrections(const rc_results *r)
     }
 }
 
-static void print_table(const rc_results *r, const char *out_path, int gates)
+/* growth of var(S) with L (README "Growth"): a few lines, always */
+static void print_growth(const rc_results *r)
+{
+    const rc_growth *g = &r->growth;
+    printf("\ngrowth of S with L (README \"Growth\"): ");
+    if (!isfinite(g->exponent)) {
+        printf("n/a: %s\n", g->reason);
+        return;
+    }
+    printf("var(S) = %.3g x L^%.3f, least squares in log-log over %d lengths", exp(g->log_coef), g->exponent,
+           g->n_points);
+    if (isfinite(g->r2))
+        printf(" (r^2 %.3f)", g->r2);
+    const bool like = !strcmp(g->looks_like, "sqrt(L)") || !strcmp(g->looks_like, "L");
+    printf("\n  std(S) ~ L^%.2f: %s%s (sqrt(L): independent token errors, L: correlated ones)\n", g->exponent / 2.0,
+           like ? "like " : "", g->looks_like);
+    if (isfinite(g->cap_length))
+        printf("  sequence IS cap e^S > %g: std(S) reaches log %g = %.3f at L ~ %.3g (extrapolated)\n", g->cap,
+               g->cap, log(g->cap), g->cap_length);
+    else
+        printf("  sequence IS cap e^S > %g: n/a: %s\n", g->cap, g->reason);
+}
+
+/* --by prob / entropy: the deciles of the longest length (README "Strata") */
+static void print_strata(const rc_results *r, unsigned by)
+{
+    const rc_len_result *L = &r->lens[r->n_lens - 1];
+    for (int k = 0; k < RC_N_STRATA; k++) {
+        if (!(by & (1u << k)))
+            continue;
+        const rc_strata *sa = &L->st.strata[k];
+        const bool prob = k == RC_STRATA_PROB;
+        printf("\nstrata at L=%lld: log r by decile of %s (README \"Strata\"; JSON and HDF5: every length)\n",
+               (long long)L->len,
+               prob ? "the sampler's probability p of the token (0: least likely)"
+                    : "the entropy of the sampler's distribution, nats (0: most certain)");
+        if (!sa->present) {
+            printf("  n/a: this file has no /rollouts/entropy (written before it)\n");
+            continue;
+        }
+        printf("  %6s %9s %9s %7s %11s %11s %11s %11s %9s %10s %7s\n", "decile", prob ? "p from" : "H from",
+               prob ? "p to" : "H to", "tokens", "mean|log r|", "max|log r|", "mean log r", "std log r", "clipfrac",
+               "k3", "share");
+        for (int b = 0; b < RC_N_DECILES; b++) {
+            const rc_stratum *x = &sa->bin[b];
+            if (x->count == 0) {
+                printf("  %6d %9s %9s %7d   (empty: its edge equals the next one's)\n", b, "", "", 0);
+                continue;
+            }
+            printf("  %6d %9.3g %9.3g %7lld %11.3e %11.3e %11.3e %11.3e %9.5f %10.3e %6.1f%%\n", b, x->lo, x->hi,
+                   (long long)x->count, x->mean_abs_log_ratio, x->max_abs_log_ratio, x->mean_log_ratio,
+                   x->std_log_ratio, x->clipfrac, x->k3, 100.0 * x->share_abs_log_ratio);
+        }
+        /* the field finding: low-p (high-entropy) tokens carry more of the gap */
+        int lo = 0, hi = RC_N_DECILES - 1;
+        while (lo < hi && sa->bin[lo].count == 0)
+            lo++;
+        while (hi > lo && sa->bin[hi].count == 0)
+            hi--;
+        const rc_stratum *a = &sa->bin[prob ? lo : hi], *z = &sa->bin[prob ? hi : lo];
+        printf("  mean |log r| of the %s decile over the %s one's: ", prob ? "least likely" : "highest-entropy",
+               prob ? "most likely" : "lowest-entropy");
+        if (z->mean_abs_log_ratio > 0)
+            printf("%.3gx\n", a->mean_abs_log_ratio / z->mean_abs_log_ratio);
+        else
+            printf("%s (%.3e against 0)\n", a->mean_abs_log_ratio > 0 ? "unbounded" : "both 0",
+                   a->mean_abs_log_ratio);
+    }
+}
+
+static void print_table(const rc_results *r, const char *out_path, int gates, unsigned by)
 {
     printf("ratiocheck %s  model ", RC_VERSION);
     term_str(stdout, r->model_path ? r->model_path : "");
@@ -1247,7 +1390,10 @@ static void print_table(const rc_results *r, const char *out_path, int gates)
                (long long)st->seq_count, st->seq_sum_mean, st->seq_sum_std, exp(st->seq_sum_min), exp(st->seq_sum_max),
                st->seq_frac_outside_band, st->seq_frac_above_cap);
     }
+    print_growth(r);
     print_corrections(r);
+    if (by)
+        print_strata(r, by);
     if (r->n_cross > 0) {
         printf("\nforward log-prob of the same token, re-scored with different lengths (shared positions)\n");
         printf("%5s %5s %8s %12s %12s\n", "La", "Lb", "tokens", "max |diff|", "mean |diff|");
@@ -1461,12 +1607,28 @@ static int parse_json_flag(int argc, char **argv, const char *usage, int *json)
     return code;
 }
 
+typedef struct {
+    bool json, help;
+    unsigned by;
+} report_opts;
+
+static const opt_spec k_report_opts[] = {
+    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, offsetof(report_opts, json), 0,
+     0},
+    {"by", 0, "prob|entropy|prob,entropy", "also print the strata tables, as run --by", NULL, op_by,
+     offsetof(report_opts, by), 0, 0},
+    OPT_HELP(report_opts),
+};
+
 static int cmd_report(int argc, char **argv)
 {
-    int json = 0, code = parse_json_flag(argc, argv,
-                                         "Usage: ratiocheck report FILE.h5 [--json]\n\nThe run's summary again, from "
-                                         "the file alone.\n\n",
-                                         &json);
+    report_opts ro = {0};
+    int code = parse_opts(argc, argv, k_report_opts, sizeof k_report_opts / sizeof k_report_opts[0], &ro,
+                          offsetof(report_opts, help),
+                          "Usage: ratiocheck report FILE.h5 [--json] [--by prob,entropy]\n\nThe run's summary "
+                          "again, from the file alone.\n\n");
+    const int json = ro.json;
+    const unsigned by = ro.by;
     if (code >= 0)
         return code;
     if (optind != argc - 1)
@@ -1478,7 +1640,7 @@ static int cmd_report(int argc, char **argv)
     if (json)
         print_json(&r, argv[optind], -1, NULL);
     else
-        print_table(&r, argv[optind], -1);
+        print_table(&r, argv[optind], -1, by);
     rc_results_free(&r);
     return 0;
 }
@@ -1997,6 +2159,7 @@ typedef struct {
     bool lp_same, force, json, quiet, help;
     bool len_given; /* --len was given (else --rollouts-from takes the file's lengths) */
     int64_t threads, num_prompts, seed, show, show_worst;
+    unsigned by; /* --by: the strata tables to print (bit RC_STRATA_*) */
     double temperature;
     double clip_eps; /* --clip-eps: both sides, unless --clip-eps-low / -high (0: not given) */
     const char *sampler_spec, *trainer_spec; /* --sampler / --trainer, applied after the other options */
@@ -2140,6 +2303,10 @@ static const opt_spec k_run_opts[] = {
      RO(out_path), 0, 0},
     {"force", 0, NULL, "overwrite an existing output file", NULL, op_flag, RO(force), 0, 0},
     {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, RO(json), 0, 0},
+    {"by", 0, "prob|entropy|prob,entropy",
+     "also print log r by decile of the sampler's token\nprobability and/or entropy at the longest length\n(JSON and "
+     "HDF5 always have them, for every length)",
+     NULL, op_by, RO(by), 0, 0},
     {"fail-above", 0, "M=V,...",
      "exit 3 if a metric exceeds its limit at any length\n(clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
      " nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)",
@@ -2507,7 +2674,7 @@ static int run_report(const run_ctx *x)
     if (ro->json) {
         print_json(res, x->out_path, gates, &sel);
     } else {
-        print_table(res, x->out_path, gates);
+        print_table(res, x->out_path, gates, ro->by);
         if (idx)
             print_show(res, x->tok, idx, sel.n, ro->show_worst > 0);
     }

@@ -402,7 +402,7 @@ static rc_status read_strs(h5r *r, const char *name, int64_t n, char ***out)
 
 /* bytes of every array rc_h5_read and rc_compute_stats would allocate, or -1
  * on overflow */
-static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, const int64_t *lens,
+static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, bool ent, const int64_t *lens,
                               int64_t nlens)
 {
     int64_t pt, sg, t, total = 0;
@@ -410,9 +410,9 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
     if (!rc_mul_i64(P, Pmax, &pt) || !rc_mul_i64(pt, 4, &pt) || !rc_add_i64(total, pt, &total) ||
         !rc_mul_i64(P, 4 + 8, &t) || !rc_add_i64(total, t, &total))
         return -1;
-    /* rollouts: 3 x i32 [S], completion pointers; tokens + 2 log-prob arrays (+ reference) [S, G] */
+    /* rollouts: 3 x i32 [S], completion pointers; tokens + 2 log-prob arrays (+ entropy, reference) [S, G] */
     if (!rc_mul_i64(S, 3 * 4 + 8, &t) || !rc_add_i64(total, t, &total) || !rc_mul_i64(S, G, &sg) ||
-        !rc_mul_i64(sg, 3 * 4 + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
+        !rc_mul_i64(sg, 3 * 4 + (ent ? 4 : 0) + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
         return -1;
     /* per length: forward log-probs [S, L], and the statistics' double scratch */
     for (int64_t i = 0; i < nlens; i++)
@@ -506,8 +506,11 @@ static rc_status read_all(h5r *r, rc_results *out)
     }
     const int64_t P = out->n_prompts, S = out->n_seq, G = out->gen_len;
     const bool ref = H5Lexists(r->f, "/reference", H5P_DEFAULT) > 0;
+    /* the sampler's entropy: files written before it have none (no entropy strata then) */
+    const bool ent = H5Lexists(r->f, "/rollouts", H5P_DEFAULT) > 0 &&
+                     H5Lexists(r->f, "/rollouts/entropy", H5P_DEFAULT) > 0;
     if (st == RC_OK) {
-        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, lens, nlens);
+        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, ent, lens, nlens);
         if (bytes < 0 || bytes > RC_MAX_READ_BYTES)
             st = badf(r, RC_ERR_NOMEM,
                       "declares %lld prompts x %lld tokens and %lld sequences x %lld tokens, more than the %lld GiB "
@@ -548,6 +551,8 @@ static rc_status read_all(h5r *r, rc_results *out)
     if (st == RC_OK)
         st = read_ds(r, "/rollouts/logprob_gen_processed", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G,
                      (void **)&out->logprob_gen_processed);
+    if (st == RC_OK && ent)
+        st = read_ds(r, "/rollouts/entropy", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G, (void **)&out->entropy_gen);
     if (st == RC_OK && ref)
         st = read_ds(r, "/reference/logprob", DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, G, (void **)&out->logprob_ref);
     if (st == RC_OK)

@@ -66,6 +66,12 @@
  *                                   the end
  *   logprob_gen_processed f32[S, T] the same after top-k / top-p
  *                                   renormalisation (what the sampler drew from)
+ *   entropy           f32[S, T]     entropy (nats) of the distribution logprob_gen
+ *                                   is from: -sum_i p_i log p_i over the whole
+ *                                   vocabulary, p_i = exp of the step's fp32
+ *                                   log-probs (temperature-scaled, before top-k /
+ *                                   top-p), summed in double, rounded once; NaN
+ *                                   after the end (absent in older files)
  *
  *   completion        str[S]        the generated tokens decoded with the
  *                                   model's tokenizer.json (only when the
@@ -147,12 +153,44 @@
  *     pos_ratio_std           f64[L]  std of r at position t
  *     seq_log_ratio_sum       f64[S]  S of each sequence (NaN: no valid token)
  *     seq_log_ratio_mean      f64[S]  M of each sequence
+ *   /len_%04d/strata/prob, /len_%04d/strata/entropy   (README "Strata": log r
+ *   by decile of the token's sampler log-prob / of /rollouts/entropy over the
+ *   valid tokens t < L; entropy is left out when the run has no entropy)
+ *     attributes: count     i64     tokens binned
+ *                 edges     f64[9]  edge_k = the sorted values' element
+ *                                   floor(k n / 10), k = 1..9 (log-probs for
+ *                                   prob, nats for entropy); a token is in
+ *                                   decile #{k : edge_k <= its value}
+ *     datasets, [10] each, decile 0 first (lowest p / entropy):
+ *       count                   i64  tokens
+ *       lo, hi                  f64  smallest / largest p (prob) or entropy in it
+ *       mean_log_ratio, std_log_ratio   f64  of log r (population std)
+ *       mean_abs_log_ratio, max_abs_log_ratio  f64
+ *       clipfrac                f64  r outside [1 - clip_eps_low, 1 + clip_eps_high]
+ *       k3                      f64  mean(r - 1 - log r)
+ *       share_abs_log_ratio     f64  its sum of |log r| over all deciles' sum
+ *       (NaN in an empty decile; count 0)
  *
  * /cross_length   (always present; the datasets have length 0 when fewer than
  *                  two lengths were scored)
  *   len_a, len_b, count   i64[n]  pair of lengths and the shared valid tokens
  *   max_abs, mean_abs     f64[n]  |logprob_forward(len_a) - logprob_forward(len_b)|
  *                                 over the positions t < min(len_a, len_b)
+ *
+ * /growth   (README "Growth"; recomputed by `report`; absent in older files)
+ *   attributes: fit        str   "least squares of ln var(S) on ln L over the lengths"
+ *               points     i64   lengths in the fit (var(S) finite and > 0)
+ *               exponent   f64   a in var(S) = e^b L^a (NaN: no fit)
+ *               log_coef   f64   b
+ *               r2         f64   of the log-log fit (NaN with fewer than 3 points)
+ *               looks_like str   "sqrt(L)" (a < 1.5: std(S) ~ L^0.5, independent
+ *                                token errors), "L" (1.5 <= a <= 2.5: correlated),
+ *                                "slower than sqrt(L)" (a < 0.5), "faster than L"
+ *               cap        f64   seq_cap (the sequence IS cap on e^S)
+ *               cap_length f64   L where sqrt(e^b L^a) = log(cap), extrapolated (NaN: n/a)
+ *               reason     str   why a value is n/a, else ""
+ *   datasets:   len                    i64[n]  every length, as /len_NNNN
+ *               seq_log_ratio_sum_var  f64[n]  var(S) (population) at each
  *
  * /verdict   (attributes only; recomputed from the tensors by `report`)
  *   token_ppo, sequence_is, gspo            str   "OK", "WARN" or "FAIL" (README
@@ -675,6 +713,8 @@ static rc_status write_rollouts(const h5w *w, const rc_results *r)
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_gen_processed", r->n_seq, r->gen_len,
                        r->logprob_gen_processed);
+    if (st == RC_OK && r->entropy_gen)
+        st = ds_f32_2d(w, g, o, "entropy", r->n_seq, r->gen_len, r->entropy_gen);
     if (st == RC_OK && r->completion)
         st = ds_str_1d(w, g, o, "completion", r->n_seq, r->completion);
     return group_close(w, g, o, st);
@@ -730,6 +770,41 @@ static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_
     return RC_OK;
 }
 
+/* /len_NNNN/strata/{prob,entropy}: the deciles of results.h rc_strata (a
+ * kind without values, entropy in a replayed older file, is left out) */
+static rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_stats *s)
+{
+    char o[96];
+    snprintf(o, sizeof o, "%s/strata", len_obj);
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = group_close(w, g, o, RC_OK);
+    for (int k = 0; k < RC_N_STRATA && st == RC_OK; k++) {
+        const rc_strata *sa = &s->strata[k];
+        if (!sa->present)
+            continue;
+        char ko[128];
+        snprintf(ko, sizeof ko, "%s/%s", o, rc_strata_names[k]);
+        RC_TRY(group_create(w, ko, &g));
+        int64_t cnt[RC_N_DECILES];
+        double v[RC_N_DECILES];
+        st = attr_i64(w, g, ko, "count", sa->count);
+        if (st == RC_OK)
+            st = attr_num(w, g, ko, "edges", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, RC_N_DECILES - 1, sa->edges);
+        for (int b = 0; b < RC_N_DECILES; b++)
+            cnt[b] = sa->bin[b].count;
+        if (st == RC_OK)
+            st = ds_i64_1d(w, g, ko, "count", RC_N_DECILES, cnt);
+        for (size_t f = 0; f < rc_n_stratum_fields && st == RC_OK; f++) {
+            for (int b = 0; b < RC_N_DECILES; b++)
+                v[b] = rc_stratum_value(&sa->bin[b], &rc_stratum_fields[f]);
+            st = ds_f64_1d(w, g, ko, rc_stratum_fields[f].name, RC_N_DECILES, v);
+        }
+        st = group_close(w, g, ko, st);
+    }
+    return st;
+}
+
 /* One /len_NNNN group. buf holds at least n_seq * L floats. */
 static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
 {
@@ -770,7 +845,8 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "seq_log_ratio_mean", S, lr->seq_log_ratio_mean);
-    return group_close(w, g, o, st);
+    st = group_close(w, g, o, st);
+    return st == RC_OK ? write_strata(w, o, &lr->st) : st;
 }
 
 static rc_status write_cross(const h5w *w, const rc_results *r)
@@ -817,6 +893,47 @@ static rc_status write_cross(const h5w *w, const rc_results *r)
     free(mx);
     free(mn);
     return st;
+}
+
+/* /growth: var(S) against L and its power-law fit (results.h rc_growth) */
+static rc_status write_growth(const h5w *w, const rc_results *r)
+{
+    const char *o = "/growth";
+    const rc_growth *gr = &r->growth;
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = attr_str(w, g, o, "fit", "least squares of ln var(S) on ln L over the lengths");
+    if (st == RC_OK)
+        st = attr_i64(w, g, o, "points", gr->n_points);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "exponent", gr->exponent);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "log_coef", gr->log_coef);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "r2", gr->r2);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "looks_like", gr->looks_like);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "cap", gr->cap);
+    if (st == RC_OK)
+        st = attr_f64(w, g, o, "cap_length", gr->cap_length);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "reason", gr->reason);
+    int64_t *len = NULL;
+    double *var = NULL;
+    if (st == RC_OK && (st = rc_calloc((void **)&len, r->n_lens + 1, sizeof *len, "growth")) == RC_OK &&
+        (st = rc_calloc((void **)&var, r->n_lens + 1, sizeof *var, "growth")) == RC_OK) {
+        for (int i = 0; i < r->n_lens; i++) {
+            len[i] = r->lens[i].len;
+            var[i] = r->lens[i].st.seq_sum_std * r->lens[i].st.seq_sum_std;
+        }
+        st = ds_i64_1d(w, g, o, "len", r->n_lens, len);
+        if (st == RC_OK)
+            st = ds_f64_1d(w, g, o, "seq_log_ratio_sum_var", r->n_lens, var);
+    }
+    free(len);
+    free(var);
+    return group_close(w, g, o, st);
 }
 
 static rc_status write_verdict(const h5w *w, const rc_results *r)
@@ -929,6 +1046,7 @@ static rc_status write_all(const h5w *w, const rc_results *r)
         RC_TRY(st);
     }
     RC_TRY(write_cross(w, r));
+    RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
     return write_sweep(w, r);
 }
