@@ -151,6 +151,7 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
             rc_rng_seed(&rng[i], cfg->seed, (uint64_t)p, (uint64_t)out->seq_sample[sq]);
             out->gen_valid[sq] = (int32_t)G;
         }
+        e->hook.seq0 = b0; /* slot i holds sequence b0 + i */
         if (s == RC_OK)
             s = prefill(e, cfg, out, b0, nb, slots, starts, n_new, rows, owner, tok, lp, chunk_lp);
         int64_t active = nb;
@@ -343,6 +344,7 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             }
             R += n_new[i];
         }
+        e->hook.seq0 = b0;
         if (chunk > 0)
             s = step_chunked(e, chunk, nb, n_new, tok, rows, targets, n_out, lp);
         else
@@ -520,6 +522,8 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     const int64_t rows_gen = B * cfg->prompt_max, rows_fwd = FB * (cfg->prompt_max + G);
     s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
     if (s == RC_OK)
+        e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 0, 0};
+    if (s == RC_OK)
         s = generate(&rc, e, out);
     if (s == RC_OK && cfg->trainer) { /* the trainer's own engine for the full forward */
         rc_engine_free(e);
@@ -527,6 +531,8 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &cfg->num_trainer, slots,
                              cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
     }
+    if (s == RC_OK) /* the full forward: the trainer's side (its own engine, or the shared one) */
+        e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 1, 0};
     double t1 = now_s();
     char phase[64];
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {
