@@ -115,6 +115,15 @@ static rc_status prefill(rc_engine *e, const rc_rollout_cfg *cfg, const rc_resul
     return RC_OK;
 }
 
+/* cfg->replay_only: does the group of sequences [b0, b0 + nb) hold one? */
+static bool group_wanted(const rc_rollout_cfg *cfg, int64_t b0, int64_t nb)
+{
+    for (int64_t i = 0; cfg->replay_only && i < nb; i++)
+        if (cfg->replay_only[b0 + i])
+            return true;
+    return !cfg->replay_only;
+}
+
 static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
 {
     const rc_rollout_cfg *cfg = rc->cfg;
@@ -144,6 +153,8 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
         goto done;
     for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += B) {
         const int64_t nb = S - b0 < B ? S - b0 : B;
+        if (!group_wanted(cfg, b0, nb))
+            continue;
         /* prefill: every prompt of the batch, packed (in chunks with prefill_chunk) */
         for (int64_t i = 0; i < nb; i++) {
             const int64_t sq = b0 + i, p = out->seq_prompt[sq];
@@ -328,6 +339,8 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
     for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += fb) {
         const int64_t nb = S - b0 < fb ? S - b0 : fb;
         int64_t R = 0, n_out = 0;
+        if (!group_wanted(cfg, b0, nb))
+            continue;
         for (int64_t i = 0; i < nb; i++) {
             const int64_t sq = b0 + i, p = out->seq_prompt[sq];
             const int64_t P = cfg->prompt_len[p];

@@ -2938,7 +2938,7 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
                (long long)f->sampler_rows, (long long)f->trainer_rows);
     }
     /* per layer: the first op that differs, the share of equal elements, the worst ulp, the layer output's rel L2 */
-    printf("\n%-6s %-11s %9s %11s %11s %12s\n", "layer", "first op", "equal", "max ulp", "max |d|", "out rel L2");
+    printf("\n%-6s %-11s %9s %9s %9s %11s\n", "layer", "first op", "differ", "max ulp", "max |d|", "out rel L2");
     for (int64_t sl = 0; sl < tt->n_slots; sl++) {
         int64_t cnt = 0, eq = 0;
         double mu = 0, ma = 0, out_rel = NAN;
@@ -2957,11 +2957,11 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
         }
         if (cnt == 0)
             continue;
-        printf("%-6s %-11s %9.4f %11.3g %11.3g %12.3g\n", trace_layer_str(sl - 1, to->n_layers, lb, sizeof lb), first_op,
-               (double)eq / (double)cnt, mu, ma, out_rel);
+        printf("%-6s %-11s %9.3g %9.3g %9.3g %11.3g\n", trace_layer_str(sl - 1, to->n_layers, lb, sizeof lb), first_op,
+               (double)(cnt - eq) / (double)cnt, mu, ma, out_rel);
     }
     /* per op over the layers */
-    printf("\n%-11s %9s %11s %11s %11s\n", "op", "equal", "max ulp", "max |d|", "max rel L2");
+    printf("\n%-11s %9s %9s %9s %11s\n", "op", "differ", "max ulp", "max |d|", "max rel L2");
     for (int op = 0; op < RC_TOP_COUNT; op++) {
         int64_t cnt = 0, eq = 0;
         double mu = 0, ma = 0, mr = 0;
@@ -2976,11 +2976,12 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
             mr = c->rel_l2 > mr ? c->rel_l2 : mr;
         }
         if (cnt > 0)
-            printf("%-11s %9.4f %11.3g %11.3g %11.3g\n", rc_trace_op_name((rc_trace_op)op), (double)eq / (double)cnt,
+            printf("%-11s %9.3g %9.3g %9.3g %11.3g\n", rc_trace_op_name((rc_trace_op)op), (double)(cnt - eq) / (double)cnt,
                    mu, ma, mr);
     }
-    printf("\nequal: the fraction of bitwise-equal elements; ulp in the coarser side's dtype of the op;\n"
-           "out rel L2: ||sampler - trainer|| / ||trainer|| of the layer's last output (the residual stream)\n");
+    printf("\ndiffer: the fraction of elements not bitwise equal (every position both sides computed); max ulp: of\n"
+           "the coarser side's dtype of the op; out rel L2: ||sampler - trainer|| / ||trainer|| of the layer's\n"
+           "output (the residual stream; final: the logits); first op: the first op that differs, in forward order\n");
     if (out_path)
         printf("written: %s (/trace; tools/plot_ratios.py draws its layer x op heatmap)\n", out_path);
 }
@@ -3128,7 +3129,13 @@ static int cmd_trace(int argc, char **argv)
     if (st == RC_OK)
         st = rc_trace_create(&x.m->cfg, orig.n_seq, seqs, n_sel, x.cfg.prompt_max + L, &tr);
     const double t0 = mono_now();
-    if (st == RC_OK) {
+    bool *only = NULL;
+    if (st == RC_OK)
+        st = rc_calloc((void **)&only, orig.n_seq, sizeof *only, "trace");
+    if (st == RC_OK) { /* the traced sequences' decode batches and forward groups */
+        for (int64_t k = 0; k < n_sel; k++)
+            only[seqs[k]] = true;
+        x.cfg.replay_only = only;
         x.cfg.capture = rc_trace_capture;
         x.cfg.capture_ctx = tr;
         st = run_compute(&x);
@@ -3173,6 +3180,7 @@ static int cmd_trace(int argc, char **argv)
     }
     code = st == RC_OK ? 0 : fail(st);
     free(lp);
+    free(only);
     rc_trace_free(tr);
     rc_results_free(&orig);
     run_free(&x);
