@@ -2931,9 +2931,10 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
     if (!f->found) {
         printf("first divergence: none (every captured op output is bitwise equal on both sides)\n");
     } else {
-        printf("first divergence: layer %s, %s, sequence %lld, position %lld, element %lld: sampler %.9g, trainer "
+        printf("first divergence: %s%s, %s, sequence %lld, position %lld, element %lld: sampler %.9g, trainer "
                "%.9g (%.3g ulp; the calls computed %lld and %lld rows)\n",
-               trace_layer_str(f->layer, to->n_layers, lb, sizeof lb), rc_trace_op_name(f->op), (long long)f->sequence,
+               f->layer >= 0 && f->layer < to->n_layers ? "layer " : "", trace_layer_str(f->layer, to->n_layers, lb,
+               sizeof lb), rc_trace_op_name(f->op), (long long)f->sequence,
                (long long)f->position, (long long)f->element, (double)f->sampler, (double)f->trainer, f->ulp,
                (long long)f->sampler_rows, (long long)f->trainer_rows);
     }

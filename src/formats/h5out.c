@@ -167,6 +167,45 @@
  *   worst_sequence                          i64   the sequence with the largest |S|
  *   worst_sequence_ratio                    f64   its e^S
  *
+ * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
+ *           with this group added; README "Trace")
+ *   attributes:
+ *     sampler, trainer                      str   each side's settings as replayed
+ *     len                                   i64   the traced length (the run's longest)
+ *     layers                                i64   the model's layers N
+ *     first_found                           i64   1 when the sides part anywhere, else 0
+ *     first_layer                           i64   where they first part, in forward order:
+ *                                                 -1 the embedding, 0..N-1 a layer, N the
+ *                                                 final norm and logits (-2: none)
+ *     first_op                              str   its op (a name of `ops`), "none"
+ *     first_sequence, first_position,
+ *     first_element                         i64   0-based: the run's sequence, the token
+ *                                                 position (prompt included), the element of
+ *                                                 the op's row (-1: none)
+ *     first_sampler, first_trainer          f64   the two values there (NaN: none)
+ *     first_ulp                             f64   their distance in ulps of the coarser dtype
+ *     first_sampler_rows, first_trainer_rows i64  the rows of each side's call (the GEMM's M)
+ *     replay_tokens                         i64   valid tokens of the traced sequences
+ *     replay_equal_gen, replay_equal_fwd    i64   of them, how many replayed generation /
+ *                                                 forward log-probs equal the file's bitwise
+ *   datasets (C = N + 2 layer slots, O = the ops; a cell of an op a slot does
+ *   not have: count 0, NaN elsewhere):
+ *     ops                   str[O]     op names in forward order: embed, norm1, qkv, rope,
+ *                                      scores, probs, attn, o_proj, resid_attn, norm2, up,
+ *                                      gate, act, down, resid, norm_f, logits
+ *     layer                 i64[C]     -1, 0, ..., N-1, N
+ *     count                 i64[C, O]  elements compared (every position both sides computed)
+ *     equal_frac            f64[C, O]  bitwise-equal fraction
+ *     max_abs               f64[C, O]  max |sampler - trainer|
+ *     rel_l2                f64[C, O]  ||sampler - trainer||_2 / ||trainer||_2
+ *     max_ulp               f64[C, O]  max |s - t| / ulp(max(|s|, |t|)), in the coarser
+ *                                      side's dtype of the op
+ *     sequences             i64[K]     the traced sequences (run indices)
+ *     seq_first_layer, seq_first_op, seq_first_position, seq_first_element
+ *                           i64[K]     each one's first divergence (-2 / -1: none; op: an
+ *                                      index into ops)
+ *     logprob_gen, logprob_forward  f32[K, len]  the replayed log-probs (NaN after the end)
+ *
  * Storage: 2-D datasets are chunked (about 64 Ki elements per chunk, whole
  * rows) with shuffle + deflate level 4 when the library has zlib, and carry a
  * fill value (-1 for token ids, NaN for floats). 1-D datasets are contiguous.
