@@ -786,9 +786,8 @@ static char *subst_dir(char *dst, size_t n, const char *tmpl);
  * and no output file */
 START_TEST(test_trace_command)
 {
-    char args[2048], a[256], b[256], t[256];
+    char args[2048], a[256], t[256];
     snprintf(a, sizeof a, "%s/a.h5", g_dir);
-    snprintf(b, sizeof b, "%s/b.h5", g_dir);
     snprintf(t, sizeof t, "%s/t.h5", g_dir);
     const char *m = "--model data/models/pythia-rc-tiny --num-prompts 3 --samples 2 --len 8 -q";
     snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16,lm-head=fp32 --out %s", m, a);

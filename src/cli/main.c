@@ -2912,6 +2912,35 @@ static const char *trace_layer_str(int64_t layer, int64_t n_layers, char *buf, s
     return buf;
 }
 
+/* the cells [sl0, sl1) x [op0, op1) of a trace together */
+typedef struct {
+    int64_t count;
+    double differ, max_ulp, max_abs, max_rel_l2, last_rel_l2; /* last: of the last op present (the output) */
+    const char *first_op;                                      /* the first op that differs, "-" */
+} trace_agg;
+
+static trace_agg trace_aggregate(const rc_trace_table *tt, int64_t sl0, int64_t sl1, int op0, int op1)
+{
+    trace_agg a = {0, 0, 0, 0, 0, NAN, "-"};
+    int64_t eq = 0;
+    for (int64_t sl = sl0; sl < sl1; sl++)
+        for (int op = op0; op < op1; op++) {
+            const rc_trace_cell *c = &tt->cells[sl * RC_TOP_COUNT + op];
+            if (c->count == 0)
+                continue;
+            a.count += c->count;
+            eq += c->equal;
+            a.max_ulp = c->max_ulp > a.max_ulp ? c->max_ulp : a.max_ulp;
+            a.max_abs = c->max_abs > a.max_abs ? c->max_abs : a.max_abs;
+            a.max_rel_l2 = c->rel_l2 > a.max_rel_l2 ? c->rel_l2 : a.max_rel_l2;
+            a.last_rel_l2 = c->rel_l2;
+            if (c->equal < c->count && !strcmp(a.first_op, "-"))
+                a.first_op = rc_trace_op_name((rc_trace_op)op);
+        }
+    a.differ = a.count ? (double)(a.count - eq) / (double)a.count : NAN;
+    return a;
+}
+
 static void print_trace_table(const rc_trace_out *to, const char *in, const char *out_path, int64_t worst,
                               double seconds)
 {
@@ -2938,47 +2967,21 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
                (long long)f->position, (long long)f->element, (double)f->sampler, (double)f->trainer, f->ulp,
                (long long)f->sampler_rows, (long long)f->trainer_rows);
     }
-    /* per layer: the first op that differs, the share of equal elements, the worst ulp, the layer output's rel L2 */
+    /* per layer: the first op that differs, the share of differing elements, the worst ulp and
+     * |d|, the layer output's rel L2; then the same per op over the layers */
     printf("\n%-6s %-11s %9s %9s %9s %11s\n", "layer", "first op", "differ", "max ulp", "max |d|", "out rel L2");
     for (int64_t sl = 0; sl < tt->n_slots; sl++) {
-        int64_t cnt = 0, eq = 0;
-        double mu = 0, ma = 0, out_rel = NAN;
-        const char *first_op = "-";
-        for (int op = 0; op < RC_TOP_COUNT; op++) {
-            const rc_trace_cell *c = &tt->cells[sl * RC_TOP_COUNT + op];
-            if (c->count == 0)
-                continue;
-            cnt += c->count;
-            eq += c->equal;
-            mu = c->max_ulp > mu ? c->max_ulp : mu;
-            ma = c->max_abs > ma ? c->max_abs : ma;
-            if (c->equal < c->count && !strcmp(first_op, "-"))
-                first_op = rc_trace_op_name((rc_trace_op)op);
-            out_rel = c->rel_l2; /* the last op of the slot: its output */
-        }
-        if (cnt == 0)
-            continue;
-        printf("%-6s %-11s %9.3g %9.3g %9.3g %11.3g\n", trace_layer_str(sl - 1, to->n_layers, lb, sizeof lb), first_op,
-               (double)(cnt - eq) / (double)cnt, mu, ma, out_rel);
+        trace_agg a = trace_aggregate(tt, sl, sl + 1, 0, RC_TOP_COUNT);
+        if (a.count > 0)
+            printf("%-6s %-11s %9.3g %9.3g %9.3g %11.3g\n", trace_layer_str(sl - 1, to->n_layers, lb, sizeof lb),
+                   a.first_op, a.differ, a.max_ulp, a.max_abs, a.last_rel_l2);
     }
-    /* per op over the layers */
     printf("\n%-11s %9s %9s %9s %11s\n", "op", "differ", "max ulp", "max |d|", "max rel L2");
     for (int op = 0; op < RC_TOP_COUNT; op++) {
-        int64_t cnt = 0, eq = 0;
-        double mu = 0, ma = 0, mr = 0;
-        for (int64_t sl = 0; sl < tt->n_slots; sl++) {
-            const rc_trace_cell *c = &tt->cells[sl * RC_TOP_COUNT + op];
-            if (c->count == 0)
-                continue;
-            cnt += c->count;
-            eq += c->equal;
-            mu = c->max_ulp > mu ? c->max_ulp : mu;
-            ma = c->max_abs > ma ? c->max_abs : ma;
-            mr = c->rel_l2 > mr ? c->rel_l2 : mr;
-        }
-        if (cnt > 0)
-            printf("%-11s %9.3g %9.3g %9.3g %11.3g\n", rc_trace_op_name((rc_trace_op)op), (double)(cnt - eq) / (double)cnt,
-                   mu, ma, mr);
+        trace_agg a = trace_aggregate(tt, 0, tt->n_slots, op, op + 1);
+        if (a.count > 0)
+            printf("%-11s %9.3g %9.3g %9.3g %11.3g\n", rc_trace_op_name((rc_trace_op)op), a.differ, a.max_ulp,
+                   a.max_abs, a.max_rel_l2);
     }
     printf("\ndiffer: the fraction of elements not bitwise equal (every position both sides computed); max ulp: of\n"
            "the coarser side's dtype of the op; out rel L2: ||sampler - trainer|| / ||trainer|| of the layer's\n"
