@@ -228,23 +228,6 @@ for b in bad:
 print(f"sweep plot: {len(bad)} failed")
 sys.exit(1 if bad else 0)
 EOF
-# A trace file (ratiocheck trace): PREFIX_trace.png at its size, and the first divergence it
-# prints equal to /trace's attributes.
-"$RC" trace "$tmp/bf16.h5" --seq 3 -q --out "$tmp/trace.h5" > /dev/null || fail "ratiocheck trace failed"
-plot trace "$tmp/trace.h5" --out "$tmp/trace" --prefix tr || fail "plot of a trace: $(cat "$tmp/trace.err")"
-grep -qE "^wrote \S+/tr_trace\.png 1170x450$" "$tmp/trace.out" || fail "tr_trace.png not written at 1170x450"
-"$PY" - "$tmp" <<'EOF' || status=1
-import sys
-import h5py
-tmp = sys.argv[1]
-a = h5py.File(f"{tmp}/trace.h5", "r")["trace"].attrs
-s = lambda v: v.decode() if isinstance(v, bytes) else str(v)
-want = (f"trace first_op={s(a['first_op'])} first_layer={int(a['first_layer'])} "
-        f"first_sequence={int(a['first_sequence'])} first_position={int(a['first_position'])}")
-ok = want in open(f"{tmp}/trace.out").read() and int(a["first_sequence"]) in (3, -1)
-print("trace plot: " + ("ok" if ok else "MISMATCH: no line " + want))
-sys.exit(0 if ok else 1)
-EOF
 # --format svg / pdf: the same pictures as vector files, byte-for-byte reproducible
 for fmt in svg pdf; do
   plot "$fmt" "$tmp/fp32.h5" --out "$tmp/$fmt" --prefix v --format "$fmt" || fail "--format $fmt: $(cat "$tmp/$fmt.err")"
