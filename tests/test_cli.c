@@ -798,6 +798,7 @@ START_TEST(test_trace_command)
     json_t *j = json_loads(g_out, 0, &err);
     ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
     ck_assert_int_eq(json_array_size(json_object_get(j, "sequences")), 2);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "seq_first")), 2);
     const json_int_t tokens = json_integer_value(json_object_get(j, "replay_tokens"));
     ck_assert_int_eq(tokens, 16);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_gen")), tokens); /* the replay is the run */

@@ -2967,6 +2967,16 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
                (long long)f->position, (long long)f->element, (double)f->sampler, (double)f->trainer, f->ulp,
                (long long)f->sampler_rows, (long long)f->trainer_rows);
     }
+    for (int64_t k = 0; tt->n_seq > 1 && k < tt->n_seq; k++) { /* each sequence's own */
+        const rc_trace_first *sf = &tt->seq_first[k];
+        if (!sf->found)
+            printf("  sequence %lld: none\n", (long long)tt->seq[k]);
+        else
+            printf("  sequence %lld: %s%s, %s, position %lld, element %lld\n", (long long)tt->seq[k],
+                   sf->layer >= 0 && sf->layer < to->n_layers ? "layer " : "",
+                   trace_layer_str(sf->layer, to->n_layers, lb, sizeof lb), rc_trace_op_name(sf->op),
+                   (long long)sf->position, (long long)sf->element);
+    }
     /* per layer: the first op that differs, the share of differing elements, the worst ulp and
      * |d|, the layer output's rel L2; then the same per op over the layers */
     printf("\n%-6s %-11s %9s %9s %9s %11s\n", "layer", "first op", "differ", "max ulp", "max |d|", "out rel L2");
@@ -3024,7 +3034,17 @@ static void print_trace_json(const rc_trace_out *to, const char *in, const char 
         printf("\"sampler_rows\": %lld, \"trainer_rows\": %lld}", (long long)f->sampler_rows,
                (long long)f->trainer_rows);
     }
-    printf(", \"cells\": [");
+    printf(", \"seq_first\": [");
+    for (int64_t k = 0; k < tt->n_seq; k++) {
+        const rc_trace_first *sf = &tt->seq_first[k];
+        if (sf->found)
+            printf("%s{\"sequence\": %lld, \"layer\": %lld, \"op\": \"%s\", \"position\": %lld, \"element\": %lld}",
+                   k ? ", " : "", (long long)tt->seq[k], (long long)sf->layer, rc_trace_op_name(sf->op),
+                   (long long)sf->position, (long long)sf->element);
+        else
+            printf("%s{\"sequence\": %lld, \"layer\": null}", k ? ", " : "", (long long)tt->seq[k]);
+    }
+    printf("], \"cells\": [");
     bool any = false;
     for (int64_t sl = 0; sl < tt->n_slots; sl++)
         for (int op = 0; op < RC_TOP_COUNT; op++) {
