@@ -892,6 +892,74 @@ START_TEST(test_tensor_parallel)
 }
 END_TEST
 
+static char *subst_dir(char *dst, size_t n, const char *tmpl);
+
+/* ratiocheck trace (README "Trace"): a run's worst sequences traced op by op;
+ * equal sides part nowhere; hostile input is one line, README's exit codes,
+ * and no output file */
+START_TEST(test_trace_command)
+{
+    char args[2048], a[256], t[256];
+    snprintf(a, sizeof a, "%s/a.h5", g_dir);
+    snprintf(t, sizeof t, "%s/t.h5", g_dir);
+    const char *m = "--model data/models/pythia-rc-tiny --num-prompts 3 --samples 2 --len 8 -q";
+    snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16,lm-head=fp32 --out %s", m, a);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "trace %s --worst 2 --out %s --json", a, t);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "sequences")), 2);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "seq_first")), 2);
+    const json_int_t tokens = json_integer_value(json_object_get(j, "replay_tokens"));
+    ck_assert_int_eq(tokens, 16);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_gen")), tokens); /* the replay is the run */
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_fwd")), tokens);
+    ck_assert(json_is_object(json_object_get(j, "first")));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "trainer")), "upcast=lm_head"));
+    json_decref(j);
+    ck_assert_int_eq(access(t, F_OK), 0);
+    /* the output is a result file: report reads it */
+    snprintf(args, sizeof args, "report %s", t);
+    ck_assert_int_eq(run(args), 0);
+    /* the sides overridden to be equal and invariant: no divergence (table) */
+    snprintf(args, sizeof args, "trace %s --seq 0,5 --out none --sampler kernels=invariant,lm-head=fp32 "
+             "--trainer kernels=invariant", a);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "first divergence: none"));
+    ck_assert_ptr_nonnull(strstr(g_out, "sequences 0, 5"));
+    /* hostile input: one line naming the problem, the exit code, no file */
+    const int files = count_files(g_dir);
+    static const struct {
+        const char *args;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"trace @D/p.ids --out @D/x.h5", 4, "not an HDF5 file"},
+        {"trace @D/missing.h5 --out @D/x.h5", 6, "missing.h5"},
+        {"trace @D/a.h5 --seq 99 --out @D/x.h5", 2, "--seq 99: "},
+        {"trace @D/a.h5 --seq 1,1 --out @D/x.h5", 2, "listed twice"},
+        {"trace @D/a.h5 --seq 1,x --out @D/x.h5", 2, "--seq"},
+        {"trace @D/a.h5 --worst 0 --out @D/x.h5", 2, "--worst"},
+        {"trace @D/a.h5 --worst 2 --seq 1 --out @D/x.h5", 2, "cannot be combined"},
+        {"trace @D/a.h5 --out @D/t.h5", 2, "t.h5"},
+        {"trace @D/a.h5 --trainer kv-cache=fp8 --out @D/x.h5", 5, "kv-cache"},
+        {"trace --out @D/x.h5", 2, "give the run's result file"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        subst_dir(args, sizeof args, bad[i].args);
+        ck_assert_int_eq(run(args), bad[i].code);
+        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: %s", args, g_err);
+        ck_assert_msg(count_lines(g_err) == 1, "%s: %s", args, g_err);
+        ck_assert_int_eq(count_files(g_dir), files);
+    }
+    snprintf(args, sizeof args, "trace %s/a.h5 --seq 99 --out none", g_dir);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "has 6 sequences (0 to 5)"));
+}
+END_TEST
+
 START_TEST(test_run_gates)
 {
     char args[2048];
@@ -1826,6 +1894,7 @@ int main(void)
     tcase_add_test(tr, test_inspect_headers_only);
     tcase_add_test(tr, test_alibi_bias_option);
     tcase_add_test(tr, test_report_diff);
+    tcase_add_test(tr, test_trace_command);
     suite_add_tcase(s, tr);
     TCase *tx = tcase_create("robust");
     tcase_add_checked_fixture(tx, run_setup, run_teardown);

@@ -16,24 +16,8 @@
 #include "strata_refs.h"
 
 #include "testutil.h"
+#include "bundled.h"
 
-static rc_model *g_model;
-static rc_prompts g_prompts;
-
-static void load(void)
-{
-    char p[4096];
-    rc_test_source_path(p, sizeof p, "data/models/pythia-rc-tiny");
-    ck_assert_msg(rc_model_load(p, &g_model) == RC_OK, "%s", rc_last_error());
-    rc_test_source_path(p, sizeof p, "data/prompts/default.ids");
-    ck_assert_msg(rc_prompts_load_ids(p, &g_prompts) == RC_OK, "%s", rc_last_error());
-}
-
-static void unload(void)
-{
-    rc_model_free(g_model);
-    rc_prompts_free(&g_prompts);
-}
 
 static rc_rollout_cfg base_cfg(rc_dtype dt)
 {

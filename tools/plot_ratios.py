@@ -19,6 +19,9 @@ One file writes, in DIR (default: the current folder):
   PREFIX_summary.png   one page: the main panels and a table of the statistics
   PREFIX_sweep.png     (a `ratiocheck sweep` file) |r - 1| of every setting overlaid, and the
                        ratio std per setting against the base's
+  PREFIX_trace.png     (a `ratiocheck trace` file, with /trace) layer x op heatmaps of the
+                       fraction of elements that differ between the sides and of their
+                       relative L2 difference, the first divergent op framed
 PREFIX defaults to the file name without .h5 / .ratiocheck.h5.
 
 Several files (e.g. fp32, fp16 and bf16 runs of the same model and prompts) write the
@@ -67,6 +70,7 @@ SUMMARY_SIZE = (16.0, 9.0)  # wide enough for the 10 pt table
 STRATA_SIZE = (12.0, 4.5)
 GROWTH_SIZE = (11.0, 4.5)
 STRATA_KINDS = ("prob", "entropy")
+TRACE_SIZE = (13.0, 5.0)
 PROB_BINS = [0.0, 0.01, 0.1, 0.5, 0.9, 1.0]
 PROB_BIN_LABELS = ["<0.01", "0.01-0.1", "0.1-0.5", "0.5-0.9", ">=0.9"]  # [lo, hi) bins; the last [0.9, 1]
 DEV_LO = 1e-10          # |r - 1| axis: values below are drawn in the first bin
@@ -184,6 +188,7 @@ class Run:
         self.strata = {k: self._strata(np, max(self.lens), k) for k in STRATA_KINDS}
         self.growth = self._growth(np)
         self.sweep = self._load_sweep(f, np, gen_len) if "sweep" in f else []
+        self.trace = self._load_trace(f, np) if "trace" in f else None
         c = f["cross_length"]
         self.cross = []
         for la, lb in zip(c["len_a"][...], c["len_b"][...]):
@@ -270,6 +275,18 @@ class Run:
             if a > 0 and np.log(self.seq_cap) > 0:
                 g["cap_length"] = float((np.log(self.seq_cap) ** 2 / np.exp(b)) ** (1 / a))
         return g
+
+    def _load_trace(self, f, np):
+        """`ratiocheck trace`: the layer x op tables of /trace and its first divergence."""
+        t = f["trace"]
+        ops = [_str(x) for x in t["ops"][...]]
+        layers = [int(x) for x in t["layer"][...]]
+        tr = {"ops": ops, "layers": layers, "count": t["count"][...], "attrs": {k: t.attrs[k] for k in t.attrs}}
+        for k in ("equal_frac", "max_abs", "rel_l2", "max_ulp"):
+            tr[k] = t[k][...].astype(np.float64)
+            if tr[k].shape != (len(layers), len(ops)):
+                raise ValueError(f"trace/{k} has shape {tr[k].shape}, expected {(len(layers), len(ops))}")
+        return tr
 
     def dev(self, L):
         """|r - 1| of the valid tokens at length L, in float64."""
@@ -974,6 +991,54 @@ def fig_sweep(r, path):
     save(fig, path, SWEEP_SIZE)
 
 
+def fig_trace(r, path):
+    """`ratiocheck trace`: layer x op heatmaps (rows: the embedding, each layer, the final
+    norm and logits; columns: the ops present), the share of elements that differ between the
+    sampler and the trainer, and their relative L2 difference; the first divergence framed."""
+    import numpy as np
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Rectangle
+    t = r.trace
+    n_layers = int(t["attrs"]["layers"])
+    cols = [j for j in range(len(t["ops"])) if (t["count"][:, j] > 0).any()]
+    rows = [i for i in range(len(t["layers"])) if (t["count"][i, :] > 0).any()]
+    names = ["embed" if t["layers"][i] < 0 else "final" if t["layers"][i] >= n_layers else str(t["layers"][i])
+             for i in rows]
+    diff = 1.0 - t["equal_frac"][np.ix_(rows, cols)]
+    rel = t["rel_l2"][np.ix_(rows, cols)]
+    fig = new_figure(TRACE_SIZE)
+    axs = fig.subplots(1, 2)
+    first = None
+    if int(t["attrs"]["first_found"]):
+        fl, fo = int(t["attrs"]["first_layer"]), _str(t["attrs"]["first_op"])
+        first = (rows.index(t["layers"].index(fl)), cols.index(t["ops"].index(fo)))
+    pos = rel[np.isfinite(rel) & (rel > 0)]
+    panels = [(axs[0], np.ma.masked_invalid(diff), None, "share of elements that differ"),
+              (axs[1], np.ma.masked_invalid(np.where(rel > 0, rel, np.nan)),
+               LogNorm(vmin=float(pos.min()), vmax=float(pos.max())) if pos.size else None,
+               "relative L2 difference (log; white: equal)")]
+    for ax, data, norm, title in panels:
+        im = ax.imshow(data, aspect="auto", cmap="viridis", norm=norm, vmin=None if norm else 0.0,
+                       vmax=None if norm else max(float(np.nanmax(diff)) if np.isfinite(diff).any() else 1.0, 1e-9),
+                       interpolation="nearest")
+        fig.colorbar(im, ax=ax, shrink=0.9)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels([t["ops"][j] for j in cols], rotation=60, ha="right")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(names)
+        ax.set_ylabel("layer")
+        ax.set_title(title)
+        if first:
+            ax.add_patch(Rectangle((first[1] - 0.5, first[0] - 0.5), 1, 1, fill=False, ec="#d62728", lw=2))
+    a = t["attrs"]
+    head = ("first divergence: none" if not first else
+            f"first divergence (framed): layer {names[first[0]]}, {_str(a['first_op'])}, sequence "
+            f"{int(a['first_sequence'])}, position {int(a['first_position'])}")
+    fig.suptitle(f"{r.model}: ratiocheck trace at L={int(a['len'])}, sampler {_str(a['sampler'])} vs trainer "
+                 f"{_str(a['trainer'])}\n{head}", fontsize=8)
+    save(fig, path, TRACE_SIZE)
+
+
 def fig_summary_one(r, path):
     fig = new_figure(SUMMARY_SIZE)
     axs = fig.subplots(2, 3)
@@ -1056,6 +1121,10 @@ def print_stats(r):
     g = r.growth
     print(f"{r.path} growth points={g['points']} exponent={g['exponent']:.9g} log_coef={g['log_coef']:.9g} "
           f"cap_length={g['cap_length']:.9g}")
+    if r.trace is not None:
+        a = r.trace["attrs"]
+        print(f"{r.path} trace first_op={_str(a['first_op'])} first_layer={int(a['first_layer'])} "
+              f"first_sequence={int(a['first_sequence'])} first_position={int(a['first_position'])}")
     for x in r.sweep:
         if x["skipped"]:
             print(f"{r.path} sweep {x['name']!r} skipped")
@@ -1146,6 +1215,8 @@ def main(argv):
         fig_growth(r, base + "_growth.png")
         if r.sweep:
             fig_sweep(r, base + "_sweep.png")
+        if r.trace is not None:
+            fig_trace(r, base + "_trace.png")
         if many:
             fig_summary_one(r, base + "_summary.png")
     base = os.path.join(args.out, prefix)

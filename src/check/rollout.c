@@ -115,6 +115,15 @@ static rc_status prefill(rc_engine *e, const rc_rollout_cfg *cfg, const rc_resul
     return RC_OK;
 }
 
+/* cfg->replay_only: does the group of sequences [b0, b0 + nb) hold one? */
+static bool group_wanted(const rc_rollout_cfg *cfg, int64_t b0, int64_t nb)
+{
+    for (int64_t i = 0; cfg->replay_only && i < nb; i++)
+        if (cfg->replay_only[b0 + i])
+            return true;
+    return !cfg->replay_only;
+}
+
 static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
 {
     const rc_rollout_cfg *cfg = rc->cfg;
@@ -146,6 +155,8 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
         goto done;
     for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += B) {
         const int64_t nb = S - b0 < B ? S - b0 : B;
+        if (!group_wanted(cfg, b0, nb))
+            continue;
         /* prefill: every prompt of the batch, packed (in chunks with prefill_chunk) */
         for (int64_t i = 0; i < nb; i++) {
             const int64_t sq = b0 + i, p = out->seq_prompt[sq];
@@ -153,6 +164,7 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
             rc_rng_seed(&rng[i], cfg->seed, (uint64_t)p, (uint64_t)out->seq_sample[sq]);
             out->gen_valid[sq] = (int32_t)G;
         }
+        e->hook.seq0 = b0; /* slot i holds sequence b0 + i */
         if (s == RC_OK)
             s = prefill(e, cfg, out, b0, nb, slots, starts, n_new, rows, owner, tok, lp, chunk_lp);
         int64_t active = nb;
@@ -335,6 +347,8 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
     for (int64_t b0 = 0; b0 < S && s == RC_OK; b0 += fb) {
         const int64_t nb = S - b0 < fb ? S - b0 : fb;
         int64_t R = 0, n_out = 0;
+        if (!group_wanted(cfg, b0, nb))
+            continue;
         for (int64_t i = 0; i < nb; i++) {
             const int64_t sq = b0 + i, p = out->seq_prompt[sq];
             const int64_t P = cfg->prompt_len[p];
@@ -351,6 +365,7 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             }
             R += n_new[i];
         }
+        e->hook.seq0 = b0;
         if (chunk > 0)
             s = step_chunked(e, chunk, nb, n_new, tok, rows, targets, n_out, lp);
         else
@@ -529,6 +544,8 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     const int64_t rows_gen = B * cfg->prompt_max, rows_fwd = FB * (cfg->prompt_max + G);
     s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
     if (s == RC_OK)
+        e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 0, 0};
+    if (s == RC_OK)
         s = generate(&rc, e, out);
     if (s == RC_OK && cfg->trainer) { /* the trainer's own engine for the full forward */
         rc_engine_free(e);
@@ -536,6 +553,8 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &cfg->num_trainer, slots,
                              cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
     }
+    if (s == RC_OK) /* the full forward: the trainer's side (its own engine, or the shared one) */
+        e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 1, 0};
     double t1 = now_s();
     char phase[64];
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {

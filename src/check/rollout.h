@@ -40,6 +40,15 @@ typedef struct {
     bool trainer;
     rc_numerics num_trainer;
     rc_backend *trainer_be;
+    /* ratiocheck trace: every engine of the run but the fp32 reference gets
+     * this hook (side 0: the cached generation, 1: the full forward; seq0:
+     * the sequence in cache slot 0 of each call). NULL: no capture. */
+    rc_capture_fn capture;
+    void *capture_ctx;
+    /* replay only the decode batches and forward groups that hold a sequence
+     * with replay_only[s] set ([S], NULL: all); the others are left empty
+     * (no valid tokens). Each group is the run's, so its results are too. */
+    const bool *replay_only;
     /* replay: feed these tokens instead of sampling ([S, forced_len], -1
      * padded; forced_valid[S] valid tokens each), S = n_prompts x samples */
     const int32_t *forced_tokens;

@@ -836,6 +836,32 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
     return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
 }
 
+static const char *const k_trace_op_names[RC_TOP_COUNT] = {
+    "embed", "norm1", "qkv", "rope", "scores", "probs", "attn", "o_proj", "resid_attn",
+    "norm2", "up", "gate", "act", "down", "resid", "norm_f", "logits"};
+
+const char *rc_trace_op_name(rc_trace_op op)
+{
+    return (unsigned)op < RC_TOP_COUNT ? k_trace_op_names[op] : "?";
+}
+
+/* The capture hook (rc_capture_hook): one call per op output; CAPTURE is a
+ * branch on a NULL pointer when no hook is set. */
+static rc_status capture(const rc_engine *e, const rc_batch_desc *bd, int64_t layer, rc_trace_op op, int64_t row0,
+                         int64_t n, const int64_t *rows, const float *data, int64_t width, int64_t stride,
+                         rc_dtype dt, const rc_attn_params *ap)
+{
+    const rc_capture c = {.layer = layer, .op = op, .side = e->hook.side, .seq0 = e->hook.seq0, .bd = bd, .n = n,
+                          .row0 = row0, .rows = rows, .call_rows = n, .data = data, .width = width,
+                          .stride = stride, .dt = dt, .ap = ap, .kv = ap ? &e->kv : NULL};
+    return e->hook.fn(e->hook.ctx, e->be, &c);
+}
+#define CAPTURE(...)                            \
+    do {                                        \
+        if (e->hook.fn)                         \
+            RC_TRY(capture(e, __VA_ARGS__));    \
+    } while (0)
+
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
     const rc_model *m = e->model;
@@ -889,6 +915,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 iota[k] = k;
             RC_TRY(op->gather_rows(be, e->h, H, iota, n, xc));
         }
+        CAPTURE(bd, -1, RC_TOP_EMBED, r0, n, NULL, xc, H, H, c->embed_norm ? rr.norm : rr.residual, NULL);
     }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
@@ -901,36 +928,50 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             /* attention block */
             RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
                             rr.norm_mid, rr.norm, e->h));
+            CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
             RC_TRY(linear(e, l, RC_FP8W_QKV, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
             if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
+            CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
             RC_TRY(op->rope(be, e->qkv, &cd, &ap));
+            CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt, &ap);
             RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
+            CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
             RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
                               r0 * H, R * H, e->tmp)); /* attn_out */
+            CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
+            if (!c->parallel_residual)
+                CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
             RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
                             rr.norm_mid, rr.norm, e->h));
+            CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
             RC_TRY(linear(e, l, RC_FP8W_UP, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
+            CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
                 RC_TRY(linear(e, l, RC_FP8W_GATE, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear,
                               e->mlp_b));
+                CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
                 RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
+                CAPTURE(bd, l, RC_TOP_ACT, r0, n, NULL, e->mlp_b, I, I, rr.act, NULL);
                 RC_TRY(row_linear(e, l, RC_FP8W_DOWN, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act,
                                   rr.linear, r0 * H, R * H, e->mlp_c));
             } else {
                 RC_TRY(op->act(be, c->act, e->mlp_a, n * I, rr.act));
+                CAPTURE(bd, l, RC_TOP_ACT, r0, n, NULL, e->mlp_a, I, I, rr.act, NULL);
                 RC_TRY(row_linear(e, l, RC_FP8W_DOWN, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act,
                                   rr.linear, r0 * H, R * H, e->mlp_c));
             }
+            CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
             } else {
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
             }
+            CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
         }
     }
     return RC_OK;
@@ -991,10 +1032,14 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         if (s == RC_OK)
             s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
                          rr.norm_mid, rr.norm_final, e->lh);
+        if (s == RC_OK && e->hook.fn)
+            s = capture(e, &bd, c->n_layers, RC_TOP_NORM_F, 0, n, out_rows + i0, e->lh, H, H, rr.norm_final, NULL);
         if (s == RC_OK)
             s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL,
                            gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt),
                            rr.logits, e->logits);
+        if (s == RC_OK && e->hook.fn)
+            s = capture(e, &bd, c->n_layers, RC_TOP_LOGITS, 0, n, out_rows + i0, e->logits, V, V, rr.logits, NULL);
         if (s == RC_OK)
             s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
                              full_out ? full_out + i0 * V : NULL, targets ? targets + i0 : NULL,

@@ -123,6 +123,63 @@ rc_status rc_parse_upcast(const char *s, unsigned *out);
 /* Inverse, into buf ("none" when 0). */
 const char *rc_upcast_str(unsigned upcast, char *buf, size_t n);
 
+/* Capture of every op's output (ratiocheck trace, src/check/trace.c): an
+ * engine with a hook calls it after each op of the forward pass with the
+ * rows the op just computed; with no hook (the default) nothing is called and
+ * the results are bitwise those of an engine without this field. The ops in
+ * forward order; SCORES and PROBS are never passed to a hook (the fused
+ * attention kernel does not materialise them): the trace recomputes them from
+ * ROPE's q and k with the same per-row arithmetic (ops_inline.h). */
+typedef enum {
+    RC_TOP_EMBED,      /* the residual stream's input (embedding, + positions, + embedding norm); layer -1 */
+    RC_TOP_NORM1,      /* the attention block's norm */
+    RC_TOP_QKV,        /* the QKV GEMM (after MPT's clamp) */
+    RC_TOP_ROPE,       /* q and k after RoPE (the row's first (nh + nkv) * d values) */
+    RC_TOP_SCORES,     /* (derived) the scores of each head over the keys */
+    RC_TOP_PROBS,      /* (derived) the softmax probabilities */
+    RC_TOP_ATTN,       /* P.V, the attention output */
+    RC_TOP_O,          /* the output projection (after the TP all-reduce) */
+    RC_TOP_RESID_ATTN, /* sequential residual: x + attn_out */
+    RC_TOP_NORM2,      /* the MLP's norm */
+    RC_TOP_UP,         /* the MLP's up GEMM */
+    RC_TOP_GATE,       /* the gate GEMM (gated MLPs) */
+    RC_TOP_ACT,        /* the activation (SwiGLU: act(gate) * up) */
+    RC_TOP_DOWN,       /* the down GEMM (after the TP all-reduce) */
+    RC_TOP_RESID,      /* the residual stream after the layer */
+    RC_TOP_NORM_F,     /* the final norm (rows with logits only); layer n_layers */
+    RC_TOP_LOGITS,     /* the LM head's logits; layer n_layers */
+    RC_TOP_COUNT
+} rc_trace_op;
+
+/* short names ("embed", "norm1", "qkv", "rope", ...), "?" out of range */
+const char *rc_trace_op_name(rc_trace_op op);
+
+typedef struct {
+    int64_t layer;            /* -1: before the layers; n_layers: after them */
+    rc_trace_op op;
+    int side;                 /* the hook's side (rc_capture_hook.side) */
+    int64_t seq0;             /* the hook's seq0 */
+    const rc_batch_desc *bd;  /* the call */
+    int64_t n;                /* rows captured: packed rows rows[i] of bd (rows NULL: row0 + i) */
+    int64_t row0;
+    const int64_t *rows;
+    int64_t call_rows;        /* the M of the op's call (the row chunk, or the LM head's chunk) */
+    const float *data;        /* backend memory: row i at data + i * stride, width values */
+    int64_t width, stride;
+    rc_dtype dt;              /* the dtype the op's output was rounded to */
+    const rc_attn_params *ap; /* ROPE: the attention parameters of the layer, else NULL */
+    const rc_kv_cache *kv;    /* ROPE: the engine's KV cache (its quantisation), else NULL */
+} rc_capture;
+
+/* copies what it needs (be->ops->download), returns RC_OK or an error that ends the call */
+typedef rc_status (*rc_capture_fn)(void *ctx, rc_backend *be, const rc_capture *c);
+typedef struct {
+    rc_capture_fn fn; /* NULL: no capture */
+    void *ctx;
+    int side;         /* passed through: the trace's 0 sampler, 1 trainer */
+    int64_t seq0;     /* passed through: the run's sequence index of cache slot 0 */
+} rc_capture_hook;
+
 typedef struct {
     const rc_model *model;
     rc_backend *be;
@@ -150,6 +207,7 @@ typedef struct {
     int64_t *ix;
     float *tp_parts;       /* the row-parallel layers' partials [tp][chunk_rows][hidden] (tp > 1), else NULL */
     int64_t *tp_zero_rows; /* max_rows zeros (host; tp > 1), else NULL */
+    rc_capture_hook hook;  /* zero: no capture (set by the caller after rc_engine_create) */
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and

@@ -205,6 +205,45 @@
  *   worst_sequence                          i64   the sequence with the largest |S|
  *   worst_sequence_ratio                    f64   its e^S
  *
+ * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
+ *           with this group added; README "Trace")
+ *   attributes:
+ *     sampler, trainer                      str   each side's settings as replayed
+ *     len                                   i64   the traced length (the run's longest)
+ *     layers                                i64   the model's layers N
+ *     first_found                           i64   1 when the sides part anywhere, else 0
+ *     first_layer                           i64   where they first part, in forward order:
+ *                                                 -1 the embedding, 0..N-1 a layer, N the
+ *                                                 final norm and logits (-2: none)
+ *     first_op                              str   its op (a name of `ops`), "none"
+ *     first_sequence, first_position,
+ *     first_element                         i64   0-based: the run's sequence, the token
+ *                                                 position (prompt included), the element of
+ *                                                 the op's row (-1: none)
+ *     first_sampler, first_trainer          f64   the two values there (NaN: none)
+ *     first_ulp                             f64   their distance in ulps of the coarser dtype
+ *     first_sampler_rows, first_trainer_rows i64  the rows of each side's call (the GEMM's M)
+ *     replay_tokens                         i64   valid tokens of the traced sequences
+ *     replay_equal_gen, replay_equal_fwd    i64   of them, how many replayed generation /
+ *                                                 forward log-probs equal the file's bitwise
+ *   datasets (C = N + 2 layer slots, O = the ops; a cell of an op a slot does
+ *   not have: count 0, NaN elsewhere):
+ *     ops                   str[O]     op names in forward order: embed, norm1, qkv, rope,
+ *                                      scores, probs, attn, o_proj, resid_attn, norm2, up,
+ *                                      gate, act, down, resid, norm_f, logits
+ *     layer                 i64[C]     -1, 0, ..., N-1, N
+ *     count                 i64[C, O]  elements compared (every position both sides computed)
+ *     equal_frac            f64[C, O]  bitwise-equal fraction
+ *     max_abs               f64[C, O]  max |sampler - trainer|
+ *     rel_l2                f64[C, O]  ||sampler - trainer||_2 / ||trainer||_2
+ *     max_ulp               f64[C, O]  max |s - t| / ulp(max(|s|, |t|)), in the coarser
+ *                                      side's dtype of the op
+ *     sequences             i64[K]     the traced sequences (run indices)
+ *     seq_first_layer, seq_first_op, seq_first_position, seq_first_element
+ *                           i64[K]     each one's first divergence (-2 / -1: none; op: an
+ *                                      index into ops)
+ *     logprob_gen, logprob_forward  f32[K, len]  the replayed log-probs (NaN after the end)
+ *
  * Storage: 2-D datasets are chunked (about 64 Ki elements per chunk, whole
  * rows) with shuffle + deflate level 4 when the library has zlib, and carry a
  * fill value (-1 for token ids, NaN for floats). 1-D datasets are contiguous.
@@ -244,6 +283,7 @@
 
 #include "results.h"
 #include "status.h"
+#include "trace.h"
 #include "util.h"
 
 _Static_assert(RC_N_QUANTILES == 5, "update the quantile attribute names");
@@ -1026,6 +1066,97 @@ static rc_status write_sweep(const h5w *w, const rc_results *r)
     return st;
 }
 
+static rc_status ds_2d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t rows, int64_t cols,
+                       bool integer, const void *data)
+{
+    const double nan_fill = NAN;
+    const int64_t none = -1;
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+    return integer ? ds_write(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 2, dims, data, &none)
+                   : ds_write(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, data, &nan_fill);
+}
+
+/* /trace (ratiocheck trace): the layer x op tables and the first divergence */
+static rc_status write_trace(const h5w *w, const rc_results *r)
+{
+    const rc_trace_out *to = r->trace;
+    if (!to)
+        return RC_OK;
+    const rc_trace_table *tt = to->table;
+    const rc_trace_first *f = &tt->first;
+    const int64_t NS = tt->n_slots, NO = RC_TOP_COUNT, n = tt->n_seq, cells = NS * NO;
+    const char *o = "/trace";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = attr_str(w, g, o, "sampler", to->sampler);
+    if (st == RC_OK) st = attr_str(w, g, o, "trainer", to->trainer);
+    if (st == RC_OK) st = attr_i64(w, g, o, "len", to->len);
+    if (st == RC_OK) st = attr_i64(w, g, o, "layers", to->n_layers);
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_found", f->found);
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_layer", f->found ? f->layer : -2);
+    if (st == RC_OK) st = attr_str(w, g, o, "first_op", f->found ? rc_trace_op_name(f->op) : "none");
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_sequence", f->found ? f->sequence : -1);
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_position", f->found ? f->position : -1);
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_element", f->found ? f->element : -1);
+    if (st == RC_OK) st = attr_f64(w, g, o, "first_sampler", f->found ? (double)f->sampler : NAN);
+    if (st == RC_OK) st = attr_f64(w, g, o, "first_trainer", f->found ? (double)f->trainer : NAN);
+    if (st == RC_OK) st = attr_f64(w, g, o, "first_ulp", f->found ? f->ulp : NAN);
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_sampler_rows", f->found ? f->sampler_rows : -1);
+    if (st == RC_OK) st = attr_i64(w, g, o, "first_trainer_rows", f->found ? f->trainer_rows : -1);
+    if (st == RC_OK) st = attr_i64(w, g, o, "replay_tokens", to->replay_tokens);
+    if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_gen", to->replay_equal_gen);
+    if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_fwd", to->replay_equal_fwd);
+    int64_t *iv = NULL;
+    double *dv = NULL;
+    char *names[RC_TOP_COUNT];
+    for (int i = 0; i < RC_TOP_COUNT; i++)
+        names[i] = (char *)rc_trace_op_name((rc_trace_op)i);
+    if (st == RC_OK)
+        st = rc_calloc((void **)&iv, cells + 4 * n + NS, sizeof *iv, "trace output");
+    if (st == RC_OK)
+        st = rc_calloc((void **)&dv, cells, sizeof *dv, "trace output");
+    if (st == RC_OK)
+        st = ds_i64_1d(w, g, o, "sequences", n, tt->seq);
+    if (st == RC_OK)
+        st = ds_str_1d(w, g, o, "ops", NO, names);
+    for (int64_t i = 0; st == RC_OK && i < NS; i++)
+        iv[i] = i - 1;
+    if (st == RC_OK)
+        st = ds_i64_1d(w, g, o, "layer", NS, iv);
+    for (int64_t i = 0; st == RC_OK && i < cells; i++)
+        iv[i] = tt->cells[i].count;
+    if (st == RC_OK)
+        st = ds_2d(w, g, o, "count", NS, NO, true, iv);
+    for (int k = 0; k < 4 && st == RC_OK; k++) {
+        static const char *const dn[4] = {"equal_frac", "max_abs", "rel_l2", "max_ulp"};
+        for (int64_t i = 0; i < cells; i++) {
+            const rc_trace_cell *c = &tt->cells[i];
+            dv[i] = c->count == 0 ? NAN
+                    : k == 0      ? (double)c->equal / (double)c->count
+                    : k == 1      ? c->max_abs
+                    : k == 2      ? c->rel_l2
+                                  : c->max_ulp;
+        }
+        st = ds_2d(w, g, o, dn[k], NS, NO, false, dv);
+    }
+    for (int64_t k = 0; k < n && st == RC_OK; k++) {
+        const rc_trace_first *sf = &tt->seq_first[k];
+        iv[k] = sf->found ? sf->layer : -2;
+        iv[n + k] = sf->found ? (int64_t)sf->op : -1;
+        iv[2 * n + k] = sf->found ? sf->position : -1;
+        iv[3 * n + k] = sf->found ? sf->element : -1;
+    }
+    if (st == RC_OK) st = ds_i64_1d(w, g, o, "seq_first_layer", n, iv);
+    if (st == RC_OK) st = ds_i64_1d(w, g, o, "seq_first_op", n, iv + n);
+    if (st == RC_OK) st = ds_i64_1d(w, g, o, "seq_first_position", n, iv + 2 * n);
+    if (st == RC_OK) st = ds_i64_1d(w, g, o, "seq_first_element", n, iv + 3 * n);
+    if (st == RC_OK) st = ds_f32_2d(w, g, o, "logprob_gen", n, to->len, to->logprob_gen);
+    if (st == RC_OK) st = ds_f32_2d(w, g, o, "logprob_forward", n, to->len, to->logprob_fwd);
+    free(iv);
+    free(dv);
+    return group_close(w, g, o, st);
+}
+
 static rc_status write_all(const h5w *w, const rc_results *r)
 {
     RC_TRY(write_root_attrs(w, r));
@@ -1048,7 +1179,8 @@ static rc_status write_all(const h5w *w, const rc_results *r)
     RC_TRY(write_cross(w, r));
     RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
-    return write_sweep(w, r);
+    RC_TRY(write_sweep(w, r));
+    return write_trace(w, r);
 }
 
 /* ------------------------------------------------------------------------ */
