@@ -26,6 +26,8 @@
 #include "rc_cuda.h"
 #include "results.h"
 #include "rollout.h"
+#include "rollouts_in.h"
+#include "score.h"
 #include "status.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -47,6 +49,8 @@ static const char *k_usage =
     "  tokenize --model DIR TEXT...   token ids and pieces of TEXT (tokenizer.json)\n"
     "  report FILE.h5 [--json]        the run's summary again, from its result file\n"
     "  diff A.h5 B.h5 [--json]        two runs over the same tokens, side by side\n"
+    "  score --rollouts FILE [RUN OPTIONS]   re-score rollouts your own engine\n"
+    "                                 logged (vLLM, SGLang, JSONL, HDF5) as the trainer\n"
     "\n"
     "Options:\n"
     "  -h, --help      show this help\n"
@@ -2426,7 +2430,7 @@ static rc_status run_record(run_ctx *x, const char *cmdline)
     snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
     snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
     snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->sampler.kernels));
-    if (ro->sampler_spec || ro->trainer_spec) { /* both sides, when a spec was given */
+    if ((ro->sampler_spec || ro->trainer_spec) && !res->trainer[0]) { /* both sides, when a spec was given */
         side_str(&ro->sampler, false, res->sampler, sizeof res->sampler);
         side_str(&ro->trainer, true, res->trainer, sizeof res->trainer);
     }
@@ -2534,6 +2538,211 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     if (st == RC_OK)
         st = run_record(&x, cmdline);
     code = st == RC_OK ? run_report(&x) : fail(st);
+    run_free(&x);
+    return code;
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* ratiocheck score                                                          */
+
+static const char k_score_usage[] =
+    "Usage: ratiocheck score --rollouts FILE [--format F] [RUN OPTIONS]\n"
+    "\n"
+    "Re-scores rollouts your own engine logged: its log-probs are the sampler's\n"
+    "side (\"old\"), ratiocheck computes the trainer's full forward (--trainer,\n"
+    "--dtype ...) and the reference, and reports the same statistics, verdict,\n"
+    "HDF5 file and gates as a run (README \"Check your own engine\").\n"
+    "\n"
+    "  --rollouts FILE        the logged rollouts\n"
+    "  --format F             auto (default: sniffed), jsonl, vllm, sglang, h5\n"
+    "  --logprobs-kind K      raw (default: the full distribution at temperature 1,\n"
+    "                         vLLM raw_logprobs) or processed (after temperature and\n"
+    "                         top-k / top-p); a file's \"logprobs_kind\" wins\n"
+    "  --temperature T, --top-k K, --top-p P   the sampler's settings when the file\n"
+    "                         does not state them (a file that states others: exit 2)\n"
+    "\n"
+    "The run options that apply: --model --dtype --kernels --upcast --alibi-bias\n"
+    "--logprob-dtype --reference --threads --backend --len (default: the longest\n"
+    "response) --forward-batch (default 64) --trainer --clip-eps --clip-eps-low\n"
+    "--clip-eps-high --seq-eps --seq-cap --out (default MODEL.DTYPE.score.h5) --force\n"
+    "--json --fail-above --show --show-worst -q (ratiocheck run --help).\n";
+
+typedef struct {
+    const char *rollouts, *format, *kind;
+    bool temperature, top_k, top_p, forward_batch; /* given on the command line */
+} score_args;
+
+/* Take score's own options out of argv (into sa), refuse the run options that
+ * do not apply, and leave the rest in av for parse_run_args. Returns an exit
+ * code when done (--help, a usage error), else -1. */
+static int score_split_args(int argc, char **argv, score_args *sa, char **av, int *ac)
+{
+    static const char *const own[] = {"rollouts", "format", "logprobs-kind"};
+    static const char *const refused[] = {"prompts", "num-prompts", "samples", "rollouts-from", "seed", "sampler",
+                                          "batch", "stop-at-eos"};
+    *ac = 0;
+    av[(*ac)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return (fputs(k_score_usage, stdout), 0);
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            av[(*ac)++] = argv[i];
+            continue;
+        }
+        const char *eq = strchr(a + 2, '=');
+        const size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        int k = -1;
+        for (int j = 0; j < 3; j++)
+            if (strlen(own[j]) == nl && !strncmp(a + 2, own[j], nl))
+                k = j;
+        for (int j = 0; j < 8; j++)
+            if (strlen(refused[j]) == nl && !strncmp(a + 2, refused[j], nl))
+                return usage_error("score: --%s does not apply: the rollouts come from --rollouts FILE", refused[j]);
+        if (k < 0) {
+            sa->temperature |= nl == 11 && !strncmp(a + 2, "temperature", nl);
+            sa->top_k |= nl == 5 && !strncmp(a + 2, "top-k", nl);
+            sa->top_p |= nl == 5 && !strncmp(a + 2, "top-p", nl);
+            sa->forward_batch |= nl == 13 && !strncmp(a + 2, "forward-batch", nl);
+            av[(*ac)++] = argv[i];
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v)
+            return usage_error("option --%s needs a value", own[k]);
+        if (k == 0)
+            sa->rollouts = v;
+        else if (k == 1)
+            sa->format = v;
+        else
+            sa->kind = v;
+    }
+    av[*ac] = NULL;
+    if (!sa->rollouts)
+        return usage_error("score needs --rollouts FILE (ratiocheck score --help)");
+    if (!sa->rollouts[0])
+        return usage_error("--rollouts: the path is empty");
+    if (sa->kind && strcmp(sa->kind, "raw") && strcmp(sa->kind, "processed"))
+        return usage_error("--logprobs-kind: '%s' is not raw or processed", sa->kind);
+    return -1;
+}
+
+/* The model, the rollouts (streamed, checked against the model), and the
+ * run's configuration: every rollout its own prompt, the logged tokens and
+ * log-probs for the sampler, the trainer's temperature from the log-prob kind. */
+static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *set, rc_score_inputs *in)
+{
+    run_opts *ro = &x->ro;
+    rc_rollout_format fmt = RC_RFMT_AUTO;
+    if (sa->format)
+        RC_TRY(rc_rollout_format_parse(sa->format, &fmt));
+    RC_TRY(rc_model_load(ro->model_dir, &x->m));
+    const rc_config *mc = &x->m->cfg;
+    char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
+    bool have_tok = false;
+    rc_status st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    if (st == RC_OK && have_tok)
+        st = rc_tokenizer_load(tp, mc->vocab, &x->tok);
+    free(tp);
+    RC_TRY(st);
+    RC_TRY(rc_rollouts_load(sa->rollouts, fmt, mc->vocab, mc->max_pos, set));
+    /* the settings: the file's, else the command line's; both and different: refused */
+    if (!set->kind_given)
+        set->kind = sa->kind && !strcmp(sa->kind, "processed") ? RC_LP_PROCESSED : RC_LP_RAW;
+    else if (sa->kind && (set->kind == RC_LP_PROCESSED) != !strcmp(sa->kind, "processed"))
+        return rc_errorf(RC_ERR_USAGE, "--logprobs-kind %s: %s states %s log-probs", sa->kind, sa->rollouts,
+                         set->kind == RC_LP_PROCESSED ? "processed" : "raw");
+    const bool file_t = set->temperature != 1.0, file_k = set->top_k != 0, file_p = set->top_p != 1.0;
+    if (sa->temperature && file_t && set->temperature != ro->temperature)
+        return rc_errorf(RC_ERR_USAGE, "--temperature %g: %s states %g", ro->temperature, sa->rollouts,
+                         set->temperature);
+    if (sa->top_k && file_k && set->top_k != ro->cfg.sampling.top_k)
+        return rc_errorf(RC_ERR_USAGE, "--top-k %lld: %s states %lld", (long long)ro->cfg.sampling.top_k,
+                         sa->rollouts, (long long)set->top_k);
+    if (sa->top_p && file_p && set->top_p != ro->cfg.sampling.top_p)
+        return rc_errorf(RC_ERR_USAGE, "--top-p %g: %s states %g", ro->cfg.sampling.top_p, sa->rollouts, set->top_p);
+    if (sa->temperature && !file_t)
+        set->temperature = ro->temperature;
+    if (sa->top_k && !file_k)
+        set->top_k = ro->cfg.sampling.top_k;
+    if (sa->top_p && !file_p)
+        set->top_p = ro->cfg.sampling.top_p;
+    RC_TRY(rc_score_inputs_build(set, sa->rollouts, in));
+    rc_rollout_cfg *cfg = &x->cfg;
+    if (!ro->len_given) {
+        cfg->n_lens = 1;
+        cfg->lens[0] = in->resp_max;
+    }
+    if (set->resp_max < 1)
+        return rc_errorf(RC_ERR_FORMAT, "%s: every response is empty", sa->rollouts);
+    cfg->n_prompts = in->n;
+    cfg->prompt_max = in->prompt_max;
+    cfg->prompt_tokens = in->prompt_tokens;
+    cfg->prompt_len = in->prompt_len;
+    cfg->samples = 1;
+    cfg->forced_tokens = in->tokens;
+    cfg->forced_valid = in->valid;
+    cfg->forced_len = in->resp_max;
+    cfg->given_logprobs = in->logprobs;
+    cfg->sampling.top_k = set->top_k;
+    cfg->sampling.top_p = set->top_p;
+    /* the trainer computes the distribution the log-probs were logged from */
+    const double T = set->kind == RC_LP_RAW ? 1.0 : set->temperature;
+    ro->temperature = T;
+    cfg->num.temperature = cfg->num_trainer.temperature = (float)T;
+    x->prompts_path = sa->rollouts;
+    return RC_OK;
+}
+
+static int cmd_score(int argc, char **argv, const char *cmdline)
+{
+    static run_ctx x;
+    memset(&x, 0, sizeof x);
+    score_args sa = {0};
+    char **av = calloc((size_t)argc + 1, sizeof *av);
+    if (!av)
+        return fail(rc_errorf(RC_ERR_NOMEM, "out of memory"));
+    int ac = 0;
+    int code = score_split_args(argc, argv, &sa, av, &ac);
+    if (code < 0)
+        code = parse_run_args(ac, av, &x.ro);
+    free(av);
+    if (code >= 0)
+        return code;
+    x.out_kind = "score";
+    x.ro.replay = sa.rollouts; /* the output must not be the input */
+    if (!sa.forward_batch) /* one forward over a million rollouts would not fit: groups of 64 */
+        x.ro.cfg.forward_batch = x.ro.trainer.batch = 64;
+    rc_rollout_set set;
+    rc_score_inputs in;
+    memset(&set, 0, sizeof set);
+    memset(&in, 0, sizeof in);
+    rc_score_align al;
+    memset(&al, 0, sizeof al);
+    rc_status st = run_prepare(&x);
+    if (st == RC_OK)
+        st = score_load(&x, &sa, &set, &in);
+    if (st == RC_OK)
+        st = run_compute(&x);
+    if (st == RC_OK)
+        st = rc_score_check_alignment(&set, sa.rollouts, &x.res, &al);
+    if (st == RC_OK) {
+        for (int i = 0; i < al.n_warnings; i++)
+            fprintf(stderr, "ratiocheck: warning: %s: %s\n", sa.rollouts, al.warnings[i]);
+        char tr[160];
+        side_str(&x.ro.trainer, true, tr, sizeof tr);
+        snprintf(x.res.trainer, sizeof x.res.trainer, "%s", tr);
+        snprintf(x.res.sampler, sizeof x.res.sampler, "logged (%s file, %s log-probs, temperature %g, top_k %lld, "
+                 "top_p %g)", rc_rollout_format_name(set.format), set.kind == RC_LP_RAW ? "raw" : "processed",
+                 set.temperature, (long long)set.top_k, set.top_p);
+        rc_rollouts_free(&set); /* the results hold everything from here on */
+        rc_score_inputs_free(&in);
+        st = run_record(&x, cmdline);
+    }
+    code = st == RC_OK ? run_report(&x) : fail(st);
+    rc_rollouts_free(&set);
+    rc_score_inputs_free(&in);
     run_free(&x);
     return code;
 }
@@ -2893,6 +3102,8 @@ int main(int argc, char **argv)
             code = cmd_run(argc, argv, cmdline);
     } else if (!strcmp(argv[1], "run")) {
         code = cmd_run(argc - 1, argv + 1, cmdline);
+    } else if (!strcmp(argv[1], "score")) {
+        code = cmd_score(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "sweep")) {
         code = cmd_sweep(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "help")) {
