@@ -91,8 +91,10 @@ rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, co
     for (int k = 0; k < 3; k++)
         a->shift_mad[k] = a->shift_count[k] ? sum[k] / (double)a->shift_count[k] : NAN;
     if (a->shift_count[0] >= 8) {
-        const int best = a->shift_mad[0] <= a->shift_mad[2] ? (a->shift_mad[0] <= a->shift_mad[1] ? 1 : 0)
-                                                            : (a->shift_mad[2] <= a->shift_mad[1] ? 2 : 0);
+        int best = 1; /* the smallest mean |diff|, in place when tied */
+        for (int k = 0; k < 3; k++)
+            if (a->shift_count[k] > 0 && a->shift_mad[k] < a->shift_mad[best])
+                best = k;
         if (best != 1 && a->shift_mad[best] < 0.5 * a->shift_mad[1])
             return rc_errorf(RC_ERR_FORMAT,
                              "%s: the logged log-probs fit the trainer's shifted by %+d token (mean |diff| %.3g) "

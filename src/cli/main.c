@@ -2653,7 +2653,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     else if (sa->kind && (set->kind == RC_LP_PROCESSED) != !strcmp(sa->kind, "processed"))
         return rc_errorf(RC_ERR_USAGE, "--logprobs-kind %s: %s states %s log-probs", sa->kind, sa->rollouts,
                          set->kind == RC_LP_PROCESSED ? "processed" : "raw");
-    const bool file_t = set->temperature != 1.0, file_k = set->top_k != 0, file_p = set->top_p != 1.0;
+    const bool file_t = set->temperature_given, file_k = set->top_k_given, file_p = set->top_p_given;
     if (sa->temperature && file_t && set->temperature != ro->temperature)
         return rc_errorf(RC_ERR_USAGE, "--temperature %g: %s states %g", ro->temperature, sa->rollouts,
                          set->temperature);

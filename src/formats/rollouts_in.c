@@ -823,6 +823,9 @@ rc_status rc_rollouts_load(const char *path, rc_rollout_format fmt, int64_t voca
         st = load_lines(&L);
     if (st == RC_OK && out->n == 0)
         st = rc_errorf(RC_ERR_FORMAT, "%s: no rollouts", path);
+    out->temperature_given = L.have_t;
+    out->top_p_given = L.have_p;
+    out->top_k_given = L.have_k;
     free(L.pids.v);
     free(L.rids.v);
     free(L.lps.v);

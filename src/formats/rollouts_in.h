@@ -49,6 +49,7 @@ typedef struct {
     /* the sampling settings, one per file (a record that states another is an error) */
     double temperature, top_p;
     int64_t top_k;
+    bool temperature_given, top_p_given, top_k_given; /* stated by the file */
     rc_logprob_kind kind;
     bool kind_given;            /* the file says which (else raw is assumed) */
     bool whole_file;            /* line[] counts records, not lines */
