@@ -2559,6 +2559,9 @@ static const char k_score_usage[] =
     "  --logprobs-kind K      raw (default: the full distribution at temperature 1,\n"
     "                         vLLM raw_logprobs) or processed (after temperature and\n"
     "                         top-k / top-p); a file's \"logprobs_kind\" wins\n"
+    "  --check-only           read and check the file against the model (ids, counts,\n"
+    "                         positions, log-prob values), print what it holds, and\n"
+    "                         stop before the forward pass (no output file)\n"
     "  --temperature T, --top-k K, --top-p P   the sampler's settings when the file\n"
     "                         does not state them (a file that states others: exit 2)\n"
     "\n"
@@ -2570,6 +2573,7 @@ static const char k_score_usage[] =
 
 typedef struct {
     const char *rollouts, *format, *kind;
+    bool check_only;
     bool temperature, top_k, top_p, forward_batch; /* given on the command line */
 } score_args;
 
@@ -2589,6 +2593,10 @@ static int score_split_args(int argc, char **argv, score_args *sa, char **av, in
             return (fputs(k_score_usage, stdout), 0);
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
             av[(*ac)++] = argv[i];
+            continue;
+        }
+        if (!strcmp(a, "--check-only")) {
+            sa->check_only = true;
             continue;
         }
         const char *eq = strchr(a + 2, '=');
@@ -2669,6 +2677,22 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     if (sa->top_p && !file_p)
         set->top_p = ro->cfg.sampling.top_p;
     RC_TRY(rc_score_inputs_build(set, sa->rollouts, in));
+    /* the padded tables hold every id and log-prob now: the compact ones go
+     * (the checks after the forward read only the settings) */
+    const int64_t toks = set->n ? set->tok_off[set->n] : 0, resp = set->n ? set->lp_off[set->n] : 0;
+    free(set->tok);
+    free(set->lp);
+    free(set->tok_off);
+    free(set->lp_off);
+    free(set->plen);
+    free(set->rlen);
+    free(set->line);
+    set->tok = NULL;
+    set->lp = NULL;
+    set->tok_off = set->lp_off = set->line = NULL;
+    set->plen = set->rlen = NULL;
+    set->n_tokens = toks;
+    set->n_response_tokens = resp;
     rc_rollout_cfg *cfg = &x->cfg;
     if (!ro->len_given) {
         cfg->n_lens = 1;
@@ -2723,6 +2747,18 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
     rc_status st = run_prepare(&x);
     if (st == RC_OK)
         st = score_load(&x, &sa, &set, &in);
+    if (st == RC_OK && sa.check_only) { /* what the file holds, no forward pass */
+        const int64_t toks = set.n_tokens, resp = set.n_response_tokens;
+        printf("%s: %s, %lld rollouts, %lld prompt + %lld response tokens (longest %lld + %lld), %s log-probs, "
+               "temperature %g, top_k %lld, top_p %g: OK for %s\n", sa.rollouts, rc_rollout_format_name(set.format),
+               (long long)set.n, (long long)(toks - resp), (long long)resp, (long long)set.prompt_max,
+               (long long)set.resp_max, set.kind == RC_LP_RAW ? "raw" : "processed", set.temperature,
+               (long long)set.top_k, set.top_p, x.ro.model_dir);
+        rc_rollouts_free(&set);
+        rc_score_inputs_free(&in);
+        run_free(&x);
+        return 0;
+    }
     if (st == RC_OK)
         st = run_compute(&x);
     if (st == RC_OK)

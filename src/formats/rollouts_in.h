@@ -55,6 +55,7 @@ typedef struct {
     bool whole_file;            /* line[] counts records, not lines */
     rc_rollout_format format;
     int64_t lines_read;
+    int64_t n_tokens, n_response_tokens; /* in all rollouts (filled by the caller once the arrays are gone) */
     int64_t cap, tok_cap, lp_cap; /* allocated */
 } rc_rollout_set;
 
