@@ -2736,6 +2736,8 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
         return code;
     x.out_kind = "score";
     x.ro.replay = sa.rollouts; /* the output must not be the input */
+    if (sa.check_only)
+        x.ro.out_path = "none";
     if (!sa.forward_batch) /* one forward over a million rollouts would not fit: groups of 64 */
         x.ro.cfg.forward_batch = x.ro.trainer.batch = 64;
     rc_rollout_set set;
