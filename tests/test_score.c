@@ -275,8 +275,8 @@ static void write_file(const char *name, const char *body)
     fclose(f);
 }
 
-/* hf_fp32.jsonl with the logged log-probs moved by one token */
-static void write_shifted(const char *name, int shift)
+/* hf_fp32.jsonl (repeated `repeat` times) with the logged log-probs moved by one token */
+static void write_shifted(const char *name, int shift, int repeat)
 {
     json_t *rows = load_jsonl("hf_fp32.jsonl");
     char p[PATH_MAX + 64];
@@ -295,7 +295,8 @@ static void write_shifted(const char *name, int shift)
             json_array_insert_new(lp, 0, json_real(-1.0));
         }
         char *s = json_dumps(o, JSON_COMPACT);
-        fprintf(f, "%s\n", s);
+        for (int k = 0; k < repeat; k++)
+            fprintf(f, "%s\n", s);
         free(s);
     }
     fclose(f);
@@ -377,12 +378,16 @@ END_TEST
 /* a one-token shift either way is refused, naming the shift */
 START_TEST(test_shift)
 {
-    write_shifted("plus.jsonl", 1);
+    write_shifted("plus.jsonl", 1, 1);
     ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/plus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
     ck_assert_msg(strstr(g_err, "shifted by +1 token") != NULL, "%s", g_err);
-    write_shifted("minus.jsonl", -1);
+    write_shifted("minus.jsonl", -1, 1);
     ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/minus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
     ck_assert_msg(strstr(g_err, "shifted by -1 token") != NULL, "%s", g_err);
+    /* more than 256 rollouts: found on the first 64, before the whole forward */
+    write_shifted("many.jsonl", 1, 13);
+    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/many.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_msg(strstr(g_err, "shifted by +1 token") != NULL, "%s", g_err);
     char o[PATH_MAX + 8];
     snprintf(o, sizeof o, "%s/o.h5", g_dir);
     ck_assert(access(o, F_OK) != 0);

@@ -2719,6 +2719,34 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     return RC_OK;
 }
 
+/* The backends and the forward; on a large file the first rollouts are
+ * scored and checked for alignment first, so a misaligned file is refused
+ * in seconds rather than after the whole forward. */
+static rc_status score_compute(run_ctx *x, const rc_rollout_set *set, const char *path)
+{
+    const run_opts *ro = &x->ro;
+    x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
+    if (x->use_cuda)
+        omp_set_num_threads(x->n_threads);
+    rc_status st = side_backends(x, &ro->sampler, &ro->trainer, &x->be, &x->trainer_be);
+    x->cfg.trainer_be = x->trainer_be;
+    if (st == RC_OK && x->cfg.reference == 32)
+        st = backend_for(x, RC_KERNELS_INVARIANT, &x->ref_be);
+    if (st == RC_OK && x->cfg.n_prompts > 4 * RC_SCORE_SHIFT_ROLLOUTS) {
+        rc_rollout_cfg probe = x->cfg; /* the first rollouts: the same rows of the same tables */
+        probe.n_prompts = RC_SCORE_SHIFT_ROLLOUTS;
+        probe.reference = 0;
+        rc_results pr;
+        memset(&pr, 0, sizeof pr);
+        rc_score_align al;
+        st = rc_run_check(x->m, x->be, NULL, &probe, NULL, NULL, &g_interrupted_flag, &pr);
+        if (st == RC_OK)
+            st = rc_score_check_alignment(set, path, &pr, &al);
+        rc_results_free(&pr);
+    }
+    return st == RC_OK ? run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res) : st;
+}
+
 static int cmd_score(int argc, char **argv, const char *cmdline)
 {
     static run_ctx x;
@@ -2762,7 +2790,7 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
         return 0;
     }
     if (st == RC_OK)
-        st = run_compute(&x);
+        st = score_compute(&x, &set, sa.rollouts);
     if (st == RC_OK)
         st = rc_score_check_alignment(&set, sa.rollouts, &x.res, &al);
     if (st == RC_OK) {
