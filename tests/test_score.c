@@ -5,6 +5,7 @@
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +395,47 @@ START_TEST(test_shift)
 }
 END_TEST
 
+/* vllm_completions_fp32.jsonl with the text of every choice (all) or of
+ * record 2's first choice changed */
+static void write_text_changed(const char *name, bool all)
+{
+    json_t *rows = load_jsonl("vllm_completions_fp32.jsonl");
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert(f != NULL);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *ch = json_object_get(json_array_get(rows, i), "choices");
+        for (size_t c = 0; c < json_array_size(ch); c++)
+            if (all || (i == 1 && c == 0))
+                json_object_set_new(json_array_get(ch, c), "text", json_string("something else"));
+        char *t = json_dumps(json_array_get(rows, i), JSON_COMPACT);
+        fprintf(f, "%s\n", t);
+        free(t);
+    }
+    fclose(f);
+    json_decref(rows);
+}
+
+/* the response text against the ids decoded with the model's tokenizer: the
+ * fixtures' texts are HF's decode and pass; all different is refused, one
+ * different is a warning */
+START_TEST(test_text)
+{
+    ck_assert_int_eq(run("score --check-only --rollouts vllm_chat_fp32.jsonl"), 0);
+    ck_assert_msg(g_err[0] == '\0', "%s", g_err);
+    write_text_changed("all.jsonl", true);
+    ck_assert_int_eq(run("score -q --rollouts '%s/all.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    char where[PATH_MAX + 64];
+    snprintf(where, sizeof where, "%s/all.jsonl:1: the response text differs", g_dir);
+    ck_assert_msg(strstr(g_err, where) != NULL, "%s", g_err);
+    write_text_changed("one.jsonl", false);
+    ck_assert_int_eq(run("score --check-only --rollouts '%s/one.jsonl'", g_dir), 0);
+    ck_assert_msg(strstr(g_err, "warning") && strstr(g_err, "one.jsonl:2: the response text of 1 of 24"), "%s",
+                  g_err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("score");
@@ -406,6 +448,7 @@ int main(void)
     tcase_add_test(tc, test_processed);
     tcase_add_test(tc, test_alignment_errors);
     tcase_add_test(tc, test_shift);
+    tcase_add_test(tc, test_text);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
 }

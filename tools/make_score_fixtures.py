@@ -14,6 +14,10 @@ every continuation has its max_new_tokens). The logged log-prob of each generate
 ``log_softmax(logits.float())`` of generate's raw logits (the KV-cached
 decode's: what vLLM's ``--logprobs-mode raw_logprobs`` logs).
 
+Every response's text (vLLM's choices[].text / message.content / outputs[].text,
+SGLang's "text") is ``tokenizer.decode(ids, skip_special_tokens=True)`` of the
+model's own tokenizer (AutoTokenizer), as the engines detokenize.
+
 Written per dtype D:
   hf_D.jsonl              the generic JSONL: prompt_ids, response_ids, logprobs,
                           temperature, top_p, top_k, logprobs_kind "raw"
@@ -54,7 +58,7 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import GPTNeoXForCausalLM
+from transformers import AutoTokenizer, GPTNeoXForCausalLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "data", "models", "pythia-rc-tiny")
@@ -87,6 +91,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(SEED)
     os.makedirs(OUT, exist_ok=True)
+    tok = AutoTokenizer.from_pretrained(MODEL)
     m32 = GPTNeoXForCausalLM.from_pretrained(MODEL, dtype=torch.float32, attn_implementation="eager").eval()
     for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         model = GPTNeoXForCausalLM.from_pretrained(MODEL, dtype=dt, attn_implementation="eager").eval()
@@ -107,7 +112,8 @@ def main():
                 resp = [int(x) for x in g.sequences[s, len(p):]]
                 assert len(resp) == n, (len(resp), n)
                 lps = [float(torch.log_softmax(g.logits[t][s].float(), dim=-1)[resp[t]]) for t in range(n)]
-                rollouts.append({"prompt": i, "prompt_ids": p, "response_ids": resp, "logprobs": lps})
+                rollouts.append({"prompt": i, "prompt_ids": p, "response_ids": resp, "logprobs": lps,
+                                 "text": tok.decode(resp, skip_special_tokens=True)})
         with open(os.path.join(OUT, f"hf_{name}.jsonl"), "w") as f:
             for r in rollouts:
                 f.write(json.dumps({"prompt_ids": r["prompt_ids"], "response_ids": r["response_ids"],
@@ -130,7 +136,7 @@ def main():
             for i, rs in sorted(by_prompt.items()):
                 choices = []
                 for k, r in enumerate(rs):
-                    choices.append({"index": k, "text": "", "finish_reason": "length", "stop_reason": None,
+                    choices.append({"index": k, "text": r["text"], "finish_reason": "length", "stop_reason": None,
                                     "logprobs": {"text_offset": list(range(len(r["response_ids"]))),
                                                  "token_logprobs": r["logprobs"],
                                                  "tokens": [f"token_id:{t}" for t in r["response_ids"]],
@@ -161,7 +167,7 @@ def main():
         for i, rs in sorted(by_prompt.items()):
             outs = []
             for k, r in enumerate(rs):
-                outs.append({"index": k, "text": "", "token_ids": r["response_ids"],
+                outs.append({"index": k, "text": r["text"], "token_ids": r["response_ids"],
                              "cumulative_logprob": sum(r["logprobs"]),
                              "logprobs": [{str(t): {"logprob": lp, "rank": 1, "decoded_token": ""}}
                                           for t, lp in zip(r["response_ids"], r["logprobs"])],
@@ -173,7 +179,7 @@ def main():
             f.write("\n")
         with open(os.path.join(OUT, "vllm_chat_fp32.jsonl"), "w") as f:
             for i, rs in sorted(by_prompt.items()):
-                choices = [{"index": k, "message": {"role": "assistant", "content": ""},
+                choices = [{"index": k, "message": {"role": "assistant", "content": r["text"]},
                             "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": lp, "bytes": None,
                                                       "top_logprobs": []}
                                                      for t, lp in zip(r["response_ids"], r["logprobs"])]},
@@ -185,7 +191,7 @@ def main():
         with open(os.path.join(OUT, "sglang_fp32.jsonl"), "w") as f:
             for r in rollouts:
                 p = r["prompt_ids"]
-                f.write(json.dumps({"text": "", "output_ids": r["response_ids"],
+                f.write(json.dumps({"text": r["text"], "output_ids": r["response_ids"],
                                     "meta_info": {"id": "0", "finish_reason": {"type": "length"},
                                                   "prompt_tokens": len(p),
                                                   "completion_tokens": len(r["response_ids"]),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer.h"
 #include "util.h"
 
 void rc_score_inputs_free(rc_score_inputs *in)
@@ -155,5 +156,46 @@ rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, co
         warn(a, "processed log-probs with top_k %lld / top_p %g: the trainer's side does not renormalise, so the "
              "ratios include log(kept mass) (mean logged - trainer %.3g); log raw ones to compare like with like",
              (long long)s->top_k, s->top_p, a->mean_diff);
+    return RC_OK;
+}
+
+rc_status rc_score_check_text(const rc_rollout_set *s, const char *path, const struct rc_tokenizer *tok,
+                              rc_score_align *a, int64_t *compared, int64_t *differ)
+{
+    *compared = *differ = 0;
+    int64_t first = -1;
+    char first_text[96] = "", first_dec[96] = "";
+    for (int64_t i = 0; tok && i < s->n && i < RC_ROLLOUT_TEXT_KEPT; i++) {
+        if (!s->text[i] || !s->text[i][0] || !s->tok)
+            continue;
+        char *dec = NULL;
+        RC_TRY(rc_tokenizer_decode(tok, s->tok + s->tok_off[i] + s->plen[i], s->rlen[i], true, &dec, NULL));
+        (*compared)++;
+        if (strcmp(dec, s->text[i]) != 0) {
+            if (first < 0) {
+                first = i;
+                snprintf(first_text, sizeof first_text, "%.60s", s->text[i]);
+                snprintf(first_dec, sizeof first_dec, "%.60s", dec);
+                for (char *c = first_text; *c; c++) /* one line */
+                    *c = (unsigned char)*c < 0x20 ? ' ' : *c;
+                for (char *c = first_dec; *c; c++)
+                    *c = (unsigned char)*c < 0x20 ? ' ' : *c;
+            }
+            (*differ)++;
+        }
+        free(dec);
+    }
+    if (*differ == 0)
+        return RC_OK;
+    char where[1200];
+    rc_rollout_where(s, path, first, where, sizeof where);
+    if (*differ == *compared && *compared >= 2)
+        return rc_errorf(RC_ERR_FORMAT,
+                         "%s: the response text differs from its ids decoded with the model's tokenizer (\"%s\" "
+                         "against \"%s\"), in all %lld rollouts with text: the ids come from another tokenizer",
+                         where, first_text, first_dec, (long long)*compared);
+    warn(a, "%s: the response text of %lld of %lld rollouts differs from its ids decoded with the model's tokenizer "
+         "(\"%s\" against \"%s\"; stop strings or detokenizer settings?)", where, (long long)*differ,
+         (long long)*compared, first_text, first_dec);
     return RC_OK;
 }

@@ -51,4 +51,15 @@ typedef struct {
  * does when none was declared; warnings (no error) for the milder cases. */
 rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, const rc_results *r, rc_score_align *a);
 
+/* A tokenizer mismatch: the response text a record carries (the first
+ * RC_ROLLOUT_TEXT_KEPT rollouts) against its ids decoded with the model's
+ * tokenizer (skipping special tokens, as the engines' text does). Every one
+ * compared differs (at least 2): RC_ERR_FORMAT naming the first; some differ:
+ * a warning into *a (stop strings and detokenizer settings can change the
+ * text of a few); *compared / *differ get the counts. Call before the compact
+ * arrays are freed. */
+struct rc_tokenizer;
+rc_status rc_score_check_text(const rc_rollout_set *s, const char *path, const struct rc_tokenizer *tok,
+                              rc_score_align *a, int64_t *compared, int64_t *differ);
+
 #endif

@@ -2639,7 +2639,8 @@ static int score_split_args(int argc, char **argv, score_args *sa, char **av, in
 /* The model, the rollouts (streamed, checked against the model), and the
  * run's configuration: every rollout its own prompt, the logged tokens and
  * log-probs for the sampler, the trainer's temperature from the log-prob kind. */
-static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *set, rc_score_inputs *in)
+static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *set, rc_score_inputs *in,
+                            rc_score_align *text_notes)
 {
     run_opts *ro = &x->ro;
     rc_rollout_format fmt = RC_RFMT_AUTO;
@@ -2676,6 +2677,8 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
         set->top_k = ro->cfg.sampling.top_k;
     if (sa->top_p && !file_p)
         set->top_p = ro->cfg.sampling.top_p;
+    int64_t compared, differ;
+    RC_TRY(rc_score_check_text(set, sa->rollouts, x->tok, text_notes, &compared, &differ));
     RC_TRY(rc_score_inputs_build(set, sa->rollouts, in));
     /* the padded tables hold every id and log-prob now: the compact ones go
      * (the checks after the forward read only the settings) */
@@ -2772,11 +2775,14 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
     rc_score_inputs in;
     memset(&set, 0, sizeof set);
     memset(&in, 0, sizeof in);
-    rc_score_align al;
+    rc_score_align al, text_notes;
     memset(&al, 0, sizeof al);
+    memset(&text_notes, 0, sizeof text_notes);
     rc_status st = run_prepare(&x);
     if (st == RC_OK)
-        st = score_load(&x, &sa, &set, &in);
+        st = score_load(&x, &sa, &set, &in, &text_notes);
+    for (int i = 0; i < text_notes.n_warnings; i++)
+        fprintf(stderr, "ratiocheck: warning: %s\n", text_notes.warnings[i]);
     if (st == RC_OK && sa.check_only) { /* what the file holds, no forward pass */
         const int64_t toks = set.n_tokens, resp = set.n_response_tokens;
         printf("%s: %s, %lld rollouts, %lld prompt + %lld response tokens (longest %lld + %lld), %s log-probs, "

@@ -14,6 +14,8 @@
 
 void rc_rollouts_free(rc_rollout_set *s)
 {
+    for (int i = 0; i < RC_ROLLOUT_TEXT_KEPT; i++)
+        free(s->text[i]);
     free(s->tok);
     free(s->lp);
     free(s->tok_off);
@@ -113,6 +115,7 @@ typedef struct {
     char where[1200];    /* "FILE:LINE" of the current record */
     i32vec pids, rids;
     f32vec lps;
+    const char *text; /* the current rollout's response text, or NULL */
     /* the settings seen so far, and where */
     bool have_t, have_p, have_k, have_kind;
     int64_t line_t, line_p, line_k, line_kind;
@@ -281,11 +284,21 @@ static rc_status commit(loader *L)
     s->plen[s->n] = (int32_t)np;
     s->rlen[s->n] = (int32_t)nr;
     s->line[s->n] = L->line;
+    if (s->n < RC_ROLLOUT_TEXT_KEPT && L->text && !(s->text[s->n] = strdup(L->text)))
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    L->text = NULL;
     s->prompt_max = np > s->prompt_max ? np : s->prompt_max;
     s->resp_max = nr > s->resp_max ? nr : s->resp_max;
     s->n++;
     L->pids.n = L->rids.n = L->lps.n = 0;
     return RC_OK;
+}
+
+/* the response text at key of o, when it is a string */
+static void take_text(loader *L, const json_t *o, const char *key)
+{
+    const json_t *v = json_is_object(o) ? json_object_get(o, key) : NULL;
+    L->text = json_is_string(v) ? json_string_value(v) : NULL;
 }
 
 static const json_t *need(loader *L, const json_t *o, const char *key, rc_status *st)
@@ -310,6 +323,7 @@ static rc_status rec_jsonl(loader *L, const json_t *o)
     RC_TRY(take_settings(L, o));
     RC_TRY(take_ids(L, p, "prompt_ids", &L->pids));
     RC_TRY(take_ids(L, r, "response_ids", &L->rids));
+    take_text(L, o, "response_text");
     if (!json_is_array(l))
         return rc_errorf(RC_ERR_FORMAT, "%s: logprobs is not an array", L->where);
     for (size_t i = 0; i < json_array_size(l); i++)
@@ -389,6 +403,10 @@ static rc_status rec_vllm_server(loader *L, const json_t *o)
         }
         if (tids && !json_is_null(tids))
             RC_TRY(take_ids(L, tids, "token_ids", &L->rids));
+        if (json_is_array(content))
+            take_text(L, json_object_get(cj, "message"), "content");
+        else
+            take_text(L, cj, "text");
         RC_TRY(commit(L));
     }
     return RC_OK;
@@ -436,6 +454,7 @@ static rc_status rec_vllm_offline(loader *L, const json_t *o)
                 e = json_object_get(e, "logprob");
             RC_TRY(take_lp(L, e ? e : json_null(), "outputs[].logprobs", (int64_t)i));
         }
+        take_text(L, oj, "text");
         RC_TRY(commit(L));
     }
     return RC_OK;
@@ -500,6 +519,7 @@ static rc_status rec_sglang(loader *L, const json_t *o)
                                  L->where, i, i);
         }
     }
+    take_text(L, o, "text");
     return commit(L);
 }
 
@@ -526,6 +546,7 @@ static rc_status do_record(loader *L, const json_t *o)
     if (!json_is_object(o))
         return rc_errorf(RC_ERR_FORMAT, "%s: the record is not a JSON object", L->where);
     L->pids.n = L->rids.n = L->lps.n = 0;
+    L->text = NULL;
     switch (L->s->format) {
     case RC_RFMT_JSONL:
         return rec_jsonl(L, o);

@@ -30,6 +30,7 @@
 /* a logged log-prob above this is not a log-probability (a log-softmax
  * rounds to at most 0; the slack covers a bf16 log-softmax of p ~ 1) */
 #define RC_LOGPROB_POS_TOL 1e-3
+#define RC_ROLLOUT_TEXT_KEPT 64
 
 typedef enum { RC_RFMT_AUTO, RC_RFMT_JSONL, RC_RFMT_VLLM, RC_RFMT_SGLANG, RC_RFMT_H5 } rc_rollout_format;
 /* what the logged log-probs are: of the full distribution at temperature 1
@@ -46,6 +47,10 @@ typedef struct {
     int64_t *tok_off, *lp_off;  /* [n + 1] */
     int32_t *plen, *rlen;       /* [n] */
     int64_t *line;              /* [n] the line (or record, for whole-file JSON) it came from */
+    /* the response text the record carries (vLLM choices[].text / message.content /
+     * outputs[].text, SGLang "text", jsonl "response_text"), kept for the first
+     * RC_ROLLOUT_TEXT_KEPT rollouts only (NULL when absent) */
+    char *text[64];
     /* the sampling settings, one per file (a record that states another is an error) */
     double temperature, top_p;
     int64_t top_k;
