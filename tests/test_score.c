@@ -436,6 +436,34 @@ START_TEST(test_text)
 }
 END_TEST
 
+/* a sweep over trainer settings on the logged rollouts: the noise floor is
+ * bitwise the base; the bf16 trainer row against the HF fp32 rollouts is
+ * far from the fp32 base; the sampler cannot vary */
+START_TEST(test_sweep)
+{
+    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --vary trainer:dtype=bf16"),
+                     0);
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s", e.text);
+    json_t *rows = json_object_get(json_object_get(j, "sweep"), "rows");
+    ck_assert_int_eq((int64_t)json_array_size(rows), 2);
+    ck_assert(json_is_true(json_object_get(json_array_get(rows, 0), "identical_to_base")));
+    const double base = json_real_value(json_object_get(json_array_get(json_object_get(j, "lens"), 0), "std"));
+    const double bf16 = json_real_value(json_object_get(json_array_get(rows, 1), "std"));
+    ck_assert_msg(bf16 > 1000 * base, "bf16 trainer std %g, fp32 %g", bf16, base);
+    json_decref(j);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --vary sampler:dtype=bf16"), 2);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --vary trainer:nope=1"), 2);
+    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --sweep --out '%s/s.h5'", g_dir), 0);
+    ck_assert_msg(strstr(g_out, "trainer: lm-head=fp32") && strstr(g_out, "noise floor: the base replayed is bitwise "
+                  "identical"), "%s", g_out);
+    char p[PATH_MAX + 16];
+    snprintf(p, sizeof p, "%s/s.h5", g_dir);
+    ck_assert(access(p, F_OK) == 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("score");
@@ -449,6 +477,7 @@ int main(void)
     tcase_add_test(tc, test_alignment_errors);
     tcase_add_test(tc, test_shift);
     tcase_add_test(tc, test_text);
+    tcase_add_test(tc, test_sweep);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
 }

@@ -2546,6 +2546,19 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
 /* ------------------------------------------------------------------------ */
 /* ratiocheck score                                                          */
 
+#define MAX_SWEEP 64
+/* One setting of a sweep: SPEC applied to the sampler, the trainer or both
+ * (sides bit 1 / 2), over the base's sides. */
+typedef struct {
+    char name[96];
+    unsigned sides;
+    char spec[160];
+} sweep_setting;
+static rc_status parse_vary(const char *v, sweep_setting *out);
+static int default_settings(const run_ctx *x, sweep_setting *t);
+static rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set);
+static rc_status sweep_sides(const run_opts *ro, const sweep_setting *set, side *sm, side *tr);
+
 static const char k_score_usage[] =
     "Usage: ratiocheck score --rollouts FILE [--format F] [RUN OPTIONS]\n"
     "\n"
@@ -2562,6 +2575,9 @@ static const char k_score_usage[] =
     "  --check-only           read and check the file against the model (ids, counts,\n"
     "                         positions, log-prob values), print what it holds, and\n"
     "                         stop before the forward pass (no output file)\n"
+    "  --sweep                also replay the trainer with one setting changed at a\n"
+    "                         time (the trainer-side defaults of ratiocheck sweep)\n"
+    "  --vary trainer:SPEC    a setting of that sweep (repeatable; replaces the defaults)\n"
     "  --temperature T, --top-k K, --top-p P   the sampler's settings when the file\n"
     "                         does not state them (a file that states others: exit 2)\n"
     "\n"
@@ -2573,7 +2589,9 @@ static const char k_score_usage[] =
 
 typedef struct {
     const char *rollouts, *format, *kind;
-    bool check_only;
+    bool check_only, sweep;
+    const char *vary[MAX_SWEEP];
+    int n_vary;
     bool temperature, top_k, top_p, forward_batch; /* given on the command line */
 } score_args;
 
@@ -2595,8 +2613,24 @@ static int score_split_args(int argc, char **argv, score_args *sa, char **av, in
             av[(*ac)++] = argv[i];
             continue;
         }
-        if (!strcmp(a, "--check-only")) {
-            sa->check_only = true;
+        if (!strcmp(a, "--check-only") || !strcmp(a, "--sweep")) {
+            if (a[2] == 'c')
+                sa->check_only = true;
+            else
+                sa->sweep = true;
+            continue;
+        }
+        if (!strcmp(a, "--vary") || !strncmp(a, "--vary=", 7)) {
+            const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v)
+                return usage_error("score: --vary needs trainer:SPEC");
+            if (strncmp(v, "trainer:", 8) != 0)
+                return usage_error("score: --vary '%s': only the trainer varies (trainer:SPEC); the sampler is the "
+                                   "logged file", v);
+            if (sa->n_vary >= MAX_SWEEP)
+                return usage_error("score: at most %d --vary settings", MAX_SWEEP);
+            sa->vary[sa->n_vary++] = v;
+            sa->sweep = true;
             continue;
         }
         const char *eq = strchr(a + 2, '=');
@@ -2795,10 +2829,37 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
         run_free(&x);
         return 0;
     }
+    static sweep_setting vset[MAX_SWEEP];
+    int n_set = 0;
+    for (int i = 0; i < sa.n_vary && st == RC_OK; i++) { /* every --vary spec, before any work */
+        side sm, tr;
+        st = parse_vary(sa.vary[i], &vset[n_set]);
+        if (st == RC_OK)
+            st = sweep_sides(&x.ro, &vset[n_set++], &sm, &tr);
+    }
     if (st == RC_OK)
         st = score_compute(&x, &set, sa.rollouts);
     if (st == RC_OK)
         st = rc_score_check_alignment(&set, sa.rollouts, &x.res, &al);
+    if (st == RC_OK && sa.sweep && n_set == 0) { /* the trainer's side of sweep's defaults */
+        static sweep_setting all[MAX_SWEEP];
+        const int n_all = default_settings(&x, all);
+        for (int i = 0; i < n_all; i++) {
+            if (!(all[i].sides & 2))
+                continue;
+            bool dup = false;
+            for (int k = 0; k < n_set; k++)
+                dup |= !strcmp(vset[k].spec, all[i].spec);
+            if (dup)
+                continue;
+            vset[n_set] = all[i];
+            vset[n_set].sides = 2;
+            snprintf(vset[n_set].name, sizeof vset[n_set].name, "trainer: %s", all[i].spec);
+            n_set++;
+        }
+    }
+    if (st == RC_OK && sa.sweep)
+        st = sweep_run(&x, vset, n_set);
     if (st == RC_OK) {
         for (int i = 0; i < al.n_warnings; i++)
             fprintf(stderr, "ratiocheck: warning: %s: %s\n", sa.rollouts, al.warnings[i]);
@@ -2822,15 +2883,6 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
 /* ------------------------------------------------------------------------ */
 /* ratiocheck sweep                                                          */
 
-#define MAX_SWEEP 64
-
-/* One setting: SPEC applied to the sampler, the trainer or both (sides bit
- * 1 / 2), over the base's sides. */
-typedef struct {
-    char name[96];
-    unsigned sides;
-    char spec[160];
-} sweep_setting;
 
 /* "sampler:SPEC", "trainer:SPEC" or "both:SPEC" (--vary) */
 static rc_status parse_vary(const char *v, sweep_setting *out)
@@ -2936,6 +2988,8 @@ static rc_status sweep_replay(run_ctx *x, const side *sm, const side *tr, rc_res
     cfg.forced_tokens = x->res.gen_tokens;
     cfg.forced_valid = x->res.gen_valid;
     cfg.forced_len = x->res.gen_len;
+    if (cfg.given_logprobs) /* ratiocheck score: the logged log-probs, in the results' layout */
+        cfg.given_logprobs = x->res.logprob_gen;
     rc_backend *be, *tbe;
     rc_status st = side_backends(x, sm, tr, &be, &tbe);
     cfg.trainer_be = tbe;
