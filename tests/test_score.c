@@ -237,6 +237,24 @@ START_TEST(test_formats)
     snprintf(a, sizeof a, "--rollouts '%s/a.h5' --format h5", g_dir);
     stats_of(a, got, sizeof got);
     ck_assert_msg(!strcmp(got, want), "h5: %s", got);
+    /* --len: each rollout counts its tokens t < L */
+    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --len 5,10"), 0);
+    json_t *rows = load_jsonl("hf_fp32.jsonl");
+    int64_t want5 = 0, want10 = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        const int64_t n = (int64_t)json_array_size(json_object_get(json_array_get(rows, i), "response_ids"));
+        want5 += n < 5 ? n : 5;
+        want10 += n < 10 ? n : 10;
+    }
+    json_decref(rows);
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s", e.text);
+    json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 0), "count")), want5);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 1), "count")), want10);
+    json_decref(j);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --len 30"), 2);
     /* TRL and verl dumps carry text only */
     ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format trl"), 5);
     ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format verl"), 5);
