@@ -2670,6 +2670,14 @@ static int score_split_args(int argc, char **argv, score_args *sa, char **av, in
     return -1;
 }
 
+/* reading a large rollout file: a line on a terminal */
+static void score_read_progress(void *ctx, int64_t done, int64_t total, int64_t rollouts)
+{
+    const char *path = ctx;
+    fprintf(stderr, "\r\033[Kreading %s: %3.0f%%, %lld rollouts", path,
+            total > 0 ? 100.0 * (double)done / (double)total : 0.0, (long long)rollouts);
+}
+
 /* The model, the rollouts (streamed, checked against the model), and the
  * run's configuration: every rollout its own prompt, the logged tokens and
  * log-probs for the sampler, the trainer's temperature from the log-prob kind. */
@@ -2689,7 +2697,12 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
         st = rc_tokenizer_load(tp, mc->vocab, &x->tok);
     free(tp);
     RC_TRY(st);
-    RC_TRY(rc_rollouts_load(sa->rollouts, fmt, mc->vocab, mc->max_pos, set));
+    const bool bar = !ro->quiet && isatty(STDERR_FILENO) && !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
+    st = rc_rollouts_load(sa->rollouts, fmt, mc->vocab, mc->max_pos, bar ? score_read_progress : NULL,
+                          (void *)sa->rollouts, set);
+    if (bar)
+        fprintf(stderr, "\r\033[K");
+    RC_TRY(st);
     /* the settings: the file's, else the command line's; both and different: refused */
     if (!set->kind_given)
         set->kind = sa->kind && !strcmp(sa->kind, "processed") ? RC_LP_PROCESSED : RC_LP_RAW;

@@ -116,6 +116,8 @@ typedef struct {
     i32vec pids, rids;
     f32vec lps;
     const char *text; /* the current rollout's response text, or NULL */
+    rc_rollouts_progress_fn progress;
+    void *pctx;
     /* the settings seen so far, and where */
     bool have_t, have_p, have_k, have_kind;
     int64_t line_t, line_p, line_k, line_kind;
@@ -730,7 +732,7 @@ static rc_status load_lines(loader *L)
     RC_TRY(rc_open_regular(L->path, &fd, &size));
     lreader r = {.fd = fd};
     rc_status st = RC_OK;
-    int64_t line = 0;
+    int64_t line = 0, consumed = 0, reported = 0;
     bool first = true;
     for (;;) {
         const char *ln;
@@ -740,6 +742,11 @@ static rc_status load_lines(loader *L)
         if (st != RC_OK || !got)
             break;
         line++;
+        consumed += (int64_t)n + 1;
+        if (L->progress && consumed - reported >= ((int64_t)4 << 20)) {
+            L->progress(L->pctx, consumed, size, L->s->n);
+            reported = consumed;
+        }
         if (blank(ln, n))
             continue;
         set_where(L, line);
@@ -830,13 +837,14 @@ static bool is_hdf5(const char *path)
 }
 
 rc_status rc_rollouts_load(const char *path, rc_rollout_format fmt, int64_t vocab, int64_t max_pos,
-                           rc_rollout_set *out)
+                           rc_rollouts_progress_fn progress, void *progress_ctx, rc_rollout_set *out)
 {
     memset(out, 0, sizeof *out);
     out->temperature = 1.0;
     out->top_p = 1.0;
     out->format = fmt;
-    loader L = {.path = path, .vocab = vocab, .max_pos = max_pos, .s = out};
+    loader L = {.path = path, .vocab = vocab, .max_pos = max_pos, .s = out, .progress = progress,
+                .pctx = progress_ctx};
     rc_status st;
     if (fmt == RC_RFMT_H5 || (fmt == RC_RFMT_AUTO && is_hdf5(path)))
         st = load_h5(&L);

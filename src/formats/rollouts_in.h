@@ -71,8 +71,11 @@ typedef struct {
  * the counts of ids and log-probs to agree; the first problem is
  * RC_ERR_FORMAT "FILE:LINE: ...". Formats that do not carry ids (TRL's and
  * verl's text dumps) are RC_ERR_UNSUPPORTED naming what is missing. */
+/* progress while a line format is read: bytes of the file read so far, its
+ * size, the rollouts so far (called at most every 4 MiB) */
+typedef void (*rc_rollouts_progress_fn)(void *ctx, int64_t done, int64_t total, int64_t rollouts);
 rc_status rc_rollouts_load(const char *path, rc_rollout_format fmt, int64_t vocab, int64_t max_pos,
-                           rc_rollout_set *out);
+                           rc_rollouts_progress_fn progress, void *progress_ctx, rc_rollout_set *out);
 void rc_rollouts_free(rc_rollout_set *s);
 
 rc_status rc_rollout_format_parse(const char *name, rc_rollout_format *out);

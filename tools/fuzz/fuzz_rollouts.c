@@ -48,7 +48,7 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
 static void check(rc_rollout_format f)
 {
     rc_rollout_set s;
-    rc_status st = rc_rollouts_load(g_path, f, 4096, 256, &s);
+    rc_status st = rc_rollouts_load(g_path, f, 4096, 256, NULL, NULL, &s);
     fz_check_msg(st, g_path);
     if (st != RC_OK) {
         if (s.n || s.tok || s.lp || s.tok_off)
