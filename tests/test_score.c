@@ -283,13 +283,20 @@ START_TEST(test_processed)
 }
 END_TEST
 
-/* a file in g_dir */
-static void write_file(const char *name, const char *body)
+/* a new file NAME in g_dir, for writing */
+static FILE *create_in_dir(const char *name)
 {
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/%s", g_dir, name);
     FILE *f = fopen(p, "w");
-    ck_assert(f != NULL);
+    ck_assert_msg(f != NULL, "%s", p);
+    return f;
+}
+
+/* a file in g_dir */
+static void write_file(const char *name, const char *body)
+{
+    FILE *f = create_in_dir(name);
     fputs(body, f);
     fclose(f);
 }
@@ -298,10 +305,7 @@ static void write_file(const char *name, const char *body)
 static void write_shifted(const char *name, int shift, int repeat)
 {
     json_t *rows = load_jsonl("hf_fp32.jsonl");
-    char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert(f != NULL);
+    FILE *f = create_in_dir(name);
     for (size_t i = 0; i < json_array_size(rows); i++) {
         json_t *o = json_array_get(rows, i);
         json_t *ids = json_object_get(o, "response_ids"), *lp = json_object_get(o, "logprobs");
@@ -418,10 +422,7 @@ END_TEST
 static void write_text_changed(const char *name, bool all)
 {
     json_t *rows = load_jsonl("vllm_completions_fp32.jsonl");
-    char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert(f != NULL);
+    FILE *f = create_in_dir(name);
     for (size_t i = 0; i < json_array_size(rows); i++) {
         json_t *ch = json_object_get(json_array_get(rows, i), "choices");
         for (size_t c = 0; c < json_array_size(ch); c++)
