@@ -98,4 +98,11 @@ echo "== sweep"
   --num-prompts 6 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 --vary both:lm-head=fp32 \
   --vary both:dtype=fp16 --vary sampler:batch=1 --vary both:kernels=invariant > "$tmp/sweep.txt" || { echo "ratiocheck sweep failed"; status=1; }
 "$PY" "$SRC/tools/check_results.py" "$tmp/sweep.h5" || status=1
+# ratiocheck score: HF's logged rollouts of 6 to 24 tokens (the padded layout: every statistic
+# over each rollout's own tokens), a reference, and a sweep over trainer settings
+echo "== score"
+"$RC" score --model "$SRC/data/models/pythia-rc-tiny" --rollouts "$SRC/data/fixtures/score/hf_bf16.jsonl" -q \
+  --dtype bf16 --len 8,24 --reference fp32 --vary trainer:lm-head=fp32 --vary trainer:dtype=fp32 \
+  --out "$tmp/score.h5" > "$tmp/score.txt" || { echo "ratiocheck score failed"; status=1; }
+"$PY" "$SRC/tools/check_results.py" "$tmp/score.h5" || status=1
 exit $status

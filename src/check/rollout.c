@@ -248,6 +248,23 @@ done:
     return s;
 }
 
+/* ratiocheck score: the logged tokens and log-probs stand for the sampler */
+static rc_status given(run_ctx *rc, rc_results *out)
+{
+    const rc_rollout_cfg *cfg = rc->cfg;
+    const int64_t G = out->gen_len;
+    for (int64_t sq = 0; sq < out->n_seq; sq++) {
+        const int64_t valid = cfg->forced_valid[sq] < G ? cfg->forced_valid[sq] : G;
+        out->gen_valid[sq] = (int32_t)valid;
+        for (int64_t t = 0; t < valid; t++) {
+            out->gen_tokens[sq * G + t] = cfg->forced_tokens[sq * cfg->forced_len + t];
+            out->logprob_gen[sq * G + t] = out->logprob_gen_processed[sq * G + t] =
+                cfg->given_logprobs[sq * cfg->forced_len + t];
+        }
+    }
+    return tick(rc, "generate", 0);
+}
+
 /* The trainer's forward of one group in calls of C tokens per sequence
  * through the KV cache (--trainer prefill-chunk=C): call k computes tokens
  * [kC, (k+1)C) of every sequence that has them, attending to the earlier
@@ -532,7 +549,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
 
     run_ctx rc = {.cfg = cfg, .progress = progress, .pctx = progress_ctx, .interrupted = interrupted};
-    rc.total = phase_weight("generate") * (double)(S * G);
+    rc.total = cfg->given_logprobs ? 0.0 : phase_weight("generate") * (double)(S * G);
     for (int i = 0; i < cfg->n_lens; i++)
         rc.total += phase_weight("forward") * (double)(S * cfg->lens[i]);
     if (cfg->reference)
@@ -542,12 +559,18 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     rc_engine *e = NULL;
     const int64_t slots = B > FB ? B : FB;
     const int64_t rows_gen = B * cfg->prompt_max, rows_fwd = FB * (cfg->prompt_max + G);
-    s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
-    if (s == RC_OK)
+    if (cfg->given_logprobs && !cfg->forced_tokens)
+        return rc_errorf(RC_ERR_INTERNAL, "given log-probs without their tokens");
+    if (cfg->given_logprobs) /* ratiocheck score: no sampler engine, the trainer's below */
+        s = given(&rc, out);
+    else
+        s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd,
+                             &e);
+    if (s == RC_OK && e)
         e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 0, 0};
-    if (s == RC_OK)
+    if (s == RC_OK && !cfg->given_logprobs)
         s = generate(&rc, e, out);
-    if (s == RC_OK && cfg->trainer) { /* the trainer's own engine for the full forward */
+    if (s == RC_OK && (cfg->trainer || cfg->given_logprobs)) { /* the trainer's own engine for the full forward */
         rc_engine_free(e);
         e = NULL;
         s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &cfg->num_trainer, slots,

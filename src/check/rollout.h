@@ -54,6 +54,10 @@ typedef struct {
     const int32_t *forced_tokens;
     const int32_t *forced_valid;
     int64_t forced_len;
+    /* ratiocheck score: the sampler's log-probs as its engine logged them
+     * ([S, forced_len], with forced_tokens): no cached generation runs, the
+     * generation log-probs are these */
+    const float *given_logprobs;
 } rc_rollout_cfg;
 
 /* Progress: phase is "generate", "forward L=..", "reference fp32|fp64"; frac

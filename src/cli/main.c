@@ -26,6 +26,8 @@
 #include "rc_cuda.h"
 #include "results.h"
 #include "rollout.h"
+#include "rollouts_in.h"
+#include "score.h"
 #include "status.h"
 #include "tokenizer.h"
 #include "trace.h"
@@ -50,6 +52,8 @@ static const char *k_usage =
     "  diff A.h5 B.h5 [--json]        two runs over the same tokens, side by side\n"
     "  trace RUN.h5 [--worst K | --seq LIST]   where the sampler's and the trainer's\n"
     "                                 forward passes part, op by op and layer by layer\n"
+    "  score --rollouts FILE [RUN OPTIONS]   re-score rollouts your own engine\n"
+    "                                 logged (vLLM, SGLang, JSONL, HDF5) as the trainer\n"
     "\n"
     "Options:\n"
     "  -h, --help      show this help\n"
@@ -2605,7 +2609,7 @@ static rc_status run_record(run_ctx *x, const char *cmdline)
     snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
     snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
     snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->sampler.kernels));
-    if (ro->sampler_spec || ro->trainer_spec) { /* both sides, when a spec was given */
+    if ((ro->sampler_spec || ro->trainer_spec) && !res->trainer[0]) { /* both sides, when a spec was given */
         side_str(&ro->sampler, false, res->sampler, sizeof res->sampler);
         side_str(&ro->trainer, true, res->trainer, sizeof res->trainer);
     }
@@ -2717,18 +2721,360 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     return code;
 }
 
+
 /* ------------------------------------------------------------------------ */
-/* ratiocheck sweep                                                          */
+/* ratiocheck score                                                          */
 
 #define MAX_SWEEP 64
-
-/* One setting: SPEC applied to the sampler, the trainer or both (sides bit
- * 1 / 2), over the base's sides. */
+/* One setting of a sweep: SPEC applied to the sampler, the trainer or both
+ * (sides bit 1 / 2), over the base's sides. */
 typedef struct {
     char name[96];
     unsigned sides;
     char spec[160];
 } sweep_setting;
+static rc_status parse_vary(const char *v, sweep_setting *out);
+static int default_settings(const run_ctx *x, sweep_setting *t);
+static rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set);
+static rc_status sweep_sides(const run_opts *ro, const sweep_setting *set, side *sm, side *tr);
+
+static const char k_score_usage[] =
+    "Usage: ratiocheck score --rollouts FILE [--format F] [RUN OPTIONS]\n"
+    "\n"
+    "Re-scores rollouts your own engine logged: its log-probs are the sampler's\n"
+    "side (\"old\"), ratiocheck computes the trainer's full forward (--trainer,\n"
+    "--dtype ...) and the reference, and reports the same statistics, verdict,\n"
+    "HDF5 file and gates as a run (README \"Check your own engine\").\n"
+    "\n"
+    "  --rollouts FILE        the logged rollouts\n"
+    "  --format F             auto (default: sniffed), jsonl, vllm, sglang, h5\n"
+    "  --logprobs-kind K      raw (default: the full distribution at temperature 1,\n"
+    "                         vLLM raw_logprobs) or processed (after temperature and\n"
+    "                         top-k / top-p); a file's \"logprobs_kind\" wins\n"
+    "  --check-only           read and check the file against the model (ids, counts,\n"
+    "                         positions, log-prob values), print what it holds, and\n"
+    "                         stop before the forward pass (no output file)\n"
+    "  --sweep                also replay the trainer with one setting changed at a\n"
+    "                         time (the trainer-side defaults of ratiocheck sweep)\n"
+    "  --vary trainer:SPEC    a setting of that sweep (repeatable; replaces the defaults)\n"
+    "  --temperature T, --top-k K, --top-p P   the sampler's settings when the file\n"
+    "                         does not state them (a file that states others: exit 2)\n"
+    "\n"
+    "The run options that apply: --model --dtype --kernels --upcast --alibi-bias\n"
+    "--logprob-dtype --reference --threads --backend --len (default: the longest\n"
+    "response) --forward-batch (default 64) --trainer --clip-eps --clip-eps-low\n"
+    "--clip-eps-high --seq-eps --seq-cap --out (default MODEL.DTYPE.score.h5) --force\n"
+    "--json --fail-above --show --show-worst -q (ratiocheck run --help).\n";
+
+typedef struct {
+    const char *rollouts, *format, *kind;
+    bool check_only, sweep;
+    const char *vary[MAX_SWEEP];
+    int n_vary;
+    bool temperature, top_k, top_p, forward_batch; /* given on the command line */
+} score_args;
+
+/* Take score's own options out of argv (into sa), refuse the run options that
+ * do not apply, and leave the rest in av for parse_run_args. Returns an exit
+ * code when done (--help, a usage error), else -1. */
+static int score_split_args(int argc, char **argv, score_args *sa, char **av, int *ac)
+{
+    static const char *const own[] = {"rollouts", "format", "logprobs-kind"};
+    static const char *const refused[] = {"prompts", "num-prompts", "samples", "rollouts-from", "seed", "sampler",
+                                          "batch", "stop-at-eos"};
+    *ac = 0;
+    av[(*ac)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return (fputs(k_score_usage, stdout), 0);
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            av[(*ac)++] = argv[i];
+            continue;
+        }
+        if (!strcmp(a, "--check-only") || !strcmp(a, "--sweep")) {
+            if (a[2] == 'c')
+                sa->check_only = true;
+            else
+                sa->sweep = true;
+            continue;
+        }
+        if (!strcmp(a, "--vary") || !strncmp(a, "--vary=", 7)) {
+            const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v)
+                return usage_error("score: --vary needs trainer:SPEC");
+            if (strncmp(v, "trainer:", 8) != 0)
+                return usage_error("score: --vary '%s': only the trainer varies (trainer:SPEC); the sampler is the "
+                                   "logged file", v);
+            if (sa->n_vary >= MAX_SWEEP)
+                return usage_error("score: at most %d --vary settings", MAX_SWEEP);
+            sa->vary[sa->n_vary++] = v;
+            sa->sweep = true;
+            continue;
+        }
+        const char *eq = strchr(a + 2, '=');
+        const size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        int k = -1;
+        for (int j = 0; j < 3; j++)
+            if (strlen(own[j]) == nl && !strncmp(a + 2, own[j], nl))
+                k = j;
+        for (int j = 0; j < 8; j++)
+            if (strlen(refused[j]) == nl && !strncmp(a + 2, refused[j], nl))
+                return usage_error("score: --%s does not apply: the rollouts come from --rollouts FILE", refused[j]);
+        if (k < 0) {
+            sa->temperature |= nl == 11 && !strncmp(a + 2, "temperature", nl);
+            sa->top_k |= nl == 5 && !strncmp(a + 2, "top-k", nl);
+            sa->top_p |= nl == 5 && !strncmp(a + 2, "top-p", nl);
+            sa->forward_batch |= nl == 13 && !strncmp(a + 2, "forward-batch", nl);
+            av[(*ac)++] = argv[i];
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v)
+            return usage_error("option --%s needs a value", own[k]);
+        if (k == 0)
+            sa->rollouts = v;
+        else if (k == 1)
+            sa->format = v;
+        else
+            sa->kind = v;
+    }
+    av[*ac] = NULL;
+    if (!sa->rollouts)
+        return usage_error("score needs --rollouts FILE (ratiocheck score --help)");
+    if (!sa->rollouts[0])
+        return usage_error("--rollouts: the path is empty");
+    if (sa->kind && strcmp(sa->kind, "raw") && strcmp(sa->kind, "processed"))
+        return usage_error("--logprobs-kind: '%s' is not raw or processed", sa->kind);
+    return -1;
+}
+
+/* reading a large rollout file: a line on a terminal */
+static void score_read_progress(void *ctx, int64_t done, int64_t total, int64_t rollouts)
+{
+    const char *path = ctx;
+    fprintf(stderr, "\r\033[Kreading %s: %3.0f%%, %lld rollouts", path,
+            total > 0 ? 100.0 * (double)done / (double)total : 0.0, (long long)rollouts);
+}
+
+/* The model, the rollouts (streamed, checked against the model), and the
+ * run's configuration: every rollout its own prompt, the logged tokens and
+ * log-probs for the sampler, the trainer's temperature from the log-prob kind. */
+static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *set, rc_score_inputs *in,
+                            rc_score_align *text_notes)
+{
+    run_opts *ro = &x->ro;
+    rc_rollout_format fmt = RC_RFMT_AUTO;
+    if (sa->format)
+        RC_TRY(rc_rollout_format_parse(sa->format, &fmt));
+    RC_TRY(rc_model_load(ro->model_dir, &x->m));
+    const rc_config *mc = &x->m->cfg;
+    char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
+    bool have_tok = false;
+    rc_status st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    if (st == RC_OK && have_tok)
+        st = rc_tokenizer_load(tp, mc->vocab, &x->tok);
+    free(tp);
+    RC_TRY(st);
+    const bool bar = !ro->quiet && isatty(STDERR_FILENO) && !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
+    st = rc_rollouts_load(sa->rollouts, fmt, mc->vocab, mc->max_pos, bar ? score_read_progress : NULL,
+                          (void *)sa->rollouts, set);
+    if (bar)
+        fprintf(stderr, "\r\033[K");
+    RC_TRY(st);
+    /* the settings: the file's, else the command line's; both and different: refused */
+    if (!set->kind_given)
+        set->kind = sa->kind && !strcmp(sa->kind, "processed") ? RC_LP_PROCESSED : RC_LP_RAW;
+    else if (sa->kind && (set->kind == RC_LP_PROCESSED) != !strcmp(sa->kind, "processed"))
+        return rc_errorf(RC_ERR_USAGE, "--logprobs-kind %s: %s states %s log-probs", sa->kind, sa->rollouts,
+                         set->kind == RC_LP_PROCESSED ? "processed" : "raw");
+    const bool file_t = set->temperature_given, file_k = set->top_k_given, file_p = set->top_p_given;
+    if (sa->temperature && file_t && set->temperature != ro->temperature)
+        return rc_errorf(RC_ERR_USAGE, "--temperature %g: %s states %g", ro->temperature, sa->rollouts,
+                         set->temperature);
+    if (sa->top_k && file_k && set->top_k != ro->cfg.sampling.top_k)
+        return rc_errorf(RC_ERR_USAGE, "--top-k %lld: %s states %lld", (long long)ro->cfg.sampling.top_k,
+                         sa->rollouts, (long long)set->top_k);
+    if (sa->top_p && file_p && set->top_p != ro->cfg.sampling.top_p)
+        return rc_errorf(RC_ERR_USAGE, "--top-p %g: %s states %g", ro->cfg.sampling.top_p, sa->rollouts, set->top_p);
+    if (sa->temperature && !file_t)
+        set->temperature = ro->temperature;
+    if (sa->top_k && !file_k)
+        set->top_k = ro->cfg.sampling.top_k;
+    if (sa->top_p && !file_p)
+        set->top_p = ro->cfg.sampling.top_p;
+    int64_t compared, differ;
+    RC_TRY(rc_score_check_text(set, sa->rollouts, x->tok, text_notes, &compared, &differ));
+    RC_TRY(rc_score_inputs_build(set, sa->rollouts, in));
+    /* the padded tables hold every id and log-prob now: the compact ones go
+     * (the checks after the forward read only the settings) */
+    const int64_t toks = set->n ? set->tok_off[set->n] : 0, resp = set->n ? set->lp_off[set->n] : 0;
+    free(set->tok);
+    free(set->lp);
+    free(set->tok_off);
+    free(set->lp_off);
+    free(set->plen);
+    free(set->rlen);
+    free(set->line);
+    set->tok = NULL;
+    set->lp = NULL;
+    set->tok_off = set->lp_off = set->line = NULL;
+    set->plen = set->rlen = NULL;
+    set->n_tokens = toks;
+    set->n_response_tokens = resp;
+    rc_rollout_cfg *cfg = &x->cfg;
+    if (!ro->len_given) {
+        cfg->n_lens = 1;
+        cfg->lens[0] = in->resp_max;
+    }
+    if (set->resp_max < 1)
+        return rc_errorf(RC_ERR_FORMAT, "%s: every response is empty", sa->rollouts);
+    cfg->n_prompts = in->n;
+    cfg->prompt_max = in->prompt_max;
+    cfg->prompt_tokens = in->prompt_tokens;
+    cfg->prompt_len = in->prompt_len;
+    cfg->samples = 1;
+    cfg->forced_tokens = in->tokens;
+    cfg->forced_valid = in->valid;
+    cfg->forced_len = in->resp_max;
+    cfg->given_logprobs = in->logprobs;
+    cfg->sampling.top_k = set->top_k;
+    cfg->sampling.top_p = set->top_p;
+    /* the trainer computes the distribution the log-probs were logged from */
+    const double T = set->kind == RC_LP_RAW ? 1.0 : set->temperature;
+    ro->temperature = T;
+    cfg->num.temperature = cfg->num_trainer.temperature = (float)T;
+    x->prompts_path = sa->rollouts;
+    return RC_OK;
+}
+
+/* The backends and the forward; on a large file the first rollouts are
+ * scored and checked for alignment first, so a misaligned file is refused
+ * in seconds rather than after the whole forward. */
+static rc_status score_compute(run_ctx *x, const rc_rollout_set *set, const char *path)
+{
+    const run_opts *ro = &x->ro;
+    x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
+    if (x->use_cuda)
+        omp_set_num_threads(x->n_threads);
+    rc_status st = side_backends(x, &ro->sampler, &ro->trainer, &x->be, &x->trainer_be);
+    x->cfg.trainer_be = x->trainer_be;
+    if (st == RC_OK && x->cfg.reference == 32)
+        st = backend_for(x, RC_KERNELS_INVARIANT, &x->ref_be);
+    if (st == RC_OK && x->cfg.n_prompts > 4 * RC_SCORE_SHIFT_ROLLOUTS) {
+        rc_rollout_cfg probe = x->cfg; /* the first rollouts: the same rows of the same tables */
+        probe.n_prompts = RC_SCORE_SHIFT_ROLLOUTS;
+        probe.reference = 0;
+        rc_results pr;
+        memset(&pr, 0, sizeof pr);
+        rc_score_align al;
+        st = rc_run_check(x->m, x->be, NULL, &probe, NULL, NULL, &g_interrupted_flag, &pr);
+        if (st == RC_OK)
+            st = rc_score_check_alignment(set, path, &pr, &al);
+        rc_results_free(&pr);
+    }
+    return st == RC_OK ? run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res) : st;
+}
+
+static int cmd_score(int argc, char **argv, const char *cmdline)
+{
+    static run_ctx x;
+    memset(&x, 0, sizeof x);
+    score_args sa = {0};
+    char **av = calloc((size_t)argc + 1, sizeof *av);
+    if (!av)
+        return fail(rc_errorf(RC_ERR_NOMEM, "out of memory"));
+    int ac = 0;
+    int code = score_split_args(argc, argv, &sa, av, &ac);
+    if (code < 0)
+        code = parse_run_args(ac, av, &x.ro);
+    free(av);
+    if (code >= 0)
+        return code;
+    x.out_kind = "score";
+    x.ro.replay = sa.rollouts; /* the output must not be the input */
+    if (sa.check_only)
+        x.ro.out_path = "none";
+    if (!sa.forward_batch) /* one forward over a million rollouts would not fit: groups of 64 */
+        x.ro.cfg.forward_batch = x.ro.trainer.batch = 64;
+    rc_rollout_set set;
+    rc_score_inputs in;
+    memset(&set, 0, sizeof set);
+    memset(&in, 0, sizeof in);
+    rc_score_align al, text_notes;
+    memset(&al, 0, sizeof al);
+    memset(&text_notes, 0, sizeof text_notes);
+    rc_status st = run_prepare(&x);
+    if (st == RC_OK)
+        st = score_load(&x, &sa, &set, &in, &text_notes);
+    for (int i = 0; i < text_notes.n_warnings; i++)
+        fprintf(stderr, "ratiocheck: warning: %s\n", text_notes.warnings[i]);
+    if (st == RC_OK && sa.check_only) { /* what the file holds, no forward pass */
+        const int64_t toks = set.n_tokens, resp = set.n_response_tokens;
+        printf("%s: %s, %lld rollouts, %lld prompt + %lld response tokens (longest %lld + %lld), %s log-probs, "
+               "temperature %g, top_k %lld, top_p %g: OK for %s\n", sa.rollouts, rc_rollout_format_name(set.format),
+               (long long)set.n, (long long)(toks - resp), (long long)resp, (long long)set.prompt_max,
+               (long long)set.resp_max, set.kind == RC_LP_RAW ? "raw" : "processed", set.temperature,
+               (long long)set.top_k, set.top_p, x.ro.model_dir);
+        rc_rollouts_free(&set);
+        rc_score_inputs_free(&in);
+        run_free(&x);
+        return 0;
+    }
+    static sweep_setting vset[MAX_SWEEP];
+    int n_set = 0;
+    for (int i = 0; i < sa.n_vary && st == RC_OK; i++) { /* every --vary spec, before any work */
+        side sm, tr;
+        st = parse_vary(sa.vary[i], &vset[n_set]);
+        if (st == RC_OK)
+            st = sweep_sides(&x.ro, &vset[n_set++], &sm, &tr);
+    }
+    if (st == RC_OK)
+        st = score_compute(&x, &set, sa.rollouts);
+    if (st == RC_OK)
+        st = rc_score_check_alignment(&set, sa.rollouts, &x.res, &al);
+    if (st == RC_OK && sa.sweep && n_set == 0) { /* the trainer's side of sweep's defaults */
+        static sweep_setting all[MAX_SWEEP];
+        const int n_all = default_settings(&x, all);
+        for (int i = 0; i < n_all; i++) {
+            if (!(all[i].sides & 2))
+                continue;
+            bool dup = false;
+            for (int k = 0; k < n_set; k++)
+                dup |= !strcmp(vset[k].spec, all[i].spec);
+            if (dup)
+                continue;
+            vset[n_set] = all[i];
+            vset[n_set].sides = 2;
+            snprintf(vset[n_set].name, sizeof vset[n_set].name, "trainer: %s", all[i].spec);
+            n_set++;
+        }
+    }
+    if (st == RC_OK && sa.sweep)
+        st = sweep_run(&x, vset, n_set);
+    if (st == RC_OK) {
+        for (int i = 0; i < al.n_warnings; i++)
+            fprintf(stderr, "ratiocheck: warning: %s: %s\n", sa.rollouts, al.warnings[i]);
+        char tr[160];
+        side_str(&x.ro.trainer, true, tr, sizeof tr);
+        snprintf(x.res.trainer, sizeof x.res.trainer, "%s", tr);
+        snprintf(x.res.sampler, sizeof x.res.sampler, "logged (%s file, %s log-probs, temperature %g, top_k %lld, "
+                 "top_p %g)", rc_rollout_format_name(set.format), set.kind == RC_LP_RAW ? "raw" : "processed",
+                 set.temperature, (long long)set.top_k, set.top_p);
+        rc_rollouts_free(&set); /* the results hold everything from here on */
+        rc_score_inputs_free(&in);
+        st = run_record(&x, cmdline);
+    }
+    code = st == RC_OK ? run_report(&x) : fail(st);
+    rc_rollouts_free(&set);
+    rc_score_inputs_free(&in);
+    run_free(&x);
+    return code;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ratiocheck sweep                                                          */
+
 
 /* "sampler:SPEC", "trainer:SPEC" or "both:SPEC" (--vary) */
 static rc_status parse_vary(const char *v, sweep_setting *out)
@@ -2834,6 +3180,8 @@ static rc_status sweep_replay(run_ctx *x, const side *sm, const side *tr, rc_res
     cfg.forced_tokens = x->res.gen_tokens;
     cfg.forced_valid = x->res.gen_valid;
     cfg.forced_len = x->res.gen_len;
+    if (cfg.given_logprobs) /* ratiocheck score: the logged log-probs, in the results' layout */
+        cfg.given_logprobs = x->res.logprob_gen;
     rc_backend *be, *tbe;
     rc_status st = side_backends(x, sm, tr, &be, &tbe);
     cfg.trainer_be = tbe;
@@ -3052,7 +3400,7 @@ static rc_status parse_seq_list(const char *v, const char *path, int64_t n_seq, 
 static rc_status trace_sides(const rc_results *f, const char *path, const trace_opts *to, run_opts *ro)
 {
     side base = {RC_BF16, RC_KERNELS_ENGINE, 0, false, f->batch, f->forward_batch, RC_PREC_PURE, RC_KV_AUTO, 1.0f, 1,
-                 RC_TP_REDUCE_FP32, {0}};
+                 RC_TP_REDUCE_FP32, {0}, false};
     rc_status st = parse_dtype(f->dtype, &base.dt);
     if (st == RC_OK)
         st = parse_kernels("kernels", f->kernels, &base.kernels);
@@ -3486,6 +3834,8 @@ int main(int argc, char **argv)
             code = cmd_run(argc, argv, cmdline);
     } else if (!strcmp(argv[1], "run")) {
         code = cmd_run(argc - 1, argv + 1, cmdline);
+    } else if (!strcmp(argv[1], "score")) {
+        code = cmd_score(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "sweep")) {
         code = cmd_sweep(argc - 1, argv + 1, cmdline);
     } else if (!strcmp(argv[1], "help")) {

@@ -1,0 +1,65 @@
+/* ratiocheck score: re-score rollouts a user's own engine logged (README
+ * "Check your own engine"). The logged tokens and log-probs stand for the
+ * sampler; the trainer's full forward and the reference run as in a normal
+ * run (rc_run_check with cfg.given_logprobs).
+ *
+ * Layout: rc_results holds prompts [n, longest prompt] and generated tokens
+ * [n, longest response], padded with -1 / NaN: every rollout is its own
+ * prompt (samples = 1, sequence i = rollout i in file order) and its response
+ * length is its gen_valid (shorter ones are masked, as --stop-at-eos masks).
+ * The padded tables are capped at RC_SCORE_MAX_PADDED cells each. */
+#ifndef RC_SCORE_H
+#define RC_SCORE_H
+
+#include <stdint.h>
+
+#include "results.h"
+#include "rollouts_in.h"
+
+#define RC_SCORE_MAX_PADDED ((int64_t)1 << 28)
+
+typedef struct {
+    int64_t n, prompt_max, resp_max;
+    int32_t *prompt_tokens; /* [n, prompt_max], -1 padding */
+    int32_t *prompt_len;    /* [n] */
+    int32_t *tokens;        /* [n, resp_max], -1 padding */
+    int32_t *valid;         /* [n] */
+    float *logprobs;        /* [n, resp_max], NaN padding */
+} rc_score_inputs;
+
+rc_status rc_score_inputs_build(const rc_rollout_set *s, const char *path, rc_score_inputs *in);
+void rc_score_inputs_free(rc_score_inputs *in);
+
+/* What the alignment checks measured (over the rollouts' tokens t < the
+ * longest re-scored length). */
+#define RC_SCORE_SHIFT_ROLLOUTS 64 /* the shift check looks at the first rollouts */
+typedef struct {
+    double shift_mad[3];      /* mean |logged - trainer| with the logged values moved by -1, 0, +1 tokens */
+    int64_t shift_count[3];
+    int64_t tokens;           /* tokens compared below */
+    double slope;             /* least squares: logged ~ a + slope * trainer */
+    double mean_diff;         /* mean(logged - trainer) */
+    double frac_higher;       /* of the tokens whose two values differ, the fraction logged higher */
+    char warnings[4][320];
+    int n_warnings;
+} rc_score_align;
+
+/* The checks after the trainer's forward (README "Check your own engine"):
+ * RC_ERR_FORMAT "FILE: ..." when the logged log-probs fit the trainer's
+ * better shifted by one token, scale unlike log-probs at the stated
+ * temperature, or sit above the trainer's as a top-k / top-p renormalisation
+ * does when none was declared; warnings (no error) for the milder cases. */
+rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, const rc_results *r, rc_score_align *a);
+
+/* A tokenizer mismatch: the response text a record carries (the first
+ * RC_ROLLOUT_TEXT_KEPT rollouts) against its ids decoded with the model's
+ * tokenizer (skipping special tokens, as the engines' text does). Every one
+ * compared differs (at least 2): RC_ERR_FORMAT naming the first; some differ:
+ * a warning into *a (stop strings and detokenizer settings can change the
+ * text of a few); *compared / *differ get the counts. Call before the compact
+ * arrays are freed. */
+struct rc_tokenizer;
+rc_status rc_score_check_text(const rc_rollout_set *s, const char *path, const struct rc_tokenizer *tok,
+                              rc_score_align *a, int64_t *compared, int64_t *differ);
+
+#endif

@@ -1,0 +1,502 @@
+/* ratiocheck score: rollouts HF transformers generated and logged
+ * (tools/make_score_fixtures.py, data/fixtures/score/), re-scored by the CLI,
+ * against HF's own full forward of the same tokens; every format on the
+ * same rollouts; every alignment check tripped by a file made to trip it. */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "results.h"
+#include "testutil.h"
+
+static char g_out[1 << 16], g_err[1 << 16];
+static char g_dir[PATH_MAX];
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* `ratiocheck ARGS` from data/fixtures/score/ (ARGS a printf format, shell-quoted); the exit code */
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+    char args[4096], cmd[4096 + 3 * PATH_MAX], o[PATH_MAX + 8], e[PATH_MAX + 8];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(o, sizeof o, "%s/stdout", g_dir);
+    snprintf(e, sizeof e, "%s/stderr", g_dir);
+    snprintf(cmd, sizeof cmd, "cd '%s/data/fixtures/score' && '%s/src/ratiocheck' %s >'%s' 2>'%s' </dev/null",
+             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, args, o, e);
+    int st = system(cmd);
+    slurp(o, g_out, sizeof g_out);
+    slurp(e, g_err, sizeof g_err);
+    unlink(o);
+    unlink(e);
+    ck_assert_msg(WIFEXITED(st), "ratiocheck %s did not exit normally", args);
+    return WEXITSTATUS(st);
+}
+
+static void setup(void)
+{
+    rc_test_fresh_dir(g_dir, sizeof g_dir, "/tmp");
+}
+
+static void teardown(void)
+{
+    rc_test_rm_rf(g_dir);
+}
+
+static json_t *load_json(const char *rel)
+{
+    char p[PATH_MAX];
+    rc_test_source_path(p, sizeof p, "data/fixtures/score/%s", rel);
+    json_error_t e;
+    json_t *j = json_load_file(p, 0, &e);
+    ck_assert_msg(j != NULL, "%s: %s", p, e.text);
+    return j;
+}
+
+/* the JSONL file's records */
+static json_t *load_jsonl(const char *rel)
+{
+    char p[PATH_MAX];
+    rc_test_source_path(p, sizeof p, "data/fixtures/score/%s", rel);
+    json_t *arr = json_array();
+    json_error_t e;
+    FILE *f = fopen(p, "r");
+    ck_assert_msg(f != NULL, "%s", p);
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_t *o = json_loads(line, 0, &e);
+        ck_assert_msg(o != NULL, "%s: %s", p, e.text);
+        json_array_append_new(arr, o);
+    }
+    free(line);
+    fclose(f);
+    return arr;
+}
+
+/* score FILE in DTYPE into g_dir/NAME.h5, read back */
+static void score_into(const char *file, const char *dtype, const char *name, rc_results *r)
+{
+    int code = run("score -q --rollouts %s --dtype %s --out '%s/%s.h5'", file, dtype, g_dir, name);
+    ck_assert_msg(code == 0, "score %s: exit %d: %s", file, code, g_err);
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s.h5", g_dir, name);
+    memset(r, 0, sizeof *r);
+    ck_assert_msg(rc_h5_read(p, r) == RC_OK, "%s", p);
+}
+
+/* The trainer side against HF's forward of the same tokens, and the ratio
+ * statistics against HF's own forward-vs-generate ratios. */
+typedef struct {
+    double max_abs, mean_abs;  /* |score's forward - HF's forward| */
+    double hf_dtype_err;       /* mean |HF forward in the dtype - HF forward in fp32| */
+    double hf_std, hf_mean_abs_lr; /* of HF's own r = exp(forward - logged) */
+    int64_t n;
+} agreement;
+
+static agreement compare_hf(const rc_results *r, const char *dtype)
+{
+    char name[64];
+    snprintf(name, sizeof name, "hf_refs_%s.json", dtype);
+    json_t *refs = load_json(name);
+    snprintf(name, sizeof name, "hf_%s.jsonl", dtype);
+    json_t *rows = load_jsonl(name);
+    json_t *ro = json_object_get(refs, "rollouts");
+    ck_assert_int_eq((int64_t)json_array_size(ro), r->n_seq);
+    ck_assert_int_eq((int64_t)json_array_size(rows), r->n_seq);
+    ck_assert_int_eq(r->n_lens, 1);
+    const rc_len_result *L = &r->lens[0];
+    agreement a = {0};
+    double s = 0, s2 = 0, sd = 0;
+    for (int64_t q = 0; q < r->n_seq; q++) {
+        json_t *fw = json_object_get(json_array_get(ro, (size_t)q), "forward");
+        json_t *f32 = json_object_get(json_array_get(ro, (size_t)q), "forward_fp32");
+        json_t *lg = json_object_get(json_array_get(rows, (size_t)q), "logprobs");
+        const int64_t n = (int64_t)json_array_size(lg);
+        ck_assert_int_eq(r->gen_valid[q], n);
+        for (int64_t t = 0; t < n; t++) {
+            const double hf = json_real_value(json_array_get(fw, (size_t)t));
+            const double logged = json_real_value(json_array_get(lg, (size_t)t));
+            /* the sampler's side is the logged value, as a float */
+            ck_assert(r->logprob_gen[q * r->gen_len + t] == (float)logged);
+            const double d = fabs((double)L->logprob_fwd[q * L->len + t] - hf);
+            a.max_abs = d > a.max_abs ? d : a.max_abs;
+            a.mean_abs += d;
+            a.hf_dtype_err += fabs(hf - json_real_value(json_array_get(f32, (size_t)t)));
+            const double lr = hf - (double)(float)logged, rr = exp(lr);
+            s += rr;
+            s2 += rr * rr;
+            sd += fabs(lr);
+            a.n++;
+        }
+    }
+    a.mean_abs /= (double)a.n;
+    a.hf_dtype_err /= (double)a.n;
+    a.hf_std = sqrt(fmax(0.0, s2 / (double)a.n - (s / (double)a.n) * (s / (double)a.n)));
+    a.hf_mean_abs_lr = sd / (double)a.n;
+    json_decref(refs);
+    json_decref(rows);
+    return a;
+}
+
+/* fp32: README's emulation gap, fp32 within 1e-5 of HF; the ratio
+ * statistics as small as HF's own (forward vs generate, both ~1e-7) */
+START_TEST(test_hf_fp32)
+{
+    rc_results r;
+    score_into("hf_fp32.jsonl", "fp32", "fp32", &r);
+    agreement a = compare_hf(&r, "fp32");
+    fprintf(stderr, "score fp32 vs HF forward: max %.3g mean %.3g over %lld tokens; ratio std %.3g (HF's own %.3g)\n",
+            a.max_abs, a.mean_abs, (long long)a.n, r.lens[0].st.std, a.hf_std);
+    ck_assert_int_eq(r.lens[0].st.count, a.n);
+    ck_assert_msg(a.max_abs <= 1e-5, "max |score - HF| = %g", a.max_abs);
+    ck_assert_msg(r.lens[0].st.std < 2e-6 && a.hf_std < 2e-6, "std %g, HF's %g", r.lens[0].st.std, a.hf_std);
+    ck_assert(fabs(r.lens[0].st.std - a.hf_std) < 1e-6);
+    ck_assert(r.lens[0].st.k3 < 1e-11);
+    ck_assert(r.lens[0].st.clipfrac == 0);
+    rc_results_free(&r);
+}
+END_TEST
+
+/* bf16: token by token agreement is statistical (README "Numerics"):
+ * ratiocheck's bf16 forward is closer to HF's bf16 forward than HF's bf16 is
+ * to its own fp32 */
+START_TEST(test_hf_bf16)
+{
+    rc_results r;
+    score_into("hf_bf16.jsonl", "bf16", "bf16", &r);
+    agreement a = compare_hf(&r, "bf16");
+    fprintf(stderr, "score bf16 vs HF forward: max %.3g mean %.3g (HF's own bf16 error %.3g); ratio std %.3g "
+            "(HF's own forward vs generate %.3g)\n", a.max_abs, a.mean_abs, a.hf_dtype_err, r.lens[0].st.std,
+            a.hf_std);
+    ck_assert_msg(a.mean_abs < a.hf_dtype_err, "mean |score - HF| %g >= HF's bf16 error %g", a.mean_abs,
+                  a.hf_dtype_err);
+    ck_assert(a.max_abs < 0.1);
+    ck_assert(r.lens[0].st.clipfrac == 0);
+    rc_results_free(&r);
+}
+END_TEST
+
+/* the statistics line of --json output: count, mean, std, k3 of the only length */
+static void stats_of(const char *args, char *buf, size_t n)
+{
+    int code = run("score -q --out none --json --dtype fp32 %s", args);
+    ck_assert_msg(code == 0, "%s: exit %d: %s", args, code, g_err);
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s", e.text);
+    json_t *L = json_array_get(json_object_get(j, "lens"), 0);
+    snprintf(buf, n, "%lld %.17g %.17g %.17g %lld", (long long)json_integer_value(json_object_get(L, "count")),
+             json_real_value(json_object_get(L, "mean")), json_real_value(json_object_get(L, "std")),
+             json_real_value(json_object_get(L, "k3")), (long long)json_integer_value(json_object_get(j, "sequences")));
+    json_decref(j);
+}
+
+/* The same HF rollouts in every documented shape: the same statistics. */
+START_TEST(test_formats)
+{
+    char want[256], got[256];
+    stats_of("--rollouts hf_fp32.jsonl", want, sizeof want);
+    static const char *const files[][2] = {
+        {"vllm_completions_fp32.jsonl", "vllm"}, {"vllm_chat_fp32.jsonl", "vllm"},
+        {"vllm_offline_fp32.json", "vllm"},      {"sglang_fp32.jsonl", "sglang"},
+        {"hf_fp32.jsonl", "jsonl"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char a[512];
+        snprintf(a, sizeof a, "--rollouts %s", files[i][0]);
+        stats_of(a, got, sizeof got);
+        ck_assert_msg(!strcmp(got, want), "%s: %s, jsonl %s", files[i][0], got, want);
+        snprintf(a, sizeof a, "--rollouts %s --format %s", files[i][0], files[i][1]);
+        stats_of(a, got, sizeof got);
+        ck_assert_msg(!strcmp(got, want), "%s --format %s: %s", files[i][0], files[i][1], got);
+    }
+    /* ratiocheck's own HDF5: a score run's output re-scored gives the same */
+    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/a.h5'", g_dir), 0);
+    char a[PATH_MAX + 64];
+    snprintf(a, sizeof a, "--rollouts '%s/a.h5'", g_dir);
+    stats_of(a, got, sizeof got);
+    ck_assert_msg(!strcmp(got, want), "h5: %s", got);
+    snprintf(a, sizeof a, "--rollouts '%s/a.h5' --format h5", g_dir);
+    stats_of(a, got, sizeof got);
+    ck_assert_msg(!strcmp(got, want), "h5: %s", got);
+    /* --len: each rollout counts its tokens t < L */
+    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --len 5,10"), 0);
+    json_t *rows = load_jsonl("hf_fp32.jsonl");
+    int64_t want5 = 0, want10 = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        const int64_t n = (int64_t)json_array_size(json_object_get(json_array_get(rows, i), "response_ids"));
+        want5 += n < 5 ? n : 5;
+        want10 += n < 10 ? n : 10;
+    }
+    json_decref(rows);
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s", e.text);
+    json_t *lens = json_object_get(j, "lens");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 0), "count")), want5);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 1), "count")), want10);
+    json_decref(j);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --len 30"), 2);
+    /* TRL and verl dumps carry text only */
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format trl"), 5);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format verl"), 5);
+}
+END_TEST
+
+/* HF's processed log-probs (output_scores): refused as raw, reproduced when declared */
+START_TEST(test_processed)
+{
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl"), 4);
+    ck_assert_msg(strstr(g_err, "look computed at another temperature") != NULL, "%s", g_err);
+    /* temperature 0.7 only: the trainer at 0.7 gives HF's scores to fp32 rounding */
+    char s[256];
+    stats_of("--rollouts hf_processed_t07_fp32.jsonl --logprobs-kind processed --temperature 0.7", s, sizeof s);
+    double mean, std;
+    ck_assert(sscanf(s, "%*d %lf %lf", &mean, &std) == 2);
+    ck_assert_msg(std < 2e-6 && fabs(mean - 1) < 1e-6, "%s", s);
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl"), 4);
+    ck_assert_msg(strstr(g_err, "look top-k / top-p renormalised") != NULL, "%s", g_err);
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+                         "--logprobs-kind processed --temperature 0.7 --top-p 0.9"), 0);
+    ck_assert_msg(strstr(g_err, "warning") && strstr(g_err, "does not renormalise"), "%s", g_err);
+    /* the command line against the file */
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --temperature 0.5"), 2);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --logprobs-kind processed"), 2);
+}
+END_TEST
+
+/* a new file NAME in g_dir, for writing */
+static FILE *create_in_dir(const char *name)
+{
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_msg(f != NULL, "%s", p);
+    return f;
+}
+
+/* a file in g_dir */
+static void write_file(const char *name, const char *body)
+{
+    FILE *f = create_in_dir(name);
+    fputs(body, f);
+    fclose(f);
+}
+
+/* hf_fp32.jsonl (repeated `repeat` times) with the logged log-probs moved by one token */
+static void write_shifted(const char *name, int shift, int repeat)
+{
+    json_t *rows = load_jsonl("hf_fp32.jsonl");
+    FILE *f = create_in_dir(name);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *o = json_array_get(rows, i);
+        json_t *ids = json_object_get(o, "response_ids"), *lp = json_object_get(o, "logprobs");
+        const size_t n = json_array_size(ids);
+        if (shift > 0) { /* logged[t] = the log-prob of token t + 1 */
+            json_array_remove(ids, n - 1);
+            json_array_remove(lp, 0);
+        } else { /* logged[t] = the log-prob of token t - 1 (the prompt's last one kept first) */
+            json_array_remove(lp, n - 1);
+            json_array_insert_new(lp, 0, json_real(-1.0));
+        }
+        char *s = json_dumps(o, JSON_COMPACT);
+        for (int k = 0; k < repeat; k++)
+            fprintf(f, "%s\n", s);
+        free(s);
+    }
+    fclose(f);
+    json_decref(rows);
+}
+
+static const char k_ok[] = "{\"prompt_ids\": [1, 2], \"response_ids\": [3, 4], \"logprobs\": [-1.5, -2.5]}\n";
+
+/* Every check: exit code, one line naming FILE:LINE, and no output file. */
+START_TEST(test_alignment_errors)
+{
+    static const struct {
+        const char *name, *line2, *msg;
+        int code;
+    } bad[] = {
+        {"count.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3, 4, 5], \"logprobs\": [-1, -2]}", "3 response token ids but 2 log-probs", 4},
+        {"vocab.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3, 4096], \"logprobs\": [-1, -2]}", "response_ids[1] = 4096 is outside the model's vocabulary", 4},
+        {"pvocab.jsonl", "{\"prompt_ids\": [-1], \"response_ids\": [3], \"logprobs\": [-1]}", "prompt_ids[0] = -1 is outside", 4},
+        {"positive.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3, 4], \"logprobs\": [-1, 0.5]}", "logprobs[1] = 0.5 is positive", 4},
+        {"nan.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [NaN]}", "NaN in the record", 4},
+        {"inf.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [-Infinity]}", "Infinity in the record", 4},
+        {"null.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [null]}", "logprobs[0] is null", 4},
+        {"string.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [\"-1\"]}", "logprobs[0] is not a number", 4},
+        {"noprompt.jsonl", "{\"prompt_ids\": [], \"response_ids\": [3], \"logprobs\": [-1]}", "the prompt has no token ids", 4},
+        {"long.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [LONG], \"logprobs\": [LP]}", "exceeds the model's 256 positions", 4},
+        {"json.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], ", "invalid JSON", 4},
+        {"temp.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [-1], \"temperature\": 0.5}", "temperature 0.5 differs from the 1 of line 1", 4},
+        {"kind.jsonl", "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [-1], \"logprobs_kind\": \"odd\"}", "is not \"raw\" or \"processed\"", 4},
+        {"vllm_noids.jsonl", "{\"choices\": [{\"index\": 0, \"text\": \"a\", \"logprobs\": {\"tokens\": [\"a\"], \"token_logprobs\": [-1]}, \"prompt_token_ids\": [1]}]}", "is not \"token_id:N\"", 4},
+    };
+    char longids[2048] = "", longlp[2048] = "";
+    for (int i = 0; i < 300; i++) {
+        strcat(longids, i ? ",3" : "3");
+        strcat(longlp, i ? ",-1" : "-1");
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[8192], l2[4096];
+        snprintf(l2, sizeof l2, "%s", bad[i].line2);
+        char *x = strstr(l2, "LONG");
+        if (x) {
+            char tmp[4096];
+            snprintf(tmp, sizeof tmp, "{\"prompt_ids\": [1], \"response_ids\": [%s], \"logprobs\": [%s]}", longids, longlp);
+            snprintf(l2, sizeof l2, "%s", tmp);
+        }
+        /* the vLLM case needs a vLLM first line */
+        const char *first = !strcmp(bad[i].name, "temp.jsonl") ?
+            "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [-1], \"temperature\": 1.0}\n" :
+            strstr(bad[i].name, "vllm") ?
+            "{\"choices\": [{\"index\": 0, \"text\": \"\", \"logprobs\": {\"tokens\": [\"token_id:3\"], \"token_logprobs\": [-1]}, \"prompt_token_ids\": [1]}]}\n" : k_ok;
+        snprintf(body, sizeof body, "%s%s\n", first, l2);
+        write_file(bad[i].name, body);
+        int code = run("score -q --rollouts '%s/%s' --out '%s/o.h5'", g_dir, bad[i].name, g_dir);
+        ck_assert_msg(code == bad[i].code, "%s: exit %d: %s", bad[i].name, code, g_err);
+        char where[PATH_MAX + 64];
+        snprintf(where, sizeof where, "%s/%s:2: ", g_dir, bad[i].name);
+        ck_assert_msg(strstr(g_err, where) && strstr(g_err, bad[i].msg), "%s: '%s'", bad[i].name, g_err);
+        ck_assert_msg(strchr(g_err, '\n') == g_err + strlen(g_err) - 1, "%s: more than one line: %s", bad[i].name,
+                      g_err);
+        char o[PATH_MAX + 8];
+        snprintf(o, sizeof o, "%s/o.h5", g_dir);
+        ck_assert_msg(access(o, F_OK) != 0, "%s: output written", bad[i].name);
+    }
+    /* formats without ids */
+    write_file("verl.jsonl", "{\"input\": \"q\", \"output\": \"a\", \"gts\": \"a\", \"score\": 1.0, \"step\": 1}\n");
+    ck_assert_int_eq(run("score -q --out none --rollouts '%s/verl.jsonl'", g_dir), 5);
+    ck_assert_msg(strstr(g_err, "verl") != NULL, "%s", g_err);
+    write_file("trl.jsonl", "{\"step\": 1, \"prompt\": \"q\", \"completion\": \"a\", \"reward\": 1.0}\n");
+    ck_assert_int_eq(run("score -q --out none --rollouts '%s/trl.jsonl'", g_dir), 5);
+    ck_assert_msg(strstr(g_err, "TRL") != NULL, "%s", g_err);
+    write_file("empty.jsonl", "\n\n");
+    ck_assert_int_eq(run("score -q --out none --rollouts '%s/empty.jsonl'", g_dir), 4);
+    ck_assert_int_eq(run("score -q --out none"), 2);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --prompts x.txt"), 2);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format nope"), 2);
+    ck_assert_int_eq(run("score -q --out none --rollouts '%s/missing.jsonl'", g_dir), 6);
+}
+END_TEST
+
+/* a one-token shift either way is refused, naming the shift */
+START_TEST(test_shift)
+{
+    write_shifted("plus.jsonl", 1, 1);
+    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/plus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_msg(strstr(g_err, "shifted by +1 token") != NULL, "%s", g_err);
+    write_shifted("minus.jsonl", -1, 1);
+    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/minus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_msg(strstr(g_err, "shifted by -1 token") != NULL, "%s", g_err);
+    /* more than 256 rollouts: found on the first 64, before the whole forward */
+    write_shifted("many.jsonl", 1, 13);
+    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/many.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_msg(strstr(g_err, "shifted by +1 token") != NULL, "%s", g_err);
+    char o[PATH_MAX + 8];
+    snprintf(o, sizeof o, "%s/o.h5", g_dir);
+    ck_assert(access(o, F_OK) != 0);
+}
+END_TEST
+
+/* vllm_completions_fp32.jsonl with the text of every choice (all) or of
+ * record 2's first choice changed */
+static void write_text_changed(const char *name, bool all)
+{
+    json_t *rows = load_jsonl("vllm_completions_fp32.jsonl");
+    FILE *f = create_in_dir(name);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *ch = json_object_get(json_array_get(rows, i), "choices");
+        for (size_t c = 0; c < json_array_size(ch); c++)
+            if (all || (i == 1 && c == 0))
+                json_object_set_new(json_array_get(ch, c), "text", json_string("something else"));
+        char *t = json_dumps(json_array_get(rows, i), JSON_COMPACT);
+        fprintf(f, "%s\n", t);
+        free(t);
+    }
+    fclose(f);
+    json_decref(rows);
+}
+
+/* the response text against the ids decoded with the model's tokenizer: the
+ * fixtures' texts are HF's decode and pass; all different is refused, one
+ * different is a warning */
+START_TEST(test_text)
+{
+    ck_assert_int_eq(run("score --check-only --rollouts vllm_chat_fp32.jsonl"), 0);
+    ck_assert_msg(g_err[0] == '\0', "%s", g_err);
+    write_text_changed("all.jsonl", true);
+    ck_assert_int_eq(run("score -q --rollouts '%s/all.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    char where[PATH_MAX + 64];
+    snprintf(where, sizeof where, "%s/all.jsonl:1: the response text differs", g_dir);
+    ck_assert_msg(strstr(g_err, where) != NULL, "%s", g_err);
+    write_text_changed("one.jsonl", false);
+    ck_assert_int_eq(run("score --check-only --rollouts '%s/one.jsonl'", g_dir), 0);
+    ck_assert_msg(strstr(g_err, "warning") && strstr(g_err, "one.jsonl:2: the response text of 1 of 24"), "%s",
+                  g_err);
+}
+END_TEST
+
+/* a sweep over trainer settings on the logged rollouts: the noise floor is
+ * bitwise the base; the bf16 trainer row against the HF fp32 rollouts is
+ * far from the fp32 base; the sampler cannot vary */
+START_TEST(test_sweep)
+{
+    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --vary trainer:dtype=bf16"),
+                     0);
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s", e.text);
+    json_t *rows = json_object_get(json_object_get(j, "sweep"), "rows");
+    ck_assert_int_eq((int64_t)json_array_size(rows), 2);
+    ck_assert(json_is_true(json_object_get(json_array_get(rows, 0), "identical_to_base")));
+    const double base = json_real_value(json_object_get(json_array_get(json_object_get(j, "lens"), 0), "std"));
+    const double bf16 = json_real_value(json_object_get(json_array_get(rows, 1), "std"));
+    ck_assert_msg(bf16 > 1000 * base, "bf16 trainer std %g, fp32 %g", bf16, base);
+    json_decref(j);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --vary sampler:dtype=bf16"), 2);
+    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --vary trainer:nope=1"), 2);
+    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --sweep --out '%s/s.h5'", g_dir), 0);
+    ck_assert_msg(strstr(g_out, "trainer: lm-head=fp32") && strstr(g_out, "noise floor: the base replayed is bitwise "
+                  "identical"), "%s", g_out);
+    char p[PATH_MAX + 16];
+    snprintf(p, sizeof p, "%s/s.h5", g_dir);
+    ck_assert(access(p, F_OK) == 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("score");
+    TCase *tc = tcase_create("score");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_hf_fp32);
+    tcase_add_test(tc, test_hf_bf16);
+    tcase_add_test(tc, test_formats);
+    tcase_add_test(tc, test_processed);
+    tcase_add_test(tc, test_alignment_errors);
+    tcase_add_test(tc, test_shift);
+    tcase_add_test(tc, test_text);
+    tcase_add_test(tc, test_sweep);
+    suite_add_tcase(s, tc);
+    return rc_test_run(s);
+}
