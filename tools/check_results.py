@@ -276,7 +276,10 @@ def main(path, nonzero=False):
     S, G = gen.shape
     ref = f["reference/logprob"][...] if "reference" in f else None
     ent = f["rollouts/entropy"][...] if "entropy" in f["rollouts"] else None
-    if ent is not None:
+    if ent is not None and np.all(np.isnan(ent)):
+        # `ratiocheck score`: logged log-probs carry no distribution, so no token has an entropy
+        print("entropy: none known (all NaN: rollouts scored from logged log-probs)")
+    elif ent is not None:
         # the sampler's entropy (nats): not recomputable from the file (the distribution is not
         # stored; tests/test_ratio.c checks rc_entropy against numpy), but defined exactly where
         # logprob_gen is, and >= 0 (up to the rounding of a sum of exp(log p) near 1)
