@@ -283,6 +283,23 @@ START_TEST(test_processed)
 }
 END_TEST
 
+/* the table's header: a score run counts rollouts (report prints the same);
+ * a run keeps prompts x samples */
+START_TEST(test_header)
+{
+    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/h.h5'", g_dir), 0);
+    ck_assert_msg(strstr(g_out, "\n24 rollouts, temperature 1, top-k 0, top-p 1, seed 0\n") &&
+                  !strstr(g_out, "samples"), "%s", g_out);
+    char score_out[sizeof g_out];
+    memcpy(score_out, g_out, sizeof g_out);
+    ck_assert_int_eq(run("report '%s/h.h5'", g_dir), 0);
+    ck_assert_msg(!strcmp(g_out, score_out), "report:\n%s\nscore:\n%s", g_out, score_out);
+    ck_assert_int_eq(run("run -q --out none --dtype fp32 --num-prompts 2 --samples 2 --len 3"), 0);
+    ck_assert_msg(strstr(g_out, "\n4 sequences (2 prompts x 2 samples), temperature 1") && !strstr(g_out, "rollouts,"),
+                  "%s", g_out);
+}
+END_TEST
+
 /* a new file NAME in g_dir, for writing */
 static FILE *create_in_dir(const char *name)
 {
@@ -493,6 +510,7 @@ int main(void)
     tcase_add_test(tc, test_hf_bf16);
     tcase_add_test(tc, test_formats);
     tcase_add_test(tc, test_processed);
+    tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_alignment_errors);
     tcase_add_test(tc, test_shift);
     tcase_add_test(tc, test_text);

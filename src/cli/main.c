@@ -1365,9 +1365,14 @@ static void print_table(const rc_results *r, const char *out_path, int gates, un
         term_str(stdout, r->device);
         putchar('\n');
     }
-    printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
-           (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
-           (long long)r->top_k, r->top_p, (long long)r->seed);
+    /* a score run's sequences are the file's rollouts, each its own prompt (its sampler is "logged (...)") */
+    if (!strncmp(r->sampler, "logged (", 8))
+        printf("%lld rollouts, temperature %g, top-k %lld, top-p %g, seed %lld\n\n", (long long)r->n_seq,
+               r->temperature, (long long)r->top_k, r->top_p, (long long)r->seed);
+    else
+        printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
+               (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
+               (long long)r->top_k, r->top_p, (long long)r->seed);
     printf("ratio = exp(forward - generation) per generated token; clipfrac: ratio outside [%g, %g]\n",
            1.0 - r->stat.clip_eps_low, 1.0 + r->stat.clip_eps_high);
     printf("%5s %8s %10s %10s %9s %9s %9s %10s %9s %9s\n", "L", "tokens", "mean", "std", "min", "max", "clipfrac",
