@@ -35,6 +35,11 @@ logits processors), as an engine in processed_logprobs mode logs them, with no
 sampling settings in the file (so they read as raw):
   hf_processed_t07_fp32.jsonl   temperature 0.7 (the scores are logits / 0.7)
   hf_processed_t07_p09_fp32.jsonl  temperature 0.7 and top_p 0.9 (renormalised)
+  hf_processed_t07_k20_p09_fp32.jsonl  temperature 0.7, top_k 20 and top_p 0.9 (renormalised)
+  hf_scaled_t07_p09_fp32.jsonl  the tokens of hf_processed_t07_p09_fp32.jsonl with
+                          log_softmax(logits / 0.7) of generate's raw logits: temperature-scaled
+                          but not renormalised (as an engine that logs the scaled distribution
+                          but samples from its top-p set)
 and the raw rollouts in the other documented shapes:
   vllm_offline_fp32.json  a JSON array of vLLM offline RequestOutputs:
                           prompt_token_ids, outputs[] {index, text, token_ids,
@@ -78,47 +83,92 @@ def prompts():
     return rows[:N_PROMPTS]
 
 
-def fwd_logprobs(model, ids, plen):
-    """log-probs of ids[plen:] from one full forward over ids (fp32 log-softmax)"""
+def fwd_logprobs(model, ids, plen, dtype=torch.float32):
+    """log-probs of ids[plen:] from one full forward over ids (log-softmax in
+    fp32, or in the given dtype: float64 for a true fp64 model)"""
     with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0].float()
+        logits = model(torch.tensor([ids])).logits[0].to(dtype)
     lp = torch.log_softmax(logits, dim=-1)
     return [float(lp[t - 1, ids[t]]) for t in range(plen, len(ids))]
 
 
-def main():
-    torch.set_num_threads(1)  # one thread, deterministic algorithms: byte-identical files on the same CPU kind
+def setup_torch():
+    """one thread, deterministic algorithms: byte-identical files on the same CPU kind"""
+    torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(SEED)
+
+
+def sample_rollouts(model, tok, prompt_list, length_of, samples, seed):
+    """generate(do_sample=True, temperature=1, output_logits=True) per prompt
+    (seed + i), with no EOS stop: rollouts with the raw log-probs
+    (log_softmax of generate's logits) and HF's decode of the response"""
+    # no EOS: every continuation runs to its max_new_tokens, and no logits
+    # processor but the sampling ones touches the scores (min_new_tokens
+    # would mask EOS, a processing of its own)
+    model.generation_config.eos_token_id = None
+    rollouts = []
+    for i, p in enumerate(prompt_list):
+        n = length_of(i)
+        torch.manual_seed(seed + i)
+        with torch.no_grad():
+            g = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                               do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                               max_new_tokens=n, num_return_sequences=samples,
+                               output_logits=True, return_dict_in_generate=True, pad_token_id=0)
+        for s in range(samples):
+            resp = [int(x) for x in g.sequences[s, len(p):]]
+            assert len(resp) == n, (len(resp), n)
+            lps = [float(torch.log_softmax(g.logits[t][s].float(), dim=-1)[resp[t]]) for t in range(n)]
+            rollouts.append({"prompt": i, "prompt_ids": p, "response_ids": resp, "logprobs": lps,
+                             "text": tok.decode(resp, skip_special_tokens=True)})
+    return rollouts
+
+
+def write_generic(path, rollouts):
+    """the generic JSONL, raw log-probs at temperature 1"""
+    with open(path, "w") as f:
+        for r in rollouts:
+            f.write(json.dumps({"prompt_ids": r["prompt_ids"], "response_ids": r["response_ids"],
+                                "logprobs": r["logprobs"], "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+                                "logprobs_kind": "raw"}) + "\n")
+
+
+def by_prompt(rollouts):
+    out = {}
+    for r in rollouts:
+        out.setdefault(r["prompt"], []).append(r)
+    return out
+
+
+def write_vllm_completions(path, rollouts, model_name):
+    """vLLM OpenAI completions responses, one per prompt and line"""
+    with open(path, "w") as f:
+        for i, rs in sorted(by_prompt(rollouts).items()):
+            choices = []
+            for k, r in enumerate(rs):
+                choices.append({"index": k, "text": r["text"], "finish_reason": "length", "stop_reason": None,
+                                "logprobs": {"text_offset": list(range(len(r["response_ids"]))),
+                                             "token_logprobs": r["logprobs"],
+                                             "tokens": [f"token_id:{t}" for t in r["response_ids"]],
+                                             "top_logprobs": None},
+                                "prompt_logprobs": None, "prompt_token_ids": r["prompt_ids"]})
+            n_out = sum(len(r["response_ids"]) for r in rs)
+            f.write(json.dumps({"id": f"cmpl-{i}", "object": "text_completion", "created": 0,
+                                "model": model_name, "choices": choices,
+                                "usage": {"prompt_tokens": len(rs[0]["prompt_ids"]), "completion_tokens": n_out,
+                                          "total_tokens": len(rs[0]["prompt_ids"]) + n_out}}) + "\n")
+
+
+def main():
+    setup_torch()
     os.makedirs(OUT, exist_ok=True)
     tok = AutoTokenizer.from_pretrained(MODEL)
     m32 = GPTNeoXForCausalLM.from_pretrained(MODEL, dtype=torch.float32, attn_implementation="eager").eval()
     for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         model = GPTNeoXForCausalLM.from_pretrained(MODEL, dtype=dt, attn_implementation="eager").eval()
-        # no EOS: every continuation runs to its max_new_tokens, and no logits
-        # processor but the sampling ones touches the scores (min_new_tokens
-        # would mask EOS, a processing of its own)
-        model.generation_config.eos_token_id = None
-        rollouts = []
-        for i, p in enumerate(prompts()):
-            n = lengths(i)
-            torch.manual_seed(SEED + i)
-            with torch.no_grad():
-                g = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                                   do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                   max_new_tokens=n, num_return_sequences=SAMPLES,
-                                   output_logits=True, return_dict_in_generate=True, pad_token_id=0)
-            for s in range(SAMPLES):
-                resp = [int(x) for x in g.sequences[s, len(p):]]
-                assert len(resp) == n, (len(resp), n)
-                lps = [float(torch.log_softmax(g.logits[t][s].float(), dim=-1)[resp[t]]) for t in range(n)]
-                rollouts.append({"prompt": i, "prompt_ids": p, "response_ids": resp, "logprobs": lps,
-                                 "text": tok.decode(resp, skip_special_tokens=True)})
-        with open(os.path.join(OUT, f"hf_{name}.jsonl"), "w") as f:
-            for r in rollouts:
-                f.write(json.dumps({"prompt_ids": r["prompt_ids"], "response_ids": r["response_ids"],
-                                    "logprobs": r["logprobs"], "temperature": 1.0, "top_p": 1.0, "top_k": 0,
-                                    "logprobs_kind": "raw"}) + "\n")
+        rollouts = sample_rollouts(model, tok, prompts(), lengths, SAMPLES, SEED)
+        write_generic(os.path.join(OUT, f"hf_{name}.jsonl"), rollouts)
         refs = {"generator": "tools/make_score_fixtures.py", "transformers": transformers.__version__,
                 "torch": torch.__version__, "numpy": np.__version__, "dtype": name, "seed": SEED,
                 "rollouts": []}
@@ -129,42 +179,36 @@ def main():
         with open(os.path.join(OUT, f"hf_refs_{name}.json"), "w") as f:
             json.dump(refs, f)
             f.write("\n")
-        by_prompt = {}
-        for r in rollouts:
-            by_prompt.setdefault(r["prompt"], []).append(r)
-        with open(os.path.join(OUT, f"vllm_completions_{name}.jsonl"), "w") as f:
-            for i, rs in sorted(by_prompt.items()):
-                choices = []
-                for k, r in enumerate(rs):
-                    choices.append({"index": k, "text": r["text"], "finish_reason": "length", "stop_reason": None,
-                                    "logprobs": {"text_offset": list(range(len(r["response_ids"]))),
-                                                 "token_logprobs": r["logprobs"],
-                                                 "tokens": [f"token_id:{t}" for t in r["response_ids"]],
-                                                 "top_logprobs": None},
-                                    "prompt_logprobs": None, "prompt_token_ids": r["prompt_ids"]})
-                n_out = sum(len(r["response_ids"]) for r in rs)
-                f.write(json.dumps({"id": f"cmpl-{i}", "object": "text_completion", "created": 0,
-                                    "model": "pythia-rc-tiny", "choices": choices,
-                                    "usage": {"prompt_tokens": len(rs[0]["prompt_ids"]), "completion_tokens": n_out,
-                                              "total_tokens": len(rs[0]["prompt_ids"]) + n_out}}) + "\n")
+        write_vllm_completions(os.path.join(OUT, f"vllm_completions_{name}.jsonl"), rollouts, "pythia-rc-tiny")
+        by_prompt_ = by_prompt(rollouts)
         if name != "fp32":
             continue
-        for fname, top_p in (("hf_processed_t07_fp32.jsonl", 1.0), ("hf_processed_t07_p09_fp32.jsonl", 0.9)):
-            with open(os.path.join(OUT, fname), "w") as f:
-                for i, p in enumerate(prompts()):
-                    n = lengths(i)
-                    torch.manual_seed(SEED + 100 + i)
-                    with torch.no_grad():
-                        g = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                                           do_sample=True, temperature=0.7, top_k=0, top_p=top_p,
-                                           max_new_tokens=n, num_return_sequences=SAMPLES,
-                                           output_scores=True, return_dict_in_generate=True, pad_token_id=0)
-                    for s in range(SAMPLES):
-                        resp = [int(x) for x in g.sequences[s, len(p):]]
-                        lps = [float(torch.log_softmax(g.scores[t][s].float(), dim=-1)[resp[t]]) for t in range(n)]
-                        f.write(json.dumps({"prompt_ids": p, "response_ids": resp, "logprobs": lps}) + "\n")
+        for fname, top_k, top_p, scaled in (("hf_processed_t07_fp32.jsonl", 0, 1.0, None),
+                                            ("hf_processed_t07_p09_fp32.jsonl", 0, 0.9, "hf_scaled_t07_p09_fp32.jsonl"),
+                                            ("hf_processed_t07_k20_p09_fp32.jsonl", 20, 0.9, None)):
+            f = open(os.path.join(OUT, fname), "w")
+            fs = open(os.path.join(OUT, scaled), "w") if scaled else None
+            for i, p in enumerate(prompts()):
+                n = lengths(i)
+                torch.manual_seed(SEED + 100 + i)
+                with torch.no_grad():
+                    g = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                                       do_sample=True, temperature=0.7, top_k=top_k, top_p=top_p,
+                                       max_new_tokens=n, num_return_sequences=SAMPLES, output_scores=True,
+                                       output_logits=True, return_dict_in_generate=True, pad_token_id=0)
+                for s in range(SAMPLES):
+                    resp = [int(x) for x in g.sequences[s, len(p):]]
+                    lps = [float(torch.log_softmax(g.scores[t][s].float(), dim=-1)[resp[t]]) for t in range(n)]
+                    f.write(json.dumps({"prompt_ids": p, "response_ids": resp, "logprobs": lps}) + "\n")
+                    if fs:  # the same tokens, log-probs after the temperature only (not renormalised)
+                        lps = [float(torch.log_softmax(g.logits[t][s].float() / 0.7, dim=-1)[resp[t]])
+                               for t in range(n)]
+                        fs.write(json.dumps({"prompt_ids": p, "response_ids": resp, "logprobs": lps}) + "\n")
+            f.close()
+            if fs:
+                fs.close()
         offline = []
-        for i, rs in sorted(by_prompt.items()):
+        for i, rs in sorted(by_prompt_.items()):
             outs = []
             for k, r in enumerate(rs):
                 outs.append({"index": k, "text": r["text"], "token_ids": r["response_ids"],
@@ -178,7 +222,7 @@ def main():
             json.dump(offline, f, indent=1)
             f.write("\n")
         with open(os.path.join(OUT, "vllm_chat_fp32.jsonl"), "w") as f:
-            for i, rs in sorted(by_prompt.items()):
+            for i, rs in sorted(by_prompt_.items()):
                 choices = [{"index": k, "message": {"role": "assistant", "content": r["text"]},
                             "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": lp, "bytes": None,
                                                       "top_logprobs": []}
