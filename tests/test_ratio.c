@@ -198,6 +198,32 @@ START_TEST(test_sampling)
     run(RC_KERNELS_INVARIANT, &cfg, &a);
     for (int64_t i = 0; i < a.n_seq * a.gen_len; i++)
         ck_assert(a.logprob_gen_processed[i] >= a.logprob_gen[i] && a.logprob_gen_processed[i] <= 0.0f);
+    /* the trainer-side truncation (score, processed log-probs with top-k /
+     * top-p): these rollouts' processed log-probs as the logged ones, the
+     * trainer's full forward with invariant kernels (bitwise the cached
+     * decode's log-probs) renormalised by the sampler's own mask: every value
+     * bitwise the sampler's, no token outside the kept set */
+    rc_rollout_cfg g = cfg;
+    g.forced_tokens = a.gen_tokens;
+    g.forced_valid = a.gen_valid;
+    g.forced_len = a.gen_len;
+    g.given_logprobs = a.logprob_gen_processed;
+    g.num_trainer = g.num;
+    g.trainer_truncates = true;
+    g.n_lens = 1;
+    g.lens[0] = a.gen_len;
+    run(RC_KERNELS_INVARIANT, &g, &b);
+    ck_assert_int_eq(b.trainer_outside_kept, 0);
+    ck_assert_mem_eq(b.lens[0].logprob_fwd, a.logprob_gen_processed, sizeof(float) * (size_t)(a.n_seq * a.gen_len));
+    rc_results_free(&b);
+    /* a tighter top-p on the trainer's side: some logged tokens fall outside
+     * its kept set, counted; their value is finite (the set widened to them) */
+    g.sampling.top_p = 0.05;
+    run(RC_KERNELS_INVARIANT, &g, &b);
+    ck_assert(b.trainer_outside_kept > 0);
+    for (int64_t i = 0; i < b.n_seq * b.gen_len; i++)
+        ck_assert(isfinite(b.lens[0].logprob_fwd[i]) && b.lens[0].logprob_fwd[i] <= 0.0f);
+    rc_results_free(&b);
     rc_results_free(&a);
 }
 END_TEST

@@ -261,22 +261,75 @@ START_TEST(test_formats)
 }
 END_TEST
 
-/* HF's processed log-probs (output_scores): refused as raw, reproduced when declared */
+/* count, mean, std, min, max of the ratio of `score --json ARGS` (fp32 trainer);
+ * exit 0 and nothing on stderr (no warning) asserted */
+static void ratio_of(const char *args, double v[5])
+{
+    char s[256];
+    stats_of(args, s, sizeof s);
+    ck_assert_msg(g_err[0] == '\0', "%s: %s", args, g_err);
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s", e.text);
+    json_t *L = json_array_get(json_object_get(j, "lens"), 0);
+    v[0] = (double)json_integer_value(json_object_get(L, "count"));
+    v[1] = json_real_value(json_object_get(L, "mean"));
+    v[2] = json_real_value(json_object_get(L, "std"));
+    v[3] = json_real_value(json_object_get(L, "min"));
+    v[4] = json_real_value(json_object_get(L, "max"));
+    json_decref(j);
+}
+
+/* HF's processed log-probs (output_scores): refused as raw, reproduced when
+ * declared. The bound of every declared case is the temperature-0.7 one's:
+ * the fp32 noise floor (ratio std < 2e-6, |mean - 1| < 1e-6: HF's own fp32
+ * forward against its generate is 8.6e-7, test_hf_fp32) and README's fp32
+ * emulation bound, |log r| <= 1e-5 on every token. With top-k / top-p the
+ * trainer renormalises over the kept set (rc_truncated_logprob), so the
+ * renormalised files are held to the same bound, with no warning. */
+static void assert_noise_floor(const char *args)
+{
+    double v[5];
+    ratio_of(args, v);
+    fprintf(stderr, "%s: %g tokens, ratio mean %.9g std %.3g, min %.9g max %.9g\n", args, v[0], v[1], v[2], v[3],
+            v[4]);
+    ck_assert_msg(v[0] == 346 && v[2] < 2e-6 && fabs(v[1] - 1) < 1e-6, "%s: mean %g std %g", args, v[1], v[2]);
+    ck_assert_msg(fabs(log(v[3])) <= 1e-5 && fabs(log(v[4])) <= 1e-5, "%s: min %.9g max %.9g", args, v[3], v[4]);
+}
+
 START_TEST(test_processed)
 {
     ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl"), 4);
     ck_assert_msg(strstr(g_err, "look computed at another temperature") != NULL, "%s", g_err);
     /* temperature 0.7 only: the trainer at 0.7 gives HF's scores to fp32 rounding */
-    char s[256];
-    stats_of("--rollouts hf_processed_t07_fp32.jsonl --logprobs-kind processed --temperature 0.7", s, sizeof s);
-    double mean, std;
-    ck_assert(sscanf(s, "%*d %lf %lf", &mean, &std) == 2);
-    ck_assert_msg(std < 2e-6 && fabs(mean - 1) < 1e-6, "%s", s);
+    assert_noise_floor("--rollouts hf_processed_t07_fp32.jsonl --logprobs-kind processed --temperature 0.7");
+    /* renormalised over top-p 0.9 (top-k 20): undeclared, refused; declared, HF's values */
     ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl"), 4);
     ck_assert_msg(strstr(g_err, "look top-k / top-p renormalised") != NULL, "%s", g_err);
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+    assert_noise_floor("--rollouts hf_processed_t07_p09_fp32.jsonl --logprobs-kind processed --temperature 0.7 "
+                       "--top-p 0.9");
+    assert_noise_floor("--rollouts hf_processed_t07_k20_p09_fp32.jsonl --logprobs-kind processed --temperature 0.7 "
+                       "--top-k 20 --top-p 0.9");
+    /* the same tokens with the scaled, not renormalised log-probs: right as
+     * temperature 0.7 alone; with top-p declared, below the trainer's (warning) */
+    assert_noise_floor("--rollouts hf_scaled_t07_p09_fp32.jsonl --logprobs-kind processed --temperature 0.7");
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_scaled_t07_p09_fp32.jsonl "
                          "--logprobs-kind processed --temperature 0.7 --top-p 0.9"), 0);
-    ck_assert_msg(strstr(g_err, "warning") && strstr(g_err, "does not renormalise"), "%s", g_err);
+    ck_assert_msg(strstr(g_err, "warning") && strstr(g_err, "they look not renormalised"), "%s", g_err);
+    /* declared settings that could not have sampled the tokens: refused */
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+                         "--logprobs-kind processed --temperature 0.7 --top-p 0.5"), 4);
+    ck_assert_msg(strstr(g_err, "logged tokens are outside the set top_k 0 / top_p 0.5 keeps"), "%s", g_err);
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl "
+                         "--logprobs-kind processed --temperature 0.7 --top-p 0.9"), 4);
+    ck_assert_msg(strstr(g_err, "outside the set top_k 0 / top_p 0.9 keeps"), "%s", g_err);
+    /* the fp32 reference truncates too; the fp64 forward does not: refused */
+    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+                         "--logprobs-kind processed --temperature 0.7 --top-p 0.9 --reference fp64"), 5);
+    ck_assert_msg(strstr(g_err, "--reference fp64 with processed top-k / top-p"), "%s", g_err);
+    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+                         "--logprobs-kind processed --temperature 0.7 --top-p 0.9 --reference fp32"), 0);
+    ck_assert_msg(g_err[0] == '\0', "%s", g_err);
     /* the command line against the file */
     ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --temperature 0.5"), 2);
     ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --logprobs-kind processed"), 2);

@@ -268,6 +268,8 @@ struct rc_results {
     float *entropy_gen;     /* [n_seq, gen_len] entropy (nats) of the distribution logprob_gen is from,
                                or NULL (files written before it) */
     double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */
+    int64_t trainer_outside_kept; /* score with top-k / top-p processed log-probs: logged tokens the
+                                     trainer's top-k / top-p removes, at the longest length (not stored) */
     /* per length */
     int n_lens;
     rc_len_result *lens;

@@ -416,6 +416,46 @@ done:
     return s;
 }
 
+/* ratiocheck score's trainer-side top-k / top-p (cfg->trainer_truncates):
+ * the engine's target hook gets each LM-head chunk's full log-prob rows */
+typedef struct {
+    const rc_sampling *sp;
+    float *work;     /* [threads][V]: rc_truncated_logprob's sort */
+    float *rows;     /* the engine's chunk rows [logit_rows, V] */
+    int64_t outside; /* targets outside the kept set */
+} truncation;
+
+static rc_status truncate_targets(void *ctx, const float *lp, int64_t n, int64_t V, const int32_t *targets,
+                                  float *target_out)
+{
+    truncation *t = ctx;
+    int64_t outside = 0;
+#pragma omp parallel for reduction(+ : outside) schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; i++) {
+        bool o;
+        target_out[i] = rc_truncated_logprob(lp + i * V, V, t->sp, targets[i], t->work + omp_get_thread_num() * V, &o);
+        outside += o;
+    }
+    t->outside += outside;
+    return RC_OK;
+}
+
+/* e's targets through truncate_targets (nothing unless cfg->trainer_truncates) */
+static rc_status truncation_attach(const rc_rollout_cfg *cfg, rc_engine *e, truncation *t)
+{
+    if (!cfg->trainer_truncates)
+        return RC_OK;
+    const int64_t V = e->model->cfg.vocab;
+    free(t->rows);
+    t->rows = NULL;
+    t->sp = &cfg->sampling;
+    if (!t->work)
+        RC_TRY(rc_calloc((void **)&t->work, (int64_t)omp_get_max_threads() * V, sizeof *t->work, "top-k / top-p"));
+    RC_TRY(rc_calloc((void **)&t->rows, e->logit_rows * V, sizeof *t->rows, "top-k / top-p"));
+    e->target = (rc_target_hook){truncate_targets, t, t->rows};
+    return RC_OK;
+}
+
 /* --reference fp64: each sequence through the float64 forward pass */
 static rc_status reference64(run_ctx *rc, const rc_model *m, rc_results *out)
 {
@@ -464,6 +504,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
             return rc_errorf(RC_ERR_USAGE, "--len values must be positive and increasing");
     if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0 || cfg->forward_chunk < 0)
         return rc_errorf(RC_ERR_USAGE, "need at least one prompt, sample and batch slot");
+    if (cfg->trainer_truncates && cfg->reference == 64)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "--reference fp64 with processed top-k / top-p log-probs: the float64 "
+                         "forward does not apply top-k / top-p (use --reference fp32)");
     const int64_t G = cfg->lens[cfg->n_lens - 1];
     if (cfg->forced_tokens && G > cfg->forced_len)
         return rc_errorf(RC_ERR_USAGE, "--len %lld exceeds the %lld tokens of the replayed rollouts", (long long)G,
@@ -580,11 +623,16 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 1, 0};
     double t1 = now_s();
     char phase[64];
+    truncation tr = {0};
+    if (s == RC_OK)
+        s = truncation_attach(cfg, e, &tr);
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {
         snprintf(phase, sizeof phase, "forward L=%lld", (long long)cfg->lens[i]);
+        tr.outside = 0;
         s = rescore(&rc, e, out, cfg->lens[i], FB, cfg->forward_chunk, phase, out->lens[i].logprob_fwd, NULL,
                     cfg->lens[i]);
     }
+    out->trainer_outside_kept = tr.outside; /* the longest length's */
     rc_engine_free(e);
     double t2 = now_s();
     if (s == RC_OK && cfg->reference == 32) {
@@ -593,11 +641,15 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         rc_engine *re = NULL;
         s = rc_engine_create(m, ref_be, &ref, FB, cfg->prompt_max + G, rows_fwd, &re);
         if (s == RC_OK)
+            s = truncation_attach(cfg, re, &tr);
+        if (s == RC_OK)
             s = rescore(&rc, re, out, G, FB, 0, "reference fp32", NULL, out->logprob_ref, G);
         rc_engine_free(re);
     } else if (s == RC_OK && cfg->reference == 64) {
         s = reference64(&rc, m, out);
     }
+    free(tr.work);
+    free(tr.rows);
     out->seconds_generate = t1 - t0;
     out->seconds_forward = t2 - t1;
     out->seconds_reference = cfg->reference ? now_s() - t2 : 0.0;

@@ -58,6 +58,12 @@ typedef struct {
      * ([S, forced_len], with forced_tokens): no cached generation runs, the
      * generation log-probs are these */
     const float *given_logprobs;
+    /* ratiocheck score, processed log-probs with top-k / top-p: the trainer's
+     * (and the fp32 reference's) log-prob of each token is under the
+     * distribution `sampling` keeps, renormalised (rc_truncated_logprob); the
+     * tokens it removes are counted in out->trainer_outside_kept (longest
+     * length). The fp64 reference is refused. */
+    bool trainer_truncates;
 } rc_rollout_cfg;
 
 /* Progress: phase is "generate", "forward L=..", "reference fp32|fp64"; frac

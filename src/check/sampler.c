@@ -156,3 +156,15 @@ float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, in
     double z = kept_mass(lp, V, cut, &kept, entropy);
     return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
 }
+
+float rc_truncated_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
+                           bool *outside)
+{
+    float cut = filter_cut(lp, V, sp, work);
+    *outside = lp[tok] < cut;
+    if (*outside)
+        cut = lp[tok];
+    int64_t kept;
+    const double z = kept_mass(lp, V, cut, &kept, NULL);
+    return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
+}

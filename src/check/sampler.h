@@ -3,6 +3,7 @@
 #ifndef RC_SAMPLER_H
 #define RC_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -35,6 +36,17 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
  * -inf when the filters remove it. *entropy as rc_sample's. */
 float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
                            double *entropy);
+
+/* The trainer's side of processed log-probs (ratiocheck score): the log-prob
+ * of tok under the distribution the sampler's processing produced from lp
+ * (the temperature-scaled log-probs): top-k, then top-p over the top-k
+ * survivors (the same mask as rc_sample), renormalised over the kept tokens.
+ * A token the mask removes could not have been sampled from lp: *outside is
+ * set and the log-prob is renormalised over the kept set widened to it (every
+ * token at least as likely as tok), finite and continuous across the cut.
+ * `work` needs V floats. */
+float rc_truncated_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
+                           bool *outside);
 
 /* The entropy -sum_i p_i log p_i (nats) of the distribution with log-probs
  * lp[V], p_i = exp(lp_i) as given (not renormalised), each term and the sum

@@ -131,6 +131,19 @@ rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, co
     a->slope = n && var > 1e-12 ? (sxy / (double)n - (sx / (double)n) * (sy / (double)n)) / var : NAN;
     const bool truncating = s->kind == RC_LP_PROCESSED && (s->top_k > 0 || s->top_p < 1.0);
     const char *declared = s->kind == RC_LP_RAW ? "raw (temperature 1)" : "processed";
+    /* with top-k / top-p declared the trainer renormalises over the kept set
+     * (rc_truncated_logprob): a token outside it could not have been sampled */
+    const int64_t out = r->trainer_outside_kept;
+    if (truncating && out >= 2 && out * 100 > n)
+        return rc_errorf(RC_ERR_FORMAT,
+                         "%s: %lld of the %lld logged tokens are outside the set top_k %lld / top_p %g keeps from "
+                         "the trainer's distribution: the sampler could not have sampled them with these settings "
+                         "(declare the engine's \"top_k\" / \"top_p\" / \"temperature\", or log raw log-probs)",
+                         path, (long long)out, (long long)n, (long long)s->top_k, s->top_p);
+    if (truncating && out > 0)
+        warn(a, "%lld of the %lld logged tokens are outside the set top_k %lld / top_p %g keeps from the trainer's "
+             "distribution (rounding near the cut?); their trainer log-prob is renormalised over the kept set widened "
+             "to them", (long long)out, (long long)n, (long long)s->top_k, s->top_p);
     if (n < 32) {
         warn(a, "too few tokens (%lld) to check raw against processed log-probs", (long long)n);
         return RC_OK;
@@ -149,13 +162,13 @@ rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, co
                          "ones (vLLM --logprobs-mode raw_logprobs) or declare \"logprobs_kind\": \"processed\" with "
                          "\"top_k\" / \"top_p\"",
                          path, 100.0 * a->frac_higher, a->mean_diff, declared);
-    if (truncating && !renormalised && fabs(a->mean_diff) < 1e-3)
-        warn(a, "processed log-probs with top_k %lld / top_p %g were declared, but they are not above the "
-             "trainer's (mean logged - trainer %.2g): they look raw", (long long)s->top_k, s->top_p, a->mean_diff);
-    else if (truncating)
-        warn(a, "processed log-probs with top_k %lld / top_p %g: the trainer's side does not renormalise, so the "
-             "ratios include log(kept mass) (mean logged - trainer %.3g); log raw ones to compare like with like",
-             (long long)s->top_k, s->top_p, a->mean_diff);
+    /* the mirror of `renormalised`: processed (truncated) declared, the logged
+     * values below the trainer's renormalised ones by about log(kept mass) */
+    if (truncating && a->mean_diff < -0.02 && a->frac_higher < 0.1)
+        warn(a, "processed log-probs with top_k %lld / top_p %g were declared, but they are below the trainer's "
+             "renormalised ones on %.0f%% of the tokens (by %.3g on average): they look not renormalised (raw, or "
+             "temperature-scaled only), so the ratios include log(kept mass)", (long long)s->top_k, s->top_p,
+             100.0 * (1.0 - a->frac_higher), -a->mean_diff);
     return RC_OK;
 }
 

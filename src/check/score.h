@@ -47,8 +47,10 @@ typedef struct {
 /* The checks after the trainer's forward (README "Check your own engine"):
  * RC_ERR_FORMAT "FILE: ..." when the logged log-probs fit the trainer's
  * better shifted by one token, scale unlike log-probs at the stated
- * temperature, or sit above the trainer's as a top-k / top-p renormalisation
- * does when none was declared; warnings (no error) for the milder cases. */
+ * temperature, sit above the trainer's as a top-k / top-p renormalisation
+ * does when none was declared, or hold tokens the declared top-k / top-p
+ * removes (r->trainer_outside_kept: at least 2 and over 1% of the tokens);
+ * warnings (no error) for the milder cases. */
 rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, const rc_results *r, rc_score_align *a);
 
 /* A tokenizer mismatch: the response text a record carries (the first

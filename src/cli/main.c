@@ -2946,6 +2946,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     cfg->sampling.top_k = set->top_k;
     cfg->sampling.top_p = set->top_p;
     /* the trainer computes the distribution the log-probs were logged from */
+    cfg->trainer_truncates = set->kind == RC_LP_PROCESSED && (set->top_k > 0 || set->top_p < 1.0);
     const double T = set->kind == RC_LP_RAW ? 1.0 : set->temperature;
     ro->temperature = T;
     cfg->num.temperature = cfg->num_trainer.temperature = (float)T;

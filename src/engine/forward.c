@@ -1040,10 +1040,13 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
                            rr.logits, e->logits);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_LOGITS, 0, n, out_rows + i0, e->logits, V, V, rr.logits, NULL);
+        const bool th = e->target.fn && targets && target_out && !full_out; /* the rows, then the hook */
         if (s == RC_OK)
             s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
-                             full_out ? full_out + i0 * V : NULL, targets ? targets + i0 : NULL,
-                             target_out ? target_out + i0 : NULL);
+                             th ? e->target.buf : full_out ? full_out + i0 * V : NULL,
+                             targets && !th ? targets + i0 : NULL, target_out && !th ? target_out + i0 : NULL);
+        if (s == RC_OK && th)
+            s = e->target.fn(e->target.ctx, e->target.buf, n, V, targets + i0, target_out + i0);
     }
     return s;
 }

@@ -180,6 +180,19 @@ typedef struct {
     int64_t seq0;     /* passed through: the run's sequence index of cache slot 0 */
 } rc_capture_hook;
 
+/* Replaces a step's target log-probs (ratiocheck score's trainer-side top-k /
+ * top-p, src/check/rollout.c): when fn is set, a step that asks for target
+ * log-probs and no full rows computes each LM-head chunk's full log-prob rows
+ * [n, V] into buf (host, the caller's: logit_rows x vocab floats) and fn
+ * writes target_out[i] of the chunk's n rows from them. Zero: the plain path. */
+typedef rc_status (*rc_target_fn)(void *ctx, const float *lp, int64_t n, int64_t V, const int32_t *targets,
+                                  float *target_out);
+typedef struct {
+    rc_target_fn fn;
+    void *ctx;
+    float *buf;
+} rc_target_hook;
+
 typedef struct {
     const rc_model *model;
     rc_backend *be;
@@ -208,6 +221,7 @@ typedef struct {
     float *tp_parts;       /* the row-parallel layers' partials [tp][chunk_rows][hidden] (tp > 1), else NULL */
     int64_t *tp_zero_rows; /* max_rows zeros (host; tp > 1), else NULL */
     rc_capture_hook hook;  /* zero: no capture (set by the caller after rc_engine_create) */
+    rc_target_hook target; /* zero: targets' log-probs as computed (set by the caller) */
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and
