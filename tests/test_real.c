@@ -21,6 +21,12 @@
  *               every ratio exactly 1
  *   order       the same with engine kernels in fp32 / fp16 / bf16:
  *               std(bf16) > std(fp16) > std(fp32) at every length
+ *   score       `ratiocheck score` on rollouts HF transformers generated on
+ *               this model (data/fixtures/score/real/, 8 rollouts of 8-23
+ *               tokens, vLLM completions files; tools/make_score_fixtures_real.py),
+ *               fp32 trainer on the fp32 file, bf16 on the bf16 one, against
+ *               HF's own forward of the same tokens and a true fp64 one
+ *               (criterion at test_score_real)
  *
  * The fp32 criterion. HF's own fp32 forward is not the truth on 30 layers:
  * it differs from a true fp64 forward by up to 3.9e-5 (mean 9.8e-6). So
@@ -42,6 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "prompts.h"
@@ -455,6 +463,139 @@ START_TEST(test_engine_order)
 }
 END_TEST
 
+/* score: `ratiocheck score --model RC_REAL_MODEL` on HF's rollouts in dtype
+ * dt (the vLLM completions file), into r. The criterion is the fp32 case's
+ * above, in both dtypes: HF's own forward is not the truth (fp32: 2.4e-5 from
+ * a true fp64 forward at worst; bf16: 0.31), so ratiocheck's trainer and
+ * HF's forward are both compared with the true fp64 forward of the same
+ * tokens (smollm2_refs_D.json "forward_true_fp64"), and ratiocheck must be
+ * no further from it than HF is: mean |lp - fp64| over the 124 tokens at most
+ * HF's (RC_REAL_MEAN_FACTOR), max at most 1.5 x HF's (RC_REAL_MAX_FACTOR).
+ * The bundled model's bf16 criterion (tests/test_score.c: ratiocheck closer
+ * to HF's bf16 than HF's bf16 is to its fp32) does not carry over to 30
+ * layers and is not asserted: it holds there because the two bf16
+ * implementations' errors are strongly correlated over 6 layers (0.34 of
+ * HF's error apart); here they are 0.048 apart on average against HF's bf16
+ * error of 0.044, i.e. only partly correlated, while ratiocheck's own error is
+ * the smaller (0.040 against HF's 0.044 from fp64).
+ * The fp32 ratio std (logged = HF's cached generate): the ratio's log is
+ * e_trainer - e_generate, each an fp32 error of the same model; with
+ * |e_ratiocheck| <= |e_HF forward| (the criterion) its std is at most
+ * std(e_f) + std(e_g) <= sqrt(2) x sqrt(var(e_f) + var(e_g)), and the last is
+ * HF's own forward-vs-generate std when the two are independent: bound
+ * sqrt(2) x HF's own. Measured 2026-12-03 (engine kernels):
+ *   fp32: |ratiocheck - HF| max 2.2e-5 mean 6.7e-6; |ratiocheck - fp64| max
+ *         1.5e-5 mean 1.3e-6 against HF's 2.4e-5 / 6.8e-6; ratio std 5.6e-6,
+ *         HF's own 4.8e-6
+ *   bf16: |ratiocheck - HF| max 0.25 mean 0.048; |ratiocheck - fp64| max 0.18
+ *         mean 0.040 against HF's 0.31 / 0.044; ratio std 0.065, HF's own 0.044 */
+typedef struct {
+    double rc_hf_max, rc_hf_mean, rc64_max, rc64_mean, hf64_max, hf64_mean, hf_std;
+    int64_t n;
+} score_agreement;
+
+static void score_real(const char *dt, rc_results *r, score_agreement *a)
+{
+    char dir[4096], cmd[3 * 4096 + 512], err[4096 + 16], h5[4096 + 16], src[4096];
+    rc_test_fresh_dir(dir, sizeof dir, "/tmp");
+    rc_test_source_path(src, sizeof src, "data/fixtures/score/real");
+    snprintf(err, sizeof err, "%s/stderr", dir);
+    snprintf(h5, sizeof h5, "%s/%s.h5", dir, dt);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/src/ratiocheck' score -q --model '%s' --rollouts "
+             "smollm2_vllm_completions_%s.jsonl --dtype %s --out '%s' >/dev/null 2>'%s' </dev/null", src,
+             RC_TEST_BUILD_DIR, g_dir, dt, dt, h5, err);
+    const int st = system(cmd);
+    char msg[4096] = "";
+    FILE *f = fopen(err, "r");
+    if (f) {
+        msg[fread(msg, 1, sizeof msg - 1, f)] = '\0';
+        fclose(f);
+    }
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "score %s: %s", dt, msg);
+    ck_assert_msg(msg[0] == '\0', "score %s: %s", dt, msg); /* no warning: the texts decode, nothing misaligned */
+    memset(r, 0, sizeof *r);
+    ck_assert_msg(rc_h5_read(h5, r) == RC_OK, "%s", rc_last_error());
+    rc_test_rm_rf(dir);
+    char p[4096];
+    snprintf(p, sizeof p, "data/fixtures/score/real/smollm2_refs_%s.json", dt);
+    rc_test_source_path(src, sizeof src, "%s", p);
+    json_error_t e;
+    json_t *refs = json_load_file(src, 0, &e);
+    ck_assert_msg(refs, "%s: %s", src, e.text);
+    /* made from the folder real.sh checked (the SHA256 smollm2_refs.json records) */
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(refs, "versions"), "model_safetensors_sha256")),
+                     json_string_value(json_object_get(json_object_get(g_refs, "versions"),
+                                                       "model_safetensors_sha256")));
+    snprintf(p, sizeof p, "data/fixtures/score/real/smollm2_%s.jsonl", dt);
+    rc_test_source_path(src, sizeof src, "%s", p);
+    f = fopen(src, "r");
+    ck_assert_msg(f, "%s", src);
+    const json_t *ro = json_object_get(refs, "rollouts");
+    ck_assert_int_eq((int64_t)json_array_size(ro), r->n_seq);
+    ck_assert_int_eq(r->n_lens, 1);
+    const rc_len_result *L = &r->lens[0];
+    memset(a, 0, sizeof *a);
+    double s1 = 0, s2 = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    for (int64_t q = 0; q < r->n_seq; q++) {
+        ck_assert(getline(&line, &cap, f) > 0);
+        json_t *row = json_loads(line, 0, &e);
+        ck_assert_msg(row, "%s: %s", src, e.text);
+        const json_t *lg = json_object_get(row, "logprobs"), *o = json_array_get(ro, (size_t)q);
+        const json_t *hf = json_object_get(o, "forward"), *t64 = json_object_get(o, "forward_true_fp64");
+        const int64_t n = (int64_t)json_array_size(lg);
+        ck_assert_int_eq(r->gen_valid[q], n);
+        for (int64_t t = 0; t < n; t++) {
+            const double logged = json_number_value(json_array_get(lg, (size_t)t));
+            ck_assert(r->logprob_gen[q * r->gen_len + t] == (float)logged); /* the sampler's side as logged */
+            const double rc = L->logprob_fwd[q * L->len + t], h = json_number_value(json_array_get(hf, (size_t)t));
+            const double tr = json_number_value(json_array_get(t64, (size_t)t));
+            a->rc_hf_max = fmax(a->rc_hf_max, fabs(rc - h));
+            a->rc_hf_mean += fabs(rc - h);
+            a->rc64_max = fmax(a->rc64_max, fabs(rc - tr));
+            a->rc64_mean += fabs(rc - tr);
+            a->hf64_max = fmax(a->hf64_max, fabs(h - tr));
+            a->hf64_mean += fabs(h - tr);
+            const double rr = exp(h - (double)(float)logged);
+            s1 += rr;
+            s2 += rr * rr;
+            a->n++;
+        }
+        json_decref(row);
+    }
+    free(line);
+    fclose(f);
+    json_decref(refs);
+    a->rc_hf_mean /= (double)a->n;
+    a->rc64_mean /= (double)a->n;
+    a->hf64_mean /= (double)a->n;
+    a->hf_std = sqrt(fmax(0.0, s2 / (double)a->n - (s1 / (double)a->n) * (s1 / (double)a->n)));
+    ck_assert_int_eq(L->st.count, a->n);
+    printf("score %s: %lld tokens; |ratiocheck - HF| max %.3g mean %.3g; against true fp64: ratiocheck max %.3g "
+           "mean %.3g, HF max %.3g mean %.3g; ratio std %.3g (HF's own forward vs generate %.3g)\n", dt,
+           (long long)a->n, a->rc_hf_max, a->rc_hf_mean, a->rc64_max, a->rc64_mean, a->hf64_max, a->hf64_mean,
+           L->st.std, a->hf_std);
+    ck_assert_msg(a->rc64_mean <= RC_REAL_MEAN_FACTOR * a->hf64_mean, "%s: mean |ratiocheck - fp64| %g > HF's %g", dt,
+                  a->rc64_mean, a->hf64_mean);
+    ck_assert_msg(a->rc64_max <= RC_REAL_MAX_FACTOR * a->hf64_max, "%s: max |ratiocheck - fp64| %g > 1.5 x HF's %g",
+                  dt, a->rc64_max, a->hf64_max);
+}
+
+START_TEST(test_score_real)
+{
+    rc_results r;
+    score_agreement a;
+    score_real("fp32", &r, &a);
+    ck_assert_msg(r.lens[0].st.std <= sqrt(2.0) * a.hf_std, "fp32 ratio std %g > sqrt(2) x HF's own %g",
+                  r.lens[0].st.std, a.hf_std);
+    ck_assert(r.lens[0].st.clipfrac == 0);
+    rc_results_free(&r);
+    score_real("bf16", &r, &a);
+    rc_results_free(&r);
+}
+END_TEST
+
 static TCase *real_case(Suite *s, const char *name)
 {
     TCase *tc = tcase_create(name);
@@ -474,5 +615,6 @@ int main(void)
     tcase_add_test(real_case(s, "fp64"), test_fp64_vs_hf);
     tcase_add_test(real_case(s, "invariant"), test_invariant_bf16);
     tcase_add_test(real_case(s, "order"), test_engine_order);
+    tcase_add_test(real_case(s, "score"), test_score_real);
     return rc_test_run(s);
 }

@@ -55,6 +55,8 @@ and the raw rollouts in the other documented shapes:
 
 Run from the repository root (versions in tools/requirements-score-fixtures.txt):
     python3 tools/make_score_fixtures.py
+The real model's rollouts (data/fixtures/score/real/) are made by
+tools/make_score_fixtures_real.py with this script's functions.
 """
 import json
 import os
