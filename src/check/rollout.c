@@ -420,7 +420,7 @@ done:
  * the engine's target hook gets each LM-head chunk's full log-prob rows */
 typedef struct {
     const rc_sampling *sp;
-    float *work;     /* [threads][V]: rc_truncated_logprob's sort */
+    float *work;     /* [threads][2V]: rc_truncated_logprob's sort */
     float *rows;     /* the engine's chunk rows [logit_rows, V] */
     int64_t outside; /* targets outside the kept set */
 } truncation;
@@ -433,7 +433,8 @@ static rc_status truncate_targets(void *ctx, const float *lp, int64_t n, int64_t
 #pragma omp parallel for reduction(+ : outside) schedule(dynamic, 1)
     for (int64_t i = 0; i < n; i++) {
         bool o;
-        target_out[i] = rc_truncated_logprob(lp + i * V, V, t->sp, targets[i], t->work + omp_get_thread_num() * V, &o);
+        float *w = t->work + (int64_t)omp_get_thread_num() * 2 * V;
+        target_out[i] = rc_truncated_logprob(lp + i * V, V, t->sp, targets[i], w, &o);
         outside += o;
     }
     t->outside += outside;
@@ -450,7 +451,7 @@ static rc_status truncation_attach(const rc_rollout_cfg *cfg, rc_engine *e, trun
     t->rows = NULL;
     t->sp = &cfg->sampling;
     if (!t->work)
-        RC_TRY(rc_calloc((void **)&t->work, (int64_t)omp_get_max_threads() * V, sizeof *t->work, "top-k / top-p"));
+        RC_TRY(rc_calloc((void **)&t->work, (int64_t)omp_get_max_threads() * 2 * V, sizeof *t->work, "top-k / top-p"));
     RC_TRY(rc_calloc((void **)&t->rows, e->logit_rows * V, sizeof *t->rows, "top-k / top-p"));
     e->target = (rc_target_hook){truncate_targets, t, t->rows};
     return RC_OK;

@@ -33,7 +33,7 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
                   float *lp_processed, double *entropy);
 
 /* The processed (top-k / top-p renormalised) log-prob of a given token;
- * -inf when the filters remove it. *entropy as rc_sample's. */
+ * -inf when the filters remove it. *entropy as rc_sample's; `work` as rc_sample's (2*V floats). */
 float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
                            double *entropy);
 
@@ -44,7 +44,7 @@ float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, in
  * A token the mask removes could not have been sampled from lp: *outside is
  * set and the log-prob is renormalised over the kept set widened to it (every
  * token at least as likely as tok), finite and continuous across the cut.
- * `work` needs V floats. */
+ * `work` needs 2*V floats. */
 float rc_truncated_logprob(const float *lp, int64_t V, const rc_sampling *sp, int32_t tok, float *work,
                            bool *outside);
 
