@@ -378,6 +378,24 @@ rc_status rc_h5_read(const char *path, rc_results *out);
  * (s = prompt * samples + sample). RC_ERR_FORMAT naming `path` otherwise. */
 rc_status rc_results_check_replay(const rc_results *r, const char *path, int64_t vocab, int64_t max_pos);
 
+/* h5out.c: the same file written in slices of sequences, in bounded memory
+ * (ratiocheck score): rc_h5_stream_begin creates the temporary file with
+ * every per-sequence dataset at its full size (n_seq rows; the widths, the
+ * lengths and which optional tensors there are from `shape`, a slice's
+ * results); rc_h5_stream_rows writes the next rows from a slice laid out as
+ * `shape` (its sequences numbered from 0: prompt_index is offset by the rows
+ * before it); rc_h5_stream_finish writes the settings and statistics of r
+ * (its per-sequence arrays are not read), then syncs and renames the file
+ * into place, as rc_h5_write. Any error, or rc_h5_stream_abort, removes the
+ * temporary file (finish and abort free the stream). Prompt texts, sweeps
+ * and traces are not written. */
+typedef struct rc_h5_stream rc_h5_stream;
+rc_status rc_h5_stream_begin(const rc_results *shape, int64_t n_seq, const char *path, bool force,
+                             rc_h5_stream **out);
+rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *slice);
+rc_status rc_h5_stream_finish(rc_h5_stream *s, const rc_results *r);
+void rc_h5_stream_abort(rc_h5_stream *s);
+
 /* The temporary file being written right now, or NULL (for signal handlers). */
 const char *rc_h5_temp_path(void);
 

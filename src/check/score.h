@@ -28,6 +28,15 @@ typedef struct {
 } rc_score_inputs;
 
 rc_status rc_score_inputs_build(const rc_rollout_set *s, const char *path, rc_score_inputs *in);
+/* the same padded to P prompt and G response columns (at least the set's
+ * longest: a chunk padded to the whole file's widths) */
+rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path, int64_t P, int64_t G,
+                                       rc_score_inputs *in);
+/* score in chunks (README "Check your own engine"): rollouts per chunk by
+ * default, and the padded cells (rollouts x (longest prompt + longest
+ * response)) a chunk may hold */
+#define RC_SCORE_CHUNK_ROLLOUTS 4096
+#define RC_SCORE_CHUNK_CELLS ((int64_t)1 << 22)
 void rc_score_inputs_free(rc_score_inputs *in);
 
 /* What the alignment checks measured (over the rollouts' tokens t < the
