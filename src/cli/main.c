@@ -1081,6 +1081,12 @@ static void print_growth_json(const rc_growth *g)
     printf("}");
 }
 
+/* the run had a reference pass (a chunked score holds its statistics, not its tensor) */
+static bool has_reference(const rc_results *r)
+{
+    return r->logprob_ref || !strcmp(r->reference, "fp32") || !strcmp(r->reference, "fp64");
+}
+
 static void print_json(const rc_results *r, const char *out_path, int gates, const show_sel *show)
 {
     for (size_t i = 0; i < rc_n_settings; i++) { /* the run's settings (results.h), in their order */
@@ -1132,7 +1138,7 @@ static void print_json(const rc_results *r, const char *out_path, int gates, con
         json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
         for (size_t k = 0; k < rc_n_corr_stats; k++) /* the corrections, under their names (stats.c) */
             json_num(stdout, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]), true);
-        if (r->logprob_ref) {
+        if (has_reference(r)) {
             json_num(stdout, "ref_gen_mean_abs", st->ref_gen_mean_abs, true);
             json_num(stdout, "ref_fwd_mean_abs", st->ref_fwd_mean_abs, true);
         }
@@ -1408,7 +1414,7 @@ static void print_table(const rc_results *r, const char *out_path, int gates, un
             printf("%5lld %5lld %8lld %12.3e %12.3e\n", (long long)r->cross[i].len_a, (long long)r->cross[i].len_b,
                    (long long)r->cross[i].count, r->cross[i].max_abs, r->cross[i].mean_abs);
     }
-    if (r->logprob_ref) {
+    if (has_reference(r)) {
         printf("\nagainst the %s reference (mean / max |log-prob - reference|)\n", r->reference);
         printf("%5s %24s %24s\n", "L", "generation", "forward");
         for (int i = 0; i < r->n_lens; i++) {
@@ -3164,6 +3170,7 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
             for (int i = 0; i < cr.n_lens && st == RC_OK; i++)
                 res->lens[i].len = cr.lens[i].len;
             res->stat = cr.stat;
+            res->gen_len = cr.gen_len; /* the longest length re-scored */
         }
         t_gen += cr.seconds_generate;
         t_fwd += cr.seconds_forward;
@@ -3179,7 +3186,6 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
     if (st == RC_OK) {
         res->n_prompts = res->n_seq = set->n;
         res->prompt_max = pl->P;
-        res->gen_len = pl->G;
         res->seconds_generate = t_gen;
         res->seconds_forward = t_fwd;
         res->seconds_reference = t_ref;
