@@ -3293,7 +3293,7 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
                  set.temperature, (long long)set.top_k, set.top_p);
         rc_rollouts_free(&set); /* the results hold everything from here on */
         rc_score_inputs_free(&in);
-        if (hs) { /* chunks: the settings into the results, then the file's statistics and rename */
+        if (plan.chunked) { /* the settings into the results, then the file's statistics and rename */
             rc_tokenizer *tok = x.tok;
             const char *out = x.out_path;
             x.tok = NULL; /* the completions were written with their chunks */
@@ -3301,9 +3301,9 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
             st = run_record(&x, cmdline);
             x.tok = tok;
             x.out_path = out;
-            if (st == RC_OK)
+            if (st == RC_OK && hs)
                 st = rc_h5_stream_finish(hs, &x.res);
-            else
+            else if (hs)
                 rc_h5_stream_abort(hs);
             hs = NULL;
         } else {
