@@ -36,6 +36,9 @@ rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path
  * default, and the padded cells (rollouts x (longest prompt + longest
  * response)) a chunk may hold */
 #define RC_SCORE_CHUNK_ROLLOUTS 4096
+/* keep the heap from growing chunk after chunk (glibc: a fixed mmap and
+ * trim threshold, so every large buffer freed goes back; elsewhere nothing) */
+void rc_score_steady_heap(void);
 #define RC_SCORE_CHUNK_CELLS ((int64_t)1 << 22)
 void rc_score_inputs_free(rc_score_inputs *in);
 

@@ -3094,6 +3094,7 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
                               rc_score_align *al, rc_h5_stream **hs)
 {
     *hs = NULL;
+    rc_score_steady_heap();
     RC_TRY(score_backends(x));
     const rc_config *mc = &x->m->cfg;
     const double t0 = omp_get_wtime();
