@@ -7,7 +7,11 @@
  * [n, longest response], padded with -1 / NaN: every rollout is its own
  * prompt (samples = 1, sequence i = rollout i in file order) and its response
  * length is its gen_valid (shorter ones are masked, as --stop-at-eos masks).
- * The padded tables are capped at RC_SCORE_MAX_PADDED cells each. */
+ * The padded tables are capped at RC_SCORE_MAX_PADDED cells each. A file of
+ * more than one chunk (RC_SCORE_CHUNK_ROLLOUTS, --chunk-rollouts) is scored
+ * chunk by chunk, each chunk's tables padded to the whole file's widths
+ * (rc_score_inputs_build_padded), its statistics fed to rc_stats_acc and its
+ * rows to rc_h5_stream (main.c score_chunks). */
 #ifndef RC_SCORE_H
 #define RC_SCORE_H
 
