@@ -3,6 +3,8 @@
  * against HF's own full forward of the same tokens; every format on the
  * same rollouts; every alignment check tripped by a file made to trip it. */
 #include <check.h>
+#include <dirent.h>
+#include <hdf5.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
@@ -553,6 +555,174 @@ START_TEST(test_sweep)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* a file scored in chunks (--chunk-rollouts) against the same file at once  */
+
+/* hf_fp32.jsonl's first n rollouts into g_dir/name, with `bad` (a whole
+ * line) in place of line bad_line (0: none) */
+static void write_first(const char *name, size_t n, size_t bad_line, const char *bad)
+{
+    json_t *rows = load_jsonl("hf_fp32.jsonl");
+    ck_assert_uint_ge(json_array_size(rows), n);
+    FILE *f = create_in_dir(name);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 == bad_line) {
+            fprintf(f, "%s\n", bad);
+            continue;
+        }
+        char *s = json_dumps(json_array_get(rows, i), JSON_COMPACT);
+        fprintf(f, "%s\n", s);
+        free(s);
+    }
+    fclose(f);
+    json_decref(rows);
+}
+
+/* every dataset of a results file, with its bytes in its own (native) type */
+typedef struct {
+    char names[256][96];
+    int n;
+} ds_list;
+static herr_t list_ds(hid_t loc, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)info;
+    ds_list *l = data;
+    hid_t o = H5Oopen(loc, name, H5P_DEFAULT);
+    if (o >= 0 && H5Iget_type(o) == H5I_DATASET && l->n < 256)
+        snprintf(l->names[l->n++], sizeof l->names[0], "%s", name);
+    if (o >= 0)
+        H5Oclose(o);
+    return 0;
+}
+
+/* dataset name of two files: same shape, same bytes (variable-length strings: skipped, *vlen set) */
+static void same_dataset(hid_t fa, hid_t fb, const char *name, bool *vlen)
+{
+    hid_t da = H5Dopen2(fa, name, H5P_DEFAULT), db = H5Dopen2(fb, name, H5P_DEFAULT);
+    ck_assert_msg(da >= 0 && db >= 0, "dataset %s in both files", name);
+    hid_t ta = H5Dget_type(da), na = H5Tget_native_type(ta, H5T_DIR_ASCEND);
+    *vlen = H5Tis_variable_str(ta) > 0;
+    hid_t sa = H5Dget_space(da), sb = H5Dget_space(db);
+    const hssize_t ea = H5Sget_simple_extent_npoints(sa), eb = H5Sget_simple_extent_npoints(sb);
+    ck_assert_msg(ea == eb, "%s: %lld and %lld elements", name, (long long)ea, (long long)eb);
+    if (!*vlen && ea > 0) {
+        const size_t bytes = (size_t)ea * H5Tget_size(na);
+        char *a = malloc(bytes), *b = malloc(bytes);
+        ck_assert(a && b);
+        ck_assert(H5Dread(da, na, H5S_ALL, H5S_ALL, H5P_DEFAULT, a) >= 0);
+        ck_assert(H5Dread(db, na, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) >= 0);
+        ck_assert_msg(memcmp(a, b, bytes) == 0, "%s differs between the chunked and the single run", name);
+        free(a);
+        free(b);
+    }
+    H5Sclose(sa);
+    H5Sclose(sb);
+    H5Tclose(na);
+    H5Tclose(ta);
+    H5Dclose(da);
+    H5Dclose(db);
+}
+
+/* the --json object without what differs between two runs of the same scoring */
+static json_t *json_stats(void)
+{
+    json_error_t e;
+    json_t *j = json_loads(g_out, 0, &e);
+    ck_assert_msg(j != NULL, "%s: %s", e.text, g_out);
+    static const char *const drop[] = {"command_line", "created", "output", "seconds", "seconds_generate",
+                                       "seconds_forward", "seconds_reference", "seconds_total"};
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+        json_object_del(j, drop[i]);
+    return j;
+}
+
+/* 23 rollouts in chunks of 3 (7 chunks and one of 2), forward batches of 3 in
+ * both runs so that the batches are the same rows: every tensor of the file
+ * bitwise equal, and every statistic printed (--json: counts, means, std,
+ * quantiles, strata, corrections, cross-length, verdict, growth) equal. The
+ * quantiles and strata are exact (bitwise) because the run has fewer than
+ * RC_STATS_EXACT_TOKENS tokens per length. */
+START_TEST(test_chunks)
+{
+    write_first("c.jsonl", 23, 0, NULL);
+    static const char common[] = "score -q --json --dtype bf16 --forward-batch 3 --len 5,10,20 --reference fp32";
+    ck_assert_int_eq(run("%s --rollouts '%s/c.jsonl' --out '%s/one.h5'", common, g_dir, g_dir), 0);
+    json_t *one = json_stats();
+    ck_assert_int_eq(run("%s --chunk-rollouts 3 --rollouts '%s/c.jsonl' --out '%s/chunks.h5'", common, g_dir, g_dir),
+                     0);
+    json_t *chunks = json_stats();
+    char *a = json_dumps(one, JSON_SORT_KEYS), *b = json_dumps(chunks, JSON_SORT_KEYS);
+    ck_assert_msg(json_equal(one, chunks), "statistics differ:\n%s\n%s", a, b);
+    ck_assert_int_eq((int)json_integer_value(json_object_get(chunks, "sequences")), 23);
+    free(a);
+    free(b);
+    json_decref(one);
+    json_decref(chunks);
+    char pa[PATH_MAX + 16], pb[PATH_MAX + 16];
+    snprintf(pa, sizeof pa, "%s/one.h5", g_dir);
+    snprintf(pb, sizeof pb, "%s/chunks.h5", g_dir);
+    hid_t fa = H5Fopen(pa, H5F_ACC_RDONLY, H5P_DEFAULT), fb = H5Fopen(pb, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert(fa >= 0 && fb >= 0);
+    ds_list la = {0}, lb = {0};
+    ck_assert(H5Lvisit(fa, H5_INDEX_NAME, H5_ITER_INC, list_ds, &la) >= 0);
+    ck_assert(H5Lvisit(fb, H5_INDEX_NAME, H5_ITER_INC, list_ds, &lb) >= 0);
+    ck_assert_int_eq(la.n, lb.n);
+    ck_assert_int_lt(la.n, 256);
+    ck_assert_int_ge(la.n, 20); /* prompts, rollouts, reference, 3 lengths, strata */
+    int strings = 0;
+    for (int i = 0; i < la.n; i++) {
+        ck_assert_str_eq(la.names[i], lb.names[i]);
+        bool vlen;
+        same_dataset(fa, fb, la.names[i], &vlen);
+        strings += vlen;
+    }
+    H5Fclose(fa);
+    H5Fclose(fb);
+    rc_results ra, rb; /* the completions (strings) through the reader */
+    memset(&ra, 0, sizeof ra);
+    memset(&rb, 0, sizeof rb);
+    ck_assert(rc_h5_read(pa, &ra) == RC_OK && rc_h5_read(pb, &rb) == RC_OK);
+    ck_assert(ra.completion && rb.completion);
+    for (int64_t q = 0; q < ra.n_seq; q++)
+        ck_assert_str_eq(ra.completion[q], rb.completion[q]);
+    ck_assert_int_eq(strings, 1);
+    rc_results_free(&ra);
+    rc_results_free(&rb);
+    /* a file of several chunks is not held at once: --show needs it, refused */
+    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --show 1 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
+    ck_assert_msg(strstr(g_err, "more than one chunk"), "%s", g_err);
+    ck_assert_int_eq(run("score -q --chunk-rollouts 0 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
+    ck_assert_int_eq(run("score -q --chunk-rollouts 10 --rollouts '%s/c.jsonl' --out none", g_dir), 0);
+    ck_assert_msg(strstr(g_out, "23 sequences"), "%s", g_out);
+}
+END_TEST
+
+/* A bad record or a changed setting on a late line (a later chunk) is
+ * found as the file is read: exit 4 naming FILE:LINE, no output file. */
+START_TEST(test_chunks_late_error)
+{
+    write_first("late.jsonl", 23, 22, "{\"prompt_ids\": [1], \"response_ids\": [3, 4], \"logprobs\": [-1, 0.5]}");
+    char out[PATH_MAX + 16];
+    snprintf(out, sizeof out, "%s/late.h5", g_dir);
+    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --rollouts '%s/late.jsonl' --out '%s'", g_dir, out), 4);
+    ck_assert_msg(strstr(g_err, "late.jsonl:22: logprobs[1] = 0.5 is positive"), "%s", g_err);
+    ck_assert_msg(!strchr(g_err, '\n') || strchr(g_err, '\n') == g_err + strlen(g_err) - 1, "one line: %s", g_err);
+    ck_assert(access(out, F_OK) != 0);
+    write_first("late_t.jsonl", 23, 20, "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [-1], "
+                "\"temperature\": 0.7}");
+    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --rollouts '%s/late_t.jsonl' --out '%s'", g_dir, out), 4);
+    ck_assert_msg(strstr(g_err, "late_t.jsonl:20: temperature 0.7 differs from the 1 of line 1"), "%s", g_err);
+    ck_assert(access(out, F_OK) != 0);
+    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --check-only --rollouts '%s/late.jsonl'", g_dir), 4);
+    ck_assert_msg(strstr(g_err, "late.jsonl:22:"), "%s", g_err);
+    DIR *d = opendir(g_dir); /* no temporary file left either */
+    ck_assert(d != NULL);
+    for (struct dirent *e; (e = readdir(d));)
+        ck_assert_msg(!strstr(e->d_name, ".tmp."), "left behind: %s", e->d_name);
+    closedir(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("score");
@@ -568,6 +738,8 @@ int main(void)
     tcase_add_test(tc, test_shift);
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_sweep);
+    tcase_add_test(tc, test_chunks);
+    tcase_add_test(tc, test_chunks_late_error);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
 }

@@ -329,6 +329,41 @@ const char *rc_setting_text(const rc_results *r, const rc_setting *s);
 /* stats.c: fill every statistic of r->lens[*] and r->cross from the stored
  * tensors, with the thresholds of r->stat (defaults filled in first). */
 rc_status rc_compute_stats(rc_results *r);
+/* The statistics of a run accumulated one sequence at a time: what
+ * rc_compute_stats feeds with every sequence of a results struct, and what a
+ * chunked `ratiocheck score` feeds chunk by chunk, in the same order
+ * (sequence-major, each sequence's tokens t < L in order), so both give the
+ * same bits. Sums, means, fractions, min / max, the per-position arrays, the
+ * corrections, the cross-length gaps and the verdict's worst token / sequence
+ * are exact however many sequences are fed. The quantiles, the strata (decile
+ * edges and the statistics of each decile) and the two-pass std of the ratio
+ * need the values: up to tok_cap tokens per length are kept (16 bytes each),
+ * and while a length has at most tok_cap tokens they are exact (every value,
+ * in order); beyond it the kept tokens are a uniform sample (reservoir
+ * sampling, Algorithm R, seeded per length: the same input gives the same
+ * sample), the quantiles and the strata are computed over that sample (the
+ * strata's counts are the sample's) and the std of the ratio from the sums of
+ * (r - 1) and (r - 1)^2. Likewise the std of S and M is two-pass over the
+ * kept sequences while there are at most seq_cap, else from the sums of
+ * squares. */
+#define RC_STATS_EXACT_TOKENS ((int64_t)1 << 22)    /* 64 MiB per length */
+#define RC_STATS_EXACT_SEQUENCES ((int64_t)1 << 22) /* 64 MiB per length */
+typedef struct rc_stats_acc rc_stats_acc;
+rc_status rc_stats_acc_create(const rc_stat_params *params, int n_lens, const int64_t *lens, bool has_ref,
+                              bool has_entropy, int64_t tok_cap, int64_t seq_cap, rc_stats_acc **out);
+/* The next sequence: gen_valid its valid generated tokens, gen / entropy /
+ * ref its rows of logprob_gen / entropy_gen / logprob_ref (entropy and ref
+ * may be NULL; they are read only when the accumulator was created with
+ * them), fwd[i] its row of length i's logprob_fwd; S_out[i] / M_out[i] get
+ * its S and M at length i (NaN without a valid token). */
+rc_status rc_stats_acc_add(rc_stats_acc *a, int64_t gen_valid, const float *gen, const float *entropy,
+                           const double *ref, const float *const *fwd, double *S_out, double *M_out);
+/* every statistic into r: r->lens[i].st and the per-position arrays
+ * (r->lens[i].len must be the accumulated lengths), r->cross, the verdict
+ * and the growth. r->lens[i].logprob_fwd and the per-sequence arrays are
+ * not read. */
+rc_status rc_stats_acc_finish(rc_stats_acc *a, rc_results *r);
+void rc_stats_acc_free(rc_stats_acc *a);
 /* replace each threshold <= 0 (or NaN) by its default */
 void rc_stat_params_fill_defaults(rc_stat_params *p);
 
@@ -344,6 +379,24 @@ rc_status rc_h5_read(const char *path, rc_results *out);
  * 1..min(prompt_max, max_pos - 1), sequences laid out as prompts x samples
  * (s = prompt * samples + sample). RC_ERR_FORMAT naming `path` otherwise. */
 rc_status rc_results_check_replay(const rc_results *r, const char *path, int64_t vocab, int64_t max_pos);
+
+/* h5out.c: the same file written in slices of sequences, in bounded memory
+ * (ratiocheck score): rc_h5_stream_begin creates the temporary file with
+ * every per-sequence dataset at its full size (n_seq rows; the widths, the
+ * lengths and which optional tensors there are from `shape`, a slice's
+ * results); rc_h5_stream_rows writes the next rows from a slice laid out as
+ * `shape` (its sequences numbered from 0: prompt_index is offset by the rows
+ * before it); rc_h5_stream_finish writes the settings and statistics of r
+ * (its per-sequence arrays are not read), then syncs and renames the file
+ * into place, as rc_h5_write. Any error, or rc_h5_stream_abort, removes the
+ * temporary file (finish and abort free the stream). Prompt texts, sweeps
+ * and traces are not written. */
+typedef struct rc_h5_stream rc_h5_stream;
+rc_status rc_h5_stream_begin(const rc_results *shape, int64_t n_seq, const char *path, bool force,
+                             rc_h5_stream **out);
+rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *slice);
+rc_status rc_h5_stream_finish(rc_h5_stream *s, const rc_results *r);
+void rc_h5_stream_abort(rc_h5_stream *s);
 
 /* The temporary file being written right now, or NULL (for signal handlers). */
 const char *rc_h5_temp_path(void);

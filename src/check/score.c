@@ -1,5 +1,8 @@
 #include "score.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,6 +11,18 @@
 
 #include "tokenizer.h"
 #include "util.h"
+
+void rc_score_steady_heap(void)
+{
+#ifdef __GLIBC__
+    /* glibc raises its mmap threshold to the largest block freed (up to 32
+     * MiB): after the first chunk's engine buffers go, the next chunk's land
+     * in the heap and fragment it. Measured on 1,024 rollouts in chunks of
+     * 128: 103 MB peak RSS with the default, 73 MB with these. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+#endif
+}
 
 void rc_score_inputs_free(rc_score_inputs *in)
 {
@@ -21,8 +36,17 @@ void rc_score_inputs_free(rc_score_inputs *in)
 
 rc_status rc_score_inputs_build(const rc_rollout_set *s, const char *path, rc_score_inputs *in)
 {
+    return rc_score_inputs_build_padded(s, path, s->prompt_max, s->resp_max > 0 ? s->resp_max : 1, in);
+}
+
+rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path, int64_t P, int64_t G,
+                                       rc_score_inputs *in)
+{
     memset(in, 0, sizeof *in);
-    const int64_t n = s->n, P = s->prompt_max, G = s->resp_max > 0 ? s->resp_max : 1;
+    const int64_t n = s->n;
+    if (s->prompt_max > P || s->resp_max > G || G < 1)
+        return rc_errorf(RC_ERR_INTERNAL, "%s: rollouts of up to %lld + %lld tokens padded to %lld + %lld", path,
+                         (long long)s->prompt_max, (long long)s->resp_max, (long long)P, (long long)G);
     int64_t cp, cg;
     if (!rc_mul_i64(n, P, &cp) || !rc_mul_i64(n, G, &cg) || cp > RC_SCORE_MAX_PADDED || cg > RC_SCORE_MAX_PADDED)
         return rc_errorf(RC_ERR_NOMEM, "%s: %lld rollouts x (longest prompt %lld, longest response %lld) is more than "

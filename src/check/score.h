@@ -7,7 +7,11 @@
  * [n, longest response], padded with -1 / NaN: every rollout is its own
  * prompt (samples = 1, sequence i = rollout i in file order) and its response
  * length is its gen_valid (shorter ones are masked, as --stop-at-eos masks).
- * The padded tables are capped at RC_SCORE_MAX_PADDED cells each. */
+ * The padded tables are capped at RC_SCORE_MAX_PADDED cells each. A file of
+ * more than one chunk (RC_SCORE_CHUNK_ROLLOUTS, --chunk-rollouts) is scored
+ * chunk by chunk, each chunk's tables padded to the whole file's widths
+ * (rc_score_inputs_build_padded), its statistics fed to rc_stats_acc and its
+ * rows to rc_h5_stream (main.c score_chunks). */
 #ifndef RC_SCORE_H
 #define RC_SCORE_H
 
@@ -28,6 +32,18 @@ typedef struct {
 } rc_score_inputs;
 
 rc_status rc_score_inputs_build(const rc_rollout_set *s, const char *path, rc_score_inputs *in);
+/* the same padded to P prompt and G response columns (at least the set's
+ * longest: a chunk padded to the whole file's widths) */
+rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path, int64_t P, int64_t G,
+                                       rc_score_inputs *in);
+/* score in chunks (README "Check your own engine"): rollouts per chunk by
+ * default, and the padded cells (rollouts x (longest prompt + longest
+ * response)) a chunk may hold */
+#define RC_SCORE_CHUNK_ROLLOUTS 4096
+/* keep the heap from growing chunk after chunk (glibc: a fixed mmap and
+ * trim threshold, so every large buffer freed goes back; elsewhere nothing) */
+void rc_score_steady_heap(void);
+#define RC_SCORE_CHUNK_CELLS ((int64_t)1 << 22)
 void rc_score_inputs_free(rc_score_inputs *in);
 
 /* What the alignment checks measured (over the rollouts' tokens t < the

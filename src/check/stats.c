@@ -165,34 +165,6 @@ static double quantile_sorted(const double *v, int64_t n, double q)
     return v[lo] + (v[hi] - v[lo]) * frac;
 }
 
-/* mean, population std (two passes), min and max of the values of v[0..n)
- * that are not NaN; NaN when there are none */
-static void describe(const double *v, int64_t n, double *mean, double *std, double *mn, double *mx)
-{
-    int64_t c = 0;
-    double sum = 0, lo = INFINITY, hi = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        if (!isnan(v[i])) {
-            c++;
-            sum += v[i];
-            lo = v[i] < lo ? v[i] : lo;
-            hi = v[i] > hi ? v[i] : hi;
-        }
-    if (c == 0) {
-        *mean = *std = *mn = *mx = NAN;
-        return;
-    }
-    const double m = sum / (double)c;
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!isnan(v[i]))
-            ss += (v[i] - m) * (v[i] - m);
-    *mean = m;
-    *std = sqrt(ss / (double)c);
-    *mn = lo;
-    *mx = hi;
-}
-
 #define CORR(field, kind, table, label, rule) {#field, offsetof(rc_corrections, field), kind, table, label, rule}
 const rc_corr_stat rc_corr_stats[] = {
     CORR(token_tis_clipfrac, RC_CORR_TOKENS, true, "token TIS (verl, slime)", "r > 2"),
@@ -240,107 +212,6 @@ static double verl_clamp(double lr)
     return lr < -RC_VERL_SAFETY_BOUND ? -RC_VERL_SAFETY_BOUND : lr > RC_VERL_SAFETY_BOUND ? RC_VERL_SAFETY_BOUND : lr;
 }
 
-/* The published corrections of L at their defaults (results.h, README
- * "Corrections"), from the tensors; needs L's per-sequence S and M. */
-static void corrections(const rc_results *r, rc_len_result *L)
-{
-    const int64_t G = r->gen_len, Ln = L->len;
-    rc_corrections *c = &L->st.corr;
-    int64_t n = 0, tis = 0, mis = 0, icepop = 0, cap3 = 0, dppo_hi = 0, dppo_lo = 0, prime = 0;
-    int64_t ns = 0, seq_tis = 0, seq_mis = 0, geo_rs = 0, seq_cap3 = 0;
-    double chi2_tok = 0, chi2_seq = 0, ppl_tr = 0, ppl_sa = 0, lpd = 0, lpad = 0, pplr = 0, abs_sum = 0,
-           abs_max = 0;
-    const double seq_mis_lo = log(RC_SEQ_MIS_LOW), seq_mis_hi = log(RC_SEQ_MIS_HIGH);
-    const double geo_lo = log(RC_GEO_RS_LOW), geo_hi = log(RC_GEO_RS_HIGH);
-    for (int64_t sq = 0; sq < r->n_seq; sq++) {
-        const int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
-        if (valid < 1)
-            continue;
-        int64_t prime_tok = 0;
-        bool above_seq_high = false; /* some token r > 100 */
-        double sum_new = 0, sum_old = 0;
-        for (int64_t t = 0; t < valid; t++) {
-            const double fw = L->logprob_fwd[sq * Ln + t], gn = r->logprob_gen[sq * G + t];
-            const double lr = fw - gn, ratio = exp(lr), dp = exp(fw) - exp(gn);
-            n++;
-            tis += !(ratio <= RC_TIS_CAP);
-            mis += outside(ratio, RC_MIS_LOW, RC_MIS_HIGH);
-            icepop += outside(ratio, RC_ICEPOP_LOW, RC_ICEPOP_HIGH);
-            cap3 += !(ratio <= RC_TRL_CAP);
-            dppo_hi += dp > RC_DPPO_MASK;
-            dppo_lo += dp < -RC_DPPO_MASK;
-            prime_tok += outside(ratio, RC_PRIME_TOKEN_LOW, RC_PRIME_TOKEN_HIGH);
-            above_seq_high |= !(ratio <= RC_PRIME_SEQ_HIGH);
-            chi2_tok += expm1(2.0 * verl_clamp(lr)); /* e^2lr - 1 without cancellation */
-            abs_sum += fabs(lr);
-            abs_max = fabs(lr) > abs_max ? fabs(lr) : abs_max;
-            sum_new += fw;
-            sum_old += gn;
-        }
-        /* prime-rl's legacy is_masked: the token mask, or the whole sequence
-         * by its geometric ratio or its largest token ratio */
-        const double S = L->seq_log_ratio_sum[sq], M = L->seq_log_ratio_mean[sq];
-        const bool seq_masked = outside(exp(M), RC_PRIME_GEO_LOW, RC_PRIME_GEO_HIGH) || above_seq_high;
-        prime += seq_masked ? valid : prime_tok;
-        ns++;
-        seq_tis += !(exp(S) <= RC_SEQ_TIS_CAP);
-        seq_mis += outside(-S, seq_mis_lo, seq_mis_hi);
-        geo_rs += outside(-M, geo_lo, geo_hi);
-        seq_cap3 += !(exp(S) <= RC_TRL_CAP);
-        chi2_seq += expm1(2.0 * verl_clamp(S));
-        ppl_tr += exp(-sum_new / (double)valid);
-        ppl_sa += exp(-sum_old / (double)valid);
-        lpd += -M;
-        lpad += fabs(M);
-        pplr += exp(-M);
-    }
-    const double tn = n ? (double)n : NAN, sn = ns ? (double)ns : NAN;
-    c->token_tis_clipfrac = (double)tis / tn;
-    c->token_mis_maskfrac = (double)mis / tn;
-    c->icepop_maskfrac = (double)icepop / tn;
-    c->token_cap3_frac = (double)cap3 / tn;
-    c->dppo_maskfrac_high = (double)dppo_hi / tn;
-    c->dppo_maskfrac_low = (double)dppo_lo / tn;
-    c->prime_legacy_maskfrac = (double)prime / tn;
-    c->chi2_token = chi2_tok / tn;
-    c->mean_abs_log_ratio = abs_sum / tn;
-    c->max_abs_log_ratio = n ? abs_max : NAN;
-    c->seq_tis_clipfrac = (double)seq_tis / sn;
-    c->seq_mis_maskfrac = (double)seq_mis / sn;
-    c->seq_geo_rs_maskfrac = (double)geo_rs / sn;
-    c->seq_cap3_frac = (double)seq_cap3 / sn;
-    c->chi2_seq = chi2_seq / sn;
-    c->ppl_trainer = ppl_tr / sn;
-    c->ppl_sampler = ppl_sa / sn;
-    c->log_ppl_diff = lpd / sn;
-    c->log_ppl_abs_diff = lpad / sn;
-    c->ppl_ratio = pplr / sn;
-}
-
-/* the sequence-level statistics of L from its per-sequence S and M */
-static void seq_stats(const rc_results *r, rc_len_result *L)
-{
-    rc_len_stats *st = &L->st;
-    const rc_stat_params *P = &r->stat;
-    int64_t c = 0, outside = 0, above = 0;
-    for (int64_t sq = 0; sq < r->n_seq; sq++) {
-        if (r->gen_valid[sq] < 1 || L->len < 1)
-            continue; /* no valid token */
-        const double S = L->seq_log_ratio_sum[sq], M = L->seq_log_ratio_mean[sq];
-        c++;
-        const double geo = exp(M), ratio = exp(S);
-        outside += !(geo >= 1.0 - P->seq_eps && geo <= 1.0 + P->seq_eps);
-        above += !(ratio <= P->seq_cap);
-    }
-    st->seq_count = c;
-    describe(L->seq_log_ratio_sum, r->n_seq, &st->seq_sum_mean, &st->seq_sum_std, &st->seq_sum_min,
-             &st->seq_sum_max);
-    describe(L->seq_log_ratio_mean, r->n_seq, &st->seq_mean_mean, &st->seq_mean_std, &st->seq_mean_min,
-             &st->seq_mean_max);
-    st->seq_frac_outside_band = c ? (double)outside / (double)c : NAN;
-    st->seq_frac_above_cap = c ? (double)above / (double)c : NAN;
-}
-
 const char *const rc_strata_names[RC_N_STRATA] = {"prob", "entropy"};
 #define SF(field) {#field, offsetof(rc_stratum, field)}
 const rc_stratum_field rc_stratum_fields[] = {
@@ -360,13 +231,6 @@ double rc_stratum_value(const rc_stratum *b, const rc_stratum_field *f)
     return v;
 }
 
-/* the value token (sq, t) is binned by: its stored log-prob (prob) or the
- * sampler's entropy at that step (entropy) */
-static double strata_value(const rc_results *r, int kind, int64_t i)
-{
-    return kind == RC_STRATA_PROB ? (double)r->logprob_gen[i] : (double)r->entropy_gen[i];
-}
-
 /* decile of v: how many of the 9 edges are <= v */
 static int decile_of(const double *edges, double v)
 {
@@ -376,14 +240,362 @@ static int decile_of(const double *edges, double v)
     return k;
 }
 
-/* The strata of L (results.h rc_strata): decile edges from the sorted
- * values, then one pass per token. vals: scratch of S * L + 1 doubles. */
-static void strata(const rc_results *r, rc_len_result *L, int kind, double *vals)
+/* ------------------------------------------------------------------------ */
+/* The accumulator (results.h rc_stats_acc): every statistic of every length,
+ * fed one sequence at a time. Sums run in the order the sequences and their
+ * tokens arrive; the values the quantiles, the decile edges and the two-pass
+ * std need are kept (all of them up to the caps, then a uniform sample). */
+
+typedef struct {
+    double lr;     /* log r = new - old */
+    float prob;    /* the stored log-prob: the prob strata's value */
+    float entropy; /* the sampler's entropy (NaN: unknown) */
+} acc_tok;
+
+typedef struct {
+    double S, M; /* one sequence's sum and mean of log r (NaN: no valid token) */
+} acc_seq;
+
+typedef struct {
+    int64_t L;
+    uint64_t rng;
+    /* tokens t < L */
+    int64_t n, identical, first_div, nonfinite, clipped, above[RC_N_THRESHOLDS];
+    double sum, sum_k1, sum_k3, sum_mpe, mn, mx, sum_r1, sum_r1sq;
+    double rg_sum, rg_max, rf_sum, rf_max;
+    int64_t *pos_count;  /* [L] */
+    double *pos_abs, *pos_max, *pos_sum_r, *pos_sum_r2; /* [L] */
+    acc_tok *tok;        /* [min(n, cap)]: every token in order while n <= cap, then a uniform sample */
+    int64_t tok_alloc;
+    /* sequences with a valid token t < L */
+    int64_t seq_c, seq_outside, seq_above;
+    int64_t nS, nM, seq_seen; /* non-NaN S and M; sequences offered to the buffer */
+    double s_sum, s_lo, s_hi, s_sq, m_sum, m_lo, m_hi, m_sq;
+    acc_seq *seq;        /* [min(seq_seen, cap)] */
+    int64_t seq_alloc;
+    /* corrections */
+    int64_t tis, mis, icepop, cap3, dppo_hi, dppo_lo, prime, seq_tis, seq_mis, geo_rs, seq_cap3;
+    double chi2_tok, chi2_seq, ppl_tr, ppl_sa, lpd, lpad, pplr, abs_sum, abs_max;
+    /* the verdict's worst token and sequence */
+    double wt, ws, wt_ratio, ws_ratio;
+    int64_t wt_seq, wt_pos, ws_seq;
+} acc_len;
+
+typedef struct {
+    int a, b;
+    int64_t count;
+    double sum, mx;
+} acc_cross;
+
+struct rc_stats_acc {
+    rc_stat_params P;
+    int n_lens, n_cross;
+    bool has_ref, has_entropy;
+    int64_t tok_cap, seq_cap;
+    int64_t n_seq; /* sequences added */
+    acc_len *len;  /* [n_lens] */
+    acc_cross *cross;
+};
+
+/* splitmix64: the reservoir's generator (seeded per length, so a run's
+ * sample depends on its values only) */
+static uint64_t acc_rand(uint64_t *s)
 {
-    rc_strata *sa = &L->st.strata[kind];
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The slot of the seen-th value (0-based) in a buffer of cap: the next one
+ * while fewer than cap were seen, then reservoir sampling (Algorithm R):
+ * a uniform slot with probability cap / (seen + 1), else -1 (dropped). */
+static int64_t acc_slot(uint64_t *rng, int64_t seen, int64_t cap)
+{
+    if (seen < cap)
+        return seen;
+    const uint64_t j = acc_rand(rng) % (uint64_t)(seen + 1);
+    return j < (uint64_t)cap ? (int64_t)j : -1;
+}
+
+/* grow *buf (elem bytes each, *alloc of them) to hold index i (< cap) */
+static rc_status acc_grow(void **buf, int64_t *alloc, int64_t i, int64_t cap, size_t elem)
+{
+    if (i < *alloc)
+        return RC_OK;
+    int64_t n = *alloc < 1024 ? 1024 : 2 * *alloc;
+    n = n > cap ? cap : n;
+    if (n <= i)
+        n = i + 1;
+    void *p = realloc(*buf, (size_t)n * elem);
+    if (!p)
+        return rc_errorf(RC_ERR_NOMEM, "statistics: cannot allocate %lld values", (long long)n);
+    *buf = p;
+    *alloc = n;
+    return RC_OK;
+}
+
+void rc_stats_acc_free(rc_stats_acc *a)
+{
+    if (!a)
+        return;
+    for (int i = 0; a->len && i < a->n_lens; i++) {
+        acc_len *A = &a->len[i];
+        free(A->pos_count);
+        free(A->pos_abs);
+        free(A->pos_max);
+        free(A->pos_sum_r);
+        free(A->pos_sum_r2);
+        free(A->tok);
+        free(A->seq);
+    }
+    free(a->len);
+    free(a->cross);
+    free(a);
+}
+
+rc_status rc_stats_acc_create(const rc_stat_params *params, int n_lens, const int64_t *lens, bool has_ref,
+                              bool has_entropy, int64_t tok_cap, int64_t seq_cap, rc_stats_acc **out)
+{
+    *out = NULL;
+    if (n_lens < 0 || n_lens > RC_MAX_LENS_READ || tok_cap < 1 || seq_cap < 1)
+        return rc_errorf(RC_ERR_INTERNAL, "statistics: %d lengths, caps %lld / %lld", n_lens, (long long)tok_cap,
+                         (long long)seq_cap);
+    rc_stats_acc *a = NULL;
+    RC_TRY(rc_calloc((void **)&a, 1, sizeof *a, "statistics"));
+    a->P = *params;
+    rc_stat_params_fill_defaults(&a->P);
+    a->n_lens = n_lens;
+    a->has_ref = has_ref;
+    a->has_entropy = has_entropy;
+    a->tok_cap = tok_cap;
+    a->seq_cap = seq_cap;
+    rc_status s = rc_calloc((void **)&a->len, n_lens + 1, sizeof *a->len, "statistics");
+    const int pairs = n_lens * (n_lens - 1) / 2;
+    if (s == RC_OK)
+        s = rc_calloc((void **)&a->cross, pairs + 1, sizeof *a->cross, "statistics");
+    for (int i = 0; i < n_lens && s == RC_OK; i++) {
+        acc_len *A = &a->len[i];
+        const int64_t Ln = lens[i];
+        A->L = Ln;
+        A->rng = 0x5eed0000ull + (uint64_t)i;
+        A->first_div = -1;
+        A->mn = INFINITY;
+        A->mx = -INFINITY;
+        A->s_lo = A->m_lo = INFINITY;
+        A->s_hi = A->m_hi = -INFINITY;
+        A->wt = A->ws = -1;
+        A->wt_seq = A->wt_pos = A->ws_seq = -1;
+        A->wt_ratio = A->ws_ratio = NAN;
+        if (Ln < 0) {
+            s = rc_errorf(RC_ERR_INTERNAL, "statistics: length %lld", (long long)Ln);
+            break;
+        }
+        if ((s = rc_calloc((void **)&A->pos_count, Ln + 1, sizeof *A->pos_count, "statistics")) != RC_OK ||
+            (s = rc_calloc((void **)&A->pos_abs, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+            (s = rc_calloc((void **)&A->pos_max, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+            (s = rc_calloc((void **)&A->pos_sum_r, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
+            (s = rc_calloc((void **)&A->pos_sum_r2, Ln + 1, sizeof(double), "statistics")) != RC_OK)
+            break;
+    }
+    for (int i = 0; i < n_lens; i++)
+        for (int j = i + 1; j < n_lens; j++) {
+            a->cross[a->n_cross].a = i;
+            a->cross[a->n_cross++].b = j;
+        }
+    if (s != RC_OK) {
+        rc_stats_acc_free(a);
+        return s;
+    }
+    *out = a;
+    return RC_OK;
+}
+
+/* one sequence into length A: its tokens t < min(gen_valid, L) */
+static rc_status acc_len_add(rc_stats_acc *a, acc_len *A, int64_t sq, int64_t gen_valid, const float *gen,
+                             const float *entropy, const double *ref, const float *fwd, double *S_out,
+                             double *M_out)
+{
+    const rc_stat_params *P = &a->P;
+    const int64_t Ln = A->L, valid = gen_valid < Ln ? gen_valid : Ln;
+    double seq_sum = 0, sum_new = 0, sum_old = 0;
+    int64_t prime_tok = 0;
+    bool above_seq_high = false; /* some token r > 100 */
+    for (int64_t t = 0; t < valid; t++) {
+        const float fw = fwd[t], gn = gen[t];
+        const double lr = (double)fw - (double)gn; /* log ratio = new - old */
+        const double ratio = exp(lr);
+        const int64_t slot = acc_slot(&A->rng, A->n, a->tok_cap);
+        if (slot >= 0) {
+            RC_TRY(acc_grow((void **)&A->tok, &A->tok_alloc, slot, a->tok_cap, sizeof *A->tok));
+            A->tok[slot] = (acc_tok){lr, gn, entropy ? entropy[t] : NAN};
+        }
+        if (!isfinite(ratio)) /* an overflowed log-prob: counted as exceeding every threshold */
+            A->nonfinite++;
+        A->n++;
+        A->sum += ratio;
+        A->mn = ratio < A->mn ? ratio : A->mn;
+        A->mx = ratio > A->mx ? ratio : A->mx;
+        A->sum_k1 += -lr;
+        A->sum_k3 += ratio - 1.0 - lr;
+        A->sum_mpe += exp(fabs(lr));
+        A->sum_r1 += ratio - 1.0;
+        A->sum_r1sq += (ratio - 1.0) * (ratio - 1.0);
+        seq_sum += lr;
+        A->clipped += !(ratio >= 1.0 - P->clip_eps_low && ratio <= 1.0 + P->clip_eps_high);
+        for (int k = 0; k < RC_N_THRESHOLDS; k++)
+            A->above[k] += !(fabs(ratio - 1.0) <= rc_ratio_thresholds[k]);
+        if (memcmp(&fw, &gn, sizeof fw) == 0)
+            A->identical++;
+        else if (A->first_div < 0 || t < A->first_div)
+            A->first_div = t;
+        A->pos_count[t]++;
+        A->pos_abs[t] += fabs(lr);
+        if (fabs(lr) > A->pos_max[t])
+            A->pos_max[t] = fabs(lr);
+        A->pos_sum_r[t] += ratio - 1.0; /* shifted sums: no cancellation near 1 */
+        A->pos_sum_r2[t] += (ratio - 1.0) * (ratio - 1.0);
+        if (ref) {
+            const double rf = ref[t];
+            const double eg = fabs((double)gn - rf), ef = fabs((double)fw - rf);
+            A->rg_sum += eg;
+            A->rf_sum += ef;
+            A->rg_max = eg > A->rg_max ? eg : A->rg_max;
+            A->rf_max = ef > A->rf_max ? ef : A->rf_max;
+        }
+        /* the corrections */
+        const double dp = exp((double)fw) - exp((double)gn);
+        A->tis += !(ratio <= RC_TIS_CAP);
+        A->mis += outside(ratio, RC_MIS_LOW, RC_MIS_HIGH);
+        A->icepop += outside(ratio, RC_ICEPOP_LOW, RC_ICEPOP_HIGH);
+        A->cap3 += !(ratio <= RC_TRL_CAP);
+        A->dppo_hi += dp > RC_DPPO_MASK;
+        A->dppo_lo += dp < -RC_DPPO_MASK;
+        prime_tok += outside(ratio, RC_PRIME_TOKEN_LOW, RC_PRIME_TOKEN_HIGH);
+        above_seq_high |= !(ratio <= RC_PRIME_SEQ_HIGH);
+        A->chi2_tok += expm1(2.0 * verl_clamp(lr)); /* e^2lr - 1 without cancellation */
+        A->abs_sum += fabs(lr);
+        A->abs_max = fabs(lr) > A->abs_max ? fabs(lr) : A->abs_max;
+        sum_new += fw;
+        sum_old += gn;
+        if (fabs(lr) > A->wt) { /* the verdict's worst token (the first of equals) */
+            A->wt = fabs(lr);
+            A->wt_seq = sq;
+            A->wt_pos = t;
+            A->wt_ratio = ratio;
+        }
+    }
+    const double S = valid > 0 ? seq_sum : NAN, M = valid > 0 ? seq_sum / (double)valid : NAN;
+    *S_out = S;
+    *M_out = M;
+    /* the sequence's values, for the std of S and M */
+    const int64_t slot = acc_slot(&A->rng, A->seq_seen++, a->seq_cap);
+    if (slot >= 0) {
+        RC_TRY(acc_grow((void **)&A->seq, &A->seq_alloc, slot, a->seq_cap, sizeof *A->seq));
+        A->seq[slot] = (acc_seq){S, M};
+    }
+    if (!isnan(S)) {
+        A->nS++;
+        A->s_sum += S;
+        A->s_sq += S * S;
+        A->s_lo = S < A->s_lo ? S : A->s_lo;
+        A->s_hi = S > A->s_hi ? S : A->s_hi;
+        if (fabs(S) > A->ws) {
+            A->ws = fabs(S);
+            A->ws_seq = sq;
+            A->ws_ratio = exp(S);
+        }
+    }
+    if (!isnan(M)) {
+        A->nM++;
+        A->m_sum += M;
+        A->m_sq += M * M;
+        A->m_lo = M < A->m_lo ? M : A->m_lo;
+        A->m_hi = M > A->m_hi ? M : A->m_hi;
+    }
+    if (valid < 1)
+        return RC_OK;
+    A->seq_c++;
+    const double geo = exp(M), eS = exp(S);
+    A->seq_outside += !(geo >= 1.0 - P->seq_eps && geo <= 1.0 + P->seq_eps);
+    A->seq_above += !(eS <= P->seq_cap);
+    /* prime-rl's legacy is_masked: the token mask, or the whole sequence
+     * by its geometric ratio or its largest token ratio */
+    const bool seq_masked = outside(exp(M), RC_PRIME_GEO_LOW, RC_PRIME_GEO_HIGH) || above_seq_high;
+    A->prime += seq_masked ? valid : prime_tok;
+    A->seq_tis += !(exp(S) <= RC_SEQ_TIS_CAP);
+    A->seq_mis += outside(-S, log(RC_SEQ_MIS_LOW), log(RC_SEQ_MIS_HIGH));
+    A->geo_rs += outside(-M, log(RC_GEO_RS_LOW), log(RC_GEO_RS_HIGH));
+    A->seq_cap3 += !(exp(S) <= RC_TRL_CAP);
+    A->chi2_seq += expm1(2.0 * verl_clamp(S));
+    A->ppl_tr += exp(-sum_new / (double)valid);
+    A->ppl_sa += exp(-sum_old / (double)valid);
+    A->lpd += -M;
+    A->lpad += fabs(M);
+    A->pplr += exp(-M);
+    return RC_OK;
+}
+
+rc_status rc_stats_acc_add(rc_stats_acc *a, int64_t gen_valid, const float *gen, const float *entropy,
+                           const double *ref, const float *const *fwd, double *S_out, double *M_out)
+{
+    const int64_t sq = a->n_seq++;
+    for (int i = 0; i < a->n_lens; i++)
+        RC_TRY(acc_len_add(a, &a->len[i], sq, gen_valid, gen, a->has_entropy ? entropy : NULL,
+                           a->has_ref ? ref : NULL, fwd[i], &S_out[i], &M_out[i]));
+    for (int c = 0; c < a->n_cross; c++) { /* |forward_La - forward_Lb| where both have the token */
+        acc_cross *x = &a->cross[c];
+        const int64_t La = a->len[x->a].L, Lb = a->len[x->b].L, Lm = La < Lb ? La : Lb;
+        const int64_t valid = gen_valid < Lm ? gen_valid : Lm;
+        const float *fa = fwd[x->a], *fb = fwd[x->b];
+        for (int64_t t = 0; t < valid; t++) {
+            const double d = fabs((double)fa[t] - (double)fb[t]);
+            x->sum += d;
+            x->mx = d > x->mx ? d : x->mx;
+            x->count++;
+        }
+    }
+    return RC_OK;
+}
+
+/* mean, population std, min and max of the non-NaN S (which 0) or M (1) of
+ * A: the std two-pass over the kept values while every one is kept, else
+ * from the sums of squares */
+static void acc_describe(const rc_stats_acc *a, const acc_len *A, int which, double *mean, double *std, double *mn,
+                         double *mx)
+{
+    const int64_t c = which ? A->nM : A->nS;
+    if (c == 0) {
+        *mean = *std = *mn = *mx = NAN;
+        return;
+    }
+    const double m = (which ? A->m_sum : A->s_sum) / (double)c;
+    double var;
+    if (A->seq_seen <= a->seq_cap) {
+        double ss = 0;
+        for (int64_t i = 0; i < A->seq_seen; i++) {
+            const double v = which ? A->seq[i].M : A->seq[i].S;
+            if (!isnan(v))
+                ss += (v - m) * (v - m);
+        }
+        var = ss / (double)c;
+    } else {
+        var = (which ? A->m_sq : A->s_sq) / (double)c - m * m;
+        var = var > 0 ? var : 0;
+    }
+    *mean = m;
+    *std = sqrt(var);
+    *mn = which ? A->m_lo : A->s_lo;
+    *mx = which ? A->m_hi : A->s_hi;
+}
+
+/* The strata of one length (results.h rc_strata) from the kept tokens, in
+ * their order: decile edges from the sorted values, then one pass per
+ * token. vals: scratch of the kept tokens' count + 1 doubles. */
+static void acc_strata(const rc_stats_acc *a, const acc_len *A, int kind, rc_strata *sa, double *vals)
+{
     memset(sa, 0, sizeof *sa);
-    const int64_t G = r->gen_len, Ln = L->len;
-    if (kind == RC_STRATA_ENTROPY && !r->entropy_gen) {
+    if (kind == RC_STRATA_ENTROPY && !a->has_entropy) {
         for (int k = 0; k < RC_N_DECILES - 1; k++)
             sa->edges[k] = NAN;
         for (int k = 0; k < RC_N_DECILES; k++) {
@@ -394,15 +606,12 @@ static void strata(const rc_results *r, rc_len_result *L, int kind, double *vals
         return; /* a file written before the entropy: not present */
     }
     sa->present = true;
+    const int64_t kept = A->n < a->tok_cap ? A->n : a->tok_cap;
     int64_t n = 0;
-    for (int64_t sq = 0; sq < r->n_seq; sq++) {
-        const int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
-        for (int64_t t = 0; t < valid; t++) {
-            const double v = strata_value(r, kind, sq * G + t);
-            const double lr = (double)L->logprob_fwd[sq * Ln + t] - (double)r->logprob_gen[sq * G + t];
-            if (!isnan(v) && !isnan(lr))
-                vals[n++] = v;
-        }
+    for (int64_t i = 0; i < kept; i++) {
+        const double v = kind == RC_STRATA_PROB ? (double)A->tok[i].prob : (double)A->tok[i].entropy;
+        if (!isnan(v) && !isnan(A->tok[i].lr))
+            vals[n++] = v;
     }
     sa->count = n;
     qsort(vals, (size_t)n, sizeof *vals, cmp_double);
@@ -416,31 +625,28 @@ static void strata(const rc_results *r, rc_len_result *L, int kind, double *vals
         lo[k] = INFINITY;
         hi[k] = -INFINITY;
     }
-    const rc_stat_params *P = &r->stat;
+    const rc_stat_params *P = &a->P;
     for (int pass = 0; pass < 2; pass++)
-        for (int64_t sq = 0; sq < r->n_seq; sq++) {
-            const int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
-            for (int64_t t = 0; t < valid; t++) {
-                const double v = strata_value(r, kind, sq * G + t);
-                const double lr = (double)L->logprob_fwd[sq * Ln + t] - (double)r->logprob_gen[sq * G + t];
-                if (isnan(v) || isnan(lr))
-                    continue;
-                const int k = decile_of(sa->edges, v);
-                if (pass == 1) {
-                    const double d = lr - sum[k] / (double)cnt[k];
-                    ss[k] += d * d;
-                    continue;
-                }
-                const double ratio = exp(lr);
-                cnt[k]++;
-                sum[k] += lr;
-                sum_abs[k] += fabs(lr);
-                mx[k] = fabs(lr) > mx[k] ? fabs(lr) : mx[k];
-                k3[k] += ratio - 1.0 - lr;
-                clipped[k] += !(ratio >= 1.0 - P->clip_eps_low && ratio <= 1.0 + P->clip_eps_high);
-                lo[k] = v < lo[k] ? v : lo[k];
-                hi[k] = v > hi[k] ? v : hi[k];
+        for (int64_t i = 0; i < kept; i++) {
+            const double v = kind == RC_STRATA_PROB ? (double)A->tok[i].prob : (double)A->tok[i].entropy;
+            const double lr = A->tok[i].lr;
+            if (isnan(v) || isnan(lr))
+                continue;
+            const int k = decile_of(sa->edges, v);
+            if (pass == 1) {
+                const double d = lr - sum[k] / (double)cnt[k];
+                ss[k] += d * d;
+                continue;
             }
+            const double ratio = exp(lr);
+            cnt[k]++;
+            sum[k] += lr;
+            sum_abs[k] += fabs(lr);
+            mx[k] = fabs(lr) > mx[k] ? fabs(lr) : mx[k];
+            k3[k] += ratio - 1.0 - lr;
+            clipped[k] += !(ratio >= 1.0 - P->clip_eps_low && ratio <= 1.0 + P->clip_eps_high);
+            lo[k] = v < lo[k] ? v : lo[k];
+            hi[k] = v > hi[k] ? v : hi[k];
         }
     double total_abs = 0;
     for (int k = 0; k < RC_N_DECILES; k++)
@@ -461,98 +667,56 @@ static void strata(const rc_results *r, rc_len_result *L, int kind, double *vals
     }
 }
 
-
-static rc_status len_stats(const rc_results *r, rc_len_result *L)
+/* length A's statistics and per-position arrays into L */
+static rc_status acc_len_finish(const rc_stats_acc *a, const acc_len *A, rc_len_result *L)
 {
-    const int64_t S = r->n_seq, G = r->gen_len, Ln = L->len;
+    const int64_t n = A->n, Ln = A->L, kept = n < a->tok_cap ? n : a->tok_cap;
     rc_len_stats *st = &L->st;
-    double *ratios = NULL;
-    RC_TRY(rc_calloc((void **)&ratios, S * Ln + 1, sizeof *ratios, "statistics"));
+    free(L->pos_count);
+    free(L->pos_mean_abs_log_ratio);
+    free(L->pos_max_abs_log_ratio);
+    free(L->pos_ratio_std);
+    L->pos_count = NULL;
+    L->pos_mean_abs_log_ratio = L->pos_max_abs_log_ratio = L->pos_ratio_std = NULL;
+    double *vals = NULL;
     rc_status s = RC_OK;
-    if ((s = rc_calloc((void **)&L->pos_count, Ln + 1, sizeof *L->pos_count, "statistics")) != RC_OK ||
+    if ((s = rc_calloc((void **)&vals, kept + 1, sizeof *vals, "statistics")) != RC_OK ||
+        (s = rc_calloc((void **)&L->pos_count, Ln + 1, sizeof *L->pos_count, "statistics")) != RC_OK ||
         (s = rc_calloc((void **)&L->pos_mean_abs_log_ratio, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
         (s = rc_calloc((void **)&L->pos_max_abs_log_ratio, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
-        (s = rc_calloc((void **)&L->pos_ratio_std, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
-        (s = rc_calloc((void **)&L->seq_log_ratio_sum, S + 1, sizeof(double), "statistics")) != RC_OK ||
-        (s = rc_calloc((void **)&L->seq_log_ratio_mean, S + 1, sizeof(double), "statistics")) != RC_OK) {
-        free(ratios);
+        (s = rc_calloc((void **)&L->pos_ratio_std, Ln + 1, sizeof(double), "statistics")) != RC_OK) {
+        free(vals);
         return s;
-    }
-    const rc_stat_params *P = &r->stat;
-    double *pos_sum_r = NULL, *pos_sum_r2 = NULL;
-    if ((s = rc_calloc((void **)&pos_sum_r, Ln + 1, sizeof(double), "statistics")) != RC_OK ||
-        (s = rc_calloc((void **)&pos_sum_r2, Ln + 1, sizeof(double), "statistics")) != RC_OK) {
-        free(ratios);
-        free(pos_sum_r);
-        return s;
-    }
-    int64_t n = 0, identical = 0, first_div = -1, nonfinite = 0, clipped = 0;
-    double sum = 0, sum_k1 = 0, sum_k3 = 0, sum_mpe = 0, mn = INFINITY, mx = -INFINITY;
-    int64_t above[RC_N_THRESHOLDS] = {0};
-    double rg_sum = 0, rg_max = 0, rf_sum = 0, rf_max = 0;
-    for (int64_t sq = 0; sq < S; sq++) {
-        int64_t valid = r->gen_valid[sq] < Ln ? r->gen_valid[sq] : Ln;
-        double seq_sum = 0;
-        for (int64_t t = 0; t < valid; t++) {
-            float fw = L->logprob_fwd[sq * Ln + t], gn = r->logprob_gen[sq * G + t];
-            double lr = (double)fw - (double)gn; /* log ratio = new - old */
-            double ratio = exp(lr);
-            if (!isfinite(ratio)) /* an overflowed log-prob: counted as exceeding every threshold */
-                nonfinite++;
-            ratios[n++] = ratio;
-            sum += ratio;
-            mn = ratio < mn ? ratio : mn;
-            mx = ratio > mx ? ratio : mx;
-            sum_k1 += -lr;
-            sum_k3 += ratio - 1.0 - lr;
-            sum_mpe += exp(fabs(lr));
-            seq_sum += lr;
-            clipped += !(ratio >= 1.0 - P->clip_eps_low && ratio <= 1.0 + P->clip_eps_high);
-            for (int k = 0; k < RC_N_THRESHOLDS; k++)
-                above[k] += !(fabs(ratio - 1.0) <= rc_ratio_thresholds[k]);
-            if (memcmp(&fw, &gn, sizeof fw) == 0) {
-                identical++;
-            } else if (first_div < 0 || t < first_div) {
-                first_div = t;
-            }
-            L->pos_count[t]++;
-            L->pos_mean_abs_log_ratio[t] += fabs(lr);
-            if (fabs(lr) > L->pos_max_abs_log_ratio[t])
-                L->pos_max_abs_log_ratio[t] = fabs(lr);
-            pos_sum_r[t] += ratio - 1.0; /* shifted sums: no cancellation near 1 */
-            pos_sum_r2[t] += (ratio - 1.0) * (ratio - 1.0);
-            if (r->logprob_ref) {
-                double rf = r->logprob_ref[sq * G + t];
-                double eg = fabs((double)gn - rf), ef = fabs((double)fw - rf);
-                rg_sum += eg;
-                rf_sum += ef;
-                rg_max = eg > rg_max ? eg : rg_max;
-                rf_max = ef > rf_max ? ef : rf_max;
-            }
-        }
-        L->seq_log_ratio_sum[sq] = valid > 0 ? seq_sum : NAN;
-        L->seq_log_ratio_mean[sq] = valid > 0 ? seq_sum / (double)valid : NAN;
     }
     st->count = n;
     if (n > 0) {
-        st->mean = sum / (double)n;
-        double ss = 0;
-        for (int64_t i = 0; i < n; i++)
-            ss += (ratios[i] - st->mean) * (ratios[i] - st->mean);
-        st->std = sqrt(ss / (double)n);
-        st->min = nonfinite ? NAN : mn;
-        st->max = nonfinite ? NAN : mx;
-        if (!nonfinite)
-            qsort(ratios, (size_t)n, sizeof *ratios, cmp_double);
+        st->mean = A->sum / (double)n;
+        if (n <= a->tok_cap) { /* every ratio kept: two passes, in order */
+            double ss = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const double ratio = exp(A->tok[i].lr);
+                ss += (ratio - st->mean) * (ratio - st->mean);
+            }
+            st->std = sqrt(ss / (double)n);
+        } else { /* from the sums of (r - 1) and (r - 1)^2 */
+            const double m1 = A->sum_r1 / (double)n, var = A->sum_r1sq / (double)n - m1 * m1;
+            st->std = sqrt(var > 0 ? var : 0);
+        }
+        st->min = A->nonfinite ? NAN : A->mn;
+        st->max = A->nonfinite ? NAN : A->mx;
+        for (int64_t i = 0; i < kept; i++)
+            vals[i] = exp(A->tok[i].lr);
+        if (!A->nonfinite)
+            qsort(vals, (size_t)kept, sizeof *vals, cmp_double);
         for (int k = 0; k < RC_N_QUANTILES; k++)
-            st->quantiles[k] = nonfinite ? NAN : quantile_sorted(ratios, n, rc_quantile_levels[k]);
+            st->quantiles[k] = A->nonfinite ? NAN : quantile_sorted(vals, kept, rc_quantile_levels[k]);
         for (int k = 0; k < RC_N_THRESHOLDS; k++)
-            st->frac_above[k] = (double)above[k] / (double)n;
-        st->k1 = sum_k1 / (double)n;
-        st->k3 = sum_k3 / (double)n;
-        st->mult_prob_err = sum_mpe / (double)n;
-        st->identical_frac = (double)identical / (double)n;
-        st->clipfrac = (double)clipped / (double)n;
+            st->frac_above[k] = (double)A->above[k] / (double)n;
+        st->k1 = A->sum_k1 / (double)n;
+        st->k3 = A->sum_k3 / (double)n;
+        st->mult_prob_err = A->sum_mpe / (double)n;
+        st->identical_frac = (double)A->identical / (double)n;
+        st->clipfrac = (double)A->clipped / (double)n;
     } else {
         st->mean = st->std = st->min = st->max = st->k1 = st->k3 = st->mult_prob_err = st->clipfrac = NAN;
         st->identical_frac = NAN;
@@ -561,33 +725,63 @@ static rc_status len_stats(const rc_results *r, rc_len_result *L)
         for (int k = 0; k < RC_N_THRESHOLDS; k++)
             st->frac_above[k] = NAN;
     }
-    st->first_divergent_position = first_div;
-    if (r->logprob_ref && n > 0) {
-        st->ref_gen_mean_abs = rg_sum / (double)n;
-        st->ref_fwd_mean_abs = rf_sum / (double)n;
-        st->ref_gen_max_abs = rg_max;
-        st->ref_fwd_max_abs = rf_max;
+    st->first_divergent_position = A->first_div;
+    if (a->has_ref && n > 0) {
+        st->ref_gen_mean_abs = A->rg_sum / (double)n;
+        st->ref_fwd_mean_abs = A->rf_sum / (double)n;
+        st->ref_gen_max_abs = A->rg_max;
+        st->ref_fwd_max_abs = A->rf_max;
     } else {
         st->ref_gen_mean_abs = st->ref_fwd_mean_abs = st->ref_gen_max_abs = st->ref_fwd_max_abs = NAN;
     }
     for (int64_t t = 0; t < Ln; t++) {
-        int64_t c = L->pos_count[t];
+        const int64_t c = A->pos_count[t];
+        L->pos_count[t] = c;
         if (c == 0) {
             L->pos_mean_abs_log_ratio[t] = L->pos_max_abs_log_ratio[t] = L->pos_ratio_std[t] = NAN;
             continue;
         }
-        L->pos_mean_abs_log_ratio[t] /= (double)c;
-        double m = pos_sum_r[t] / (double)c;
-        double var = pos_sum_r2[t] / (double)c - m * m;
+        L->pos_mean_abs_log_ratio[t] = A->pos_abs[t] / (double)c;
+        L->pos_max_abs_log_ratio[t] = A->pos_max[t];
+        const double m = A->pos_sum_r[t] / (double)c;
+        const double var = A->pos_sum_r2[t] / (double)c - m * m;
         L->pos_ratio_std[t] = sqrt(var > 0 ? var : 0);
     }
-    free(pos_sum_r);
-    free(pos_sum_r2);
-    seq_stats(r, L);
-    corrections(r, L);
+    /* sequence level */
+    const rc_stat_params *P = &a->P;
+    const int64_t c = A->seq_c;
+    st->seq_count = c;
+    acc_describe(a, A, 0, &st->seq_sum_mean, &st->seq_sum_std, &st->seq_sum_min, &st->seq_sum_max);
+    acc_describe(a, A, 1, &st->seq_mean_mean, &st->seq_mean_std, &st->seq_mean_min, &st->seq_mean_max);
+    st->seq_frac_outside_band = c ? (double)A->seq_outside / (double)c : NAN;
+    st->seq_frac_above_cap = c ? (double)A->seq_above / (double)c : NAN;
+    (void)P;
+    /* the corrections */
+    rc_corrections *cr = &st->corr;
+    const double tn = n ? (double)n : NAN, sn = c ? (double)c : NAN;
+    cr->token_tis_clipfrac = (double)A->tis / tn;
+    cr->token_mis_maskfrac = (double)A->mis / tn;
+    cr->icepop_maskfrac = (double)A->icepop / tn;
+    cr->token_cap3_frac = (double)A->cap3 / tn;
+    cr->dppo_maskfrac_high = (double)A->dppo_hi / tn;
+    cr->dppo_maskfrac_low = (double)A->dppo_lo / tn;
+    cr->prime_legacy_maskfrac = (double)A->prime / tn;
+    cr->chi2_token = A->chi2_tok / tn;
+    cr->mean_abs_log_ratio = A->abs_sum / tn;
+    cr->max_abs_log_ratio = n ? A->abs_max : NAN;
+    cr->seq_tis_clipfrac = (double)A->seq_tis / sn;
+    cr->seq_mis_maskfrac = (double)A->seq_mis / sn;
+    cr->seq_geo_rs_maskfrac = (double)A->geo_rs / sn;
+    cr->seq_cap3_frac = (double)A->seq_cap3 / sn;
+    cr->chi2_seq = A->chi2_seq / sn;
+    cr->ppl_trainer = A->ppl_tr / sn;
+    cr->ppl_sampler = A->ppl_sa / sn;
+    cr->log_ppl_diff = A->lpd / sn;
+    cr->log_ppl_abs_diff = A->lpad / sn;
+    cr->ppl_ratio = A->pplr / sn;
     for (int k = 0; k < RC_N_STRATA; k++)
-        strata(r, L, k, ratios); /* ratios' S * L + 1 doubles as scratch */
-    free(ratios);
+        acc_strata(a, A, k, &st->strata[k], vals);
+    free(vals);
     return RC_OK;
 }
 
@@ -697,7 +891,7 @@ const rc_len_stats *rc_results_longest(const rc_results *r)
     return r->n_lens > 0 ? &r->lens[longest_len(r)].st : NULL;
 }
 
-static void verdict(rc_results *r)
+static void verdict(rc_results *r, const acc_len *W)
 {
     rc_verdict *v = &r->verdict;
     memset(v, 0, sizeof *v);
@@ -760,28 +954,13 @@ static void verdict(rc_results *r)
                  exp(b->seq_mean_max));
     else
         snprintf(v->reason[RC_OBJ_GSPO], wn, "every sequence has |e^M - 1| <= %g", P->seq_eps);
-    /* the worst token and sequence at the longest length */
-    const rc_len_result *L = &r->lens[longest_len(r)];
-    v->len = L->len;
-    double wt = -1, ws = -1;
-    for (int64_t sq = 0; sq < r->n_seq; sq++) {
-        const int64_t valid = r->gen_valid[sq] < L->len ? r->gen_valid[sq] : L->len;
-        for (int64_t t = 0; t < valid; t++) {
-            const double lr = (double)L->logprob_fwd[sq * L->len + t] - (double)r->logprob_gen[sq * r->gen_len + t];
-            if (fabs(lr) > wt) {
-                wt = fabs(lr);
-                v->worst_token_seq = sq;
-                v->worst_token_pos = t;
-                v->worst_token_ratio = exp(lr);
-            }
-        }
-        const double S = L->seq_log_ratio_sum[sq];
-        if (!isnan(S) && fabs(S) > ws) {
-            ws = fabs(S);
-            v->worst_seq = sq;
-            v->worst_seq_ratio = exp(S);
-        }
-    }
+    /* the worst token and sequence at the longest length (accumulated) */
+    v->len = W->L;
+    v->worst_token_seq = W->wt_seq;
+    v->worst_token_pos = W->wt_pos;
+    v->worst_token_ratio = W->wt_ratio;
+    v->worst_seq = W->ws_seq;
+    v->worst_seq_ratio = W->ws_ratio;
 }
 
 void rc_stat_params_fill_defaults(rc_stat_params *p)
@@ -796,44 +975,73 @@ void rc_stat_params_fill_defaults(rc_stat_params *p)
         p->seq_cap = RC_DEFAULT_SEQ_CAP;
 }
 
-rc_status rc_compute_stats(rc_results *r)
+rc_status rc_stats_acc_finish(rc_stats_acc *a, rc_results *r)
 {
     rc_stat_params_fill_defaults(&r->stat);
+    if (r->n_lens != a->n_lens)
+        return rc_errorf(RC_ERR_INTERNAL, "statistics: %d lengths, accumulated %d", r->n_lens, a->n_lens);
     for (int i = 0; i < r->n_lens; i++) {
-        if (r->lens[i].len > r->gen_len)
-            return rc_errorf(RC_ERR_INTERNAL, "length %lld exceeds the generated %lld",
-                             (long long)r->lens[i].len, (long long)r->gen_len);
-        RC_TRY(len_stats(r, &r->lens[i]));
+        if (r->lens[i].len != a->len[i].L)
+            return rc_errorf(RC_ERR_INTERNAL, "statistics: length %lld, accumulated %lld",
+                             (long long)r->lens[i].len, (long long)a->len[i].L);
+        RC_TRY(acc_len_finish(a, &a->len[i], &r->lens[i]));
     }
     free(r->cross);
     r->cross = NULL;
     r->n_cross = 0;
-    int pairs = r->n_lens * (r->n_lens - 1) / 2;
-    if (pairs > 0)
-        RC_TRY(rc_calloc((void **)&r->cross, pairs, sizeof *r->cross, "statistics"));
-    for (int i = 0; i < r->n_lens; i++)
-        for (int j = i + 1; j < r->n_lens; j++) {
-            const rc_len_result *A = &r->lens[i], *B = &r->lens[j];
-            int64_t La = A->len, Lb = B->len, Lm = La < Lb ? La : Lb;
-            rc_cross_len *c = &r->cross[r->n_cross++];
-            c->len_a = La;
-            c->len_b = Lb;
-            double sum = 0, mx = 0;
-            int64_t n = 0;
-            for (int64_t sq = 0; sq < r->n_seq; sq++) {
-                int64_t valid = r->gen_valid[sq] < Lm ? r->gen_valid[sq] : Lm;
-                for (int64_t t = 0; t < valid; t++) {
-                    double d = fabs((double)A->logprob_fwd[sq * La + t] - (double)B->logprob_fwd[sq * Lb + t]);
-                    sum += d;
-                    mx = d > mx ? d : mx;
-                    n++;
-                }
-            }
-            c->count = n;
-            c->max_abs = n ? mx : NAN;
-            c->mean_abs = n ? sum / (double)n : NAN;
-        }
-    verdict(r);
+    if (a->n_cross > 0)
+        RC_TRY(rc_calloc((void **)&r->cross, a->n_cross, sizeof *r->cross, "statistics"));
+    for (int i = 0; i < a->n_cross; i++) {
+        const acc_cross *x = &a->cross[i];
+        rc_cross_len *c = &r->cross[r->n_cross++];
+        c->len_a = a->len[x->a].L;
+        c->len_b = a->len[x->b].L;
+        c->count = x->count;
+        c->max_abs = x->count ? x->mx : NAN;
+        c->mean_abs = x->count ? x->sum / (double)x->count : NAN;
+    }
+    verdict(r, r->n_lens > 0 ? &a->len[longest_len(r)] : NULL);
     growth(r);
     return RC_OK;
+}
+
+rc_status rc_compute_stats(rc_results *r)
+{
+    rc_stat_params_fill_defaults(&r->stat);
+    int64_t lens[RC_MAX_LENS_READ];
+    if (r->n_lens > RC_MAX_LENS_READ)
+        return rc_errorf(RC_ERR_INTERNAL, "%d lengths (at most %d)", r->n_lens, RC_MAX_LENS_READ);
+    const float *fwd[RC_MAX_LENS_READ];
+    double S[RC_MAX_LENS_READ], M[RC_MAX_LENS_READ];
+    for (int i = 0; i < r->n_lens; i++) {
+        rc_len_result *L = &r->lens[i];
+        if (L->len > r->gen_len)
+            return rc_errorf(RC_ERR_INTERNAL, "length %lld exceeds the generated %lld", (long long)L->len,
+                             (long long)r->gen_len);
+        lens[i] = L->len;
+        free(L->seq_log_ratio_sum);
+        free(L->seq_log_ratio_mean);
+        L->seq_log_ratio_sum = L->seq_log_ratio_mean = NULL;
+        RC_TRY(rc_calloc((void **)&L->seq_log_ratio_sum, r->n_seq + 1, sizeof(double), "statistics"));
+        RC_TRY(rc_calloc((void **)&L->seq_log_ratio_mean, r->n_seq + 1, sizeof(double), "statistics"));
+    }
+    rc_stats_acc *a = NULL;
+    RC_TRY(rc_stats_acc_create(&r->stat, r->n_lens, lens, r->logprob_ref != NULL, r->entropy_gen != NULL,
+                               RC_STATS_EXACT_TOKENS, RC_STATS_EXACT_SEQUENCES, &a));
+    const int64_t G = r->gen_len;
+    rc_status s = RC_OK;
+    for (int64_t sq = 0; sq < r->n_seq && s == RC_OK; sq++) { /* sequence-major, as a chunked score feeds it */
+        for (int i = 0; i < r->n_lens; i++)
+            fwd[i] = r->lens[i].logprob_fwd + sq * r->lens[i].len;
+        s = rc_stats_acc_add(a, r->gen_valid[sq], r->logprob_gen + sq * G, r->entropy_gen ? r->entropy_gen + sq * G : NULL,
+                             r->logprob_ref ? r->logprob_ref + sq * G : NULL, fwd, S, M);
+        for (int i = 0; i < r->n_lens && s == RC_OK; i++) {
+            r->lens[i].seq_log_ratio_sum[sq] = S[i];
+            r->lens[i].seq_log_ratio_mean[sq] = M[i];
+        }
+    }
+    if (s == RC_OK)
+        s = rc_stats_acc_finish(a, r);
+    rc_stats_acc_free(a);
+    return s;
 }

@@ -121,6 +121,7 @@ typedef struct {
     /* the settings seen so far, and where */
     bool have_t, have_p, have_k, have_kind;
     int64_t line_t, line_p, line_k, line_kind;
+    int64_t total_n, total_tok; /* rollouts and tokens committed so far, all chunks */
 } loader;
 
 static void set_where(loader *L, int64_t line)
@@ -253,11 +254,11 @@ static rc_status commit(loader *L)
     if (L->max_pos > 0 && np + nr > L->max_pos)
         return rc_errorf(RC_ERR_FORMAT, "%s: prompt of %lld tokens plus %lld response tokens exceeds the model's "
                          "%lld positions", L->where, (long long)np, (long long)nr, (long long)L->max_pos);
-    if (s->n >= RC_ROLLOUT_MAX_COUNT)
+    if (L->total_n >= RC_ROLLOUT_MAX_COUNT)
         return rc_errorf(RC_ERR_FORMAT, "%s: more than %lld rollouts in one file", L->where,
                          (long long)RC_ROLLOUT_MAX_COUNT);
     const int64_t t0 = s->n ? s->tok_off[s->n] : 0, l0 = s->n ? s->lp_off[s->n] : 0;
-    if (t0 + np + nr > RC_ROLLOUT_MAX_TOTAL)
+    if (L->total_tok + np + nr > RC_ROLLOUT_MAX_TOTAL)
         return rc_errorf(RC_ERR_FORMAT, "%s: more than %lld tokens in one file", L->where,
                          (long long)RC_ROLLOUT_MAX_TOTAL);
     if (s->n + 2 > s->cap) {
@@ -286,12 +287,14 @@ static rc_status commit(loader *L)
     s->plen[s->n] = (int32_t)np;
     s->rlen[s->n] = (int32_t)nr;
     s->line[s->n] = L->line;
-    if (s->n < RC_ROLLOUT_TEXT_KEPT && L->text && !(s->text[s->n] = strdup(L->text)))
+    if (L->total_n < RC_ROLLOUT_TEXT_KEPT && L->text && !(s->text[s->n] = strdup(L->text)))
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     L->text = NULL;
     s->prompt_max = np > s->prompt_max ? np : s->prompt_max;
     s->resp_max = nr > s->resp_max ? nr : s->resp_max;
     s->n++;
+    L->total_n++;
+    L->total_tok += np + nr;
     L->pids.n = L->rids.n = L->lps.n = 0;
     return RC_OK;
 }
@@ -685,9 +688,31 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
+/* The reader: one record at a time from a line file, or from the whole-file
+ * JSON value or the results file held since the start, into the chunk. */
+enum { READ_LINES, READ_WHOLE, READ_H5 };
+struct rc_rollout_reader {
+    loader L;
+    rc_rollout_set set; /* the current chunk (L.s) */
+    int mode;
+    bool done, failed;
+    /* READ_LINES */
+    int fd;
+    int64_t size, line, consumed, reported;
+    lreader r;
+    bool first;
+    /* READ_WHOLE: the parsed file, the next element (an array) or 0 / 1 (one object) */
+    json_t *whole;
+    size_t whole_i;
+    /* READ_H5 */
+    rc_results h5;
+    int64_t h5_q;
+};
+
 /* the whole file as one JSON value: an array of records, or one record */
-static rc_status load_whole(loader *L)
+static rc_status open_whole(rc_rollout_reader *R)
 {
+    loader *L = &R->L;
     char *buf;
     size_t len;
     RC_TRY(rc_read_file(L->path, &buf, &len, (size_t)RC_ROLLOUT_MAX_WHOLE));
@@ -709,120 +734,126 @@ static rc_status load_whole(loader *L)
         return st;
     }
     free(buf);
-    if (json_is_array(j)) {
-        for (size_t i = 0; i < json_array_size(j) && st == RC_OK; i++) {
-            set_where(L, (int64_t)i + 1);
-            st = decide(L, json_array_get(j, i));
-            if (st == RC_OK)
-                st = do_record(L, json_array_get(j, i));
-        }
-    } else {
-        st = decide(L, j);
-        if (st == RC_OK)
-            st = do_record(L, j);
-    }
-    json_decref(j);
-    return st;
+    R->whole = j;
+    R->whole_i = 0;
+    R->mode = READ_WHOLE;
+    return RC_OK;
 }
 
-static rc_status load_lines(loader *L)
+static rc_status read_whole(rc_rollout_reader *R)
 {
-    int fd;
-    int64_t size;
-    RC_TRY(rc_open_regular(L->path, &fd, &size));
-    lreader r = {.fd = fd};
-    rc_status st = RC_OK;
-    int64_t line = 0, consumed = 0, reported = 0;
-    bool first = true;
-    for (;;) {
-        const char *ln;
-        size_t n;
-        bool got;
-        st = next_line(&r, L->path, line + 1, (size_t)RC_ROLLOUT_MAX_LINE, &ln, &n, &got);
-        if (st != RC_OK || !got)
-            break;
-        line++;
-        consumed += (int64_t)n + 1;
-        if (L->progress && consumed - reported >= ((int64_t)4 << 20)) {
-            L->progress(L->pctx, consumed, size, L->s->n);
-            reported = consumed;
+    loader *L = &R->L;
+    json_t *j = R->whole;
+    if (!json_is_array(j)) { /* one record */
+        if (R->whole_i > 0) {
+            R->done = true;
+            return RC_OK;
         }
-        if (blank(ln, n))
-            continue;
-        set_where(L, line);
-        if (first) {
-            first = false;
-            size_t i = 0;
-            while (i < n && (ln[i] == ' ' || ln[i] == '\t'))
-                i++;
-            json_error_t e;
-            json_t *probe = ln[i] == '[' ? NULL : json_loadb(ln, n, JSON_REJECT_DUPLICATES, &e);
-            if (!probe) { /* a JSON array, or one pretty-printed object: the file is one value */
-                if (ln[i] == '[' || ln[i] == '{') {
-                    close(fd);
-                    free(r.buf);
-                    return load_whole(L);
-                }
-            }
-            json_decref(probe);
-        }
-        st = do_text(L, ln, n);
-        if (st != RC_OK)
-            break;
+        R->whole_i = 1;
+        RC_TRY(decide(L, j));
+        return do_record(L, j);
     }
-    L->s->lines_read = line;
-    close(fd);
-    free(r.buf);
-    return st;
+    if (R->whole_i >= json_array_size(j)) {
+        R->done = true;
+        return RC_OK;
+    }
+    const size_t i = R->whole_i++;
+    set_where(L, (int64_t)i + 1);
+    RC_TRY(decide(L, json_array_get(j, i)));
+    return do_record(L, json_array_get(j, i));
 }
 
-/* ratiocheck's own results file */
-static rc_status load_h5(loader *L)
+static rc_status read_line(rc_rollout_reader *R)
 {
-    rc_results r;
-    memset(&r, 0, sizeof r);
-    rc_status st = rc_h5_read(L->path, &r);
+    loader *L = &R->L;
+    const char *ln;
+    size_t n;
+    bool got;
+    RC_TRY(next_line(&R->r, L->path, R->line + 1, (size_t)RC_ROLLOUT_MAX_LINE, &ln, &n, &got));
+    if (!got) {
+        R->done = true;
+        return RC_OK;
+    }
+    R->line++;
+    R->consumed += (int64_t)n + 1;
+    if (L->progress && R->consumed - R->reported >= ((int64_t)4 << 20)) {
+        L->progress(L->pctx, R->consumed, R->size, L->total_n);
+        R->reported = R->consumed;
+    }
+    if (blank(ln, n))
+        return RC_OK;
+    set_where(L, R->line);
+    if (R->first) {
+        R->first = false;
+        size_t i = 0;
+        while (i < n && (ln[i] == ' ' || ln[i] == '\t'))
+            i++;
+        json_error_t e;
+        json_t *probe = ln[i] == '[' ? NULL : json_loadb(ln, n, JSON_REJECT_DUPLICATES, &e);
+        if (!probe && (ln[i] == '[' || ln[i] == '{')) { /* a JSON array, or one pretty-printed object: one value */
+            close(R->fd);
+            R->fd = -1;
+            free(R->r.buf);
+            R->r.buf = NULL;
+            return open_whole(R);
+        }
+        json_decref(probe);
+    }
+    return do_text(L, ln, n);
+}
+
+/* ratiocheck's own results file, read whole at open */
+static rc_status open_h5(rc_rollout_reader *R)
+{
+    loader *L = &R->L;
     rc_rollout_set *s = L->s;
     s->format = RC_RFMT_H5;
-    if (st == RC_OK) { /* the temperature-scaled full distribution: processed by the temperature only */
-        s->kind = RC_LP_PROCESSED;
-        s->kind_given = true;
-        s->temperature = r.temperature > 0 ? r.temperature : 1.0;
-        s->top_p = 1.0;
-        s->top_k = 0;
-        L->have_t = L->have_p = L->have_k = L->have_kind = true;
+    RC_TRY(rc_h5_read(L->path, &R->h5));
+    /* the temperature-scaled full distribution: processed by the temperature only */
+    s->kind = RC_LP_PROCESSED;
+    s->kind_given = true;
+    s->temperature = R->h5.temperature > 0 ? R->h5.temperature : 1.0;
+    s->top_p = 1.0;
+    s->top_k = 0;
+    L->have_t = L->have_p = L->have_k = L->have_kind = true;
+    R->mode = READ_H5;
+    return RC_OK;
+}
+
+static rc_status read_h5(rc_rollout_reader *R)
+{
+    loader *L = &R->L;
+    const rc_results *r = &R->h5;
+    if (R->h5_q >= r->n_seq) {
+        R->done = true;
+        return RC_OK;
     }
-    for (int64_t q = 0; q < r.n_seq && st == RC_OK; q++) {
-        set_where(L, q);
-        snprintf(L->where, sizeof L->where, "%s: sequence %lld", L->path, (long long)q);
-        const int64_t p = r.seq_prompt[q];
-        if (p < 0 || p >= r.n_prompts || r.prompt_len[p] < 0 || r.prompt_len[p] > r.prompt_max || r.gen_valid[q] < 0 ||
-            r.gen_valid[q] > r.gen_len) {
-            st = rc_errorf(RC_ERR_FORMAT, "%s: prompt index or lengths out of range", L->where);
-            break;
-        }
-        L->pids.n = L->rids.n = L->lps.n = 0;
-        json_t *tmp = NULL;
-        for (int64_t t = 0; t < r.prompt_len[p] && st == RC_OK; t++) {
-            tmp = json_integer(r.prompt_tokens[p * r.prompt_max + t]);
-            st = tmp ? take_id(L, tmp, "prompt_tokens", t, &L->pids) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+    const int64_t q = R->h5_q++;
+    set_where(L, q);
+    snprintf(L->where, sizeof L->where, "%s: sequence %lld", L->path, (long long)q);
+    const int64_t p = r->seq_prompt[q];
+    if (p < 0 || p >= r->n_prompts || r->prompt_len[p] < 0 || r->prompt_len[p] > r->prompt_max || r->gen_valid[q] < 0 ||
+        r->gen_valid[q] > r->gen_len)
+        return rc_errorf(RC_ERR_FORMAT, "%s: prompt index or lengths out of range", L->where);
+    L->pids.n = L->rids.n = L->lps.n = 0;
+    rc_status st = RC_OK;
+    json_t *tmp = NULL;
+    for (int64_t t = 0; t < r->prompt_len[p] && st == RC_OK; t++) {
+        tmp = json_integer(r->prompt_tokens[p * r->prompt_max + t]);
+        st = tmp ? take_id(L, tmp, "prompt_tokens", t, &L->pids) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+        json_decref(tmp);
+    }
+    for (int64_t t = 0; t < r->gen_valid[q] && st == RC_OK; t++) {
+        tmp = json_integer(r->gen_tokens[q * r->gen_len + t]);
+        st = tmp ? take_id(L, tmp, "gen_tokens", t, &L->rids) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+        json_decref(tmp);
+        if (st == RC_OK) {
+            tmp = json_real((double)r->logprob_gen[q * r->gen_len + t]);
+            st = tmp ? take_lp(L, tmp, "logprob_gen", t) : rc_errorf(RC_ERR_NOMEM, "out of memory");
             json_decref(tmp);
         }
-        for (int64_t t = 0; t < r.gen_valid[q] && st == RC_OK; t++) {
-            tmp = json_integer(r.gen_tokens[q * r.gen_len + t]);
-            st = tmp ? take_id(L, tmp, "gen_tokens", t, &L->rids) : rc_errorf(RC_ERR_NOMEM, "out of memory");
-            json_decref(tmp);
-            if (st == RC_OK) {
-                tmp = json_real((double)r.logprob_gen[q * r.gen_len + t]);
-                st = tmp ? take_lp(L, tmp, "logprob_gen", t) : rc_errorf(RC_ERR_NOMEM, "out of memory");
-                json_decref(tmp);
-            }
-        }
-        if (st == RC_OK)
-            st = commit(L);
     }
-    rc_results_free(&r);
-    return st;
+    return st == RC_OK ? commit(L) : st;
 }
 
 static bool is_hdf5(const char *path)
@@ -836,29 +867,94 @@ static bool is_hdf5(const char *path)
     return k == 8 && !memcmp(sig, "\x89HDF\r\n\x1a\n", 8);
 }
 
+void rc_rollouts_close(rc_rollout_reader *R)
+{
+    if (!R)
+        return;
+    if (R->fd >= 0)
+        close(R->fd);
+    free(R->r.buf);
+    json_decref(R->whole);
+    rc_results_free(&R->h5);
+    free(R->L.pids.v);
+    free(R->L.rids.v);
+    free(R->L.lps.v);
+    rc_rollouts_free(&R->set);
+    free(R);
+}
+
+rc_status rc_rollouts_open(const char *path, rc_rollout_format fmt, int64_t vocab, int64_t max_pos,
+                           rc_rollouts_progress_fn progress, void *progress_ctx, rc_rollout_reader **out)
+{
+    *out = NULL;
+    rc_rollout_reader *R = NULL;
+    RC_TRY(rc_calloc((void **)&R, 1, sizeof *R, "rollout reader"));
+    R->fd = -1;
+    R->first = true;
+    rc_rollout_set *s = &R->set;
+    s->temperature = 1.0;
+    s->top_p = 1.0;
+    s->format = fmt;
+    R->L = (loader){.path = path, .vocab = vocab, .max_pos = max_pos, .s = s, .progress = progress,
+                    .pctx = progress_ctx};
+    rc_status st;
+    if (fmt == RC_RFMT_H5 || (fmt == RC_RFMT_AUTO && is_hdf5(path)))
+        st = open_h5(R);
+    else
+        st = rc_open_regular(path, &R->fd, &R->size);
+    if (st == RC_OK)
+        R->r.fd = R->fd;
+    if (st != RC_OK) {
+        rc_rollouts_close(R);
+        return st;
+    }
+    *out = R;
+    return RC_OK;
+}
+
+rc_status rc_rollouts_next(rc_rollout_reader *R, int64_t max_rollouts, int64_t max_tokens,
+                           const rc_rollout_set **chunk)
+{
+    *chunk = NULL;
+    if (R->failed)
+        return rc_errorf(RC_ERR_INTERNAL, "%s: the rollout reader failed before", R->L.path);
+    rc_rollout_set *s = &R->set;
+    for (int i = 0; i < RC_ROLLOUT_TEXT_KEPT; i++) { /* a new chunk: the arrays are reused */
+        free(s->text[i]);
+        s->text[i] = NULL;
+    }
+    s->first = R->L.total_n;
+    s->n = s->prompt_max = s->resp_max = 0;
+    rc_status st = RC_OK;
+    while (st == RC_OK && !R->done && s->n < max_rollouts &&
+           !(max_tokens > 0 && s->n > 0 && s->tok_off[s->n] >= max_tokens))
+        st = R->mode == READ_H5 ? read_h5(R) : R->mode == READ_WHOLE ? read_whole(R) : read_line(R);
+    s->lines_read = R->line;
+    s->temperature_given = R->L.have_t;
+    s->top_p_given = R->L.have_p;
+    s->top_k_given = R->L.have_k;
+    if (st == RC_OK && R->done && R->L.total_n == 0)
+        st = rc_errorf(RC_ERR_FORMAT, "%s: no rollouts", R->L.path);
+    if (st != RC_OK) {
+        R->failed = true;
+        return st;
+    }
+    *chunk = s;
+    return RC_OK;
+}
+
 rc_status rc_rollouts_load(const char *path, rc_rollout_format fmt, int64_t vocab, int64_t max_pos,
                            rc_rollouts_progress_fn progress, void *progress_ctx, rc_rollout_set *out)
 {
     memset(out, 0, sizeof *out);
-    out->temperature = 1.0;
-    out->top_p = 1.0;
-    out->format = fmt;
-    loader L = {.path = path, .vocab = vocab, .max_pos = max_pos, .s = out, .progress = progress,
-                .pctx = progress_ctx};
-    rc_status st;
-    if (fmt == RC_RFMT_H5 || (fmt == RC_RFMT_AUTO && is_hdf5(path)))
-        st = load_h5(&L);
-    else
-        st = load_lines(&L);
-    if (st == RC_OK && out->n == 0)
-        st = rc_errorf(RC_ERR_FORMAT, "%s: no rollouts", path);
-    out->temperature_given = L.have_t;
-    out->top_p_given = L.have_p;
-    out->top_k_given = L.have_k;
-    free(L.pids.v);
-    free(L.rids.v);
-    free(L.lps.v);
-    if (st != RC_OK)
-        rc_rollouts_free(out);
+    rc_rollout_reader *R = NULL;
+    RC_TRY(rc_rollouts_open(path, fmt, vocab, max_pos, progress, progress_ctx, &R));
+    const rc_rollout_set *c;
+    rc_status st = rc_rollouts_next(R, INT64_MAX, 0, &c); /* everything: one chunk */
+    if (st == RC_OK) { /* the chunk's arrays move to out */
+        *out = R->set;
+        memset(&R->set, 0, sizeof R->set);
+    }
+    rc_rollouts_close(R);
     return st;
 }

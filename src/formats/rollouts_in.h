@@ -41,6 +41,7 @@ typedef enum { RC_LP_RAW, RC_LP_PROCESSED } rc_logprob_kind;
 
 typedef struct {
     int64_t n;                  /* rollouts */
+    int64_t first;              /* the file's index of rollout 0 (a chunk of rc_rollouts_next; 0 otherwise) */
     int64_t prompt_max, resp_max;
     int32_t *tok;               /* prompt then response ids of each rollout */
     float *lp;                  /* the logged log-prob of each response token */
@@ -65,7 +66,8 @@ typedef struct {
 } rc_rollout_set;
 
 /* Read path in format fmt (AUTO: sniffed from the HDF5 signature or the
- * first record) into out. Every id is checked against [0, vocab), every
+ * first record) into out (one chunk of rc_rollouts_next holding every
+ * rollout). Every id is checked against [0, vocab), every
  * prompt to be non-empty and prompt + response to fit max_pos positions
  * (<= 0: unchecked), every log-prob to be a finite number <= tolerance, and
  * the counts of ids and log-probs to agree; the first problem is
@@ -77,6 +79,28 @@ typedef void (*rc_rollouts_progress_fn)(void *ctx, int64_t done, int64_t total, 
 rc_status rc_rollouts_load(const char *path, rc_rollout_format fmt, int64_t vocab, int64_t max_pos,
                            rc_rollouts_progress_fn progress, void *progress_ctx, rc_rollout_set *out);
 void rc_rollouts_free(rc_rollout_set *s);
+
+/* The same file read in chunks, in bounded memory: rc_rollouts_open checks
+ * the path (a results file is read whole here; a line file is opened), then
+ * each rc_rollouts_next reads the next records, with the same checks and
+ * errors as rc_rollouts_load, until the chunk holds max_rollouts rollouts or
+ * (max_tokens > 0) at least max_tokens prompt + response tokens, or the file
+ * ends. *chunk (owned by the reader, valid until the next call or the close)
+ * holds rollouts first .. first + n - 1 of the file; n == 0: the end. A record
+ * with several rollouts (vLLM choices) is not split, so a chunk can hold a
+ * few more than max_rollouts. The settings fields (temperature, top_p, top_k,
+ * kind and their *_given) are those of every record read so far: a record
+ * that states another setting is an error when it is reached. text[i] is
+ * rollout first + i's response text while first + i < RC_ROLLOUT_TEXT_KEPT.
+ * A whole-file JSON (an array, or one pretty-printed object) is parsed at its
+ * first record and handed out from the parsed value. A file with no rollouts
+ * is RC_ERR_FORMAT at its end. After an error the reader only closes. */
+typedef struct rc_rollout_reader rc_rollout_reader;
+rc_status rc_rollouts_open(const char *path, rc_rollout_format fmt, int64_t vocab, int64_t max_pos,
+                           rc_rollouts_progress_fn progress, void *progress_ctx, rc_rollout_reader **out);
+rc_status rc_rollouts_next(rc_rollout_reader *r, int64_t max_rollouts, int64_t max_tokens,
+                           const rc_rollout_set **chunk);
+void rc_rollouts_close(rc_rollout_reader *r);
 
 rc_status rc_rollout_format_parse(const char *name, rc_rollout_format *out);
 const char *rc_rollout_format_name(rc_rollout_format f);

@@ -74,6 +74,29 @@ static void check(rc_rollout_format f)
     }
     if (pm != s.prompt_max || rm != s.resp_max)
         abort();
+    /* the same file in chunks of 3 rollouts: the same rollouts, in order */
+    rc_rollout_reader *R = NULL;
+    if (rc_rollouts_open(g_path, f, 4096, 256, NULL, NULL, &R) != RC_OK)
+        abort();
+    int64_t done = 0;
+    for (;;) {
+        const rc_rollout_set *c;
+        if (rc_rollouts_next(R, 3, 0, &c) != RC_OK || c->first != done)
+            abort();
+        if (c->n == 0)
+            break;
+        for (int64_t i = 0; i < c->n; i++) {
+            const int64_t g = done + i;
+            if (g >= s.n || c->plen[i] != s.plen[g] || c->rlen[i] != s.rlen[g] || c->line[i] != s.line[g] ||
+                memcmp(c->tok + c->tok_off[i], s.tok + s.tok_off[g], (size_t)(c->plen[i] + c->rlen[i]) * 4) ||
+                memcmp(c->lp + c->lp_off[i], s.lp + s.lp_off[g], (size_t)c->rlen[i] * 4))
+                abort();
+        }
+        done += c->n;
+    }
+    if (done != s.n)
+        abort();
+    rc_rollouts_close(R);
     rc_score_inputs in;
     st = rc_score_inputs_build(&s, g_path, &in);
     fz_check_msg(st, g_path);
