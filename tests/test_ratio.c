@@ -458,6 +458,138 @@ START_TEST(test_strata_numpy)
 }
 END_TEST
 
+/* The accumulator's bounded buffers (results.h, rc_stats_acc): the same
+ * sequences fed to an accumulator that keeps every value and to one whose
+ * buffers hold 97 tokens and 31 sequences per length. What streams must be
+ * bitwise the same; the std of r (sums of squares past the cap) equal to the
+ * two-pass value to rounding; the quantiles and strata a uniform sample's:
+ * each quantile is one of the ratios, within the exact quantiles at its level
+ * +-0.2 (a sample of 97 puts the median's rank within +-0.05 one standard
+ * deviation out: 0.2 is four), the strata count the sample; and a second run
+ * gives the same sample (seeded per length). */
+#define RV_SEQ 300
+#define RV_G 10
+static void reservoir_feed(rc_stats_acc *a, const int32_t *valid, const float *gen, const float *ent,
+                           const double *ref, const float *fwd5, const float *fwd10, double *S, double *M)
+{
+    for (int64_t s = 0; s < RV_SEQ; s++) {
+        const float *fwd[2] = {fwd5 + s * 5, fwd10 + s * RV_G};
+        ck_assert_msg(rc_stats_acc_add(a, valid[s], gen + s * RV_G, ent + s * RV_G, ref + s * RV_G, fwd, S + 2 * s,
+                                       M + 2 * s) == RC_OK, "%s", rc_last_error());
+    }
+}
+
+static void reservoir_run(int64_t tok_cap, int64_t seq_cap, const int32_t *valid, const float *gen, const float *ent,
+                          const double *ref, const float *fwd5, const float *fwd10, rc_results *r, double *S,
+                          double *M)
+{
+    memset(r, 0, sizeof *r);
+    static const int64_t lens[2] = {5, RV_G};
+    r->n_lens = 2;
+    r->lens = calloc(2, sizeof *r->lens);
+    ck_assert(r->lens);
+    r->lens[0].len = 5;
+    r->lens[1].len = RV_G;
+    rc_stat_params_fill_defaults(&r->stat);
+    rc_stats_acc *a = NULL;
+    ck_assert(rc_stats_acc_create(&r->stat, 2, lens, true, true, tok_cap, seq_cap, &a) == RC_OK);
+    reservoir_feed(a, valid, gen, ent, ref, fwd5, fwd10, S, M);
+    ck_assert_msg(rc_stats_acc_finish(a, r) == RC_OK, "%s", rc_last_error());
+    rc_stats_acc_free(a);
+}
+
+START_TEST(test_reservoir)
+{
+    static int32_t valid[RV_SEQ];
+    static float gen[RV_SEQ * RV_G], ent[RV_SEQ * RV_G], fwd5[RV_SEQ * 5], fwd10[RV_SEQ * RV_G];
+    static double ref[RV_SEQ * RV_G], S[3][2 * RV_SEQ], M[3][2 * RV_SEQ];
+    uint64_t x = 88172645463325252ull; /* xorshift64: the inputs only */
+    for (int64_t s = 0; s < RV_SEQ; s++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        valid[s] = (int32_t)(x % (RV_G + 1)); /* 0 .. 10 tokens: some sequences have none */
+        for (int t = 0; t < RV_G; t++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const double u = (double)(x >> 11) / 9007199254740992.0;
+            const float g = (float)(-6.0 * u), d = (float)((u - 0.5) * 0.3 * (1.0 + (double)t));
+            gen[s * RV_G + t] = g;
+            ent[s * RV_G + t] = (float)(3.0 * (1.0 - u) + 0.01 * t);
+            ref[s * RV_G + t] = (double)g + 0.25 * (double)d;
+            fwd10[s * RV_G + t] = g + d;
+            if (t < 5)
+                fwd5[s * 5 + t] = g + (t == 0 ? 0.0f : d); /* position 0 identical at L = 5 */
+        }
+    }
+    rc_results ex, cp, cp2;
+    reservoir_run(RC_STATS_EXACT_TOKENS, RC_STATS_EXACT_SEQUENCES, valid, gen, ent, ref, fwd5, fwd10, &ex, S[0], M[0]);
+    reservoir_run(97, 31, valid, gen, ent, ref, fwd5, fwd10, &cp, S[1], M[1]);
+    reservoir_run(97, 31, valid, gen, ent, ref, fwd5, fwd10, &cp2, S[2], M[2]);
+    ck_assert(memcmp(S[0], S[1], sizeof S[0]) == 0 && memcmp(M[0], M[1], sizeof M[0]) == 0);
+    for (int i = 0; i < 2; i++) {
+        const rc_len_stats *e = &ex.lens[i].st, *c = &cp.lens[i].st, *c2 = &cp2.lens[i].st;
+        ck_assert_int_gt(e->count, 97); /* the cap is reached at both lengths */
+        ck_assert_int_gt(e->seq_count, 31);
+        /* streamed: the same bits */
+        const double same[] = {e->mean, e->min, e->max, e->k1, e->k3, e->mult_prob_err, e->identical_frac,
+                               e->clipfrac, e->frac_above[0], e->frac_above[1], e->seq_sum_mean, e->seq_sum_min,
+                               e->seq_sum_max, e->seq_mean_mean, e->seq_frac_outside_band, e->seq_frac_above_cap,
+                               e->ref_gen_mean_abs, e->ref_fwd_max_abs, e->corr.chi2_token, e->corr.chi2_seq,
+                               e->corr.seq_geo_rs_maskfrac, e->corr.mean_abs_log_ratio};
+        const double got[] = {c->mean, c->min, c->max, c->k1, c->k3, c->mult_prob_err, c->identical_frac,
+                              c->clipfrac, c->frac_above[0], c->frac_above[1], c->seq_sum_mean, c->seq_sum_min,
+                              c->seq_sum_max, c->seq_mean_mean, c->seq_frac_outside_band, c->seq_frac_above_cap,
+                              c->ref_gen_mean_abs, c->ref_fwd_max_abs, c->corr.chi2_token, c->corr.chi2_seq,
+                              c->corr.seq_geo_rs_maskfrac, c->corr.mean_abs_log_ratio};
+        for (size_t k = 0; k < sizeof same / sizeof *same; k++)
+            ck_assert_msg(memcmp(&same[k], &got[k], sizeof got[k]) == 0, "L=%lld streamed value %zu: %.17g vs %.17g",
+                          (long long)ex.lens[i].len, k, got[k], same[k]);
+        ck_assert_int_eq(c->count, e->count);
+        ck_assert_int_eq(c->seq_count, e->seq_count);
+        ck_assert_int_eq(c->first_divergent_position, e->first_divergent_position);
+        for (int64_t t = 0; t < ex.lens[i].len; t++)
+            ck_assert(ex.lens[i].pos_count[t] == cp.lens[i].pos_count[t] &&
+                      memcmp(&ex.lens[i].pos_mean_abs_log_ratio[t], &cp.lens[i].pos_mean_abs_log_ratio[t],
+                             sizeof(double)) == 0);
+        /* sums of squares against two passes: rounding only */
+        ck_assert_msg(fabs(c->std - e->std) <= 1e-12 * e->std, "std %.17g vs %.17g", c->std, e->std);
+        ck_assert_msg(fabs(c->seq_sum_std - e->seq_sum_std) <= 1e-12 * e->seq_sum_std, "std S %.17g vs %.17g",
+                      c->seq_sum_std, e->seq_sum_std);
+        /* quantiles of the sample: within the exact ones at +-0.2 of the level */
+        rc_len_result *L = &ex.lens[i];
+        double lo_q[RC_N_QUANTILES], hi_q[RC_N_QUANTILES];
+        for (int k = 0; k < RC_N_QUANTILES; k++) {
+            lo_q[k] = e->min;
+            hi_q[k] = e->max;
+        }
+        for (int k = 0; k < RC_N_QUANTILES; k++) {
+            const double q = rc_quantile_levels[k];
+            for (int k2 = 0; k2 < RC_N_QUANTILES; k2++) {
+                if (rc_quantile_levels[k2] <= q - 0.2)
+                    lo_q[k] = e->quantiles[k2];
+                if (rc_quantile_levels[k2] >= q + 0.2 && hi_q[k] == e->max)
+                    hi_q[k] = e->quantiles[k2];
+            }
+            ck_assert_msg(c->quantiles[k] >= lo_q[k] && c->quantiles[k] <= hi_q[k],
+                          "L=%lld quantile %g: %.17g outside [%.17g, %.17g]", (long long)L->len, q, c->quantiles[k],
+                          lo_q[k], hi_q[k]);
+            ck_assert(memcmp(&c->quantiles[k], &c2->quantiles[k], sizeof(double)) == 0); /* the same sample */
+        }
+        /* strata: over the sample */
+        for (int k = 0; k < RC_N_STRATA; k++) {
+            ck_assert_int_eq(c->strata[k].count, 97);
+            ck_assert_int_eq(e->strata[k].count, e->count);
+            int64_t sum = 0;
+            for (int d = 0; d < RC_N_DECILES; d++)
+                sum += c->strata[k].bin[d].count;
+            ck_assert_int_eq(sum, 97);
+            ck_assert(memcmp(c->strata[k].edges, c2->strata[k].edges, sizeof c->strata[k].edges) == 0);
+        }
+    }
+    rc_results_free(&ex);
+    rc_results_free(&cp);
+    rc_results_free(&cp2);
+}
+END_TEST
+
 /* a test case over the default model (loaded once per case) */
 static TCase *model_case(Suite *s, const char *name)
 {
@@ -487,6 +619,7 @@ int main(void)
     tcase_add_test(tc, test_upcast_changes_results);
     TCase *sc = tcase_create("strata");
     tcase_add_test(sc, test_strata_numpy);
+    tcase_add_test(sc, test_reservoir);
     suite_add_tcase(s, sc);
     TCase *nf = tcase_create("nonfinite");
     tcase_set_timeout(nf, 120);
