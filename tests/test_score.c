@@ -693,7 +693,7 @@ START_TEST(test_chunks)
     ck_assert_msg(strstr(g_err, "more than one chunk"), "%s", g_err);
     ck_assert_int_eq(run("score -q --chunk-rollouts 0 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
     ck_assert_int_eq(run("score -q --chunk-rollouts 10 --rollouts '%s/c.jsonl' --out none", g_dir), 0);
-    ck_assert_msg(strstr(g_out, "23 sequences"), "%s", g_out);
+    ck_assert_msg(strstr(g_out, "23 rollouts"), "%s", g_out);
 }
 END_TEST
 
