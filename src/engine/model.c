@@ -301,7 +301,7 @@ static rc_status load_weights(rc_loader *ld, const rc_arch *a, rc_weights *w)
  * (new_arena NULL: sizes only; set_dt: a dry model's fields get their new
  * dtype) and, when filling, each arena field moved or converted into it. */
 static bool narrow_table(const rc_model *m, const field_info *f, int n, void *base, bool layer, rc_dtype dt,
-                         bool set_dt, unsigned char *new_arena, int64_t *used)
+                         bool set_dt, unsigned char *new_arena, int64_t *used, int64_t *n_narrow)
 {
     const rc_config *c = &m->cfg;
     for (int i = 0; i < n; i++) {
@@ -312,6 +312,7 @@ static bool narrow_table(const rc_model *m, const field_info *f, int n, void *ba
         int64_t numel, bytes;
         const bool narrow = layer && f[i].kind == RC_WK_MAT && w->dt != dt;
         const rc_dtype to = narrow ? dt : w->dt;
+        *n_narrow += narrow;
         if (!rc_mul_i64(rc_dim_value(c, f[i].rows), rc_dim_value(c, f[i].cols), &numel) ||
             !rc_mul_i64(numel, rc_dtype_size(to), &bytes))
             return false;
@@ -337,12 +338,15 @@ rc_status rc_model_narrow(rc_model *m, rc_dtype dt)
         return RC_OK;
     const rc_config *c = &m->cfg;
     const bool dry = m->arena == NULL; /* rc_model_load_headers */
-    int64_t used = 0;
-    bool ok = narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, dry, NULL, &used);
+    int64_t used = 0, n_narrow = 0;
+    bool ok = narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, dry, NULL, &used, &n_narrow);
     for (int64_t l = 0; ok && l < c->n_layers; l++)
-        ok = narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, dry, NULL, &used);
+        ok = narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, dry, NULL, &used,
+                          &n_narrow);
     if (!ok)
         return rc_errorf(RC_ERR_INTERNAL, "weight arena size overflows");
+    if (n_narrow == 0) /* every copy already in dt (a bf16 checkpoint in a bf16 run): the arena stays */
+        return RC_OK;
     if (dry) {
         m->arena_bytes = used;
         return RC_OK;
@@ -350,9 +354,11 @@ rc_status rc_model_narrow(rc_model *m, rc_dtype dt)
     unsigned char *arena;
     RC_TRY(rc_alloc_aligned((void **)&arena, used > 0 ? used : 1, 1, "model weights"));
     used = 0;
-    narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, false, arena, &used);
+    n_narrow = 0;
+    narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, false, arena, &used, &n_narrow);
     for (int64_t l = 0; l < c->n_layers; l++)
-        narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, false, arena, &used);
+        narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, false, arena, &used,
+                     &n_narrow);
     if (c->tie_embeddings)
         m->w.lm_head = m->w.embed;
     free(m->arena);
