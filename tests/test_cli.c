@@ -111,11 +111,14 @@ START_TEST(test_inspect)
     ck_assert_ptr_nonnull(strstr(g_out, "\"weights_copy_bytes\": 0, \"kv_cache_bytes\": 614400,"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --dtype bf16 --batch 8 --seqs 4 --tokens 100"),
                      0);
-    /* bf16 over this fp32 checkpoint: the GEMM weights copied at 2 bytes (embed 256 x 64, per
-     * layer qkv 128 x 64, o 64 x 64, up, gate 128 x 64, down 64 x 128: 126,976 elements, each
-     * field a multiple of 64 bytes), the norm weights as fp32 (7 x 64): 255,744 bytes; the KV
-     * cache at 2 bytes: half of fp32's */
-    ck_assert_ptr_nonnull(strstr(g_out, "\"weights_copy_bytes\": 255744, \"kv_cache_bytes\": 307200,"));
+    /* bf16 over this fp32 checkpoint: the model's fused QKV (q, k, v appended at load: 3 layers of
+     * 128 x 64) rounded to bf16 at 2 bytes (rc_model_narrow, as a run does): 49,152 bytes, used in
+     * place by the engine; the other GEMM weights copied at 2 bytes (embed 256 x 64, per layer
+     * o 64 x 64, up, gate 128 x 64, down 64 x 128: 102,400 elements, each field a multiple of 64
+     * bytes), the norm weights as fp32 (7 x 64): 206,592 bytes; the KV cache at 2 bytes: half of
+     * fp32's. (Before the narrowing: the model's fp32 QKV 98,304 bytes + 255,744 copied.) */
+    ck_assert_ptr_nonnull(strstr(g_out, "\"model_bytes\": 49152, \"weights_copy_bytes\": 206592, "
+                                        "\"kv_cache_bytes\": 307200,"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype fp8"), 2);
     ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));

@@ -9,6 +9,7 @@
  * two versions agree with each other? */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,13 +57,16 @@ static void free_ref(hf_ref *r)
     free(r->lp);
 }
 
-/* our full forward log-probs, packed [total, V], with the given numerics and kernels */
-static float *ours_num(const char *model, const hf_ref *r, const rc_numerics *num, rc_kernels kernels)
+/* our full forward log-probs, packed [total, V], with the given numerics and kernels, over the
+ * model as loaded or narrowed to the run's dtype (rc_model_narrow, what `ratiocheck run` does) */
+static float *ours_model(const char *model, const hf_ref *r, const rc_numerics *num, rc_kernels kernels, bool narrow)
 {
     char p[4096];
     rc_test_source_path(p, sizeof p, "data/fixtures/%s", model);
     rc_model *m;
     ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    if (narrow)
+        ck_assert_msg(rc_model_narrow(m, num->dt) == RC_OK, "%s", rc_last_error());
     rc_backend *be;
     ck_assert(rc_backend_cpu_create(0, kernels, &be) == RC_OK);
     rc_engine *e;
@@ -80,6 +84,21 @@ static float *ours_num(const char *model, const hf_ref *r, const rc_numerics *nu
     rc_engine_free(e);
     rc_backend_destroy(be);
     rc_model_free(m);
+    return out;
+}
+
+/* ours_model; in bf16 / fp16 both ways, which must agree bitwise: the
+ * model's load-time copies rounded once at the dtype's width are the values
+ * the engine rounds them to */
+static float *ours_num(const char *model, const hf_ref *r, const rc_numerics *num, rc_kernels kernels)
+{
+    float *out = ours_model(model, r, num, kernels, false);
+    if (num->dt != RC_F32) {
+        float *nar = ours_model(model, r, num, kernels, true);
+        ck_assert_msg(memcmp(out, nar, sizeof(float) * (size_t)(r->total * r->V)) == 0,
+                      "%s: the narrowed model's log-probs differ", model);
+        free(nar);
+    }
     return out;
 }
 

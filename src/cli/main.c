@@ -460,6 +460,8 @@ static int cmd_inspect(int argc, char **argv)
     rc_numerics num = rc_numerics_fp32();
     rc_engine_mem em;
     st = parse_dtype(io.dtype, &num.dt);
+    if (st == RC_OK) /* as a run in this dtype holds the model's load-time copies */
+        st = rc_model_narrow(m, num.dt);
     if (st != RC_OK) {
         rc_model_free(m);
         return fail(st);
@@ -2712,6 +2714,19 @@ static void run_free(run_ctx *x)
     rc_prompts_free(&x->prompts);
 }
 
+/* A run whose every engine computes in one 2-byte dtype (both sides, no
+ * fp32 / fp64 reference): the model's load-time copies (fused QKV and other
+ * layout fixes) rounded to it once and held at its width, the values the
+ * engines would round them to (rc_model_narrow). Sweep, score and trace
+ * replay other settings and keep the stored values. */
+static rc_status run_narrow_model(run_ctx *x)
+{
+    const rc_rollout_cfg *c = &x->cfg;
+    if (c->reference != 0 || c->num.dt != c->num_trainer.dt)
+        return RC_OK;
+    return rc_model_narrow(x->m, c->num.dt);
+}
+
 /* parse -> prepare -> load -> compute -> record -> report, one cleanup */
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
@@ -2723,6 +2738,8 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     rc_status st = run_prepare(&x);
     if (st == RC_OK)
         st = run_load(&x);
+    if (st == RC_OK)
+        st = run_narrow_model(&x);
     if (st == RC_OK)
         st = run_compute(&x);
     if (st == RC_OK)

@@ -240,8 +240,9 @@ static bool engine_sizes_for(const rc_config *c, rc_kernels k, bool host, int64_
     if (z->logit_rows > max_rows)
         z->logit_rows = max_rows;
     const int64_t cr = chunk_rows_for(max_rows, k, host), lr = z->logit_rows;
+    /* mlp_b: the gate's output, only a gated MLP has one (1 float otherwise: every buffer exists) */
     const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {cr, H}, {cr, qkv_w}, {cr, c->n_heads * d},
-                                          {cr, I},       {cr, I}, {cr, H},     {lr, c->vocab},
+                                          {cr, I},       {cr, c->gated_mlp ? I : 1}, {cr, H}, {lr, c->vocab},
                                           {cr, H},       {lr, H}, {lr, H}};
     memcpy(z->dims, dims, sizeof dims);
     if (!rc_mul_i64(7, max_rows, &z->ix_n))

@@ -160,9 +160,10 @@ typedef struct {
     rc_dim rows, cols;
     rc_weight_cond present;
     size_t offset;
+    rc_weight_kind kind;
 } field_info;
-#define FIELD_INFO_MODEL_(f, r, c, p, k) {#f, r, c, p, offsetof(rc_weights, f)},
-#define FIELD_INFO_LAYER_(f, r, c, p, k) {#f, r, c, p, offsetof(rc_layer_weights, f)},
+#define FIELD_INFO_MODEL_(f, r, c, p, k) {#f, r, c, p, offsetof(rc_weights, f), RC_WK_##k},
+#define FIELD_INFO_LAYER_(f, r, c, p, k) {#f, r, c, p, offsetof(rc_layer_weights, f), RC_WK_##k},
 static const field_info k_model_fields[] = {RC_MODEL_WEIGHT_FIELDS(FIELD_INFO_MODEL_)};
 static const field_info k_layer_fields[] = {RC_LAYER_WEIGHT_FIELDS(FIELD_INFO_LAYER_)};
 
@@ -293,6 +294,76 @@ static rc_status load_weights(rc_loader *ld, const rc_arch *a, rc_weights *w)
         if (!ld->dry)
             RC_TRY(check_fields(c, a->family, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
     }
+    return RC_OK;
+}
+
+/* One pass of rc_model_narrow over a table's fields: the new arena's layout
+ * (new_arena NULL: sizes only; set_dt: a dry model's fields get their new
+ * dtype) and, when filling, each arena field moved or converted into it. */
+static bool narrow_table(const rc_model *m, const field_info *f, int n, void *base, bool layer, rc_dtype dt,
+                         bool set_dt, unsigned char *new_arena, int64_t *used, int64_t *n_narrow)
+{
+    const rc_config *c = &m->cfg;
+    for (int i = 0; i < n; i++) {
+        rc_wt *w = field_ptr(base, &f[i]);
+        if (!rc_weight_cond_holds(c, f[i].present) || w->mapped || (!layer && c->tie_embeddings &&
+                                                                    f[i].offset == offsetof(rc_weights, lm_head)))
+            continue; /* absent, used in place, or the tied head (the embedding's storage, moved with it) */
+        int64_t numel, bytes;
+        const bool narrow = layer && f[i].kind == RC_WK_MAT && w->dt != dt;
+        const rc_dtype to = narrow ? dt : w->dt;
+        *n_narrow += narrow;
+        if (!rc_mul_i64(rc_dim_value(c, f[i].rows), rc_dim_value(c, f[i].cols), &numel) ||
+            !rc_mul_i64(numel, rc_dtype_size(to), &bytes))
+            return false;
+        const int64_t off = (*used + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        if (off < *used || !rc_add_i64(off, bytes, used))
+            return false;
+        if (narrow && set_dt)
+            w->dt = to; /* dry (inspect): the dtype the field will have */
+        if (!new_arena || !w->p)
+            continue;
+        if (narrow) /* the values an engine in dt rounds to (forward.c place(): the same call) */
+            rc_wt_convert(*w, 0, numel, dt, dt, new_arena + off);
+        else
+            memcpy(new_arena + off, w->p, (size_t)bytes);
+        *w = (rc_wt){new_arena + off, to, false};
+    }
+    return true;
+}
+
+rc_status rc_model_narrow(rc_model *m, rc_dtype dt)
+{
+    if (dt != RC_BF16 && dt != RC_F16)
+        return RC_OK;
+    const rc_config *c = &m->cfg;
+    const bool dry = m->arena == NULL; /* rc_model_load_headers */
+    int64_t used = 0, n_narrow = 0;
+    bool ok = narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, dry, NULL, &used, &n_narrow);
+    for (int64_t l = 0; ok && l < c->n_layers; l++)
+        ok = narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, dry, NULL, &used,
+                          &n_narrow);
+    if (!ok)
+        return rc_errorf(RC_ERR_INTERNAL, "weight arena size overflows");
+    if (n_narrow == 0) /* every copy already in dt (a bf16 checkpoint in a bf16 run): the arena stays */
+        return RC_OK;
+    if (dry) {
+        m->arena_bytes = used;
+        return RC_OK;
+    }
+    unsigned char *arena;
+    RC_TRY(rc_alloc_aligned((void **)&arena, used > 0 ? used : 1, 1, "model weights"));
+    used = 0;
+    n_narrow = 0;
+    narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, false, arena, &used, &n_narrow);
+    for (int64_t l = 0; l < c->n_layers; l++)
+        narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, false, arena, &used,
+                     &n_narrow);
+    if (c->tie_embeddings)
+        m->w.lm_head = m->w.embed;
+    free(m->arena);
+    m->arena = arena;
+    m->arena_bytes = used;
     return RC_OK;
 }
 

@@ -362,6 +362,16 @@ rc_status rc_model_load(const char *dir, rc_model **out);
  * NULL). What `inspect` needs, in a few MB for any model size. */
 rc_status rc_model_load_headers(const char *dir, rc_model **out);
 void rc_model_free(rc_model *m);
+/* For a run whose every engine computes in dt (bf16 or fp16; anything else:
+ * nothing done): the layer GEMM weights the model copied at load (a layout
+ * fix such as GPT-NeoX's fused QKV de-interleaved, Llama's q/k/v fused, a
+ * Conv1D transpose, F64 files) and holds in another dtype are rounded to dt
+ * once and stored at its width, in a new arena (the old one is freed). They
+ * are then exactly the values an engine in dt would round them to, and an
+ * engine in dt uses them in place instead of copying them. Not for a run
+ * that also needs their stored values: an fp32 side or reference, the fp64
+ * reference. Dry (rc_model_load_headers): the dtypes and arena_bytes only. */
+rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
 /* The family's fp32 ALiBi slopes for cfg->n_heads heads (cfg->alibi_slopes);
