@@ -35,7 +35,6 @@ deterministic algorithms):
     python3 tools/make_score_fixtures_real.py --model "$(python3 tools/get_real_model.py | tail -1)"
 """
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -47,6 +46,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from get_real_model import sha256_of  # tools/get_real_model.py
 from make_score_fixtures import (ROOT, SEED, fwd_logprobs, sample_rollouts, setup_torch,  # tools/
                                  write_generic, write_vllm_completions)
 
@@ -64,14 +64,6 @@ def prompts():
     with open(REFS) as f:
         seqs = json.load(f)["sequences"]
     return [s["ids"] for s in seqs if s["kind"] == "chat"][:N_PROMPTS]
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def main():
@@ -96,8 +88,8 @@ def main():
     versions = {"python": platform.python_version(), "torch": torch.__version__,
                 "transformers": transformers.__version__, "numpy": np.__version__,
                 "torch_threads": torch.get_num_threads(),
-                "model_safetensors_sha256": sha256(os.path.join(args.model, "model.safetensors")),
-                "tokenizer_json_sha256": sha256(os.path.join(args.model, "tokenizer.json"))}
+                "model_safetensors_sha256": sha256_of(os.path.join(args.model, "model.safetensors")),
+                "tokenizer_json_sha256": sha256_of(os.path.join(args.model, "tokenizer.json"))}
     for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         model = m32 if dt == torch.float32 else load(dt)
         rollouts = sample_rollouts(model, tok, prompts(), lengths, SAMPLES, SEED)

@@ -475,30 +475,59 @@ static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *
     return st;
 }
 
+/* the HDF5 type of variable-length UTF-8 strings, or -1 */
+static hid_t utf8_vlen_type(void)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type >= 0 && (H5Tset_size(type, H5T_VARIABLE) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0)) {
+        H5Tclose(type);
+        type = -1;
+    }
+    return type;
+}
+
+/* The n strings to write (NULL entries as "", invalid UTF-8 replaced by a
+ * sanitized copy in *fixed_out); strs NULL: n NULL pointers. what names the
+ * data in an allocation error. Free with utf8_rows_free, also on error. */
+static rc_status utf8_rows(const h5w *w, const char *what, char *const *strs, int64_t n, const char ***v_out,
+                           char ***fixed_out)
+{
+    const char **v = *v_out = calloc((size_t)n + 1, sizeof *v);
+    char **fixed = *fixed_out = calloc((size_t)n + 1, sizeof *fixed);
+    if (!v || !fixed)
+        return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path, what);
+    for (int64_t i = 0; strs && i < n; i++) {
+        v[i] = strs[i] ? strs[i] : "";
+        if (!utf8_valid(v[i])) {
+            if (!(fixed[i] = utf8_sanitize(v[i])))
+                return rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path, what);
+            v[i] = fixed[i];
+        }
+    }
+    return RC_OK;
+}
+
+static void utf8_rows_free(const char **v, char **fixed, int64_t n)
+{
+    for (int64_t i = 0; fixed && i < n; i++)
+        free(fixed[i]);
+    free(fixed);
+    free(v);
+}
+
 /* 1-D dataset of variable-length UTF-8 strings (NULL entries become "") */
 static rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
                            char *const *strs)
 {
     char wbuf[320];
     snprintf(wbuf, sizeof wbuf, "dataset %s/%s", obj, name);
-    const char **v = calloc((size_t)n + 1, sizeof *v);
-    char **fixed = calloc((size_t)n + 1, sizeof *fixed);
-    rc_status st = RC_OK;
-    if (!v || !fixed)
-        st = rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path, wbuf);
-    for (int64_t i = 0; st == RC_OK && strs && i < n; i++) {
-        v[i] = strs[i] ? strs[i] : "";
-        if (!utf8_valid(v[i])) {
-            if (!(fixed[i] = utf8_sanitize(v[i])))
-                st = rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate %s", w->path, wbuf);
-            v[i] = fixed[i];
-        }
-    }
+    const char **v = NULL;
+    char **fixed = NULL;
+    rc_status st = utf8_rows(w, wbuf, strs, n, &v, &fixed);
     hid_t type = -1, space = -1, ds = -1, dcpl = -1;
     hsize_t dims[1] = {(hsize_t)n};
     if (st == RC_OK &&
-        ((type = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 ||
-         H5Tset_cset(type, H5T_CSET_UTF8) < 0 || (space = H5Screate_simple(1, dims, NULL)) < 0 ||
+        ((type = utf8_vlen_type()) < 0 || (space = H5Screate_simple(1, dims, NULL)) < 0 ||
          (dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
          (ds = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0 ||
          (n > 0 && strs && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)))
@@ -511,10 +540,7 @@ static rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char 
         H5Sclose(space);
     if (type >= 0)
         H5Tclose(type);
-    for (int64_t i = 0; fixed && i < n; i++)
-        free(fixed[i]);
-    free(fixed);
-    free(v);
+    utf8_rows_free(v, fixed, n);
     return st;
 }
 
@@ -846,6 +872,18 @@ static rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_st
 }
 
 /* One /len_NNNN group. buf holds at least n_seq * L floats. */
+/* a length's per-position arrays [L] into its open group g (named o) */
+static rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
+{
+    const int64_t L = lr->len;
+    rc_status st = ds_i64_1d(w, g, o, "pos_count", L, lr->pos_count);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_mean_abs_log_ratio", L, lr->pos_mean_abs_log_ratio);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_max_abs_log_ratio", L, lr->pos_max_abs_log_ratio);
+    return st == RC_OK ? ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std) : st;
+}
+
 static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
 {
     char o[64];
@@ -874,13 +912,7 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f32_2d(w, g, o, "log_ratio", S, L, buf);
     }
     if (st == RC_OK)
-        st = ds_i64_1d(w, g, o, "pos_count", L, lr->pos_count);
-    if (st == RC_OK)
-        st = ds_f64_1d(w, g, o, "pos_mean_abs_log_ratio", L, lr->pos_mean_abs_log_ratio);
-    if (st == RC_OK)
-        st = ds_f64_1d(w, g, o, "pos_max_abs_log_ratio", L, lr->pos_max_abs_log_ratio);
-    if (st == RC_OK)
-        st = ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std);
+        st = write_pos_arrays(w, g, o, lr);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
     if (st == RC_OK)
@@ -1720,30 +1752,17 @@ rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *c)
     if (st == RC_OK && s->entropy)
         st = rows_write(w, "/rollouts/entropy", H5T_NATIVE_FLOAT, 2, first, n, G, c->entropy_gen);
     if (st == RC_OK && s->completion) { /* variable-length UTF-8 strings, as ds_str_1d writes them */
-        const char **v = calloc((size_t)n + 1, sizeof *v);
-        char **fixed = calloc((size_t)n + 1, sizeof *fixed);
+        const char **v = NULL;
+        char **fixed = NULL;
         hid_t type = -1;
-        if (!v || !fixed)
-            st = rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate the completions", w->path);
-        for (int64_t i = 0; st == RC_OK && i < n; i++) {
-            v[i] = c->completion[i] ? c->completion[i] : "";
-            if (!utf8_valid(v[i])) {
-                if (!(fixed[i] = utf8_sanitize(v[i])))
-                    st = rc_errorf(RC_ERR_NOMEM, "%s: cannot allocate the completions", w->path);
-                v[i] = fixed[i];
-            }
-        }
-        if (st == RC_OK && ((type = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 ||
-                            H5Tset_cset(type, H5T_CSET_UTF8) < 0))
+        st = utf8_rows(w, "the completions", c->completion, n, &v, &fixed);
+        if (st == RC_OK && (type = utf8_vlen_type()) < 0)
             st = h5_fail(w, "write", "dataset /rollouts/completion");
         if (st == RC_OK)
             st = rows_write(w, "/rollouts/completion", type, 1, first, n, 1, v);
         if (type >= 0)
             H5Tclose(type);
-        for (int64_t i = 0; fixed && i < n; i++)
-            free(fixed[i]);
-        free(fixed);
-        free(v);
+        utf8_rows_free(v, fixed, n);
     }
     if (st == RC_OK && s->ref)
         st = rows_write(w, "/reference/logprob", H5T_NATIVE_DOUBLE, 2, first, n, G, c->logprob_ref);
@@ -1812,7 +1831,6 @@ rc_status rc_h5_stream_finish(rc_h5_stream *s, const rc_results *r)
         const rc_len_result *lr = &r->lens[i];
         char o[64];
         snprintf(o, sizeof o, "/len_%04lld", (long long)lr->len);
-        const int64_t L = lr->len;
         hid_t g = H5Gopen2(w->file, o, H5P_DEFAULT);
         if (g < 0) {
             char wbuf[96];
@@ -1822,13 +1840,7 @@ rc_status rc_h5_stream_finish(rc_h5_stream *s, const rc_results *r)
         }
         st = write_len_attrs(w, g, o, lr);
         if (st == RC_OK)
-            st = ds_i64_1d(w, g, o, "pos_count", L, lr->pos_count);
-        if (st == RC_OK)
-            st = ds_f64_1d(w, g, o, "pos_mean_abs_log_ratio", L, lr->pos_mean_abs_log_ratio);
-        if (st == RC_OK)
-            st = ds_f64_1d(w, g, o, "pos_max_abs_log_ratio", L, lr->pos_max_abs_log_ratio);
-        if (st == RC_OK)
-            st = ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std);
+            st = write_pos_arrays(w, g, o, lr);
         st = group_close(w, g, o, st);
         if (st == RC_OK)
             st = write_strata(w, o, &lr->st);
