@@ -2609,7 +2609,20 @@ static rc_status run_compute(run_ctx *x)
 
 /* The run's settings, prompt texts and completions into the results, and
  * the results into the HDF5 file. */
-static rc_status run_record(run_ctx *x, const char *cmdline)
+/* every generated sequence of res decoded with tok (res->completion) */
+static rc_status decode_completions(const rc_tokenizer *tok, rc_results *res)
+{
+    res->completion = calloc((size_t)res->n_seq + 1, sizeof *res->completion);
+    if (!res->completion)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    for (int64_t q = 0; q < res->n_seq; q++)
+        RC_TRY(rc_tokenizer_decode(tok, res->gen_tokens + q * res->gen_len, res->gen_valid[q], false,
+                                   &res->completion[q], NULL));
+    return RC_OK;
+}
+
+/* The run's settings and prompt texts into x->res (no completions, no file). */
+static rc_status run_settings(run_ctx *x, const char *cmdline)
 {
     const run_opts *ro = &x->ro;
     const rc_rollout_cfg *cfg = &x->cfg;
@@ -2654,17 +2667,16 @@ static rc_status run_record(run_ctx *x, const char *cmdline)
             if (x->prompts.text[p] && !(res->prompt_text[p] = strdup(x->prompts.text[p])))
                 return rc_errorf(RC_ERR_NOMEM, "out of memory");
     }
-    if (x->tok) {
-        res->completion = calloc((size_t)res->n_seq, sizeof *res->completion);
-        if (!res->completion)
-            return rc_errorf(RC_ERR_NOMEM, "out of memory");
-        for (int64_t q = 0; q < res->n_seq; q++)
-            RC_TRY(rc_tokenizer_decode(x->tok, res->gen_tokens + q * res->gen_len, res->gen_valid[q], false,
-                                       &res->completion[q], NULL));
-    }
-    if (x->out_path)
-        RC_TRY(rc_h5_write(res, x->out_path, ro->force));
     return RC_OK;
+}
+
+/* The settings, the completions (with a tokenizer) and the output file. */
+static rc_status run_record(run_ctx *x, const char *cmdline)
+{
+    RC_TRY(run_settings(x, cmdline));
+    if (x->tok)
+        RC_TRY(decode_completions(x->tok, &x->res));
+    return x->out_path ? rc_h5_write(&x->res, x->out_path, x->ro.force) : RC_OK;
 }
 
 /* The table or JSON, the completions, the gates: the exit code. */
@@ -3166,14 +3178,8 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
             st = rc_stats_acc_create(&cr.stat, cr.n_lens, lens, cr.logprob_ref != NULL, cr.entropy_gen != NULL,
                                      RC_STATS_EXACT_TOKENS, RC_STATS_EXACT_SEQUENCES, &acc);
         }
-        if (st == RC_OK && x->out_path && x->tok) { /* the completions, as run_record decodes them */
-            cr.completion = calloc((size_t)cr.n_seq + 1, sizeof *cr.completion);
-            if (!cr.completion)
-                st = rc_errorf(RC_ERR_NOMEM, "out of memory");
-            for (int64_t q = 0; q < cr.n_seq && st == RC_OK; q++)
-                st = rc_tokenizer_decode(x->tok, cr.gen_tokens + q * cr.gen_len, cr.gen_valid[q], false,
-                                         &cr.completion[q], NULL);
-        }
+        if (st == RC_OK && x->out_path && x->tok) /* the completions, as run_record decodes them */
+            st = decode_completions(x->tok, &cr);
         if (st == RC_OK && chunk == 0 && x->out_path)
             st = rc_h5_stream_begin(&cr, set->n, x->out_path, x->ro.force, hs);
         const float *fwd[RC_MAX_LENS_READ];
@@ -3317,14 +3323,9 @@ static int cmd_score(int argc, char **argv, const char *cmdline)
                  set.temperature, (long long)set.top_k, set.top_p);
         rc_rollouts_free(&set); /* the results hold everything from here on */
         rc_score_inputs_free(&in);
-        if (plan.chunked) { /* the settings into the results, then the file's statistics and rename */
-            rc_tokenizer *tok = x.tok;
-            const char *out = x.out_path;
-            x.tok = NULL; /* the completions were written with their chunks */
-            x.out_path = NULL;
-            st = run_record(&x, cmdline);
-            x.tok = tok;
-            x.out_path = out;
+        if (plan.chunked) { /* the settings (the completions went with their chunks), then the file's
+                               statistics and rename */
+            st = run_settings(&x, cmdline);
             if (st == RC_OK && hs)
                 st = rc_h5_stream_finish(hs, &x.res);
             else if (hs)

@@ -872,6 +872,17 @@ static rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_st
 }
 
 /* One /len_NNNN group. buf holds at least n_seq * L floats. */
+/* out[s, t] = the ratio exp(fwd - gen) (log_ratio: fwd - gen) of n sequences
+ * at t < L, fwd [n, L], gen [n, G]; NaN where either is */
+static void ratio_rows(const float *fwd, const float *gen, int64_t n, int64_t L, int64_t G, bool log_ratio, float *out)
+{
+    for (int64_t s = 0; s < n; s++)
+        for (int64_t t = 0; t < L; t++) {
+            const float f = fwd[s * L + t], g = gen[s * G + t];
+            out[s * L + t] = (isnan(f) || isnan(g)) ? NAN : log_ratio ? f - g : (float)exp((double)f - (double)g);
+        }
+}
+
 /* a length's per-position arrays [L] into its open group g (named o) */
 static rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
 {
@@ -895,20 +906,11 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_forward", S, L, lr->logprob_fwd);
     if (st == RC_OK) {
-        for (int64_t s = 0; s < S; s++)
-            for (int64_t t = 0; t < L; t++) {
-                float fwd = lr->logprob_fwd[s * L + t], gen = r->logprob_gen[s * T + t];
-                buf[s * L + t] =
-                    (isnan(fwd) || isnan(gen)) ? NAN : (float)exp((double)fwd - (double)gen);
-            }
+        ratio_rows(lr->logprob_fwd, r->logprob_gen, S, L, T, false, buf);
         st = ds_f32_2d(w, g, o, "ratio", S, L, buf);
     }
     if (st == RC_OK) {
-        for (int64_t s = 0; s < S; s++)
-            for (int64_t t = 0; t < L; t++) {
-                float fwd = lr->logprob_fwd[s * L + t], gen = r->logprob_gen[s * T + t];
-                buf[s * L + t] = (isnan(fwd) || isnan(gen)) ? NAN : fwd - gen;
-            }
+        ratio_rows(lr->logprob_fwd, r->logprob_gen, S, L, T, true, buf);
         st = ds_f32_2d(w, g, o, "log_ratio", S, L, buf);
     }
     if (st == RC_OK)
@@ -1780,19 +1782,11 @@ rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *c)
         float *buf = s->buf;
         snprintf(d, sizeof d, "/len_%04lld/logprob_forward", (long long)L);
         st = rows_write(w, d, H5T_NATIVE_FLOAT, 2, first, n, L, lr->logprob_fwd);
-        for (int64_t q = 0; q < n; q++) /* as write_len computes them */
-            for (int64_t t = 0; t < L; t++) {
-                float fwd = lr->logprob_fwd[q * L + t], gen = c->logprob_gen[q * G + t];
-                buf[q * L + t] = (isnan(fwd) || isnan(gen)) ? NAN : (float)exp((double)fwd - (double)gen);
-            }
+        ratio_rows(lr->logprob_fwd, c->logprob_gen, n, L, G, false, buf);
         snprintf(d, sizeof d, "/len_%04lld/ratio", (long long)L);
         if (st == RC_OK)
             st = rows_write(w, d, H5T_NATIVE_FLOAT, 2, first, n, L, buf);
-        for (int64_t q = 0; q < n; q++)
-            for (int64_t t = 0; t < L; t++) {
-                float fwd = lr->logprob_fwd[q * L + t], gen = c->logprob_gen[q * G + t];
-                buf[q * L + t] = (isnan(fwd) || isnan(gen)) ? NAN : fwd - gen;
-            }
+        ratio_rows(lr->logprob_fwd, c->logprob_gen, n, L, G, true, buf);
         snprintf(d, sizeof d, "/len_%04lld/log_ratio", (long long)L);
         if (st == RC_OK)
             st = rows_write(w, d, H5T_NATIVE_FLOAT, 2, first, n, L, buf);
