@@ -1089,6 +1089,105 @@ START_TEST(test_weights_2byte)
 }
 END_TEST
 
+static int64_t ulps64(double a, double b)
+{
+    int64_t x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    return x > y ? x - y : y - x;
+}
+
+/* rco_exp64 (the fp64 exp of the log-softmax's sum and of the sampler, the
+ * same bits on the CPU and the GPU) against libm's exp (glibc: within 0.502
+ * ulp of the true value) on 4M inputs over its whole range and where the
+ * log-softmax uses it (z - max in [-40, 0]): within 1 ulp, the share of
+ * exact results printed; the special values; the AVX-512 path
+ * (rc_exp64_floats, and the CPU backend's fp32 log-probs) bitwise the
+ * scalar function. */
+START_TEST(test_exp64)
+{
+    uint64_t st = 12345;
+    int64_t worst = 0, exact = 0;
+    const int64_t n = 4000000;
+    for (int64_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = (double)(st >> 11) * 0x1p-53;
+        const double x = i % 2 ? -746.0 + u * (709.7 + 746.0) : -40.0 * u;
+        const int64_t d = ulps64(rco_exp64(x), exp(x));
+        worst = d > worst ? d : worst;
+        exact += d == 0;
+    }
+    printf("rco_exp64: max %lld ulp from libm's exp over %lld inputs, %.2f%% bitwise equal\n", (long long)worst,
+           (long long)n, 100.0 * (double)exact / (double)n);
+    ck_assert_int_le(worst, 1);
+    ck_assert(rco_exp64(0.0) == 1.0 && rco_exp64(-0.0) == 1.0);
+    ck_assert(rco_exp64(-INFINITY) == 0.0 && rco_exp64(-750.0) == 0.0 && rco_exp64(-1e300) == 0.0);
+    ck_assert(isinf(rco_exp64(710.5)) && isinf(rco_exp64(INFINITY)) && isnan(rco_exp64(NAN)));
+    ck_assert_int_le(ulps64(rco_exp64(-740.0), exp(-740.0)), 1); /* a subnormal result */
+    ck_assert_int_le(ulps64(rco_exp64(709.0), exp(709.0)), 1);
+
+    /* the vector path: 8 lanes and the scalar tail, specials in every lane position */
+    enum { NF = 100003 };
+    float *xf = malloc(NF * sizeof *xf);
+    double *ef = malloc(NF * sizeof *ef);
+    ck_assert(xf && ef);
+    static const float sp[] = {-INFINITY, NAN, -750.0f, -745.1f, -744.0f, -708.5f, 1e-40f, -0.0f, 0.0f, 711.0f,
+                               709.7f, INFINITY, -1e-30f, -103.97f, 88.7f};
+    for (int64_t i = 0; i < NF; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        xf[i] = i % 17 == 3 ? sp[(i / 17) % (sizeof sp / sizeof *sp)]
+                            : (float)(-60.0 + 70.0 * (double)(st >> 11) * 0x1p-53);
+    }
+    rc_exp64_floats(xf, NF, ef);
+    for (int64_t i = 0; i < NF; i++) {
+        const double want = rco_exp64((double)xf[i]);
+        ck_assert_msg(memcmp(&want, &ef[i], sizeof want) == 0, "rc_exp64_floats x[%lld] = %a: %a, scalar %a",
+                      (long long)i, (double)xf[i], ef[i], want);
+    }
+
+    /* the CPU backend's fp32 log-probs (its AVX-512 sum) bitwise rco_logprob_row */
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be) == RC_OK);
+    static const int64_t Vs[] = {1, 7, 8, 9, 1000, 50257};
+    for (size_t vi = 0; vi < sizeof Vs / sizeof *Vs; vi++)
+        for (int t = 0; t < 2; t++) {
+            const int64_t V = Vs[vi], M = 3;
+            const float T = t ? 0.7f : 1.0f;
+            float *x = malloc(sizeof(float) * M * V), *full = malloc(sizeof(float) * M * V);
+            float tgt[3], want_full, want_tgt = NAN;
+            int32_t targets[3];
+            ck_assert(x && full);
+            for (int64_t i = 0; i < M * V; i++)
+                x[i] = i % 11 == 5 ? -INFINITY : 8.0f * rnd();
+            x[0] = 3.0f; /* one finite logit per row at least */
+            x[V] = 2.0f;
+            x[2 * V] = 1.0f;
+            for (int r = 0; r < M; r++)
+                targets[r] = (int32_t)((r * 7919) % V);
+            ck_assert(be->ops->logprobs(be, x, M, V, T, RC_F32, full, targets, tgt) == RC_OK);
+            for (int64_t r = 0; r < M; r++) {
+                float *row = malloc(sizeof(float) * V);
+                ck_assert(row);
+                rco_logprob_row(x + r * V, V, T, RC_F32, row, targets[r], &want_tgt);
+                ck_assert_msg(rc_f32_bits(tgt[r]) == rc_f32_bits(want_tgt), "V=%lld T=%g row %lld: %a vs %a",
+                              (long long)V, (double)T, (long long)r, tgt[r], want_tgt);
+                for (int64_t i = 0; i < V; i++) {
+                    want_full = row[i];
+                    ck_assert_msg(rc_f32_bits(full[r * V + i]) == rc_f32_bits(want_full),
+                                  "V=%lld T=%g lp[%lld,%lld] %a vs %a", (long long)V, (double)T, (long long)r,
+                                  (long long)i, full[r * V + i], want_full);
+                }
+                free(row);
+            }
+            free(x);
+            free(full);
+        }
+    rc_backend_destroy(be);
+    free(xf);
+    free(ef);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -1115,6 +1214,7 @@ int main(void)
     tcase_add_test(to, test_gemm_order);
     tcase_add_test(to, test_gemm_fma_neutral);
     tcase_add_test(to, test_weights_2byte);
+    tcase_add_test(to, test_exp64);
     suite_add_tcase(s, to);
     return rc_test_run(s);
 }

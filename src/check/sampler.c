@@ -1,5 +1,7 @@
 #include "sampler.h"
 
+#include "cpu_ops.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -117,29 +119,39 @@ double rc_entropy(const float *lp, int64_t V)
     for (int64_t i = 0; i < V; i++)
         if (lp[i] != -INFINITY) {
             const double l = (double)lp[i];
-            h -= exp(l) * l;
+            h -= rco_exp64(l) * l;
         }
     return h;
 }
 
-/* The mass of the tokens top-k / top-p keep; with `entropy`, also rc_entropy
- * of the whole distribution (the same terms in the same order), in this pass
- * when nothing is filtered out (it computes every exp already), else in its own */
-static double kept_mass(const float *lp, int64_t V, float cut, int64_t *kept, double *entropy)
+/* e[i] = exp(lp[i]) for the whole row (rco_exp64, 8 at a time: the exps of
+ * every sum below, computed once), in work (2V floats = V doubles) */
+static const double *row_exps(const float *lp, int64_t V, float *work)
 {
-    double z = 0.0, h = 0.0;
+    double *e = (double *)(void *)work;
+    rc_exp64_floats(lp, V, e);
+    return e;
+}
+
+/* The mass of the tokens top-k / top-p keep (lp >= cut), in order; with
+ * `entropy`, also rc_entropy of the whole distribution (the same terms in the
+ * same order) */
+static double kept_mass(const float *lp, const double *e, int64_t V, float cut, int64_t *kept, double *entropy)
+{
+    double z = 0.0;
     *kept = 0;
-    const bool fused = entropy && cut == -INFINITY;
     for (int64_t i = 0; i < V; i++)
         if (lp[i] >= cut) {
-            const double e = exp((double)lp[i]);
-            z += e;
-            if (fused && lp[i] != -INFINITY)
-                h -= e * (double)lp[i];
+            z += e[i];
             (*kept)++;
         }
-    if (entropy)
-        *entropy = fused ? h : rc_entropy(lp, V);
+    if (entropy) {
+        double h = 0.0;
+        for (int64_t i = 0; i < V; i++)
+            if (lp[i] != -INFINITY)
+                h -= e[i] * (double)lp[i];
+        *entropy = h;
+    }
     return z;
 }
 
@@ -147,15 +159,16 @@ int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng
                   float *lp_processed, double *entropy)
 {
     float cut = filter_cut(lp, V, sp, work);
+    const double *e = row_exps(lp, V, work);
     int64_t kept;
-    double z = kept_mass(lp, V, cut, &kept, entropy);
+    double z = kept_mass(lp, e, V, cut, &kept, entropy);
     double u = rc_rng_uniform(rng) * z, acc = 0.0;
     int32_t tok = -1;
     for (int64_t i = 0; i < V; i++) {
         if (lp[i] < cut || lp[i] == -INFINITY)
             continue;
         tok = (int32_t)i;
-        acc += exp((double)lp[i]);
+        acc += e[i];
         if (acc > u)
             break;
     }
@@ -172,13 +185,11 @@ float rc_processed_logprob(const float *lp, int64_t V, const rc_sampling *sp, in
                            double *entropy)
 {
     float cut = filter_cut(lp, V, sp, work);
-    if (lp[tok] < cut) {
-        if (entropy)
-            *entropy = rc_entropy(lp, V);
-        return -INFINITY;
-    }
+    const double *e = row_exps(lp, V, work);
     int64_t kept;
-    double z = kept_mass(lp, V, cut, &kept, entropy);
+    double z = kept_mass(lp, e, V, cut, &kept, entropy);
+    if (lp[tok] < cut)
+        return -INFINITY;
     return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
 }
 
@@ -189,7 +200,8 @@ float rc_truncated_logprob(const float *lp, int64_t V, const rc_sampling *sp, in
     *outside = lp[tok] < cut;
     if (*outside)
         cut = lp[tok];
+    const double *e = row_exps(lp, V, work);
     int64_t kept;
-    const double z = kept_mass(lp, V, cut, &kept, NULL);
+    const double z = kept_mass(lp, e, V, cut, &kept, NULL);
     return kept == 1 ? 0.0f : (float)((double)lp[tok] - log(z));
 }

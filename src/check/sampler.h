@@ -26,7 +26,8 @@ typedef struct {
  * every token tied with the k-th; TopPLogitsWarper keeps the smallest set of
  * most likely tokens whose mass reaches top_p, at least one). Returns the
  * token; *lp_processed gets its log-prob under the renormalised filtered
- * distribution. `work` needs 2*V floats. *entropy (unless NULL) gets
+ * distribution. `work` needs 2*V floats, 8-byte aligned (it also holds V
+ * doubles: malloc / rc_calloc memory). *entropy (unless NULL) gets
  * rc_entropy(lp, V), from the same pass over the exps when nothing is
  * filtered. */
 int32_t rc_sample(const float *lp, int64_t V, const rc_sampling *sp, rc_rng *rng, float *work,

@@ -140,8 +140,10 @@ static rc_status cpu_scratch(rc_backend *be, int64_t n, float **out)
 #ifndef GEMM_N_BLOCK
 #define GEMM_N_BLOCK 64
 #endif
-#define UK_MR 6 /* gemm_block_avx512's switch has a case for every mr <= 6, nr <= 4 */
+#define UK_MR 6 /* gemm_block_avx512's switches have a case for every mr <= 6, nr <= 4 */
 #define UK_NR 4
+#define UK_MR_L 4 /* lanes merge: 2 x 12 accumulators + 3 weights + 1 input in 32 registers */
+#define UK_NR_L 3
 
 /* The portable kernel: rco_gemm_dot per output (CPUs without AVX-512); a
  * bf16 / fp16 weight row is widened to fp32 first (wrow: K floats). Row m of
@@ -246,63 +248,83 @@ uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t ldx,
 }
 
 /* out = rco_gemm_dot of mr x nr outputs (depth K; rows of x and W ldx and ldw
- * elements apart) */
+ * elements apart). `lanes` (a constant after inlining) is the merge of the
+ * chunks: 0, sums merge (split-K: a tree per chunk, the partial sums added in
+ * order; one chunk is this case too), 1, lanes merge (each chunk's lanes added
+ * to the running lanes, one tree at the end). Lanes merge keeps two registers
+ * per output (the running lanes and the chunk's), so its tile is smaller
+ * (UK_MR_L x UK_NR_L) and nothing spills. */
 AVX512_FN static inline __attribute__((always_inline)) void
-ukernel(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw,
-        rco_gemm_order o, float out[UK_MR][UK_NR])
+ukernel(const int mr, const int nr, const int wdt, const int lanes, const float *x, int64_t ldx, int64_t K,
+        const void *W, int64_t ldw, int64_t C, float out[UK_MR][UK_NR])
 {
-    const int64_t C = o.chunk;
     __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
     uk_chunk(mr, nr, wdt, x, ldx, W, ldw, 0, C < K ? C : K, tot);
-    /* sums merge (split-K): a tree per chunk, partial sums added in order;
-     * lanes merge: chunks added lane by lane, one tree at the end */
-    if (o.sums)
+    if (!lanes) {
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
                 out[i][j] = tree16_512(tot[i][j]);
+        for (int64_t k0 = C; k0 < K; k0 += C) {
+            uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+                for (int j = 0; j < nr; j++)
+                    out[i][j] += tree16_512(acc[i][j]);
+        }
+        return;
+    }
     for (int64_t k0 = C; k0 < K; k0 += C) {
         uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
-            for (int j = 0; j < nr; j++) {
-                if (o.sums)
-                    out[i][j] += tree16_512(acc[i][j]);
-                else
-                    tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
-            }
-    }
-    if (!o.sums)
-#pragma GCC unroll 8
-        for (int i = 0; i < mr; i++)
-#pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
-                out[i][j] = tree16_512(tot[i][j]);
+                tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            out[i][j] = tree16_512(tot[i][j]);
 }
 
 AVX512_FN static inline __attribute__((always_inline)) void
-gemm_block_avx512(const int wdt, const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0,
-                  const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0,
-                  int64_t n1, rco_gemm_order C)
+gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw,
+                  int64_t w_n0, const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int64_t C)
 {
     const int es = wdt == RC_F32 ? 4 : 2;
-    for (int64_t m = m0; m < m1; m += UK_MR) {
-        const int mr = m1 - m < UK_MR ? (int)(m1 - m) : UK_MR;
-        for (int64_t n = n0; n < n1; n += UK_NR) {
-            const int nr = n1 - n < UK_NR ? (int)(n1 - n) : UK_NR;
+    const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;
+    for (int64_t m = m0; m < m1; m += MR) {
+        const int mr = m1 - m < MR ? (int)(m1 - m) : MR;
+        for (int64_t n = n0; n < n1; n += NR) {
+            const int nr = n1 - n < NR ? (int)(n1 - n) : NR;
             const float *xm = x + m * ldx;
             const void *Wn = (const char *)W + (size_t)((n - w_n0) * ldw) * (size_t)es; /* W's first row is w_n0 */
             float out[UK_MR][UK_NR];
-            switch (mr * 8 + nr) { /* every edge shape its own register tile */
+            if (lanes) {
+                switch (mr * 8 + nr) { /* every edge shape its own register tile */
 #define UK_CASE(MR, NR) \
-    case (MR) * 8 + (NR): ukernel(MR, NR, wdt, xm, ldx, K, Wn, ldw, C, out); break;
-#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
-                UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
+    case (MR) * 8 + (NR): ukernel(MR, NR, wdt, 1, xm, ldx, K, Wn, ldw, C, out); break;
+#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3)
+                    UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4)
 #undef UK_ROW
 #undef UK_CASE
-            default: break;
+                default: break;
+                }
+            } else {
+                switch (mr * 8 + nr) {
+#define UK_CASE(MR, NR) \
+    case (MR) * 8 + (NR): ukernel(MR, NR, wdt, 0, xm, ldx, K, Wn, ldw, C, out); break;
+#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
+                    UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
+#undef UK_ROW
+#undef UK_CASE
+                default: break;
+                }
             }
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++) {
@@ -311,6 +333,64 @@ gemm_block_avx512(const int wdt, const float *x, int64_t ldx, int64_t K, const v
                 }
         }
     }
+}
+
+/* rco_exp64 on 8 lanes: the same operations (fma, scalef = ldexp: exact, or
+ * rounded once into the subnormals), so the same bits */
+AVX512_FN static inline __m512d exp64_avx512(__m512d x)
+{
+    const __mmask8 live = _mm512_cmp_pd_mask(x, _mm512_set1_pd(-750.0), _CMP_GT_OQ) &
+                          _mm512_cmp_pd_mask(x, _mm512_set1_pd(710.0), _CMP_LE_OQ);
+    const __m512d xc = _mm512_maskz_mov_pd(live, x); /* lanes outside computed on 0, replaced below */
+    const __m512d shift = _mm512_set1_pd(RCO_EXP64_SHIFT);
+    const __m512d n = _mm512_sub_pd(_mm512_fmadd_pd(xc, _mm512_set1_pd(RCO_EXP64_LOG2E), shift), shift);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(RCO_EXP64_LN2_HI), xc);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(RCO_EXP64_LN2_LO), r);
+    static const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                 1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,      1.0 / 720.0,
+                                 1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,         0.5,
+                                 1.0,                1.0};
+    __m512d p = _mm512_set1_pd(c[0]);
+    for (int i = 1; i < 14; i++)
+        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[i]));
+    p = _mm512_scalef_pd(p, n);
+    /* outside: NaN stays (x itself), x <= -750 gives 0, x > 710 +inf */
+    const __mmask8 big = _mm512_cmp_pd_mask(x, _mm512_set1_pd(710.0), _CMP_GT_OQ);
+    const __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+    __m512d outside = _mm512_mask_mov_pd(_mm512_setzero_pd(), big, _mm512_set1_pd(INFINITY));
+    outside = _mm512_mask_mov_pd(outside, nan, x);
+    return _mm512_mask_mov_pd(outside, live, p);
+}
+
+/* sum over i, in order, of rco_exp64((double)z_i - (double)mx) with z_i =
+ * rco_lp_z(x, i, T, RC_F32): rco_logprob_row's fp32 sum, the exps 8 at a time */
+AVX512_FN static double lse_sum_avx512(const float *x, int64_t V, float T, float mx)
+{
+    double sum = 0.0;
+    const __m512d m = _mm512_set1_pd((double)mx);
+    const __m256 t = _mm256_set1_ps(T);
+    double e[8];
+    int64_t i = 0;
+    for (; i + 8 <= V; i += 8) {
+        __m256 z = _mm256_loadu_ps(x + i);
+        if (T != 1.0f)
+            z = _mm256_div_ps(z, t);
+        _mm512_storeu_pd(e, exp64_avx512(_mm512_sub_pd(_mm512_cvtps_pd(z), m)));
+        for (int j = 0; j < 8; j++)
+            sum += e[j];
+    }
+    for (; i < V; i++)
+        sum += rco_exp64((double)rco_lp_z(x, i, T, RC_F32) - (double)mx);
+    return sum;
+}
+
+AVX512_FN static void exp64_floats_avx512(const float *x, int64_t n, double *out)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(out + i, exp64_avx512(_mm512_cvtps_pd(_mm256_loadu_ps(x + i))));
+    for (; i < n; i++)
+        out[i] = rco_exp64((double)x[i]);
 }
 
 /* n bf16 / fp16 values widened (exactly) to fp32 */
@@ -326,42 +406,66 @@ AVX512_FN static void widen16_avx512(float *dst, const uint16_t *src, int64_t n,
     rc_wt_convert((rc_wt){src + i, dt, false}, 0, n - i, RC_F32, RC_F32, dst + i);
 }
 
-/* one compiled instance per weight storage dtype (each its own function:
- * inlined together they spill registers) */
+/* one compiled instance per weight storage dtype and chunk merge (each its
+ * own function: inlined together they spill registers); C: the order's chunk.
+ * One chunk (C >= K: invariant kernels) is the sums-merge code. */
 #define GEMM_BLOCK_INSTANCE(NAME, WDT)                                                                            \
-    AVX512_FN static __attribute__((noinline)) void NAME(                                                   \
+    AVX512_FN static __attribute__((noinline)) void NAME##_sums(                                              \
         const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0, const float *bias,     \
-        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C)   \
+        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
     {                                                                                                             \
-        gemm_block_avx512(WDT, x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                  \
+        gemm_block_avx512(WDT, 0, x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);               \
+    }                                                                                                             \
+    AVX512_FN static __attribute__((noinline)) void NAME##_lanes(                                             \
+        const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0, const float *bias,     \
+        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
+    {                                                                                                             \
+        gemm_block_avx512(WDT, 1, x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);               \
+    }                                                                                                             \
+    AVX512_FN static void NAME(const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0,  \
+                               const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,   \
+                               int64_t n0, int64_t n1, rco_gemm_order o)                                          \
+    {                                                                                                             \
+        if (o.sums || o.chunk >= K)                                                                               \
+            NAME##_sums(x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, o.chunk);                    \
+        else                                                                                                      \
+            NAME##_lanes(x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, o.chunk);                   \
     }
 GEMM_BLOCK_INSTANCE(gemm_block_f32, RC_F32)
 GEMM_BLOCK_INSTANCE(gemm_block_bf16, RC_BF16)
 GEMM_BLOCK_INSTANCE(gemm_block_f16, RC_F16)
 #undef GEMM_BLOCK_INSTANCE
 
-/* A block with more rows than one
- * register tile reads each weight several times: its 2-byte weight rows are
- * widened once into panel (GEMM_N_BLOCK x K floats, this thread's) and the
- * fp32 kernel reads them there (the same values: the results do not change). */
+/* One block, the weights as stored (fp32, or bf16 / fp16 widened in registers) */
 AVX512_FN static void gemm_block_avx512_any(rc_wt W, int64_t ldw, const float *x, int64_t ldx, int64_t K,
                                             const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0,
-                                            int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C, float *panel)
+                                            int64_t m1, int64_t n0, int64_t n1, rco_gemm_order C)
 {
-    if (W.dt != RC_F32 && panel && m1 - m0 > UK_MR) {
-        if (ldw == K) {
-            widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
-        } else { /* a K-slice: its rows one by one, packed K apart */
-            for (int64_t n = n0; n < n1; n++)
-                widen16_avx512(panel + (n - n0) * K, (const uint16_t *)W.p + n * ldw, K, W.dt);
-        }
-        gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
-    } else if (W.dt == RC_BF16) {
+    if (W.dt == RC_BF16)
         gemm_block_bf16(x, ldx, K, W.p, ldw, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
-    } else if (W.dt == RC_F16) {
+    else if (W.dt == RC_F16)
         gemm_block_f16(x, ldx, K, W.p, ldw, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
-    } else {
+    else
         gemm_block_f32(x, ldx, K, W.p, ldw, 0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+}
+
+/* Columns [n0, n1) of every row block of a GEMM with more rows than one
+ * register tile and 2-byte weights: the weight rows are widened once into
+ * panel (GEMM_N_BLOCK x K floats, this thread's) and the fp32 kernel reads
+ * them there for all M rows (the same values: the results do not change). */
+AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *x, int64_t ldx, int64_t M,
+                                             int64_t K, const float *bias, rc_dtype out_dt, float *y, int64_t N,
+                                             int64_t n0, int64_t n1, rco_gemm_order C, float *panel)
+{
+    if (ldw == K) {
+        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
+    } else { /* a K-slice: its rows one by one, packed K apart */
+        for (int64_t n = n0; n < n1; n++)
+            widen16_avx512(panel + (n - n0) * K, (const uint16_t *)W.p + n * ldw, K, W.dt);
+    }
+    for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
+        const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+        gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     }
 }
 #endif
@@ -456,6 +560,17 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     if (avx512 && W.dt != RC_F32 && M > UK_MR)
         RC_TRY(cpu_scratch(be, (int64_t)omp_get_max_threads() * panel_n, &panel));
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
+#ifdef RC_GEMM_AVX512
+    if (panel) { /* a column block of all rows per task: its weights widened once */
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t bn = 0; bn < nb; bn++) {
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            gemm_cols_avx512_panel(W, ldw, x, ldx, M, K, bias, out_dt, y, N, n0, n1, C,
+                                   panel + (int64_t)omp_get_thread_num() * panel_n);
+        }
+        return RC_OK;
+    }
+#endif
 #pragma omp parallel for schedule(dynamic, 1) collapse(2)
     for (int64_t bm = 0; bm < mb; bm++)
         for (int64_t bn = 0; bn < nb; bn++) {
@@ -463,8 +578,7 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
             int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
 #ifdef RC_GEMM_AVX512
             if (avx512) {
-                gemm_block_avx512_any(W, ldw, x, ldx, K, bias, out_dt, y, N, m0, m1, n0, n1, C,
-                                      panel ? panel + (int64_t)omp_get_thread_num() * panel_n : NULL);
+                gemm_block_avx512_any(W, ldw, x, ldx, K, bias, out_dt, y, N, m0, m1, n0, n1, C);
                 continue;
             }
 #endif
@@ -756,11 +870,36 @@ static rc_status cpu_logprobs(rc_backend *be, const float *logits, int64_t M, in
                               const int32_t *targets, float *target_out)
 {
     (void)be;
+#ifdef RC_GEMM_AVX512
+    if (lp_dt == RC_F32 && gemm_use_avx512()) { /* rco_logprob_row's fp32 path, its exps 8 at a time */
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < M; r++) {
+            const float *x = logits + r * V;
+            const float mx = rco_lp_max(x, V, temperature, RC_F32);
+            rco_logprob_finish_f32(x, V, temperature, mx, lse_sum_avx512(x, V, temperature, mx),
+                                   full_out ? full_out + r * V : NULL, targets && target_out ? targets[r] : -1,
+                                   target_out ? target_out + r : NULL);
+        }
+        return RC_OK;
+    }
+#endif
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++)
         rco_logprob_row(logits + r * V, V, temperature, lp_dt, full_out ? full_out + r * V : NULL,
                         targets && target_out ? targets[r] : -1, target_out ? target_out + r : NULL);
     return RC_OK;
+}
+
+void rc_exp64_floats(const float *x, int64_t n, double *out)
+{
+#ifdef RC_GEMM_AVX512
+    if (gemm_use_avx512()) {
+        exp64_floats_avx512(x, n, out);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        out[i] = rco_exp64((double)x[i]);
 }
 
 static const rc_backend_ops k_cpu_ops = {

@@ -26,4 +26,8 @@ void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t ti
  * v = R(R(v * c) + R(rotate_half(v) * s)). */
 void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt);
 
+/* out[i] = rco_exp64((double)x[i]) for n values (8 at a time with AVX-512:
+ * the same bits); the sampler's exps. */
+void rc_exp64_floats(const float *x, int64_t n, double *out);
+
 #endif

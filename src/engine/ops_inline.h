@@ -656,34 +656,91 @@ RC_HD static inline float rco_act_dt(rc_act act, float x, rc_dtype dt)
 
 /* ---- log-softmax --------------------------------------------------------- */
 
+/* exp(x) in fp64 from IEEE operations only (fma, ldexp and + -), so that the
+ * CPU backend (this function, and its AVX-512 twin exp64_avx512 in
+ * backend_cpu.c, 8 lanes of the same operations), the sampler and the CUDA
+ * kernels get the same bits where libm's exp and CUDA's differ: x = n ln2 + r
+ * (n rounded to nearest with the 1.5 * 2^52 shift, r by Cody-Waite with fma,
+ * |r| <= ln2 / 2), exp(r) by its Taylor series to r^13 (Horner, fma; the
+ * truncation is below 1e-17 of the result), times 2^n (ldexp: exact, or
+ * rounded once into the subnormals). tests/test_ops.c test_exp64 measures it
+ * against libm's exp. x <= -750 (and -inf) gives 0, x > 710 +inf, NaN NaN. */
+#define RCO_EXP64_SHIFT 6755399441055744.0 /* 1.5 * 2^52 */
+#define RCO_EXP64_LOG2E 1.4426950408889634074
+#define RCO_EXP64_LN2_HI 0.69314718055994528623 /* ln 2 rounded to fp64 */
+#define RCO_EXP64_LN2_LO 2.3190468138462996154e-17 /* ln 2 - RCO_EXP64_LN2_HI */
+#define RCO_EXP64_POLY(p, r)                                                                          \
+    do {                                                                                               \
+        p = 1.0 / 6227020800.0;                                                                        \
+        p = fma(p, r, 1.0 / 479001600.0);                                                              \
+        p = fma(p, r, 1.0 / 39916800.0);                                                               \
+        p = fma(p, r, 1.0 / 3628800.0);                                                                \
+        p = fma(p, r, 1.0 / 362880.0);                                                                 \
+        p = fma(p, r, 1.0 / 40320.0);                                                                  \
+        p = fma(p, r, 1.0 / 5040.0);                                                                   \
+        p = fma(p, r, 1.0 / 720.0);                                                                    \
+        p = fma(p, r, 1.0 / 120.0);                                                                    \
+        p = fma(p, r, 1.0 / 24.0);                                                                     \
+        p = fma(p, r, 1.0 / 6.0);                                                                      \
+        p = fma(p, r, 0.5);                                                                            \
+        p = fma(p, r, 1.0);                                                                            \
+        p = fma(p, r, 1.0);                                                                            \
+    } while (0)
+RC_HD static inline double rco_exp64(double x)
+{
+    if (!(x > -750.0))
+        return x != x ? x : 0.0;
+    if (x > 710.0)
+        return INFINITY;
+    const double n = fma(x, RCO_EXP64_LOG2E, RCO_EXP64_SHIFT) - RCO_EXP64_SHIFT;
+    double r = fma(-n, RCO_EXP64_LN2_HI, x), p;
+    r = fma(-n, RCO_EXP64_LN2_LO, r);
+    RCO_EXP64_POLY(p, r);
+    return ldexp(p, (int)n);
+}
+
 /* Next-token log-probs of one row of logits x[V]: z = R_lp(x / T) (no
  * division when T == 1); lp_dt fp32: z - lse with the log-sum-exp in fp64;
  * else F.log_softmax in the dtype: fp32 inside, (z - max) - log(sum exp(z -
  * max)) with 16 lanes, rounded once. full (may be NULL) gets lp[V]; *tgt_out
- * gets lp[target] when target >= 0. */
+ * gets lp[target] when target >= 0. The fp64 exp is rco_exp64. */
 RC_HD static inline float rco_lp_z(const float *x, int64_t i, float T, rc_dtype lp_dt)
 {
     return T == 1.0f ? x[i] : rc_round_to(x[i] / T, lp_dt);
 }
 
-RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
-                                         int64_t target, float *tgt_out)
+/* the largest z of the row */
+RC_HD static inline float rco_lp_max(const float *x, int64_t V, float T, rc_dtype lp_dt)
 {
     float mx = -INFINITY;
     for (int64_t i = 0; i < V; i++) {
         float z = rco_lp_z(x, i, T, lp_dt);
         mx = z > mx ? z : mx;
     }
+    return mx;
+}
+
+/* fp32 log-probs from the row's max and sum of exp(z - max) (fp64, in order) */
+RC_HD static inline void rco_logprob_finish_f32(const float *x, int64_t V, float T, float mx, double sum, float *full,
+                                                int64_t target, float *tgt_out)
+{
+    double lse = (double)mx + log(sum);
+    if (full)
+        for (int64_t i = 0; i < V; i++)
+            full[i] = (float)((double)rco_lp_z(x, i, T, RC_F32) - lse);
+    if (target >= 0)
+        *tgt_out = (float)((double)rco_lp_z(x, target, T, RC_F32) - lse);
+}
+
+RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
+                                         int64_t target, float *tgt_out)
+{
+    const float mx = rco_lp_max(x, V, T, lp_dt);
     if (lp_dt == RC_F32) {
         double sum = 0.0;
         for (int64_t i = 0; i < V; i++)
-            sum += exp((double)rco_lp_z(x, i, T, lp_dt) - (double)mx);
-        double lse = (double)mx + log(sum);
-        if (full)
-            for (int64_t i = 0; i < V; i++)
-                full[i] = (float)((double)rco_lp_z(x, i, T, lp_dt) - lse);
-        if (target >= 0)
-            *tgt_out = (float)((double)rco_lp_z(x, target, T, lp_dt) - lse);
+            sum += rco_exp64((double)rco_lp_z(x, i, T, lp_dt) - (double)mx);
+        rco_logprob_finish_f32(x, V, T, mx, sum, full, target, tgt_out);
     } else {
         float acc[16] = {0};
         int64_t k = 0;
