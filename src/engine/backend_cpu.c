@@ -335,6 +335,82 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
     }
 }
 
+/* rco_dot16 / rco_dot8 on one register of lanes: each lane's products
+ * multiplied then added (no fma), lanes past the end untouched, the same tree */
+AVX512_FN static inline float dot16_avx512(const float *a, const float *b, int64_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k)));
+    if (k < n) {
+        const __mmask16 mk = (__mmask16)((1u << (n - k)) - 1u);
+        acc = _mm512_mask_add_ps(acc, mk, acc,
+                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k)));
+    }
+    return tree16_512(acc);
+}
+
+AVX512_FN static inline float dot8_avx512(const float *a, const float *b, int64_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k)));
+    if (k < n) {
+        const __mmask8 mk = (__mmask8)((1u << (n - k)) - 1u);
+        acc = _mm256_mask_add_ps(acc, mk, acc,
+                                 _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, a + k), _mm256_maskz_loadu_ps(mk, b + k)));
+    }
+    /* rco_tree8: lanes j + 4, j + 2, j + 1 */
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* dst[0..d) += p * v[0..d), multiplied then added, 16 columns at a time */
+AVX512_FN static inline void axpy_avx512(float *dst, float p, const float *v, int64_t d)
+{
+    const __m512 pp = _mm512_set1_ps(p);
+    int64_t t = 0;
+    for (; t + 16 <= d; t += 16)
+        _mm512_storeu_ps(dst + t, _mm512_add_ps(_mm512_loadu_ps(dst + t), _mm512_mul_ps(pp, _mm512_loadu_ps(v + t))));
+    for (; t < d; t++)
+        dst[t] += p * v[t];
+}
+
+/* rco_attn_row with its dots and P.V 16 columns at a time: the same
+ * operations in the same order (rco_pv's loops over t are independent), so
+ * the same bits; the softmax is rco_softmax's */
+AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const float *Vh, int64_t nk, int64_t d,
+                                      const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt,
+                                      rc_dtype out_dt, float *sc, float *ms, float *ls, float *acc, float *part,
+                                      float *out)
+{
+    for (int64_t j = 0; j < nk; j++)
+        sc[j] = rco_score_dot(mode == 1 ? dot8_avx512(q, Kh + j * d, d) : dot16_avx512(q, Kh + j * d, d), sp, j);
+    rco_softmax(sc, nk, mode, prob_dt, ms, ls);
+    const int64_t tile = rco_pv_tile(mode, max_keys);
+    for (int64_t t = 0; t < d; t++)
+        acc[t] = 0.0f;
+    if (tile <= 0) {
+        for (int64_t j = 0; j < nk; j++)
+            axpy_avx512(acc, sc[j], Vh + j * d, d);
+    } else {
+        for (int64_t t0 = 0; t0 < nk; t0 += tile) {
+            const int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
+            for (int64_t t = 0; t < d; t++)
+                part[t] = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                axpy_avx512(part, sc[j], Vh + j * d, d);
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += part[t];
+        }
+    }
+    for (int64_t t = 0; t < d; t++)
+        out[t] = rc_round_to(acc[t], out_dt);
+}
+
 /* rco_exp64 on 8 lanes: the same operations (fma, scalef = ldexp: exact, or
  * rounded once into the subnormals), so the same bits */
 AVX512_FN static inline __m512d exp64_avx512(__m512d x)
@@ -775,6 +851,8 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
 #undef SEQ_I0
 #undef SEQ_I1
     const int64_t work = n_items * nkv;
+    const bool avx512 = gemm_use_avx512();
+    (void)avx512;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t wi = 0; wi < work; wi++) {
         const int64_t it = wi / nkv, kvh = wi % nkv;
@@ -801,6 +879,15 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
             for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
                 const rco_score_spec sp =
                     rc_attn_score_spec(ap, ap->alibi_slopes, h, p, klo, bd->start[b] + bd->n_new[b] - 1);
+#ifdef RC_GEMM_AVX512
+                if (avx512) {
+                    attn_row_avx512(qkv + (r - lo) * row_len + h * d, K0 + (klo - lo0) * d, V0 + (klo - lo0) * d,
+                                    p - klo + 1, d, &sp, rco_attn_mode(invariant, bd->n_new[b]), max_keys,
+                                    an->prob_dt, an->out_dt, sc, ms, ls, acc, acc + d,
+                                    out + (r - lo) * nh * d + h * d);
+                    continue;
+                }
+#endif
                 rco_attn_row(qkv + (r - lo) * row_len + h * d, K0 + (klo - lo0) * d, V0 + (klo - lo0) * d, p - klo + 1,
                              d, &sp, rco_attn_mode(invariant, bd->n_new[b]), max_keys, an->prob_dt, an->out_dt, sc, ms,
                              ls, acc, acc + d, out + (r - lo) * nh * d + h * d);

@@ -432,13 +432,12 @@ RC_HD static inline float rco_alibi_bias(const rco_score_spec *sp, int64_t j)
     return rc_round_to(sp->slope * (float)(sp->key0 + j - sp->ref), sp->bias_dt);
 }
 
-/* One score: q.k over d with 8 or 16 lanes, then the scaling: with an MD
+/* One score (rco_score: q.k over d with 8 or 16 lanes; rco_score_dot: from
+ * that dot), then the scaling: with an MD
  * score_dt R(R(q.k) * scale) (matmul, then * scaling) or R(R(q.k) / scale);
  * then the ALiBi bias of key j, if any (see rco_score_spec). */
-RC_HD static inline float rco_score(const float *q, const float *k, int64_t d, int lanes, const rco_score_spec *sp,
-                                    int64_t j)
+RC_HD static inline float rco_score_dot(float dot, const rco_score_spec *sp, int64_t j)
 {
-    float dot = lanes == 8 ? rco_dot8(q, k, d) : rco_dot16(q, k, d);
     if (sp->alibi == RCO_ALIBI_FUSED)
         return rc_round_to(dot * sp->scale + rco_alibi_bias(sp, j), sp->score_dt);
     float r = rc_round_to(dot, sp->score_dt);
@@ -446,6 +445,12 @@ RC_HD static inline float rco_score(const float *q, const float *k, int64_t d, i
     if (sp->alibi == RCO_ALIBI_ADD)
         s = rc_round_to(s + rco_alibi_bias(sp, j), sp->add_dt);
     return s;
+}
+
+RC_HD static inline float rco_score(const float *q, const float *k, int64_t d, int lanes, const rco_score_spec *sp,
+                                    int64_t j)
+{
+    return rco_score_dot(lanes == 8 ? rco_dot8(q, k, d) : rco_dot16(q, k, d), sp, j);
 }
 
 /* softmax statistics (max m, sum l of exp(s - m)) over sc[0..n). ms, ls:
@@ -538,6 +543,15 @@ RC_HD static inline void rco_pv(const float *p, const float *V, int64_t nk, int6
         out[t] = rc_round_to(acc[t], out_dt);
 }
 
+/* P.V's key tile in an attention mode (rco_pv): invariant in key order,
+ * engine prefill split-K slices of the padded key length, decode chunks */
+RC_HD static inline int64_t rco_pv_tile(int mode, int64_t max_keys)
+{
+    if (mode == 1)
+        return (max_keys + RC_ENGINE_SPLIT_K - 1) / RC_ENGINE_SPLIT_K;
+    return mode == 0 ? 0 : RC_ENGINE_DECODE_CHUNK;
+}
+
 /* Attention of one query row (one head) over nk keys Kh[nk, d], Vh[nk, d]
  * already in the cache. max_keys: the call's longest key length (engine
  * prefill splits P.V like a padded batched GEMM); sp: how scores are formed
@@ -551,10 +565,7 @@ RC_HD static inline void rco_attn_row(const float *q, const float *Kh, const flo
     for (int64_t j = 0; j < nk; j++)
         sc[j] = rco_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, sp, j);
     rco_softmax(sc, nk, mode, prob_dt, ms, ls);
-    int64_t tile = mode == 0 ? 0 : RC_ENGINE_DECODE_CHUNK;
-    if (mode == 1) /* split-K slices of the padded key length */
-        tile = (max_keys + RC_ENGINE_SPLIT_K - 1) / RC_ENGINE_SPLIT_K;
-    rco_pv(sc, Vh, nk, d, tile, out_dt, acc, part, out);
+    rco_pv(sc, Vh, nk, d, rco_pv_tile(mode, max_keys), out_dt, acc, part, out);
 }
 
 /* first key a query at position p sees (sliding window, else 0) */
