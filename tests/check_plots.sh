@@ -5,9 +5,16 @@
 # that the pictures are byte-for-byte reproducible, and that a file that is not a ratiocheck
 # result gives exit 2 with one line on stderr. Skips (77) unless Debian's /usr/bin/python3
 # has h5py, numpy and matplotlib (apt-get install python3-h5py python3-numpy python3-matplotlib).
+#
+# A third argument runs one part (meson runs the three as tests plots_png, plots_inputs and
+# plots_formats, in parallel): png (one file, two files, reproducibility, the printed
+# statistics), inputs (files that are not results; a sweep file), formats (svg, pdf); none: all.
 set -u
 RC="$1"
 SRC="$2"
+PART="${3:-all}"
+want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+case "$PART" in all|png|inputs|formats) ;; *) echo "check_plots.sh: unknown part '$PART'"; exit 2;; esac
 PY=/usr/bin/python3
 TOOL="$SRC/tools/plot_ratios.py"
 if ! "$PY" -c 'import h5py, numpy, matplotlib' 2>/dev/null; then
@@ -22,6 +29,7 @@ status=0
 fail() { echo "FAIL: $*"; status=1; }
 
 for d in fp32 bf16; do
+  [ "$d" = bf16 ] && ! want png && continue  # only the png part plots two files
   "$RC" --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q \
     --dtype "$d" --num-prompts 8 --samples 2 --len 8,16,24 --out "$tmp/$d.h5" > /dev/null \
     || { echo "FAIL: ratiocheck --dtype $d failed"; exit 1; }
@@ -34,6 +42,7 @@ plot() {  # plot NAME ARGS...: run the tool, keep stdout and stderr in $tmp/NAME
   echo "== plot_ratios.py $* -> exit $rc"
   return $rc
 }
+if want png; then
 plot one "$tmp/fp32.h5" --out "$tmp/one" --prefix one || fail "plot of one file: $(cat "$tmp/one.err")"
 plot two "$tmp/fp32.h5" "$tmp/bf16.h5" --out "$tmp/two" --prefix two \
   || fail "plot of two files: $(cat "$tmp/two.err")"
@@ -202,6 +211,9 @@ print(f"{checks - len(failures)} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)
 EOF
 
+fi
+
+if want inputs; then
 # Files that are not ratiocheck results: exit 2, one line on stderr, nothing on stdout,
 # no picture written.
 "$PY" -c 'import h5py, sys; f = h5py.File(sys.argv[1], "w"); f["x"] = [1, 2]; f.attrs["format"] = "other"' \
@@ -253,6 +265,9 @@ for b in bad:
 print(f"sweep plot: {len(bad)} failed")
 sys.exit(1 if bad else 0)
 EOF
+fi
+
+if want formats; then
 # --format svg / pdf: the same pictures as vector files, byte-for-byte reproducible
 for fmt in svg pdf; do
   plot "$fmt" "$tmp/fp32.h5" --out "$tmp/$fmt" --prefix v --format "$fmt" || fail "--format $fmt: $(cat "$tmp/$fmt.err")"
@@ -266,5 +281,6 @@ for fmt in svg pdf; do
 done
 head -c 4 "$tmp/pdf/v_hist.pdf" | grep -q '%PDF' || fail "v_hist.pdf is not a PDF"
 grep -q '<svg' "$tmp/svg/v_hist.svg" || fail "v_hist.svg is not an SVG"
-[ $status -eq 0 ] && echo "plots: all checks passed"
+fi
+[ $status -eq 0 ] && echo "plots ($PART): all checks passed"
 exit $status
