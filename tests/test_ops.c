@@ -1089,6 +1089,48 @@ START_TEST(test_weights_2byte)
 }
 END_TEST
 
+/* bf16 activations come from a table of rco_act_dt over all 65536 bf16 inputs
+ * (backend_cpu.c act_table): through the CPU backend's act and act_mul, every
+ * bf16 value (NaNs, infinities, subnormals included) and values that are not
+ * bf16 (computed directly) give rco_act_dt's bits, for every activation. */
+START_TEST(test_act_table)
+{
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be) == RC_OK);
+    const int64_t n = 65536 + 1000;
+    float *x = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n), *up = malloc(sizeof(float) * n);
+    ck_assert(x && g && up);
+    static const rc_act acts[] = {RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW};
+    int64_t checked = 0;
+    for (size_t a = 0; a < sizeof acts / sizeof *acts; a++) {
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = i < 65536 ? rc_bits_f32((uint32_t)i << 16) : 6.0f * rnd(); /* the tail: not bf16 values */
+            up[i] = rc_round_to(rnd(), RC_BF16);
+        }
+        memcpy(g, x, sizeof(float) * n);
+        ck_assert(be->ops->act(be, acts[a], g, n, RC_BF16) == RC_OK);
+        for (int64_t i = 0; i < n; i++) {
+            const float want = rco_act_dt(acts[a], x[i], RC_BF16);
+            ck_assert_msg(rc_f32_bits(g[i]) == rc_f32_bits(want), "act %d x %a: %a, rco_act_dt %a", (int)acts[a],
+                          (double)x[i], (double)g[i], (double)want);
+        }
+        memcpy(g, x, sizeof(float) * n);
+        ck_assert(be->ops->act_mul(be, acts[a], g, up, n, RC_BF16, RC_BF16) == RC_OK);
+        for (int64_t i = 0; i < n; i++) {
+            const float want = rc_round_to(rco_act_dt(acts[a], x[i], RC_BF16) * up[i], RC_BF16);
+            ck_assert_msg(rc_f32_bits(g[i]) == rc_f32_bits(want), "act_mul %d x %a: %a, want %a", (int)acts[a],
+                          (double)x[i], (double)g[i], (double)want);
+        }
+        checked += 2 * n;
+    }
+    printf("bf16 activation table: %lld outputs bitwise rco_act_dt\n", (long long)checked);
+    free(x);
+    free(g);
+    free(up);
+    rc_backend_destroy(be);
+}
+END_TEST
+
 static int64_t ulps64(double a, double b)
 {
     int64_t x, y;
@@ -1215,6 +1257,7 @@ int main(void)
     tcase_add_test(to, test_gemm_fma_neutral);
     tcase_add_test(to, test_weights_2byte);
     tcase_add_test(to, test_exp64);
+    tcase_add_test(to, test_act_table);
     suite_add_tcase(s, to);
     return rc_test_run(s);
 }
