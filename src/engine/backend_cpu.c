@@ -197,14 +197,19 @@ AVX512_FN static inline __attribute__((always_inline)) __m512 uk_loadw_mask(cons
     return _mm512_maskz_loadu_ps(mk, (const float *)W + i);
 }
 
-/* rco_tree16 on one register: lanes j + 8, j + 4, j + 2, j + 1 */
-AVX512_FN static inline float tree16_512(__m512 v)
+/* rco_tree8 on one register: lanes j + 4, j + 2, j + 1 */
+AVX512_FN static inline float tree8_256(__m256 v)
 {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* rco_tree16 on one register: lanes j + 8, then rco_tree8 */
+AVX512_FN static inline float tree16_512(__m512 v)
+{
+    return tree8_256(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
 /* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
@@ -365,10 +370,7 @@ AVX512_FN static inline float dot8_avx512(const float *a, const float *b, int64_
         acc = _mm256_mask_add_ps(acc, mk, acc,
                                  _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, a + k), _mm256_maskz_loadu_ps(mk, b + k)));
     }
-    /* rco_tree8: lanes j + 4, j + 2, j + 1 */
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    return tree8_256(acc);
 }
 
 /* dst[0..d) += p * v[0..d), multiplied then added, 16 columns at a time */
@@ -425,13 +427,8 @@ AVX512_FN static inline __m512d exp64_avx512(__m512d x)
     const __m512d n = _mm512_sub_pd(_mm512_fmadd_pd(xc, _mm512_set1_pd(RCO_EXP64_LOG2E), shift), shift);
     __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(RCO_EXP64_LN2_HI), xc);
     r = _mm512_fnmadd_pd(n, _mm512_set1_pd(RCO_EXP64_LN2_LO), r);
-    static const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-                                 1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,      1.0 / 720.0,
-                                 1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,         0.5,
-                                 1.0,                1.0};
-    __m512d p = _mm512_set1_pd(c[0]);
-    for (int i = 1; i < 14; i++)
-        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[i]));
+    __m512d p;
+    RCO_EXP64_POLY(p, r, _mm512_fmadd_pd, _mm512_set1_pd);
     p = _mm512_scalef_pd(p, n);
     /* outside: NaN stays (x itself), x <= -750 gives 0, x > 710 +inf */
     const __mmask8 big = _mm512_cmp_pd_mask(x, _mm512_set1_pd(710.0), _CMP_GT_OQ);

@@ -680,23 +680,27 @@ RC_HD static inline float rco_act_dt(rc_act act, float x, rc_dtype dt)
 #define RCO_EXP64_LOG2E 1.4426950408889634074
 #define RCO_EXP64_LN2_HI 0.69314718055994528623 /* ln 2 rounded to fp64 */
 #define RCO_EXP64_LN2_LO 2.3190468138462996154e-17 /* ln 2 - RCO_EXP64_LN2_HI */
-#define RCO_EXP64_POLY(p, r)                                                                          \
+/* the Taylor series of exp(r) to r^13 by Horner: p = FMA(p, r, K(c)) from
+ * 1/13! down to 1 (K wraps a constant: itself for doubles, a broadcast for
+ * exp64_avx512's registers), so both paths run one list of coefficients */
+#define RCO_EXP64_POLY(p, r, FMA, K)                                                                   \
     do {                                                                                               \
-        p = 1.0 / 6227020800.0;                                                                        \
-        p = fma(p, r, 1.0 / 479001600.0);                                                              \
-        p = fma(p, r, 1.0 / 39916800.0);                                                               \
-        p = fma(p, r, 1.0 / 3628800.0);                                                                \
-        p = fma(p, r, 1.0 / 362880.0);                                                                 \
-        p = fma(p, r, 1.0 / 40320.0);                                                                  \
-        p = fma(p, r, 1.0 / 5040.0);                                                                   \
-        p = fma(p, r, 1.0 / 720.0);                                                                    \
-        p = fma(p, r, 1.0 / 120.0);                                                                    \
-        p = fma(p, r, 1.0 / 24.0);                                                                     \
-        p = fma(p, r, 1.0 / 6.0);                                                                      \
-        p = fma(p, r, 0.5);                                                                            \
-        p = fma(p, r, 1.0);                                                                            \
-        p = fma(p, r, 1.0);                                                                            \
+        p = K(1.0 / 6227020800.0);                                                                     \
+        p = FMA(p, r, K(1.0 / 479001600.0));                                                           \
+        p = FMA(p, r, K(1.0 / 39916800.0));                                                            \
+        p = FMA(p, r, K(1.0 / 3628800.0));                                                             \
+        p = FMA(p, r, K(1.0 / 362880.0));                                                              \
+        p = FMA(p, r, K(1.0 / 40320.0));                                                               \
+        p = FMA(p, r, K(1.0 / 5040.0));                                                                \
+        p = FMA(p, r, K(1.0 / 720.0));                                                                 \
+        p = FMA(p, r, K(1.0 / 120.0));                                                                 \
+        p = FMA(p, r, K(1.0 / 24.0));                                                                  \
+        p = FMA(p, r, K(1.0 / 6.0));                                                                   \
+        p = FMA(p, r, K(0.5));                                                                         \
+        p = FMA(p, r, K(1.0));                                                                         \
+        p = FMA(p, r, K(1.0));                                                                         \
     } while (0)
+#define RCO_EXP64_K(c) (c)
 RC_HD static inline double rco_exp64(double x)
 {
     if (!(x > -750.0))
@@ -706,7 +710,7 @@ RC_HD static inline double rco_exp64(double x)
     const double n = fma(x, RCO_EXP64_LOG2E, RCO_EXP64_SHIFT) - RCO_EXP64_SHIFT;
     double r = fma(-n, RCO_EXP64_LN2_HI, x), p;
     r = fma(-n, RCO_EXP64_LN2_LO, r);
-    RCO_EXP64_POLY(p, r);
+    RCO_EXP64_POLY(p, r, fma, RCO_EXP64_K);
     return ldexp(p, (int)n);
 }
 
