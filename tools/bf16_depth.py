@@ -44,7 +44,7 @@ Usage
     python3 tools/get_real_model.py          # once: the model folder (~/.cache/ratiocheck/...)
     meson compile -C build                   # the static library score_forced links against
     python3 tools/bf16_depth.py [--model DIR] [--depths 1,2,4,8,16,30] [--work /tmp/rc-bf16-depth]
-                                [--kernels invariant,engine] [--md docs/bf16-depth.md | --md none]
+                                [--kernels invariant,engine] [--md docs/experiments/bf16-depth.md | --md none]
 
     Prints two Markdown tables (all tokens; by subset), writes them with versions, machine, command and a short reading to
     --md, and the per-token log-probs and metrics to WORK/results.json. Single-threaded
@@ -335,8 +335,8 @@ def main():
     ap.add_argument("--work", default="/tmp/rc-bf16-depth", help="work folder (default %(default)s)")
     ap.add_argument("--kernels", default="invariant,engine",
                     help="ratiocheck kernel strategies for bf16; invariant is always run (default %(default)s)")
-    ap.add_argument("--md", default=os.path.join(REPO, "docs", "bf16-depth.md"),
-                    help="Markdown report to write, or 'none' (default docs/bf16-depth.md)")
+    ap.add_argument("--md", default=os.path.join(REPO, "docs", "experiments", "bf16-depth.md"),
+                    help="Markdown report to write, or 'none' (default docs/experiments/bf16-depth.md)")
     ap.add_argument("--keep", action="store_true", help="keep the truncated model copies")
     args = ap.parse_args()
 

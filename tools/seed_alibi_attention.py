@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Re-run the attention experiment of the Baichuan-13B bf16/ALiBi softmax report
-(/work/shared/seeds/baichuan13b-softmax-bf16-alibi.txt) on the CPU, seeded, and
+(Baichuan-13B #140,
+https://github.com/baichuan-inc/Baichuan-13B/issues/140) on the CPU, seeded, and
 measure every variant against an fp64 reference.
 
 The report compares two single-layer attention computations on random bf16
@@ -70,7 +71,7 @@ DEFAULT_LENGTHS = [512, 1024, 2048, 4096]
 DEFAULT_HEADS = 40
 DEFAULT_HEAD_DIM = 64
 DEFAULT_SEED = 1234
-DOC_PATH = "docs/seed-baichuan-attention.md"
+DOC_PATH = "docs/experiments/seed-baichuan-attention.md"
 
 VARIANTS = [
     ("a", "bf16 (report's bf16 path)"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Baichuan-13B seed report on the PPO ratio: ratiocheck on ALiBi models with long prompts.
 
-The report (../shared/seeds/baichuan13b-softmax-bf16-alibi.txt) is about attention: in bf16 the
+The report (Baichuan-13B #140, https://github.com/baichuan-inc/Baichuan-13B/issues/140) is about attention: in bf16 the
 ALiBi bias added to the scores loses the scores' precision. tools/seed_alibi_attention.py
 measures that on one attention call. This script asks the RL question: how far from 1 does it
 push the PPO ratio exp(forward - generation) when a sampler (KV-cached decoding) and a trainer
@@ -24,7 +24,7 @@ Every run: --dtype bf16 --kernels blas (OpenBLAS GEMMs, as PyTorch on a CPU) --r
 Usage:
     python3 tools/seed_alibi_ratio.py [--ratiocheck build/src/ratiocheck] [--work /tmp/rc-seed-alibi]
         [--lengths 1024,2048,4096] [--models baichuan13b,bloom] [--variants model,upcast,rowmax]
-        [--threads N] [--label TEXT] [--reuse] [--doc docs/seed-baichuan-ratio.md | --no-doc]
+        [--threads N] [--label TEXT] [--reuse] [--doc docs/experiments/seed-baichuan-ratio.md | --no-doc]
 Every run's result is kept in WORK/results.json with the label of the ratiocheck that made it
 (--label, default: this checkout's commit); --reuse skips the runs already there, so a long
 run can be completed in parts. The document is written from the kept results and names the
@@ -136,7 +136,7 @@ def main():
     ap.add_argument("--models", default="baichuan13b,bloom")
     ap.add_argument("--variants", default="model,upcast,rowmax")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "seed-baichuan-ratio.md"))
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "experiments", "seed-baichuan-ratio.md"))
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--label", default=None, help="which ratiocheck made the results (default: git commit)")
     ap.add_argument("--reuse", action="store_true", help="skip runs already in WORK/results.json")

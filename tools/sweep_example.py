@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run `ratiocheck sweep` on the bundled model and on a pythia-160m-shaped GPT-NeoX with
-random weights, draw each sweep's picture, and write docs/sweep.md with both tables (the
-numbers README's "Sweep" section quotes).
+random weights, draw each sweep's picture (data/images/sweep_*.png), and print both tables as
+Markdown (the tables of docs/sides-and-sweep.md, "Sweep"); --doc FILE also writes them to FILE.
 
 The pythia-160m-shaped model (hidden 768, 12 layers, 12 heads, rotary 0.25, vocab 50304:
 EleutherAI/pythia-160m's config) is built through transformers' own GPTNeoXForCausalLM with
@@ -13,7 +13,7 @@ Needs: the build (build/src/ratiocheck), torch and transformers for the model
 (tools/requirements-dtype-fixtures.txt's pins), /usr/bin/python3 with h5py, numpy and
 matplotlib for the pictures.
 
-    python3 tools/sweep_example.py [--work /tmp/rc-sweep] [--prompts 16] [--len 32]
+    python3 tools/sweep_example.py [--work /tmp/rc-sweep] [--prompts 16] [--len 32] [--doc FILE]
 """
 import argparse
 import json
@@ -61,6 +61,7 @@ def main():
     ap.add_argument("--prompts", type=int, default=16, help="prompts of data/prompts/default.ids [16]")
     ap.add_argument("--len", type=int, default=32, help="generated tokens of the pythia-shaped run [32]")
     ap.add_argument("--ratiocheck", default=os.path.join(ROOT, "build", "src", "ratiocheck"))
+    ap.add_argument("--doc", help="also write the Markdown to this file (image links relative to docs/) [print only]")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     import run_bench  # tools/bench: the same model builder as the benchmark
@@ -94,8 +95,9 @@ def main():
            "", f"![bundled sweep](../{pics[0]})", "",
            f"## pythia-160m-shaped GPT-NeoX, random weights, {a.prompts} prompts x 2 samples, bf16 base, L = "
            + str(pythia["sweep"]["len"]), ""] + table(pythia) + ["", f"![pythia-160m-shaped sweep](../{pics[1]})", ""]
-    with open(os.path.join(ROOT, "docs", "sweep.md"), "w") as f:
-        f.write("\n".join(doc))
+    if a.doc:
+        with open(a.doc, "w") as f:
+            f.write("\n".join(doc))
     print("\n".join(doc))
 
 
