@@ -78,7 +78,7 @@ _rcd_main() {
   # Without a pkg-config of its own the machine has no usable .pc files either (any it has would
   # only be found through ours, with headers that may not match): unpack every library group.
   if [ -z "$sys_pc" ]; then
-    sel=($all_groups); fromsys=()
+    read -r -a sel <<<"$all_groups"; fromsys=()
   fi
   if [ ${#sel[@]} -eq 0 ]; then
     [ -n "${RC_DEPS_QUIET:-}" ] || echo "deps-env: every dependency comes from the system (nothing unpacked)"

@@ -81,6 +81,13 @@ LOG=$OUTDIR/log.txt
 SUMMARY=$OUTDIR/summary.txt
 : >"$SUMMARY"
 exec > >(tee -a "$LOG") 2>&1
+TEE_PID=$!
+# the end: close the pipe to tee and let it write the last lines before the call returns
+finish() {
+    exec 1>&- 2>&-
+    wait "$TEE_PID" 2>/dev/null
+    exit "$1"
+}
 T0=$(date +%s)
 BUDGET=${RC_GPU_BUDGET:-570}
 DRY=${RC_GPU_DRYRUN:-0}
@@ -94,7 +101,7 @@ if [ "$DRY" = 1 ]; then
     BACKEND=cpu DEVICE=cpu LENS=4,8 SMALL=--small SUBSET="--num-prompts 3" TRAIN=${RC_TRAIN_SECONDS:-5}
     MODEL=$WORK/seed-small
 else
-    BACKEND=cuda DEVICE=cuda LENS=20,40,50 SMALL= SUBSET= TRAIN=${RC_TRAIN_SECONDS:-45}
+    BACKEND=cuda DEVICE=cuda LENS=20,40,50 SMALL='' SUBSET='' TRAIN=${RC_TRAIN_SECONDS:-45}
 fi
 
 # summary.txt: written line by line as the stages run
@@ -285,7 +292,15 @@ stage_seed() {
         cp -f "$MODEL/make_seed_model.json" "$RES/" 2>/dev/null
     fi
     "$RC" inspect --model "$MODEL" | head -12
-    sum "  model: $(grep -m1 -E '^held-out' "$LOG" | cut -c1-160)"
+    "$PY" - "$MODEL/make_seed_model.json" <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t, h, p = d.get("training") or {}, d.get("held_out") or {}, d.get("last_prompt_position") or {}
+print("  seed model: %s parameters, %s training steps in %.0f s; held-out loss %.3f, top-1 prob %.3f; "
+      "at the prompts' last position entropy %.2f nats, top-1 prob %.3f"
+      % (f"{d.get('parameters', 0):,}", t.get("steps", 0), t.get("seconds", 0), h.get("loss", float("nan")),
+         h.get("top1_prob", float("nan")), p.get("entropy", float("nan")), p.get("top1_prob", float("nan"))))
+EOF
     # engine in every dtype; invariant (its speed cost, and ratio 1) in bf16 -- the suite has
     # already checked invariant ratios in every dtype
     RC_FILES=()
@@ -418,7 +433,7 @@ for s in $ALL_STAGES; do
     [ $rc = 0 ] || failed=1
     if [ "$s" = size ] && [ $rc = 3 ]; then
         echo "refused: the tree would not fit (summary: $SUMMARY)"
-        exit 3
+        finish 3
     fi
     if [ "$s" = seed ] || [ "$s" = bounds ]; then
         tar czf "$OUTDIR/seed.tgz" -C "$RES" --exclude='*.h5' . 2>/dev/null || true
@@ -428,4 +443,4 @@ sum "total $(elapsed) s: $([ $failed = 0 ] && echo 'every stage passed' || echo 
 echo
 echo "== summary ($SUMMARY)"
 cat "$SUMMARY"
-exit $failed
+finish $failed

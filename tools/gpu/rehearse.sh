@@ -17,7 +17,6 @@
 # Prints each summary; exit 0 when every check holds.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
-ROOT=$PWD
 BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "rehearse.sh: no build folder ${1:-build}" >&2; exit 2; }
 [ -x "$BUILD/src/ratiocheck" ] || { echo "rehearse.sh: $BUILD/src/ratiocheck missing (ninja -C $BUILD)" >&2; exit 2; }
 TMP=$(mktemp -d /tmp/rc-gpu-rehearse.XXXXXX)
