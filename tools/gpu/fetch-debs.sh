@@ -8,7 +8,8 @@
 #        FETCH_DEBS_IMAGE_BASE=0 bash tools/gpu/fetch-debs.sh   fetch IMAGE_BASE (below) too
 #
 # The folder travels to the GPU machine with the working tree (64 MiB in all), so it holds only
-# what a bare CUDA image lacks: about 11 MiB (tools/gpu/gpu_check.sh measures what travels).
+# what a bare CUDA image lacks: 37 packages, 8.8 MiB from the archive of 2026-12-05 (bash
+# tools/gpu/gpu_check.sh --stage size measures what travels).
 #
 # No root needed (`apt-get download`).  Idempotent: a file already in DIR whose SHA256 is the one
 # recorded in DIR/MANIFEST (and, for a download, apt's) is kept; .deb files no longer wanted are
