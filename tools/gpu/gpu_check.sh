@@ -20,8 +20,8 @@
 #           and ratiocheck; a missing library is named (and the toolkit's lib folder put on
 #           LD_LIBRARY_PATH when that finds it); then one --backend cuda run, whose one-line error
 #           (the loader's, with the dynamic linker's text) is the summary's when it fails
-#   suite   tests/test_cuda.c on the GPU (RC_CUDA_SYNC=1); its "measured max" lines and its Check
-#           totals go to the summary
+#   suite   tests/test_cuda.c on the GPU (RC_CUDA_SYNC=1), one process per test case (op_twins,
+#           host, model); its "measured max" lines and its Check totals go to the summary
 #   seed    a pythia-160m-shaped GPT-NeoX (make_seed_model.py, trained for RC_TRAIN_SECONDS on
 #           tools/gpu/kjv-excerpt.txt.xz), the bundled prompts, --len 20,40,50, fp32/fp16/bf16:
 #           ratiocheck (engine and invariant kernels), HF transformers (hf_seed.py) on the same GPU
@@ -30,7 +30,7 @@
 #           with them
 # build implies deps and libs; suite, seed and bounds build first when no build is there.
 #
-# Each stage has a time limit (build 300 s, suite 300 s, seed 420 s, bounds 150 s, the others
+# Each stage has a time limit (build 300 s, suite 400 s, seed 420 s, bounds 150 s, the others
 # 60-90 s; RC_GPU_LIMIT_<stage>=N overrides), cut to what is left of RC_GPU_BUDGET (default
 # 570 s: one device call of 600 s), and each step inside has its own cap. A stage that fails or
 # runs out of time is reported and the next one runs. Exit status: 0 every stage passed (or was
@@ -44,12 +44,15 @@
 # in build/ is reused by a later call on the same machine).
 #
 # RC_GPU_DRYRUN=1: the same stages on a machine without a GPU (CPU backend, torch on the CPU,
-# the --small model, 3 prompts, --len 4,8; the suite and bounds skip, libs loads the module
-# against the fake driver tests/libcuda.so.1): a rehearsal of the script (tools/gpu/rehearse.sh,
+# the --small model, 3 prompts, --len 4,8; the suite runs the host build tests/test_cuda_host's
+# quick cases, bounds skips, libs loads the module against the fake driver tests/libcuda.so.1):
+# a rehearsal of the script (tools/gpu/rehearse.sh,
 # run by CI), not a measurement. RC_GPU_BUILD=DIR uses an existing build folder. RC_GPU_SIMULATE
 # (rehearsals): "missing-lib" (the module needs a library no machine has), "fail:STAGE" (the
 # stage fails), "hang:STAGE" (the stage sleeps past its limit); several, space-separated.
-set -uo pipefail
+# no `set -e` or `set -u`: a failing command or an unset name inside a stage must end that stage,
+# never the script (every stage checks its own steps)
+set -o pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 
@@ -60,7 +63,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --stage) [ $# -ge 2 ] || usage; ASKED="$ASKED,$2"; shift 2 ;;
         --stage=*) ASKED="$ASKED,${1#--stage=}"; shift ;;
-        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
+        -h|--help) sed -n '2,/^# no .set -e/p' "$0" | sed '$d'; exit 0 ;;
         -*) usage ;;
         *) ARG_OUT=$1; shift ;;
     esac
@@ -174,7 +177,9 @@ stage_build() {
     fi
     local t want=() have
     have=$(ninja -C "$BUILD" -t targets all 2>/dev/null | cut -d: -f1)
-    for t in src/ratiocheck kernels/libratiocheck_cuda.so tests/test_cuda tests/libcuda.so.1; do
+    local targets="src/ratiocheck kernels/libratiocheck_cuda.so tests/test_cuda tests/libcuda.so.1"
+    [ "$DRY" = 1 ] && targets="$targets tests/test_cuda_host tests/ratiocheck_cuda_host"
+    for t in $targets; do
         grep -qx "$t" <<<"$have" && want+=("$t")
     done
     tmo 300 ninja -C "$BUILD" "${want[@]}" >"$RES/ninja.txt" 2>&1 ||
@@ -267,19 +272,36 @@ EOF
 }
 
 stage_suite() {
-    [ -x "$BUILD/tests/test_cuda" ] || { sum "  no tests/test_cuda in $BUILD (the build stage failed?)"; return 1; }
-    RC_SOURCE_DIR=$ROOT RC_CUDA_SYNC=1 tmo 300 "$BUILD/tests/test_cuda" >"$OUTDIR/test_cuda.txt" 2>&1
-    local rc=$?
+    local exe=$BUILD/tests/test_cuda cases="op_twins:150 host:60 model:400"
+    if [ "$DRY" = 1 ] && [ -x "$BUILD/tests/test_cuda_host" ]; then
+        # no GPU: the same suite over the host build of the CUDA sources, its quick cases
+        exe=$BUILD/tests/test_cuda_host cases="op_twins:120 host:60"
+        sum "  (dry run: tests/test_cuda_host, the host build, cases op_twins and host)"
+    fi
+    [ -x "$exe" ] || { sum "  no $exe (the build stage failed?)"; return 1; }
+    # one process per test case (Check's CK_RUN_CASE), shortest first, each with its own cap:
+    # a case that hangs or crashes leaves the others' results
+    local case cap rc bad=0 t0
+    : >"$OUTDIR/test_cuda.txt"
+    for case in $cases; do
+        cap=${case#*:} case=${case%%:*}
+        echo "== CK_RUN_CASE=$case" >>"$OUTDIR/test_cuda.txt"
+        t0=$(date +%s)
+        # OMP_WAIT_POLICY=PASSIVE as meson's tests: the CPU twins' threads do not spin
+        CK_RUN_CASE=$case RC_SOURCE_DIR=$ROOT RC_CUDA_SYNC=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} \
+            tmo "$cap" "$exe" >>"$OUTDIR/test_cuda.txt" 2>&1
+        rc=$?
+        case $rc in
+            0) sum "  $case: passed in $(($(date +%s) - t0)) s" ;;
+            77) sum "  test_cuda skipped (exit 77: no GPU)"; [ "$DRY" = 1 ] && return 0; return 1 ;;
+            124|137) sum "  $case: stopped at its time limit (exit $rc)"; bad=1 ;;
+            *) sum "  $case: exit status $rc (1: failures)"; bad=1 ;;
+        esac
+    done
     grep -E "^cuda" "$OUTDIR/test_cuda.txt" | grep -vE "^cuda +(round|add|act|act_mul|embed|gather|kv_cache) " || true
     grep -aE "measured max" "$OUTDIR/test_cuda.txt" | sed 's/^/  /' >>"$SUMMARY"
     grep -aE "Checks:|:F:|:E:" "$OUTDIR/test_cuda.txt" | head -20 | sed 's/^/  /' | tee -a "$SUMMARY"
-    case $rc in
-        0) sum "  test_cuda passed" ;;
-        77) sum "  test_cuda skipped (exit 77: no GPU)"; [ "$DRY" = 1 ] && return 0 ;;
-        124|137) sum "  test_cuda stopped at its time limit (exit $rc)" ;;
-        *) sum "  test_cuda exit status $rc (1: failures)" ;;
-    esac
-    return $((rc == 0 ? 0 : 1))
+    return $bad
 }
 
 RC_FILES=()
@@ -386,7 +408,7 @@ stage_bounds() {
 
 # ---------------------------------------------------------------- the run
 
-declare -A LIMIT=([size]=60 [deps]=90 [build]=300 [libs]=60 [suite]=300 [seed]=420 [bounds]=150)
+declare -A LIMIT=([size]=60 [deps]=90 [build]=300 [libs]=60 [suite]=400 [seed]=420 [bounds]=150)
 # what each asked stage needs
 [ -n "${WANT[build]:-}" ] && WANT[libs]=1
 if [ -n "${WANT[suite]:-}${WANT[seed]:-}${WANT[bounds]:-}${WANT[libs]:-}" ] && [ ! -x "$RC" ]; then

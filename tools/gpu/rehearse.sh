@@ -5,8 +5,9 @@
 #
 # runs tools/gpu/gpu_check.sh with RC_GPU_DRYRUN=1 over the existing build, each time into a
 # fresh output folder standing in for the device tool's $OUT, and checks its summary.txt:
-#   1. --stage build,suite: every stage passes; the size that would travel (under the 60 MiB the
-#      script allows) and the stages are printed;
+#   1. --stage size,build,suite: every stage passes (the suite: the host build's test_cuda_host,
+#      cases op_twins and host, where the build has it); the size that would travel (under the
+#      60 MiB the script allows) and the stages are printed;
 #   2. RC_GPU_SIMULATE=missing-lib: the CUDA module (ratiocheck in a CPU-only build) needs a
 #      library that does not exist: the libs stage fails naming it (with the CUDA loader's one
 #      line where there is a module), the suite stage still runs, the exit status is 1;
@@ -45,6 +46,10 @@ S=$TMP/pass/summary.txt
 check pass "$S" '^size +[0-9]+ s +ok' "the size stage passes"
 check pass "$S" 'travels: [0-9.]+ MiB' "the travelling size is measured"
 for s in deps build libs suite; do check pass "$S" "^$s +[0-9]+ s +ok" "stage $s ok"; done
+if [ -x "$BUILD/tests/test_cuda_host" ]; then
+    check pass "$S" '^  op_twins: passed' "the suite's cases run one by one (the host build's op_twins)"
+    check pass "$S" 'Checks: [0-9]+, Failures: 0, Errors: 0' "the suite's Check totals in the summary"
+fi
 grep -E 'travels:' "$S" | sed 's/^ */  size: /'
 
 RC_GPU_SIMULATE=missing-lib rehearse missing_lib 1 --stage build,suite
