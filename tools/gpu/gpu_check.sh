@@ -126,6 +126,7 @@ simulated() { [[ "$SIM" == *" $1 "* ]]; }
 
 sum "GPU check $(date -u '+%Y-%m-%d %H:%M:%S UTC'), stages asked: ${ASKED#,}$([ "$DRY" = 1 ] && echo ' (RC_GPU_DRYRUN=1: a rehearsal without a GPU, not a measurement)')"
 sum "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)$(command -v nvidia-smi >/dev/null || echo 'no nvidia-smi'); nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
+sum "python: $(timeout 60 "$PY" -c 'import sys, torch, transformers; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__, "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)' 2>&1 | tail -1)"
 
 # ---------------------------------------------------------------- stages
 
@@ -186,7 +187,7 @@ stage_build() {
         { tail -40 "$RES/ninja.txt"; sum "  ninja failed: $(grep -m1 -E 'error|FAILED' "$RES/ninja.txt")"; return 1; }
     "$RC" --version | head -1
     sum "  built: ${want[*]} in $BUILD"
-    [ -f "$BUILD/kernels/libratiocheck_cuda.so" ] || sum "  no CUDA module: this build is CPU-only (nvcc not found)"
+    [ -f "$BUILD/kernels/libratiocheck_cuda.so" ] || sum "  no CUDA module: this build is CPU-only (configured without CUDA, or no nvcc)"
 }
 
 # "lib (needed by obj) ..." for every library ldd cannot find in the objects given
