@@ -222,6 +222,7 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 static inline const char *cudaGetErrorString(cudaError_t e)
 {
     switch (e) {
+    case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorMemoryAllocation: return "out of memory";
