@@ -123,6 +123,16 @@ tmo() {
     timeout -k 5 "$left" "$@"
 }
 simulated() { [[ "$SIM" == *" $1 "* ]]; }
+# step NAME CAP CMD...: tmo CAP CMD, its output also in $RES/NAME.txt; on failure the summary gets
+# "NAME FAILED (exit N): its last line"
+step() {
+    local name=$1 cap=$2 rc
+    shift 2
+    tmo "$cap" "$@" 2>&1 | tee "$RES/$name.txt"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || sum "  $name FAILED (exit $rc): $(grep -v '^\s*$' "$RES/$name.txt" | tail -1 | cut -c1-300)"
+    return "$rc"
+}
 
 sum "GPU check $(date -u '+%Y-%m-%d %H:%M:%S UTC'), stages asked: ${ASKED#,}$([ "$DRY" = 1 ] && echo ' (RC_GPU_DRYRUN=1: a rehearsal without a GPU, not a measurement)')"
 sum "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)$(command -v nvidia-smi >/dev/null || echo 'no nvidia-smi'); nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none)"
@@ -309,9 +319,8 @@ RC_FILES=()
 stage_seed() {
     local ok=0 k dt
     if [ ! -f "$MODEL/model.safetensors" ]; then
-        tmo 180 "$PY" tools/gpu/make_seed_model.py "$MODEL" --device $DEVICE --train-seconds "$TRAIN" \
-            --corpus tools/gpu/kjv-excerpt.txt.xz --seed 0 $SMALL ||
-            { sum "  make_seed_model.py failed (exit $?)"; return 1; }
+        step make_seed_model 180 "$PY" tools/gpu/make_seed_model.py "$MODEL" --device $DEVICE --train-seconds "$TRAIN" \
+            --corpus tools/gpu/kjv-excerpt.txt.xz --seed 0 $SMALL || return 1
         cp -f "$MODEL/make_seed_model.json" "$RES/" 2>/dev/null
     fi
     "$RC" inspect --model "$MODEL" | head -12
@@ -343,12 +352,11 @@ EOF
             ok=1
         fi
     done
-    if tmo 200 "$PY" tools/gpu/hf_seed.py --model "$MODEL" --prompts data/prompts/default.txt --len $LENS \
+    if step hf_seed 200 "$PY" tools/gpu/hf_seed.py --model "$MODEL" --prompts data/prompts/default.txt --len $LENS \
         --dtype fp32,fp16,bf16 --samples 2 --seed 0 --device $DEVICE $SUBSET --json "$RES/hf.json"; then
         # the table goes to the summary here unless the bounds stage prints it with the bounds
         if [ -n "${WANT[bounds]:-}" ] && [ "$DEVICE" = cuda ]; then side_by_side "" nosum; else side_by_side "" || ok=1; fi
     else
-        sum "  hf_seed.py FAILED (exit $?)"
         ok=1
     fi
     # last, as the least important: what is left of the stage's time
@@ -399,8 +407,8 @@ stage_bounds() {
         return 0
     fi
     [ -f "$MODEL/model.safetensors" ] || { sum "  no seed model (the seed stage failed?)"; return 1; }
-    if ! tmo 120 "$PY" tools/gpu/measure_bounds.py --model "$MODEL" --json "$RES/bounds.json"; then
-        sum "  measure_bounds.py FAILED (exit $?); the table without the bounds:"
+    if ! step measure_bounds 120 "$PY" tools/gpu/measure_bounds.py --model "$MODEL" --json "$RES/bounds.json"; then
+        sum "  the table without the bounds:"
         [ -f "$RES/hf.json" ] && side_by_side ""
         return 1
     fi
