@@ -44,7 +44,11 @@ t0=$(date +%s)
 rehearse pass 0 --stage size,build,suite
 S=$TMP/pass/summary.txt
 check pass "$S" '^size +[0-9]+ s +ok' "the size stage passes"
-check pass "$S" 'travels: [0-9.]+ MiB' "the travelling size is measured"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    check pass "$S" 'travels: [0-9.]+ MiB' "the travelling size is measured"
+else
+    echo "  (not a git checkout: the size that would travel is not measured)"
+fi
 for s in deps build libs suite; do check pass "$S" "^$s +[0-9]+ s +ok" "stage $s ok"; done
 if [ -x "$BUILD/tests/test_cuda_host" ]; then
     check pass "$S" '^  op_twins: passed' "the suite's cases run one by one (the host build's op_twins)"
