@@ -13,7 +13,11 @@ RCK_DEFINE_KERNEL(k_attn, rck_attn_args, rck_attn_thread)
 rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rck_attn_args *a)
 {
     RC_TRY(rc_attn_params_check(&ap, op));
-    a->inv_freq = ap.inv_freq;
+    // the RoPE table only where there is RoPE: without rotary dims forward.c
+    // leaves the model's host table in ap.inv_freq (it uploads it for RoPE
+    // only), and a kernel's arguments hold device pointers alone
+    const bool rotary = ap.pos == RC_ATTN_POS_ROTARY && ap.rotary_dim > 0;
+    a->inv_freq = rotary ? ap.inv_freq : nullptr;
     a->nh = ap.n_heads;
     a->nkv = ap.n_kv_heads;
     a->d = ap.head_dim;
@@ -26,6 +30,8 @@ rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rc
     a->prob_dt = ap.num.prob_dt;
     a->out_dt = ap.num.out_dt;
     a->ap = ap;
+    if (!rotary)
+        a->ap.inv_freq = nullptr;
     return RC_OK;
 }
 

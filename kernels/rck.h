@@ -58,7 +58,7 @@ rc_status rck_after_launch(const char *kernel, const char *file, int line);
 #ifdef __CUDACC__
 #define RCK_KERNEL_CALL(kname, grid, block, args, n) kname<<<(grid), (block)>>>((args), (n))
 #else
-#define RCK_KERNEL_CALL(kname, grid, block, args, n) rck_shim_launch(kname, (grid), (block), (args), (n))
+#define RCK_KERNEL_CALL(kname, grid, block, args, n) rck_shim_launch(kname, #kname, (grid), (block), (args), (n))
 #endif
 
 #define RCK_LAUNCH(kname, args, n)                                                         \

@@ -30,7 +30,7 @@ fail() { echo "FAIL: $*"; status=1; }
 
 for d in fp32 bf16; do
   [ "$d" = bf16 ] && ! want png && continue  # only the png part plots two files
-  "$RC" --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q \
+  "$RC" --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q \
     --dtype "$d" --num-prompts 8 --samples 2 --len 8,16,24 --out "$tmp/$d.h5" > /dev/null \
     || { echo "FAIL: ratiocheck --dtype $d failed"; exit 1; }
 done
@@ -233,7 +233,7 @@ done
 
 # A sweep file: PREFIX_sweep.png at its size, and the std / k3 printed per setting equal to
 # the file's /sweep/NN/len_L attributes (recomputed by the tool from the row's log-probs).
-"$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
+"$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
   --num-prompts 4 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 \
   --vary both:kernels=invariant > /dev/null || fail "ratiocheck sweep failed"
 plot sweep "$tmp/sweep.h5" --out "$tmp/sweep" --prefix sw || fail "plot of a sweep: $(cat "$tmp/sweep.err")"

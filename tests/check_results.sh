@@ -15,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 status=0
 run() {
   local name=$1; shift
-  "$RC" --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q \
+  "$RC" --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q \
     --out "$tmp/$name.h5" "$@" > "$tmp/$name.txt" || { echo "ratiocheck $* failed"; status=1; return; }
   echo "== $name: $*"
   "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
@@ -94,14 +94,14 @@ tamper noentropy bf16 noentropy '"entropy": null'
 tamper corr bf16 corr '"token_ppo": {"level": "FAIL"' --nonzero
 # a sweep: every row's statistics from its own tensors, the noise floor bitwise, the best row
 echo "== sweep"
-"$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
+"$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
   --num-prompts 6 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 --vary both:lm-head=fp32 \
   --vary both:dtype=fp16 --vary sampler:batch=1 --vary both:kernels=invariant > "$tmp/sweep.txt" || { echo "ratiocheck sweep failed"; status=1; }
 "$PY" "$SRC/tools/check_results.py" "$tmp/sweep.h5" || status=1
 # ratiocheck score: HF's logged rollouts of 6 to 24 tokens (the padded layout: every statistic
 # over each rollout's own tokens), a reference, and a sweep over trainer settings
 echo "== score"
-"$RC" score --model "$SRC/data/models/pythia-rc-tiny" --rollouts "$SRC/data/fixtures/score/hf_bf16.jsonl" -q \
+"$RC" score --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --rollouts "$SRC/data/fixtures/score/hf_bf16.jsonl" -q \
   --dtype bf16 --len 8,24 --reference fp32 --vary trainer:lm-head=fp32 --vary trainer:dtype=fp32 \
   --out "$tmp/score.h5" > "$tmp/score.txt" || { echo "ratiocheck score failed"; status=1; }
 "$PY" "$SRC/tools/check_results.py" "$tmp/score.h5" || status=1

@@ -21,12 +21,12 @@ plot() {  # plot NAME ARGS...: run the tool, keep stdout and stderr in $tmp/NAME
   local name=$1; shift
   "$PY" "$TOOL" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
 }
-"$RC" --model "$SRC/data/models/pythia-rc-tiny" --prompts "$SRC/data/prompts/default.ids" -q \
+"$RC" --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q \
   --num-prompts 4 --samples 2 --len 8 --sampler dtype=bf16 --trainer dtype=bf16,lm-head=fp32 \
   --out "$tmp/run.h5" > /dev/null || { echo "FAIL: ratiocheck run failed"; exit 1; }
 # A trace file (ratiocheck trace): PREFIX_trace.png at its size, and the first divergence it
 # prints equal to /trace's attributes.
-"$RC" trace "$tmp/run.h5" --seq 3 -q --out "$tmp/trace.h5" > /dev/null || fail "ratiocheck trace failed"
+"$RC" trace "$tmp/run.h5" --backend cpu --seq 3 -q --out "$tmp/trace.h5" > /dev/null || fail "ratiocheck trace failed"
 plot trace "$tmp/trace.h5" --out "$tmp/trace" --prefix tr || fail "plot of a trace: $(cat "$tmp/trace.err")"
 grep -qE "^wrote \S+/tr_trace\.png 1170x450$" "$tmp/trace.out" || fail "tr_trace.png not written at 1170x450"
 "$PY" - "$tmp" <<'EOF' || status=1

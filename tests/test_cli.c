@@ -225,7 +225,7 @@ static void run_setup(void)
     fputs("# three prompts\n1 2 3 4 5\n\n10 20 30\n7 8 9 10 11 12 13\n", f);
     fclose(f);
     snprintf(g_common, sizeof g_common,
-             "--model data/fixtures/neox_parallel --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
+             "--model data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
 }
 
 static void run_teardown(void)
@@ -389,7 +389,7 @@ START_TEST(test_strata_growth)
     static char first[1 << 16];
     /* the bundled model in bf16: the fixture's ratios are all 1, and var(S) 0 */
     snprintf(common, sizeof common,
-             "--model data/models/pythia-rc-tiny --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
+             "--model data/models/pythia-rc-tiny --backend cpu --prompts %s/p.ids --len 4,8 --samples 2 -q", g_dir);
     snprintf(args, sizeof args, "%s --out %s/st.h5 --by prob,entropy", common, g_dir);
     snprintf(h5, sizeof h5, "%s/st.h5", g_dir);
     const char *const needles[] = {"growth of S with L", "strata at L=8: log r by decile of the sampler's probability",
@@ -443,7 +443,7 @@ START_TEST(test_strata_growth)
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "n/a: var(S) > 0 at 0 of the 2 lengths, needs 2"));
     /* a replay of the same rollouts recomputes the same entropy, bit for bit */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --rollouts-from %s/st.h5 -q --out %s/st2.h5",
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --rollouts-from %s/st.h5 -q --out %s/st2.h5",
              g_dir, g_dir);
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "report %s/st2.h5 --by prob,entropy", g_dir);
@@ -703,7 +703,7 @@ START_TEST(test_sweep)
     ck_assert(json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), 1), "std")) == head_std);
     json_decref(j);
     /* --rollouts-from without --len: the file's lengths */
-    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel -q --rollouts-from %s/sw.h5 --out none --json",
+    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --backend cpu -q --rollouts-from %s/sw.h5 --out none --json",
              g_dir);
     ck_assert_int_eq(run(args), 0);
     j = json_loads(g_out, 0, &err);
@@ -714,7 +714,7 @@ START_TEST(test_sweep)
     json_decref(j);
     /* --vary: its own rows; one the model cannot run is skipped with the reason; the table */
     snprintf(args, sizeof args,
-             "sweep --model data/fixtures/bloom_alibi --prompts %s/p.ids --len 4 --samples 1 -q --out none "
+             "sweep --model data/fixtures/bloom_alibi --backend cpu --prompts %s/p.ids --len 4 --samples 1 -q --out none "
              "--vary trainer:mode=autocast --vary both:lm-head=fp32,upcast=softmax",
              g_dir);
     ck_assert_int_eq(run(args), 0);
@@ -872,7 +872,7 @@ START_TEST(test_tensor_parallel)
     check_bad_specs(bad, sizeof bad / sizeof bad[0]);
     /* TP keeps batch invariance: invariant kernels and the same TP arithmetic on both sides (llama_gqa has no
      * bias on o_proj / down_proj, so the sides' bias placements agree) give every ratio exactly 1 */
-    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4,8 --samples 2 -q "
+    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --backend cpu --prompts %s/p.ids --len 4,8 --samples 2 -q "
              "--out none --json --kernels invariant --sampler tp=2 --trainer tp=2", g_dir);
     ck_assert_int_eq(run(args), 0);
     j = json_loads(g_out, 0, &err);
@@ -885,10 +885,10 @@ START_TEST(test_tensor_parallel)
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, ",tp=2,tp-reduce=fp32,weights=fp8,weight-scale=tensor,act=none"));
     /* GQA, 4 query / 2 KV heads: vLLM replicates KV heads at tp 4, Megatron cannot */
-    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4 -q --out none "
+    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --backend cpu --prompts %s/p.ids --len 4 -q --out none "
              "--sampler tp=4", g_dir);
     ck_assert_int_eq(run(args), 0);
-    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --prompts %s/p.ids --len 4 -q --out none "
+    snprintf(args, sizeof args, "--model data/fixtures/llama_gqa --backend cpu --prompts %s/p.ids --len 4 -q --out none "
              "--trainer tp=4", g_dir);
     ck_assert_int_eq(run(args), 5);
     ck_assert_ptr_nonnull(strstr(g_err, "trainer tp=4: the model's 2 KV heads are not divisible by 4 (Megatron"));
@@ -905,10 +905,10 @@ START_TEST(test_trace_command)
     char args[2048], a[256], t[256];
     snprintf(a, sizeof a, "%s/a.h5", g_dir);
     snprintf(t, sizeof t, "%s/t.h5", g_dir);
-    const char *m = "--model data/models/pythia-rc-tiny --num-prompts 3 --samples 2 --len 8 -q";
+    const char *m = "--model data/models/pythia-rc-tiny --backend cpu --num-prompts 3 --samples 2 --len 8 -q";
     snprintf(args, sizeof args, "%s --sampler dtype=bf16 --trainer dtype=bf16,lm-head=fp32 --out %s", m, a);
     ck_assert_int_eq(run(args), 0);
-    snprintf(args, sizeof args, "trace %s --worst 2 --out %s --json", a, t);
+    snprintf(args, sizeof args, "trace %s --backend cpu --worst 2 --out %s --json", a, t);
     ck_assert_int_eq(run(args), 0);
     json_error_t err;
     json_t *j = json_loads(g_out, 0, &err);
@@ -927,7 +927,7 @@ START_TEST(test_trace_command)
     snprintf(args, sizeof args, "report %s", t);
     ck_assert_int_eq(run(args), 0);
     /* the sides overridden to be equal and invariant: no divergence (table) */
-    snprintf(args, sizeof args, "trace %s --seq 0,5 --out none --sampler kernels=invariant,lm-head=fp32 "
+    snprintf(args, sizeof args, "trace %s --backend cpu --seq 0,5 --out none --sampler kernels=invariant,lm-head=fp32 "
              "--trainer kernels=invariant", a);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "first divergence: none"));
@@ -939,15 +939,15 @@ START_TEST(test_trace_command)
         int code;
         const char *msg;
     } bad[] = {
-        {"trace @D/p.ids --out @D/x.h5", 4, "not an HDF5 file"},
-        {"trace @D/missing.h5 --out @D/x.h5", 6, "missing.h5"},
-        {"trace @D/a.h5 --seq 99 --out @D/x.h5", 2, "--seq 99: "},
-        {"trace @D/a.h5 --seq 1,1 --out @D/x.h5", 2, "listed twice"},
-        {"trace @D/a.h5 --seq 1,x --out @D/x.h5", 2, "--seq"},
-        {"trace @D/a.h5 --worst 0 --out @D/x.h5", 2, "--worst"},
-        {"trace @D/a.h5 --worst 2 --seq 1 --out @D/x.h5", 2, "cannot be combined"},
-        {"trace @D/a.h5 --out @D/t.h5", 2, "t.h5"},
-        {"trace @D/a.h5 --trainer kv-cache=fp8 --out @D/x.h5", 5, "kv-cache"},
+        {"trace @D/p.ids --backend cpu --out @D/x.h5", 4, "not an HDF5 file"},
+        {"trace @D/missing.h5 --backend cpu --out @D/x.h5", 6, "missing.h5"},
+        {"trace @D/a.h5 --backend cpu --seq 99 --out @D/x.h5", 2, "--seq 99: "},
+        {"trace @D/a.h5 --backend cpu --seq 1,1 --out @D/x.h5", 2, "listed twice"},
+        {"trace @D/a.h5 --backend cpu --seq 1,x --out @D/x.h5", 2, "--seq"},
+        {"trace @D/a.h5 --backend cpu --worst 0 --out @D/x.h5", 2, "--worst"},
+        {"trace @D/a.h5 --backend cpu --worst 2 --seq 1 --out @D/x.h5", 2, "cannot be combined"},
+        {"trace @D/a.h5 --backend cpu --out @D/t.h5", 2, "t.h5"},
+        {"trace @D/a.h5 --backend cpu --trainer kv-cache=fp8 --out @D/x.h5", 5, "kv-cache"},
         {"trace --out @D/x.h5", 2, "give the run's result file"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -957,7 +957,7 @@ START_TEST(test_trace_command)
         ck_assert_msg(count_lines(g_err) == 1, "%s: %s", args, g_err);
         ck_assert_int_eq(count_files(g_dir), files);
     }
-    snprintf(args, sizeof args, "trace %s/a.h5 --seq 99 --out none", g_dir);
+    snprintf(args, sizeof args, "trace %s/a.h5 --backend cpu --seq 99 --out none", g_dir);
     ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "has 6 sequences (0 to 5)"));
 }
@@ -1046,7 +1046,7 @@ START_TEST(test_run_output_file)
     f = fopen(p, "w");
     fputs("1 2 3\n4 99999\n", f);
     fclose(f);
-    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s --out %s/never.h5 -q", p, g_dir);
+    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --backend cpu --prompts %s --out %s/never.h5 -q", p, g_dir);
     ck_assert_int_eq(run(args), 4);
     ck_assert_ptr_nonnull(strstr(g_err, "bad.ids: prompt 2: token id 99999"));
     snprintf(p, sizeof p, "%s/never.h5", g_dir);
@@ -1116,21 +1116,28 @@ START_TEST(test_run_bad_options)
     FILE *f = fopen(p, "w");
     fputs("1 2\nhello world\n", f);
     fclose(f);
-    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s --out none", p);
+    snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --backend cpu --prompts %s --out none", p);
     ck_assert_int_eq(run(args), 4);
     ck_assert_ptr_nonnull(strstr(g_err, "text.ids:2:1: expected a token id"));
-    /* --backend cuda never falls back silently: exit 8 with the reason (on
-     * this machine: no device, or an empty CUDA_VISIBLE_DEVICES) */
-    snprintf(args, sizeof args, "%s --out none --backend cuda", g_common);
-    ck_assert_int_eq(run(args), 8);
-    ck_assert_ptr_nonnull(strstr(g_err, "CUDA backend: "));
-    ck_assert_int_eq(count_lines(g_err), 1);
-    snprintf(args, sizeof args, "%s --out none --backend cpu", g_common);
-    ck_assert_int_eq(run(args), 0);
-    /* auto: cuda only when a device answers; the JSON says which ran */
+    /* --backend cuda never falls back silently: without a usable GPU (no
+     * device, no driver, an empty CUDA_VISIBLE_DEVICES) exit 8 with the
+     * reason; where one answers, the run is there */
     int nd;
     char dev[256];
     bool have_gpu = rc_cuda_probe(&nd, dev, sizeof dev) == RC_OK;
+    if (have_gpu) {
+        snprintf(args, sizeof args, "%s --out none --backend cuda --json", g_common);
+        ck_assert_int_eq(run(args), 0);
+        ck_assert_ptr_nonnull(strstr(g_out, "\"backend\": \"cuda\""));
+    } else {
+        snprintf(args, sizeof args, "%s --out none --backend cuda", g_common);
+        ck_assert_int_eq(run(args), 8);
+        ck_assert_ptr_nonnull(strstr(g_err, "CUDA backend: "));
+        ck_assert_int_eq(count_lines(g_err), 1);
+    }
+    snprintf(args, sizeof args, "%s --out none --backend cpu", g_common);
+    ck_assert_int_eq(run(args), 0);
+    /* auto: cuda only when a device answers; the JSON says which ran */
     snprintf(args, sizeof args, "%s --out none --backend auto --json", g_common);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, have_gpu ? "\"backend\": \"cuda\"" : "\"backend\": \"cpu\", \"device\": \"\""));
@@ -1171,7 +1178,7 @@ START_TEST(test_run_interrupt)
     char cmd[4096], p[128];
     snprintf(p, sizeof p, "%s/int.h5", g_dir);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && ('%s/src/ratiocheck' --model data/fixtures/neox_parallel --prompts %s/p.ids --len 50 "
+             "cd '%s' && ('%s/src/ratiocheck' --model data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids --len 50 "
              "--samples 5000 --batch 4 -q --out %s & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo $? > %s/code)",
              getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, g_dir, p, g_dir);
     ck_assert_int_ne(system(cmd), -1);
@@ -1225,7 +1232,7 @@ START_TEST(test_text_prompts)
     snprintf(p, sizeof p, "%s/p.txt", g_dir);
     write_file(p, "In the beginning\nAnd God said\\n unto\r\n", 38);
     snprintf(args, sizeof args,
-             "--model data/models/pythia-rc-tiny --prompts %s --len 4 --samples 1 -q --show 2 --out %s/t.h5", p, g_dir);
+             "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 --samples 1 -q --show 2 --out %s/t.h5", p, g_dir);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "[sequence 0] prompt_index 0, sample_index 0, S "));
     ck_assert_ptr_nonnull(strstr(g_out, "\"In the beginning\""));
@@ -1233,7 +1240,7 @@ START_TEST(test_text_prompts)
     ck_assert_ptr_nonnull(strstr(g_out, "\"And God said\\n unto\""));
     /* --show-worst: the largest |S| first; with --json the completions are JSON, nothing else on stdout */
     snprintf(args, sizeof args,
-             "--model data/models/pythia-rc-tiny --prompts %s --len 6 --samples 2 -q --show-worst 3 --out none --json", p);
+             "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 6 --samples 2 -q --show-worst 3 --out none --json", p);
     ck_assert_int_eq(run(args), 0);
     json_error_t err;
     json_t *j = json_loads(g_out, 0, &err);
@@ -1249,13 +1256,13 @@ START_TEST(test_text_prompts)
     ck_assert_int_eq((int)json_array_size(json_object_get(s0, "tokens")), 6);
     ck_assert_int_eq((int)json_array_size(json_object_get(s0, "log_ratio")), 6);
     json_decref(j);
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 4 -q --show 1 --show-worst 1", p);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 -q --show 1 --show-worst 1", p);
     ck_assert_int_eq(run(args), 2);
     /* .jsonl: text and token-id prompts */
     snprintf(p, sizeof p, "%s/p.jsonl", g_dir);
     const char *jl = "{\"prompt\": \"In the beginning\"}\n\n{\"tokens\": [1168, 259]}\n";
     write_file(p, jl, strlen(jl));
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 4 --samples 1 -q --out none --json", p);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 --samples 1 -q --out none --json", p);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"count\": 8"));
     /* errors name the file and line (and byte) */
@@ -1273,7 +1280,7 @@ START_TEST(test_text_prompts)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", g_dir, bad[i].name);
         write_file(p, bad[i].body, bad[i].n);
-        snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 4 -q --out none", p);
+        snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 -q --out none", p);
         ck_assert_int_eq(run(args), bad[i].code);
         ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].name, g_err);
         ck_assert_int_eq(count_lines(g_err), 1);
@@ -1281,7 +1288,7 @@ START_TEST(test_text_prompts)
     /* a prompt that does not fit the context with max(--len): its line */
     snprintf(p, sizeof p, "%s/long.txt", g_dir);
     write_file(p, "short\nIn the beginning God created\n", 35);
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --prompts %s --len 10,252 -q --out none", p);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 10,252 -q --out none", p);
     ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "long.txt:2: prompt of 5 tokens plus 252 generated tokens"));
 }
@@ -1296,7 +1303,7 @@ START_TEST(test_report_diff)
     snprintf(a, sizeof a, "%s/a.h5", g_dir);
     snprintf(b, sizeof b, "%s/b.h5", g_dir);
     snprintf(c, sizeof c, "%s/c.h5", g_dir);
-    const char *m = "--model data/models/pythia-rc-tiny --num-prompts 4 --samples 2 --len 6,12 -q";
+    const char *m = "--model data/models/pythia-rc-tiny --backend cpu --num-prompts 4 --samples 2 --len 6,12 -q";
     for (int json = 0; json < 2; json++) {
         snprintf(args, sizeof args, "%s --out %s --force%s", m, a, json ? " --json" : "");
         ck_assert_int_eq(run(args), 0);
@@ -1306,7 +1313,7 @@ START_TEST(test_report_diff)
         ck_assert_str_eq(g_out, first); /* byte for byte the run's own output */
     }
     /* a replay with the same settings reproduces every log-prob: diff is 0 */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --len 6,12 -q --out %s --rollouts-from %s", b, a);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --len 6,12 -q --out %s --rollouts-from %s", b, a);
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "diff %s %s --json", a, b);
     ck_assert_int_eq(run(args), 0);
@@ -1328,7 +1335,7 @@ START_TEST(test_report_diff)
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "max |diff| 0.000e+00, mean |diff| 0.000e+00, bitwise equal 1.0000"));
     /* replaying in fp16 compares dtypes over the same tokens */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --len 6,12 -q --dtype fp16 --out %s --rollouts-from %s",
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --len 6,12 -q --dtype fp16 --out %s --rollouts-from %s",
              c, a);
     ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "diff %s %s", a, c);
@@ -1349,7 +1356,7 @@ START_TEST(test_report_diff)
     snprintf(args, sizeof args, "report %s/missing.h5", g_dir);
     ck_assert_int_eq(run(args), 6);
     /* --len beyond the replayed rollouts */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --len 20 -q --out none --rollouts-from %s", a);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --len 20 -q --out none --rollouts-from %s", a);
     ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "exceeds the 12 tokens of the replayed rollouts"));
 }
@@ -1401,8 +1408,8 @@ static char *subst_dir(char *dst, size_t n, const char *tmpl)
 START_TEST(test_stdout_unwritable)
 {
     const char *cmds[] = {
-        "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none",
-        "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none --json",
+        "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none",
+        "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none --json",
         "$RC inspect --model data/fixtures/neox_parallel",
         "$RC inspect --model data/fixtures/neox_parallel --json",
         "$RC tokenize --model data/models/pythia-rc-tiny hello",
@@ -1475,7 +1482,7 @@ START_TEST(test_alibi_bias_option)
     fputs("5 7 9 11 13 2\n12 3 4\n", f);
     fclose(f);
     snprintf(args, sizeof args,
-             "--model data/fixtures/bloom_alibi --prompts /tmp/rc_cli_alibi.ids --len 6 -q --alibi-bias rowmax "
+             "--model data/fixtures/bloom_alibi --backend cpu --prompts /tmp/rc_cli_alibi.ids --len 6 -q --alibi-bias rowmax "
              "--out %s/a.h5",
              g_dir);
     ck_assert_msg(run(args) == 0, "%s", g_err);
@@ -1484,13 +1491,13 @@ START_TEST(test_alibi_bias_option)
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"alibi_bias\": \"rowmax\""));
     snprintf(args, sizeof args,
-             "--model data/fixtures/bloom_alibi --prompts /tmp/rc_cli_alibi.ids --len 6 -q --out %s/b.h5", g_dir);
+             "--model data/fixtures/bloom_alibi --backend cpu --prompts /tmp/rc_cli_alibi.ids --len 6 -q --out %s/b.h5", g_dir);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_null(strstr(g_out, "alibi-bias"));
     snprintf(args, sizeof args, "report %s/b.h5 --json", g_dir);
     ck_assert_int_eq(run(args), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"alibi_bias\": \"model\""));
-    ck_assert_int_eq(run("--model data/fixtures/bloom_alibi --alibi-bias max --out none"), 2);
+    ck_assert_int_eq(run("--model data/fixtures/bloom_alibi --backend cpu --alibi-bias max --out none"), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "--alibi-bias"));
     ck_assert_int_eq(count_lines(g_err), 1);
     unlink("/tmp/rc_cli_alibi.ids");
@@ -1768,7 +1775,7 @@ START_TEST(test_option_values)
     };
     char args[2048];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --prompts %s/p.ids -q --out none %s", g_dir,
+        snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids -q --out none %s", g_dir,
                  cases[i].opt);
         ck_assert_msg(run(args) == 2, "%s: stderr '%s'", cases[i].opt, g_err);
         ck_assert_msg(strstr(g_err, cases[i].msg) != NULL, "%s: stderr '%s'", cases[i].opt, g_err);
@@ -1804,7 +1811,7 @@ START_TEST(test_tokenizer_not_regular)
     snprintf(fifo, sizeof fifo, "%s/r.h5", g_dir);
     ck_assert_int_eq(mkfifo(fifo, 0644), 0);
     const char *cmds[] = {"report @D/r.h5", "diff @D/r.h5 @D/r.h5",
-                          "--model data/models/pythia-rc-tiny --rollouts-from @D/r.h5 --len 4 -q --out none"};
+                          "--model data/models/pythia-rc-tiny --backend cpu --rollouts-from @D/r.h5 --len 4 -q --out none"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         ck_assert_int_eq(run(subst_dir(args, sizeof args, cmds[i])), 6);
         ck_assert_msg(strstr(g_err, "r.h5: not a regular file") != NULL, "%s: '%s'", cmds[i], g_err);
@@ -1819,11 +1826,11 @@ static const struct {
     const char *cmd; /* shell; @D = the run fixture's folder */
     const char *msg; /* in the one line on stderr ("" for exit 0) */
 } k_exit_rows[] = {
-    {0, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none >/dev/null", ""},
-    {1, "RATIOCHECK_FAULT=internal $RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none",
+    {0, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none >/dev/null", ""},
+    {1, "RATIOCHECK_FAULT=internal $RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none",
      "internal error"},
     {2, "$RC --model data/fixtures/neox_parallel --frobnicate", "--frobnicate"},
-    {3, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 --dtype fp16 -q --out none "
+    {3, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 --dtype fp16 -q --out none "
         "--fail-above std=0 >/dev/null",
      "exceeds"},
     {4, "mkdir -p @D/m4 && printf '{\"model_type\": ' >@D/m4/config.json && $RC inspect --model @D/m4",
@@ -1831,15 +1838,15 @@ static const struct {
     {5, "mkdir -p @D/m5 && printf '{\"model_type\": \"t5\"}' >@D/m5/config.json && $RC inspect --model @D/m5",
      "not supported"},
     {6, "$RC inspect --model @D/missing", "missing: No such file or directory"},
-    {7, "ulimit -v 1500000 && $RC --model data/models/pythia-rc-tiny --samples 100000 --threads 2 -q --out none",
+    {7, "ulimit -v 1500000 && $RC --model data/models/pythia-rc-tiny --backend cpu --samples 100000 --threads 2 -q --out none",
      "cannot allocate"},
     {8, "CUDA_VISIBLE_DEVICES= $RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none "
         "--backend cuda",
      "CUDA backend"},
-    {130, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
+    {130, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
           "--out @D/i.h5 & pid=$!; sleep 1; kill -INT $pid; wait $pid",
      "interrupted"},
-    {143, "$RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
+    {143, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
           "--out @D/i.h5 & pid=$!; sleep 1; kill -TERM $pid; wait $pid",
      "interrupted"},
 };

@@ -1508,6 +1508,47 @@ END_TEST
 #endif
 
 #ifdef RC_TEST_EMULATE
+/* The host stand-in's own checks (tests/cuda_shim/cuda_runtime.h), which the
+ * other host-build tests rely on: fresh device memory is NaN, a host pointer
+ * handed to a kernel or to a copy as device memory is refused, counted and
+ * reported in one line, and the same calls on device memory compute. */
+START_TEST(test_shim_checks)
+{
+    rck_shim_reset();
+    rc_backend *be = NULL;
+    ck_assert_int_eq(rc_backend_cuda_create(RC_KERNELS_ENGINE, &be), RC_OK);
+    float *d = NULL, host[64], back[64];
+    for (int i = 0; i < 64; i++)
+        host[i] = (float)i;
+    ck_assert_int_eq(be->ops->alloc(be, 64, &d), RC_OK);
+    ck_assert_int_eq(be->ops->download(be, d, 64, back), RC_OK);
+    for (int i = 0; i < 64; i++)
+        ck_assert_msg(isnan(back[i]), "device memory not poisoned at %d: %g", i, (double)back[i]);
+    /* a host pointer to a kernel (the add's first operand) */
+    expect_device_error(be->ops->add(be, host, d, 64, RC_F32, d),
+                        (const char *const[]){"k_ew failed: cudaErrorIllegalAddress", NULL});
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 1);
+    /* host memory as a copy's device destination, and a copy past an allocation's end */
+    expect_device_error(be->ops->upload(be, host, 64, RC_F32, back),
+                        (const char *const[]){"cudaMemcpy failed: cudaErrorInvalidValue", NULL});
+    expect_device_error(be->ops->upload(be, host, 64, RC_F32, d + 1),
+                        (const char *const[]){"cudaMemcpy failed: cudaErrorInvalidValue", NULL});
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 3);
+    /* the same calls on device memory */
+    ck_assert_int_eq(be->ops->upload(be, host, 64, RC_F32, d), RC_OK);
+    ck_assert_int_eq(be->ops->add(be, d, d, 64, RC_F32, d), RC_OK);
+    ck_assert_int_eq(be->ops->download(be, d, 64, back), RC_OK);
+    for (int i = 0; i < 64; i++)
+        ck_assert(back[i] == 2.0f * host[i]);
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 3);
+    be->ops->free(be, d);
+    rc_backend_destroy(be);
+    rck_shim_reset();
+}
+END_TEST
+#endif
+
+#ifdef RC_TEST_EMULATE
 /* The CLI with --backend cuda end to end (main.c's CUDA path): the table and
  * JSON name the device, the HDF5 file stores it and `report` reproduces the
  * run's output; --reference fp32 runs on the device; auto picks the device;
@@ -1645,6 +1686,7 @@ int main(void)
     tcase_add_test(host, test_launch_split);
 #ifdef RC_TEST_EMULATE
     tcase_add_test(host, test_injected_faults);
+    tcase_add_test(host, test_shim_checks);
     tcase_add_test(model, test_cli_cuda);
 #endif
     suite_add_tcase(s, host);

@@ -1373,7 +1373,7 @@ static void cli_results(const char *dst)
         write_text(ids, "1 2 3 4 5\n10 20 30\n7 8 9\n40 41 42 43\n");
         char args[3 * PATH_MAX];
         snprintf(args, sizeof args,
-                 "--model data/fixtures/neox_parallel --prompts '%s' --len 2,4 --samples 2 -q --out '%s'", ids, src);
+                 "--model data/fixtures/neox_parallel --backend cpu --prompts '%s' --len 2,4 --samples 2 -q --out '%s'", ids, src);
         ck_assert_msg(run_cli(args) == 0, "making the CLI results file: %s", g_err);
     }
     copy_file(src, dst);
@@ -1482,7 +1482,7 @@ static int32_t get_i32(const char *path, const char *name, int64_t index)
 static int replay(const char *file, const char *model)
 {
     char args[3 * PATH_MAX];
-    snprintf(args, sizeof args, "--model data/fixtures/%s --rollouts-from '%s' --len 2,4 -q --out '%s' --force",
+    snprintf(args, sizeof args, "--model data/fixtures/%s --backend cpu --rollouts-from '%s' --len 2,4 -q --out '%s' --force",
              model ? model : "neox_parallel", file, tpath("replayed.h5"));
     return run_cli(args);
 }

@@ -501,7 +501,7 @@ static void score_real(const char *dt, rc_results *r, score_agreement *a)
     rc_test_source_path(src, sizeof src, "data/fixtures/score/real");
     snprintf(err, sizeof err, "%s/stderr", dir);
     snprintf(h5, sizeof h5, "%s/%s.h5", dir, dt);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/src/ratiocheck' score -q --model '%s' --rollouts "
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/src/ratiocheck' score -q --model '%s' --backend cpu --rollouts "
              "smollm2_vllm_completions_%s.jsonl --dtype %s --out '%s' >/dev/null 2>'%s' </dev/null", src,
              RC_TEST_BUILD_DIR, g_dir, dt, dt, h5, err);
     const int st = system(cmd);

@@ -96,7 +96,7 @@ static json_t *load_jsonl(const char *rel)
 /* score FILE in DTYPE into g_dir/NAME.h5, read back */
 static void score_into(const char *file, const char *dtype, const char *name, rc_results *r)
 {
-    int code = run("score -q --rollouts %s --dtype %s --out '%s/%s.h5'", file, dtype, g_dir, name);
+    int code = run("score -q --backend cpu --rollouts %s --dtype %s --out '%s/%s.h5'", file, dtype, g_dir, name);
     ck_assert_msg(code == 0, "score %s: exit %d: %s", file, code, g_err);
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/%s.h5", g_dir, name);
@@ -199,7 +199,7 @@ END_TEST
 /* the statistics line of --json output: count, mean, std, k3 of the only length */
 static void stats_of(const char *args, char *buf, size_t n)
 {
-    int code = run("score -q --out none --json --dtype fp32 %s", args);
+    int code = run("score -q --backend cpu --out none --json --dtype fp32 %s", args);
     ck_assert_msg(code == 0, "%s: exit %d: %s", args, code, g_err);
     json_error_t e;
     json_t *j = json_loads(g_out, 0, &e);
@@ -231,7 +231,7 @@ START_TEST(test_formats)
         ck_assert_msg(!strcmp(got, want), "%s --format %s: %s", files[i][0], files[i][1], got);
     }
     /* ratiocheck's own HDF5: a score run's output re-scored gives the same */
-    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/a.h5'", g_dir), 0);
+    ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/a.h5'", g_dir), 0);
     char a[PATH_MAX + 64];
     snprintf(a, sizeof a, "--rollouts '%s/a.h5'", g_dir);
     stats_of(a, got, sizeof got);
@@ -240,7 +240,7 @@ START_TEST(test_formats)
     stats_of(a, got, sizeof got);
     ck_assert_msg(!strcmp(got, want), "h5: %s", got);
     /* --len: each rollout counts its tokens t < L */
-    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --len 5,10"), 0);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --len 5,10"), 0);
     json_t *rows = load_jsonl("hf_fp32.jsonl");
     int64_t want5 = 0, want10 = 0;
     for (size_t i = 0; i < json_array_size(rows); i++) {
@@ -256,10 +256,10 @@ START_TEST(test_formats)
     ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 0), "count")), want5);
     ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(lens, 1), "count")), want10);
     json_decref(j);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --len 30"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --len 30"), 2);
     /* TRL and verl dumps carry text only */
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format trl"), 5);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format verl"), 5);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --format trl"), 5);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --format verl"), 5);
 }
 END_TEST
 
@@ -301,12 +301,12 @@ static void assert_noise_floor(const char *args)
 
 START_TEST(test_processed)
 {
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl"), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl"), 4);
     ck_assert_msg(strstr(g_err, "look computed at another temperature") != NULL, "%s", g_err);
     /* temperature 0.7 only: the trainer at 0.7 gives HF's scores to fp32 rounding */
     assert_noise_floor("--rollouts hf_processed_t07_fp32.jsonl --logprobs-kind processed --temperature 0.7");
     /* renormalised over top-p 0.9 (top-k 20): undeclared, refused; declared, HF's values */
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl"), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl"), 4);
     ck_assert_msg(strstr(g_err, "look top-k / top-p renormalised") != NULL, "%s", g_err);
     assert_noise_floor("--rollouts hf_processed_t07_p09_fp32.jsonl --logprobs-kind processed --temperature 0.7 "
                        "--top-p 0.9");
@@ -315,26 +315,26 @@ START_TEST(test_processed)
     /* the same tokens with the scaled, not renormalised log-probs: right as
      * temperature 0.7 alone; with top-p declared, below the trainer's (warning) */
     assert_noise_floor("--rollouts hf_scaled_t07_p09_fp32.jsonl --logprobs-kind processed --temperature 0.7");
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_scaled_t07_p09_fp32.jsonl "
+    ck_assert_int_eq(run("score -q --backend cpu --out none --dtype fp32 --rollouts hf_scaled_t07_p09_fp32.jsonl "
                          "--logprobs-kind processed --temperature 0.7 --top-p 0.9"), 0);
     ck_assert_msg(strstr(g_err, "warning") && strstr(g_err, "they look not renormalised"), "%s", g_err);
     /* declared settings that could not have sampled the tokens: refused */
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+    ck_assert_int_eq(run("score -q --backend cpu --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
                          "--logprobs-kind processed --temperature 0.7 --top-p 0.5"), 4);
     ck_assert_msg(strstr(g_err, "logged tokens are outside the set top_k 0 / top_p 0.5 keeps"), "%s", g_err);
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl "
+    ck_assert_int_eq(run("score -q --backend cpu --out none --dtype fp32 --rollouts hf_processed_t07_fp32.jsonl "
                          "--logprobs-kind processed --temperature 0.7 --top-p 0.9"), 4);
     ck_assert_msg(strstr(g_err, "outside the set top_k 0 / top_p 0.9 keeps"), "%s", g_err);
     /* the fp32 reference truncates too; the fp64 forward does not: refused */
-    ck_assert_int_eq(run("score -q --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+    ck_assert_int_eq(run("score -q --backend cpu --out none --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
                          "--logprobs-kind processed --temperature 0.7 --top-p 0.9 --reference fp64"), 5);
     ck_assert_msg(strstr(g_err, "--reference fp64 with processed top-k / top-p"), "%s", g_err);
-    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
+    ck_assert_int_eq(run("score -q --backend cpu --out none --json --dtype fp32 --rollouts hf_processed_t07_p09_fp32.jsonl "
                          "--logprobs-kind processed --temperature 0.7 --top-p 0.9 --reference fp32"), 0);
     ck_assert_msg(g_err[0] == '\0', "%s", g_err);
     /* the command line against the file */
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --temperature 0.5"), 2);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --logprobs-kind processed"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --temperature 0.5"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --logprobs-kind processed"), 2);
 }
 END_TEST
 
@@ -342,14 +342,14 @@ END_TEST
  * a run keeps prompts x samples */
 START_TEST(test_header)
 {
-    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/h.h5'", g_dir), 0);
+    ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/h.h5'", g_dir), 0);
     ck_assert_msg(strstr(g_out, "\n24 rollouts, temperature 1, top-k 0, top-p 1, seed 0\n") &&
                   !strstr(g_out, "samples"), "%s", g_out);
     char score_out[sizeof g_out];
     memcpy(score_out, g_out, sizeof g_out);
     ck_assert_int_eq(run("report '%s/h.h5'", g_dir), 0);
     ck_assert_msg(!strcmp(g_out, score_out), "report:\n%s\nscore:\n%s", g_out, score_out);
-    ck_assert_int_eq(run("run -q --out none --dtype fp32 --num-prompts 2 --samples 2 --len 3"), 0);
+    ck_assert_int_eq(run("run -q --backend cpu --out none --dtype fp32 --num-prompts 2 --samples 2 --len 3"), 0);
     ck_assert_msg(strstr(g_out, "\n4 sequences (2 prompts x 2 samples), temperature 1") && !strstr(g_out, "rollouts,"),
                   "%s", g_out);
 }
@@ -443,7 +443,7 @@ START_TEST(test_alignment_errors)
             "{\"choices\": [{\"index\": 0, \"text\": \"\", \"logprobs\": {\"tokens\": [\"token_id:3\"], \"token_logprobs\": [-1]}, \"prompt_token_ids\": [1]}]}\n" : k_ok;
         snprintf(body, sizeof body, "%s%s\n", first, l2);
         write_file(bad[i].name, body);
-        int code = run("score -q --rollouts '%s/%s' --out '%s/o.h5'", g_dir, bad[i].name, g_dir);
+        int code = run("score -q --backend cpu --rollouts '%s/%s' --out '%s/o.h5'", g_dir, bad[i].name, g_dir);
         ck_assert_msg(code == bad[i].code, "%s: exit %d: %s", bad[i].name, code, g_err);
         char where[PATH_MAX + 64];
         snprintf(where, sizeof where, "%s/%s:2: ", g_dir, bad[i].name);
@@ -456,17 +456,17 @@ START_TEST(test_alignment_errors)
     }
     /* formats without ids */
     write_file("verl.jsonl", "{\"input\": \"q\", \"output\": \"a\", \"gts\": \"a\", \"score\": 1.0, \"step\": 1}\n");
-    ck_assert_int_eq(run("score -q --out none --rollouts '%s/verl.jsonl'", g_dir), 5);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts '%s/verl.jsonl'", g_dir), 5);
     ck_assert_msg(strstr(g_err, "verl") != NULL, "%s", g_err);
     write_file("trl.jsonl", "{\"step\": 1, \"prompt\": \"q\", \"completion\": \"a\", \"reward\": 1.0}\n");
-    ck_assert_int_eq(run("score -q --out none --rollouts '%s/trl.jsonl'", g_dir), 5);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts '%s/trl.jsonl'", g_dir), 5);
     ck_assert_msg(strstr(g_err, "TRL") != NULL, "%s", g_err);
     write_file("empty.jsonl", "\n\n");
-    ck_assert_int_eq(run("score -q --out none --rollouts '%s/empty.jsonl'", g_dir), 4);
-    ck_assert_int_eq(run("score -q --out none"), 2);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --prompts x.txt"), 2);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --format nope"), 2);
-    ck_assert_int_eq(run("score -q --out none --rollouts '%s/missing.jsonl'", g_dir), 6);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts '%s/empty.jsonl'", g_dir), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --out none"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --prompts x.txt"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --format nope"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts '%s/missing.jsonl'", g_dir), 6);
 }
 END_TEST
 
@@ -474,14 +474,14 @@ END_TEST
 START_TEST(test_shift)
 {
     write_shifted("plus.jsonl", 1, 1);
-    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/plus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --dtype fp32 --rollouts '%s/plus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
     ck_assert_msg(strstr(g_err, "shifted by +1 token") != NULL, "%s", g_err);
     write_shifted("minus.jsonl", -1, 1);
-    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/minus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --dtype fp32 --rollouts '%s/minus.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
     ck_assert_msg(strstr(g_err, "shifted by -1 token") != NULL, "%s", g_err);
     /* more than 256 rollouts: found on the first 64, before the whole forward */
     write_shifted("many.jsonl", 1, 13);
-    ck_assert_int_eq(run("score -q --dtype fp32 --rollouts '%s/many.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --dtype fp32 --rollouts '%s/many.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
     ck_assert_msg(strstr(g_err, "shifted by +1 token") != NULL, "%s", g_err);
     char o[PATH_MAX + 8];
     snprintf(o, sizeof o, "%s/o.h5", g_dir);
@@ -516,7 +516,7 @@ START_TEST(test_text)
     ck_assert_int_eq(run("score --check-only --rollouts vllm_chat_fp32.jsonl"), 0);
     ck_assert_msg(g_err[0] == '\0', "%s", g_err);
     write_text_changed("all.jsonl", true);
-    ck_assert_int_eq(run("score -q --rollouts '%s/all.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --rollouts '%s/all.jsonl' --out '%s/o.h5'", g_dir, g_dir), 4);
     char where[PATH_MAX + 64];
     snprintf(where, sizeof where, "%s/all.jsonl:1: the response text differs", g_dir);
     ck_assert_msg(strstr(g_err, where) != NULL, "%s", g_err);
@@ -532,7 +532,7 @@ END_TEST
  * far from the fp32 base; the sampler cannot vary */
 START_TEST(test_sweep)
 {
-    ck_assert_int_eq(run("score -q --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --vary trainer:dtype=bf16"),
+    ck_assert_int_eq(run("score -q --backend cpu --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --vary trainer:dtype=bf16"),
                      0);
     json_error_t e;
     json_t *j = json_loads(g_out, 0, &e);
@@ -544,9 +544,9 @@ START_TEST(test_sweep)
     const double bf16 = json_real_value(json_object_get(json_array_get(rows, 1), "std"));
     ck_assert_msg(bf16 > 1000 * base, "bf16 trainer std %g, fp32 %g", bf16, base);
     json_decref(j);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --vary sampler:dtype=bf16"), 2);
-    ck_assert_int_eq(run("score -q --out none --rollouts hf_fp32.jsonl --vary trainer:nope=1"), 2);
-    ck_assert_int_eq(run("score -q --rollouts hf_fp32.jsonl --sweep --out '%s/s.h5'", g_dir), 0);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --vary sampler:dtype=bf16"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_fp32.jsonl --vary trainer:nope=1"), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --sweep --out '%s/s.h5'", g_dir), 0);
     ck_assert_msg(strstr(g_out, "trainer: lm-head=fp32") && strstr(g_out, "noise floor: the base replayed is bitwise "
                   "identical"), "%s", g_out);
     char p[PATH_MAX + 16];
@@ -645,7 +645,7 @@ static json_t *json_stats(void)
 START_TEST(test_chunks)
 {
     write_first("c.jsonl", 23, 0, NULL);
-    static const char common[] = "score -q --json --dtype bf16 --forward-batch 3 --len 5,10,20 --reference fp32";
+    static const char common[] = "score -q --backend cpu --json --dtype bf16 --forward-batch 3 --len 5,10,20 --reference fp32";
     ck_assert_int_eq(run("%s --rollouts '%s/c.jsonl' --out '%s/one.h5'", common, g_dir, g_dir), 0);
     json_t *one = json_stats();
     ck_assert_int_eq(run("%s --chunk-rollouts 3 --rollouts '%s/c.jsonl' --out '%s/chunks.h5'", common, g_dir, g_dir),
@@ -689,10 +689,10 @@ START_TEST(test_chunks)
     rc_results_free(&ra);
     rc_results_free(&rb);
     /* a file of several chunks is not held at once: --show needs it, refused */
-    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --show 1 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --chunk-rollouts 3 --show 1 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
     ck_assert_msg(strstr(g_err, "more than one chunk"), "%s", g_err);
-    ck_assert_int_eq(run("score -q --chunk-rollouts 0 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
-    ck_assert_int_eq(run("score -q --chunk-rollouts 10 --rollouts '%s/c.jsonl' --out none", g_dir), 0);
+    ck_assert_int_eq(run("score -q --backend cpu --chunk-rollouts 0 --rollouts '%s/c.jsonl' --out none", g_dir), 2);
+    ck_assert_int_eq(run("score -q --backend cpu --chunk-rollouts 10 --rollouts '%s/c.jsonl' --out none", g_dir), 0);
     ck_assert_msg(strstr(g_out, "23 rollouts"), "%s", g_out);
 }
 END_TEST
@@ -704,16 +704,16 @@ START_TEST(test_chunks_late_error)
     write_first("late.jsonl", 23, 22, "{\"prompt_ids\": [1], \"response_ids\": [3, 4], \"logprobs\": [-1, 0.5]}");
     char out[PATH_MAX + 16];
     snprintf(out, sizeof out, "%s/late.h5", g_dir);
-    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --rollouts '%s/late.jsonl' --out '%s'", g_dir, out), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --chunk-rollouts 3 --rollouts '%s/late.jsonl' --out '%s'", g_dir, out), 4);
     ck_assert_msg(strstr(g_err, "late.jsonl:22: logprobs[1] = 0.5 is positive"), "%s", g_err);
     ck_assert_msg(!strchr(g_err, '\n') || strchr(g_err, '\n') == g_err + strlen(g_err) - 1, "one line: %s", g_err);
     ck_assert(access(out, F_OK) != 0);
     write_first("late_t.jsonl", 23, 20, "{\"prompt_ids\": [1], \"response_ids\": [3], \"logprobs\": [-1], "
                 "\"temperature\": 0.7}");
-    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --rollouts '%s/late_t.jsonl' --out '%s'", g_dir, out), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --chunk-rollouts 3 --rollouts '%s/late_t.jsonl' --out '%s'", g_dir, out), 4);
     ck_assert_msg(strstr(g_err, "late_t.jsonl:20: temperature 0.7 differs from the 1 of line 1"), "%s", g_err);
     ck_assert(access(out, F_OK) != 0);
-    ck_assert_int_eq(run("score -q --chunk-rollouts 3 --check-only --rollouts '%s/late.jsonl'", g_dir), 4);
+    ck_assert_int_eq(run("score -q --backend cpu --chunk-rollouts 3 --check-only --rollouts '%s/late.jsonl'", g_dir), 4);
     ck_assert_msg(strstr(g_err, "late.jsonl:22:"), "%s", g_err);
     DIR *d = opendir(g_dir); /* no temporary file left either */
     ck_assert(d != NULL);

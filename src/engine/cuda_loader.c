@@ -7,7 +7,11 @@
  * its own calls to itself (-Bsymbolic).
  *
  * Where the module is: $RATIOCHECK_CUDA_MODULE, else next to the executable
- * in the build tree (../kernels/), else the installed path. */
+ * in the build tree (../kernels/), else the installed path. The module finds
+ * the CUDA runtime and cuBLAS through its run path (the toolkit's library
+ * folder found at build time, RC_CUDA_LIBDIR), the dynamic linker's cache or
+ * LD_LIBRARY_PATH; when one is missing, the error is one line with the
+ * dynamic linker's own text and where to look. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,6 +23,9 @@
 #include "rc_cuda.h"
 
 #define MODULE_NAME "libratiocheck_cuda.so"
+#ifndef RC_CUDA_LIBDIR
+#define RC_CUDA_LIBDIR ""
+#endif
 
 typedef rc_status (*probe_fn)(int *, char *, size_t);
 typedef rc_status (*create_fn)(rc_kernels, rc_backend **);
@@ -61,6 +68,7 @@ static rc_status load_module(void)
             snprintf(why, sizeof why, "%.500s", e ? e : paths[i]);
             break; /* found but unusable (a CUDA library missing): say so */
         }
+        (void)dlerror();
         /* POSIX's way from dlsym's object pointer to a function pointer */
         void *p = dlsym(h, "rc_cuda_probe"), *c = dlsym(h, "rc_backend_cuda_create"),
              *e = dlsym(h, "rc_cuda_error_for_test");
@@ -75,8 +83,20 @@ static rc_status load_module(void)
         g_mod.handle = h;
         return RC_OK;
     }
-    if (why[0])
+    if (why[0]) {
+        /* dlerror: "MODULE: libcublas.so.13: cannot open shared object file: ..." */
+        if (strstr(why, "cannot open shared object file")) {
+            const char *lib = why, *colon = strstr(why, ".so: ");
+            if (colon)
+                lib = colon + 5;
+            return rc_errorf(RC_ERR_DEVICE,
+                             "CUDA backend: a library of the CUDA module is missing: %s (the module looks in %s, "
+                             "the dynamic linker's cache and LD_LIBRARY_PATH: add the CUDA toolkit's lib folder "
+                             "to LD_LIBRARY_PATH)",
+                             lib, RC_CUDA_LIBDIR[0] ? RC_CUDA_LIBDIR : "no folder of its own");
+        }
         return rc_errorf(RC_ERR_DEVICE, "CUDA backend: cannot load the CUDA module: %s", why);
+    }
     return rc_errorf(RC_ERR_DEVICE, "CUDA backend: the CUDA module " MODULE_NAME
                                     " is not installed (looked next to the executable and in %s; "
                                     "RATIOCHECK_CUDA_MODULE names another)",

@@ -1,7 +1,8 @@
 // A host stand-in for the cuBLAS calls the CUDA backend makes (see
 // cuda_runtime.h here). cublasGemmEx computes the column-major GEMM with
 // operands of the given type (fp32, or bf16 / fp16 bit patterns), an fp32
-// sum in k order: a stand-in for cuBLAS's own order, not a copy of it.
+// sum in k order: a stand-in for cuBLAS's own order, not a copy of it; its
+// three matrices must be device memory over their whole extents.
 #ifndef RC_CUDA_SHIM_CUBLAS_H
 #define RC_CUDA_SHIM_CUBLAS_H
 
@@ -91,6 +92,30 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
         return CUBLAS_STATUS_EXECUTION_FAILED;
     if (ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F || at != bt || m < 0 || n < 0 || k < 0)
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    // every matrix in device memory over its whole extent (column-major, ld apart)
+    if (m > 0 && n > 0 && k > 0) {
+        const size_t es = at == CUDA_R_32F ? 4 : 2;
+        const int64_t a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
+        const int64_t b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+        const size_t a_bytes = (size_t)((a_cols - 1) * (int64_t)lda + a_rows) * es;
+        const size_t b_bytes = (size_t)((b_cols - 1) * (int64_t)ldb + b_rows) * es;
+        const size_t c_bytes = (size_t)((int64_t)(n - 1) * ldc + m) * 4;
+        bool ok = true;
+        if (!rck_shim_is_device(A, a_bytes)) {
+            rck_shim_bad("cublasGemmEx", "A", A, a_bytes);
+            ok = false;
+        }
+        if (!rck_shim_is_device(B, b_bytes)) {
+            rck_shim_bad("cublasGemmEx", "B", B, b_bytes);
+            ok = false;
+        }
+        if (!rck_shim_is_device(C, c_bytes)) {
+            rck_shim_bad("cublasGemmEx", "C", C, c_bytes);
+            ok = false;
+        }
+        if (!ok)
+            return CUBLAS_STATUS_INVALID_VALUE;
+    }
     const float al = *(const float *)alpha, be = *(const float *)beta;
     float *c = (float *)C;
     for (int j = 0; j < n; j++)

@@ -4,6 +4,7 @@
 #include "cuda_runtime.h"
 #include "cublas_v2.h"
 #include "shim_control.h"
+#include "shim_ptrs.h"
 
 static long long g_shim_values[RCK_SHIM_N];
 

@@ -17,6 +17,8 @@ typedef enum {
     RCK_SHIM_LAUNCHES,     /* counter: kernel launches so far */
     RCK_SHIM_GEMMS,        /* counter: cublasGemmEx calls so far */
     RCK_SHIM_HALF_GEMMS,   /* counter: of those, with bf16 / fp16 operands */
+    RCK_SHIM_BAD_POINTERS, /* counter: pointers given to a kernel, a copy, cuBLAS or cudaFree that are
+                            * not in a live device allocation (each also one line on stderr) */
     RCK_SHIM_N
 } rck_shim_key;
 

@@ -6,9 +6,10 @@
 #   meson setup build && ninja -C build && meson test -C build
 #
 # For each capability ("group" in DEBS_DIR/MANIFEST): pkgconfig (a pkg-config program), jansson,
-# openblas, hdf5, pcre2, utf8proc, check, corpus (bible-kjv-text and the `bible` program), the
-# machine's own copy is used when it has one (pkg-config --exists ...); the missing ones are
-# unpacked into a prefix and exported:
+# openblas, hdf5, pcre2, utf8proc, check, the machine's own copy is used when it has one
+# (pkg-config --exists ...); the missing ones are unpacked into a prefix and exported.  When the
+# machine has every group, nothing is read (DEBS_DIR and its MANIFEST may be absent) and nothing
+# is exported but RC_DEPS_GROUPS="".
 #   PKG_CONFIG_PATH  gets PREFIX/pc first: the .pc files of the unpacked groups only, their paths
 #                    rewritten from /usr to PREFIX/root/usr;
 #   PKG_CONFIG, PATH when the machine has no pkg-config: PREFIX/bin/pkg-config (Debian's pkgconf,
@@ -17,8 +18,7 @@
 #                    those of their dependencies (libcurl, libgfortran, ...) whose soname the
 #                    machine lacks -- where it has one, its own (newer) copy stays in use, so
 #                    python/torch in the same shell keep the libraries they were built against;
-#   RC_DEPS_PREFIX, RC_DEPS_GROUPS (the groups unpacked), RC_BIBLE (a `bible` command, when the
-#                    corpus group is unpacked or the machine has one).
+#   RC_DEPS_PREFIX, RC_DEPS_GROUPS (the groups unpacked).
 # The update-alternatives links that Debian's maintainer scripts would make are recreated in the
 # prefix: libopenblas.so.0, libblas.so.3, liblapack.so.3, libopenblas.so, cblas.h, openblas.pc
 # (OpenBLAS lives in .../openblas-pthread/), and hdf5.pc -> hdf5-serial.pc.
@@ -31,7 +31,10 @@
 #   RC_DEPS_CLOSURE=all   link every dependency library into PREFIX/lib, even those the machine has
 #   RC_DEPS_QUIET=1       no summary line
 # Safe to source under `set -euo pipefail`, and again (it unpacks again only when MANIFEST or the
-# set of groups changed; exported paths are not duplicated).  Returns non-zero on failure.
+# set of groups changed; exported paths are not duplicated).  Returns non-zero on failure, after
+# one line "deps-env: ..." on stderr that says why (a missing MANIFEST, a file that differs from
+# it, a library that an unpacked one needs and neither the machine nor DEBS_DIR has: see
+# IMAGE_BASE in tools/gpu/fetch-debs.sh).
 # Needs bash, coreutils, and python3 (or `ar` and `tar` with xz) to unpack.
 # Source it again in every new shell before ninja or meson test: meson re-runs pkg-config when it
 # regenerates, and the programs need LD_LIBRARY_PATH for the dependency libraries (meson also puts
@@ -42,23 +45,11 @@ _rcd_main() {
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)" || return 1
   repo="$(cd "$here/../.." && pwd)" || return 1
   [ -n "$debs" ] || debs="$repo/.debs"
-  local d0="$debs"
-  debs="$(cd "$debs" 2>/dev/null && pwd)" || { echo "deps-env: no directory $d0" >&2; return 1; }
-  manifest="$debs/MANIFEST"
-  [ -f "$manifest" ] || { echo "deps-env: $manifest missing (run tools/gpu/fetch-debs.sh)" >&2; return 1; }
   P="${RC_DEPS_PREFIX:-/tmp/rc-deps}"
   P="${P%/}"
   case "$P" in /?*) ;; *) echo "deps-env: RC_DEPS_PREFIX must be an absolute path, not '/'" >&2; return 1 ;; esac
   R="$P/root"
-
-  # ---- the MANIFEST: package=version size groups role file sha256 [orig-sha256]
-  local -a M_PKG=() M_GROUPS=() M_ROLE=() M_FILE=() M_SHA=()
-  local pv groups role file sha rest
-  while read -r pv _ groups role file sha rest; do
-    case "$pv" in '#'*|'') continue ;; esac
-    M_PKG+=("${pv%%=*}"); M_GROUPS+=("$groups"); M_ROLE+=("$role"); M_FILE+=("$file"); M_SHA+=("$sha")
-  done < "$manifest"
-  local all_groups="pkgconfig jansson openblas hdf5 pcre2 utf8proc check corpus"
+  local all_groups="pkgconfig jansson openblas hdf5 pcre2 utf8proc check"
 
   # ---- what the machine has (ignoring what an earlier source of this script exported)
   local clean_path clean_pcp sys_pc=""
@@ -87,20 +78,27 @@ _rcd_main() {
   # Without a pkg-config of its own the machine has no usable .pc files either (any it has would
   # only be found through ours, with headers that may not match): unpack every library group.
   if [ -z "$sys_pc" ]; then
-    sel=(); fromsys=()
-    for g in $all_groups; do
-      if [ "$g" = corpus ] && [[ "$force" != *" $g "* ]] && _rcd_have corpus "" "$clean_path" ""; then
-        fromsys+=("$g")
-      else
-        sel+=("$g")
-      fi
-    done
+    read -r -a sel <<<"$all_groups"; fromsys=()
   fi
   if [ ${#sel[@]} -eq 0 ]; then
     [ -n "${RC_DEPS_QUIET:-}" ] || echo "deps-env: every dependency comes from the system (nothing unpacked)"
     export RC_DEPS_GROUPS=""
     return 0
   fi
+
+  # ---- the MANIFEST: package=version size groups role file sha256 [orig-sha256]
+  local d0="$debs"
+  debs="$(cd "$debs" 2>/dev/null && pwd)" ||
+    { echo "deps-env: the machine lacks ${sel[*]} and there is no directory $d0 (tools/gpu/fetch-debs.sh writes it)" >&2; return 1; }
+  manifest="$debs/MANIFEST"
+  [ -f "$manifest" ] ||
+    { echo "deps-env: the machine lacks ${sel[*]} and $manifest is missing (run tools/gpu/fetch-debs.sh)" >&2; return 1; }
+  local -a M_PKG=() M_GROUPS=() M_ROLE=() M_FILE=() M_SHA=()
+  local pv groups role file sha rest
+  while read -r pv _ groups role file sha rest; do
+    case "$pv" in '#'*|'') continue ;; esac
+    M_PKG+=("${pv%%=*}"); M_GROUPS+=("$groups"); M_ROLE+=("$role"); M_FILE+=("$file"); M_SHA+=("$sha")
+  done < "$manifest"
 
   # ---- packages to unpack: those of a selected group
   local -a pk_root=() pk_clos=()
@@ -174,7 +172,7 @@ _rcd_main() {
   for b in openblas.pc hdf5.pc blas.pc lapack.pc; do
     [ -e "$ml/pkgconfig/$b" ] && ln -sfn "$ml/pkgconfig/$b" "$P/pc/$b"
   done
-  # pkg-config (the machine has none, or forced) and bible
+  # pkg-config (the machine has none, or forced)
   local sel_s=" ${sel[*]} "
   if [[ "$sel_s" == *" pkgconfig "* ]]; then
     for b in pkg-config pkgconf; do
@@ -182,11 +180,6 @@ _rcd_main() {
         "$P/lib" "$R/usr/bin/pkgconf" > "$P/bin/$b"
       chmod +x "$P/bin/$b"
     done
-  fi
-  if [[ "$sel_s" == *" corpus "* ]]; then
-    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" -p "%s" "$@"\n' \
-      "$P/lib" "$R/usr/bin/bible" "$R/usr/lib" > "$P/bin/bible"
-    chmod +x "$P/bin/bible"
   fi
 
   # ---- exports
@@ -201,11 +194,6 @@ _rcd_main() {
     export PKG_CONFIG="$P/bin/pkg-config"
   elif [ -n "${PKG_CONFIG:-}" ] && [[ "$PKG_CONFIG" == "$P/"* ]]; then
     unset PKG_CONFIG
-  fi
-  if [[ "$sel_s" == *" corpus "* ]]; then
-    export RC_BIBLE="$P/bin/bible"
-  elif command -v bible >/dev/null 2>&1; then
-    RC_BIBLE="$(command -v bible)"; export RC_BIBLE
   fi
 
   # ---- checks: every unpacked runtime library loads (ldd), gcc has OpenMP
@@ -222,7 +210,10 @@ _rcd_main() {
     bad="$(_rcd_lddcheck "$P")"
     linked_clos=" all (the machine's copies did not resolve)"
   fi
-  [ -z "$bad" ] || echo "deps-env: warning: unresolved: $bad" >&2
+  if [ -n "$bad" ]; then
+    echo "deps-env: libraries that neither the machine nor $debs has: $bad(a bare image lacks what tools/gpu/fetch-debs.sh's IMAGE_BASE assumes: fetch with FETCH_DEBS_IMAGE_BASE=0)" >&2
+    return 1
+  fi
   if ! printf 'int main(void){return 0;}\n' | ${CC:-cc} -fopenmp -x c - -o /dev/null >/dev/null 2>&1; then
     echo "deps-env: warning: '${CC:-cc} -fopenmp' does not link (gcc's libgomp: not in the .debs)" >&2
   fi
@@ -251,7 +242,6 @@ _rcd_have() {
     pcre2)     _rcd_pcq "$2" "$3" "$4" libpcre2-8 ;;
     utf8proc)  _rcd_pcq "$2" "$3" "$4" libutf8proc ;;
     check)     _rcd_pcq "$2" "$3" "$4" check ;;
-    corpus)    [ -e /usr/lib/bible.data ] && PATH="$3" command -v bible >/dev/null 2>&1 ;;
     *) return 1 ;;
   esac
 }
@@ -388,15 +378,15 @@ _rcd_fixup() {
   return 0
 }
 
-# "lib: problem, ..." for every runtime library in PREFIX/lib (and the unpacked programs) that ldd
+# "lib needs soname ...; " for every runtime library in PREFIX/lib (and the unpacked programs) that ldd
 # cannot fully resolve; empty when all resolve or ldd is missing
 _rcd_lddcheck() {
   command -v ldd >/dev/null 2>&1 || return 0
   local f out="" o
-  for f in "$1"/lib/lib*.so.* "$1"/root/usr/bin/pkgconf "$1"/root/usr/bin/bible; do
+  for f in "$1"/lib/lib*.so.* "$1"/root/usr/bin/pkgconf; do
     [ -e "$f" ] || continue
-    o="$(ldd "$f" 2>&1 | awk '/not found/ {printf "%s ", $0}' || true)"
-    [ -n "$o" ] && out+="${f##*/}: $o; "
+    o="$(ldd "$f" 2>&1 | awk '/not found/ {printf "%s%s", (n++ ? " " : ""), $1}' || true)"
+    [ -n "$o" ] && out+="${f##*/} needs $o; "
   done
   printf '%s' "$out"
 }

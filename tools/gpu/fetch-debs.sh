@@ -4,7 +4,12 @@
 # unpacks them there).
 #
 # Usage: bash tools/gpu/fetch-debs.sh [DIR]      (DIR defaults to .debs at the repository root)
-#        FETCH_DEBS_SLIM=0 bash tools/gpu/fetch-debs.sh    keep the -dev packages' static libraries
+#        FETCH_DEBS_SLIM=0 bash tools/gpu/fetch-debs.sh    the Debian files as they are (no repacking)
+#        FETCH_DEBS_IMAGE_BASE=0 bash tools/gpu/fetch-debs.sh   fetch IMAGE_BASE (below) too
+#
+# The folder travels to the GPU machine with the working tree (64 MiB in all), so it holds only
+# what a bare CUDA image lacks: 37 packages, 8.8 MiB from the archive of 2026-12-05 (bash
+# tools/gpu/gpu_check.sh --stage size measures what travels).
 #
 # No root needed (`apt-get download`).  Idempotent: a file already in DIR whose SHA256 is the one
 # recorded in DIR/MANIFEST (and, for a download, apt's) is kept; .deb files no longer wanted are
@@ -23,13 +28,19 @@
 # (gcc's own runtime), libcrypt; gcc-12-base is documentation only -- plus packages that are
 # dependencies only on paper for ratiocheck: libsasl2-modules-db and libdb5.3 (an OpenLDAP SASL
 # plugin for sasldb authentication, dlopen'ed, never linked), readline-common (/etc/inputrc).
-# Everything else, zlib1g, libzstd1 and libquadmath0 included, is fetched: they are small.
 #
-# Slimming (default; FETCH_DEBS_SLIM=0 turns it off): the -dev packages of openblas, hdf5 and
-# pcre2 are repacked without their static libraries (lib*.a: 6.9 of 28.9 MB fetched; a meson
-# shared build never reads them; check's libcheck*.a is kept: Check is static-only).  A repacked
-# file is named NAME_VERSION_ARCH.nostatic.deb; MANIFEST records the SHA256 of both the
-# Debian original and the repacked file.
+# IMAGE_BASE (not fetched unless FETCH_DEBS_IMAGE_BASE=0): libraries that any Debian 12 or Ubuntu
+# 24.04 image with Python 3 and apt has -- OpenSSL 3 (python3's ssl module), GnuTLS 3 and its
+# nettle / hogweed / gmp / p11-kit / tasn1 / ffi (apt's https), zlib, zstd (apt, libsystemd) --
+# all needed only below HDF5's libcurl4.  deps-env.sh stops with the missing sonames where a
+# machine lacks one of them.  Everything else, libquadmath0 and libgfortran5 included, is fetched.
+#
+# Slimming (default; FETCH_DEBS_SLIM=0 turns it off): every package is repacked without what a
+# build never reads: static libraries (lib*.a; check's libcheck*.a is kept: Check is
+# static-only), Fortran modules (*.mod), manual pages, info files and documentation other than
+# the copyright files, and OpenBLAS's separate libblas.so.3 / liblapack.so.3 (ratiocheck links
+# libopenblas.so.0, which holds both).  A repacked file is named NAME_VERSION_ARCH.slim.deb;
+# MANIFEST records the SHA256 of both the Debian original and the repacked file.
 #
 # Check: every DT_NEEDED soname of every ELF file in the fetched packages must be provided by a
 # fetched package or by BASE, else the script fails.
@@ -58,17 +69,22 @@ ROOTS=(
   "utf8proc|lib|libutf8proc2"
   "check|dev|check libsubunit-dev"
   "check|lib|libsubunit0"
-  # tools/get_corpus.sh needs the data (bible-kjv-text) and the `bible` program (bible-kjv).
-  "corpus|data|bible-kjv-text"
-  "corpus|lib|bible-kjv"
 )
-SLIM_PKGS=" libopenblas-pthread-dev libhdf5-dev libpcre2-dev "
+# (the seed model's corpus is in the repository: tools/gpu/kjv-excerpt.txt.xz)
 BASE=" libc6 libc-bin libgcc-s1 libstdc++6 gcc-12-base libgomp1 libcrypt1
        libsasl2-modules-db libdb5.3 readline-common debconf dpkg "
-BASE=" $(echo $BASE) "                # one line, single spaces
 BASE_SONAMES=" libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2
        ld-linux-x86-64.so.2 libutil.so.1 libanl.so.1 libgcc_s.so.1 libstdc++.so.6 libgomp.so.1
        libcrypt.so.1 "
+IMAGE_BASE=" libssl3 libgnutls30 libnettle8 libhogweed6 libgmp10 libp11-kit0 libtasn1-6 libffi8
+       zlib1g libzstd1 "
+IMAGE_BASE_SONAMES=" libssl.so.3 libcrypto.so.3 libgnutls.so.30 libnettle.so.8 libhogweed.so.6
+       libgmp.so.10 libp11-kit.so.0 libtasn1.so.6 libffi.so.8 libz.so.1 libzstd.so.1 "
+if [ "${FETCH_DEBS_IMAGE_BASE:-1}" != 0 ]; then
+  BASE="$BASE $IMAGE_BASE"
+  BASE_SONAMES="$BASE_SONAMES $IMAGE_BASE_SONAMES"
+fi
+BASE=" $(echo $BASE) "                # one line, single spaces
 BASE_SONAMES=" $(echo $BASE_SONAMES) "
 
 command -v apt-get >/dev/null && command -v apt-cache >/dev/null ||
@@ -171,7 +187,7 @@ todo=()
 for p in "${ORDER[@]}"; do
   orig="${p}_${VER[$p]//:/%3a}_${ARCHOF[$p]}.deb"
   f="$orig"
-  if [ "$SLIM" = 1 ] && [[ "$SLIM_PKGS" == *" $p "* ]]; then f="${orig%.deb}.nostatic.deb"; fi
+  if [ "$SLIM" = 1 ]; then f="${orig%.deb}.slim.deb"; fi
   FILE[$p]="$f"; WANT[$f]=1
   if [ -f "$f" ] && [ "$f" != "$orig" ] && [ "${OLDORIG[$f]:-}" = "${SHA[$p]}" ] &&
      [ "${OLDSHA[$f]:-}" = "$(sha_of "$f")" ]; then
@@ -198,20 +214,26 @@ for p in "${ORDER[@]}"; do
     [ -f "$f" ] || { echo "fetch-debs.sh: $f missing" >&2; exit 1; }
     continue
   fi
-  # repack without static libraries (dpkg-deb keeps the control data; md5sums is rewritten)
+  # repack without what a build never reads (dpkg-deb keeps the control data; md5sums is rewritten)
   rp="$(mktemp -d)"
   dpkg-deb -R "$orig" "$rp/pkg"
-  find "$rp/pkg" \( -type f -o -type l \) -name 'lib*.a' ! -name 'libcheck*' -delete
+  find "$rp/pkg" \( -type f -o -type l \) \( \( -name 'lib*.a' ! -name 'libcheck*' \) -o -name '*.mod' -o \
+       -path '*/usr/share/man/*' -o -path '*/usr/share/info/*' -o \
+       \( -path '*/usr/share/doc/*' ! -name copyright \) -o \
+       -path '*/openblas-pthread/libblas.so*' -o -path '*/openblas-pthread/liblapack.so*' -o \
+       -path '*/openblas-pthread/pkgconfig/blas-openblas.pc' -o \
+       -path '*/openblas-pthread/pkgconfig/lapack-openblas.pc' \) -delete
+  find "$rp/pkg" -mindepth 1 -depth -type d -empty ! -path "$rp/pkg/DEBIAN*" -delete
   if [ -f "$rp/pkg/DEBIAN/md5sums" ]; then
     (cd "$rp/pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\n' | sort |
        xargs -r -d '\n' md5sum > DEBIAN/md5sums)
   fi
   isz="$(du -sk --exclude=DEBIAN "$rp/pkg" | cut -f1)"
   sed -i "s/^Installed-Size:.*/Installed-Size: $isz/" "$rp/pkg/DEBIAN/control"
-  SOURCE_DATE_EPOCH=0 dpkg-deb -Zxz --root-owner-group -b "$rp/pkg" "$f.tmp" >/dev/null
+  SOURCE_DATE_EPOCH=0 dpkg-deb -Zxz -z9 --root-owner-group -b "$rp/pkg" "$f.tmp" >/dev/null
   mv "$f.tmp" "$f"
   rm -rf "$rp" "$orig"
-  echo "repacked $f (no static libraries)"
+  echo "repacked $f"
 done
 # drop .deb files no longer wanted
 for f in *.deb; do
@@ -268,7 +290,7 @@ mv MANIFEST.tmp MANIFEST
 printf '%-26s %-32s %9s  %-24s %s\n' PACKAGE VERSION BYTES GROUPS ROLE
 for l in "${lines[@]}"; do
   read -r pv s g r f _ <<<"$l"
-  [[ "$f" == *.nostatic.deb ]] && r="$r (repacked, no .a)"
+  [[ "$f" == *.slim.deb ]] && r="$r (repacked)"
   printf '%-26s %-32s %9s  %-24s %s\n' "${pv%%=*}" "${pv#*=}" "$s" "$g" "$r"
 done
 echo "total: $total bytes ($(awk -v t="$total" 'BEGIN{printf "%.2f MiB", t/1048576}')) in ${#lines[@]} packages, in $DIR"

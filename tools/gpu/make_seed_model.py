@@ -27,9 +27,19 @@ Inputs
           Python, ~1 s), or the .deb itself (bible-kjv-text_4.38_all.deb), or
         - a directory (e.g. the extracted .deb) searched for kjv*.txt / bible*.txt,
           then any *.txt, then usr/lib/bible.data, then *.deb.
+        - any of these compressed with xz (FILE.xz), such as the excerpt in the
+          repository, tools/gpu/kjv-excerpt.txt.xz (the default of tools/gpu/
+          gpu_check.sh; see --write-corpus).
         The package bible-kjv-text contains no *.txt file: its text is
         ./usr/lib/bible.data (1.7 MB, LZW windows); ./usr/share/doc holds only the
         changelog and copyright.
+
+Corpus excerpt
+    python3 tools/gpu/make_seed_model.py --corpus bible-kjv-text_4.38_all.deb \
+        --write-corpus tools/gpu/kjv-excerpt.txt.xz --corpus-bytes 1000000
+    writes the title line and the whole chapters that fit in the first --corpus-bytes
+    bytes of the decoded text, xz-compressed, and stops (no model); the file's size and
+    SHA-256, and the first and last chapter, go to FILE.json beside it.
 
 Outputs (OUT_DIR)
     config.json, generation_config.json, model.safetensors (float32),
@@ -253,20 +263,29 @@ def find_corpus_file(path):
     raise FileNotFoundError(f"{path}: no *.txt, bible.data or bible-kjv-text .deb inside")
 
 
-def load_corpus(path):
-    """-> (list of documents (str), description dict).  Chapters for the KJV, else paragraphs."""
+def read_corpus_text(path):
+    """-> (text, file read, kind, raw bytes of that file after any xz layer)."""
     f = find_corpus_file(path)
     with open(f, "rb") as fh:
         raw = fh.read()
     kind = "text"
+    if raw[:6] == b"\xfd7zXZ\x00":
+        raw = lzma.decompress(raw)
+        kind = "xz:text"
     if raw[:8] == b"!<arch>\n":
         raw = _deb_member(f, "usr/lib/bible.data")
         kind = "deb"
     if raw[:4] == b"EC02":
         text = decode_bible_data(raw)
-        kind = "bible.data" if kind == "text" else "deb:bible.data"
+        kind = {"text": "bible.data", "xz:text": "xz:bible.data"}.get(kind, "deb:bible.data")
     else:
         text = raw.decode("utf-8")
+    return text, f, kind, raw
+
+
+def load_corpus(path):
+    """-> (list of documents (str), description dict).  Chapters for the KJV, else paragraphs."""
+    text, f, kind, raw = read_corpus_text(path)
     desc = {"path": os.path.abspath(f), "kind": kind, "bytes": len(raw),
             "sha256": hashlib.sha256(raw).hexdigest()}
 
@@ -305,6 +324,48 @@ def load_corpus(path):
     desc["documents"] = len(docs)
     desc["chars"] = sum(map(len, docs))
     return docs, desc
+
+
+REF_RE = re.compile(r"^(\d?[A-Za-z]+)(\d+):(\d+) ")
+
+
+def write_corpus(src, out, max_bytes):
+    """The title line and the whole chapters within the first max_bytes bytes of the decoded
+    KJV text (bible.data's "Ge1:1 text" lines), xz-compressed to out; out + ".json" describes it."""
+    text, f, kind, _ = read_corpus_text(src)
+    lines = text.split("\n")
+    keep, size, chapter, first, last = [], 0, None, None, None
+    for i, ln in enumerate(lines):
+        m = REF_RE.match(ln)
+        if m and (m.group(1), m.group(2)) != chapter:  # a chapter starts: does it fit whole?
+            end = i + 1
+            while end < len(lines) and (lambda r: r and (r.group(1), r.group(2)) == (m.group(1), m.group(2)))(
+                    REF_RE.match(lines[end])):
+                end += 1
+            n = sum(len(x) + 1 for x in lines[i:end])
+            if size + n > max_bytes:
+                break
+            chapter = (m.group(1), m.group(2))
+            first = first or "%s%s" % chapter
+            last = "%s%s" % chapter
+            keep.extend(lines[i:end])
+            size += n
+        elif not m and chapter is None and ln.strip():
+            keep.append(ln)  # the title line
+            size += len(ln) + 1
+    data = ("\n".join(keep) + "\n").encode("ascii")
+    packed = lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)
+    with open(out, "wb") as fh:
+        fh.write(packed)
+    meta = {"source": os.path.basename(f), "source_kind": kind, "first_chapter": first, "last_chapter": last,
+            "verses": sum(bool(REF_RE.match(x)) for x in keep), "text_bytes": len(data),
+            "text_sha256": hashlib.sha256(data).hexdigest(), "xz_bytes": len(packed),
+            "written_by": "python3 tools/gpu/make_seed_model.py --corpus %s --write-corpus %s --corpus-bytes %d"
+                          % (os.path.basename(f), os.path.relpath(out, REPO), max_bytes)}
+    with open(out + ".json", "w") as fh:
+        json.dump(meta, fh, indent=1)
+        fh.write("\n")
+    log("wrote %s: %s" % (out, json.dumps(meta)))
 
 
 # --------------------------------------------------------------------------- model
@@ -466,7 +527,15 @@ def main():
     ap.add_argument("--eval-windows", type=int,
                     help="held-out 256-token windows for the final loss [64 on cuda, 8 on cpu]")
     ap.add_argument("--threads", type=int, help="torch CPU threads [torch default]")
+    ap.add_argument("--write-corpus", metavar="FILE.xz",
+                    help="write an excerpt of --corpus (whole chapters, --corpus-bytes) and stop; out_dir unused")
+    ap.add_argument("--corpus-bytes", type=int, default=1000000, help="--write-corpus: text size bound [1000000]")
     args = ap.parse_args()
+    if args.write_corpus:
+        if not args.corpus:
+            sys.exit("--write-corpus needs --corpus")
+        write_corpus(args.corpus, args.write_corpus, args.corpus_bytes)
+        return
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: no CUDA device visible to torch")

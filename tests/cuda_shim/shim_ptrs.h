@@ -1,0 +1,120 @@
+// Every pointer in each kernel argument struct of kernels/rck_threads.h (and
+// rc_fp8_epi of src/engine/backend.h), for the host stand-in's launch check
+// (cuda_runtime.h: each non-null one must lie in a live device allocation).
+// A kernel whose argument struct is not listed here does not compile in the
+// host build: list its pointers when adding one.
+#ifndef RC_CUDA_SHIM_PTRS_H
+#define RC_CUDA_SHIM_PTRS_H
+
+#include "rck_threads.h"
+
+#define RCK_SHIM_PTR(f, a, field) f((const void *)(a).field, #field)
+
+template <typename F> static inline void rck_shim_ptrs(const rck_round_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, y);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_to_half_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, bits);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_embed_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, tokens);
+    RCK_SHIM_PTR(f, a, table);
+    RCK_SHIM_PTR(f, a, out);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_gather_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, src);
+    RCK_SHIM_PTR(f, a, rows);
+    RCK_SHIM_PTR(f, a, dst);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_ew_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, a);
+    RCK_SHIM_PTR(f, a, b);
+    RCK_SHIM_PTR(f, a, out);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_normalize_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, W);
+    RCK_SHIM_PTR(f, a, out);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_norm_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, b);
+    RCK_SHIM_PTR(f, a, out);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, W);
+    RCK_SHIM_PTR(f, a, bias);
+    RCK_SHIM_PTR(f, a, y);
+    RCK_SHIM_PTR(f, a, Wt);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_transpose_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, y);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_attn_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, bd.slot);
+    RCK_SHIM_PTR(f, a, bd.start);
+    RCK_SHIM_PTR(f, a, bd.n_new);
+    RCK_SHIM_PTR(f, a, bd.row0);
+    RCK_SHIM_PTR(f, a, bd.pos);
+    RCK_SHIM_PTR(f, a, bd.seq_of_row);
+    RCK_SHIM_PTR(f, a, inv_freq);
+    RCK_SHIM_PTR(f, a, qkv);
+    RCK_SHIM_PTR(f, a, k_cache);
+    RCK_SHIM_PTR(f, a, v_cache);
+    RCK_SHIM_PTR(f, a, out);
+    RCK_SHIM_PTR(f, a, scratch);
+    RCK_SHIM_PTR(f, a, ap.inv_freq);
+    RCK_SHIM_PTR(f, a, ap.alibi_slopes);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_lp_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, logits);
+    RCK_SHIM_PTR(f, a, full);
+    RCK_SHIM_PTR(f, a, targets);
+    RCK_SHIM_PTR(f, a, target_out);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_fp8_act_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, q);
+    RCK_SHIM_PTR(f, a, sa);
+    RCK_SHIM_PTR(f, a, amax);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rc_fp8_epi &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, y);
+    RCK_SHIM_PTR(f, a, part);
+    RCK_SHIM_PTR(f, a, sx);
+    RCK_SHIM_PTR(f, a, sw);
+    RCK_SHIM_PTR(f, a, bias);
+}
+
+#undef RCK_SHIM_PTR
+
+#endif
