@@ -4,7 +4,8 @@
 # and has the size the tool sets, that the statistics it prints equal the file's attributes,
 # that the pictures are byte-for-byte reproducible, and that a file that is not a ratiocheck
 # result gives exit 2 with one line on stderr. Skips (77) unless Debian's /usr/bin/python3
-# has h5py, numpy and matplotlib (apt-get install python3-h5py python3-numpy python3-matplotlib).
+# has h5py, numpy and matplotlib (apt-get install python3-h5py python3-numpy python3-matplotlib);
+# fails instead with RC_CI_REQUIRED=1 (.ci/run).
 #
 # A third argument runs one part (meson runs the three as tests plots_png, plots_inputs and
 # plots_formats, in parallel): png (one file, two files, reproducibility, the printed
@@ -18,6 +19,11 @@ case "$PART" in all|png|inputs|formats) ;; *) echo "check_plots.sh: unknown part
 PY=/usr/bin/python3
 TOOL="$SRC/tools/plot_ratios.py"
 if ! "$PY" -c 'import h5py, numpy, matplotlib' 2>/dev/null; then
+  if [ "${RC_CI_REQUIRED:-0}" = 1 ]; then # CI (.ci/run): a missing module fails
+    echo "FAIL: $PY cannot import h5py, numpy and matplotlib" \
+         "(apt-get install python3-h5py python3-numpy python3-matplotlib)"
+    exit 1
+  fi
   echo "SKIP: $PY cannot import h5py, numpy and matplotlib" \
        "(apt-get install python3-h5py python3-numpy python3-matplotlib)"
   exit 77

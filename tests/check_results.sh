@@ -1,12 +1,17 @@
 #!/bin/bash
 # Statistics against an independent computation: run ratiocheck on the
 # default model, then recompute every statistic from the stored tensors with
-# numpy (tools/check_results.py). Skips (77) without Debian's python3-h5py.
+# numpy (tools/check_results.py). Skips (77) without Debian's python3-h5py;
+# fails instead with RC_CI_REQUIRED=1 (.ci/run).
 set -u
 RC="$1"
 SRC="$2"
 PY=/usr/bin/python3
 if ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then
+  if [ "${RC_CI_REQUIRED:-0}" = 1 ]; then # CI (.ci/run): a missing module fails
+    echo "FAIL: $PY cannot import h5py and numpy (apt-get install python3-h5py python3-numpy)"
+    exit 1
+  fi
   echo "SKIP: $PY cannot import h5py and numpy (apt-get install python3-h5py python3-numpy)"
   exit 77
 fi

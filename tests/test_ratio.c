@@ -88,8 +88,17 @@ START_TEST(test_invariant_bitwise)
 }
 END_TEST
 
-/* --kernels engine: fp32 max |ratio - 1| < 1e-4, and the drift grows as the
- * dtype's mantissa shrinks: std(bf16) > std(fp16) > std(fp32). */
+/* The fp32 bound on a log-prob difference, tests/test_forward.c's: the
+ * engine's cached decode against its own full forward, and each against HF's
+ * fp64 forward, within 1e-5 over the fixtures' whole vocabularies. A ratio's
+ * log is exactly such a difference (the sampler's cached decode against the
+ * trainer's full forward), so max |log r| <= 1e-5, i.e. max |ratio - 1| <=
+ * expm1(1e-5); and each path against the fp64 reference pass <= 1e-5. */
+#define RC_FP32_LOGPROB_BOUND 1e-5
+
+/* --kernels engine: fp32 max |ratio - 1| <= expm1(1e-5) (above), and the
+ * drift grows as the dtype's mantissa shrinks: std(bf16) > std(fp16) >
+ * std(fp32). */
 START_TEST(test_engine_drift_order)
 {
     double sd[3][3];
@@ -105,8 +114,12 @@ START_TEST(test_engine_drift_order)
             printf("engine %s L=%lld: mean %.6f std %.3e min %.5f max %.5f identical %.3f\n", dt_name(dts[d]),
                    (long long)r.lens[i].len, st->mean, st->std, st->min, st->max, st->identical_frac);
             if (dts[d] == RC_F32) {
-                double dev = fmax(fabs(st->max - 1.0), fabs(st->min - 1.0));
-                ck_assert_msg(dev < 1e-4, "fp32 max |ratio - 1| = %g", dev);
+                const double dev = fmax(fabs(st->max - 1.0), fabs(st->min - 1.0));
+                const double bound = expm1(RC_FP32_LOGPROB_BOUND);
+                printf("engine fp32 L=%lld: max |ratio - 1| measured max %.3g bound %.3g (test_forward's 1e-5 "
+                       "on a log-prob difference)\n", (long long)r.lens[i].len, dev, bound);
+                fflush(stdout);
+                ck_assert_msg(dev <= bound, "fp32 max |ratio - 1| = %g > %g", dev, bound);
             }
         }
         rc_results_free(&r);
@@ -155,7 +168,13 @@ START_TEST(test_reference)
                    pass == 0 ? "fp32" : "bf16", (long long)r.lens[i].len, st->ref_gen_mean_abs,
                    st->ref_gen_max_abs, st->ref_fwd_mean_abs, st->ref_fwd_max_abs);
             if (pass == 0) {
-                ck_assert(st->ref_gen_max_abs < 1e-4 && st->ref_fwd_max_abs < 1e-4);
+                printf("fp32 vs fp64 reference L=%lld: measured max %.3g bound %.3g (test_forward's fp32 vs "
+                       "fp64)\n", (long long)r.lens[i].len, fmax(st->ref_gen_max_abs, st->ref_fwd_max_abs),
+                       RC_FP32_LOGPROB_BOUND);
+                fflush(stdout);
+                ck_assert_msg(st->ref_gen_max_abs <= RC_FP32_LOGPROB_BOUND &&
+                              st->ref_fwd_max_abs <= RC_FP32_LOGPROB_BOUND, "fp32 vs fp64: generation %g, forward %g",
+                              st->ref_gen_max_abs, st->ref_fwd_max_abs);
                 fp32_err = fmax(fp32_err, st->ref_fwd_mean_abs);
             } else {
                 ck_assert(st->ref_fwd_mean_abs > 10 * fp32_err);

