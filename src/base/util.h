@@ -54,10 +54,6 @@ rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len
 /* True when the path names an existing regular file. */
 bool rc_file_exists(const char *path);
 
-/* Length (1..4) of the well-formed UTF-8 sequence at s, or 0 when the bytes
- * there are not UTF-8 (RFC 3629). Never reads past a NUL. */
-int rc_utf8_seq_len(const unsigned char *s);
-
 /* Format a count with an SI suffix (e.g. 1.23M) into buf. */
 const char *rc_fmt_count(char *buf, size_t n, int64_t v);
 

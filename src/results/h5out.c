@@ -283,7 +283,7 @@
 
 #include "results.h"
 #include "status.h"
-#include "trace.h"
+#include "trace_out.h"
 #include "util.h"
 
 _Static_assert(RC_N_QUANTILES == 5, "update the quantile attribute names");

@@ -119,4 +119,10 @@ RC_HD static inline uint16_t rc_f32_to_f16(float f)
 RC_HD static inline float rc_round_bf16(float f) { return rc_bf16_to_f32(rc_f32_to_bf16(f)); }
 RC_HD static inline float rc_round_f16(float f) { return rc_f16_to_f32(rc_f32_to_f16(f)); }
 
+/* Round x to dt (identity for RC_F32). */
+RC_HD static inline float rc_round_to(float x, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
+}
+
 #endif
