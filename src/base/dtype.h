@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "status.h"
+
 /* The conversions below are compiled for the GPU too (kernels/): one source
  * of rounding for the CPU reference and the CUDA kernels. */
 #ifdef __CUDACC__
@@ -33,6 +35,12 @@ extern "C" {
 const char *rc_dtype_name(rc_dtype dt);   /* safetensors spelling: "F32", "BF16", ... */
 int rc_dtype_size(rc_dtype dt);           /* bytes per element */
 int rc_dtype_from_name(const char *name); /* -1 when unknown */
+/* the command line's names: "fp32", "fp16", "bf16" ("?" for the others) */
+const char *rc_dtype_str(rc_dtype dt);
+/* "fp32" / "float32", "fp16" / "float16", "bf16" / "bfloat16"; -1 otherwise */
+int rc_dtype_from_str(const char *s);
+/* the same as --dtype's: RC_ERR_USAGE naming the choices */
+rc_status rc_dtype_parse_cli(const char *v, rc_dtype *dt);
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,4 +135,50 @@ const char *rc_fmt_count(char *buf, size_t n, int64_t v)
     else
         snprintf(buf, n, "%lld", (long long)v);
     return buf;
+}
+
+/* Strict numbers: digits (and a leading '-'), nothing else: no spaces, no
+ * '+', no hex, no inf/nan, which strtoll/strtod would quietly accept. */
+static bool plain_integer(const char *v)
+{
+    const char *p = v + (*v == '-');
+    if (!*p)
+        return false;
+    for (; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    return true;
+}
+
+static bool plain_decimal(const char *v)
+{
+    if (!(isdigit((unsigned char)*v) || *v == '-' || *v == '.'))
+        return false;
+    for (const char *p = v; *p; p++)
+        if (!(isdigit((unsigned char)*p) || strchr(".eE+-", *p)))
+            return false;
+    return true;
+}
+
+rc_status rc_parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = plain_integer(v) ? strtoll(v, &end, 10) : 0;
+    if (!plain_integer(v) || *end || errno || x < lo || x > hi)
+        return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not an integer in [%lld, %lld]", opt, v, (long long)lo,
+                         (long long)hi);
+    *out = x;
+    return RC_OK;
+}
+
+rc_status rc_parse_f64(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = plain_decimal(v) ? strtod(v, &end) : 0;
+    if (!plain_decimal(v) || *end || errno || !(x >= lo && x <= hi))
+        return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
+    *out = x;
+    return RC_OK;
 }

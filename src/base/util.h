@@ -57,4 +57,10 @@ bool rc_file_exists(const char *path);
 /* Format a count with an SI suffix (e.g. 1.23M) into buf. */
 const char *rc_fmt_count(char *buf, size_t n, int64_t v);
 
+/* A command-line number, strictly: digits (and a leading '-'; a decimal:
+ * digits, '.', 'e', signs), nothing else, within [lo, hi]; RC_ERR_USAGE
+ * naming opt otherwise. */
+rc_status rc_parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out);
+rc_status rc_parse_f64(const char *opt, const char *v, double lo, double hi, double *out);
+
 #endif
