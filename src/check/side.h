@@ -31,12 +31,19 @@ typedef struct {
     bool residual_f32;     /* residual=fp32: Megatron's --fp32-residual-connection */
 } rc_side;
 
-rc_status rc_side_parse_kernels(const char *opt, const char *v, rc_kernels *k);
-rc_status rc_side_parse_lpdt(const char *opt, const char *v, bool *same);
+/* every key at its default (the trainer's tp-reduce: ring, NCCL's; the sampler's: fp32, vLLM's) */
+void rc_side_defaults(bool trainer, rc_side *sd);
 /* Apply SPEC (KEY=VALUE,...) of --sampler / --trainer (`opt`) to sd. */
 rc_status rc_side_parse(const char *opt, const char *spec, bool trainer, rc_side *sd);
+/* one key's value, as the spec would give it (e.g. the settings a result file records) */
+rc_status rc_side_set(const char *opt, const char *key, const char *value, bool trainer, rc_side *sd);
+/* --kernels, --logprob-dtype: the side keys' values and errors (opt names the option) */
+rc_status rc_side_parse_kernels(const char *opt, const char *v, rc_kernels *k);
+rc_status rc_side_parse_lpdt(const char *opt, const char *v, bool *same);
 /* "dtype=bf16,kernels=engine,upcast=none,logprob-dtype=fp32" and the keys not at their defaults */
 void rc_side_str(const rc_side *sd, bool trainer, char *buf, size_t n);
+/* "KEY=VALUE" of one key of sd (a sweep's setting names it so) */
+void rc_side_key_str(const char *key, const rc_side *sd, char *buf, size_t n);
 /* Equal sides share one engine. */
 bool rc_side_equal(const rc_side *a, const rc_side *b);
 /* the engine numerics of a side over base (trainer: Megatron's TP) */

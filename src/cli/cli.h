@@ -86,26 +86,47 @@ struct opt_spec {
     opt_parse_fn parse;
     size_t off;
     double lo, hi;
+    /* a table shared by several commands (run's: run, sweep, score): the
+     * commands it applies to (CMD_*; 0: every one), the commands that refuse
+     * it by name (opt_cmd.refused_why), the offset of a bool set when it is
+     * given (0: none) */
+    unsigned cmds, refused;
+    size_t given;
 };
+enum { CMD_RUN = 1, CMD_SWEEP = 2, CMD_SCORE = 4 };
+/* a command parsing a shared table: its bit, its usage text (before the
+ * options), its default output's middle name ("%s" in a help text), and
+ * what follows "--OPT does not apply" for the options it refuses */
+typedef struct {
+    const char *name;
+    unsigned bit;
+    const char *usage;
+    const char *out_kind;
+    const char *refused_why;
+} opt_cmd;
 #define OPT_AT(o, dst, T) ((T *)(void *)((char *)(dst) + (o)->off))
-#define OPT_HELP(T) {"help", 'h', NULL, "show this help", NULL, op_flag, offsetof(T, help), 0, 0}
+#define OPT_HELP(T) {"help", 'h', NULL, "show this help", NULL, op_flag, offsetof(T, help), 0, 0, 0, 0, 0}
 
 rc_status op_path(const opt_spec *o, const char *v, void *dst);
 rc_status op_flag(const opt_spec *o, const char *v, void *dst);
 rc_status op_i64(const opt_spec *o, const char *v, void *dst);
 rc_status op_by(const opt_spec *o, const char *v, void *dst);
 rc_status op_f64(const opt_spec *o, const char *v, void *dst);
-/* A command's --help: its usage text, then the table's options. */
-void print_opts_usage(FILE *f, const char *usage, const opt_spec *t, size_t n);
+/* A command's --help: its usage text, then the table's options that apply to it. */
+void print_opts_usage(FILE *f, const opt_cmd *cmd, const opt_spec *t, size_t n);
 /* Parse argv's options with table t into dst (defaults already there).
  * help_off: the offset of the command's `bool help`: --help prints the
  * usage. Returns an exit code when the command is done (--help, a usage
  * error), else -1; optind is then the first operand. */
 int parse_opts(int argc, char **argv, const opt_spec *t, size_t n, void *dst, size_t help_off, const char *usage);
+/* the same for a command of a shared table: the rows that apply to cmd */
+int parse_opts_cmd(int argc, char **argv, const opt_spec *t, size_t n, void *dst, size_t help_off,
+                   const opt_cmd *cmd);
 /* --len: N,N,... or ranges A:B:xK / A:B:+K */
 rc_status parse_lens(const char *v, rc_rollout_cfg *cfg);
 
 #define MAX_GATES 16
+#define MAX_SWEEP 64
 typedef struct {
     char metric[32];
     double limit;
@@ -128,10 +149,21 @@ typedef struct {
     rc_side sampler, trainer;                /* each side resolved from the options and its spec */
     gate gates[MAX_GATES];
     int n_gates;
+    /* score's own */
+    const char *rollouts, *format, *logprobs_kind;
+    int64_t chunk_rollouts; /* 0: RC_SCORE_CHUNK_ROLLOUTS */
+    bool check_only, sweep;
+    /* sweep's and score's --vary, in order */
+    const char *vary[MAX_SWEEP];
+    int n_vary;
+    /* given on the command line (score: else the file's) */
+    bool temperature_given, top_k_given, top_p_given, forward_batch_given;
 } run_opts;
-/* Parse the run command's options into ro (defaults first). Returns an exit
- * code when the command is done (--help, a usage error), else -1. */
-int parse_run_args(int argc, char **argv, run_opts *ro);
+/* run, sweep and score: one table (opts.c), each its rows */
+extern const opt_cmd k_cmd_run, k_cmd_sweep, k_cmd_score;
+/* Parse a run-like command's options into ro (defaults first). Returns an
+ * exit code when the command is done (--help, a usage error), else -1. */
+int parse_run_args(int argc, char **argv, run_opts *ro, const opt_cmd *cmd);
 
 /* ---- cmd_run.c: the run's steps ------------------------------------------------- */
 /* One run: what each step makes, freed in one place (run_free). */
@@ -169,16 +201,16 @@ void run_free(run_ctx *x);
 rc_status run_narrow_model(run_ctx *x);
 
 /* ---- cmd_sweep.c: what score's --sweep shares ----------------------------------- */
-#define MAX_SWEEP 64
-/* One setting of a sweep: SPEC applied to the sampler, the trainer or both
- * (sides bit 1 / 2), over the base's sides. */
+/* One setting of a sweep: the base's two sides with one setting applied to
+ * the sampler, the trainer or both (sides bit 1 / 2). */
 typedef struct {
-    char name[96];
+    char name[96];  /* "both: dtype=fp16" */
+    char spec[160]; /* "dtype=fp16": how it reads (never parsed again) */
     unsigned sides;
-    char spec[160];
+    rc_side sampler, trainer;
 } sweep_setting;
-rc_status parse_vary(const char *v, sweep_setting *out);
-rc_status sweep_sides(const run_opts *ro, const sweep_setting *set, rc_side *sm, rc_side *tr);
+/* "sampler:SPEC", "trainer:SPEC" or "both:SPEC" (--vary) applied to ro's sides */
+rc_status parse_vary(const char *v, const run_opts *ro, sweep_setting *out);
 int default_settings(const run_ctx *x, sweep_setting *t);
 rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set);
 

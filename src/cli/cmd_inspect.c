@@ -32,18 +32,18 @@ typedef struct {
 } inspect_opts;
 
 static const opt_spec k_inspect_opts[] = {
-    {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0},
+    {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0, 0, 0, 0},
     {"dtype", 0, "fp32|fp16|bf16", "the run's dtype, for the memory estimate (default bf16)", "Memory estimate:",
-     op_path, offsetof(inspect_opts, dtype), 0, 0},
+     op_path, offsetof(inspect_opts, dtype), 0, 0, 0, 0, 0},
     {"batch", 0, "N", "sequences decoded together (default 32, as run)", NULL, op_i64, offsetof(inspect_opts, batch),
-     1, 1 << 20},
+     1, 1 << 20, 0, 0, 0},
     {"seqs", 0, "N", "sequences re-scored in one forward (run's --forward-batch,\nby default all of them; default 64)",
-     NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20},
+     NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20, 0, 0, 0},
     {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
-     offsetof(inspect_opts, tokens), 1, RC_LIM_POS},
+     offsetof(inspect_opts, tokens), 1, RC_LIM_POS, 0, 0, 0},
     {"no-speed", 0, NULL, "skip the speed estimate (it times GEMMs for about a second)", NULL, op_flag,
-     offsetof(inspect_opts, no_speed), 0, 0},
-    {"json", 0, NULL, "print one JSON object", "Output:", op_flag, offsetof(inspect_opts, json), 0, 0},
+     offsetof(inspect_opts, no_speed), 0, 0, 0, 0, 0},
+    {"json", 0, NULL, "print one JSON object", "Output:", op_flag, offsetof(inspect_opts, json), 0, 0, 0, 0, 0},
     OPT_HELP(inspect_opts),
 };
 

@@ -10,7 +10,7 @@ typedef struct {
 
 static const opt_spec k_results_opts[] = {
     {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, offsetof(results_opts, json), 0,
-     0},
+     0, 0, 0, 0},
     OPT_HELP(results_opts),
 };
 
@@ -30,9 +30,9 @@ typedef struct {
 
 static const opt_spec k_report_opts[] = {
     {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, offsetof(report_opts, json), 0,
-     0},
+     0, 0, 0, 0},
     {"by", 0, "prob|entropy|prob,entropy", "also print the strata tables, as run --by", NULL, op_by,
-     offsetof(report_opts, by), 0, 0},
+     offsetof(report_opts, by), 0, 0, 0, 0, 0},
     OPT_HELP(report_opts),
 };
 

@@ -321,7 +321,7 @@ int cmd_run(int argc, char **argv, const char *cmdline)
 {
     static run_ctx x; /* large (paths, options); one run per process */
     memset(&x, 0, sizeof x);
-    int code = parse_run_args(argc, argv, &x.ro);
+    int code = parse_run_args(argc, argv, &x.ro, &k_cmd_run);
     if (code >= 0)
         return code;
     rc_status st = run_prepare(&x);

@@ -1,125 +1,13 @@
 /* ratiocheck score: rollouts an engine logged, re-scored as the trainer. */
 #include "cli.h"
 
-static const char k_score_usage[] =
-    "Usage: ratiocheck score --rollouts FILE [--format F] [RUN OPTIONS]\n"
-    "\n"
-    "Re-scores rollouts your own engine logged: its log-probs are the sampler's\n"
-    "side (\"old\"), ratiocheck computes the trainer's full forward (--trainer,\n"
-    "--dtype ...) and the reference, and reports the same statistics, verdict,\n"
-    "HDF5 file and gates as a run (README \"Check your own engine\").\n"
-    "\n"
-    "  --rollouts FILE        the logged rollouts\n"
-    "  --format F             auto (default: sniffed), jsonl, vllm, sglang, h5\n"
-    "  --logprobs-kind K      raw (default: the full distribution at temperature 1,\n"
-    "                         vLLM raw_logprobs) or processed (after temperature and\n"
-    "                         top-k / top-p); a file's \"logprobs_kind\" wins\n"
-    "  --check-only           read and check the file against the model (ids, counts,\n"
-    "                         positions, log-prob values), print what it holds, and\n"
-    "                         stop before the forward pass (no output file)\n"
-    "  --sweep                also replay the trainer with one setting changed at a\n"
-    "                         time (the trainer-side defaults of ratiocheck sweep)\n"
-    "  --vary trainer:SPEC    a setting of that sweep (repeatable; replaces the defaults)\n"
-    "  --chunk-rollouts N     score a large file in chunks of at most N rollouts\n"
-    "                         (default 4096, fewer when they would pad to more than\n"
-    "                         4M cells; a multiple of --forward-batch when larger):\n"
-    "                         memory stays bounded, the statistics are the same (the\n"
-    "                         quantiles and strata exact up to 4M tokens, README);\n"
-    "                         a file of more than one chunk takes no --show,\n"
-    "                         --show-worst; --sweep scores every rollout at once\n"
-    "  --temperature T, --top-k K, --top-p P   the sampler's settings when the file\n"
-    "                         does not state them (a file that states others: exit 2)\n"
-    "\n"
-    "The run options that apply: --model --dtype --kernels --upcast --alibi-bias\n"
-    "--logprob-dtype --reference --threads --backend --len (default: the longest\n"
-    "response) --forward-batch (default 64) --trainer --clip-eps --clip-eps-low\n"
-    "--clip-eps-high --seq-eps --seq-cap --out (default MODEL.DTYPE.score.h5) --force\n"
-    "--json --fail-above --show --show-worst -q (ratiocheck run --help).\n";
-
+/* score's options (run_opts' score part), as score_load reads them */
 typedef struct {
-    const char *rollouts, *format, *kind, *chunk;
+    const char *rollouts, *format, *kind;
+    int64_t chunk; /* 0: RC_SCORE_CHUNK_ROLLOUTS */
     bool check_only, sweep;
-    const char *vary[MAX_SWEEP];
-    int n_vary;
     bool temperature, top_k, top_p, forward_batch; /* given on the command line */
 } score_args;
-
-/* Take score's own options out of argv (into sa), refuse the run options that
- * do not apply, and leave the rest in av for parse_run_args. Returns an exit
- * code when done (--help, a usage error), else -1. */
-static int score_split_args(int argc, char **argv, score_args *sa, char **av, int *ac)
-{
-    static const char *const own[] = {"rollouts", "format", "logprobs-kind", "chunk-rollouts"};
-    static const char *const refused[] = {"prompts", "num-prompts", "samples", "rollouts-from", "seed", "sampler",
-                                          "batch", "stop-at-eos"};
-    *ac = 0;
-    av[(*ac)++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            return (fputs(k_score_usage, stdout), 0);
-        if (strncmp(a, "--", 2) != 0 || !a[2]) {
-            av[(*ac)++] = argv[i];
-            continue;
-        }
-        if (!strcmp(a, "--check-only") || !strcmp(a, "--sweep")) {
-            if (a[2] == 'c')
-                sa->check_only = true;
-            else
-                sa->sweep = true;
-            continue;
-        }
-        if (!strcmp(a, "--vary") || !strncmp(a, "--vary=", 7)) {
-            const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v)
-                return usage_error("score: --vary needs trainer:SPEC");
-            if (strncmp(v, "trainer:", 8) != 0)
-                return usage_error("score: --vary '%s': only the trainer varies (trainer:SPEC); the sampler is the "
-                                   "logged file", v);
-            if (sa->n_vary >= MAX_SWEEP)
-                return usage_error("score: at most %d --vary settings", MAX_SWEEP);
-            sa->vary[sa->n_vary++] = v;
-            sa->sweep = true;
-            continue;
-        }
-        const char *eq = strchr(a + 2, '=');
-        const size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        int k = -1;
-        for (int j = 0; j < 4; j++)
-            if (strlen(own[j]) == nl && !strncmp(a + 2, own[j], nl))
-                k = j;
-        for (int j = 0; j < 8; j++)
-            if (strlen(refused[j]) == nl && !strncmp(a + 2, refused[j], nl))
-                return usage_error("score: --%s does not apply: the rollouts come from --rollouts FILE", refused[j]);
-        if (k < 0) {
-            sa->temperature |= nl == 11 && !strncmp(a + 2, "temperature", nl);
-            sa->top_k |= nl == 5 && !strncmp(a + 2, "top-k", nl);
-            sa->top_p |= nl == 5 && !strncmp(a + 2, "top-p", nl);
-            sa->forward_batch |= nl == 13 && !strncmp(a + 2, "forward-batch", nl);
-            av[(*ac)++] = argv[i];
-            continue;
-        }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v)
-            return usage_error("option --%s needs a value", own[k]);
-        if (k == 0)
-            sa->rollouts = v;
-        else if (k == 1)
-            sa->format = v;
-        else if (k == 2)
-            sa->kind = v;
-        else
-            sa->chunk = v;
-    }
-    av[*ac] = NULL;
-    if (!sa->rollouts)
-        return usage_error("score needs --rollouts FILE (ratiocheck score --help)");
-    if (!sa->rollouts[0])
-        return usage_error("--rollouts: the path is empty");
-    if (sa->kind && strcmp(sa->kind, "raw") && strcmp(sa->kind, "processed"))
-        return usage_error("--logprobs-kind: '%s' is not raw or processed", sa->kind);
-    return -1;
-}
 
 /* reading a large rollout file: a line on a terminal */
 static void score_read_progress(void *ctx, int64_t done, int64_t total, int64_t rollouts)
@@ -211,9 +99,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     rc_rollout_format fmt = RC_RFMT_AUTO;
     if (sa->format)
         RC_TRY(rc_rollout_format_parse(sa->format, &fmt));
-    int64_t chunk = RC_SCORE_CHUNK_ROLLOUTS;
-    if (sa->chunk)
-        RC_TRY(rc_parse_i64("--chunk-rollouts", sa->chunk, 1, RC_ROLLOUT_MAX_COUNT, &chunk));
+    const int64_t chunk = sa->chunk > 0 ? sa->chunk : RC_SCORE_CHUNK_ROLLOUTS;
     RC_TRY(rc_model_load(ro->model_dir, &x->m));
     const rc_config *mc = &x->m->cfg;
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
@@ -457,17 +343,19 @@ int cmd_score(int argc, char **argv, const char *cmdline)
 {
     static run_ctx x;
     memset(&x, 0, sizeof x);
-    score_args sa = {0};
-    char **av = calloc((size_t)argc + 1, sizeof *av);
-    if (!av)
-        return fail(rc_errorf(RC_ERR_NOMEM, "out of memory"));
-    int ac = 0;
-    int code = score_split_args(argc, argv, &sa, av, &ac);
-    if (code < 0)
-        code = parse_run_args(ac, av, &x.ro);
-    free(av);
+    int code = parse_run_args(argc, argv, &x.ro, &k_cmd_score);
     if (code >= 0)
         return code;
+    const run_opts *o = &x.ro;
+    const score_args sa = {o->rollouts, o->format, o->logprobs_kind, o->chunk_rollouts, o->check_only,
+                           o->sweep || o->n_vary > 0, o->temperature_given, o->top_k_given, o->top_p_given,
+                           o->forward_batch_given};
+    if (!sa.rollouts)
+        return usage_error("score needs --rollouts FILE (ratiocheck score --help)");
+    for (int i = 0; i < o->n_vary; i++)
+        if (strncmp(o->vary[i], "trainer:", 8) != 0)
+            return usage_error("score: --vary '%s': only the trainer varies (trainer:SPEC); the sampler is the "
+                               "logged file", o->vary[i]);
     x.out_kind = "score";
     x.ro.replay = sa.rollouts; /* the output must not be the input */
     if (sa.check_only)
@@ -503,12 +391,8 @@ int cmd_score(int argc, char **argv, const char *cmdline)
     }
     static sweep_setting vset[MAX_SWEEP];
     int n_set = 0;
-    for (int i = 0; i < sa.n_vary && st == RC_OK; i++) { /* every --vary spec, before any work */
-        rc_side sm, tr;
-        st = parse_vary(sa.vary[i], &vset[n_set]);
-        if (st == RC_OK)
-            st = sweep_sides(&x.ro, &vset[n_set++], &sm, &tr);
-    }
+    for (int i = 0; i < x.ro.n_vary && st == RC_OK; i++) /* every --vary spec, before any work */
+        st = parse_vary(x.ro.vary[i], &x.ro, &vset[n_set++]);
     if (st == RC_OK && plan.chunked) {
         st = score_chunks(&x, &sa, &plan, &set, &al, &hs);
     } else if (st == RC_OK) {
@@ -529,6 +413,7 @@ int cmd_score(int argc, char **argv, const char *cmdline)
                 continue;
             vset[n_set] = all[i];
             vset[n_set].sides = 2;
+            vset[n_set].sampler = x.ro.sampler; /* a setting of both sides: the trainer's half */
             snprintf(vset[n_set].name, sizeof vset[n_set].name, "trainer: %s", all[i].spec);
             n_set++;
         }

@@ -1,12 +1,7 @@
 /* ratiocheck sweep: one setting changed at a time over the same rollouts. */
 #include "cli.h"
 
-/* ------------------------------------------------------------------------ */
-/* ratiocheck sweep                                                          */
-
-
-/* "sampler:SPEC", "trainer:SPEC" or "both:SPEC" (--vary) */
-rc_status parse_vary(const char *v, sweep_setting *out)
+rc_status parse_vary(const char *v, const run_opts *ro, sweep_setting *out)
 {
     const char *colon = strchr(v, ':');
     if (!colon || !colon[1])
@@ -25,28 +20,51 @@ rc_status parse_vary(const char *v, sweep_setting *out)
         return rc_errorf(RC_ERR_USAGE, "--vary '%s': longer than %zu bytes", v, sizeof out->spec - 1);
     snprintf(out->spec, sizeof out->spec, "%s", colon + 1);
     snprintf(out->name, sizeof out->name, "%.*s: %s", (int)n, v, colon + 1);
+    out->sampler = ro->sampler;
+    out->trainer = ro->trainer;
+    if (out->sides & 1)
+        RC_TRY(rc_side_parse("--vary sampler", out->spec, false, &out->sampler));
+    if (out->sides & 2)
+        RC_TRY(rc_side_parse("--vary trainer", out->spec, true, &out->trainer));
     return RC_OK;
 }
 
-/* the base's sides with the setting applied (a usage error for a bad spec) */
-rc_status sweep_sides(const run_opts *ro, const sweep_setting *set, rc_side *sm, rc_side *tr)
+/* one field of a side changed (a default setting) */
+typedef enum { SET_DTYPE, SET_LM_HEAD, SET_UPCAST, SET_MODE, SET_KERNELS, SET_PREFILL, SET_TP, SET_KV, SET_BATCH,
+               SET_WEIGHTS } side_change;
+
+static void change(rc_side *sd, side_change c, int64_t v)
 {
-    *sm = ro->sampler;
-    *tr = ro->trainer;
-    if (set->sides & 1)
-        RC_TRY(rc_side_parse("--vary sampler", set->spec, false, sm));
-    if (set->sides & 2)
-        RC_TRY(rc_side_parse("--vary trainer", set->spec, true, tr));
-    return RC_OK;
+    switch (c) {
+    case SET_DTYPE: sd->dt = (rc_dtype)v; break;
+    case SET_LM_HEAD: sd->upcast |= RC_UPCAST_LM_HEAD; break;
+    case SET_UPCAST: sd->upcast = (unsigned)v; break; /* the whole set, as upcast= */
+    case SET_MODE: sd->mode = (rc_precision)v; break;
+    case SET_KERNELS: sd->kernels = (rc_kernels)v; break;
+    case SET_PREFILL: sd->prefill_chunk = v; break;
+    case SET_TP: sd->tp = v; break;
+    case SET_KV: sd->kv_quant = (rc_kv_quant)v; break;
+    case SET_BATCH: sd->batch = v; break;
+    case SET_WEIGHTS: sd->wq.kind = (rc_wquant)v; break;
+    }
 }
 
-static int add_setting(sweep_setting *t, int n, unsigned sides, const char *spec)
+/* the base's sides with one field changed on `sides`; named by the side key it is ("both: dtype=fp16") */
+static int add_setting(sweep_setting *t, int n, const run_ctx *x, unsigned sides, const char *key, side_change c,
+                       int64_t v)
 {
     if (n >= MAX_SWEEP)
         return n;
-    t[n].sides = sides;
-    snprintf(t[n].spec, sizeof t[n].spec, "%s", spec);
-    snprintf(t[n].name, sizeof t[n].name, "%s: %s", sides == 3 ? "both" : sides == 1 ? "sampler" : "trainer", spec);
+    sweep_setting *s = &t[n];
+    s->sides = sides;
+    s->sampler = x->ro.sampler;
+    s->trainer = x->ro.trainer;
+    if (sides & 1)
+        change(&s->sampler, c, v);
+    if (sides & 2)
+        change(&s->trainer, c, v);
+    rc_side_key_str(key, sides & 1 ? &s->sampler : &s->trainer, s->spec, sizeof s->spec);
+    snprintf(s->name, sizeof s->name, "%s: %.80s", sides == 3 ? "both" : sides == 1 ? "sampler" : "trainer", s->spec);
     return n + 1;
 }
 
@@ -55,47 +73,42 @@ int default_settings(const run_ctx *x, sweep_setting *t)
 {
     const rc_side *sm = &x->ro.sampler, *tr = &x->ro.trainer;
     int n = 0;
-    n = add_setting(t, n, 3, sm->dt == RC_F16 ? "dtype=bf16" : "dtype=fp16");
+    n = add_setting(t, n, x, 3, "dtype", SET_DTYPE, sm->dt == RC_F16 ? RC_BF16 : RC_F16);
     if (!(tr->upcast & RC_UPCAST_LM_HEAD))
-        n = add_setting(t, n, 2, "lm-head=fp32");
+        n = add_setting(t, n, x, 2, "lm-head", SET_LM_HEAD, 0);
     if (!(sm->upcast & RC_UPCAST_LM_HEAD) || !(tr->upcast & RC_UPCAST_LM_HEAD))
-        n = add_setting(t, n, 3, "lm-head=fp32");
-    static const struct {
-        unsigned bit;
-        const char *spec;
-    } ups[] = {{RC_UPCAST_SOFTMAX, "upcast=softmax"}, {RC_UPCAST_NORM, "upcast=norm"}, {RC_UPCAST_ROPE, "upcast=rope"}};
+        n = add_setting(t, n, x, 3, "lm-head", SET_LM_HEAD, 0);
+    static const unsigned ups[] = {RC_UPCAST_SOFTMAX, RC_UPCAST_NORM, RC_UPCAST_ROPE};
     for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)
-        if (!(sm->upcast & ups[i].bit) || !(tr->upcast & ups[i].bit))
-            n = add_setting(t, n, 3, ups[i].spec);
+        if (!(sm->upcast & ups[i]) || !(tr->upcast & ups[i]))
+            n = add_setting(t, n, x, 3, "upcast", SET_UPCAST, ups[i]);
     if (tr->mode != RC_PREC_AUTOCAST)
-        n = add_setting(t, n, 2, "mode=autocast");
+        n = add_setting(t, n, x, 2, "mode", SET_MODE, RC_PREC_AUTOCAST);
     if (sm->kernels != RC_KERNELS_INVARIANT || tr->kernels != RC_KERNELS_INVARIANT)
-        n = add_setting(t, n, 3, "kernels=invariant");
+        n = add_setting(t, n, x, 3, "kernels", SET_KERNELS, RC_KERNELS_INVARIANT);
     int64_t longest = 0; /* the prompts' longest: a chunk of half of it splits it */
     for (int64_t p = 0; p < x->cfg.n_prompts; p++)
         if (x->cfg.prompt_len[p] > longest)
             longest = x->cfg.prompt_len[p];
     if (longest >= 2 && sm->prefill_chunk == 0) {
-        char spec[64];
-        snprintf(spec, sizeof spec, "prefill-chunk=%lld", (long long)((longest + 1) / 2));
-        n = add_setting(t, n, 1, spec);
+        n = add_setting(t, n, x, 1, "prefill-chunk", SET_PREFILL, (longest + 1) / 2);
         if (tr->prefill_chunk == 0)
-            n = add_setting(t, n, 2, spec);
+            n = add_setting(t, n, x, 2, "prefill-chunk", SET_PREFILL, (longest + 1) / 2);
     }
     if (sm->tp <= 1 && tr->tp <= 1) { /* a degree the model's heads do not allow is listed as skipped */
-        n = add_setting(t, n, 1, "tp=2");
-        n = add_setting(t, n, 1, "tp=4");
-        n = add_setting(t, n, 1, "tp=8");
-        n = add_setting(t, n, 3, "tp=2");
+        n = add_setting(t, n, x, 1, "tp", SET_TP, 2);
+        n = add_setting(t, n, x, 1, "tp", SET_TP, 4);
+        n = add_setting(t, n, x, 1, "tp", SET_TP, 8);
+        n = add_setting(t, n, x, 3, "tp", SET_TP, 2);
     }
     if (sm->kv_quant == RC_KV_AUTO)
-        n = add_setting(t, n, 1, "kv-cache=fp8_e4m3");
+        n = add_setting(t, n, x, 1, "kv-cache", SET_KV, RC_KV_FP8_E4M3);
     if (sm->batch != 1)
-        n = add_setting(t, n, 1, "batch=1");
+        n = add_setting(t, n, x, 1, "batch", SET_BATCH, 1);
     if (tr->batch != 1)
-        n = add_setting(t, n, 2, "micro-batch=1");
+        n = add_setting(t, n, x, 2, "micro-batch", SET_BATCH, 1);
     if (sm->wq.kind != RC_WQ_FP8) /* an fp8 rollout engine: vLLM's online fp8 (per-tensor weights, per-token acts) */
-        n = add_setting(t, n, 1, "weights=fp8");
+        n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_FP8);
     return n;
 }
 
@@ -135,7 +148,8 @@ rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set)
             row->noise_floor = true;
         } else {
             snprintf(row->name, sizeof row->name, "%s", set[i - 1].name);
-            RC_TRY(sweep_sides(&x->ro, &set[i - 1], &sm, &tr)); /* parsed once before: cannot fail */
+            sm = set[i - 1].sampler;
+            tr = set[i - 1].trainer;
         }
         rc_side_str(&sm, false, row->sampler, sizeof row->sampler);
         rc_side_str(&tr, true, row->trainer, sizeof row->trainer);
@@ -166,70 +180,18 @@ rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set)
     return RC_OK;
 }
 
-static const char k_sweep_usage[] =
-    "Usage: ratiocheck sweep [RUN OPTIONS] [--vary SIDE:SPEC]...\n"
-    "\n"
-    "Samples the rollouts once with the base configuration (the run options,\n"
-    "--sampler / --trainer), then replays the same tokens with one setting changed\n"
-    "at a time, and prints one row per setting at the longest length: ratio std,\n"
-    "k3, clip fraction, mean exp|log r|, the GSPO and sequence-IS fractions and the\n"
-    "std against the base's. The first row replays the base itself: the noise\n"
-    "floor, which must be identical. The setting that lowers k3 the most is named.\n"
-    "Output: the base's results with /sweep (one group per setting) in the HDF5\n"
-    "file (default MODEL.DTYPE.sweep.h5), \"sweep\" in --json.\n"
-    "\n"
-    "  --vary SIDE:SPEC   a setting of its own instead of the default list: SPEC as\n"
-    "                     in --sampler / --trainer, applied to SIDE = sampler,\n"
-    "                     trainer or both; repeat for more rows, e.g.\n"
-    "                     --vary trainer:lm-head=fp32 --vary both:dtype=fp16\n"
-    "Default list: both dtype=fp16 (bf16 when the base is fp16), trainer and both\n"
-    "lm-head=fp32, both upcast=softmax / norm / rope, trainer mode=autocast, both\n"
-    "kernels=invariant, sampler and trainer prefill-chunk (half the longest\n"
-    "prompt), sampler tp=2 / 4 / 8, both tp=2, sampler kv-cache=fp8_e4m3,\nsampler batch=1, trainer micro-batch=1. A setting the model or "
-    "backend cannot run is listed as skipped with the reason.\n"
-    "\n"
-    "Every option of the run command applies to the base:\n\n";
-
 int cmd_sweep(int argc, char **argv, const char *cmdline)
 {
     static run_ctx x;
     static sweep_setting set[MAX_SWEEP];
-    static char *rest[4096];
     memset(&x, 0, sizeof x);
     x.out_kind = "sweep";
-    int n_set = 0, n_rest = 0;
-    bool help = false;
-    if (argc > (int)(sizeof rest / sizeof rest[0]))
-        return usage_error("sweep: too many arguments");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (i > 0 && (!strcmp(a, "--help") || !strcmp(a, "-h")))
-            help = true;
-        if (i > 0 && (!strcmp(a, "--vary") || !strncmp(a, "--vary=", 7))) {
-            const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v)
-                return usage_error("sweep: --vary needs SIDE:SPEC");
-            if (n_set >= MAX_SWEEP)
-                return usage_error("sweep: at most %d --vary settings", MAX_SWEEP);
-            rc_status st = parse_vary(v, &set[n_set]);
-            if (st != RC_OK)
-                return fail(st);
-            n_set++;
-            continue;
-        }
-        rest[n_rest++] = argv[i];
-    }
-    if (help) {
-        fputs(k_sweep_usage, stdout);
-        char *h[] = {rest[0], "--help", NULL};
-        return parse_run_args(2, h, &x.ro);
-    }
-    int code = parse_run_args(n_rest, rest, &x.ro);
+    int code = parse_run_args(argc, argv, &x.ro, &k_cmd_sweep);
     if (code >= 0)
         return code;
+    int n_set = x.ro.n_vary;
     for (int i = 0; i < n_set; i++) { /* every --vary spec, before any work */
-        rc_side sm, tr;
-        rc_status st = sweep_sides(&x.ro, &set[i], &sm, &tr);
+        rc_status st = parse_vary(x.ro.vary[i], &x.ro, &set[i]);
         if (st != RC_OK)
             return fail(st);
     }

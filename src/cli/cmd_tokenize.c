@@ -10,12 +10,12 @@ typedef struct {
 
 static const opt_spec k_tokenize_opts[] = {
     {"model", 'm', "DIR", "model folder (or a folder with only tokenizer.json) (required)", NULL, op_path,
-     offsetof(tokenize_opts, model), 0, 0},
+     offsetof(tokenize_opts, model), 0, 0, 0, 0, 0},
     {"add-special", 0, NULL, "add the special tokens the tokenizer's post-processor adds", NULL, op_flag,
-     offsetof(tokenize_opts, special), 0, 0},
-    {"json", 0, NULL, "print JSON (ids and pieces)", NULL, op_flag, offsetof(tokenize_opts, json), 0, 0},
+     offsetof(tokenize_opts, special), 0, 0, 0, 0, 0},
+    {"json", 0, NULL, "print JSON (ids and pieces)", NULL, op_flag, offsetof(tokenize_opts, json), 0, 0, 0, 0, 0},
     {"file", 0, "FILE", "encode the whole file: token count and encode speed", NULL, op_path,
-     offsetof(tokenize_opts, file), 0, 0},
+     offsetof(tokenize_opts, file), 0, 0, 0, 0, 0},
     OPT_HELP(tokenize_opts),
 };
 

@@ -14,22 +14,22 @@ typedef struct {
 
 #define TO(f) offsetof(trace_opts, f)
 static const opt_spec k_trace_opts[] = {
-    {"in", 0, "RUN.h5", "the run's result file (or give it as the operand)", "Input:", op_path, TO(in), 0, 0},
-    {"model", 0, "DIR", "the model folder (default: the run's model_path)", NULL, op_path, TO(model_dir), 0, 0},
+    {"in", 0, "RUN.h5", "the run's result file (or give it as the operand)", "Input:", op_path, TO(in), 0, 0, 0, 0, 0},
+    {"model", 0, "DIR", "the model folder (default: the run's model_path)", NULL, op_path, TO(model_dir), 0, 0, 0, 0, 0},
     {"worst", 0, "K", "trace the K sequences with the largest |S| (sum of log r\nat the longest length) (default 1)",
-     "Sequences:", op_i64, TO(worst), 1, MAX_TRACE_SEQS},
+     "Sequences:", op_i64, TO(worst), 1, MAX_TRACE_SEQS, 0, 0, 0},
     {"seq", 0, "LIST", "trace these sequences (0-based, as in the HDF5 file),\ne.g. 3,17", NULL, op_path,
-     TO(seq_list), 0, 0},
+     TO(seq_list), 0, 0, 0, 0, 0},
     {"sampler", 0, "SPEC", "change the run's sampler side (KEY=VALUE,..., as run's)", "Sides (default: the run's):",
-     op_path, TO(sampler_spec), 0, 0},
-    {"trainer", 0, "SPEC", "change the run's trainer side", NULL, op_path, TO(trainer_spec), 0, 0},
+     op_path, TO(sampler_spec), 0, 0, 0, 0, 0},
+    {"trainer", 0, "SPEC", "change the run's trainer side", NULL, op_path, TO(trainer_spec), 0, 0, 0, 0, 0},
     {"out", 0, "FILE|none", "the run file with /trace added (default:\nRUN.trace.h5 in the current folder)",
-     "Output:", op_path, TO(out_path), 0, 0},
-    {"force", 0, NULL, "overwrite the output file", NULL, op_flag, TO(force), 0, 0},
-    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, TO(json), 0, 0},
-    {"threads", 0, "N", "CPU threads (default: all cores)", NULL, op_i64, TO(threads), 1, 1024},
-    {"backend", 0, "cpu|cuda|auto", "where to compute (as run's --backend)", NULL, op_path, TO(backend), 0, 0},
-    {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, TO(quiet), 0, 0},
+     "Output:", op_path, TO(out_path), 0, 0, 0, 0, 0},
+    {"force", 0, NULL, "overwrite the output file", NULL, op_flag, TO(force), 0, 0, 0, 0, 0},
+    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, TO(json), 0, 0, 0, 0, 0},
+    {"threads", 0, "N", "CPU threads (default: all cores)", NULL, op_i64, TO(threads), 1, 1024, 0, 0, 0},
+    {"backend", 0, "cpu|cuda|auto", "where to compute (as run's --backend)", NULL, op_path, TO(backend), 0, 0, 0, 0, 0},
+    {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, TO(quiet), 0, 0, 0, 0, 0},
     OPT_HELP(trace_opts),
 };
 #undef TO
@@ -79,17 +79,27 @@ static rc_status parse_seq_list(const char *v, const char *path, int64_t n_seq, 
  * when the run had --sampler / --trainer), then the specs given here. */
 static rc_status trace_sides(const rc_results *f, const char *path, const trace_opts *to, run_opts *ro)
 {
-    rc_side base = {RC_BF16, RC_KERNELS_ENGINE, 0, false, f->batch, f->forward_batch, RC_PREC_PURE, RC_KV_AUTO, 1.0f, 1,
-                 RC_TP_REDUCE_FP32, {0}, false};
-    rc_status st = rc_dtype_parse_cli(f->dtype, &base.dt);
-    if (st == RC_OK)
-        st = rc_side_parse_kernels("kernels", f->kernels, &base.kernels);
-    if (st == RC_OK)
-        st = rc_parse_upcast(f->upcast, &base.upcast);
-    if (st == RC_OK)
-        st = rc_side_parse_lpdt("logprob_dtype", strcmp(f->logprob_dtype, "fp32") ? "same" : "fp32", &base.lp_same);
-    ro->sampler = ro->trainer = base;
-    ro->trainer.tp_reduce = RC_TP_REDUCE_RING;
+    /* the root attributes through the side keys' table (side.c), on each side's defaults */
+    char up[64];
+    snprintf(up, sizeof up, "%s", f->upcast);
+    for (char *c = up; *c; c++) /* the file joins the ops with ',', a spec with '+' */
+        *c = *c == ',' ? '+' : *c;
+    rc_status st = RC_OK;
+    for (int t = 0; t < 2; t++) {
+        rc_side *sd = t ? &ro->trainer : &ro->sampler;
+        rc_side_defaults(t == 1, sd);
+        sd->batch = f->batch;
+        sd->prefill_chunk = f->forward_batch;
+        if (st == RC_OK)
+            st = rc_side_set("dtype", "dtype", f->dtype, t == 1, sd);
+        if (st == RC_OK)
+            st = rc_side_set("kernels", "kernels", f->kernels, t == 1, sd);
+        if (st == RC_OK)
+            st = rc_side_set("upcast", "upcast", up, t == 1, sd);
+        if (st == RC_OK)
+            st = rc_side_set("logprob_dtype", "logprob-dtype", strcmp(f->logprob_dtype, "fp32") ? "same" : "fp32",
+                             t == 1, sd);
+    }
     if (st == RC_OK && f->sampler[0])
         st = rc_side_parse("the run's sampler", f->sampler, false, &ro->sampler);
     if (st == RC_OK && f->trainer[0])

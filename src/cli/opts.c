@@ -56,17 +56,32 @@ rc_status op_f64(const opt_spec *o, const char *v, void *dst)
     return rc_parse_f64(name, v, o->lo, o->hi, OPT_AT(o, dst, double));
 }
 
-/* A command's --help: its usage text, then the table's options (the help
- * text from column 25, on the next line when the name is longer,
- * continuation lines indented to it). */
-void print_opts_usage(FILE *f, const char *usage, const opt_spec *t, size_t n)
+static void gate_names(char *buf, size_t n);
+
+static bool opt_applies(const opt_spec *o, const opt_cmd *cmd)
 {
-    fputs(usage, f);
+    return !cmd || !cmd->bit || !o->cmds || (o->cmds & cmd->bit);
+}
+
+/* A command's --help: its usage text, then the table's options that apply
+ * to it (the help text from column 25, on the next line when the name is
+ * longer, continuation lines indented to it; a section's title before its
+ * first option that applies; "%s" in a help text: the command's default
+ * output name). */
+void print_opts_usage(FILE *f, const opt_cmd *cmd, const opt_spec *t, size_t n)
+{
+    fputs(cmd->usage, f);
+    const char *section = NULL;
     for (size_t i = 0; i < n; i++) {
         const opt_spec *o = &t[i];
         if (o->section)
-            fprintf(f, "%s\n", o->section);
-        char head[96];
+            section = o->section;
+        if (!opt_applies(o, cmd))
+            continue;
+        if (section)
+            fprintf(f, "%s\n", section);
+        section = NULL;
+        char head[96], help[1024];
         int w = o->short_name ? snprintf(head, sizeof head, "  -%c, --%s", o->short_name, o->name)
                               : snprintf(head, sizeof head, "  --%s", o->name);
         if (o->metavar)
@@ -74,7 +89,27 @@ void print_opts_usage(FILE *f, const char *usage, const opt_spec *t, size_t n)
         fprintf(f, "%s%*s", head, w < 25 ? 25 - w : 0, "");
         if (w >= 25)
             fprintf(f, "\n%25s", "");
-        for (const char *h = o->help;;) {
+        const char *at = strstr(o->help, "%s"), *gm = strstr(o->help, "%M");
+        if (gm) { /* --fail-above's metrics from the statistics' table, wrapped under the column */
+            char names[512];
+            gate_names(names, sizeof names);
+            int k = snprintf(help, sizeof help, "%.*s", (int)(gm - o->help), o->help), line = 1;
+            for (const char *p = names; *p && k < (int)sizeof help - 2; p++) {
+                if (*p == ' ' && line > 44 && strchr(p + 1, ' ') != p + 1) {
+                    help[k++] = '\n';
+                    line = 0;
+                    continue;
+                }
+                help[k++] = *p;
+                line++;
+            }
+            snprintf(help + k, sizeof help - (size_t)k, "%s", gm + 2);
+        } else if (at)
+            snprintf(help, sizeof help, "%.*s%s%s", (int)(at - o->help), o->help, cmd->out_kind ? cmd->out_kind : "",
+                     at + 2);
+        else
+            snprintf(help, sizeof help, "%s", o->help);
+        for (const char *h = help;;) {
             const char *nl = strchr(h, '\n');
             fwrite(h, 1, nl ? (size_t)(nl - h) : strlen(h), f);
             fputc('\n', f);
@@ -86,57 +121,67 @@ void print_opts_usage(FILE *f, const char *usage, const opt_spec *t, size_t n)
     }
 }
 
-#define MAX_OPTS 64
+#define MAX_OPTS 96
 
-/* Parse argv's options with table t into dst (defaults already there).
- * help_off: the offset of the command's `bool help` (its "help" entry sets
- * it): --help prints the usage. Returns an exit code when the command is
- * done (--help, a usage error), else -1; optind is then the first operand. */
-int parse_opts(int argc, char **argv, const opt_spec *t, size_t n, void *dst, size_t help_off,
-                      const char *usage)
+int parse_opts_cmd(int argc, char **argv, const opt_spec *t, size_t n, void *dst, size_t help_off,
+                   const opt_cmd *cmd)
 {
     struct option lopts[MAX_OPTS + 1];
     char shorts[2 * MAX_OPTS + 2] = ":";
-    size_t ns = 1;
+    size_t ns = 1, nl = 0;
     if (n > MAX_OPTS)
         return fail(rc_errorf(RC_ERR_INTERNAL, "option table of %zu entries", n));
     for (size_t i = 0; i < n; i++) {
         const opt_spec *o = &t[i];
-        lopts[i] = (struct option){o->name, o->metavar ? required_argument : no_argument, NULL, (int)(256 + i)};
-        if (o->short_name) {
+        if (!opt_applies(o, cmd) && !(o->refused & cmd->bit))
+            continue; /* getopt calls it unknown */
+        lopts[nl++] = (struct option){o->name, o->metavar ? required_argument : no_argument, NULL, (int)(256 + i)};
+        if (o->short_name && opt_applies(o, cmd)) {
             shorts[ns++] = (char)o->short_name;
             if (o->metavar)
                 shorts[ns++] = ':';
         }
     }
     shorts[ns] = '\0';
-    lopts[n] = (struct option){0, 0, 0, 0};
+    lopts[nl] = (struct option){0, 0, 0, 0};
     bool *help = (bool *)(void *)((char *)dst + help_off);
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+        const int k = c == ':' ? optopt : c; /* a missing value: the option's own code */
         const opt_spec *o = NULL;
-        if (c >= 256 && c < 256 + (int)n)
-            o = &t[c - 256];
-        for (size_t i = 0; !o && c > 0 && c < 256 && i < n; i++)
-            if (t[i].short_name == c)
+        if (k >= 256 && k < 256 + (int)n)
+            o = &t[k - 256];
+        for (size_t i = 0; !o && k > 0 && k < 256 && i < n; i++)
+            if (t[i].short_name == k && opt_applies(&t[i], cmd))
                 o = &t[i];
+        if (o && !opt_applies(o, cmd))
+            return usage_error("%s: --%s does not apply%s", cmd->name, o->name, cmd->refused_why);
         if (c == ':')
-            return usage_error("option %s needs a value", argv[optind - 1]);
+            return o && o->metavar ? usage_error("option %s needs a value (--%s needs %s)", argv[optind - 1],
+                                                 o->name, o->metavar)
+                                   : usage_error("option %s needs a value", argv[optind - 1]);
         if (!o)
             return usage_error("unknown option %s", argv[optind - 1]);
         rc_status st = o->parse(o, o->metavar ? optarg : NULL, dst);
+        if (st == RC_OK && o->given)
+            *(bool *)(void *)((char *)dst + o->given) = true;
         if (st != RC_OK)
             return fail(st);
         if (*help) {
-            print_opts_usage(stdout, usage, t, n);
+            print_opts_usage(stdout, cmd, t, n);
             return 0;
         }
     }
     return -1;
 }
 
+int parse_opts(int argc, char **argv, const opt_spec *t, size_t n, void *dst, size_t help_off, const char *usage)
+{
+    const opt_cmd cmd = {NULL, 0, usage, NULL, NULL};
+    return parse_opts_cmd(argc, argv, t, n, dst, help_off, &cmd);
+}
 
 /* one positive integer of --len at *p (digits only), advancing *p */
 static bool len_number(const char **p, long long *x)
@@ -204,26 +249,23 @@ rc_status parse_lens(const char *v, rc_rollout_cfg *cfg)
     return RC_OK;
 }
 
-/* --fail-above metrics: larger is worse */
-static const char *const k_gate_metrics[] = {"clipfrac", "k3", "abs_k1", "std", "max_abs_dev",
-                                             "mult_prob_err", "nonidentical_frac", "frac_gt_0.001",
-                                             "frac_gt_0.01", "frac_gt_0.1", NULL};
+/* --fail-above's metrics (larger is worse): the rows of rc_len_fields with a gate name */
+static void gate_names(char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < rc_n_len_fields && k < n; i++)
+        if (rc_len_fields[i].gate) {
+            const int w = snprintf(buf + k, n - k, "%s%s", k ? ", " : "", rc_len_fields[i].gate);
+            k += w > 0 ? (size_t)w : 0;
+        }
+}
 
 double gate_value(const rc_len_stats *st, const char *metric)
 {
-    if (!strcmp(metric, "clipfrac")) return st->clipfrac;
-    if (!strcmp(metric, "k3")) return st->k3;
-    if (!strcmp(metric, "abs_k1")) return fabs(st->k1);
-    if (!strcmp(metric, "std")) return st->std;
-    if (!strcmp(metric, "max_abs_dev")) return fmax(fabs(st->max - 1.0), fabs(st->min - 1.0));
-    if (!strcmp(metric, "mult_prob_err")) return st->mult_prob_err;
-    if (!strcmp(metric, "nonidentical_frac")) return 1.0 - st->identical_frac;
-    if (!strcmp(metric, "frac_gt_0.001")) return st->frac_above[0];
-    if (!strcmp(metric, "frac_gt_0.01")) return st->frac_above[1];
-    if (!strcmp(metric, "frac_gt_0.1")) return st->frac_above[2];
-    return NAN;
+    const rc_len_field *f = rc_len_gate(metric);
+    return f ? rc_len_value(st, f) : NAN;
 }
-
 
 static rc_status parse_gates(const char *v, gate *g, int *n)
 {
@@ -242,14 +284,11 @@ static rc_status parse_gates(const char *v, gate *g, int *n)
             return rc_errorf(RC_ERR_USAGE, "--fail-above: unknown metric '%.*s'", (int)(ml > 40 ? 40 : ml), p);
         memcpy(g[*n].metric, p, ml);
         g[*n].metric[ml] = '\0';
-        bool known = false;
-        for (int i = 0; k_gate_metrics[i]; i++)
-            known |= strcmp(k_gate_metrics[i], g[*n].metric) == 0;
-        if (!known)
-            return rc_errorf(RC_ERR_USAGE,
-                             "--fail-above: unknown metric '%s' (known: clipfrac, k3, abs_k1, std, max_abs_dev, "
-                             "mult_prob_err, nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)",
-                             g[*n].metric);
+        if (!rc_len_gate(g[*n].metric)) {
+            char known[512];
+            gate_names(known, sizeof known);
+            return rc_errorf(RC_ERR_USAGE, "--fail-above: unknown metric '%s' (known: %s)", g[*n].metric, known);
+        }
         char num[64];
         size_t vl = len - ml - 1;
         if (vl == 0 || vl >= sizeof num)
@@ -339,80 +378,126 @@ static rc_status op_gates(const opt_spec *o, const char *v, void *dst)
     return parse_gates(v, ro->gates, &ro->n_gates);
 }
 
+static rc_status op_vary(const opt_spec *o, const char *v, void *dst)
+{
+    run_opts *ro = dst;
+    (void)o;
+    if (ro->n_vary >= MAX_SWEEP)
+        return rc_errorf(RC_ERR_USAGE, "--vary: at most %d settings", MAX_SWEEP);
+    ro->vary[ro->n_vary++] = v;
+    return RC_OK;
+}
+
+static rc_status op_lp_kind(const opt_spec *o, const char *v, void *dst)
+{
+    if (strcmp(v, "raw") && strcmp(v, "processed"))
+        return rc_errorf(RC_ERR_USAGE, "--logprobs-kind: '%s' is not raw or processed", v);
+    return op_path(o, v, dst);
+}
+
+#define RUN_SWEEP (CMD_RUN | CMD_SWEEP)
+#define CMD_ALL_RUNS (CMD_RUN | CMD_SWEEP | CMD_SCORE)
 #define RO(field) offsetof(run_opts, field)
 static const opt_spec k_run_opts[] = {
-    {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
-     RO(model_dir), 0, 0},
-    {"dtype", 0, "fp32|fp16|bf16", "dtype both paths compute in (default bf16)", NULL, op_dtype, 0, 0, 0},
-    {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0},
-    {"upcast", 0, "LIST", "ops kept in fp32: softmax,rope,norm,lm_head, or all (default none)", NULL, op_upcast, 0,
+    /* score's own options, and the run options' rows whose help differs for it */
+    {"rollouts", 0, "FILE", "the logged rollouts (required)", "Logged rollouts:", op_path, RO(rollouts), 0, 0,
+     CMD_SCORE, 0, 0},
+    {"format", 0, "F", "auto (default: sniffed), jsonl, vllm, sglang, h5", NULL, op_path, RO(format), 0, 0, CMD_SCORE,
      0, 0},
+    {"logprobs-kind", 0, "K", "raw (default: the full distribution at temperature 1,\nvLLM raw_logprobs) or "
+     "processed (after temperature and\ntop-k / top-p); a file's \"logprobs_kind\" wins", NULL, op_lp_kind,
+     RO(logprobs_kind), 0, 0, CMD_SCORE, 0, 0},
+    {"check-only", 0, NULL, "read and check the file against the model (ids, counts,\npositions, log-prob values), "
+     "print what it holds, and\nstop before the forward pass (no output file)", NULL, op_flag, RO(check_only), 0, 0,
+     CMD_SCORE, 0, 0},
+    {"sweep", 0, NULL, "also replay the trainer with one setting changed at a\ntime (the trainer-side defaults of "
+     "ratiocheck sweep)", NULL, op_flag, RO(sweep), 0, 0, CMD_SCORE, 0, 0},
+    {"vary", 0, "trainer:SPEC", "a setting of that sweep (repeatable; replaces the defaults)", NULL, op_vary, 0, 0, 0,
+     CMD_SCORE, 0, 0},
+    {"chunk-rollouts", 0, "N", "score a large file in chunks of at most N rollouts\n(default 4096, fewer when they "
+     "would pad to more than\n4M cells; a multiple of --forward-batch when larger):\nmemory stays bounded, the "
+     "statistics are the same (the\nquantiles and strata exact up to 4M tokens, README);\na file of more than one "
+     "chunk takes no --show,\n--show-worst; --sweep scores every rollout at once", NULL, op_i64, RO(chunk_rollouts), 1,
+     RC_ROLLOUT_MAX_COUNT, CMD_SCORE, 0, 0},
+    {"len", 0, "LIST", "lengths to re-score, as run's --len (default: the longest\nresponse)", "Re-scoring:",
+     op_len, 0, 0, 0, CMD_SCORE, 0, 0},
+    {"forward-batch", 0, "N", "sequences per full forward (default 64)", NULL, op_i64, RO(cfg.forward_batch), 1,
+     1 << 20, CMD_SCORE, 0, RO(forward_batch_given)},
+    /* sweep's own */
+    {"vary", 0, "SIDE:SPEC", "a setting of its own instead of the default list: SPEC as\nin --sampler / --trainer, "
+     "applied to SIDE = sampler,\ntrainer or both; repeat for more rows, e.g.\n--vary trainer:lm-head=fp32 --vary "
+     "both:dtype=fp16", "Sweep:", op_vary, 0, 0, 0, CMD_SWEEP, 0, 0},
+    {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
+     RO(model_dir), 0, 0, 0, 0, 0},
+    {"dtype", 0, "fp32|fp16|bf16", "dtype both paths compute in (default bf16)", NULL, op_dtype, 0, 0, 0, 0, 0, 0},
+    {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0, 0, 0, 0},
+    {"upcast", 0, "LIST", "ops kept in fp32: softmax,rope,norm,lm_head, or all (default none)", NULL, op_upcast, 0,
+     0, 0, 0, 0, 0},
     {"alibi-bias", 0, "model|rowmax",
      "ALiBi models: the bias as the family's code builds it\n(default model), or minus its row max: slope x (key -\n"
      "query) <= 0, the seed report's fix and what FlashAttention\nand vLLM compute (no effect on other models)",
-     NULL, op_alibi_bias, 0, 0, 0},
-    {"logprob-dtype", 0, "fp32|same", "log-softmax in fp32 (default) or in the model dtype", NULL, op_lpdt, 0, 0, 0},
+     NULL, op_alibi_bias, 0, 0, 0, 0, 0, 0},
+    {"logprob-dtype", 0, "fp32|same", "log-softmax in fp32 (default) or in the model dtype", NULL, op_lpdt, 0, 0, 0, 0, 0, 0},
     {"reference", 0, "fp32|fp64|none",
      "also re-score in fp32 (invariant kernels) or in\nfloat64, to report each path's own error (default none)", NULL,
-     op_reference, 0, 0, 0},
-    {"threads", 0, "N", "CPU threads (default: all cores)", NULL, op_i64, RO(threads), 1, 1024},
+     op_reference, 0, 0, 0, 0, 0, 0},
+    {"threads", 0, "N", "CPU threads (default: all cores)", NULL, op_i64, RO(threads), 1, 1024, 0, 0, 0},
     {"backend", 0, "cpu|cuda|auto",
      "where to compute (default auto: cuda when this build\nhas it and a GPU answers, else cpu); cuda never falls\n"
      "back: without a usable GPU it exits 8 with the reason",
-     NULL, op_backend, 0, 0, 0},
+     NULL, op_backend, 0, 0, 0, 0, 0, 0},
     {"prompts", 0, "FILE",
      ".txt (one prompt per line, \\n escapes), .jsonl\n({\"prompt\": ..}, {\"tokens\": [..]} or\n"
      "{\"messages\": [{\"role\": .., \"content\": ..}]}, rendered\nwith the model's chat template: ChatML or Llama-3)\n"
      "or .ids (token ids) (default: the bundled prompts)",
-     "Rollouts:", op_path, RO(prompts_path), 0, 0},
-    {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24},
-    {"samples", 0, "N", "samples per prompt (default 2)", NULL, op_i64, RO(cfg.samples), 1, 1 << 20},
-    {"len", 0, "LIST", "generated lengths to re-score, e.g. 20,40,50, or ranges:\n64:4096:x2 (64, 128, ..., 4096), 10:50:+10 (default\n20,40,50; with --rollouts-from: the file's)", NULL, op_len, 0, 0, 0},
-    {"batch", 0, "N", "sequences decoded together (default 32)", NULL, op_i64, RO(cfg.batch), 1, 1 << 20},
+     "Rollouts:", op_path, RO(prompts_path), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
+    {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24, RUN_SWEEP, CMD_SCORE, 0},
+    {"samples", 0, "N", "samples per prompt (default 2)", NULL, op_i64, RO(cfg.samples), 1, 1 << 20, RUN_SWEEP, CMD_SCORE, 0},
+    {"len", 0, "LIST", "generated lengths to re-score, e.g. 20,40,50, or ranges:\n64:4096:x2 (64, 128, ..., 4096), 10:50:+10 (default\n20,40,50; with --rollouts-from: the file's)", NULL, op_len, 0, 0, 0, RUN_SWEEP, 0, 0},
+    {"batch", 0, "N", "sequences decoded together (default 32)", NULL, op_i64, RO(cfg.batch), 1, 1 << 20, RUN_SWEEP, CMD_SCORE, 0},
     {"forward-batch", 0, "N", "sequences per full forward (default: all)", NULL, op_i64, RO(cfg.forward_batch), 1,
-     1 << 20},
-    {"seed", 0, "N", "sampling seed (default 0)", NULL, op_i64, RO(seed), 0, 0x1p63},
-    {"temperature", 0, "T", "sampling temperature (default 1.0)", NULL, op_f64, RO(temperature), 1e-3, 1e3},
-    {"top-k", 0, "K", "top-k sampling, 0 = off (default 0)", NULL, op_i64, RO(cfg.sampling.top_k), 0, 1 << 24},
-    {"top-p", 0, "P", "top-p sampling, 1.0 = off (default 1.0)", NULL, op_f64, RO(cfg.sampling.top_p), 1e-6, 1.0},
+     1 << 20, RUN_SWEEP, 0, 0},
+    {"seed", 0, "N", "sampling seed (default 0)", NULL, op_i64, RO(seed), 0, 0x1p63, RUN_SWEEP, CMD_SCORE, 0},
+    {"temperature", 0, "T", "sampling temperature (default 1.0)", NULL, op_f64, RO(temperature), 1e-3, 1e3, CMD_ALL_RUNS, 0, RO(temperature_given)},
+    {"top-k", 0, "K", "top-k sampling, 0 = off (default 0)", NULL, op_i64, RO(cfg.sampling.top_k), 0, 1 << 24, CMD_ALL_RUNS, 0, RO(top_k_given)},
+    {"top-p", 0, "P", "top-p sampling, 1.0 = off (default 1.0)", NULL, op_f64, RO(cfg.sampling.top_p), 1e-6, 1.0, CMD_ALL_RUNS, 0, RO(top_p_given)},
     {"stop-at-eos", 0, NULL, "stop a sequence at EOS (default: EOS ignored)", NULL, op_flag, RO(cfg.stop_at_eos), 0,
-     0},
+     0, RUN_SWEEP, CMD_SCORE, 0},
     {"rollouts-from", 0, "F.h5",
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
-     NULL, op_path, RO(replay), 0, 0},
+     NULL, op_path, RO(replay), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
      "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), residual=fp32|dtype\n(Megatron's --fp32-residual-connection), batch,\nprefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce), weights=dtype|fp8 (fp8 e4m3\nlinear layers, as an fp8 rollout engine) with\nweight-scale=tensor|channel|block and\nact=dynamic-token|dynamic-tensor|none (W8A16) (default:\nthe options above; fp8: tensor, dynamic-token)", "Two sides:",
-     op_path, RO(sampler_spec), 0, 0},
+     op_path, RO(sampler_spec), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
     {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; tp: Megatron's,\nbias after the reduce, default tp-reduce=ring: NCCL;\nkv-cache is the sampler's), e.g. "
-     "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0},
+     "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0, 0, 0, 0},
     {"clip-eps", 0, "E", "PPO clip range [1 - E, 1 + E] of the clip fraction\n(default 0.2)", "Statistics:", op_f64,
-     RO(clip_eps), 1e-9, 10.0},
+     RO(clip_eps), 1e-9, 10.0, 0, 0, 0},
     {"clip-eps-low", 0, "E", "its lower side alone, e.g. DAPO's 0.2 (default --clip-eps)", NULL, op_f64,
-     RO(cfg.stat.clip_eps_low), 1e-9, 1.0},
+     RO(cfg.stat.clip_eps_low), 1e-9, 1.0, 0, 0, 0},
     {"clip-eps-high", 0, "E", "its upper side alone, e.g. DAPO's 0.28 (default --clip-eps)", NULL, op_f64,
-     RO(cfg.stat.clip_eps_high), 1e-9, 10.0},
+     RO(cfg.stat.clip_eps_high), 1e-9, 10.0, 0, 0, 0},
     {"seq-eps", 0, "E", "GSPO band: a sequence is outside when its geometric-mean\nratio exp(mean log r) leaves "
-     "[1 - E, 1 + E] (default 3e-4)", NULL, op_f64, RO(cfg.stat.seq_eps), 1e-12, 10.0},
+     "[1 - E, 1 + E] (default 3e-4)", NULL, op_f64, RO(cfg.stat.seq_eps), 1e-12, 10.0, 0, 0, 0},
     {"seq-cap", 0, "C", "sequence-level IS cap: a sequence is above it when\nexp(sum log r) > C (default 3)", NULL,
-     op_f64, RO(cfg.stat.seq_cap), 1.0, 1e30},
-    {"out", 0, "FILE.h5", "HDF5 results (default MODEL.DTYPE.ratiocheck.h5); --out none: no file", "Output:", op_path,
-     RO(out_path), 0, 0},
-    {"force", 0, NULL, "overwrite an existing output file", NULL, op_flag, RO(force), 0, 0},
-    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, RO(json), 0, 0},
+     op_f64, RO(cfg.stat.seq_cap), 1.0, 1e30, 0, 0, 0},
+    {"out", 0, "FILE.h5", "HDF5 results (default MODEL.DTYPE.%s.h5); --out none: no file", "Output:", op_path,
+     RO(out_path), 0, 0, 0, 0, 0},
+    {"force", 0, NULL, "overwrite an existing output file", NULL, op_flag, RO(force), 0, 0, 0, 0, 0},
+    {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, RO(json), 0, 0, 0, 0, 0},
     {"by", 0, "prob|entropy|prob,entropy",
      "also print log r by decile of the sampler's token\nprobability and/or entropy at the longest length\n(JSON and "
      "HDF5 always have them, for every length)",
-     NULL, op_by, RO(by), 0, 0},
+     NULL, op_by, RO(by), 0, 0, 0, 0, 0},
     {"fail-above", 0, "M=V,...",
-     "exit 3 if a metric exceeds its limit at any length\n(clipfrac, k3, abs_k1, std, max_abs_dev, mult_prob_err,\n"
-     " nonidentical_frac, frac_gt_0.001, frac_gt_0.01, frac_gt_0.1)",
-     NULL, op_gates, 0, 0, 0},
+     "exit 3 if a metric exceeds its limit at any length\n(%M)",
+     NULL, op_gates, 0, 0, 0, 0, 0, 0},
     {"show", 0, "N", "print the first N completions with their per-token ratios\n(with --json: \"completions\")",
-     NULL, op_i64, RO(show), 0, 1 << 20},
+     NULL, op_i64, RO(show), 0, 1 << 20, 0, 0, 0},
     {"show-worst", 0, "N", "the same for the N sequences with the largest |S|\n(sum of log r at the longest length)",
-     NULL, op_i64, RO(show_worst), 0, 1 << 20},
-    {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, RO(quiet), 0, 0},
-    {"help", 'h', NULL, "show this help", NULL, op_flag, RO(help), 0, 0},
+     NULL, op_i64, RO(show_worst), 0, 1 << 20, 0, 0, 0},
+    {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, RO(quiet), 0, 0, 0, 0, 0},
+    {"help", 'h', NULL, "show this help", NULL, op_flag, RO(help), 0, 0, 0, 0, 0},
 };
 #undef RO
 #define N_RUN_OPTS (sizeof k_run_opts / sizeof k_run_opts[0])
@@ -420,7 +505,49 @@ static const opt_spec k_run_opts[] = {
 
 /* Parse the run command's options into ro (defaults first). Returns an exit
  * code when the command is done (--help, a usage error), else -1. */
-int parse_run_args(int argc, char **argv, run_opts *ro)
+const opt_cmd k_cmd_run = {"run", CMD_RUN,
+                             "Usage: ratiocheck [run] [OPTIONS]\n"
+                             "\n"
+                             "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
+                             "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
+                             "\n",
+                             "ratiocheck", ""};
+const opt_cmd k_cmd_sweep = {
+    "sweep", CMD_SWEEP,
+    "Usage: ratiocheck sweep [RUN OPTIONS] [--vary SIDE:SPEC]...\n"
+    "\n"
+    "Samples the rollouts once with the base configuration (the run options,\n"
+    "--sampler / --trainer), then replays the same tokens with one setting changed\n"
+    "at a time, and prints one row per setting at the longest length: ratio std,\n"
+    "k3, clip fraction, mean exp|log r|, the GSPO and sequence-IS fractions and the\n"
+    "std against the base's. The first row replays the base itself: the noise\n"
+    "floor, which must be identical. The setting that lowers k3 the most is named.\n"
+    "Output: the base's results with /sweep (one group per setting) in the HDF5\n"
+    "file (default MODEL.DTYPE.sweep.h5), \"sweep\" in --json.\n"
+    "\n"
+    "Default list (without --vary): both dtype=fp16 (bf16 when the base is fp16),\n"
+    "trainer and both lm-head=fp32, both upcast=softmax / norm / rope, trainer\n"
+    "mode=autocast, both kernels=invariant, sampler and trainer prefill-chunk (half\n"
+    "the longest prompt), sampler tp=2 / 4 / 8, both tp=2, sampler\n"
+    "kv-cache=fp8_e4m3, sampler batch=1, trainer micro-batch=1, sampler\n"
+    "weights=fp8. A setting the model or backend cannot run is listed as skipped\n"
+    "with the reason. Every option of the run command applies to the base.\n"
+    "\n",
+    "sweep", ""};
+const opt_cmd k_cmd_score = {
+    "score", CMD_SCORE,
+    "Usage: ratiocheck score --rollouts FILE [--format F] [RUN OPTIONS]\n"
+    "\n"
+    "Re-scores rollouts your own engine logged: its log-probs are the sampler's\n"
+    "side (\"old\"), ratiocheck computes the trainer's full forward (--trainer,\n"
+    "--dtype ...) and the reference, and reports the same statistics, verdict,\n"
+    "HDF5 file and gates as a run (README \"Check your own engine\").\n"
+    "--temperature, --top-k and --top-p are the sampler's settings when the file\n"
+    "does not state them (a file that states others: exit 2).\n"
+    "\n",
+    "score", ": the rollouts come from --rollouts FILE"};
+
+int parse_run_args(int argc, char **argv, run_opts *ro, const opt_cmd *cmd)
 {
     memset(ro, 0, sizeof *ro);
     snprintf(ro->model_default, sizeof ro->model_default, "%s/models/pythia-rc-tiny", data_dir());
@@ -435,12 +562,7 @@ int parse_run_args(int argc, char **argv, run_opts *ro)
     ro->kernels = RC_KERNELS_ENGINE;
     ro->temperature = 1.0;
 
-    int code = parse_opts(argc, argv, k_run_opts, N_RUN_OPTS, ro, offsetof(run_opts, help),
-                          "Usage: ratiocheck [run] [OPTIONS]\n"
-                          "\n"
-                          "Samples rollouts with KV-cached decoding, re-scores them with one batched\n"
-                          "full forward pass per length, and reports the PPO ratio exp(new - old).\n"
-                          "\n");
+    int code = parse_opts_cmd(argc, argv, k_run_opts, N_RUN_OPTS, ro, offsetof(run_opts, help), cmd);
     if (code >= 0)
         return code;
     if (optind < argc)
@@ -448,12 +570,15 @@ int parse_run_args(int argc, char **argv, run_opts *ro)
     if (ro->show > 0 && ro->show_worst > 0)
         return usage_error("--show and --show-worst cannot be combined (the first N or the worst N)");
     /* the two sides: the options above, then each side's spec */
-    const rc_side base = {ro->cfg.num.dt, ro->kernels, ro->cfg.num.upcast, ro->lp_same, 0, 0, RC_PREC_PURE, RC_KV_AUTO,
-                       1.0f, 1, RC_TP_REDUCE_FP32, {0}, false};
-    ro->sampler = ro->trainer = base;
-    ro->trainer.tp_reduce = RC_TP_REDUCE_RING; /* Megatron's all-reduce is NCCL's (vLLM's custom one: fp32) */
-    ro->sampler.batch = ro->cfg.batch;
-    ro->trainer.batch = ro->cfg.forward_batch;
+    for (int t = 0; t < 2; t++) { /* the side keys' defaults (side.c), then the options above */
+        rc_side *sd = t ? &ro->trainer : &ro->sampler;
+        rc_side_defaults(t == 1, sd);
+        sd->dt = ro->cfg.num.dt;
+        sd->kernels = ro->kernels;
+        sd->upcast = ro->cfg.num.upcast;
+        sd->lp_same = ro->lp_same;
+        sd->batch = t ? ro->cfg.forward_batch : ro->cfg.batch;
+    }
     rc_status sst = RC_OK;
     if (ro->sampler_spec)
         sst = rc_side_parse("--sampler", ro->sampler_spec, false, &ro->sampler);

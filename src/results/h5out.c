@@ -286,18 +286,6 @@
 #include "trace_out.h"
 #include "util.h"
 
-_Static_assert(RC_N_QUANTILES == 5, "update the quantile attribute names");
-_Static_assert(RC_N_THRESHOLDS == 4, "update the threshold attribute names");
-
-static const char *const k_quantile_names[RC_N_QUANTILES] = {
-    "quantile_0.1pct", "quantile_1pct", "quantile_50pct", "quantile_99pct", "quantile_99.9pct",
-};
-static const char *const k_frac_names[RC_N_THRESHOLDS] = {
-    "frac_abs_ratio_minus_1_gt_0.001",
-    "frac_abs_ratio_minus_1_gt_0.01",
-    "frac_abs_ratio_minus_1_gt_0.1",
-    "frac_abs_ratio_minus_1_gt_0.2",
-};
 
 #define FORMAT_NAME "ratiocheck-results"
 #define FORMAT_VERSION 1
@@ -797,42 +785,31 @@ static rc_status write_reference(const h5w *w, const rc_results *r)
     return group_close(w, g, o, st);
 }
 
+/* /len_NNNN's attributes: every RC_LF_H5 row of rc_len_fields (stats.c) in
+ * the order of h5_pos, the corrections under their names where the table
+ * places them */
 static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
 {
     const rc_len_stats *s = &lr->st;
     RC_TRY(attr_i64(w, g, o, "len", lr->len));
-    RC_TRY(attr_i64(w, g, o, "count", s->count));
-    RC_TRY(attr_f64(w, g, o, "mean", s->mean));
-    RC_TRY(attr_f64(w, g, o, "std", s->std));
-    RC_TRY(attr_f64(w, g, o, "min", s->min));
-    RC_TRY(attr_f64(w, g, o, "max", s->max));
-    for (int q = 0; q < RC_N_QUANTILES; q++)
-        RC_TRY(attr_f64(w, g, o, k_quantile_names[q], s->quantiles[q]));
-    for (int t = 0; t < RC_N_THRESHOLDS; t++)
-        RC_TRY(attr_f64(w, g, o, k_frac_names[t], s->frac_above[t]));
-    RC_TRY(attr_f64(w, g, o, "clipfrac", s->clipfrac));
-    RC_TRY(attr_f64(w, g, o, "k1", s->k1));
-    RC_TRY(attr_f64(w, g, o, "k3", s->k3));
-    RC_TRY(attr_f64(w, g, o, "mult_prob_err", s->mult_prob_err));
-    RC_TRY(attr_f64(w, g, o, "identical_frac", s->identical_frac));
-    RC_TRY(attr_i64(w, g, o, "first_divergent_position", s->first_divergent_position));
-    RC_TRY(attr_f64(w, g, o, "ref_gen_mean_abs", s->ref_gen_mean_abs));
-    RC_TRY(attr_f64(w, g, o, "ref_gen_max_abs", s->ref_gen_max_abs));
-    RC_TRY(attr_f64(w, g, o, "ref_fwd_mean_abs", s->ref_fwd_mean_abs));
-    RC_TRY(attr_f64(w, g, o, "ref_fwd_max_abs", s->ref_fwd_max_abs));
-    RC_TRY(attr_i64(w, g, o, "seq_count", s->seq_count));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_mean", s->seq_sum_mean));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_std", s->seq_sum_std));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_min", s->seq_sum_min));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_max", s->seq_sum_max));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_mean", s->seq_mean_mean));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_std", s->seq_mean_std));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_min", s->seq_mean_min));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_max", s->seq_mean_max));
-    RC_TRY(attr_f64(w, g, o, "seq_frac_outside_band", s->seq_frac_outside_band));
-    RC_TRY(attr_f64(w, g, o, "seq_frac_above_cap", s->seq_frac_above_cap));
-    for (size_t i = 0; i < rc_n_corr_stats; i++) /* the corrections, under their names (stats.c) */
-        RC_TRY(attr_f64(w, g, o, rc_corr_stats[i].name, rc_corr_value(&s->corr, &rc_corr_stats[i])));
+    for (int pos = 1;; pos++) {
+        const rc_len_field *f = NULL;
+        for (size_t i = 0; i < rc_n_len_fields && !f; i++)
+            if ((rc_len_fields[i].where & RC_LF_H5) && rc_len_fields[i].h5_pos == pos)
+                f = &rc_len_fields[i];
+        if (!f)
+            break;
+        if (f->kind == RC_LF_CORRECTIONS) {
+            for (size_t k = 0; k < rc_n_corr_stats; k++)
+                RC_TRY(attr_f64(w, g, o, rc_corr_stats[k].name, rc_corr_value(&s->corr, &rc_corr_stats[k])));
+        } else if (f->kind == RC_LF_I64) {
+            int64_t v;
+            memcpy(&v, (const char *)s + f->off, sizeof v);
+            RC_TRY(attr_i64(w, g, o, f->name, v));
+        } else {
+            RC_TRY(attr_f64(w, g, o, f->name, rc_len_value(s, f)));
+        }
+    }
     return RC_OK;
 }
 

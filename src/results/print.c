@@ -75,6 +75,36 @@ void rc_json_num(FILE *f, const char *key, double v, bool comma)
 
 static const char *const k_objective_labels[RC_N_OBJECTIVES] = {"token PPO", "sequence IS", "GSPO"};
 
+static bool has_reference(const rc_results *r);
+static void print_strata_json(const rc_len_stats *st);
+
+/* the rows of rc_len_fields (stats.c) marked `where` (RC_LF_JSON: RC_LF_JSON_REF too with a
+ * reference pass), "key": value joined by ", " */
+static void print_len_json(const rc_results *r, const rc_len_stats *st, unsigned where)
+{
+    const bool ref = where == RC_LF_JSON && has_reference(r);
+    bool first = true;
+    for (size_t i = 0; i < rc_n_len_fields; i++) {
+        const rc_len_field *f = &rc_len_fields[i];
+        if (!(f->where & where) && !(ref && (f->where & RC_LF_JSON_REF)))
+            continue;
+        if (!first)
+            fputs(", ", stdout);
+        first = false;
+        if (f->kind == RC_LF_CORRECTIONS) {
+            for (size_t k = 0; k < rc_n_corr_stats; k++)
+                rc_json_num(stdout, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]),
+                            k + 1 < rc_n_corr_stats);
+        } else if (f->kind == RC_LF_STRATA) {
+            print_strata_json(st);
+        } else if (f->kind == RC_LF_I64) {
+            printf("\"%s\": %lld", f->json_key ? f->json_key : f->name, (long long)rc_len_value(st, f));
+        } else {
+            rc_json_num(stdout, f->json_key ? f->json_key : f->name, rc_len_value(st, f), false);
+        }
+    }
+}
+
 /* "sweep": {"len": L, "rows": [...], "helps_most": the row's name or null} */
 static void print_sweep_json(const rc_results *r)
 {
@@ -93,15 +123,8 @@ static void print_sweep_json(const rc_results *r)
         if (row->res) {
             const rc_len_stats *st = rc_results_longest(row->res);
             printf("null, \"identical_to_base\": %s, ", row->identical ? "true" : "false");
-            rc_json_num(stdout, "std", st->std, true);
-            rc_json_num(stdout, "k3", st->k3, true);
-            rc_json_num(stdout, "clipfrac", st->clipfrac, true);
-            rc_json_num(stdout, "mult_prob_err", st->mult_prob_err, true);
-            rc_json_num(stdout, "seq_log_ratio_sum_std", st->seq_sum_std, true);
-            rc_json_num(stdout, "seq_frac_outside_band", st->seq_frac_outside_band, true);
-            rc_json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
-            for (size_t k = 0; k < rc_n_corr_stats; k++) /* every correction: one row is cheap */
-                rc_json_num(stdout, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]), true);
+            print_len_json(r, st, RC_LF_SWEEP);
+            printf(", ");
             rc_json_num(stdout, "std_vs_base", st->std / b->std, false);
         } else {
             rc_json_str(stdout, row->skipped);
@@ -149,7 +172,7 @@ static void print_strata_json(const rc_len_stats *st)
         }
         printf("]}");
     }
-    printf("}, ");
+    printf("}");
 }
 
 /* "growth": var(S) against L and its fit (README "Growth") */
@@ -198,40 +221,9 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
     printf(", \"lens\": [");
     for (int i = 0; i < r->n_lens; i++) {
         const rc_len_stats *st = &r->lens[i].st;
-        printf("%s{\"len\": %lld, \"count\": %lld, ", i ? ", " : "", (long long)r->lens[i].len, (long long)st->count);
-        rc_json_num(stdout, "mean", st->mean, true);
-        rc_json_num(stdout, "std", st->std, true);
-        rc_json_num(stdout, "min", st->min, true);
-        rc_json_num(stdout, "max", st->max, true);
-        rc_json_num(stdout, "k1", st->k1, true);
-        rc_json_num(stdout, "k3", st->k3, true);
-        rc_json_num(stdout, "clipfrac", st->clipfrac, true);
-        rc_json_num(stdout, "frac_gt_0.001", st->frac_above[0], true);
-        rc_json_num(stdout, "frac_gt_0.01", st->frac_above[1], true);
-        rc_json_num(stdout, "frac_gt_0.1", st->frac_above[2], true);
-        rc_json_num(stdout, "mult_prob_err", st->mult_prob_err, true);
-        rc_json_num(stdout, "identical_frac", st->identical_frac, true);
-        printf("\"seq_count\": %lld, ", (long long)st->seq_count);
-        rc_json_num(stdout, "seq_log_ratio_sum_mean", st->seq_sum_mean, true);
-        rc_json_num(stdout, "seq_log_ratio_sum_std", st->seq_sum_std, true);
-        rc_json_num(stdout, "seq_log_ratio_sum_min", st->seq_sum_min, true);
-        rc_json_num(stdout, "seq_log_ratio_sum_max", st->seq_sum_max, true);
-        rc_json_num(stdout, "seq_log_ratio_mean_mean", st->seq_mean_mean, true);
-        rc_json_num(stdout, "seq_log_ratio_mean_std", st->seq_mean_std, true);
-        rc_json_num(stdout, "seq_log_ratio_mean_min", st->seq_mean_min, true);
-        rc_json_num(stdout, "seq_log_ratio_mean_max", st->seq_mean_max, true);
-        rc_json_num(stdout, "seq_ratio_min", exp(st->seq_sum_min), true);
-        rc_json_num(stdout, "seq_ratio_max", exp(st->seq_sum_max), true);
-        rc_json_num(stdout, "seq_frac_outside_band", st->seq_frac_outside_band, true);
-        rc_json_num(stdout, "seq_frac_above_cap", st->seq_frac_above_cap, true);
-        for (size_t k = 0; k < rc_n_corr_stats; k++) /* the corrections, under their names (stats.c) */
-            rc_json_num(stdout, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]), true);
-        if (has_reference(r)) {
-            rc_json_num(stdout, "ref_gen_mean_abs", st->ref_gen_mean_abs, true);
-            rc_json_num(stdout, "ref_fwd_mean_abs", st->ref_fwd_mean_abs, true);
-        }
-        print_strata_json(st);
-        printf("\"first_divergent_position\": %lld}", (long long)st->first_divergent_position);
+        printf("%s{\"len\": %lld, ", i ? ", " : "", (long long)r->lens[i].len);
+        print_len_json(r, st, RC_LF_JSON);
+        putchar('}');
     }
     printf("], \"cross_length\": [");
     for (int i = 0; i < r->n_cross; i++) {
@@ -267,6 +259,55 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
            r->seconds_generate, r->seconds_forward, r->seconds_reference, r->seconds_total);
 }
 
+/* The columns of one of the run's tables (RC_LF_TAB_*) from rc_len_fields:
+ * the headers (st NULL) or one length's cells, each after a space. */
+static void print_columns(const rc_results *r, int table, const rc_len_stats *st)
+{
+    for (int pos = 1;; pos++) {
+        const rc_len_field *f = NULL;
+        const rc_len_column *c = NULL;
+        for (size_t i = 0; i < rc_n_len_fields && !f; i++)
+            for (int k = 0; k < 2; k++)
+                if (rc_len_fields[i].col[k].table == table && rc_len_fields[i].col[k].pos == pos) {
+                    f = &rc_len_fields[i];
+                    c = &f->col[k];
+                }
+        if (!f)
+            return;
+        const int width = atoi(c->fmt + 1);
+        char cell[64];
+        if (!st) {
+            double param;
+            memcpy(&param, (const char *)&r->stat + c->param_off, sizeof param);
+            const char *g = strstr(c->label, "%g");
+            if (g)
+                snprintf(cell, sizeof cell, "%.*s%g%s", (int)(g - c->label), c->label, param, g + 2);
+            else
+                snprintf(cell, sizeof cell, "%s", c->label);
+            printf(" %*s", width, cell);
+            continue;
+        }
+        const double v = rc_len_value(st, f);
+        if (c->fmt[strlen(c->fmt) - 1] == 's') { /* a position: "at N", or none */
+            if (v < 0)
+                snprintf(cell, sizeof cell, "none");
+            else
+                snprintf(cell, sizeof cell, "at %lld", (long long)v);
+            printf(" %*s", width, cell);
+        } else if (f->kind == RC_LF_I64) {
+            printf(" %*lld", width, (long long)v);
+        } else {
+            const char conv = c->fmt[strlen(c->fmt) - 1];
+            const char *dot = strchr(c->fmt, '.');
+            const int prec = dot ? atoi(dot + 1) : 6;
+            if (conv == 'e')
+                printf(" %*.*e", width, prec, v);
+            else
+                printf(" %*.*f", width, prec, v);
+        }
+    }
+}
+
 /* `ratiocheck sweep`: one row per setting at the longest length, and the
  * setting that lowers k3 the most */
 static void print_sweep_table(const rc_results *r)
@@ -275,10 +316,12 @@ static void print_sweep_table(const rc_results *r)
     printf("\nsweep: the same %lld rollouts replayed, one setting changed from the base (L=%lld; std vs base: "
            "ratio of the stds)\n",
            (long long)r->n_seq, (long long)r->lens[r->n_lens - 1].len);
-    printf("%-34s %10s %10s %9s %9s %9s %8s %11s\n", "setting", "std", "k3", "clipfrac", "exp|d|", "GSPO out",
-           "e^S>cap", "std vs base");
-    printf("%-34s %10.3e %10.3e %9.5f %9.5f %9.4f %8.4f %11s\n", "base", b->std, b->k3, b->clipfrac,
-           b->mult_prob_err, b->seq_frac_outside_band, b->seq_frac_above_cap, "1");
+    printf("%-34s", "setting");
+    print_columns(r, RC_LF_TAB_SWEEP, NULL);
+    printf(" %11s\n", "std vs base");
+    printf("%-34s", "base");
+    print_columns(r, RC_LF_TAB_SWEEP, b);
+    printf(" %11s\n", "1");
     for (int i = 0; i < r->n_sweep; i++) {
         const rc_sweep_row *row = &r->sweep[i];
         const char *name = row->name;
@@ -296,8 +339,9 @@ static void print_sweep_table(const rc_results *r)
             snprintf(rel, sizeof rel, "%.3g", st->std / b->std);
         else
             snprintf(rel, sizeof rel, "(base 0)");
-        printf("%-34s %10.3e %10.3e %9.5f %9.5f %9.4f %8.4f %11s\n", name, st->std, st->k3, st->clipfrac,
-               st->mult_prob_err, st->seq_frac_outside_band, st->seq_frac_above_cap, rel);
+        printf("%-34s", name);
+        print_columns(r, RC_LF_TAB_SWEEP, st);
+        printf(" %11s\n", rel);
     }
     for (int i = 0; i < r->n_sweep; i++)
         if (r->sweep[i].noise_floor && r->sweep[i].res)
@@ -469,32 +513,25 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
                (long long)r->top_k, r->top_p, (long long)r->seed);
     printf("ratio = exp(forward - generation) per generated token; clipfrac: ratio outside [%g, %g]\n",
            1.0 - r->stat.clip_eps_low, 1.0 + r->stat.clip_eps_high);
-    printf("%5s %8s %10s %10s %9s %9s %9s %10s %9s %9s\n", "L", "tokens", "mean", "std", "min", "max", "clipfrac",
-           "k3", "identical", "first div");
+    printf("%5s", "L");
+    print_columns(r, RC_LF_TAB_TOKENS, NULL);
+    putchar('\n');
     for (int i = 0; i < r->n_lens; i++) {
-        const rc_len_stats *st = &r->lens[i].st;
-        char fd[24];
-        if (st->first_divergent_position < 0)
-            snprintf(fd, sizeof fd, "none");
-        else
-            snprintf(fd, sizeof fd, "at %lld", (long long)st->first_divergent_position);
-        printf("%5lld %8lld %10.6f %10.3e %9.5f %9.5f %9.5f %10.3e %9.4f %9s\n", (long long)r->lens[i].len,
-               (long long)st->count, st->mean, st->std, st->min, st->max, st->clipfrac, st->k3,
-               st->identical_frac, fd);
+        printf("%5lld", (long long)r->lens[i].len);
+        print_columns(r, RC_LF_TAB_TOKENS, &r->lens[i].st);
+        putchar('\n');
     }
     printf("identical: tokens whose two log-probs are bitwise equal; first div: the first generated position "
            "(0-based) where any\nsequence's two log-probs differ, none when every one is equal\n");
     printf("\nper sequence: S = sum of log ratio over its tokens (sequence ratio e^S), M = S / tokens (GSPO's "
            "e^M)\n");
-    char band[32], cap[32];
-    snprintf(band, sizeof band, "|e^M-1|>%g", r->stat.seq_eps);
-    snprintf(cap, sizeof cap, "e^S>%g", r->stat.seq_cap);
-    printf("%5s %6s %10s %10s %10s %10s %12s %10s\n", "L", "seqs", "mean S", "std S", "min e^S", "max e^S", band, cap);
+    printf("%5s", "L");
+    print_columns(r, RC_LF_TAB_SEQS, NULL);
+    putchar('\n');
     for (int i = 0; i < r->n_lens; i++) {
-        const rc_len_stats *st = &r->lens[i].st;
-        printf("%5lld %6lld %10.3e %10.3e %10.5f %10.5f %12.4f %10.4f\n", (long long)r->lens[i].len,
-               (long long)st->seq_count, st->seq_sum_mean, st->seq_sum_std, exp(st->seq_sum_min), exp(st->seq_sum_max),
-               st->seq_frac_outside_band, st->seq_frac_above_cap);
+        printf("%5lld", (long long)r->lens[i].len);
+        print_columns(r, RC_LF_TAB_SEQS, &r->lens[i].st);
+        putchar('\n');
     }
     print_growth(r);
     print_corrections(r);
