@@ -5,7 +5,8 @@ The rooms, lowest first (src/meson.build): base < formats < engine < results
 < check < cli; models/ and kernels/ are part of engine (the model families
 and the CUDA backend). A file may include headers of its own room and of the
 rooms below it, never above. Also fails on a cycle between two modules (a
-module: name.c with name.h) of the same room through their includes, e.g.
+module: name.c with name.h and its internal name_impl.h) of the same room
+through their includes, e.g.
 status.c including util.h while util.h includes status.h.
 
 Usage: check_layers.py [ROOT]   (ROOT: the source tree, default: this file's ../)
@@ -24,6 +25,12 @@ ALLOWED_CYCLES = {
         "fp8w.c is the forward pass's fp8-weight part: it takes forward.h's numerics and weights, forward.c calls it",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def module(rel):
+    """src/formats/tokenizer_impl.h, tokenizer.c and tokenizer.h are one module"""
+    stem = rel.rsplit(".", 1)[0]
+    return stem[:-len("_impl")] if stem.endswith("_impl") else stem
 
 
 def main():
@@ -45,7 +52,7 @@ def main():
     for rel, room in sorted(room_of.items()):
         with open(os.path.join(root, rel), encoding="utf-8") as fh:
             text = fh.read()
-        mod = rel.rsplit(".", 1)[0]
+        mod = module(rel)
         for inc in INCLUDE.findall(text):
             target = by_name.get(os.path.basename(inc))
             if target is None:
@@ -54,7 +61,7 @@ def main():
             if ROOMS.index(troom) > ROOMS.index(room):
                 problems.append(f"{rel} ({room}) includes {inc} ({troom}): the dependency goes upwards "
                                 f"({' < '.join(ROOMS)})")
-            tmod = target.rsplit(".", 1)[0]
+            tmod = module(target)
             if troom == room and tmod != mod:
                 deps.setdefault(mod, set()).add(tmod)
     # cycles between modules of one room
