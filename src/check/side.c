@@ -65,6 +65,8 @@ typedef struct {
     print_rule print;
     eq_rule eq;
     size_t num_off;            /* the same field in rc_numerics, or NO_NUM (see side_numerics) */
+    const char *alias;         /* K_ENUM: another name of alias_of (vLLM's kv-cache=fp8), or NULL */
+    int alias_of;
 } side_key;
 
 #define NO_NUM ((size_t)-1)
@@ -75,55 +77,62 @@ typedef struct {
 /* in the printer's order (the spec strings stored in result files) */
 static const side_key k_keys[] = {
     {"dtype", K_DTYPE, F(dt), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "one of fp32, fp16, bf16", NULL, 0, 0, 0, RC_BF16,
-     RC_BF16, P_ALWAYS, E_FIELD, N(dt)},
-    {"kernels", K_KERNELS, F(kernels), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "one of engine, invariant, blas", NULL, 0, 0, 0,
-     RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, P_ALWAYS, E_FIELD, NO_NUM},
+     RC_BF16, P_ALWAYS, E_FIELD, N(dt), NULL, 0},
+    {"kernels", K_KERNELS, F(kernels), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "one of engine, invariant, blas", NULL, 0,
+     0, 0,
+     RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, P_ALWAYS, E_FIELD, NO_NUM, NULL, 0},
     {"upcast", K_UPCAST, F(upcast), S_BOTH, S_BOTH, R_OTHER_SIDE, false,
      "a list of softmax, rope, norm, lm_head joined with '+', or all, or none", NULL, 0, 0, 0, 0, 0, P_ALWAYS,
-     E_FIELD, N(upcast)},
-    {"lm-head", K_LM_HEAD, F(upcast), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_f32_names), 0, 0, 0, 0,
-     P_NEVER, E_NONE, NO_NUM},
-    {"logprob-dtype", K_BOOL, F(lp_same), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or same", NAMES(k_lpdt_names), 0, 0, 0,
-     0, P_ALWAYS, E_FIELD, NO_NUM},
-    {"batch", K_I64, F(batch), S_SAMPLER, S_SAMPLER, R_OTHER_SIDE, false, NULL, NULL, 0, 1, 1 << 20, 0, 0, P_NOT_DEFAULT,
-     E_NONE, NO_NUM},
+     E_FIELD, N(upcast), NULL, 0},
+    {"lm-head", K_LM_HEAD, F(upcast), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_f32_names), 0, 0,
+     0, 0,
+     P_NEVER, E_NONE, NO_NUM, NULL, 0},
+    {"logprob-dtype", K_BOOL, F(lp_same), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or same", NAMES(k_lpdt_names), 0,
+     0, 0,
+     0, P_ALWAYS, E_FIELD, NO_NUM, NULL, 0},
+    {"batch", K_I64, F(batch), S_SAMPLER, S_SAMPLER, R_OTHER_SIDE, false, NULL, NULL, 0, 1, 1 << 20, 0, 0,
+     P_NOT_DEFAULT,
+     E_NONE, NO_NUM, NULL, 0},
     {"micro-batch", K_I64, F(batch), S_TRAINER, S_TRAINER, R_OTHER_SIDE, false, NULL, NULL, 0, 1, 1 << 20, 0, 0,
-     P_NOT_DEFAULT, E_NONE, NO_NUM},
+     P_NOT_DEFAULT, E_NONE, NO_NUM, NULL, 0},
     /* sampler: the prompts' prefill; trainer: the whole forward, through the cache */
     {"prefill-chunk", K_I64, F(prefill_chunk), S_BOTH, S_BOTH, R_OTHER_SIDE, false, NULL, NULL, 0, 1, 1 << 24, 0, 0,
-     P_NOT_DEFAULT, E_NONE, NO_NUM},
+     P_NOT_DEFAULT, E_NONE, NO_NUM, NULL, 0},
     {"mode", K_ENUM, F(mode), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "pure or autocast", NAMES(k_mode_names), 0, 0,
-     RC_PREC_PURE, RC_PREC_PURE, P_NOT_DEFAULT, E_FIELD, N(mode)},
+     RC_PREC_PURE, RC_PREC_PURE, P_NOT_DEFAULT, E_FIELD, N(mode), NULL, 0},
     /* Megatron's --fp32-residual-connection */
-    {"residual", K_BOOL, F(residual_f32), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_f32_names), 0, 0, 0,
-     0, P_NOT_DEFAULT, E_FIELD, N(residual_f32)},
+    {"residual", K_BOOL, F(residual_f32), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_f32_names), 0,
+     0, 0,
+     0, P_NOT_DEFAULT, E_FIELD, N(residual_f32), NULL, 0},
     /* a trainer (FSDP, Megatron) attends over the keys and values it computed, in the model's dtype (even
      * chunked, prefill-chunk=): vLLM's fp8 KV cache is the sampler's */
     {"kv-cache", K_ENUM, F(kv_quant), S_SAMPLER, S_SAMPLER, R_KV, false,
      "auto, fp8_e4m3 (or fp8) or fp8_e5m2", NAMES(k_kv_names), 0, 0, RC_KV_AUTO, RC_KV_AUTO, P_NOT_DEFAULT,
-     E_FIELD, N(kv_quant)},
+     E_FIELD, N(kv_quant), "fp8", RC_KV_FP8_E4M3},
     {"kv-scale", K_SCALE, F(kv_scale), S_SAMPLER, S_SAMPLER, R_KV, false,
-     "a positive finite number (an fp32 scale)", NULL, 0, 0, 0, 1.0, 1.0, P_WITH_PREVIOUS, E_KV, N(kv_scale)},
+     "a positive finite number (an fp32 scale)", NULL, 0, 0, 0, 1.0, 1.0, P_WITH_PREVIOUS, E_KV, N(kv_scale), NULL, 0},
     /* whether the model's shapes allow it is checked with the model (rc_tp_check) */
     {"tp", K_I64, F(tp), S_BOTH, S_BOTH, R_OTHER_SIDE, false, NULL, NULL, 0, 1, RC_TP_MAX, 1, 1, P_NOT_DEFAULT, E_TP,
-     NO_NUM},
-    {"tp-reduce", K_REDUCE, F(tp_reduce), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "one of fp32, ring, chain, seq", NULL, 0, 0,
-     0, RC_TP_REDUCE_FP32, RC_TP_REDUCE_RING, P_WITH_PREVIOUS, E_NONE, N(tp_reduce)},
+     NO_NUM, NULL, 0},
+    {"tp-reduce", K_REDUCE, F(tp_reduce), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "one of fp32, ring, chain, seq", NULL,
+     0, 0,
+     0, RC_TP_REDUCE_FP32, RC_TP_REDUCE_RING, P_WITH_PREVIOUS, E_NONE, N(tp_reduce), NULL, 0},
     /* weights=dtype (or the dtype's name) | fp8 (fp8_e4m3); FSDP / Megatron trainers compute with the bf16 (or
      * fp32) masters: fp8 weights are the rollout engine's */
     {"weights", K_WEIGHTS, F(wq.kind), S_SAMPLER, S_BOTH, R_OTHER_SIDE, false, "dtype, bf16, fp16, fp32 or fp8",
-     NAMES(k_weights_names), 0, 0, RC_WQ_NONE, RC_WQ_NONE, P_NOT_DEFAULT, E_FIELD, N(wq.kind)},
+     NAMES(k_weights_names), 0, 0, RC_WQ_NONE, RC_WQ_NONE, P_NOT_DEFAULT, E_FIELD, N(wq.kind), NULL, 0},
     {"weight-scale", K_ENUM, F(wq.scale), S_SAMPLER, S_SAMPLER, R_WQ, true, NULL, NAMES(k_wscale_names), 0,
-     0, RC_WSCALE_TENSOR, RC_WSCALE_TENSOR, P_WITH_PREVIOUS, E_WQ, N(wq.scale)},
+     0, RC_WSCALE_TENSOR, RC_WSCALE_TENSOR, P_WITH_PREVIOUS, E_WQ, N(wq.scale), NULL, 0},
     {"act", K_ENUM, F(wq.act), S_SAMPLER, S_SAMPLER, R_WQ, true, NULL, NAMES(k_act_names), 0, 0,
-     RC_ACTQ_TOKEN, RC_ACTQ_TOKEN, P_WITH_PREVIOUS, E_WQ, N(wq.act)},
+     RC_ACTQ_TOKEN, RC_ACTQ_TOKEN, P_WITH_PREVIOUS, E_WQ, N(wq.act), NULL, 0},
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 #undef F
 #undef N
 
 static int *ifield(rc_side *sd, const side_key *k) { return (int *)(void *)((char *)sd + k->off); }
-static int iget(const rc_side *sd, const side_key *k) { return *(const int *)(const void *)((const char *)sd + k->off); }
+static int iget(const rc_side *sd,
+     const side_key *k) { return *(const int *)(const void *)((const char *)sd + k->off); }
 static bool *bfield(rc_side *sd, const side_key *k) { return (bool *)(void *)((char *)sd + k->off); }
 static int64_t *lfield(rc_side *sd, const side_key *k) { return (int64_t *)(void *)((char *)sd + k->off); }
 static float *ffield(rc_side *sd, const side_key *k) { return (float *)(void *)((char *)sd + k->off); }
@@ -247,8 +256,8 @@ static rc_status parse_value(const side_key *k, const char *opt, const char *wha
         for (int i = 0; i < k->n_names; i++)
             if (!strcmp(v, k->names[i]))
                 found = i;
-        if (k->off == offsetof(rc_side, kv_quant) && !strcmp(v, "fp8")) /* vLLM's alias */
-            found = RC_KV_FP8_E4M3;
+        if (k->alias && !strcmp(v, k->alias))
+            found = k->alias_of;
         if (found < 0 && k->values)
             return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not %s", what, v, k->values);
         if (found < 0)

@@ -16,9 +16,12 @@ typedef struct {
 
 static const command k_commands[] = {
     {"run", cmd_run, "(default)", "sample, re-score, report the PPO ratio"},
-    {"sweep", cmd_sweep, "[RUN OPTIONS] [--vary SIDE:SPEC]...", "one setting at a time over the same rollouts,\nwith a noise floor"},
-    {"score", cmd_score, "--rollouts FILE [RUN OPTIONS]", "re-score rollouts your own engine logged\n(vLLM, SGLang, JSONL, HDF5) as the trainer"},
-    {"trace", cmd_trace, "RUN.h5 [--worst K | --seq LIST]", "where the sampler's and the trainer's forward\npasses part, op by op and layer by layer"},
+    {"sweep", cmd_sweep, "[RUN OPTIONS] [--vary SIDE:SPEC]...",
+     "one setting at a time over the same rollouts,\nwith a noise floor"},
+    {"score", cmd_score, "--rollouts FILE [RUN OPTIONS]",
+     "re-score rollouts your own engine logged\n(vLLM, SGLang, JSONL, HDF5) as the trainer"},
+    {"trace", cmd_trace, "RUN.h5 [--worst K | --seq LIST]",
+     "where the sampler's and the trainer's forward\npasses part, op by op and layer by layer"},
     {"report", cmd_report, "FILE.h5 [--json]", "the run's summary again, from its result file"},
     {"diff", cmd_diff, "A.h5 B.h5 [--json]", "two runs over the same tokens, side by side"},
     {"inspect", cmd_inspect, "--model DIR [--json]", "describe a Hugging Face model folder"},
@@ -50,7 +53,7 @@ static void print_usage(FILE *f)
         char head[96];
         int w = snprintf(head, sizeof head, "  %s %s", c->name, c->args);
         fprintf(f, "%s", head);
-        if (w >= 40)
+        if (w >= 39) /* no room for a space: the summary on the next line */
             fprintf(f, "\n%40s", "");
         else
             fprintf(f, "%*s", 40 - w, "");
