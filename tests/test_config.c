@@ -1,4 +1,4 @@
-/* Check suite for config.json parsing (src/formats/hf_config.c, models/gpt_neox.c,
+/* Check suite for config.json parsing (src/engine/hf_config.c, models/gpt_neox.c,
  * models/llama.c).
  *
  * Configs are written inline with ' for " and parsed with rc_config_parse

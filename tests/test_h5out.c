@@ -1,4 +1,4 @@
-/* Check suite for the HDF5 results writer (src/formats/h5out.c).
+/* Check suite for the HDF5 results writer (src/results/h5out.c).
  *
  * Every test builds an rc_results by hand (values from simple formulas, with
  * NaN / -1 padding, a NaN in the forward log-probs and distinct statistics),
@@ -1300,7 +1300,7 @@ START_TEST(test_invalid_results)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* tests: the reader (src/formats/h5in.c) and --rollouts-from on hostile files       */
+/* tests: the reader (src/results/h5in.c) and --rollouts-from on hostile files       */
 /*                                                                          */
 /* Each test starts from a valid results file (written by rc_h5_write or by */
 /* the CLI), then rewrites one dataset or attribute with the HDF5 C API and */

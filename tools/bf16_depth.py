@@ -130,7 +130,7 @@ def build_score_forced(work):
         sys.exit(f"bf16_depth: {lib} is missing: run `meson setup build && meson compile -C build` first")
     exe = os.path.join(work, "score_forced")
     cmd = ("cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fopenmp "
-           "-Ibuild -Isrc/base -Isrc/formats -Isrc/engine -Isrc/check -Imodels "
+           "-Ibuild -Isrc/base -Isrc/formats -Isrc/engine -Isrc/results -Isrc/check -Imodels "
            "tools/score_forced.c src/engine/cuda_stub.c build/src/libratiocheck.a "
            f"$(pkg-config --cflags --libs {PKGS}) -lm -o {exe}")
     r = subprocess.run(cmd, shell=True, cwd=REPO, capture_output=True, text=True)

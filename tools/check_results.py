@@ -97,6 +97,20 @@ CORR_METRICS = ["chi2_token", "chi2_seq", "ppl_trainer", "ppl_sampler", "log_ppl
 CORR_KEYS = TOKEN_FRACS + SEQ_FRACS + CORR_METRICS
 
 
+# Every attribute of /len_NNNN this script recomputes (below, with CORR_KEYS). The file's
+# attributes come from one table in the C code (rc_len_fields in src/results/stats.c, the
+# corrections' rc_corr_stats beside it); an attribute not in this list fails the check, so a
+# metric added there is recomputed here too.
+LEN_ATTRS = ["len", "count", "mean", "std", "min", "max",
+             "quantile_0.1pct", "quantile_1pct", "quantile_50pct", "quantile_99pct", "quantile_99.9pct",
+             "k1", "k3", "clipfrac", "frac_abs_ratio_minus_1_gt_0.001", "frac_abs_ratio_minus_1_gt_0.01",
+             "frac_abs_ratio_minus_1_gt_0.1", "frac_abs_ratio_minus_1_gt_0.2", "mult_prob_err", "identical_frac",
+             "seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_sum_min",
+             "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
+             "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
+             "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position"]
+
+
 def outside(v, lo, hi):
     return ~((v >= lo) & (v <= hi))   # NaN counts as outside
 
@@ -351,6 +365,8 @@ def main(path, nonzero=False):
             close(f"L={L} pos_max_abs_log_ratio", g["pos_max_abs_log_ratio"][...], np.nanmax(absl, axis=0))
             close(f"L={L} pos_ratio_std", g["pos_ratio_std"][...],
                   np.nanstd(np.where(valid, r, np.nan), axis=0))
+        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS)",
+                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS)), [])
         check_corrections(f"L={L}", {k: a[k] for k in CORR_KEYS if k in a},
                           numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
         check_strata(f"L={L} strata/prob", file_strata(g["strata/prob"]),

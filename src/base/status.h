@@ -51,4 +51,8 @@ int rc_exit_code(rc_status st);
             return rc_try_st_;               \
     } while (0)
 
+/* Length (1..4) of the well-formed UTF-8 sequence at s, or 0 when the bytes
+ * there are not UTF-8 (RFC 3629). Never reads past a NUL. */
+int rc_utf8_seq_len(const unsigned char *s);
+
 #endif

@@ -37,7 +37,7 @@ static rc_status nonfinite_logits(const rc_results *out, int64_t sq, int64_t t, 
                      "prompt %lld, sample %lld, position %lld: non-finite logits in %s (log-prob %g; "
                      "model weights or activations overflowed in %s)",
                      (long long)out->seq_prompt[sq] + 1, (long long)out->seq_sample[sq] + 1, (long long)t + 1,
-                     where, (double)lp, dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16");
+                     where, (double)lp, rc_dtype_str(dt));
 }
 
 typedef struct {

@@ -11,7 +11,7 @@
  * more than one chunk (RC_SCORE_CHUNK_ROLLOUTS, --chunk-rollouts) is scored
  * chunk by chunk, each chunk's tables padded to the whole file's widths
  * (rc_score_inputs_build_padded), its statistics fed to rc_stats_acc and its
- * rows to rc_h5_stream (main.c score_chunks). */
+ * rows to rc_h5_stream (src/cli/cmd_score.c, score_chunks). */
 #ifndef RC_SCORE_H
 #define RC_SCORE_H
 

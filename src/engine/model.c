@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ops_inline.h"
 #include "util.h"
 
 /* n bytes more of the arena's capacity (counted even when dry) */

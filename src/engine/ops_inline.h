@@ -29,12 +29,6 @@
 #define RC_MAX_LANES 64
 #define RC_SOFTMAX_MAX_CHUNKS 512 /* decode: at most this many chunks (ms, ls scratch) */
 
-/* Round x to dt (identity for RC_F32). */
-RC_HD static inline float rc_round_to(float x, rc_dtype dt)
-{
-    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
-}
-
 /* ---- fp8 (the KV cache's storage under kv-cache=fp8_*) -------------------- */
 
 /* fp8 formats: E4M3FN (bias 7, 3 mantissa bits, no inf, NaN S.1111.111, max

@@ -43,8 +43,8 @@
  * library), from the repository root, with BUILD a meson build folder (for
  * rc_build_config.h):
  *   clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
- *     -Isrc/base -Isrc/formats -Isrc/engine -Isrc/check -Imodels -Itools/fuzz -IBUILD tools/fuzz/fuzz_h5.c src/formats/h5in.c src/formats/h5out.c \
- *     src/check/stats.c src/base/status.c src/base/util.c -o fuzz_h5 $(pkg-config --cflags --libs hdf5-serial jansson) -lm
+ *     -Isrc/base -Isrc/formats -Isrc/engine -Isrc/results -Isrc/check -Imodels -Itools/fuzz -IBUILD tools/fuzz/fuzz_h5.c src/results/h5in.c src/results/h5out.c src/results/h5stream.c src/results/h5path.c \
+ *     src/results/stats.c src/base/status.c src/base/util.c -o fuzz_h5 $(pkg-config --cflags --libs hdf5-serial jansson) -lm
  * Run: ./fuzz_h5 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 CORPUS tools/fuzz/corpus/h5
  * FUZZ_H5_TRACE=1 prints each replaced dataset, inflation, and the reader's
  * and the replay check's verdicts (to see what an input builds).

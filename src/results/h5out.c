@@ -281,33 +281,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5w.h"
 #include "results.h"
 #include "status.h"
-#include "trace.h"
+#include "trace_out.h"
 #include "util.h"
 
-_Static_assert(RC_N_QUANTILES == 5, "update the quantile attribute names");
-_Static_assert(RC_N_THRESHOLDS == 4, "update the threshold attribute names");
-
-static const char *const k_quantile_names[RC_N_QUANTILES] = {
-    "quantile_0.1pct", "quantile_1pct", "quantile_50pct", "quantile_99pct", "quantile_99.9pct",
-};
-static const char *const k_frac_names[RC_N_THRESHOLDS] = {
-    "frac_abs_ratio_minus_1_gt_0.001",
-    "frac_abs_ratio_minus_1_gt_0.01",
-    "frac_abs_ratio_minus_1_gt_0.1",
-    "frac_abs_ratio_minus_1_gt_0.2",
-};
 
 #define FORMAT_NAME "ratiocheck-results"
 #define FORMAT_VERSION 1
 #define CHUNK_TARGET_ELEMS ((hsize_t)65536)   /* ~256 KiB of f32 / i32 */
 #define CHUNK_MAX_COLS ((hsize_t)262144)      /* 1 MiB of f32 per row chunk */
 #define DEFLATE_LEVEL 4u
-#define TMP_PATH_MAX (PATH_MAX + 64)
 
 static pthread_once_t g_h5_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER; /* one writer at a time (h5stream.c too) */
 static char g_tmp_buf[TMP_PATH_MAX];
 static _Atomic(const char *) g_tmp_active; /* NULL or g_tmp_buf */
 
@@ -323,11 +311,6 @@ static void h5_init_once(void)
 /* ------------------------------------------------------------------------ */
 /* error reporting                                                          */
 
-typedef struct {
-    const char *path; /* the final output path, named in every message */
-    hid_t file;
-    bool deflate;
-} h5w;
 
 typedef struct {
     char text[200];
@@ -379,7 +362,7 @@ static herr_t reason_cb(unsigned n, const H5E_error2_t *e, void *data)
 /* "PATH: cannot VERB WHAT: <system error>" when the system said why (disk
  * full, file too large, I/O error), else "PATH: cannot VERB WHAT (HDF5:
  * innermost error description)". */
-static rc_status h5_fail(const h5w *w, const char *verb, const char *what)
+rc_status h5_fail(const h5w *w, const char *verb, const char *what)
 {
     h5_reason r = {.got = false, .sys_errno = 0};
     r.text[0] = '\0';
@@ -476,7 +459,7 @@ static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *
 }
 
 /* the HDF5 type of variable-length UTF-8 strings, or -1 */
-static hid_t utf8_vlen_type(void)
+hid_t utf8_vlen_type(void)
 {
     hid_t type = H5Tcopy(H5T_C_S1);
     if (type >= 0 && (H5Tset_size(type, H5T_VARIABLE) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0)) {
@@ -489,7 +472,7 @@ static hid_t utf8_vlen_type(void)
 /* The n strings to write (NULL entries as "", invalid UTF-8 replaced by a
  * sanitized copy in *fixed_out); strs NULL: n NULL pointers. what names the
  * data in an allocation error. Free with utf8_rows_free, also on error. */
-static rc_status utf8_rows(const h5w *w, const char *what, char *const *strs, int64_t n, const char ***v_out,
+rc_status utf8_rows(const h5w *w, const char *what, char *const *strs, int64_t n, const char ***v_out,
                            char ***fixed_out)
 {
     const char **v = *v_out = calloc((size_t)n + 1, sizeof *v);
@@ -507,7 +490,7 @@ static rc_status utf8_rows(const h5w *w, const char *what, char *const *strs, in
     return RC_OK;
 }
 
-static void utf8_rows_free(const char **v, char **fixed, int64_t n)
+void utf8_rows_free(const char **v, char **fixed, int64_t n)
 {
     for (int64_t i = 0; fixed && i < n; i++)
         free(fixed[i]);
@@ -516,7 +499,7 @@ static void utf8_rows_free(const char **v, char **fixed, int64_t n)
 }
 
 /* 1-D dataset of variable-length UTF-8 strings (NULL entries become "") */
-static rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
                            char *const *strs)
 {
     char wbuf[320];
@@ -577,7 +560,7 @@ static rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *
 /* groups and datasets                                                      */
 
 /* Create group `name` (an absolute path) with creation order tracked. */
-static rc_status group_create(const h5w *w, const char *name, hid_t *out)
+rc_status group_create(const h5w *w, const char *name, hid_t *out)
 {
     char wbuf[256];
     *out = -1;
@@ -600,7 +583,7 @@ static rc_status group_create(const h5w *w, const char *name, hid_t *out)
 }
 
 /* Close group g; keeps the first error. */
-static rc_status group_close(const h5w *w, hid_t g, const char *name, rc_status st)
+rc_status group_close(const h5w *w, hid_t g, const char *name, rc_status st)
 {
     char wbuf[256];
     if (g >= 0 && H5Gclose(g) < 0 && st == RC_OK) {
@@ -670,14 +653,14 @@ done:
 
 static const int32_t k_fill_i32 = -1;
 
-static rc_status ds_i32_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status ds_i32_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
                            int64_t rows, int64_t cols, const int32_t *data)
 {
     hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
     return ds_write(w, loc, obj, name, H5T_STD_I32LE, H5T_NATIVE_INT32, 2, dims, data, &k_fill_i32);
 }
 
-static rc_status ds_f32_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status ds_f32_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
                            int64_t rows, int64_t cols, const float *data)
 {
     const float nan_fill = NAN;
@@ -685,7 +668,7 @@ static rc_status ds_f32_2d(const h5w *w, hid_t loc, const char *obj, const char 
     return ds_write(w, loc, obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, data, &nan_fill);
 }
 
-static rc_status ds_f64_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status ds_f64_2d(const h5w *w, hid_t loc, const char *obj, const char *name,
                            int64_t rows, int64_t cols, const double *data)
 {
     const double nan_fill = NAN;
@@ -693,7 +676,7 @@ static rc_status ds_f64_2d(const h5w *w, hid_t loc, const char *obj, const char 
     return ds_write(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, data, &nan_fill);
 }
 
-static rc_status ds_i32_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+rc_status ds_i32_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
                            const int32_t *data)
 {
     hsize_t dims[1] = {(hsize_t)n};
@@ -707,7 +690,7 @@ static rc_status ds_i64_1d(const h5w *w, hid_t loc, const char *obj, const char 
     return ds_write(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 1, dims, data, NULL);
 }
 
-static rc_status ds_f64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
+rc_status ds_f64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n,
                            const double *data)
 {
     hsize_t dims[1] = {(hsize_t)n};
@@ -717,7 +700,7 @@ static rc_status ds_f64_1d(const h5w *w, hid_t loc, const char *obj, const char 
 /* ------------------------------------------------------------------------ */
 /* the file's contents                                                      */
 
-static rc_status write_root_attrs(const h5w *w, const rc_results *r)
+rc_status write_root_attrs(const h5w *w, const rc_results *r)
 {
     const hid_t f = w->file;
     const char *o = "/";
@@ -797,48 +780,37 @@ static rc_status write_reference(const h5w *w, const rc_results *r)
     return group_close(w, g, o, st);
 }
 
-static rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
+/* /len_NNNN's attributes: every RC_LF_H5 row of rc_len_fields (stats.c) in
+ * the order of h5_pos, the corrections under their names where the table
+ * places them */
+rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
 {
     const rc_len_stats *s = &lr->st;
     RC_TRY(attr_i64(w, g, o, "len", lr->len));
-    RC_TRY(attr_i64(w, g, o, "count", s->count));
-    RC_TRY(attr_f64(w, g, o, "mean", s->mean));
-    RC_TRY(attr_f64(w, g, o, "std", s->std));
-    RC_TRY(attr_f64(w, g, o, "min", s->min));
-    RC_TRY(attr_f64(w, g, o, "max", s->max));
-    for (int q = 0; q < RC_N_QUANTILES; q++)
-        RC_TRY(attr_f64(w, g, o, k_quantile_names[q], s->quantiles[q]));
-    for (int t = 0; t < RC_N_THRESHOLDS; t++)
-        RC_TRY(attr_f64(w, g, o, k_frac_names[t], s->frac_above[t]));
-    RC_TRY(attr_f64(w, g, o, "clipfrac", s->clipfrac));
-    RC_TRY(attr_f64(w, g, o, "k1", s->k1));
-    RC_TRY(attr_f64(w, g, o, "k3", s->k3));
-    RC_TRY(attr_f64(w, g, o, "mult_prob_err", s->mult_prob_err));
-    RC_TRY(attr_f64(w, g, o, "identical_frac", s->identical_frac));
-    RC_TRY(attr_i64(w, g, o, "first_divergent_position", s->first_divergent_position));
-    RC_TRY(attr_f64(w, g, o, "ref_gen_mean_abs", s->ref_gen_mean_abs));
-    RC_TRY(attr_f64(w, g, o, "ref_gen_max_abs", s->ref_gen_max_abs));
-    RC_TRY(attr_f64(w, g, o, "ref_fwd_mean_abs", s->ref_fwd_mean_abs));
-    RC_TRY(attr_f64(w, g, o, "ref_fwd_max_abs", s->ref_fwd_max_abs));
-    RC_TRY(attr_i64(w, g, o, "seq_count", s->seq_count));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_mean", s->seq_sum_mean));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_std", s->seq_sum_std));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_min", s->seq_sum_min));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_sum_max", s->seq_sum_max));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_mean", s->seq_mean_mean));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_std", s->seq_mean_std));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_min", s->seq_mean_min));
-    RC_TRY(attr_f64(w, g, o, "seq_log_ratio_mean_max", s->seq_mean_max));
-    RC_TRY(attr_f64(w, g, o, "seq_frac_outside_band", s->seq_frac_outside_band));
-    RC_TRY(attr_f64(w, g, o, "seq_frac_above_cap", s->seq_frac_above_cap));
-    for (size_t i = 0; i < rc_n_corr_stats; i++) /* the corrections, under their names (stats.c) */
-        RC_TRY(attr_f64(w, g, o, rc_corr_stats[i].name, rc_corr_value(&s->corr, &rc_corr_stats[i])));
+    for (int pos = 1;; pos++) {
+        const rc_len_field *f = NULL;
+        for (size_t i = 0; i < rc_n_len_fields && !f; i++)
+            if ((rc_len_fields[i].where & RC_LF_H5) && rc_len_fields[i].h5_pos == pos)
+                f = &rc_len_fields[i];
+        if (!f)
+            break;
+        if (f->kind == RC_LF_CORRECTIONS) {
+            for (size_t k = 0; k < rc_n_corr_stats; k++)
+                RC_TRY(attr_f64(w, g, o, rc_corr_stats[k].name, rc_corr_value(&s->corr, &rc_corr_stats[k])));
+        } else if (f->kind == RC_LF_I64) {
+            int64_t v;
+            memcpy(&v, (const char *)s + f->off, sizeof v);
+            RC_TRY(attr_i64(w, g, o, f->name, v));
+        } else {
+            RC_TRY(attr_f64(w, g, o, f->name, rc_len_value(s, f)));
+        }
+    }
     return RC_OK;
 }
 
 /* /len_NNNN/strata/{prob,entropy}: the deciles of results.h rc_strata (a
  * kind without values, entropy in a replayed older file, is left out) */
-static rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_stats *s)
+rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_stats *s)
 {
     char o[96];
     snprintf(o, sizeof o, "%s/strata", len_obj);
@@ -874,7 +846,7 @@ static rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_st
 /* One /len_NNNN group. buf holds at least n_seq * L floats. */
 /* out[s, t] = the ratio exp(fwd - gen) (log_ratio: fwd - gen) of n sequences
  * at t < L, fwd [n, L], gen [n, G]; NaN where either is */
-static void ratio_rows(const float *fwd, const float *gen, int64_t n, int64_t L, int64_t G, bool log_ratio, float *out)
+void ratio_rows(const float *fwd, const float *gen, int64_t n, int64_t L, int64_t G, bool log_ratio, float *out)
 {
     for (int64_t s = 0; s < n; s++)
         for (int64_t t = 0; t < L; t++) {
@@ -884,7 +856,7 @@ static void ratio_rows(const float *fwd, const float *gen, int64_t n, int64_t L,
 }
 
 /* a length's per-position arrays [L] into its open group g (named o) */
-static rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
+rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_result *lr)
 {
     const int64_t L = lr->len;
     rc_status st = ds_i64_1d(w, g, o, "pos_count", L, lr->pos_count);
@@ -923,7 +895,7 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
     return st == RC_OK ? write_strata(w, o, &lr->st) : st;
 }
 
-static rc_status write_cross(const h5w *w, const rc_results *r)
+rc_status write_cross(const h5w *w, const rc_results *r)
 {
     const char *o = "/cross_length";
     const int64_t n = r->n_cross;
@@ -970,7 +942,7 @@ static rc_status write_cross(const h5w *w, const rc_results *r)
 }
 
 /* /growth: var(S) against L and its power-law fit (results.h rc_growth) */
-static rc_status write_growth(const h5w *w, const rc_results *r)
+rc_status write_growth(const h5w *w, const rc_results *r)
 {
     const char *o = "/growth";
     const rc_growth *gr = &r->growth;
@@ -1010,7 +982,7 @@ static rc_status write_growth(const h5w *w, const rc_results *r)
     return group_close(w, g, o, st);
 }
 
-static rc_status write_verdict(const h5w *w, const rc_results *r)
+rc_status write_verdict(const h5w *w, const rc_results *r)
 {
     const char *o = "/verdict";
     const rc_verdict *v = &r->verdict;
@@ -1305,135 +1277,6 @@ static rc_status validate(const rc_results *r, const char *path)
 }
 
 /* ------------------------------------------------------------------------ */
-/* the output path                                                          */
-
-/* The folder of `path` into dir[n] ("." or "/" when it has none). */
-static rc_status split_dir(const char *path, char *dir, size_t n)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (base[0] == '\0')
-        return rc_errorf(RC_ERR_IO, "%s: not a file name (ends with '/')", path);
-    size_t dir_len = slash ? (size_t)(slash - path) : 0;
-    if (dir_len + 1 >= n)
-        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
-    if (!slash)
-        snprintf(dir, n, ".");
-    else if (dir_len == 0)
-        snprintf(dir, n, "/");
-    else {
-        memcpy(dir, path, dir_len);
-        dir[dir_len] = '\0';
-    }
-    return RC_OK;
-}
-
-/* "<dir>/.<name>.tmp.<pid>" */
-static rc_status temp_name(const char *path, long pid, char *buf, size_t n)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    int len = snprintf(buf, n, "%.*s.%s.tmp.%ld", (int)(slash ? slash - path + 1 : 0), path, base, pid);
-    if (len < 0 || (size_t)len >= n)
-        return rc_errorf(RC_ERR_IO, "%s: path too long", path);
-    return RC_OK;
-}
-
-/* The output path itself: a file name; a folder or a dangling symbolic link
- * is an error; an existing file needs `force`. */
-static rc_status check_target(const char *path, bool force, char *dir, size_t n)
-{
-    if (!path[0])
-        return rc_errorf(RC_ERR_USAGE, "the output path is empty");
-    RC_TRY(split_dir(path, dir, n));
-    struct stat sb, tb;
-    if (lstat(path, &sb) == 0) {
-        if (S_ISLNK(sb.st_mode) && stat(path, &tb) != 0) {
-            if (!force)
-                return rc_errorf(RC_ERR_USAGE, "%s exists (a dangling symbolic link; use --force to replace it, "
-                                 "or --out FILE)", path);
-            return rc_errorf(RC_ERR_IO, "%s is a symbolic link to a missing file: give the target's path "
-                             "or remove the link", path);
-        }
-        if (S_ISDIR(sb.st_mode) || (S_ISLNK(sb.st_mode) && S_ISDIR(tb.st_mode)))
-            return rc_errorf(RC_ERR_IO, "%s is a folder, not a file name", path);
-        if (!force)
-            return rc_errorf(RC_ERR_USAGE, "%s exists (use --force to overwrite, or --out FILE)", path);
-    } else if (errno != ENOENT) {
-        return rc_errorf(RC_ERR_IO, "%s: cannot check the output path: %s", path, strerror(errno));
-    }
-    return RC_OK;
-}
-
-rc_status rc_h5_check_output(const char *path, bool force)
-{
-    if (!path)
-        return rc_errorf(RC_ERR_INTERNAL, "rc_h5_check_output: path is NULL");
-    char dir[TMP_PATH_MAX], probe[TMP_PATH_MAX];
-    RC_TRY(check_target(path, force, dir, sizeof dir));
-    /* the folder: can a file be made there? (the same name the write uses) */
-    RC_TRY(temp_name(path, (long)getpid(), probe, sizeof probe));
-    struct stat db;
-    if (stat(dir, &db) != 0)
-        return rc_errorf(RC_ERR_IO, "%s: the output folder %s cannot be used: %s", path, dir, strerror(errno));
-    if (!S_ISDIR(db.st_mode))
-        return rc_errorf(RC_ERR_IO, "%s: %s is not a folder", path, dir);
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return rc_errorf(RC_ERR_IO, "%s: cannot create a file in %s: %s", path, dir, strerror(errno));
-    close(fd);
-    if (unlink(probe) != 0)
-        return rc_errorf(RC_ERR_IO, "%s: cannot remove the test file %s: %s", path, probe, strerror(errno));
-    return RC_OK;
-}
-
-int rc_h5_remove_stale_temps(const char *path, void (*removed)(const char *tmp_path, long pid))
-{
-    char dir[TMP_PATH_MAX], prefix[TMP_PATH_MAX], full[TMP_PATH_MAX + NAME_MAX + 2];
-    if (!path || split_dir(path, dir, sizeof dir) != RC_OK) {
-        rc_clear_error();
-        return 0;
-    }
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    int pl = snprintf(prefix, sizeof prefix, ".%s.tmp.", base);
-    if (pl < 0 || (size_t)pl >= sizeof prefix)
-        return 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    const long self = (long)getpid();
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
-            continue;
-        const char *digits = e->d_name + pl;
-        char *end;
-        errno = 0;
-        long pid = strtol(digits, &end, 10);
-        if (!isdigit((unsigned char)digits[0]) || *end || errno || pid <= 0 || pid == self)
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) /* alive, or not ours to judge */
-            continue;
-        if (temp_name(path, pid, full, sizeof full) != RC_OK) {
-            rc_clear_error();
-            continue;
-        }
-        struct stat sb;
-        if (lstat(full, &sb) != 0 || !S_ISREG(sb.st_mode))
-            continue;
-        if (unlink(full) == 0) {
-            n++;
-            if (removed)
-                removed(full, pid);
-        }
-    }
-    closedir(d);
-    return n;
-}
-
-/* ------------------------------------------------------------------------ */
 /* atomic write                                                             */
 
 static rc_status fsync_path(const char *what_path, const char *path, bool dir)
@@ -1457,7 +1300,7 @@ static rc_status fsync_path(const char *what_path, const char *path, bool dir)
 
 /* The temporary file next to path, created (O_EXCL) and opened as w->file;
  * dir gets path's folder. */
-static rc_status temp_open(h5w *w, const char *path, bool force, char *dir, size_t dn)
+rc_status temp_open(h5w *w, const char *path, bool force, char *dir, size_t dn)
 {
     RC_TRY(check_target(path, force, dir, dn));
     RC_TRY(temp_name(path, (long)getpid(), g_tmp_buf, sizeof g_tmp_buf));
@@ -1516,7 +1359,7 @@ fail:
 }
 
 /* an error after temp_open: the temporary file goes */
-static void temp_discard(h5w *w)
+void temp_discard(h5w *w)
 {
     if (w->file >= 0)
         H5Fclose(w->file); /* H5F_CLOSE_STRONG: also closes anything left open */
@@ -1526,7 +1369,7 @@ static void temp_discard(h5w *w)
 }
 
 /* close the temporary file, sync it and rename it to path (discarded on error) */
-static rc_status temp_commit(h5w *w, const char *path, const char *dir)
+rc_status temp_commit(h5w *w, const char *path, const char *dir)
 {
     const char *tmp = g_tmp_buf;
     char what[TMP_PATH_MAX + 32];
@@ -1577,281 +1420,5 @@ rc_status rc_h5_write(const rc_results *r, const char *path, bool force)
     pthread_mutex_lock(&g_write_lock);
     rc_status st = write_locked(r, path, force);
     pthread_mutex_unlock(&g_write_lock);
-    return st;
-}
-
-/* ------------------------------------------------------------------------ */
-/* a results file written in slices of sequences (ratiocheck score)          */
-
-struct rc_h5_stream {
-    h5w w;
-    const char *path;
-    char dir[TMP_PATH_MAX];
-    int64_t n_seq, prompt_max, gen_len;
-    int n_lens;
-    int64_t lens[RC_MAX_LENS_READ];
-    bool ref, entropy, completion;
-    int64_t written; /* rows written so far */
-    float *buf;      /* a slice's ratios */
-    int64_t buf_n;
-};
-
-/* rows [first, first + rows) of dataset dpath (rank 1 or 2, cols per row) from data */
-static rc_status rows_write(const h5w *w, const char *dpath, hid_t mtype, int rank, int64_t first, int64_t rows,
-                            int64_t cols, const void *data)
-{
-    if (rows <= 0 || (rank == 2 && cols <= 0))
-        return RC_OK;
-    char wbuf[320];
-    snprintf(wbuf, sizeof wbuf, "dataset %s", dpath);
-    hid_t ds = -1, fspace = -1, mspace = -1;
-    const hsize_t start[2] = {(hsize_t)first, 0}, count[2] = {(hsize_t)rows, (hsize_t)cols};
-    rc_status st = RC_OK;
-    if ((ds = H5Dopen2(w->file, dpath, H5P_DEFAULT)) < 0 || (fspace = H5Dget_space(ds)) < 0 ||
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-        (mspace = H5Screate_simple(rank, count, NULL)) < 0 ||
-        H5Dwrite(ds, mtype, mspace, fspace, H5P_DEFAULT, data) < 0)
-        st = h5_fail(w, "write", wbuf);
-    if (mspace >= 0)
-        H5Sclose(mspace);
-    if (fspace >= 0)
-        H5Sclose(fspace);
-    if (ds >= 0 && H5Dclose(ds) < 0 && st == RC_OK)
-        st = h5_fail(w, "close", wbuf);
-    return st;
-}
-
-/* every per-sequence dataset of the layout, created at its full size */
-static rc_status stream_create(rc_h5_stream *s)
-{
-    const h5w *w = &s->w;
-    const int64_t N = s->n_seq, P = s->prompt_max, G = s->gen_len;
-    hid_t g;
-    const char *o = "/prompts";
-    RC_TRY(group_create(w, o, &g));
-    rc_status st = ds_i32_2d(w, g, o, "tokens", N, P, NULL);
-    if (st == RC_OK)
-        st = ds_i32_1d(w, g, o, "lengths", N, NULL);
-    RC_TRY(group_close(w, g, o, st));
-    o = "/rollouts";
-    RC_TRY(group_create(w, o, &g));
-    st = ds_i32_1d(w, g, o, "prompt_index", N, NULL);
-    if (st == RC_OK)
-        st = ds_i32_1d(w, g, o, "sample_index", N, NULL);
-    if (st == RC_OK)
-        st = ds_i32_2d(w, g, o, "tokens", N, G, NULL);
-    if (st == RC_OK)
-        st = ds_i32_1d(w, g, o, "lengths", N, NULL);
-    if (st == RC_OK)
-        st = ds_f32_2d(w, g, o, "logprob_gen", N, G, NULL);
-    if (st == RC_OK)
-        st = ds_f32_2d(w, g, o, "logprob_gen_processed", N, G, NULL);
-    if (st == RC_OK && s->entropy)
-        st = ds_f32_2d(w, g, o, "entropy", N, G, NULL);
-    if (st == RC_OK && s->completion)
-        st = ds_str_1d(w, g, o, "completion", N, NULL);
-    RC_TRY(group_close(w, g, o, st));
-    if (s->ref) {
-        o = "/reference";
-        RC_TRY(group_create(w, o, &g));
-        RC_TRY(group_close(w, g, o, ds_f64_2d(w, g, o, "logprob", N, G, NULL)));
-    }
-    for (int i = 0; i < s->n_lens; i++) {
-        char lo[64];
-        snprintf(lo, sizeof lo, "/len_%04lld", (long long)s->lens[i]);
-        const int64_t L = s->lens[i];
-        RC_TRY(group_create(w, lo, &g));
-        st = ds_f32_2d(w, g, lo, "logprob_forward", N, L, NULL);
-        if (st == RC_OK)
-            st = ds_f32_2d(w, g, lo, "ratio", N, L, NULL);
-        if (st == RC_OK)
-            st = ds_f32_2d(w, g, lo, "log_ratio", N, L, NULL);
-        if (st == RC_OK)
-            st = ds_f64_1d(w, g, lo, "seq_log_ratio_sum", N, NULL);
-        if (st == RC_OK)
-            st = ds_f64_1d(w, g, lo, "seq_log_ratio_mean", N, NULL);
-        RC_TRY(group_close(w, g, lo, st));
-    }
-    return RC_OK;
-}
-
-rc_status rc_h5_stream_begin(const rc_results *shape, int64_t n_seq, const char *path, bool force,
-                             rc_h5_stream **out)
-{
-    *out = NULL;
-    if (!shape || !path || !path[0])
-        return rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_begin: no %s", path ? "results" : "path");
-    if (n_seq < 1 || shape->n_lens < 0 || shape->n_lens > RC_MAX_LENS_READ || shape->prompt_max < 0 ||
-        shape->gen_len < 0)
-        return rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_begin: %lld sequences, %d lengths", (long long)n_seq,
-                         shape->n_lens);
-    rc_h5_stream *s = NULL;
-    RC_TRY(rc_calloc((void **)&s, 1, sizeof *s, "results stream"));
-    s->path = path;
-    s->n_seq = n_seq;
-    s->prompt_max = shape->prompt_max;
-    s->gen_len = shape->gen_len;
-    s->n_lens = shape->n_lens;
-    for (int i = 0; i < s->n_lens; i++) {
-        s->lens[i] = shape->lens[i].len;
-        if (s->lens[i] < 0 || s->lens[i] > s->gen_len) {
-            free(s);
-            return rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_begin: length %lld", (long long)s->lens[i]);
-        }
-    }
-    s->ref = shape->logprob_ref != NULL;
-    s->entropy = shape->entropy_gen != NULL;
-    s->completion = shape->completion != NULL;
-    pthread_mutex_lock(&g_write_lock); /* held until the end or the abort */
-    rc_status st = temp_open(&s->w, path, force, s->dir, sizeof s->dir);
-    if (st == RC_OK) {
-        st = stream_create(s);
-        if (st != RC_OK)
-            temp_discard(&s->w);
-    }
-    if (st != RC_OK) {
-        pthread_mutex_unlock(&g_write_lock);
-        free(s);
-        return st;
-    }
-    *out = s;
-    return RC_OK;
-}
-
-rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *c)
-{
-    const h5w *w = &s->w;
-    const int64_t first = s->written, n = c->n_seq, P = s->prompt_max, G = s->gen_len;
-    if (n < 0 || first + n > s->n_seq || c->n_prompts != n || c->prompt_max != P || c->gen_len != G ||
-        c->n_lens != s->n_lens || (c->logprob_ref != NULL) != s->ref || (c->entropy_gen != NULL) != s->entropy ||
-        (c->completion != NULL) != s->completion)
-        return rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_rows: a slice of %lld rows unlike the file's layout",
-                         (long long)n);
-    for (int i = 0; i < s->n_lens; i++)
-        if (c->lens[i].len != s->lens[i])
-            return rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_rows: length %lld", (long long)c->lens[i].len);
-    int32_t *pidx = NULL;
-    RC_TRY(rc_calloc((void **)&pidx, n + 1, sizeof *pidx, "results stream"));
-    for (int64_t q = 0; q < n; q++) /* every sequence its own prompt, numbered in the file */
-        pidx[q] = (int32_t)(first + c->seq_prompt[q]);
-    rc_status st = rows_write(w, "/prompts/tokens", H5T_NATIVE_INT32, 2, first, n, P, c->prompt_tokens);
-    if (st == RC_OK)
-        st = rows_write(w, "/prompts/lengths", H5T_NATIVE_INT32, 1, first, n, 1, c->prompt_len);
-    if (st == RC_OK)
-        st = rows_write(w, "/rollouts/prompt_index", H5T_NATIVE_INT32, 1, first, n, 1, pidx);
-    free(pidx);
-    if (st == RC_OK)
-        st = rows_write(w, "/rollouts/sample_index", H5T_NATIVE_INT32, 1, first, n, 1, c->seq_sample);
-    if (st == RC_OK)
-        st = rows_write(w, "/rollouts/tokens", H5T_NATIVE_INT32, 2, first, n, G, c->gen_tokens);
-    if (st == RC_OK)
-        st = rows_write(w, "/rollouts/lengths", H5T_NATIVE_INT32, 1, first, n, 1, c->gen_valid);
-    if (st == RC_OK)
-        st = rows_write(w, "/rollouts/logprob_gen", H5T_NATIVE_FLOAT, 2, first, n, G, c->logprob_gen);
-    if (st == RC_OK)
-        st = rows_write(w, "/rollouts/logprob_gen_processed", H5T_NATIVE_FLOAT, 2, first, n, G,
-                        c->logprob_gen_processed);
-    if (st == RC_OK && s->entropy)
-        st = rows_write(w, "/rollouts/entropy", H5T_NATIVE_FLOAT, 2, first, n, G, c->entropy_gen);
-    if (st == RC_OK && s->completion) { /* variable-length UTF-8 strings, as ds_str_1d writes them */
-        const char **v = NULL;
-        char **fixed = NULL;
-        hid_t type = -1;
-        st = utf8_rows(w, "the completions", c->completion, n, &v, &fixed);
-        if (st == RC_OK && (type = utf8_vlen_type()) < 0)
-            st = h5_fail(w, "write", "dataset /rollouts/completion");
-        if (st == RC_OK)
-            st = rows_write(w, "/rollouts/completion", type, 1, first, n, 1, v);
-        if (type >= 0)
-            H5Tclose(type);
-        utf8_rows_free(v, fixed, n);
-    }
-    if (st == RC_OK && s->ref)
-        st = rows_write(w, "/reference/logprob", H5T_NATIVE_DOUBLE, 2, first, n, G, c->logprob_ref);
-    for (int i = 0; i < s->n_lens && st == RC_OK; i++) {
-        const rc_len_result *lr = &c->lens[i];
-        const int64_t L = lr->len;
-        char d[96];
-        if (n * L > s->buf_n) {
-            free(s->buf);
-            s->buf = NULL;
-            s->buf_n = 0;
-            RC_TRY(rc_calloc((void **)&s->buf, n * L, sizeof *s->buf, "ratio buffer"));
-            s->buf_n = n * L;
-        }
-        float *buf = s->buf;
-        snprintf(d, sizeof d, "/len_%04lld/logprob_forward", (long long)L);
-        st = rows_write(w, d, H5T_NATIVE_FLOAT, 2, first, n, L, lr->logprob_fwd);
-        ratio_rows(lr->logprob_fwd, c->logprob_gen, n, L, G, false, buf);
-        snprintf(d, sizeof d, "/len_%04lld/ratio", (long long)L);
-        if (st == RC_OK)
-            st = rows_write(w, d, H5T_NATIVE_FLOAT, 2, first, n, L, buf);
-        ratio_rows(lr->logprob_fwd, c->logprob_gen, n, L, G, true, buf);
-        snprintf(d, sizeof d, "/len_%04lld/log_ratio", (long long)L);
-        if (st == RC_OK)
-            st = rows_write(w, d, H5T_NATIVE_FLOAT, 2, first, n, L, buf);
-        snprintf(d, sizeof d, "/len_%04lld/seq_log_ratio_sum", (long long)L);
-        if (st == RC_OK)
-            st = rows_write(w, d, H5T_NATIVE_DOUBLE, 1, first, n, 1, lr->seq_log_ratio_sum);
-        snprintf(d, sizeof d, "/len_%04lld/seq_log_ratio_mean", (long long)L);
-        if (st == RC_OK)
-            st = rows_write(w, d, H5T_NATIVE_DOUBLE, 1, first, n, 1, lr->seq_log_ratio_mean);
-    }
-    if (st == RC_OK)
-        s->written += n;
-    return st;
-}
-
-void rc_h5_stream_abort(rc_h5_stream *s)
-{
-    if (!s)
-        return;
-    temp_discard(&s->w);
-    pthread_mutex_unlock(&g_write_lock);
-    free(s->buf);
-    free(s);
-}
-
-rc_status rc_h5_stream_finish(rc_h5_stream *s, const rc_results *r)
-{
-    const h5w *w = &s->w;
-    rc_status st = RC_OK;
-    if (s->written != s->n_seq || r->n_seq != s->n_seq || r->n_lens != s->n_lens)
-        st = rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_finish: %lld of %lld rows written", (long long)s->written,
-                       (long long)s->n_seq);
-    if (st == RC_OK)
-        st = write_root_attrs(w, r);
-    for (int i = 0; i < r->n_lens && st == RC_OK; i++) {
-        const rc_len_result *lr = &r->lens[i];
-        char o[64];
-        snprintf(o, sizeof o, "/len_%04lld", (long long)lr->len);
-        hid_t g = H5Gopen2(w->file, o, H5P_DEFAULT);
-        if (g < 0) {
-            char wbuf[96];
-            snprintf(wbuf, sizeof wbuf, "group %s", o);
-            st = h5_fail(w, "open", wbuf);
-            break;
-        }
-        st = write_len_attrs(w, g, o, lr);
-        if (st == RC_OK)
-            st = write_pos_arrays(w, g, o, lr);
-        st = group_close(w, g, o, st);
-        if (st == RC_OK)
-            st = write_strata(w, o, &lr->st);
-    }
-    if (st == RC_OK)
-        st = write_cross(w, r);
-    if (st == RC_OK)
-        st = write_growth(w, r);
-    if (st == RC_OK)
-        st = write_verdict(w, r);
-    if (st != RC_OK) {
-        rc_h5_stream_abort(s);
-        return st;
-    }
-    st = temp_commit(&s->w, s->path, s->dir);
-    pthread_mutex_unlock(&g_write_lock);
-    free(s->buf);
-    free(s);
     return st;
 }

@@ -200,6 +200,104 @@ double rc_corr_value(const rc_corrections *c, const rc_corr_stat *e)
     return v;
 }
 
+static double seq_ratio_min(const rc_len_stats *s) { return exp(s->seq_sum_min); }
+static double seq_ratio_max(const rc_len_stats *s) { return exp(s->seq_sum_max); }
+static double abs_k1(const rc_len_stats *s) { return fabs(s->k1); }
+static double max_abs_dev(const rc_len_stats *s) { return fmax(fabs(s->max - 1.0), fabs(s->min - 1.0)); }
+static double nonidentical(const rc_len_stats *s) { return 1.0 - s->identical_frac; }
+
+#define F64(field, where) RC_LF_F64, offsetof(rc_len_stats, field), NULL, where
+#define I64(field, where) RC_LF_I64, offsetof(rc_len_stats, field), NULL, where
+#define TOK(pos, label, fmt) {RC_LF_TAB_TOKENS, pos, label, fmt, 0}
+#define SEQ(pos, label, fmt) {RC_LF_TAB_SEQS, pos, label, fmt, 0}
+#define SWP(pos, label, fmt) {RC_LF_TAB_SWEEP, pos, label, fmt, 0}
+#define H5J (RC_LF_H5 | RC_LF_JSON)
+#define H5JS (RC_LF_H5 | RC_LF_JSON | RC_LF_SWEEP)
+const rc_len_field rc_len_fields[] = {
+    {"count", NULL, NULL, I64(count, H5J), {TOK(1, "tokens", "%8lld")}, 1},
+    {"mean", NULL, NULL, F64(mean, H5J), {TOK(2, "mean", "%10.6f")}, 2},
+    {"std", NULL, "std", F64(std, H5JS), {TOK(3, "std", "%10.3e"), SWP(1, "std", "%10.3e")}, 3},
+    {"min", NULL, NULL, F64(min, H5J), {TOK(4, "min", "%9.5f")}, 4},
+    {"max", NULL, NULL, F64(max, H5J), {TOK(5, "max", "%9.5f")}, 5},
+    {"quantile_0.1pct", NULL, NULL, F64(quantiles[0], RC_LF_H5), {{0}}, 6},
+    {"quantile_1pct", NULL, NULL, F64(quantiles[1], RC_LF_H5), {{0}}, 7},
+    {"quantile_50pct", NULL, NULL, F64(quantiles[2], RC_LF_H5), {{0}}, 8},
+    {"quantile_99pct", NULL, NULL, F64(quantiles[3], RC_LF_H5), {{0}}, 9},
+    {"quantile_99.9pct", NULL, NULL, F64(quantiles[4], RC_LF_H5), {{0}}, 10},
+    {"k1", NULL, NULL, F64(k1, H5J), {{0}}, 16},
+    {"k3", NULL, "k3", F64(k3, H5JS), {TOK(7, "k3", "%10.3e"), SWP(2, "k3", "%10.3e")}, 17},
+    {"clipfrac", NULL, "clipfrac", F64(clipfrac, H5JS), {TOK(6, "clipfrac", "%9.5f"), SWP(3, "clipfrac", "%9.5f")}, 15},
+    {"frac_abs_ratio_minus_1_gt_0.001", "frac_gt_0.001", "frac_gt_0.001", F64(frac_above[0], H5J), {{0}}, 11},
+    {"frac_abs_ratio_minus_1_gt_0.01", "frac_gt_0.01", "frac_gt_0.01", F64(frac_above[1], H5J), {{0}}, 12},
+    {"frac_abs_ratio_minus_1_gt_0.1", "frac_gt_0.1", "frac_gt_0.1", F64(frac_above[2], H5J), {{0}}, 13},
+    {"frac_abs_ratio_minus_1_gt_0.2", NULL, NULL, F64(frac_above[3], RC_LF_H5), {{0}}, 14},
+    {"mult_prob_err", NULL, "mult_prob_err", F64(mult_prob_err, H5JS), {SWP(4, "exp|d|", "%9.5f")}, 18},
+    {"identical_frac", NULL, NULL, F64(identical_frac, H5J), {TOK(8, "identical", "%9.4f")}, 19},
+    {"seq_count", NULL, NULL, I64(seq_count, H5J), {SEQ(1, "seqs", "%6lld")}, 25},
+    {"seq_log_ratio_sum_mean", NULL, NULL, F64(seq_sum_mean, H5J), {SEQ(2, "mean S", "%10.3e")}, 26},
+    {"seq_log_ratio_sum_std", NULL, NULL, F64(seq_sum_std, H5JS), {SEQ(3, "std S", "%10.3e")}, 27},
+    {"seq_log_ratio_sum_min", NULL, NULL, F64(seq_sum_min, H5J), {{0}}, 28},
+    {"seq_log_ratio_sum_max", NULL, NULL, F64(seq_sum_max, H5J), {{0}}, 29},
+    {"seq_log_ratio_mean_mean", NULL, NULL, F64(seq_mean_mean, H5J), {{0}}, 30},
+    {"seq_log_ratio_mean_std", NULL, NULL, F64(seq_mean_std, H5J), {{0}}, 31},
+    {"seq_log_ratio_mean_min", NULL, NULL, F64(seq_mean_min, H5J), {{0}}, 32},
+    {"seq_log_ratio_mean_max", NULL, NULL, F64(seq_mean_max, H5J), {{0}}, 33},
+    {"seq_ratio_min", NULL, NULL, RC_LF_DERIVED, 0, seq_ratio_min, RC_LF_JSON, {SEQ(4, "min e^S", "%10.5f")}, 0},
+    {"seq_ratio_max", NULL, NULL, RC_LF_DERIVED, 0, seq_ratio_max, RC_LF_JSON, {SEQ(5, "max e^S", "%10.5f")}, 0},
+    {"seq_frac_outside_band", NULL, NULL, F64(seq_frac_outside_band, H5JS),
+     {{RC_LF_TAB_SEQS, 6, "|e^M-1|>%g", "%12.4f", offsetof(rc_stat_params, seq_eps)}, SWP(5, "GSPO out", "%9.4f")}, 34},
+    {"seq_frac_above_cap", NULL, NULL, F64(seq_frac_above_cap, H5JS),
+     {{RC_LF_TAB_SEQS, 7, "e^S>%g", "%10.4f", offsetof(rc_stat_params, seq_cap)}, SWP(6, "e^S>cap", "%8.4f")}, 35},
+    {"(corrections)", NULL, NULL, RC_LF_CORRECTIONS, 0, NULL, H5JS, {{0}}, 36},
+    {"ref_gen_mean_abs", NULL, NULL, F64(ref_gen_mean_abs, RC_LF_H5 | RC_LF_JSON_REF), {{0}}, 21},
+    {"ref_gen_max_abs", NULL, NULL, F64(ref_gen_max_abs, RC_LF_H5), {{0}}, 22},
+    {"ref_fwd_mean_abs", NULL, NULL, F64(ref_fwd_mean_abs, RC_LF_H5 | RC_LF_JSON_REF), {{0}}, 23},
+    {"ref_fwd_max_abs", NULL, NULL, F64(ref_fwd_max_abs, RC_LF_H5), {{0}}, 24},
+    {"(strata)", NULL, NULL, RC_LF_STRATA, 0, NULL, RC_LF_JSON, {{0}}, 0},
+    {"first_divergent_position", NULL, NULL, I64(first_divergent_position, H5J), {TOK(9, "first div", "%9s")}, 20},
+    /* --fail-above's metrics that are not a field */
+    {"abs_k1", NULL, "abs_k1", RC_LF_DERIVED, 0, abs_k1, 0, {{0}}, 0},
+    {"max_abs_dev", NULL, "max_abs_dev", RC_LF_DERIVED, 0, max_abs_dev, 0, {{0}}, 0},
+    {"nonidentical_frac", NULL, "nonidentical_frac", RC_LF_DERIVED, 0, nonidentical, 0, {{0}}, 0},
+};
+#undef F64
+#undef I64
+#undef TOK
+#undef SEQ
+#undef SWP
+#undef H5J
+#undef H5JS
+const size_t rc_n_len_fields = sizeof rc_len_fields / sizeof rc_len_fields[0];
+_Static_assert(RC_N_QUANTILES == 5 && RC_N_THRESHOLDS == 4, "one rc_len_fields row per quantile and threshold");
+
+double rc_len_value(const rc_len_stats *st, const rc_len_field *f)
+{
+    switch (f->kind) {
+    case RC_LF_I64: {
+        int64_t v;
+        memcpy(&v, (const char *)st + f->off, sizeof v);
+        return (double)v;
+    }
+    case RC_LF_F64: {
+        double v;
+        memcpy(&v, (const char *)st + f->off, sizeof v);
+        return v;
+    }
+    case RC_LF_DERIVED: return f->value(st);
+    case RC_LF_CORRECTIONS:
+    case RC_LF_STRATA: break;
+    }
+    return NAN;
+}
+
+const rc_len_field *rc_len_gate(const char *metric)
+{
+    for (size_t i = 0; i < rc_n_len_fields; i++)
+        if (rc_len_fields[i].gate && !strcmp(rc_len_fields[i].gate, metric))
+            return &rc_len_fields[i];
+    return NULL;
+}
+
 /* "outside [lo, hi]", NaN included */
 static bool outside(double v, double lo, double hi)
 {

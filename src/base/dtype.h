@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "status.h"
+
 /* The conversions below are compiled for the GPU too (kernels/): one source
  * of rounding for the CPU reference and the CUDA kernels. */
 #ifdef __CUDACC__
@@ -33,6 +35,12 @@ extern "C" {
 const char *rc_dtype_name(rc_dtype dt);   /* safetensors spelling: "F32", "BF16", ... */
 int rc_dtype_size(rc_dtype dt);           /* bytes per element */
 int rc_dtype_from_name(const char *name); /* -1 when unknown */
+/* the command line's names: "fp32", "fp16", "bf16" ("?" for the others) */
+const char *rc_dtype_str(rc_dtype dt);
+/* "fp32" / "float32", "fp16" / "float16", "bf16" / "bfloat16"; -1 otherwise */
+int rc_dtype_from_str(const char *s);
+/* the same as --dtype's: RC_ERR_USAGE naming the choices */
+rc_status rc_dtype_parse_cli(const char *v, rc_dtype *dt);
 #ifdef __cplusplus
 }
 #endif
@@ -118,5 +126,11 @@ RC_HD static inline uint16_t rc_f32_to_f16(float f)
 /* Round a float to the nearest value representable in bf16 / fp16 (RNE). */
 RC_HD static inline float rc_round_bf16(float f) { return rc_bf16_to_f32(rc_f32_to_bf16(f)); }
 RC_HD static inline float rc_round_f16(float f) { return rc_f16_to_f32(rc_f32_to_f16(f)); }
+
+/* Round x to dt (identity for RC_F32). */
+RC_HD static inline float rc_round_to(float x, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
+}
 
 #endif

@@ -139,8 +139,9 @@ typedef struct {
 #define RC_GROWTH_FAST_MIN 2.5 /* a > 2.5: faster than L */
 
 /* Statistics of the ratio r = exp(forward - generation) over the valid tokens
- * of one length L. NaN where undefined (e.g. no reference). */
-typedef struct {
+ * of one length L. NaN where undefined (e.g. no reference). Each field is a
+ * row of rc_len_fields. */
+struct rc_len_stats {
     int64_t count;              /* valid tokens */
     double mean, std, min, max; /* of the ratio (std: population) */
     double quantiles[RC_N_QUANTILES];
@@ -162,7 +163,53 @@ typedef struct {
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */
     rc_strata strata[RC_N_STRATA]; /* log r by decile of p and of the sampler's entropy */
-} rc_len_stats;
+};
+
+/* The statistics of one length by name, in one table (stats.c), in the
+ * order --json prints them: the HDF5 writer stores every RC_LF_H5 row as an
+ * attribute of /len_NNNN (the reader recomputes them from the tensors),
+ * --json prints every RC_LF_JSON row under its key (RC_LF_JSON_REF: with a
+ * reference pass only), the sweep's JSON every RC_LF_SWEEP row, --fail-above
+ * takes every row with a gate name (its error lists them), the run's tables
+ * print the rows with a column (tables RC_LF_TAB_*), and
+ * tools/check_results.py recomputes every attribute (it fails on one it does
+ * not know). A new metric: its field in rc_len_stats, its computation in
+ * stats.c, one row. The corrections (rc_corr_stats) and the strata are
+ * tables of their own: their rows mark where they go. */
+typedef enum {
+    RC_LF_I64,         /* an int64_t field */
+    RC_LF_F64,         /* a double field */
+    RC_LF_DERIVED,     /* computed from the others (value) */
+    RC_LF_CORRECTIONS, /* every rc_corr_stats entry */
+    RC_LF_STRATA,      /* the strata (--json's "strata") */
+} rc_len_field_kind;
+enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8 };
+enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3 }; /* the printed tables */
+typedef struct rc_len_stats rc_len_stats;
+typedef struct {
+    int table;          /* RC_LF_TAB_*, 0: none */
+    int pos;            /* its column, from 1 */
+    const char *label;  /* its header ("%g": the rc_stat_params value at param_off) */
+    const char *fmt;    /* its cell, e.g. "%10.3e" (the width is the header's); "%9s": "at N" / "none" */
+    size_t param_off;
+} rc_len_column;
+typedef struct {
+    const char *name;     /* the /len_NNNN attribute and the JSON key */
+    const char *json_key; /* when it differs from name, else NULL */
+    const char *gate;     /* the --fail-above metric (larger is worse), or NULL */
+    rc_len_field_kind kind;
+    size_t off;           /* offsetof(rc_len_stats, field) (I64, F64) */
+    double (*value)(const rc_len_stats *st); /* RC_LF_DERIVED */
+    unsigned where;       /* RC_LF_H5 | RC_LF_JSON | ... */
+    rc_len_column col[2]; /* where the run's tables print it */
+    int h5_pos;           /* RC_LF_H5: its attribute's place in /len_NNNN, from 1 (after "len") */
+} rc_len_field;
+extern const rc_len_field rc_len_fields[];
+extern const size_t rc_n_len_fields;
+/* the value of row f in st (I64 fields as double) */
+double rc_len_value(const rc_len_stats *st, const rc_len_field *f);
+/* the row of a --fail-above metric, or NULL */
+const rc_len_field *rc_len_gate(const char *metric);
 
 typedef struct {
     int64_t len;          /* L: generated tokens re-scored */
