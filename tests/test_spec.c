@@ -16,7 +16,11 @@
  *                    stored log-probs (tools/make_verl_corr_fixtures.py,
  *                    data/fixtures/spec/verl_corr.*): relative 2^-23 (verl's
  *                    masked_mean divides by count + 1e-8, some of its
- *                    fractions are float32). */
+ *                    fractions are float32).
+ * openai_completion  the `vllm` rollout reader on OpenAI completions
+ *                    responses written by the openai library's own models
+ *                    (tools/make_openai_fixtures.py): every id and log-prob
+ *                    equal to the same rollouts read from the generic JSONL. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +30,7 @@
 #include "backend.h"
 #include "forward.h"
 #include "results.h"
+#include "rollouts_in.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -163,6 +168,30 @@ START_TEST(test_verl_rollout_corr)
 }
 END_TEST
 
+/* The same rollouts as openai.types.Completion JSON (format vllm) and as
+ * the generic JSONL: the same ids and log-probs, bit for bit. */
+START_TEST(test_openai_completion)
+{
+    char pa[4096], pb[4096];
+    rc_test_source_path(pa, sizeof pa, "data/fixtures/spec/openai_completions_fp32.jsonl");
+    rc_test_source_path(pb, sizeof pb, "data/fixtures/score/hf_fp32.jsonl");
+    rc_rollout_set a, b;
+    ck_assert_msg(rc_rollouts_load(pa, RC_RFMT_VLLM, 1 << 20, 0, NULL, NULL, &a) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_rollouts_load(pb, RC_RFMT_JSONL, 1 << 20, 0, NULL, NULL, &b) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(a.n, b.n);
+    ck_assert_int_gt(a.n, 0);
+    ck_assert(a.tok_off[a.n] == b.tok_off[b.n] && a.lp_off[a.n] == b.lp_off[b.n]);
+    for (int64_t i = 0; i < a.n; i++)
+        ck_assert(a.plen[i] == b.plen[i] && a.rlen[i] == b.rlen[i]);
+    ck_assert(memcmp(a.tok, b.tok, sizeof(int32_t) * (size_t)a.tok_off[a.n]) == 0);
+    ck_assert(memcmp(a.lp, b.lp, sizeof(float) * (size_t)a.lp_off[a.n]) == 0);
+    printf("openai Completion JSON (vllm reader): %lld rollouts, %lld tokens, %lld log-probs as the JSONL's\n",
+           (long long)a.n, (long long)a.tok_off[a.n], (long long)a.lp_off[a.n]);
+    rc_rollouts_free(&a);
+    rc_rollouts_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("spec");
@@ -171,6 +200,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("verl_rollout_corr");
     tcase_add_test(tc, test_verl_rollout_corr);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("openai_completion");
+    tcase_add_test(tc, test_openai_completion);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
 }
