@@ -52,9 +52,9 @@ with this module's weights, give logits BITWISE equal to this module's in fp32, 
 fp64 (plain ``.double()``), without and with left padding, for prefill and 5 cached decode steps,
 with 40 heads and with head_dim 128 -- Baichuan2-7B with SDPA forced to ``SDPBackend.MATH``.  The
 one exception is listed under "Details" (Baichuan-7B past ``max_position_embeddings``).
-Re-runnable for two of them: ``python3 tools/baichuan_ref.py --upstream`` (tools/baichuan_upstream_check.py)
-fetches Baichuan-7B's and Baichuan2-13B-Chat's files at the commits above (sha256-pinned, not
-committed) and runs them on the fixtures' weights: fp32 log-probs bit-identical to the fixtures'.
+Re-runnable: ``python3 tools/baichuan_ref.py --upstream`` (tools/baichuan_upstream_check.py) fetches
+the four copies above at their commits (sha256-pinned, not committed) and runs them on the
+fixtures' weights (fp32 forward): log-probs bit-identical to the fixtures' references.
 
 Which variant a config means (the rule ratiocheck's C loader uses too)
 ====================================================================

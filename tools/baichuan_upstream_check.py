@@ -9,7 +9,8 @@ their fp32 log-probs with the fixture's ``forward_logprobs_f32`` (baichuan_ref's
 expected bit-identical) and their plain ``.double()`` forward with ``forward_logprobs_f64`` (the
 true fp64 forward; upstream's .double() keeps fp32 round trips, so within HF's own fp32 error).
 
-Upstream sources (UPSTREAM below): git repositories at a commit, fetched with
+Upstream sources (UPSTREAM below, the copies tools/baichuan_ref.py names; Baichuan2-7B with
+SDPA's MATH backend, as there): git repositories at a commit, fetched with
 ``git clone`` + ``git show COMMIT:PATH`` (or from a local clone given with --mirror OWNER/NAME=DIR).
 Imports the files make for training or chat only (xformers, accelerate's init_empty_weights,
 the chat streamer's helpers) get empty stand-ins; the inference path does not use them.
@@ -41,14 +42,30 @@ from safetensors.torch import load_file  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# variant -> (repository, commit, {file in the package: (path in the repo, sha256)}, model class)
+# variant -> (repository, commit, {file in the package: (path in the repo, sha256)}, model class,
+#             (config module, config class), run the attention with SDPA's MATH backend)
 UPSTREAM = {
     "baichuan-7b": ("baichuan-inc/Baichuan-7B", "5a3991504e33a5de7280bb8b20d4512e8c5b2ef4", {
         "modeling_baichuan.py": ("models/modeling_baichuan.py",
                                  "ebcda383f401a8bac3ce2071e29bc82d33c2d97219572177f586fa877c622a3d"),
         "configuration_baichuan.py": ("models/configuration_baichuan.py",
                                       "7970c898560181926560e12450dbe80790b171b36d581164b12dd00c38efd5d4"),
-    }, "BaiChuanForCausalLM", "BaiChuanConfig"),
+    }, "BaiChuanForCausalLM", ("configuration_baichuan", "BaiChuanConfig"), False),
+    # the vendored copy imports its configuration from a sub-package "model"
+    "baichuan-13b": ("tingshua-yts/Baichuan-13B", "24011150ea4b31d3b9440caf87f0ce8e2441d0a4", {
+        "modeling_baichuan.py": ("model/modeling_baichuan.py",
+                                 "46b48e61cdcda1f783d3fec3c5c1c32979e3e16a7664dadf34d5906fce64875f"),
+        "model/configuration_baichuan.py": ("model/configuration_baichuan.py",
+                                            "6ff61d96ca508b2f4f63e8dee3314baedab04a235e86ef352b7db19eff3c7cf4"),
+    }, "BaichuanForCausalLM", ("model.configuration_baichuan", "BaichuanConfig"), False),
+    "baichuan2-7b": ("mlpod/Baichuan2-CPU-DEBUG", "e4a6ea74600b71c0bcd4f0e982b36dea541a5a3e", {
+        "modeling_baichuan.py": ("model/modeling_baichuan.py",
+                                 "3eb73615acbe7fee0333427f4d4392cb016c61bdf7ff373a8cf1ec11cf9026f1"),
+        "configuration_baichuan.py": ("model/configuration_baichuan.py",
+                                      "74044836b36690483e02e97c3247291f08ec64af1f4e18289928ae60aae58481"),
+        "generation_utils.py": ("model/generation_utils.py",
+                                "a4067a97fadd3a4be73c886cb9cd1ab9f3e028d500ff51ae48d2c82e745ea07c"),
+    }, "BaichuanForCausalLM", ("configuration_baichuan", "BaichuanConfig"), True),
     "baichuan2-13b": ("jrd77/Baichuan2-13B-Chat", "c6f8592a60b4ad73c210b28dd2ab3cca51abbf93", {
         "modeling_baichuan.py": ("modeling_baichuan.py",
                                  "ecf7e6da06e1cdb74a6243f74a305fe44f6752f89cc5063b5872c33c6f4afb72"),
@@ -56,18 +73,20 @@ UPSTREAM = {
                                       "f8eb51ffa2a036cf4f9f3604b377220fd0f440307c9b0268e17deb632f32e64a"),
         "generation_utils.py": ("generation_utils.py",
                                 "a4067a97fadd3a4be73c886cb9cd1ab9f3e028d500ff51ae48d2c82e745ea07c"),
-    }, "BaichuanForCausalLM", "BaichuanConfig"),
+    }, "BaichuanForCausalLM", ("configuration_baichuan", "BaichuanConfig"), False),
 }
 FIXTURES = {
     "baichuan_7b": "baichuan-7b",
     "peaked/peaked_baichuan_7b": "baichuan-7b",
+    "baichuan_13b": "baichuan-13b",
+    "baichuan2_7b": "baichuan2-7b",
     "baichuan2_13b": "baichuan2-13b",
     "peaked/peaked_baichuan2_13b": "baichuan2-13b",
 }
 
 
 def fetch(variant, mirrors, dest):
-    repo, commit, files, _, _ = UPSTREAM[variant]
+    repo, commit, files = UPSTREAM[variant][:3]
     src = mirrors.get(repo)
     if src is None:
         src = tempfile.mkdtemp(prefix="rc_upstream_")
@@ -81,6 +100,9 @@ def fetch(variant, mirrors, dest):
                               capture_output=True).stdout
         got = hashlib.sha256(data).hexdigest()
         assert got == sha, f"{repo}@{commit}:{path}: sha256 {got}, pinned {sha}"
+        os.makedirs(os.path.dirname(os.path.join(dest, name)), exist_ok=True)
+        if os.path.dirname(name):
+            open(os.path.join(dest, os.path.dirname(name), "__init__.py"), "a").close()
         with open(os.path.join(dest, name), "wb") as f:
             f.write(data)
 
@@ -117,10 +139,10 @@ def import_upstream(variant, pkg_dir):
     sys.path.insert(0, os.path.dirname(pkg_dir))
     with stand_ins():
         mod = importlib.import_module(os.path.basename(pkg_dir) + ".modeling_baichuan")
-        cfg_mod = importlib.import_module(os.path.basename(pkg_dir) + ".configuration_baichuan")
+        cfg_name, cfg_cls = UPSTREAM[variant][4]
+        cfg_mod = importlib.import_module(os.path.basename(pkg_dir) + "." + cfg_name)
     sys.path.pop(0)
-    _, _, _, cls, cfg_cls = UPSTREAM[variant]
-    return getattr(mod, cls), getattr(cfg_mod, cfg_cls), name
+    return getattr(mod, UPSTREAM[variant][3]), getattr(cfg_mod, cfg_cls), name
 
 
 def run_fixture(d, variant, model_cls, cfg_cls):
@@ -184,7 +206,10 @@ def main(argv=None):
             continue
         if args.only and not os.path.isdir(os.path.join(args.root, fx)):
             fx = os.path.basename(fx)  # a make_peaked_fixtures.py --out folder holds them at its top
-        r = run_fixture(os.path.join(args.root, fx), variant, *classes[variant])
+        math_sdpa = UPSTREAM[variant][5]
+        with (torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH) if math_sdpa
+              else contextlib.nullcontext()):
+            r = run_fixture(os.path.join(args.root, fx), variant, *classes[variant])
         good = r["bitwise"] == r["total"] and r["d64"] <= r["ref_err"]
         ok &= good
         repo, commit = UPSTREAM[variant][:2]
