@@ -52,6 +52,9 @@ with this module's weights, give logits BITWISE equal to this module's in fp32, 
 fp64 (plain ``.double()``), without and with left padding, for prefill and 5 cached decode steps,
 with 40 heads and with head_dim 128 -- Baichuan2-7B with SDPA forced to ``SDPBackend.MATH``.  The
 one exception is listed under "Details" (Baichuan-7B past ``max_position_embeddings``).
+Re-runnable: ``python3 tools/baichuan_ref.py --upstream`` (tools/baichuan_upstream_check.py) fetches
+the four copies above at their commits (sha256-pinned, not committed) and runs them on the
+fixtures' weights (fp32 forward): log-probs bit-identical to the fixtures' references.
 
 Which variant a config means (the rule ratiocheck's C loader uses too)
 ====================================================================
@@ -1112,4 +1115,10 @@ def _selftest():
 
 
 if __name__ == "__main__":
+    if "--upstream" in sys.argv[1:]:
+        # run the upstream modelling files (fetched at pinned commits) on the Baichuan fixtures
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import baichuan_upstream_check
+
+        sys.exit(baichuan_upstream_check.main([a for a in sys.argv[1:] if a != "--upstream"]))
     sys.exit(_selftest())
