@@ -40,7 +40,7 @@ typedef struct chunk {
 typedef struct {
     chunk *head;
     size_t total, max;
-    bool over;
+    bool over, capped; /* capped: over the limit (not out of memory) */
 } arena;
 
 static void *ar_alloc(arena *a, size_t n)
@@ -49,6 +49,7 @@ static void *ar_alloc(arena *a, size_t n)
     if (n == 0)
         n = sizeof(max_align_t);
     if (a->over || n > a->max || a->total > a->max - n) {
+        a->capped = a->capped || !a->over;
         a->over = true;
         return NULL;
     }
@@ -503,9 +504,13 @@ static bool lx_tag(lexer *L, bool block, size_t *pos, bool *ends_nl)
             if (fl) {
                 t->f = strtod(num, NULL);
             } else {
-                if (w > 18)
-                    return lx_fail(L, RC_ERR_UNSUPPORTED, L->line, "an integer literal beyond 64 bits");
-                t->i = strtoll(num, NULL, 10);
+                uint64_t v = 0;
+                for (size_t k = 0; k < w; k++) {
+                    if (v > (uint64_t)(INT64_MAX - (num[k] - '0')) / 10)
+                        return lx_fail(L, RC_ERR_UNSUPPORTED, L->line, "an integer literal beyond 64 bits");
+                    v = v * 10 + (uint64_t)(num[k] - '0');
+                }
+                t->i = (int64_t)v;
             }
         } else {
             static const char *const ops[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
@@ -1892,7 +1897,7 @@ typedef struct {
 typedef struct {
     char *p;
     size_t n, cap, max;
-    bool over;
+    bool over, capped;
 } sbuf;
 
 typedef struct {
@@ -1925,9 +1930,14 @@ static bool fail(ctx *C, rc_status st, const char *fmt, ...)
 
 static bool oom(ctx *C)
 {
-    if (C->ar.over && C->ar.total + ((size_t)64 << 10) >= C->ar.max)
+    if (C->ar.capped)
         return fail(C, RC_ERR_UNSUPPORTED, "uses more than %zu MiB of values", RC_JINJA_MAX_MEMORY >> 20);
     return fail(C, RC_ERR_NOMEM, "out of memory");
+}
+
+static bool too_big(ctx *C)
+{
+    return fail(C, RC_ERR_UNSUPPORTED, "uses more than %zu MiB of values", RC_JINJA_MAX_MEMORY >> 20);
 }
 
 static bool step(ctx *C, size_t work)
@@ -1951,7 +1961,7 @@ static void sb_add(sbuf *b, const char *s, size_t n)
     if (b->over || n == 0)
         return;
     if (n > b->max || b->n > b->max - n) {
-        b->over = true;
+        b->over = b->capped = true;
         return;
     }
     if (b->n + n + 1 > b->cap) {
@@ -2013,8 +2023,10 @@ static bool new_list(ctx *C, size_t n, jv *out, bool tup)
     l->n = n;
     l->v = NULL;
     if (n) {
-        if (n > SIZE_MAX / sizeof(jv) || !(l->v = C_alloc(C, n * sizeof(jv))))
-            return l->v ? true : oom(C);
+        if (n > RC_JINJA_MAX_MEMORY / sizeof(jv))
+            return too_big(C);
+        if (!(l->v = C_alloc(C, n * sizeof(jv))))
+            return false;
     }
     out->t = V_LIST;
     out->tup = tup;
@@ -2026,7 +2038,7 @@ static bool new_list(ctx *C, size_t n, jv *out, bool tup)
 static char *new_str(ctx *C, size_t n, jv *out)
 {
     if (n >= RC_JINJA_MAX_MEMORY) {
-        oom(C);
+        too_big(C);
         return NULL;
     }
     char *p = C_alloc(C, n + 1);
@@ -2352,6 +2364,8 @@ static bool sb_done(ctx *C, sbuf *b, jv *out)
 {
     if (b->over) {
         free(b->p);
+        if (b->capped)
+            return fail(C, RC_ERR_UNSUPPORTED, "makes a string of more than %zu MiB", b->max >> 20);
         return oom(C);
     }
     char *p = new_str(C, b->n, out);
@@ -2709,7 +2723,7 @@ static bool vcase(ctx *C, const jv *s, int how, jv *out)
 static bool vconcat(ctx *C, const char *a, size_t an, const char *b, size_t bn, jv *out)
 {
     if (an > RC_JINJA_MAX_MEMORY || bn > RC_JINJA_MAX_MEMORY - an)
-        return oom(C);
+        return too_big(C);
     char *p = new_str(C, an + bn, out);
     if (!p)
         return false;
@@ -2984,9 +2998,8 @@ static bool vsplit(ctx *C, const jv *s, const jv *sep, int64_t maxsplit, jv *r)
             i += ws_prefix(p + i, n - i);
             if (i >= n)
                 break;
-            if (maxsplit >= 0 && (int64_t)np == maxsplit) {
-                size_t e = n - ws_suffix(p + i, n - i);
-                parts[np++] = mkstr(p + i, e - i);
+            if (maxsplit >= 0 && (int64_t)np == maxsplit) { /* the rest, trailing whitespace kept */
+                parts[np++] = mkstr(p + i, n - i);
                 break;
             }
             size_t b = i;
@@ -3480,6 +3493,8 @@ static bool filter_select(ctx *C, int id, const jv *v, const args *a, jv *r)
         for (size_t i = first + 1; i < a->np; i++)
             ta.pos[ta.np++] = a->pos[i];
     }
+    if (!truthy(v)) /* jinja2's select_or_reject: "if value:" */
+        return new_list(C, 0, r, false);
     jlist *it;
     if (!to_items(C, v, &it))
         return false;
@@ -3732,6 +3747,8 @@ static bool apply_filter(ctx *C, int id, const jv *v, const args *a, jv *r)
                 fa.pos[fa.np++] = a->pos[i];
         } else if (a->np)
             return fail(C, RC_ERR_UNSUPPORTED, "map with attribute= and positional arguments");
+        if (!truthy(v)) /* jinja2's do_map: "if value:" */
+            return new_list(C, 0, r, false);
         jlist *it;
         if (!to_items(C, v, &it) || !new_list(C, it->n, r, false))
             return false;
@@ -4066,7 +4083,7 @@ static bool binary(ctx *C, int op, const jv *a, const jv *b, jv *r)
         int64_t k = b->u.i < 0 ? 0 : b->u.i;
         if (a->t == V_STR) {
             if (k && a->u.s.n > RC_JINJA_MAX_MEMORY / (size_t)k)
-                return oom(C);
+                return too_big(C);
             char *p = new_str(C, a->u.s.n * (size_t)k, r);
             if (!p)
                 return false;
@@ -4075,7 +4092,7 @@ static bool binary(ctx *C, int op, const jv *a, const jv *b, jv *r)
             return step(C, a->u.s.n * (size_t)k);
         }
         if (k && a->u.l->n > RC_JINJA_MAX_MEMORY / sizeof(jv) / (size_t)k)
-            return oom(C);
+            return too_big(C);
         size_t n = a->u.l->n * (size_t)k;
         if (!new_list(C, n, r, a->tup))
             return false;
@@ -4392,9 +4409,7 @@ static bool emit(ctx *C, const char *s, size_t n)
 {
     sb_add(C->out, s, n);
     if (C->out->over)
-        return C->out->max == RC_JINJA_MAX_OUTPUT
-                   ? fail(C, RC_ERR_UNSUPPORTED, "renders more than %zu MiB", RC_JINJA_MAX_OUTPUT >> 20)
-                   : oom(C);
+        return C->out->capped ? fail(C, RC_ERR_UNSUPPORTED, "renders more than %zu MiB", C->out->max >> 20) : oom(C);
     return step(C, n);
 }
 
@@ -4556,7 +4571,7 @@ rc_status rc_jinja_render(const rc_jinja *t, const json_t *vars, char **text, si
     rc_status st = RC_OK;
     if (!ok) {
         st = C.st != RC_OK ? C.st : RC_ERR_INTERNAL;
-        rc_errorf(st, "chat template: %s %s (line %d)", t->what, C.err, C.line);
+        rc_errorf(st, "chat template: %s: %s (line %d)", t->what, C.err, C.line);
         free(out.p);
     } else {
         if (!out.p)
