@@ -1106,7 +1106,8 @@ static node *p_call(parser *P, node *callee)
         return NULL;
     }
     kids k = {0};
-    if (!p_args(P, &k) || !kput(P, &k, y))
+    bool args_ok = p_args(P, &k); /* kput frees k either way */
+        if (!kput(P, &k, y) || !args_ok)
         return NULL;
     return y;
 }
@@ -1174,7 +1175,8 @@ static node *p_filter(parser *P, node *x)
     y->id = f;
     if (op_is(cur(P), "(")) {
         kids k = {0};
-        if (!p_args(P, &k) || !kput(P, &k, y))
+        bool args_ok = p_args(P, &k); /* kput frees k either way */
+        if (!kput(P, &k, y) || !args_ok)
             return NULL;
     }
     return y;
@@ -1212,7 +1214,8 @@ static node *p_test(parser *P, node *x)
     const tok *n2 = cur(P);
     if (op_is(n2, "(")) {
         kids k = {0};
-        if (!p_args(P, &k) || !kput(P, &k, y))
+        bool args_ok = p_args(P, &k); /* kput frees k either way */
+        if (!kput(P, &k, y) || !args_ok)
             return NULL;
     } else if ((n2->k == T_NAME || n2->k == T_STR || n2->k == T_INT || n2->k == T_FLOAT || op_is(n2, "[") ||
                 op_is(n2, "{")) &&
@@ -1225,7 +1228,8 @@ static node *p_test(parser *P, node *x)
         if (!arg)
             return NULL;
         kids k = {0};
-        if (!kadd(P, &k, arg, 0) || !kput(P, &k, y))
+        bool added = kadd(P, &k, arg, 0);
+        if (!kput(P, &k, y) || !added)
             return NULL;
     }
     return y;
