@@ -562,6 +562,9 @@ CONSTRUCTS = [
     "{{ '<a&b>'|e }} {{ 'x'|safe }} {{ 5|string ~ 'x' }} {{ 'abc'|length }} {{ 'h\u00e9llo'|count }} "
     "{{ {'a': 1}|length }} {{ x|length }}",
     "{{ '\u00c0\u00c9'|lower }} {{ '\u00e0\u00e9'|upper }} {{ '\u01c5'|lower }} {{ 'caf\u00e9 au lait'|title }}",
+    "{{ \"they're 1st-class (ok) [x] <y> {z}\"|title }}|{{ \"they're 1st-class\".title() }}|{{ 'hELLO wORLD'|capitalize }}",
+    "{{ '0x10'|int }} {{ '0x10'|float }} {{ ' 1_000 '|int }} {{ '1e3'|int }} {{ '-2.5'|float }} {{ 'nan'|int }} {{ true|int }} "
+    "{{ none|int }} {{ [1]|float }}",
     # tests
     "{{ x is defined }} {{ x is undefined }} {{ none is none }} {{ 1 is number }} {{ true is number }} "
     "{{ 1 is integer }} {{ true is integer }} {{ 1.0 is float }} {{ true is boolean }} {{ 'a' is string }}",

@@ -3523,6 +3523,35 @@ static bool filter_select(ctx *C, int id, const jv *v, const args *a, jv *r)
     return true;
 }
 
+/* jinja2's title filter (not str.title): words start after runs of "-", whitespace, "(", "{", "[", "<";
+ * each word's first character upper-cased, the rest lower-cased */
+static bool title_filter(ctx *C, const jv *s, jv *r)
+{
+    sbuf b = {.max = RC_JINJA_MAX_MEMORY};
+    const char *p = s->u.s.p;
+    size_t n = s->u.s.n, i = 0;
+    bool start = true;
+    while (i < n) {
+        size_t l;
+        uint32_t cp = u8_cp(p + i, n - i, &l);
+        bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || py_space(cp);
+        jv one = mkstr(p + i, l), out;
+        if (sep) {
+            sb_add(&b, p + i, l);
+            start = true;
+        } else {
+            if (!vcase(C, &one, start ? 1 : 2, &out)) {
+                free(b.p);
+                return false;
+            }
+            sb_add(&b, out.u.s.p, out.u.s.n);
+            start = false;
+        }
+        i += l;
+    }
+    return step(C, n) && sb_done(C, &b, r);
+}
+
 static bool indent_filter(ctx *C, const jv *v, const args *a, jv *r)
 {
     static const char *const names[] = {"width", "first", "blank", NULL};
@@ -3629,7 +3658,11 @@ static bool apply_filter(ctx *C, int id, const jv *v, const args *a, jv *r)
         if (a->np || a->nkw)
             return fail(C, RC_ERR_UNSUPPORTED, "%s takes no arguments", fn);
         jv s;
-        return to_str(C, v, &s) && vcase(C, &s, id == F_UPPER ? 1 : id == F_LOWER ? 2 : id == F_TITLE ? 3 : 4, r);
+        if (!to_str(C, v, &s))
+            return false;
+        if (id == F_TITLE)
+            return title_filter(C, &s, r);
+        return vcase(C, &s, id == F_UPPER ? 1 : id == F_LOWER ? 2 : 4, r);
     }
     case F_E:
     case F_ESCAPE: {
@@ -3822,8 +3855,12 @@ static bool apply_filter(ctx *C, int id, const jv *v, const args *a, jv *r)
                 return true;
             }
         }
-        double f = strtod(buf, &end);
-        if (*end != '\0' || isnan(f) != isnan(f) || (buf[0] != '-' && buf[0] != '+' && !is_dig(buf[0]) && buf[0] != '.')) {
+        bool decimal = w > 0;
+        for (size_t k = 0; k < w; k++) /* Python's int() / float() of a decimal string (no hex, inf or nan) */
+            decimal = decimal && (is_dig(buf[k]) || buf[k] == '+' || buf[k] == '-' || buf[k] == '.' || buf[k] == 'e' ||
+                                  buf[k] == 'E');
+        double f = decimal ? strtod(buf, &end) : 0.0;
+        if (!decimal || *end != '\0') {
             *r = d;
             return true;
         }
