@@ -4128,7 +4128,7 @@ static bool binary(ctx *C, int op, const jv *a, const jv *b, jv *r)
             char *p = new_str(C, a->u.s.n * (size_t)k, r);
             if (!p)
                 return false;
-            for (int64_t i = 0; i < k; i++)
+            for (int64_t i = 0; i < k && a->u.s.n; i++)
                 memcpy(p + (size_t)i * a->u.s.n, a->u.s.p, a->u.s.n);
             return step(C, a->u.s.n * (size_t)k);
         }
@@ -4137,7 +4137,7 @@ static bool binary(ctx *C, int op, const jv *a, const jv *b, jv *r)
         size_t n = a->u.l->n * (size_t)k;
         if (!new_list(C, n, r, a->tup))
             return false;
-        for (int64_t i = 0; i < k; i++)
+        for (int64_t i = 0; i < k && a->u.l->n; i++)
             memcpy(r->u.l->v + (size_t)i * a->u.l->n, a->u.l->v, a->u.l->n * sizeof(jv));
         return step(C, n);
     }
