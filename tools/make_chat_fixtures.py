@@ -36,7 +36,8 @@ hub access is needed or used):
 The published templates are data: those quoted in this script (Qwen2, Qwen2.5, Meta-Llama-3,
 Mistral-7B-Instruct-v0.1) and the files of data/fixtures/chat/templates/, copied from the
 models/templates/ folder of a llama.cpp repository (PUBLISHED below: repository, path, commit
-and SHA-256; the script checks the SHA-256). The other templates are written here: variants
+and SHA-256; the script checks the SHA-256), or from the "gguf" field of Ollama library entries
+in huggingface.js (OLLAMA below: Gemma 3, OLMo 2, Phi-4, Phi-4-mini, Phi-3-mini, GLM-4-9B-chat). The other templates are written here: variants
 of the published ones (whitespace control, quoting, ...). Templates without a folder of their
 own are stored in chat_refs.json only (``"tokenizer_from"`` names the folder whose
 tokenizer.json they use; the C test writes a temporary folder).
@@ -409,11 +410,31 @@ PUBLISHED = {
     "ministral3": ("mistralai-Ministral-3-14B-Reasoning-2512.jinja", "mistralai/Ministral-3-14B-Reasoning-2512",
                    "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda"),
 }
+# Published templates stored in data/fixtures/chat/templates/ as the "gguf" field (the GGUF's
+# tokenizer.chat_template, which the conversion copies from the model's tokenizer_config.json) of
+# an Ollama library entry of huggingface.js' packages/ollama-utils/src/chat-template-automap.ts.
+HF_JS = ("huggingface/huggingface.js", "fe42e68017ffc76d09922ea8f9b38a6964345710",
+         "packages/ollama-utils/src/chat-template-automap.ts")
+OLLAMA = {
+    # name: (file, model, Ollama library entry, sha256)
+    "gemma3": ("ollama-gemma3.jinja", "google/gemma-3-270m-it", "library/gemma3:270m",
+               "7de1c58e208eda46e9c7f86397df37ec49883aeece39fb961e0a6b24088dd3c4"),
+    "glm4": ("ollama-glm4.jinja", "THUDM/glm-4-9b-chat", "library/glm4:9b",
+             "27288f957f8364c990a2ce13bf5f8bf86921c4bce467ce698c76dcc69466d821"),
+    "olmo2": ("ollama-olmo2.jinja", "allenai/OLMo-2-1124-7B-Instruct", "library/olmo2:7b",
+              "fe689ffbd6a4e2d0532d7480696b065b10e0e1eff3f9b9fc4bea415761e4bf4a"),
+    "phi4": ("ollama-phi4.jinja", "microsoft/phi-4", "library/phi4:14b",
+             "a41fb8727c4f1e722e53cb1ea935038a1177b8bdf09387f3b048f9da5255ef3e"),
+    "phi4_mini": ("ollama-phi4_mini.jinja", "microsoft/Phi-4-mini-instruct", "library/phi4-mini:3.8b",
+                  "febf589225c9728ab791f52e8897d7607a823d45368f0a4c92fa68997b40cce9"),
+    "phi3_mini": ("ollama-phi3_mini.jinja", "microsoft/Phi-3-mini-4k-instruct", "library/phi3:3.8b",
+                  "dcaee66df77bfbb789ec541fe713218da30225a526f1db97138fc39ee6dc56aa"),
+}
 TEMPLATES_DIR = os.path.join(REPO, "data", "fixtures", "chat", "templates")
 
 
 def published(name):
-    f, _, want = PUBLISHED[name]
+    f, _, want = PUBLISHED[name] if name in PUBLISHED else (OLLAMA[name][0], None, OLLAMA[name][3])
     with open(os.path.join(TEMPLATES_DIR, f), "rb") as fh:
         raw = fh.read()
     got = hashlib.sha256(raw).hexdigest()
@@ -431,6 +452,15 @@ def pub(name, tokenizer, template_file="chat_template.jinja", expect="render", c
     if construct:
         d["construct"] = construct
     return d
+
+
+def ollama(name, tokenizer, template_file="chat_template.jinja"):
+    f, model, entry, _ = OLLAMA[name]
+    return dict(name=name, source=f"{model}'s chat template, as the GGUF of the Ollama library entry {entry} "
+                f"holds it ({HF_JS[0]} {HF_JS[2]}, commit {HF_JS[1][:12]}, field \"gguf\")", tokenizer=tokenizer,
+                template=published(name), template_file=template_file, expect="render",
+                published={"model": model, "repository": HF_JS[0], "path": f"{HF_JS[2]} ({entry}, gguf)",
+                           "commit": HF_JS[1]})
 
 
 WRITTEN = "written by make_chat_fixtures.py"
@@ -459,6 +489,12 @@ TEMPLATES = [
     pub("mistral_nemo", "mistral", "tokenizer_config.json"),
     pub("mistral_small_3_2", "mistral"),
     pub("granite3_3", "qwen2"),
+    ollama("gemma3", "gemma2", "tokenizer_config.json"),
+    ollama("olmo2", "phi3"),
+    ollama("phi4", "qwen2"),
+    ollama("phi4_mini", "phi3"),
+    ollama("phi3_mini", "phi3", "tokenizer_config.json"),
+    ollama("glm4", "phi3"),
     dict(name="chatml_reformatted", source=WRITTEN, tokenizer="qwen2", template=CHATML_REFORMATTED,
          template_file="tokenizer_config.json", expect="render"),
     dict(name="chatml_blocks", source=WRITTEN, tokenizer="qwen2", template=CHATML_BLOCKS,
@@ -866,7 +902,10 @@ def write_readme(out, summary):
     a("- `templates/`: published templates, copied unchanged from the `models/templates/` folder of "
       f"the llama.cpp repository `{LLAMA_CPP[0]}` at commit `{LLAMA_CPP[1]}` (llama.cpp's "
       "`models/templates/README.md`: fetched from each model's hub repository with "
-      "`scripts/get_chat_template.py`). Their sources and SHA-256 are in the table below.")
+      "`scripts/get_chat_template.py`), and `ollama-*.jinja`: the `gguf` field (the GGUF's "
+      "`tokenizer.chat_template`, copied from the model's `tokenizer_config.json` by the conversion) of an Ollama "
+      f"library entry in `{HF_JS[0]}` `{HF_JS[2]}` at commit `{HF_JS[1]}`. Their sources and SHA-256 are in "
+      "the table below.")
     a("- `chat_refs.json`: the conversations (`conversations`, and `reasoning_conversations` with "
       "`<think>` in an assistant's content or a `reasoning_content` field), and per template its "
       "source, text (and SHA-256), the file it is read from, `expect` (`render` or `refuse`), and for "
@@ -890,9 +929,8 @@ def write_readme(out, summary):
         must = "render" if expect == "render" else f"refuse ({construct})"
         src = "-"
         if pubd:
-            f = PUBLISHED[name][0]
-            src = (f"{pubd['model']}: `{pubd['repository']}` `{pubd['path']}` @ `{pubd['commit'][:12]}`, "
-                   f"`{PUBLISHED[name][2]}`")
+            sha = PUBLISHED[name][2] if name in PUBLISHED else OLLAMA[name][3]
+            src = f"{pubd['model']}: `{pubd['repository']}` `{pubd['path']}` @ `{pubd['commit'][:12]}`, `{sha}`"
         a(f"| `{name}` | {must} | `{tfile}` | {n_text} / {n} | {n_reason} / {len(REASONING_CONVERSATIONS)} | "
           f"{n_kw} | {src} |")
     a("")
