@@ -845,25 +845,49 @@ static int find_name(const char *const *list, size_t n, const char *s, size_t sn
 }
 #define FIND(list, s, n) find_name(list, sizeof list / sizeof list[0], s, n)
 
+static uint64_t name_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* the names a template reads: an open-addressing set (NULL slots free), at most half full */
 static bool note_name(parser *P, const char *s, size_t n)
 {
     rc_jinja *J = P->J;
-    for (size_t i = 0; i < J->nnames; i++)
-        if (J->name_lens[i] == n && !memcmp(J->names[i], s, n))
-            return true;
-    if (J->nnames == J->cnames) {
-        size_t c = J->cnames ? 2 * J->cnames : 16;
-        const char **q = realloc(J->names, c * sizeof *q);
-        if (q)
-            J->names = q;
-        size_t *l = q ? realloc(J->name_lens, c * sizeof *l) : NULL;
-        if (!q || !l)
+    if (2 * (J->nnames + 1) > J->cnames) {
+        size_t c = J->cnames ? 2 * J->cnames : 64;
+        const char **q = calloc(c, sizeof *q);
+        size_t *l = q ? calloc(c, sizeof *l) : NULL;
+        if (!q || !l) {
+            free(q);
             return pfail(P, RC_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < J->cnames; i++)
+            if (J->names[i]) {
+                size_t at = name_hash(J->names[i], J->name_lens[i]) & (c - 1);
+                while (q[at])
+                    at = (at + 1) & (c - 1);
+                q[at] = J->names[i];
+                l[at] = J->name_lens[i];
+            }
+        free(J->names);
+        free(J->name_lens);
+        J->names = q;
         J->name_lens = l;
         J->cnames = c;
     }
-    J->names[J->nnames] = s;
-    J->name_lens[J->nnames++] = n;
+    size_t at = name_hash(s, n) & (J->cnames - 1);
+    while (J->names[at]) {
+        if (J->name_lens[at] == n && !memcmp(J->names[at], s, n))
+            return true;
+        at = (at + 1) & (J->cnames - 1);
+    }
+    J->names[at] = s;
+    J->name_lens[at] = n;
+    J->nnames++;
     return true;
 }
 
@@ -1778,9 +1802,14 @@ void rc_jinja_free(rc_jinja *t)
 bool rc_jinja_uses(const rc_jinja *t, const char *name)
 {
     size_t n = strlen(name);
-    for (size_t i = 0; i < t->nnames; i++)
-        if (t->name_lens[i] == n && !memcmp(t->names[i], name, n))
+    if (!t->cnames)
+        return false;
+    size_t at = name_hash(name, n) & (t->cnames - 1);
+    while (t->names[at]) {
+        if (t->name_lens[at] == n && !memcmp(t->names[at], name, n))
             return true;
+        at = (at + 1) & (t->cnames - 1);
+    }
     return false;
 }
 
@@ -2804,16 +2833,29 @@ static bool getitem_v(ctx *C, const jv *o, const jv *k, jv *r)
             *r = i >= 0 && i < n ? o->u.l->v[i] : k_undef;
             return true;
         }
-        size_t cnt, *off = cp_offsets(C, o->u.s.p, o->u.s.n, &cnt);
-        if (!off)
+        size_t cnt = u8_count(o->u.s.p, o->u.s.n);
+        if (!step(C, o->u.s.n))
             return false;
         if (i < 0)
             i += (int64_t)cnt;
-        *r = i >= 0 && i < (int64_t)cnt ? mkstr(o->u.s.p + off[i], off[i + 1] - off[i]) : k_undef;
-        return step(C, o->u.s.n);
+        if (i < 0 || i >= (int64_t)cnt) {
+            *r = k_undef;
+            return true;
+        }
+        if (cnt == o->u.s.n) { /* ASCII */
+            *r = mkstr(o->u.s.p + i, 1);
+            return true;
+        }
+        size_t *off = cp_offsets(C, o->u.s.p, o->u.s.n, &cnt);
+        if (!off)
+            return false;
+        *r = mkstr(o->u.s.p + off[i], off[i + 1] - off[i]);
+        return true;
     }
     if (o->t == V_DICT) {
         size_t at;
+        if (!step(C, o->u.d->n << 6))
+            return false;
         if (dict_find(o->u.d, k, &at)) {
             *r = o->u.d->v[at];
             return true;
@@ -2861,6 +2903,8 @@ static bool getattr_v(ctx *C, const jv *o, const char *s, size_t n, jv *r)
     }
     if (o->t == V_DICT || o->t == V_NS) {
         size_t at;
+        if (!step(C, o->u.d->n << 6))
+            return false;
         if (dict_find_str(o->u.d, s, n, &at))
             *r = o->u.d->v[at];
         return true;
@@ -3229,6 +3273,8 @@ static bool new_dict(ctx *C, size_t cap, jdict **out)
 static bool dict_put(ctx *C, jdict *d, const jv *k, const jv *v)
 {
     size_t at;
+    if (!step(C, d->n << 6)) /* a linear search: one step per key */
+        return false;
     if (dict_find(d, k, &at)) {
         d->v[at] = *v;
         return true;
@@ -3974,10 +4020,10 @@ static bool apply_filter(ctx *C, int id, const jv *v, const args *a, jv *r)
             if (!sens && k.t == V_STR && !vcase(C, &k, 2, &k))
                 return false;
             bool seen = false;
+            if (!step(C, w << 6))
+                return false;
             for (size_t j = 0; j < w && !seen; j++)
                 seen = veq(&keys[j], &k, 0);
-            if (!step(C, w))
-                return false;
             if (!seen) {
                 keys[w] = k;
                 r->u.l->v[w++] = it->v[i];
@@ -4053,12 +4099,14 @@ static bool binary(ctx *C, int op, const jv *a, const jv *b, jv *r)
                 if (!step(C, b->u.s.n))
                     return false;
             } else if (b->t == V_LIST) {
+                if (!step(C, b->u.l->n << 6))
+                    return false;
                 for (size_t i = 0; i < b->u.l->n && !in; i++)
                     in = veq(a, &b->u.l->v[i], 0);
-                if (!step(C, b->u.l->n))
-                    return false;
             } else if (b->t == V_DICT) {
                 size_t at;
+                if (!step(C, b->u.d->n << 6))
+                    return false;
                 in = dict_find(b->u.d, a, &at);
             } else if (b->t != V_UNDEF)
                 return fail(C, RC_ERR_UNSUPPORTED, "'in' a %s", type_name(b));
@@ -4164,8 +4212,9 @@ static bool slice_v(ctx *C, const jv *o, const jv *s0, const jv *s1, const jv *s
         return fail(C, RC_ERR_UNSUPPORTED, "a slice step of zero");
     size_t cnt = 0, *off = NULL;
     if (o->t == V_STR) {
-        if (!(off = cp_offsets(C, o->u.s.p, o->u.s.n, &cnt)))
-            return false;
+        cnt = u8_count(o->u.s.p, o->u.s.n);
+        if (cnt != o->u.s.n && !(off = cp_offsets(C, o->u.s.p, o->u.s.n, &cnt)))
+            return false; /* not ASCII: the offsets of the code points */
     } else
         cnt = o->u.l->n;
     int64_t n = (int64_t)cnt, lo, hi;
@@ -4195,34 +4244,33 @@ static bool slice_v(ctx *C, const jv *o, const jv *s0, const jv *s1, const jv *s
                 hi = n - 1;
         }
     }
+    /* the indices lo, lo + step, ... before hi: k of them */
     size_t k = 0;
-    int64_t *idx = C_alloc(C, (cnt + 1) * sizeof *idx);
-    if (!idx)
-        return false;
-    for (int64_t i = lo; step_ > 0 ? i < hi : i > hi; i += step_) {
-        idx[k++] = i;
-        if (step_ > 0 ? i > INT64_MAX - step_ : i < INT64_MIN - step_)
-            break;
-    }
+    if (step_ > 0 && hi > lo)
+        k = (size_t)((hi - lo + step_ - 1) / step_);
+    else if (step_ < 0 && lo > hi)
+        k = (size_t)((lo - hi + (-step_) - 1) / (-step_));
+#define IDX(i) ((size_t)(lo + (int64_t)(i) * step_))
     if (o->t == V_LIST) {
         if (!new_list(C, k, r, o->tup))
             return false;
         for (size_t i = 0; i < k; i++)
-            r->u.l->v[i] = o->u.l->v[idx[i]];
+            r->u.l->v[i] = o->u.l->v[IDX(i)];
         return step(C, k);
     }
     size_t bytes = 0;
     for (size_t i = 0; i < k; i++)
-        bytes += off[idx[i] + 1] - off[idx[i]];
+        bytes += off ? off[IDX(i) + 1] - off[IDX(i)] : 1;
     char *p = new_str(C, bytes, r);
     if (!p)
         return false;
     size_t w = 0;
     for (size_t i = 0; i < k; i++) {
-        size_t l = off[idx[i] + 1] - off[idx[i]];
-        memcpy(p + w, o->u.s.p + off[idx[i]], l);
+        size_t b = off ? off[IDX(i)] : IDX(i), l = off ? off[IDX(i) + 1] - off[IDX(i)] : 1;
+        memcpy(p + w, o->u.s.p + b, l);
         w += l;
     }
+#undef IDX
     return step(C, o->u.s.n);
 }
 
