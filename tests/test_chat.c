@@ -753,10 +753,24 @@ START_TEST(test_hostile_templates)
     ck_assert_int_eq(parse_str(b, n + 1), RC_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(rc_last_error(), "is 1048577 bytes, more than the 1048576 ratiocheck reads"), "%s",
                   rc_last_error());
+    /* many distinct names; a dict literal with many keys: bounded time */
+    size_t w = 0;
+    for (size_t k = 0; w + 40 < n; k++)
+        w += (size_t)snprintf(b + w, n - w, "{{ name%zu }}", k);
+    double secs;
+    ck_assert_msg(run_str(b, &secs) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(secs < 10.0, "a megabyte of names took %.1f s", secs);
+    w = (size_t)sprintf(b, "{{ {");
+    for (size_t k = 0; w + 40 < n; k++)
+        w += (size_t)snprintf(b + w, n - w, "'k%zu': %zu, ", k, k);
+    memcpy(b + w, "} }}", 5);
+    rc_status dst = run_str(b, &secs);
+    ck_assert_msg(dst == RC_OK || dst == RC_ERR_UNSUPPORTED, "%d", dst);
+    ck_assert_msg(secs < 20.0, "a dict of many keys took %.1f s", secs);
+    printf("chat: a dict literal of %zu bytes: %s (%.2f s)\n", w, dst == RC_OK ? "rendered" : rc_last_error(), secs);
     /* a megabyte of text and of tags renders (within the limits) */
     for (size_t k = 0; k + 12 < n; k += 12)
         memcpy(b + k, "{{ 'abc' }}x", 12);
-    double secs;
     b[n - n % 12] = '\0';
     ck_assert_msg(run_str(b, &secs) == RC_OK, "%s", rc_last_error());
     free(b);
