@@ -448,7 +448,7 @@ static const opt_spec k_run_opts[] = {
      NULL, op_backend, 0, 0, 0, 0, 0, 0},
     {"prompts", 0, "FILE",
      ".txt (one prompt per line, \\n escapes), .jsonl\n({\"prompt\": ..}, {\"tokens\": [..]} or\n"
-     "{\"messages\": [{\"role\": .., \"content\": ..}]}, rendered\nwith the model's chat template: ChatML or Llama-3)\n"
+     "{\"messages\": [{\"role\": .., \"content\": ..}]}, rendered\nwith the model's chat template (docs/chat-templates.md))\n"
      "or .ids (token ids) (default: the bundled prompts)",
      "Rollouts:", op_path, RO(prompts_path), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
     {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24, RUN_SWEEP, CMD_SCORE, 0},
