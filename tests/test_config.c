@@ -301,6 +301,41 @@ START_TEST(test_qwen3)
 }
 END_TEST
 
+/* OLMo2 (Olmo2Config): post-sublayer norms, q/k norm over the whole projection, the weight
+ * multiplied in fp32; Olmo2Config's defaults */
+START_TEST(test_olmo2)
+{
+    rc_config c;
+    /* OLMo-2-1124-7B's keys */
+    parse_ok("{'architectures':['Olmo2ForCausalLM'],'attention_bias':false,'attention_dropout':0.0,"
+             "'eos_token_id':100257,'hidden_act':'silu','hidden_size':4096,'initializer_range':0.02,"
+             "'intermediate_size':11008,'max_position_embeddings':4096,'model_type':'olmo2',"
+             "'num_attention_heads':32,'num_hidden_layers':32,'num_key_value_heads':32,'pad_token_id':100277,"
+             "'rms_norm_eps':1e-06,'rope_scaling':null,'rope_theta':500000,'tie_word_embeddings':false,"
+             "'torch_dtype':'float32','use_cache':true,'vocab_size':100352}", &c);
+    ck_assert_str_eq(c.arch->family, "olmo2");
+    ck_assert_int_eq(c.head_dim, 128);
+    ck_assert_int_eq(c.qk_norm, RC_QK_NORM_ALL);
+    ck_assert(c.post_norm && c.norm_w_f32 && c.rope_f32);
+    ck_assert(!c.qkv_bias && !c.o_bias && !c.tie_embeddings);
+    ck_assert(c.rope_theta == 500000.0 && c.rotary_dim == 128 && c.norm_eps == 1e-6);
+    ck_assert_int_eq(rc_dim_value(&c, RC_DIM_QNORM), 32 * 128);
+    ck_assert_int_eq(rc_dim_value(&c, RC_DIM_KNORM), 32 * 128);
+    ck_assert_int_eq(c.eos_ids[0], 100257);
+    /* defaults: num_key_value_heads -> num_attention_heads, eps 1e-5, 2048 positions; GQA norms */
+    parse_ok("{'model_type':'olmo2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':128,'vocab_size':300}", &c);
+    ck_assert(c.n_kv_heads == 4 && c.norm_eps == 1e-5 && c.max_pos == 2048 && c.head_dim == 16);
+    parse_ok("{'model_type':'olmo2','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+             "'num_hidden_layers':2,'intermediate_size':128,'vocab_size':300,'attention_bias':true}", &c);
+    ck_assert_int_eq(rc_dim_value(&c, RC_DIM_KNORM), 2 * 16);
+    ck_assert(c.qkv_bias && c.o_bias && !c.mlp_bias);
+    EXPECT_REJECT("{'model_type':'olmo2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'hidden_act':'gelu'}",
+                  RC_ERR_UNSUPPORTED, "hidden_act");
+}
+END_TEST
+
 /* Where transformers ignores a key, so does ratiocheck: MptMLP is 4 x d_model
  * whatever expansion_ratio says (a folder saved by MptForCausalLM with
  * expansion_ratio 2 holds 4 x d_model weights and loads); an eos_token_id
@@ -1093,7 +1128,7 @@ END_TEST
 
 START_TEST(test_registry_list)
 {
-    ck_assert_str_eq(rc_arch_supported_list(), "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3");
+    ck_assert_str_eq(rc_arch_supported_list(), "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -1256,6 +1291,7 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_rope_yarn);
     tcase_add_test(ok, test_qwen3);
     tcase_add_test(ok, test_hf_ignored_keys);
+    tcase_add_test(ok, test_olmo2);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);

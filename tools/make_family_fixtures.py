@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fixtures for the model families added after the first set (Qwen3, ...) and for YaRN RoPE.
+"""Fixtures for the model families added after the first set (Qwen3, OLMo 2) and for YaRN RoPE.
 
 Three kinds of files, all from transformers' own code (versions: tools/requirements-fixtures.txt):
 
@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from st_canonical import save_safetensors_canonical  # noqa: E402
-from transformers import LlamaConfig, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
+from transformers import LlamaConfig, Olmo2Config, Olmo2ForCausalLM, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
@@ -133,6 +133,32 @@ def np_forward_qwen3(cfg, W, ids):
     return mf._np_log_softmax(x @ head.T)
 
 
+def np_forward_olmo2(cfg, W, ids):
+    """Olmo2ForCausalLM: norms after attention and MLP (none before), q/k norm over the whole projection."""
+    T = len(ids)
+    H = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or H
+    D = cfg.get("head_dim") or cfg["hidden_size"] // H
+    eps = cfg["rms_norm_eps"]
+    assert cfg["hidden_act"] == "silu"
+    inv, att = np_inv_freq(cfg["rope_parameters"], D)
+    x = W["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        q = np_rms(mf._np_lin(x, W, p + "self_attn.q_proj"), W[p + "self_attn.q_norm.weight"], eps)
+        k = np_rms(mf._np_lin(x, W, p + "self_attn.k_proj"), W[p + "self_attn.k_norm.weight"], eps)
+        v = mf._np_lin(x, W, p + "self_attn.v_proj").reshape(T, KV, D)
+        q, k = np_rope(q.reshape(T, H, D), inv, att), np_rope(k.reshape(T, KV, D), inv, att)
+        a = mf._np_lin(np_attn(q, k, v, D ** -0.5), W, p + "self_attn.o_proj")
+        x = x + np_rms(a, W[p + "post_attention_layernorm.weight"], eps)
+        g = mf._np_lin(x, W, p + "mlp.gate_proj")
+        m = mf._np_lin(g / (1 + np.exp(-g)) * mf._np_lin(x, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
+        x = x + np_rms(m, W[p + "post_feedforward_layernorm.weight"], eps)
+    x = np_rms(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return mf._np_log_softmax(x @ head.T)
+
+
 # --------------------------------------------------------------------------
 # the fixtures
 # --------------------------------------------------------------------------
@@ -169,6 +195,33 @@ FAMILY_FIXTURES = [
         np_forward=np_forward_qwen3,
         description="Qwen3, q_norm/k_norm per head, GQA 4q/2kv, head_dim 18 (hidden 32), sliding window 6 on "
                     "layers 1-2 (max_window_layers 1), yarn rope (factor 4, orig ctx 32), tied, fp32",
+    ),
+    dict(
+        name="olmo2_postnorm",
+        seed=12012,
+        model_cls=Olmo2ForCausalLM,
+        config_cls=Olmo2Config,
+        config=dict(
+            vocab_size=136,
+            hidden_size=40,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=56,
+            hidden_act="silu",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            rope_parameters=dict(rope_type="default", rope_theta=500000.0),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_olmo2,
+        description="OLMo2, post-attention / post-feedforward norms, q/k norm over the whole projection, GQA 4q/2kv, "
+                    "head_dim 10 (hidden 40), rope_theta 5e5, untied, fp32",
     ),
 ]
 

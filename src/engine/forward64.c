@@ -178,7 +178,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     const double scale = c->softmax_scale > 0 ? c->softmax_scale : 1.0 / sqrt((double)d);
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &w->layers[l];
-        norm64(c, x, n, L->ln1_w, L->ln1_b, h);
+        if (c->post_norm) /* OLMo2: the block reads x; ln1 normalises its output */
+            memcpy(h, x, (size_t)(n * H) * sizeof *h);
+        else
+            norm64(c, x, n, L->ln1_w, L->ln1_b, h);
         if ((s = mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv)) != RC_OK)
             goto done;
         if (c->clip_qkv > 0)
@@ -243,10 +246,17 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             }
         if ((s = mm64(att, n, nh * d, L->w_o, H, L->b_o, t3)) != RC_OK)
             goto done; /* attn_out */
+        if (c->post_norm) {
+            norm64(c, t3, n, L->ln1_w, L->ln1_b, h);
+            memcpy(t3, h, (size_t)(n * H) * sizeof *h);
+        }
         if (!c->parallel_residual)
             for (int64_t i = 0; i < n * H; i++)
                 x[i] += t3[i];
-        norm64(c, x, n, L->ln2_w, L->ln2_b, h);
+        if (c->post_norm)
+            memcpy(h, x, (size_t)(n * H) * sizeof *h);
+        else
+            norm64(c, x, n, L->ln2_w, L->ln2_b, h);
         if ((s = mm64(h, n, H, L->w_up, I, L->b_up, t1)) != RC_OK)
             goto done;
         if (c->gated_mlp) {
@@ -261,6 +271,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                 t1[i] = act64(c->act, t1[i]);
             if ((s = mm64(t1, n, I, L->w_down, H, L->b_down, h)) != RC_OK)
                 goto done;
+        }
+        if (c->post_norm) {
+            norm64(c, h, n, L->ln2_w, L->ln2_b, t3);
+            memcpy(h, t3, (size_t)(n * H) * sizeof *h);
         }
         for (int64_t i = 0; i < n * H; i++)
             x[i] += c->parallel_residual ? h[i] + t3[i] : h[i];

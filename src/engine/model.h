@@ -98,6 +98,14 @@ typedef struct {
     bool window_per_layer;
     unsigned char layer_sliding[RC_LIM_LAYERS];
     rc_qk_norm qk_norm;
+    /* post_norm: ln1 / ln2 normalise the attention and MLP outputs before
+     * their residual add, and nothing normalises their inputs (OLMo2's
+     * post_attention_layernorm / post_feedforward_layernorm) */
+    bool post_norm;
+    /* RMSNorm multiplies the weight in fp32 and rounds once,
+     * R(w * x * rsqrt(..)) (OLMo2's (weight * x).to(dtype)), instead of
+     * Llama's R(w * R(x * rsqrt(..))) */
+    bool norm_w_f32;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
     double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */

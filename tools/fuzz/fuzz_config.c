@@ -83,7 +83,7 @@ static const char *const k_keys[] = {
 static const char *const k_strings[] = {
     "gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan", "BaiChuanForCausalLM",
     "BaichuanForCausalLM", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
-    "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "full_attention", "sliding_attention",
+    "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "olmo2", "full_attention", "sliding_attention",
     "attention", "line\nbreak", "\xc3\xa9", "", NULL};
 const fz_json_dict k_config_dict = {k_keys, k_strings};
 
