@@ -586,6 +586,24 @@ def rope_inv_freq_f64(config):
         smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
         medium = ~(wl < high_wl) * ~(wl > low_wl)
         return torch.where(medium, smoothed, inv_l)
+    if rtype == "yarn":
+        # _compute_yarn_parameters: the correction range in Python floats (as HF), the blend in fp64
+        factor = float(rp["factor"])
+        orig = rp["original_max_position_embeddings"]
+        beta_fast, beta_slow = rp.get("beta_fast") or 32, rp.get("beta_slow") or 1
+
+        def corr(n):
+            return (dim * math.log(orig / (n * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = corr(beta_fast), corr(beta_slow)
+        if rp.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        ef = 1 - ramp
+        return inv / factor * (1 - ef) + inv * ef
     raise NotImplementedError(rtype)
 
 
@@ -858,8 +876,9 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
         elif "RotaryEmbedding" in cname:
             assert hf_inv_freq_f32 is not None
             inv64 = rope_inv_freq_f64(model64.config)
-            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3"), m.rope_type
-            assert m.attention_scaling == 1.0
+            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3", "yarn"), m.rope_type
+            # a Python float (YaRN's attention factor; 1.0 otherwise), multiplied into cos / sin in fp64 below
+            assert m.attention_scaling == 1.0 or m.rope_type == "yarn"
             rel = ((hf_inv_freq_f32.double() - inv64).abs() / inv64).max().item()
             assert rel < 1e-6, f"fp64 inv_freq does not match HF's fp32 inv_freq (rel {rel})"
             m.inv_freq = inv64.clone()

@@ -52,6 +52,8 @@ __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 /* A file that may be absent: *present says whether it is there; anything
  * there that is not a regular file is an error naming it. */
 rc_status optional_file(const char *path, bool *present);
+/* config.json's EOS ids outside the vocabulary: a warning on stderr (HF warns and generates without EOS) */
+void warn_eos(const char *model_dir, const rc_config *mc);
 const char *data_dir(void); /* $RATIOCHECK_DATA or the source tree's data/ */
 double mono_now(void);
 void clock_str(double s, char *buf, size_t n); /* "1:05" / "1:02:05" */

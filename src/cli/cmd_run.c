@@ -65,6 +65,7 @@ rc_status run_load(run_ctx *x)
     if (st != RC_OK)
         return st;
     const rc_config *mc = &x->m->cfg;
+    warn_eos(ro->model_dir, mc);
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
     bool have_tok = false;
     st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");

@@ -102,6 +102,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     const int64_t chunk = sa->chunk > 0 ? sa->chunk : RC_SCORE_CHUNK_ROLLOUTS;
     RC_TRY(rc_model_load(ro->model_dir, &x->m));
     const rc_config *mc = &x->m->cfg;
+    warn_eos(ro->model_dir, mc);
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
     bool have_tok = false;
     rc_status st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");

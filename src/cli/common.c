@@ -27,6 +27,13 @@ int usage_error(const char *fmt, ...)
 /* A file that may be absent: *present says whether it is there; anything
  * there that is not a regular file (a FIFO, a device, a folder) is an error
  * naming it. */
+void warn_eos(const char *model_dir, const rc_config *mc)
+{
+    char w[512];
+    if (rc_config_eos_warning(mc, w, sizeof w))
+        fprintf(stderr, "ratiocheck: warning: %s: %s\n", model_dir, w);
+}
+
 rc_status optional_file(const char *path, bool *present)
 {
     struct stat sb;

@@ -106,6 +106,9 @@ rc_status rc_tp_check(const rc_config *c, const rc_numerics *num)
     if (c->n_heads % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld attention heads are not divisible by %d (%s "
                          "them evenly over the ranks)", side, tp, (long long)c->n_heads, tp, splits);
+    if (c->qk_norm == RC_QK_NORM_ALL)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's q / k norm over the whole projection needs the "
+                         "ranks' heads gathered; not emulated", side, tp);
     if (c->intermediate % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's MLP intermediate size %lld is not divisible by "
                          "%d (%s it evenly over the ranks)", side, tp, (long long)c->intermediate, tp, splits);
@@ -640,7 +643,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
             return rc_errorf(RC_ERR_USAGE, "residual=fp32 needs dtype=bf16 or fp16 (an fp32 model's residual "
                              "stream is fp32 already)");
         if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
-                  c->clip_qkv > 0))
+                  c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32))
             return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
                              "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     }
@@ -651,7 +654,8 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
     if (num->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm-head=fp32 applies");
-    if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0))
+    if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0 ||
+              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
@@ -779,6 +783,7 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
         .rope_cs_dt = rope_cs_dt,
         .rope_mid_dt = rope_dt,
         .rope_dt = rope_dt,
+        .rope_attn_factor = cfg->rope_attn_factor > 0 ? (float)cfg->rope_attn_factor : 1.0f,
         .alibi_slopes = NULL,
         .alibi_ref = cfg->alibi_from_last_key ? RC_ALIBI_REF_LAST_KEY : RC_ALIBI_REF_KEY0,
         .alibi_mode = cfg->alibi_add == RC_ALIBI_ADD_FUSED ? RCO_ALIBI_FUSED : RCO_ALIBI_ADD,
@@ -876,6 +881,9 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
     ap.rope_mid_dt = rr.rope_mid;
+    const rc_dtype nmid = c->norm_w_f32 ? RC_F32 : rr.norm_mid; /* OLMo2: (w * x).to(dtype), one rounding */
+    /* the attention and MLP inputs: a norm's output, or with post_norm the residual stream itself */
+    const rc_dtype in_blk = c->post_norm ? gemm_in(rr.residual, wd) : in_norm;
     if (c->rope_f32) { /* Baichuan2-7B: (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype) */
         ap.rope_cs_dt = RC_F32;
         ap.rope_mid_dt = RC_F32;
@@ -920,6 +928,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
+        ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
         for (int64_t r0 = 0, n; r0 < R; r0 += n) {
             n = next_chunk(R - r0, e->chunk_rows);
             float *xc = e->x + r0 * H;
@@ -927,13 +936,23 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             cd.row_lo = r0;
             cd.row_hi = r0 + n;
             /* attention block */
-            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
-                            rr.norm_mid, rr.norm, e->h));
-            CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
-            RC_TRY(linear(e, l, RC_FP8W_QKV, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
+            const float *a_in = xc; /* post_norm: the block reads x */
+            if (!c->post_norm) {
+                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
+                                nmid, rr.norm, e->h));
+                CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
+                a_in = e->h;
+            }
+            RC_TRY(linear(e, l, RC_FP8W_QKV, a_in, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk, rr.linear, e->qkv));
             if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
             CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
+            if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
+                const bool all = c->qk_norm == RC_QK_NORM_ALL;
+                RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
+                                   rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
+                                   rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+            }
             RC_TRY(op->rope(be, e->qkv, &cd, &ap));
             CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt, &ap);
             RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
@@ -941,18 +960,27 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
                               r0 * H, R * H, e->tmp)); /* attn_out */
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
+            if (c->post_norm) { /* OLMo2: x + post_attention_layernorm(attn_out) */
+                RC_TRY(op->norm(be, c->norm, e->tmp, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, nmid,
+                                rr.norm, e->tmp));
+                CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->tmp, H, H, rr.norm, NULL);
+            }
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
             if (!c->parallel_residual)
                 CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
-            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
-                            rr.norm_mid, rr.norm, e->h));
-            CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
-            RC_TRY(linear(e, l, RC_FP8W_UP, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
+            const float *m_in = xc;
+            if (!c->post_norm) {
+                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                                nmid, rr.norm, e->h));
+                CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
+                m_in = e->h;
+            }
+            RC_TRY(linear(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
-                RC_TRY(linear(e, l, RC_FP8W_GATE, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear,
+                RC_TRY(linear(e, l, RC_FP8W_GATE, m_in, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
                               e->mlp_b));
                 CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
                 RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
@@ -966,6 +994,11 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                   rr.linear, r0 * H, R * H, e->mlp_c));
             }
             CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
+            if (c->post_norm) { /* OLMo2: x + post_feedforward_layernorm(mlp_out) */
+                RC_TRY(op->norm(be, c->norm, e->mlp_c, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                                nmid, rr.norm, e->mlp_c));
+                CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->mlp_c, H, H, rr.norm, NULL);
+            }
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
@@ -1032,7 +1065,7 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->lt);
         if (s == RC_OK)
             s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
-                         rr.norm_mid, rr.norm_final, e->lh);
+                         c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_NORM_F, 0, n, out_rows + i0, e->lh, H, H, rr.norm_final, NULL);
         if (s == RC_OK)

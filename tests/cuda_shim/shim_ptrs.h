@@ -57,6 +57,13 @@ template <typename F> static inline void rck_shim_ptrs(const rck_norm_args &a, F
     RCK_SHIM_PTR(f, a, out);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_qk_norm_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, qkv);
+    RCK_SHIM_PTR(f, a, wq);
+    RCK_SHIM_PTR(f, a, wk);
+}
+
 template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, x);
