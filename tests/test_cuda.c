@@ -877,7 +877,7 @@ END_TEST
 static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b"};
+                                         "baichuan2_13b", "qwen2_moe",      "mixtral_fused"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* Full forward of the fixture's sequences on the backend under test vs HF

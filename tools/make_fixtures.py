@@ -108,11 +108,16 @@ from transformers import (  # noqa: E402
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
     MptConfig,
     MptForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
 )
+from transformers.models.mixtral import modeling_mixtral  # noqa: E402
 from transformers.models.bloom import modeling_bloom  # noqa: E402
 from transformers.models.mpt import modeling_mpt  # noqa: E402
 
@@ -132,6 +137,9 @@ PERTURB_STD = 0.1                # LN/RMSNorm weight = 1 + 0.1*randn, every bias
 INIT_RANGE = 0.12               # std of HF's init: non-flat distributions with an fp32 noise floor (HF fp32 vs fp64) of at most 4e-6 (6.3e-6 for baichuan_13b)
 MIN_CLIP_FRACTION = 0.01         # MPT clip_qkv must really clip: this share of the q/k/v values in the reference runs ...
 MAX_CLIP_FRACTION = 0.50         # ... but not most of them
+MIN_ROUTE_MARGIN = 1e-5          # MoE: the fp64 gap between the k-th and (k+1)-th router probability of every
+                                 # token and layer, 10x fp32 noise on a probability (so that no fp32 / fp64 run
+                                 # picks other experts)
 
 
 # --------------------------------------------------------------------------
@@ -515,6 +523,74 @@ FIXTURES = [
                            "when it re-saves a config (no `norm_head` key is used)",
         ),
     ),
+    dict(
+        name="qwen2_moe",
+        seed=12012,
+        model_cls=Qwen2MoeForCausalLM,
+        config_cls=Qwen2MoeConfig,
+        config=dict(
+            vocab_size=280,
+            hidden_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=96,            # the dense MLP of mlp_only_layers
+            moe_intermediate_size=40,
+            shared_expert_intermediate_size=56,
+            num_experts=6,
+            num_experts_per_tok=3,
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+            hidden_act="silu",
+            max_position_embeddings=512,
+            initializer_range=INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            use_sliding_window=False,
+            rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
+            experts_implementation="eager",
+            **COMMON_TOKENS,
+        ),
+        load_kwargs=dict(experts_implementation="eager"),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        description="Qwen2-MoE, 6 experts top-3 (norm_topk_prob false), shared expert with its sigmoid gate, "
+                    "layer 1 dense (mlp_only_layers), q/k/v bias, GQA 4q/2kv, one tensor per expert "
+                    "(save_pretrained), eager experts, fp32",
+    ),
+    dict(
+        name="mixtral_fused",
+        seed=13013,
+        model_cls=MixtralForCausalLM,
+        config_cls=MixtralConfig,
+        config=dict(
+            vocab_size=270,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=48,            # each expert's
+            num_local_experts=5,
+            num_experts_per_tok=2,
+            hidden_act="silu",
+            max_position_embeddings=512,
+            initializer_range=INIT_RANGE,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            sliding_window=None,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            experts_implementation="eager",
+            **COMMON_TOKENS,
+        ),
+        load_kwargs=dict(experts_implementation="eager"),
+        save_fused_experts=True,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        description="Mixtral, 5 experts top-2 (renormalised, fp32 weights), GQA 4q/2kv, saved in transformers "
+                    "v5's in-memory layout (fused 3-D mlp.experts.gate_up_proj / down_proj, mlp.gate), eager "
+                    "experts, fp32",
+    ),
 ]
 
 
@@ -791,7 +867,35 @@ def _patch_gpt2_f64(model64):
     return dict(gpt2_patches=0)
 
 
-FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64}
+def _mixtral_router_forward_f64(self, hidden_states):
+    """MixtralTopKRouter.forward without ``.float()`` on the router logits (same ops otherwise)."""
+    hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+    router_logits = F.linear(hidden_states, self.weight)
+    router_probs = torch.nn.functional.softmax(router_logits, dim=-1)
+    router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)
+    router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+    return router_logits, router_top_value, router_indices
+
+
+def _patch_mixtral_f64(model64):
+    """Mixtral: MixtralTopKRouter computes its softmax on ``router_logits.float()``; the fp64 model's routers
+    run the same code in float64. The replacement is checked bit-identical to HF's forward in fp32."""
+    n = 0
+    g = torch.Generator().manual_seed(0)
+    for m in model64.modules():
+        if isinstance(m, modeling_mixtral.MixtralTopKRouter):
+            r32 = copy.deepcopy(m).float()
+            x = torch.randn(7, m.hidden_dim, generator=g)
+            for a, b in zip(r32(x), _mixtral_router_forward_f64(r32, x)):
+                assert torch.equal(a, b), "Mixtral router replacement differs from HF in fp32"
+            m.forward = types.MethodType(_mixtral_router_forward_f64, m)
+            n += 1
+    assert n == model64.config.num_hidden_layers
+    return dict(mixtral_routers_patched=n)
+
+
+FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64,
+                       "mixtral": _patch_mixtral_f64}
 
 
 def _check_baichuan_f64(model64, hf_inv_freq_f32):
@@ -1390,6 +1494,8 @@ def np_forward_logprobs(cfg, W, ids, **opts):
                 x = x + mlp(ln2(x))
         x = _np_ln(x, W["gpt_neox.final_layer_norm.weight"], W["gpt_neox.final_layer_norm.bias"], eps)
         return _np_log_softmax(x @ W["embed_out.weight"].T)
+    if cfg["model_type"] in ("qwen2_moe", "mixtral"):
+        return _np_forward_moe(cfg, W, ids)
     # llama / qwen2 / mistral
     assert cfg["model_type"] in ("llama", "qwen2", "mistral"), f"no numpy implementation for {cfg['model_type']}"
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -1412,6 +1518,85 @@ def np_forward_logprobs(cfg, W, ids, **opts):
     head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     if cfg["tie_word_embeddings"]:
         assert "lm_head.weight" not in W
+    return _np_log_softmax(x @ head.T)
+
+
+NP_ROUTE_MARGINS = []  # the numpy MoE forward's smallest gap between the k-th and (k+1)-th probability, per call
+
+
+def _np_moe_mlp(cfg, W, p, h):
+    """One MoE layer's MLP (Qwen2MoeSparseMoeBlock / MixtralSparseMoeBlock) in fp64, from either expert
+    layout: one tensor per expert (published names) or transformers v5's fused 3-D tensors."""
+    mixtral = cfg["model_type"] == "mixtral"
+    E = cfg["num_local_experts"] if mixtral else cfg["num_experts"]
+    k = cfg["num_experts_per_tok"]
+    fused = (p + "mlp.experts.gate_up_proj") in W
+    if fused:
+        gu, dn, router = W[p + "mlp.experts.gate_up_proj"], W[p + "mlp.experts.down_proj"], W[p + "mlp.gate.weight"]
+        Im = gu.shape[1] // 2
+        experts = [(gu[e, :Im], gu[e, Im:], dn[e]) for e in range(E)]
+    elif mixtral:
+        q = p + "block_sparse_moe."
+        router = W[q + "gate.weight"]
+        experts = [(W[q + f"experts.{e}.w1.weight"], W[q + f"experts.{e}.w3.weight"], W[q + f"experts.{e}.w2.weight"])
+                   for e in range(E)]
+    else:
+        q = p + "mlp.experts."
+        router = W[p + "mlp.gate.weight"]
+        experts = [(W[q + f"{e}.gate_proj.weight"], W[q + f"{e}.up_proj.weight"], W[q + f"{e}.down_proj.weight"])
+                   for e in range(E)]
+    logits = h @ router.T
+    pr = np.exp(logits - logits.max(-1, keepdims=True))
+    pr = pr / pr.sum(-1, keepdims=True)
+    order = np.argsort(-pr, axis=-1, kind="stable")
+    srt = np.take_along_axis(pr, order, -1)
+    NP_ROUTE_MARGINS.append(float((srt[:, k - 1] - srt[:, k]).min()))
+    top = order[:, :k]
+    wts = np.take_along_axis(pr, top, -1)
+    if mixtral or cfg.get("norm_topk_prob", False):
+        wts = wts / wts.sum(-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        for j in range(k):
+            g_, u_, d_ = experts[top[t, j]]
+            g = h[t] @ g_.T
+            out[t] += wts[t, j] * ((g / (1 + np.exp(-g)) * (h[t] @ u_.T)) @ d_.T)
+    if not mixtral:
+        s = p + "mlp.shared_expert."
+        g = _np_lin(h, W, s + "gate_proj")
+        sh = _np_lin(g / (1 + np.exp(-g)) * _np_lin(h, W, s + "up_proj"), W, s + "down_proj")
+        gate = h @ W[p + "mlp.shared_expert_gate.weight"].T  # [T, 1]
+        out = out + sh / (1 + np.exp(-gate))
+    return out
+
+
+def _np_forward_moe(cfg, W, ids):
+    """Qwen2-MoE / Mixtral: Llama's attention (Qwen2-MoE with q/k/v bias), MoE layers by
+    Qwen2MoeDecoderLayer's rule (mlp_only_layers, decoder_sparse_step), else the dense SwiGLU."""
+    T = len(ids)
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = cfg.get("head_dim") or cfg["hidden_size"] // H
+    eps = cfg["rms_norm_eps"]
+    assert cfg["hidden_act"] == "silu" and not cfg.get("sliding_window")
+    inv = _np_inv_freq(cfg, D)
+    x = W["model.embed_tokens.weight"][ids]
+    mlp_only = cfg.get("mlp_only_layers") or []
+    step = cfg.get("decoder_sparse_step", 1)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = _np_rms(x, W[p + "input_layernorm.weight"], eps)
+        q = _np_rope(_np_lin(h, W, p + "self_attn.q_proj").reshape(T, H, D), inv)
+        k = _np_rope(_np_lin(h, W, p + "self_attn.k_proj").reshape(T, KV, D), inv)
+        v = _np_lin(h, W, p + "self_attn.v_proj").reshape(T, KV, D)
+        x = x + _np_lin(_np_attn(q, k, v, D ** -0.5), W, p + "self_attn.o_proj")
+        h = _np_rms(x, W[p + "post_attention_layernorm.weight"], eps)
+        if cfg["model_type"] == "mixtral" or (layer not in mlp_only and (layer + 1) % step == 0):
+            x = x + _np_moe_mlp(cfg, W, p, h)
+        else:
+            g = _np_lin(h, W, p + "mlp.gate_proj")
+            x = x + _np_lin(g / (1 + np.exp(-g)) * _np_lin(h, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
+    x = _np_rms(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     return _np_log_softmax(x @ head.T)
 
 
@@ -1465,9 +1650,19 @@ def build_fixture(spec, out_root):
     save_model = model if spec["save_dtype"] == torch.float32 else copy.deepcopy(model).to(spec["save_dtype"])
     kw = {} if spec["max_shard_size"] is None else dict(max_shard_size=spec["max_shard_size"])
     save_model.save_pretrained(out_dir, **kw)
+    if spec.get("save_fused_experts"):
+        # transformers v5's in-memory names and 3-D expert tensors, as some converters save them
+        # (save_pretrained writes the published one-tensor-per-expert layout back)
+        sd = {k: v.detach().contiguous() for k, v in save_model.state_dict().items()
+              if not (config.tie_word_embeddings and k == "lm_head.weight")}
+        assert any(k.endswith("mlp.experts.gate_up_proj") for k in sd), "no fused expert tensors in the state dict"
+        os.remove(os.path.join(out_dir, "model.safetensors"))
+        save_safetensors_canonical(sd, os.path.join(out_dir, "model.safetensors"), {"format": "pt"})
+    load_kw = spec.get("load_kwargs", {})
 
     # ---- reload from disk in fp32 (bf16 -> fp32 is exact widening) -------------
-    ref32 = spec["model_cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    ref32 = spec["model_cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager",
+                                              **load_kw).eval()
     assert ref32.config._attn_implementation == "eager"
     mem = dict(model.named_parameters())
     for pname, p in ref32.named_parameters():
@@ -1487,6 +1682,8 @@ def build_fixture(spec, out_root):
     assert len(rope_mod) <= 1
     hf_inv_freq = rope_mod[0].inv_freq.detach().clone() if rope_mod else None  # None: ALiBi / learned positions
 
+    if "experts_implementation" in load_kw:
+        assert ref32.config._experts_implementation == load_kw["experts_implementation"]
     ref64 = copy.deepcopy(ref32).double().eval()
     native64 = copy.deepcopy(ref32).double().eval()  # plain model.double(), for comparison only
     patch_info = make_true_fp64(ref64, hf_inv_freq)
@@ -1598,8 +1795,12 @@ def build_fixture(spec, out_root):
             assert torch.equal(f.get_tensor(k).nan_to_num(7.0), t.nan_to_num(7.0)), k
 
     np_forward = spec.get("np_forward")  # optional numpy implementation for families not covered here
+    NP_ROUTE_MARGINS.clear()
     np_err = numpy_spec_check(out_dir, np_forward)
     assert np_err < NUMPY_SPEC_TOL, f"{name}: numpy fp64 re-implementation differs by {np_err:.3g}"
+    if NP_ROUTE_MARGINS:
+        route_margin = min(NP_ROUTE_MARGINS)
+        assert route_margin > MIN_ROUTE_MARGIN, f"{name}: router top-k margin {route_margin:.3g}; change seed"
     # What a plausible misreading would cost (both computed by the same numpy code, measured against the references)
     what_if = {}
     if config.model_type == "mpt":
