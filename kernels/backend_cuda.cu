@@ -424,6 +424,14 @@ rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
     return elementwise(RCK_EW_CLAMP, x, nullptr, x, n, RC_F32, RC_ACT_SILU, RC_F32, 1, cval);
 }
 
+rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq, const float *wq,
+                       int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt, rc_dtype out_dt)
+{
+    rck_qk_norm_args a{qkv, wq, wk, M, stride, nq, dq, nk, dk, (float)eps,
+                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+    return rck_qk_norm(a);
+}
+
 rc_status cuda_normalize_rows(rc_backend *be, rc_wt Ww, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                               float *out)
 {
@@ -554,6 +562,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_matmul_kslice,
     cuda_rope,
     cuda_attention,
+    cuda_qk_norm,
     cuda_clamp,
     cuda_normalize_rows,
     cuda_act,

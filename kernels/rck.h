@@ -77,6 +77,7 @@ rc_status rck_gather(const rck_gather_args &a);
 rc_status rck_ew(const rck_ew_args &a);
 rc_status rck_norm(const rck_norm_args &a);
 rc_status rck_normalize(const rck_normalize_args &a);
+rc_status rck_qk_norm(const rck_qk_norm_args &a);
 // the RoPE and attention kernels' arguments from the attention parameters
 // (shapes, RoPE table, scale, sliding window, rounding points), after
 // rc_attn_params_check: what the kernels do not implement yet is refused

@@ -137,6 +137,24 @@ RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
                  a->out + r * a->H);
 }
 
+/* q / k norm: thread i = r * (nq + nk) + s normalises segment s of row r
+ * (rco_qk_norm_seg) */
+typedef struct {
+    float *qkv;
+    const float *wq, *wk;
+    int64_t M, stride, nq, dq, nk, dk;
+    float eps;
+    int rms_lanes;
+    rc_dtype mid_dt, out_dt;
+} rck_qk_norm_args;
+
+RC_HD static inline void rck_qk_norm_thread(const rck_qk_norm_args *a, int64_t i)
+{
+    const int64_t segs = a->nq + a->nk;
+    rco_qk_norm_seg(a->qkv + (i / segs) * a->stride, i % segs, a->nq, a->dq, a->wq, a->dk, a->wk, a->eps,
+                    a->rms_lanes, a->mid_dt, a->out_dt);
+}
+
 /* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
  * y[m, n] = R(rco_gemm_dot(x[m, :], W[n, :], one chunk) + bias[n]) -- the
  * CPU invariant order,
@@ -207,7 +225,7 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
     const int64_t j = i % half, h = (i / half) % heads, r = i / (half * heads);
     float *v = a->qkv + r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
     float c, s;
-    rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->cs_dt, &c, &s);
+    rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->ap.rope_attn_factor, a->cs_dt, &c, &s);
     rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
 }
 

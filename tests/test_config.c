@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +238,155 @@ START_TEST(test_neox_defaults)
     ck_assert_int_eq(c.max_pos, 2048);
     ck_assert_int_eq(c.bos_id, -1);
     ck_assert_int_eq(c.n_eos, 0);
+}
+END_TEST
+
+/* Qwen3 (Qwen3Config): a published-style config (Qwen3-8B's keys, transformers 4.x layout: no
+ * layer_types, sliding_window null); Qwen3Config's defaults; layer_types and the
+ * use_sliding_window / max_window_layers rule; what is refused */
+START_TEST(test_qwen3)
+{
+    rc_config c;
+    parse_ok("{'architectures':['Qwen3ForCausalLM'],'attention_bias':false,'attention_dropout':0.0,"
+             "'bos_token_id':151643,'eos_token_id':151645,'head_dim':128,'hidden_act':'silu','hidden_size':4096,"
+             "'initializer_range':0.02,'intermediate_size':12288,'max_position_embeddings':40960,"
+             "'max_window_layers':36,'model_type':'qwen3','num_attention_heads':32,'num_hidden_layers':36,"
+             "'num_key_value_heads':8,'rms_norm_eps':1e-06,'rope_scaling':null,'rope_theta':1000000,"
+             "'sliding_window':null,'tie_word_embeddings':false,'torch_dtype':'bfloat16',"
+             "'use_cache':true,'use_sliding_window':false,'vocab_size':151936}", &c);
+    ck_assert_str_eq(c.arch->family, "qwen3");
+    ck_assert_int_eq(c.head_dim, 128);
+    ck_assert_int_eq(c.n_kv_heads, 8);
+    ck_assert_int_eq(c.rotary_dim, 128);
+    ck_assert(c.rope_theta == 1e6 && c.rope_type == RC_ROPE_DEFAULT && c.rope_attn_factor == 1.0);
+    ck_assert_int_eq(c.qk_norm, RC_QK_NORM_HEAD);
+    ck_assert(!c.qkv_bias && !c.o_bias && !c.mlp_bias && !c.tie_embeddings);
+    ck_assert_int_eq(c.sliding_window, 0);
+    for (int64_t l = 0; l < c.n_layers; l++)
+        ck_assert_int_eq(rc_layer_window(&c, l), 0);
+    ck_assert_int_eq(rc_dim_value(&c, RC_DIM_QNORM), 128);
+    ck_assert_int_eq(rc_dim_value(&c, RC_DIM_KNORM), 128);
+    /* Qwen3Config defaults: head_dim 128, num_key_value_heads 32, sliding_window 4096 when used,
+     * layers >= max_window_layers slide; attention_bias for q/k/v and o_proj */
+    parse_ok("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':32,'num_hidden_layers':4,"
+             "'intermediate_size':128,'vocab_size':300,'use_sliding_window':true,'max_window_layers':2,"
+             "'attention_bias':true}", &c);
+    ck_assert_int_eq(c.head_dim, 128);
+    ck_assert_int_eq(c.n_kv_heads, 32);
+    ck_assert_int_eq(c.max_pos, 32768);
+    ck_assert(c.norm_eps == 1e-6);
+    ck_assert(c.qkv_bias && c.o_bias && !c.mlp_bias);
+    ck_assert_int_eq(rc_layer_window(&c, 0), 0);
+    ck_assert_int_eq(rc_layer_window(&c, 1), 0);
+    ck_assert_int_eq(rc_layer_window(&c, 2), 4096);
+    ck_assert_int_eq(rc_layer_window(&c, 3), 4096);
+    /* num_key_value_heads null: num_attention_heads; layer_types wins over max_window_layers */
+    parse_ok("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':null,"
+             "'num_hidden_layers':3,'head_dim':18,'intermediate_size':128,'vocab_size':300,"
+             "'use_sliding_window':true,'sliding_window':6,'max_window_layers':0,"
+             "'layer_types':['sliding_attention','attention','full_attention']}", &c);
+    ck_assert_int_eq(c.n_kv_heads, 4);
+    ck_assert_int_eq(rc_layer_window(&c, 0), 6);
+    ck_assert_int_eq(rc_layer_window(&c, 1), 0);
+    ck_assert_int_eq(rc_layer_window(&c, 2), 0);
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/qwen3_yarn"), &m) == RC_OK);
+    ck_assert_int_eq(m->cfg.rope_type, RC_ROPE_YARN);
+    ck_assert_int_eq(rc_layer_window(&m->cfg, 0), 0);
+    ck_assert_int_eq(rc_layer_window(&m->cfg, 1), 6);
+    ck_assert_int_eq(rc_layer_window(&m->cfg, 2), 6);
+    rc_model_free(m);
+}
+END_TEST
+
+/* Where transformers ignores a key, so does ratiocheck: MptMLP is 4 x d_model
+ * whatever expansion_ratio says (a folder saved by MptForCausalLM with
+ * expansion_ratio 2 holds 4 x d_model weights and loads); an eos_token_id
+ * outside the vocabulary is dropped with a warning (HF warns and generates). */
+START_TEST(test_hf_ignored_keys)
+{
+    rc_config c;
+    parse_ok("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'expansion_ratio':2,'max_seq_len':64,"
+             "'vocab_size':288,'no_bias':true,'attn_config':{'alibi':true}}", &c);
+    ck_assert_int_eq(c.intermediate, 4 * 96);
+    /* the mpt_alibi fixture with its config saying expansion_ratio 2 */
+    char src[4096], buf[1 << 16];
+    rc_test_source_path(src, sizeof src, "data/fixtures/mpt_alibi/config.json");
+    FILE *f = fopen(src, "rb");
+    ck_assert(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    json_error_t jerr;
+    json_t *root = json_loads(buf, 0, &jerr);
+    ck_assert(root != NULL);
+    ck_assert(json_object_set_new(root, "expansion_ratio", json_integer(2)) == 0);
+    char *text = json_dumps(root, 0);
+    json_decref(root);
+    write_config(text, strlen(text));
+    free(text);
+    char dst[1024];
+    snprintf(dst, sizeof dst, "%s/model.safetensors", g_dir);
+    rc_test_source_path(src, sizeof src, "data/fixtures/mpt_alibi/model.safetensors");
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    ck_assert(in && out);
+    for (size_t k; (k = fread(buf, 1, sizeof buf, in)) > 0;)
+        ck_assert_uint_eq(fwrite(buf, 1, k, out), k);
+    fclose(in);
+    ck_assert_int_eq(fclose(out), 0);
+    rc_model *m;
+    ck_assert_msg(rc_model_load_headers(g_dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(m->cfg.intermediate, 4 * m->cfg.hidden);
+    rc_model_free(m);
+    /* eos ids outside the vocabulary */
+    char w[512];
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300,'eos_token_id':[2,400,7]}", &c);
+    ck_assert_int_eq(c.n_eos, 2);
+    ck_assert(c.eos_ids[0] == 2 && c.eos_ids[1] == 7);
+    ck_assert_int_eq(c.n_eos_dropped, 1);
+    ck_assert(rc_config_eos_warning(&c, w, sizeof w));
+    ck_assert_msg(strstr(w, "eos_token_id 400") && strstr(w, "vocab_size 300") && strstr(w, "other EOS ids"), "%s",
+                  w);
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300,'eos_token_id':300}", &c);
+    ck_assert_int_eq(c.n_eos, 0);
+    ck_assert(rc_config_eos_warning(&c, w, sizeof w));
+    ck_assert_msg(strstr(w, "eos_token_id 300") && strstr(w, "no EOS"), "%s", w);
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300,'eos_token_id':299}", &c);
+    ck_assert(!rc_config_eos_warning(&c, w, sizeof w) && w[0] == '\0' && c.n_eos == 1);
+}
+END_TEST
+
+START_TEST(test_qwen3_rejected)
+{
+    /* masking_utils raises for a sliding layer without a window */
+    EXPECT_REJECT("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+                  "'num_hidden_layers':2,'head_dim':16,'intermediate_size':128,'vocab_size':300,"
+                  "'use_sliding_window':false,'layer_types':['full_attention','sliding_attention']}",
+                  RC_ERR_FORMAT, "layer 1", "sliding_window");
+    EXPECT_REJECT("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+                  "'num_hidden_layers':2,'head_dim':16,'intermediate_size':128,'vocab_size':300,"
+                  "'layer_types':['full_attention']}",
+                  RC_ERR_FORMAT, "layer_types", "1 entries for 2 layers");
+    EXPECT_REJECT("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+                  "'num_hidden_layers':2,'head_dim':16,'intermediate_size':128,'vocab_size':300,"
+                  "'layer_types':['full_attention','chunked_attention']}",
+                  RC_ERR_UNSUPPORTED, "chunked_attention");
+    EXPECT_REJECT("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+                  "'num_hidden_layers':2,'head_dim':16,'intermediate_size':128,'vocab_size':300,"
+                  "'hidden_act':'gelu'}",
+                  RC_ERR_UNSUPPORTED, "hidden_act", "gelu");
+    EXPECT_REJECT("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+                  "'num_hidden_layers':2,'head_dim':16,'intermediate_size':128,'vocab_size':300,"
+                  "'rope_parameters':{'rope_type':'default','rope_theta':10000,'partial_rotary_factor':0.5}}",
+                  RC_ERR_UNSUPPORTED, "partial_rotary_factor");
+    EXPECT_REJECT("{'model_type':'qwen3','hidden_size':64,'num_attention_heads':4,"
+                  "'num_hidden_layers':2,'head_dim':16,'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "num_attention_heads 4", "num_key_value_heads 32");
 }
 END_TEST
 
@@ -527,21 +677,51 @@ START_TEST(test_kv_heads_above_heads)
 }
 END_TEST
 
-START_TEST(test_rope_yarn_dynamic_rejected)
+/* YaRN (transformers' _compute_yarn_parameters): the scaling keys, their
+ * defaults and the attention factor; the inv_freq values are tested against
+ * transformers in test_ops (data/fixtures/ops/yarn.safetensors). */
+START_TEST(test_rope_yarn)
 {
+    rc_config c;
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'rope_scaling':{'rope_type':'yarn','factor':4.0,"
+             "'original_max_position_embeddings':4096}}", &c);
+    ck_assert_int_eq(c.rope_type, RC_ROPE_YARN);
+    ck_assert(c.rope_factor == 4.0 && c.rope_orig_max_pos == 4096);
+    ck_assert(c.rope_beta_fast == 32.0 && c.rope_beta_slow == 1.0 && c.rope_truncate);
+    ck_assert(c.rope_attn_factor == 0.1 * log(4.0) + 1.0); /* get_mscale(factor) */
+    /* no original_max_position_embeddings: max_position_embeddings (standardize_rope_params) */
+    parse_ok("{'model_type':'qwen2','hidden_size':64,'num_attention_heads':4,'max_position_embeddings':1000,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'rope_parameters':{'rope_type':'yarn','rope_theta':10000,'factor':4.0,'beta_fast':null,"
+             "'beta_slow':0,'truncate':false,'mscale':2.0,'mscale_all_dim':1.0}}", &c);
+    ck_assert(c.rope_orig_max_pos == 1000 && c.rope_beta_fast == 32.0 && c.rope_beta_slow == 1.0);
+    ck_assert(!c.rope_truncate);
+    ck_assert(c.rope_attn_factor == (0.1 * 2.0 * log(4.0) + 1.0) / (0.1 * log(4.0) + 1.0));
+    /* a top-level original_max_position_embeddings wins; attention_factor given; factor <= 1: mscale 1 */
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'original_max_position_embeddings':77,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'rope_parameters':{'rope_type':'yarn','rope_theta':10000,'factor':4.0,'attention_factor':0.5,"
+             "'original_max_position_embeddings':4096}}", &c);
+    ck_assert(c.rope_orig_max_pos == 77 && c.rope_attn_factor == 0.5);
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
+             "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
+             "'rope_parameters':{'rope_type':'yarn','rope_theta':10000,'factor':1.0}}", &c);
+    ck_assert(c.rope_attn_factor == 1.0);
     EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
                   "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
-                  "'rope_scaling':{'rope_type':'yarn','factor':4.0,"
-                  "'original_max_position_embeddings':4096}}",
-                  RC_ERR_UNSUPPORTED, "\"yarn\"", "not supported");
+                  "'rope_parameters':{'rope_type':'yarn','rope_theta':10000}}",
+                  RC_ERR_FORMAT, "yarn", "factor");
+}
+END_TEST
+
+START_TEST(test_rope_dynamic_rejected)
+{
     EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
                   "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
                   "'rope_scaling':{'type':'dynamic','factor':2.0}}",
                   RC_ERR_UNSUPPORTED, "\"dynamic\"", "not supported");
-    EXPECT_REJECT("{'model_type':'qwen2','hidden_size':64,'num_attention_heads':4,"
-                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
-                  "'rope_parameters':{'rope_type':'yarn','rope_theta':10000,'factor':4.0}}",
-                  RC_ERR_UNSUPPORTED, "\"yarn\"");
     EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
                   "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
                   "'rope_scaling':'linear'}",
@@ -654,16 +834,9 @@ START_TEST(test_sizes_too_large)
 }
 END_TEST
 
+/* (eos ids not below vocab_size are a warning, as in transformers: test_hf_ignored_keys) */
 START_TEST(test_eos_out_of_vocab)
 {
-    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
-                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
-                  "'eos_token_id':300}",
-                  RC_ERR_FORMAT, "eos_token_id", "300");
-    EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
-                  "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
-                  "'eos_token_id':[2,500]}",
-                  RC_ERR_FORMAT, "eos_token_id", "500");
     EXPECT_REJECT("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,"
                   "'num_hidden_layers':1,'intermediate_size':128,'vocab_size':300,"
                   "'eos_token_id':[2,-1]}",
@@ -921,7 +1094,8 @@ END_TEST
 START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
-                     "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen2_moe, mixtral");
+                     "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, qwen2_moe, mixtral, "
+                     "qwen3_moe");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -1088,6 +1262,9 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_neox_v5_rope_parameters);
     tcase_add_test(ok, test_neox_defaults);
     tcase_add_test(ok, test_llama_gqa_llama3);
+    tcase_add_test(ok, test_rope_yarn);
+    tcase_add_test(ok, test_qwen3);
+    tcase_add_test(ok, test_hf_ignored_keys);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);
@@ -1109,7 +1286,8 @@ static Suite *config_suite(void)
     tcase_add_test(bad, test_heads_not_dividing_hidden);
     tcase_add_test(bad, test_kv_heads_not_dividing);
     tcase_add_test(bad, test_kv_heads_above_heads);
-    tcase_add_test(bad, test_rope_yarn_dynamic_rejected);
+    tcase_add_test(bad, test_rope_dynamic_rejected);
+    tcase_add_test(bad, test_qwen3_rejected);
     tcase_add_test(bad, test_llama3_missing_orig_max);
     tcase_add_test(bad, test_odd_rotary_dim);
     tcase_add_test(bad, test_hidden_act_rejected);

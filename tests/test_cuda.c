@@ -90,6 +90,7 @@ static const tol_row k_tol[] = {
     {"gather", 0, 0, 0, 0},
     {"add", 0, 0, 0, 0},
     {"norm", 0, 0, 0, 0},
+    {"qk_norm", 0, 0, 0, 0}, /* norm's row arithmetic, in place on row segments */
     {"matmul_invariant", 0, 0, 0, 0},
     {"matmul_engine", 64, 1, 64, 1},
     {"rope", 0, 0, 4, 2},
@@ -367,6 +368,46 @@ START_TEST(test_norm)
                     p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dw), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dout);
                     free(x), free(w), free(b), free(cout), free(g);
                 }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* q / k norm in place on packed qkv rows: per head (Qwen3: nq heads of d, nk of d) and over the
+ * whole projection (OLMo2: one segment of nh * d, one of nkv * d), V untouched */
+START_TEST(test_qk_norm)
+{
+    begin_checks();
+    /* rows, nh, nkv, d, whole */
+    const int64_t shapes[][5] = {{1, 4, 2, 18, 0}, {17, 8, 2, 64, 0}, {5, 4, 2, 18, 1}, {300, 6, 3, 10, 1}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 3; di++) {
+                const int64_t M = shapes[si][0], nh = shapes[si][1], nkv = shapes[si][2], d = shapes[si][3];
+                const bool all = shapes[si][4] != 0;
+                const int64_t W = (nh + 2 * nkv) * d, nq = all ? 1 : nh, dq = all ? nh * d : d;
+                const int64_t nk = all ? 1 : nkv, dk = all ? nkv * d : d;
+                const rc_dtype dt = k_dts[di];
+                float *x = rand_vec(M * W, 4.0f, dt), *wq = rand_vec(dq, 1.5f, dt), *wk = rand_vec(dk, 1.5f, dt);
+                float *dx = dev_copy(p.t, x, M * W), *dwq = dev_copy(p.t, wq, dq), *dwk = dev_copy(p.t, wk, dk);
+                ck_assert(p.t->ops->qk_norm(p.t, dx, M, W, nq, dq, dwq, nk, dk, dwk, 1e-6, dt, dt) == RC_OK);
+                float *cx = malloc((size_t)(M * W) * sizeof *cx);
+                memcpy(cx, x, (size_t)(M * W) * sizeof *cx);
+                ck_assert(p.c->ops->qk_norm(p.c, cx, M, W, nq, dq, wq, nk, dk, wk, 1e-6, dt, dt) == RC_OK);
+                for (int64_t r = 0; r < M; r++) /* V as it was */
+                    ck_assert(memcmp(cx + r * W + (nh + nkv) * d, x + r * W + (nh + nkv) * d,
+                                     (size_t)(nkv * d) * sizeof *cx) == 0);
+                float *g = host_copy(p.t, dx, M * W);
+                char what[96];
+                snprintf(what, sizeof what, "%s %s M=%lld %lld/%lld heads of %lld %s", all ? "whole" : "per head",
+                         rc_kernels_name(p.t->kernels), (long long)M, (long long)nh, (long long)nkv, (long long)d,
+                         dt_name(dt));
+                compare("qk_norm", what, g, cx, M * W, dt);
+                p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dwq), p.t->ops->free(p.t, dwk);
+                free(x), free(wq), free(wk), free(cx), free(g);
+            }
         free_pair(&p);
     }
     end_checks();
@@ -877,7 +918,8 @@ END_TEST
 static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b", "qwen2_moe",      "mixtral_fused"};
+                                         "baichuan2_13b", "qwen3_yarn",     "qwen2_moe",    "mixtral_fused",
+                                         "qwen3_moe"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* Full forward of the fixture's sequences on the backend under test vs HF
@@ -1725,6 +1767,7 @@ int main(void)
     tcase_add_test(ops, test_elementwise);
     tcase_add_test(ops, test_embed_gather);
     tcase_add_test(ops, test_norm);
+    tcase_add_test(ops, test_qk_norm);
     tcase_add_test(ops, test_matmul);
     tcase_add_test(ops, test_matmul_reupload);
     tcase_add_test(ops, test_rope_attention);

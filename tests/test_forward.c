@@ -34,8 +34,22 @@
 static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b", "qwen2_moe",      "mixtral_fused"};
+                                         "baichuan2_13b", "qwen3_yarn",     "qwen2_moe",    "mixtral_fused",
+                                         "qwen3_moe"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
+
+/* The families added with this criterion: besides 1e-5 of HF, no further from
+ * HF's true-fp64 log-probs than HF's own fp32 run is (max over the fixture;
+ * of the older fixtures qwen2_bias and baichuan2_13b are 4-6% beyond it on
+ * their cached path in one kernel strategy, so they are not held to it). */
+static bool fp64_bound(const char *name)
+{
+    static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "mixtral_fused", "qwen3_moe"};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(name, k[i]) == 0)
+            return true;
+    return false;
+}
 
 typedef struct {
     rc_model *m;
@@ -161,7 +175,7 @@ START_TEST(test_full_forward_vs_hf)
     rc_engine *e = make_engine(&f, f.B, f.T, total);
     float *out = malloc(sizeof(float) * total * f.V);
     ck_assert_msg(rc_full_forward(e, tok, lens, f.B, out) == RC_OK, "%s", rc_last_error());
-    double d32 = 0, d64 = 0;
+    double d32 = 0, d64 = 0, hf = 0; /* hf: HF's own fp32 against its fp64 */
     int64_t o = 0;
     for (int64_t b = 0; b < f.B; b++)
         for (int64_t t = 0; t < lens[b]; t++, o++)
@@ -169,13 +183,18 @@ START_TEST(test_full_forward_vs_hf)
                 double x = out[o * f.V + v];
                 double a = fabs(x - f.fwd32[(b * f.T + t) * f.V + v]);
                 double c = fabs(x - f.fwd64[(b * f.T + t) * f.V + v]);
+                double h = fabs(f.fwd32[(b * f.T + t) * f.V + v] - f.fwd64[(b * f.T + t) * f.V + v]);
                 d32 = a > d32 ? a : d32;
                 d64 = c > d64 ? c : d64;
+                hf = h > hf ? h : hf;
             }
-    printf("%-16s %s full forward   max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e  (%lld positions x %lld vocab)\n",
-           k_fixtures[_i], gemm_name(), d32, d64, (long long)total, (long long)f.V);
+    printf("%-16s %s full forward   max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)  (%lld "
+           "positions x %lld vocab)\n",
+           k_fixtures[_i], gemm_name(), d32, d64, hf, (long long)total, (long long)f.V);
     ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", k_fixtures[_i], d32);
     ck_assert_msg(d64 <= 1e-5, "%s: full forward vs HF fp64 differs by %g", k_fixtures[_i], d64);
+    ck_assert_msg(!fp64_bound(k_fixtures[_i]) || d64 <= hf, "%s: full forward %g from HF fp64, HF fp32 only %g",
+                  k_fixtures[_i], d64, hf);
     rc_engine_free(e);
     free(out);
     free(tok);
@@ -214,7 +233,7 @@ START_TEST(test_greedy_generate_vs_hf)
     }
     float *lp = malloc(sizeof(float) * B * V);
     int32_t *gen = malloc(sizeof(int32_t) * B * N);
-    double d32 = 0, d64 = 0;
+    double d32 = 0, d64 = 0, hf = 0; /* hf: HF's own fp32 against its fp64 */
     /* step 0 from the prefill, steps 1..N-1 from single-token decode */
     ck_assert_msg(rc_engine_step(e, slots, starts, n_new, B, tok, rows, B, lp, NULL, NULL) == RC_OK,
                   "%s", rc_last_error());
@@ -223,8 +242,10 @@ START_TEST(test_greedy_generate_vs_hf)
             for (int64_t v = 0; v < V; v++) {
                 double a = fabs((double)lp[b * V + v] - f.glp32[(b * N + step) * V + v]);
                 double c = fabs((double)lp[b * V + v] - f.glp64[(b * N + step) * V + v]);
+                double h = fabs(f.glp32[(b * N + step) * V + v] - f.glp64[(b * N + step) * V + v]);
                 d32 = a > d32 ? a : d32;
                 d64 = c > d64 ? c : d64;
+                hf = h > hf ? h : hf;
             }
             gen[b * N + step] = argmax(lp + b * V, V);
             ck_assert_msg(gen[b * N + step] == f.gtok32[b * N + step],
@@ -243,10 +264,13 @@ START_TEST(test_greedy_generate_vs_hf)
         ck_assert_msg(rc_engine_step(e, slots, starts, n_new, B, tok, rows, B, lp, NULL, NULL) == RC_OK,
                       "%s", rc_last_error());
     }
-    printf("%-16s %s cached greedy  max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e  (%lld x %lld tokens identical)\n",
-           k_fixtures[_i], gemm_name(), d32, d64, (long long)B, (long long)N);
+    printf("%-16s %s cached greedy  max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)  (%lld x "
+           "%lld tokens identical)\n",
+           k_fixtures[_i], gemm_name(), d32, d64, hf, (long long)B, (long long)N);
     ck_assert_msg(d32 <= 1e-5, "%s: cached decode vs HF fp32 generate differs by %g", k_fixtures[_i], d32);
     ck_assert_msg(d64 <= 1e-5, "%s: cached decode vs HF fp64 generate differs by %g", k_fixtures[_i], d64);
+    ck_assert_msg(!fp64_bound(k_fixtures[_i]) || d64 <= hf, "%s: cached decode %g from HF fp64, HF fp32 only %g",
+                  k_fixtures[_i], d64, hf);
     rc_engine_free(e);
     free(lp);
     free(gen);

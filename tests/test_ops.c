@@ -1332,6 +1332,121 @@ START_TEST(test_exp64)
 }
 END_TEST
 
+/* YaRN against transformers (data/fixtures/rope_yarn, tools/make_family_fixtures.py): for each
+ * configuration, our config parse and rc_rope_inv_freq give _compute_yarn_parameters' fp32
+ * inv_freq bit for bit and its attention factor exactly; rco_rope_cs gives LlamaRotaryEmbedding's
+ * cos / sin (times the factor, then cast) bit for bit in fp32 and bf16. */
+START_TEST(test_rope_yarn_vs_hf)
+{
+    char p[4096];
+    rc_safetensors *st;
+    rc_test_source_path(p, sizeof p, "data/fixtures/rope_yarn/rope_yarn.safetensors");
+    ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
+    g_dtname = "yarn";
+    const rc_st_tensor *pt = rc_st_find(st, "positions");
+    ck_assert(pt && pt->ndim == 1 && pt->shape[0] <= 64);
+    const int64_t np_ = pt->shape[0];
+    int32_t pos32[64];
+    float posf[64];
+    ck_assert(rc_st_read_i32(st, "positions", 1, pt->shape, pos32) == RC_OK);
+    for (int64_t t = 0; t < np_; t++)
+        posf[t] = (float)pos32[t]; /* position_ids.float() */
+    int64_t n_cfg = 0;
+    for (;; n_cfg++) {
+        char name[64];
+        snprintf(name, sizeof name, "c%lld.inv_freq", (long long)n_cfg);
+        if (!rc_st_find(st, name))
+            break;
+        rc_test_source_path(p, sizeof p, "data/fixtures/rope_yarn/c%lld.json", (long long)n_cfg);
+        json_error_t jerr;
+        json_t *root = json_load_file(p, 0, &jerr);
+        ck_assert_msg(root != NULL, "%s: %s", p, jerr.text);
+        rc_config cfg;
+        ck_assert_msg(rc_config_parse(root, p, &cfg) == RC_OK, "%s", rc_last_error());
+        json_decref(root);
+        ck_assert_int_eq(cfg.rope_type, RC_ROPE_YARN);
+        int64_t half;
+        float *want = rc_test_st_f32(st, name, &half);
+        ck_assert_int_eq(half, cfg.rotary_dim / 2);
+        float *inv = malloc(sizeof(float) * (size_t)half);
+        rc_rope_inv_freq(&cfg, inv);
+        /* torch's fp32 pow (SLEEF, 1 ulp) and powf (correctly rounded) can differ in the last bit of
+         * base ** (2j / dim) (c0: theta 1e6, dim 128, j = 37): where they agree, the YaRN arithmetic
+         * on top must give transformers' value bit for bit; where they do not, within 1 ulp */
+        snprintf(name, sizeof name, "c%lld.pos_freqs", (long long)n_cfg);
+        int64_t nh;
+        float *pf = rc_test_st_f32(st, name, &nh);
+        ck_assert_int_eq(nh, half);
+        int64_t n_pow = 0;
+        for (int64_t j = 0; j < half; j++) {
+            const float ours = powf((float)cfg.rope_theta, (float)(2 * j) / (float)cfg.rotary_dim);
+            if (ours != pf[j]) {
+                n_pow++;
+                ck_assert_msg(max_ulp(&inv[j], &want[j], 1, RC_F32, &nh) <= 1, "c%lld inv_freq[%lld]", (long long)n_cfg,
+                              (long long)j);
+                inv[j] = want[j]; /* compared above */
+            }
+        }
+        snprintf(name, sizeof name, "yarn c%lld inv_freq (%lld pow)", (long long)n_cfg, (long long)n_pow);
+        BITWISE_T(name, inv, want, half, RC_F32);
+        free(pf);
+        double att;
+        snprintf(name, sizeof name, "c%lld.attention_factor", (long long)n_cfg);
+        ck_assert(rc_st_read_f64(st, name, 1, (int64_t[]){1}, &att) == RC_OK);
+        ck_assert_msg(cfg.rope_attn_factor == att, "c%lld: attention factor %.17g, transformers %.17g",
+                      (long long)n_cfg, cfg.rope_attn_factor, att);
+        for (int k = 0; k < 2; k++) {
+            const rc_dtype dt = k ? RC_BF16 : RC_F32;
+            const char *dn = k ? "bf16" : "f32";
+            int64_t n;
+            snprintf(name, sizeof name, "c%lld.cos_%s", (long long)n_cfg, dn);
+            float *wc = rc_test_st_f32(st, name, &n);
+            snprintf(name, sizeof name, "c%lld.sin_%s", (long long)n_cfg, dn);
+            float *ws = rc_test_st_f32(st, name, &n);
+            ck_assert_int_eq(n, np_ * 2 * half);
+            snprintf(name, sizeof name, "c%lld.cos_raw", (long long)n_cfg);
+            float *rc = rc_test_st_f32(st, name, &n);
+            snprintf(name, sizeof name, "c%lld.sin_raw", (long long)n_cfg);
+            float *rs = rc_test_st_f32(st, name, &n);
+            /* cosf / sinf (glibc, correctly rounded) and torch's vectorised fp32 cos / sin (SLEEF,
+             * 1 ulp) can differ in the last bit at large angles: where they agree, rco_rope_cs must
+             * give transformers' value bit for bit (the attention factor's fp32 product and the cast);
+             * elsewhere the same arithmetic from transformers' own cos / sin must */
+            float *gc = malloc(sizeof(float) * (size_t)n), *gs = malloc(sizeof(float) * (size_t)n);
+            int64_t n_trig = 0;
+            for (int64_t t = 0; t < np_; t++)
+                for (int64_t j = 0; j < 2 * half; j++) {
+                    const int64_t i = t * 2 * half + j;
+                    const float f = posf[t] * inv[j % half], fa = (float)cfg.rope_attn_factor;
+                    rco_rope_cs(posf[t], inv[j % half], fa, dt, &gc[i], &gs[i]);
+                    if (cosf(f) != rc[i] || sinf(f) != rs[i]) {
+                        n_trig++;
+                        gc[i] = rc_round_to(rc[i] * fa, dt);
+                        gs[i] = rc_round_to(rs[i] * fa, dt);
+                    }
+                }
+            printf("yarn c%lld %s: cosf/sinf differ from torch's at %lld of %lld angles\n", (long long)n_cfg, dn,
+                   (long long)n_trig, (long long)n);
+            free(rc);
+            free(rs);
+            snprintf(name, sizeof name, "yarn c%lld cos %s", (long long)n_cfg, dn);
+            BITWISE_T(name, gc, wc, n, dt);
+            snprintf(name, sizeof name, "yarn c%lld sin %s", (long long)n_cfg, dn);
+            BITWISE_T(name, gs, ws, n, dt);
+            free(wc);
+            free(ws);
+            free(gc);
+            free(gs);
+        }
+        free(inv);
+        free(want);
+    }
+    printf("yarn: %lld configurations\n", (long long)n_cfg);
+    ck_assert_int_ge(n_cfg, 6);
+    rc_st_close(st);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -1352,6 +1467,7 @@ int main(void)
     tcase_add_loop_test(tc, test_alibi_scores, 0, 2);
     tcase_add_loop_test(tc, test_normhead, 0, 2);
     tcase_add_loop_test(tc, test_clip_qkv, 0, 2);
+    tcase_add_test(tc, test_rope_yarn_vs_hf);
     suite_add_tcase(s, tc);
     TCase *to = tcase_create("kernel_orders");
     tcase_set_timeout(to, 120);

@@ -108,14 +108,10 @@ from transformers import (  # noqa: E402
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
-    MixtralConfig,
-    MixtralForCausalLM,
     MptConfig,
     MptForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
-    Qwen2MoeConfig,
-    Qwen2MoeForCausalLM,
 )
 from transformers.models.mixtral import modeling_mixtral  # noqa: E402
 from transformers.models.bloom import modeling_bloom  # noqa: E402
@@ -523,74 +519,6 @@ FIXTURES = [
                            "when it re-saves a config (no `norm_head` key is used)",
         ),
     ),
-    dict(
-        name="qwen2_moe",
-        seed=12012,
-        model_cls=Qwen2MoeForCausalLM,
-        config_cls=Qwen2MoeConfig,
-        config=dict(
-            vocab_size=280,
-            hidden_size=64,
-            num_hidden_layers=3,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=96,            # the dense MLP of mlp_only_layers
-            moe_intermediate_size=40,
-            shared_expert_intermediate_size=56,
-            num_experts=6,
-            num_experts_per_tok=3,
-            norm_topk_prob=False,
-            decoder_sparse_step=1,
-            mlp_only_layers=[1],
-            hidden_act="silu",
-            max_position_embeddings=512,
-            initializer_range=INIT_RANGE,
-            rms_norm_eps=1e-6,
-            tie_word_embeddings=False,
-            use_sliding_window=False,
-            rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
-            experts_implementation="eager",
-            **COMMON_TOKENS,
-        ),
-        load_kwargs=dict(experts_implementation="eager"),
-        save_dtype=torch.float32,
-        max_shard_size=None,
-        description="Qwen2-MoE, 6 experts top-3 (norm_topk_prob false), shared expert with its sigmoid gate, "
-                    "layer 1 dense (mlp_only_layers), q/k/v bias, GQA 4q/2kv, one tensor per expert "
-                    "(save_pretrained), eager experts, fp32",
-    ),
-    dict(
-        name="mixtral_fused",
-        seed=13013,
-        model_cls=MixtralForCausalLM,
-        config_cls=MixtralConfig,
-        config=dict(
-            vocab_size=270,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=48,            # each expert's
-            num_local_experts=5,
-            num_experts_per_tok=2,
-            hidden_act="silu",
-            max_position_embeddings=512,
-            initializer_range=INIT_RANGE,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=False,
-            sliding_window=None,
-            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
-            experts_implementation="eager",
-            **COMMON_TOKENS,
-        ),
-        load_kwargs=dict(experts_implementation="eager"),
-        save_fused_experts=True,
-        save_dtype=torch.float32,
-        max_shard_size=None,
-        description="Mixtral, 5 experts top-2 (renormalised, fp32 weights), GQA 4q/2kv, saved in transformers "
-                    "v5's in-memory layout (fused 3-D mlp.experts.gate_up_proj / down_proj, mlp.gate), eager "
-                    "experts, fp32",
-    ),
 ]
 
 
@@ -662,6 +590,24 @@ def rope_inv_freq_f64(config):
         smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
         medium = ~(wl < high_wl) * ~(wl > low_wl)
         return torch.where(medium, smoothed, inv_l)
+    if rtype == "yarn":
+        # _compute_yarn_parameters: the correction range in Python floats (as HF), the blend in fp64
+        factor = float(rp["factor"])
+        orig = rp["original_max_position_embeddings"]
+        beta_fast, beta_slow = rp.get("beta_fast") or 32, rp.get("beta_slow") or 1
+
+        def corr(n):
+            return (dim * math.log(orig / (n * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = corr(beta_fast), corr(beta_slow)
+        if rp.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        ef = 1 - ramp
+        return inv / factor * (1 - ef) + inv * ef
     raise NotImplementedError(rtype)
 
 
@@ -962,8 +908,9 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
         elif "RotaryEmbedding" in cname:
             assert hf_inv_freq_f32 is not None
             inv64 = rope_inv_freq_f64(model64.config)
-            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3"), m.rope_type
-            assert m.attention_scaling == 1.0
+            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3", "yarn"), m.rope_type
+            # a Python float (YaRN's attention factor; 1.0 otherwise), multiplied into cos / sin in fp64 below
+            assert m.attention_scaling == 1.0 or m.rope_type == "yarn"
             rel = ((hf_inv_freq_f32.double() - inv64).abs() / inv64).max().item()
             assert rel < 1e-6, f"fp64 inv_freq does not match HF's fp32 inv_freq (rel {rel})"
             m.inv_freq = inv64.clone()
@@ -1494,8 +1441,6 @@ def np_forward_logprobs(cfg, W, ids, **opts):
                 x = x + mlp(ln2(x))
         x = _np_ln(x, W["gpt_neox.final_layer_norm.weight"], W["gpt_neox.final_layer_norm.bias"], eps)
         return _np_log_softmax(x @ W["embed_out.weight"].T)
-    if cfg["model_type"] in ("qwen2_moe", "mixtral"):
-        return _np_forward_moe(cfg, W, ids)
     # llama / qwen2 / mistral
     assert cfg["model_type"] in ("llama", "qwen2", "mistral"), f"no numpy implementation for {cfg['model_type']}"
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -1521,83 +1466,8 @@ def np_forward_logprobs(cfg, W, ids, **opts):
     return _np_log_softmax(x @ head.T)
 
 
-NP_ROUTE_MARGINS = []  # the numpy MoE forward's smallest gap between the k-th and (k+1)-th probability, per call
-
-
-def _np_moe_mlp(cfg, W, p, h):
-    """One MoE layer's MLP (Qwen2MoeSparseMoeBlock / MixtralSparseMoeBlock) in fp64, from either expert
-    layout: one tensor per expert (published names) or transformers v5's fused 3-D tensors."""
-    mixtral = cfg["model_type"] == "mixtral"
-    E = cfg["num_local_experts"] if mixtral else cfg["num_experts"]
-    k = cfg["num_experts_per_tok"]
-    fused = (p + "mlp.experts.gate_up_proj") in W
-    if fused:
-        gu, dn, router = W[p + "mlp.experts.gate_up_proj"], W[p + "mlp.experts.down_proj"], W[p + "mlp.gate.weight"]
-        Im = gu.shape[1] // 2
-        experts = [(gu[e, :Im], gu[e, Im:], dn[e]) for e in range(E)]
-    elif mixtral:
-        q = p + "block_sparse_moe."
-        router = W[q + "gate.weight"]
-        experts = [(W[q + f"experts.{e}.w1.weight"], W[q + f"experts.{e}.w3.weight"], W[q + f"experts.{e}.w2.weight"])
-                   for e in range(E)]
-    else:
-        q = p + "mlp.experts."
-        router = W[p + "mlp.gate.weight"]
-        experts = [(W[q + f"{e}.gate_proj.weight"], W[q + f"{e}.up_proj.weight"], W[q + f"{e}.down_proj.weight"])
-                   for e in range(E)]
-    logits = h @ router.T
-    pr = np.exp(logits - logits.max(-1, keepdims=True))
-    pr = pr / pr.sum(-1, keepdims=True)
-    order = np.argsort(-pr, axis=-1, kind="stable")
-    srt = np.take_along_axis(pr, order, -1)
-    NP_ROUTE_MARGINS.append(float((srt[:, k - 1] - srt[:, k]).min()))
-    top = order[:, :k]
-    wts = np.take_along_axis(pr, top, -1)
-    if mixtral or cfg.get("norm_topk_prob", False):
-        wts = wts / wts.sum(-1, keepdims=True)
-    out = np.zeros_like(h)
-    for t in range(h.shape[0]):
-        for j in range(k):
-            g_, u_, d_ = experts[top[t, j]]
-            g = h[t] @ g_.T
-            out[t] += wts[t, j] * ((g / (1 + np.exp(-g)) * (h[t] @ u_.T)) @ d_.T)
-    if not mixtral:
-        s = p + "mlp.shared_expert."
-        g = _np_lin(h, W, s + "gate_proj")
-        sh = _np_lin(g / (1 + np.exp(-g)) * _np_lin(h, W, s + "up_proj"), W, s + "down_proj")
-        gate = h @ W[p + "mlp.shared_expert_gate.weight"].T  # [T, 1]
-        out = out + sh / (1 + np.exp(-gate))
-    return out
-
-
-def _np_forward_moe(cfg, W, ids):
-    """Qwen2-MoE / Mixtral: Llama's attention (Qwen2-MoE with q/k/v bias), MoE layers by
-    Qwen2MoeDecoderLayer's rule (mlp_only_layers, decoder_sparse_step), else the dense SwiGLU."""
-    T = len(ids)
-    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    D = cfg.get("head_dim") or cfg["hidden_size"] // H
-    eps = cfg["rms_norm_eps"]
-    assert cfg["hidden_act"] == "silu" and not cfg.get("sliding_window")
-    inv = _np_inv_freq(cfg, D)
-    x = W["model.embed_tokens.weight"][ids]
-    mlp_only = cfg.get("mlp_only_layers") or []
-    step = cfg.get("decoder_sparse_step", 1)
-    for layer in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        h = _np_rms(x, W[p + "input_layernorm.weight"], eps)
-        q = _np_rope(_np_lin(h, W, p + "self_attn.q_proj").reshape(T, H, D), inv)
-        k = _np_rope(_np_lin(h, W, p + "self_attn.k_proj").reshape(T, KV, D), inv)
-        v = _np_lin(h, W, p + "self_attn.v_proj").reshape(T, KV, D)
-        x = x + _np_lin(_np_attn(q, k, v, D ** -0.5), W, p + "self_attn.o_proj")
-        h = _np_rms(x, W[p + "post_attention_layernorm.weight"], eps)
-        if cfg["model_type"] == "mixtral" or (layer not in mlp_only and (layer + 1) % step == 0):
-            x = x + _np_moe_mlp(cfg, W, p, h)
-        else:
-            g = _np_lin(h, W, p + "mlp.gate_proj")
-            x = x + _np_lin(g / (1 + np.exp(-g)) * _np_lin(h, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
-    x = _np_rms(x, W["model.norm.weight"], eps)
-    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
-    return _np_log_softmax(x @ head.T)
+NP_ROUTE_MARGINS = []  # a numpy MoE forward's smallest gap between the k-th and (k+1)-th router probability, per
+                       # call (tools/make_moe_fixtures.py); build_fixture checks it against MIN_ROUTE_MARGIN
 
 
 def numpy_spec_check(out_dir, np_forward=None, strict=True, **opts):

@@ -155,6 +155,7 @@ static const char *rope_name(rc_rope_type t)
     case RC_ROPE_DEFAULT: return "default";
     case RC_ROPE_LINEAR: return "linear";
     case RC_ROPE_LLAMA3: return "llama3";
+    case RC_ROPE_YARN: return "yarn";
     }
     return "?";
 }
@@ -2488,6 +2489,9 @@ static rc_status run_load(run_ctx *x)
     if (st != RC_OK)
         return st;
     const rc_config *mc = &x->m->cfg;
+    char eos_w[512];
+    if (rc_config_eos_warning(mc, eos_w, sizeof eos_w))
+        fprintf(stderr, "ratiocheck: warning: %s: %s\n", ro->model_dir, eos_w);
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
     bool have_tok = false;
     st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -2993,6 +2997,9 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
         RC_TRY(parse_i64("--chunk-rollouts", sa->chunk, 1, RC_ROLLOUT_MAX_COUNT, &chunk));
     RC_TRY(rc_model_load(ro->model_dir, &x->m));
     const rc_config *mc = &x->m->cfg;
+    char eos_w[512];
+    if (rc_config_eos_warning(mc, eos_w, sizeof eos_w))
+        fprintf(stderr, "ratiocheck: warning: %s: %s\n", ro->model_dir, eos_w);
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
     bool have_tok = false;
     rc_status st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");

@@ -127,6 +127,8 @@ typedef struct {
     rc_dtype rope_cs_dt;      /* cos / sin tables */
     rc_dtype rope_mid_dt;     /* q*cos and rotate_half(q)*sin (rope_dt, or fp32: Baichuan2-7B) */
     rc_dtype rope_dt;         /* their sum: the rotated q and k */
+    float rope_attn_factor;   /* cos and sin multiplied by it in fp32 before their rounding (YaRN's
+                               * attention factor; 1 otherwise) */
     /* ALiBi (pos == ALIBI): score(j) gets slope[h] * (pos(j) - ref) */
     const float *alibi_slopes; /* [n_heads] fp32, backend memory; NULL unless ALIBI */
     rc_alibi_ref alibi_ref;
@@ -200,7 +202,8 @@ static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const cha
         return rc_errorf(RC_ERR_INTERNAL, "%s: rotary_dim %lld without rotary positions", op,
                          (long long)ap->rotary_dim);
     if (ap->n_heads <= 0 || ap->n_kv_heads <= 0 || ap->n_heads % ap->n_kv_heads != 0 || ap->head_dim <= 0 ||
-        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim || !(ap->scale > 0.0f))
+        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim || !(ap->scale > 0.0f) ||
+        !(ap->rope_attn_factor > 0.0f))
         return rc_errorf(RC_ERR_INTERNAL, "%s: bad attention shape (%lld/%lld heads, head_dim %lld, rotary %lld)",
                          op, (long long)ap->n_heads, (long long)ap->n_kv_heads, (long long)ap->head_dim,
                          (long long)ap->rotary_dim);
@@ -285,6 +288,13 @@ typedef struct {
      * [n_rows, nh * d]. */
     rc_status (*attention)(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
                            const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out);
+    /* q / k RMSNorm in place on packed qkv rows [M, stride] (rco_qk_norm_seg
+     * for each row and segment): nq segments of dq values (Q) with wq [dq],
+     * then nk segments of dk values (K) with wk [dk]; RMSNorm's lanes as
+     * norm's for M rows */
+    rc_status (*qk_norm)(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                         const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                         rc_dtype out_dt);
     /* x = min(max(x, -c), c) in place (MPT's clip_qkv; exact, no rounding) */
     rc_status (*clamp)(rc_backend *be, float *x, int64_t n, float c);
     /* out[r, :] = F.normalize(W[r, :]) for r < M rows of H (Baichuan2's

@@ -97,6 +97,19 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
     return RC_OK;
 }
 
+static rc_status cpu_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                             const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                             rc_dtype out_dt)
+{
+    const int rms_lanes = rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M);
+    const float feps = (float)eps;
+    const int64_t segs = nq + nk;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < M * segs; i++)
+        rco_qk_norm_seg(qkv + (i / segs) * stride, i % segs, nq, dq, wq, dk, wk, feps, rms_lanes, mid_dt, out_dt);
+    return RC_OK;
+}
+
 /* the CPU backend's state: one scratch buffer, grown when a call needs more
  * (attention's per-thread scores, statistics and widened keys / values), so
  * that a decode step allocates nothing */
@@ -707,7 +720,7 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
         float c[2048], s[2048]; /* rd <= head_dim <= 4096 */
         const float p = (float)bd->pos[r];
         for (int64_t j = 0; j < half; j++)
-            rco_rope_cs(p, inv_freq[j], cs_dt, &c[j], &s[j]);
+            rco_rope_cs(p, inv_freq[j], ap->rope_attn_factor, cs_dt, &c[j], &s[j]);
         for (int64_t h = 0; h < nheads_rot; h++) {
             float *v = qkv + (r - lo) * row_len + h * d;
             for (int64_t j = 0; j < half; j++)
@@ -1033,6 +1046,7 @@ static const rc_backend_ops k_cpu_ops = {
     .matmul = cpu_matmul,
     .matmul_kslice = cpu_matmul_kslice,
     .rope = cpu_rope,
+    .qk_norm = cpu_qk_norm,
     .attention = cpu_attention,
     .clamp = cpu_clamp,
     .normalize_rows = cpu_normalize_rows,

@@ -106,6 +106,9 @@ rc_status rc_tp_check(const rc_config *c, const rc_numerics *num)
     if (c->n_heads % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld attention heads are not divisible by %d (%s "
                          "them evenly over the ranks)", side, tp, (long long)c->n_heads, tp, splits);
+    if (c->qk_norm == RC_QK_NORM_ALL)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's q / k norm over the whole projection needs the "
+                         "ranks' heads gathered; not emulated", side, tp);
     if (c->intermediate % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's MLP intermediate size %lld is not divisible by "
                          "%d (%s it evenly over the ranks)", side, tp, (long long)c->intermediate, tp, splits);
@@ -643,7 +646,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
             return rc_errorf(RC_ERR_USAGE, "residual=fp32 needs dtype=bf16 or fp16 (an fp32 model's residual "
                              "stream is fp32 already)");
         if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
-                  c->clip_qkv > 0 || c->n_experts > 0))
+                  c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->n_experts > 0))
             return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
                              "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     }
@@ -655,7 +658,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm-head=fp32 applies");
     if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
-              c->clip_qkv > 0 || c->n_experts > 0))
+              c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->n_experts > 0))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
@@ -788,6 +791,7 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
         .rope_cs_dt = rope_cs_dt,
         .rope_mid_dt = rope_dt,
         .rope_dt = rope_dt,
+        .rope_attn_factor = cfg->rope_attn_factor > 0 ? (float)cfg->rope_attn_factor : 1.0f,
         .alibi_slopes = NULL,
         .alibi_ref = cfg->alibi_from_last_key ? RC_ALIBI_REF_LAST_KEY : RC_ALIBI_REF_KEY0,
         .alibi_mode = cfg->alibi_add == RC_ALIBI_ADD_FUSED ? RCO_ALIBI_FUSED : RCO_ALIBI_ADD,
@@ -929,6 +933,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
+        ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
         for (int64_t r0 = 0, n; r0 < R; r0 += n) {
             n = next_chunk(R - r0, e->chunk_rows);
             float *xc = e->x + r0 * H;
@@ -943,6 +948,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
             CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
+            if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
+                const bool all = c->qk_norm == RC_QK_NORM_ALL;
+                RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
+                                   rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
+                                   rc_wt_vec(L->k_norm_w), c->norm_eps, rr.norm_mid, rr.norm));
+            }
             RC_TRY(op->rope(be, e->qkv, &cd, &ap));
             CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt, &ap);
             RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));

@@ -88,7 +88,27 @@ static void inv_freq64(const rc_config *c, double *inv)
             bool medium = !(wl < old / hi) && !(wl > old / lo);
             inv[j] = medium ? sm : llama;
         }
+    } else if (c->rope_type == RC_ROPE_YARN) { /* extrapolation and interpolation blended by the ramp */
+        double lo, hi;
+        rc_yarn_range(c, &lo, &hi);
+        if (lo == hi)
+            hi += 0.001;
+        for (int64_t j = 0; j < dim / 2; j++) {
+            double ramp = fmin(fmax(((double)j - lo) / (hi - lo), 0.0), 1.0), ef = 1.0 - ramp;
+            inv[j] = inv[j] / c->rope_factor * (1.0 - ef) + inv[j] * ef;
+        }
     }
+}
+
+/* RMSNorm of n values in place (q / k norm) */
+static void rms64(double *x, int64_t n, rc_wt w, double eps)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    const double rs = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (double)rc_wt_at(w, i) * (x[i] * rs);
 }
 
 static double act64(rc_act a, double x)
@@ -165,12 +185,24 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         if (c->clip_qkv > 0)
             for (int64_t i = 0; i < n * qkv_w; i++)
                 qkv[i] = fmin(fmax(qkv[i], -c->clip_qkv), c->clip_qkv);
+        for (int64_t r = 0; r < n && c->qk_norm != RC_QK_NORM_NONE; r++) {
+            double *row = qkv + r * qkv_w;
+            if (c->qk_norm == RC_QK_NORM_ALL) {
+                rms64(row, nh * d, L->q_norm_w, c->norm_eps);
+                rms64(row + nh * d, nkv * d, L->k_norm_w, c->norm_eps);
+            } else {
+                for (int64_t hd = 0; hd < nh + nkv; hd++)
+                    rms64(row + hd * d, d, hd < nh ? L->q_norm_w : L->k_norm_w, c->norm_eps);
+            }
+        }
         const int64_t half = c->pos == RC_POS_ROTARY ? c->rotary_dim / 2 : 0;
+        const double rope_att = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0; /* YaRN scales cos and sin */
+        const int64_t win = rc_layer_window(c, l);
         for (int64_t r = 0; r < n; r++)
             for (int64_t hd = 0; hd < nh + nkv; hd++) {
                 double *v = qkv + r * qkv_w + hd * d;
                 for (int64_t j = 0; j < half; j++) {
-                    double a = (double)r * inv[j], cs = cos(a), sn = sin(a);
+                    double a = (double)r * inv[j], cs = cos(a) * rope_att, sn = sin(a) * rope_att;
                     double x1 = v[j], x2 = v[j + half];
                     v[j] = x1 * cs - x2 * sn;
                     v[j + half] = x2 * cs + x1 * sn;
@@ -182,8 +214,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                 const double *q = qkv + r * qkv_w + hd * d;
                 const int64_t kh = hd / (nh / nkv);
                 int64_t lo = 0;
-                if (c->sliding_window > 0 && r - c->sliding_window + 1 > 0)
-                    lo = r - c->sliding_window + 1;
+                if (win > 0 && r - win + 1 > 0)
+                    lo = r - win + 1;
                 double mx = -INFINITY, sum = 0;
                 double *o = att + r * nh * d + hd * d;
                 for (int64_t t = 0; t < d; t++)

@@ -137,6 +137,8 @@ int64_t rc_dim_value(const rc_config *c, rc_dim d)
     case RC_DIM_E2IM: return 2 * c->n_experts * c->moe_intermediate;
     case RC_DIM_EH: return c->n_experts * c->hidden;
     case RC_DIM_IS: return c->shared_intermediate;
+    case RC_DIM_QNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_heads * c->head_dim : c->head_dim;
+    case RC_DIM_KNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_kv_heads * c->head_dim : c->head_dim;
     }
     return 0;
 }
@@ -188,6 +190,7 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_LEARNED_POS: return c->pos == RC_POS_LEARNED;
     case RC_IF_EMBED_NORM: return c->embed_norm;
     case RC_IF_EMBED_NORM_BIAS: return c->embed_norm && c->norm_bias;
+    case RC_IF_QK_NORM: return c->qk_norm != RC_QK_NORM_NONE;
     }
     return false;
 }
@@ -513,7 +516,38 @@ void rc_rope_inv_freq(const rc_config *cfg, float *inv)
             bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
             inv[j] = medium ? smoothed : llama;
         }
+    } else if (cfg->rope_type == RC_ROPE_YARN) {
+        /* _compute_yarn_parameters: the correction range in Python floats,
+         * the ramp and the blend in fp32 tensors (scalars cast to fp32) */
+        double lo, hi;
+        rc_yarn_range(cfg, &lo, &hi);
+        if (lo == hi)
+            hi += 0.001; /* linear_ramp_factor: "Prevent singularity" */
+        const float fmin = (float)lo, span = (float)(hi - lo), factor = (float)cfg->rope_factor;
+        for (int64_t j = 0; j < dim / 2; j++) {
+            float e = (float)(2 * j) / (float)dim;
+            float pos_freq = powf(base, e);
+            float extra = 1.0f / pos_freq, inter = 1.0f / (factor * pos_freq);
+            float ramp = ((float)j - fmin) / span;
+            ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+            float ef = 1.0f - ramp; /* inv_freq_extrapolation_factor */
+            inv[j] = inter * (1.0f - ef) + extra * ef;
+        }
     }
+}
+
+void rc_yarn_range(const rc_config *cfg, double *low, double *high)
+{
+    const double dim = (double)cfg->rotary_dim, base = cfg->rope_theta, orig = (double)cfg->rope_orig_max_pos;
+    /* find_correction_dim(num_rotations, dim, base, max_position_embeddings) */
+    double lo = (dim * log(orig / (cfg->rope_beta_fast * 2 * M_PI))) / (2 * log(base));
+    double hi = (dim * log(orig / (cfg->rope_beta_slow * 2 * M_PI))) / (2 * log(base));
+    if (cfg->rope_truncate) {
+        lo = floor(lo);
+        hi = ceil(hi);
+    }
+    *low = lo > 0 ? lo : 0;
+    *high = hi < dim - 1 ? hi : dim - 1;
 }
 
 /* Largest power of two <= n (n >= 1). */

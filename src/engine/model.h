@@ -21,7 +21,12 @@ typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
  * GELU_NEW: transformers' NewGELUActivation ("gelu_new", a chain of tensor ops);
  * GELU_BLOOM: bloom_gelu_forward (0.79788456 for sqrt(2/pi), its own order) */
 typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW } rc_act;
-typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3 } rc_rope_type;
+typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN } rc_rope_type;
+/* RMSNorm of q and k right after their projection, before RoPE: none; per
+ * head over head_dim with one [head_dim] weight for all heads (Qwen3's
+ * q_norm / k_norm); over the whole projection, [n_heads * head_dim] and
+ * [n_kv_heads * head_dim] weights (OLMo2). */
+typedef enum { RC_QK_NORM_NONE, RC_QK_NORM_HEAD, RC_QK_NORM_ALL } rc_qk_norm;
 /* Position encoding: rotary (RoPE on q and k), ALiBi (a per-head linear
  * bias on the attention scores), learned (a position embedding table added
  * to the token embeddings, GPT-2). */
@@ -81,7 +86,18 @@ typedef struct {
     rc_rope_type rope_type;
     double rope_factor, rope_low_freq, rope_high_freq;
     int64_t rope_orig_max_pos;
+    /* YaRN (rope_type yarn): the ramp's beta_fast / beta_slow, truncate, and
+     * the attention factor cos and sin are multiplied by (1 for the other types) */
+    double rope_beta_fast, rope_beta_slow;
+    bool rope_truncate;
+    double rope_attn_factor;
     int64_t sliding_window;  /* 0: none */
+    /* window_per_layer: sliding_window applies to the layers whose
+     * layer_sliding[l] is 1 only (layer_types "sliding_attention"), the
+     * others attend to every earlier key; else to every layer (Mistral) */
+    bool window_per_layer;
+    unsigned char layer_sliding[RC_LIM_LAYERS];
+    rc_qk_norm qk_norm;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
     double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */
@@ -108,6 +124,10 @@ typedef struct {
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
     int n_eos;
+    /* eos_token_id values not below vocab_size: transformers warns and generates
+     * without them; so does ratiocheck (rc_config_eos_warning) */
+    int64_t eos_dropped[RC_MAX_EOS];
+    int n_eos_dropped;
 } rc_config;
 
 /* The weights, as data. One line per field: X(field, rows, cols, present,
@@ -135,6 +155,8 @@ typedef enum {
     RC_DIM_E2IM,/* n_experts * 2 * moe_intermediate (every expert's [gate; up] rows) */
     RC_DIM_EH,  /* n_experts * hidden (every expert's down_proj rows) */
     RC_DIM_IS,  /* shared_intermediate (the shared expert's inner size) */
+    RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
+    RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
 } rc_dim;
 
 typedef enum {
@@ -156,6 +178,7 @@ typedef enum {
     RC_IF_DENSE_GATED_MLP_BIAS, /* a dense layer && cfg->gated_mlp && cfg->mlp_bias */
     RC_IF_MOE,            /* a mixture-of-experts layer */
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
+    RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -177,6 +200,8 @@ typedef enum {
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
+    X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
+    X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
     X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
     X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
@@ -393,6 +418,14 @@ rc_status rc_config_parse_rope(const json_t *root, const char *path, rc_config *
                                double default_theta, double default_partial,
                                const char *legacy_theta_key, const char *legacy_partial_key);
 rc_status rc_config_finish(const char *path, rc_config *cfg);
+/* The warning for eos_token_id values outside the vocabulary (cfg->eos_dropped),
+ * one line into buf, or false and buf "" when there are none. */
+bool rc_config_eos_warning(const rc_config *cfg, char *buf, size_t n);
+/* "layer_types" (a list of n_layers strings: full_attention, or its legacy
+ * name attention, and sliding_attention; anything else refused by name)
+ * into cfg->layer_sliding, with window_per_layer set; *present false and
+ * nothing changed when the key is absent or null. */
+rc_status rc_config_parse_layer_types(const json_t *root, const char *path, rc_config *cfg, bool *present);
 /* A norm epsilon (rms_norm_eps, layer_norm_eps): a number > 0 that stays > 0
  * as fp32 (the forward adds (float)eps), at most 1; else RC_ERR_FORMAT
  * naming the file and the key. */
@@ -429,6 +462,17 @@ void rc_model_free(rc_model *m);
 rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
+/* YaRN's correction range [low, high] over the rotary pair index, as
+ * find_correction_range computes it (Python floats; floor / ceil with
+ * truncate; clamped to [0, rotary_dim - 1]). */
+void rc_yarn_range(const rc_config *cfg, double *low, double *high);
+/* The sliding window of layer l (0: none): cfg->sliding_window for every
+ * layer, or for the sliding layers only when cfg->window_per_layer. */
+static inline int64_t rc_layer_window(const rc_config *cfg, int64_t l)
+{
+    return !cfg->window_per_layer || (l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l]) ? cfg->sliding_window
+                                                                                            : 0;
+}
 /* The family's fp32 ALiBi slopes for cfg->n_heads heads (cfg->alibi_slopes);
  * slopes64: the same formula in double (the fp64 reference). Either may be NULL. */
 void rc_alibi_slopes_compute(const rc_config *cfg, float *slopes, double *slopes64);

@@ -214,9 +214,7 @@ RC_HD static inline float rco_tree8(float *acc)
 /* sum of a[i] (or a[i]*b[i] when b) with L <= RC_MAX_LANES partial sums */
 RC_HD static inline float rco_lanes_reduce(const float *a, const float *b, int64_t n, int L)
 {
-    float acc[RC_MAX_LANES];
-    for (int j = 0; j < L; j++)
-        acc[j] = 0.0f;
+    float acc[RC_MAX_LANES] = {0.0f}; /* all lanes: GCC cannot see that L <= RC_MAX_LANES */
     int64_t k = 0;
     if (b) {
         for (; k + L <= n; k += L)
@@ -373,15 +371,29 @@ RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_
     }
 }
 
+/* q / k norm (Qwen3's per-head q_norm / k_norm, OLMo2's over the whole
+ * projection): RMSNorm in place on segment s of one packed qkv row, whose
+ * Q part holds nq segments of dq values (weight wq [dq]) and whose K part,
+ * right after it, nk segments of dk values (weight wk [dk]); rco_norm_row's
+ * RMS arithmetic (in place is safe: each output reads only its own input
+ * after the row's reduction). */
+RC_HD static inline void rco_qk_norm_seg(float *row, int64_t s, int64_t nq, int64_t dq, const float *wq, int64_t dk,
+                                         const float *wk, float feps, int rms_lanes, rc_dtype mid_dt, rc_dtype out_dt)
+{
+    float *x = s < nq ? row + s * dq : row + nq * dq + (s - nq) * dk;
+    rco_norm_row(RC_NORM_RMS, x, s < nq ? dq : dk, s < nq ? wq : wk, NULL, feps, rms_lanes, mid_dt, out_dt, x);
+}
+
 /* ---- RoPE ------------------------------------------------------------------- */
 
 /* cos and sin of the fp32 angle pos * inv_freq (HF: inv_freq @ position_ids
- * in fp32), rounded to cs_dt */
-RC_HD static inline void rco_rope_cs(float pos, float inv_freq, rc_dtype cs_dt, float *c, float *s)
+ * in fp32), times the fp32 attention factor att (HF: emb.cos() *
+ * attention_scaling; 1 except for YaRN, and x * 1 is exact), rounded to cs_dt */
+RC_HD static inline void rco_rope_cs(float pos, float inv_freq, float att, rc_dtype cs_dt, float *c, float *s)
 {
     float f = pos * inv_freq;
-    *c = rc_round_to(cosf(f), cs_dt);
-    *s = rc_round_to(sinf(f), cs_dt);
+    *c = rc_round_to(cosf(f) * att, cs_dt);
+    *s = rc_round_to(sinf(f) * att, cs_dt);
 }
 
 /* one rotary pair (x1 = v[j], x2 = v[j + half]):

@@ -133,6 +133,55 @@ rc_status rc_config_get_int_alias(const json_t *root, const char *path, const ch
     return rc_json_get_int(root, found ? found : keys[0], path, lo, hi, def, out, present);
 }
 
+/* YaRN as transformers' _compute_yarn_parameters reads it (modeling_rope_utils):
+ * factor (required), original_max_position_embeddings (a top-level key of that
+ * name wins, as standardize_rope_params gives it priority; else the scaling
+ * object's; else max_position_embeddings), beta_fast / beta_slow (`or 32`,
+ * `or 1`: absent, null or 0 give the default), truncate (default true), and the
+ * attention factor: attention_factor if given, else get_mscale(factor, mscale) /
+ * get_mscale(factor, mscale_all_dim) when both are non-zero, else
+ * get_mscale(factor), with get_mscale(s, m) = 0.1 m ln(s) + 1 for s > 1, else 1. */
+static double yarn_mscale(double scale, double m)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+static rc_status parse_yarn(const json_t *root, const json_t *sc, const char *path, rc_config *cfg)
+{
+    bool present;
+    cfg->rope_type = RC_ROPE_YARN;
+    RC_TRY(rc_json_get_num(sc, "factor", path, 1e-6, 1e6, 0, &cfg->rope_factor, &present));
+    if (!present)
+        return rc_errorf(RC_ERR_FORMAT, "%s: yarn rope scaling needs \"factor\"", path);
+    RC_TRY(rc_json_get_int(root, "original_max_position_embeddings", path, 1, LIM_POS, 0, &cfg->rope_orig_max_pos,
+                           &present));
+    if (!present)
+        RC_TRY(rc_json_get_int(sc, "original_max_position_embeddings", path, 1, LIM_POS, cfg->max_pos,
+                               &cfg->rope_orig_max_pos, &present));
+    if (cfg->rope_orig_max_pos < 1)
+        return rc_errorf(RC_ERR_FORMAT, "%s: yarn rope scaling needs \"original_max_position_embeddings\" "
+                         "(or max_position_embeddings)", path);
+    RC_TRY(rc_json_get_num(sc, "beta_fast", path, 0.0, 1e6, 0.0, &cfg->rope_beta_fast, NULL));
+    RC_TRY(rc_json_get_num(sc, "beta_slow", path, 0.0, 1e6, 0.0, &cfg->rope_beta_slow, NULL));
+    if (cfg->rope_beta_fast == 0.0)
+        cfg->rope_beta_fast = 32.0;
+    if (cfg->rope_beta_slow == 0.0)
+        cfg->rope_beta_slow = 1.0;
+    RC_TRY(rc_json_get_bool(sc, "truncate", path, true, &cfg->rope_truncate, NULL));
+    double af, ms, msa;
+    RC_TRY(rc_json_get_num(sc, "attention_factor", path, 0.0, 1e6, 0.0, &af, &present));
+    if (!present) {
+        RC_TRY(rc_json_get_num(sc, "mscale", path, -1e6, 1e6, 0.0, &ms, NULL));
+        RC_TRY(rc_json_get_num(sc, "mscale_all_dim", path, -1e6, 1e6, 0.0, &msa, NULL));
+        af = ms != 0.0 && msa != 0.0 ? yarn_mscale(cfg->rope_factor, ms) / yarn_mscale(cfg->rope_factor, msa)
+                                     : yarn_mscale(cfg->rope_factor, 1.0);
+    }
+    if (!(af > 0.0) || !isfinite(af))
+        return rc_errorf(RC_ERR_FORMAT, "%s: yarn attention factor %g is not a positive number", path, af);
+    cfg->rope_attn_factor = af;
+    return RC_OK;
+}
+
 /* RoPE: HF v5 writes {"rope_parameters": {"rope_type", "rope_theta",
  * "partial_rotary_factor", ...}}; older files use top-level rope_theta /
  * rope_scaling ({"type" or "rope_type", "factor", ...}) or family keys such as
@@ -177,6 +226,7 @@ rc_status rc_config_parse_rope(const json_t *root, const char *path, rc_config *
 
     cfg->rope_type = RC_ROPE_DEFAULT;
     cfg->rope_factor = 1.0;
+    cfg->rope_attn_factor = 1.0;
     if (!sc)
         return RC_OK;
     const char *type;
@@ -215,9 +265,41 @@ rc_status rc_config_parse_rope(const json_t *root, const char *path, rc_config *
                              path);
         return RC_OK;
     }
+    if (strcmp(type, "yarn") == 0)
+        return parse_yarn(root, sc, path, cfg);
     return rc_errorf(RC_ERR_UNSUPPORTED,
-                     "%s: rope scaling type \"%.32s\" is not supported (supported: default, linear, llama3)",
+                     "%s: rope scaling type \"%.32s\" is not supported (supported: default, linear, llama3, yarn)",
                      path, type);
+}
+
+rc_status rc_config_parse_layer_types(const json_t *root, const char *path, rc_config *cfg, bool *present)
+{
+    const json_t *v = json_object_get(root, "layer_types");
+    *present = v && !json_is_null(v);
+    if (!*present)
+        return RC_OK;
+    if (!json_is_array(v))
+        return rc_errorf(RC_ERR_FORMAT, "%s: \"layer_types\" must be a list of strings", path);
+    if ((int64_t)json_array_size(v) != cfg->n_layers)
+        return rc_errorf(RC_ERR_FORMAT, "%s: \"layer_types\" has %zu entries for %lld layers", path,
+                         json_array_size(v), (long long)cfg->n_layers);
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        const char *t = json_string_value(e);
+        if (!t)
+            return rc_errorf(RC_ERR_FORMAT, "%s: \"layer_types\"[%zu] is not a string", path, i);
+        if (strcmp(t, "full_attention") == 0 || strcmp(t, "attention") == 0) /* "attention": the legacy name */
+            cfg->layer_sliding[i] = 0;
+        else if (strcmp(t, "sliding_attention") == 0)
+            cfg->layer_sliding[i] = 1;
+        else
+            return rc_errorf(RC_ERR_UNSUPPORTED, "%s: \"layer_types\"[%zu] \"%.40s\" is not supported (supported: "
+                             "full_attention, sliding_attention)", path, i, t);
+    }
+    cfg->window_per_layer = true;
+    return RC_OK;
 }
 
 rc_status rc_config_finish(const char *path, rc_config *cfg)
@@ -235,10 +317,23 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
     if (cfg->rotary_dim < 0 || cfg->rotary_dim > cfg->head_dim)
         return rc_errorf(RC_ERR_FORMAT, "%s: rotary dimension %lld exceeds head_dim %lld", path,
                          (long long)cfg->rotary_dim, (long long)cfg->head_dim);
-    for (int i = 0; i < cfg->n_eos; i++)
+    if (cfg->window_per_layer && cfg->sliding_window <= 0)
+        for (int64_t l = 0; l < cfg->n_layers && l < RC_LIM_LAYERS; l++)
+            if (cfg->layer_sliding[l]) /* masking_utils: "Could not find a `sliding_window` argument" */
+                return rc_errorf(RC_ERR_FORMAT, "%s: layer %lld is a sliding_attention layer but the config has no "
+                                 "sliding window (sliding_window null, or use_sliding_window false)", path,
+                                 (long long)l);
+    /* transformers warns about an eos_token_id outside the vocabulary and
+     * generates without it (it can never be sampled): the id is dropped */
+    int kept = 0;
+    cfg->n_eos_dropped = 0;
+    for (int i = 0; i < cfg->n_eos; i++) {
         if (cfg->eos_ids[i] >= cfg->vocab)
-            return rc_errorf(RC_ERR_FORMAT, "%s: eos_token_id %lld is not below vocab_size %lld", path,
-                             (long long)cfg->eos_ids[i], (long long)cfg->vocab);
+            cfg->eos_dropped[cfg->n_eos_dropped++] = cfg->eos_ids[i];
+        else
+            cfg->eos_ids[kept++] = cfg->eos_ids[i];
+    }
+    cfg->n_eos = kept;
     if (cfg->bos_id >= cfg->vocab)
         return rc_errorf(RC_ERR_FORMAT, "%s: bos_token_id %lld is not below vocab_size %lld", path,
                          (long long)cfg->bos_id, (long long)cfg->vocab);
@@ -252,6 +347,22 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
                          path, (long long)RC_MAX_ALLOC);
     }
     return RC_OK;
+}
+
+bool rc_config_eos_warning(const rc_config *cfg, char *buf, size_t n)
+{
+    if (n)
+        buf[0] = '\0';
+    if (cfg->n_eos_dropped == 0)
+        return false;
+    size_t o = (size_t)snprintf(buf, n, "config.json: eos_token_id");
+    for (int i = 0; i < cfg->n_eos_dropped; i++)
+        o += (size_t)snprintf(buf + (o < n ? o : n), o < n ? n - o : 0, "%s %lld", i ? "," : "",
+                              (long long)cfg->eos_dropped[i]);
+    snprintf(buf + (o < n ? o : n), o < n ? n - o : 0,
+             " not below vocab_size %lld: never sampled, ignored (%s)", (long long)cfg->vocab,
+             cfg->n_eos ? "the other EOS ids stop generation" : "generation runs to its length, no EOS");
+    return true;
 }
 
 rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const char *key, double def,

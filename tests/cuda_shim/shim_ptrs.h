@@ -115,6 +115,13 @@ template <typename F> static inline void rck_shim_ptrs(const rc_fp8_epi &a, F &&
     RCK_SHIM_PTR(f, a, bias);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_qk_norm_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, qkv);
+    RCK_SHIM_PTR(f, a, wq);
+    RCK_SHIM_PTR(f, a, wk);
+}
+
 template <typename F> static inline void rck_shim_ptrs(const rck_zero_args &a, F &&f) { RCK_SHIM_PTR(f, a, x); }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_args &a, F &&f)
