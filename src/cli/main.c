@@ -388,10 +388,15 @@ typedef struct {
 
 static rc_status estimate_speed(const rc_config *k, int64_t batch, rc_dtype dt, speed_estimate *se)
 {
-    const int64_t H = k->hidden, I = k->intermediate, qkv = (k->n_heads + 2 * k->n_kv_heads) * k->head_dim;
-    const double per_layer = (double)H * (double)qkv + (double)(k->n_heads * k->head_dim) * (double)H +
-                             (k->gated_mlp ? 3.0 : 2.0) * (double)H * (double)I;
-    se->gflop_per_token = 2.0 * ((double)k->n_layers * per_layer + (double)k->vocab * (double)H) / 1e9;
+    const int64_t H = k->hidden, I = k->intermediate;
+    double layers = 0.0; /* every layer's GEMM FLOPs per token (MoE: the experts a token runs) */
+    for (int64_t l = 0; l < k->n_layers; l++) {
+        int64_t we;
+        double f;
+        rc_layer_cost(k, l, &we, &f);
+        layers += f;
+    }
+    se->gflop_per_token = (layers + 2.0 * (double)k->vocab * (double)H) / 1e9;
     const int64_t N = I < 2048 ? I : 2048, Mf = 288;
     se->m_decode = batch < 256 ? batch : 256;
     se->m_forward = Mf;
@@ -515,7 +520,19 @@ static int cmd_inspect(int argc, char **argv)
                    "\"forward_s_per_1k_tokens\": %.4g, \"gemm_only\": true}",
                    se.gflop_per_token, (long long)se.m_decode, se.gflops_decode, (long long)se.m_forward,
                    se.gflops_forward, se.s_per_1k_decode, se.s_per_1k_forward);
-        printf("}\n");
+        printf(", \"per_layer\": [");
+        for (int64_t l = 0; l < k->n_layers; l++) { /* what --layers N keeps: the first N of these */
+            int64_t we;
+            double f;
+            rc_layer_cost(k, l, &we, &f);
+            printf("%s{\"layer\": %lld, \"moe\": %s, \"weight_bytes\": %lld, \"gemm_gflop_per_token\": %.6g", l ? ", " : "",
+                   (long long)l, rc_layer_is_moe(k, l) ? "true" : "false", (long long)(we * rc_dtype_size(num.dt)),
+                   f / 1e9);
+            if (!io.no_speed)
+                printf(", \"decode_s_per_1k_tokens\": %.4g", 1000.0 * f / 1e9 / se.gflops_decode);
+            printf("}");
+        }
+        printf("]}\n");
     } else {
         printf("model          ");
         term_str(stdout, model);
@@ -533,6 +550,16 @@ static int cmd_inspect(int argc, char **argv)
         printf("norm           %s, eps %g\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps);
         printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
         printf("residual       %s\n", k->parallel_residual ? "parallel" : "sequential");
+        if (k->n_experts > 0) { /* mixture of experts */
+            int64_t n_moe = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_moe += rc_layer_is_moe(k, l);
+            printf("experts        %lld, top %lld%s, expert inner %lld", (long long)k->n_experts, (long long)k->top_k,
+                   k->norm_topk_prob ? " renormalised" : "", (long long)k->moe_intermediate);
+            if (k->shared_intermediate > 0)
+                printf(", shared expert %lld", (long long)k->shared_intermediate);
+            printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
+        }
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
@@ -575,6 +602,21 @@ static int cmd_inspect(int argc, char **argv)
                    "attention, norms and sampling add to it\n",
                    se.s_per_1k_decode, (long long)se.m_decode, se.s_per_1k_forward, se.gflop_per_token,
                    se.gflops_decode, se.gflops_forward);
+        /* per decoder layer, once per kind (dense / MoE): what --layers N adds per layer */
+        for (int moe = 0; moe < 2; moe++)
+            for (int64_t l = 0; l < k->n_layers; l++) {
+                if (rc_layer_is_moe(k, l) != (moe == 1))
+                    continue;
+                int64_t we;
+                double f;
+                rc_layer_cost(k, l, &we, &f);
+                printf("%s %.3g MiB of %s weights, %.3g GEMM GFLOP per token", moe ? "per MoE layer " : "per layer     ",
+                       (double)(we * rc_dtype_size(num.dt)) / (1024.0 * 1024.0), dtype_str(num.dt), f / 1e9);
+                if (!io.no_speed)
+                    printf(", about %.3g s per 1k decoded tokens", 1000.0 * f / 1e9 / se.gflops_decode);
+                printf(" (--layers N runs the first N)\n");
+                break;
+            }
     }
     rc_model_free(m);
     return 0;
@@ -2187,6 +2229,7 @@ typedef struct {
     side sampler, trainer;                   /* each side resolved from the options and its spec */
     gate gates[MAX_GATES];
     int n_gates;
+    int64_t layers; /* --layers N (0: all) */
 } run_opts;
 
 
@@ -2268,6 +2311,8 @@ static rc_status op_gates(const opt_spec *o, const char *v, void *dst)
 static const opt_spec k_run_opts[] = {
     {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
      RO(model_dir), 0, 0},
+    {"layers", 0, "N", "run only the first N decoder layers, then the final\nnorm and the head (default all)", NULL,
+     op_i64, RO(layers), 1, 4096},
     {"dtype", 0, "fp32|fp16|bf16", "dtype both paths compute in (default bf16)", NULL, op_dtype, 0, 0, 0},
     {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0},
     {"upcast", 0, "LIST", "ops kept in fp32: softmax,rope,norm,lm_head, or all (default none)", NULL, op_upcast, 0,
@@ -2485,7 +2530,7 @@ static rc_status run_prepare(run_ctx *x)
 static rc_status run_load(run_ctx *x)
 {
     const run_opts *ro = &x->ro;
-    rc_status st = rc_model_load(ro->model_dir, &x->m); /* first: text prompts need its tokenizer */
+    rc_status st = rc_model_load_layers(ro->model_dir, ro->layers, false, &x->m); /* first: text prompts need its tokenizer */
     if (st != RC_OK)
         return st;
     const rc_config *mc = &x->m->cfg;
@@ -2637,6 +2682,11 @@ static rc_status run_settings(run_ctx *x, const char *cmdline)
     if (!res->command_line || !res->model_path)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
+    if (x->m->cfg.n_layers < x->m->cfg.n_layers_model) /* --layers N */
+        snprintf(res->layers, sizeof res->layers, "%lld of %lld", (long long)x->m->cfg.n_layers,
+                 (long long)x->m->cfg.n_layers_model);
+    else
+        snprintf(res->layers, sizeof res->layers, "all");
     snprintf(res->dtype, sizeof res->dtype, "%s", dtype_str(cfg->num.dt));
     snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->sampler.kernels));
     if ((ro->sampler_spec || ro->trainer_spec) && !res->trainer[0]) { /* both sides, when a spec was given */
@@ -2995,7 +3045,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     int64_t chunk = RC_SCORE_CHUNK_ROLLOUTS;
     if (sa->chunk)
         RC_TRY(parse_i64("--chunk-rollouts", sa->chunk, 1, RC_ROLLOUT_MAX_COUNT, &chunk));
-    RC_TRY(rc_model_load(ro->model_dir, &x->m));
+    RC_TRY(rc_model_load_layers(ro->model_dir, ro->layers, false, &x->m));
     const rc_config *mc = &x->m->cfg;
     char eos_w[512];
     if (rc_config_eos_warning(mc, eos_w, sizeof eos_w))

@@ -236,6 +236,20 @@ rc_status rc_weights_numel(const rc_config *c, int64_t *n)
     return RC_OK;
 }
 
+bool rc_layer_cost(const rc_config *c, int64_t l, int64_t *weight_elems, double *flop_per_token)
+{
+    const double H = (double)c->hidden, q = (double)(c->n_heads * c->head_dim);
+    const double qkv = (double)((c->n_heads + 2 * c->n_kv_heads) * c->head_dim);
+    double f = H * qkv + q * H;
+    if (rc_layer_is_moe(c, l))
+        f += (double)c->n_experts * H + (double)c->top_k * 3.0 * H * (double)c->moe_intermediate +
+             (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + H : 0.0);
+    else
+        f += (c->gated_mlp ? 3.0 : 2.0) * H * (double)c->intermediate;
+    *flop_per_token = 2.0 * f;
+    return fields_numel(c, k_layer_fields, RC_N_LAYER_WEIGHTS, l, weight_elems);
+}
+
 static rc_wt *field_ptr(void *base, const field_info *f) { return (rc_wt *)((char *)base + f->offset); }
 
 /* w for layer l, or for the model's own fields when l < 0 */

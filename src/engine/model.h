@@ -398,6 +398,12 @@ bool rc_weight_cond_holds_layer(const rc_config *cfg, rc_weight_cond w, int64_t 
 bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
 
 
+/* Decoder layer l's weights (elements, every field the layer holds: all of a
+ * MoE layer's experts) and its GEMM FLOPs per token (a MoE layer: the router,
+ * top_k experts and the shared expert, the ones a token runs). false when a
+ * size overflows. */
+bool rc_layer_cost(const rc_config *cfg, int64_t l, int64_t *weight_elems, double *flop_per_token);
+
 /* models/registry.c */
 const rc_arch *rc_arch_for_model_type(const char *model_type);
 /* Every family, NULL-terminated (registry order). */
