@@ -134,8 +134,8 @@ INIT_RANGE = 0.12               # std of HF's init: non-flat distributions with 
 MIN_CLIP_FRACTION = 0.01         # MPT clip_qkv must really clip: this share of the q/k/v values in the reference runs ...
 MAX_CLIP_FRACTION = 0.50         # ... but not most of them
 MIN_ROUTE_MARGIN = 1e-5          # MoE: the fp64 gap between the k-th and (k+1)-th router probability of every
-                                 # token and layer, 10x fp32 noise on a probability (so that no fp32 / fp64 run
-                                 # picks other experts)
+                                 # token and layer, far above fp32 rounding of a probability (about 1e-7), so
+                                 # that the fp32 and fp64 runs pick the same experts
 
 
 # --------------------------------------------------------------------------
