@@ -51,7 +51,7 @@ struct cuda_backend {
     int64_t n_allocs = 0, cap_allocs = 0;
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
-    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe;
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -114,7 +114,7 @@ void cuda_destroy(rc_backend *be)
         cudaFree(c->shadows[i].data);
     for (int64_t i = 0; i < c->n_allocs; i++)
         cudaFree(c->allocs[i].p);
-    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8};
+    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe};
     for (workspace *w : ws)
         if (w->p)
             cudaFree(w->p);
@@ -516,6 +516,37 @@ rc_status cuda_fp8_epilogue(rc_backend *be, const rc_fp8_epi *e)
     return rck_fp8_epilogue(*e);
 }
 
+// mixture of experts (moe.cu; CPU twins in src/engine/moe.c)
+rc_status cuda_zero(rc_backend *be, float *x, int64_t n)
+{
+    (void)be;
+    return rck_zero(rck_zero_args{x}, n);
+}
+
+rc_status cuda_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+                         rc_dtype w_dt, float *sel, float *w)
+{
+    if (E < 1 || top_k < 1 || top_k > E)
+        return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(M > 0 ? M * E : 1) * sizeof(float), &p));
+    return rck_moe_route(rck_moe_route_args{logits, sel, w, static_cast<float *>(p), E, top_k, renorm ? 1 : 0, w_dt},
+                         M);
+}
+
+rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
+                              const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out)
+{
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_idx, (size_t)(n > 0 ? 2 * n : 1) * sizeof(int64_t), &p));
+    int64_t *d = static_cast<int64_t *>(p);
+    if (n > 0) {
+        RCK_CUDA(cudaMemcpy(d, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
+        RCK_CUDA(cudaMemcpy(d + n, widx, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    }
+    return rck_moe_acc(rck_moe_acc_args{y, w, d, d + n, out, H, sigmoid ? 1 : 0, dt}, n * H);
+}
+
 const rc_backend_ops k_cuda_ops = {
     "cuda",
     false, // host_memory
@@ -540,6 +571,9 @@ const rc_backend_ops k_cuda_ops = {
     cuda_logprobs,
     cuda_fp8_quant_act,
     cuda_fp8_epilogue,
+    cuda_zero,
+    cuda_moe_route,
+    cuda_moe_accumulate,
 };
 
 } // namespace

@@ -364,4 +364,49 @@ RC_HD static inline int64_t rck_attn_rows_per_launch(int64_t n_rows, int64_t nh,
     return rows < n_rows ? rows : n_rows;
 }
 
+/* ---- mixture of experts (moe.cu; CPU twins: src/engine/moe.c) ---- */
+
+/* x[i] = 0 */
+typedef struct {
+    float *x;
+} rck_zero_args;
+
+RC_HD static inline void rck_zero_thread(const rck_zero_args *a, int64_t i) { a->x[i] = 0.0f; }
+
+/* one row of the routing per thread: rco_moe_route_row with E floats of
+ * scratch per row */
+typedef struct {
+    const float *logits;
+    float *sel, *w, *scratch;
+    int64_t E, top_k;
+    int renorm;
+    rc_dtype w_dt;
+} rck_moe_route_args;
+
+RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64_t r)
+{
+    rco_moe_route_row(a->logits + r * a->E, a->E, a->top_k, a->renorm, a->w_dt, a->scratch + r * a->E,
+                      a->sel + r * a->top_k, a->w + r * a->top_k);
+}
+
+/* one output element per thread: out[rows[i], j] = rco_moe_acc(...) (the
+ * rows of one call distinct) */
+typedef struct {
+    const float *y, *w;
+    const int64_t *rows, *widx;
+    float *out;
+    int64_t H;
+    int sigmoid;
+    rc_dtype dt;
+} rck_moe_acc_args;
+
+RC_HD static inline void rck_moe_acc_thread(const rck_moe_acc_args *a, int64_t t)
+{
+    const int64_t i = t / a->H, j = t % a->H;
+    const float wv = a->w[a->widx[i]];
+    const float s = a->sigmoid ? rco_moe_sigmoid(wv, a->dt) : wv;
+    float *o = a->out + a->rows[i] * a->H + j;
+    *o = rco_moe_acc(*o, a->y[i * a->H + j], s, a->dt);
+}
+
 #endif

@@ -396,6 +396,64 @@ START_TEST(test_hf_ignored_keys)
 }
 END_TEST
 
+/* the MoE families: keys, defaults, which layers are MoE, refused values */
+START_TEST(test_moe_families)
+{
+    rc_config c;
+    /* Qwen1.5-MoE-A2.7B's config.json (sizes as published) */
+    parse_ok("{'model_type':'qwen2_moe','hidden_size':2048,'num_attention_heads':16,'num_key_value_heads':16,"
+             "'num_hidden_layers':24,'intermediate_size':5632,'moe_intermediate_size':1408,"
+             "'shared_expert_intermediate_size':5632,'num_experts':60,'num_experts_per_tok':4,"
+             "'decoder_sparse_step':1,'norm_topk_prob':false,'mlp_only_layers':[],'vocab_size':151936,"
+             "'rms_norm_eps':1e-06,'rope_theta':1000000.0,'tie_word_embeddings':false}",
+             &c);
+    ck_assert_int_eq(c.n_experts, 60);
+    ck_assert_int_eq(c.top_k, 4);
+    ck_assert_int_eq(c.moe_intermediate, 1408);
+    ck_assert_int_eq(c.shared_intermediate, 5632);
+    ck_assert(!c.norm_topk_prob && !c.moe_weights_f32 && c.qkv_bias && !c.o_bias);
+    ck_assert(rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 23));
+    /* mlp_only_layers and decoder_sparse_step */
+    parse_ok("{'model_type':'qwen2_moe','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':6,"
+             "'intermediate_size':96,'moe_intermediate_size':40,'shared_expert_intermediate_size':56,"
+             "'num_experts':6,'num_experts_per_tok':3,'decoder_sparse_step':2,'mlp_only_layers':[3],"
+             "'vocab_size':300}",
+             &c);
+    ck_assert(!rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1) && !rc_layer_is_moe(&c, 2) &&
+              !rc_layer_is_moe(&c, 3) && rc_layer_is_moe(&c, 5));
+    ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_DENSE, 0) && !rc_weight_cond_holds_layer(&c, RC_IF_MOE, 0));
+    ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_SHARED_EXPERT, 1));
+    /* Mixtral: MixtralConfig's defaults (8 experts, top 2), every layer MoE, fp32 renormalised weights */
+    parse_ok("{'model_type':'mixtral','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+             "'num_hidden_layers':2,'intermediate_size':48,'vocab_size':300}",
+             &c);
+    ck_assert_int_eq(c.n_experts, 8);
+    ck_assert_int_eq(c.top_k, 2);
+    ck_assert_int_eq(c.moe_intermediate, 48);
+    ck_assert(c.norm_topk_prob && c.moe_weights_f32 && c.shared_intermediate == 0 && c.sliding_window == 0);
+    ck_assert(rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1));
+    /* Qwen3-MoE: num_local_experts is the name transformers v5 writes; q/k norm; no shared expert */
+    parse_ok("{'model_type':'qwen3_moe','hidden_size':48,'head_dim':20,'num_attention_heads':4,"
+             "'num_key_value_heads':2,'num_hidden_layers':3,'intermediate_size':72,'moe_intermediate_size':24,"
+             "'num_local_experts':7,'num_experts_per_tok':3,'norm_topk_prob':true,'mlp_only_layers':[0],"
+             "'vocab_size':260}",
+             &c);
+    ck_assert_int_eq(c.n_experts, 7);
+    ck_assert_int_eq(c.head_dim, 20);
+    ck_assert(c.norm_topk_prob && c.qk_norm == RC_QK_NORM_HEAD && c.shared_intermediate == 0);
+    ck_assert(!rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1));
+    EXPECT_REJECT("{'model_type':'qwen3_moe','hidden_size':48,'num_attention_heads':4,'num_hidden_layers':3,"
+                  "'intermediate_size':72,'num_experts':4,'num_local_experts':4,'vocab_size':260}",
+                  RC_ERR_FORMAT, "num_experts", "num_local_experts");
+    EXPECT_REJECT("{'model_type':'mixtral','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':48,'num_local_experts':4,'num_experts_per_tok':5,'vocab_size':300}",
+                  RC_ERR_FORMAT, "num_experts_per_tok 5");
+    EXPECT_REJECT("{'model_type':'qwen2_moe','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+                  "'intermediate_size':96,'mlp_only_layers':[3],'vocab_size':300}",
+                  RC_ERR_FORMAT, "mlp_only_layers[0]");
+}
+END_TEST
+
 START_TEST(test_qwen3_rejected)
 {
     /* masking_utils raises for a sliding layer without a window */
@@ -1128,7 +1186,9 @@ END_TEST
 
 START_TEST(test_registry_list)
 {
-    ck_assert_str_eq(rc_arch_supported_list(), "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2");
+    ck_assert_str_eq(rc_arch_supported_list(),
+                     "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
+                     "qwen3_moe");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -1215,9 +1275,16 @@ START_TEST(test_family_tables_cover_fields)
                           (model_seen[RC_MW_lm_head] || a->forward.head == RC_HEAD_TIED),
                       "%s", a->family);
         ck_assert_msg(layer_seen[RC_LW_ln1_w] && layer_seen[RC_LW_ln2_w] && layer_seen[RC_LW_w_qkv] &&
-                          layer_seen[RC_LW_w_o] && layer_seen[RC_LW_w_up] && layer_seen[RC_LW_w_down],
+                          layer_seen[RC_LW_w_o],
                       "%s", a->family);
-        ck_assert_int_eq(layer_seen[RC_LW_w_gate], a->forward.mlp == RC_MLP_GATED);
+        /* a dense MLP in every family that can have a dense layer (Mixtral's are all MoE: its experts and
+         * router come from rc_expert_spec) */
+        const bool all_moe = a->experts && strcmp(a->family, "mixtral") == 0;
+        ck_assert_msg(all_moe || (layer_seen[RC_LW_w_up] && layer_seen[RC_LW_w_down]), "%s", a->family);
+        ck_assert_int_eq(layer_seen[RC_LW_w_gate], a->forward.mlp == RC_MLP_GATED && !all_moe);
+        if (a->experts)
+            ck_assert(a->experts->router && a->experts->per_expert && a->experts->gate && a->experts->up &&
+                      a->experts->down && a->experts->fused_gate_up && a->experts->fused_down);
         ck_assert_int_eq(model_seen[RC_MW_lnf_b], a->forward.norm_bias);
     }
 }
@@ -1337,6 +1404,7 @@ static Suite *config_suite(void)
     tcase_add_test(fam, test_new_family_bad_configs);
     tcase_add_test(fam, test_weights_too_large_by_biases);
     tcase_add_test(fam, test_family_tables_cover_fields);
+    tcase_add_test(fam, test_moe_families);
     tcase_add_test(fam, test_layout_helpers);
     tcase_add_test(fam, test_family_forward_defaults);
     suite_add_tcase(s, fam);

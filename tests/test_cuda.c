@@ -98,6 +98,9 @@ static const tol_row k_tol[] = {
     {"attention", 0, 0, 32, 8},
     {"attention_alibi", 0, 0, 32, 8}, /* as attention: the bias is + and * only */
     {"clamp", 0, 0, 0, 0},
+    {"moe_route", 0, 0, 4, 1},        /* softmax's expf, as act; the experts chosen must agree exactly */
+    {"moe_accumulate", 0, 0, 0, 0},   /* + and * only */
+    {"moe_shared", 0, 0, 4, 1},       /* the shared expert's sigmoid gate: expf */
     {"normalize_rows", 0, 0, 0, 0},   /* sqrtf and / are IEEE on both */
     {"act", 0, 0, 4, 1},
     {"act_mul", 0, 0, 4, 2},
@@ -589,6 +592,62 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
  * the bias (BLOOM fused into the scaling, Baichuan added in the model dtype
  * after a division, MPT in fp32 from the last key) and --alibi-bias rowmax,
  * 6 heads (not a power of two), prefill then decode then a 2-token step. */
+/* The MoE ops (moe.cu) against their CPU twins (src/engine/moe.c): routing
+ * (the experts exactly, the weights), the weighted accumulation of one
+ * expert's rows and Qwen2-MoE's sigmoid-gated shared expert. */
+START_TEST(test_moe_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    for (int di = 0; di < 3; di++)
+        for (int renorm = 0; renorm < 2; renorm++) {
+            const rc_dtype dt = k_dts[di], w_dt = renorm ? RC_F32 : dt; /* Mixtral keeps fp32 weights */
+            enum { M = 23 };
+            const int64_t E = 7, k = 3, H = 40;
+            float *lg = rand_vec(M * E, 3.0f, dt), *dlg = dev_copy(p.t, lg, M * E), *dsel, *dw;
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dsel) == RC_OK);
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dw) == RC_OK);
+            float *sel = malloc(sizeof(float) * M * k), *w = malloc(sizeof(float) * M * k);
+            ck_assert_msg(p.t->ops->moe_route(p.t, dlg, M, E, k, renorm, w_dt, dsel, dw) == RC_OK, "%s",
+                          rc_last_error());
+            ck_assert(p.c->ops->moe_route(p.c, lg, M, E, k, renorm, w_dt, sel, w) == RC_OK);
+            float *gsel = host_copy(p.t, dsel, M * k), *gw = host_copy(p.t, dw, M * k);
+            for (int64_t i = 0; i < M * k; i++)
+                ck_assert_msg(gsel[i] == sel[i], "moe_route %s: row %lld slot %lld expert %g, CPU %g", dt_name(dt),
+                              (long long)(i / k), (long long)(i % k), (double)gsel[i], (double)sel[i]);
+            compare("moe_route", dt_name(dt), gw, w, M * k, w_dt);
+            /* expert 0's rows, every third row, into an output that already holds values */
+            int64_t rows[M], widx[M], m = 0;
+            for (int64_t r = 0; r < M; r += 3, m++) {
+                rows[m] = r;
+                widx[m] = r * k + (r % k);
+            }
+            float *y = rand_vec(m * H, 2.0f, dt), *out = rand_vec(M * H, 1.0f, dt);
+            float *dy = dev_copy(p.t, y, m * H), *dout = dev_copy(p.t, out, M * H);
+            ck_assert(p.t->ops->moe_accumulate(p.t, dy, m, H, rows, dw, widx, false, dt, dout) == RC_OK);
+            ck_assert(p.c->ops->moe_accumulate(p.c, y, m, H, rows, gw, widx, false, dt, out) == RC_OK);
+            float *g = host_copy(p.t, dout, M * H);
+            compare("moe_accumulate", dt_name(dt), g, out, M * H, dt);
+            free(g);
+            /* the shared expert: every row, gate logits through the sigmoid */
+            int64_t iota[M];
+            for (int64_t r = 0; r < M; r++)
+                iota[r] = r;
+            float *sy = rand_vec(M * H, 2.0f, dt), *sg = rand_vec(M, 4.0f, dt);
+            float *dsy = dev_copy(p.t, sy, M * H), *dsg = dev_copy(p.t, sg, M);
+            ck_assert(p.t->ops->moe_accumulate(p.t, dsy, M, H, iota, dsg, iota, true, dt, dout) == RC_OK);
+            ck_assert(p.c->ops->moe_accumulate(p.c, sy, M, H, iota, sg, iota, true, dt, out) == RC_OK);
+            g = host_copy(p.t, dout, M * H);
+            compare("moe_shared", dt_name(dt), g, out, M * H, dt);
+            free(g), free(lg), free(sel), free(w), free(gsel), free(gw), free(y), free(out), free(sy), free(sg);
+            p.t->ops->free(p.t, dlg), p.t->ops->free(p.t, dsel), p.t->ops->free(p.t, dw);
+            p.t->ops->free(p.t, dy), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, dsy), p.t->ops->free(p.t, dsg);
+        }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
 START_TEST(test_alibi_clamp_normalize)
 {
     begin_checks();
@@ -918,8 +977,8 @@ END_TEST
 static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b", "qwen3_yarn",
-                                         "olmo2_postnorm"};
+                                         "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
+                                         "mixtral_fused", "qwen3_moe"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* Full forward of the fixture's sequences on the backend under test vs HF
@@ -1773,6 +1832,7 @@ int main(void)
     tcase_add_test(ops, test_rope_attention);
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
+    tcase_add_test(ops, test_moe_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);
     tcase_add_test(ops, test_fp8w_refused);

@@ -113,6 +113,7 @@ from transformers import (  # noqa: E402
     Qwen2Config,
     Qwen2ForCausalLM,
 )
+from transformers.models.mixtral import modeling_mixtral  # noqa: E402
 from transformers.models.bloom import modeling_bloom  # noqa: E402
 from transformers.models.mpt import modeling_mpt  # noqa: E402
 
@@ -132,6 +133,9 @@ PERTURB_STD = 0.1                # LN/RMSNorm weight = 1 + 0.1*randn, every bias
 INIT_RANGE = 0.12               # std of HF's init: non-flat distributions with an fp32 noise floor (HF fp32 vs fp64) of at most 4e-6 (6.3e-6 for baichuan_13b)
 MIN_CLIP_FRACTION = 0.01         # MPT clip_qkv must really clip: this share of the q/k/v values in the reference runs ...
 MAX_CLIP_FRACTION = 0.50         # ... but not most of them
+MIN_ROUTE_MARGIN = 1e-5          # MoE: the fp64 gap between the k-th and (k+1)-th router probability of every
+                                 # token and layer, far above fp32 rounding of a probability (about 1e-7), so
+                                 # that the fp32 and fp64 runs pick the same experts
 
 
 # --------------------------------------------------------------------------
@@ -809,7 +813,35 @@ def _patch_gpt2_f64(model64):
     return dict(gpt2_patches=0)
 
 
-FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64}
+def _mixtral_router_forward_f64(self, hidden_states):
+    """MixtralTopKRouter.forward without ``.float()`` on the router logits (same ops otherwise)."""
+    hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+    router_logits = F.linear(hidden_states, self.weight)
+    router_probs = torch.nn.functional.softmax(router_logits, dim=-1)
+    router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)
+    router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+    return router_logits, router_top_value, router_indices
+
+
+def _patch_mixtral_f64(model64):
+    """Mixtral: MixtralTopKRouter computes its softmax on ``router_logits.float()``; the fp64 model's routers
+    run the same code in float64. The replacement is checked bit-identical to HF's forward in fp32."""
+    n = 0
+    g = torch.Generator().manual_seed(0)
+    for m in model64.modules():
+        if isinstance(m, modeling_mixtral.MixtralTopKRouter):
+            r32 = copy.deepcopy(m).float()
+            x = torch.randn(7, m.hidden_dim, generator=g)
+            for a, b in zip(r32(x), _mixtral_router_forward_f64(r32, x)):
+                assert torch.equal(a, b), "Mixtral router replacement differs from HF in fp32"
+            m.forward = types.MethodType(_mixtral_router_forward_f64, m)
+            n += 1
+    assert n == model64.config.num_hidden_layers
+    return dict(mixtral_routers_patched=n)
+
+
+FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64,
+                       "mixtral": _patch_mixtral_f64}
 
 
 def _check_baichuan_f64(model64, hf_inv_freq_f32):
@@ -1434,6 +1466,10 @@ def np_forward_logprobs(cfg, W, ids, **opts):
     return _np_log_softmax(x @ head.T)
 
 
+NP_ROUTE_MARGINS = []  # a numpy MoE forward's smallest gap between the k-th and (k+1)-th router probability, per
+                       # call (tools/make_moe_fixtures.py); build_fixture checks it against MIN_ROUTE_MARGIN
+
+
 def numpy_spec_check(out_dir, np_forward=None, strict=True, **opts):
     """Max |numpy fp64 - stored fp64 reference| over forward and generated log-probs.
 
@@ -1484,9 +1520,19 @@ def build_fixture(spec, out_root):
     save_model = model if spec["save_dtype"] == torch.float32 else copy.deepcopy(model).to(spec["save_dtype"])
     kw = {} if spec["max_shard_size"] is None else dict(max_shard_size=spec["max_shard_size"])
     save_model.save_pretrained(out_dir, **kw)
+    if spec.get("save_fused_experts"):
+        # transformers v5's in-memory names and 3-D expert tensors, as some converters save them
+        # (save_pretrained writes the published one-tensor-per-expert layout back)
+        sd = {k: v.detach().contiguous() for k, v in save_model.state_dict().items()
+              if not (config.tie_word_embeddings and k == "lm_head.weight")}
+        assert any(k.endswith("mlp.experts.gate_up_proj") for k in sd), "no fused expert tensors in the state dict"
+        os.remove(os.path.join(out_dir, "model.safetensors"))
+        save_safetensors_canonical(sd, os.path.join(out_dir, "model.safetensors"), {"format": "pt"})
+    load_kw = spec.get("load_kwargs", {})
 
     # ---- reload from disk in fp32 (bf16 -> fp32 is exact widening) -------------
-    ref32 = spec["model_cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    ref32 = spec["model_cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager",
+                                              **load_kw).eval()
     assert ref32.config._attn_implementation == "eager"
     mem = dict(model.named_parameters())
     for pname, p in ref32.named_parameters():
@@ -1506,6 +1552,8 @@ def build_fixture(spec, out_root):
     assert len(rope_mod) <= 1
     hf_inv_freq = rope_mod[0].inv_freq.detach().clone() if rope_mod else None  # None: ALiBi / learned positions
 
+    if "experts_implementation" in load_kw:
+        assert ref32.config._experts_implementation == load_kw["experts_implementation"]
     ref64 = copy.deepcopy(ref32).double().eval()
     native64 = copy.deepcopy(ref32).double().eval()  # plain model.double(), for comparison only
     patch_info = make_true_fp64(ref64, hf_inv_freq)
@@ -1617,8 +1665,12 @@ def build_fixture(spec, out_root):
             assert torch.equal(f.get_tensor(k).nan_to_num(7.0), t.nan_to_num(7.0)), k
 
     np_forward = spec.get("np_forward")  # optional numpy implementation for families not covered here
+    NP_ROUTE_MARGINS.clear()
     np_err = numpy_spec_check(out_dir, np_forward)
     assert np_err < NUMPY_SPEC_TOL, f"{name}: numpy fp64 re-implementation differs by {np_err:.3g}"
+    if NP_ROUTE_MARGINS:
+        route_margin = min(NP_ROUTE_MARGINS)
+        assert route_margin > MIN_ROUTE_MARGIN, f"{name}: router top-k margin {route_margin:.3g}; change seed"
     # What a plausible misreading would cost (both computed by the same numpy code, measured against the references)
     what_if = {}
     if config.model_type == "mpt":

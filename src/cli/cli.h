@@ -151,6 +151,7 @@ typedef struct {
     rc_side sampler, trainer;                /* each side resolved from the options and its spec */
     gate gates[MAX_GATES];
     int n_gates;
+    int64_t layers; /* --layers N (0: all) */
     /* score's own */
     const char *rollouts, *format, *logprobs_kind;
     int64_t chunk_rollouts; /* 0: RC_SCORE_CHUNK_ROLLOUTS */

@@ -86,10 +86,15 @@ typedef struct {
 
 static rc_status estimate_speed(const rc_config *k, int64_t batch, rc_dtype dt, speed_estimate *se)
 {
-    const int64_t H = k->hidden, I = k->intermediate, qkv = (k->n_heads + 2 * k->n_kv_heads) * k->head_dim;
-    const double per_layer = (double)H * (double)qkv + (double)(k->n_heads * k->head_dim) * (double)H +
-                             (k->gated_mlp ? 3.0 : 2.0) * (double)H * (double)I;
-    se->gflop_per_token = 2.0 * ((double)k->n_layers * per_layer + (double)k->vocab * (double)H) / 1e9;
+    const int64_t H = k->hidden, I = k->intermediate;
+    double layers = 0.0; /* every layer's GEMM FLOPs per token (MoE: the experts a token runs) */
+    for (int64_t l = 0; l < k->n_layers; l++) {
+        int64_t we;
+        double f;
+        rc_layer_cost(k, l, &we, &f);
+        layers += f;
+    }
+    se->gflop_per_token = (layers + 2.0 * (double)k->vocab * (double)H) / 1e9;
     const int64_t N = I < 2048 ? I : 2048, Mf = 288;
     se->m_decode = batch < 256 ? batch : 256;
     se->m_forward = Mf;
@@ -211,7 +216,19 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                    "\"forward_s_per_1k_tokens\": %.4g, \"gemm_only\": true}",
                    se.gflop_per_token, (long long)se.m_decode, se.gflops_decode, (long long)se.m_forward,
                    se.gflops_forward, se.s_per_1k_decode, se.s_per_1k_forward);
-        printf("}\n");
+        printf(", \"per_layer\": [");
+        for (int64_t l = 0; l < k->n_layers; l++) { /* what --layers N keeps: the first N of these */
+            int64_t we;
+            double f;
+            rc_layer_cost(k, l, &we, &f);
+            printf("%s{\"layer\": %lld, \"moe\": %s, \"weight_bytes\": %lld, \"gemm_gflop_per_token\": %.6g", l ? ", " : "",
+                   (long long)l, rc_layer_is_moe(k, l) ? "true" : "false", (long long)(we * rc_dtype_size(num.dt)),
+                   f / 1e9);
+            if (!io.no_speed)
+                printf(", \"decode_s_per_1k_tokens\": %.4g", 1000.0 * f / 1e9 / se.gflops_decode);
+            printf("}");
+        }
+        printf("]}\n");
     } else {
         printf("model          ");
         rc_term_str(stdout, model);
@@ -229,6 +246,16 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("norm           %s, eps %g\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps);
         printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
         printf("residual       %s\n", k->parallel_residual ? "parallel" : "sequential");
+        if (k->n_experts > 0) { /* mixture of experts */
+            int64_t n_moe = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_moe += rc_layer_is_moe(k, l);
+            printf("experts        %lld, top %lld%s, expert inner %lld", (long long)k->n_experts, (long long)k->top_k,
+                   k->norm_topk_prob ? " renormalised" : "", (long long)k->moe_intermediate);
+            if (k->shared_intermediate > 0)
+                printf(", shared expert %lld", (long long)k->shared_intermediate);
+            printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
+        }
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
@@ -271,6 +298,21 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                    "attention, norms and sampling add to it\n",
                    se.s_per_1k_decode, (long long)se.m_decode, se.s_per_1k_forward, se.gflop_per_token,
                    se.gflops_decode, se.gflops_forward);
+        /* per decoder layer, once per kind (dense / MoE): what --layers N adds per layer */
+        for (int moe = 0; moe < 2; moe++)
+            for (int64_t l = 0; l < k->n_layers; l++) {
+                if (rc_layer_is_moe(k, l) != (moe == 1))
+                    continue;
+                int64_t we;
+                double f;
+                rc_layer_cost(k, l, &we, &f);
+                printf("%s %.3g MiB of %s weights, %.3g GEMM GFLOP per token", moe ? "per MoE layer " : "per layer     ",
+                       (double)(we * rc_dtype_size(num.dt)) / (1024.0 * 1024.0), rc_dtype_str(num.dt), f / 1e9);
+                if (!io.no_speed)
+                    printf(", about %.3g s per 1k decoded tokens", 1000.0 * f / 1e9 / se.gflops_decode);
+                printf(" (--layers N runs the first N)\n");
+                break;
+            }
     }
     rc_model_free(m);
     return 0;

@@ -61,7 +61,7 @@ rc_status run_prepare(run_ctx *x)
 rc_status run_load(run_ctx *x)
 {
     const run_opts *ro = &x->ro;
-    rc_status st = rc_model_load(ro->model_dir, &x->m); /* first: text prompts need its tokenizer */
+    rc_status st = rc_model_load_layers(ro->model_dir, ro->layers, false, &x->m); /* first: text prompts need its tokenizer */
     if (st != RC_OK)
         return st;
     const rc_config *mc = &x->m->cfg;
@@ -211,6 +211,11 @@ rc_status run_settings(run_ctx *x, const char *cmdline)
     if (!res->command_line || !res->model_path)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
+    if (x->m->cfg.n_layers < x->m->cfg.n_layers_model) /* --layers N */
+        snprintf(res->layers, sizeof res->layers, "%lld of %lld", (long long)x->m->cfg.n_layers,
+                 (long long)x->m->cfg.n_layers_model);
+    else
+        snprintf(res->layers, sizeof res->layers, "all");
     snprintf(res->dtype, sizeof res->dtype, "%s", rc_dtype_str(cfg->num.dt));
     snprintf(res->kernels, sizeof res->kernels, "%s", rc_kernels_name(ro->sampler.kernels));
     if ((ro->sampler_spec || ro->trainer_spec) && !res->trainer[0]) { /* both sides, when a spec was given */

@@ -100,7 +100,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     if (sa->format)
         RC_TRY(rc_rollout_format_parse(sa->format, &fmt));
     const int64_t chunk = sa->chunk > 0 ? sa->chunk : RC_SCORE_CHUNK_ROLLOUTS;
-    RC_TRY(rc_model_load(ro->model_dir, &x->m));
+    RC_TRY(rc_model_load_layers(ro->model_dir, ro->layers, false, &x->m));
     const rc_config *mc = &x->m->cfg;
     warn_eos(ro->model_dir, mc);
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");

@@ -429,6 +429,8 @@ static const opt_spec k_run_opts[] = {
      "both:dtype=fp16", "Sweep:", op_vary, 0, 0, 0, CMD_SWEEP, 0, 0},
     {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
      RO(model_dir), 0, 0, 0, 0, 0},
+    {"layers", 0, "N", "run only the first N decoder layers, then the final\nnorm and the head (default all)", NULL,
+     op_i64, RO(layers), 1, 4096, 0, 0, 0},
     {"dtype", 0, "fp32|fp16|bf16", "dtype both paths compute in (default bf16)", NULL, op_dtype, 0, 0, 0, 0, 0, 0},
     {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0, 0, 0, 0},
     {"upcast", 0, "LIST", "ops kept in fp32: softmax,rope,norm,lm_head, or all (default none)", NULL, op_upcast, 0,

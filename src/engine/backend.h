@@ -324,6 +324,18 @@ typedef struct {
     rc_status (*fp8_quant_act)(rc_backend *be, const float *x, int64_t M, int64_t K, rc_fp8_act mode, float *q,
                                float *sa);
     rc_status (*fp8_epilogue)(rc_backend *be, const rc_fp8_epi *e);
+    /* Mixture of experts (moe.c; the arithmetic: rco_moe_* in ops_inline.h).
+     * x[0, n) = 0 */
+    rc_status (*zero)(rc_backend *be, float *x, int64_t n);
+    /* Routing of M rows of router logits [M, E]: rco_moe_route_row per row
+     * into sel and w [M, top_k] (backend memory) */
+    rc_status (*moe_route)(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+                           rc_dtype w_dt, float *sel, float *w);
+    /* out[rows[i], :] = rco_moe_acc(out[rows[i], :], y[i, :], s_i, dt) for
+     * i < n, s_i = w[widx[i]], or rco_moe_sigmoid(w[widx[i]], dt) when
+     * sigmoid (rows, widx: host; the rows distinct) */
+    rc_status (*moe_accumulate)(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
+                                const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
 } rc_backend_ops;
 
 struct rc_backend {

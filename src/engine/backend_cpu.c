@@ -36,6 +36,7 @@
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "moe.h"
 #include "ops_inline.h"
 #include "util.h"
 
@@ -1053,6 +1054,9 @@ static const rc_backend_ops k_cpu_ops = {
     .act_mul = cpu_act_mul,
     .add = cpu_add,
     .logprobs = cpu_logprobs,
+    .zero = rc_cpu_zero, /* the MoE ops: moe.c */
+    .moe_route = rc_cpu_moe_route,
+    .moe_accumulate = rc_cpu_moe_accumulate,
 };
 
 static void cpu_destroy(rc_backend *be)

@@ -349,7 +349,7 @@ static void place_all(place_ctx *x, rc_weights *dst)
 #undef PLACE_MODEL_
     for (int64_t l = 0; l < c->n_layers; l++) {
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
-    place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds(c, present),              \
+    place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds_layer(c, present, l),     \
           rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
@@ -602,7 +602,9 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     if (num->tp > 1) /* the row-parallel partials, and max_rows zero indices */
         ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
              rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
-    ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act);
+    int64_t moe_f, moe_h; /* MoE: the layers' scratch */
+    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(act, moe_f, &act);
+    ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act) && rc_add_i64(act, moe_h, &act);
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
@@ -620,6 +622,7 @@ void rc_engine_free(rc_engine *e)
     if (e->tp_parts)
         e->be->ops->free(e->be, e->tp_parts);
     rc_fp8w_free(e->fp8w);
+    rc_moe_scratch_free(e->be, e->moe);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
@@ -643,7 +646,8 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
             return rc_errorf(RC_ERR_USAGE, "residual=fp32 needs dtype=bf16 or fp16 (an fp32 model's residual "
                              "stream is fp32 already)");
         if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
-                  c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32))
+                  c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 ||
+                  c->n_experts > 0))
             return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
                              "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     }
@@ -655,7 +659,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm-head=fp32 applies");
     if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0 ||
-              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32))
+              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 || c->n_experts > 0))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
@@ -686,6 +690,9 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
+    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
+                      "weights yet", c->model_type);
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
     if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
@@ -732,6 +739,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         if (s == RC_OK)
             s = rc_alloc_aligned((void **)&e->tp_zero_rows, max_rows, sizeof *e->tp_zero_rows, "engine index scratch");
     }
+    if (s == RC_OK && c->n_experts > 0)
+        s = rc_moe_scratch_create(be, c, e->chunk_rows, &e->moe);
     if (s == RC_OK)
         s = engine_weights(e);
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
@@ -976,6 +985,14 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                 nmid, rr.norm, e->h));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 m_in = e->h;
+            }
+            if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
+                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act};
+                RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, r0, &mr, e->moe, &e->routing, e->mlp_c));
+                CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
+                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
+                CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
+                continue;
             }
             RC_TRY(linear(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "moe.h"
 
 /* The dtype model (README "Numerics"): what a framework running the model in
  * `dt` computes. Weights are rounded to dt once; each op's output is rounded
@@ -222,6 +223,8 @@ typedef struct {
     int64_t *tp_zero_rows; /* max_rows zeros (host; tp > 1), else NULL */
     rc_capture_hook hook;  /* zero: no capture (set by the caller after rc_engine_create) */
     rc_target_hook target; /* zero: targets' log-probs as computed (set by the caller) */
+    struct rc_moe_scratch *moe; /* a MoE model's scratch (moe.h), else NULL */
+    rc_routing_hook routing;    /* zero: the routing is not recorded (set by the caller; moe.h) */
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe.h"
 #include "util.h"
 
 /* y[M, N] = x[M, K] . W[N, K]^T + bias (a weight row widened once per output column) */
@@ -257,6 +258,13 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             memcpy(h, x, (size_t)(n * H) * sizeof *h);
         else
             norm64(c, x, n, L->ln2_w, L->ln2_b, h);
+        if (rc_layer_is_moe(c, l)) { /* moe.c: routing, experts and shared expert in double */
+            if ((s = rc_moe_forward64(c, L, h, n, mm64, t3)) != RC_OK)
+                goto done;
+            for (int64_t i = 0; i < n * H; i++)
+                x[i] += t3[i];
+            continue;
+        }
         if ((s = mm64(h, n, H, L->w_up, I, L->b_up, t1)) != RC_OK)
             goto done;
         if (c->gated_mlp) {

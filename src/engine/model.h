@@ -119,6 +119,16 @@ typedef struct {
     bool norm_head;            /* LM-head rows L2-normalised in the weight dtype (Baichuan2 NormHead) */
     bool rope_f32;             /* RoPE products and sum in fp32 with fp32 cos/sin, rounded once (Baichuan2-7B) */
     bool attn_f32;             /* scores and probabilities in fp32, P.V rounded once (Baichuan2-7B's SDPA) */
+    /* Mixture of experts (n_experts 0: a dense model; moe.c, docs/models.md) */
+    int64_t n_experts;         /* num_experts / num_local_experts */
+    int64_t top_k;             /* num_experts_per_tok */
+    int64_t moe_intermediate;  /* each expert's SwiGLU inner size */
+    int64_t shared_intermediate; /* the shared expert's inner size (Qwen2-MoE; 0: none) */
+    bool norm_topk_prob;       /* the top-k weights renormalised to sum 1 */
+    bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
+    int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
+    uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
+    int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
     int n_eos;
@@ -148,6 +158,11 @@ typedef enum {
     RC_DIM_QKV, /* (n_heads + 2 * n_kv_heads) * head_dim */
     RC_DIM_3H,  /* 3 * hidden (fused QKV as GPT-NeoX, BLOOM and GPT-2 store it) */
     RC_DIM_POS, /* max_pos (a learned position table, as GPT-2's wpe) */
+    RC_DIM_E,   /* n_experts (the router's rows) */
+    RC_DIM_IM,  /* moe_intermediate (one expert's inner size) */
+    RC_DIM_E2IM,/* n_experts * 2 * moe_intermediate (every expert's [gate; up] rows) */
+    RC_DIM_EH,  /* n_experts * hidden (every expert's down_proj rows) */
+    RC_DIM_IS,  /* shared_intermediate (the shared expert's inner size) */
     RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
     RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
 } rc_dim;
@@ -164,6 +179,13 @@ typedef enum {
     RC_IF_LEARNED_POS,    /* cfg->pos == RC_POS_LEARNED */
     RC_IF_EMBED_NORM,     /* cfg->embed_norm */
     RC_IF_EMBED_NORM_BIAS,/* cfg->embed_norm && cfg->norm_bias */
+    /* per layer (rc_weight_cond_holds_layer; rc_weight_cond_holds: in any layer) */
+    RC_IF_DENSE,          /* a dense MLP layer */
+    RC_IF_DENSE_GATED,    /* a dense layer && cfg->gated_mlp */
+    RC_IF_DENSE_MLP_BIAS, /* a dense layer && cfg->mlp_bias */
+    RC_IF_DENSE_GATED_MLP_BIAS, /* a dense layer && cfg->gated_mlp && cfg->mlp_bias */
+    RC_IF_MOE,            /* a mixture-of-experts layer */
+    RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
 } rc_weight_cond;
 
@@ -190,12 +212,19 @@ typedef enum {
     X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
     X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
-    X(w_up, RC_DIM_I, RC_DIM_H, RC_ALWAYS, MAT)              /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
-    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, VEC)         /* [intermediate] or NULL */                  \
-    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_GATED, MAT)          /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
-    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_GATED_MLP_BIAS, VEC) /* [intermediate] or NULL */                  \
-    X(w_down, RC_DIM_H, RC_DIM_I, RC_ALWAYS, MAT)            /* [hidden, intermediate] */                  \
-    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS, VEC)       /* [hidden] or NULL */
+    X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
+    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \
+    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_DENSE_GATED, MAT)      /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
+    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_GATED_MLP_BIAS, VEC) /* [intermediate] or NULL */                  \
+    X(w_down, RC_DIM_H, RC_DIM_I, RC_IF_DENSE, MAT)          /* [hidden, intermediate] */                  \
+    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)     /* [hidden] or NULL */ \
+    X(w_router, RC_DIM_E, RC_DIM_H, RC_IF_MOE, MAT)          /* [n_experts, hidden] (mlp.gate) */          \
+    X(w_exp_gu, RC_DIM_E2IM, RC_DIM_H, RC_IF_MOE, MAT)       /* [n_experts * 2 * moe_inter, hidden]: expert e's gate rows, then its up rows */ \
+    X(w_exp_down, RC_DIM_EH, RC_DIM_IM, RC_IF_MOE, MAT)      /* [n_experts * hidden, moe_inter]: expert e's down_proj */ \
+    X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
+    X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
+    X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -337,6 +366,20 @@ typedef struct {
     rc_head_kind head;
 } rc_forward_desc;
 
+/* Where a MoE family's experts are (loaded by model.c for every MoE layer,
+ * after the layer table): one tensor per expert (the published layout,
+ * "<per_expert><e>.<gate|up|down>"), or the fused 3-D tensors of
+ * transformers v5 (fused_gate_up [E, 2 * moe_inter, hidden]: expert e's
+ * gate rows then its up rows; fused_down [E, hidden, moe_inter]), whichever
+ * the checkpoint holds. The router's name may differ between the two
+ * (Mixtral's block_sparse_moe.gate is renamed mlp.gate by v5). */
+typedef struct {
+    const char *router, *router_fused;  /* [n_experts, hidden] */
+    const char *per_expert;             /* the stem before the expert index: "mlp.experts." */
+    const char *gate, *up, *down;       /* after the stem */
+    const char *fused_gate_up, *fused_down;
+} rc_expert_spec;
+
 struct rc_arch {
     const char *family;             /* "gpt_neox", "llama" */
     const char *const *model_types; /* NULL-terminated list of HF model_type values */
@@ -349,12 +392,25 @@ struct rc_arch {
     /* The rest of config.json (hidden_act, eps, biases, rope, head_dim, ...);
      * the keys and forward defaults are already in cfg. */
     rc_status (*parse_config)(const json_t *root, const char *path, rc_config *cfg);
+    const rc_expert_spec *experts;  /* MoE families only, else NULL */
 };
 
 /* model.c: elements the weight fields take for cfg (checked arithmetic). */
 rc_status rc_weights_numel(const rc_config *cfg, int64_t *n);
 int64_t rc_dim_value(const rc_config *cfg, rc_dim d);
 bool rc_weight_cond_holds(const rc_config *cfg, rc_weight_cond w);
+/* w in decoder layer l (the per-layer conditions: dense or MoE layer) */
+bool rc_weight_cond_holds_layer(const rc_config *cfg, rc_weight_cond w, int64_t l);
+/* layer l is a mixture-of-experts layer (Qwen2MoeDecoderLayer's rule: not in
+ * mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0) */
+bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
+
+
+/* Decoder layer l's weights (elements, every field the layer holds: all of a
+ * MoE layer's experts) and its GEMM FLOPs per token (a MoE layer: the router,
+ * top_k experts and the shared expert, the ones a token runs). false when a
+ * size overflows. */
+bool rc_layer_cost(const rc_config *cfg, int64_t l, int64_t *weight_elems, double *flop_per_token);
 
 /* models/registry.c */
 const rc_arch *rc_arch_for_model_type(const char *model_type);
@@ -396,6 +452,11 @@ rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const cha
  * RC_ERR_USAGE when it is a file. rc_model_load* call it first. */
 rc_status rc_model_dir_check(const char *dir);
 rc_status rc_model_load(const char *dir, rc_model **out);
+/* rc_model_load (dry: rc_model_load_headers) of the first n_layers decoder
+ * layers only (--layers N; 0: all): cfg.n_layers becomes N (at most the
+ * model's), cfg.n_layers_model keeps the checkpoint's count, and the forward
+ * runs those layers, then the final norm and the head. */
+rc_status rc_model_load_layers(const char *dir, int64_t n_layers, bool dry, rc_model **out);
 /* rc_model_load without reading a weight: config.json and the safetensors
  * headers, every tensor the family needs checked for presence, shape and a
  * float dtype, arena_bytes, mapped_bytes, n_params and stored_dtype set and

@@ -779,4 +779,67 @@ RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_
     }
 }
 
+/* ---- mixture of experts ------------------------------------------------------ */
+
+/* One row's routing (transformers' Qwen2MoeTopKRouter / MixtralTopKRouter
+ * after the router GEMM): p = softmax(logits) in fp32 (the row max, exp(x -
+ * max) in expert order, their sum in that order, each divided by it); the
+ * top_k largest p, largest first (torch.topk; among equal values the lower
+ * expert index); with renorm each divided by their sum (added in top-k
+ * order); the weights rounded to w_dt (the dtype: .to(router_logits.dtype);
+ * fp32: Mixtral keeps them). p: E floats of scratch. sel: the expert
+ * indices as floats. */
+RC_HD static inline void rco_moe_route_row(const float *logits, int64_t E, int64_t top_k, int renorm, rc_dtype w_dt,
+                                           float *p, float *sel, float *w)
+{
+    float mx = logits[0];
+    for (int64_t e = 1; e < E; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; e++) {
+        p[e] = expf(logits[e] - mx);
+        sum += p[e];
+    }
+    for (int64_t e = 0; e < E; e++)
+        p[e] = p[e] / sum;
+    for (int64_t j = 0; j < top_k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t i = 0; i < j; i++)
+                taken |= (int64_t)sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        sel[j] = (float)best;
+        w[j] = p[best];
+    }
+    if (renorm) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < top_k; j++)
+            s += w[j];
+        for (int64_t j = 0; j < top_k; j++)
+            w[j] = w[j] / s;
+    }
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = rc_round_to(w[j], w_dt);
+}
+
+/* One element of an expert's (or the shared expert's) contribution added to
+ * the output: R(acc + R(y * s)), y the expert's output (a value of dt), s its
+ * weight (a value of dt, or fp32 for Mixtral: the product then rounds to fp32
+ * first, as the promoted fp32 tensor does, then to dt: .to(dtype)). */
+RC_HD static inline float rco_moe_acc(float acc, float y, float s, rc_dtype dt)
+{
+    const float prod = y * s;
+    return rc_round_to(acc + rc_round_to(prod, dt), dt);
+}
+
+/* Qwen2-MoE's shared-expert gate: R(sigmoid(g)) of the gate logit g (a value
+ * of dt), sigmoid in fp32 as 1 / (1 + exp(-g)) */
+RC_HD static inline float rco_moe_sigmoid(float g, rc_dtype dt)
+{
+    return rc_round_to(1.0f / (1.0f + expf(-g)), dt);
+}
+
 #endif

@@ -20,6 +20,8 @@
  *   command_line      str   the command line, shell-quoted
  *   model_path        str   model folder as given
  *   model_type        str   config.json model_type, e.g. "llama"
+ *   layers            str   decoder layers run: "all", or "N of M" (--layers N);
+ *                           absent in older files
  *   dtype             str   "fp32", "fp16" or "bf16"
  *   kernels           str   "engine", "invariant" or "blas"
  *   upcast            str   "none" or a comma list, e.g. "softmax,rope"

@@ -284,6 +284,7 @@ struct rc_results {
     char *command_line;  /* owned */
     char *model_path;    /* owned */
     char model_type[32];
+    char layers[48];     /* decoder layers run: "all", or "N of M" under --layers N */
     char dtype[8];       /* "fp32", "fp16", "bf16" */
     char kernels[16];    /* "engine", "invariant", "blas" (dtype .. logprob_dtype: the sampler's side) */
     char upcast[64];     /* "none" or "softmax,rope,..." */

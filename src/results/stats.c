@@ -22,6 +22,8 @@ const rc_setting rc_settings[] = {
     SET("command_line", "command_line", RC_SET_TEXT, command_line, 0, false),
     SET("model_path", "model", RC_SET_TEXT, model_path, 0, false),
     SET("model_type", "model_type", RC_SET_TEXT, model_type, sizeof(((rc_results *)0)->model_type), false),
+    /* --layers N: "N of M" (files before it have none; "all" is not shown) */
+    SET_SHOWN("layers", layers, true, "layers", "all"),
     SET_SHOWN("dtype", dtype, false, "dtype", NULL),
     SET_SHOWN("kernels", kernels, false, "kernels", NULL),
     SET_SHOWN("upcast", upcast, false, "upcast", NULL),

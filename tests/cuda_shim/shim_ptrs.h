@@ -57,13 +57,6 @@ template <typename F> static inline void rck_shim_ptrs(const rck_norm_args &a, F
     RCK_SHIM_PTR(f, a, out);
 }
 
-template <typename F> static inline void rck_shim_ptrs(const rck_qk_norm_args &a, F &&f)
-{
-    RCK_SHIM_PTR(f, a, qkv);
-    RCK_SHIM_PTR(f, a, wq);
-    RCK_SHIM_PTR(f, a, wk);
-}
-
 template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, x);
@@ -120,6 +113,32 @@ template <typename F> static inline void rck_shim_ptrs(const rc_fp8_epi &a, F &&
     RCK_SHIM_PTR(f, a, sx);
     RCK_SHIM_PTR(f, a, sw);
     RCK_SHIM_PTR(f, a, bias);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_qk_norm_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, qkv);
+    RCK_SHIM_PTR(f, a, wq);
+    RCK_SHIM_PTR(f, a, wk);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_zero_args &a, F &&f) { RCK_SHIM_PTR(f, a, x); }
+
+template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, logits);
+    RCK_SHIM_PTR(f, a, sel);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_moe_acc_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, y);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, rows);
+    RCK_SHIM_PTR(f, a, widx);
+    RCK_SHIM_PTR(f, a, out);
 }
 
 #undef RCK_SHIM_PTR
