@@ -16,6 +16,7 @@
 #include "rc_build_config.h"
 #include "rc_cuda.h"
 #include "testutil.h"
+#include "gate_check.h"
 
 static char g_out[1 << 16], g_err[1 << 16];
 
@@ -1012,6 +1013,38 @@ START_TEST(test_run_gates)
 }
 END_TEST
 
+/* --fail-on and --fail-above's verdict and JSON metrics: exit 3 exactly when
+ * the run's own JSON (without a gate) says a line reaches the level */
+START_TEST(test_run_fail_on)
+{
+    static const char *const cfgs[] = {"--kernels invariant", "--dtype fp16", "--dtype fp16 --seq-eps 1 --clip-eps 1e-3"};
+    int seen[3] = {0, 0, 0};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        char base[2048];
+        snprintf(base, sizeof base, "%s --out none %s", g_common, cfgs[c]);
+        rc_gate_check(run, g_out, base, seen, c == 1);
+    }
+    /* every outcome is tested: a run whose worst line is OK, one WARN, one FAIL */
+    ck_assert_int_gt(seen[0], 0);
+    ck_assert_int_gt(seen[1], 0);
+    ck_assert_int_gt(seen[2], 0);
+    /* the table names the gate; stderr says which line failed and why */
+    char args[2048];
+    snprintf(args, sizeof args, "%s --out none --dtype fp16 --fail-on fail", g_common);
+    ck_assert_int_eq(run(args), 3);
+    ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-on fail): FAIL"));
+    ck_assert_ptr_nonnull(strstr(g_err, "ratiocheck: --fail-on fail: gspo is FAIL: "));
+    snprintf(args, sizeof args, "%s --out none --kernels invariant --fail-on warn --fail-above k3=0", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-above, --fail-on warn): PASS\n"));
+    snprintf(args, sizeof args, "%s --out none --fail-on error", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--fail-on: expected warn or fail"));
+    snprintf(args, sizeof args, "%s --out none --fail-above verdict.nope=1", g_common);
+    ck_assert_int_eq(run(args), 2);
+}
+END_TEST
+
 START_TEST(test_run_output_file)
 {
     char args[2048], p[256];
@@ -1888,6 +1921,7 @@ int main(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
+    tcase_add_test(tr, test_run_fail_on);
     tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_strata_growth);
     tcase_add_test(tr, test_two_sides);

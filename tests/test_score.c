@@ -17,6 +17,7 @@
 
 #include "results.h"
 #include "testutil.h"
+#include "gate_check.h"
 
 static char g_out[1 << 16], g_err[1 << 16];
 static char g_dir[PATH_MAX];
@@ -579,6 +580,70 @@ END_TEST
 /* a sweep over trainer settings on the logged rollouts: the noise floor is
  * bitwise the base; the bf16 trainer row against the HF fp32 rollouts is
  * far from the fp32 base; the sampler cannot vary */
+static int run_args(const char *args)
+{
+    return run("%s", args);
+}
+
+/* a scalar string attribute of /verdict (NULL when absent; free()) */
+static char *verdict_attr(const char *file, const char *name)
+{
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_msg(f >= 0, "%s", file);
+    hid_t g = H5Gopen2(f, "/verdict", H5P_DEFAULT);
+    ck_assert(g >= 0);
+    char *out = NULL;
+    if (H5Aexists(g, name) > 0) {
+        hid_t a = H5Aopen(g, name, H5P_DEFAULT), mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5T_CSET_UTF8);
+        char *s = NULL;
+        ck_assert_int_ge(H5Aread(a, mt, &s), 0);
+        out = strdup(s);
+        H5free_memory(s);
+        H5Tclose(mt);
+        H5Aclose(a);
+    }
+    H5Gclose(g);
+    H5Fclose(f);
+    return out;
+}
+
+/* --fail-on / --fail-above on score: exit 3 exactly when its own JSON (without a gate) says a
+ * verdict line reaches the level; the gate in the HDF5 file, whole or written in chunks */
+START_TEST(test_fail_on)
+{
+    static const char *const cfgs[] = {"--dtype fp32", "--dtype bf16 --seq-eps 1 --clip-eps 3e-2", "--dtype bf16"};
+    int seen[3] = {0, 0, 0};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        char base[512];
+        snprintf(base, sizeof base, "score -q --backend cpu --out none --rollouts hf_fp32.jsonl %s", cfgs[c]);
+        rc_gate_check(run_args, g_out, base, seen, c == 2);
+    }
+    ck_assert_int_gt(seen[0], 0); /* a run whose worst line is OK, one WARN, one FAIL */
+    ck_assert_int_gt(seen[1], 0);
+    ck_assert_int_gt(seen[2], 0);
+    static const char *const chunk[] = {"", "--chunk-rollouts 3"};
+    for (int k = 0; k < 2; k++) {
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s/g%d.h5", g_dir, k);
+        ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --dtype bf16 %s --fail-on warn "
+                             "--fail-above k3=1 --out '%s'", chunk[k], p), 3);
+        char *gate = verdict_attr(p, "gate"), *rules = verdict_attr(p, "gate_rules"),
+             *failed = verdict_attr(p, "gate_failed");
+        ck_assert_str_eq(gate, "FAIL");
+        ck_assert_str_eq(rules, "--fail-above k3=1 --fail-on warn");
+        ck_assert_ptr_nonnull(strstr(failed, "gspo FAIL"));
+        free(gate);
+        free(rules);
+        free(failed);
+        snprintf(p, sizeof p, "%s/n%d.h5", g_dir, k); /* no gate: no attribute */
+        ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --dtype bf16 %s --out '%s'", chunk[k], p), 0);
+        ck_assert_ptr_null(verdict_attr(p, "gate"));
+    }
+}
+END_TEST
+
 START_TEST(test_sweep)
 {
     ck_assert_int_eq(run("score -q --backend cpu --out none --json --dtype fp32 --rollouts hf_fp32.jsonl --vary trainer:dtype=bf16"),
@@ -787,6 +852,7 @@ int main(void)
     tcase_add_test(tc, test_shift);
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_sweep);
+    tcase_add_test(tc, test_fail_on);
     tcase_add_test(tc, test_chunks);
     tcase_add_test(tc, test_chunks_late_error);
     suite_add_tcase(s, tc);

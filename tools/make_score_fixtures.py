@@ -30,6 +30,10 @@ Written per dtype D:
                           log-probs of the same tokens in D ("forward") and in
                           fp32 ("forward_fp32"), as one batched forward per
                           rollout (prompt + response) would give them
+and for bf16 only, both sides as an RL stack logs them at step 0:
+  hf_bf16_trainer_fp32.jsonl  the records of hf_bf16.jsonl (HF bf16 generate is the
+                          sampler) with "trainer_logprobs": HF's fp32 full forward of the
+                          same tokens (the trainer; hf_refs_bf16.json's "forward_fp32")
 and for fp32 only, processed log-probs (generate's output_scores, after its
 logits processors), as an engine in processed_logprobs mode logs them, with no
 sampling settings in the file (so they read as raw):
@@ -181,6 +185,13 @@ def main():
         with open(os.path.join(OUT, f"hf_refs_{name}.json"), "w") as f:
             json.dump(refs, f)
             f.write("\n")
+        if name == "bf16":  # both sides logged: the bf16 sampler's and an fp32 trainer's
+            with open(os.path.join(OUT, "hf_bf16_trainer_fp32.jsonl"), "w") as f:
+                for r, ref in zip(rollouts, refs["rollouts"]):
+                    f.write(json.dumps({"prompt_ids": r["prompt_ids"], "response_ids": r["response_ids"],
+                                        "logprobs": r["logprobs"], "trainer_logprobs": ref["forward_fp32"],
+                                        "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+                                        "logprobs_kind": "raw"}) + "\n")
         write_vllm_completions(os.path.join(OUT, f"vllm_completions_{name}.jsonl"), rollouts, "pythia-rc-tiny")
         by_prompt_ = by_prompt(rollouts)
         if name != "fp32":

@@ -17,7 +17,7 @@ extern "C" {
 typedef enum {
     RC_OK = 0,
     RC_ERR_USAGE,       /* bad command line                        -> exit 2 */
-    RC_ERR_GATE,        /* a --fail-above threshold was exceeded    -> exit 3 */
+    RC_ERR_GATE,        /* a gate failed (--fail-above, --fail-on)  -> exit 3 */
     RC_ERR_FORMAT,      /* malformed input file (json, safetensors) -> exit 4 */
     RC_ERR_UNSUPPORTED, /* valid input we do not support            -> exit 5 */
     RC_ERR_IO,          /* cannot open / read / write a file        -> exit 6 */

@@ -130,13 +130,19 @@ rc_status parse_lens(const char *v, rc_rollout_cfg *cfg);
 #define MAX_GATES 16
 #define MAX_SWEEP 64
 typedef struct {
-    char metric[32];
+    char metric[48];
     double limit;
 } gate;
-double gate_value(const rc_len_stats *st, const char *metric);
+/* a --fail-above metric of the whole run: "verdict" (the worst objective's
+ * level: 0 OK, 1 WARN, 2 FAIL) or "verdict.OBJECTIVE"; -1 for a metric of
+ * each length */
+int gate_verdict_objective(const char *metric);
+/* metric's value: of length st for a metric of each length, of the verdict v
+ * for a verdict metric */
+double gate_value(const rc_verdict *v, const rc_len_stats *st, const char *metric);
 
 /* Everything the run's options set. */
-typedef struct {
+typedef struct run_opts {
     char model_default[4096], prompts_default[4096];
     const char *model_dir, *prompts_path, *out_path, *replay, *backend;
     rc_rollout_cfg cfg;
@@ -152,6 +158,7 @@ typedef struct {
     gate gates[MAX_GATES];
     int n_gates;
     int64_t layers; /* --layers N (0: all) */
+    int fail_on; /* --fail-on: 0 none, else the lowest rc_verdict_level that fails (WARN or FAIL) */
     /* score's own */
     const char *rollouts, *format, *logprobs_kind;
     int64_t chunk_rollouts; /* 0: RC_SCORE_CHUNK_ROLLOUTS */
@@ -162,6 +169,11 @@ typedef struct {
     /* given on the command line (score: else the file's) */
     bool temperature_given, top_k_given, top_p_given, forward_batch_given;
 } run_opts;
+/* Evaluate the run's gates (--fail-above, --fail-on) on res: true when one
+ * fails; rules: the rules as given ("" without a gate), failed: what failed
+ * ("; "-separated, cut at fn); err: one line per failure there (NULL: none). */
+bool eval_gates(const run_opts *ro, const rc_results *res, char *rules, size_t rn, char *failed, size_t fn,
+                FILE *err);
 /* run, sweep and score: one table (opts.c), each its rows */
 extern const opt_cmd k_cmd_run, k_cmd_sweep, k_cmd_score;
 /* Parse a run-like command's options into ro (defaults first). Returns an

@@ -242,6 +242,8 @@ rc_status run_settings(run_ctx *x, const char *cmdline)
     res->batch = cfg->batch;
     res->forward_batch = cfg->forward_batch;
     res->stop_at_eos = cfg->stop_at_eos;
+    res->gate_fail = eval_gates(ro, res, res->gate_rules, sizeof res->gate_rules, res->gate_failed,
+                                sizeof res->gate_failed, NULL); /* the file records the gate */
     if (x->prompts.text) {
         res->prompt_text = calloc((size_t)res->n_prompts, sizeof *res->prompt_text);
         if (!res->prompt_text)
@@ -267,17 +269,10 @@ int run_report(const run_ctx *x)
 {
     const run_opts *ro = &x->ro;
     const rc_results *res = &x->res;
-    int code = 0;
-    for (int i = 0; i < res->n_lens; i++)
-        for (int g = 0; g < ro->n_gates; g++) {
-            double v = gate_value(&res->lens[i].st, ro->gates[g].metric);
-            if (!(v <= ro->gates[g].limit)) { /* NaN fails too */
-                fprintf(stderr, "ratiocheck: %s = %.6g exceeds %.6g at L=%lld\n", ro->gates[g].metric, v,
-                        ro->gates[g].limit, (long long)res->lens[i].len);
-                code = rc_exit_code(RC_ERR_GATE);
-            }
-        }
-    const int gates = ro->n_gates == 0 ? -1 : code != 0;
+    char rules[sizeof res->gate_rules], failed[sizeof res->gate_failed];
+    const bool gate_fail = eval_gates(ro, res, rules, sizeof rules, failed, sizeof failed, stderr);
+    const int code = gate_fail ? rc_exit_code(RC_ERR_GATE) : 0;
+    const int gates = rules[0] ? gate_fail : -1;
     rc_show_sel sel = {x->tok, NULL, 0};
     int64_t *idx = NULL;
     if (ro->show > 0 || ro->show_worst > 0) {

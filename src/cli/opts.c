@@ -261,10 +261,102 @@ static void gate_names(char *buf, size_t n)
         }
 }
 
-double gate_value(const rc_len_stats *st, const char *metric)
+int gate_verdict_objective(const char *metric)
 {
+    if (!strcmp(metric, "verdict"))
+        return RC_N_OBJECTIVES;
+    if (strncmp(metric, "verdict.", 8))
+        return -1;
+    for (int o = 0; o < RC_N_OBJECTIVES; o++)
+        if (!strcmp(metric + 8, rc_objective_names[o]))
+            return o;
+    return -1;
+}
+
+double gate_value(const rc_verdict *v, const rc_len_stats *st, const char *metric)
+{
+    const int o = gate_verdict_objective(metric);
+    if (o == RC_N_OBJECTIVES) {
+        int worst = RC_VERDICT_OK;
+        for (int k = 0; k < RC_N_OBJECTIVES; k++)
+            worst = (int)v->level[k] > worst ? (int)v->level[k] : worst;
+        return worst;
+    }
+    if (o >= 0)
+        return v->level[o];
     const rc_len_field *f = rc_len_gate(metric);
-    return f ? rc_len_value(st, f) : NAN;
+    if (f)
+        return rc_len_value(st, f);
+    const rc_corr_stat *c = rc_corr_gate(metric);
+    return c ? rc_corr_value(&st->corr, c) : NAN;
+}
+
+/* append "; " and the printf text to buf (cut at its end) */
+__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t k = strlen(buf);
+    if (k + 3 >= n)
+        return;
+    if (k) {
+        memcpy(buf + k, "; ", 3);
+        k += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + k, n - k, fmt, ap);
+    va_end(ap);
+}
+
+bool eval_gates(const run_opts *ro, const rc_results *res, char *rules, size_t rn, char *failed, size_t fn,
+                FILE *err)
+{
+    bool fail = false;
+    rules[0] = failed[0] = '\0';
+    if (ro->n_gates == 0 && ro->fail_on == 0)
+        return false;
+    for (int g = 0; g < ro->n_gates; g++) {
+        size_t k = strlen(rules);
+        snprintf(rules + k, rn - k, "%s%s=%.17g", g ? "," : "--fail-above ", ro->gates[g].metric, ro->gates[g].limit);
+    }
+    if (ro->fail_on) {
+        size_t k = strlen(rules);
+        snprintf(rules + k, rn - k, "%s--fail-on %s", k ? " " : "", ro->fail_on == RC_VERDICT_WARN ? "warn" : "fail");
+    }
+    const rc_verdict *v = &res->verdict;
+    for (int g = 0; g < ro->n_gates; g++) {
+        const gate *gt = &ro->gates[g];
+        if (gate_verdict_objective(gt->metric) >= 0) { /* once: the verdict is the run's */
+            const double x = gate_value(v, NULL, gt->metric);
+            if (!(x <= gt->limit)) {
+                fail = true;
+                append(failed, fn, "%s = %g exceeds %.6g", gt->metric, x, gt->limit);
+                if (err)
+                    fprintf(err, "ratiocheck: %s = %g exceeds %.6g (0 OK, 1 WARN, 2 FAIL)\n", gt->metric, x,
+                            gt->limit);
+            }
+            continue;
+        }
+        for (int i = 0; i < res->n_lens; i++) {
+            const double x = gate_value(v, &res->lens[i].st, gt->metric);
+            if (!(x <= gt->limit)) { /* NaN fails too */
+                fail = true;
+                append(failed, fn, "%s = %.6g exceeds %.6g at L=%lld", gt->metric, x, gt->limit,
+                       (long long)res->lens[i].len);
+                if (err)
+                    fprintf(err, "ratiocheck: %s = %.6g exceeds %.6g at L=%lld\n", gt->metric, x, gt->limit,
+                            (long long)res->lens[i].len);
+            }
+        }
+    }
+    for (int o = 0; ro->fail_on && o < RC_N_OBJECTIVES; o++)
+        if ((int)v->level[o] >= ro->fail_on) {
+            fail = true;
+            append(failed, fn, "%s %s", rc_objective_names[o], rc_verdict_name(v->level[o]));
+            if (err)
+                fprintf(err, "ratiocheck: --fail-on %s: %s is %s: %s\n", ro->fail_on == RC_VERDICT_WARN ? "warn" : "fail",
+                        rc_objective_names[o], rc_verdict_name(v->level[o]), v->reason[o]);
+        }
+    return fail;
 }
 
 static rc_status parse_gates(const char *v, gate *g, int *n)
@@ -284,10 +376,13 @@ static rc_status parse_gates(const char *v, gate *g, int *n)
             return rc_errorf(RC_ERR_USAGE, "--fail-above: unknown metric '%.*s'", (int)(ml > 40 ? 40 : ml), p);
         memcpy(g[*n].metric, p, ml);
         g[*n].metric[ml] = '\0';
-        if (!rc_len_gate(g[*n].metric)) {
+        if (!rc_len_gate(g[*n].metric) && !rc_corr_gate(g[*n].metric) && gate_verdict_objective(g[*n].metric) < 0) {
             char known[512];
             gate_names(known, sizeof known);
-            return rc_errorf(RC_ERR_USAGE, "--fail-above: unknown metric '%s' (known: %s)", g[*n].metric, known);
+            return rc_errorf(RC_ERR_USAGE,
+                             "--fail-above: unknown metric '%s' (known: %s, every other number of --json's \"lens\" "
+                             "entries, verdict, verdict.OBJECTIVE)",
+                             g[*n].metric, known);
         }
         char num[64];
         size_t vl = len - ml - 1;
@@ -376,6 +471,19 @@ static rc_status op_gates(const opt_spec *o, const char *v, void *dst)
     run_opts *ro = dst;
     (void)o;
     return parse_gates(v, ro->gates, &ro->n_gates);
+}
+
+static rc_status op_fail_on(const opt_spec *o, const char *v, void *dst)
+{
+    run_opts *ro = dst;
+    (void)o;
+    if (!strcmp(v, "warn"))
+        ro->fail_on = RC_VERDICT_WARN;
+    else if (!strcmp(v, "fail"))
+        ro->fail_on = RC_VERDICT_FAIL;
+    else
+        return rc_errorf(RC_ERR_USAGE, "--fail-on: expected warn or fail, got '%s'", v);
+    return RC_OK;
 }
 
 static rc_status op_vary(const opt_spec *o, const char *v, void *dst)
@@ -492,8 +600,10 @@ static const opt_spec k_run_opts[] = {
      "HDF5 always have them, for every length)",
      NULL, op_by, RO(by), 0, 0, 0, 0, 0},
     {"fail-above", 0, "M=V,...",
-     "exit 3 if a metric exceeds its limit at any length\n(%M)",
+     "exit 3 if a metric exceeds its limit at any length\n(%M,\nor any number --json prints per length; verdict:\n0 OK, 1 WARN, 2 FAIL)",
      NULL, op_gates, 0, 0, 0, 0, 0, 0},
+    {"fail-on", 0, "warn|fail", "exit 3 if any verdict line is at this level or worse", NULL, op_fail_on, 0, 0, 0, 0,
+     0, 0},
     {"show", 0, "N", "print the first N completions with their per-token ratios\n(with --json: \"completions\")",
      NULL, op_i64, RO(show), 0, 1 << 20, 0, 0, 0},
     {"show-worst", 0, "N", "the same for the N sequences with the largest |S|\n(sum of log r at the longest length)",

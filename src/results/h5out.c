@@ -206,6 +206,10 @@
  *   worst_token_ratio                       f64   its ratio
  *   worst_sequence                          i64   the sequence with the largest |S|
  *   worst_sequence_ratio                    f64   its e^S
+ *   gate                                    str   "PASS" or "FAIL" (only with
+ *                                                 --fail-above or --fail-on)
+ *   gate_rules                              str   the gate as given
+ *   gate_failed                             str   what failed ("; "-separated), or ""
  *
  * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
  *           with this group added; README "Trace")
@@ -1010,6 +1014,12 @@ rc_status write_verdict(const h5w *w, const rc_results *r)
         st = attr_i64(w, g, o, "worst_sequence", v->worst_seq);
     if (st == RC_OK)
         st = attr_f64(w, g, o, "worst_sequence_ratio", v->worst_seq_ratio);
+    if (st == RC_OK && r->gate_rules[0]) /* the gate (--fail-above, --fail-on) the run was given */
+        st = attr_str(w, g, o, "gate", r->gate_fail ? "FAIL" : "PASS");
+    if (st == RC_OK && r->gate_rules[0])
+        st = attr_str(w, g, o, "gate_rules", r->gate_rules);
+    if (st == RC_OK && r->gate_rules[0])
+        st = attr_str(w, g, o, "gate_failed", r->gate_failed);
     return group_close(w, g, o, st);
 }
 

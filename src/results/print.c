@@ -249,8 +249,12 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
     printf("}, \"worst_sequence\": {\"sequence\": %lld, ", (long long)v->worst_seq);
     rc_json_num(stdout, "seq_ratio", v->worst_seq_ratio, false);
     printf("}}");
-    if (gates >= 0)
-        printf(", \"gates\": \"%s\"", gates ? "FAIL" : "PASS");
+    if (gates >= 0) {
+        printf(", \"gates\": \"%s\", \"gate_rules\": ", gates ? "FAIL" : "PASS");
+        rc_json_str(stdout, r->gate_rules);
+        printf(", \"gate_failed\": ");
+        rc_json_str(stdout, r->gate_failed);
+    }
     if (r->n_sweep > 0)
         print_sweep_json(r);
     if (show && show->idx)
@@ -566,8 +570,12 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
                "0-based)\n",
                (long long)v->worst_token_seq, (long long)v->worst_token_pos, v->worst_token_ratio,
                (long long)v->worst_seq, v->worst_seq_ratio, (long long)v->len);
-    if (gates >= 0)
-        printf("gates (--fail-above): %s\n", gates ? "FAIL (the metrics above the limits are on stderr)" : "PASS");
+    if (gates >= 0) {
+        const char *on = strstr(r->gate_rules, "--fail-on ");
+        const bool above = strstr(r->gate_rules, "--fail-above ") != NULL;
+        printf("gates (%s%s%s): %s\n", above ? "--fail-above" : "", above && on ? ", " : "", on ? on : "",
+               gates ? "FAIL (what failed is on stderr)" : "PASS");
+    }
     if (r->n_sweep > 0)
         print_sweep_table(r);
     printf("\n%.1f s (generation %.1f s, re-scoring %.1f s", r->seconds_total, r->seconds_generate,

@@ -208,8 +208,11 @@ extern const rc_len_field rc_len_fields[];
 extern const size_t rc_n_len_fields;
 /* the value of row f in st (I64 fields as double) */
 double rc_len_value(const rc_len_stats *st, const rc_len_field *f);
-/* the row of a --fail-above metric, or NULL */
+/* the row of a --fail-above metric (its gate name, or the key of a number
+ * --json prints for each length), or NULL */
 const rc_len_field *rc_len_gate(const char *metric);
+/* the correction of a --fail-above metric (its JSON key), or NULL */
+const rc_corr_stat *rc_corr_gate(const char *metric);
 
 typedef struct {
     int64_t len;          /* L: generated tokens re-scored */
@@ -324,6 +327,12 @@ struct rc_results {
     int n_cross;
     rc_cross_len *cross;
     rc_verdict verdict;   /* computed with the statistics */
+    /* the gate (--fail-above, --fail-on): the rules as given ("": no gate),
+     * whether one failed, what failed ("" when it passed); /verdict's gate
+     * ("PASS" / "FAIL"), gate_rules and gate_failed attributes (with a gate) */
+    bool gate_fail;
+    char gate_rules[256];
+    char gate_failed[512];
     rc_growth growth;     /* var(S) against L over the lengths, computed with the statistics */
     double seconds_generate, seconds_forward, seconds_total;
     double seconds_reference; /* the --reference pass (0 without one) */

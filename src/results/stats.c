@@ -297,6 +297,20 @@ const rc_len_field *rc_len_gate(const char *metric)
     for (size_t i = 0; i < rc_n_len_fields; i++)
         if (rc_len_fields[i].gate && !strcmp(rc_len_fields[i].gate, metric))
             return &rc_len_fields[i];
+    for (size_t i = 0; i < rc_n_len_fields; i++) { /* a number --json prints under this key */
+        const rc_len_field *f = &rc_len_fields[i];
+        const bool num = f->kind == RC_LF_I64 || f->kind == RC_LF_F64 || f->kind == RC_LF_DERIVED;
+        if (num && (f->where & (RC_LF_JSON | RC_LF_JSON_REF)) && !strcmp(f->json_key ? f->json_key : f->name, metric))
+            return f;
+    }
+    return NULL;
+}
+
+const rc_corr_stat *rc_corr_gate(const char *metric)
+{
+    for (size_t k = 0; k < rc_n_corr_stats; k++)
+        if (!strcmp(rc_corr_stats[k].name, metric))
+            return &rc_corr_stats[k];
     return NULL;
 }
 
