@@ -427,7 +427,7 @@ static const opt_spec k_run_opts[] = {
     {"vary", 0, "SIDE:SPEC", "a setting of its own instead of the default list: SPEC as\nin --sampler / --trainer, "
      "applied to SIDE = sampler,\ntrainer or both; repeat for more rows, e.g.\n--vary trainer:lm-head=fp32 --vary "
      "both:dtype=fp16", "Sweep:", op_vary, 0, 0, 0, CMD_SWEEP, 0, 0},
-    {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
+    {"model", 'm', "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
      RO(model_dir), 0, 0, 0, 0, 0},
     {"dtype", 0, "fp32|fp16|bf16", "dtype both paths compute in (default bf16)", NULL, op_dtype, 0, 0, 0, 0, 0, 0},
     {"kernels", 0, "engine|invariant|blas", "reduction order (default engine)", NULL, op_kernels, 0, 0, 0, 0, 0, 0},
