@@ -1642,9 +1642,10 @@ static int run_with_pending(int sig, const char *out)
         sigaddset(&set, sig);
         sigprocmask(SIG_BLOCK, &set, NULL);
         kill(getpid(), sig); /* pending across exec */
-        if (g_clear_omp) {
+        if (g_clear_omp) { /* and a busy machine: ratiocheck runs itself again */
             unsetenv("OMP_WAIT_POLICY");
             unsetenv("GOMP_SPINCOUNT");
+            setenv("RATIOCHECK_LOAD", "1000", 1);
         }
         char exe[512];
         snprintf(exe, sizeof exe, "%s/src/ratiocheck", RC_TEST_BUILD_DIR);
@@ -1952,31 +1953,41 @@ START_TEST(test_fresh_default_out)
 #undef FRESH_CMD
 END_TEST
 
-/* OpenMP waiting: without OMP_WAIT_POLICY and GOMP_SPINCOUNT, ratiocheck
- * runs with its bounded GOMP_SPINCOUNT (set, then itself run again) and
- * removes both afterwards; a variable the user set wins; a signal pending
- * before the start is still handled after the second start. */
+/* OpenMP waiting: without OMP_WAIT_POLICY and GOMP_SPINCOUNT, on a busy
+ * machine (RATIOCHECK_LOAD: the load to assume) ratiocheck runs with its
+ * short GOMP_SPINCOUNT (set, then itself run again) and removes both
+ * afterwards; a quiet machine keeps libgomp's default; a variable the user
+ * set wins; a signal pending before the start is still handled after the
+ * second start. */
 START_TEST(test_omp_waiting)
 {
     char f[256], text[4096];
     snprintf(f, sizeof f, "%s/v.txt", g_dir);
-    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT \"$RC\" --version >'%s'", f), 0);
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_LOAD=1000 \"$RC\" --version >'%s'", f),
+                     0);
     slurp(f, text, sizeof text);
-    ck_assert_msg(strstr(text, "\nOpenMP waiting: GOMP_SPINCOUNT=10000 (ratiocheck's default)\n") != NULL, "'%s'",
-                  text);
+    ck_assert_msg(strstr(text, "\nOpenMP waiting: GOMP_SPINCOUNT=1000 (ratiocheck's default on a busy machine)\n") !=
+                  NULL, "'%s'", text);
     ck_assert_ptr_nonnull(strstr(text, "ratiocheck 0."));
-    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 \"$RC\" --version >'%s'", f), 0);
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_LOAD=0 \"$RC\" --version >'%s'", f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "\nOpenMP waiting: libgomp's default (a quiet machine: load 0.00 per CPU)\n") != NULL,
+                  "'%s'", text);
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 RATIOCHECK_LOAD=1000 \"$RC\" --version >'%s'",
+                            f), 0);
     slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "OpenMP waiting: from the environment, GOMP_SPINCOUNT=123\n") != NULL, "'%s'", text);
-    ck_assert_int_eq(run_sh("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive \"$RC\" --version >'%s'", f), 0);
+    ck_assert_int_eq(run_sh("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive RATIOCHECK_LOAD=1000 \"$RC\" --version "
+                            ">'%s'", f), 0);
     slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "OpenMP waiting: from the environment, OMP_WAIT_POLICY=passive\n") != NULL, "'%s'",
                   text);
     /* the marker alone (left by another program) is not ours: removed, and the default applies */
-    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_GOMP_DEFAULT=7 \"$RC\" --version "
-                            ">'%s'", f), 0);
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_GOMP_DEFAULT=7 RATIOCHECK_LOAD=1000 "
+                            "\"$RC\" --version >'%s'", f), 0);
     slurp(f, text, sizeof text);
-    ck_assert_msg(strstr(text, "GOMP_SPINCOUNT=10000 (ratiocheck's default)\n") != NULL, "'%s'", text);
+    ck_assert_msg(strstr(text, "GOMP_SPINCOUNT=1000 (ratiocheck's default on a busy machine)\n") != NULL, "'%s'",
+                  text);
     char out[256];
     snprintf(out, sizeof out, "%s/sig.h5", g_dir);
     g_clear_omp = true;
