@@ -55,7 +55,8 @@ rc_status run_prepare(run_ctx *x)
             snprintf(x->out_default + dl, sizeof x->out_default - dl, ".%d.h5", k);
         }
         if (strlen(x->out_default) > dl + 3)
-            fprintf(stderr, "note: %.*s.h5 exists; writing %s (--out to choose the name, --force to overwrite)\n",
+            fprintf(stderr,
+                    "ratiocheck: %.*s.h5 exists; writing %s (--out to choose the name, --force to overwrite)\n",
                     (int)dl, x->out_default, x->out_default);
         x->out_path = x->out_default;
     }
