@@ -1656,6 +1656,7 @@ END_TEST
  * default action. SIGTERM is made pending (blocked) before exec; ratiocheck
  * installs its handlers first, then unblocks: exit 143 (128 + SIGTERM) with
  * one line, and no output file */
+static bool g_clear_omp; /* run_with_pending: without OMP_WAIT_POLICY (ratiocheck runs itself again) */
 static int run_with_pending(int sig, const char *out)
 {
     pid_t pid = fork();
@@ -1674,6 +1675,11 @@ static int run_with_pending(int sig, const char *out)
         sigaddset(&set, sig);
         sigprocmask(SIG_BLOCK, &set, NULL);
         kill(getpid(), sig); /* pending across exec */
+        if (g_clear_omp) { /* and a busy machine: ratiocheck runs itself again */
+            unsetenv("OMP_WAIT_POLICY");
+            unsetenv("GOMP_SPINCOUNT");
+            setenv("RATIOCHECK_LOAD", "1000", 1);
+        }
         char exe[512];
         snprintf(exe, sizeof exe, "%s/src/ratiocheck", RC_TEST_BUILD_DIR);
         execl(exe, exe, "--model", "data/models/pythia-rc-tiny", "-q", "--out", out, (char *)NULL);
@@ -1905,6 +1911,168 @@ START_TEST(test_exit_code_row)
 }
 END_TEST
 
+/* Rough edges a new user hit: -m for run as for inspect; --dtype in its
+ * common spellings and any case. */
+START_TEST(test_short_model_dtype_spellings)
+{
+    static const struct {
+        const char *given, *canonical;
+    } k_sp[] = {{"BF16", "bf16"}, {"bf16", "bf16"}, {"bfloat16", "bf16"}, {"BFloat16", "bf16"},
+                {"fp16", "fp16"}, {"float16", "fp16"}, {"half", "fp16"}, {"FP16", "fp16"},
+                {"fp32", "fp32"}, {"float32", "fp32"}, {"float", "fp32"}, {"Float32", "fp32"}};
+    char args[2048];
+    snprintf(args, sizeof args, "run -m data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids --len 4 "
+             "--samples 1 -q --out none --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "JSON does not parse: %s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), "data/fixtures/neox_parallel");
+    json_decref(j);
+    for (size_t i = 0; i < sizeof k_sp / sizeof k_sp[0]; i++) {
+        snprintf(args, sizeof args, "run -m data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids --len 4 "
+                 "--samples 1 -q --out none --json --dtype %s --sampler dtype=%s", g_dir, k_sp[i].given,
+                 k_sp[i].given);
+        ck_assert_msg(run(args) == 0, "--dtype %s: %s", k_sp[i].given, g_err);
+        j = json_loads(g_out, 0, &err);
+        ck_assert_msg(j != NULL, "JSON does not parse: %s", err.text);
+        ck_assert_str_eq(json_string_value(json_object_get(j, "dtype")), k_sp[i].canonical);
+        json_decref(j);
+    }
+    ck_assert_int_eq(run("inspect -m data/fixtures/llama_gqa --dtype BFLOAT16"), 0);
+    ck_assert_int_eq(run("inspect -m data/fixtures/llama_gqa --dtype bf8"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "'bf8' is not one of fp32, fp16, bf16"));
+    ck_assert_int_eq(count_lines(g_err), 1);
+}
+END_TEST
+
+/* Re-running without --out writes NAME.1.h5, NAME.2.h5 ... and says so; an
+ * explicit --out that exists still needs --force; --force alone overwrites
+ * NAME.h5. */
+START_TEST(test_fresh_default_out)
+{
+    const char *base = "neox_parallel.bf16.ratiocheck";
+#define FRESH_CMD "M=\"$PWD/data/fixtures/neox_parallel\" && cd '%s' && \"$RC\" run -m \"$M\" --backend cpu " \
+                  "--prompts p.ids --len 4 --samples 1 -q %s >out.txt"
+    char path[256], text[4096];
+    ck_assert_int_eq(run_sh(FRESH_CMD, g_dir, ""), 0);
+    ck_assert_str_eq(g_err, "");
+    snprintf(path, sizeof path, "%s/%s.h5", g_dir, base);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    for (int k = 1; k <= 2; k++) {
+        ck_assert_int_eq(run_sh(FRESH_CMD, g_dir, ""), 0);
+        snprintf(path, sizeof path, "%s/%s.%d.h5", g_dir, base, k);
+        ck_assert_msg(access(path, F_OK) == 0, "%s not written", path);
+        snprintf(path, sizeof path, "writing %s.%d.h5", base, k);
+        ck_assert_msg(strstr(g_err, path) != NULL, "'%s'", g_err);
+        ck_assert_int_eq(count_lines(g_err), 1);
+        snprintf(path, sizeof path, "%s/out.txt", g_dir);
+        slurp(path, text, sizeof text);
+        snprintf(path, sizeof path, "written to %s.%d.h5", base, k);
+        ck_assert_msg(strstr(text, path) != NULL, "'%s'", text);
+    }
+    ck_assert_int_eq(count_files(g_dir), 5); /* p.ids, out.txt, three results */
+    /* an explicit --out: never renamed */
+    char opt[256];
+    snprintf(opt, sizeof opt, "--out %s.h5", base);
+    ck_assert_int_eq(run_sh(FRESH_CMD, g_dir, opt), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--force"));
+    snprintf(opt, sizeof opt, "--out %s.h5 --force", base);
+    ck_assert_int_eq(run_sh(FRESH_CMD, g_dir, opt), 0);
+    ck_assert_int_eq(run_sh(FRESH_CMD, g_dir, "--force"), 0);
+    ck_assert_str_eq(g_err, "");
+    ck_assert_int_eq(count_files(g_dir), 5);
+}
+#undef FRESH_CMD
+END_TEST
+
+/* OpenMP waiting: without OMP_WAIT_POLICY and GOMP_SPINCOUNT, on a busy
+ * machine (RATIOCHECK_LOAD: the load to assume) ratiocheck runs with its
+ * short GOMP_SPINCOUNT (set, then itself run again) and removes both
+ * afterwards; a quiet machine keeps libgomp's default; a variable the user
+ * set wins; a signal pending before the start is still handled after the
+ * second start. */
+START_TEST(test_omp_waiting)
+{
+    char f[256], text[4096];
+    snprintf(f, sizeof f, "%s/v.txt", g_dir);
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_LOAD=1000 \"$RC\" --version >'%s'", f),
+                     0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "\nOpenMP waiting: GOMP_SPINCOUNT=1000 (ratiocheck's default on a busy machine)\n") !=
+                  NULL, "'%s'", text);
+    ck_assert_ptr_nonnull(strstr(text, "ratiocheck 0."));
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_LOAD=0 \"$RC\" --version >'%s'", f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "\nOpenMP waiting: libgomp's default (a quiet machine: load 0.00 per CPU)\n") != NULL,
+                  "'%s'", text);
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 RATIOCHECK_LOAD=1000 \"$RC\" --version >'%s'",
+                            f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "OpenMP waiting: from the environment, GOMP_SPINCOUNT=123\n") != NULL, "'%s'", text);
+    ck_assert_int_eq(run_sh("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive RATIOCHECK_LOAD=1000 \"$RC\" --version "
+                            ">'%s'", f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "OpenMP waiting: from the environment, OMP_WAIT_POLICY=passive\n") != NULL, "'%s'",
+                  text);
+    /* the marker alone (left by another program) is not ours: removed, and the default applies */
+    ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_GOMP_DEFAULT=7 RATIOCHECK_LOAD=1000 "
+                            "\"$RC\" --version >'%s'", f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "GOMP_SPINCOUNT=1000 (ratiocheck's default on a busy machine)\n") != NULL, "'%s'",
+                  text);
+    char out[256];
+    snprintf(out, sizeof out, "%s/sig.h5", g_dir);
+    g_clear_omp = true;
+    const int code = run_with_pending(SIGTERM, out);
+    g_clear_omp = false;
+    ck_assert_int_eq(code, 143);
+    ck_assert_msg(strstr(g_err, "interrupted") != NULL, "'%s'", g_err);
+    ck_assert_int_eq(count_lines(g_err), 1);
+    ck_assert_int_ne(access(out, F_OK), 0);
+}
+END_TEST
+
+/* Not on a terminal (a log, CI, Slurm): a progress line every
+ * $RATIOCHECK_PROGRESS_SECONDS (default 15 s) with the phase, the share done
+ * and an ETA; a sweep names each setting with the overall ETA and ends with
+ * its total time; report on a sweep file prints the same sweep table. */
+START_TEST(test_progress_lines_sweep_report)
+{
+    char f[256], text[1 << 15];
+    snprintf(f, sizeof f, "%s/err.txt", g_dir);
+    ck_assert_int_eq(run_sh("RATIOCHECK_PROGRESS_SECONDS=0.01 \"$RC\" run -m data/fixtures/neox_parallel --backend cpu "
+                            "--prompts %s/p.ids --len 4,8 --samples 2 --out none >/dev/null 2>'%s'", g_dir, f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(strstr(text, "ratiocheck: ") && strstr(text, "% done, ") && strstr(text, " elapsed, ETA ") &&
+                  !strchr(text, '\r') && !strstr(text, "\033["), "'%s'", text);
+    /* the default interval: a run this short prints none */
+    ck_assert_int_eq(run_sh("env -u RATIOCHECK_PROGRESS_SECONDS \"$RC\" run -m data/fixtures/neox_parallel --backend "
+                            "cpu --prompts %s/p.ids --len 4 --samples 1 --out none >/dev/null 2>'%s'", g_dir, f), 0);
+    slurp(f, text, sizeof text);
+    ck_assert_msg(!strstr(text, "% done"), "'%s'", text);
+    char args[2048], live[sizeof g_out];
+    snprintf(args, sizeof args, "sweep -m data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids --len 4,8 "
+             "--samples 2 --vary trainer:lm-head=fp32 --out %s/sw.h5", g_dir, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_msg(strstr(g_err, "sweep 1/2: base again (noise floor) (0:00 elapsed, ETA --:--)\n") &&
+                  strstr(g_err, "sweep 2/2: ") && strstr(g_err, " elapsed, ETA "), "'%s'", g_err);
+    ck_assert_msg(strstr(g_out, "\nsweep: ") && strstr(g_out, " s in all, the base run ") &&
+                  strstr(g_out, " and 2 settings "), "'%s'", g_out);
+    memcpy(live, g_out, sizeof live);
+    snprintf(args, sizeof args, "report %s/sw.h5", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    const char *a = strstr(live, "\nsweep: the same"), *b = strstr(g_out, "\nsweep: the same");
+    ck_assert_msg(a && b, "report:\n%s", g_out);
+    const char *ae = strstr(a, "\n\n"), *be = strstr(b, "\n\n");
+    ck_assert(ae && be);
+    ck_assert_msg(ae - a == be - b && !memcmp(a, b, (size_t)(ae - a)), "sweep:\n%.*s\nreport:\n%.*s", (int)(ae - a),
+                  a, (int)(be - b), b);
+    ck_assert_ptr_nonnull(strstr(b, "trainer: lm-head=fp32"));
+    ck_assert_ptr_nonnull(strstr(b, "noise floor: the base replayed"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -1954,5 +2122,13 @@ int main(void)
     tcase_add_test(tx, test_tokenizer_not_regular);
     tcase_add_loop_test(tx, test_exit_code_row, 0, (int)(sizeof k_exit_rows / sizeof k_exit_rows[0]));
     suite_add_tcase(s, tx);
+    TCase *tg = tcase_create("rough");
+    tcase_add_checked_fixture(tg, run_setup, run_teardown);
+    tcase_set_timeout(tg, 120);
+    tcase_add_test(tg, test_short_model_dtype_spellings);
+    tcase_add_test(tg, test_fresh_default_out);
+    tcase_add_test(tg, test_omp_waiting);
+    tcase_add_test(tg, test_progress_lines_sweep_report);
+    suite_add_tcase(s, tg);
     return rc_test_run(s);
 }

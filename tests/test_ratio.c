@@ -612,6 +612,41 @@ START_TEST(test_reservoir)
 END_TEST
 
 /* a test case over the default model (loaded once per case) */
+/* A verdict's reason shows its comparison: mean exp|log r| just above
+ * NeMo-RL's 1.05 prints with the digits that make "a > b" true as printed
+ * (not "1.05 > 1.05"). Four tokens of log r = 0.048795 (exp: 1.0500051). */
+START_TEST(test_verdict_digits)
+{
+    rc_results r;
+    memset(&r, 0, sizeof r);
+    static const int64_t lens[1] = {4};
+    r.n_lens = 1;
+    r.lens = calloc(1, sizeof *r.lens);
+    ck_assert(r.lens);
+    r.lens[0].len = 4;
+    rc_stat_params_fill_defaults(&r.stat);
+    rc_stats_acc *a = NULL;
+    ck_assert(rc_stats_acc_create(&r.stat, 1, lens, false, false, 64, 64, &a) == RC_OK);
+    const float gen[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+    float fwd4[4];
+    for (int i = 0; i < 4; i++)
+        fwd4[i] = gen[i] + 0.048795f;
+    const float *fwd[1] = {fwd4};
+    double S, M;
+    ck_assert_msg(rc_stats_acc_add(a, 4, gen, NULL, NULL, fwd, &S, &M) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_stats_acc_finish(a, &r) == RC_OK, "%s", rc_last_error());
+    rc_stats_acc_free(a);
+    const char *why = r.verdict.reason[RC_OBJ_TOKEN_PPO];
+    ck_assert_int_eq(r.verdict.level[RC_OBJ_TOKEN_PPO], RC_VERDICT_FAIL);
+    ck_assert_msg(r.lens[0].st.mult_prob_err > RC_GATE_MULT_PROB_ERR, "%.17g", r.lens[0].st.mult_prob_err);
+    char x[32], y[32];
+    ck_assert_msg(sscanf(why, "mean exp|log r| %31s > %31s", x, y) == 2, "'%s'", why);
+    ck_assert_msg(strtod(x, NULL) > strtod(y, NULL), "'%s'", why);
+    ck_assert_msg(strtod(y, NULL) == RC_GATE_MULT_PROB_ERR, "'%s'", why);
+    rc_results_free(&r);
+}
+END_TEST
+
 static TCase *model_case(Suite *s, const char *name)
 {
     TCase *tc = tcase_create(name);
@@ -641,6 +676,7 @@ int main(void)
     TCase *sc = tcase_create("strata");
     tcase_add_test(sc, test_strata_numpy);
     tcase_add_test(sc, test_reservoir);
+    tcase_add_test(sc, test_verdict_digits);
     suite_add_tcase(s, sc);
     TCase *nf = tcase_create("nonfinite");
     tcase_set_timeout(nf, 120);

@@ -393,12 +393,21 @@ END_TEST
 START_TEST(test_header)
 {
     ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --dtype fp32 --out '%s/h.h5'", g_dir), 0);
-    ck_assert_msg(strstr(g_out, "\n24 rollouts, temperature 1, top-k 0, top-p 1, seed 0\n") &&
-                  !strstr(g_out, "samples"), "%s", g_out);
+    /* one temperature (the file's, in the sampler's text), no seed, no generation time: nothing is
+     * sampled or generated; the dtype shown is the trainer's (--dtype fp32 there), not a base's */
+    ck_assert_msg(strstr(g_out, "\n24 rollouts\n") && !strstr(g_out, "samples") && !strstr(g_out, "seed") &&
+                  !strstr(g_out, "generation ") && !strstr(g_out, "  dtype "), "%s", g_out);
+    ck_assert_msg(strstr(g_out, "temperature 1, top_k 0, top_p 1)") && strstr(g_out, "trainer dtype=fp32,"), "%s",
+                  g_out);
+    const char *t1 = strstr(g_out, "temperature");
+    ck_assert_msg(t1 && !strstr(t1 + 1, "temperature"), "%s", g_out);
     char score_out[sizeof g_out];
     memcpy(score_out, g_out, sizeof g_out);
     ck_assert_int_eq(run("report '%s/h.h5'", g_dir), 0);
     ck_assert_msg(!strcmp(g_out, score_out), "report:\n%s\nscore:\n%s", g_out, score_out);
+    ck_assert_int_eq(run("score -q --backend cpu --rollouts hf_fp32.jsonl --dtype bf16 --trainer dtype=fp32 --out "
+                         "none"), 0);
+    ck_assert_msg(strstr(g_out, "trainer dtype=fp32,") && !strstr(g_out, "dtype bf16"), "%s", g_out);
     ck_assert_int_eq(run("run -q --backend cpu --out none --dtype fp32 --num-prompts 2 --samples 2 --len 3"), 0);
     ck_assert_msg(strstr(g_out, "\n4 sequences (2 prompts x 2 samples), temperature 1") && !strstr(g_out, "rollouts,"),
                   "%s", g_out);
@@ -504,6 +513,14 @@ START_TEST(test_alignment_errors)
         snprintf(o, sizeof o, "%s/o.h5", g_dir);
         ck_assert_msg(access(o, F_OK) != 0, "%s: output written", bad[i].name);
     }
+    /* ids past the bundled model's vocabulary, no --model: the message says which model was used */
+    ck_assert_int_eq(run("score -q --backend cpu --rollouts '%s/vocab.jsonl' --out none", g_dir), 4);
+    ck_assert_msg(strstr(g_err, "without --model the bundled model (") && strstr(g_err, "give --model DIR") &&
+                  strchr(g_err, '\n') == g_err + strlen(g_err) - 1, "'%s'", g_err);
+    ck_assert_int_eq(run("score -q --backend cpu --model ../../models/pythia-rc-tiny --rollouts '%s/vocab.jsonl' "
+                         "--out none", g_dir), 4);
+    ck_assert_msg(strstr(g_err, "outside the model's vocabulary") && !strstr(g_err, "without --model"), "'%s'",
+                  g_err);
     /* formats without ids */
     write_file("verl.jsonl", "{\"input\": \"q\", \"output\": \"a\", \"gts\": \"a\", \"score\": 1.0, \"step\": 1}\n");
     ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts '%s/verl.jsonl'", g_dir), 5);

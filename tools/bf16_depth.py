@@ -411,7 +411,7 @@ def main():
         "transformers": transformers.__version__, "safetensors": safetensors.__version__,
         "numpy": numpy.__version__,
         "ratiocheck": subprocess.run([os.path.join(REPO, "build", "src", "ratiocheck"), "--version"],
-                                     capture_output=True, text=True).stdout.strip(),
+                                     capture_output=True, text=True).stdout.splitlines()[0],
         "commit": git("rev-parse", "HEAD"),
         "working_tree_changes": len([x for x in git("status", "--porcelain").splitlines() if x.strip()]),
     }

@@ -148,6 +148,9 @@ class Run:
         self.num_prompts = int(a["num_prompts"])
         self.samples = int(a.get("samples", 0))
         self.lens = [int(x) for x in a["lengths"]]
+        # the verdict as ratiocheck judged it (files before the verdict have none)
+        self.verdict = ({k: (_str(v) if isinstance(v, (bytes, str)) else v)
+                         for k, v in f["verdict"].attrs.items()} if "verdict" in f else {})
         gen = f["rollouts/logprob_gen"][...]
         gen_len = f["rollouts/lengths"][...].astype(np.int64)
         self.gen = gen
@@ -319,6 +322,19 @@ def fmt_g(x, digits=3):
     if x == 0:
         return "0"
     return f"{x:.{digits}g}"
+
+
+def short_g(x):
+    """Two significant digits in at most 6 characters (tick labels side by side):
+    0.015, 0.28, 5.6, 3.5e-4 (not 0.00035), 6.6e-6."""
+    if x != x:
+        return "n/a"
+    if x == 0:
+        return "0"
+    if 0.01 <= abs(x) < 1e4:
+        return f"{x:.2g}"
+    m, e = f"{x:.1e}".split("e")
+    return f"{m.rstrip('0').rstrip('.')}e{int(e)}"
 
 
 def assign_labels(runs):
@@ -707,16 +723,73 @@ def table_rows(runs):
     return rows, header
 
 
-def table_note(ax, runs):
-    """Cross-length drift under the table."""
+def table_note(ax, runs, extra=()):
+    """Cross-length drift under the table, and `extra` lines (the sequence-level numbers)."""
     lines = ["max |forward(La) - forward(Lb)| of the same token:"]
     for r in runs:
         if r.cross:
             parts = [f"{c['La']}/{c['Lb']}: {fmt_g(c['max_abs'])}" for c in r.cross]
             lines.append((f"{r.tag}  " if len(runs) > 1 else "  ") + ",  ".join(parts))
-    if len(lines) > 1:
+    if len(lines) == 1:
+        lines = []
+    lines += list(extra)
+    if lines:
         ax.text(0.0, 0.0, "\n".join(lines), transform=ax.transAxes, ha="left", va="bottom",
                 fontsize=FONT, family="monospace")
+
+
+VERDICT_ROWS = [("token_ppo", "token PPO"), ("sequence_is", "sequence IS"), ("gspo", "GSPO")]
+VERDICT_COLORS = {"OK": "#2ca02c", "WARN": "#ff7f0e", "FAIL": "#d62728"}
+
+
+def verdict_line(r):
+    """'verdict: token PPO OK, sequence IS OK, GSPO FAIL', or '' without one."""
+    parts = [f"{lab} {r.verdict[k]}" for k, lab in VERDICT_ROWS if k in r.verdict]
+    return "verdict: " + ", ".join(parts) if parts else ""
+
+
+def seq_lines(r, L):
+    """The sequence-level numbers at L: e^S and e^M ranges, the shares above the
+    cap and outside GSPO's band."""
+    import math
+    a = r.attrs[L]
+    if "seq_log_ratio_sum_min" not in a:
+        return []
+    def e(x):
+        return fmt_g(math.exp(float(x)), 4)
+    out = [f"per sequence at L={L} ({int(a.get('seq_count', r.num_sequences))} sequences):",
+           f"  e^S (sequence ratio) {e(a['seq_log_ratio_sum_min'])} to {e(a['seq_log_ratio_sum_max'])}, "
+           f"std of S {fmt_g(float(a['seq_log_ratio_sum_std']))}",
+           f"  e^M (GSPO) {e(a['seq_log_ratio_mean_min'])} to {e(a['seq_log_ratio_mean_max'])}"]
+    if "seq_frac_above_cap" in a:
+        out.append(f"  above the IS cap {100 * float(a['seq_frac_above_cap']):.3g}%, outside GSPO's band "
+                   f"{100 * float(a.get('seq_frac_outside_band', float('nan'))):.3g}%")
+    return out
+
+
+def panel_verdict(ax, r, L):
+    """The verdict, objective by objective with its reason, and the sequence-level numbers."""
+    import textwrap
+    ax.axis("off")
+    ax.set_title("Verdict and sequences")
+    y = 0.98
+    for k, lab in VERDICT_ROWS:
+        if k not in r.verdict:
+            continue
+        level = str(r.verdict[k])
+        ax.text(0.0, y, f"{lab}: {level}", transform=ax.transAxes, ha="left", va="top", fontsize=FONT,
+                weight="bold", color=VERDICT_COLORS.get(level, "black"))
+        why = textwrap.fill(str(r.verdict.get(k + "_reason", "")), 60)
+        ax.text(0.0, y - 0.06, why, transform=ax.transAxes, ha="left", va="top", fontsize=FONT)
+        y -= 0.08 + 0.055 * (why.count("\n") + 1)
+    if not r.verdict:
+        ax.text(0.0, y, "no verdict in this file (written before ratiocheck judged one)",
+                transform=ax.transAxes, ha="left", va="top", fontsize=FONT)
+        y -= 0.1
+    lines = seq_lines(r, L)
+    if lines:
+        ax.text(0.0, max(y - 0.02, 0.0), "\n".join(lines), transform=ax.transAxes, ha="left", va="top",
+                fontsize=FONT)
 
 
 # --------------------------------------------------------------------------- pictures
@@ -736,7 +809,8 @@ def fig_hist(r, path):
         plot_dev_hist(fig.add_subplot(gs[2 * b + 1, c]),
                       [(r.dev(L), r.stats[L]["identical_frac"], f"L={L}", colors[L])],
                       title=f"|r - 1| at L={L} (log scale)")
-    fig.suptitle(f"Ratio histograms: {run_title(r)}")
+    import textwrap  # a one- or two-column figure is narrower than the title: wrap it
+    fig.suptitle(textwrap.fill(f"Ratio histograms: {run_title(r)}", 42 * cols))
     save(fig, path, size)
 
 
@@ -833,7 +907,7 @@ def panel_strata(ax, r, kind):
         ax.set_ylim(-0.2, 1.5)
         ax.set_yticks([0])
         ax.text(0.5, 0.5, "|log r| is exactly 0 everywhere", transform=ax.transAxes, ha="center")
-    ticks = [f"{k}\n{fmt_g(d['lo'], 2)}" if d["count"] else f"{k}\nempty" for k, d in enumerate(b)]
+    ticks = [f"{k}\n{short_g(d['lo'])}" if d["count"] else f"{k}\nempty" for k, d in enumerate(b)]
     ax.set_xticks(x, ticks)
     ax.set_xlabel("decile (0: " + ("least likely" if kind == "prob" else "most certain")
                   + "); its smallest " + ("p" if kind == "prob" else "entropy"))
@@ -1052,15 +1126,20 @@ def fig_summary_one(r, path):
               + position_lines(r, "pos_max_abs_log_ratio", colors, " max", "--"), "|log r|",
               "|log r|")
     ax.set_title("Drift by position (solid: mean, dashed: max over sequences)")
-    panel_lengths(axs[1, 0], cross_lines(r, "pos_max"),
-                  "Drift across lengths (max over sequences)",
-                  "max |forward(La) - forward(Lb)|")
+    cross = cross_lines(r, "pos_max")
+    if cross:
+        panel_lengths(axs[1, 0], cross, "Drift across lengths (max over sequences)",
+                      "max |forward(La) - forward(Lb)|")
+    else:  # one length: nothing to compare across lengths, so the verdict takes the panel
+        panel_verdict(axs[1, 0], r, L)
     panel_prob_bins(axs[1, 1], [(r.prob_bins(L), r.label, colors[L])],
                     f"|log r| by token probability at L={L}")
     rows, header = table_rows([r])
     panel_table(axs[1, 2], rows, header, "Ratio statistics per length", FONT)
-    table_note(axs[1, 2], [r])
-    fig.suptitle(f"ratiocheck summary: {run_title(r)}", fontsize=TITLE)
+    table_note(axs[1, 2], [r], [] if not cross else seq_lines(r, L))
+    vl = verdict_line(r)
+    fig.suptitle(f"ratiocheck summary: {run_title(r)}" + (f"\n{vl}" if vl and cross else ""),
+                 fontsize=TITLE)
     save(fig, path, SUMMARY_SIZE)
 
 
@@ -1118,6 +1197,8 @@ def print_stats(r):
         for k, d in enumerate(st["bins"] if st else []):
             print(f"{r.path} strata {kind} L={st['L']} decile={k} count={d['count']} "
                   + " ".join(f"{n}={d[n]:.9g}" for n in ("lo", "hi", "mean_abs_log_ratio", "max_abs_log_ratio")))
+    if r.verdict:  # what the summary shows: each objective's level (/verdict)
+        print(f"{r.path} verdict " + " ".join(f"{k}={r.verdict[k]}" for k, _ in VERDICT_ROWS if k in r.verdict))
     g = r.growth
     print(f"{r.path} growth points={g['points']} exponent={g['exponent']:.9g} log_coef={g['log_coef']:.9g} "
           f"cap_length={g['cap_length']:.9g}")
@@ -1209,7 +1290,8 @@ def main(argv):
         base = os.path.join(args.out, f"{prefix}_{r.tag}" if many else prefix)
         fig_hist(r, base + "_hist.png")
         fig_position(r, base + "_position.png")
-        fig_lengths(r, base + "_lengths.png")
+        if r.cross:  # one length: nothing to compare across lengths, no picture
+            fig_lengths(r, base + "_lengths.png")
         fig_scatter(r, base + "_scatter.png")
         fig_strata(r, base + "_strata.png")
         fig_growth(r, base + "_growth.png")

@@ -310,7 +310,7 @@ def environment(rc, threads):
     env = {"cpu": cpu_name(), "cpus": os.cpu_count(), "loadavg_start": loadavg(), "python": platform.python_version(),
            "threads": threads, "checkout": git_label()}
     try:
-        env["ratiocheck"] = subprocess.run([rc, "--version"], capture_output=True, text=True).stdout.strip()
+        env["ratiocheck"] = subprocess.run([rc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except OSError:
         env["ratiocheck"] = "unknown"
     try:

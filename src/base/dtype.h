@@ -37,7 +37,8 @@ int rc_dtype_size(rc_dtype dt);           /* bytes per element */
 int rc_dtype_from_name(const char *name); /* -1 when unknown */
 /* the command line's names: "fp32", "fp16", "bf16" ("?" for the others) */
 const char *rc_dtype_str(rc_dtype dt);
-/* "fp32" / "float32", "fp16" / "float16", "bf16" / "bfloat16"; -1 otherwise */
+/* fp32 / float32 / float / f32, fp16 / float16 / half / f16, bf16 /
+ * bfloat16, in any case (BF16, bf16, bfloat16 alike); -1 otherwise */
 int rc_dtype_from_str(const char *s);
 /* the same as --dtype's: RC_ERR_USAGE naming the choices */
 rc_status rc_dtype_parse_cli(const char *v, rc_dtype *dt);

@@ -59,8 +59,13 @@ double mono_now(void);
 void clock_str(double s, char *buf, size_t n); /* "1:05" / "1:02:05" */
 typedef struct {
     bool enabled;
+    bool lines;         /* stderr is not a terminal: a line every `every` seconds */
+    double every;
     double start, last; /* start: the first call */
 } progress_state;
+/* the progress bar on a terminal, else (a log file, CI, Slurm) one line
+ * every 15 s ($RATIOCHECK_PROGRESS_SECONDS); nothing with --quiet */
+progress_state progress_start(bool quiet);
 /* the progress bar (rc_progress_fn with ctx = a progress_state) */
 void progress_cb(void *ctx, const char *phase, double frac, int64_t tokens);
 void note_stale(const char *tmp_path, long pid);

@@ -44,6 +44,20 @@ rc_status run_prepare(run_ctx *x)
             nl = ml - (size_t)(name - model_dir);
         snprintf(x->out_default, sizeof x->out_default, "%.*s.%s.%s.h5", (int)nl, name, rc_dtype_str(x->cfg.num.dt),
                  x->out_kind ? x->out_kind : "ratiocheck");
+        /* a re-run keeps the earlier results: the first of NAME.h5,
+         * NAME.1.h5, NAME.2.h5 ... that does not exist (--force: NAME.h5) */
+        const size_t dl = strlen(x->out_default) - 3; /* NAME, without ".h5" */
+        struct stat sb;
+        for (int k = 1; !ro->force && lstat(x->out_default, &sb) == 0; k++) {
+            if (k == 1000000)
+                return rc_errorf(RC_ERR_IO, "%.*s.h5 and its numbered names up to .999999.h5 exist; give --out",
+                                 (int)dl, x->out_default);
+            snprintf(x->out_default + dl, sizeof x->out_default - dl, ".%d.h5", k);
+        }
+        if (strlen(x->out_default) > dl + 3)
+            fprintf(stderr,
+                    "ratiocheck: %.*s.h5 exists; writing %s (--out to choose the name, --force to overwrite)\n",
+                    (int)dl, x->out_default, x->out_default);
         x->out_path = x->out_default;
     }
     if (!strcmp(x->out_path, "none"))
@@ -159,15 +173,14 @@ rc_status side_backends(const run_ctx *x, const rc_side *sm, const rc_side *tr, 
 rc_status run_check_polled(const run_ctx *x, rc_backend *be, rc_backend *ref_be, const rc_rollout_cfg *cfg,
                                   rc_results *out)
 {
-    progress_state ps = {.enabled = !x->ro.quiet && isatty(STDERR_FILENO) &&
-                                    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"))};
+    progress_state ps = progress_start(x->ro.quiet);
     g_polling = 1;
     rc_status st = g_interrupted_flag ? rc_errorf(RC_ERR_INTERRUPTED, "interrupted")
                                       : rc_run_check(x->m, be, ref_be, cfg, progress_cb, &ps, &g_interrupted_flag, out);
     g_polling = 0;
     if (st == RC_OK && g_interrupted_flag) /* arrived after the last check */
         st = rc_errorf(RC_ERR_INTERRUPTED, "interrupted");
-    if (ps.enabled)
+    if (ps.enabled && !ps.lines)
         fprintf(stderr, "\r\033[K");
     return st;
 }

@@ -376,6 +376,12 @@ int cmd_score(int argc, char **argv, const char *cmdline)
     rc_status st = run_prepare(&x);
     if (st == RC_OK)
         st = score_load(&x, &sa, &set, &in, &text_notes, &plan);
+    if (st == RC_ERR_FORMAT && x.ro.model_dir == x.ro.model_default && strstr(rc_last_error(), "vocabulary")) {
+        char why[1024]; /* ids from another model's vocabulary, read against the bundled one */
+        snprintf(why, sizeof why, "%s", rc_last_error());
+        st = rc_errorf(st, "%s; without --model the bundled model (%s) was used: give --model DIR, the model the "
+                       "rollouts came from", why, x.ro.model_dir);
+    }
     for (int i = 0; i < text_notes.n_warnings; i++)
         fprintf(stderr, "ratiocheck: warning: %s\n", text_notes.warnings[i]);
     if (st == RC_OK && sa.check_only) { /* what the file holds, no forward pass */

@@ -139,6 +139,7 @@ static rc_status sweep_replay(run_ctx *x, const rc_side *sm, const rc_side *tr, 
 rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set)
 {
     RC_TRY(rc_calloc((void **)&x->res.sweep, n_set + 1, sizeof *x->res.sweep, "sweep rows"));
+    const double t0 = mono_now();
     for (int i = 0; i <= n_set; i++) {
         rc_sweep_row *row = &x->res.sweep[i];
         x->res.n_sweep = i + 1;
@@ -158,8 +159,14 @@ rc_status sweep_run(run_ctx *x, const sweep_setting *set, int n_set)
         rc_status st = rc_side_check("sampler", &sm);
         if (st == RC_OK)
             st = rc_side_check("trainer", &tr);
-        if (!x->ro.quiet && isatty(STDERR_FILENO))
-            fprintf(stderr, "sweep %d/%d: %s\n", i + 1, n_set + 1, row->name);
+        if (!x->ro.quiet) { /* the overall ETA: the settings so far, on average */
+            char el[32], eta[32];
+            const double t = mono_now() - t0;
+            clock_str(t, el, sizeof el);
+            clock_str(i > 0 ? t / i * (n_set + 1 - i) : 0, eta, sizeof eta);
+            fprintf(stderr, "sweep %d/%d: %s (%s elapsed, ETA %s)\n", i + 1, n_set + 1, row->name, el,
+                    i > 0 ? eta : "--:--");
+        }
         if (st == RC_OK) {
             RC_TRY(rc_calloc((void **)&row->res, 1, sizeof *row->res, "sweep results"));
             st = sweep_replay(x, &sm, &tr, row->res);

@@ -72,7 +72,21 @@ void clock_str(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld:%02ld", v / 60, v % 60);
 }
 
-/* [#####-----]  45%  forward L=40   0:12 elapsed, ETA 0:15, 812 tok/s */
+progress_state progress_start(bool quiet)
+{
+    progress_state ps = {.enabled = !quiet, .every = 15.0};
+    ps.lines = !isatty(STDERR_FILENO) || (getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
+    const char *e = getenv("RATIOCHECK_PROGRESS_SECONDS");
+    char *end = NULL;
+    const double v = e ? strtod(e, &end) : 0;
+    if (e && end != e && !*end && v >= 0.01 && v <= 86400)
+        ps.every = v;
+    return ps;
+}
+
+/* [#####-----]  45%  forward L=40   0:12 elapsed, ETA 0:15, 812 tok/s
+ * or, not on a terminal, every ps->every seconds:
+ * ratiocheck: forward L=40: 45% done, 0:12 elapsed, ETA 0:15, 812 tok/s */
 void progress_cb(void *ctx, const char *phase, double frac, int64_t tokens)
 {
     progress_state *ps = ctx;
@@ -80,8 +94,25 @@ void progress_cb(void *ctx, const char *phase, double frac, int64_t tokens)
         return;
     double t = mono_now();
     if (ps->start == 0)
-        ps->start = t;
-    if (t - ps->last < 0.1 && frac < 1.0)
+        ps->start = ps->last = t;
+    if (ps->lines) {
+        if (t - ps->last < ps->every || frac >= 1.0)
+            return;
+        ps->last = t;
+        char el[32], eta[32];
+        frac = frac < 0 ? 0 : frac;
+        const double elapsed = t - ps->start;
+        clock_str(elapsed, el, sizeof el);
+        if (frac > 0.01)
+            clock_str(elapsed * (1.0 - frac) / frac, eta, sizeof eta);
+        else
+            snprintf(eta, sizeof eta, "--:--");
+        fprintf(stderr, "ratiocheck: %s: %.0f%% done, %s elapsed, ETA %s, %.0f tok/s\n", phase, 100.0 * frac, el, eta,
+                elapsed > 0 ? (double)tokens / elapsed : 0.0);
+        fflush(stderr);
+        return;
+    }
+    if (t - ps->last < 0.1 && frac < 1.0 && ps->last != ps->start)
         return;
     ps->last = t;
     frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;

@@ -166,8 +166,94 @@ static int finish_stdout(int code)
     return code == 0 || code == rc_exit_code(RC_ERR_GATE) ? rc_exit_code(RC_ERR_IO) : code;
 }
 
+/* OpenMP's waiting. libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once,
+ * as it loads (before main); its default spins 300,000 times (~3 ms) before
+ * a thread sleeps: the fastest on a quiet machine, but on one where other
+ * processes want the cores the spinning threads take them from the thread
+ * that has work (several times slower). When neither variable is set and
+ * the machine is busy (load average or runnable processes >= half the CPUs),
+ * ratiocheck sets GOMP_SPINCOUNT to a short count and runs itself again once
+ * (/proc/self/exe, same argv, the signal mask and pending signals kept
+ * across exec); the second start finds the marker, removes both variables
+ * (children see the caller's environment) and goes on. A quiet machine keeps
+ * libgomp's default; a variable the user set always wins. docs/cli.md
+ * "OpenMP waiting" gives the measurements. */
+#define RC_GOMP_SPIN_LOADED "1000"
+#define RC_GOMP_MARKER "RATIOCHECK_GOMP_DEFAULT"
+static char g_omp_wait[160] = "libgomp's default";
+
+/* the machine's load per online CPU: the larger of the 1-minute load
+ * average and the processes runnable now besides this one; < 0 unknown */
+static double load_per_cpu(void)
+{
+    double l = -1;
+    const char *t = getenv("RATIOCHECK_LOAD"); /* tests: the load to assume */
+    if (t) {
+        l = strtod(t, NULL);
+    } else {
+        FILE *f = fopen("/proc/loadavg", "r");
+        long running = 0;
+        if (f && fscanf(f, "%lf %*f %*f %ld", &l, &running) == 2 && running - 1 > l)
+            l = (double)(running - 1);
+        if (f)
+            fclose(f);
+    }
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return l >= 0 && n > 0 ? l / (double)n : -1;
+}
+
+static void omp_waiting(char **argv)
+{
+#if defined(__linux__) && defined(__GNUC__) && !defined(__clang__) /* gcc's OpenMP: libgomp */
+    const char *mark = getenv(RC_GOMP_MARKER), *spin = getenv("GOMP_SPINCOUNT"), *pol = getenv("OMP_WAIT_POLICY");
+    if (mark && spin && !strcmp(mark, spin)) { /* the second start: libgomp has read it */
+        snprintf(g_omp_wait, sizeof g_omp_wait, "GOMP_SPINCOUNT=%s (ratiocheck's default on a busy machine)", spin);
+        unsetenv(RC_GOMP_MARKER);
+        unsetenv("GOMP_SPINCOUNT");
+        return;
+    }
+    if (mark)
+        unsetenv(RC_GOMP_MARKER);
+    if (pol || spin) {
+        snprintf(g_omp_wait, sizeof g_omp_wait, "from the environment");
+        return;
+    }
+    const double lpc = load_per_cpu();
+    if (lpc < 0.5) {
+        if (lpc < 0)
+            snprintf(g_omp_wait, sizeof g_omp_wait, "libgomp's default (the machine's load is unknown)");
+        else
+            snprintf(g_omp_wait, sizeof g_omp_wait, "libgomp's default (a quiet machine: load %.2f per CPU)", lpc);
+        return;
+    }
+    if (setenv("GOMP_SPINCOUNT", RC_GOMP_SPIN_LOADED, 1) == 0 &&
+        setenv(RC_GOMP_MARKER, RC_GOMP_SPIN_LOADED, 1) == 0)
+        execv("/proc/self/exe", argv);
+    /* no exec (no /proc, the file replaced): libgomp's default, as loaded */
+    unsetenv("GOMP_SPINCOUNT");
+    unsetenv(RC_GOMP_MARKER);
+#else
+    (void)argv;
+#endif
+}
+
+/* --version: the version, and how OpenMP threads wait in this process */
+static int print_version(void)
+{
+    printf("ratiocheck %s\n", RC_VERSION);
+    const char *pol = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    printf("OpenMP waiting: %s", g_omp_wait);
+    if (pol)
+        printf(", OMP_WAIT_POLICY=%s", pol);
+    if (spin)
+        printf(", GOMP_SPINCOUNT=%s", spin);
+    putchar('\n');
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    omp_waiting(argv); /* first: before any file descriptor or signal changes */
     hold_std_fds();
     /* signals first: nothing may arrive to a default action, even while the
      * model loads; a caller's blocked mask must not hide them */
@@ -193,7 +279,7 @@ int main(int argc, char **argv)
     else if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")))
         code = (print_usage(stdout), 0);
     else if (argc >= 2 && (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")))
-        code = (printf("ratiocheck %s\n", RC_VERSION), 0);
+        code = print_version();
     else if (argc < 2 || argv[1][0] == '-') /* options alone: run */
         code = cmd_run(argc, argv, cmdline);
     else

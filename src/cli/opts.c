@@ -535,7 +535,7 @@ static const opt_spec k_run_opts[] = {
     {"vary", 0, "SIDE:SPEC", "a setting of its own instead of the default list: SPEC as\nin --sampler / --trainer, "
      "applied to SIDE = sampler,\ntrainer or both; repeat for more rows, e.g.\n--vary trainer:lm-head=fp32 --vary "
      "both:dtype=fp16", "Sweep:", op_vary, 0, 0, 0, CMD_SWEEP, 0, 0},
-    {"model", 0, "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
+    {"model", 'm', "DIR", "Hugging Face model folder (default: the bundled model)", "Model and numerics:", op_path,
      RO(model_dir), 0, 0, 0, 0, 0},
     {"layers", 0, "N", "run only the first N decoder layers, then the final\nnorm and the head (default all)", NULL,
      op_i64, RO(layers), 1, 4096, 0, 0, 0},

@@ -421,6 +421,80 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
     return total;
 }
 
+/* `ratiocheck sweep`'s rows (h5out.c write_sweep): each setting's name,
+ * sides, skip reason and flags, and its replayed log-probs over the base's
+ * rollouts; their statistics are computed as the base's. Files without
+ * /sweep have none. */
+static rc_status read_sweep(h5r *r, rc_results *out)
+{
+    if (H5Lexists(r->f, "/sweep", H5P_DEFAULT) <= 0)
+        return RC_OK;
+    hid_t g = H5Gopen2(r->f, "/sweep", H5P_DEFAULT);
+    if (g < 0)
+        return BAD(r, "/sweep is not a group");
+    int64_t n = 0;
+    rc_status st = attr_i64(r, g, "settings", &n);
+    H5Gclose(g);
+    if (st != RC_OK)
+        return st;
+    if (n < 0 || n > 4096)
+        return BAD(r, "/sweep: attribute 'settings' = %lld is outside 0..4096", (long long)n);
+    RC_TRY(rc_calloc((void **)&out->sweep, (size_t)n + 1, sizeof *out->sweep, "sweep rows"));
+    const int64_t S = out->n_seq, G = out->gen_len;
+    for (int64_t i = 0; st == RC_OK && i < n; i++) {
+        rc_sweep_row *row = &out->sweep[i];
+        out->n_sweep = (int)i + 1;
+        char so[64];
+        snprintf(so, sizeof so, "/sweep/%02lld", (long long)i);
+        hid_t sg = H5Lexists(r->f, so, H5P_DEFAULT) > 0 ? H5Gopen2(r->f, so, H5P_DEFAULT) : -1;
+        if (sg < 0)
+            return BAD(r, "%s is missing (attribute /sweep settings = %lld)", so, (long long)n);
+        int64_t nf = 0, same = 0, inv = 0;
+        st = attr_string(r, sg, "name", row->name, sizeof row->name, NULL);
+        if (st == RC_OK)
+            st = attr_string(r, sg, "sampler", row->sampler, sizeof row->sampler, NULL);
+        if (st == RC_OK)
+            st = attr_string(r, sg, "trainer", row->trainer, sizeof row->trainer, NULL);
+        if (st == RC_OK)
+            st = attr_string(r, sg, "skipped", row->skipped, sizeof row->skipped, NULL);
+        if (st == RC_OK)
+            st = attr_i64(r, sg, "noise_floor", &nf);
+        if (st == RC_OK)
+            st = attr_i64(r, sg, "identical_to_base", &same);
+        if (st == RC_OK)
+            st = attr_i64(r, sg, "batch_invariant", &inv);
+        H5Gclose(sg);
+        row->noise_floor = nf != 0;
+        row->identical = same != 0;
+        row->invariant = inv != 0;
+        char name[96];
+        snprintf(name, sizeof name, "%s/logprob_generation", so);
+        if (st != RC_OK || row->skipped[0] || H5Lexists(r->f, name, H5P_DEFAULT) <= 0)
+            continue; /* skipped: no replay */
+        rc_results *q;
+        RC_TRY(rc_calloc((void **)&row->res, 1, sizeof *row->res, "sweep results"));
+        q = row->res;
+        q->n_seq = S;
+        q->gen_len = G;
+        q->stat = out->stat;
+        st = read_ds(r, name, DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G, (void **)&q->logprob_gen);
+        if (st == RC_OK)
+            st = rc_calloc((void **)&q->gen_valid, (size_t)S + 1, sizeof *q->gen_valid, "sweep results");
+        if (st == RC_OK && S > 0)
+            memcpy(q->gen_valid, out->gen_valid, (size_t)S * sizeof *q->gen_valid);
+        if (st == RC_OK)
+            st = rc_calloc((void **)&q->lens, (size_t)out->n_lens, sizeof *q->lens, "sweep results");
+        for (int l = 0; st == RC_OK && l < out->n_lens; l++) {
+            q->n_lens = l + 1;
+            q->lens[l].len = out->lens[l].len;
+            snprintf(name, sizeof name, "%s/len_%04lld/logprob_forward", so, (long long)out->lens[l].len);
+            st = read_ds(r, name, DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, out->lens[l].len,
+                         (void **)&q->lens[l].logprob_fwd);
+        }
+    }
+    return st;
+}
+
 static rc_status read_all(h5r *r, rc_results *out)
 {
     const char *path = r->path;
@@ -569,6 +643,8 @@ static rc_status read_all(h5r *r, rc_results *out)
         }
     }
     free(lens);
+    if (st == RC_OK)
+        st = read_sweep(r, out);
     return st;
 }
 
@@ -605,6 +681,11 @@ rc_status rc_h5_read(const char *path, rc_results *out)
     H5Fclose(r.f); /* H5F_CLOSE_STRONG: also whatever an error path left open */
     if (st == RC_OK)
         st = rc_compute_stats(out);
+    for (int i = 0; st == RC_OK && i < out->n_sweep; i++)
+        if (out->sweep[i].res)
+            st = rc_compute_stats(out->sweep[i].res);
+    if (st == RC_OK && out->n_sweep > 0) /* the best rows and each row's equality, as the sweep found them */
+        rc_sweep_summarise(out);
     if (st != RC_OK) {
         /* every message names the file (rc_calloc's and the statistics' do not) */
         if (!strstr(rc_last_error(), path))

@@ -488,11 +488,17 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
     fputs(" (", stdout);
     rc_term_str(stdout, r->model_type);
     fputs(")", stdout);
+    /* a score run's sequences are the file's rollouts, each its own prompt (its sampler is "logged (...)"):
+     * nothing is generated or sampled, and the trainer's side is the only computed one */
+    const bool logged = !strncmp(r->sampler, "logged (", 8);
     /* the settings the header shows, from the one settings table (stats.c) */
     for (size_t i = 0; i < rc_n_settings; i++) {
         const rc_setting *s = &rc_settings[i];
         if (!s->table_label)
             continue;
+        if (logged && r->trainer[0] && (!strcmp(s->name, "dtype") || !strcmp(s->name, "kernels") ||
+                                        !strcmp(s->name, "upcast") || !strcmp(s->name, "logprob_dtype")))
+            continue; /* the base settings, not the trainer's: its spec below says them */
         const char *v = rc_setting_text(r, s);
         if (!v[0] || (s->table_hide && strcmp(v, s->table_hide) == 0))
             continue;
@@ -507,10 +513,8 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
         rc_term_str(stdout, r->device);
         putchar('\n');
     }
-    /* a score run's sequences are the file's rollouts, each its own prompt (its sampler is "logged (...)") */
-    if (!strncmp(r->sampler, "logged (", 8))
-        printf("%lld rollouts, temperature %g, top-k %lld, top-p %g, seed %lld\n\n", (long long)r->n_seq,
-               r->temperature, (long long)r->top_k, r->top_p, (long long)r->seed);
+    if (logged) /* the file's temperature, top-k and top-p: in the sampler's text */
+        printf("%lld rollouts\n\n", (long long)r->n_seq);
     else
         printf("%lld sequences (%lld prompts x %lld samples), temperature %g, top-k %lld, top-p %g, seed %lld\n\n",
                (long long)r->n_seq, (long long)r->n_prompts, (long long)r->samples, r->temperature,
@@ -578,8 +582,17 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
     }
     if (r->n_sweep > 0)
         print_sweep_table(r);
-    printf("\n%.1f s (generation %.1f s, re-scoring %.1f s", r->seconds_total, r->seconds_generate,
-           r->seconds_forward);
+    double swept = 0; /* a sweep's settings, when their results are at hand */
+    for (int i = 0; i < r->n_sweep; i++)
+        swept += r->sweep[i].res ? r->sweep[i].res->seconds_total : 0;
+    if (swept > 0)
+        printf("\nsweep: %.1f s in all, the base run %.1f s and %d settings %.1f s\n", r->seconds_total + swept,
+               r->seconds_total, r->n_sweep, swept);
+    if (logged)
+        printf("\n%.1f s (re-scoring %.1f s", r->seconds_total, r->seconds_forward);
+    else
+        printf("\n%.1f s (generation %.1f s, re-scoring %.1f s", r->seconds_total, r->seconds_generate,
+               r->seconds_forward);
     if (r->seconds_reference > 0)
         printf(", %s reference %.1f s", r->reference, r->seconds_reference);
     printf(")%s", out_path ? ", written to " : "");

@@ -1005,6 +1005,19 @@ const rc_len_stats *rc_results_longest(const rc_results *r)
     return r->n_lens > 0 ? &r->lens[longest_len(r)].st : NULL;
 }
 
+/* x and y with `prec` significant digits, or as many more as it takes for
+ * two different values to print differently ("1.05 > 1.05" would not show
+ * why a gate failed); "%s" and "%s" of a reason */
+static void fmt_pair(double x, double y, int prec, char *a, char *b, size_t n)
+{
+    for (int p = prec; p <= 17; p++) {
+        snprintf(a, n, "%.*g", p, x);
+        snprintf(b, n, "%.*g", p, y);
+        if (x == y || strcmp(a, b) != 0)
+            return;
+    }
+}
+
 static void verdict(rc_results *r, const acc_len *W)
 {
     rc_verdict *v = &r->verdict;
@@ -1029,12 +1042,14 @@ static void verdict(rc_results *r, const acc_len *W)
     const size_t wn = sizeof v->reason[0];
     if (m->mult_prob_err > RC_GATE_MULT_PROB_ERR) {
         v->level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_FAIL;
-        snprintf(why, wn, "mean exp|log r| %.4g > %.4g (NeMo-RL's gate) at L=%lld", m->mult_prob_err,
-                 RC_GATE_MULT_PROB_ERR, (long long)r->lens[im].len);
+        char a[32], b[32];
+        fmt_pair(m->mult_prob_err, RC_GATE_MULT_PROB_ERR, 4, a, b, sizeof a);
+        snprintf(why, wn, "mean exp|log r| %s > %s (NeMo-RL's gate) at L=%lld", a, b, (long long)r->lens[im].len);
     } else if (k->k3 > RC_GATE_MISMATCH_KL) {
         v->level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_FAIL;
-        snprintf(why, wn, "k3 %.3g > %.3g (prime-rl's mismatch_kl bar) at L=%lld", k->k3, RC_GATE_MISMATCH_KL,
-                 (long long)r->lens[ik].len);
+        char a[32], b[32];
+        fmt_pair(k->k3, RC_GATE_MISMATCH_KL, 3, a, b, sizeof a);
+        snprintf(why, wn, "k3 %s > %s (prime-rl's mismatch_kl bar) at L=%lld", a, b, (long long)r->lens[ik].len);
     } else {
         v->level[RC_OBJ_TOKEN_PPO] = frac_level(c->clipfrac);
         char where[64];
@@ -1043,8 +1058,12 @@ static void verdict(rc_results *r, const acc_len *W)
                      (long long)r->lens[ic].len);
         else
             snprintf(where, sizeof where, "no token clipped at step 0");
-        snprintf(why, wn, "%s; k3 %.3g < %.3g (prime-rl), mean exp|log r| %.5g < %.3g (NeMo-RL)", where, k->k3,
-                 RC_GATE_MISMATCH_KL, m->mult_prob_err, RC_GATE_MULT_PROB_ERR);
+        char a[32], b[32], c3[32], d[32];
+        fmt_pair(k->k3, RC_GATE_MISMATCH_KL, 3, a, b, sizeof a);
+        fmt_pair(m->mult_prob_err, RC_GATE_MULT_PROB_ERR, 5, c3, d, sizeof c3);
+        snprintf(why, wn, "%s; k3 %s %s %s (prime-rl), mean exp|log r| %s %s %s (NeMo-RL)", where, a,
+                 k->k3 < RC_GATE_MISMATCH_KL ? "<" : "<=", b, c3, m->mult_prob_err < RC_GATE_MULT_PROB_ERR ? "<" : "<=",
+                 d);
     }
     const int ia = worst_len(r, offsetof(rc_len_stats, seq_frac_above_cap));
     const rc_len_stats *a = &r->lens[ia].st;

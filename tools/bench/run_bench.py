@@ -502,7 +502,7 @@ def main():
     load_before = os.getloadavg()
     t_start = time.time()
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    rc_version = subprocess.run([rc, "--version"], capture_output=True, text=True).stdout.strip()
+    rc_version = subprocess.run([rc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     log(f"run_bench: {', '.join(models)} x {', '.join(dtypes)} x {', '.join(kernels)} (+ HF: {hf_runs}); "
         f"{S} sequences ({S // 2} prompts x 2 samples), prompt {P} + {G} generated tokens, batch {B}, "
         f"{a.threads} threads, {a.repeats} round(s); {rc_version}; load {load_before[0]:.2f} {load_before[1]:.2f} "
