@@ -259,7 +259,7 @@ extern const char *const rc_objective_names[RC_N_OBJECTIVES]; /* "token_ppo", "s
 const char *rc_verdict_name(rc_verdict_level v);              /* "OK", "WARN", "FAIL" */
 typedef struct {
     rc_verdict_level level[RC_N_OBJECTIVES];
-    char reason[RC_N_OBJECTIVES][192]; /* what decided it, with the numbers */
+    char reason[RC_N_OBJECTIVES][320]; /* what decided it, with the numbers */
     /* at the longest length: the token with the largest |log r| and the
      * sequence with the largest |S| (-1 when there is none) */
     int64_t len;
