@@ -2041,7 +2041,7 @@ START_TEST(test_progress_lines_sweep_report)
 {
     char f[256], text[1 << 15];
     snprintf(f, sizeof f, "%s/err.txt", g_dir);
-    ck_assert_int_eq(run_sh("RATIOCHECK_PROGRESS_SECONDS=0.01 \"$RC\" run -m data/fixtures/neox_parallel --backend cpu "
+    ck_assert_int_eq(run_sh("RATIOCHECK_PROGRESS_SECONDS=0 \"$RC\" run -m data/fixtures/neox_parallel --backend cpu "
                             "--prompts %s/p.ids --len 4,8 --samples 2 --out none >/dev/null 2>'%s'", g_dir, f), 0);
     slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "ratiocheck: ") && strstr(text, "% done, ") && strstr(text, " elapsed, ETA ") &&

@@ -79,7 +79,7 @@ progress_state progress_start(bool quiet)
     const char *e = getenv("RATIOCHECK_PROGRESS_SECONDS");
     char *end = NULL;
     const double v = e ? strtod(e, &end) : 0;
-    if (e && end != e && !*end && v >= 0.01 && v <= 86400)
+    if (e && end != e && !*end && v >= 0 && v <= 86400) /* 0: at every progress step */
         ps.every = v;
     return ps;
 }
