@@ -1,5 +1,5 @@
 /* Chat-formatted prompts ({"messages": [...]} lines, src/formats/chat.c and
- * the Jinja subset interpreter src/formats/jinja.c) against transformers'
+ * the Jinja subset interpreter src/formats/jinja_*.c) against transformers'
  * apply_chat_template (data/fixtures/chat, made by
  * tools/make_chat_fixtures.py):
  *   vs_hf      every template the fixtures mark "render" (the published ones

@@ -1,4 +1,4 @@
-/* libFuzzer harness: a chat template's text (src/formats/chat.c, jinja.c).
+/* libFuzzer harness: a chat template's text (src/formats/chat.c, jinja_*.c).
  *
  * rc_chat_parse on the input (bos_token "<|begin_of_text|>", eos_token
  * "<|eot_id|>"); when it parses, rc_chat_render of a fixed conversation

@@ -1,4 +1,4 @@
-/* libFuzzer harness: the Jinja subset interpreter alone (src/formats/jinja.c).
+/* libFuzzer harness: the Jinja subset interpreter alone (src/formats/jinja_*.c).
  *
  * rc_jinja_parse on the input; when it parses, rc_jinja_render with two sets
  * of variables (the variables transformers passes with a three-message
