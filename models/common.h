@@ -25,4 +25,29 @@ rc_status rc_conv1d_transpose(const rc_config *cfg, void *data, int elem_size, i
  * multiple of n_head 5"). */
 rc_status rc_heads_from_hidden(const char *path, rc_config *cfg);
 
+/* Rows shared by the families with Llama's tensor names (llama, qwen3, olmo2,
+ * the MoE families), each used in its table where that family reads them.
+ * Shapes: embed [V, H], norm [H], lm_head [V, H] (untied only); q [nh*d, H],
+ * k / v [nkv*d, H] appended into the fused [Q; K; V] matrix, their biases with
+ * attention_bias; q_norm / k_norm [QNORM] / [KNORM] (per head or whole
+ * projection, by family); gate / up [I, H], down [H, I] under COND. */
+#define RC_LLAMA_MODEL_TENSORS                                                                                    \
+    {RC_MW_embed, "embed_tokens.weight", RC_DIM_V, RC_DIM_H, RC_ALWAYS, false, NULL},                             \
+        {RC_MW_lnf_w, "norm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},                                 \
+        {RC_MW_lm_head, "lm_head.weight", RC_DIM_V, RC_DIM_H, RC_IF_UNTIED, false, NULL}
+#define RC_LLAMA_QKV_TENSORS                                                                                      \
+    {RC_LW_w_qkv, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_ALWAYS, false, NULL},                         \
+        {RC_LW_w_qkv, "self_attn.k_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},                     \
+        {RC_LW_w_qkv, "self_attn.v_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},                     \
+        {RC_LW_b_qkv, "self_attn.q_proj.bias", RC_DIM_Q, RC_DIM_1, RC_IF_QKV_BIAS, false, NULL},                  \
+        {RC_LW_b_qkv, "self_attn.k_proj.bias", RC_DIM_KV, RC_DIM_1, RC_IF_QKV_BIAS, true, NULL},                  \
+        {RC_LW_b_qkv, "self_attn.v_proj.bias", RC_DIM_KV, RC_DIM_1, RC_IF_QKV_BIAS, true, NULL}
+#define RC_LLAMA_QK_NORM_TENSORS                                                                                  \
+    {RC_LW_q_norm_w, "self_attn.q_norm.weight", RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, false, NULL},              \
+        {RC_LW_k_norm_w, "self_attn.k_norm.weight", RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, false, NULL}
+#define RC_LLAMA_MLP_TENSORS(COND)                                                                                \
+    {RC_LW_w_gate, "mlp.gate_proj.weight", RC_DIM_I, RC_DIM_H, COND, false, NULL},                                \
+        {RC_LW_w_up, "mlp.up_proj.weight", RC_DIM_I, RC_DIM_H, COND, false, NULL},                                \
+        {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, COND, false, NULL}
+
 #endif
