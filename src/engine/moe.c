@@ -160,8 +160,46 @@ static rc_status swiglu(rc_backend *be, const rc_config *c, const float *x, int6
     return op->matmul(be, s->g, n, I, Wd, H, NULL, r->in_act, r->linear, y);
 }
 
+/* routing=replay: the rows with recorded experts take them, their weights
+ * recomputed from this side's logits (rco_moe_route_forced_row, on the host
+ * for every backend); the others keep the op's routing */
+static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_batch_desc *bd, int64_t l, int64_t n,
+                                int64_t row0, rc_dtype w_dt, rc_moe_scratch *s, const rc_routing_hook *hook)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k;
+    float *rec = NULL, *lg = NULL, *p = NULL;
+    rc_status st;
+    if ((st = rc_alloc_aligned((void **)&rec, n * k, sizeof *rec, "MoE replay")) != RC_OK ||
+        (st = rc_alloc_aligned((void **)&lg, n * E, sizeof *lg, "MoE replay")) != RC_OK ||
+        (st = rc_alloc_aligned((void **)&p, E, sizeof *p, "MoE replay")) != RC_OK)
+        goto done;
+    if ((st = hook->replay(hook->ctx, bd, l, row0, n, k, rec)) != RC_OK ||
+        (st = op->download(be, s->logits, n * E, lg)) != RC_OK || (st = op->download(be, s->w, n * k, s->w_host)) != RC_OK)
+        goto done;
+    for (int64_t i = 0; i < n; i++) {
+        if (rec[i * k] < 0.0f)
+            continue;
+        for (int64_t j = 0; j < k; j++)
+            if (!(rec[i * k + j] >= 0.0f && rec[i * k + j] < (float)E)) {
+                st = rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: replayed expert %g of %lld", (long long)l,
+                               (double)rec[i * k + j], (long long)E);
+                goto done;
+            }
+        memcpy(s->sel_host + i * k, rec + i * k, (size_t)k * sizeof *rec);
+        rco_moe_route_forced_row(lg + i * E, E, k, c->norm_topk_prob, w_dt, p, rec + i * k, s->w_host + i * k);
+    }
+    if ((st = op->upload(be, s->sel_host, n * k, RC_F32, s->sel)) == RC_OK)
+        st = op->upload(be, s->w_host, n * k, RC_F32, s->w);
+done:
+    free(rec);
+    free(lg);
+    free(p);
+    return st;
+}
+
 rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weights *L, int64_t l, const float *h,
-                         int64_t n, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
+                         int64_t n, const rc_batch_desc *bd, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
                          const rc_routing_hook *hook, float *out)
 {
     const rc_backend_ops *op = be->ops;
@@ -169,14 +207,18 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     if (!s || n > s->max_rows)
         return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: %lld rows without scratch for them", (long long)l,
                          (long long)n);
-    /* the router: logits in the dtype, then softmax / top-k / weights */
-    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->linear, s->logits));
-    RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, c->moe_weights_f32 ? RC_F32 : r->linear,
-                         s->sel, s->w));
+    /* the router: logits in the dtype (router=fp32: unrounded), then softmax / top-k / weights (cast to the
+     * logits' dtype: transformers' .to(router_logits.dtype); Mixtral keeps them fp32) */
+    const rc_dtype w_dt = c->moe_weights_f32 || r->router_f32 ? RC_F32 : r->linear;
+    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->router_f32 ? RC_F32 : r->linear, s->logits));
+    RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, w_dt, s->sel, s->w));
     RC_TRY(op->download(be, s->sel, n * k, s->sel_host));
+    if (r->replay && hook && hook->replay)
+        RC_TRY(replay_routing(be, c, bd, l, n, row0, w_dt, s, hook));
     if (hook && hook->fn) {
-        RC_TRY(op->download(be, s->w, n * k, s->w_host));
-        RC_TRY(hook->fn(hook->ctx, l, row0, n, k, s->sel_host, s->w_host));
+        if (!(r->replay && hook->replay)) /* replay_routing left them in w_host */
+            RC_TRY(op->download(be, s->w, n * k, s->w_host));
+        RC_TRY(hook->fn(hook->ctx, bd, l, row0, n, k, s->sel_host, s->w_host));
     }
     RC_TRY(op->zero(be, out, n * H));
     /* the experts in index order (Qwen2MoeExperts' loop over expert_hit),

@@ -434,7 +434,7 @@ static char *utf8_sanitize(const char *s)
 /* ------------------------------------------------------------------------ */
 /* attributes                                                               */
 
-static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
                           const char *value)
 {
     char wbuf[256];
@@ -552,12 +552,12 @@ static rc_status attr_num(const h5w *w, hid_t loc, const char *obj, const char *
     return st;
 }
 
-static rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
+rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
 {
     return attr_num(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, -1, &v);
 }
 
-static rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
+rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
 {
     return attr_num(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, -1, &v);
 }
@@ -602,7 +602,7 @@ rc_status group_close(const h5w *w, hid_t g, const char *name, rc_status st)
 /* Create dataset `name` in group `loc` (whose path is `obj`) and write all of
  * `data` (in memory type mtype). 2-D datasets with elements are chunked and
  * compressed; `fill` (in mtype, or NULL) becomes the fill value. */
-static rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
                           hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
                           const void *data, const void *fill)
 {
@@ -1198,6 +1198,7 @@ static rc_status write_all(const h5w *w, const rc_results *r)
     RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
     RC_TRY(write_sweep(w, r));
+    RC_TRY(write_routing(w, r));
     return write_trace(w, r);
 }
 
