@@ -213,13 +213,12 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->router_f32 ? RC_F32 : r->linear, s->logits));
     RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, w_dt, s->sel, s->w));
     RC_TRY(op->download(be, s->sel, n * k, s->sel_host));
-    if (r->replay && hook && hook->replay)
-        RC_TRY(replay_routing(be, c, bd, l, n, row0, w_dt, s, hook));
-    if (hook && hook->fn) {
-        if (!(r->replay && hook->replay)) /* replay_routing left them in w_host */
-            RC_TRY(op->download(be, s->w, n * k, s->w_host));
+    if (hook && hook->fn) { /* the router's own choice (under replay too: what miles' R3 check compares) */
+        RC_TRY(op->download(be, s->w, n * k, s->w_host));
         RC_TRY(hook->fn(hook->ctx, bd, l, row0, n, k, s->sel_host, s->w_host));
     }
+    if (r->replay && hook && hook->replay)
+        RC_TRY(replay_routing(be, c, bd, l, n, row0, w_dt, s, hook));
     RC_TRY(op->zero(be, out, n * H));
     /* the experts in index order (Qwen2MoeExperts' loop over expert_hit),
      * each over the rows that chose it in torch.where(expert_mask[e])'s

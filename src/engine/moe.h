@@ -13,7 +13,8 @@
  * side (R3, routing=replay) gets its experts from. fn: called once per layer
  * and row chunk with the experts the layer used and their weights (host
  * arrays, [n][top_k], experts as exact integers in floats, weights as the op
- * computed them) for rows [row0, row0 + n) of the call bd. replay: on a side
+ * computed them) for rows [row0, row0 + n) of the call bd (under replay, the
+ * router's own choice before the replayed experts replace it). replay: on a side
  * with rc_moe_rounding.replay, called before the experts run to fill
  * experts [n][top_k] with the recorded experts of those rows (a row whose
  * first entry is negative has none and keeps its own routing). */
