@@ -1,0 +1,178 @@
+/* The routing record and R3's replay against PyTorch
+ * (data/fixtures/routing/, tools/make_routing_fixtures.py): the replayed
+ * router's weights (rco_moe_route_forced_row: the trainer's logits, the
+ * sampler's experts) as miles' replayed router computes them, and the
+ * routing statistics (rc_routing_compute) from torch.topk's experts of two
+ * sides, as torch counts them. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "backend.h"
+#include "moe.h"
+#include "routing.h"
+
+#include "testutil.h"
+
+static const char *const k_cases[] = {"e7k3_norm", "e60k4", "e128k8_norm_fp32", "e16k2_fp32", "e8k1"};
+#define N_CASES (int)(sizeof k_cases / sizeof k_cases[0])
+
+static rc_safetensors *open_cases(void)
+{
+    char p[4096];
+    rc_safetensors *st;
+    rc_test_source_path(p, sizeof p, "data/fixtures/routing/routing_ops.safetensors");
+    ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
+    return st;
+}
+
+static const rc_st_tensor *find(rc_safetensors *st, int c, const char *what, char *name, size_t n, int64_t *numel)
+{
+    snprintf(name, n, "%s.%s", k_cases[c], what);
+    const rc_st_tensor *t = rc_st_find(st, name);
+    ck_assert_msg(t != NULL, "%s missing", name);
+    ck_assert(rc_numel(t->shape, t->ndim, numel));
+    return t;
+}
+
+static float *get(rc_safetensors *st, int c, const char *what, int64_t *n)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", k_cases[c], what);
+    return rc_test_st_f32(st, name, n);
+}
+
+static int32_t *get_i32(rc_safetensors *st, int c, const char *what, int64_t *n)
+{
+    char name[128];
+    const rc_st_tensor *t = find(st, c, what, name, sizeof name, n);
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)(*n + 1));
+    ck_assert_msg(rc_st_read_i32(st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
+    return v;
+}
+
+static double *get_f64(rc_safetensors *st, int c, const char *what, int64_t *n)
+{
+    char name[128];
+    const rc_st_tensor *t = find(st, c, what, name, sizeof name, n);
+    double *v = malloc(sizeof(double) * (size_t)(*n + 1));
+    ck_assert_msg(rc_st_read_f64(st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
+    return v;
+}
+
+/* R3: the trainer's logits, the sampler's experts; bf16 weights bit for bit; fp32 ones (router=fp32)
+ * are not rounded after the softmax, so they carry its fp32 differences from PyTorch's (its vectorised
+ * exp and its blocked sums over the E experts and the k weights against expf and a sequential sum,
+ * docs/numerics.md; tests/test_moe.c counts the same for Mixtral's fp32 weights): held to a relative
+ * 1e-6, a few fp32 ulps, the largest printed */
+START_TEST(test_replay_weights_vs_torch)
+{
+    rc_safetensors *st = open_cases();
+    int64_t n;
+    int32_t *meta = get_i32(st, _i, "meta", &n);
+    const int64_t E = meta[0], k = meta[1], T = meta[3];
+    const bool norm = meta[2] != 0, fp32 = meta[5] != 0;
+    float *lt = get(st, _i, "logits_trainer", &n);
+    ck_assert_int_eq(n, T * E);
+    int32_t *idx = get_i32(st, _i, "experts_sampler", &n);
+    float *want = get(st, _i, "replay_weights", &n);
+    float sel[16], w[16], p[256];
+    ck_assert(k <= 16 && E <= 256);
+    int64_t max_ulp = 0;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t j = 0; j < k; j++)
+            sel[j] = (float)idx[t * k + j];
+        rco_moe_route_forced_row(lt + t * E, E, k, norm, fp32 ? RC_F32 : RC_BF16, p, sel, w);
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t u = llabs((long long)rc_f32_bits(w[j]) - (long long)rc_f32_bits(want[t * k + j]));
+            max_ulp = u > max_ulp ? u : max_ulp;
+            const double rel = fabs((double)w[j] - (double)want[t * k + j]) / fabs((double)want[t * k + j]);
+            ck_assert_msg(fp32 ? rel <= 1e-6 : u == 0, "%s row %lld slot %lld: %.9g, torch %.9g", k_cases[_i],
+                          (long long)t, (long long)j, (double)w[j], (double)want[t * k + j]);
+        }
+    }
+    printf("replay weights %s: %lld rows, max %lld fp32 ulp from torch (%s)\n", k_cases[_i], (long long)T,
+           (long long)max_ulp, fp32 ? "fp32 weights" : "bf16 weights, bitwise");
+    free(meta);
+    free(lt);
+    free(idx);
+    free(want);
+    rc_st_close(st);
+}
+END_TEST
+
+/* the statistics from torch.topk's experts of both sides, rows taken as [tokens, layers] */
+START_TEST(test_routing_stats_vs_torch)
+{
+    rc_safetensors *st = open_cases();
+    int64_t n;
+    int32_t *meta = get_i32(st, _i, "meta", &n);
+    const int64_t E = meta[0], k = meta[1], T = meta[3], Lm = meta[4], G = T / Lm;
+    int32_t *a = get_i32(st, _i, "experts_sampler", &n), *b = get_i32(st, _i, "experts_trainer", &n);
+    float *lr = get(st, _i, "log_ratio", &n);
+    ck_assert_int_eq(n, G);
+    rc_routing *r;
+    ck_assert(rc_routing_create(1, G, Lm, k, E, &r) == RC_OK);
+    for (int64_t m = 0; m < Lm; m++)
+        r->layer[m] = (int32_t)(10 + m); /* decoder layers 10, 11, ... */
+    for (int64_t i = 0; i < T * k; i++) {
+        r->experts[0][i] = (int16_t)a[i];
+        r->experts[1][i] = (int16_t)b[i];
+        r->weights[0][i] = r->weights[1][i] = 0.0f;
+    }
+    float *gen = calloc((size_t)G, sizeof *gen); /* log r = fwd - 0 */
+    rc_routing_compute(r, gen, lr, G);
+    int32_t *flips = get_i32(st, _i, "layer_flips", &n), *none = get_i32(st, _i, "layer_no_common", &n);
+    int32_t *first = get_i32(st, _i, "layer_first", &n);
+    double *ts = get_f64(st, _i, "stats", &n);
+    int64_t min_first = -1, max_none = 0;
+    for (int64_t m = 0; m < Lm; m++) {
+        ck_assert_int_eq(r->layer_flips[m], flips[m]);
+        ck_assert_int_eq(r->layer_miles[m], none[m]);
+        ck_assert_int_eq(r->layer_first[m], first[m]);
+        if (first[m] > 0 && min_first < 0)
+            min_first = 10 + m;
+        max_none = none[m] > max_none ? none[m] : max_none;
+    }
+    const rc_routing_stats *s = &r->st;
+    ck_assert_int_eq(s->tokens, G);
+    ck_assert_int_eq(s->tokens_flip, (int64_t)ts[0]);
+    ck_assert(fabs(s->mean_overlap - ts[1] / (double)(G * Lm * k)) <= 1e-12);
+    ck_assert_int_eq(s->first_layer, min_first);
+    ck_assert(fabs(s->miles_mismatch - (double)max_none / (double)G) <= 1e-15);
+    for (int q = 0; q < 3; q++) {
+        const double got = q == 0 ? s->abs_lr_flip : q == 1 ? s->abs_lr_same : s->share_abs_lr_flip;
+        ck_assert_msg(isnan(ts[2 + q]) ? isnan(got) : fabs(got - ts[2 + q]) <= 1e-12 * fabs(ts[2 + q]),
+                      "%s statistic %d: %.17g, torch %.17g", k_cases[_i], q, got, ts[2 + q]);
+    }
+    printf("routing stats %s: %lld of %lld tokens flip, first layer %lld, miles %.4g (%s)\n", k_cases[_i],
+           (long long)s->tokens_flip, (long long)G, (long long)s->first_layer, s->miles_mismatch,
+           rc_routing_verdict(r));
+    rc_routing_free(r);
+    free(meta);
+    free(a);
+    free(b);
+    free(lr);
+    free(gen);
+    free(flips);
+    free(none);
+    free(first);
+    free(ts);
+    rc_st_close(st);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("routing");
+    TCase *tc = tcase_create("torch");
+    tcase_add_loop_test(tc, test_replay_weights_vs_torch, 0, N_CASES);
+    tcase_add_loop_test(tc, test_routing_stats_vs_torch, 0, N_CASES);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return rc_test_run(suite()); }
