@@ -30,6 +30,19 @@ run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos 
   --clip-eps-low 0.001 --clip-eps-high 0.002 --seq-eps 1e-4 --seq-cap 1.002  # each fraction > 0
 run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12 --forward-batch 3
 run one_len --dtype bf16 --num-prompts 4 --samples 2 --len 6   # growth n/a: one length
+# MoE: /routing (both sides' experts, the statistics of docs/routing.md) recomputed by numpy; the
+# fixtures' 260-token vocabulary takes ids below it
+printf '5 17 99 140 3\n250 8 61 33\n12 200 7\n77 78 79 80 81 82\n' > "$tmp/moe.ids"
+moe() {
+  local name=$1 model=$2; shift 2
+  "$RC" --model "$SRC/data/fixtures/$model" --backend cpu --prompts "$tmp/moe.ids" -q --out "$tmp/$name.h5" "$@" \
+    > "$tmp/$name.txt" || { echo "ratiocheck $* failed"; status=1; return; }
+  echo "== $name: $model $*"
+  "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
+}
+moe moe_flips qwen3_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32
+moe moe_replay qwen2_moe --samples 3 --len 8,20 --stop-at-eos --temperature 1.5 --sampler dtype=fp16 \
+  --trainer dtype=bf16,routing=replay,router=fp32,prefill-chunk=3
 # The verdict's other outcomes, which no honest run of this small model reaches: copies of a
 # file with forward log-probs moved, re-judged by `ratiocheck report --json` (which recomputes
 # everything from the tensors) and by numpy, and the expected line checked:

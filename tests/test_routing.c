@@ -13,7 +13,10 @@
 #include "safetensors.h"
 #include "backend.h"
 #include "moe.h"
+#include "results.h"
+#include "rollout.h"
 #include "routing.h"
+#include "side.h"
 
 #include "testutil.h"
 
@@ -165,6 +168,153 @@ START_TEST(test_routing_stats_vs_torch)
 }
 END_TEST
 
+/* router= on both sides, routing= on the trainer only; printed when not the default; sides that differ in
+ * them do not share an engine; their numerics */
+START_TEST(test_side_keys)
+{
+    rc_side sm, tr;
+    rc_side_defaults(false, &sm);
+    rc_side_defaults(true, &tr);
+    ck_assert(rc_side_parse("--sampler", "router=fp32", false, &sm) == RC_OK && sm.router_f32);
+    ck_assert(rc_side_parse("--trainer", "routing=replay,router=dtype", true, &tr) == RC_OK && tr.route_replay &&
+              !tr.router_f32);
+    ck_assert(rc_side_parse("--sampler", "routing=replay", false, &sm) == RC_ERR_USAGE);
+    ck_assert(strstr(rc_last_error(), "routing belongs to the trainer") != NULL);
+    ck_assert(rc_side_parse("--trainer", "routing=yes", true, &tr) == RC_ERR_USAGE);
+    ck_assert(strstr(rc_last_error(), "own or replay") != NULL);
+    char buf[256];
+    rc_side_str(&tr, true, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "routing=replay") && !strstr(buf, "router="), "%s", buf);
+    rc_side_str(&sm, false, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "router=fp32") && !strstr(buf, "routing="), "%s", buf);
+    rc_side a, b;
+    rc_side_defaults(true, &a);
+    rc_side_defaults(true, &b);
+    ck_assert(rc_side_equal(&a, &b));
+    b.route_replay = true;
+    ck_assert(!rc_side_equal(&a, &b));
+    const rc_numerics base = rc_numerics_fp32(), n = rc_side_numerics(&b, &base, true);
+    ck_assert(n.route_replay && !n.router_f32);
+}
+END_TEST
+
+static rc_model *g_moe;
+
+static void load_moe(void)
+{
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/qwen3_moe");
+    ck_assert_msg(rc_model_load(p, &g_moe) == RC_OK, "%s", rc_last_error());
+}
+
+static void free_moe(void) { rc_model_free(g_moe); }
+
+/* 6 prompts x 2 samples, 20 tokens, on the sides sm / tr */
+static void run_sides(const char *sampler, const char *trainer, rc_results *r)
+{
+    static const int32_t toks[6 * 5] = {5, 17, 99, 140, 3, 250, 8, 61, 33, -1, 12, 200, 7, -1, -1,
+                                        77, 78, 79, 80, 81, 4, 90, -1, -1, -1, 150, 160, 170, 180, -1};
+    static const int32_t lens[6] = {5, 4, 3, 5, 2, 4};
+    rc_side sm, tr;
+    rc_side_defaults(false, &sm);
+    rc_side_defaults(true, &tr);
+    ck_assert_msg(rc_side_parse("--sampler", sampler, false, &sm) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_side_parse("--trainer", trainer, true, &tr) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_prompts = 6;
+    cfg.prompt_max = 5;
+    cfg.prompt_tokens = toks;
+    cfg.prompt_len = lens;
+    cfg.samples = 2;
+    cfg.n_lens = 2;
+    cfg.lens[0] = 10;
+    cfg.lens[1] = 20;
+    cfg.seed = 3;
+    cfg.sampling.top_p = 1.0;
+    cfg.num = rc_numerics_fp32();
+    rc_side_apply(&sm, &tr, 1.0, &cfg);
+    cfg.batch = 12;
+    rc_backend *be = NULL;
+    ck_assert(rc_backend_cpu_create(1, sm.kernels, &be) == RC_OK);
+    memset(r, 0, sizeof *r);
+    ck_assert_msg(rc_run_check(g_moe, be, NULL, &cfg, NULL, NULL, NULL, r) == RC_OK, "%s", rc_last_error());
+    rc_backend_destroy(be);
+    ck_assert(r->routing != NULL);
+    ck_assert_int_eq(r->routing->n_layers, 2); /* qwen3_moe fixture: mlp_only_layers [0] of 3 */
+    ck_assert_int_eq(r->routing->layer[0], 1);
+}
+
+static double sum_abs_log_ratio(const rc_results *r)
+{
+    const rc_len_result *L = &r->lens[r->n_lens - 1];
+    double s = 0.0;
+    for (int64_t q = 0; q < r->n_seq; q++)
+        for (int64_t t = 0; t < r->gen_valid[q] && t < L->len; t++)
+            s += fabs((double)L->logprob_fwd[q * L->len + t] - (double)r->logprob_gen[q * r->gen_len + t]);
+    return s;
+}
+
+/* batch-invariant fp32 sides agree bitwise: no flip anywhere, and replaying the sampler's experts (the
+ * trainer's own) recomputes the same weights, so the trainer's log-probs are bitwise those without */
+START_TEST(test_replay_invariant_sides)
+{
+    rc_results own, rep;
+    run_sides("dtype=fp32,kernels=invariant", "dtype=fp32,kernels=invariant", &own);
+    run_sides("dtype=fp32,kernels=invariant", "dtype=fp32,kernels=invariant,routing=replay", &rep);
+    ck_assert_int_eq(own.routing->st.tokens, 12 * 20);
+    ck_assert_int_eq(own.routing->st.tokens_flip, 0);
+    ck_assert_int_eq(rep.routing->st.tokens_flip, 0);
+    const int64_t n = own.n_seq * own.gen_len * own.routing->n_layers * own.routing->top_k;
+    ck_assert(!memcmp(own.routing->experts[0], own.routing->experts[1], (size_t)n * sizeof(int16_t)));
+    ck_assert(!memcmp(own.routing->weights[0], own.routing->weights[1], (size_t)n * sizeof(float)));
+    for (int i = 0; i < own.n_lens; i++)
+        ck_assert(!memcmp(own.lens[i].logprob_fwd, rep.lens[i].logprob_fwd,
+                          (size_t)(own.n_seq * own.lens[i].len) * sizeof(float)));
+    rc_results_free(&own);
+    rc_results_free(&rep);
+}
+END_TEST
+
+/* bf16 sampler, fp32 trainer: routes flip; the record under replay is the trainer's own choice (the
+ * same rollouts, so as many flips as without it, up to the hidden states replay changes); replay moves
+ * the trainer's log-probs of the flipped tokens toward the sampler's */
+START_TEST(test_replay_bf16_fp32)
+{
+    rc_results own, rep;
+    run_sides("dtype=bf16", "dtype=fp32", &own);
+    run_sides("dtype=bf16", "dtype=fp32,routing=replay", &rep);
+    ck_assert(!memcmp(own.gen_tokens, rep.gen_tokens, (size_t)(own.n_seq * own.gen_len) * sizeof(int32_t)));
+    ck_assert_int_gt(own.routing->st.tokens_flip, 0);
+    ck_assert_int_gt(rep.routing->st.tokens_flip, 0);
+    const double a = sum_abs_log_ratio(&own), b = sum_abs_log_ratio(&rep);
+    printf("bf16 sampler, fp32 trainer: %lld of %lld tokens flip; sum |log r| %.6g own routing, %.6g replayed\n",
+           (long long)own.routing->st.tokens_flip, (long long)own.routing->st.tokens, a, b);
+    ck_assert(b < a);
+    rc_results_free(&own);
+    rc_results_free(&rep);
+}
+END_TEST
+
+/* a dense model refuses router= and routing= */
+START_TEST(test_dense_refuses)
+{
+    char p[4096];
+    rc_model *m;
+    rc_test_source_path(p, sizeof p, "data/fixtures/neox_parallel");
+    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    rc_numerics num = rc_numerics_fp32();
+    num.router_f32 = true;
+    rc_engine *e = NULL;
+    ck_assert(rc_engine_create(m, be, &num, 1, 8, 8, &e) == RC_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(rc_last_error(), "mixture-of-experts router") != NULL, "%s", rc_last_error());
+    rc_backend_destroy(be);
+    rc_model_free(m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("routing");
@@ -172,6 +322,14 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_replay_weights_vs_torch, 0, N_CASES);
     tcase_add_loop_test(tc, test_routing_stats_vs_torch, 0, N_CASES);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("run");
+    tcase_add_test(tr, test_side_keys);
+    tcase_add_test(tr, test_dense_refuses);
+    tcase_add_unchecked_fixture(tr, load_moe, free_moe);
+    tcase_add_test(tr, test_replay_invariant_sides);
+    tcase_add_test(tr, test_replay_bf16_fp32);
+    tcase_set_timeout(tr, 120);
+    suite_add_tcase(s, tr);
     return s;
 }
 
