@@ -88,8 +88,7 @@ static rc_status trace_sides(const rc_results *f, const char *path, const trace_
     for (int t = 0; t < 2; t++) {
         rc_side *sd = t ? &ro->trainer : &ro->sampler;
         rc_side_defaults(t == 1, sd);
-        sd->batch = f->batch;
-        sd->prefill_chunk = f->forward_batch;
+        sd->batch = t ? f->forward_batch : f->batch; /* --batch, --forward-batch, as opts.c gives run's sides */
         if (st == RC_OK)
             st = rc_side_set("dtype", "dtype", f->dtype, t == 1, sd);
         if (st == RC_OK)
