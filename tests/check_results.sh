@@ -41,6 +41,41 @@ moe() {
   "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
 }
 moe moe_flips qwen3_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32
+# trace's first routing flip (the route op's captured rows) against the run's /routing record (the
+# routing hook's), by numpy: one-token prompts, so every position both sides compute predicts a
+# generated token and is in the record; forward order: layer, then position, then expert
+seq 3 60 > "$tmp/one.ids"
+"$RC" --model "$SRC/data/fixtures/qwen3_moe" --backend cpu --prompts "$tmp/one.ids" --samples 1 --len 12 -q \
+  --out "$tmp/flip.h5" --sampler dtype=bf16 --trainer dtype=fp32 > /dev/null || { echo "flip run failed"; status=1; }
+"$RC" trace "$tmp/flip.h5" --backend cpu --seq 0,3,7,11,20,31,40,50 --out none --json > "$tmp/flip.json" \
+  || { echo "flip trace failed"; status=1; }
+echo "== trace's first routing flip against /routing"
+"$PY" - "$tmp/flip.h5" "$tmp/flip.json" <<'PYEOF' || status=1
+import json, sys
+import h5py
+import numpy as np
+f, j = h5py.File(sys.argv[1], "r"), json.load(open(sys.argv[2]))
+g = f["routing"]
+a, b, layer = g["sampler_experts"][...], g["trainer_experts"][...], g["layer"][...]
+assert (f["prompts/lengths"][...] == 1).all()
+want = None
+for m in range(a.shape[2]):  # MoE layers in order; position = generated token index (prompts of 1)
+    for s in j["sequences"]:
+        for t in range(a.shape[1]):
+            if a[s, t, 0, 0] < 0:
+                break
+            d = sorted(set(a[s, t, m]) ^ set(b[s, t, m]))
+            if d:
+                if want is None or t < want["position"] or (t == want["position"] and d[0] < want["expert"]):
+                    want = {"layer": int(layer[m]), "sequence": s, "position": t, "expert": int(d[0]),
+                            "chosen_by": "sampler" if d[0] in set(a[s, t, m]) else "trainer"}
+                break
+    if want is not None:
+        break
+got = j["first_flip"]
+print("trace:", got, "record:", want)
+sys.exit(0 if got == want and want is not None else 1)
+PYEOF
 moe moe_replay qwen2_moe --samples 3 --len 8,20 --stop-at-eos --temperature 1.5 --sampler dtype=fp16 \
   --trainer dtype=bf16,routing=replay,router=fp32,prefill-chunk=3
 # The verdict's other outcomes, which no honest run of this small model reaches: copies of a

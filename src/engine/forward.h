@@ -147,6 +147,7 @@ typedef enum {
     RC_TOP_O,          /* the output projection (after the TP all-reduce) */
     RC_TOP_RESID_ATTN, /* sequential residual: x + attn_out */
     RC_TOP_NORM2,      /* the MLP's norm */
+    RC_TOP_ROUTE,      /* MoE layers: the routing (moe.h rc_moe_route_capture: chosen experts, then weights) */
     RC_TOP_UP,         /* the MLP's up GEMM */
     RC_TOP_GATE,       /* the gate GEMM (gated MLPs) */
     RC_TOP_ACT,        /* the activation (SwiGLU: act(gate) * up) */

@@ -56,6 +56,7 @@ struct rc_moe_scratch {
     float *g, *u;  /* [rows, max(Im, Is)] gate and up outputs */
     float *y;      /* [rows, H] one expert's output */
     float *sig;    /* [rows] the shared expert's gate logits */
+    float *route;  /* [rows, 2E] the routing as the trace captures it (rc_moe_route_capture) */
     /* host */
     float *sel_host, *w_host; /* [rows, k] */
     int64_t *rows_e;          /* [rows] one expert's rows, in torch.where's order */
@@ -77,7 +78,7 @@ bool rc_moe_scratch_size(const rc_config *c, int64_t R, int64_t *backend_floats,
     int64_t t, b = 0, h = 0;
     bool ok = rc_mul_i64(R, E, &t) && rc_add_i64(b, t, &b) && rc_mul_i64(R, 2 * k, &t) && rc_add_i64(b, t, &b) &&
               rc_mul_i64(R, 2 * H, &t) && rc_add_i64(b, t, &b) && rc_mul_i64(R, 2 * I, &t) &&
-              rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b);
+              rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b) && rc_mul_i64(R, 2 * E, &t) && rc_add_i64(b, t, &b);
     ok = ok && rc_mul_i64(R, 2 * k * 4, &t) && rc_add_i64(h, t, &h) && rc_mul_i64(R, 3 * 8, &t) &&
          rc_add_i64(h, t, &h);
     *backend_floats = b;
@@ -89,7 +90,7 @@ void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s)
 {
     if (!s)
         return;
-    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig};
+    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig, s->route};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -115,8 +116,8 @@ rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t R, r
     s->max_rows = R;
     const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, I = moe_inner(c);
     rc_status st = RC_OK;
-    float **bufs[] = {&s->logits, &s->sel, &s->w, &s->xin, &s->g, &s->u, &s->y, &s->sig};
-    const int64_t n[] = {R * E, R * k, R * k, R * H, R * I, R * I, R * H, R};
+    float **bufs[] = {&s->logits, &s->sel, &s->w, &s->xin, &s->g, &s->u, &s->y, &s->sig, &s->route};
+    const int64_t n[] = {R * E, R * k, R * k, R * H, R * I, R * I, R * H, R, R * 2 * E};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && st == RC_OK; i++)
         st = be->ops->alloc(be, n[i] > 0 ? n[i] : 1, bufs[i]);
     if (st == RC_OK)
@@ -247,6 +248,25 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
         RC_TRY(op->moe_accumulate(be, s->y, n, H, s->iota, s->sig, s->iota, true, r->linear, out));
     }
     return RC_OK;
+}
+
+rc_status rc_moe_route_capture(rc_backend *be, const rc_config *c, rc_moe_scratch *s, int64_t n, const float **out)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k;
+    float *h = NULL;
+    RC_TRY(op->download(be, s->w, n * k, s->w_host));
+    RC_TRY(rc_calloc((void **)&h, n * 2 * E, sizeof *h, "MoE routing capture"));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t e = (int64_t)s->sel_host[i * k + j];
+            h[i * 2 * E + e] = 1.0f;
+            h[i * 2 * E + E + e] = s->w_host[i * k + j];
+        }
+    rc_status st = op->upload(be, h, n * 2 * E, RC_F32, s->route);
+    free(h);
+    *out = s->route;
+    return st;
 }
 
 /* ---- fp64 reference ----------------------------------------------------------------- */

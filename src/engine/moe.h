@@ -52,6 +52,12 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
                          int64_t n, const rc_batch_desc *bd, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
                          const rc_routing_hook *hook, float *out);
 
+/* After rc_moe_forward over n rows: the routing it used as rows of 2E floats
+ * in backend memory (*out, the scratch's): [0, E) 1 where the expert was
+ * chosen, else 0; [E, 2E) its weight, 0 where not chosen (the trace's route
+ * op: element e < E differs when the two sides' expert sets do). */
+rc_status rc_moe_route_capture(rc_backend *be, const rc_config *c, rc_moe_scratch *s, int64_t n, const float **out);
+
 /* The same in double (the fp64 reference, forward64.c): softmax, top-k,
  * weights and sums in double, no rounding. mm64: its GEMM. */
 typedef rc_status (*rc_mm64_fn)(const double *x, int64_t M, int64_t K, rc_wt W, int64_t N, rc_wt bias, double *y);

@@ -1124,6 +1124,14 @@ static rc_status write_trace(const h5w *w, const rc_results *r)
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_tokens", to->replay_tokens);
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_gen", to->replay_equal_gen);
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_fwd", to->replay_equal_fwd);
+    if (st == RC_OK && to->n_experts > 0) { /* MoE: the first routing flip (-1 / "": none) */
+        st = attr_i64(w, g, o, "flip_layer", to->flip.found ? to->flip.layer : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_sequence", to->flip.found ? to->flip.sequence : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_position", to->flip.found ? to->flip.position : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_expert", to->flip.found ? to->flip.expert : -1);
+        if (st == RC_OK)
+            st = attr_str(w, g, o, "flip_chosen_by", !to->flip.found ? "" : to->flip.by_sampler ? "sampler" : "trainer");
+    }
     int64_t *iv = NULL;
     double *dv = NULL;
     char *names[RC_TOP_COUNT];
