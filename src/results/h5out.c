@@ -211,6 +211,10 @@
  *   gate_rules                              str   the gate as given
  *   gate_failed                             str   what failed ("; "-separated), or ""
  *
+ * /routing   (mixture-of-experts models: both sides' experts per generated
+ *             token and MoE layer and the flip statistics; src/results/h5routing.c,
+ *             docs/routing.md)
+ *
  * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
  *           with this group added; README "Trace")
  *   attributes:
@@ -232,11 +236,16 @@
  *     replay_tokens                         i64   valid tokens of the traced sequences
  *     replay_equal_gen, replay_equal_fwd    i64   of them, how many replayed generation /
  *                                                 forward log-probs equal the file's bitwise
+ *     flip_layer, flip_sequence, flip_position, flip_expert
+ *                                           i64   MoE models: the first routing flip (layer,
+ *                                                 then position, then expert; -1: none)
+ *     flip_chosen_by                        str   "sampler" / "trainer": who chose that expert
  *   datasets (C = N + 2 layer slots, O = the ops; a cell of an op a slot does
  *   not have: count 0, NaN elsewhere):
  *     ops                   str[O]     op names in forward order: embed, norm1, qkv, rope,
- *                                      scores, probs, attn, o_proj, resid_attn, norm2, up,
- *                                      gate, act, down, resid, norm_f, logits
+ *                                      scores, probs, attn, o_proj, resid_attn, norm2, route
+ *                                      (MoE layers: [0, E) 1 for a chosen expert, [E, 2E) its
+ *                                      weight), up, gate, act, down, resid, norm_f, logits
  *     layer                 i64[C]     -1, 0, ..., N-1, N
  *     count                 i64[C, O]  elements compared (every position both sides computed)
  *     equal_frac            f64[C, O]  bitwise-equal fraction
