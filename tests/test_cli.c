@@ -978,7 +978,8 @@ START_TEST(test_trace_forward_batch)
     json_error_t err;
     json_t *j = json_loads(g_out, 0, &err);
     ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
-    const char *sm = json_string_value(json_object_get(j, "sampler")), *tr = json_string_value(json_object_get(j, "trainer"));
+    const char *sm = json_string_value(json_object_get(j, "sampler"));
+    const char *tr = json_string_value(json_object_get(j, "trainer"));
     ck_assert_msg(!strstr(sm, "prefill-chunk") && !strstr(tr, "prefill-chunk"), "%s | %s", sm, tr);
     ck_assert_msg(strstr(sm, "batch=32") && strstr(tr, "micro-batch=2"), "%s | %s", sm, tr);
     const json_int_t tokens = json_integer_value(json_object_get(j, "replay_tokens"));

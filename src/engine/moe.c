@@ -176,7 +176,8 @@ static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_bat
         (st = rc_alloc_aligned((void **)&p, E, sizeof *p, "MoE replay")) != RC_OK)
         goto done;
     if ((st = hook->replay(hook->ctx, bd, l, row0, n, k, rec)) != RC_OK ||
-        (st = op->download(be, s->logits, n * E, lg)) != RC_OK || (st = op->download(be, s->w, n * k, s->w_host)) != RC_OK)
+        (st = op->download(be, s->logits, n * E, lg)) != RC_OK ||
+        (st = op->download(be, s->w, n * k, s->w_host)) != RC_OK)
         goto done;
     for (int64_t i = 0; i < n; i++) {
         if (rec[i * k] < 0.0f)

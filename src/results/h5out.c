@@ -1139,7 +1139,8 @@ static rc_status write_trace(const h5w *w, const rc_results *r)
         if (st == RC_OK) st = attr_i64(w, g, o, "flip_position", to->flip.found ? to->flip.position : -1);
         if (st == RC_OK) st = attr_i64(w, g, o, "flip_expert", to->flip.found ? to->flip.expert : -1);
         if (st == RC_OK)
-            st = attr_str(w, g, o, "flip_chosen_by", !to->flip.found ? "" : to->flip.by_sampler ? "sampler" : "trainer");
+            st = attr_str(w, g, o, "flip_chosen_by",
+                          !to->flip.found ? "" : to->flip.by_sampler ? "sampler" : "trainer");
     }
     int64_t *iv = NULL;
     double *dv = NULL;

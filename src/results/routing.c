@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "print.h"
 #include "util.h"
 
 void rc_routing_free(rc_routing *r)
@@ -170,6 +169,16 @@ void rc_routing_print(const rc_routing *r)
            100.0 * RC_ROUTING_MILES_MAX);
 }
 
+/* "key": v (null when not finite), then ", " when comma: print.h's rc_json_num (print.c includes routing.h,
+ * so this module does not include print.h) */
+static void json_num(const char *key, double v, bool comma)
+{
+    if (isfinite(v))
+        printf("\"%s\": %.17g%s", key, v, comma ? ", " : "");
+    else
+        printf("\"%s\": null%s", key, comma ? ", " : "");
+}
+
 static void i64_array(const char *key, const int64_t *v, int64_t n)
 {
     printf(", \"%s\": [", key);
@@ -185,16 +194,16 @@ void rc_routing_print_json(const rc_routing *r)
            "\"tokens_flip\": %lld, ",
            (long long)r->n_layers, (long long)r->top_k, (long long)r->n_experts, (long long)st->tokens,
            (long long)st->tokens_flip);
-    rc_json_num(stdout, "share_flip", st->share_flip, true);
-    rc_json_num(stdout, "decision_share", st->decision_share, true);
-    rc_json_num(stdout, "mean_overlap", st->mean_overlap, true);
-    rc_json_num(stdout, "miles_mismatch", st->miles_mismatch, true);
+    json_num("share_flip", st->share_flip, true);
+    json_num("decision_share", st->decision_share, true);
+    json_num("mean_overlap", st->mean_overlap, true);
+    json_num("miles_mismatch", st->miles_mismatch, true);
     printf("\"miles_layer\": %lld, \"miles_max\": %g, \"verdict\": \"%s\", \"first_layer\": %lld, \"len\": %lld, ",
            (long long)st->miles_layer, RC_ROUTING_MILES_MAX, rc_routing_verdict(r), (long long)st->first_layer,
            (long long)st->len);
-    rc_json_num(stdout, "abs_log_ratio_flip", st->abs_lr_flip, true);
-    rc_json_num(stdout, "abs_log_ratio_same", st->abs_lr_same, true);
-    rc_json_num(stdout, "share_abs_log_ratio_flip", st->share_abs_lr_flip, false);
+    json_num("abs_log_ratio_flip", st->abs_lr_flip, true);
+    json_num("abs_log_ratio_same", st->abs_lr_same, true);
+    json_num("share_abs_log_ratio_flip", st->share_abs_lr_flip, false);
     printf(", \"layers\": [");
     for (int64_t m = 0; m < r->n_layers; m++)
         printf("%s%d", m ? ", " : "", r->layer[m]);
