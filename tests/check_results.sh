@@ -40,7 +40,22 @@ moe() {
   echo "== $name: $model $*"
   "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
 }
-moe moe_flips qwen3_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32
+moe moe_flips qwen3_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32 --json
+echo "== moe_flips: --json's routing object against /routing"
+"$PY" - "$tmp/moe_flips.h5" "$tmp/moe_flips.txt" <<'PYEOF' || status=1
+import json, sys
+import h5py
+import numpy as np
+g, j = h5py.File(sys.argv[1], "r")["routing"], json.load(open(sys.argv[2]))["routing"]
+bad = [k for k in ("tokens", "tokens_flip", "share_flip", "decision_share", "mean_overlap", "miles_mismatch",
+                   "miles_layer", "miles_max", "verdict", "first_layer", "len", "abs_log_ratio_flip",
+                   "abs_log_ratio_same", "share_abs_log_ratio_flip", "moe_layers", "top_k", "experts")
+       if not (j[k] == g.attrs[k] or (isinstance(j[k], float) and np.isclose(j[k], g.attrs[k], rtol=1e-15)))]
+bad += [k for k, d in (("layers", "layer"), ("layer_flips", "layer_flips"), ("layer_first", "layer_first"),
+                       ("layer_no_common", "layer_no_common")) if list(j[k]) != list(g[d][...])]
+print("JSON routing object:", "differs in " + ", ".join(bad) if bad else "equal to /routing")
+sys.exit(1 if bad else 0)
+PYEOF
 # trace's first routing flip (the route op's captured rows) against the run's /routing record (the
 # routing hook's), by numpy: one-token prompts, so every position both sides compute predicts a
 # generated token and is in the record; forward order: layer, then position, then expert
