@@ -5,10 +5,14 @@
  * routing statistics (rc_routing_compute) from torch.topk's experts of two
  * sides, as torch counts them. */
 #include <check.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "safetensors.h"
 #include "backend.h"
@@ -296,6 +300,51 @@ START_TEST(test_replay_bf16_fp32)
 }
 END_TEST
 
+/* /routing written and read back: the same experts and weights, the same statistics recomputed; an
+ * expert outside the model's is refused with the file's name */
+START_TEST(test_routing_file_round_trip)
+{
+    rc_results r, back;
+    run_sides("dtype=bf16", "dtype=fp32", &r);
+    snprintf(r.version, sizeof r.version, "test");
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_routing_") != NULL);
+    snprintf(path, sizeof path, "%s/r.h5", dir);
+    ck_assert_msg(rc_h5_write(&r, path, false) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_h5_read(path, &back) == RC_OK, "%s", rc_last_error());
+    const rc_routing *a = r.routing, *b = back.routing;
+    ck_assert(b != NULL);
+    ck_assert_int_eq(b->n_layers, a->n_layers);
+    ck_assert_int_eq(b->top_k, a->top_k);
+    const int64_t n = a->n_seq * a->gen_len * a->n_layers * a->top_k;
+    for (int side = 0; side < 2; side++) {
+        ck_assert(!memcmp(a->experts[side], b->experts[side], (size_t)n * sizeof(int16_t)));
+        ck_assert(!memcmp(a->weights[side], b->weights[side], (size_t)n * sizeof(float)));
+    }
+    ck_assert(!memcmp(a->layer, b->layer, (size_t)a->n_layers * sizeof(int32_t)));
+    ck_assert(!memcmp(a->layer_flips, b->layer_flips, (size_t)a->n_layers * sizeof(int64_t)));
+    ck_assert(!memcmp(&a->st, &b->st, sizeof a->st));
+    rc_results_free(&back);
+    /* a hostile expert index */
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hid_t ds = H5Dopen2(f, "/routing/trainer_experts", H5P_DEFAULT);
+    int16_t *e = malloc((size_t)n * sizeof *e);
+    ck_assert(ds >= 0 && e && H5Dread(ds, H5T_NATIVE_INT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, e) >= 0);
+    e[5] = 99;
+    ck_assert(H5Dwrite(ds, H5T_NATIVE_INT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, e) >= 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+    free(e);
+    ck_assert(rc_h5_read(path, &back) == RC_ERR_FORMAT);
+    ck_assert_msg(strstr(rc_last_error(), "trainer_experts holds expert 99") && strstr(rc_last_error(), path), "%s",
+                  rc_last_error());
+    unlink(path);
+    rmdir(dir);
+    rc_results_free(&r);
+}
+END_TEST
+
 /* a dense model refuses router= and routing= */
 START_TEST(test_dense_refuses)
 {
@@ -328,6 +377,7 @@ static Suite *suite(void)
     tcase_add_unchecked_fixture(tr, load_moe, free_moe);
     tcase_add_test(tr, test_replay_invariant_sides);
     tcase_add_test(tr, test_replay_bf16_fp32);
+    tcase_add_test(tr, test_routing_file_round_trip);
     tcase_set_timeout(tr, 120);
     suite_add_tcase(s, tr);
     return s;

@@ -213,7 +213,8 @@
  *
  * /routing   (mixture-of-experts models: both sides' experts per generated
  *             token and MoE layer and the flip statistics; src/results/h5routing.c,
- *             docs/routing.md)
+ *             docs/routing.md; the reader checks the experts and recomputes the
+ *             statistics)
  *
  * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
  *           with this group added; README "Trace")
