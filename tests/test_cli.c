@@ -964,6 +964,33 @@ START_TEST(test_trace_command)
 }
 END_TEST
 
+/* trace takes the run's --batch and --forward-batch as its sides' batch and micro-batch, and leaves
+ * their prefill chunks alone: a run with --forward-batch 2 replays bit for bit */
+START_TEST(test_trace_forward_batch)
+{
+    char args[2048], a[256];
+    snprintf(a, sizeof a, "%s/fb.h5", g_dir);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --num-prompts 3 --samples 2 --len 8 "
+             "-q --forward-batch 2 --out %s", a);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "trace %s --backend cpu --worst 2 --out none --json", a);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    const char *sm = json_string_value(json_object_get(j, "sampler"));
+    const char *tr = json_string_value(json_object_get(j, "trainer"));
+    ck_assert_msg(!strstr(sm, "prefill-chunk") && !strstr(tr, "prefill-chunk"), "%s | %s", sm, tr);
+    ck_assert_msg(strstr(sm, "batch=32") && strstr(tr, "micro-batch=2"), "%s | %s", sm, tr);
+    const json_int_t tokens = json_integer_value(json_object_get(j, "replay_tokens"));
+    ck_assert_int_eq(tokens, 16);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_gen")), tokens);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_fwd")), tokens);
+    json_decref(j);
+    unlink(a);
+}
+END_TEST
+
 START_TEST(test_run_gates)
 {
     char args[2048];
@@ -2107,6 +2134,7 @@ int main(void)
     tcase_add_test(tr, test_alibi_bias_option);
     tcase_add_test(tr, test_report_diff);
     tcase_add_test(tr, test_trace_command);
+    tcase_add_test(tr, test_trace_forward_batch);
     suite_add_tcase(s, tr);
     TCase *tx = tcase_create("robust");
     tcase_add_checked_fixture(tx, run_setup, run_teardown);

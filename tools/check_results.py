@@ -408,12 +408,63 @@ def main(path, nonzero=False):
           [f[f"len_{L:04d}"].attrs["seq_log_ratio_sum_std"] ** 2 for L in lens])
     if "sweep" in f:
         check_sweep(f, gen, gen_len, lens, fwd_by_len)
+    if "routing" in f:
+        check_routing(f, gen, gen_len, fwd_by_len[lens[-1]], lens[-1])
     if nonzero:
         check_nonzero(nonzero_at)
     for msg in failures:
         print("MISMATCH", msg)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
+
+
+# docs/routing.md: a flip is a (token, layer) whose two top-k expert sets differ; miles' R3 check
+# (radixark/miles, miles/utils/replay_base.py, check_replay_result) counts per layer the tokens whose
+# sets share no expert and fails past 1% of them.
+def check_routing(f, gen, gen_len, fwd, L):
+    g = f["routing"]
+    a, b = g["sampler_experts"][...].astype(np.int64), g["trainer_experts"][...].astype(np.int64)
+    S, G, Lm, k = a.shape
+    layer = g["layer"][...]
+    valid = (a[:, :, 0, 0] >= 0) & (b[:, :, 0, 0] >= 0)
+    equal("routing valid tokens", valid, np.arange(G)[None, :] < gen_len[:, None])
+    # |A & B| per (token, layer): each sampler expert found among the trainer's
+    common = (a[..., :, None] == b[..., None, :]).any(axis=-1).sum(axis=-1)  # [S, G, Lm]
+    flip = (common < k) & valid[..., None]
+    none = (common == 0) & valid[..., None]
+    n = int(valid.sum())
+    tok_flip = flip.any(axis=-1)
+    first = np.where(tok_flip, flip.argmax(axis=-1), -1)
+    equal("routing layer_flips", g["layer_flips"][...], flip.sum(axis=(0, 1)))
+    equal("routing layer_no_common", g["layer_no_common"][...], none.sum(axis=(0, 1)))
+    equal("routing layer_first", g["layer_first"][...], [(first == m).sum() for m in range(Lm)])
+    equal("routing token_flips", g["token_flips"][...], np.where(valid, flip.sum(axis=-1), -1))
+    checks_equal("routing tokens", int(g.attrs["tokens"]), n)
+    checks_equal("routing tokens_flip", int(g.attrs["tokens_flip"]), int(tok_flip.sum()))
+    close("routing share_flip", g.attrs["share_flip"], tok_flip.sum() / n if n else np.nan)
+    close("routing decision_share", g.attrs["decision_share"], flip.sum() / (n * Lm) if n else np.nan)
+    close("routing mean_overlap", g.attrs["mean_overlap"],
+          (common / k)[valid].mean() if n else np.nan)
+    per_layer = none.sum(axis=(0, 1)) / n if n else np.full(Lm, np.nan)
+    close("routing miles_mismatch", g.attrs["miles_mismatch"], per_layer.max() if n else np.nan)
+    checks_equal("routing miles_layer", int(g.attrs["miles_layer"]), int(layer[per_layer.argmax()]) if n else -1)
+    checks_equal("routing verdict", g.attrs["verdict"], "WARN" if n and per_layer.max() > 0.01 else "OK")
+    fl = np.where(first >= 0, first, Lm)
+    checks_equal("routing first_layer", int(g.attrs["first_layer"]),
+                 int(layer[fl.min()]) if tok_flip.any() else -1)
+    checks_equal("routing len", int(g.attrs["len"]), L)
+    lr = np.full((S, G), np.nan)
+    lr[:, :L] = fwd.astype(np.float64) - gen[:, :L].astype(np.float64)
+    ok = valid & ~np.isnan(lr)
+    x = np.abs(lr)
+    xf, xs = x[ok & tok_flip], x[ok & ~tok_flip]
+    close("routing abs_log_ratio_flip", g.attrs["abs_log_ratio_flip"], xf.mean() if xf.size else np.nan)
+    close("routing abs_log_ratio_same", g.attrs["abs_log_ratio_same"], xs.mean() if xs.size else np.nan)
+    tot = xf.sum() + xs.sum()
+    close("routing share_abs_log_ratio_flip", g.attrs["share_abs_log_ratio_flip"], xf.sum() / tot if tot > 0 else np.nan)
+    w = [g["sampler_weights"][...], g["trainer_weights"][...]]
+    for side, e in enumerate((a, b)):  # weights exactly where experts are
+        equal(f"routing weights {side} defined", ~np.isnan(w[side]), e >= 0)
 
 
 def row_stats(f, gen, gen_len, fwd, L):

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "forward64.h"
+#include "routing_rec.h"
 #include "util.h"
 
 static double now_s(void)
@@ -47,6 +48,7 @@ typedef struct {
     int64_t tokens;           /* tokens done, every phase */
     double done, total;       /* work done / to do: tokens weighted by their phase's cost */
     volatile int *interrupted;
+    rc_routing_rec *routing;  /* a MoE model's routing recorder, else NULL */
 } run_ctx;
 
 /* The cost of a token in each phase relative to a generated one, for the
@@ -165,6 +167,7 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
             out->gen_valid[sq] = (int32_t)G;
         }
         e->hook.seq0 = b0; /* slot i holds sequence b0 + i */
+        rc_routing_rec_attach(rc->routing, e, 0, b0);
         if (s == RC_OK)
             s = prefill(e, cfg, out, b0, nb, slots, starts, n_new, rows, owner, tok, lp, chunk_lp);
         int64_t active = nb;
@@ -383,6 +386,8 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             R += n_new[i];
         }
         e->hook.seq0 = b0;
+        if (dst) /* the trainer's forward (a reference pass writes dst64 only and records nothing) */
+            rc_routing_rec_attach(rc->routing, e, 1, b0);
         if (chunk > 0)
             s = step_chunked(e, chunk, nb, n_new, tok, rows, targets, n_out, lp);
         else
@@ -505,6 +510,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
             return rc_errorf(RC_ERR_USAGE, "--len values must be positive and increasing");
     if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0 || cfg->forward_chunk < 0)
         return rc_errorf(RC_ERR_USAGE, "need at least one prompt, sample and batch slot");
+    if (cfg->given_logprobs && cfg->trainer && cfg->num_trainer.route_replay)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "routing=replay replays the sampler's experts, and logged rollouts "
+                         "carry none (use ratiocheck run)");
     if (cfg->trainer_truncates && cfg->reference == 64)
         return rc_errorf(RC_ERR_UNSUPPORTED, "--reference fp64 with processed top-k / top-p log-probs: the float64 "
                          "forward does not apply top-k / top-p (use --reference fp32)");
@@ -593,6 +601,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
 
     run_ctx rc = {.cfg = cfg, .progress = progress, .pctx = progress_ctx, .interrupted = interrupted};
+    /* the routing record of a MoE model: both sides' experts at every position (score: no sampler engine) */
+    if (!cfg->given_logprobs && (s = rc_routing_rec_create(mc, S, cfg->prompt_max + G, &rc.routing)) != RC_OK)
+        return s;
     rc.total = cfg->given_logprobs ? 0.0 : phase_weight("generate") * (double)(S * G);
     for (int i = 0; i < cfg->n_lens; i++)
         rc.total += phase_weight("forward") * (double)(S * cfg->lens[i]);
@@ -651,6 +662,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
     free(tr.work);
     free(tr.rows);
+    if (s == RC_OK && cfg->n_lens > 0)
+        s = rc_routing_rec_finish(rc.routing, cfg->prompt_len, out);
+    rc_routing_rec_free(rc.routing);
     out->seconds_generate = t1 - t0;
     out->seconds_forward = t2 - t1;
     out->seconds_reference = cfg->reference ? now_s() - t2 : 0.0;

@@ -693,6 +693,9 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
                       "weights yet", c->model_type);
+    if (s == RC_OK && c->n_experts == 0 && (num->router_f32 || num->route_replay))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: router= and routing= set a mixture-of-experts router; this model has "
+                      "none", c->model_type);
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
     if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
@@ -853,7 +856,7 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
 
 static const char *const k_trace_op_names[RC_TOP_COUNT] = {
     "embed", "norm1", "qkv", "rope", "scores", "probs", "attn", "o_proj", "resid_attn",
-    "norm2", "up", "gate", "act", "down", "resid", "norm_f", "logits"};
+    "norm2", "route", "up", "gate", "act", "down", "resid", "norm_f", "logits"};
 
 const char *rc_trace_op_name(rc_trace_op op)
 {
@@ -987,8 +990,13 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 m_in = e->h;
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
-                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act};
-                RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, r0, &mr, e->moe, &e->routing, e->mlp_c));
+                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay};
+                RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, bd, r0, &mr, e->moe, &e->routing, e->mlp_c));
+                if (e->hook.fn) { /* the trace: the routing the layer used */
+                    const float *route;
+                    RC_TRY(rc_moe_route_capture(be, c, e->moe, n, &route));
+                    CAPTURE(bd, l, RC_TOP_ROUTE, r0, n, NULL, route, 2 * c->n_experts, 2 * c->n_experts, RC_F32, NULL);
+                }
                 CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
                 CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);

@@ -825,6 +825,39 @@ RC_HD static inline void rco_moe_route_row(const float *logits, int64_t E, int64
         w[j] = rc_round_to(w[j], w_dt);
 }
 
+/* One row's weights under routing replay (R3; a trainer that replays the
+ * sampler's experts): the experts are given (sel, top_k of them, in the
+ * recorded order) and the weights recomputed from this side's logits as
+ * miles' replayed router does (scores.gather of the fp32 softmax, then the
+ * renormalisation and the cast of rco_moe_route_row): p as there, w[j] =
+ * p[sel[j]], with renorm each divided by their sum (added in sel's order),
+ * rounded to w_dt. p: E floats of scratch. */
+RC_HD static inline void rco_moe_route_forced_row(const float *logits, int64_t E, int64_t top_k, int renorm,
+                                                  rc_dtype w_dt, float *p, const float *sel, float *w)
+{
+    float mx = logits[0];
+    for (int64_t e = 1; e < E; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; e++) {
+        p[e] = expf(logits[e] - mx);
+        sum += p[e];
+    }
+    for (int64_t e = 0; e < E; e++)
+        p[e] = p[e] / sum;
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = p[(int64_t)sel[j]];
+    if (renorm) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < top_k; j++)
+            s += w[j];
+        for (int64_t j = 0; j < top_k; j++)
+            w[j] = w[j] / s;
+    }
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = rc_round_to(w[j], w_dt);
+}
+
 /* One element of an expert's (or the shared expert's) contribution added to
  * the output: R(acc + R(y * s)), y the expert's output (a value of dt), s its
  * weight (a value of dt, or fp32 for Mixtral: the product then rounds to fp32

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 
 #include "results.h"
+#include "routing.h"
 #include "util.h"
 
 /* The most a DEFLATE stream can expand: 258 bytes from a 2-bit code. */
@@ -495,6 +496,84 @@ static rc_status read_sweep(h5r *r, rc_results *out)
     return st;
 }
 
+/* /routing (a MoE run's record, routing.h; optional): the MoE layers and both sides' experts and weights,
+ * [n_seq, gen_len, moe_layers, top_k] each, opened and checked (extent, storage bound) before anything is
+ * allocated for them; every expert -1 or in [0, experts). The statistics are recomputed from them
+ * (rc_h5_read). */
+static rc_status read_routing(h5r *r, rc_results *out)
+{
+    if (H5Lexists(r->f, "/routing", H5P_DEFAULT) <= 0)
+        return RC_OK;
+    hid_t g = H5Gopen2(r->f, "/routing", H5P_DEFAULT);
+    if (g < 0)
+        return BAD(r, "/routing is not a group");
+    int64_t Lm = 0, k = 0, E = 0;
+    rc_status st = attr_i64(r, g, "moe_layers", &Lm);
+    if (st == RC_OK)
+        st = attr_i64(r, g, "top_k", &k);
+    if (st == RC_OK)
+        st = attr_i64(r, g, "experts", &E);
+    H5Gclose(g);
+    RC_TRY(st);
+    if (Lm < 1 || Lm > 65536 || k < 1 || E < k || E > INT16_MAX)
+        return BAD(r, "/routing: %lld MoE layers, top %lld of %lld experts", (long long)Lm, (long long)k,
+                   (long long)E);
+    static const char *const names[4] = {"/routing/sampler_experts", "/routing/trainer_experts",
+                                         "/routing/sampler_weights", "/routing/trainer_weights"};
+    const hsize_t want[4] = {(hsize_t)out->n_seq, (hsize_t)out->gen_len, (hsize_t)Lm, (hsize_t)k};
+    hid_t ds[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < 4 && st == RC_OK; i++) {
+        st = open_ds(r, names[i], i < 2 ? DS_INT : DS_FLOAT, 4, out->n_seq, 0, &ds[i]);
+        hsize_t d[4];
+        hid_t sp = st == RC_OK ? H5Dget_space(ds[i]) : -1;
+        if (st == RC_OK && (sp < 0 || H5Sget_simple_extent_dims(sp, d, NULL) != 4))
+            st = BAD(r, "%s cannot be read", names[i]);
+        else if (st == RC_OK && (d[1] != want[1] || d[2] != want[2] || d[3] != want[3]))
+            st = BAD(r, "%s is %llu x %llu x %llu x %llu, not %llu x %llu x %llu x %llu", names[i],
+                     (unsigned long long)d[0], (unsigned long long)d[1], (unsigned long long)d[2],
+                     (unsigned long long)d[3], (unsigned long long)want[0], (unsigned long long)want[1],
+                     (unsigned long long)want[2], (unsigned long long)want[3]);
+        if (sp >= 0)
+            H5Sclose(sp);
+    }
+    rc_routing *rt = NULL;
+    int32_t *layer = NULL;
+    if (st == RC_OK)
+        st = read_ds(r, "/routing/layer", DS_INT, H5T_NATIVE_INT32, 4, 1, Lm, 0, (void **)&layer);
+    for (int64_t m = 0; st == RC_OK && m < Lm; m++)
+        if (layer[m] < 0 || (m > 0 && layer[m] <= layer[m - 1]))
+            st = BAD(r, "/routing/layer[%lld] = %d is not a decoder layer after the one before", (long long)m,
+                     (int)layer[m]);
+    if (st == RC_OK)
+        st = rc_routing_create(out->n_seq, out->gen_len, Lm, k, E, &rt);
+    if (st == RC_OK)
+        memcpy(rt->layer, layer, (size_t)Lm * sizeof *layer);
+    const int64_t n = out->n_seq * out->gen_len * Lm * k; /* rc_routing_create checked the product */
+    for (int i = 0; i < 4 && st == RC_OK; i++) {
+        void *dst = i < 2 ? (void *)rt->experts[i] : (void *)rt->weights[i - 2];
+        if (n > 0 && H5Dread(ds[i], i < 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                             dst) < 0)
+            st = BAD(r, "%s cannot be read", names[i]);
+    }
+    for (int side = 0; side < 2 && st == RC_OK; side++)
+        for (int64_t i = 0; i < n; i++)
+            if (rt->experts[side][i] < -1 || rt->experts[side][i] >= E) {
+                st = BAD(r, "%s holds expert %d (the model has %lld)", names[side], (int)rt->experts[side][i],
+                         (long long)E);
+                break;
+            }
+    for (int i = 0; i < 4; i++)
+        if (ds[i] >= 0)
+            H5Dclose(ds[i]);
+    free(layer);
+    if (st != RC_OK) {
+        rc_routing_free(rt);
+        return st;
+    }
+    out->routing = rt;
+    return RC_OK;
+}
+
 static rc_status read_all(h5r *r, rc_results *out)
 {
     const char *path = r->path;
@@ -645,6 +724,8 @@ static rc_status read_all(h5r *r, rc_results *out)
     free(lens);
     if (st == RC_OK)
         st = read_sweep(r, out);
+    if (st == RC_OK)
+        st = read_routing(r, out);
     return st;
 }
 
@@ -681,6 +762,10 @@ rc_status rc_h5_read(const char *path, rc_results *out)
     H5Fclose(r.f); /* H5F_CLOSE_STRONG: also whatever an error path left open */
     if (st == RC_OK)
         st = rc_compute_stats(out);
+    if (st == RC_OK && out->routing && out->n_lens > 0) { /* the routing record's statistics, at the longest length */
+        const rc_len_result *L = &out->lens[out->n_lens - 1];
+        rc_routing_compute(out->routing, out->logprob_gen, L->logprob_fwd, L->len);
+    }
     for (int i = 0; st == RC_OK && i < out->n_sweep; i++)
         if (out->sweep[i].res)
             st = rc_compute_stats(out->sweep[i].res);

@@ -211,6 +211,11 @@
  *   gate_rules                              str   the gate as given
  *   gate_failed                             str   what failed ("; "-separated), or ""
  *
+ * /routing   (mixture-of-experts models: both sides' experts per generated
+ *             token and MoE layer and the flip statistics; src/results/h5routing.c,
+ *             docs/routing.md; the reader checks the experts and recomputes the
+ *             statistics)
+ *
  * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
  *           with this group added; README "Trace")
  *   attributes:
@@ -232,11 +237,16 @@
  *     replay_tokens                         i64   valid tokens of the traced sequences
  *     replay_equal_gen, replay_equal_fwd    i64   of them, how many replayed generation /
  *                                                 forward log-probs equal the file's bitwise
+ *     flip_layer, flip_sequence, flip_position, flip_expert
+ *                                           i64   MoE models: the first routing flip (layer,
+ *                                                 then position, then expert; -1: none)
+ *     flip_chosen_by                        str   "sampler" / "trainer": who chose that expert
  *   datasets (C = N + 2 layer slots, O = the ops; a cell of an op a slot does
  *   not have: count 0, NaN elsewhere):
  *     ops                   str[O]     op names in forward order: embed, norm1, qkv, rope,
- *                                      scores, probs, attn, o_proj, resid_attn, norm2, up,
- *                                      gate, act, down, resid, norm_f, logits
+ *                                      scores, probs, attn, o_proj, resid_attn, norm2, route
+ *                                      (MoE layers: [0, E) 1 for a chosen expert, [E, 2E) its
+ *                                      weight), up, gate, act, down, resid, norm_f, logits
  *     layer                 i64[C]     -1, 0, ..., N-1, N
  *     count                 i64[C, O]  elements compared (every position both sides computed)
  *     equal_frac            f64[C, O]  bitwise-equal fraction
@@ -434,7 +444,7 @@ static char *utf8_sanitize(const char *s)
 /* ------------------------------------------------------------------------ */
 /* attributes                                                               */
 
-static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
                           const char *value)
 {
     char wbuf[256];
@@ -552,12 +562,12 @@ static rc_status attr_num(const h5w *w, hid_t loc, const char *obj, const char *
     return st;
 }
 
-static rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
+rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
 {
     return attr_num(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, -1, &v);
 }
 
-static rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
+rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
 {
     return attr_num(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, -1, &v);
 }
@@ -602,7 +612,7 @@ rc_status group_close(const h5w *w, hid_t g, const char *name, rc_status st)
 /* Create dataset `name` in group `loc` (whose path is `obj`) and write all of
  * `data` (in memory type mtype). 2-D datasets with elements are chunked and
  * compressed; `fill` (in mtype, or NULL) becomes the fill value. */
-static rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
                           hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
                           const void *data, const void *fill)
 {
@@ -1124,6 +1134,15 @@ static rc_status write_trace(const h5w *w, const rc_results *r)
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_tokens", to->replay_tokens);
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_gen", to->replay_equal_gen);
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_fwd", to->replay_equal_fwd);
+    if (st == RC_OK && to->n_experts > 0) { /* MoE: the first routing flip (-1 / "": none) */
+        st = attr_i64(w, g, o, "flip_layer", to->flip.found ? to->flip.layer : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_sequence", to->flip.found ? to->flip.sequence : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_position", to->flip.found ? to->flip.position : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_expert", to->flip.found ? to->flip.expert : -1);
+        if (st == RC_OK)
+            st = attr_str(w, g, o, "flip_chosen_by",
+                          !to->flip.found ? "" : to->flip.by_sampler ? "sampler" : "trainer");
+    }
     int64_t *iv = NULL;
     double *dv = NULL;
     char *names[RC_TOP_COUNT];
@@ -1198,6 +1217,7 @@ static rc_status write_all(const h5w *w, const rc_results *r)
     RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
     RC_TRY(write_sweep(w, r));
+    RC_TRY(write_routing(w, r));
     return write_trace(w, r);
 }
 

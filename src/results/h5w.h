@@ -48,6 +48,14 @@ rc_status temp_commit(h5w *w, const char *path, const char *dir);
 rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n, char *const *strs);
 rc_status ds_f64_2d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t rows, int64_t cols, const double *data);
 
+rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name, const char *value);
+rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v);
+rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v);
+rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name, hid_t ftype, hid_t mtype, int rank,
+                   const hsize_t *dims, const void *data, const void *fill);
+/* h5routing.c: /routing (a MoE run's routing record, routing.h), nothing without one */
+rc_status write_routing(const h5w *w, const rc_results *r);
+
 /* h5path.c: the folder of path; the temporary file of process pid beside path; path checked as a target */
 rc_status split_dir(const char *path, char *dir, size_t n);
 rc_status temp_name(const char *path, long pid, char *buf, size_t n);

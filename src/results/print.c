@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "print.h"
+#include "routing.h"
 #include "rc_build_config.h"
 #include "util.h"
 
@@ -255,6 +256,8 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
         printf(", \"gate_failed\": ");
         rc_json_str(stdout, r->gate_failed);
     }
+    if (r->routing)
+        rc_routing_print_json(r->routing);
     if (r->n_sweep > 0)
         print_sweep_json(r);
     if (show && show->idx)
@@ -574,6 +577,8 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
                "0-based)\n",
                (long long)v->worst_token_seq, (long long)v->worst_token_pos, v->worst_token_ratio,
                (long long)v->worst_seq, v->worst_seq_ratio, (long long)v->len);
+    if (r->routing)
+        rc_routing_print(r->routing);
     if (gates >= 0) {
         const char *on = strstr(r->gate_rules, "--fail-on ");
         const bool above = strstr(r->gate_rules, "--fail-above ") != NULL;

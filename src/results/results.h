@@ -342,6 +342,7 @@ struct rc_results {
     int sweep_best;        /* the row that lowers k3 at the longest length the most, -1 when none does */
     int sweep_best_other;  /* the same among the rows that are not `invariant` (the cheaper levers) */
     const struct rc_trace_out *trace; /* `ratiocheck trace`: written as /trace (trace.h; not owned), else NULL */
+    struct rc_routing *routing; /* a MoE model's routing record and its statistics (routing.h; owned), else NULL */
 };
 
 /* The statistics a sweep compares, at the results' longest length. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "results.h"
+#include "routing.h"
 #include "util.h"
 
 const double rc_quantile_levels[RC_N_QUANTILES] = {0.001, 0.01, 0.5, 0.99, 0.999};
@@ -110,6 +111,7 @@ void rc_results_free(rc_results *r)
         free(r->sweep[i].res);
     }
     free(r->sweep);
+    rc_routing_free(r->routing);
     memset(r, 0, sizeof *r);
 }
 
