@@ -22,6 +22,10 @@ rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
+    /* tests: --distribution's window (positions of the sampler's rows held), README "Distribution" */
+    const char *dw = getenv("RATIOCHECK_DIST_WINDOW");
+    if (dw)
+        RC_TRY(rc_parse_i64("RATIOCHECK_DIST_WINDOW", dw, 1, (int64_t)1 << 40, &x->cfg.dist_window));
     rc_side_apply(&ro->sampler, &ro->trainer, ro->temperature, &x->cfg);
     x->prompts_path = ro->prompts_path;
     x->out_path = ro->out_path;

@@ -800,6 +800,8 @@ rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_res
                 f = &rc_len_fields[i];
         if (!f)
             break;
+        if ((f->where & RC_LF_DIST) && !s->dist) /* no distribution pass */
+            continue;
         if (f->kind == RC_LF_CORRECTIONS) {
             for (size_t k = 0; k < rc_n_corr_stats; k++)
                 RC_TRY(attr_f64(w, g, o, rc_corr_stats[k].name, rc_corr_value(&s->corr, &rc_corr_stats[k])));
@@ -873,6 +875,22 @@ rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_re
     return st == RC_OK ? ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std) : st;
 }
 
+/* --distribution: a length's per-token and per-position arrays */
+static rc_status write_dist(const h5w *w, hid_t g, const char *o, const rc_len_result *lr, int64_t S)
+{
+    const int64_t L = lr->len;
+    rc_status st = ds_f64_2d(w, g, o, "kl", S, L, lr->dist_kl);
+    if (st == RC_OK)
+        st = ds_f64_2d(w, g, o, "tv", S, L, lr->dist_tv);
+    if (st == RC_OK)
+        st = ds_i32_2d(w, g, o, "top1_agree", S, L, lr->dist_top1);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_kl_mean", L, lr->pos_kl_mean);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_tv_mean", L, lr->pos_tv_mean);
+    return st == RC_OK ? ds_f64_1d(w, g, o, "pos_top1_agree", L, lr->pos_top1_agree) : st;
+}
+
 static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
 {
     char o[64];
@@ -897,6 +915,8 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "seq_log_ratio_mean", S, lr->seq_log_ratio_mean);
+    if (st == RC_OK && lr->st.dist)
+        st = write_dist(w, g, o, lr, S);
     st = group_close(w, g, o, st);
     return st == RC_OK ? write_strata(w, o, &lr->st) : st;
 }
