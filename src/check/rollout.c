@@ -355,6 +355,8 @@ typedef struct {
     double *kl, *tv;            /* the length's per-token arrays */
     int32_t *top1;
     float *rows_buf;            /* the trainer engine's chunk rows [logit_rows][V] */
+    FILE *dump;                 /* cfg->dist_dump */
+    bool dump_failed;
 } dist_ctx;
 
 /* One batched full forward over prompt + the first L generated tokens of
@@ -515,7 +517,21 @@ static rc_status dist_targets(void *ctx, const float *lp, int64_t n, int64_t V, 
         d->kl[code] = k.kl;
         d->tv[code] = k.tv;
         d->top1[code] = k.top1 ? 1 : 0;
+        if (d->dump) {
+#pragma omp critical(rc_dist_dump)
+            {
+                const int64_t head[4] = {d->L, sq, t, V}, top1 = k.top1;
+                const double kt[2] = {k.kl, k.tv};
+                if (fwrite(head, sizeof head, 1, d->dump) != 1 || fwrite(kt, sizeof kt, 1, d->dump) != 1 ||
+                    fwrite(&top1, sizeof top1, 1, d->dump) != 1 ||
+                    fwrite(d->buf + (sq * d->w + t - d->t0) * V, sizeof(float), (size_t)V, d->dump) != (size_t)V ||
+                    fwrite(q, sizeof(float), (size_t)V, d->dump) != (size_t)V)
+                    d->dump_failed = true;
+            }
+        }
     }
+    if (d->dump_failed)
+        return rc_errorf(RC_ERR_IO, "distribution: cannot write the rows' dump");
     return RC_OK;
 }
 
@@ -549,6 +565,7 @@ static rc_status dist_begin(run_ctx *rc, dist_ctx *d, const rc_model *m, rc_back
     const int64_t S = out->n_seq, G = out->gen_len, V = m->cfg.vocab;
     const int64_t nbatch = (S + B - 1) / B;
     d->B = B;
+    d->dump = cfg->dist_dump;
     int64_t per_pos; /* bytes of one position of every sequence */
     if (!rc_mul_i64(S, V, &per_pos) || !rc_mul_i64(per_pos, (int64_t)sizeof(float), &per_pos))
         return rc_errorf(RC_ERR_NOMEM, "distribution: %lld sequences x %lld tokens overflow", (long long)S,

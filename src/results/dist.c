@@ -41,7 +41,10 @@ rc_dist_token rc_dist_row(const float *p_lp, const float *q_lp, int64_t V)
             d.q_argmax = (int32_t)v;
         }
         const double p = exp((double)a), q = exp((double)b);
-        nsum(&ts, &tc, fabs(p - q));
+        /* |p - q| without the cancellation of two close exps: from the larger
+         * side, max(p, q) (1 - e^-|a - b|) = -max(p, q) expm1(-|a - b|) */
+        if (a != b)
+            nsum(&ts, &tc, a > b ? -p * expm1((double)b - (double)a) : -q * expm1((double)a - (double)b));
         if (p > 0.0) {
             if (b == -INFINITY)
                 inf = true;

@@ -252,7 +252,9 @@ typedef struct {
  * fp64 over the full vocabulary, p = exp(p_lp), q = exp(q_lp) in fp64:
  * kl = sum_{v: p_v > 0} p_v (p_lp_v - q_lp_v) (Neumaier-compensated; a term
  * with p_v = 0, log-prob -inf, is 0 whatever q_v is; +inf when some p_v > 0
- * has q_v = 0), tv = sum |p_v - q_v| / 2, top1 = argmax p == argmax q (the
+ * has q_v = 0), tv = sum |p_v - q_v| / 2 (each term as -max(p_v, q_v)
+ * expm1(-|p_lp_v - q_lp_v|): no cancellation where p_v and q_v are close;
+ * compensated), top1 = argmax p == argmax q (the
  * first index of the largest value on each side, as torch.argmax). NaN in
  * either row: kl and tv NaN, top1 false. */
 typedef struct {
