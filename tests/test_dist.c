@@ -1,4 +1,4 @@
-/* --distribution (README "Distribution"): the per-position KL / total
+/* --distribution (docs/statistics.md "Distribution"): the per-position KL / total
  * variation / top-1 kernel against PyTorch on the committed row pairs
  * (data/fixtures/dist, tools/dist_ref.py make-fixture), and the pass end to
  * end on the bundled model: the same sides give zero, the window does not

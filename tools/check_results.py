@@ -109,7 +109,7 @@ LEN_ATTRS = ["len", "count", "mean", "std", "min", "max",
              "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
              "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
              "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position"]
-# --distribution (README "Distribution"): only in a length with the per-token kl / tv / top1_agree
+# --distribution (docs/statistics.md "Distribution"): only in a length with the per-token kl / tv / top1_agree
 DIST_ATTRS = ["dist_count", "kl_mean", "kl_std", "kl_min", "kl_max", "tv_mean", "tv_std", "tv_min", "tv_max",
               "top1_agree"]
 

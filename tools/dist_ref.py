@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for ratiocheck's whole-distribution agreement (README "Distribution"):
+"""Independent reference for ratiocheck's whole-distribution agreement (docs/statistics.md "Distribution"):
 KL(sampler || trainer), total variation and top-1 agreement of two next-token log-prob rows,
 computed with PyTorch in float64.
 
@@ -14,7 +14,10 @@ computed with PyTorch in float64.
 
 The rule both sides follow: p = exp(sampler log-prob), q = exp(trainer log-prob) in float64 from
 the float32 values as each side produced them (no renormalisation),
-  KL = sum over v with p_v > 0 of p_v (log p_v - log q_v)   (+inf when such a v has q_v = 0),
+  KL = sum_v p_v (r_v - 1 - log r_v), r_v = q_v / p_v (q_v where p_v = 0; +inf when some p_v > 0 has
+       q_v = 0): sum p log(p / q) for two rows that sum to 1, and never negative for rows as produced
+       (the extended KL of two measures: sum p log(p/q) - sum p + sum q); each term as p_v phi(log r_v),
+       phi(x) = e^x - 1 - x by its series where expm1(x) - x would cancel,
   TV = sum_v |p_v - q_v| / 2, each term as -max(p_v, q_v) expm1(-|log p_v - log q_v|) (the
        difference of two close exps would keep only the digits the cancellation leaves),
   top-1: torch.argmax of each row (the first index of the largest value) equal.
@@ -37,6 +40,17 @@ HEAD = struct.Struct("<4q2dq")
 RTOL = 1e-12
 
 
+def phi(x):
+    """e^x - 1 - x (float64 tensor): torch.expm1(x) - x where that keeps its digits (|x| >= 1/2), else
+    the Taylor series x^2 (1/2! + x/3! + ... + x^16/18!) (expm1(x) - x would cancel)."""
+    small = torch.abs(x) < 0.5
+    xs = torch.where(small, x, torch.zeros_like(x))
+    s = torch.zeros_like(x)
+    for k in range(18, 1, -1):
+        s = 1.0 / math.factorial(k) + xs * s
+    return torch.where(small, xs * xs * s, torch.expm1(x) - x)
+
+
 def reference(p_lp, q_lp):
     """(kl, tv, top1, p_argmax, q_argmax) of two float32 rows, PyTorch float64 terms, fsum."""
     a = torch.from_numpy(np.asarray(p_lp, dtype=np.float32)).to(torch.float64)
@@ -46,7 +60,8 @@ def reference(p_lp, q_lp):
     if bool((pos & (q == 0)).any()):
         kl = math.inf
     else:
-        terms = torch.where(pos, p * (a - torch.where(pos, b, torch.zeros_like(b))), torch.zeros_like(p))
+        x = torch.where(pos, b - a, torch.zeros_like(a))  # the log-ratio log r = log q - log p, exact
+        terms = torch.where(pos, p * phi(x), q)
         kl = math.fsum(terms.tolist())
     # |p - q| from the larger side, -max(p, q) expm1(-|a - b|): exp(a) - exp(b) of two close values
     # would lose its digits to cancellation (each exp is within an ulp, their difference is not)

@@ -65,7 +65,7 @@ typedef struct {
      * tokens it removes are counted in out->trainer_outside_kept (longest
      * length). The fp64 reference is refused. */
     bool trainer_truncates;
-    /* --distribution (README "Distribution"): per token of every length, the
+    /* --distribution (docs/statistics.md "Distribution"): per token of every length, the
      * two sides' whole next-token distributions compared (rc_dist_row) into
      * out->lens[i].dist_*. The sampler's rows are replayed after the
      * generation (the same decode batches and steps, every decode batch's

@@ -22,7 +22,7 @@ rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
-    /* tests: --distribution's window (positions of the sampler's rows held), README "Distribution" */
+    /* tests: --distribution's window (positions of the sampler's rows held), docs/statistics.md "Distribution" */
     const char *dw = getenv("RATIOCHECK_DIST_WINDOW");
     if (dw)
         RC_TRY(rc_parse_i64("RATIOCHECK_DIST_WINDOW", dw, 1, (int64_t)1 << 40, &x->cfg.dist_window));

@@ -725,6 +725,6 @@ int parse_run_args(int argc, char **argv, run_opts *ro, const opt_cmd *cmd)
     }
     if (ro->cfg.distribution && ro->cfg.forward_chunk > 0)
         return usage_error("--distribution with the trainer's prefill-chunk: its forward in chunks is not covered "
-                           "(README \"Distribution\")");
+                           "(docs/statistics.md \"Distribution\")");
     return -1;
 }

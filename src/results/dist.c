@@ -1,4 +1,4 @@
-/* Whole-distribution agreement of the two sides (README "Distribution"):
+/* Whole-distribution agreement of the two sides (docs/statistics.md "Distribution"):
  * one position's KL, total variation and top-1 agreement from the sampler's
  * and the trainer's full log-prob rows, and their summaries per length and
  * per position. */
@@ -20,6 +20,24 @@ static void nsum(double *s, double *c, double x)
     *s = t;
 }
 
+/* phi(x) = e^x - 1 - x >= 0, to a few ulps: its Taylor series x^2 (1/2! +
+ * x/3! + ...) for |x| < 1/2 (where expm1(x) - x would cancel), else
+ * expm1(x) - x; +inf at x = +inf, at -inf: +inf (e^-inf - 1 + inf) */
+static double phi(double x)
+{
+    if (fabs(x) < 0.5) {
+        double s = 0.0, f = 1.0;
+        double c[17];
+        for (int k = 2; k <= 18; k++) { /* 1/k! */
+            f *= (double)k;
+            c[k - 2] = 1.0 / f;
+        }
+        for (int k = 16; k >= 0; k--) /* 0.5^17 / 19! < 1e-22: the rest is below an ulp */
+            s = c[k] + x * s;
+        return x * x * s;
+    }
+    return isinf(x) ? INFINITY : expm1(x) - x;
+}
 rc_dist_token rc_dist_row(const float *p_lp, const float *q_lp, int64_t V)
 {
     rc_dist_token d = {0.0, 0.0, false, -1, -1};
@@ -45,11 +63,15 @@ rc_dist_token rc_dist_row(const float *p_lp, const float *q_lp, int64_t V)
          * side, max(p, q) (1 - e^-|a - b|) = -max(p, q) expm1(-|a - b|) */
         if (a != b)
             nsum(&ts, &tc, a > b ? -p * expm1((double)b - (double)a) : -q * expm1((double)a - (double)b));
+        /* KL term p (r - 1 - log r), r = q / p: p phi(b - a) (b - a: two floats' difference, exact in
+         * double), q where p = 0 */
         if (p > 0.0) {
             if (b == -INFINITY)
                 inf = true;
             else
-                nsum(&ks, &kc, p * ((double)a - (double)b)); /* the difference of two floats: exact in double */
+                nsum(&ks, &kc, p * phi((double)b - (double)a));
+        } else {
+            nsum(&ks, &kc, q);
         }
     }
     if (nan)

@@ -193,7 +193,7 @@ typedef enum {
     RC_LF_CORRECTIONS, /* every rc_corr_stats entry */
     RC_LF_STRATA,      /* the strata (--json's "strata") */
 } rc_len_field_kind;
-/* RC_LF_DIST: a whole-distribution row (README "Distribution"): written, printed and gated only
+/* RC_LF_DIST: a whole-distribution row (docs/statistics.md "Distribution"): written, printed and gated only
  * for a length with the distribution pass (rc_len_stats.dist) */
 enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8, RC_LF_DIST = 16 };
 enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3, RC_LF_TAB_DIST = 4 }; /* the printed tables */
@@ -250,9 +250,14 @@ typedef struct {
  * next-token log-probs p_lp, q_lp [V] (float values as each side computed
  * them: fp32, or rounded to its dtype with logprob-dtype=dtype), every sum in
  * fp64 over the full vocabulary, p = exp(p_lp), q = exp(q_lp) in fp64:
- * kl = sum_{v: p_v > 0} p_v (p_lp_v - q_lp_v) (Neumaier-compensated; a term
- * with p_v = 0, log-prob -inf, is 0 whatever q_v is; +inf when some p_v > 0
- * has q_v = 0), tv = sum |p_v - q_v| / 2 (each term as -max(p_v, q_v)
+ * kl = sum_v p_v (r_v - 1 - log r_v), r_v = q_v / p_v, each term
+ * p_v phi(q_lp_v - p_lp_v) with phi(x) = e^x - 1 - x >= 0 computed without
+ * cancellation, and q_v where p_v = 0 (Neumaier-compensated sum): for two
+ * rows that each sum to 1 this is sum p_v log(p_v / q_v) = KL(p || q); for
+ * rows as produced, whose sums miss 1 by their log-probs' rounding, it is
+ * the extended KL of the two measures, sum p log(p/q) - sum p + sum q,
+ * never negative; +inf when some p_v > 0 has q_v = 0.
+ * tv = sum |p_v - q_v| / 2 (each term as -max(p_v, q_v)
  * expm1(-|p_lp_v - q_lp_v|): no cancellation where p_v and q_v are close;
  * compensated), top1 = argmax p == argmax q (the
  * first index of the largest value on each side, as torch.argmax). NaN in
