@@ -30,6 +30,10 @@ run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos 
   --clip-eps-low 0.001 --clip-eps-high 0.002 --seq-eps 1e-4 --seq-cap 1.002  # each fraction > 0
 run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12 --forward-batch 3
 run one_len --dtype bf16 --num-prompts 4 --samples 2 --len 6   # growth n/a: one length
+# --distribution: the KL / TV / top-1 summaries from the per-token datasets (fp16 log-probs, a trainer
+# of its own, sequences stopped at EOS, the sampler's rows held 3 positions at a time)
+RATIOCHECK_DIST_WINDOW=3 run dist --dtype fp16 --logprob-dtype same --trainer lm-head=fp32,micro-batch=3 \
+  --num-prompts 5 --samples 2 --len 5,11,16 --stop-at-eos --temperature 2 --distribution
 # The verdict's other outcomes, which no honest run of this small model reaches: copies of a
 # file with forward log-probs moved, re-judged by `ratiocheck report --json` (which recomputes
 # everything from the tensors) and by numpy, and the expected line checked:
