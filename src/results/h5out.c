@@ -155,6 +155,14 @@
  *     pos_ratio_std           f64[L]  std of r at position t
  *     seq_log_ratio_sum       f64[S]  S of each sequence (NaN: no valid token)
  *     seq_log_ratio_mean      f64[S]  M of each sequence
+ *   with --distribution only (docs/statistics.md "Distribution"; results.h
+ *   rc_dist_row: the two sides' whole next-token rows at each valid token):
+ *     kl                      f64[S, L]  KL(sampler || trainer) (NaN where invalid)
+ *     tv                      f64[S, L]  total variation
+ *     top1_agree              i32[S, L]  1: the two argmax agree, 0: not, -1: invalid
+ *     pos_kl_mean, pos_tv_mean, pos_top1_agree  f64[L]  their means per position
+ *     attributes dist_count (i64), kl_mean, kl_std, kl_min, kl_max, tv_mean,
+ *     tv_std, tv_min, tv_max, top1_agree (f64) over the valid tokens
  *   /len_%04d/strata/prob, /len_%04d/strata/entropy   (README "Strata": log r
  *   by decile of the token's sampler log-prob / of /rollouts/entropy over the
  *   valid tokens t < L; entropy is left out when the run has no entropy)
