@@ -872,6 +872,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 0, 0};
     if (s == RC_OK && !cfg->given_logprobs)
         s = generate(&rc, e, out);
+    const double t_gen = now_s(); /* the generation's end (the replay below is not the generation's time) */
     /* --distribution: the sampler's rows of the first window, replayed */
     const bool dist = cfg->distribution && !cfg->given_logprobs && cfg->forward_chunk == 0 && !cfg->trainer_truncates;
     dist_ctx dc = {0};
@@ -926,7 +927,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
     free(tr.work);
     free(tr.rows);
-    out->seconds_generate = t1 - t0;
+    out->seconds_generate = (dist ? t_gen : t1) - t0;
     out->seconds_forward = t2 - t1;
     out->seconds_reference = cfg->reference ? now_s() - t2 : 0.0;
     if (s == RC_OK)
