@@ -73,8 +73,8 @@ static rc_status tick(run_ctx *rc, const char *phase, int64_t n)
 }
 
 /* Cached decoding: prefill each batch of prompts, then one token per step. */
-/* The prompts of sequences b0 .. b0 + nb - 1 into the cache (slot i for
- * sequence b0 + i), and each one's next-token log-probs into lp[i, :].
+/* The prompts of sequences b0 .. b0 + nb - 1 into the cache (slot slot0 + i
+ * for sequence b0 + i), and each one's next-token log-probs into lp[i, :].
  * slots / starts / n_new / rows / tok are the caller's scratch. In one packed
  * call, or with --sampler prefill-chunk=C in calls of C tokens per prompt
  * (chunk k covers prompt positions [kC, (k+1)C), every prompt that still has
@@ -572,8 +572,12 @@ static rc_status dist_begin(run_ctx *rc, dist_ctx *d, const rc_model *m, rc_back
                          (long long)V);
     d->w = cfg->dist_window > 0 ? cfg->dist_window : RC_DIST_BUDGET_BYTES / per_pos;
     d->w = d->w < 1 ? 1 : d->w > G ? G : d->w;
+    int64_t nbuf; /* S x w <= S x G: no overflow (S <= 2^24) */
+    if (!rc_mul_i64(S * d->w, V, &nbuf))
+        return rc_errorf(RC_ERR_NOMEM, "distribution: %lld sequences x %lld positions x %lld tokens overflow",
+                         (long long)S, (long long)d->w, (long long)V);
     RC_TRY(rc_engine_create(m, be, &cfg->num, S, cfg->prompt_max + G, max_rows, &d->se));
-    RC_TRY(rc_calloc((void **)&d->buf, S * d->w * V, sizeof *d->buf, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->buf, nbuf, sizeof *d->buf, "distribution"));
     RC_TRY(rc_calloc((void **)&d->lp, S * V, sizeof *d->lp, "distribution"));
     RC_TRY(rc_calloc((void **)&d->slots, S, sizeof *d->slots, "distribution"));
     RC_TRY(rc_calloc((void **)&d->starts, S, sizeof *d->starts, "distribution"));
