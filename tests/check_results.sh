@@ -93,6 +93,10 @@ sys.exit(0 if got == want and want is not None else 1)
 PYEOF
 moe moe_replay qwen2_moe --samples 3 --len 8,20 --stop-at-eos --temperature 1.5 --sampler dtype=fp16 \
   --trainer dtype=bf16,routing=replay,router=fp32,prefill-chunk=3
+# --distribution: the KL / TV / top-1 summaries from the per-token datasets (fp16 log-probs, a trainer
+# of its own, sequences stopped at EOS, the sampler's rows held 3 positions at a time)
+RATIOCHECK_DIST_WINDOW=3 run dist --dtype fp16 --logprob-dtype same --trainer lm-head=fp32,micro-batch=3 \
+  --num-prompts 5 --samples 2 --len 5,11,16 --stop-at-eos --temperature 2 --distribution
 # The verdict's other outcomes, which no honest run of this small model reaches: copies of a
 # file with forward log-probs moved, re-judged by `ratiocheck report --json` (which recomputes
 # everything from the tensors) and by numpy, and the expected line checked:

@@ -109,6 +109,38 @@ LEN_ATTRS = ["len", "count", "mean", "std", "min", "max",
              "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
              "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
              "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position"]
+# --distribution (docs/statistics.md "Distribution"): only in a length with the per-token kl / tv / top1_agree
+DIST_ATTRS = ["dist_count", "kl_mean", "kl_std", "kl_min", "kl_max", "tv_mean", "tv_std", "tv_min", "tv_max",
+              "top1_agree"]
+
+
+def check_dist(L, g, valid):
+    """The whole-distribution summaries of one length from its per-token datasets."""
+    a = g.attrs
+    if "kl" not in g:
+        checks_equal(f"L={L}: no distribution attributes without the kl dataset",
+                     sorted(set(a.keys()) & set(DIST_ATTRS)), [])
+        return
+    kl, tv, top = g["kl"][...], g["tv"][...], g["top1_agree"][...]
+    equal(f"L={L} top1_agree is -1 exactly where the token is not valid", top < 0, ~valid)
+    equal(f"L={L} kl NaN exactly where the token is not valid", np.isnan(kl), ~valid)
+    equal(f"L={L} tv NaN exactly where the token is not valid", np.isnan(tv), ~valid)
+    kv, tvv, t1 = kl[valid], tv[valid], top[valid]
+    close(f"L={L} dist_count", a["dist_count"], valid.sum())
+    for name, v in (("kl", kv), ("tv", tvv)):
+        close(f"L={L} {name}_mean", a[f"{name}_mean"], v.mean(), atol=1e-18)
+        close(f"L={L} {name}_std", a[f"{name}_std"], v.std(), atol=1e-18)
+        close(f"L={L} {name}_min", a[f"{name}_min"], v.min(), atol=0)
+        close(f"L={L} {name}_max", a[f"{name}_max"], v.max(), atol=0)
+    checks_equal(f"L={L} tv in [0, 1]", bool(np.all((tvv >= 0) & (tvv <= 1 + 1e-12))), True)
+    close(f"L={L} top1_agree", a["top1_agree"], t1.mean())
+    with np.errstate(all="ignore"):
+        close(f"L={L} pos_kl_mean", g["pos_kl_mean"][...], np.nanmean(np.where(valid, kl, np.nan), axis=0),
+              atol=1e-18)
+        close(f"L={L} pos_tv_mean", g["pos_tv_mean"][...], np.nanmean(np.where(valid, tv, np.nan), axis=0),
+              atol=1e-18)
+        close(f"L={L} pos_top1_agree", g["pos_top1_agree"][...],
+              np.nanmean(np.where(valid, top.astype(np.float64), np.nan), axis=0))
 
 
 def outside(v, lo, hi):
@@ -365,8 +397,9 @@ def main(path, nonzero=False):
             close(f"L={L} pos_max_abs_log_ratio", g["pos_max_abs_log_ratio"][...], np.nanmax(absl, axis=0))
             close(f"L={L} pos_ratio_std", g["pos_ratio_std"][...],
                   np.nanstd(np.where(valid, r, np.nan), axis=0))
-        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS)",
-                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS)), [])
+        check_dist(L, g, valid)
+        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS, DIST_ATTRS)",
+                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS) - set(DIST_ATTRS)), [])
         check_corrections(f"L={L}", {k: a[k] for k in CORR_KEYS if k in a},
                           numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
         check_strata(f"L={L} strata/prob", file_strata(g["strata/prob"]),

@@ -22,6 +22,14 @@ rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
+    /* tests: --distribution's window (positions of the sampler's rows held), docs/statistics.md "Distribution" */
+    const char *dw = getenv("RATIOCHECK_DIST_WINDOW");
+    if (dw)
+        RC_TRY(rc_parse_i64("RATIOCHECK_DIST_WINDOW", dw, 1, (int64_t)1 << 40, &x->cfg.dist_window));
+    /* tests: every compared pair of rows into this file (tools/dist_ref.py checks them with PyTorch) */
+    const char *dd = getenv("RATIOCHECK_DIST_DUMP");
+    if (dd && x->cfg.distribution && !(x->cfg.dist_dump = fopen(dd, "wb")))
+        return rc_errorf(RC_ERR_IO, "%s: cannot create: %s", dd, strerror(errno));
     rc_side_apply(&ro->sampler, &ro->trainer, ro->temperature, &x->cfg);
     x->prompts_path = ro->prompts_path;
     x->out_path = ro->out_path;
@@ -307,6 +315,9 @@ int run_report(const run_ctx *x)
 
 void run_free(run_ctx *x)
 {
+    if (x->cfg.dist_dump)
+        fclose(x->cfg.dist_dump);
+    x->cfg.dist_dump = NULL;
     rc_results_free(&x->res);
     rc_results_free(&x->prev);
     rc_tokenizer_free(x->tok);

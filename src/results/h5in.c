@@ -403,8 +403,8 @@ static rc_status read_strs(h5r *r, const char *name, int64_t n, char ***out)
 
 /* bytes of every array rc_h5_read and rc_compute_stats would allocate, or -1
  * on overflow */
-static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, bool ent, const int64_t *lens,
-                              int64_t nlens)
+static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, bool ent, bool dist,
+                              const int64_t *lens, int64_t nlens)
 {
     int64_t pt, sg, t, total = 0;
     /* prompts: tokens, lengths, text pointers */
@@ -417,7 +417,8 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
         return -1;
     /* per length: forward log-probs [S, L], and the statistics' double scratch */
     for (int64_t i = 0; i < nlens; i++)
-        if (!rc_mul_i64(S, lens[i], &t) || !rc_mul_i64(t, 4 + 8, &t) || !rc_add_i64(total, t, &total))
+        if (!rc_mul_i64(S, lens[i], &t) || !rc_mul_i64(t, 4 + 8 + (dist ? 8 + 8 + 4 : 0), &t) ||
+            !rc_add_i64(total, t, &total))
             return -1;
     return total;
 }
@@ -574,6 +575,25 @@ static rc_status read_routing(h5r *r, rc_results *out)
     return RC_OK;
 }
 
+/* a length's --distribution arrays (kl, tv, top1_agree: every length has
+ * them when the first has) */
+static rc_status read_dist(h5r *r, rc_len_result *lr, int64_t S)
+{
+    const int64_t L = lr->len;
+    char name[64];
+    snprintf(name, sizeof name, "/len_%04lld/kl", (long long)L);
+    RC_TRY(read_ds(r, name, DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, L, (void **)&lr->dist_kl));
+    snprintf(name, sizeof name, "/len_%04lld/tv", (long long)L);
+    RC_TRY(read_ds(r, name, DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, L, (void **)&lr->dist_tv));
+    snprintf(name, sizeof name, "/len_%04lld/top1_agree", (long long)L);
+    RC_TRY(read_ds(r, name, DS_INT, H5T_NATIVE_INT32, 4, 2, S, L, (void **)&lr->dist_top1));
+    for (int64_t k = 0; k < S * L; k++)
+        if (lr->dist_top1[k] < -1 || lr->dist_top1[k] > 1)
+            return BAD(r, "%s[%lld, %lld] = %d is not -1, 0 or 1", name, (long long)(k / L), (long long)(k % L),
+                       (int)lr->dist_top1[k]);
+    return RC_OK;
+}
+
 static rc_status read_all(h5r *r, rc_results *out)
 {
     const char *path = r->path;
@@ -662,8 +682,12 @@ static rc_status read_all(h5r *r, rc_results *out)
     /* the sampler's entropy: files written before it have none (no entropy strata then) */
     const bool ent = H5Lexists(r->f, "/rollouts", H5P_DEFAULT) > 0 &&
                      H5Lexists(r->f, "/rollouts/entropy", H5P_DEFAULT) > 0;
+    /* --distribution's per-token arrays: files without the pass (or written before it) have none */
+    char dname[64];
+    snprintf(dname, sizeof dname, "/len_%04lld/kl", nlens > 0 ? (long long)lens[0] : 0LL);
+    const bool dist = nlens > 0 && H5Lexists(r->f, dname, H5P_DEFAULT) > 0;
     if (st == RC_OK) {
-        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, ent, lens, nlens);
+        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, ent, dist, lens, nlens);
         if (bytes < 0 || bytes > RC_MAX_READ_BYTES)
             st = badf(r, RC_ERR_NOMEM,
                       "declares %lld prompts x %lld tokens and %lld sequences x %lld tokens, more than the %lld GiB "
@@ -719,6 +743,8 @@ static rc_status read_all(h5r *r, rc_results *out)
             char name[64];
             snprintf(name, sizeof name, "/len_%04lld/logprob_forward", (long long)lens[i]);
             st = read_ds(r, name, DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, lens[i], (void **)&out->lens[i].logprob_fwd);
+            if (st == RC_OK && dist)
+                st = read_dist(r, &out->lens[i], S);
         }
     }
     free(lens);

@@ -155,6 +155,14 @@
  *     pos_ratio_std           f64[L]  std of r at position t
  *     seq_log_ratio_sum       f64[S]  S of each sequence (NaN: no valid token)
  *     seq_log_ratio_mean      f64[S]  M of each sequence
+ *   with --distribution only (docs/statistics.md "Distribution"; results.h
+ *   rc_dist_row: the two sides' whole next-token rows at each valid token):
+ *     kl                      f64[S, L]  KL(sampler || trainer) (NaN where invalid)
+ *     tv                      f64[S, L]  total variation
+ *     top1_agree              i32[S, L]  1: the two argmax agree, 0: not, -1: invalid
+ *     pos_kl_mean, pos_tv_mean, pos_top1_agree  f64[L]  their means per position
+ *     attributes dist_count (i64), kl_mean, kl_std, kl_min, kl_max, tv_mean,
+ *     tv_std, tv_min, tv_max, top1_agree (f64) over the valid tokens
  *   /len_%04d/strata/prob, /len_%04d/strata/entropy   (README "Strata": log r
  *   by decile of the token's sampler log-prob / of /rollouts/entropy over the
  *   valid tokens t < L; entropy is left out when the run has no entropy)
@@ -810,6 +818,8 @@ rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_res
                 f = &rc_len_fields[i];
         if (!f)
             break;
+        if ((f->where & RC_LF_DIST) && !s->dist) /* no distribution pass */
+            continue;
         if (f->kind == RC_LF_CORRECTIONS) {
             for (size_t k = 0; k < rc_n_corr_stats; k++)
                 RC_TRY(attr_f64(w, g, o, rc_corr_stats[k].name, rc_corr_value(&s->corr, &rc_corr_stats[k])));
@@ -883,6 +893,22 @@ rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_re
     return st == RC_OK ? ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std) : st;
 }
 
+/* --distribution: a length's per-token and per-position arrays */
+static rc_status write_dist(const h5w *w, hid_t g, const char *o, const rc_len_result *lr, int64_t S)
+{
+    const int64_t L = lr->len;
+    rc_status st = ds_f64_2d(w, g, o, "kl", S, L, lr->dist_kl);
+    if (st == RC_OK)
+        st = ds_f64_2d(w, g, o, "tv", S, L, lr->dist_tv);
+    if (st == RC_OK)
+        st = ds_i32_2d(w, g, o, "top1_agree", S, L, lr->dist_top1);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_kl_mean", L, lr->pos_kl_mean);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_tv_mean", L, lr->pos_tv_mean);
+    return st == RC_OK ? ds_f64_1d(w, g, o, "pos_top1_agree", L, lr->pos_top1_agree) : st;
+}
+
 static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
 {
     char o[64];
@@ -907,6 +933,8 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "seq_log_ratio_mean", S, lr->seq_log_ratio_mean);
+    if (st == RC_OK && lr->st.dist)
+        st = write_dist(w, g, o, lr, S);
     st = group_close(w, g, o, st);
     return st == RC_OK ? write_strata(w, o, &lr->st) : st;
 }

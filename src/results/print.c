@@ -89,6 +89,8 @@ static void print_len_json(const rc_results *r, const rc_len_stats *st, unsigned
         const rc_len_field *f = &rc_len_fields[i];
         if (!(f->where & where) && !(ref && (f->where & RC_LF_JSON_REF)))
             continue;
+        if ((f->where & RC_LF_DIST) && !st->dist) /* no distribution pass */
+            continue;
         if (!first)
             fputs(", ", stdout);
         first = false;
@@ -372,6 +374,29 @@ static void print_sweep_table(const rc_results *r)
     }
 }
 
+/* --distribution: the two sides' whole next-token distributions, per length
+ * (only the lengths that have the pass) */
+static void print_distribution(const rc_results *r)
+{
+    bool any = false;
+    for (int i = 0; i < r->n_lens; i++)
+        any = any || r->lens[i].st.dist;
+    if (!any)
+        return;
+    printf("\nwhole distribution per token: KL(sampler || trainer) and total variation over the full vocabulary "
+           "(fp64),\ntop-1 agree: the two sides' argmax is the same token\n");
+    printf("%5s", "L");
+    print_columns(r, RC_LF_TAB_DIST, NULL);
+    putchar('\n');
+    for (int i = 0; i < r->n_lens; i++) {
+        if (!r->lens[i].st.dist)
+            continue;
+        printf("%5lld", (long long)r->lens[i].len);
+        print_columns(r, RC_LF_TAB_DIST, &r->lens[i].st);
+        putchar('\n');
+    }
+}
+
 /* The published corrections at their defaults (README "Corrections"): one
  * row per correction, one column per length; fractions in percent. */
 static void print_corrections(const rc_results *r)
@@ -544,6 +569,7 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
         print_columns(r, RC_LF_TAB_SEQS, &r->lens[i].st);
         putchar('\n');
     }
+    print_distribution(r);
     print_growth(r);
     print_corrections(r);
     if (by)

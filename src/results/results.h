@@ -163,6 +163,16 @@ struct rc_len_stats {
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */
     rc_strata strata[RC_N_STRATA]; /* log r by decile of p and of the sampler's entropy */
+    /* whole-distribution agreement (--distribution; rc_dist_row): over the
+     * valid tokens t < L, per token KL(sampler || trainer) and the total
+     * variation between the two sides' next-token distributions over the
+     * full vocabulary, and whether their argmax agrees. dist false (and
+     * these NaN, dist_count 0) without the distribution pass. */
+    bool dist;
+    int64_t dist_count;
+    double kl_mean, kl_std, kl_min, kl_max; /* population std */
+    double tv_mean, tv_std, tv_min, tv_max;
+    double top1_agree;          /* fraction of tokens whose two argmax are the same id */
 };
 
 /* The statistics of one length by name, in one table (stats.c), in the
@@ -183,8 +193,10 @@ typedef enum {
     RC_LF_CORRECTIONS, /* every rc_corr_stats entry */
     RC_LF_STRATA,      /* the strata (--json's "strata") */
 } rc_len_field_kind;
-enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8 };
-enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3 }; /* the printed tables */
+/* RC_LF_DIST: a whole-distribution row (docs/statistics.md "Distribution"): written, printed and gated only
+ * for a length with the distribution pass (rc_len_stats.dist) */
+enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8, RC_LF_DIST = 16 };
+enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3, RC_LF_TAB_DIST = 4 }; /* the printed tables */
 typedef struct rc_len_stats rc_len_stats;
 typedef struct {
     int table;          /* RC_LF_TAB_*, 0: none */
@@ -226,7 +238,39 @@ typedef struct {
     /* per sequence (NaN for a sequence without a valid token t < L) */
     double *seq_log_ratio_sum;      /* [n_seq] S = sum_t log r */
     double *seq_log_ratio_mean;     /* [n_seq] M = S / tokens */
+    /* the distribution pass (--distribution), else NULL: per token [n_seq, L]
+     * (NaN / -1 where invalid), per position [L] (their means; NaN at a
+     * position without a valid token) */
+    double *dist_kl, *dist_tv;      /* KL(sampler || trainer), total variation */
+    int32_t *dist_top1;             /* 1: the two argmax agree, 0: not, -1: invalid */
+    double *pos_kl_mean, *pos_tv_mean, *pos_top1_agree;
 } rc_len_result;
+
+/* dist.c: one position's agreement of the sampler's and the trainer's
+ * next-token log-probs p_lp, q_lp [V] (float values as each side computed
+ * them: fp32, or rounded to its dtype with logprob-dtype=dtype), every sum in
+ * fp64 over the full vocabulary, p = exp(p_lp), q = exp(q_lp) in fp64:
+ * kl = sum_v p_v (r_v - 1 - log r_v), r_v = q_v / p_v, each term
+ * p_v phi(q_lp_v - p_lp_v) with phi(x) = e^x - 1 - x >= 0 computed without
+ * cancellation, and q_v where p_v = 0 (Neumaier-compensated sum): for two
+ * rows that each sum to 1 this is sum p_v log(p_v / q_v) = KL(p || q); for
+ * rows as produced, whose sums miss 1 by their log-probs' rounding, it is
+ * the extended KL of the two measures, sum p log(p/q) - sum p + sum q,
+ * never negative; +inf when some p_v > 0 has q_v = 0.
+ * tv = sum |p_v - q_v| / 2 (each term as -max(p_v, q_v)
+ * expm1(-|p_lp_v - q_lp_v|): no cancellation where p_v and q_v are close;
+ * compensated), top1 = argmax p == argmax q (the
+ * first index of the largest value on each side, as torch.argmax). NaN in
+ * either row: kl and tv NaN, top1 false. */
+typedef struct {
+    double kl, tv;
+    bool top1;
+    int32_t p_argmax, q_argmax;
+} rc_dist_token;
+rc_dist_token rc_dist_row(const float *p_lp, const float *q_lp, int64_t V);
+/* dist.c: the per-length and per-position summaries of lr's per-token
+ * arrays (or NaN, dist false, without them) for n_seq sequences */
+rc_status rc_dist_stats(rc_len_result *lr, int64_t n_seq);
 
 /* The thresholds of the statistics (settings of the run, root attributes of
  * the file). A value <= 0 (a zeroed struct, an older file) means the default. */

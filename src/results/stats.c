@@ -103,6 +103,12 @@ void rc_results_free(rc_results *r)
         free(L->pos_ratio_std);
         free(L->seq_log_ratio_sum);
         free(L->seq_log_ratio_mean);
+        free(L->dist_kl);
+        free(L->dist_tv);
+        free(L->dist_top1);
+        free(L->pos_kl_mean);
+        free(L->pos_tv_mean);
+        free(L->pos_top1_agree);
     }
     free(r->lens);
     free(r->cross);
@@ -209,12 +215,14 @@ static double seq_ratio_max(const rc_len_stats *s) { return exp(s->seq_sum_max);
 static double abs_k1(const rc_len_stats *s) { return fabs(s->k1); }
 static double max_abs_dev(const rc_len_stats *s) { return fmax(fabs(s->max - 1.0), fabs(s->min - 1.0)); }
 static double nonidentical(const rc_len_stats *s) { return 1.0 - s->identical_frac; }
+static double top1_disagree(const rc_len_stats *s) { return 1.0 - s->top1_agree; }
 
 #define F64(field, where) RC_LF_F64, offsetof(rc_len_stats, field), NULL, where
 #define I64(field, where) RC_LF_I64, offsetof(rc_len_stats, field), NULL, where
 #define TOK(pos, label, fmt) {RC_LF_TAB_TOKENS, pos, label, fmt, 0}
 #define SEQ(pos, label, fmt) {RC_LF_TAB_SEQS, pos, label, fmt, 0}
 #define SWP(pos, label, fmt) {RC_LF_TAB_SWEEP, pos, label, fmt, 0}
+#define DST(pos, label, fmt) {RC_LF_TAB_DIST, pos, label, fmt, 0}
 #define H5J (RC_LF_H5 | RC_LF_JSON)
 #define H5JS (RC_LF_H5 | RC_LF_JSON | RC_LF_SWEEP)
 const rc_len_field rc_len_fields[] = {
@@ -263,12 +271,25 @@ const rc_len_field rc_len_fields[] = {
     {"abs_k1", NULL, "abs_k1", RC_LF_DERIVED, 0, abs_k1, 0, {{0}}, 0},
     {"max_abs_dev", NULL, "max_abs_dev", RC_LF_DERIVED, 0, max_abs_dev, 0, {{0}}, 0},
     {"nonidentical_frac", NULL, "nonidentical_frac", RC_LF_DERIVED, 0, nonidentical, 0, {{0}}, 0},
+    /* whole-distribution agreement (--distribution): only for a length with the distribution pass */
+    {"dist_count", NULL, NULL, I64(dist_count, H5J | RC_LF_DIST), {DST(1, "tokens", "%8lld")}, 37},
+    {"kl_mean", NULL, "kl_mean", F64(kl_mean, H5JS | RC_LF_DIST), {DST(2, "KL mean", "%10.3e")}, 38},
+    {"kl_std", NULL, NULL, F64(kl_std, H5J | RC_LF_DIST), {DST(3, "KL std", "%10.3e")}, 39},
+    {"kl_min", NULL, NULL, F64(kl_min, H5J | RC_LF_DIST), {{0}}, 40},
+    {"kl_max", NULL, "kl_max", F64(kl_max, H5JS | RC_LF_DIST), {DST(4, "KL max", "%10.3e")}, 41},
+    {"tv_mean", NULL, "tv_mean", F64(tv_mean, H5JS | RC_LF_DIST), {DST(5, "TV mean", "%10.3e")}, 42},
+    {"tv_std", NULL, NULL, F64(tv_std, H5J | RC_LF_DIST), {DST(6, "TV std", "%10.3e")}, 43},
+    {"tv_min", NULL, NULL, F64(tv_min, H5J | RC_LF_DIST), {{0}}, 44},
+    {"tv_max", NULL, "tv_max", F64(tv_max, H5JS | RC_LF_DIST), {DST(7, "TV max", "%10.3e")}, 45},
+    {"top1_agree", NULL, NULL, F64(top1_agree, H5JS | RC_LF_DIST), {DST(8, "top-1 agree", "%11.5f")}, 46},
+    {"top1_disagree", NULL, "top1_disagree", RC_LF_DERIVED, 0, top1_disagree, RC_LF_DIST, {{0}}, 0},
 };
 #undef F64
 #undef I64
 #undef TOK
 #undef SEQ
 #undef SWP
+#undef DST
 #undef H5J
 #undef H5JS
 const size_t rc_n_len_fields = sizeof rc_len_fields / sizeof rc_len_fields[0];
@@ -1120,6 +1141,7 @@ rc_status rc_stats_acc_finish(rc_stats_acc *a, rc_results *r)
             return rc_errorf(RC_ERR_INTERNAL, "statistics: length %lld, accumulated %lld",
                              (long long)r->lens[i].len, (long long)a->len[i].L);
         RC_TRY(acc_len_finish(a, &a->len[i], &r->lens[i]));
+        RC_TRY(rc_dist_stats(&r->lens[i], r->n_seq));
     }
     free(r->cross);
     r->cross = NULL;
