@@ -37,7 +37,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from st_canonical import save_safetensors_canonical  # noqa: E402
-from transformers import LlamaConfig, Olmo2Config, Olmo2ForCausalLM, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,  # noqa: E402
+                          LlamaConfig, Olmo2Config, Olmo2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
@@ -89,11 +90,13 @@ def np_rope(x, inv, att):  # x [T, H, D], the whole head rotated (rotate_half la
     return x * cos + rot * sin
 
 
-def np_attn(q, k, v, scale, window=None):  # q [T,H,D], k/v [T,KV,D]; window: key j visible iff j > i - window
+def np_attn(q, k, v, scale, window=None, softcap=None):  # q [T,H,D], k/v [T,KV,D]; window: key j visible iff j > i - window
     T, H, _ = q.shape
     rep = H // k.shape[1]
     k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
     s = np.einsum("thd,shd->hts", q, k) * scale
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     masked = (j > i) | ((j <= i - window) if window else False)
     s = np.where(masked[None], -np.inf, s)
@@ -159,6 +162,60 @@ def np_forward_olmo2(cfg, W, ids):
     return mf._np_log_softmax(x @ head.T)
 
 
+def np_forward_gemma(cfg, W, ids):
+    """Gemma2ForCausalLM / Gemma3ForCausalLM: (1 + w) RMSNorms, four per layer, embedding times
+    sqrt(hidden), gelu_pytorch_tanh gating, query_pre_attn_scalar, soft-capping (Gemma 2: scores and
+    logits; Gemma 3: logits only, when set), per-head (1 + w) q/k norm and two RoPEs (Gemma 3)."""
+    T = len(ids)
+    H, KV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+    g3 = cfg["model_type"] == "gemma3_text"
+    assert cfg["hidden_activation"] == "gelu_pytorch_tanh"
+
+    def rms(x, w):
+        return np_rms(x, 1.0 + w, eps)
+
+    def gelu_tanh(x):
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    rp = cfg["rope_parameters"]
+    ropes = {}
+    for lt in ("full_attention", "sliding_attention"):
+        p_lt = rp[lt] if g3 else rp
+        inv, att = np_inv_freq(dict(p_lt, rope_type="default"), D)
+        if p_lt.get("rope_type", "default") == "linear":
+            inv = inv / float(p_lt["factor"])
+        else:
+            assert p_lt.get("rope_type", "default") == "default"
+        ropes[lt] = (inv, att)
+    acap = None if g3 else cfg["attn_logit_softcapping"]
+    x = W["model.embed_tokens.weight"][ids] * math.sqrt(cfg["hidden_size"])
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        lt = cfg["layer_types"][layer]
+        win = cfg["sliding_window"] if lt == "sliding_attention" else None
+        h = rms(x, W[p + "input_layernorm.weight"])
+        q = mf._np_lin(h, W, p + "self_attn.q_proj").reshape(T, H, D)
+        k = mf._np_lin(h, W, p + "self_attn.k_proj").reshape(T, KV, D)
+        v = mf._np_lin(h, W, p + "self_attn.v_proj").reshape(T, KV, D)
+        if g3:
+            q, k = rms(q, W[p + "self_attn.q_norm.weight"]), rms(k, W[p + "self_attn.k_norm.weight"])
+        q, k = np_rope(q, *ropes[lt]), np_rope(k, *ropes[lt])
+        a = mf._np_lin(np_attn(q, k, v, cfg["query_pre_attn_scalar"] ** -0.5, win, acap), W, p + "self_attn.o_proj")
+        x = x + rms(a, W[p + "post_attention_layernorm.weight"])
+        h = rms(x, W[p + "pre_feedforward_layernorm.weight"])
+        m = mf._np_lin(gelu_tanh(mf._np_lin(h, W, p + "mlp.gate_proj")) * mf._np_lin(h, W, p + "mlp.up_proj"), W,
+                       p + "mlp.down_proj")
+        x = x + rms(m, W[p + "post_feedforward_layernorm.weight"])
+    x = rms(x, W["model.norm.weight"])
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    z = x @ head.T
+    if cfg.get("final_logit_softcapping"):
+        c = cfg["final_logit_softcapping"]
+        z = c * np.tanh(z / c)
+    return mf._np_log_softmax(z)
+
+
 # --------------------------------------------------------------------------
 # the fixtures
 # --------------------------------------------------------------------------
@@ -222,6 +279,72 @@ FAMILY_FIXTURES = [
         np_forward=np_forward_olmo2,
         description="OLMo2, post-attention / post-feedforward norms, q/k norm over the whole projection, GQA 4q/2kv, "
                     "head_dim 10 (hidden 40), rope_theta 5e5, untied, fp32",
+    ),
+    dict(
+        name="gemma2_softcap",
+        seed=13013,
+        model_cls=Gemma2ForCausalLM,
+        config_cls=Gemma2Config,
+        config=dict(
+            vocab_size=112,
+            hidden_size=32,
+            num_hidden_layers=3,  # layer_types default: sliding, full, sliding
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=14,  # != hidden / heads (8); 7 rotary pairs
+            intermediate_size=48,
+            hidden_activation="gelu_pytorch_tanh",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            attention_bias=False,
+            query_pre_attn_scalar=20,  # scores * 20 ** -0.5, not head_dim ** -0.5
+            sliding_window=5,
+            attn_logit_softcapping=1.5,  # small enough to bend the scores of a tiny model
+            final_logit_softcapping=4.0,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_gemma,
+        description="Gemma 2, (1 + w) norms (four per layer), sqrt(hidden) embedding scale, gelu_pytorch_tanh, "
+                    "GQA 4q/2kv, head_dim 14 (hidden 32), query_pre_attn_scalar 20, attention softcap 1.5, "
+                    "final softcap 4, sliding window 5 on layers 0 and 2, tied, fp32",
+    ),
+    dict(
+        name="gemma3_local",
+        seed=14014,
+        model_cls=Gemma3ForCausalLM,
+        config_cls=Gemma3TextConfig,
+        config=dict(
+            vocab_size=120,
+            hidden_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=18,  # != hidden / heads (8); 9 rotary pairs
+            intermediate_size=40,
+            hidden_activation="gelu_pytorch_tanh",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            attention_bias=False,
+            query_pre_attn_scalar=24,
+            sliding_window=6,
+            sliding_window_pattern=3,  # layer_types: sliding, sliding, full
+            rope_parameters=dict(full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000000.0),
+                                 sliding_attention=dict(rope_type="default", rope_theta=10000.0)),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_gemma,
+        description="Gemma 3 (text), per-head (1 + w) q/k norm, local RoPE (theta 1e4) on the sliding layers and "
+                    "linear-scaled RoPE (factor 4, theta 1e6) on the full one (layer 2), sliding window 6 on layers 0 "
+                    "and 1, GQA 4q/2kv, head_dim 18 (hidden 32), query_pre_attn_scalar 24, tied, fp32",
     ),
 ]
 
