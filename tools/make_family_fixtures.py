@@ -11,6 +11,8 @@ Three kinds of files, all from transformers' own code (versions: tools/requireme
 * ``data/fixtures/dtype/<name>_<bf16|fp16>_v5.24.safetensors``: HF's bf16 / fp16 full forward of
   the same sequences, by ``tools/make_dtype_fixtures.py``'s ``make_v524`` (``from_pretrained(path,
   dtype=...)``, eager attention), the format ``tests/test_versions.c`` reads.
+* ``data/fixtures/ops_gemma/gemma_ops.safetensors``: Gemma's soft-capping, scaled embedding and
+  (1 + w) RMSNorm run by transformers' own modules / lines in fp32, bf16 and fp16 (``make_gemma_ops``).
 * ``data/fixtures/rope_yarn/rope_yarn.safetensors`` and ``c<i>.json``: for several YaRN configurations,
   transformers' ``ROPE_INIT_FUNCTIONS["yarn"]`` inv_freq and attention factor, and the rotary
   module's cos / sin (fp32 and bf16) at a few positions; the configs themselves in the metadata.
@@ -428,6 +430,71 @@ def make_rope_yarn(out_root):
     return len(configs)
 
 
+# --------------------------------------------------------------------------
+# Gemma's ops against PyTorch (op level)
+# --------------------------------------------------------------------------
+
+GEMMA_OP_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+GEMMA_CAPS = [30.0, 50.0, 1.5, 7.3]  # Gemma 2's final / attention caps, the fixture's, one not a dtype value
+GEMMA_EMBED_HIDDEN = [48, 3072]  # a small width, and one whose sqrt rounds far in bf16 (55.4256 -> 55.5)
+
+
+def make_gemma_ops(out_root):
+    """data/fixtures/ops_gemma/gemma_ops.safetensors: for fp32, bf16 and fp16, the soft-capping line of
+    Gemma2ForCausalLM (logits / cap; tanh; * cap) and of eager_attention_forward (the same three ops),
+    Gemma2TextScaledWordEmbedding's forward (embed * embed_scale.to(dtype)) at several widths, and
+    Gemma2RMSNorm / Gemma3RMSNorm's forward with its fp32 intermediate (the normalised x before the
+    (1 + w) multiply)."""
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm, Gemma2TextScaledWordEmbedding
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    d = os.path.join(out_root, "ops_gemma")
+    os.makedirs(d, exist_ok=True)
+    g = torch.Generator().manual_seed(15015)
+    t = {}
+    for nm, dt in GEMMA_OP_DTYPES.items():
+        x = (torch.randn(1024, generator=g) * 25.0).to(dt)
+        t[f"softcap.{nm}.x"] = x.float()
+        for i, cap in enumerate(GEMMA_CAPS):
+            y = x / cap  # Gemma2ForCausalLM.forward's lines, in the tensor's dtype
+            y = torch.tanh(y)
+            y = y * cap
+            t[f"softcap.{nm}.out{i}"] = y.float()
+        for H in GEMMA_EMBED_HIDDEN:
+            emb = Gemma2TextScaledWordEmbedding(2, H, None, embed_scale=H ** 0.5)
+            with torch.no_grad():
+                emb.weight.copy_(torch.randn(2, H, generator=g) * 0.1)
+            emb = emb.to(dt)
+            ids = torch.tensor([[1, 0, 1]])
+            with torch.no_grad():
+                out = emb(ids)[0]
+            t[f"embed.{nm}.h{H}.table"] = emb.weight.detach().float().contiguous()
+            t[f"embed.{nm}.h{H}.out"] = out.float().contiguous()
+            t[f"embed.{nm}.h{H}.scale"] = emb.embed_scale.to(dt).float().reshape(1)
+        for cls in (Gemma2RMSNorm, Gemma3RMSNorm):
+            H = 40
+            norm = cls(H, eps=1e-6)
+            with torch.no_grad():
+                norm.weight.copy_(torch.randn(H, generator=g) * 0.5)
+            norm = norm.to(dt)
+            xn = (torch.randn(9, H, generator=g) * 3.0).to(dt)
+            with torch.no_grad():
+                out = norm(xn)
+                normed = norm._norm(xn.float())  # the fp32 intermediate of forward
+            c = cls.__name__
+            t[f"{c}.{nm}.x"] = xn.float().contiguous()
+            t[f"{c}.{nm}.w"] = norm.weight.detach().float().contiguous()
+            t[f"{c}.{nm}.normed"] = normed.contiguous()
+            t[f"{c}.{nm}.out"] = out.float().contiguous()
+    t["softcap.caps"] = torch.tensor(GEMMA_CAPS, dtype=torch.float64)
+    t["embed.hidden"] = torch.tensor(GEMMA_EMBED_HIDDEN, dtype=torch.int32)
+    t["embed.ids"] = torch.tensor([1, 0, 1], dtype=torch.int32)
+    v = mf.versions()
+    meta = dict(torch_version=v["torch"], transformers_version=v["transformers"],
+                description=make_gemma_ops.__doc__.replace("\n", " "))
+    save_safetensors_canonical(t, os.path.join(d, "gemma_ops.safetensors"), meta)
+
+
 def write_readme(out_root, summaries, n_yarn, dtype_rows):
     L = ["# Fixtures of the later families and of YaRN RoPE", "",
          "Written by `tools/make_family_fixtures.py` (do not edit by hand); the folders are listed with",
@@ -456,7 +523,8 @@ def write_readme(out_root, summaries, n_yarn, dtype_rows):
     L += ["", f"`rope_yarn/rope_yarn.safetensors`: {n_yarn} YaRN configurations (`rope_yarn/c<i>.json`: each",
           "`LlamaConfig` as transformers writes it): transformers' `_compute_yarn_parameters` inv_freq and attention factor, and",
           "`LlamaRotaryEmbedding`'s cos / sin in fp32 and bf16 at positions " +
-          ", ".join(map(str, YARN_POSITIONS)) + ".", ""]
+          ", ".join(map(str, YARN_POSITIONS)) + ".", "",
+          "`ops_gemma/gemma_ops.safetensors`: " + " ".join(make_gemma_ops.__doc__.split()[1:]), ""]
     with open(os.path.join(out_root, "README-families.md"), "w") as f:
         f.write("\n".join(L))
 
@@ -476,6 +544,7 @@ def main():
         print(f"{s['name']:16s} params={s['n_params']} min_margin={s['min_margin']:.4g} np={s['np_err']:.3g} "
               f"f32vs64={s['fwd_diff_32_64']:.3g}", flush=True)
     n_yarn = make_rope_yarn(args.out)
+    make_gemma_ops(args.out)
     dtype_rows = []
     if not args.no_dtype:
         import make_dtype_fixtures as mdf
@@ -486,7 +555,7 @@ def main():
         _, dtype_rows = mdf.make_v524(os.path.join(args.out, "dtype"), mdf.env_versions())
     if not args.only:
         write_readme(args.out, summaries, n_yarn, dtype_rows)
-        mf.write_sums(args.out, dirs=[s["name"] for s in FAMILY_FIXTURES] + ["rope_yarn"],
+        mf.write_sums(args.out, dirs=[s["name"] for s in FAMILY_FIXTURES] + ["rope_yarn", "ops_gemma"],
                       sums_name="SHA256SUMS-families")
 
 
