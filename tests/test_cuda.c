@@ -1332,6 +1332,34 @@ START_TEST(test_autocast_twin)
 }
 END_TEST
 
+/* Gemma's (1 + w) norm weights, embedding scale and soft-capping in bf16 and fp16 (_i: fixture _i / 2,
+ * bf16 or fp16): the GPU engine's full forward with invariant kernels equals the CPU's bit for bit in
+ * the host build (the (1 + w) weights are uploaded in fp32, not rounded to the dtype with the rest;
+ * on a GPU bounded by twin_bound, to be measured), and the cached decode equals the full forward */
+START_TEST(test_gemma_half_twin)
+{
+    const char *name = _i / 2 ? "gemma3_local" : "gemma2_softcap";
+    const rc_dtype dt = _i % 2 ? RC_F16 : RC_BF16;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+           "full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s %s: vs CPU differs by %g > %g", name, dt_name(dt), r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
 /* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
  * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
  * random fp32 weights, written into dir (config.json, model.safetensors):
@@ -1928,6 +1956,7 @@ int main(void)
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
     tcase_add_loop_test(model, test_autocast_twin, 0, 4);
+    tcase_add_loop_test(model, test_gemma_half_twin, 0, 4);
     tcase_add_loop_test(model, test_fp8w_twin, 0, 7);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");

@@ -477,6 +477,31 @@ static bool autocast_tied_head(const rc_numerics *num)
     return num->mode == RC_PREC_AUTOCAST && !(num->upcast & RC_UPCAST_LM_HEAD);
 }
 
+/* A GPU engine's (1 + w) norm weights (norm_w_offset), uploaded from the fp32
+ * staging copy (staged: the arena's image) without the dtype's rounding that
+ * the one upload of every weight applies */
+static rc_status upload_plus_one(rc_engine *e, const float *staged)
+{
+    const rc_config *c = &e->model->cfg;
+    rc_backend *be = e->be;
+    const float *base = e->w_arena;
+    rc_status s = RC_OK;
+    if (e->w.lnf_w.p)
+        s = be->ops->upload(be, staged + ((const float *)e->w.lnf_w.p - base), c->hidden, RC_F32,
+                            (float *)e->w.lnf_w.p);
+    for (int64_t l = 0; l < c->n_layers && s == RC_OK; l++) {
+#define PLUS_ONE_UP_(f, rows, cols, present, kind)                                                               \
+    if (s == RC_OK && norm_weight_layer(RC_LW_##f) && e->w.layers[l].f.p) {                                     \
+        const float *dst_ = (const float *)e->w.layers[l].f.p;                                                    \
+        s = be->ops->upload(be, staged + (dst_ - base), rc_dim_value(c, rows) * rc_dim_value(c, cols), RC_F32,   \
+                            (float *)dst_);                                                                       \
+    }
+        RC_LAYER_WEIGHT_FIELDS(PLUS_ONE_UP_)
+#undef PLUS_ONE_UP_
+    }
+    return s;
+}
+
 static rc_status engine_weights(rc_engine *e)
 {
     const rc_model *m = e->model;
@@ -514,6 +539,8 @@ static rc_status engine_weights(rc_engine *e)
         if (total > 0)
             s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4,
                                 x.autocast ? RC_F32 : e->num.dt, e->w_arena);
+        if (s == RC_OK && c->norm_w_offset && total > 0) /* fp32(1 + w) is no value of the dtype: again, unrounded */
+            s = upload_plus_one(e, (const float *)x.arena);
         free(x.arena);
         RC_TRY(s);
     }
