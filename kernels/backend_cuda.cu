@@ -424,6 +424,18 @@ rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
     return elementwise(RCK_EW_CLAMP, x, nullptr, x, n, RC_F32, RC_ACT_SILU, RC_F32, 1, cval);
 }
 
+rc_status cuda_scale(rc_backend *be, float *x, int64_t n, float sc, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_SCALE, x, nullptr, x, n, out_dt, RC_ACT_SILU, RC_F32, 1, sc);
+}
+
+rc_status cuda_softcap(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_SOFTCAP, x, nullptr, x, n, out_dt, RC_ACT_SILU, RC_F32, 1, cap);
+}
+
 rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq, const float *wq,
                        int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt, rc_dtype out_dt)
 {
@@ -564,6 +576,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_attention,
     cuda_qk_norm,
     cuda_clamp,
+    cuda_scale,
+    cuda_softcap,
     cuda_normalize_rows,
     cuda_act,
     cuda_act_mul,

@@ -72,7 +72,7 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
 }
 
 /* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
- * x = clamp(x, -c, c) */
+ * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c) */
 typedef struct {
     int op; /* RCK_EW_* */
     const float *a, *b;
@@ -80,10 +80,10 @@ typedef struct {
     int64_t n, n_cols;
     rc_act act;
     rc_dtype act_dt, out_dt;
-    float c; /* RCK_EW_CLAMP */
+    float c; /* RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP */
 } rck_ew_args;
 
-enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP };
+enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP };
 
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
@@ -102,6 +102,12 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
         break;
     case RCK_EW_CLAMP:
         a->out[i] = rco_clamp1(a->a[i], a->c);
+        break;
+    case RCK_EW_SCALE:
+        a->out[i] = rco_scale1(a->a[i], a->c, a->out_dt);
+        break;
+    case RCK_EW_SOFTCAP:
+        a->out[i] = rco_softcap1(a->a[i], a->c, a->out_dt);
         break;
     }
 }

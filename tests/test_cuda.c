@@ -98,6 +98,9 @@ static const tol_row k_tol[] = {
     {"attention", 0, 0, 32, 8},
     {"attention_alibi", 0, 0, 32, 8}, /* as attention: the bias is + and * only */
     {"clamp", 0, 0, 0, 0},
+    {"scale", 0, 0, 0, 0},             /* one fp32 product */
+    {"softcap", 0, 0, 4, 1},           /* tanhf, as act */
+    {"attention_softcap", 0, 0, 32, 8}, /* as attention, tanhf on each score */
     {"moe_route", 0, 0, 4, 1},        /* softmax's expf, as act; the experts chosen must agree exactly */
     {"moe_accumulate", 0, 0, 0, 0},   /* + and * only */
     {"moe_shared", 0, 0, 4, 1},       /* the shared expert's sigmoid gate: expf */
@@ -648,6 +651,87 @@ START_TEST(test_moe_ops)
 }
 END_TEST
 
+/* Gemma's ops: the embedding scale and the logit soft-capping in place, and
+ * attention with soft-capped scores, query_pre_attn_scalar's scale and a
+ * sliding window shorter than the keys (no positions: the scores alone) */
+START_TEST(test_scale_softcap)
+{
+    begin_checks();
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (int di = 0; di < 3; di++) {
+            const rc_dtype dt = k_dts[di];
+            const int64_t n = 1031;
+            float *x = rand_vec(n, 40.0f, dt), *dx = dev_copy(p.t, x, n), *y = malloc((size_t)n * sizeof *y);
+            memcpy(y, x, (size_t)n * sizeof *y);
+            float *dy = dev_copy(p.t, y, n);
+            const float sc = rc_round_to((float)sqrt(48.0), dt);
+            ck_assert(p.t->ops->scale(p.t, dx, n, sc, dt) == RC_OK);
+            ck_assert(p.c->ops->scale(p.c, x, n, sc, dt) == RC_OK);
+            float *g = host_copy(p.t, dx, n);
+            compare("scale", dt_name(dt), g, x, n, dt);
+            free(g);
+            ck_assert(p.t->ops->softcap(p.t, dy, n, 30.0f, dt) == RC_OK);
+            ck_assert(p.c->ops->softcap(p.c, y, n, 30.0f, dt) == RC_OK);
+            g = host_copy(p.t, dy, n);
+            compare("softcap", dt_name(dt), g, y, n, dt);
+            free(g), free(x), free(y);
+            p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dy);
+
+            rc_config cfg;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.n_heads = 4, cfg.n_kv_heads = 2, cfg.head_dim = 14, cfg.n_layers = 1;
+            cfg.pos = RC_POS_LEARNED; /* no RoPE: the scores as the kernels form them */
+            cfg.softmax_scale = pow(20.0, -0.5);
+            cfg.attn_softcap = 1.5;
+            cfg.sliding_window = 5;
+            const rc_attn_numerics an = {dt, dt, dt};
+            const rc_attn_params ap = rc_attn_params_from_config(&cfg, NULL, dt, dt, &an);
+            const int64_t n_seq = 2, len[2] = {23, 7}, T = 32, d = 14, nh = 4, nkv = 2;
+            rc_kv_cache ckv = {1, n_seq, nkv, T, d, RC_F32, NULL, NULL, NULL, NULL, RC_KV_AUTO, 1.0f, 1.0f, dt},
+                        tkv = ckv;
+            const int64_t kvn = n_seq * nkv * T * d;
+            ckv.k = calloc((size_t)kvn, sizeof(float));
+            ckv.v = calloc((size_t)kvn, sizeof(float));
+            float *zero = calloc((size_t)kvn, sizeof(float));
+            tkv.k = dev_copy(p.t, zero, kvn);
+            tkv.v = dev_copy(p.t, zero, kvn);
+            const int64_t row_len = (nh + 2 * nkv) * d;
+            for (int step = 0; step < 3; step++) { /* prefill, one decode token, two */
+                int64_t start[2], n_new[2];
+                for (int64_t b = 0; b < n_seq; b++) {
+                    int64_t first = len[b] - 3;
+                    start[b] = step == 0 ? 0 : step == 1 ? first : first + 1;
+                    n_new[b] = step == 0 ? first : step == 1 ? 1 : 2;
+                }
+                step_desc sd;
+                make_step(&sd, n_seq, start, n_new);
+                const int64_t R = sd.bd.n_rows;
+                float *qkv = rand_vec(R * row_len, 3.0f, dt);
+                float *dq = dev_copy(p.t, qkv, R * row_len), *dout;
+                ck_assert(p.t->ops->alloc(p.t, R * nh * d, &dout) == RC_OK);
+                float *cout = malloc((size_t)(R * nh * d) * sizeof *cout);
+                ck_assert_msg(p.t->ops->attention(p.t, dq, &sd.bd, &ap, &tkv, 0, dout) == RC_OK, "%s",
+                              rc_last_error());
+                ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &ap, &ckv, 0, cout) == RC_OK);
+                g = host_copy(p.t, dout, R * nh * d);
+                char what[96];
+                snprintf(what, sizeof what, "%s softcap step %d %s", rc_kernels_name(p.t->kernels), step,
+                         dt_name(dt));
+                compare("attention_softcap", what, g, cout, R * nh * d, dt);
+                free(g);
+                p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout);
+                free(qkv), free(cout), free(sd.pos), free(sd.seq);
+            }
+            p.t->ops->free(p.t, tkv.k), p.t->ops->free(p.t, tkv.v);
+            free(ckv.k), free(ckv.v), free(zero);
+        }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
 START_TEST(test_alibi_clamp_normalize)
 {
     begin_checks();
@@ -978,7 +1062,7 @@ static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "ll
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
                                          "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
-                                         "mixtral_fused", "qwen3_moe"};
+                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* Full forward of the fixture's sequences on the backend under test vs HF
@@ -1242,6 +1326,34 @@ START_TEST(test_autocast_twin)
     printf("%-10s %-14s %s bf16 invariant: measured max %.3e bound %.3e (full forward vs CPU; %s)\n", TEST_NAME,
            name, mode, dcpu, bound, why);
     ck_assert_msg(dcpu <= bound, "%s: %s vs CPU differs by %g > %g", name, mode, dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
+/* Gemma's (1 + w) norm weights, embedding scale and soft-capping in bf16 and fp16 (_i: fixture _i / 2,
+ * bf16 or fp16): the GPU engine's full forward with invariant kernels equals the CPU's bit for bit in
+ * the host build (the (1 + w) weights are uploaded in fp32, not rounded to the dtype with the rest;
+ * on a GPU bounded by twin_bound, to be measured), and the cached decode equals the full forward */
+START_TEST(test_gemma_half_twin)
+{
+    const char *name = _i / 2 ? "gemma3_local" : "gemma2_softcap";
+    const rc_dtype dt = _i % 2 ? RC_F16 : RC_BF16;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+           "full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s %s: vs CPU differs by %g > %g", name, dt_name(dt), r.dcpu, bound);
     ck_assert_int_eq(r.same, 12 * V);
     twin_free(&r);
     rc_model_free(m);
@@ -1832,6 +1944,7 @@ int main(void)
     tcase_add_test(ops, test_rope_attention);
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
+    tcase_add_test(ops, test_scale_softcap);
     tcase_add_test(ops, test_moe_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);
@@ -1843,6 +1956,7 @@ int main(void)
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
     tcase_add_loop_test(model, test_autocast_twin, 0, 4);
+    tcase_add_loop_test(model, test_gemma_half_twin, 0, 4);
     tcase_add_loop_test(model, test_fp8w_twin, 0, 7);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");

@@ -190,6 +190,7 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_EMBED_NORM: return c->embed_norm;
     case RC_IF_EMBED_NORM_BIAS: return c->embed_norm && c->norm_bias;
     case RC_IF_QK_NORM: return c->qk_norm != RC_QK_NORM_NONE;
+    case RC_IF_SANDWICH_NORM: return c->sandwich_norm;
     }
     return false;
 }
@@ -761,7 +762,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     }
     s = rc_alloc_aligned((void **)&m->arena, m->arena_bytes > 0 ? m->arena_bytes : 1, 1, "model weights");
     if (s == RC_OK)
-        s = rc_alloc_aligned((void **)&m->tables, n_inv + n_slopes, sizeof(float), "model tables");
+        s = rc_alloc_aligned((void **)&m->tables, 2 * n_inv + n_slopes, sizeof(float), "model tables");
     if (s != RC_OK)
         goto fail;
     memset(m->w.layers, 0, (size_t)c->n_layers * sizeof *m->w.layers);
@@ -776,8 +777,14 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     m->st = st;
     m->w.inv_freq = m->tables;
     rc_rope_inv_freq(c, m->w.inv_freq);
+    if (c->rope_theta_local > 0) { /* Gemma 3's sliding layers: default RoPE of the local base */
+        rc_config lc = *c;
+        rc_config_local_rope(&lc);
+        m->w.inv_freq_local = m->tables + n_inv;
+        rc_rope_inv_freq(&lc, m->w.inv_freq_local);
+    }
     if (n_slopes > 0) {
-        m->w.alibi_slopes = m->tables + n_inv;
+        m->w.alibi_slopes = m->tables + 2 * n_inv;
         rc_alibi_slopes_compute(c, m->w.alibi_slopes, NULL);
     }
 done:

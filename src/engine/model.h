@@ -106,6 +106,26 @@ typedef struct {
      * R(w * x * rsqrt(..)) (OLMo2's (weight * x).to(dtype)), instead of
      * Llama's R(w * R(x * rsqrt(..))) */
     bool norm_w_f32;
+    /* Gemma's RMSNorm: the weight enters as (1 + w) computed in fp32 from the
+     * weight's (rounded) value, multiplied in fp32 and rounded once
+     * (norm_w_f32 is set with it); every RMSNorm of the model, q / k norms included */
+    bool norm_w_offset;
+    /* Gemma 2 / 3: four norms per layer: ln1 / ln2 before attention and MLP
+     * (input_layernorm, pre_feedforward_layernorm) and post_attn_ln_w /
+     * post_mlp_ln_w on their outputs before the residual add
+     * (post_attention_layernorm, post_feedforward_layernorm) */
+    bool sandwich_norm;
+    /* > 0: token embeddings multiplied by this (Python float -> fp32 -> the
+     * run's dtype), the product rounded to the dtype (Gemma's sqrt(hidden)) */
+    double embed_scale;
+    /* > 0: soft-capping cap * tanh(x / cap), each op rounded to the dtype:
+     * of the attention scores after the scaling (attn_logit_softcapping) and
+     * of the LM head's logits (final_logit_softcapping) */
+    double attn_softcap, final_softcap;
+    /* > 0: the sliding layers (layer_sliding) rotate with default RoPE of this
+     * base (Gemma 3's rope_local_base_freq / rope_parameters.sliding_attention),
+     * the others with rope_theta and its scaling */
+    double rope_theta_local;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
     double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */
@@ -187,6 +207,7 @@ typedef enum {
     RC_IF_MOE,            /* a mixture-of-experts layer */
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
+    RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -206,6 +227,8 @@ typedef enum {
     X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)             /* [hidden] */                                \
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
+    X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
+    X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
     X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
@@ -271,6 +294,7 @@ typedef struct {
     RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
     rc_layer_weights *layers; /* [n_layers] */
     float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it (never rounded) */
+    float *inv_freq_local;    /* the sliding layers' [rotary_dim / 2] when rope_theta_local > 0, else NULL */
     float *alibi_slopes;      /* [n_heads] fp32 as the family computes them (never rounded), or NULL */
 } rc_weights;
 
@@ -288,7 +312,7 @@ typedef enum { RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ID_LAYER_) RC_N_LAYER_WEIGHTS } 
 RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) == sizeof(rc_layer_weights),
                  "rc_layer_weights has a field outside RC_LAYER_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) + sizeof(rc_layer_weights *) +
-                         2 * sizeof(float *) ==
+                         3 * sizeof(float *) ==
                      sizeof(rc_weights),
                  "rc_weights has a field outside RC_MODEL_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHTS &&
@@ -303,7 +327,7 @@ typedef struct {
     unsigned char *arena;   /* weights that cannot be used as stored (layout fixes, fused pieces, F64) */
     int64_t arena_bytes;    /* its size */
     int64_t mapped_bytes;   /* weight bytes used in place from the mapped files */
-    float *tables;          /* inv_freq and the ALiBi slopes */
+    float *tables;          /* inv_freq (both tables) and the ALiBi slopes */
     int64_t n_params;       /* elements of floating tensors in the checkpoint */
     char stored_dtype[16];  /* dtype of the embedding tensor in the files */
 } rc_model;
@@ -474,6 +498,15 @@ void rc_model_free(rc_model *m);
  * that also needs their stored values: an fp32 side or reference, the fp64
  * reference. Dry (rc_model_load_headers): the dtypes and arena_bytes only. */
 rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
+/* cfg's RoPE made the sliding layers' (rope_theta_local > 0): default type,
+ * base rope_theta_local, attention factor 1 (Gemma 3's local rotary) */
+static inline void rc_config_local_rope(rc_config *cfg)
+{
+    cfg->rope_type = RC_ROPE_DEFAULT;
+    cfg->rope_theta = cfg->rope_theta_local;
+    cfg->rope_factor = 1.0;
+    cfg->rope_attn_factor = 1.0;
+}
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
 /* YaRN's correction range [low, high] over the rotary pair index, as

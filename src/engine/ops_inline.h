@@ -430,7 +430,20 @@ typedef struct {
     int64_t ref;       /* the position subtracted from each key's position */
     rc_dtype bias_dt;  /* rounding of slope * distance */
     rc_dtype add_dt;   /* RCO_ALIBI_ADD: rounding of score + bias */
+    float softcap;     /* > 0: the scaled score soft-capped (rco_softcap1 in score_dt); 0: none */
 } rco_score_spec;
+
+/* Soft-capping as Gemma 2 writes it, x / cap; tanh; * cap, one tensor op
+ * each, so each rounded to dt (fp32 arithmetic inside: the true quotient,
+ * not a product with 1 / cap, as torch's CPU division) */
+RC_HD static inline float rco_softcap1(float x, float cap, rc_dtype dt)
+{
+    const float t = rc_round_to(tanhf(rc_round_to(x / cap, dt)), dt);
+    return rc_round_to(t * cap, dt);
+}
+
+/* x * s rounded to dt (fp32 product) */
+RC_HD static inline float rco_scale1(float x, float s, rc_dtype dt) { return rc_round_to(x * s, dt); }
 
 /* The ALiBi bias of key j (absolute position key0 + j). */
 RC_HD static inline float rco_alibi_bias(const rco_score_spec *sp, int64_t j)
@@ -448,6 +461,8 @@ RC_HD static inline float rco_score_dot(float dot, const rco_score_spec *sp, int
         return rc_round_to(dot * sp->scale + rco_alibi_bias(sp, j), sp->score_dt);
     float r = rc_round_to(dot, sp->score_dt);
     float s = rc_round_to(sp->div ? r / sp->scale : r * sp->scale, sp->score_dt);
+    if (sp->softcap > 0.0f)
+        s = rco_softcap1(s, sp->softcap, sp->score_dt);
     if (sp->alibi == RCO_ALIBI_ADD)
         s = rc_round_to(s + rco_alibi_bias(sp, j), sp->add_dt);
     return s;
