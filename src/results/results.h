@@ -267,6 +267,43 @@ typedef struct {
     double worst_token_ratio, worst_seq_ratio;
 } rc_verdict;
 
+/* ratiocheck score with trainer_logprobs and --model (docs/score.md "Three
+ * columns"): the three log-probs of every valid token t < the longest
+ * length, compared two by two. Pair k compares side a with side b, d = b - a
+ * per token: sampler vs your trainer (the logged pair), sampler vs
+ * ratiocheck's trainer, your trainer vs ratiocheck's trainer. */
+enum { RC_TW_SAMPLER_YOURS, RC_TW_SAMPLER_RC, RC_TW_YOURS_RC, RC_TW_N };
+extern const char *const rc_threeway_names[RC_TW_N]; /* JSON keys, HDF5 attribute prefixes */
+extern const char *const rc_threeway_labels[RC_TW_N]; /* the table's rows */
+typedef struct {
+    int64_t count;
+    double mean, std;            /* of d (population std) */
+    double mean_abs, max_abs;    /* of |d| */
+    double k3;                   /* mean(e^d - 1 - d) */
+    double mult_prob_err;        /* mean exp|d| */
+    double identical_frac;       /* d == 0 bitwise-equal values */
+} rc_pair_stats;
+/* which side is off: the closer pair to ratiocheck's trainer decides when
+ * its mean |d| is at most RC_TW_CLOSER times the other's */
+#define RC_TW_CLOSER 0.5
+typedef enum { RC_TW_OFF_SAMPLER, RC_TW_OFF_YOURS, RC_TW_OFF_BOTH, RC_TW_OFF_NONE } rc_tw_off;
+extern const char *const rc_tw_off_names[4]; /* "sampler", "your_trainer", "both", "none" */
+struct rc_threeway {
+    int64_t len;                 /* the longest length compared */
+    char ratiocheck[160];        /* ratiocheck's trainer (its --trainer spec) */
+    rc_pair_stats pair[RC_TW_N];
+    rc_tw_off off;
+    char summary[400];           /* the line: which side is off, and why */
+};
+typedef struct rc_threeway rc_threeway;
+/* one token's three log-probs at a time; then the summary */
+typedef struct {
+    int64_t n[RC_TW_N], same[RC_TW_N];
+    double s1[RC_TW_N], s2[RC_TW_N], sabs[RC_TW_N], maxabs[RC_TW_N], k3[RC_TW_N], mpe[RC_TW_N];
+} rc_threeway_acc;
+void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck);
+void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw);
+
 /* One setting of `ratiocheck sweep`: the same rollouts replayed with one
  * variable changed from the base (README "Sweep"). */
 typedef struct rc_results rc_results;
@@ -319,6 +356,15 @@ struct rc_results {
     float *entropy_gen;     /* [n_seq, gen_len] entropy (nats) of the distribution logprob_gen is from,
                                or NULL (files written before it) */
     double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */
+    /* ratiocheck score of a file with trainer_logprobs: the user's trainer's
+     * log-probs as logged ([n_seq, gen_len], NaN after the end; NULL
+     * otherwise). The statistics then compare them with logprob_gen (they
+     * are every length's logprob_fwd, its first L columns); with --model,
+     * logprob_ratiocheck holds ratiocheck's own trainer (the longest length's
+     * forward, [n_seq, gen_len]) and threeway the pairs' summary. */
+    float *logprob_trainer;
+    float *logprob_ratiocheck;
+    struct rc_threeway *threeway;
     int64_t trainer_outside_kept; /* score with top-k / top-p processed log-probs: logged tokens the
                                      trainer's top-k / top-p removes, at the longest length (not stored) */
     /* per length */

@@ -93,6 +93,9 @@ void rc_results_free(rc_results *r)
     free(r->logprob_gen_processed);
     free(r->entropy_gen);
     free(r->logprob_ref);
+    free(r->logprob_trainer);
+    free(r->logprob_ratiocheck);
+    free(r->threeway);
     for (int i = 0; r->lens && i < r->n_lens; i++) {
         rc_len_result *L = &r->lens[i];
         free(L->logprob_fwd);

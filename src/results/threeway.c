@@ -1,0 +1,85 @@
+/* ratiocheck score's three columns (results.h rc_threeway): the sampler's
+ * and the user's trainer's logged log-probs and ratiocheck's own trainer,
+ * compared two by two, and which side is off. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "results.h"
+
+const char *const rc_threeway_names[RC_TW_N] = {"sampler_vs_your_trainer", "sampler_vs_ratiocheck",
+                                                "your_trainer_vs_ratiocheck"};
+const char *const rc_threeway_labels[RC_TW_N] = {"sampler vs your trainer", "sampler vs ratiocheck",
+                                                 "your trainer vs ratiocheck"};
+const char *const rc_tw_off_names[4] = {"sampler", "your_trainer", "both", "none"};
+
+/* d = b - a, one token; the mean and the sum of squared deviations
+ * (Welford) in s1 / s2 */
+static void pair_add(rc_threeway_acc *a, int k, float av, float bv)
+{
+    if (isnan(av) || isnan(bv))
+        return;
+    const double d = (double)bv - (double)av, ad = fabs(d);
+    a->n[k]++;
+    const double delta = d - a->s1[k];
+    a->s1[k] += delta / (double)a->n[k];
+    a->s2[k] += delta * (d - a->s1[k]);
+    a->sabs[k] += ad;
+    a->maxabs[k] = ad > a->maxabs[k] ? ad : a->maxabs[k];
+    a->k3[k] += expm1(d) - d;
+    a->mpe[k] += exp(ad);
+    uint32_t x, y;
+    memcpy(&x, &av, sizeof x);
+    memcpy(&y, &bv, sizeof y);
+    a->same[k] += x == y;
+}
+
+void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck)
+{
+    pair_add(a, RC_TW_SAMPLER_YOURS, sampler, yours);
+    pair_add(a, RC_TW_SAMPLER_RC, sampler, ratiocheck);
+    pair_add(a, RC_TW_YOURS_RC, yours, ratiocheck);
+}
+
+void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw)
+{
+    for (int k = 0; k < RC_TW_N; k++) {
+        rc_pair_stats *p = &tw->pair[k];
+        const double n = (double)a->n[k];
+        p->count = a->n[k];
+        p->mean = n > 0 ? a->s1[k] : NAN;
+        p->std = n > 0 ? sqrt(a->s2[k] / n) : NAN;
+        p->mean_abs = n > 0 ? a->sabs[k] / n : NAN;
+        p->max_abs = n > 0 ? a->maxabs[k] : NAN;
+        p->k3 = n > 0 ? a->k3[k] / n : NAN;
+        p->mult_prob_err = n > 0 ? a->mpe[k] / n : NAN;
+        p->identical_frac = n > 0 ? (double)a->same[k] / n : NAN;
+    }
+    /* docs/score.md "Three columns": the side farther from ratiocheck's
+     * trainer is off when the other is at least 1 / RC_TW_CLOSER times closer */
+    const double s = tw->pair[RC_TW_SAMPLER_RC].mean_abs, y = tw->pair[RC_TW_YOURS_RC].mean_abs;
+    const char *rc = tw->ratiocheck[0] ? tw->ratiocheck : "trainer";
+    if (!(s >= 0) || !(y >= 0)) {
+        tw->off = RC_TW_OFF_NONE;
+        snprintf(tw->summary, sizeof tw->summary, "no token has all three log-probs");
+    } else if (s == 0 && y == 0) {
+        tw->off = RC_TW_OFF_NONE;
+        snprintf(tw->summary, sizeof tw->summary, "the sampler, your trainer and ratiocheck's %s agree bit for bit",
+                 rc);
+    } else if (y <= RC_TW_CLOSER * s) {
+        tw->off = RC_TW_OFF_SAMPLER;
+        snprintf(tw->summary, sizeof tw->summary,
+                 "your trainer agrees with ratiocheck's %s (mean |d| %.3g, %.3gx closer than the sampler's %.3g); "
+                 "the mismatch is the sampler's", rc, y, y > 0 ? s / y : INFINITY, s);
+    } else if (s <= RC_TW_CLOSER * y) {
+        tw->off = RC_TW_OFF_YOURS;
+        snprintf(tw->summary, sizeof tw->summary,
+                 "the sampler agrees with ratiocheck's %s (mean |d| %.3g, %.3gx closer than your trainer's %.3g); "
+                 "the mismatch is your trainer's", rc, s, s > 0 ? y / s : INFINITY, y);
+    } else {
+        tw->off = RC_TW_OFF_BOTH;
+        snprintf(tw->summary, sizeof tw->summary,
+                 "neither side is 2x closer to ratiocheck's %s (mean |d| sampler %.3g, your trainer %.3g): both "
+                 "differ from it, or it computes unlike both (try another --trainer spec)", rc, s, y);
+    }
+}
