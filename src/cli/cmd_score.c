@@ -360,6 +360,15 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
             st = rc_h5_stream_begin(&cr, set->n, x->out_path, x->ro.force, hs);
         const float *fwd[RC_MAX_LENS_READ];
         double S[RC_MAX_LENS_READ], M[RC_MAX_LENS_READ];
+        for (int i = 0; i < cr.n_lens && st == RC_OK && cr.logprob_trainer; i++) { /* the logged pair's S and M */
+            rc_len_result *lr = &cr.lens[i];
+            free(lr->seq_log_ratio_sum);
+            free(lr->seq_log_ratio_mean);
+            lr->seq_log_ratio_sum = lr->seq_log_ratio_mean = NULL;
+            st = rc_calloc((void **)&lr->seq_log_ratio_sum, cr.n_seq + 1, sizeof(double), "results");
+            if (st == RC_OK)
+                st = rc_calloc((void **)&lr->seq_log_ratio_mean, cr.n_seq + 1, sizeof(double), "results");
+        }
         for (int64_t q = 0; q < cr.n_seq && st == RC_OK; q++) { /* file order: rollout done + q */
             const int64_t G = cr.gen_len;
             for (int i = 0; i < cr.n_lens; i++)
@@ -367,6 +376,10 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
             st = rc_stats_acc_add(acc, cr.gen_valid[q], cr.logprob_gen + q * G,
                                   cr.entropy_gen ? cr.entropy_gen + q * G : NULL,
                                   cr.logprob_ref ? cr.logprob_ref + q * G : NULL, fwd, S, M);
+            for (int i = 0; i < cr.n_lens && cr.logprob_trainer; i++) {
+                cr.lens[i].seq_log_ratio_sum[q] = S[i];
+                cr.lens[i].seq_log_ratio_mean[q] = M[i];
+            }
         }
         if (st == RC_OK && *hs)
             st = rc_h5_stream_rows(*hs, &cr);

@@ -553,6 +553,15 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
     }
     printf("identical: tokens whose two log-probs are bitwise equal; first div: the first generated position "
            "(0-based) where any\nsequence's two log-probs differ, none when every one is equal\n");
+    if (r->n_lens > 0) { /* the first generated token on its own line: its sampler log-prob is the prefill's */
+        const rc_len_stats *st = &r->lens[r->n_lens - 1].st;
+        printf("first generated token (the sampler's log-prob from the prefill, the later ones from decode steps), "
+               "L=%lld:\n  %lld tokens, mean |log r| %.3e (later tokens %.3e", (long long)r->lens[r->n_lens - 1].len,
+               (long long)st->first_count, st->first_mean_abs_log_ratio, st->later_mean_abs_log_ratio);
+        if (st->later_mean_abs_log_ratio > 0 && st->first_count > 0)
+            printf(", %.2fx", st->first_mean_abs_log_ratio / st->later_mean_abs_log_ratio);
+        printf("), max |log r| %.3e, k3 %.3e\n", st->first_max_abs_log_ratio, st->first_k3);
+    }
     printf("\nper sequence: S = sum of log ratio over its tokens (sequence ratio e^S), M = S / tokens (GSPO's "
            "e^M)\n");
     printf("%5s", "L");

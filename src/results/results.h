@@ -159,6 +159,11 @@ struct rc_len_stats {
     double seq_mean_mean, seq_mean_std, seq_mean_min, seq_mean_max; /* of M */
     double seq_frac_outside_band; /* |exp(M) - 1| > seq_eps: GSPO's clipped sequence ratio */
     double seq_frac_above_cap;    /* exp(S) > seq_cap: sequence-level importance sampling */
+    /* the first generated token on its own (t = 0: its sampler log-prob comes from the prefill, the
+     * others' from decode steps), and the later tokens (t >= 1) beside it */
+    int64_t first_count;        /* sequences with a valid token t = 0 */
+    double first_mean_abs_log_ratio, first_max_abs_log_ratio, first_k3;
+    double later_mean_abs_log_ratio; /* mean |log r| over the valid tokens 1 <= t < L */
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */

@@ -260,6 +260,12 @@ const rc_len_field rc_len_fields[] = {
     {"ref_fwd_max_abs", NULL, NULL, F64(ref_fwd_max_abs, RC_LF_H5), {{0}}, 24},
     {"(strata)", NULL, NULL, RC_LF_STRATA, 0, NULL, RC_LF_JSON, {{0}}, 0},
     {"first_divergent_position", NULL, NULL, I64(first_divergent_position, H5J), {TOK(9, "first div", "%9s")}, 20},
+    /* the first generated token on its own line (print.c prints it below the tokens table) */
+    {"first_token_count", NULL, NULL, I64(first_count, H5J), {{0}}, 37},
+    {"first_token_mean_abs_log_ratio", NULL, NULL, F64(first_mean_abs_log_ratio, H5J), {{0}}, 38},
+    {"first_token_max_abs_log_ratio", NULL, NULL, F64(first_max_abs_log_ratio, H5J), {{0}}, 39},
+    {"first_token_k3", NULL, NULL, F64(first_k3, H5J), {{0}}, 40},
+    {"later_tokens_mean_abs_log_ratio", NULL, NULL, F64(later_mean_abs_log_ratio, H5J), {{0}}, 41},
     /* --fail-above's metrics that are not a field */
     {"abs_k1", NULL, "abs_k1", RC_LF_DERIVED, 0, abs_k1, 0, {{0}}, 0},
     {"max_abs_dev", NULL, "max_abs_dev", RC_LF_DERIVED, 0, max_abs_dev, 0, {{0}}, 0},
@@ -379,6 +385,7 @@ typedef struct {
     /* tokens t < L */
     int64_t n, identical, first_div, nonfinite, clipped, above[RC_N_THRESHOLDS];
     double sum, sum_k1, sum_k3, sum_mpe, mn, mx, sum_r1, sum_r1sq;
+    double first_k3; /* sum of r - 1 - log r over the tokens t = 0 */
     double rg_sum, rg_max, rf_sum, rf_max;
     int64_t *pos_count;  /* [L] */
     double *pos_abs, *pos_max, *pos_sum_r, *pos_sum_r2; /* [L] */
@@ -567,6 +574,8 @@ static rc_status acc_len_add(rc_stats_acc *a, acc_len *A, int64_t sq, int64_t ge
         else if (A->first_div < 0 || t < A->first_div)
             A->first_div = t;
         A->pos_count[t]++;
+        if (t == 0)
+            A->first_k3 += ratio - 1.0 - lr;
         A->pos_abs[t] += fabs(lr);
         if (fabs(lr) > A->pos_max[t])
             A->pos_max[t] = fabs(lr);
@@ -843,6 +852,17 @@ static rc_status acc_len_finish(const rc_stats_acc *a, const acc_len *A, rc_len_
             st->frac_above[k] = NAN;
     }
     st->first_divergent_position = A->first_div;
+    { /* the first generated token on its own, the later ones beside it */
+        const int64_t c0 = Ln > 0 ? A->pos_count[0] : 0;
+        st->first_count = c0;
+        st->first_mean_abs_log_ratio = c0 ? A->pos_abs[0] / (double)c0 : NAN;
+        st->first_max_abs_log_ratio = c0 ? A->pos_max[0] : NAN;
+        st->first_k3 = c0 ? A->first_k3 / (double)c0 : NAN;
+        double later = 0;
+        for (int64_t t = 1; t < Ln; t++)
+            later += A->pos_abs[t];
+        st->later_mean_abs_log_ratio = n > c0 ? later / (double)(n - c0) : NAN;
+    }
     if (a->has_ref && n > 0) {
         st->ref_gen_mean_abs = A->rg_sum / (double)n;
         st->ref_fwd_mean_abs = A->rf_sum / (double)n;
