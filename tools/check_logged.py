@@ -152,6 +152,19 @@ def main(jsonl, h5, score_json):
             for m, v in d.items():
                 cr.close(f"three columns {k} {m} (JSON)", got[k][m], v, atol=1e-15)
                 cr.close(f"three columns {k} {m} (HDF5)", f["threeway"].attrs[f"{k}_{m}"], v, atol=1e-15)
+        if "reference" in f:  # each column against the reference, over the same tokens
+            ref = f["reference/logprob"][...]
+            both = valid & ~np.isnan(ref)
+            cols = {"sampler": gen, "your_trainer": tr, "ratiocheck": rc}
+            cr.checks_equal("three columns: reference name", got["reference"]["name"], f.attrs["reference"])
+            cr.close("three columns: reference count", got["reference"]["count"], both.sum())
+            for k, col in cols.items():
+                d = np.abs(col.astype(np.float64) - ref)[both]
+                for m, v in (("mean_abs", d.mean()), ("max_abs", d.max())):
+                    cr.close(f"three columns {k} ref {m} (JSON)", got["reference"][k][m], v, atol=1e-15)
+                    cr.close(f"three columns {k} ref {m} (HDF5)", f["threeway"].attrs[f"{k}_ref_{m}"], v, atol=1e-15)
+        else:
+            cr.checks_equal("three columns: no reference", got["reference"], None)
         print(f"three columns: off = {off}")
     f.close()
     # and the results file as every results file is checked: its statistics from its tensors

@@ -169,7 +169,8 @@ rc_status rc_score_adopt_trainer(const rc_score_inputs *in, rc_results *r, rc_th
             r->logprob_trainer[q * G + t] = y;
             r->logprob_ratiocheck[q * G + t] = ok ? rc[q * G + t] : NAN;
             if (ok && tw)
-                rc_threeway_add(tw, r->logprob_gen[q * G + t], y, rc[q * G + t]);
+                rc_threeway_add(tw, r->logprob_gen[q * G + t], y, rc[q * G + t],
+                                r->logprob_ref ? r->logprob_ref[q * G + t] : NAN);
         }
         for (int i = 0; i < r->n_lens; i++) {
             const int64_t L = r->lens[i].len;

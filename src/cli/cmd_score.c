@@ -521,6 +521,8 @@ int cmd_score(int argc, char **argv, const char *cmdline)
         if (st == RC_OK) {
             x.res.threeway->len = x.res.gen_len;
             rc_side_str(&x.ro.trainer, true, x.res.threeway->ratiocheck, sizeof x.res.threeway->ratiocheck);
+            if (x.cfg.reference)
+                snprintf(x.res.threeway->ref, sizeof x.res.threeway->ref, "fp%d", x.cfg.reference);
             rc_threeway_finish(&tw, x.res.threeway);
         }
     }

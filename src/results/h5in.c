@@ -442,8 +442,11 @@ static rc_status read_threeway(h5r *r, rc_results *out)
     memset(&a, 0, sizeof a);
     for (int64_t q = 0; st == RC_OK && q < out->n_seq; q++)
         for (int64_t i = q * G; i < q * G + out->gen_valid[q]; i++)
-            rc_threeway_add(&a, out->logprob_gen[i], out->logprob_trainer[i], out->logprob_ratiocheck[i]);
+            rc_threeway_add(&a, out->logprob_gen[i], out->logprob_trainer[i], out->logprob_ratiocheck[i],
+                            out->logprob_ref ? out->logprob_ref[i] : NAN);
     t->len = G;
+    if (out->logprob_ref)
+        snprintf(t->ref, sizeof t->ref, "%s", out->reference);
     rc_threeway_finish(&a, t);
     return st;
 }

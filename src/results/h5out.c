@@ -207,7 +207,9 @@
  *   "both", "none"), summary (the line); per pair P in sampler_vs_your_trainer,
  *   sampler_vs_ratiocheck, your_trainer_vs_ratiocheck, d = b - a per token:
  *   P_count i64, P_mean, P_std, P_mean_abs, P_max_abs, P_k3 (mean e^d - 1 - d),
- *   P_mult_prob_err (mean e^|d|), P_identical_frac f64
+ *   P_mult_prob_err (mean e^|d|), P_identical_frac f64; with --reference:
+ *   reference (its name), reference_count, and per column C in sampler,
+ *   your_trainer, ratiocheck: C_ref_mean_abs, C_ref_max_abs f64 (|C - reference|)
  *
  * /verdict   (attributes only; recomputed from the tensors by `report`)
  *   token_ppo, sequence_is, gspo            str   "OK", "WARN" or "FAIL" (README
@@ -1022,6 +1024,19 @@ rc_status write_threeway(const h5w *w, const rc_results *r)
         st = attr_str(w, g, o, "off", rc_tw_off_names[t->off]);
     if (st == RC_OK)
         st = attr_str(w, g, o, "summary", t->summary);
+    if (st == RC_OK && t->ref[0]) { /* each column against the reference */
+        st = attr_str(w, g, o, "reference", t->ref);
+        if (st == RC_OK)
+            st = attr_i64(w, g, o, "reference_count", t->ref_count);
+        for (int k = 0; k < RC_TW_COLS && st == RC_OK; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s_ref_mean_abs", rc_threeway_cols[k]);
+            st = attr_f64(w, g, o, name, t->ref_mean_abs[k]);
+            snprintf(name, sizeof name, "%s_ref_max_abs", rc_threeway_cols[k]);
+            if (st == RC_OK)
+                st = attr_f64(w, g, o, name, t->ref_max_abs[k]);
+        }
+    }
     for (int k = 0; k < RC_TW_N && st == RC_OK; k++) {
         const rc_pair_stats *p = &t->pair[k];
         const struct {

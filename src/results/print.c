@@ -267,6 +267,18 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
             rc_json_num(stdout, "identical_frac", p->identical_frac, false);
             printf("}");
         }
+        if (t->ref[0]) {
+            printf(", \"reference\": {\"name\": \"%s\", \"count\": %lld", t->ref, (long long)t->ref_count);
+            for (int k = 0; k < RC_TW_COLS; k++) {
+                printf(", \"%s\": {", rc_threeway_cols[k]);
+                rc_json_num(stdout, "mean_abs", t->ref_mean_abs[k], true);
+                rc_json_num(stdout, "max_abs", t->ref_max_abs[k], false);
+                printf("}");
+            }
+            printf("}");
+        } else {
+            printf(", \"reference\": null");
+        }
         printf("}");
     }
     if (gates >= 0) {
@@ -604,6 +616,10 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
             printf("  %-28s %7lld %11.3e %11.3e %11.3e %11.3e %10.3e %9.4f\n", rc_threeway_labels[k],
                    (long long)p->count, p->mean, p->std, p->mean_abs, p->max_abs, p->k3, p->identical_frac);
         }
+        if (t->ref[0])
+            printf("  |column - %s reference|, mean / max: sampler %.3e / %.3e, your trainer %.3e / %.3e, ratiocheck "
+                   "%.3e / %.3e\n", t->ref, t->ref_mean_abs[0], t->ref_max_abs[0], t->ref_mean_abs[1],
+                   t->ref_max_abs[1], t->ref_mean_abs[2], t->ref_max_abs[2]);
         printf("  ");
         rc_term_str(stdout, t->summary);
         printf("\n");

@@ -289,24 +289,38 @@ typedef struct {
     double identical_frac;       /* d == 0 bitwise-equal values */
 } rc_pair_stats;
 /* which side is off: the closer pair to ratiocheck's trainer decides when
- * its mean |d| is at most RC_TW_CLOSER times the other's */
+ * its mean |d| is at most RC_TW_CLOSER times the other's; with a reference,
+ * "within the dtype's noise" when that mean |d| is at most RC_TW_NOISE times
+ * ratiocheck's own mean |d| from the reference */
 #define RC_TW_CLOSER 0.5
+#define RC_TW_NOISE 2.0
 typedef enum { RC_TW_OFF_SAMPLER, RC_TW_OFF_YOURS, RC_TW_OFF_BOTH, RC_TW_OFF_NONE } rc_tw_off;
 extern const char *const rc_tw_off_names[4]; /* "sampler", "your_trainer", "both", "none" */
+enum { RC_TW_COL_SAMPLER, RC_TW_COL_YOURS, RC_TW_COL_RC, RC_TW_COLS };
+extern const char *const rc_threeway_cols[RC_TW_COLS]; /* "sampler", "your_trainer", "ratiocheck" */
 struct rc_threeway {
     int64_t len;                 /* the longest length compared */
     char ratiocheck[160];        /* ratiocheck's trainer (its --trainer spec) */
     rc_pair_stats pair[RC_TW_N];
+    /* with --reference: each column's mean / max |column - reference| over the
+     * same tokens (the reference's name in ref, "" without one); ratiocheck's
+     * column's mean is the trainer dtype's own noise on these tokens */
+    char ref[8];
+    int64_t ref_count;
+    double ref_mean_abs[RC_TW_COLS], ref_max_abs[RC_TW_COLS];
     rc_tw_off off;
-    char summary[400];           /* the line: which side is off, and why */
+    char summary[512];           /* the line: which side is off, and why */
 };
 typedef struct rc_threeway rc_threeway;
 /* one token's three log-probs at a time; then the summary */
 typedef struct {
     int64_t n[RC_TW_N], same[RC_TW_N];
     double s1[RC_TW_N], s2[RC_TW_N], sabs[RC_TW_N], maxabs[RC_TW_N], k3[RC_TW_N], mpe[RC_TW_N];
+    int64_t nref;
+    double rsum[RC_TW_COLS], rmax[RC_TW_COLS];
 } rc_threeway_acc;
-void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck);
+/* one token; ref: the reference's value (NaN without one) */
+void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck, double ref);
 void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw);
 
 /* One setting of `ratiocheck sweep`: the same rollouts replayed with one

@@ -12,6 +12,7 @@ const char *const rc_threeway_names[RC_TW_N] = {"sampler_vs_your_trainer", "samp
 const char *const rc_threeway_labels[RC_TW_N] = {"sampler vs your trainer", "sampler vs ratiocheck",
                                                  "your trainer vs ratiocheck"};
 const char *const rc_tw_off_names[4] = {"sampler", "your_trainer", "both", "none"};
+const char *const rc_threeway_cols[RC_TW_COLS] = {"sampler", "your_trainer", "ratiocheck"};
 
 /* d = b - a, one token; the mean and the sum of squared deviations
  * (Welford) in s1 / s2 */
@@ -34,11 +35,20 @@ static void pair_add(rc_threeway_acc *a, int k, float av, float bv)
     a->same[k] += x == y;
 }
 
-void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck)
+void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck, double ref)
 {
     pair_add(a, RC_TW_SAMPLER_YOURS, sampler, yours);
     pair_add(a, RC_TW_SAMPLER_RC, sampler, ratiocheck);
     pair_add(a, RC_TW_YOURS_RC, yours, ratiocheck);
+    const float col[RC_TW_COLS] = {sampler, yours, ratiocheck};
+    if (isnan(ref) || isnan(sampler) || isnan(yours) || isnan(ratiocheck))
+        return;
+    a->nref++;
+    for (int k = 0; k < RC_TW_COLS; k++) {
+        const double d = fabs((double)col[k] - ref);
+        a->rsum[k] += d;
+        a->rmax[k] = d > a->rmax[k] ? d : a->rmax[k];
+    }
 }
 
 void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw)
@@ -55,6 +65,16 @@ void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw)
         p->mult_prob_err = n > 0 ? a->mpe[k] / n : NAN;
         p->identical_frac = n > 0 ? (double)a->same[k] / n : NAN;
     }
+    tw->ref_count = a->nref;
+    for (int k = 0; k < RC_TW_COLS; k++) {
+        tw->ref_mean_abs[k] = a->nref > 0 ? a->rsum[k] / (double)a->nref : NAN;
+        tw->ref_max_abs[k] = a->nref > 0 ? a->rmax[k] : NAN;
+    }
+    if (a->nref == 0)
+        tw->ref[0] = '\0';
+    /* the dtype's noise: ratiocheck's trainer's own mean |d| from the reference */
+    const double noise = tw->ref[0] ? tw->ref_mean_abs[RC_TW_COL_RC] : NAN;
+    char within[160] = "";
     /* docs/score.md "Three columns": the side farther from ratiocheck's
      * trainer is off when the other is at least 1 / RC_TW_CLOSER times closer */
     const double s = tw->pair[RC_TW_SAMPLER_RC].mean_abs, y = tw->pair[RC_TW_YOURS_RC].mean_abs;
@@ -68,14 +88,20 @@ void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw)
                  rc);
     } else if (y <= RC_TW_CLOSER * s) {
         tw->off = RC_TW_OFF_SAMPLER;
+        if (y <= RC_TW_NOISE * noise)
+            snprintf(within, sizeof within, " within the dtype's noise (%g x its own mean |d| from the %s reference, "
+                     "%.3g)", RC_TW_NOISE, tw->ref, noise);
         snprintf(tw->summary, sizeof tw->summary,
-                 "your trainer agrees with ratiocheck's %s (mean |d| %.3g, %.3gx closer than the sampler's %.3g); "
-                 "the mismatch is the sampler's", rc, y, y > 0 ? s / y : INFINITY, s);
+                 "your trainer agrees with ratiocheck's %s%s (mean |d| %.3g, %.3gx closer than the sampler's %.3g); "
+                 "the mismatch is the sampler's", rc, within, y, y > 0 ? s / y : INFINITY, s);
     } else if (s <= RC_TW_CLOSER * y) {
         tw->off = RC_TW_OFF_YOURS;
+        if (s <= RC_TW_NOISE * noise)
+            snprintf(within, sizeof within, " within the dtype's noise (%g x its own mean |d| from the %s reference, "
+                     "%.3g)", RC_TW_NOISE, tw->ref, noise);
         snprintf(tw->summary, sizeof tw->summary,
-                 "the sampler agrees with ratiocheck's %s (mean |d| %.3g, %.3gx closer than your trainer's %.3g); "
-                 "the mismatch is your trainer's", rc, s, s > 0 ? y / s : INFINITY, y);
+                 "the sampler agrees with ratiocheck's %s%s (mean |d| %.3g, %.3gx closer than your trainer's %.3g); "
+                 "the mismatch is your trainer's", rc, within, s, s > 0 ? y / s : INFINITY, y);
     } else {
         tw->off = RC_TW_OFF_BOTH;
         snprintf(tw->summary, sizeof tw->summary,
