@@ -40,6 +40,9 @@ check logged_chunks "" --len 5,10,24 --chunk-rollouts 5
 # mismatch is the sampler's (HF bf16)
 check three_fp32 sampler --model "$SRC/data/models/pythia-rc-tiny" --trainer dtype=fp32 --len 8,24
 check three_fp32_ref sampler --model "$SRC/data/models/pythia-rc-tiny" --trainer dtype=fp32 --reference fp64
+# against the fp64 reference HF's fp32 trainer is exact to 6e-7, the bf16 sampler 7.9e-3 off: the
+# sampler's, whatever ratiocheck's trainer (here bf16, which alone would point at your trainer)
+check three_bf16_ref sampler --model "$SRC/data/models/pythia-rc-tiny" --dtype bf16 --reference fp64
 check three_fp32_chunks sampler --model "$SRC/data/models/pythia-rc-tiny" --trainer dtype=fp32 --chunk-rollouts 5
 # ratiocheck's bf16 trainer is closer to the bf16 sampler than to an fp32 trainer
 check three_bf16 your_trainer --model "$SRC/data/models/pythia-rc-tiny" --dtype bf16

@@ -85,7 +85,7 @@ def len_stats(gen, gen_len, fwd, L, attrs):
     return out
 
 
-def pairs(gen, yours, rc, gen_len, L):
+def pairs(gen, yours, rc, gen_len, L, ref=None):
     valid = np.arange(L)[None, :] < np.minimum(gen_len, L)[:, None]
     cols = {"sampler_vs_your_trainer": (gen, yours), "sampler_vs_ratiocheck": (gen, rc),
             "your_trainer_vs_ratiocheck": (yours, rc)}
@@ -98,8 +98,12 @@ def pairs(gen, yours, rc, gen_len, L):
                   "mult_prob_err": np.mean(np.exp(np.abs(d))),
                   "identical_frac": np.mean(a.view(np.uint32)[valid] == b.view(np.uint32)[valid])}
     s, y = out["sampler_vs_ratiocheck"]["mean_abs"], out["your_trainer_vs_ratiocheck"]["mean_abs"]
-    # docs/score.md "Three columns": the side farther from ratiocheck's trainer is off when the other
-    # is at least twice as close
+    if ref is not None:  # with a reference, each side's distance from it decides
+        both = valid & ~np.isnan(ref)
+        s = np.abs(gen.astype(np.float64) - ref)[both].mean()
+        y = np.abs(yours.astype(np.float64) - ref)[both].mean()
+    # docs/score.md "Three columns": the side farther (from the reference, else from ratiocheck's
+    # trainer) is off when the other is at least twice as close
     off = "none" if s == 0 and y == 0 else "sampler" if y <= 0.5 * s else "your_trainer" if s <= 0.5 * y else "both"
     return out, off
 
@@ -144,7 +148,7 @@ def main(jsonl, h5, score_json):
     if "logprob_ratiocheck" in f["rollouts"]:
         rc = f["rollouts/logprob_ratiocheck"][...]
         cr.equal("logprob_ratiocheck NaN exactly where the others are", np.isnan(rc), np.isnan(gen))
-        want_p, off = pairs(gen, tr, rc, gen_len, G)
+        want_p, off = pairs(gen, tr, rc, gen_len, G, f["reference/logprob"][...] if "reference" in f else None)
         got = j["three_columns"]
         cr.checks_equal("three columns: off", got["off"], off)
         cr.checks_equal("three columns: off (HDF5)", f["threeway"].attrs["off"], off)

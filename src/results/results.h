@@ -309,7 +309,7 @@ struct rc_threeway {
     int64_t ref_count;
     double ref_mean_abs[RC_TW_COLS], ref_max_abs[RC_TW_COLS];
     rc_tw_off off;
-    char summary[512];           /* the line: which side is off, and why */
+    char summary[1024];          /* the line: which side is off, and why */
 };
 typedef struct rc_threeway rc_threeway;
 /* one token's three log-probs at a time; then the summary */

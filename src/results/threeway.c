@@ -72,40 +72,49 @@ void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw)
     }
     if (a->nref == 0)
         tw->ref[0] = '\0';
-    /* the dtype's noise: ratiocheck's trainer's own mean |d| from the reference */
-    const double noise = tw->ref[0] ? tw->ref_mean_abs[RC_TW_COL_RC] : NAN;
-    char within[160] = "";
-    /* docs/score.md "Three columns": the side farther from ratiocheck's
-     * trainer is off when the other is at least 1 / RC_TW_CLOSER times closer */
-    const double s = tw->pair[RC_TW_SAMPLER_RC].mean_abs, y = tw->pair[RC_TW_YOURS_RC].mean_abs;
+    /* docs/score.md "Three columns". Which side is off: with a reference,
+     * the one farther from it (the exact value) when the other is at least
+     * 1 / RC_TW_CLOSER times closer; without one, the one farther from
+     * ratiocheck's trainer, under the same rule */
     const char *rc = tw->ratiocheck[0] ? tw->ratiocheck : "trainer";
+    const bool by_ref = tw->ref[0] != '\0';
+    const double s = by_ref ? tw->ref_mean_abs[RC_TW_COL_SAMPLER] : tw->pair[RC_TW_SAMPLER_RC].mean_abs;
+    const double y = by_ref ? tw->ref_mean_abs[RC_TW_COL_YOURS] : tw->pair[RC_TW_YOURS_RC].mean_abs;
+    const char *from = by_ref ? tw->ref : rc;
+    char against[200];
+    snprintf(against, sizeof against, by_ref ? "the %s reference" : "ratiocheck's %s", from);
+    /* the closer side and ratiocheck's trainer: within the dtype's noise when
+     * their mean |d| is at most RC_TW_NOISE x ratiocheck's own from the reference */
+    const double noise = by_ref ? tw->ref_mean_abs[RC_TW_COL_RC] : NAN;
+    const double ys = tw->pair[RC_TW_YOURS_RC].mean_abs, ss = tw->pair[RC_TW_SAMPLER_RC].mean_abs;
+    char tail[400] = "";
     if (!(s >= 0) || !(y >= 0)) {
         tw->off = RC_TW_OFF_NONE;
         snprintf(tw->summary, sizeof tw->summary, "no token has all three log-probs");
-    } else if (s == 0 && y == 0) {
-        tw->off = RC_TW_OFF_NONE;
-        snprintf(tw->summary, sizeof tw->summary, "the sampler, your trainer and ratiocheck's %s agree bit for bit",
-                 rc);
-    } else if (y <= RC_TW_CLOSER * s) {
-        tw->off = RC_TW_OFF_SAMPLER;
-        if (y <= RC_TW_NOISE * noise)
-            snprintf(within, sizeof within, " within the dtype's noise (%g x its own mean |d| from the %s reference, "
-                     "%.3g)", RC_TW_NOISE, tw->ref, noise);
-        snprintf(tw->summary, sizeof tw->summary,
-                 "your trainer agrees with ratiocheck's %s%s (mean |d| %.3g, %.3gx closer than the sampler's %.3g); "
-                 "the mismatch is the sampler's", rc, within, y, y > 0 ? s / y : INFINITY, s);
-    } else if (s <= RC_TW_CLOSER * y) {
-        tw->off = RC_TW_OFF_YOURS;
-        if (s <= RC_TW_NOISE * noise)
-            snprintf(within, sizeof within, " within the dtype's noise (%g x its own mean |d| from the %s reference, "
-                     "%.3g)", RC_TW_NOISE, tw->ref, noise);
-        snprintf(tw->summary, sizeof tw->summary,
-                 "the sampler agrees with ratiocheck's %s%s (mean |d| %.3g, %.3gx closer than your trainer's %.3g); "
-                 "the mismatch is your trainer's", rc, within, s, s > 0 ? y / s : INFINITY, y);
-    } else {
-        tw->off = RC_TW_OFF_BOTH;
-        snprintf(tw->summary, sizeof tw->summary,
-                 "neither side is 2x closer to ratiocheck's %s (mean |d| sampler %.3g, your trainer %.3g): both "
-                 "differ from it, or it computes unlike both (try another --trainer spec)", rc, s, y);
+        return;
     }
+    if (s == 0 && y == 0) {
+        tw->off = RC_TW_OFF_NONE;
+        snprintf(tw->summary, sizeof tw->summary, "the sampler and your trainer both equal %s bit for bit", against);
+        return;
+    }
+    if (y <= RC_TW_CLOSER * s || s <= RC_TW_CLOSER * y) {
+        const bool sampler_off = y <= RC_TW_CLOSER * s;
+        const char *good = sampler_off ? "your trainer" : "the sampler";
+        const char *bad = sampler_off ? "the sampler's" : "your trainer's";
+        const double dg = sampler_off ? y : s, db = sampler_off ? s : y, drc = sampler_off ? ys : ss;
+        tw->off = sampler_off ? RC_TW_OFF_SAMPLER : RC_TW_OFF_YOURS;
+        if (by_ref && drc <= RC_TW_NOISE * noise)
+            snprintf(tail, sizeof tail, "; %s agrees with ratiocheck's %s within the dtype's noise (mean |d| %.3g, "
+                     "%g x its own %.3g from the reference)", good, rc, drc, RC_TW_NOISE, noise);
+        else if (by_ref)
+            snprintf(tail, sizeof tail, "; ratiocheck's %s is %.3g from %s", rc, drc, good);
+        snprintf(tw->summary, sizeof tw->summary, "%s agrees with %s (mean |d| %.3g, %.3gx closer than %s %.3g); "
+                 "the mismatch is %s%s", good, against, dg, dg > 0 ? db / dg : INFINITY, bad, db, bad, tail);
+        return;
+    }
+    tw->off = RC_TW_OFF_BOTH;
+    snprintf(tw->summary, sizeof tw->summary,
+             "neither side is 2x closer to %s (mean |d| sampler %.3g, your trainer %.3g): both differ from it%s",
+             against, s, y, by_ref ? "" : ", or it computes unlike both (try another --trainer spec, or --reference)");
 }
