@@ -552,8 +552,8 @@ int cmd_score(int argc, char **argv, const char *cmdline)
         char tr[160];
         rc_side_str(&x.ro.trainer, true, tr, sizeof tr);
         if (set.has_trainer && !sa.sweep) /* the statistics compare the two logged columns */
-            snprintf(x.res.trainer, sizeof x.res.trainer, "logged (trainer_logprobs)%s%.100s%s", logged ? "" : "; "
-                     "ratiocheck's: ", logged ? "" : tr, "");
+            snprintf(x.res.trainer, sizeof x.res.trainer, "logged (trainer_logprobs)%s%.100s",
+                     logged ? "" : "; ratiocheck's: ", logged ? "" : tr);
         else
             snprintf(x.res.trainer, sizeof x.res.trainer, "%s", tr);
         snprintf(x.res.sampler, sizeof x.res.sampler, "logged (%s file, %s log-probs, temperature %g, top_k %lld, "
