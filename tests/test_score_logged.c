@@ -174,6 +174,9 @@ START_TEST(test_no_model)
     ck_assert_msg(strstr(g_err, "give --model DIR"), "%s", g_err);
     ck_assert_int_eq(run("score -q --rollouts '%s/big_ids.jsonl' --out none --sweep", g_dir), 2);
     ck_assert_msg(strstr(g_err, "give --model DIR"), "%s", g_err);
+    /* a length past every response, refused as with a model */
+    ck_assert_int_eq(run("score -q --rollouts '%s/big_ids.jsonl' --out none --len 3", g_dir), 2);
+    ck_assert_msg(strstr(g_err, "--len 3 exceeds the 2 tokens"), "%s", g_err);
     /* with --model, its vocabulary applies */
     ck_assert_int_eq(run("score -q --rollouts '%s/big_ids.jsonl' --out none --model ../../models/pythia-rc-tiny",
                          g_dir), 4);

@@ -478,6 +478,9 @@ int cmd_score(int argc, char **argv, const char *cmdline)
         st = rc_errorf(st, "%s; without --model the bundled model (%s) was used: give --model DIR, the model the "
                        "rollouts came from", why, x.ro.model_dir);
     }
+    if (st == RC_OK && logged && !sa.check_only && x.cfg.lens[x.cfg.n_lens - 1] > plan.G) /* as a forward would */
+        st = rc_errorf(RC_ERR_USAGE, "--len %lld exceeds the %lld tokens of the replayed rollouts",
+                       (long long)x.cfg.lens[x.cfg.n_lens - 1], (long long)plan.G);
     for (int i = 0; i < text_notes.n_warnings; i++)
         fprintf(stderr, "ratiocheck: warning: %s\n", text_notes.warnings[i]);
     if (st == RC_OK && sa.check_only) { /* what the file holds, no forward pass */
