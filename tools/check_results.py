@@ -108,7 +108,9 @@ LEN_ATTRS = ["len", "count", "mean", "std", "min", "max",
              "seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_sum_min",
              "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
              "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
-             "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position"]
+             "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position",
+             "first_token_count", "first_token_mean_abs_log_ratio", "first_token_max_abs_log_ratio", "first_token_k3",
+             "later_tokens_mean_abs_log_ratio"]
 # --distribution (docs/statistics.md "Distribution"): only in a length with the per-token kl / tv / top1_agree
 DIST_ATTRS = ["dist_count", "kl_mean", "kl_std", "kl_min", "kl_max", "tv_mean", "tv_std", "tv_min", "tv_max",
               "top1_agree"]
@@ -387,6 +389,18 @@ def main(path, nonzero=False):
         diff_pos = np.nonzero((~same & valid).any(axis=0))[0]
         close(f"L={L} first_divergent_position", a["first_divergent_position"],
               diff_pos[0] if len(diff_pos) else -1)
+        # the first generated token on its own (t = 0), the later ones (1 <= t < L) beside it
+        first, later = valid[:, 0], valid[:, 1:]
+        close(f"L={L} first_token_count", a["first_token_count"], first.sum())
+        with np.errstate(all="ignore"):
+            close(f"L={L} first_token_mean_abs_log_ratio", a["first_token_mean_abs_log_ratio"],
+                  np.mean(np.abs(lr[first, 0])) if first.any() else np.nan)
+            close(f"L={L} first_token_max_abs_log_ratio", a["first_token_max_abs_log_ratio"],
+                  np.max(np.abs(lr[first, 0])) if first.any() else np.nan)
+            close(f"L={L} first_token_k3", a["first_token_k3"],
+                  np.mean(r[first, 0] - 1 - lr[first, 0]) if first.any() else np.nan)
+            close(f"L={L} later_tokens_mean_abs_log_ratio", a["later_tokens_mean_abs_log_ratio"],
+                  np.mean(np.abs(lr[:, 1:][later])) if later.any() else np.nan)
         equal(f"L={L} ratio", g["ratio"][...], np.where(np.isnan(lr), np.nan, np.exp(lr)).astype(np.float32))
         equal(f"L={L} log_ratio", g["log_ratio"][...], fwd - gl)
         cnt = valid.sum(axis=0)

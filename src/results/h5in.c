@@ -403,7 +403,7 @@ static rc_status read_strs(h5r *r, const char *name, int64_t n, char ***out)
 
 /* bytes of every array rc_h5_read and rc_compute_stats would allocate, or -1
  * on overflow */
-static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, bool ent, bool dist,
+static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, int f32_extra, bool dist,
                               const int64_t *lens, int64_t nlens)
 {
     int64_t pt, sg, t, total = 0;
@@ -413,7 +413,7 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
         return -1;
     /* rollouts: 3 x i32 [S], completion pointers; tokens + 2 log-prob arrays (+ entropy, reference) [S, G] */
     if (!rc_mul_i64(S, 3 * 4 + 8, &t) || !rc_add_i64(total, t, &total) || !rc_mul_i64(S, G, &sg) ||
-        !rc_mul_i64(sg, 3 * 4 + (ent ? 4 : 0) + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
+        !rc_mul_i64(sg, 3 * 4 + 4 * f32_extra + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
         return -1;
     /* per length: forward log-probs [S, L], and the statistics' double scratch */
     for (int64_t i = 0; i < nlens; i++)
@@ -421,6 +421,36 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
             !rc_add_i64(total, t, &total))
             return -1;
     return total;
+}
+
+/* /threeway (h5out.c write_threeway): recomputed from /rollouts'
+ * logprob_gen, logprob_trainer and logprob_ratiocheck; only ratiocheck's
+ * trainer spec is read from its attributes */
+static rc_status read_threeway(h5r *r, rc_results *out)
+{
+    RC_TRY(rc_calloc((void **)&out->threeway, 1, sizeof *out->threeway, "results"));
+    rc_threeway *t = out->threeway;
+    rc_status st = RC_OK;
+    if (H5Lexists(r->f, "/threeway", H5P_DEFAULT) > 0) {
+        hid_t g = H5Gopen2(r->f, "/threeway", H5P_DEFAULT);
+        if (g < 0)
+            return BAD(r, "/threeway cannot be opened");
+        if (H5Aexists(g, "ratiocheck") > 0)
+            st = attr_string(r, g, "ratiocheck", t->ratiocheck, sizeof t->ratiocheck, NULL);
+        H5Gclose(g);
+    }
+    const int64_t G = out->gen_len;
+    rc_threeway_acc a;
+    memset(&a, 0, sizeof a);
+    for (int64_t q = 0; st == RC_OK && q < out->n_seq; q++)
+        for (int64_t i = q * G; i < q * G + out->gen_valid[q]; i++)
+            rc_threeway_add(&a, out->logprob_gen[i], out->logprob_trainer[i], out->logprob_ratiocheck[i],
+                            out->logprob_ref ? out->logprob_ref[i] : NAN);
+    t->len = G;
+    if (out->logprob_ref)
+        snprintf(t->ref, sizeof t->ref, "%s", out->reference);
+    rc_threeway_finish(&a, t);
+    return st;
 }
 
 /* `ratiocheck sweep`'s rows (h5out.c write_sweep): each setting's name,
@@ -686,8 +716,13 @@ static rc_status read_all(h5r *r, rc_results *out)
     char dname[64];
     snprintf(dname, sizeof dname, "/len_%04lld/kl", nlens > 0 ? (long long)lens[0] : 0LL);
     const bool dist = nlens > 0 && H5Lexists(r->f, dname, H5P_DEFAULT) > 0;
+    /* score of a file with trainer_logprobs: the user's trainer, and with --model ratiocheck's (absent otherwise) */
+    const bool has_tr = H5Lexists(r->f, "/rollouts", H5P_DEFAULT) > 0 &&
+                        H5Lexists(r->f, "/rollouts/logprob_trainer", H5P_DEFAULT) > 0;
+    const bool has_rc = has_tr && H5Lexists(r->f, "/rollouts/logprob_ratiocheck", H5P_DEFAULT) > 0;
     if (st == RC_OK) {
-        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, ent, dist, lens, nlens);
+        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, (int)ent + (int)has_tr + (int)has_rc, dist,
+                                       lens, nlens);
         if (bytes < 0 || bytes > RC_MAX_READ_BYTES)
             st = badf(r, RC_ERR_NOMEM,
                       "declares %lld prompts x %lld tokens and %lld sequences x %lld tokens, more than the %lld GiB "
@@ -730,6 +765,12 @@ static rc_status read_all(h5r *r, rc_results *out)
                      (void **)&out->logprob_gen_processed);
     if (st == RC_OK && ent)
         st = read_ds(r, "/rollouts/entropy", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G, (void **)&out->entropy_gen);
+    if (st == RC_OK && has_tr)
+        st = read_ds(r, "/rollouts/logprob_trainer", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G,
+                     (void **)&out->logprob_trainer);
+    if (st == RC_OK && has_rc)
+        st = read_ds(r, "/rollouts/logprob_ratiocheck", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G,
+                     (void **)&out->logprob_ratiocheck);
     if (st == RC_OK && ref)
         st = read_ds(r, "/reference/logprob", DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, G, (void **)&out->logprob_ref);
     if (st == RC_OK)
@@ -748,6 +789,8 @@ static rc_status read_all(h5r *r, rc_results *out)
         }
     }
     free(lens);
+    if (st == RC_OK && has_rc) /* the three columns' summary, recomputed from them */
+        st = read_threeway(r, out);
     if (st == RC_OK)
         st = read_sweep(r, out);
     if (st == RC_OK)

@@ -68,6 +68,13 @@
  *                                   the end
  *   logprob_gen_processed f32[S, T] the same after top-k / top-p
  *                                   renormalisation (what the sampler drew from)
+ *   logprob_trainer   f32[S, T]     `score` of a file with trainer_logprobs: the
+ *                                   user's trainer's log-probs as logged (every
+ *                                   /len_NNNN/logprob_forward is then these);
+ *                                   NaN after the end (absent otherwise)
+ *   logprob_ratiocheck f32[S, T]    the same with --model: ratiocheck's own
+ *                                   trainer's forward, the third column
+ *                                   (docs/score.md "Three columns")
  *   entropy           f32[S, T]     entropy (nats) of the distribution logprob_gen
  *                                   is from: -sum_i p_i log p_i over the whole
  *                                   vocabulary, p_i = exp of the step's fp32
@@ -201,6 +208,16 @@
  *               reason     str   why a value is n/a, else ""
  *   datasets:   len                    i64[n]  every length, as /len_NNNN
  *               seq_log_ratio_sum_var  f64[n]  var(S) (population) at each
+ *
+ * /threeway  (`score` with trainer_logprobs and --model; attributes only,
+ *            recomputed from the three /rollouts columns by `report`)
+ *   len, ratiocheck (its trainer's spec), off ("sampler", "your_trainer",
+ *   "both", "none"), summary (the line); per pair P in sampler_vs_your_trainer,
+ *   sampler_vs_ratiocheck, your_trainer_vs_ratiocheck, d = b - a per token:
+ *   P_count i64, P_mean, P_std, P_mean_abs, P_max_abs, P_k3 (mean e^d - 1 - d),
+ *   P_mult_prob_err (mean e^|d|), P_identical_frac f64; with --reference:
+ *   reference (its name), reference_count, and per column C in sampler,
+ *   your_trainer, ratiocheck: C_ref_mean_abs, C_ref_max_abs f64 (|C - reference|)
  *
  * /verdict   (attributes only; recomputed from the tensors by `report`)
  *   token_ppo, sequence_is, gspo            str   "OK", "WARN" or "FAIL" (README
@@ -786,6 +803,10 @@ static rc_status write_rollouts(const h5w *w, const rc_results *r)
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_gen_processed", r->n_seq, r->gen_len,
                        r->logprob_gen_processed);
+    if (st == RC_OK && r->logprob_trainer)
+        st = ds_f32_2d(w, g, o, "logprob_trainer", r->n_seq, r->gen_len, r->logprob_trainer);
+    if (st == RC_OK && r->logprob_ratiocheck)
+        st = ds_f32_2d(w, g, o, "logprob_ratiocheck", r->n_seq, r->gen_len, r->logprob_ratiocheck);
     if (st == RC_OK && r->entropy_gen)
         st = ds_f32_2d(w, g, o, "entropy", r->n_seq, r->gen_len, r->entropy_gen);
     if (st == RC_OK && r->completion)
@@ -1026,6 +1047,52 @@ rc_status write_growth(const h5w *w, const rc_results *r)
     return group_close(w, g, o, st);
 }
 
+rc_status write_threeway(const h5w *w, const rc_results *r)
+{
+    const rc_threeway *t = r->threeway;
+    if (!t)
+        return RC_OK;
+    const char *o = "/threeway";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = attr_i64(w, g, o, "len", t->len);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "ratiocheck", t->ratiocheck);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "off", rc_tw_off_names[t->off]);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "summary", t->summary);
+    if (st == RC_OK && t->ref[0]) { /* each column against the reference */
+        st = attr_str(w, g, o, "reference", t->ref);
+        if (st == RC_OK)
+            st = attr_i64(w, g, o, "reference_count", t->ref_count);
+        for (int k = 0; k < RC_TW_COLS && st == RC_OK; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s_ref_mean_abs", rc_threeway_cols[k]);
+            st = attr_f64(w, g, o, name, t->ref_mean_abs[k]);
+            snprintf(name, sizeof name, "%s_ref_max_abs", rc_threeway_cols[k]);
+            if (st == RC_OK)
+                st = attr_f64(w, g, o, name, t->ref_max_abs[k]);
+        }
+    }
+    for (int k = 0; k < RC_TW_N && st == RC_OK; k++) {
+        const rc_pair_stats *p = &t->pair[k];
+        const struct {
+            const char *name;
+            double v;
+        } f[] = {{"mean", p->mean}, {"std", p->std}, {"mean_abs", p->mean_abs}, {"max_abs", p->max_abs},
+                 {"k3", p->k3}, {"mult_prob_err", p->mult_prob_err}, {"identical_frac", p->identical_frac}};
+        char name[96];
+        snprintf(name, sizeof name, "%s_count", rc_threeway_names[k]);
+        st = attr_i64(w, g, o, name, p->count);
+        for (size_t i = 0; i < sizeof f / sizeof f[0] && st == RC_OK; i++) {
+            snprintf(name, sizeof name, "%s_%s", rc_threeway_names[k], f[i].name);
+            st = attr_f64(w, g, o, name, f[i].v);
+        }
+    }
+    return group_close(w, g, o, st);
+}
+
 rc_status write_verdict(const h5w *w, const rc_results *r)
 {
     const char *o = "/verdict";
@@ -1244,6 +1311,7 @@ static rc_status write_all(const h5w *w, const rc_results *r)
     RC_TRY(write_cross(w, r));
     RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
+    RC_TRY(write_threeway(w, r));
     RC_TRY(write_sweep(w, r));
     RC_TRY(write_routing(w, r));
     return write_trace(w, r);

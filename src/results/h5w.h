@@ -34,6 +34,7 @@ void ratio_rows(const float *fwd, const float *gen, int64_t n, int64_t L, int64_
 rc_status ds_i32_2d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t rows, int64_t cols, const int32_t *data);
 rc_status ds_f64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n, const double *data);
 rc_status write_verdict(const h5w *w, const rc_results *r);
+rc_status write_threeway(const h5w *w, const rc_results *r);
 rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_stats *s);
 rc_status write_root_attrs(const h5w *w, const rc_results *r);
 rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_result *lr);

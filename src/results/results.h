@@ -159,6 +159,11 @@ struct rc_len_stats {
     double seq_mean_mean, seq_mean_std, seq_mean_min, seq_mean_max; /* of M */
     double seq_frac_outside_band; /* |exp(M) - 1| > seq_eps: GSPO's clipped sequence ratio */
     double seq_frac_above_cap;    /* exp(S) > seq_cap: sequence-level importance sampling */
+    /* the first generated token on its own (t = 0: its sampler log-prob comes from the prefill, the
+     * others' from decode steps), and the later tokens (t >= 1) beside it */
+    int64_t first_count;        /* sequences with a valid token t = 0 */
+    double first_mean_abs_log_ratio, first_max_abs_log_ratio, first_k3;
+    double later_mean_abs_log_ratio; /* mean |log r| over the valid tokens 1 <= t < L */
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */
@@ -311,6 +316,57 @@ typedef struct {
     double worst_token_ratio, worst_seq_ratio;
 } rc_verdict;
 
+/* ratiocheck score with trainer_logprobs and --model (docs/score.md "Three
+ * columns"): the three log-probs of every valid token t < the longest
+ * length, compared two by two. Pair k compares side a with side b, d = b - a
+ * per token: sampler vs your trainer (the logged pair), sampler vs
+ * ratiocheck's trainer, your trainer vs ratiocheck's trainer. */
+enum { RC_TW_SAMPLER_YOURS, RC_TW_SAMPLER_RC, RC_TW_YOURS_RC, RC_TW_N };
+extern const char *const rc_threeway_names[RC_TW_N]; /* JSON keys, HDF5 attribute prefixes */
+extern const char *const rc_threeway_labels[RC_TW_N]; /* the table's rows */
+typedef struct {
+    int64_t count;
+    double mean, std;            /* of d (population std) */
+    double mean_abs, max_abs;    /* of |d| */
+    double k3;                   /* mean(e^d - 1 - d) */
+    double mult_prob_err;        /* mean exp|d| */
+    double identical_frac;       /* d == 0 bitwise-equal values */
+} rc_pair_stats;
+/* which side is off: the closer pair to ratiocheck's trainer decides when
+ * its mean |d| is at most RC_TW_CLOSER times the other's; with a reference,
+ * "within the dtype's noise" when that mean |d| is at most RC_TW_NOISE times
+ * ratiocheck's own mean |d| from the reference */
+#define RC_TW_CLOSER 0.5
+#define RC_TW_NOISE 2.0
+typedef enum { RC_TW_OFF_SAMPLER, RC_TW_OFF_YOURS, RC_TW_OFF_BOTH, RC_TW_OFF_NONE } rc_tw_off;
+extern const char *const rc_tw_off_names[4]; /* "sampler", "your_trainer", "both", "none" */
+enum { RC_TW_COL_SAMPLER, RC_TW_COL_YOURS, RC_TW_COL_RC, RC_TW_COLS };
+extern const char *const rc_threeway_cols[RC_TW_COLS]; /* "sampler", "your_trainer", "ratiocheck" */
+struct rc_threeway {
+    int64_t len;                 /* the longest length compared */
+    char ratiocheck[160];        /* ratiocheck's trainer (its --trainer spec) */
+    rc_pair_stats pair[RC_TW_N];
+    /* with --reference: each column's mean / max |column - reference| over the
+     * same tokens (the reference's name in ref, "" without one); ratiocheck's
+     * column's mean is the trainer dtype's own noise on these tokens */
+    char ref[8];
+    int64_t ref_count;
+    double ref_mean_abs[RC_TW_COLS], ref_max_abs[RC_TW_COLS];
+    rc_tw_off off;
+    char summary[1024];          /* the line: which side is off, and why */
+};
+typedef struct rc_threeway rc_threeway;
+/* one token's three log-probs at a time; then the summary */
+typedef struct {
+    int64_t n[RC_TW_N], same[RC_TW_N];
+    double s1[RC_TW_N], s2[RC_TW_N], sabs[RC_TW_N], maxabs[RC_TW_N], k3[RC_TW_N], mpe[RC_TW_N];
+    int64_t nref;
+    double rsum[RC_TW_COLS], rmax[RC_TW_COLS];
+} rc_threeway_acc;
+/* one token; ref: the reference's value (NaN without one) */
+void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck, double ref);
+void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw);
+
 /* One setting of `ratiocheck sweep`: the same rollouts replayed with one
  * variable changed from the base (README "Sweep"). */
 typedef struct rc_results rc_results;
@@ -363,6 +419,15 @@ struct rc_results {
     float *entropy_gen;     /* [n_seq, gen_len] entropy (nats) of the distribution logprob_gen is from,
                                or NULL (files written before it) */
     double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */
+    /* ratiocheck score of a file with trainer_logprobs: the user's trainer's
+     * log-probs as logged ([n_seq, gen_len], NaN after the end; NULL
+     * otherwise). The statistics then compare them with logprob_gen (they
+     * are every length's logprob_fwd, its first L columns); with --model,
+     * logprob_ratiocheck holds ratiocheck's own trainer (the longest length's
+     * forward, [n_seq, gen_len]) and threeway the pairs' summary. */
+    float *logprob_trainer;
+    float *logprob_ratiocheck;
+    struct rc_threeway *threeway;
     int64_t trainer_outside_kept; /* score with top-k / top-p processed log-probs: logged tokens the
                                      trainer's top-k / top-p removes, at the longest length (not stored) */
     /* per length */
