@@ -1,0 +1,323 @@
+/* The Gated DeltaNet ops (gdn.h); the per-output arithmetic is in
+ * ops_inline.h. docs/numerics.md "Gated DeltaNet" states each rule. */
+#include "gdn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_inline.h"
+#include "util.h"
+
+/* MKL's order for the small triangular solves (measured, docs/numerics.md):
+ * rows in blocks of this many */
+#define RC_GDN_TRSM_BLOCK 48
+
+rc_status rc_gdn_dims_check(const rc_gdn_dims *d)
+{
+    if (d->hk < 1 || d->hv < 1 || d->dk < 1 || d->dv < 1)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "Gated DeltaNet: heads %lld / %lld, head dims %lld / %lld",
+                         (long long)d->hk, (long long)d->hv, (long long)d->dk, (long long)d->dv);
+    if (d->hv % d->hk != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "Gated DeltaNet: %lld value heads are not a multiple of %lld key heads",
+                         (long long)d->hv, (long long)d->hk);
+    int64_t n;
+    if (!rc_mul_i64(d->hv, d->dk, &n) || !rc_mul_i64(n, d->dv, &n) || n > RC_MAX_ALLOC / 8)
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: a state of %lld x %lld x %lld is too large", (long long)d->hv,
+                         (long long)d->dk, (long long)d->dv);
+    return RC_OK;
+}
+
+void rc_gdn_gates(const float *a, const float *b, int64_t T, int64_t hv, const float *A_log, const float *dt_bias,
+                  rc_dtype dt, float *g, float *beta)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < hv; h++)
+            rco_gdn_gate(a[t * hv + h], b[t * hv + h], A_log[h], dt_bias[h], dt, &g[t * hv + h], &beta[t * hv + h]);
+}
+
+rc_status rc_gdn_l2norm(const float *x, int64_t n, int64_t d, float *out)
+{
+    float *sq;
+    RC_TRY(rc_alloc_aligned((void **)&sq, d, sizeof *sq, "l2norm scratch"));
+    for (int64_t r = 0; r < n; r++)
+        rco_gdn_l2norm_row(x + r * d, d, sq, out + r * d);
+    free(sq);
+    return RC_OK;
+}
+
+rc_status rc_gdn_gated_rmsnorm(const float *x, const float *z, int64_t n, int64_t d, const float *w, float eps,
+                               rc_dtype dt, float *out)
+{
+    float *sq;
+    RC_TRY(rc_alloc_aligned((void **)&sq, d, sizeof *sq, "gated RMSNorm scratch"));
+    for (int64_t r = 0; r < n; r++)
+        rco_gdn_gated_rmsnorm_row(x + r * d, z + r * d, d, w, eps, dt, sq, out + r * d);
+    free(sq);
+    return RC_OK;
+}
+
+rc_status rc_gdn_conv(const float *x, int64_t T, int64_t C, const float *w, int64_t K, rc_dtype dt, float *out,
+                      float *state)
+{
+    float *taps;
+    RC_TRY(rc_alloc_aligned((void **)&taps, K, sizeof *taps, "conv scratch"));
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t s = t - (K - 1) + k;
+                taps[k] = s >= 0 ? x[s * C + c] : 0.0f;
+            }
+            out[t * C + c] = rco_gdn_conv_out(taps, w + c * K, K, dt);
+        }
+        if (state)
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t s = T - K + k;
+                state[c * K + k] = s >= 0 ? x[s * C + c] : 0.0f;
+            }
+    }
+    free(taps);
+    return RC_OK;
+}
+
+void rc_gdn_conv_step(const float *x, int64_t C, const float *w, int64_t K, rc_dtype dt, float *state, float *out)
+{
+    for (int64_t c = 0; c < C; c++) {
+        float *st = state + c * K;
+        for (int64_t k = 0; k + 1 < K; k++)
+            st[k] = st[k + 1];
+        st[K - 1] = x[c];
+        out[c] = rco_gdn_conv_out(st, w + c * K, K, dt);
+    }
+}
+
+/* the query's scaling: Python's dk ** 0.5 (recurrent: a division) and
+ * dk ** -0.5 (chunked: a product), each rounded to fp32 as torch does with
+ * a Python float */
+static float q_div(int64_t dk) { return (float)pow((double)dk, 0.5); }
+static float q_mul(int64_t dk) { return (float)pow((double)dk, -0.5); }
+
+rc_status rc_gdn_recurrent(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, int64_t T, rc_dtype out_dt, rc_dtype state_dt, float *state,
+                           float *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk;
+    float *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, dk * dv + 4 * dk + 2 * dv, sizeof *buf, "recurrent scratch"));
+    float *prod = buf, *qn = prod + dk * dv, *kn = qn + dk, *sq = kn + dk, *kv = sq + dk, *o = kv + dv;
+    const float div = q_div(dk);
+    for (int64_t h = 0; h < hv; h++) {
+        float *S = state + h * dk * dv;
+        const int64_t kh = h / rep;
+        for (int64_t t = 0; t < T; t++) {
+            rco_gdn_l2norm_row(q + (t * hk + kh) * dk, dk, sq, qn);
+            for (int64_t i = 0; i < dk; i++)
+                qn[i] = qn[i] / div;
+            rco_gdn_l2norm_row(k + (t * hk + kh) * dk, dk, sq, kn);
+            rco_gdn_recurrent_step(S, kn, qn, v + (t * hv + h) * dv, g[t * hv + h], beta[t * hv + h], dk, dv, prod,
+                                   kv, o);
+            for (int64_t j = 0; j < dv; j++)
+                out[(t * hv + h) * dv + j] = rc_round_to(o[j], out_dt);
+        }
+        for (int64_t i = 0; i < dk * dv; i++)
+            S[i] = rc_round_to(S[i], state_dt);
+    }
+    free(buf);
+    return RC_OK;
+}
+
+/* C[M][N] = A B with A[i][kk] at A[i * ar + kk * ak], B[kk][j] at
+ * B[kk * bk + j]: each output a chain of fused multiply-adds from 0 in kk
+ * order (MKL's sgemm at these sizes, measured) */
+static void mm_chain(const float *A, int64_t ar, int64_t ak, const float *B, int64_t bk, int64_t M, int64_t K,
+                     int64_t N, float *Cm)
+{
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int64_t kk = 0; kk < K; kk++)
+                acc = fmaf(A[i * ar + kk * ak], B[kk * bk + j], acc);
+            Cm[i * N + j] = acc;
+        }
+}
+
+/* X [M][N] = L^-1 X for L [M][M] unit lower triangular (its diagonal and
+ * upper part not read): torch.linalg.solve_triangular(upper=False,
+ * unitriangular=True) as MKL's strsm computes it here: rows in blocks of 48;
+ * a block first subtracts the product of its rows of L with all earlier
+ * solved rows (one fused multiply-add chain from 0 per output, then one
+ * subtraction), then substitutes forward inside the block, column by column
+ * (x_i = fma(-L[i][c], x_c, x_i) for c ascending). */
+static void trsm_unit_lower(const float *L, int64_t M, float *X, int64_t N)
+{
+    for (int64_t s = 0; s < M; s += RC_GDN_TRSM_BLOCK) {
+        const int64_t e = s + RC_GDN_TRSM_BLOCK < M ? s + RC_GDN_TRSM_BLOCK : M;
+        if (s > 0)
+            for (int64_t i = s; i < e; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    float acc = 0.0f;
+                    for (int64_t c = 0; c < s; c++)
+                        acc = fmaf(L[i * M + c], X[c * N + j], acc);
+                    X[i * N + j] = X[i * N + j] - acc;
+                }
+        for (int64_t c = s; c < e; c++)
+            for (int64_t i = c + 1; i < e; i++)
+                for (int64_t j = 0; j < N; j++)
+                    X[i * N + j] = fmaf(-L[i * M + c], X[c * N + j], X[i * N + j]);
+    }
+}
+
+rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, int64_t T, int64_t chunk, rc_dtype out_dt, const float *init,
+                         float *final_state, float *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    if (chunk < 1 || chunk > 4096)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "Gated DeltaNet: chunk size %lld (1 to 4096)", (long long)chunk);
+    if (T < 0 || T > ((int64_t)1 << 40))
+        return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet: %lld tokens", (long long)T);
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk, C = chunk;
+    const int64_t nc = (T + C - 1) / C, Tp = nc * C; /* padded as transformers pads: (C - T % C) % C zeros */
+    /* scratch: per padded token qn, kn, kb [dk], vb [dv], cum; per chunk P, ut, attn [C][C], nv, vnew, tmp
+     * [C][dv], kcd, dkb, qd, kd [C][dk], e1 [C]; S [dk][dv], sq [dk] */
+    int64_t per_tok = 3 * dk + dv + 1, n;
+    if (!rc_mul_i64(per_tok, Tp, &n) || !rc_add_i64(n, 3 * C * C + 3 * C * dv + 4 * C * dk + C + dk * dv + dk, &n))
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: scratch for %lld tokens", (long long)T);
+    float *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "chunked delta rule scratch"));
+    float *qn = buf, *kn = qn + Tp * dk, *kb = kn + Tp * dk, *vb = kb + Tp * dk, *cum = vb + Tp * dv;
+    float *P = cum + Tp, *ut = P + C * C, *attn = ut + C * C, *nv = attn + C * C, *vnew = nv + C * dv;
+    float *tmp = vnew + C * dv, *kcd = tmp + C * dv, *dkb = kcd + C * dk, *qd = dkb + C * dk, *kd = qd + C * dk;
+    float *e1 = kd + C * dk, *S = e1 + C, *sq = S + dk * dv;
+    const float scale = q_mul(dk);
+    for (int64_t h = 0; h < hv; h++) {
+        const int64_t kh = h / rep;
+        /* fp32, l2norm, scaling, padding, beta applied */
+        memset(buf, 0, sizeof *buf * (size_t)(per_tok * Tp));
+        for (int64_t t = 0; t < T; t++) {
+            rco_gdn_l2norm_row(q + (t * hk + kh) * dk, dk, sq, qn + t * dk);
+            for (int64_t i = 0; i < dk; i++)
+                qn[t * dk + i] = qn[t * dk + i] * scale;
+            rco_gdn_l2norm_row(k + (t * hk + kh) * dk, dk, sq, kn + t * dk);
+            const float bt = beta[t * hv + h];
+            for (int64_t j = 0; j < dv; j++)
+                vb[t * dv + j] = v[(t * hv + h) * dv + j] * bt;
+            for (int64_t i = 0; i < dk; i++)
+                kb[t * dk + i] = kn[t * dk + i] * bt;
+        }
+        /* the decay's cumulative sum in each chunk: torch's CPU cumsum accumulates in double */
+        for (int64_t c = 0; c < nc; c++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < C; i++) {
+                const int64_t t = c * C + i;
+                acc += t < T ? (double)g[t * hv + h] : 0.0;
+                cum[t] = (float)acc;
+            }
+        }
+        if (init)
+            memcpy(S, init + h * dk * dv, sizeof *S * (size_t)(dk * dv));
+        else
+            memset(S, 0, sizeof *S * (size_t)(dk * dv));
+        for (int64_t c = 0; c < nc; c++) {
+            const float *cc = cum + c * C, *qc = qn + c * C * dk, *kc = kn + c * C * dk;
+            const float *kbc = kb + c * C * dk, *vbc = vb + c * C * dv;
+            for (int64_t i = 0; i < C; i++) {
+                e1[i] = expf(cc[i]);
+                for (int64_t j = 0; j < C; j++)
+                    P[i * C + j] = j <= i ? expf(cc[i] - cc[j]) : 0.0f; /* -inf masked, then exp */
+            }
+            /* ut = (k_beta @ key^T) * P; attn = (q @ key^T) * P: B[kk][j] = key[j][kk] */
+            for (int64_t i = 0; i < C; i++)
+                for (int64_t j = 0; j < C; j++) {
+                    float a1 = 0.0f, a2 = 0.0f;
+                    for (int64_t kk = 0; kk < dk; kk++) {
+                        a1 = fmaf(kbc[i * dk + kk], kc[j * dk + kk], a1);
+                        a2 = fmaf(qc[i * dk + kk], kc[j * dk + kk], a2);
+                    }
+                    ut[i * C + j] = a1 * P[i * C + j];
+                    attn[i * C + j] = a2 * P[i * C + j];
+                }
+            for (int64_t i = 0; i < C; i++)
+                for (int64_t kk = 0; kk < dk; kk++)
+                    dkb[i * dk + kk] = kbc[i * dk + kk] * e1[i];
+            memcpy(nv, vbc, sizeof *nv * (size_t)(C * dv));
+            trsm_unit_lower(ut, C, nv, dv);
+            memcpy(kcd, dkb, sizeof *kcd * (size_t)(C * dk));
+            trsm_unit_lower(ut, C, kcd, dk);
+            for (int64_t i = 0; i < C; i++)
+                for (int64_t kk = 0; kk < dk; kk++) {
+                    qd[i * dk + kk] = qc[i * dk + kk] * e1[i];
+                    kd[i * dk + kk] = kc[i * dk + kk] * expf(cc[C - 1] - cc[i]);
+                }
+            const float cd = expf(cc[C - 1]);
+            /* the scan: v_new = new_values - k_cumdecay @ S; out = q @ S + attn @ v_new;
+             * S = S * decay + key^T @ v_new */
+            mm_chain(kcd, dk, 1, S, dv, C, dk, dv, tmp);
+            for (int64_t i = 0; i < C * dv; i++)
+                vnew[i] = nv[i] - tmp[i];
+            mm_chain(qd, dk, 1, S, dv, C, dk, dv, tmp);
+            mm_chain(attn, C, 1, vnew, dv, C, C, dv, nv); /* nv is free now */
+            for (int64_t i = 0; i < C; i++) {
+                const int64_t t = c * C + i;
+                if (t < T)
+                    for (int64_t j = 0; j < dv; j++)
+                        out[(t * hv + h) * dv + j] = rc_round_to(tmp[i * dv + j] + nv[i * dv + j], out_dt);
+            }
+            mm_chain(kd, 1, dk, vnew, dv, dk, C, dv, tmp);
+            for (int64_t i = 0; i < dk * dv; i++)
+                S[i] = S[i] * cd + tmp[i];
+        }
+        if (final_state)
+            memcpy(final_state + h * dk * dv, S, sizeof *S * (size_t)(dk * dv));
+    }
+    free(buf);
+    return RC_OK;
+}
+
+rc_status rc_gdn_recurrent64(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                             const float *beta, int64_t T, double *state, double *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk;
+    double *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, 2 * dk + dv, sizeof *buf, "fp64 recurrent scratch"));
+    double *qn = buf, *kn = qn + dk, *kv = kn + dk;
+    for (int64_t h = 0; h < hv; h++) {
+        double *S = state + h * dk * dv;
+        const int64_t kh = h / rep;
+        for (int64_t t = 0; t < T; t++) {
+            const float *qt = q + (t * hk + kh) * dk, *kt = k + (t * hk + kh) * dk;
+            double sq = 0.0, sk = 0.0;
+            for (int64_t i = 0; i < dk; i++) {
+                sq += (double)qt[i] * qt[i];
+                sk += (double)kt[i] * kt[i];
+            }
+            const double iq = 1.0 / sqrt(sq + 1e-6) / sqrt((double)dk), ik = 1.0 / sqrt(sk + 1e-6);
+            for (int64_t i = 0; i < dk; i++) {
+                qn[i] = qt[i] * iq;
+                kn[i] = kt[i] * ik;
+            }
+            const double dec = exp((double)g[t * hv + h]), bt = beta[t * hv + h];
+            for (int64_t i = 0; i < dk * dv; i++)
+                S[i] *= dec;
+            for (int64_t j = 0; j < dv; j++) {
+                double a = 0.0;
+                for (int64_t i = 0; i < dk; i++)
+                    a += S[i * dv + j] * kn[i];
+                kv[j] = ((double)v[(t * hv + h) * dv + j] - a) * bt;
+            }
+            for (int64_t i = 0; i < dk; i++)
+                for (int64_t j = 0; j < dv; j++)
+                    S[i * dv + j] += kn[i] * kv[j];
+            for (int64_t j = 0; j < dv; j++) {
+                double a = 0.0;
+                for (int64_t i = 0; i < dk; i++)
+                    a += S[i * dv + j] * qn[i];
+                out[(t * hv + h) * dv + j] = a;
+            }
+        }
+    }
+    free(buf);
+    return RC_OK;
+}

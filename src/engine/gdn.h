@@ -1,0 +1,82 @@
+/* The Gated DeltaNet ops (the linear-attention layers of Qwen3-Next and
+ * Qwen3.5), computed as transformers computes them
+ * (models/qwen3_next/modeling_qwen3_next.py, transformers 5.24;
+ * docs/numerics.md "Gated DeltaNet"): the gates, the causal depthwise conv
+ * with its conv state, l2norm, the gated delta rule in its recurrent form
+ * (decode: the state updated token by token) and its chunked form (the full
+ * forward: chunks of `chunk` tokens, the length padded to a multiple of the
+ * chunk as transformers pads it), and the gated RMSNorm.
+ *
+ * Batch 1, row-major, fp32 arrays holding values of the dtype dt (the
+ * engine's convention): q, k [T][hk][dk]; v [T][hv][dv]; a, b, g, beta
+ * [T][hv]; the recurrent state [hv][dk][dv]; outputs [T][hv][dv]. Value
+ * head h reads key head h / (hv / hk) (repeat_interleave). The per-output
+ * arithmetic is in ops_inline.h (rco_gdn_*, rco_tsum_*). */
+#ifndef RC_GDN_H
+#define RC_GDN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "status.h"
+
+typedef struct {
+    int64_t hk, hv; /* key (and query) heads, value heads: a multiple of hk */
+    int64_t dk, dv; /* head dims */
+} rc_gdn_dims;
+
+/* RC_OK when the dims are usable (positive, hv a multiple of hk, sizes that
+ * fit), else RC_ERR_UNSUPPORTED naming the problem */
+rc_status rc_gdn_dims_check(const rc_gdn_dims *d);
+
+/* g and beta of T tokens from the projections a, b [T][hv] and the layer's
+ * A_log, dt_bias [hv] (values of dt): g fp32, beta a value of dt. */
+void rc_gdn_gates(const float *a, const float *b, int64_t T, int64_t hv, const float *A_log, const float *dt_bias,
+                  rc_dtype dt, float *g, float *beta);
+
+/* l2norm of n rows of d fp32 values (out may be x). */
+rc_status rc_gdn_l2norm(const float *x, int64_t n, int64_t d, float *out);
+
+/* Qwen3NextRMSNormGated over n rows of d values: x, z [n][d], w [d]. */
+rc_status rc_gdn_gated_rmsnorm(const float *x, const float *z, int64_t n, int64_t d, const float *w, float eps,
+                               rc_dtype dt, float *out);
+
+/* The causal depthwise conv + SiLU over a sequence: x [T][C], w [C][K],
+ * out [T][C]. causal_conv1d_fn (the full forward, and a cached prefill: the
+ * outputs are the same). state: NULL, or [C][K] set to the conv state a
+ * cache keeps after the prefill (the last K inputs, zeros before the
+ * sequence, as DynamicCache.update_conv_state pads). */
+rc_status rc_gdn_conv(const float *x, int64_t T, int64_t C, const float *w, int64_t K, rc_dtype dt, float *out,
+                      float *state);
+
+/* One decode step of the conv (causal_conv1d_update): x [C] the token's
+ * inputs, state [C][K] the last K inputs (updated: shifted by one, x last),
+ * out [C]. */
+void rc_gdn_conv_step(const float *x, int64_t C, const float *w, int64_t K, rc_dtype dt, float *state, float *out);
+
+/* The gated delta rule, recurrent form (torch_recurrent_gated_delta_rule,
+ * use_qk_l2norm_in_kernel): T tokens from the state `state` [hv][dk][dv]
+ * (values of state_dt), which is updated in fp32 and, at the end of the
+ * call, rounded to state_dt (RC_F32: kept in fp32; the dtype: a cache that
+ * stores the state in the dtype, rounding it after every call). out
+ * [T][hv][dv], values of out_dt. */
+rc_status rc_gdn_recurrent(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, int64_t T, rc_dtype out_dt, rc_dtype state_dt, float *state,
+                           float *out);
+
+/* The gated delta rule, chunked form (torch_chunk_gated_delta_rule,
+ * use_qk_l2norm_in_kernel) with chunks of `chunk` tokens: init NULL (zeros)
+ * or [hv][dk][dv] fp32 the initial state; final_state NULL or [hv][dk][dv]
+ * the state after the last (padded) chunk, fp32. */
+rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, int64_t T, int64_t chunk, rc_dtype out_dt, const float *init,
+                         float *final_state, float *out);
+
+/* The exact reference: the recurrent form in double (l2norm, scaling and
+ * state in double; exp, log1p from the C library in double). q, k, v, g,
+ * beta as above (g, beta already computed), state [hv][dk][dv] in/out. */
+rc_status rc_gdn_recurrent64(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                             const float *beta, int64_t T, double *state, double *out);
+
+#endif

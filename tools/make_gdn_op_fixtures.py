@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Op-level cases of the Gated DeltaNet layer (data/fixtures/gdn_ops/), from transformers' own functions.
+
+Every output is computed by transformers' Qwen3-Next code (transformers/models/qwen3_next/
+modeling_qwen3_next.py; Qwen3.5's copies are the same functions): torch_recurrent_gated_delta_rule,
+torch_chunk_gated_delta_rule (use_qk_l2norm_in_kernel=True, as the layer calls them), causal_conv1d_fn,
+causal_conv1d_update, l2norm, Qwen3NextRMSNormGated, and the layer's gates
+g = -A_log.float().exp() * softplus(a.float() + dt_bias), beta = b.sigmoid(), on random inputs at odd
+shapes: 3 key heads and 3 value heads (and 6 value heads, GQA), head dims k 12 / v 10, lengths
+1, 7, 64, 70, 130, chunk 64 and 16, in fp32 and bf16.
+
+Two runs, in two processes:
+
+- "libm" (checked bit for bit by tests/test_gdn.c): ATEN_CPU_CAPABILITY=default, so that torch's
+  sigmoid, SiLU and softplus call glibc's expf / log1pf as the C code does, and torch's tensor exp
+  (MKL's VML vsExp on every CPU capability, `aten/src/ATen/cpu/vml.h`, which no open code reproduces)
+  replaced by glibc's expf applied element by element (torch.Tensor.exp and torch.exp patched). Every
+  other op is torch's own: the MKL GEMMs and triangular solves, cumsum, the sums, the casts.
+- "native": the functions as they stand (native CPU capability, MKL's exp), the outputs that
+  tests/test_gdn.c compares with the fp64 reference.
+
+Layout (batch 1 everywhere): q, k [T, Hk, dk]; v [T, Hv, dv]; a, b, g, beta [T, Hv]; states [Hv, dk, dv];
+outputs [T, Hv, dv]. Tensors in the dtype are stored in it (bf16 as bf16). The chunked form's outputs
+for a length L are the first L rows of the 130-token run (the script checks this bit for bit against
+HF's own run of length L and stores the final state of every length).
+
+    python3 tools/make_gdn_op_fixtures.py            # writes data/fixtures/gdn_ops/
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers.models.qwen3_next import modeling_qwen3_next as M
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+T_FULL, HK, HV, DK, DV = 130, 3, 3, 12, 10
+LENGTHS = [1, 7, 64, 70, 130]
+CHUNKS = [64, 16]
+GQA_HV, GQA_T, GQA_CHUNK = 6, 20, 16
+INIT_T = 20  # the cases that start from a given state
+NATIVE_T = 70  # the native run's rows kept
+PREFILL = 64  # the decode continuation: chunked prefill of 64 tokens, then recurrent steps
+CONV_C, CONV_K, CONV_T, CONV_PREFILLS = 16, 4, 12, (3, 9)
+NORM_N, NORM_EPS = 16, 1e-6
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+
+_libm = ctypes.CDLL("libm.so.6")
+_libm.expf.restype = ctypes.c_float
+_libm.expf.argtypes = [ctypes.c_float]
+
+
+def glibc_exp(t):
+    """torch's exp with glibc's expf element by element (fp32 tensors only, as the GDN code uses it)."""
+    assert t.dtype == torch.float32, t.dtype
+    x = t.detach().contiguous().numpy().reshape(-1)
+    y = np.fromiter((_libm.expf(float(v)) for v in x), dtype=np.float32, count=x.size)
+    return torch.from_numpy(y.reshape(t.shape))
+
+
+def patch_exp():
+    torch.Tensor.exp = glibc_exp
+    torch.exp = glibc_exp
+
+
+def inputs(dt, seed):
+    """Random layer-like inputs: q, k, v as the conv's SiLU outputs would be (any scale), a, b from a
+    projection, A_log and dt_bias as Qwen3-Next initialises them (log U(0.01, 16), ones)."""
+    rng = np.random.default_rng(seed)  # numpy's generator: torch's randn differs between CPU capabilities
+    r = lambda *s: torch.from_numpy(rng.standard_normal(s).astype(np.float32))  # noqa: E731
+    t = {
+        "q": r(T_FULL, HK, DK), "k": r(T_FULL, HK, DK), "v": r(T_FULL, HV, DV),
+        "a": r(T_FULL, HV) * 2.0, "b": r(T_FULL, HV) * 2.0,
+        "A_log": torch.log(torch.from_numpy(rng.random(HV).astype(np.float32)) * 15.99 + 0.01),
+        "dt_bias": torch.ones(HV) + 0.5 * r(HV),
+        "init": r(HV, DK, DV) * 0.5,
+        "gqa_q": r(GQA_T, HK, DK), "gqa_k": r(GQA_T, HK, DK), "gqa_v": r(GQA_T, GQA_HV, DV),
+        "gqa_a": r(GQA_T, GQA_HV) * 2.0, "gqa_b": r(GQA_T, GQA_HV) * 2.0,
+        "conv_x": r(CONV_T, CONV_C), "conv_w": r(CONV_C, CONV_K) * 0.5,
+        "norm_x": r(NORM_N, DV), "norm_z": r(NORM_N, DV) * 2.0, "norm_w": 1.0 + 0.3 * r(DV),
+        "l2_x": r(16, DK), "l2_x128": r(2, 128),
+    }
+    return {k: v.to(dt) if k != "init" else v for k, v in t.items()}
+
+
+def gates(a, b, A_log, dt_bias):
+    """Qwen3NextGatedDeltaNet.forward's two lines."""
+    beta = b.sigmoid()
+    g = -A_log.float().exp() * F.softplus(a.float() + dt_bias)
+    return g, beta
+
+
+def chunk(q, k, v, g, beta, cs, init=None):
+    o, s = M.torch_chunk_gated_delta_rule(q[None], k[None], v[None], g=g[None], beta=beta[None], chunk_size=cs,
+                                          initial_state=None if init is None else init[None],
+                                          output_final_state=True, use_qk_l2norm_in_kernel=True)
+    return o[0], s[0]
+
+
+def recurrent(q, k, v, g, beta, init=None):
+    o, s = M.torch_recurrent_gated_delta_rule(q[None], k[None], v[None], g=g[None], beta=beta[None],
+                                              initial_state=None if init is None else init[None],
+                                              output_final_state=True, use_qk_l2norm_in_kernel=True)
+    return o[0], s[0]
+
+
+def run(mode):
+    torch.set_num_threads(1)
+    if mode == "libm":
+        patch_exp()
+    out = {}
+    for dn, dt in DTYPES.items():
+        x = inputs(dt, 7 if dn == "f32" else 8)
+        p = lambda name, t: out.__setitem__(f"{dn}.{name}", t)  # noqa: E731
+        with torch.no_grad():
+            g, beta = gates(x["a"], x["b"], x["A_log"], x["dt_bias"])
+            q, k, v = x["q"], x["k"], x["v"]
+            if mode == "libm":
+                for name in ("q", "k", "v", "a", "b", "A_log", "dt_bias", "init"):
+                    p(name, x[name])
+                p("g", g)
+                p("beta", beta)
+            # the chunked form: every length, every chunk size; the recurrent form over the whole length
+            for cs in CHUNKS:
+                o_full, _ = chunk(q, k, v, g, beta, cs)
+                p(f"chunk{cs}.out", o_full)
+                for L in LENGTHS:
+                    o, s = chunk(q[:L], k[:L], v[:L], g[:L], beta[:L], cs)
+                    assert torch.equal(o, o_full[:L]), f"{mode} {dn} chunk {cs} length {L}: not a prefix"
+                    if cs == 64 or L >= 64:  # the final state of every length with chunk 64, of 64, 70, 130 with 16
+                        p(f"chunk{cs}.state{L}", s)
+                if cs == 16:  # from a given state: two chunks, the second padded
+                    n = INIT_T
+                    o, s = chunk(q[:n], k[:n], v[:n], g[:n], beta[:n], cs, init=x["init"])
+                    p(f"chunk{cs}.init.out", o)
+                    p(f"chunk{cs}.init.state", s)
+            o, s = recurrent(q, k, v, g, beta)
+            p("rec.out", o)
+            n = INIT_T
+            o, s = recurrent(q[:n], k[:n], v[:n], g[:n], beta[:n], init=x["init"])
+            p("rec.init.out", o)
+            p("rec.init.state", s)
+            if mode == "native":
+                continue
+            # the sampler's path: a chunked prefill (chunk 64) of 64 tokens, then one recurrent call per
+            # token, the state kept in fp32 between calls, and (bf16) kept in bf16 between calls
+            _, s0 = chunk(q[:PREFILL], k[:PREFILL], v[:PREFILL], g[:PREFILL], beta[:PREFILL], 64)
+            for sdn, sdt in ([("f32", torch.float32)] + ([("bf16", torch.bfloat16)] if dn == "bf16" else [])):
+                s = s0.to(sdt)
+                outs = []
+                for t in range(PREFILL, T_FULL):
+                    sl = slice(t, t + 1)
+                    o, s = recurrent(q[sl], k[sl], v[sl], g[sl], beta[sl], init=s)
+                    s = s.to(sdt)
+                    outs.append(o)
+                p(f"decode.state_{sdn}.out", torch.cat(outs))
+                p(f"decode.state_{sdn}.state", s)
+            # GQA: 3 key heads, 6 value heads (fp32 only)
+            if dn == "f32":
+                gg, gb = gates(x["gqa_a"], x["gqa_b"], x["A_log"].repeat(2), x["dt_bias"].repeat(2))
+                for name in ("gqa_q", "gqa_k", "gqa_v"):
+                    p(name, x[name])
+                p("gqa_g", gg)
+                p("gqa_beta", gb)
+                o, s = chunk(x["gqa_q"], x["gqa_k"], x["gqa_v"], gg, gb, GQA_CHUNK)
+                p("gqa.chunk.out", o)
+                p("gqa.chunk.state", s)
+                o, s = recurrent(x["gqa_q"], x["gqa_k"], x["gqa_v"], gg, gb)
+                p("gqa.rec.out", o)
+                p("gqa.rec.state", s)
+            # the causal depthwise conv + SiLU: the full sequence, and a cached prefill then steps
+            cx, cw = x["conv_x"], x["conv_w"]
+            p("conv.x", cx)
+            p("conv.w", cw)
+            p("conv.full", M.causal_conv1d_fn(cx.t()[None], cw, None, activation="silu")[0].t())
+            for P in CONV_PREFILLS:
+                xs = cx[:P].t()[None]
+                full = F.pad(xs, (CONV_K - P, 0)) if P < CONV_K else xs  # DynamicCache.update_conv_state
+                state = full[..., -CONV_K:].clone()
+                o_pre = M.causal_conv1d_fn(full, cw, None, activation="silu")[..., -P:]
+                steps = [M.causal_conv1d_update(cx[t:t + 1].t()[None], state, cw, None, "silu")
+                         for t in range(P, CONV_T)]
+                p(f"conv.prefill{P}", torch.cat([o_pre] + steps, dim=-1)[0].t())
+                p(f"conv.state{P}", state[0])
+            # the gated RMSNorm, and l2norm
+            norm = M.Qwen3NextRMSNormGated(DV, eps=NORM_EPS)
+            norm.weight.data = x["norm_w"].clone()
+            for name in ("norm_x", "norm_z", "norm_w"):
+                p(name, x[name])
+            p("norm.out", norm(x["norm_x"], x["norm_z"]))
+            if dn == "f32":  # l2norm runs in fp32 whatever the dtype
+                p("l2.x", x["l2_x"].float())
+                p("l2.out", M.l2norm(x["l2_x"].float(), dim=-1, eps=1e-6))
+                p("l2.x128", x["l2_x128"].float())
+                p("l2.out128", M.l2norm(x["l2_x128"].float(), dim=-1, eps=1e-6))
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def child(mode, path):
+    t = run(mode)
+    torch.save(t, path)
+    print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability()}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(REPO, "data", "fixtures", "gdn_ops"))
+    ap.add_argument("--child", choices=["libm", "native"])
+    ap.add_argument("--child-out")
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.child_out)
+        return
+    from st_canonical import save_safetensors_canonical
+
+    os.makedirs(args.out, exist_ok=True)
+    tensors, caps = {}, {}
+    for mode in ("libm", "native"):
+        env = dict(os.environ)
+        env.pop("ATEN_CPU_CAPABILITY", None)
+        if mode == "libm":
+            env["ATEN_CPU_CAPABILITY"] = "default"
+        tmp = os.path.join(args.out, f".{mode}.pt")
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--child-out", tmp],
+                           env=env, check=True, capture_output=True, text=True)
+        caps[mode] = json.loads(r.stdout.strip().splitlines()[-1])["capability"]
+        t = torch.load(tmp)
+        os.remove(tmp)
+        for k, v in t.items():
+            if mode == "libm":
+                tensors[k] = v
+            elif k in ("f32.rec.out", "f32.chunk64.out"):
+                tensors["native." + k] = v[:NATIVE_T].contiguous()  # the native run: fp32, the first rows
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    meta = {
+        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "numpy_version": np.__version__, "glibc": " ".join(platform.libc_ver()),
+        "capability_libm": caps["libm"], "capability_native": caps["native"], "cpu": cpu,
+        "shape": json.dumps({"T": T_FULL, "Hk": HK, "Hv": HV, "dk": DK, "dv": DV, "lengths": LENGTHS,
+                             "chunks": CHUNKS, "gqa": [GQA_T, GQA_HV, GQA_CHUNK], "prefill": PREFILL,
+                             "conv": [CONV_C, CONV_K, CONV_T, list(CONV_PREFILLS)], "norm": [NORM_N, NORM_EPS]}),
+    }
+    path = os.path.join(args.out, "gdn_ops.safetensors")
+    save_safetensors_canonical(tensors, path, meta)
+    with open(os.path.join(args.out, "VERSIONS"), "w") as f:
+        for k in sorted(meta):
+            f.write(f"{k}: {meta[k]}\n")
+    print(f"{path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes; capabilities {caps}")
+
+
+if __name__ == "__main__":
+    main()
