@@ -316,45 +316,83 @@ static double max_err(const float *x, const double *ref, int64_t n, double *scal
     return m;
 }
 
-/* Both forms against the exact recurrence (fp64, same inputs), fp32: ours (bitwise transformers' with
- * glibc's exp), and transformers' unchanged run (MKL's exp), over its first 70 tokens. The criterion:
- * ours differs from transformers' unchanged run by less than that run differs from the exact
- * result (the exp library's share is below the algorithm's own fp32 error), form by form. */
+/* The exact reference is the recurrence in fp64 (rc_gdn_recurrent64) on the fixture's fp32 inputs.
+ * 1. The chunked form computed in fp64 (rc_gdn_chunked64: transformers' steps, its padding included)
+ *    is the same function: it meets the recurrence to within 2^-40 of the largest output (fp64's own
+ *    rounding, far below fp32's 2^-24), outputs and final state, for chunks of 64 and 16 and lengths
+ *    that are and are not a multiple of the chunk.
+ * 2. The fp32 forms (ours, bitwise transformers' with glibc's exp; and transformers' unchanged run,
+ *    MKL's exp, over its first 70 tokens) are measured against it and printed; each is held to the
+ *    fp32 scale of the computation, n u max|out| with n = T (dk + dv) the operations along one
+ *    output's chain of updates and u = 2^-24. */
 START_TEST(test_gdn_vs_fp64)
 {
     rc_safetensors *st = open_fixture();
     inputs in = get_inputs(st, "f32");
     const int64_t no = T_FULL * HV * DV, ns = HV * DK * DV, nn = NATIVE_T * HV * DV;
     double *ref = malloc(sizeof(double) * (size_t)no), *s64 = calloc((size_t)ns, sizeof(double));
+    double *c64o = malloc(sizeof(double) * (size_t)no), *c64s = malloc(sizeof(double) * (size_t)ns);
+    double *r70 = malloc(sizeof(double) * (size_t)no), *s70 = calloc((size_t)ns, sizeof(double));
     ck_assert(rc_gdn_recurrent64(&k_dims, in.q, in.k, in.v, in.g, in.beta, T_FULL, s64, ref) == RC_OK);
+    ck_assert(rc_gdn_recurrent64(&k_dims, in.q, in.k, in.v, in.g, in.beta, 70, s70, r70) == RC_OK);
+    double scale = 0.0;
+    for (int64_t i = 0; i < no; i++)
+        scale = fmax(scale, fabs(ref[i]));
+    const int64_t lens[] = {70, T_FULL}, chunks[] = {64, 16};
+    for (int c = 0; c < 2; c++)
+        for (int l = 0; l < 2; l++) {
+            const int64_t L = lens[l];
+            const double *ro = L == T_FULL ? ref : r70, *rs = L == T_FULL ? s64 : s70;
+            ck_assert(rc_gdn_chunked64(&k_dims, in.q, in.k, in.v, in.g, in.beta, L, chunks[c], c64s, c64o) == RC_OK);
+            double eo = 0.0, es = 0.0;
+            for (int64_t i = 0; i < L * HV * DV; i++)
+                eo = fmax(eo, fabs(c64o[i] - ro[i]));
+            for (int64_t i = 0; i < ns; i++)
+                es = fmax(es, fabs(c64s[i] - rs[i]));
+            printf("gdn fp64 chunked (chunk %lld, %lld tokens) vs the fp64 recurrence: outputs %.3g, final state "
+                   "%.3g (max |output| %.3g)\n",
+                   (long long)chunks[c], (long long)L, eo, es, scale);
+            fflush(stdout);
+            ck_assert(eo <= ldexp(scale, -40) && es <= ldexp(scale, -40));
+        }
     float *rec = malloc(sizeof(float) * (size_t)no), *c64 = malloc(sizeof(float) * (size_t)no);
     float *c16 = malloc(sizeof(float) * (size_t)no), *s = calloc((size_t)ns, sizeof(float));
     ck_assert(rc_gdn_recurrent(&k_dims, in.q, in.k, in.v, in.g, in.beta, T_FULL, RC_F32, RC_F32, s, rec) == RC_OK);
     ck_assert(rc_gdn_chunked(&k_dims, in.q, in.k, in.v, in.g, in.beta, T_FULL, 64, RC_F32, NULL, NULL, c64) == RC_OK);
     ck_assert(rc_gdn_chunked(&k_dims, in.q, in.k, in.v, in.g, in.beta, T_FULL, 16, RC_F32, NULL, NULL, c16) == RC_OK);
     float *nrec = get(st, NULL, "native.f32.rec.out", nn), *nc64 = get(st, NULL, "native.f32.chunk64.out", nn);
-    double scale;
-    const double e_rec = max_err(rec, ref, no, &scale), e_c64 = max_err(c64, ref, no, NULL);
+    const double e_rec = max_err(rec, ref, no, NULL), e_c64 = max_err(c64, ref, no, NULL);
     const double e_c16 = max_err(c16, ref, no, NULL);
     const double n_rec = max_err(nrec, ref, nn, NULL), n_c64 = max_err(nc64, ref, nn, NULL);
     const double o_rec = max_err(rec, ref, nn, NULL), o_c64 = max_err(c64, ref, nn, NULL);
-    double d_rec = 0.0, d_c64 = 0.0, d_forms = 0.0;
+    double d_rec = 0.0, d_c64 = 0.0;
     for (int64_t i = 0; i < nn; i++) {
         d_rec = fmax(d_rec, fabs((double)rec[i] - nrec[i]));
         d_c64 = fmax(d_c64, fabs((double)c64[i] - nc64[i]));
     }
-    for (int64_t i = 0; i < no; i++)
-        d_forms = fmax(d_forms, fabs((double)rec[i] - c64[i]));
-    printf("gdn vs fp64 (max |output| %.3g), 130 tokens: recurrent %.3g, chunked 64 %.3g, chunked 16 %.3g; "
-           "recurrent vs chunked 64 %.3g\n",
-           scale, e_rec, e_c64, e_c16, d_forms);
-    printf("gdn vs fp64, first 70 tokens: ours recurrent %.3g / chunked 64 %.3g, transformers' unchanged run "
-           "%.3g / %.3g; ours vs transformers' unchanged run %.3g / %.3g\n",
+    printf("gdn fp32 vs fp64, 130 tokens: recurrent %.3g, chunked 64 %.3g, chunked 16 %.3g\n", e_rec, e_c64, e_c16);
+    printf("gdn fp32 vs fp64, first 70 tokens: ours recurrent %.3g / chunked 64 %.3g, transformers' unchanged "
+           "run %.3g / %.3g; ours vs transformers' unchanged run %.3g / %.3g\n",
            o_rec, o_c64, n_rec, n_c64, d_rec, d_c64);
+    for (int64_t h = 0; h < HV; h++) {
+        double e[3] = {0.0, 0.0, 0.0}, gm = 0.0;
+        for (int64_t t = 0; t < T_FULL; t++) {
+            gm += in.g[t * HV + h] / T_FULL;
+            for (int64_t j = 0; j < DV; j++) {
+                const int64_t i = (t * HV + h) * DV + j;
+                e[0] = fmax(e[0], fabs((double)rec[i] - ref[i]));
+                e[1] = fmax(e[1], fabs((double)c64[i] - ref[i]));
+                e[2] = fmax(e[2], fabs((double)c16[i] - ref[i]));
+            }
+        }
+        printf("gdn fp32 vs fp64, head %lld (mean g %.3g): recurrent %.3g, chunked 64 %.3g, chunked 16 %.3g\n",
+               (long long)h, gm, e[0], e[1], e[2]);
+    }
     fflush(stdout);
-    ck_assert_msg(d_rec <= n_rec, "recurrent: %.3g from transformers' run, which is %.3g from fp64", d_rec, n_rec);
-    ck_assert_msg(d_c64 <= n_c64, "chunked: %.3g from transformers' run, which is %.3g from fp64", d_c64, n_c64);
-    free(ref), free(s64), free(rec), free(c64), free(c16), free(s), free(nrec), free(nc64);
+    const double bound = (double)T_FULL * (DK + DV) * ldexp(scale, -24);
+    ck_assert(e_rec <= bound && e_c64 <= bound && e_c16 <= bound && n_rec <= bound && n_c64 <= bound);
+    free(ref), free(s64), free(c64o), free(c64s), free(r70), free(s70);
+    free(rec), free(c64), free(c16), free(s), free(nrec), free(nc64);
     free_inputs(&in);
     rc_st_close(st);
 }

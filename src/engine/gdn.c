@@ -321,3 +321,114 @@ rc_status rc_gdn_recurrent64(const rc_gdn_dims *d, const float *q, const float *
     free(buf);
     return RC_OK;
 }
+
+rc_status rc_gdn_chunked64(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, int64_t T, int64_t chunk, double *final_state, double *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    if (chunk < 1 || chunk > 4096 || T < 0 || T > ((int64_t)1 << 40))
+        return rc_errorf(RC_ERR_UNSUPPORTED, "Gated DeltaNet: chunk size %lld, %lld tokens", (long long)chunk,
+                         (long long)T);
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk, C = chunk;
+    const int64_t nc = (T + C - 1) / C, Tp = nc * C;
+    int64_t n;
+    if (!rc_mul_i64(2 * dk + dv + 2, Tp, &n) || !rc_add_i64(n, 2 * C * C + C * (dk + 2 * dv) + dk * dv, &n))
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: fp64 scratch for %lld tokens", (long long)T);
+    double *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "fp64 chunked scratch"));
+    double *qn = buf, *kn = qn + Tp * dk, *vv = kn + Tp * dk, *bt = vv + Tp * dv, *cum = bt + Tp;
+    double *A = cum + Tp, *Qk = A + C * C, *W = Qk + C * C, *U = W + C * dk, *Vn = U + C * dv, *S = Vn + C * dv;
+    for (int64_t h = 0; h < hv; h++) {
+        const int64_t kh = h / rep;
+        memset(buf, 0, sizeof *buf * (size_t)((2 * dk + dv + 2) * Tp));
+        for (int64_t t = 0; t < T; t++) {
+            const float *qt = q + (t * hk + kh) * dk, *kt = k + (t * hk + kh) * dk;
+            double sq = 0.0, sk = 0.0;
+            for (int64_t i = 0; i < dk; i++) {
+                sq += (double)qt[i] * qt[i];
+                sk += (double)kt[i] * kt[i];
+            }
+            const double iq = 1.0 / sqrt(sq + 1e-6) / sqrt((double)dk), ik = 1.0 / sqrt(sk + 1e-6);
+            for (int64_t i = 0; i < dk; i++) {
+                qn[t * dk + i] = qt[i] * iq;
+                kn[t * dk + i] = kt[i] * ik;
+            }
+            for (int64_t j = 0; j < dv; j++)
+                vv[t * dv + j] = v[(t * hv + h) * dv + j];
+            bt[t] = beta[t * hv + h];
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < C; i++) {
+                const int64_t t = c * C + i;
+                acc += t < T ? (double)g[t * hv + h] : 0.0;
+                cum[t] = acc;
+            }
+        }
+        memset(S, 0, sizeof *S * (size_t)(dk * dv));
+        for (int64_t c = 0; c < nc; c++) {
+            const int64_t t0 = c * C;
+            const double *cc = cum + t0, *kc = kn + t0 * dk, *qc = qn + t0 * dk;
+            /* A[i][j] = beta_i k_i.k_j exp(cum_i - cum_j), Qk[i][j] = q_i.k_j exp(cum_i - cum_j), j < i / j <= i */
+            for (int64_t i = 0; i < C; i++)
+                for (int64_t j = 0; j < C; j++) {
+                    double dkk = 0.0, dqk = 0.0;
+                    for (int64_t kk = 0; kk < dk; kk++) {
+                        dkk += kc[i * dk + kk] * kc[j * dk + kk];
+                        dqk += qc[i * dk + kk] * kc[j * dk + kk];
+                    }
+                    const double e = j <= i ? exp(cc[i] - cc[j]) : 0.0;
+                    A[i * C + j] = j < i ? bt[t0 + i] * dkk * e : 0.0;
+                    Qk[i * C + j] = dqk * e;
+                }
+            /* (I + A) U = beta v, (I + A) W = beta k exp(cum), forward substitution */
+            for (int64_t i = 0; i < C; i++) {
+                for (int64_t j = 0; j < dv; j++) {
+                    double x = bt[t0 + i] * vv[(t0 + i) * dv + j];
+                    for (int64_t m = 0; m < i; m++)
+                        x -= A[i * C + m] * U[m * dv + j];
+                    U[i * dv + j] = x;
+                }
+                for (int64_t kk = 0; kk < dk; kk++) {
+                    double x = bt[t0 + i] * kc[i * dk + kk] * exp(cc[i]);
+                    for (int64_t m = 0; m < i; m++)
+                        x -= A[i * C + m] * W[m * dk + kk];
+                    W[i * dk + kk] = x;
+                }
+            }
+            /* v_new = U - W S; out = exp(cum) q S + Qk v_new; S = exp(cum_last) S + sum_i exp(cum_last - cum_i) k_i v_new_i */
+            for (int64_t i = 0; i < C; i++)
+                for (int64_t j = 0; j < dv; j++) {
+                    double x = U[i * dv + j];
+                    for (int64_t kk = 0; kk < dk; kk++)
+                        x -= W[i * dk + kk] * S[kk * dv + j];
+                    Vn[i * dv + j] = x;
+                }
+            for (int64_t i = 0; i < C; i++) {
+                const int64_t t = t0 + i;
+                if (t >= T)
+                    continue;
+                for (int64_t j = 0; j < dv; j++) {
+                    double x = 0.0, y = 0.0;
+                    for (int64_t kk = 0; kk < dk; kk++)
+                        x += qc[i * dk + kk] * S[kk * dv + j];
+                    for (int64_t m = 0; m <= i; m++)
+                        y += Qk[i * C + m] * Vn[m * dv + j];
+                    out[(t * hv + h) * dv + j] = exp(cc[i]) * x + y;
+                }
+            }
+            const double last = cc[C - 1];
+            for (int64_t kk = 0; kk < dk; kk++)
+                for (int64_t j = 0; j < dv; j++) {
+                    double x = 0.0;
+                    for (int64_t i = 0; i < C; i++)
+                        x += kc[i * dk + kk] * exp(last - cc[i]) * Vn[i * dv + j];
+                    S[kk * dv + j] = S[kk * dv + j] * exp(last) + x;
+                }
+        }
+        if (final_state)
+            memcpy(final_state + h * dk * dv, S, sizeof *S * (size_t)(dk * dv));
+    }
+    free(buf);
+    return RC_OK;
+}

@@ -79,4 +79,12 @@ rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, c
 rc_status rc_gdn_recurrent64(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
                              const float *beta, int64_t T, double *state, double *out);
 
+/* The chunked form in double (the same steps, padding included, in exact
+ * arithmetic up to fp64 rounding: forward substitution for the triangular
+ * solves, plain sums): against rc_gdn_recurrent64 it shows that the two
+ * forms are one function. out [T][hv][dv], final_state NULL or
+ * [hv][dk][dv]; from zeros. */
+rc_status rc_gdn_chunked64(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, int64_t T, int64_t chunk, double *final_state, double *out);
+
 #endif
