@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gdn.h"
+#include "ops_inline.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -67,7 +68,7 @@ static int64_t ndiff(const float *got, const float *want, int64_t n)
         const int64_t nd_ = ndiff((got), (want), (n));                                                           \
         char what_[200];                                                                                         \
         snprintf(what_, sizeof what_, __VA_ARGS__);                                                              \
-        printf("gdn %s: %lld of %lld values differ from transformers'\n", what_, (long long)nd_, (long long)(n)); \
+        printf("gdn %s: %lld of %lld values differ from the reference\n", what_, (long long)nd_, (long long)(n)); \
         ck_assert_msg(nd_ == 0, "%s: %lld of %lld values differ", what_, (long long)nd_, (long long)(n));       \
     } while (0)
 
@@ -107,6 +108,44 @@ START_TEST(test_gdn_gates)
     CHECK_BITWISE(og, g, n, "%s gates g", dt);
     CHECK_BITWISE(ob, beta, n, "%s gates beta", dt);
     free(a), free(b), free(al), free(db), free(g), free(beta), free(og), free(ob);
+    rc_st_close(st);
+}
+END_TEST
+
+/* the fixture's generated values: ((i * 7919) % 2003 - 1001) / 1000 in fp32 */
+static float *gen_values(int64_t n)
+{
+    float *x = malloc(sizeof(float) * (size_t)n);
+    ck_assert(x != NULL);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)((i * 7919) % 2003 - 1001) / 1000.0f;
+    return x;
+}
+
+/* torch's fp32 sum orders (rco_tsum_*) at the layer's real sizes: over the rows of [n, m] (the sums over
+ * dk: m >= 32 takes the grouped columns' order, m < 8 the scalar kernel's) and over n contiguous values */
+START_TEST(test_gdn_sum_orders)
+{
+    rc_safetensors *st = open_fixture();
+    const int64_t outer[][2] = {{128, 128}, {128, 40}, {300, 10}, {64, 6}}, inner[] = {5, 37, 128, 1000};
+    char name[64];
+    for (int c = 0; c < 4; c++) {
+        const int64_t n = outer[c][0], m = outer[c][1];
+        float *x = gen_values(n * m), *o = malloc(sizeof(float) * (size_t)m);
+        for (int64_t j = 0; j < m; j++)
+            o[j] = rco_tsum_outer(x, n, m, j, m);
+        snprintf(name, sizeof name, "sum.outer%lldx%lld", (long long)n, (long long)m);
+        float *want = get(st, "f32", name, m);
+        CHECK_BITWISE(o, want, m, "sum over the %lld rows of %lld columns", (long long)n, (long long)m);
+        free(x), free(o), free(want);
+    }
+    for (int c = 0; c < 4; c++) {
+        float *x = gen_values(inner[c]), o = rco_tsum_inner(x, inner[c]);
+        snprintf(name, sizeof name, "sum.inner%lld", (long long)inner[c]);
+        float *want = get(st, "f32", name, 1);
+        CHECK_BITWISE(&o, want, 1, "sum of %lld contiguous values", (long long)inner[c]);
+        free(x), free(want);
+    }
     rc_st_close(st);
 }
 END_TEST
@@ -404,6 +443,7 @@ static Suite *gdn_suite(void)
     TCase *tc = tcase_create("vs_torch");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_gdn_gates, 0, 2);
+    tcase_add_test(tc, test_gdn_sum_orders);
     tcase_add_test(tc, test_gdn_l2norm);
     tcase_add_loop_test(tc, test_gdn_gated_rmsnorm, 0, 2);
     tcase_add_loop_test(tc, test_gdn_conv, 0, 2);

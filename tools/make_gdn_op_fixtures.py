@@ -54,6 +54,16 @@ PREFILL = 64  # the decode continuation: chunked prefill of 64 tokens, then recu
 CONV_C, CONV_K, CONV_T, CONV_PREFILLS = 16, 4, 12, (3, 9)
 NORM_N, NORM_EPS = 16, 1e-6
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+# torch's sum over rows of [n, m] (the delta rule's sums over dk, m = dv) and over n contiguous values
+# (l2norm, the gated RMSNorm's mean) at sizes the fixture's heads do not reach
+SUM_OUTER = [(128, 128), (128, 40), (300, 10), (64, 6)]
+SUM_INNER = [5, 37, 128, 1000]
+
+
+def gen_values(n):
+    """fp32 values the test makes the same way: ((i * 7919) % 2003 - 1001) / 1000 in fp32"""
+    i = np.arange(n, dtype=np.int64)
+    return torch.from_numpy(((i * 7919) % 2003 - 1001).astype(np.float32) / np.float32(1000))
 
 _libm = ctypes.CDLL("libm.so.6")
 _libm.expf.restype = ctypes.c_float
@@ -201,6 +211,11 @@ def run(mode):
             for name in ("norm_x", "norm_z", "norm_w"):
                 p(name, x[name])
             p("norm.out", norm(x["norm_x"], x["norm_z"]))
+            if dn == "f32":  # torch's fp32 sums at the layer's real sizes, on generated values
+                for (n, m) in SUM_OUTER:
+                    p(f"sum.outer{n}x{m}", gen_values(n * m).view(n, m).sum(0))
+                for n in SUM_INNER:
+                    p(f"sum.inner{n}", gen_values(n).sum(0, keepdim=True))
             if dn == "f32":  # l2norm runs in fp32 whatever the dtype
                 p("l2.x", x["l2_x"].float())
                 p("l2.out", M.l2norm(x["l2_x"].float(), dim=-1, eps=1e-6))
@@ -263,6 +278,33 @@ def main():
     with open(os.path.join(args.out, "VERSIONS"), "w") as f:
         for k in sorted(meta):
             f.write(f"{k}: {meta[k]}\n")
+    g = tensors["f32.g"]
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write("# Gated DeltaNet op cases (fp32, bf16)\n\n")
+        f.write("Written by `python3 tools/make_gdn_op_fixtures.py` (its docstring says what each tensor is and why "
+                "there are two runs) with torch {}, transformers {}, numpy {}, {} (pins: "
+                "`tools/requirements-fixtures.txt`; all versions, the CPU and the capabilities in `VERSIONS`), on "
+                "the CPU, one thread. Checked by `tests/test_gdn.c`; the rules are in "
+                "[docs/numerics.md](../../../docs/numerics.md#gated-deltanet).\n\n".format(
+                    torch.__version__, transformers.__version__, np.__version__, " ".join(platform.libc_ver())))
+        f.write("| case | heads k / v | head dims k / v | lengths | chunk | dtypes |\n|---|---|---|---|---|---|\n")
+        f.write(f"| chunked form, from zeros | {HK} / {HV} | {DK} / {DV} | {', '.join(map(str, LENGTHS))} | "
+                f"{', '.join(map(str, CHUNKS))} | fp32, bf16 |\n")
+        f.write(f"| recurrent form, from zeros | {HK} / {HV} | {DK} / {DV} | {T_FULL} | - | fp32, bf16 |\n")
+        f.write(f"| both forms from a given state | {HK} / {HV} | {DK} / {DV} | {INIT_T} | 16 | fp32, bf16 |\n")
+        f.write(f"| chunked prefill then one recurrent call per token (state fp32, and bf16) | {HK} / {HV} | "
+                f"{DK} / {DV} | {PREFILL} + {T_FULL - PREFILL} | 64 | fp32, bf16 |\n")
+        f.write(f"| GQA, both forms | {HK} / {GQA_HV} | {DK} / {DV} | {GQA_T} | {GQA_CHUNK} | fp32 |\n")
+        f.write(f"| causal depthwise conv + SiLU: whole sequence; prefill of {CONV_PREFILLS} then steps | "
+                f"{CONV_C} channels, kernel {CONV_K} | - | {CONV_T} | - | fp32, bf16 |\n")
+        f.write(f"| gated RMSNorm | - | - / {DV} | {NORM_N} rows | - | fp32, bf16 |\n")
+        f.write(f"| l2norm | - | {DK}, 128 / - | 16, 2 rows | - | fp32 |\n")
+        f.write("| torch's fp32 sums (generated values) | - | rows of " +
+                ", ".join(f"{n} x {m}" for n, m in SUM_OUTER) + "; " + ", ".join(map(str, SUM_INNER)) +
+                " contiguous | - | - | fp32 |\n\n")
+        f.write("Mean decay g per head (fp32 case): " + ", ".join(f"{float(g[:, h].mean()):.3g}" for h in range(HV)) +
+                ". `native.*`: the fp32 outputs of transformers' unchanged functions (MKL's exp, the CPU's own "
+                f"capability), their first {NATIVE_T} tokens.\n")
     print(f"{path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes; capabilities {caps}")
 
 
