@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "gdn.h"
 #include "ops_inline.h"
 #include "safetensors.h"
@@ -289,6 +290,8 @@ START_TEST(test_gdn_decode)
     inputs in = get_inputs(st, dt);
     const int64_t ns = HV * DK * DV, nd = (T_FULL - PREFILL) * HV * DV;
     float *o = malloc(sizeof(float) * (size_t)(T_FULL * HV * DV)), *s = malloc(sizeof(float) * (size_t)ns);
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
     for (int sd = 0; sd <= _i; sd++) {
         const rc_dtype sdt = k_rdt[sd];
         char name[64];
@@ -296,10 +299,10 @@ START_TEST(test_gdn_decode)
                   RC_OK);
         for (int64_t i = 0; i < ns; i++)
             s[i] = rc_round_to(s[i], sdt);
-        for (int64_t t = PREFILL; t < T_FULL; t++)
-            ck_assert(rc_gdn_recurrent(&k_dims, in.q + t * HK * DK, in.k + t * HK * DK, in.v + t * HV * DV,
-                                       in.g + t * HV, in.beta + t * HV, 1, k_rdt[_i], sdt, s,
-                                       o + (t - PREFILL) * HV * DV) == RC_OK);
+        for (int64_t t = PREFILL; t < T_FULL; t++) /* the backend's decode step (the CUDA kernel's twin) */
+            ck_assert(be->ops->gdn_step(be, &k_dims, in.q + t * HK * DK, in.k + t * HK * DK, in.v + t * HV * DV,
+                                        in.g + t * HV, in.beta + t * HV, 1, k_rdt[_i], sdt, s,
+                                        o + (t - PREFILL) * HV * DV) == RC_OK);
         snprintf(name, sizeof name, "decode.state_%s.out", k_dt[sd]);
         float *want = get(st, dt, name, nd);
         CHECK_BITWISE(o, want, nd, "%s decode after a chunked prefill, state %s", dt, k_dt[sd]);
@@ -310,6 +313,7 @@ START_TEST(test_gdn_decode)
         free(want);
     }
     free(o), free(s);
+    rc_backend_destroy(be);
     free_inputs(&in);
     rc_st_close(st);
 }

@@ -94,8 +94,10 @@ void rc_gdn_conv_step(const float *x, int64_t C, const float *w, int64_t K, rc_d
 /* the query's scaling: Python's dk ** 0.5 (recurrent: a division) and
  * dk ** -0.5 (chunked: a product), each rounded to fp32 as torch does with
  * a Python float */
-static float q_div(int64_t dk) { return (float)pow((double)dk, 0.5); }
+float rc_gdn_qdiv(int64_t dk) { return (float)pow((double)dk, 0.5); }
 static float q_mul(int64_t dk) { return (float)pow((double)dk, -0.5); }
+
+int64_t rc_gdn_step_scratch(const rc_gdn_dims *d) { return d->dk * d->dv + 3 * d->dk + 2 * d->dv; }
 
 rc_status rc_gdn_recurrent(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
                            const float *beta, int64_t T, rc_dtype out_dt, rc_dtype state_dt, float *state,
@@ -103,27 +105,34 @@ rc_status rc_gdn_recurrent(const rc_gdn_dims *d, const float *q, const float *k,
 {
     RC_TRY(rc_gdn_dims_check(d));
     const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk;
-    float *buf;
-    RC_TRY(rc_alloc_aligned((void **)&buf, dk * dv + 4 * dk + 2 * dv, sizeof *buf, "recurrent scratch"));
-    float *prod = buf, *qn = prod + dk * dv, *kn = qn + dk, *sq = kn + dk, *kv = sq + dk, *o = kv + dv;
-    const float div = q_div(dk);
-    for (int64_t h = 0; h < hv; h++) {
-        float *S = state + h * dk * dv;
-        const int64_t kh = h / rep;
-        for (int64_t t = 0; t < T; t++) {
-            rco_gdn_l2norm_row(q + (t * hk + kh) * dk, dk, sq, qn);
-            for (int64_t i = 0; i < dk; i++)
-                qn[i] = qn[i] / div;
-            rco_gdn_l2norm_row(k + (t * hk + kh) * dk, dk, sq, kn);
-            rco_gdn_recurrent_step(S, kn, qn, v + (t * hv + h) * dv, g[t * hv + h], beta[t * hv + h], dk, dv, prod,
-                                   kv, o);
-            for (int64_t j = 0; j < dv; j++)
-                out[(t * hv + h) * dv + j] = rc_round_to(o[j], out_dt);
-        }
-        for (int64_t i = 0; i < dk * dv; i++)
-            S[i] = rc_round_to(S[i], state_dt);
+    float *scratch;
+    RC_TRY(rc_alloc_aligned((void **)&scratch, rc_gdn_step_scratch(d), sizeof *scratch, "recurrent scratch"));
+    const float div = rc_gdn_qdiv(dk);
+    for (int64_t h = 0; h < hv; h++)
+        for (int64_t t = 0; t < T; t++)
+            rco_gdn_recurrent_token(state + h * dk * dv, q + (t * hk + h / rep) * dk, k + (t * hk + h / rep) * dk,
+                                    v + (t * hv + h) * dv, g[t * hv + h], beta[t * hv + h], dk, dv, div, out_dt,
+                                    t == T - 1, state_dt, scratch, out + (t * hv + h) * dv);
+    free(scratch);
+    return RC_OK;
+}
+
+rc_status rc_cpu_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                          float *state, float *out)
+{
+    (void)be;
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk, ns = rc_gdn_step_scratch(d);
+    float *scratch;
+    RC_TRY(rc_alloc_aligned((void **)&scratch, ns, sizeof *scratch, "recurrent step scratch"));
+    const float div = rc_gdn_qdiv(dk);
+    for (int64_t i = 0; i < n * hv; i++) {
+        const int64_t s = i / hv, h = i % hv;
+        rco_gdn_recurrent_token(state + i * dk * dv, q + (s * hk + h / rep) * dk, k + (s * hk + h / rep) * dk,
+                                v + i * dv, g[i], beta[i], dk, dv, div, out_dt, true, state_dt, scratch, out + i * dv);
     }
-    free(buf);
+    free(scratch);
     return RC_OK;
 }
 

@@ -21,6 +21,12 @@
 #include "dtype.h"
 #include "status.h"
 
+typedef struct rc_backend rc_backend;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int64_t hk, hv; /* key (and query) heads, value heads: a multiple of hk */
     int64_t dk, dv; /* head dims */
@@ -73,6 +79,18 @@ rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, c
                          const float *beta, int64_t T, int64_t chunk, rc_dtype out_dt, const float *init,
                          float *final_state, float *out);
 
+/* One decode step of the recurrent form for n sequences, one token each
+ * (the backend op gdn_step; the CUDA twin: kernels/gdn.cu): q, k [n][hk][dk]
+ * raw (l2norm and scaling inside), v [n][hv][dv], g, beta [n][hv], state
+ * [n][hv][dk][dv] (updated, rounded to state_dt), out [n][hv][dv]. */
+rc_status rc_cpu_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                          float *state, float *out);
+/* f32(sqrt(dk)) as Python's dk ** 0.5 gives it; the floats of scratch one
+ * (sequence, head) of a step needs (rco_gdn_recurrent_token) */
+float rc_gdn_qdiv(int64_t dk);
+int64_t rc_gdn_step_scratch(const rc_gdn_dims *d);
+
 /* The exact reference: the recurrent form in double (l2norm, scaling and
  * state in double; exp, log1p from the C library in double). q, k, v, g,
  * beta as above (g, beta already computed), state [hv][dk][dv] in/out. */
@@ -86,5 +104,9 @@ rc_status rc_gdn_recurrent64(const rc_gdn_dims *d, const float *q, const float *
  * [hv][dk][dv]; from zeros. */
 rc_status rc_gdn_chunked64(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
                            const float *beta, int64_t T, int64_t chunk, double *final_state, double *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

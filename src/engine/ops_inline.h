@@ -1023,4 +1023,27 @@ RC_HD static inline void rco_gdn_recurrent_step(float *S, const float *k, const 
         o[j] = rco_tsum_outer(prod, dk, dv, j, dv);
 }
 
+/* One token of the recurrent form for one value head, from the raw q, k of
+ * its key head (l2norm, q divided by qdiv = f32(sqrt(dk)), the step), the
+ * output rounded to out_dt; round_state: the state rounded to state_dt
+ * afterwards (the end of a call). scratch: dk * dv + 3 * dk + 2 * dv
+ * floats. The CPU's rc_gdn_recurrent and the CUDA kernel's thread
+ * (kernels/gdn.cu) both run this. */
+RC_HD static inline void rco_gdn_recurrent_token(float *S, const float *q, const float *k, const float *v, float g,
+                                                 float beta, int64_t dk, int64_t dv, float qdiv, rc_dtype out_dt,
+                                                 bool round_state, rc_dtype state_dt, float *scratch, float *out)
+{
+    float *prod = scratch, *qn = prod + dk * dv, *kn = qn + dk, *sq = kn + dk, *kv = sq + dk, *o = kv + dv;
+    rco_gdn_l2norm_row(q, dk, sq, qn);
+    for (int64_t i = 0; i < dk; i++)
+        qn[i] = qn[i] / qdiv;
+    rco_gdn_l2norm_row(k, dk, sq, kn);
+    rco_gdn_recurrent_step(S, kn, qn, v, g, beta, dk, dv, prod, kv, o);
+    for (int64_t j = 0; j < dv; j++)
+        out[j] = rc_round_to(o[j], out_dt);
+    if (round_state)
+        for (int64_t i = 0; i < dk * dv; i++)
+            S[i] = rc_round_to(S[i], state_dt);
+}
+
 #endif
