@@ -345,6 +345,32 @@ START_TEST(test_gdn_gqa)
 }
 END_TEST
 
+/* a bf16 value's place on the ordered line of bf16 values (consecutive values differ by 1) */
+static long long bf16_key(float x)
+{
+    const long long b = (long long)(rc_f32_bits(x) >> 16);
+    return b & 0x8000 ? -(b & 0x7fff) : b;
+}
+
+/* the layer's mixer from its projections' outputs to out_proj's input (transformers' module, no cache) */
+START_TEST(test_gdn_mixer)
+{
+    rc_safetensors *st = open_fixture();
+    const char *dt = k_dt[_i];
+    const rc_gdn_dims d = {2, 4, 8, 6};
+    const int64_t T = 20, K = 4, rep = 2, C = 2 * 2 * 8 + 4 * 6;
+    float *qkvz = get(st, dt, "layer.qkvz", T * d.hk * (2 * d.dk + 2 * rep * d.dv));
+    float *ba = get(st, dt, "layer.ba", T * d.hk * 2 * rep), *w = get(st, dt, "layer.conv_w", C * K);
+    float *al = get(st, dt, "layer.A_log", d.hv), *db = get(st, dt, "layer.dt_bias", d.hv);
+    float *nw = get(st, dt, "layer.norm_w", d.dv), *want = get(st, dt, "layer.out", T * d.hv * d.dv);
+    float *o = malloc(sizeof(float) * (size_t)(T * d.hv * d.dv));
+    ck_assert(rc_gdn_mixer(&d, qkvz, ba, T, w, K, al, db, nw, 1e-6f, RC_GDN_CHUNK_DEFAULT, k_rdt[_i], o) == RC_OK);
+    CHECK_BITWISE(o, want, T * d.hv * d.dv, "%s the layer's mixer (Qwen3NextGatedDeltaNet)", dt);
+    free(qkvz), free(ba), free(w), free(al), free(db), free(nw), free(want), free(o);
+    rc_st_close(st);
+}
+END_TEST
+
 /* largest |x - ref| over n values, and the largest |ref| */
 static double max_err(const float *x, const double *ref, int64_t n, double *scale)
 {
@@ -432,6 +458,26 @@ START_TEST(test_gdn_vs_fp64)
                (long long)h, gm, e[0], e[1], e[2]);
     }
     fflush(stdout);
+    /* bf16: how far apart the two forms' outputs are (the sampler's recurrent decode against the
+     * trainer's chunked forward, same inputs), in bf16 ulps */
+    inputs ib = get_inputs(st, "bf16");
+    float *brec = malloc(sizeof(float) * (size_t)no), *bc64 = malloc(sizeof(float) * (size_t)no);
+    memset(s, 0, sizeof(float) * (size_t)ns);
+    ck_assert(rc_gdn_recurrent(&k_dims, ib.q, ib.k, ib.v, ib.g, ib.beta, T_FULL, RC_BF16, RC_F32, s, brec) == RC_OK);
+    ck_assert(rc_gdn_chunked(&k_dims, ib.q, ib.k, ib.v, ib.g, ib.beta, T_FULL, 64, RC_BF16, NULL, NULL, bc64) ==
+              RC_OK);
+    int64_t bdiff = 0, bmax = 0;
+    for (int64_t i = 0; i < no; i++) {
+        const int64_t u = llabs(bf16_key(brec[i]) - bf16_key(bc64[i]));
+        bdiff += u != 0;
+        bmax = u > bmax ? u : bmax;
+    }
+    printf("gdn bf16, 130 tokens: recurrent and chunked (64) outputs differ in %lld of %lld values (at most %lld "
+           "bf16 ulps)\n",
+           (long long)bdiff, (long long)no, (long long)bmax);
+    fflush(stdout);
+    free(brec), free(bc64);
+    free_inputs(&ib);
     const double bound = (double)T_FULL * (DK + DV) * ldexp(scale, -24);
     ck_assert(e_rec <= bound && e_c64 <= bound && e_c16 <= bound && n_rec <= bound && n_c64 <= bound);
     free(ref), free(s64), free(c64o), free(c64s), free(r70), free(s70);
@@ -455,6 +501,7 @@ static Suite *gdn_suite(void)
     tcase_add_loop_test(tc, test_gdn_recurrent, 0, 2);
     tcase_add_loop_test(tc, test_gdn_decode, 0, 2);
     tcase_add_test(tc, test_gdn_gqa);
+    tcase_add_loop_test(tc, test_gdn_mixer, 0, 2);
     tcase_add_test(tc, test_gdn_vs_fp64);
     suite_add_tcase(s, tc);
     return s;

@@ -113,6 +113,35 @@ def gates(a, b, A_log, dt_bias):
     return g, beta
 
 
+LAYER = {"hk": 2, "hv": 4, "dk": 8, "dv": 6, "K": 4, "T": 20, "hidden": 16}
+
+
+def layer_case(dt, seed):
+    L = LAYER
+    cfg = M.Qwen3NextConfig(hidden_size=L["hidden"], linear_num_key_heads=L["hk"], linear_num_value_heads=L["hv"],
+                            linear_key_head_dim=L["dk"], linear_value_head_dim=L["dv"],
+                            linear_conv_kernel_dim=L["K"], num_hidden_layers=1, layer_types=["linear_attention"],
+                            rms_norm_eps=1e-6, hidden_act="silu")
+    mod = M.Qwen3NextGatedDeltaNet(cfg, 0)
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for name, prm in mod.named_parameters():
+            prm.copy_(torch.from_numpy(rng.standard_normal(tuple(prm.shape)).astype(np.float32)) * 0.4)
+        mod.A_log.copy_(torch.log(torch.tensor([0.05, 1.5, 12.0, 3.0])))
+        mod.dt_bias.copy_(mod.dt_bias * 0.5 + 1.0)
+        mod.norm.weight.copy_(mod.norm.weight * 0.5 + 1.0)
+    mod = mod.to(dt).eval()
+    rec = {}
+    mod.in_proj_qkvz.register_forward_hook(lambda m, i, o: rec.__setitem__("qkvz", o))
+    mod.in_proj_ba.register_forward_hook(lambda m, i, o: rec.__setitem__("ba", o))
+    mod.out_proj.register_forward_pre_hook(lambda m, i: rec.__setitem__("out", i[0]))
+    x = torch.from_numpy(rng.standard_normal((1, L["T"], L["hidden"])).astype(np.float32)).to(dt)
+    with torch.no_grad():
+        mod(x)
+    return {"qkvz": rec["qkvz"][0], "ba": rec["ba"][0], "out": rec["out"][0], "conv_w": mod.conv1d.weight[:, 0],
+            "A_log": mod.A_log.detach(), "dt_bias": mod.dt_bias.detach(), "norm_w": mod.norm.weight.detach()}
+
+
 def chunk(q, k, v, g, beta, cs, init=None):
     o, s = M.torch_chunk_gated_delta_rule(q[None], k[None], v[None], g=g[None], beta=beta[None], chunk_size=cs,
                                           initial_state=None if init is None else init[None],
@@ -211,6 +240,10 @@ def run(mode):
             for name in ("norm_x", "norm_z", "norm_w"):
                 p(name, x[name])
             p("norm.out", norm(x["norm_x"], x["norm_z"]))
+            # the layer's mixer: Qwen3NextGatedDeltaNet.forward without a cache, from in_proj_qkvz / in_proj_ba's
+            # outputs to out_proj's input (module hooks), 2 key heads, 4 value heads
+            for name, t in layer_case(dt, 9 if dn == "f32" else 10).items():
+                p("layer." + name, t)
             if dn == "f32":  # torch's fp32 sums at the layer's real sizes, on generated values
                 for (n, m) in SUM_OUTER:
                     p(f"sum.outer{n}x{m}", gen_values(n * m).view(n, m).sum(0))
@@ -271,7 +304,8 @@ def main():
         "capability_libm": caps["libm"], "capability_native": caps["native"], "cpu": cpu,
         "shape": json.dumps({"T": T_FULL, "Hk": HK, "Hv": HV, "dk": DK, "dv": DV, "lengths": LENGTHS,
                              "chunks": CHUNKS, "gqa": [GQA_T, GQA_HV, GQA_CHUNK], "prefill": PREFILL,
-                             "conv": [CONV_C, CONV_K, CONV_T, list(CONV_PREFILLS)], "norm": [NORM_N, NORM_EPS]}),
+                             "conv": [CONV_C, CONV_K, CONV_T, list(CONV_PREFILLS)], "norm": [NORM_N, NORM_EPS],
+                             "layer": LAYER}),
     }
     path = os.path.join(args.out, "gdn_ops.safetensors")
     save_safetensors_canonical(tensors, path, meta)
@@ -302,6 +336,8 @@ def main():
         f.write(f"| GQA, both forms | {HK} / {GQA_HV} | {DK} / {DV} | {GQA_T} | {GQA_CHUNK} | fp32 |\n")
         f.write(f"| causal depthwise conv + SiLU: whole sequence; prefill of {CONV_PREFILLS} then steps | "
                 f"{CONV_C} channels, kernel {CONV_K} | - | {CONV_T} | - | fp32, bf16 |\n")
+        f.write(f"| the layer's mixer (Qwen3NextGatedDeltaNet, projections' outputs to out_proj's input) | "
+                f"{LAYER['hk']} / {LAYER['hv']} | {LAYER['dk']} / {LAYER['dv']} | {LAYER['T']} | 64 | fp32, bf16 |\n")
         f.write(f"| gated RMSNorm | - | - / {DV} | {NORM_N} rows | - | fp32, bf16 |\n")
         f.write(f"| l2norm | - | {DK}, 128 / - | 16, 2 rows | - | fp32 |\n")
         f.write("| torch's fp32 sums (generated values) | - | rows of " +

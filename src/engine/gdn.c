@@ -441,3 +441,51 @@ rc_status rc_gdn_chunked64(const rc_gdn_dims *d, const float *q, const float *k,
     free(buf);
     return RC_OK;
 }
+
+void rc_gdn_split_qkvz(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, float *mixed, float *z,
+                       float *b, float *a)
+{
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk;
+    const int64_t w = 2 * dk + 2 * rep * dv, C = 2 * hk * dk + hv * dv;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t kh = 0; kh < hk; kh++) {
+            const float *src = qkvz + (t * hk + kh) * w, *sba = ba + (t * hk + kh) * 2 * rep;
+            float *m = mixed + t * C;
+            memcpy(m + kh * dk, src, sizeof *m * (size_t)dk);
+            memcpy(m + hk * dk + kh * dk, src + dk, sizeof *m * (size_t)dk);
+            memcpy(m + 2 * hk * dk + kh * rep * dv, src + 2 * dk, sizeof *m * (size_t)(rep * dv));
+            memcpy(z + (t * hv + kh * rep) * dv, src + 2 * dk + rep * dv, sizeof *z * (size_t)(rep * dv));
+            memcpy(b + t * hv + kh * rep, sba, sizeof *b * (size_t)rep);
+            memcpy(a + t * hv + kh * rep, sba + rep, sizeof *a * (size_t)rep);
+        }
+}
+
+rc_status rc_gdn_mixer(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                       int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                       int64_t chunk, rc_dtype dt, float *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, C = 2 * hk * dk + hv * dv;
+    int64_t n;
+    if (T < 0 || K < 1 || !rc_mul_i64(T, 2 * C + 2 * hk * dk + 2 * hv * dv + 4 * hv, &n))
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: mixer scratch for %lld tokens", (long long)T);
+    float *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, n > 0 ? n : 1, sizeof *buf, "Gated DeltaNet mixer scratch"));
+    float *mixed = buf, *conv = mixed + T * C, *q = conv + T * C, *k = q + T * hk * dk, *v = k + T * hk * dk;
+    float *z = v + T * hv * dv, *b = z + T * hv * dv, *a = b + T * hv, *g = a + T * hv, *beta = g + T * hv;
+    rc_gdn_split_qkvz(d, qkvz, ba, T, mixed, z, b, a);
+    rc_status s = rc_gdn_conv(mixed, T, C, conv_w, K, dt, conv, NULL);
+    for (int64_t t = 0; s == RC_OK && t < T; t++) {
+        memcpy(q + t * hk * dk, conv + t * C, sizeof *q * (size_t)(hk * dk));
+        memcpy(k + t * hk * dk, conv + t * C + hk * dk, sizeof *k * (size_t)(hk * dk));
+        memcpy(v + t * hv * dv, conv + t * C + 2 * hk * dk, sizeof *v * (size_t)(hv * dv));
+    }
+    if (s == RC_OK) {
+        rc_gdn_gates(a, b, T, hv, A_log, dt_bias, dt, g, beta);
+        s = rc_gdn_chunked(d, q, k, v, g, beta, T, chunk, dt, NULL, NULL, mixed); /* mixed is free now */
+    }
+    if (s == RC_OK)
+        s = rc_gdn_gated_rmsnorm(mixed, z, T * hv, dv, norm_w, eps, dt, out);
+    free(buf);
+    return s;
+}

@@ -27,6 +27,10 @@ typedef struct rc_backend rc_backend;
 extern "C" {
 #endif
 
+/* transformers' chunk size (torch_chunk_gated_delta_rule's chunk_size, and
+ * FLA's kernels') */
+#define RC_GDN_CHUNK_DEFAULT 64
+
 typedef struct {
     int64_t hk, hv; /* key (and query) heads, value heads: a multiple of hk */
     int64_t dk, dv; /* head dims */
@@ -90,6 +94,25 @@ rc_status rc_cpu_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, 
  * (sequence, head) of a step needs (rco_gdn_recurrent_token) */
 float rc_gdn_qdiv(int64_t dk);
 int64_t rc_gdn_step_scratch(const rc_gdn_dims *d);
+
+/* Qwen3-Next's fused projections to separate tensors
+ * (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering): qkvz [T][hk][2 dk
+ * + 2 rep dv] (per key head: q, k, its rep value heads' v, their z), ba
+ * [T][hk][2 rep] (b, then a), rep = hv / hk, into mixed [T][C] (the conv's
+ * channels: every q head, every k head, every v head; C = 2 hk dk + hv dv),
+ * z [T][hv][dv], b, a [T][hv]. */
+void rc_gdn_split_qkvz(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, float *mixed, float *z,
+                       float *b, float *a);
+
+/* The mixer of a Gated DeltaNet layer between its projections, the full
+ * forward (Qwen3NextGatedDeltaNet.forward without a cache, from
+ * in_proj_qkvz / in_proj_ba's outputs to out_proj's input): the split, the
+ * conv + SiLU (conv_w [C][K]), the gates (A_log, dt_bias [hv]), the chunked
+ * rule (chunks of `chunk`), the gated RMSNorm (norm_w [dv], eps). out
+ * [T][hv * dv], values of dt. */
+rc_status rc_gdn_mixer(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                       int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                       int64_t chunk, rc_dtype dt, float *out);
 
 /* The exact reference: the recurrent form in double (l2norm, scaling and
  * state in double; exp, log1p from the C library in double). q, k, v, g,
