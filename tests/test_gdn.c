@@ -70,6 +70,7 @@ static int64_t ndiff(const float *got, const float *want, int64_t n)
         char what_[200];                                                                                         \
         snprintf(what_, sizeof what_, __VA_ARGS__);                                                              \
         printf("gdn %s: %lld of %lld values differ from the reference\n", what_, (long long)nd_, (long long)(n)); \
+        fflush(stdout);                                                                                          \
         ck_assert_msg(nd_ == 0, "%s: %lld of %lld values differ", what_, (long long)nd_, (long long)(n));       \
     } while (0)
 
@@ -191,7 +192,7 @@ START_TEST(test_gdn_conv)
     const char *dt = k_dt[_i];
     const int64_t C = 16, K = 4, T = 12;
     float *x = get(st, dt, "conv.x", T * C), *w = get(st, dt, "conv.w", C * K);
-    float *o = malloc(sizeof(float) * (size_t)(T * C)), *state = malloc(sizeof(float) * (size_t)(C * K));
+    float *o = malloc(sizeof(float) * (size_t)(T * C)), *state = calloc((size_t)(C * K), sizeof(float));
     float *want = get(st, dt, "conv.full", T * C);
     ck_assert(rc_gdn_conv(x, T, C, w, K, k_rdt[_i], o, NULL) == RC_OK);
     CHECK_BITWISE(o, want, T * C, "%s conv, whole sequence", dt);
@@ -200,6 +201,7 @@ START_TEST(test_gdn_conv)
     for (int p = 0; p < 2; p++) {
         const int64_t P = prefills[p];
         char name[64];
+        memset(state, 0, sizeof(float) * (size_t)(C * K)); /* a new sequence */
         ck_assert(rc_gdn_conv(x, P, C, w, K, k_rdt[_i], o, state) == RC_OK);
         for (int64_t t = P; t < T; t++)
             rc_gdn_conv_step(x + t * C, C, w, K, k_rdt[_i], state, o + t * C);
@@ -366,6 +368,19 @@ START_TEST(test_gdn_mixer)
     float *o = malloc(sizeof(float) * (size_t)(T * d.hv * d.dv));
     ck_assert(rc_gdn_mixer(&d, qkvz, ba, T, w, K, al, db, nw, 1e-6f, RC_GDN_CHUNK_DEFAULT, k_rdt[_i], o) == RC_OK);
     CHECK_BITWISE(o, want, T * d.hv * d.dv, "%s the layer's mixer (Qwen3NextGatedDeltaNet)", dt);
+    free(want);
+    /* with a cache: a prefill of 12 tokens, then one call per token */
+    const int64_t P = 12, wq = d.hk * (2 * d.dk + 2 * rep * d.dv), wb = d.hk * 2 * rep;
+    float *cs = malloc(sizeof(float) * (size_t)(C * K)), *ss = malloc(sizeof(float) * (size_t)(d.hv * d.dk * d.dv));
+    want = get(st, dt, "layer.out_cached", T * d.hv * d.dv);
+    ck_assert(rc_gdn_mixer_cached(&d, qkvz, ba, P, w, K, al, db, nw, 1e-6f, RC_GDN_CHUNK_DEFAULT, k_rdt[_i], RC_F32,
+                                  true, cs, ss, o) == RC_OK);
+    for (int64_t t = P; t < T; t++)
+        ck_assert(rc_gdn_mixer_cached(&d, qkvz + t * wq, ba + t * wb, 1, w, K, al, db, nw, 1e-6f,
+                                      RC_GDN_CHUNK_DEFAULT, k_rdt[_i], RC_F32, false, cs, ss,
+                                      o + t * d.hv * d.dv) == RC_OK);
+    CHECK_BITWISE(o, want, T * d.hv * d.dv, "%s the layer's mixer with a cache (prefill 12, then steps)", dt);
+    free(cs), free(ss);
     free(qkvz), free(ba), free(w), free(al), free(db), free(nw), free(want), free(o);
     rc_st_close(st);
 }

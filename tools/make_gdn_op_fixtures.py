@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
+from transformers.cache_utils import DynamicCache
 from transformers.models.qwen3_next import modeling_qwen3_next as M
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +115,7 @@ def gates(a, b, A_log, dt_bias):
 
 
 LAYER = {"hk": 2, "hv": 4, "dk": 8, "dv": 6, "K": 4, "T": 20, "hidden": 16}
+LAYER_PREFILL = 12
 
 
 def layer_case(dt, seed):
@@ -130,16 +132,39 @@ def layer_case(dt, seed):
         mod.A_log.copy_(torch.log(torch.tensor([0.05, 1.5, 12.0, 3.0])))
         mod.dt_bias.copy_(mod.dt_bias * 0.5 + 1.0)
         mod.norm.weight.copy_(mod.norm.weight * 0.5 + 1.0)
+        # the projections exact in fp32 (multiples of 2^-7 from small integers): their GEMMs give the same bits
+        # for one token and for the whole sequence, so the cached run's projections are the full run's
+        for lin in (mod.in_proj_qkvz, mod.in_proj_ba):
+            lin.weight.copy_(torch.round(lin.weight * 80).clamp(-8, 8) / 32)
     mod = mod.to(dt).eval()
     rec = {}
     mod.in_proj_qkvz.register_forward_hook(lambda m, i, o: rec.__setitem__("qkvz", o))
     mod.in_proj_ba.register_forward_hook(lambda m, i, o: rec.__setitem__("ba", o))
     mod.out_proj.register_forward_pre_hook(lambda m, i: rec.__setitem__("out", i[0]))
-    x = torch.from_numpy(rng.standard_normal((1, L["T"], L["hidden"])).astype(np.float32)).to(dt)
+    x = (torch.round(torch.from_numpy(rng.standard_normal((1, L["T"], L["hidden"])).astype(np.float32)) * 2)
+         .clamp(-4, 4) / 4).to(dt)
     with torch.no_grad():
         mod(x)
-    return {"qkvz": rec["qkvz"][0], "ba": rec["ba"][0], "out": rec["out"][0], "conv_w": mod.conv1d.weight[:, 0],
-            "A_log": mod.A_log.detach(), "dt_bias": mod.dt_bias.detach(), "norm_w": mod.norm.weight.detach()}
+        full = rec["out"][0]
+        # with transformers' cache: a prefill of the first LAYER_PREFILL tokens, then one call per token
+        # (causal_conv1d_update and the recurrent form from the cached states)
+        cache = DynamicCache(config=cfg)
+        outs = []
+        qkvz_all, ba_all = rec_all(mod, x)
+        for a, b in [(0, LAYER_PREFILL)] + [(t, t + 1) for t in range(LAYER_PREFILL, L["T"])]:
+            mod(x[:, a:b], cache=cache)
+            outs.append(rec["out"][0])
+            assert torch.equal(rec["qkvz"][0], qkvz_all[a:b]) and torch.equal(rec["ba"][0], ba_all[a:b])
+        cached = torch.cat(outs)
+    return {"qkvz": rec_all(mod, x)[0], "ba": rec_all(mod, x)[1], "out": full, "out_cached": cached,
+            "conv_w": mod.conv1d.weight[:, 0], "A_log": mod.A_log.detach(), "dt_bias": mod.dt_bias.detach(),
+            "norm_w": mod.norm.weight.detach()}
+
+
+def rec_all(mod, x):
+    """the projections' outputs over the whole sequence"""
+    with torch.no_grad():
+        return mod.in_proj_qkvz(x)[0], mod.in_proj_ba(x)[0]
 
 
 def chunk(q, k, v, g, beta, cs, init=None):
@@ -179,7 +204,7 @@ def run(mode):
                 for L in LENGTHS:
                     o, s = chunk(q[:L], k[:L], v[:L], g[:L], beta[:L], cs)
                     assert torch.equal(o, o_full[:L]), f"{mode} {dn} chunk {cs} length {L}: not a prefix"
-                    if cs == 64 or L >= 64:  # the final state of every length with chunk 64, of 64, 70, 130 with 16
+                    if L >= 7 and (cs == 64 or L >= 64):  # final states: lengths 7+ with chunk 64, 64+ with 16
                         p(f"chunk{cs}.state{L}", s)
                 if cs == 16:  # from a given state: two chunks, the second padded
                     n = INIT_T
@@ -336,7 +361,8 @@ def main():
         f.write(f"| GQA, both forms | {HK} / {GQA_HV} | {DK} / {DV} | {GQA_T} | {GQA_CHUNK} | fp32 |\n")
         f.write(f"| causal depthwise conv + SiLU: whole sequence; prefill of {CONV_PREFILLS} then steps | "
                 f"{CONV_C} channels, kernel {CONV_K} | - | {CONV_T} | - | fp32, bf16 |\n")
-        f.write(f"| the layer's mixer (Qwen3NextGatedDeltaNet, projections' outputs to out_proj's input) | "
+        f.write(f"| the layer's mixer (Qwen3NextGatedDeltaNet, projections' outputs to out_proj's input), without and "
+                f"with transformers' cache (a prefill of {LAYER_PREFILL}, then one call per token) | "
                 f"{LAYER['hk']} / {LAYER['hv']} | {LAYER['dk']} / {LAYER['dv']} | {LAYER['T']} | 64 | fp32, bf16 |\n")
         f.write(f"| gated RMSNorm | - | - / {DV} | {NORM_N} rows | - | fp32, bf16 |\n")
         f.write(f"| l2norm | - | {DK}, 128 / - | 16, 2 rows | - | fp32 |\n")

@@ -63,18 +63,21 @@ rc_status rc_gdn_conv(const float *x, int64_t T, int64_t C, const float *w, int6
     float *taps;
     RC_TRY(rc_alloc_aligned((void **)&taps, K, sizeof *taps, "conv scratch"));
     for (int64_t c = 0; c < C; c++) {
+        float *st = state ? state + c * K : NULL;
         for (int64_t t = 0; t < T; t++) {
             for (int64_t k = 0; k < K; k++) {
-                const int64_t s = t - (K - 1) + k;
-                taps[k] = s >= 0 ? x[s * C + c] : 0.0f;
+                const int64_t s = t - (K - 1) + k; /* before the call: the state's columns, or zeros */
+                taps[k] = s >= 0 ? x[s * C + c] : st ? st[K + s] : 0.0f;
             }
             out[t * C + c] = rco_gdn_conv_out(taps, w + c * K, K, dt);
         }
-        if (state)
+        if (st) { /* the last K inputs: the state's tail, then the call's */
             for (int64_t k = 0; k < K; k++) {
                 const int64_t s = T - K + k;
-                state[c * K + k] = s >= 0 ? x[s * C + c] : 0.0f;
+                taps[k] = s >= 0 ? x[s * C + c] : st[K + s];
             }
+            memcpy(st, taps, sizeof *st * (size_t)K);
+        }
     }
     free(taps);
     return RC_OK;
@@ -483,6 +486,49 @@ rc_status rc_gdn_mixer(const rc_gdn_dims *d, const float *qkvz, const float *ba,
     if (s == RC_OK) {
         rc_gdn_gates(a, b, T, hv, A_log, dt_bias, dt, g, beta);
         s = rc_gdn_chunked(d, q, k, v, g, beta, T, chunk, dt, NULL, NULL, mixed); /* mixed is free now */
+    }
+    if (s == RC_OK)
+        s = rc_gdn_gated_rmsnorm(mixed, z, T * hv, dv, norm_w, eps, dt, out);
+    free(buf);
+    return s;
+}
+
+rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                              int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                              int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, float *conv_state,
+                              float *state, float *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, C = 2 * hk * dk + hv * dv;
+    int64_t n;
+    if (T < 1 || K < 1 || !rc_mul_i64(T, 2 * C + 2 * hk * dk + 2 * hv * dv + 4 * hv, &n))
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: mixer scratch for %lld tokens", (long long)T);
+    float *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "Gated DeltaNet mixer scratch"));
+    float *mixed = buf, *conv = mixed + T * C, *q = conv + T * C, *k = q + T * hk * dk, *v = k + T * hk * dk;
+    float *z = v + T * hv * dv, *b = z + T * hv * dv, *a = b + T * hv, *g = a + T * hv, *beta = g + T * hv;
+    rc_gdn_split_qkvz(d, qkvz, ba, T, mixed, z, b, a);
+    if (fresh)
+        memset(conv_state, 0, sizeof *conv_state * (size_t)(C * K));
+    rc_status s = RC_OK;
+    if (T == 1 && !fresh)
+        rc_gdn_conv_step(mixed, C, conv_w, K, dt, conv_state, conv);
+    else
+        s = rc_gdn_conv(mixed, T, C, conv_w, K, dt, conv, conv_state);
+    for (int64_t t = 0; s == RC_OK && t < T; t++) {
+        memcpy(q + t * hk * dk, conv + t * C, sizeof *q * (size_t)(hk * dk));
+        memcpy(k + t * hk * dk, conv + t * C + hk * dk, sizeof *k * (size_t)(hk * dk));
+        memcpy(v + t * hv * dv, conv + t * C + 2 * hk * dk, sizeof *v * (size_t)(hv * dv));
+    }
+    if (s == RC_OK) {
+        rc_gdn_gates(a, b, T, hv, A_log, dt_bias, dt, g, beta);
+        if (T == 1 && !fresh) {
+            s = rc_gdn_recurrent(d, q, k, v, g, beta, 1, dt, state_dt, state, mixed);
+        } else {
+            s = rc_gdn_chunked(d, q, k, v, g, beta, T, chunk, dt, fresh ? NULL : state, state, mixed);
+            for (int64_t i = 0; s == RC_OK && i < hv * dk * dv; i++)
+                state[i] = rc_round_to(state[i], state_dt);
+        }
     }
     if (s == RC_OK)
         s = rc_gdn_gated_rmsnorm(mixed, z, T * hv, dv, norm_w, eps, dt, out);

@@ -53,10 +53,11 @@ rc_status rc_gdn_gated_rmsnorm(const float *x, const float *z, int64_t n, int64_
                                rc_dtype dt, float *out);
 
 /* The causal depthwise conv + SiLU over a sequence: x [T][C], w [C][K],
- * out [T][C]. causal_conv1d_fn (the full forward, and a cached prefill: the
- * outputs are the same). state: NULL, or [C][K] set to the conv state a
- * cache keeps after the prefill (the last K inputs, zeros before the
- * sequence, as DynamicCache.update_conv_state pads). */
+ * out [T][C]. causal_conv1d_fn over the inputs with K - 1 zeros before
+ * them (state NULL: the full forward), or over the state's columns then the
+ * inputs (state [C][K]: the conv state of a cache, the last K inputs before
+ * the call, zeros for a new sequence, as DynamicCache.update_conv_state
+ * pads; updated to the last K inputs after the call). */
 rc_status rc_gdn_conv(const float *x, int64_t T, int64_t C, const float *w, int64_t K, rc_dtype dt, float *out,
                       float *state);
 
@@ -113,6 +114,18 @@ void rc_gdn_split_qkvz(const rc_gdn_dims *d, const float *qkvz, const float *ba,
 rc_status rc_gdn_mixer(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
                        int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
                        int64_t chunk, rc_dtype dt, float *out);
+
+/* The same mixer with a cache, as transformers runs it with one
+ * (DynamicCache): fresh (a new sequence: the states are zeroed first; the
+ * chunked form from zeros, whatever T) or not: T == 1 takes the decode step
+ * (causal_conv1d_update, the recurrent form), T > 1 the conv over the
+ * cached columns and the chunked form from the cached state. conv_state
+ * [C][K], state [hv][dk][dv] updated; the state rounded to state_dt at the
+ * end of the call. */
+rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                              int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                              int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, float *conv_state,
+                              float *state, float *out);
 
 /* The exact reference: the recurrent form in double (l2norm, scaling and
  * state in double; exp, log1p from the C library in double). q, k, v, g,
