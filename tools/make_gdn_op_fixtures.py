@@ -167,6 +167,49 @@ def rec_all(mod, x):
         return mod.in_proj_qkvz(x)[0], mod.in_proj_ba(x)[0]
 
 
+def _fma(a, b, c):
+    """fp32 fused multiply-add: the product of two fp32 values is exact in fp64, the sum rounds once to fp64
+    and then to fp32 (a double rounding that could only matter on an exact fp32 midpoint)"""
+    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+
+
+def mkl_orders():
+    """The orders src/engine/gdn.c writes for the chunked form's GEMMs and triangular solves, against
+    torch's CPU (MKL) on random fp32 inputs at the fixture's and a real model's sizes: the number of
+    outputs that differ (0: the order is MKL's here)."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for M_, K_, N_, tr in [(64, 12, 64, False), (64, 64, 10, False), (12, 64, 10, True), (16, 12, 16, False),
+                           (64, 128, 64, False), (64, 128, 128, False), (128, 64, 128, True), (64, 64, 128, False)]:
+        A = rng.standard_normal((M_, K_)).astype(np.float32)
+        B = rng.standard_normal((K_, N_)).astype(np.float32)
+        tA = torch.from_numpy(np.ascontiguousarray(A.T)).t() if tr else torch.from_numpy(A)
+        want = (tA @ torch.from_numpy(B)).numpy()
+        got = np.zeros((M_, N_), np.float32)
+        for kk in range(K_):
+            got = _fma(A[:, kk:kk + 1], B[kk:kk + 1, :], got)
+        rows.append((f"GEMM {M_} x {K_} x {N_}{' (A transposed)' if tr else ''}", int((got != want).sum()),
+                     M_ * N_))
+    for M_, N_ in [(16, 10), (64, 10), (64, 12), (64, 128), (100, 12), (128, 10)]:
+        L_ = np.tril(rng.standard_normal((M_, M_)).astype(np.float32) * 0.2)
+        B = rng.standard_normal((M_, N_)).astype(np.float32)
+        want = torch.linalg.solve_triangular(torch.from_numpy(L_), torch.from_numpy(B), upper=False,
+                                             unitriangular=True).numpy()
+        X = B.copy()
+        for s0 in range(0, M_, 48):
+            e0 = min(M_, s0 + 48)
+            if s0 > 0:
+                acc = np.zeros((e0 - s0, N_), np.float32)
+                for c in range(s0):
+                    acc = _fma(L_[s0:e0, c:c + 1], X[c:c + 1], acc)
+                X[s0:e0] = X[s0:e0] - acc
+            for c in range(s0, e0):
+                X[c + 1:e0] = _fma(-L_[c + 1:e0, c:c + 1], X[c:c + 1], X[c + 1:e0])
+        rows.append((f"unit lower triangular solve {M_} x {M_}, {N_} right-hand sides", int((X != want).sum()),
+                     M_ * N_))
+    return rows
+
+
 def chunk(q, k, v, g, beta, cs, init=None):
     o, s = M.torch_chunk_gated_delta_rule(q[None], k[None], v[None], g=g[None], beta=beta[None], chunk_size=cs,
                                           initial_state=None if init is None else init[None],
@@ -338,6 +381,7 @@ def main():
         for k in sorted(meta):
             f.write(f"{k}: {meta[k]}\n")
     g = tensors["f32.g"]
+    orders = mkl_orders()
     # torch's exp (MKL) against glibc's expf on 20000 fp32 values, N(0, 5^2)
     xs = torch.from_numpy((np.random.default_rng(0).standard_normal(20000) * 5).astype(np.float32))
     e_t, e_g = torch.exp(xs), glibc_exp(xs)
@@ -372,6 +416,10 @@ def main():
         f.write("Mean decay g per head (fp32 case): " + ", ".join(f"{float(g[:, h].mean()):.3g}" for h in range(HV)) +
                 ". `native.*`: the fp32 outputs of transformers' unchanged functions (MKL's exp, the CPU's own "
                 f"capability), their first {NATIVE_T} tokens.\n\n")
+        f.write("MKL's orders on this CPU (the fused multiply-add chains and the 48-row blocks that "
+                "`src/engine/gdn.c` writes, against torch's `@` and `solve_triangular`, random fp32 inputs):\n\n"
+                "| product | outputs that differ |\n|---|---|\n")
+        f.write("".join(f"| {name} | {d} of {n} |\n" for name, d, n in orders) + "\n")
         f.write(f"torch.exp and glibc's expf differ on {exp_diff} of {xs.numel()} fp32 values drawn from N(0, 25) "
                 f"(by at most {exp_ulp} ulp), on this CPU ({caps['native']}).\n")
     print(f"{path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes; capabilities {caps}")
