@@ -415,4 +415,24 @@ RC_HD static inline void rck_moe_acc_thread(const rck_moe_acc_args *a, int64_t t
     *o = rco_moe_acc(*o, a->y[i * a->H + j], s, a->dt);
 }
 
+/* ---- Gated DeltaNet (gdn.cu; CPU twin: src/engine/gdn.c rc_cpu_gdn_step) ---- */
+
+/* one (sequence, value head) per thread: rco_gdn_recurrent_token over its
+ * state [dk][dv], with `scratch_per` floats of scratch per thread */
+typedef struct {
+    const float *q, *k, *v, *g, *beta;
+    float *state, *out, *scratch;
+    int64_t hk, hv, dk, dv, scratch_per;
+    float qdiv;
+    rc_dtype out_dt, state_dt;
+} rck_gdn_step_args;
+
+RC_HD static inline void rck_gdn_step_thread(const rck_gdn_step_args *a, int64_t i)
+{
+    const int64_t s = i / a->hv, h = i % a->hv, kh = s * a->hk + h / (a->hv / a->hk);
+    rco_gdn_recurrent_token(a->state + i * a->dk * a->dv, a->q + kh * a->dk, a->k + kh * a->dk, a->v + i * a->dv,
+                            a->g[i], a->beta[i], a->dk, a->dv, a->qdiv, a->out_dt, true, a->state_dt,
+                            a->scratch + i * a->scratch_per, a->out + i * a->dv);
+}
+
 #endif

@@ -104,6 +104,9 @@ static const tol_row k_tol[] = {
     {"moe_route", 0, 0, 4, 1},        /* softmax's expf, as act; the experts chosen must agree exactly */
     {"moe_accumulate", 0, 0, 0, 0},   /* + and * only */
     {"moe_shared", 0, 0, 4, 1},       /* the shared expert's sigmoid gate: expf */
+    /* Gated DeltaNet's recurrent step: one expf per step (the decay) scales every state value, and the
+     * sums over dk cancel: 4 fp32 ulps of the largest value; once rounded, a one-ulp flip */
+    {"gdn_step", 0, 0, 4, 1},
     {"normalize_rows", 0, 0, 0, 0},   /* sqrtf and / are IEEE on both */
     {"act", 0, 0, 4, 1},
     {"act_mul", 0, 0, 4, 2},
@@ -595,6 +598,59 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
  * the bias (BLOOM fused into the scaling, Baichuan added in the model dtype
  * after a division, MPT in fp32 from the last key) and --alibi-bias rowmax,
  * 6 heads (not a power of two), prefill then decode then a 2-token step. */
+/* Gated DeltaNet's recurrent decode step (gdn.cu) against its CPU twin (src/engine/gdn.c): 3 sequences,
+ * 2 key heads and 4 value heads (GQA), head dims 12 / 10 and 20 / 40 (the sums over dk of 40 columns take
+ * the grouped order for the first 32), 5 steps from a random state, the state kept in fp32 and in the
+ * dtype. */
+START_TEST(test_gdn_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t dims[2][2] = {{12, 10}, {20, 40}};
+    for (int di = 0; di < 3; di++)
+        for (int c = 0; c < 2; c++)
+            for (int sd = 0; sd < (k_dts[di] == RC_F32 ? 1 : 2); sd++) {
+                const rc_dtype dt = k_dts[di], sdt = sd ? dt : RC_F32;
+                const rc_gdn_dims d = {2, 4, dims[c][0], dims[c][1]};
+                enum { N = 3, STEPS = 5 };
+                const int64_t nq = N * d.hk * d.dk, nv = N * d.hv * d.dv, ng = N * d.hv, ns = N * d.hv * d.dk * d.dv;
+                float *st = rand_vec(ns, 0.5f, sdt), *dst = dev_copy(p.t, st, ns), *dout;
+                float *o = malloc(sizeof(float) * (size_t)nv);
+                ck_assert(p.t->ops->alloc(p.t, nv, &dout) == RC_OK);
+                for (int t = 0; t < STEPS; t++) {
+                    float *q = rand_vec(nq, 1.0f, dt), *k = rand_vec(nq, 1.0f, dt), *v = rand_vec(nv, 1.0f, dt);
+                    float *g = rand_vec(ng, 1.0f, RC_F32), *beta = rand_vec(ng, 0.5f, dt);
+                    for (int64_t i = 0; i < ng; i++) {
+                        g[i] = -fabsf(g[i]) * (float)(1 + (i % 3) * 4); /* decays from slow to fast */
+                        beta[i] = rc_round_to(0.5f + beta[i], dt);
+                    }
+                    float *dq = dev_copy(p.t, q, nq), *dk = dev_copy(p.t, k, nq), *dv = dev_copy(p.t, v, nv);
+                    float *dg = dev_copy(p.t, g, ng), *db = dev_copy(p.t, beta, ng);
+                    ck_assert_msg(p.t->ops->gdn_step(p.t, &d, dq, dk, dv, dg, db, N, dt, sdt, dst, dout) == RC_OK,
+                                  "%s", rc_last_error());
+                    ck_assert(p.c->ops->gdn_step(p.c, &d, q, k, v, g, beta, N, dt, sdt, st, o) == RC_OK);
+                    float *go = host_copy(p.t, dout, nv);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s dk %lld dv %lld state %s step %d", dt_name(dt), (long long)d.dk,
+                             (long long)d.dv, dt_name(sdt), t);
+                    compare("gdn_step", what, go, o, nv, dt);
+                    free(go), free(q), free(k), free(v), free(g), free(beta);
+                    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dk), p.t->ops->free(p.t, dv);
+                    p.t->ops->free(p.t, dg), p.t->ops->free(p.t, db);
+                }
+                float *gs = host_copy(p.t, dst, ns);
+                char what[64];
+                snprintf(what, sizeof what, "%s dk %lld dv %lld, final state %s", dt_name(dt), (long long)d.dk,
+                         (long long)d.dv, dt_name(sdt));
+                compare("gdn_step", what, gs, st, ns, sdt);
+                free(gs), free(st), free(o);
+                p.t->ops->free(p.t, dst), p.t->ops->free(p.t, dout);
+            }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
 /* The MoE ops (moe.cu) against their CPU twins (src/engine/moe.c): routing
  * (the experts exactly, the weights), the weighted accumulation of one
  * expert's rows and Qwen2-MoE's sigmoid-gated shared expert. */
@@ -1946,6 +2002,7 @@ int main(void)
     tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_scale_softcap);
     tcase_add_test(ops, test_moe_ops);
+    tcase_add_test(ops, test_gdn_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);
     tcase_add_test(ops, test_fp8w_refused);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "gdn.h"
 #include "model.h"
 #include "ops_inline.h"
 #include "status.h"
@@ -345,6 +346,13 @@ typedef struct {
      * sigmoid (rows, widx: host; the rows distinct) */
     rc_status (*moe_accumulate)(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
                                 const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
+    /* Gated DeltaNet (gdn.h): one recurrent decode step of n sequences
+     * (rc_cpu_gdn_step; per sequence and value head rco_gdn_recurrent_token):
+     * q, k [n][hk][dk], v [n][hv][dv], g, beta [n][hv], state
+     * [n][hv][dk][dv] updated and rounded to state_dt, out [n][hv][dv] */
+    rc_status (*gdn_step)(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                          float *state, float *out);
 } rc_backend_ops;
 
 struct rc_backend {
