@@ -1017,7 +1017,7 @@ END_TEST
  * the run's own JSON (without a gate) says a line reaches the level */
 START_TEST(test_run_fail_on)
 {
-    static const char *const cfgs[] = {"--kernels invariant", "--dtype fp16", "--dtype fp16 --seq-eps 1 --clip-eps 1e-3"};
+    static const char *const cfgs[] = {"--kernels invariant", "--dtype fp16", "--dtype fp16 --seq-eps 1e-6"};
     int seen[3] = {0, 0, 0};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
         char base[2048];
@@ -1030,7 +1030,7 @@ START_TEST(test_run_fail_on)
     ck_assert_int_gt(seen[2], 0);
     /* the table names the gate; stderr says which line failed and why */
     char args[2048];
-    snprintf(args, sizeof args, "%s --out none --dtype fp16 --fail-on fail", g_common);
+    snprintf(args, sizeof args, "%s --out none --dtype fp16 --seq-eps 1e-6 --fail-on fail", g_common);
     ck_assert_int_eq(run(args), 3);
     ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-on fail): FAIL"));
     ck_assert_ptr_nonnull(strstr(g_err, "ratiocheck: --fail-on fail: gspo is FAIL: "));
