@@ -770,6 +770,11 @@ START_TEST(test_next_step)
     rc_verdict_next_step(&r, RC_OBJ_GSPO, buf, sizeof buf);
     snprintf(want, sizeof want, "`ratiocheck sweep --vary %s`", best->vary);
     ck_assert_msg(strstr(buf, want) && strstr(buf, best->remedy) && strstr(buf, "likely cause: "), "%s", buf);
+    snprintf(r.trainer, sizeof r.trainer, "dtype=bf16,%s6", best->applied); /* not it: another value */
+    rc_verdict_next_step(&r, RC_OBJ_GSPO, buf, sizeof buf);
+    snprintf(want, sizeof want, "`ratiocheck sweep --vary %s`", best->vary);
+    ck_assert_msg(strstr(buf, want), "%s", buf);
+    r.trainer[0] = '\0';
     snprintf(r.sampler, sizeof r.sampler, "bf16, %s", best->applied); /* already tried: the next one */
     rc_verdict_next_step(&r, RC_OBJ_GSPO, buf, sizeof buf);
     snprintf(want, sizeof want, "`ratiocheck sweep --vary %s`", second->vary);

@@ -161,41 +161,41 @@ rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_align_
              (long long)n);
         return RC_OK;
     }
-    int64_t maxlen = 1, rows_bytes;
+    int64_t maxlen = 1, rows_bytes; /* rows_bytes: floats of the rows kept */
     for (int64_t i = 0; i < p->n; i++)
         maxlen = p->plen[i] + p->rlen[i] > maxlen ? p->plen[i] + p->rlen[i] : maxlen;
     if (!rc_mul_i64(n, V, &rows_bytes))
         return rc_errorf(RC_ERR_NOMEM, "%s: %lld tokens x %lld vocabulary overflows", path, (long long)n, (long long)V);
-    float *rows = NULL, *full = NULL;
+    float *rows = NULL;
     int32_t *x = NULL;
     double *rank = NULL;
+    int64_t *out_rows = NULL;
     rc_engine *e = NULL;
     const rc_numerics num = rc_numerics_fp32();
-    int64_t full_n;
-    rc_status st = rc_mul_i64(maxlen, V, &full_n) ? RC_OK : rc_errorf(RC_ERR_NOMEM, "%s: too long", path);
-    if (st == RC_OK)
-        st = rc_calloc((void **)&rows, rows_bytes, sizeof *rows, "alignment");
-    if (st == RC_OK)
-        st = rc_calloc((void **)&full, full_n, sizeof *full, "alignment");
+    rc_status st = rc_calloc((void **)&rows, rows_bytes, sizeof *rows, "alignment");
     if (st == RC_OK)
         st = rc_calloc((void **)&x, n, sizeof *x, "alignment");
     if (st == RC_OK)
         st = rc_calloc((void **)&rank, n, sizeof *rank, "alignment");
     if (st == RC_OK)
+        st = rc_calloc((void **)&out_rows, maxlen, sizeof *out_rows, "alignment");
+    if (st == RC_OK)
         st = rc_engine_create(m, be, &num, 1, maxlen, maxlen, &e);
     for (int64_t i = 0; i < p->n && st == RC_OK; i++) {
-        const int64_t len = p->plen[i] + p->rlen[i];
+        /* one forward over prompt + response; only the rows that predict a
+         * response token come back: token plen + k at row plen + k - 1 */
+        const int64_t len = p->plen[i] + p->rlen[i], slot = 0, start = 0;
         if (p->rlen[i] == 0)
             continue;
-        st = rc_full_forward(e, p->tok + p->tok_off[i], &len, 1, full);
-        for (int64_t k = 0; k < p->rlen[i] && st == RC_OK; k++) { /* token plen + k, predicted at row plen + k - 1 */
-            const int64_t j = p->lp_off[i] + k;
-            x[j] = p->tok[p->tok_off[i] + p->plen[i] + k];
-            memcpy(rows + j * V, full + (p->plen[i] + k - 1) * V, (size_t)V * sizeof *rows);
+        for (int64_t k = 0; k < p->rlen[i]; k++) {
+            out_rows[k] = p->plen[i] + k - 1;
+            x[p->lp_off[i] + k] = p->tok[p->tok_off[i] + p->plen[i] + k];
         }
+        st = rc_engine_step(e, &slot, &start, &len, 1, p->tok + p->tok_off[i], out_rows, p->rlen[i],
+                            rows + p->lp_off[i] * V, NULL, NULL);
     }
     rc_engine_free(e);
-    free(full);
+    free(out_rows);
     if (st != RC_OK) {
         free(rows);
         free(x);

@@ -27,7 +27,7 @@
 #include "rollouts_in.h"
 #include "score.h"
 
-#define RC_ALIGN_MAX_TOKENS 256 /* response tokens of the first rollouts compared */
+#define RC_ALIGN_MAX_TOKENS 128 /* response tokens of the first rollouts compared */
 #define RC_ALIGN_MIN_TOKENS 32  /* fewer: no decision (a warning) */
 #define RC_ALIGN_DECISIVE 10.0  /* mean squared error ratio that decides for another temperature */
 #define RC_ALIGN_INCONCLUSIVE 2.0 /* above it (and below DECISIVE): inconclusive, a warning */

@@ -1,5 +1,6 @@
 #include "advice.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,11 +59,24 @@ const rc_cause rc_causes[] = {
 };
 const size_t rc_n_causes = sizeof rc_causes / sizeof rc_causes[0];
 
+/* s names setting w as a whole word ("micro-batch=1" is not in "micro-batch=16") */
+static bool names(const char *s, const char *w)
+{
+    const size_t n = strlen(w);
+    for (const char *p = strstr(s, w); p; p = strstr(p + 1, w)) {
+        const bool start = p == s || !(isalnum((unsigned char)p[-1]) || p[-1] == '-' || p[-1] == '_');
+        const bool end = !(isalnum((unsigned char)p[n]) || p[n] == '.' || p[n] == '_');
+        if (start && end)
+            return true;
+    }
+    return false;
+}
+
 static bool cause_applies(const rc_results *r, const rc_cause *c)
 {
     if (c->dtype ? strcmp(r->dtype, c->dtype) != 0 : !strcmp(r->dtype, "fp32"))
         return false;
-    return !(strstr(r->sampler, c->applied) || strstr(r->trainer, c->applied));
+    return !(names(r->sampler, c->applied) || names(r->trainer, c->applied));
 }
 
 /* the measured effect of c on objective o's metric (smaller is better) */
