@@ -28,9 +28,10 @@ int rc_ref_band_position(const rc_ref_band *b, double v);
 /* "below every published bf16 stack (2.5e-04 to 8.9e-03: prime-rl #3543, verl #7519)" */
 void rc_ref_band_text(const rc_ref_band *b, double v, char *buf, size_t n);
 
-/* GSPO's own normal training clip fraction (its paper, arXiv 2507.18071: the
- * figure of clipped-token fractions, about 0.15 for GSPO against about
- * 0.0013 for GRPO) and the verdict's bands on the fraction of sequences
+/* GSPO's own normal training clip fraction (its paper, arXiv 2507.18071,
+ * §5.2 and Figure 2, "Average fractions of clipped tokens over the RL
+ * training of GSPO and GRPO": about 0.15 for GSPO against about 0.0013 for
+ * GRPO) and the verdict's bands on the fraction of sequences
  * outside its band at step 0: up to the paper's fraction OK, up to half WARN
  * (clipping stops a sequence's gradient only on the side its advantage
  * pushes, so at most half the gradient is lost), beyond FAIL. */
