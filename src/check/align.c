@@ -24,7 +24,7 @@ rc_status rc_align_probe_take(const rc_rollout_set *c, rc_align_probe *p)
 {
     memset(p, 0, sizeof *p);
     int64_t n = 0, toks = 0, lps = 0;
-    while (n < c->n && lps < RC_ALIGN_MAX_TOKENS) {
+    while (n < c->n && lps < RC_ALIGN_MAX_TOKENS && (n == 0 || toks + c->plen[n] <= RC_ALIGN_MAX_FORWARD)) {
         const int64_t r = c->rlen[n] < RC_ALIGN_MAX_TOKENS - lps ? c->rlen[n] : RC_ALIGN_MAX_TOKENS - lps;
         toks += c->plen[n] + r;
         lps += r;
@@ -147,8 +147,9 @@ static void fit_t(const float *rows, const int32_t *x, const float *y, int64_t n
     *mse_out = em < best ? em : best;
 }
 
-rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_align_probe *p, const char *path, bool raw,
-                              double t, bool t_given, bool truncating, rc_align_result *out, rc_score_align *notes)
+rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_numerics *num, const rc_align_probe *p,
+                              const char *path, bool raw, double t, bool t_given, bool truncating, rc_align_result *out,
+                              rc_score_align *notes)
 {
     memset(out, 0, sizeof *out);
     out->t_declared = raw ? 1.0 : t;
@@ -171,7 +172,6 @@ rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_align_
     double *rank = NULL;
     int64_t *out_rows = NULL;
     rc_engine *e = NULL;
-    const rc_numerics num = rc_numerics_fp32();
     rc_status st = rc_calloc((void **)&rows, rows_bytes, sizeof *rows, "alignment");
     if (st == RC_OK)
         st = rc_calloc((void **)&x, n, sizeof *x, "alignment");
@@ -180,7 +180,7 @@ rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_align_
     if (st == RC_OK)
         st = rc_calloc((void **)&out_rows, maxlen, sizeof *out_rows, "alignment");
     if (st == RC_OK)
-        st = rc_engine_create(m, be, &num, 1, maxlen, maxlen, &e);
+        st = rc_engine_create(m, be, num, 1, maxlen, maxlen, &e);
     for (int64_t i = 0; i < p->n && st == RC_OK; i++) {
         /* one forward over prompt + response; only the rows that predict a
          * response token come back: token plen + k at row plen + k - 1 */

@@ -1,7 +1,8 @@
 /* score's alignment hypotheses (docs/verdict.md "Alignment checks"): the
  * logged log-probs of the first rollouts compared, token by token, with what
- * each hypothesis predicts from ratiocheck's own fp32 forward of the same
- * tokens, and the hypothesis the data decides for:
+ * each hypothesis predicts from ratiocheck's own forward of the same tokens
+ * (fp32 while its engine needs at most RC_ALIGN_FP32_BYTES, else the
+ * trainer's numerics; temperature 1), and the hypothesis the data decides for:
  *   tokenizer    the logged ids are this model's (they rank near the top of
  *                its distribution, as sampled tokens do) or another
  *                tokenizer's (they rank anywhere in the vocabulary);
@@ -23,12 +24,15 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "forward.h"
 #include "model.h"
 #include "rollouts_in.h"
 #include "score.h"
 
 #define RC_ALIGN_MAX_TOKENS 128 /* response tokens of the first rollouts compared */
-#define RC_ALIGN_MIN_TOKENS 32  /* fewer: no decision (a warning) */
+#define RC_ALIGN_MAX_FORWARD 8192 /* ... of rollouts whose prompts and responses fit this (the first one always) */
+#define RC_ALIGN_MIN_TOKENS 32
+#define RC_ALIGN_FP32_BYTES ((int64_t)4 << 30) /* the forward in fp32 while its engine needs at most this */  /* fewer: no decision (a warning) */
 #define RC_ALIGN_DECISIVE 10.0  /* mean squared error ratio that decides for another temperature */
 #define RC_ALIGN_INCONCLUSIVE 2.0 /* above it (and below DECISIVE): inconclusive, a warning */
 #define RC_ALIGN_MSE_FLOOR 1e-4 /* the declared hypothesis fits within (0.01 nat)^2: nothing to decide */
@@ -59,13 +63,15 @@ typedef struct {
     const char *decision;     /* "declared", "temperature", "renormalised", "tokenizer", "inconclusive", "skipped" */
 } rc_align_result;
 
-/* Run the hypotheses on p with model m on backend be. raw: the log-probs are
+/* Run the hypotheses on p with model m on backend be with numerics num (the
+ * trainer's, at temperature 1: its log-probs at every logged position). raw: the log-probs are
  * declared raw (temperature 1), else processed at temperature t (given: the
  * file or the command line stated it). truncating: top-k / top-p declared
  * (the temperature is not fitted: score.c's checks cover it). RC_ERR_FORMAT
  * "PATH: ..." when another temperature or tokenizer is decisive; a warning
  * into *notes when inconclusive. */
-rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_align_probe *p, const char *path, bool raw,
-                              double t, bool t_given, bool truncating, rc_align_result *out, rc_score_align *notes);
+rc_status rc_align_hypotheses(const rc_model *m, rc_backend *be, const rc_numerics *num, const rc_align_probe *p,
+                              const char *path, bool raw, double t, bool t_given, bool truncating, rc_align_result *out,
+                              rc_score_align *notes);
 
 #endif

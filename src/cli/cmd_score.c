@@ -91,8 +91,8 @@ static rc_status score_scan(run_ctx *x, const score_args *sa, rc_rollout_format 
 }
 
 /* The alignment hypotheses (align.h) on the first rollouts, with the
- * settings as the file and the command line declare them, on an fp32 CPU
- * engine of its own. */
+ * settings as the file and the command line declare them, on an engine of
+ * the trainer's numerics at temperature 1 (freed before the trainer's). */
 static rc_status score_hypotheses(run_ctx *x, const score_args *sa, const rc_rollout_set *set,
                                   const rc_align_probe *probe, rc_score_align *notes)
 {
@@ -102,9 +102,23 @@ static rc_status score_hypotheses(run_ctx *x, const score_args *sa, const rc_rol
     const int64_t k = set->top_k_given ? set->top_k : sa->top_k ? x->ro.cfg.sampling.top_k : 0;
     const double p = set->top_p_given ? set->top_p : sa->top_p ? x->ro.cfg.sampling.top_p : 1.0;
     rc_backend *be = NULL;
-    RC_TRY(rc_backend_cpu_create(x->n_threads, RC_KERNELS_ENGINE, &be));
+    RC_TRY(backend_for(x, x->ro.trainer.kernels, &be));
+    /* fp32 (the clearest comparison) while its engine needs at most
+     * RC_ALIGN_FP32_BYTES, else the trainer's numerics (no more memory than
+     * its own engine's); at temperature 1 */
+    rc_numerics num = rc_numerics_fp32();
+    rc_engine_mem mem;
+    int64_t longest = 1;
+    for (int64_t i = 0; i < probe->n; i++)
+        longest = probe->plen[i] + probe->rlen[i] > longest ? probe->plen[i] + probe->rlen[i] : longest;
+    if (rc_engine_mem_estimate(x->m, &num, !x->use_cuda, x->ro.trainer.kernels, 1, longest, longest, &mem) != RC_OK ||
+        mem.total > RC_ALIGN_FP32_BYTES) {
+        rc_clear_error();
+        num = x->cfg.num_trainer;
+    }
+    num.temperature = 1.0f;
     rc_align_result ar;
-    const rc_status st = rc_align_hypotheses(x->m, be, probe, sa->rollouts, !processed, t, t_given,
+    const rc_status st = rc_align_hypotheses(x->m, be, &num, probe, sa->rollouts, !processed, t, t_given,
                                              processed && (k > 0 || p < 1.0), &ar, notes);
     rc_backend_destroy(be);
     return st;
