@@ -104,7 +104,11 @@ RATIOCHECK_DIST_WINDOW=3 run dist --dtype fp16 --logprob-dtype same --trainer lm
 #   k3     bf16, one token of the longest length +2.5: k3 0.023 > prime-rl's 0.015 while mean
 #          exp|log r| stays 1.03 (token PPO FAIL by k3)
 #   seqis  bf16, 3 of 16 sequences +0.15 on every token: e^S up to e^3.6 > 3 (sequence IS FAIL)
-#   gspo   fp32, 1 of 12 sequences +1e-3 on every token: outside the 3e-4 band (GSPO WARN)
+#   gspo   fp32, 3 of 12 sequences +1e-3 on every token: 25% outside the 3e-4 band, above the ~15%
+#          GSPO's paper clips in normal training (GSPO WARN)
+#   gspofail  fp32, 7 of 12: 58% outside, more than half (GSPO FAIL)
+#   seqlow fp32, 2 of 12 sequences -0.1 on every token: e^S = e^-1.2 < 0.5 at L = 12, so verl's
+#          Seq-MIS masks them from its lower bound on e^S (sequence IS FAIL, no cap exceeded)
 #   noentropy  bf16, /rollouts/entropy deleted (a file written before it): still reads, the
 #          entropy strata are null, the probability strata and growth as numpy's
 #   corr   bf16, one token or sequence per published correction (README "Corrections") so that
@@ -138,7 +142,11 @@ with h5py.File(sys.argv[2], "r+") as f:
         elif mode == "seqis":
             a[:3] += 0.15
         elif mode == "gspo":
-            a[0] += 1e-3
+            a[:3] += 1e-3
+        elif mode == "gspofail":
+            a[:7] += 1e-3
+        elif mode == "seqlow":
+            a[:2] -= 0.1
         elif mode == "corr":
             g = gen[:, :L]
             a[0, 0] = g[0, 0] + np.log(2.5)   # r = 2.5: token TIS, token MIS
@@ -162,6 +170,8 @@ tamper nemo bf16 nemo '"token_ppo": {"level": "FAIL", "reason": "mean exp|log r|
 tamper k3 bf16 k3 '"token_ppo": {"level": "FAIL", "reason": "k3 '
 tamper seqis bf16 seqis '"sequence_is": {"level": "FAIL"'
 tamper gspo fp32_blas gspo '"gspo": {"level": "WARN"'
+tamper gspofail fp32_blas gspofail '"gspo": {"level": "FAIL"'
+tamper seqlow fp32_blas seqlow '"sequence_is": {"level": "FAIL", "reason": "TRL sequence cap e^S > 3 0%; verl sequence TIS e^S > 2 0%; verl Seq-MIS e^-S [0.5, 2] 16.7% (0% below, 16.7% above)'
 tamper noentropy bf16 noentropy '"entropy": null'
 tamper corr bf16 corr '"token_ppo": {"level": "FAIL"' --nonzero
 # a sweep: every row's statistics from its own tensors, the noise floor bitwise, the best row

@@ -17,6 +17,7 @@
 #include "rc_cuda.h"
 #include "testutil.h"
 #include "gate_check.h"
+#include "advice.h"
 
 static char g_out[1 << 16], g_err[1 << 16];
 
@@ -1080,6 +1081,25 @@ START_TEST(test_run_gates)
                                  "of tokens clipped at step 0"));
     ck_assert_ptr_nonnull(json_object_get(json_object_get(v, "worst_token"), "ratio"));
     ck_assert_int_ge(json_integer_value(json_object_get(json_object_get(v, "worst_sequence"), "sequence")), 0);
+    /* a FAIL line's next step names a sweep command; an OK line has none (docs/verdict.md) */
+    const char *next = json_string_value(json_object_get(json_object_get(v, "token_ppo"), "next_step"));
+    ck_assert_msg(next && strstr(next, "likely cause: ") && strstr(next, "`ratiocheck sweep --vary "), "%s", next);
+    /* the published bands beside the run's worst k3 and mean |log r|, each placed */
+    const json_t *bands = json_object_get(v, "reference_bands");
+    ck_assert_int_eq((int)json_array_size(bands), (int)rc_n_ref_bands);
+    double k3 = 0;
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "lens")); i++)
+        k3 = fmax(k3, json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), i), "k3")));
+    for (size_t i = 0; i < json_array_size(bands); i++) {
+        const json_t *b = json_array_get(bands, i);
+        const char *pos = json_string_value(json_object_get(b, "position"));
+        const double x = json_number_value(json_object_get(b, "value")), lo = json_number_value(json_object_get(b, "low")),
+                     hi = json_number_value(json_object_get(b, "high"));
+        ck_assert_ptr_nonnull(pos);
+        ck_assert_str_eq(pos, x < lo ? "below" : x > hi ? "above" : "within");
+        if (!strcmp(json_string_value(json_object_get(b, "metric")), "k3"))
+            ck_assert_double_eq(x, k3);
+    }
     json_decref(j);
     snprintf(args, sizeof args, "%s --out none --json", g_common); /* no gates: no "gates" key */
     ck_assert_int_eq(run(args), 0);
@@ -1107,7 +1127,7 @@ END_TEST
  * the run's own JSON (without a gate) says a line reaches the level */
 START_TEST(test_run_fail_on)
 {
-    static const char *const cfgs[] = {"--kernels invariant", "--dtype fp16", "--dtype fp16 --seq-eps 1 --clip-eps 1e-3"};
+    static const char *const cfgs[] = {"--kernels invariant", "--dtype fp16", "--dtype fp16 --seq-eps 1e-6"};
     int seen[3] = {0, 0, 0};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
         char base[2048];
@@ -1120,7 +1140,7 @@ START_TEST(test_run_fail_on)
     ck_assert_int_gt(seen[2], 0);
     /* the table names the gate; stderr says which line failed and why */
     char args[2048];
-    snprintf(args, sizeof args, "%s --out none --dtype fp16 --fail-on fail", g_common);
+    snprintf(args, sizeof args, "%s --out none --dtype fp16 --seq-eps 1e-6 --fail-on fail", g_common);
     ck_assert_int_eq(run(args), 3);
     ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-on fail): FAIL"));
     ck_assert_ptr_nonnull(strstr(g_err, "ratiocheck: --fail-on fail: gspo is FAIL: "));

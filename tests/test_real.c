@@ -627,6 +627,64 @@ START_TEST(test_score_real)
 }
 END_TEST
 
+
+/* score's alignment hypotheses on this model (data/fixtures/align/smollm2_*,
+ * tools/make_align_fixtures.py): HF's log_softmax(logits / T) at T 0.7 and
+ * 1.3 read as raw, with and without the "temperature" key, refused naming T
+ * (fitted within 1%); declared, scored with no warning; another tokenizer's
+ * ids named with and without the response text. T from versions.json. */
+static int score_align(const char *file, char *msg, size_t n)
+{
+    char dir[4096], cmd[3 * 4096 + 512], err[4096 + 16], src[4096];
+    rc_test_fresh_dir(dir, sizeof dir, "/tmp");
+    rc_test_source_path(src, sizeof src, "data/fixtures/align");
+    snprintf(err, sizeof err, "%s/stderr", dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/src/ratiocheck' score -q --model '%s' --backend cpu --out none "
+             "--rollouts %s >/dev/null 2>'%s' </dev/null", src, RC_TEST_BUILD_DIR, g_dir, file, err);
+    const int st = system(cmd);
+    msg[0] = '\0';
+    FILE *f = fopen(err, "r");
+    if (f) {
+        msg[fread(msg, 1, n - 1, f)] = '\0';
+        fclose(f);
+    }
+    rc_test_rm_rf(dir);
+    ck_assert_msg(WIFEXITED(st), "%s", file);
+    return WEXITSTATUS(st);
+}
+
+START_TEST(test_align_real)
+{
+    char p[4096], msg[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/align/versions.json");
+    json_error_t e;
+    json_t *v = json_load_file(p, 0, &e);
+    ck_assert_msg(v, "%s: %s", p, e.text);
+    const json_t *temps = json_object_get(v, "temperatures");
+    static const char *const tag[2] = {"07", "13"};
+    for (int k = 0; k < 2; k++) {
+        const double T = json_number_value(json_array_get(temps, k));
+        char f[64];
+        for (int key = 0; key < 2; key++) {
+            snprintf(f, sizeof f, "smollm2_t%s_%s.jsonl", tag[k], key ? "key" : "nokey");
+            ck_assert_int_eq(score_align(f, msg, sizeof msg), 4);
+            const char *at = strstr(msg, "they fit log_softmax(logits / ");
+            ck_assert_msg(at && strstr(msg, "look computed at another temperature"), "%s: %s", f, msg);
+            const double fit = strtod(at + strlen("they fit log_softmax(logits / "), NULL);
+            ck_assert_msg(fabs(fit - T) < 0.01 * T, "%s: fitted %g, made at %g", f, fit, T);
+        }
+        snprintf(f, sizeof f, "smollm2_t%s_declared.jsonl", tag[k]);
+        ck_assert_int_eq(score_align(f, msg, sizeof msg), 0);
+        ck_assert_msg(msg[0] == '\0', "%s: %s", f, msg);
+    }
+    json_decref(v);
+    ck_assert_int_eq(score_align("smollm2_othertok_notext.jsonl", msg, sizeof msg), 4);
+    ck_assert_msg(strstr(msg, "the logged ids look like another tokenizer's"), "%s", msg);
+    ck_assert_int_eq(score_align("smollm2_othertok_text.jsonl", msg, sizeof msg), 4);
+    ck_assert_msg(strstr(msg, "the ids come from another tokenizer"), "%s", msg);
+}
+END_TEST
+
 static TCase *real_case(Suite *s, const char *name)
 {
     TCase *tc = tcase_create(name);
@@ -647,5 +705,6 @@ int main(void)
     tcase_add_test(real_case(s, "invariant"), test_invariant_bf16);
     tcase_add_test(real_case(s, "order"), test_engine_order);
     tcase_add_test(real_case(s, "score"), test_score_real);
+    tcase_add_test(real_case(s, "align"), test_align_real);
     return rc_test_run(s);
 }

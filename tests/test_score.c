@@ -18,6 +18,7 @@
 #include "results.h"
 #include "testutil.h"
 #include "gate_check.h"
+#include "align.h"
 
 static char g_out[1 << 16], g_err[1 << 16];
 static char g_dir[PATH_MAX];
@@ -630,7 +631,7 @@ static char *verdict_attr(const char *file, const char *name)
  * verdict line reaches the level; the gate in the HDF5 file, whole or written in chunks */
 START_TEST(test_fail_on)
 {
-    static const char *const cfgs[] = {"--dtype fp32", "--dtype bf16 --seq-eps 1 --clip-eps 3e-2", "--dtype bf16"};
+    static const char *const cfgs[] = {"--dtype fp32", "--dtype fp16 --seq-eps 1", "--dtype bf16"};
     int seen[3] = {0, 0, 0};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
         char base[512];
@@ -854,6 +855,64 @@ START_TEST(test_chunks_late_error)
 }
 END_TEST
 
+
+/* score's alignment hypotheses (align.h) on data/fixtures/align/
+ * (tools/make_align_fixtures.py: HF's log_softmax(logits / T) of rollouts it
+ * sampled at T): a file logged at T 0.7 or 1.3 but read as raw (no key, or
+ * "temperature" without "logprobs_kind") is refused naming the fitted T, the
+ * one that states both passes with no warning; another tokenizer's ids are
+ * named with their text (the decode differs) and without it (their rank in
+ * the model's distribution). The T each file was made with and the token
+ * counts come from the fixture. */
+static int64_t align_tokens(const char *rel)
+{
+    json_t *rows = load_jsonl(rel);
+    int64_t n = 0;
+    for (size_t q = 0; q < json_array_size(rows); q++)
+        n += (int64_t)json_array_size(json_object_get(json_array_get(rows, q), "logprobs"));
+    json_decref(rows);
+    return n;
+}
+
+START_TEST(test_align_hypotheses)
+{
+    json_t *v = load_json("../align/versions.json");
+    const json_t *temps = json_object_get(v, "temperatures");
+    ck_assert_int_eq((int)json_array_size(temps), 2);
+    static const char *const tag[2] = {"07", "13"};
+    for (int k = 0; k < 2; k++) {
+        const double T = json_number_value(json_array_get(temps, k));
+        for (int key = 0; key < 2; key++) {
+            char f[64];
+            snprintf(f, sizeof f, "../align/t%s_%s.jsonl", tag[k], key ? "key" : "nokey");
+            const int64_t n = align_tokens(f), used = n < RC_ALIGN_MAX_TOKENS ? n : RC_ALIGN_MAX_TOKENS;
+            ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts %s", f), 4);
+            ck_assert_msg(strstr(g_err, "look computed at another temperature"), "%s: %s", f, g_err);
+            char want[96];
+            snprintf(want, sizeof want, "over the first %lld tokens they fit log_softmax(logits / ", (long long)used);
+            const char *at = strstr(g_err, want);
+            ck_assert_msg(at, "%s: %s", f, g_err);
+            const double fit = strtod(at + strlen(want), NULL);
+            ck_assert_msg(fabs(fit - T) < 0.01 * T, "%s: fitted %g, made at %g", f, fit, T);
+            ck_assert_msg(strstr(g_err, key ? "the file states temperature" : "declare \"temperature\""), "%s: %s", f,
+                          g_err);
+        }
+        char f[64];
+        snprintf(f, sizeof f, "../align/t%s_declared.jsonl", tag[k]);
+        ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts %s", f), 0);
+        ck_assert_msg(g_err[0] == '\0', "%s: %s", f, g_err);
+    }
+    json_decref(v);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts ../align/othertok_notext.jsonl"), 4);
+    ck_assert_msg(strstr(g_err, "the logged ids look like another tokenizer's"), "%s", g_err);
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts ../align/othertok_text.jsonl"), 4);
+    ck_assert_msg(strstr(g_err, "the ids come from another tokenizer"), "%s", g_err);
+    /* this model's own sampled rollouts: no hypothesis against them, no warning */
+    ck_assert_int_eq(run("score -q --backend cpu --out none --rollouts hf_bf16.jsonl"), 0);
+    ck_assert_msg(g_err[0] == '\0', "%s", g_err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("score");
@@ -873,5 +932,15 @@ int main(void)
     tcase_add_test(tc, test_chunks);
     tcase_add_test(tc, test_chunks_late_error);
     suite_add_tcase(s, tc);
+    tc = tcase_create("align"); /* a meson test of its own (tests/meson.build) */
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_align_hypotheses);
+    suite_add_tcase(s, tc);
+    const char *only = getenv("CK_RUN_CASE");
+    if (only && !suite_tcase(s, only)) { /* a renamed case must not pass by running nothing */
+        fprintf(stderr, "score: no test case \"%s\" (CK_RUN_CASE)\n", only);
+        return EXIT_FAILURE;
+    }
     return rc_test_run(s);
 }

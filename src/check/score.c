@@ -272,7 +272,10 @@ rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, co
         warn(a, "too few tokens (%lld) to check raw against processed log-probs", (long long)n);
         return RC_OK;
     }
-    if (isfinite(a->slope) && fabs(a->slope - 1.0) > 0.1)
+    /* the temperature is decided on the data before the forward (align.h),
+     * except with top-k / top-p declared: then the slope of logged against
+     * the trainer's renormalised log-probs */
+    if (truncating && isfinite(a->slope) && fabs(a->slope - 1.0) > 0.1)
         return rc_errorf(RC_ERR_FORMAT,
                          "%s: the logged log-probs scale as %.3f x the trainer's (1 expected for %s log-probs at "
                          "temperature %g): they look computed at another temperature (declare \"temperature\" and "

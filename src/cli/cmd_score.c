@@ -1,5 +1,6 @@
 /* ratiocheck score: rollouts an engine logged, re-scored as the trainer. */
 #include "cli.h"
+#include "align.h"
 
 /* score's options (run_opts' score part), as score_load reads them */
 typedef struct {
@@ -57,7 +58,7 @@ typedef struct {
  * against the tokenizer. A problem with the texts is raised after the whole
  * file was read, as when the file was read whole first. */
 static rc_status score_scan(run_ctx *x, const score_args *sa, rc_rollout_format fmt, rc_rollout_set *set,
-                            rc_score_align *text_notes)
+                            rc_score_align *text_notes, rc_align_probe *probe)
 {
     const int64_t vocab = x->m ? x->m->cfg.vocab : SCORE_ANY_VOCAB, max_pos = x->m ? x->m->cfg.max_pos : 0;
     const run_opts *ro = &x->ro;
@@ -68,6 +69,8 @@ static rc_status score_scan(run_ctx *x, const score_args *sa, rc_rollout_format 
     const rc_rollout_set *c = NULL;
     rc_status st = rc_rollouts_next(R, RC_ROLLOUT_TEXT_KEPT, 0, &c), text_st = RC_OK;
     char text_err[1400] = "";
+    if (st == RC_OK && probe)
+        st = rc_align_probe_take(c, probe); /* the first rollouts, for the alignment hypotheses */
     if (st == RC_OK && x->tok) {
         int64_t compared, differ;
         text_st = rc_score_check_text(c, sa->rollouts, x->tok, text_notes, &compared, &differ);
@@ -113,6 +116,40 @@ static rc_status score_scan(run_ctx *x, const score_args *sa, rc_rollout_format 
     return st;
 }
 
+/* The alignment hypotheses (align.h) on the first rollouts, with the
+ * settings as the file and the command line declare them, on an engine of
+ * the trainer's numerics at temperature 1 (freed before the trainer's). */
+static rc_status score_hypotheses(run_ctx *x, const score_args *sa, const rc_rollout_set *set,
+                                  const rc_align_probe *probe, rc_score_align *notes)
+{
+    const bool processed = set->kind_given ? set->kind == RC_LP_PROCESSED : sa->kind && !strcmp(sa->kind, "processed");
+    const bool t_given = set->temperature_given || sa->temperature;
+    const double t = set->temperature_given ? set->temperature : sa->temperature ? x->ro.temperature : 1.0;
+    const int64_t k = set->top_k_given ? set->top_k : sa->top_k ? x->ro.cfg.sampling.top_k : 0;
+    const double p = set->top_p_given ? set->top_p : sa->top_p ? x->ro.cfg.sampling.top_p : 1.0;
+    rc_backend *be = NULL;
+    RC_TRY(backend_for(x, x->ro.trainer.kernels, &be));
+    /* fp32 (the clearest comparison) while its engine needs at most
+     * RC_ALIGN_FP32_BYTES, else the trainer's numerics (no more memory than
+     * its own engine's); at temperature 1 */
+    rc_numerics num = rc_numerics_fp32();
+    rc_engine_mem mem;
+    int64_t longest = 1;
+    for (int64_t i = 0; i < probe->n; i++)
+        longest = probe->plen[i] + probe->rlen[i] > longest ? probe->plen[i] + probe->rlen[i] : longest;
+    if (rc_engine_mem_estimate(x->m, &num, !x->use_cuda, x->ro.trainer.kernels, 1, longest, longest, &mem) != RC_OK ||
+        mem.total > RC_ALIGN_FP32_BYTES) {
+        rc_clear_error();
+        num = x->cfg.num_trainer;
+    }
+    num.temperature = 1.0f;
+    rc_align_result ar;
+    const rc_status st = rc_align_hypotheses(x->m, be, &num, probe, sa->rollouts, !processed, t, t_given,
+                                             processed && (k > 0 || p < 1.0), &ar, notes);
+    rc_backend_destroy(be);
+    return st;
+}
+
 /* The model, the rollouts (read and checked in a first pass, in bounded
  * memory), and the run's configuration: every rollout its own prompt, the
  * logged tokens and log-probs for the sampler, the trainer's temperature
@@ -140,7 +177,13 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
         RC_TRY(st);
     }
     const int64_t vocab = x->m ? x->m->cfg.vocab : SCORE_ANY_VOCAB, max_pos = x->m ? x->m->cfg.max_pos : 0;
-    RC_TRY(score_scan(x, sa, fmt, set, text_notes));
+    rc_align_probe probe;
+    memset(&probe, 0, sizeof probe);
+    st = score_scan(x, sa, fmt, set, text_notes, &probe);
+    if (st == RC_OK && !sa->check_only && x->m) /* the hypotheses need the model's own forward */
+        st = score_hypotheses(x, sa, set, &probe, text_notes);
+    rc_align_probe_free(&probe);
+    RC_TRY(st);
     /* the settings: the file's, else the command line's; both and different: refused */
     if (!set->kind_given)
         set->kind = sa->kind && !strcmp(sa->kind, "processed") ? RC_LP_PROCESSED : RC_LP_RAW;

@@ -10,6 +10,7 @@
 
 #include "print.h"
 #include "routing.h"
+#include "advice.h"
 #include "rc_build_config.h"
 #include "util.h"
 
@@ -77,6 +78,7 @@ void rc_json_num(FILE *f, const char *key, double v, bool comma)
 static const char *const k_objective_labels[RC_N_OBJECTIVES] = {"token PPO", "sequence IS", "GSPO"};
 
 static bool has_reference(const rc_results *r);
+static void print_reference_json(const rc_results *r);
 static void print_strata_json(const rc_len_stats *st);
 
 /* the rows of rc_len_fields (stats.c) marked `where` (RC_LF_JSON: RC_LF_JSON_REF too with a
@@ -144,7 +146,28 @@ static void print_sweep_json(const rc_results *r)
         rc_json_str(stdout, r->sweep[r->sweep_best_other].name);
     else
         printf("null");
-    putchar('}');
+    rc_sweep_rec rec[RC_N_OBJECTIVES];
+    rc_sweep_recommend(r, rec);
+    printf(", \"recommended\": {");
+    for (int o = 0; o < RC_N_OBJECTIVES; o++) {
+        const rc_sweep_rec *e = &rec[o];
+        printf("%s\"%s\": {\"metric\": ", o ? ", " : "", rc_objective_names[o]);
+        rc_json_str(stdout, e->metric);
+        printf(", ");
+        rc_json_num(stdout, "base", e->base, true);
+        rc_json_num(stdout, "noise_floor", e->noise, true);
+        printf("\"settings\": [");
+        for (int k = 0; k < e->n; k++) {
+            printf("%s{\"setting\": ", k ? ", " : "");
+            rc_json_str(stdout, r->sweep[e->row[k]].name);
+            printf(", ");
+            rc_json_num(stdout, "value", e->value[k], true);
+            rc_json_num(stdout, "effect", e->value[k] - e->base, false);
+            putchar('}');
+        }
+        printf("]}");
+    }
+    printf("}}");
 }
 
 /* "strata": {"prob": {...}, "entropy": {...} or null} of one length (README "Strata") */
@@ -244,8 +267,33 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
         printf("\"%s\": {\"level\": \"%s\", \"reason\": ", rc_objective_names[o], rc_verdict_name(v->level[o]));
         rc_json_str(stdout, v->reason[o]);
+        char next[320];
+        rc_verdict_next_step(r, o, next, sizeof next);
+        printf(", \"next_step\": ");
+        rc_json_str(stdout, next);
+        if (o == RC_OBJ_SEQUENCE_IS) { /* each published sequence-level correction on both bounds, worst length */
+            printf(", \"corrections\": [");
+            for (int k = 0; k < RC_N_SEQ_CORR; k++) {
+                double lo = 0, hi = 0;
+                for (int i = 0; i < r->n_lens; i++)
+                    if (r->lens[i].st.seq_corr_below[k] + r->lens[i].st.seq_corr_above[k] > lo + hi) {
+                        lo = r->lens[i].st.seq_corr_below[k];
+                        hi = r->lens[i].st.seq_corr_above[k];
+                    }
+                printf("%s{\"name\": ", k ? ", " : "");
+                rc_json_str(stdout, rc_seq_corrs[k].name);
+                printf(", \"of\": \"%s\", ", rc_seq_corrs[k].of);
+                rc_json_num(stdout, "low", rc_seq_corrs[k].lo, true);
+                rc_json_num(stdout, "high", rc_seq_corrs[k].hi > 0 ? rc_seq_corrs[k].hi : r->stat.seq_cap, true);
+                rc_json_num(stdout, "frac_below", lo, true);
+                rc_json_num(stdout, "frac_above", hi, false);
+                putchar('}');
+            }
+            putchar(']');
+        }
         printf("}, ");
     }
+    print_reference_json(r);
     printf("\"len\": %lld, \"worst_token\": {\"sequence\": %lld, \"position\": %lld, ", (long long)v->len,
            (long long)v->worst_token_seq, (long long)v->worst_token_pos);
     rc_json_num(stdout, "ratio", v->worst_token_ratio, false);
@@ -349,6 +397,57 @@ static void print_columns(const rc_results *r, int table, const rc_len_stats *st
     }
 }
 
+/* the run's k3 and mean |log r| (at their worst length) beside the bands
+ * published stacks report (advice.h) */
+static double ref_value(const rc_results *r, rc_ref_metric m)
+{
+    double w = NAN;
+    for (int i = 0; i < r->n_lens; i++) {
+        const double x = m == RC_REF_K3 ? r->lens[i].st.k3 : r->lens[i].st.corr.mean_abs_log_ratio;
+        w = isnan(w) || x > w ? x : w;
+    }
+    return w;
+}
+
+static void print_reference_bands(const rc_results *r)
+{
+    static const char *const label[2] = {"k3", "mean |log r|"};
+    for (int m = 0; m < 2; m++) {
+        const double x = ref_value(r, (rc_ref_metric)m);
+        printf("  %-12s %.2g: ", label[m], x);
+        bool first = true;
+        for (size_t i = 0; i < rc_n_ref_bands; i++) {
+            if (rc_ref_bands[i].metric != (rc_ref_metric)m)
+                continue;
+            char t[160];
+            rc_ref_band_text(&rc_ref_bands[i], x, t, sizeof t);
+            printf("%s%s", first ? "" : "; ", t);
+            first = false;
+        }
+        putchar('\n');
+    }
+}
+
+static void print_reference_json(const rc_results *r)
+{
+    printf("\"reference_bands\": [");
+    for (size_t i = 0; i < rc_n_ref_bands; i++) {
+        const rc_ref_band *b = &rc_ref_bands[i];
+        const double x = ref_value(r, b->metric);
+        const int p = rc_ref_band_position(b, x);
+        printf("%s{\"metric\": \"%s\", \"setting\": ", i ? ", " : "", rc_ref_metric_names[b->metric]);
+        rc_json_str(stdout, b->setting);
+        printf(", ");
+        rc_json_num(stdout, "value", x, true);
+        rc_json_num(stdout, "low", b->lo, true);
+        rc_json_num(stdout, "high", b->hi, true);
+        printf("\"position\": \"%s\", \"sources\": ", p < 0 ? "below" : p == 0 ? "within" : p == 1 ? "above" : "n/a");
+        rc_json_str(stdout, b->sources);
+        putchar('}');
+    }
+    printf("], ");
+}
+
 /* `ratiocheck sweep`: one row per setting at the longest length, and the
  * setting that lowers k3 the most */
 static void print_sweep_table(const rc_results *r)
@@ -403,6 +502,21 @@ static void print_sweep_table(const rc_results *r)
                "%.1f%% -> %.1f%%\n",
                r->sweep[r->sweep_best_other].name, b->k3, st->k3, b->std, st->std, 100.0 * b->seq_frac_outside_band,
                100.0 * st->seq_frac_outside_band);
+    }
+    rc_sweep_rec rec[RC_N_OBJECTIVES];
+    rc_sweep_recommend(r, rec);
+    printf("recommended per objective (the settings that lower its metric by more than the noise floor, 2 standard "
+           "errors over the sequences; best first):\n");
+    for (int o = 0; o < RC_N_OBJECTIVES; o++) {
+        const rc_sweep_rec *e = &rec[o];
+        printf("  %-12s %s %.3g (noise floor %.2g): ", k_objective_labels[o], e->metric, e->base, e->noise);
+        if (!(e->base > 0))
+            printf("nothing to reduce\n");
+        else if (e->n == 0)
+            printf("no setting lowers it past the noise floor\n");
+        for (int k = 0; k < e->n; k++)
+            printf("%s%d. %s -> %.3g (%+.3g)%s", k ? "; " : "", k + 1, r->sweep[e->row[k]].name, e->value[k],
+                   e->value[k] - e->base, k + 1 == e->n ? "\n" : "");
     }
 }
 
@@ -654,11 +768,15 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
         printf("\n");
     }
     const rc_verdict *v = &r->verdict;
-    printf("\nverdict (README \"Verdict\": FAIL past a published gate or when more than %g%% would be clipped "
-           "or masked at step 0, WARN when any would be)\n",
-           100.0 * RC_VERDICT_FAIL_FRAC);
-    for (int o = 0; o < RC_N_OBJECTIVES; o++)
+    printf("\nverdict (docs/verdict.md: each gate and band with its source)\n");
+    for (int o = 0; o < RC_N_OBJECTIVES; o++) {
         printf("  %-12s %-4s  %s\n", k_objective_labels[o], rc_verdict_name(v->level[o]), v->reason[o]);
+        char next[320];
+        rc_verdict_next_step(r, o, next, sizeof next);
+        if (next[0])
+            printf("  %-12s       %s\n", "", next);
+    }
+    print_reference_bands(r);
     if (v->worst_token_seq >= 0 && v->worst_token_ratio == 1.0)
         printf("  every ratio is exactly 1\n");
     else if (v->worst_token_seq >= 0)

@@ -41,6 +41,7 @@ extern const double rc_ratio_thresholds[RC_N_THRESHOLDS]; /* |ratio - 1| > 0.001
 #define RC_SEQ_MIS_HIGH 2.0
 #define RC_GEO_RS_LOW 0.999     /* geometric RS: e^-M outside [0.999, 1.001] masked (verl seq_mean_k1) */
 #define RC_GEO_RS_HIGH 1.001
+#define RC_N_SEQ_CORR 4          /* sequence-level corrections judged on both bounds (advice.h) */
 #define RC_VERL_SAFETY_BOUND 20.0 /* verl clamps log r (and S) to +-20 before exponentiating (chi2) */
 typedef struct {
     /* fractions of tokens */
@@ -167,6 +168,10 @@ struct rc_len_stats {
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */
+    /* the published sequence-level corrections (rc_seq_corrs, advice.h) on
+     * both bounds: the fraction of sequences below its lower / above its
+     * upper bound (not stored: recomputed from the tensors) */
+    double seq_corr_below[RC_N_SEQ_CORR], seq_corr_above[RC_N_SEQ_CORR];
     rc_strata strata[RC_N_STRATA]; /* log r by decile of p and of the sampler's entropy */
     /* whole-distribution agreement (--distribution; rc_dist_row): over the
      * valid tokens t < L, per token KL(sampler || trainer) and the total
@@ -308,7 +313,7 @@ extern const char *const rc_objective_names[RC_N_OBJECTIVES]; /* "token_ppo", "s
 const char *rc_verdict_name(rc_verdict_level v);              /* "OK", "WARN", "FAIL" */
 typedef struct {
     rc_verdict_level level[RC_N_OBJECTIVES];
-    char reason[RC_N_OBJECTIVES][320]; /* what decided it, with the numbers */
+    char reason[RC_N_OBJECTIVES][448]; /* what decided it, with the numbers */
     /* at the longest length: the token with the largest |log r| and the
      * sequence with the largest |S| (-1 when there is none) */
     int64_t len;

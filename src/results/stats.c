@@ -9,6 +9,7 @@
 
 #include "results.h"
 #include "routing.h"
+#include "advice.h"
 #include "util.h"
 
 const double rc_quantile_levels[RC_N_QUANTILES] = {0.001, 0.01, 0.5, 0.99, 0.999};
@@ -422,6 +423,7 @@ typedef struct {
     int64_t seq_alloc;
     /* corrections */
     int64_t tis, mis, icepop, cap3, dppo_hi, dppo_lo, prime, seq_tis, seq_mis, geo_rs, seq_cap3;
+    int64_t sc_below[RC_N_SEQ_CORR], sc_above[RC_N_SEQ_CORR]; /* rc_seq_corrs on each bound */
     double chi2_tok, chi2_seq, ppl_tr, ppl_sa, lpd, lpad, pplr, abs_sum, abs_max;
     /* the verdict's worst token and sequence */
     double wt, ws, wt_ratio, ws_ratio;
@@ -676,6 +678,15 @@ static rc_status acc_len_add(rc_stats_acc *a, acc_len *A, int64_t sq, int64_t ge
     A->seq_mis += outside(-S, log(RC_SEQ_MIS_LOW), log(RC_SEQ_MIS_HIGH));
     A->geo_rs += outside(-M, log(RC_GEO_RS_LOW), log(RC_GEO_RS_HIGH));
     A->seq_cap3 += !(exp(S) <= RC_TRL_CAP);
+    for (int k = 0; k < RC_N_SEQ_CORR; k++) { /* both bounds of each (NaN counts above, as masked) */
+        const rc_seq_corr *sc = &rc_seq_corrs[k];
+        const double x = (sc->negated ? -1.0 : 1.0) * (sc->geometric ? M : S);
+        const double hi = sc->hi > 0 ? sc->hi : P->seq_cap;
+        if (sc->lo > 0 && x < log(sc->lo)) /* as the counts above: verl's bounds in logs, e^S's caps as e^S */
+            A->sc_below[k]++;
+        else if (sc->negated ? !(x <= log(hi)) : !(exp(x) <= hi))
+            A->sc_above[k]++;
+    }
     A->chi2_seq += expm1(2.0 * verl_clamp(S));
     A->ppl_tr += exp(-sum_new / (double)valid);
     A->ppl_sa += exp(-sum_old / (double)valid);
@@ -933,6 +944,10 @@ static rc_status acc_len_finish(const rc_stats_acc *a, const acc_len *A, rc_len_
     cr->seq_mis_maskfrac = (double)A->seq_mis / sn;
     cr->seq_geo_rs_maskfrac = (double)A->geo_rs / sn;
     cr->seq_cap3_frac = (double)A->seq_cap3 / sn;
+    for (int k = 0; k < RC_N_SEQ_CORR; k++) {
+        st->seq_corr_below[k] = (double)A->sc_below[k] / sn;
+        st->seq_corr_above[k] = (double)A->sc_above[k] / sn;
+    }
     cr->chi2_seq = A->chi2_seq / sn;
     cr->ppl_trainer = A->ppl_tr / sn;
     cr->ppl_sampler = A->ppl_sa / sn;
@@ -1111,26 +1126,59 @@ static void verdict(rc_results *r, const acc_len *W)
                  k->k3 < RC_GATE_MISMATCH_KL ? "<" : "<=", b, c3, m->mult_prob_err < RC_GATE_MULT_PROB_ERR ? "<" : "<=",
                  d);
     }
-    const int ia = worst_len(r, offsetof(rc_len_stats, seq_frac_above_cap));
-    const rc_len_stats *a = &r->lens[ia].st;
-    v->level[RC_OBJ_SEQUENCE_IS] = frac_level(a->seq_frac_above_cap);
-    if (a->seq_frac_above_cap > 0)
-        snprintf(v->reason[RC_OBJ_SEQUENCE_IS], wn, "%.3g%% of sequences have e^S > %g at L=%lld (e^S %.4g to %.4g)",
-                 100.0 * a->seq_frac_above_cap, P->seq_cap, (long long)r->lens[ia].len, exp(a->seq_sum_min),
-                 exp(a->seq_sum_max));
-    else {
+    /* sequence IS: every published sequence-level correction on both of its
+     * bounds (rc_seq_corrs), the worst at its worst length */
+    {
+        char *o = v->reason[RC_OBJ_SEQUENCE_IS];
+        size_t used = 0;
+        double worst = 0;
+        for (int j = 0; j < RC_N_SEQ_CORR; j++) {
+            const rc_seq_corr *sc = &rc_seq_corrs[j];
+            int il = 0;
+            double f = -1;
+            for (int i = 0; i < r->n_lens; i++) {
+                const double x = r->lens[i].st.seq_corr_below[j] + r->lens[i].st.seq_corr_above[j];
+                if (x > f) {
+                    f = x;
+                    il = i;
+                }
+            }
+            const rc_len_stats *q = &r->lens[il].st;
+            worst = fmax(worst, f);
+            const double hi = sc->hi > 0 ? sc->hi : P->seq_cap;
+            int w;
+            if (sc->lo > 0 && f > 0)
+                w = snprintf(o + used, wn - used, "%s%s %s [%g, %g] %.3g%% (%.3g%% below, %.3g%% above)",
+                             used ? "; " : "", sc->name, sc->of, sc->lo, hi, 100.0 * f, 100.0 * q->seq_corr_below[j],
+                             100.0 * q->seq_corr_above[j]);
+            else if (sc->lo > 0)
+                w = snprintf(o + used, wn - used, "%s%s %s [%g, %g] 0%%", used ? "; " : "", sc->name, sc->of, sc->lo,
+                             hi);
+            else
+                w = snprintf(o + used, wn - used, "%s%s %s > %g %.3g%%", used ? "; " : "", sc->name, sc->of, hi,
+                             100.0 * f);
+            used = w > 0 && (size_t)w < wn - used ? used + (size_t)w : wn - 1;
+        }
         const int il = longest_len(r); /* the range at the longest length */
-        snprintf(v->reason[RC_OBJ_SEQUENCE_IS], wn, "no sequence has e^S > %g (e^S %.4g to %.4g at L=%lld)",
-                 P->seq_cap, exp(r->lens[il].st.seq_sum_min), exp(r->lens[il].st.seq_sum_max),
-                 (long long)r->lens[il].len);
+        snprintf(o + used, wn - used, " of sequences (worst L; e^S %.3g to %.3g at L=%lld)",
+                 exp(r->lens[il].st.seq_sum_min), exp(r->lens[il].st.seq_sum_max), (long long)r->lens[il].len);
+        v->level[RC_OBJ_SEQUENCE_IS] = frac_level(worst);
     }
+    /* GSPO: against the clip fraction its own paper reports in normal training */
     const int ib = worst_len(r, offsetof(rc_len_stats, seq_frac_outside_band));
     const rc_len_stats *b = &r->lens[ib].st;
-    v->level[RC_OBJ_GSPO] = frac_level(b->seq_frac_outside_band);
-    if (b->seq_frac_outside_band > 0)
-        snprintf(v->reason[RC_OBJ_GSPO], wn, "%.3g%% of sequences have |e^M - 1| > %g at L=%lld (e^M %.6g to %.6g)",
-                 100.0 * b->seq_frac_outside_band, P->seq_eps, (long long)r->lens[ib].len, exp(b->seq_mean_min),
-                 exp(b->seq_mean_max));
+    const double fb = b->seq_frac_outside_band;
+    v->level[RC_OBJ_GSPO] = fb > RC_GSPO_FAIL_FRAC         ? RC_VERDICT_FAIL
+                            : fb > RC_GSPO_PAPER_CLIPFRAC ? RC_VERDICT_WARN
+                                                          : RC_VERDICT_OK;
+    if (fb > 0)
+        snprintf(v->reason[RC_OBJ_GSPO], wn,
+                 "%.3g%% of sequences have |e^M - 1| > %g at L=%lld (e^M %.6g to %.6g): %s the ~%.0f%% GSPO's paper "
+                 "clips in normal training; %s",
+                 100.0 * fb, P->seq_eps, (long long)r->lens[ib].len, exp(b->seq_mean_min), exp(b->seq_mean_max),
+                 fb > RC_GSPO_PAPER_CLIPFRAC ? "above" : "within", 100.0 * RC_GSPO_PAPER_CLIPFRAC,
+                 fb > RC_GSPO_FAIL_FRAC ? "most sequences lose their clip side's gradient before any learning"
+                                        : "its gradient is mostly intact");
     else
         snprintf(v->reason[RC_OBJ_GSPO], wn, "every sequence has |e^M - 1| <= %g", P->seq_eps);
     /* the worst token and sequence at the longest length (accumulated) */
