@@ -608,6 +608,9 @@ def rope_inv_freq_f64(config):
         ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
         ef = 1 - ramp
         return inv / factor * (1 - ef) + inv * ef
+    if rtype == "longrope":
+        # _compute_longrope_parameters without seq_len (the short factors, as HF's buffer holds them)
+        return inv / torch.tensor(rp["short_factor"], dtype=torch.float64)
     raise NotImplementedError(rtype)
 
 
@@ -646,6 +649,31 @@ def _rms_forward_f64(self, hidden_states):
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
     hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
     return self.weight * hidden_states
+
+
+def _rope_forward_typed_f64(self, x, position_ids, layer_type):
+    # A rotary module with one table per layer type (Olmo3RotaryEmbedding.forward), in float64.
+    inv = getattr(self, f"{layer_type}_inv_freq")
+    freqs = position_ids[..., None].to(torch.float64) * inv.to(device=x.device, dtype=torch.float64)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    att = getattr(self, f"{layer_type}_attention_scaling")
+    return (emb.cos() * att).to(dtype=x.dtype), (emb.sin() * att).to(dtype=x.dtype)
+
+
+def _patch_typed_rope_f64(m, config):
+    """fp64 tables for a rotary module keyed by layer type (config.rope_parameters[layer_type]); the
+    module's own buffers (fp32 values, widened by .double()) checked against them."""
+    for lt in m.layer_types:
+        view = copy.copy(config)
+        object.__setattr__(view, "rope_parameters", config.rope_parameters[lt])
+        inv64 = rope_inv_freq_f64(view)
+        hf32 = getattr(m, f"{lt}_inv_freq").double()
+        rel = ((hf32 - inv64).abs() / inv64).max().item()
+        assert rel < 1e-6, f"fp64 inv_freq ({lt}) does not match HF's fp32 inv_freq (rel {rel})"
+        assert m.rope_type[lt] in ("default", "yarn"), m.rope_type
+        setattr(m, f"{lt}_inv_freq", inv64.clone())
+        setattr(m, f"{lt}_original_inv_freq", inv64.clone())
+    m.forward = types.MethodType(_rope_forward_typed_f64, m)
 
 
 def _rope_forward_f64(self, x, position_ids):
@@ -905,12 +933,16 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
         if "RMSNorm" in cname:
             m.forward = types.MethodType(_rms_forward_f64, m)
             n_rms += 1
+        elif "RotaryEmbedding" in cname and isinstance(getattr(m, "rope_type", None), dict):
+            _patch_typed_rope_f64(m, model64.config)  # OLMo3: one table per layer type
+            n_rope += 1
         elif "RotaryEmbedding" in cname:
             assert hf_inv_freq_f32 is not None
             inv64 = rope_inv_freq_f64(model64.config)
-            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3", "yarn"), m.rope_type
-            # a Python float (YaRN's attention factor; 1.0 otherwise), multiplied into cos / sin in fp64 below
-            assert m.attention_scaling == 1.0 or m.rope_type == "yarn"
+            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3", "yarn", "longrope"), m.rope_type
+            # a Python float (YaRN's and longrope's attention factor; 1.0 otherwise), multiplied into cos / sin in
+            # fp64 below
+            assert m.attention_scaling == 1.0 or m.rope_type in ("yarn", "longrope")
             rel = ((hf_inv_freq_f32.double() - inv64).abs() / inv64).max().item()
             assert rel < 1e-6, f"fp64 inv_freq does not match HF's fp32 inv_freq (rel {rel})"
             m.inv_freq = inv64.clone()
@@ -1550,7 +1582,8 @@ def build_fixture(spec, out_root):
 
     rope_mod = [m for m in ref32.modules() if "RotaryEmbedding" in type(m).__name__]
     assert len(rope_mod) <= 1
-    hf_inv_freq = rope_mod[0].inv_freq.detach().clone() if rope_mod else None  # None: ALiBi / learned positions
+    # None: ALiBi / learned positions, or a table per layer type (OLMo3, checked by _patch_typed_rope_f64)
+    hf_inv_freq = rope_mod[0].inv_freq.detach().clone() if rope_mod and hasattr(rope_mod[0], "inv_freq") else None
 
     if "experts_implementation" in load_kw:
         assert ref32.config._experts_implementation == load_kw["experts_implementation"]

@@ -533,10 +533,16 @@ static rc_status engine_weights(rc_engine *e)
         e->w.lm_head = e->w.embed;
     } /* else placed with the rest */
     e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
-    if (!host && c->rotary_dim > 0) {
-        RC_TRY(be->ops->alloc(be, c->rotary_dim / 2, &e->inv_freq_own));
-        RC_TRY(be->ops->upload(be, m->w.inv_freq, c->rotary_dim / 2, RC_F32, e->inv_freq_own));
+    e->w.inv_freq_local = m->w.inv_freq_local;
+    if (!host && c->rotary_dim > 0) { /* the table, then the sliding layers' own (if any) */
+        const int64_t half = c->rotary_dim / 2;
+        RC_TRY(be->ops->alloc(be, m->w.inv_freq_local ? 2 * half : half, &e->inv_freq_own));
+        RC_TRY(be->ops->upload(be, m->w.inv_freq, half, RC_F32, e->inv_freq_own));
         e->w.inv_freq = e->inv_freq_own;
+        if (m->w.inv_freq_local) {
+            RC_TRY(be->ops->upload(be, m->w.inv_freq_local, half, RC_F32, e->inv_freq_own + half));
+            e->w.inv_freq_local = e->inv_freq_own + half;
+        }
     }
     e->w.alibi_slopes = m->w.alibi_slopes; /* fp32 as the family computes them, never rounded */
     if (!host && m->w.alibi_slopes) {
@@ -938,6 +944,11 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
+        if (c->rope_local_theta > 0) { /* OLMo3: the sliding layers' default RoPE, the full layers' scaled one */
+            const bool loc = rc_layer_rope_local(c, l);
+            ap.inv_freq = loc ? e->w.inv_freq_local : e->w.inv_freq;
+            ap.rope_attn_factor = loc ? 1.0f : (float)c->rope_attn_factor;
+        }
         for (int64_t r0 = 0, n; r0 < R; r0 += n) {
             n = next_chunk(R - r0, e->chunk_rows);
             float *xc = e->x + r0 * H;
@@ -974,6 +985,9 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                 rr.norm, e->tmp));
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->tmp, H, H, rr.norm, NULL);
             }
+            if (c->sandwich_norm) /* GLM-4: x + post_self_attn_layernorm(attn_out) */
+                RC_TRY(op->norm(be, c->norm, e->tmp, n, H, rc_wt_vec(L->ln1_post_w), NULL, c->norm_eps, nmid, rr.norm,
+                                e->tmp));
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
@@ -1016,6 +1030,9 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                 nmid, rr.norm, e->mlp_c));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->mlp_c, H, H, rr.norm, NULL);
             }
+            if (c->sandwich_norm) /* GLM-4: x + post_mlp_layernorm(mlp_out) */
+                RC_TRY(op->norm(be, c->norm, e->mlp_c, n, H, rc_wt_vec(L->ln2_post_w), NULL, c->norm_eps, nmid,
+                                rr.norm, e->mlp_c));
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
@@ -1059,6 +1076,8 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
             pos[row0[b] + i] = starts[b] + i;
             seq_of_row[row0[b] + i] = b;
         }
+    for (int64_t b = 0; b < n_seq && s == RC_OK; b++)
+        s = rc_config_check_positions(c, starts[b] + n_new[b]);
     for (int64_t r = 0; r < R && s == RC_OK; r++)
         if (tokens[r] < 0 || tokens[r] >= c->vocab)
             s = rc_errorf(RC_ERR_USAGE, "token id %d is outside the vocabulary [0, %lld)", tokens[r],

@@ -88,6 +88,9 @@ static void inv_freq64(const rc_config *c, double *inv)
             bool medium = !(wl < old / hi) && !(wl > old / lo);
             inv[j] = medium ? sm : llama;
         }
+    } else if (c->rope_type == RC_ROPE_LONGROPE) { /* short_factor divides each pair's frequency */
+        for (int64_t j = 0; j < dim / 2 && j < RC_MAX_ROPE_PAIRS; j++)
+            inv[j] /= c->rope_short_factor[j];
     } else if (c->rope_type == RC_ROPE_YARN) { /* extrapolation and interpolation blended by the ramp */
         double lo, hi;
         rc_yarn_range(c, &lo, &hi);
@@ -131,7 +134,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     const int64_t H = c->hidden, I = c->intermediate, d = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     const int64_t qkv_w = (nh + 2 * nkv) * d, V = c->vocab;
     double *x = NULL, *h = NULL, *qkv = NULL, *att = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *logit = NULL;
-    double inv[2048];
+    double inv[2048], inv_local[2048];
     double *slopes = NULL, *head_norm = NULL;
     rc_status s = RC_OK;
     int64_t big = I > qkv_w ? I : qkv_w;
@@ -147,6 +150,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         (s = rc_calloc((void **)&head_norm, V, sizeof *head_norm, "fp64 reference")) != RC_OK)
         goto done;
     inv_freq64(c, inv);
+    for (int64_t j = 0; c->rope_local_theta > 0 && j < c->rotary_dim / 2; j++) /* the sliding layers' default RoPE */
+        inv_local[j] = 1.0 / pow(c->rope_local_theta, (double)(2 * j) / (double)c->rotary_dim);
+    if ((s = rc_config_check_positions(c, n)) != RC_OK)
+        goto done;
     if (c->pos == RC_POS_ALIBI)
         rc_alibi_slopes_compute(c, NULL, slopes); /* the family's formula in double */
     for (int64_t v = 0; v < V; v++) { /* NormHead: each LM-head row divided by its L2 norm */
@@ -199,13 +206,16 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             }
         }
         const int64_t half = c->pos == RC_POS_ROTARY ? c->rotary_dim / 2 : 0;
-        const double rope_att = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0; /* YaRN scales cos and sin */
+        const bool loc = rc_layer_rope_local(c, l); /* OLMo3: the sliding layers' own RoPE */
+        const double *lf = loc ? inv_local : inv;
+        /* YaRN and longrope scale cos and sin */
+        const double rope_att = loc ? 1.0 : c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
         const int64_t win = rc_layer_window(c, l);
         for (int64_t r = 0; r < n; r++)
             for (int64_t hd = 0; hd < nh + nkv; hd++) {
                 double *v = qkv + r * qkv_w + hd * d;
                 for (int64_t j = 0; j < half; j++) {
-                    double a = (double)r * inv[j], cs = cos(a) * rope_att, sn = sin(a) * rope_att;
+                    double a = (double)r * lf[j], cs = cos(a) * rope_att, sn = sin(a) * rope_att;
                     double x1 = v[j], x2 = v[j + half];
                     v[j] = x1 * cs - x2 * sn;
                     v[j + half] = x2 * cs + x1 * sn;
@@ -247,6 +257,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             }
         if ((s = mm64(att, n, nh * d, L->w_o, H, L->b_o, t3)) != RC_OK)
             goto done; /* attn_out */
+        if (c->sandwich_norm) { /* GLM-4: post_self_attn_layernorm(attn_out) */
+            norm64(c, t3, n, L->ln1_post_w, (rc_wt){0}, h);
+            memcpy(t3, h, (size_t)(n * H) * sizeof *h);
+        }
         if (c->post_norm) {
             norm64(c, t3, n, L->ln1_w, L->ln1_b, h);
             memcpy(t3, h, (size_t)(n * H) * sizeof *h);
@@ -282,6 +296,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         }
         if (c->post_norm) {
             norm64(c, h, n, L->ln2_w, L->ln2_b, t3);
+            memcpy(h, t3, (size_t)(n * H) * sizeof *h);
+        }
+        if (c->sandwich_norm) { /* GLM-4: post_mlp_layernorm(mlp_out) */
+            norm64(c, h, n, L->ln2_post_w, (rc_wt){0}, t3);
             memcpy(h, t3, (size_t)(n * H) * sizeof *h);
         }
         for (int64_t i = 0; i < n * H; i++)

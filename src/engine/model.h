@@ -21,7 +21,10 @@ typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
  * GELU_NEW: transformers' NewGELUActivation ("gelu_new", a chain of tensor ops);
  * GELU_BLOOM: bloom_gelu_forward (0.79788456 for sqrt(2/pi), its own order) */
 typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW } rc_act;
-typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN } rc_rope_type;
+/* LONGROPE: Phi-3's short_factor (rope_short_factor) divides each pair's
+ * frequency, cos and sin times the attention factor; long_factor (past
+ * original_max_position_embeddings) is refused at run time */
+typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN, RC_ROPE_LONGROPE } rc_rope_type;
 /* RMSNorm of q and k right after their projection, before RoPE: none; per
  * head over head_dim with one [head_dim] weight for all heads (Qwen3's
  * q_norm / k_norm); over the whole projection, [n_heads * head_dim] and
@@ -58,6 +61,8 @@ typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
 #define RC_LIM_POS (1 << 24)
 
 #define RC_MAX_EOS 8
+/* longrope's short_factor / long_factor: one value per rotary pair */
+#define RC_MAX_ROPE_PAIRS 512
 
 typedef struct rc_arch rc_arch;
 
@@ -91,6 +96,13 @@ typedef struct {
     double rope_beta_fast, rope_beta_slow;
     bool rope_truncate;
     double rope_attn_factor;
+    /* longrope: short_factor as config.json gives it (rotary_dim / 2 values;
+     * HF makes an fp32 tensor of them) */
+    double rope_short_factor[RC_MAX_ROPE_PAIRS];
+    /* > 0: the sliding layers (layer_sliding) rotate with the default RoPE of
+     * this base and the full layers with the settings above (OLMo3's
+     * rope_parameters per layer type: rope_scaling applies to the full layers) */
+    double rope_local_theta;
     int64_t sliding_window;  /* 0: none */
     /* window_per_layer: sliding_window applies to the layers whose
      * layer_sliding[l] is 1 only (layer_types "sliding_attention"), the
@@ -106,6 +118,10 @@ typedef struct {
      * R(w * x * rsqrt(..)) (OLMo2's (weight * x).to(dtype)), instead of
      * Llama's R(w * R(x * rsqrt(..))) */
     bool norm_w_f32;
+    /* sandwich_norm: besides ln1 / ln2 before the sublayers, ln1_post / ln2_post
+     * normalise the attention and MLP outputs before their residual add
+     * (GLM-4's post_self_attn_layernorm / post_mlp_layernorm) */
+    bool sandwich_norm;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
     double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */
@@ -187,6 +203,7 @@ typedef enum {
     RC_IF_MOE,            /* a mixture-of-experts layer */
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
+    RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -206,6 +223,8 @@ typedef enum {
     X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)             /* [hidden] */                                \
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
+    X(ln1_post_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] attention output norm, or NULL */  \
+    X(ln2_post_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] MLP output norm, or NULL */        \
     X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
@@ -271,6 +290,7 @@ typedef struct {
     RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
     rc_layer_weights *layers; /* [n_layers] */
     float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it (never rounded) */
+    float *inv_freq_local;    /* the sliding layers' (cfg rope_local_theta > 0), else NULL */
     float *alibi_slopes;      /* [n_heads] fp32 as the family computes them (never rounded), or NULL */
 } rc_weights;
 
@@ -288,7 +308,7 @@ typedef enum { RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ID_LAYER_) RC_N_LAYER_WEIGHTS } 
 RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) == sizeof(rc_layer_weights),
                  "rc_layer_weights has a field outside RC_LAYER_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) + sizeof(rc_layer_weights *) +
-                         2 * sizeof(float *) ==
+                         3 * sizeof(float *) ==
                      sizeof(rc_weights),
                  "rc_weights has a field outside RC_MODEL_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHTS &&
@@ -340,14 +360,22 @@ typedef struct {
 #define RC_KEY(field, lo, hi, required, def, ...) \
     {{__VA_ARGS__, NULL}, offsetof(rc_config, field), (lo), (hi), (required), (def)}
 
+/* How a table entry's tensor fills its field: the whole field; appended
+ * right after the previous entry's (together they fill the field: Llama's
+ * q_proj, k_proj, v_proj make w_qkv); or one half of the rows of a stored
+ * tensor of 2 x rows rows (HALF0: the first half, whose entry reads the
+ * tensor; HALF1: the next entry, the second half of the same tensor; Phi-3's
+ * and GLM-4's gate_up_proj: gate rows, then up rows). WHOLE and APPEND are
+ * false and true, as the tables write them. */
+typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1 } rc_piece;
+
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
     int field;          /* RC_MW_<field> (model table) or RC_LW_<field> (layer table) */
     const char *name;   /* after the family prefix; in the layer table after "<layer_stem><i>." */
     rc_dim rows, cols;  /* shape in the file; cols RC_DIM_1: a 1-D tensor */
     rc_weight_cond when;/* read when this holds, else the field stays NULL */
-    bool append;        /* stored right after the previous entry: together they fill the
-                         * field (Llama's q_proj, k_proj, v_proj make w_qkv) */
+    rc_piece piece;     /* the whole field, appended to the previous entry, or a half */
     /* in place after reading into the arena (models/common.h), or NULL:
      * per-head QKV de-interleave, Conv1D transpose (the field then has shape
      * [cols, rows]); elements of elem_size bytes (any storage dtype) */
@@ -476,6 +504,19 @@ void rc_model_free(rc_model *m);
 rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
+/* A sequence of n_positions positions can run: RC_ERR_UNSUPPORTED for
+ * longrope past original_max_position_embeddings (transformers then rotates
+ * every position of a forward call with long_factor, so its KV-cached
+ * generation and its full forward part ways), naming both numbers. */
+rc_status rc_config_check_positions(const rc_config *cfg, int64_t n_positions);
+/* The sliding layers' fp32 inv_freq (cfg->rope_local_theta > 0: default
+ * RoPE of that base). */
+void rc_rope_inv_freq_local(const rc_config *cfg, float *inv_freq);
+/* RoPE of layer l: the sliding layers' own table when the config gives them one */
+static inline bool rc_layer_rope_local(const rc_config *cfg, int64_t l)
+{
+    return cfg->rope_local_theta > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l];
+}
 /* YaRN's correction range [low, high] over the rotary pair index, as
  * find_correction_range computes it (Python floats; floor / ceil with
  * truncate; clamped to [0, rotary_dim - 1]). */

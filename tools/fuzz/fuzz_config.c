@@ -79,12 +79,14 @@ static const char *const k_keys[] = {
     "architectures",
     /* qwen3, yarn */
     "layer_types", "max_window_layers", "beta_fast", "beta_slow", "truncate", "attention_factor", "mscale",
-    "mscale_all_dim", NULL};
+    "mscale_all_dim",
+    /* olmo3, phi3, glm4, longrope */
+    "full_attention", "sliding_attention", "short_factor", "long_factor", "head_dim", "attention_bias", NULL};
 static const char *const k_strings[] = {
     "gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan", "BaiChuanForCausalLM",
     "BaichuanForCausalLM", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
     "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "olmo2", "full_attention", "sliding_attention",
-    "attention", "line\nbreak", "\xc3\xa9", "", NULL};
+    "attention", "olmo3", "phi3", "glm4", "longrope", "su", "line\nbreak", "\xc3\xa9", "", NULL};
 const fz_json_dict k_config_dict = {k_keys, k_strings};
 
 #ifndef FZ_NO_CONFIG_MAIN
