@@ -653,7 +653,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
                              "stream is fp32 already)");
         if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
                   c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 ||
-                  c->n_experts > 0))
+                  c->sandwich_norm || c->n_experts > 0))
             return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
                              "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     }
@@ -665,7 +665,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm-head=fp32 applies");
     if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0 ||
-              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 || c->n_experts > 0))
+              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 || c->sandwich_norm || c->n_experts > 0))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
