@@ -92,7 +92,7 @@ rc_status run_load(run_ctx *x)
     rc_prompts *pr = &x->prompts;
     if (!ro->replay) {
         /* each prompt is checked against the context as it is read, before any padding */
-        const rc_prompt_limits lim = {ro->num_prompts, mc->max_pos, cfg->lens[cfg->n_lens - 1]};
+        const rc_prompt_limits lim = {ro->num_prompts, mc->max_pos, cfg->lens[cfg->n_lens - 1], ro->chat_kwargs};
         RC_TRY(rc_prompts_load(ro->prompts_path, x->tok, &lim, pr));
     } else { /* --rollouts-from: the prompts and generated tokens of an earlier run */
         rc_results *prev = &x->prev;
