@@ -518,6 +518,30 @@ START_TEST(test_engine_errors)
     ck_assert_int_eq(rc_engine_create(f.m, g_be, &num, 1, f.m->cfg.max_pos + 1, 4, &big), RC_ERR_USAGE);
     rc_engine_free(e);
     free_fixture(&f);
+    /* longrope past original_max_position_embeddings (phi3_longrope: 32): a step whose last
+     * position is 32 or more is refused, in a prefill and in a decode step, and so is the fp64
+     * reference of 33 tokens; position 31 runs */
+    load_fixture("phi3_longrope", &f);
+    const int64_t orig = f.m->cfg.rope_orig_max_pos;
+    ck_assert_int_eq(orig, 32);
+    e = make_engine(&f, 1, orig + 4, orig + 4);
+    int32_t toks[40] = {0};
+    float *lp = malloc(sizeof(float) * (size_t)f.V);
+    slot = 0, start = 0, n = orig, row = orig - 1;
+    ck_assert_msg(rc_engine_step(e, &slot, &start, &n, 1, toks, &row, 1, lp, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    start = orig, n = 1, row = 0;
+    ck_assert_int_eq(rc_engine_step(e, &slot, &start, &n, 1, toks, &row, 1, lp, NULL, NULL), RC_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "33 positions with longrope RoPE: past "
+                                                  "original_max_position_embeddings 32"));
+    start = 0, n = orig + 1, row = orig;
+    ck_assert_int_eq(rc_engine_step(e, &slot, &start, &n, 1, toks, &row, 1, lp, NULL, NULL), RC_ERR_UNSUPPORTED);
+    int64_t rows64[1] = {orig};
+    double out64[1];
+    ck_assert_int_eq(rc_forward64(f.m, toks, orig + 1, 1.0, rows64, toks, 1, out64), RC_ERR_UNSUPPORTED);
+    free(lp);
+    rc_engine_free(e);
+    free_fixture(&f);
 }
 END_TEST
 
