@@ -339,7 +339,7 @@ rc_status rc_config_check_positions(const rc_config *cfg, int64_t n_positions)
 {
     if (cfg->pos == RC_POS_ROTARY && cfg->rope_type == RC_ROPE_LONGROPE && n_positions > cfg->rope_orig_max_pos)
         return rc_errorf(RC_ERR_UNSUPPORTED,
-                         "%lld positions with longrope RoPE: past original_max_position_embeddings %lld "
+                         "%lld positions with longrope RoPE: past original_max_position_embeddings %lld, "
                          "transformers switches a whole forward call to long_factor (its KV-cached generation "
                          "and its full forward then rotate earlier positions differently); not supported: keep "
                          "prompt + completion within %lld tokens",
