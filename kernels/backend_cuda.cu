@@ -51,7 +51,7 @@ struct cuda_backend {
     int64_t n_allocs = 0, cap_allocs = 0;
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
-    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn;
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -114,7 +114,7 @@ void cuda_destroy(rc_backend *be)
         cudaFree(c->shadows[i].data);
     for (int64_t i = 0; i < c->n_allocs; i++)
         cudaFree(c->allocs[i].p);
-    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe};
+    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe, &c->ws_gdn};
     for (workspace *w : ws)
         if (w->p)
             cudaFree(w->p);
@@ -424,6 +424,18 @@ rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
     return elementwise(RCK_EW_CLAMP, x, nullptr, x, n, RC_F32, RC_ACT_SILU, RC_F32, 1, cval);
 }
 
+rc_status cuda_scale(rc_backend *be, float *x, int64_t n, float sc, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_SCALE, x, nullptr, x, n, out_dt, RC_ACT_SILU, RC_F32, 1, sc);
+}
+
+rc_status cuda_softcap(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_SOFTCAP, x, nullptr, x, n, out_dt, RC_ACT_SILU, RC_F32, 1, cap);
+}
+
 rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq, const float *wq,
                        int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt, rc_dtype out_dt)
 {
@@ -547,6 +559,22 @@ rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t
     return rck_moe_acc(rck_moe_acc_args{y, w, d, d + n, out, H, sigmoid ? 1 : 0, dt}, n * H);
 }
 
+rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                        const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                        float *state, float *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t per = rc_gdn_step_scratch(d);
+    int64_t threads = 0, floats = 0;
+    if (n < 0 || __builtin_mul_overflow(n, d->hv, &threads) || __builtin_mul_overflow(threads, per, &floats))
+        return rc_errorf(RC_ERR_NOMEM, "gdn_step: scratch for %lld sequences", (long long)n);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_gdn, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    return rck_gdn_step(rck_gdn_step_args{q, k, v, g, beta, state, out, static_cast<float *>(p), d->hk, d->hv, d->dk,
+                                          d->dv, per, rc_gdn_qdiv(d->dk), out_dt, state_dt},
+                        threads);
+}
+
 const rc_backend_ops k_cuda_ops = {
     "cuda",
     false, // host_memory
@@ -564,6 +592,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_attention,
     cuda_qk_norm,
     cuda_clamp,
+    cuda_scale,
+    cuda_softcap,
     cuda_normalize_rows,
     cuda_act,
     cuda_act_mul,
@@ -574,6 +604,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_zero,
     cuda_moe_route,
     cuda_moe_accumulate,
+    cuda_gdn_step,
 };
 
 } // namespace

@@ -95,6 +95,8 @@ rc_status rck_gemm_invariant(const rck_gemm_args &a);
 rc_status rck_zero(const rck_zero_args &a, int64_t n);
 rc_status rck_moe_route(const rck_moe_route_args &a, int64_t M);
 rc_status rck_moe_acc(const rck_moe_acc_args &a, int64_t n);
+// Gated DeltaNet (gdn.cu): one recurrent step, n = sequences x value heads threads
+rc_status rck_gdn_step(const rck_gdn_step_args &a, int64_t n);
 rc_status rck_transpose(const rck_transpose_args &a);
 // y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and
 // output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns),

@@ -72,7 +72,7 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
 }
 
 /* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
- * x = clamp(x, -c, c) */
+ * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c) */
 typedef struct {
     int op; /* RCK_EW_* */
     const float *a, *b;
@@ -80,10 +80,10 @@ typedef struct {
     int64_t n, n_cols;
     rc_act act;
     rc_dtype act_dt, out_dt;
-    float c; /* RCK_EW_CLAMP */
+    float c; /* RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP */
 } rck_ew_args;
 
-enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP };
+enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP };
 
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
@@ -102,6 +102,12 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
         break;
     case RCK_EW_CLAMP:
         a->out[i] = rco_clamp1(a->a[i], a->c);
+        break;
+    case RCK_EW_SCALE:
+        a->out[i] = rco_scale1(a->a[i], a->c, a->out_dt);
+        break;
+    case RCK_EW_SOFTCAP:
+        a->out[i] = rco_softcap1(a->a[i], a->c, a->out_dt);
         break;
     }
 }
@@ -407,6 +413,26 @@ RC_HD static inline void rck_moe_acc_thread(const rck_moe_acc_args *a, int64_t t
     const float s = a->sigmoid ? rco_moe_sigmoid(wv, a->dt) : wv;
     float *o = a->out + a->rows[i] * a->H + j;
     *o = rco_moe_acc(*o, a->y[i * a->H + j], s, a->dt);
+}
+
+/* ---- Gated DeltaNet (gdn.cu; CPU twin: src/engine/gdn.c rc_cpu_gdn_step) ---- */
+
+/* one (sequence, value head) per thread: rco_gdn_recurrent_token over its
+ * state [dk][dv], with `scratch_per` floats of scratch per thread */
+typedef struct {
+    const float *q, *k, *v, *g, *beta;
+    float *state, *out, *scratch;
+    int64_t hk, hv, dk, dv, scratch_per;
+    float qdiv;
+    rc_dtype out_dt, state_dt;
+} rck_gdn_step_args;
+
+RC_HD static inline void rck_gdn_step_thread(const rck_gdn_step_args *a, int64_t i)
+{
+    const int64_t s = i / a->hv, h = i % a->hv, kh = s * a->hk + h / (a->hv / a->hk);
+    rco_gdn_recurrent_token(a->state + i * a->dk * a->dv, a->q + kh * a->dk, a->k + kh * a->dk, a->v + i * a->dv,
+                            a->g[i], a->beta[i], a->dk, a->dv, a->qdiv, a->out_dt, true, a->state_dt,
+                            a->scratch + i * a->scratch_per, a->out + i * a->dv);
 }
 
 #endif

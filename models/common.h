@@ -34,6 +34,31 @@ rc_status rc_rope_interleaved_to_half(const rc_config *cfg, void *data, int elem
  * multiple of n_head 5"). */
 rc_status rc_heads_from_hidden(const char *path, rc_config *cfg);
 
+/* Gemma 2 and Gemma 3 (text): what their configs share, read by both
+ * parse hooks (docs/numerics.md "Gemma 2 and Gemma 3"): heads and head_dim
+ * (256), hidden_activation (gelu_pytorch_tanh; gelu), rms_norm_eps (1e-6),
+ * tie_word_embeddings (true), attention_bias, query_pre_attn_scalar (256),
+ * final_logit_softcapping, attn_logit_softcapping (read only when
+ * attn_softcap_read: Gemma 3's attention never passes it on), sliding_window
+ * (4096; null: none), layer_types (else layer i slides unless (i + 1) % pattern
+ * == 0); use_bidirectional_attention refused; the (1 + w) norms, four per
+ * layer, and the sqrt(hidden) embedding scale set. */
+typedef struct {
+    int64_t n_kv_heads;       /* num_key_value_heads' default */
+    double final_softcap;     /* final_logit_softcapping's default (0: None) */
+    bool attn_softcap_read;
+    int64_t pattern;          /* the sliding pattern's default */
+    const char *pattern_key;  /* the key that overrides it, or NULL */
+} rc_gemma_defaults;
+rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, const rc_gemma_defaults *d);
+
+/* The four norms of a Gemma decoder layer (sandwich_norm). */
+#define RC_GEMMA_NORM_TENSORS                                                                                     \
+    {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},                          \
+        {RC_LW_post_attn_ln_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},    \
+        {RC_LW_ln2_w, "pre_feedforward_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},            \
+        {RC_LW_post_mlp_ln_w, "post_feedforward_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL}
+
 /* Rows shared by the families with Llama's tensor names (llama, qwen3, olmo2,
  * the MoE families), each used in its table where that family reads them.
  * Shapes: embed [V, H], norm [H], lm_head [V, H] (untied only); q [nh*d, H],

@@ -6,7 +6,7 @@
  *  - four norms per layer: input_layernorm before attention,
  *    post_self_attn_layernorm on its output before the residual add,
  *    post_attention_layernorm before the MLP, post_mlp_layernorm on its output
- *    (rc_config.sandwich_norm: ln1, ln1_post, ln2, ln2_post);
+ *    (rc_config.sandwich_norm: ln1, post_attn_ln, ln2, post_mlp_ln);
  *  - partial rotary (partial_rotary_factor, default 0.5) in GLM's interleaved
  *    layout: dims 2j and 2j + 1 of a head's first rotary_dim rotate together by
  *    frequency j (cos[..., :dim/2].repeat_interleave(2), rotate_half on even /
@@ -82,9 +82,9 @@ static const rc_tensor_spec k_model_tensors[] = {
 /* q and k rows (and biases) reordered from GLM's interleaved RoPE pairs */
 static const rc_tensor_spec k_layer_tensors[] = {
     {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    {RC_LW_ln1_post_w, "post_self_attn_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, false, NULL},
+    {RC_LW_post_attn_ln_w, "post_self_attn_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, false, NULL},
     {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    {RC_LW_ln2_post_w, "post_mlp_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, false, NULL},
+    {RC_LW_post_mlp_ln_w, "post_mlp_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, false, NULL},
     {RC_LW_w_qkv, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_ALWAYS, false, rc_rope_interleaved_to_half},
     {RC_LW_w_qkv, "self_attn.k_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, rc_rope_interleaved_to_half},
     {RC_LW_w_qkv, "self_attn.v_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},

@@ -35,7 +35,7 @@ static const char *const k_prefixes[] = {"model.", "", NULL};
 
 /* The two layer types' RoPE settings: the full layers' into cfg (by the
  * shared parser, on a copy of config.json whose rope_parameters is theirs),
- * the sliding layers' base into rope_local_theta. */
+ * the sliding layers' base into rope_theta_local. */
 static rc_status olmo3_rope(const json_t *root, const char *path, rc_config *cfg)
 {
     double theta;
@@ -90,7 +90,7 @@ static rc_status olmo3_rope(const json_t *root, const char *path, rc_config *cfg
             return rc_errorf(RC_ERR_UNSUPPORTED, "%s: partial_rotary_factor below 1 for olmo3 (transformers' OLMo3 "
                              "rotates the whole head): not supported", path);
     }
-    cfg->rope_local_theta = local;
+    cfg->rope_theta_local = local;
     return RC_OK;
 }
 

@@ -30,6 +30,73 @@ run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos 
   --clip-eps-low 0.001 --clip-eps-high 0.002 --seq-eps 1e-4 --seq-cap 1.002  # each fraction > 0
 run fp32_blas --dtype fp32 --kernels blas --num-prompts 4 --samples 3 --len 5,12 --forward-batch 3
 run one_len --dtype bf16 --num-prompts 4 --samples 2 --len 6   # growth n/a: one length
+# MoE: /routing (both sides' experts, the statistics of docs/routing.md) recomputed by numpy; the
+# fixtures' 260-token vocabulary takes ids below it
+printf '5 17 99 140 3\n250 8 61 33\n12 200 7\n77 78 79 80 81 82\n' > "$tmp/moe.ids"
+moe() {
+  local name=$1 model=$2; shift 2
+  "$RC" --model "$SRC/data/fixtures/$model" --backend cpu --prompts "$tmp/moe.ids" -q --out "$tmp/$name.h5" "$@" \
+    > "$tmp/$name.txt" || { echo "ratiocheck $* failed"; status=1; return; }
+  echo "== $name: $model $*"
+  "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
+}
+moe moe_flips qwen3_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32 --json
+echo "== moe_flips: --json's routing object against /routing"
+"$PY" - "$tmp/moe_flips.h5" "$tmp/moe_flips.txt" <<'PYEOF' || status=1
+import json, sys
+import h5py
+import numpy as np
+g, j = h5py.File(sys.argv[1], "r")["routing"], json.load(open(sys.argv[2]))["routing"]
+bad = [k for k in ("tokens", "tokens_flip", "share_flip", "decision_share", "mean_overlap", "miles_mismatch",
+                   "miles_layer", "miles_max", "verdict", "first_layer", "len", "abs_log_ratio_flip",
+                   "abs_log_ratio_same", "share_abs_log_ratio_flip", "moe_layers", "top_k", "experts")
+       if not (j[k] == g.attrs[k] or (isinstance(j[k], float) and np.isclose(j[k], g.attrs[k], rtol=1e-15)))]
+bad += [k for k, d in (("layers", "layer"), ("layer_flips", "layer_flips"), ("layer_first", "layer_first"),
+                       ("layer_no_common", "layer_no_common")) if list(j[k]) != list(g[d][...])]
+print("JSON routing object:", "differs in " + ", ".join(bad) if bad else "equal to /routing")
+sys.exit(1 if bad else 0)
+PYEOF
+# trace's first routing flip (the route op's captured rows) against the run's /routing record (the
+# routing hook's), by numpy: one-token prompts, so every position both sides compute predicts a
+# generated token and is in the record; forward order: layer, then position, then expert
+seq 3 60 > "$tmp/one.ids"
+"$RC" --model "$SRC/data/fixtures/qwen3_moe" --backend cpu --prompts "$tmp/one.ids" --samples 1 --len 12 -q \
+  --out "$tmp/flip.h5" --sampler dtype=bf16 --trainer dtype=fp32 > /dev/null || { echo "flip run failed"; status=1; }
+"$RC" trace "$tmp/flip.h5" --backend cpu --seq 0,3,7,11,20,31,40,50 --out none --json > "$tmp/flip.json" \
+  || { echo "flip trace failed"; status=1; }
+echo "== trace's first routing flip against /routing"
+"$PY" - "$tmp/flip.h5" "$tmp/flip.json" <<'PYEOF' || status=1
+import json, sys
+import h5py
+import numpy as np
+f, j = h5py.File(sys.argv[1], "r"), json.load(open(sys.argv[2]))
+g = f["routing"]
+a, b, layer = g["sampler_experts"][...], g["trainer_experts"][...], g["layer"][...]
+assert (f["prompts/lengths"][...] == 1).all()
+want = None
+for m in range(a.shape[2]):  # MoE layers in order; position = generated token index (prompts of 1)
+    for s in j["sequences"]:
+        for t in range(a.shape[1]):
+            if a[s, t, 0, 0] < 0:
+                break
+            d = sorted(set(a[s, t, m]) ^ set(b[s, t, m]))
+            if d:
+                if want is None or t < want["position"] or (t == want["position"] and d[0] < want["expert"]):
+                    want = {"layer": int(layer[m]), "sequence": s, "position": t, "expert": int(d[0]),
+                            "chosen_by": "sampler" if d[0] in set(a[s, t, m]) else "trainer"}
+                break
+    if want is not None:
+        break
+got = j["first_flip"]
+print("trace:", got, "record:", want)
+sys.exit(0 if got == want and want is not None else 1)
+PYEOF
+moe moe_replay qwen2_moe --samples 3 --len 8,20 --stop-at-eos --temperature 1.5 --sampler dtype=fp16 \
+  --trainer dtype=bf16,routing=replay,router=fp32,prefill-chunk=3
+# --distribution: the KL / TV / top-1 summaries from the per-token datasets (fp16 log-probs, a trainer
+# of its own, sequences stopped at EOS, the sampler's rows held 3 positions at a time)
+RATIOCHECK_DIST_WINDOW=3 run dist --dtype fp16 --logprob-dtype same --trainer lm-head=fp32,micro-batch=3 \
+  --num-prompts 5 --samples 2 --len 5,11,16 --stop-at-eos --temperature 2 --distribution
 # The verdict's other outcomes, which no honest run of this small model reaches: copies of a
 # file with forward log-probs moved, re-judged by `ratiocheck report --json` (which recomputes
 # everything from the tensors) and by numpy, and the expected line checked:

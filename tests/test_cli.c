@@ -964,6 +964,96 @@ START_TEST(test_trace_command)
 }
 END_TEST
 
+/* trace takes the run's --batch and --forward-batch as its sides' batch and micro-batch, and leaves
+ * their prefill chunks alone: a run with --forward-batch 2 replays bit for bit */
+START_TEST(test_trace_forward_batch)
+{
+    char args[2048], a[256];
+    snprintf(a, sizeof a, "%s/fb.h5", g_dir);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --num-prompts 3 --samples 2 --len 8 "
+             "-q --forward-batch 2 --out %s", a);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "trace %s --backend cpu --worst 2 --out none --json", a);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    const char *sm = json_string_value(json_object_get(j, "sampler"));
+    const char *tr = json_string_value(json_object_get(j, "trainer"));
+    ck_assert_msg(!strstr(sm, "prefill-chunk") && !strstr(tr, "prefill-chunk"), "%s | %s", sm, tr);
+    ck_assert_msg(strstr(sm, "batch=32") && strstr(tr, "micro-batch=2"), "%s | %s", sm, tr);
+    const json_int_t tokens = json_integer_value(json_object_get(j, "replay_tokens"));
+    ck_assert_int_eq(tokens, 16);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_gen")), tokens);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_fwd")), tokens);
+    json_decref(j);
+    unlink(a);
+}
+END_TEST
+
+/* --distribution: JSON keys only with the pass, its gate, the table, report
+ * reading it back, a sweep's rows, and the refusals */
+START_TEST(test_distribution)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "%s --dtype fp16 --distribution --json --out %s/d.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    json_t *lens = json_object_get(j, "lens");
+    double kl_max = 0.0;
+    for (size_t i = 0; i < json_array_size(lens); i++) {
+        json_t *e = json_array_get(lens, i);
+        ck_assert_int_eq(json_integer_value(json_object_get(e, "dist_count")),
+                         json_integer_value(json_object_get(e, "count")));
+        const double kl = json_number_value(json_object_get(e, "kl_max")), tv = json_number_value(json_object_get(e, "tv_max"));
+        const double top1 = json_number_value(json_object_get(e, "top1_agree"));
+        ck_assert(kl >= json_number_value(json_object_get(e, "kl_mean")) && kl >= 0.0);
+        ck_assert(tv >= 0.0 && tv <= 1.0 && top1 >= 0.0 && top1 <= 1.0);
+        kl_max = kl > kl_max ? kl : kl_max;
+    }
+    ck_assert(kl_max > 0.0); /* fp16 engine kernels: the two paths' rows differ somewhere */
+    json_decref(j);
+    /* report recomputes the same numbers from the file's per-token arrays */
+    static char first[sizeof g_out];
+    memcpy(first, g_out, sizeof first);
+    snprintf(args, sizeof args, "report %s/d.h5 --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    const char *a = strstr(first, "\"dist_count\""), *b = strstr(g_out, "\"dist_count\"");
+    ck_assert(a && b);
+    ck_assert_int_eq(strncmp(a, b, (size_t)(strstr(a, "}") - a)), 0);
+    /* the gate: any JSON key of the pass */
+    snprintf(args, sizeof args, "%s --dtype fp16 --distribution --out none --fail-above kl_max=0", g_common);
+    ck_assert_int_eq(run(args), 3);
+    ck_assert_ptr_nonnull(strstr(g_err, "kl_max = "));
+    ck_assert_ptr_nonnull(strstr(g_out, "whole distribution per token"));
+    snprintf(args, sizeof args, "%s --dtype fp16 --distribution --out none --fail-above kl_max=1,top1_disagree=1",
+             g_common);
+    ck_assert_int_eq(run(args), 0);
+    /* without the pass: no keys, no table, its gates refused */
+    snprintf(args, sizeof args, "%s --dtype fp16 --out none --json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "\"kl_mean\""));
+    snprintf(args, sizeof args, "%s --out none --fail-above tv_mean=1", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--fail-above tv_mean needs --distribution"));
+    snprintf(args, sizeof args, "%s --out none --distribution --trainer prefill-chunk=2", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "prefill-chunk"));
+    /* a sweep: every replayed row has its own */
+    snprintf(args, sizeof args, "sweep %s --dtype fp16 --distribution --out none --json --vary both:kernels=invariant",
+             g_common);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "kl_max") == 0.0);
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "top1_agree") == 1.0);
+    ck_assert(sweep_row_num(j, "base again (noise floor)", "kl_max") > 0.0);
+    json_decref(j);
+}
+END_TEST
+
 START_TEST(test_run_gates)
 {
     char args[2048];
@@ -2098,6 +2188,7 @@ int main(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
+    tcase_add_test(tr, test_distribution);
     tcase_add_test(tr, test_run_fail_on);
     tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_strata_growth);
@@ -2116,6 +2207,7 @@ int main(void)
     tcase_add_test(tr, test_alibi_bias_option);
     tcase_add_test(tr, test_report_diff);
     tcase_add_test(tr, test_trace_command);
+    tcase_add_test(tr, test_trace_forward_batch);
     suite_add_tcase(s, tr);
     TCase *tx = tcase_create("robust");
     tcase_add_checked_fixture(tx, run_setup, run_teardown);

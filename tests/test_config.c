@@ -336,6 +336,123 @@ START_TEST(test_olmo2)
 }
 END_TEST
 
+/* Gemma 2 (Gemma2Config): (1 + w) norms, four per layer, sqrt(hidden) embedding scale,
+ * query_pre_attn_scalar, both soft-caps, alternating sliding / global layers */
+START_TEST(test_gemma2)
+{
+    rc_config c;
+    /* the keys of Gemma 2 2B's config.json */
+    parse_ok("{'architectures':['Gemma2ForCausalLM'],'attention_bias':false,'attention_dropout':0.0,"
+             "'attn_logit_softcapping':50.0,'bos_token_id':2,'cache_implementation':'hybrid','eos_token_id':[1,107],"
+             "'final_logit_softcapping':30.0,'head_dim':256,'hidden_act':'gelu_pytorch_tanh',"
+             "'hidden_activation':'gelu_pytorch_tanh','hidden_size':2304,'initializer_range':0.02,"
+             "'intermediate_size':9216,'max_position_embeddings':8192,'model_type':'gemma2','num_attention_heads':8,"
+             "'num_hidden_layers':26,'num_key_value_heads':4,'pad_token_id':0,'query_pre_attn_scalar':256,"
+             "'rms_norm_eps':1e-06,'rope_theta':10000.0,'sliding_window':4096,'torch_dtype':'float32',"
+             "'use_cache':true,'vocab_size':256000}", &c);
+    ck_assert_str_eq(c.arch->family, "gemma2");
+    ck_assert(c.head_dim == 256 && c.n_kv_heads == 4 && c.act == RC_ACT_GELU_TANH && c.gated_mlp);
+    ck_assert(c.norm_w_offset && c.norm_w_f32 && c.sandwich_norm && !c.post_norm && c.tie_embeddings);
+    ck_assert(c.qk_norm == RC_QK_NORM_NONE && !c.qkv_bias && !c.o_bias && !c.mlp_bias);
+    ck_assert(c.embed_scale == sqrt(2304.0) && c.softmax_scale == 0.0625);
+    ck_assert(c.attn_softcap == 50.0 && c.final_softcap == 30.0);
+    ck_assert(c.rope_theta == 10000.0 && c.rope_type == RC_ROPE_DEFAULT && c.rotary_dim == 256);
+    ck_assert(c.rope_theta_local == 0);
+    ck_assert(c.n_eos == 2 && c.eos_ids[0] == 1 && c.eos_ids[1] == 107);
+    for (int64_t l = 0; l < 26; l++) /* layer_types' default: (i + 1) % 2 slides */
+        ck_assert_int_eq(rc_layer_window(&c, l), l % 2 == 0 ? 4096 : 0);
+    /* Gemma2Config defaults; query_pre_attn_scalar 144 -> 1/12 */
+    parse_ok("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+             "'intermediate_size':128,'vocab_size':300,'query_pre_attn_scalar':144}", &c);
+    ck_assert(c.n_kv_heads == 4 && c.head_dim == 256 && c.max_pos == 8192 && c.norm_eps == 1e-6);
+    ck_assert(c.attn_softcap == 50.0 && c.final_softcap == 30.0 && c.sliding_window == 4096);
+    ck_assert(c.softmax_scale == pow(144.0, -0.5) && c.embed_scale == 8.0 && c.bos_id == 2);
+    /* null: no soft-capping, no window; layer_types given */
+    parse_ok("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+             "'intermediate_size':128,'vocab_size':300,'attn_logit_softcapping':null,'final_logit_softcapping':null,"
+             "'sliding_window':null,'attention_bias':true,"
+             "'layer_types':['full_attention','full_attention','full_attention']}", &c);
+    ck_assert(c.attn_softcap == 0 && c.final_softcap == 0 && c.sliding_window == 0);
+    ck_assert(c.qkv_bias && c.o_bias);
+    for (int64_t l = 0; l < 3; l++)
+        ck_assert_int_eq(rc_layer_window(&c, l), 0);
+    parse_ok("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+             "'intermediate_size':128,'vocab_size':300,'sliding_window':7,"
+             "'layer_types':['full_attention','sliding_attention','full_attention'],'hidden_activation':'gelu'}", &c);
+    ck_assert(rc_layer_window(&c, 0) == 0 && rc_layer_window(&c, 1) == 7 && rc_layer_window(&c, 2) == 0);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_ERF);
+    /* a sliding layer without a window (HF's mask cannot be built either) */
+    EXPECT_REJECT("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'sliding_window':null}",
+                  RC_ERR_FORMAT, "no sliding window");
+    EXPECT_REJECT("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'hidden_activation':'silu'}",
+                  RC_ERR_UNSUPPORTED, "hidden_activation");
+    EXPECT_REJECT("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'use_bidirectional_attention':true}",
+                  RC_ERR_UNSUPPORTED, "use_bidirectional_attention");
+    EXPECT_REJECT("{'model_type':'gemma2','hidden_size':66,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "not a multiple");
+    EXPECT_REJECT("{'model_type':'gemma2','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'final_logit_softcapping':-1}",
+                  RC_ERR_FORMAT, "final_logit_softcapping");
+}
+END_TEST
+
+/* Gemma 3 text (Gemma3TextConfig): Gemma 2's layer with q/k norm, two RoPEs, the 5:1
+ * pattern, no attention soft-capping */
+START_TEST(test_gemma3_text)
+{
+    rc_config c;
+    /* the keys of Gemma 3 1B's config.json */
+    parse_ok("{'architectures':['Gemma3ForCausalLM'],'attention_bias':false,'attention_dropout':0.0,"
+             "'attn_logit_softcapping':null,'bos_token_id':2,'cache_implementation':'hybrid','eos_token_id':[1,106],"
+             "'final_logit_softcapping':null,'head_dim':256,'hidden_activation':'gelu_pytorch_tanh',"
+             "'hidden_size':1152,'initializer_range':0.02,'intermediate_size':6912,'max_position_embeddings':32768,"
+             "'model_type':'gemma3_text','num_attention_heads':4,'num_hidden_layers':26,'num_key_value_heads':1,"
+             "'pad_token_id':0,'query_pre_attn_scalar':256,'rms_norm_eps':1e-06,'rope_local_base_freq':10000,"
+             "'rope_scaling':null,'rope_theta':1000000,'sliding_window':512,'sliding_window_pattern':6,"
+             "'torch_dtype':'bfloat16','use_cache':true,'vocab_size':262144}", &c);
+    ck_assert_str_eq(c.arch->family, "gemma3_text");
+    ck_assert(c.head_dim == 256 && c.n_kv_heads == 1 && c.qk_norm == RC_QK_NORM_HEAD);
+    ck_assert(c.norm_w_offset && c.norm_w_f32 && c.sandwich_norm && c.tie_embeddings);
+    ck_assert(c.embed_scale == sqrt(1152.0) && c.softmax_scale == 0.0625);
+    ck_assert(c.attn_softcap == 0 && c.final_softcap == 0);
+    ck_assert(c.rope_theta == 1e6 && c.rope_type == RC_ROPE_DEFAULT && c.rope_theta_local == 10000.0);
+    ck_assert_int_eq(rc_dim_value(&c, RC_DIM_QNORM), 256);
+    for (int64_t l = 0; l < 26; l++) /* every 6th layer global */
+        ck_assert_int_eq(rc_layer_window(&c, l), (l + 1) % 6 == 0 ? 0 : 512);
+    /* the larger models' linear scaling of the global RoPE; attn_logit_softcapping is never applied
+     * by Gemma3Attention; the defaults (pattern 6, thetas 1e6 / 1e4, window 4096) */
+    parse_ok("{'model_type':'gemma3_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':7,"
+             "'intermediate_size':128,'vocab_size':300,'rope_scaling':{'factor':8.0,'rope_type':'linear'},"
+             "'attn_logit_softcapping':50.0,'final_logit_softcapping':30.0}", &c);
+    ck_assert(c.rope_type == RC_ROPE_LINEAR && c.rope_factor == 8.0 && c.rope_theta == 1e6);
+    ck_assert(c.rope_theta_local == 10000.0 && c.attn_softcap == 0 && c.final_softcap == 30.0);
+    ck_assert(c.max_pos == 131072 && c.head_dim == 256 && c.n_kv_heads == 4);
+    for (int64_t l = 0; l < 7; l++)
+        ck_assert_int_eq(rc_layer_window(&c, l), l == 5 ? 0 : 4096);
+    /* transformers v5's form: rope_parameters per layer type */
+    parse_ok("{'model_type':'gemma3_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+             "'intermediate_size':128,'vocab_size':300,'head_dim':18,'sliding_window':6,"
+             "'layer_types':['sliding_attention','sliding_attention','full_attention'],"
+             "'rope_parameters':{'full_attention':{'factor':4.0,'rope_theta':500000.0,'rope_type':'linear'},"
+             "'sliding_attention':{'rope_theta':5000.0,'rope_type':'default'}}}", &c);
+    ck_assert(c.rope_type == RC_ROPE_LINEAR && c.rope_factor == 4.0 && c.rope_theta == 500000.0);
+    ck_assert(c.rope_theta_local == 5000.0 && c.rotary_dim == 18);
+    ck_assert(rc_layer_window(&c, 0) == 6 && rc_layer_window(&c, 1) == 6 && rc_layer_window(&c, 2) == 0);
+    EXPECT_REJECT("{'model_type':'gemma3_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+                  "'intermediate_size':128,'vocab_size':300,'rope_parameters':{'full_attention':"
+                  "{'rope_type':'default','rope_theta':1e6},'sliding_attention':{'rope_type':'linear','factor':2.0,"
+                  "'rope_theta':1e4}}}",
+                  RC_ERR_UNSUPPORTED, "sliding_attention");
+    EXPECT_REJECT("{'model_type':'gemma3_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+                  "'intermediate_size':128,'vocab_size':300,'sliding_window_pattern':0}",
+                  RC_ERR_FORMAT, "sliding_window_pattern");
+}
+END_TEST
+
 /* OLMo3 (Olmo3Config): OLMo2's norms, layer_types sliding windows ((i + 1) % 4 != 0 by
  * default), RoPE per layer type (legacy rope_scaling on the full layers only; v5's nested
  * rope_parameters); what is refused */
@@ -354,7 +471,7 @@ START_TEST(test_olmo3)
     ck_assert(c.post_norm && c.norm_w_f32 && c.rope_f32 && c.qk_norm == RC_QK_NORM_ALL);
     ck_assert(c.rope_type == RC_ROPE_YARN && c.rope_factor == 8.0 && c.rope_orig_max_pos == 8192);
     ck_assert(c.rope_attn_factor == 1.2079441541679836 && c.rope_theta == 500000.0);
-    ck_assert(c.rope_local_theta == 500000.0); /* the sliding layers: default RoPE, rope_theta */
+    ck_assert(c.rope_theta_local == 500000.0); /* the sliding layers: default RoPE, rope_theta */
     for (int64_t l = 0; l < c.n_layers; l++) {
         const bool sliding = (l + 1) % 4 != 0;
         ck_assert_int_eq(rc_layer_window(&c, l), sliding ? 4096 : 0);
@@ -365,7 +482,7 @@ START_TEST(test_olmo3)
              "'intermediate_size':128,'vocab_size':300,'layer_types':['full_attention','sliding_attention'],"
              "'rope_parameters':{'full_attention':{'rope_type':'linear','factor':2.0},"
              "'sliding_attention':{'rope_type':'default','rope_theta':10000.0}}}", &c);
-    ck_assert(c.rope_type == RC_ROPE_LINEAR && c.rope_theta == 500000.0 && c.rope_local_theta == 10000.0);
+    ck_assert(c.rope_type == RC_ROPE_LINEAR && c.rope_theta == 500000.0 && c.rope_theta_local == 10000.0);
     ck_assert(c.n_kv_heads == 4 && c.norm_eps == 1e-5 && c.max_pos == 2048 && c.sliding_window == 4096);
     ck_assert(!rc_layer_rope_local(&c, 0) && rc_layer_rope_local(&c, 1));
     EXPECT_REJECT("{'model_type':'olmo3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
@@ -383,7 +500,7 @@ START_TEST(test_olmo3)
     rc_model *m;
     ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/olmo3_sliding"), &m) ==
               RC_OK);
-    ck_assert(m->cfg.rope_type == RC_ROPE_YARN && m->cfg.rope_local_theta == 10000.0);
+    ck_assert(m->cfg.rope_type == RC_ROPE_YARN && m->cfg.rope_theta_local == 10000.0);
     ck_assert(rc_layer_window(&m->cfg, 0) == 5 && rc_layer_window(&m->cfg, 1) == 0);
     rc_model_free(m);
 }
@@ -1351,7 +1468,7 @@ START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
                      "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
-                     "qwen3_moe, olmo3, phi3, glm4");
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -1522,6 +1639,8 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_qwen3);
     tcase_add_test(ok, test_hf_ignored_keys);
     tcase_add_test(ok, test_olmo2);
+    tcase_add_test(ok, test_gemma2);
+    tcase_add_test(ok, test_gemma3_text);
     tcase_add_test(ok, test_olmo3);
     tcase_add_test(ok, test_phi3);
     tcase_add_test(ok, test_glm4);

@@ -98,9 +98,15 @@ static const tol_row k_tol[] = {
     {"attention", 0, 0, 32, 8},
     {"attention_alibi", 0, 0, 32, 8}, /* as attention: the bias is + and * only */
     {"clamp", 0, 0, 0, 0},
+    {"scale", 0, 0, 0, 0},             /* one fp32 product */
+    {"softcap", 0, 0, 4, 1},           /* tanhf, as act */
+    {"attention_softcap", 0, 0, 32, 8}, /* as attention, tanhf on each score */
     {"moe_route", 0, 0, 4, 1},        /* softmax's expf, as act; the experts chosen must agree exactly */
     {"moe_accumulate", 0, 0, 0, 0},   /* + and * only */
     {"moe_shared", 0, 0, 4, 1},       /* the shared expert's sigmoid gate: expf */
+    /* Gated DeltaNet's recurrent step: one expf per step (the decay) scales every state value, and the
+     * sums over dk cancel: 4 fp32 ulps of the largest value; once rounded, a one-ulp flip */
+    {"gdn_step", 0, 0, 4, 1},
     {"normalize_rows", 0, 0, 0, 0},   /* sqrtf and / are IEEE on both */
     {"act", 0, 0, 4, 1},
     {"act_mul", 0, 0, 4, 2},
@@ -592,6 +598,59 @@ static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const i
  * the bias (BLOOM fused into the scaling, Baichuan added in the model dtype
  * after a division, MPT in fp32 from the last key) and --alibi-bias rowmax,
  * 6 heads (not a power of two), prefill then decode then a 2-token step. */
+/* Gated DeltaNet's recurrent decode step (gdn.cu) against its CPU twin (src/engine/gdn.c): 3 sequences,
+ * 2 key heads and 4 value heads (GQA), head dims 12 / 10 and 20 / 40 (the sums over dk of 40 columns take
+ * the grouped order for the first 32), 5 steps from a random state, the state kept in fp32 and in the
+ * dtype. */
+START_TEST(test_gdn_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t dims[2][2] = {{12, 10}, {20, 40}};
+    for (int di = 0; di < 3; di++)
+        for (int c = 0; c < 2; c++)
+            for (int sd = 0; sd < (k_dts[di] == RC_F32 ? 1 : 2); sd++) {
+                const rc_dtype dt = k_dts[di], sdt = sd ? dt : RC_F32;
+                const rc_gdn_dims d = {2, 4, dims[c][0], dims[c][1]};
+                enum { N = 3, STEPS = 5 };
+                const int64_t nq = N * d.hk * d.dk, nv = N * d.hv * d.dv, ng = N * d.hv, ns = N * d.hv * d.dk * d.dv;
+                float *st = rand_vec(ns, 0.5f, sdt), *dst = dev_copy(p.t, st, ns), *dout;
+                float *o = malloc(sizeof(float) * (size_t)nv);
+                ck_assert(p.t->ops->alloc(p.t, nv, &dout) == RC_OK);
+                for (int t = 0; t < STEPS; t++) {
+                    float *q = rand_vec(nq, 1.0f, dt), *k = rand_vec(nq, 1.0f, dt), *v = rand_vec(nv, 1.0f, dt);
+                    float *g = rand_vec(ng, 1.0f, RC_F32), *beta = rand_vec(ng, 0.5f, dt);
+                    for (int64_t i = 0; i < ng; i++) {
+                        g[i] = -fabsf(g[i]) * (float)(1 + (i % 3) * 4); /* decays from slow to fast */
+                        beta[i] = rc_round_to(0.5f + beta[i], dt);
+                    }
+                    float *dq = dev_copy(p.t, q, nq), *dk = dev_copy(p.t, k, nq), *dv = dev_copy(p.t, v, nv);
+                    float *dg = dev_copy(p.t, g, ng), *db = dev_copy(p.t, beta, ng);
+                    ck_assert_msg(p.t->ops->gdn_step(p.t, &d, dq, dk, dv, dg, db, N, dt, sdt, dst, dout) == RC_OK,
+                                  "%s", rc_last_error());
+                    ck_assert(p.c->ops->gdn_step(p.c, &d, q, k, v, g, beta, N, dt, sdt, st, o) == RC_OK);
+                    float *go = host_copy(p.t, dout, nv);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s dk %lld dv %lld state %s step %d", dt_name(dt), (long long)d.dk,
+                             (long long)d.dv, dt_name(sdt), t);
+                    compare("gdn_step", what, go, o, nv, dt);
+                    free(go), free(q), free(k), free(v), free(g), free(beta);
+                    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dk), p.t->ops->free(p.t, dv);
+                    p.t->ops->free(p.t, dg), p.t->ops->free(p.t, db);
+                }
+                float *gs = host_copy(p.t, dst, ns);
+                char what[64];
+                snprintf(what, sizeof what, "%s dk %lld dv %lld, final state %s", dt_name(dt), (long long)d.dk,
+                         (long long)d.dv, dt_name(sdt));
+                compare("gdn_step", what, gs, st, ns, sdt);
+                free(gs), free(st), free(o);
+                p.t->ops->free(p.t, dst), p.t->ops->free(p.t, dout);
+            }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
 /* The MoE ops (moe.cu) against their CPU twins (src/engine/moe.c): routing
  * (the experts exactly, the weights), the weighted accumulation of one
  * expert's rows and Qwen2-MoE's sigmoid-gated shared expert. */
@@ -644,6 +703,87 @@ START_TEST(test_moe_ops)
             p.t->ops->free(p.t, dy), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, dsy), p.t->ops->free(p.t, dsg);
         }
     free_pair(&p);
+    end_checks();
+}
+END_TEST
+
+/* Gemma's ops: the embedding scale and the logit soft-capping in place, and
+ * attention with soft-capped scores, query_pre_attn_scalar's scale and a
+ * sliding window shorter than the keys (no positions: the scores alone) */
+START_TEST(test_scale_softcap)
+{
+    begin_checks();
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (int di = 0; di < 3; di++) {
+            const rc_dtype dt = k_dts[di];
+            const int64_t n = 1031;
+            float *x = rand_vec(n, 40.0f, dt), *dx = dev_copy(p.t, x, n), *y = malloc((size_t)n * sizeof *y);
+            memcpy(y, x, (size_t)n * sizeof *y);
+            float *dy = dev_copy(p.t, y, n);
+            const float sc = rc_round_to((float)sqrt(48.0), dt);
+            ck_assert(p.t->ops->scale(p.t, dx, n, sc, dt) == RC_OK);
+            ck_assert(p.c->ops->scale(p.c, x, n, sc, dt) == RC_OK);
+            float *g = host_copy(p.t, dx, n);
+            compare("scale", dt_name(dt), g, x, n, dt);
+            free(g);
+            ck_assert(p.t->ops->softcap(p.t, dy, n, 30.0f, dt) == RC_OK);
+            ck_assert(p.c->ops->softcap(p.c, y, n, 30.0f, dt) == RC_OK);
+            g = host_copy(p.t, dy, n);
+            compare("softcap", dt_name(dt), g, y, n, dt);
+            free(g), free(x), free(y);
+            p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dy);
+
+            rc_config cfg;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.n_heads = 4, cfg.n_kv_heads = 2, cfg.head_dim = 14, cfg.n_layers = 1;
+            cfg.pos = RC_POS_LEARNED; /* no RoPE: the scores as the kernels form them */
+            cfg.softmax_scale = pow(20.0, -0.5);
+            cfg.attn_softcap = 1.5;
+            cfg.sliding_window = 5;
+            const rc_attn_numerics an = {dt, dt, dt};
+            const rc_attn_params ap = rc_attn_params_from_config(&cfg, NULL, dt, dt, &an);
+            const int64_t n_seq = 2, len[2] = {23, 7}, T = 32, d = 14, nh = 4, nkv = 2;
+            rc_kv_cache ckv = {1, n_seq, nkv, T, d, RC_F32, NULL, NULL, NULL, NULL, RC_KV_AUTO, 1.0f, 1.0f, dt},
+                        tkv = ckv;
+            const int64_t kvn = n_seq * nkv * T * d;
+            ckv.k = calloc((size_t)kvn, sizeof(float));
+            ckv.v = calloc((size_t)kvn, sizeof(float));
+            float *zero = calloc((size_t)kvn, sizeof(float));
+            tkv.k = dev_copy(p.t, zero, kvn);
+            tkv.v = dev_copy(p.t, zero, kvn);
+            const int64_t row_len = (nh + 2 * nkv) * d;
+            for (int step = 0; step < 3; step++) { /* prefill, one decode token, two */
+                int64_t start[2], n_new[2];
+                for (int64_t b = 0; b < n_seq; b++) {
+                    int64_t first = len[b] - 3;
+                    start[b] = step == 0 ? 0 : step == 1 ? first : first + 1;
+                    n_new[b] = step == 0 ? first : step == 1 ? 1 : 2;
+                }
+                step_desc sd;
+                make_step(&sd, n_seq, start, n_new);
+                const int64_t R = sd.bd.n_rows;
+                float *qkv = rand_vec(R * row_len, 3.0f, dt);
+                float *dq = dev_copy(p.t, qkv, R * row_len), *dout;
+                ck_assert(p.t->ops->alloc(p.t, R * nh * d, &dout) == RC_OK);
+                float *cout = malloc((size_t)(R * nh * d) * sizeof *cout);
+                ck_assert_msg(p.t->ops->attention(p.t, dq, &sd.bd, &ap, &tkv, 0, dout) == RC_OK, "%s",
+                              rc_last_error());
+                ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &ap, &ckv, 0, cout) == RC_OK);
+                g = host_copy(p.t, dout, R * nh * d);
+                char what[96];
+                snprintf(what, sizeof what, "%s softcap step %d %s", rc_kernels_name(p.t->kernels), step,
+                         dt_name(dt));
+                compare("attention_softcap", what, g, cout, R * nh * d, dt);
+                free(g);
+                p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout);
+                free(qkv), free(cout), free(sd.pos), free(sd.seq);
+            }
+            p.t->ops->free(p.t, tkv.k), p.t->ops->free(p.t, tkv.v);
+            free(ckv.k), free(ckv.v), free(zero);
+        }
+        free_pair(&p);
+    }
     end_checks();
 }
 END_TEST
@@ -978,8 +1118,8 @@ static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "ll
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
                                          "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
-                                         "mixtral_fused", "qwen3_moe",     "olmo3_sliding", "phi3_longrope",
-                                         "glm4_partial"};
+                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local",
+                                         "olmo3_sliding", "phi3_longrope", "glm4_partial"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* Full forward of the fixture's sequences on the backend under test vs HF
@@ -1243,6 +1383,34 @@ START_TEST(test_autocast_twin)
     printf("%-10s %-14s %s bf16 invariant: measured max %.3e bound %.3e (full forward vs CPU; %s)\n", TEST_NAME,
            name, mode, dcpu, bound, why);
     ck_assert_msg(dcpu <= bound, "%s: %s vs CPU differs by %g > %g", name, mode, dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
+/* Gemma's (1 + w) norm weights, embedding scale and soft-capping in bf16 and fp16 (_i: fixture _i / 2,
+ * bf16 or fp16): the GPU engine's full forward with invariant kernels equals the CPU's bit for bit in
+ * the host build (the (1 + w) weights are uploaded in fp32, not rounded to the dtype with the rest;
+ * on a GPU bounded by twin_bound, to be measured), and the cached decode equals the full forward */
+START_TEST(test_gemma_half_twin)
+{
+    const char *name = _i / 2 ? "gemma3_local" : "gemma2_softcap";
+    const rc_dtype dt = _i % 2 ? RC_F16 : RC_BF16;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+           "full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s %s: vs CPU differs by %g > %g", name, dt_name(dt), r.dcpu, bound);
     ck_assert_int_eq(r.same, 12 * V);
     twin_free(&r);
     rc_model_free(m);
@@ -1833,7 +2001,9 @@ int main(void)
     tcase_add_test(ops, test_rope_attention);
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
+    tcase_add_test(ops, test_scale_softcap);
     tcase_add_test(ops, test_moe_ops);
+    tcase_add_test(ops, test_gdn_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);
     tcase_add_test(ops, test_fp8w_refused);
@@ -1844,6 +2014,7 @@ int main(void)
     tcase_add_loop_test(model, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
     tcase_add_loop_test(model, test_ratio_default_model, 0, 3);
     tcase_add_loop_test(model, test_autocast_twin, 0, 4);
+    tcase_add_loop_test(model, test_gemma_half_twin, 0, 4);
     tcase_add_loop_test(model, test_fp8w_twin, 0, 7);
     suite_add_tcase(s, model);
     TCase *host = tcase_create("host");

@@ -35,8 +35,8 @@ static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "ll
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
                                          "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
-                                         "mixtral_fused", "qwen3_moe",     "olmo3_sliding", "phi3_longrope",
-                                         "glm4_partial"};
+                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local",
+                                         "olmo3_sliding", "phi3_longrope", "glm4_partial"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* The families added with this criterion: besides 1e-5 of HF, no further from
@@ -46,10 +46,13 @@ static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "ll
  * OpenBLAS GEMMs (1.718e-6 vs 1.689e-6), and of the MoE fixtures the cached
  * paths of mixtral_fused (invariant kernels: 1.934e-6 from HF fp64 where HF's
  * fp32 is 1.885e-6, 2.6% beyond) and qwen3_moe (OpenBLAS: 1.537e-6 against
- * 1.435e-6, 7% beyond), so they are not held to it). */
+ * 1.435e-6, 7% beyond), so they are not held to it). gemma3_local is held
+ * on its cached path only: its full forward is 1.842e-6 (invariant kernels)
+ * and 2.289e-6 (engine) from HF fp64 where HF's fp32 is 1.790e-6, while the
+ * OpenBLAS full forward (1.523e-6) and every cached path are within it. */
 static bool fp64_bound(const char *name)
 {
-    static const char *const k[] = {"qwen3_yarn", "qwen2_moe"};
+    static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "gemma2_softcap", "gemma3_local"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;
@@ -70,6 +73,12 @@ static bool fp64_mean_bound(const char *name)
         if (strcmp(name, k[i]) == 0)
             return true;
     return false;
+}
+
+/* the full forward's criterion: fp64_bound less the fixtures held on the cached path only */
+static bool fp64_bound_full(const char *name)
+{
+    return fp64_bound(name) && strcmp(name, "gemma3_local") != 0;
 }
 
 typedef struct {
@@ -217,7 +226,7 @@ START_TEST(test_full_forward_vs_hf)
            k_fixtures[_i], gemm_name(), d32, d64, hf, (long long)total, (long long)f.V);
     ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", k_fixtures[_i], d32);
     ck_assert_msg(d64 <= 1e-5, "%s: full forward vs HF fp64 differs by %g", k_fixtures[_i], d64);
-    ck_assert_msg(!fp64_bound(k_fixtures[_i]) || d64 <= hf, "%s: full forward %g from HF fp64, HF fp32 only %g",
+    ck_assert_msg(!fp64_bound_full(k_fixtures[_i]) || d64 <= hf, "%s: full forward %g from HF fp64, HF fp32 only %g",
                   k_fixtures[_i], d64, hf);
     printf("%-16s %s full forward   mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", k_fixtures[_i],
            gemm_name(), s64 / (double)(total * f.V), shf / (double)(total * f.V));

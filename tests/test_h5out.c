@@ -156,6 +156,11 @@ static void fill_stats(rc_len_stats *st, int i)
     st->seq_mean_max = i == 0 ? NAN : b + 6.4;
     st->seq_frac_outside_band = b + 7.1;
     st->seq_frac_above_cap = b + 7.2;
+    st->first_count = 5 + i;
+    st->first_mean_abs_log_ratio = b + 8.1;
+    st->first_max_abs_log_ratio = b + 8.2;
+    st->first_k3 = i == 0 ? NAN : b + 8.3;
+    st->later_mean_abs_log_ratio = b + 8.4;
     for (size_t k = 0; k < rc_n_corr_stats; k++) /* a distinct value per correction, NaN for one */
         *(double *)(void *)((char *)&st->corr + rc_corr_stats[k].off) =
             (i == 1 && k == 3) ? NAN : b + 8.0 + 0.125 * (double)k;
@@ -649,6 +654,9 @@ static const char *const k_len_attrs[] = {
     "seq_mis_maskfrac", "seq_geo_rs_maskfrac", "seq_cap3_frac", "chi2_token", "chi2_seq",
     "ppl_trainer", "ppl_sampler", "log_ppl_diff", "log_ppl_abs_diff", "ppl_ratio",
     "mean_abs_log_ratio", "max_abs_log_ratio",
+    /* the first generated token on its own */
+    "first_token_count", "first_token_mean_abs_log_ratio", "first_token_max_abs_log_ratio", "first_token_k3",
+    "later_tokens_mean_abs_log_ratio",
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -838,6 +846,11 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         check_attr_f64(g, "seq_log_ratio_mean_min", st->seq_mean_min);
         check_attr_f64(g, "seq_log_ratio_mean_max", st->seq_mean_max);
         check_attr_f64(g, "seq_frac_outside_band", st->seq_frac_outside_band);
+        check_attr_i64(g, "first_token_count", st->first_count);
+        check_attr_f64(g, "first_token_mean_abs_log_ratio", st->first_mean_abs_log_ratio);
+        check_attr_f64(g, "first_token_max_abs_log_ratio", st->first_max_abs_log_ratio);
+        check_attr_f64(g, "first_token_k3", st->first_k3);
+        check_attr_f64(g, "later_tokens_mean_abs_log_ratio", st->later_mean_abs_log_ratio);
         check_attr_f64(g, "seq_frac_above_cap", st->seq_frac_above_cap);
         for (size_t k = 0; k < rc_n_corr_stats; k++)
             check_attr_f64(g, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]));
@@ -956,6 +969,26 @@ static void check_file(const char *path, const rc_results *r) { check_file_ex(pa
 
 /* ------------------------------------------------------------------------ */
 /* tests: writing                                                           */
+
+/* /len_NNNN's attribute order: every RC_LF_H5 row of rc_len_fields has its own
+ * place, 1, 2, ... with no gap (write_len_attrs stops at the first missing
+ * place and takes the first row of a place: a shared or skipped place would
+ * drop attributes silently) */
+START_TEST(test_len_attr_places)
+{
+    int max = 0, n = 0;
+    for (size_t i = 0; i < rc_n_len_fields; i++)
+        if (rc_len_fields[i].where & RC_LF_H5) {
+            n++;
+            max = rc_len_fields[i].h5_pos > max ? rc_len_fields[i].h5_pos : max;
+            for (size_t j = 0; j < i; j++)
+                if (rc_len_fields[j].where & RC_LF_H5)
+                    ck_assert_msg(rc_len_fields[j].h5_pos != rc_len_fields[i].h5_pos, "%s and %s share place %d",
+                                  rc_len_fields[j].name, rc_len_fields[i].name, rc_len_fields[i].h5_pos);
+        }
+    ck_assert_int_eq(max, n);
+}
+END_TEST
 
 START_TEST(test_roundtrip_full)
 {
@@ -2119,6 +2152,7 @@ static Suite *h5out_suite(void)
 
     TCase *w = tcase_create("write");
     tcase_add_checked_fixture(w, setup, teardown);
+    tcase_add_test(w, test_len_attr_places);
     tcase_add_test(w, test_roundtrip_full);
     tcase_add_test(w, test_no_reference);
     tcase_add_test(w, test_empty_run);

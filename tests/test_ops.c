@@ -1332,6 +1332,129 @@ START_TEST(test_exp64)
 }
 END_TEST
 
+/* Gemma's ops against transformers' own modules (data/fixtures/ops_gemma, tools/make_family_fixtures.py's
+ * make_gemma_ops) in fp32, bf16 and fp16: soft-capping (x / cap; tanh; * cap, each rounded to the dtype,
+ * the quotient a true division), the scaled embedding (embed * R(fp32(sqrt(hidden))), one rounding) and
+ * Gemma2RMSNorm / Gemma3RMSNorm (fp32 normalise, times 1 + w in fp32, one rounding). bf16 / fp16
+ * bitwise. fp32 soft-capping: torch's vectorised tanh (Sleef's tanhf, 1.0 ulp from the true value) and
+ * libm's tanhf (glibc's manual lists 2 ulp on x86_64) may land 3 ulp apart; measured at most 2 */
+/* a 1-D int32 tensor of g_st, malloc'd */
+static int32_t *get_i32(const char *name, int64_t *n)
+{
+    const rc_st_tensor *t = rc_st_find(g_st, name);
+    ck_assert_msg(t && t->ndim == 1, "%s missing", name);
+    *n = t->shape[0];
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)(*n + 1));
+    ck_assert(rc_st_read_i32(g_st, name, 1, t->shape, v) == RC_OK);
+    return v;
+}
+
+START_TEST(test_gemma_ops)
+{
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    static const rc_dtype dts[] = {RC_F32, RC_BF16, RC_F16};
+    char p[4096], name[96], op[96];
+    rc_test_source_path(p, sizeof p, "data/fixtures/ops_gemma/gemma_ops.safetensors");
+    ck_assert_msg(rc_st_open_file(p, &g_st) == RC_OK, "%s", rc_last_error());
+    rc_backend *be[2];
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[0]) == RC_OK);
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be[1]) == RC_OK);
+    g_dt = dts[_i];
+    g_dtname = _i == 0 ? "fp32" : _i == 1 ? "bf16" : "fp16";
+    const char *nm = names[_i];
+    int64_t n, nc, nh, ni;
+    double caps[8];
+    const rc_st_tensor *tc = rc_st_find(g_st, "softcap.caps");
+    ck_assert(tc && tc->ndim == 1 && tc->shape[0] <= 8);
+    nc = tc->shape[0];
+    ck_assert(rc_st_read_f64(g_st, "softcap.caps", 1, (int64_t[]){nc}, caps) == RC_OK);
+    snprintf(name, sizeof name, "softcap.%s.x", nm);
+    float *x = get(name, &n), *got = malloc(sizeof(float) * n);
+    for (int64_t c = 0; c < nc; c++) {
+        snprintf(name, sizeof name, "softcap.%s.out%lld", nm, (long long)c);
+        float *want = get(name, &n);
+        for (int k = 0; k < 2; k++) {
+            memcpy(got, x, sizeof(float) * n);
+            ck_assert(be[k]->ops->softcap(be[k], got, n, (float)caps[c], g_dt) == RC_OK);
+            snprintf(op, sizeof op, "softcap %g", caps[c]);
+            if (g_dt == RC_F32) {
+                int64_t nd;
+                const int64_t u = max_ulp(got, want, n, g_dt, &nd);
+                report(op, u, nd, n);
+                ck_assert_msg(u <= 3, "fp32 %s: max %lld ulp", op, (long long)u);
+            } else {
+                BITWISE(op, got, want, n);
+            }
+        }
+        free(want);
+    }
+    free(x);
+    free(got);
+    /* the scaled embedding: the embed op (a copy), then scale by the dtype's value of sqrt(hidden) */
+    int32_t *hid = get_i32("embed.hidden", &nh), *ids = get_i32("embed.ids", &ni);
+    for (int64_t j = 0; j < nh; j++) {
+        const int64_t H = hid[j];
+        int64_t nt, no, ns;
+        snprintf(name, sizeof name, "embed.%s.h%lld.table", nm, (long long)H);
+        float *table = get(name, &nt);
+        snprintf(name, sizeof name, "embed.%s.h%lld.out", nm, (long long)H);
+        float *want = get(name, &no);
+        snprintf(name, sizeof name, "embed.%s.h%lld.scale", nm, (long long)H);
+        float *sc = get(name, &ns);
+        const float mine = rc_round_to((float)sqrt((double)H), g_dt); /* (float)(H ** 0.5), then .to(dtype) */
+        ck_assert_msg(rc_f32_bits(mine) == rc_f32_bits(sc[0]), "embed_scale %a, torch %a", mine, sc[0]);
+        got = malloc(sizeof(float) * no);
+        for (int k = 0; k < 2; k++) {
+            ck_assert(be[k]->ops->embed(be[k], ids, ni, rc_wt_f32(table), H, got) == RC_OK);
+            ck_assert(be[k]->ops->scale(be[k], got, no, mine, g_dt) == RC_OK);
+            snprintf(op, sizeof op, "scaled embedding H=%lld", (long long)H);
+            BITWISE(op, got, want, no);
+        }
+        free(table), free(want), free(sc), free(got);
+    }
+    free(hid), free(ids);
+    /* (1 + w) RMSNorm: the multiply alone from torch's fp32 intermediate, bitwise; the norm op with
+     * fp32(1 + w) and an fp32 middle within 1 ulp in bf16 / fp16 (reported for fp32) */
+    static const char *const cls[] = {"Gemma2RMSNorm", "Gemma3RMSNorm"};
+    for (int c = 0; c < 2; c++) {
+        int64_t nw;
+        snprintf(name, sizeof name, "%s.%s.x", cls[c], nm);
+        x = get(name, &n);
+        snprintf(name, sizeof name, "%s.%s.w", cls[c], nm);
+        float *w = get(name, &nw);
+        snprintf(name, sizeof name, "%s.%s.normed", cls[c], nm);
+        float *normed = get(name, &n);
+        snprintf(name, sizeof name, "%s.%s.out", cls[c], nm);
+        float *want = get(name, &n);
+        float *w1 = malloc(sizeof(float) * nw);
+        got = malloc(sizeof(float) * n);
+        for (int64_t i = 0; i < nw; i++)
+            w1[i] = 1.0f + w[i]; /* 1.0 + self.weight.float() */
+        for (int64_t i = 0; i < n; i++)
+            got[i] = rc_round_to(normed[i] * w1[i % nw], g_dt);
+        snprintf(op, sizeof op, "%s (1 + w) * normed", cls[c]);
+        BITWISE(op, got, want, n);
+        for (int k = 0; k < 2; k++) {
+            ck_assert(be[k]->ops->norm(be[k], RC_NORM_RMS, x, n / nw, nw, w1, NULL, 1e-6, RC_F32, g_dt, got) ==
+                      RC_OK);
+            snprintf(op, sizeof op, "%s", cls[c]);
+            if (g_dt != RC_F32) {
+                WITHIN_1ULP(op, got, want, n, g_dt);
+            } else { /* fp32: the mean's reduction order (torch's against the engine's lanes) shows in the
+                      * last bits; the rule itself is the bitwise multiply above */
+                int64_t nd;
+                const int64_t u = max_ulp(got, want, n, g_dt, &nd);
+                report(op, u, nd, n);
+            }
+        }
+        free(x), free(w), free(normed), free(want), free(w1), free(got);
+    }
+    rc_st_close(g_st);
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+}
+END_TEST
+
 /* YaRN against transformers (data/fixtures/rope_yarn, tools/make_family_fixtures.py): for each
  * configuration, our config parse and rc_rope_inv_freq give _compute_yarn_parameters' fp32
  * inv_freq bit for bit and its attention factor exactly; rco_rope_cs gives LlamaRotaryEmbedding's
@@ -1468,6 +1591,7 @@ int main(void)
     tcase_add_loop_test(tc, test_normhead, 0, 2);
     tcase_add_loop_test(tc, test_clip_qkv, 0, 2);
     tcase_add_test(tc, test_rope_yarn_vs_hf);
+    tcase_add_loop_test(tc, test_gemma_ops, 0, 3);
     suite_add_tcase(s, tc);
     TCase *to = tcase_create("kernel_orders");
     tcase_set_timeout(to, 120);

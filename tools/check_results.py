@@ -108,7 +108,41 @@ LEN_ATTRS = ["len", "count", "mean", "std", "min", "max",
              "seq_count", "seq_log_ratio_sum_mean", "seq_log_ratio_sum_std", "seq_log_ratio_sum_min",
              "seq_log_ratio_sum_max", "seq_log_ratio_mean_mean", "seq_log_ratio_mean_std", "seq_log_ratio_mean_min",
              "seq_log_ratio_mean_max", "seq_frac_outside_band", "seq_frac_above_cap",
-             "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position"]
+             "ref_gen_mean_abs", "ref_gen_max_abs", "ref_fwd_mean_abs", "ref_fwd_max_abs", "first_divergent_position",
+             "first_token_count", "first_token_mean_abs_log_ratio", "first_token_max_abs_log_ratio", "first_token_k3",
+             "later_tokens_mean_abs_log_ratio"]
+# --distribution (docs/statistics.md "Distribution"): only in a length with the per-token kl / tv / top1_agree
+DIST_ATTRS = ["dist_count", "kl_mean", "kl_std", "kl_min", "kl_max", "tv_mean", "tv_std", "tv_min", "tv_max",
+              "top1_agree"]
+
+
+def check_dist(L, g, valid):
+    """The whole-distribution summaries of one length from its per-token datasets."""
+    a = g.attrs
+    if "kl" not in g:
+        checks_equal(f"L={L}: no distribution attributes without the kl dataset",
+                     sorted(set(a.keys()) & set(DIST_ATTRS)), [])
+        return
+    kl, tv, top = g["kl"][...], g["tv"][...], g["top1_agree"][...]
+    equal(f"L={L} top1_agree is -1 exactly where the token is not valid", top < 0, ~valid)
+    equal(f"L={L} kl NaN exactly where the token is not valid", np.isnan(kl), ~valid)
+    equal(f"L={L} tv NaN exactly where the token is not valid", np.isnan(tv), ~valid)
+    kv, tvv, t1 = kl[valid], tv[valid], top[valid]
+    close(f"L={L} dist_count", a["dist_count"], valid.sum())
+    for name, v in (("kl", kv), ("tv", tvv)):
+        close(f"L={L} {name}_mean", a[f"{name}_mean"], v.mean(), atol=1e-18)
+        close(f"L={L} {name}_std", a[f"{name}_std"], v.std(), atol=1e-18)
+        close(f"L={L} {name}_min", a[f"{name}_min"], v.min(), atol=0)
+        close(f"L={L} {name}_max", a[f"{name}_max"], v.max(), atol=0)
+    checks_equal(f"L={L} tv in [0, 1]", bool(np.all((tvv >= 0) & (tvv <= 1 + 1e-12))), True)
+    close(f"L={L} top1_agree", a["top1_agree"], t1.mean())
+    with np.errstate(all="ignore"):
+        close(f"L={L} pos_kl_mean", g["pos_kl_mean"][...], np.nanmean(np.where(valid, kl, np.nan), axis=0),
+              atol=1e-18)
+        close(f"L={L} pos_tv_mean", g["pos_tv_mean"][...], np.nanmean(np.where(valid, tv, np.nan), axis=0),
+              atol=1e-18)
+        close(f"L={L} pos_top1_agree", g["pos_top1_agree"][...],
+              np.nanmean(np.where(valid, top.astype(np.float64), np.nan), axis=0))
 
 
 def outside(v, lo, hi):
@@ -355,6 +389,18 @@ def main(path, nonzero=False):
         diff_pos = np.nonzero((~same & valid).any(axis=0))[0]
         close(f"L={L} first_divergent_position", a["first_divergent_position"],
               diff_pos[0] if len(diff_pos) else -1)
+        # the first generated token on its own (t = 0), the later ones (1 <= t < L) beside it
+        first, later = valid[:, 0], valid[:, 1:]
+        close(f"L={L} first_token_count", a["first_token_count"], first.sum())
+        with np.errstate(all="ignore"):
+            close(f"L={L} first_token_mean_abs_log_ratio", a["first_token_mean_abs_log_ratio"],
+                  np.mean(np.abs(lr[first, 0])) if first.any() else np.nan)
+            close(f"L={L} first_token_max_abs_log_ratio", a["first_token_max_abs_log_ratio"],
+                  np.max(np.abs(lr[first, 0])) if first.any() else np.nan)
+            close(f"L={L} first_token_k3", a["first_token_k3"],
+                  np.mean(r[first, 0] - 1 - lr[first, 0]) if first.any() else np.nan)
+            close(f"L={L} later_tokens_mean_abs_log_ratio", a["later_tokens_mean_abs_log_ratio"],
+                  np.mean(np.abs(lr[:, 1:][later])) if later.any() else np.nan)
         equal(f"L={L} ratio", g["ratio"][...], np.where(np.isnan(lr), np.nan, np.exp(lr)).astype(np.float32))
         equal(f"L={L} log_ratio", g["log_ratio"][...], fwd - gl)
         cnt = valid.sum(axis=0)
@@ -365,8 +411,9 @@ def main(path, nonzero=False):
             close(f"L={L} pos_max_abs_log_ratio", g["pos_max_abs_log_ratio"][...], np.nanmax(absl, axis=0))
             close(f"L={L} pos_ratio_std", g["pos_ratio_std"][...],
                   np.nanstd(np.where(valid, r, np.nan), axis=0))
-        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS)",
-                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS)), [])
+        check_dist(L, g, valid)
+        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS, DIST_ATTRS)",
+                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS) - set(DIST_ATTRS)), [])
         check_corrections(f"L={L}", {k: a[k] for k in CORR_KEYS if k in a},
                           numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
         check_strata(f"L={L} strata/prob", file_strata(g["strata/prob"]),
@@ -408,12 +455,63 @@ def main(path, nonzero=False):
           [f[f"len_{L:04d}"].attrs["seq_log_ratio_sum_std"] ** 2 for L in lens])
     if "sweep" in f:
         check_sweep(f, gen, gen_len, lens, fwd_by_len)
+    if "routing" in f:
+        check_routing(f, gen, gen_len, fwd_by_len[lens[-1]], lens[-1])
     if nonzero:
         check_nonzero(nonzero_at)
     for msg in failures:
         print("MISMATCH", msg)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
+
+
+# docs/routing.md: a flip is a (token, layer) whose two top-k expert sets differ; miles' R3 check
+# (radixark/miles, miles/utils/replay_base.py, check_replay_result) counts per layer the tokens whose
+# sets share no expert and fails past 1% of them.
+def check_routing(f, gen, gen_len, fwd, L):
+    g = f["routing"]
+    a, b = g["sampler_experts"][...].astype(np.int64), g["trainer_experts"][...].astype(np.int64)
+    S, G, Lm, k = a.shape
+    layer = g["layer"][...]
+    valid = (a[:, :, 0, 0] >= 0) & (b[:, :, 0, 0] >= 0)
+    equal("routing valid tokens", valid, np.arange(G)[None, :] < gen_len[:, None])
+    # |A & B| per (token, layer): each sampler expert found among the trainer's
+    common = (a[..., :, None] == b[..., None, :]).any(axis=-1).sum(axis=-1)  # [S, G, Lm]
+    flip = (common < k) & valid[..., None]
+    none = (common == 0) & valid[..., None]
+    n = int(valid.sum())
+    tok_flip = flip.any(axis=-1)
+    first = np.where(tok_flip, flip.argmax(axis=-1), -1)
+    equal("routing layer_flips", g["layer_flips"][...], flip.sum(axis=(0, 1)))
+    equal("routing layer_no_common", g["layer_no_common"][...], none.sum(axis=(0, 1)))
+    equal("routing layer_first", g["layer_first"][...], [(first == m).sum() for m in range(Lm)])
+    equal("routing token_flips", g["token_flips"][...], np.where(valid, flip.sum(axis=-1), -1))
+    checks_equal("routing tokens", int(g.attrs["tokens"]), n)
+    checks_equal("routing tokens_flip", int(g.attrs["tokens_flip"]), int(tok_flip.sum()))
+    close("routing share_flip", g.attrs["share_flip"], tok_flip.sum() / n if n else np.nan)
+    close("routing decision_share", g.attrs["decision_share"], flip.sum() / (n * Lm) if n else np.nan)
+    close("routing mean_overlap", g.attrs["mean_overlap"],
+          (common / k)[valid].mean() if n else np.nan)
+    per_layer = none.sum(axis=(0, 1)) / n if n else np.full(Lm, np.nan)
+    close("routing miles_mismatch", g.attrs["miles_mismatch"], per_layer.max() if n else np.nan)
+    checks_equal("routing miles_layer", int(g.attrs["miles_layer"]), int(layer[per_layer.argmax()]) if n else -1)
+    checks_equal("routing verdict", g.attrs["verdict"], "WARN" if n and per_layer.max() > 0.01 else "OK")
+    fl = np.where(first >= 0, first, Lm)
+    checks_equal("routing first_layer", int(g.attrs["first_layer"]),
+                 int(layer[fl.min()]) if tok_flip.any() else -1)
+    checks_equal("routing len", int(g.attrs["len"]), L)
+    lr = np.full((S, G), np.nan)
+    lr[:, :L] = fwd.astype(np.float64) - gen[:, :L].astype(np.float64)
+    ok = valid & ~np.isnan(lr)
+    x = np.abs(lr)
+    xf, xs = x[ok & tok_flip], x[ok & ~tok_flip]
+    close("routing abs_log_ratio_flip", g.attrs["abs_log_ratio_flip"], xf.mean() if xf.size else np.nan)
+    close("routing abs_log_ratio_same", g.attrs["abs_log_ratio_same"], xs.mean() if xs.size else np.nan)
+    tot = xf.sum() + xs.sum()
+    close("routing share_abs_log_ratio_flip", g.attrs["share_abs_log_ratio_flip"], xf.sum() / tot if tot > 0 else np.nan)
+    w = [g["sampler_weights"][...], g["trainer_weights"][...]]
+    for side, e in enumerate((a, b)):  # weights exactly where experts are
+        equal(f"routing weights {side} defined", ~np.isnan(w[side]), e >= 0)
 
 
 def row_stats(f, gen, gen_len, fwd, L):

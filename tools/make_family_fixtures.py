@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fixtures for the model families added after the first set (Qwen3, OLMo 2 and 3, Phi-3, GLM-4) and for YaRN RoPE.
+"""Fixtures for the model families added after the first set (Qwen3, OLMo 2 and 3, Gemma 2 and 3, Phi-3,
+GLM-4) and for YaRN RoPE.
 
-Three kinds of files, all from transformers' own code (versions: tools/requirements-fixtures.txt):
+Four kinds of files, all from transformers' own code (versions: tools/requirements-fixtures.txt):
 
 * ``data/fixtures/<name>/`` for each entry of ``FAMILY_FIXTURES``: exactly what
   ``tools/make_fixtures.py`` writes for its fixtures (``build_fixture``: HF's own model class at a
@@ -11,6 +12,8 @@ Three kinds of files, all from transformers' own code (versions: tools/requireme
 * ``data/fixtures/dtype/<name>_<bf16|fp16>_v5.24.safetensors``: HF's bf16 / fp16 full forward of
   the same sequences, by ``tools/make_dtype_fixtures.py``'s ``make_v524`` (``from_pretrained(path,
   dtype=...)``, eager attention), the format ``tests/test_versions.c`` reads.
+* ``data/fixtures/ops_gemma/gemma_ops.safetensors``: Gemma's soft-capping, scaled embedding and
+  (1 + w) RMSNorm run by transformers' own modules / lines in fp32, bf16 and fp16 (``make_gemma_ops``).
 * ``data/fixtures/rope_yarn/rope_yarn.safetensors`` and ``c<i>.json``: for several YaRN configurations,
   transformers' ``ROPE_INIT_FUNCTIONS["yarn"]`` inv_freq and attention factor, and the rotary
   module's cos / sin (fp32 and bf16) at a few positions; the configs themselves in the metadata.
@@ -37,8 +40,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from st_canonical import save_safetensors_canonical  # noqa: E402
-from transformers import (Glm4Config, Glm4ForCausalLM, LlamaConfig, Olmo2Config, Olmo2ForCausalLM,  # noqa: E402
-                          Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,  # noqa: E402
+                          Glm4Config, Glm4ForCausalLM, LlamaConfig, Olmo2Config, Olmo2ForCausalLM, Olmo3Config,
+                          Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
@@ -115,11 +119,13 @@ def np_rope_partial(x, inv, att, interleaved=False):
     return np.concatenate([r, rest], -1)
 
 
-def np_attn(q, k, v, scale, window=None):  # q [T,H,D], k/v [T,KV,D]; window: key j visible iff j > i - window
+def np_attn(q, k, v, scale, window=None, softcap=None):  # q [T,H,D], k/v [T,KV,D]; window: key j visible iff j > i - window
     T, H, _ = q.shape
     rep = H // k.shape[1]
     k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
     s = np.einsum("thd,shd->hts", q, k) * scale
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     masked = (j > i) | ((j <= i - window) if window else False)
     s = np.where(masked[None], -np.inf, s)
@@ -274,6 +280,60 @@ def np_forward_glm4(cfg, W, ids):
     return mf._np_log_softmax(x @ head.T)
 
 
+def np_forward_gemma(cfg, W, ids):
+    """Gemma2ForCausalLM / Gemma3ForCausalLM: (1 + w) RMSNorms, four per layer, embedding times
+    sqrt(hidden), gelu_pytorch_tanh gating, query_pre_attn_scalar, soft-capping (Gemma 2: scores and
+    logits; Gemma 3: logits only, when set), per-head (1 + w) q/k norm and two RoPEs (Gemma 3)."""
+    T = len(ids)
+    H, KV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+    g3 = cfg["model_type"] == "gemma3_text"
+    assert cfg["hidden_activation"] == "gelu_pytorch_tanh"
+
+    def rms(x, w):
+        return np_rms(x, 1.0 + w, eps)
+
+    def gelu_tanh(x):
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    rp = cfg["rope_parameters"]
+    ropes = {}
+    for lt in ("full_attention", "sliding_attention"):
+        p_lt = rp[lt] if g3 else rp
+        inv, att = np_inv_freq(dict(p_lt, rope_type="default"), D)
+        if p_lt.get("rope_type", "default") == "linear":
+            inv = inv / float(p_lt["factor"])
+        else:
+            assert p_lt.get("rope_type", "default") == "default"
+        ropes[lt] = (inv, att)
+    acap = None if g3 else cfg["attn_logit_softcapping"]
+    x = W["model.embed_tokens.weight"][ids] * math.sqrt(cfg["hidden_size"])
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        lt = cfg["layer_types"][layer]
+        win = cfg["sliding_window"] if lt == "sliding_attention" else None
+        h = rms(x, W[p + "input_layernorm.weight"])
+        q = mf._np_lin(h, W, p + "self_attn.q_proj").reshape(T, H, D)
+        k = mf._np_lin(h, W, p + "self_attn.k_proj").reshape(T, KV, D)
+        v = mf._np_lin(h, W, p + "self_attn.v_proj").reshape(T, KV, D)
+        if g3:
+            q, k = rms(q, W[p + "self_attn.q_norm.weight"]), rms(k, W[p + "self_attn.k_norm.weight"])
+        q, k = np_rope(q, *ropes[lt]), np_rope(k, *ropes[lt])
+        a = mf._np_lin(np_attn(q, k, v, cfg["query_pre_attn_scalar"] ** -0.5, win, acap), W, p + "self_attn.o_proj")
+        x = x + rms(a, W[p + "post_attention_layernorm.weight"])
+        h = rms(x, W[p + "pre_feedforward_layernorm.weight"])
+        m = mf._np_lin(gelu_tanh(mf._np_lin(h, W, p + "mlp.gate_proj")) * mf._np_lin(h, W, p + "mlp.up_proj"), W,
+                       p + "mlp.down_proj")
+        x = x + rms(m, W[p + "post_feedforward_layernorm.weight"])
+    x = rms(x, W["model.norm.weight"])
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    z = x @ head.T
+    if cfg.get("final_logit_softcapping"):
+        c = cfg["final_logit_softcapping"]
+        z = c * np.tanh(z / c)
+    return mf._np_log_softmax(z)
+
+
 # --------------------------------------------------------------------------
 # the fixtures
 # --------------------------------------------------------------------------
@@ -337,6 +397,72 @@ FAMILY_FIXTURES = [
         np_forward=np_forward_olmo2,
         description="OLMo2, post-attention / post-feedforward norms, q/k norm over the whole projection, GQA 4q/2kv, "
                     "head_dim 10 (hidden 40), rope_theta 5e5, untied, fp32",
+    ),
+    dict(
+        name="gemma2_softcap",
+        seed=13013,
+        model_cls=Gemma2ForCausalLM,
+        config_cls=Gemma2Config,
+        config=dict(
+            vocab_size=112,
+            hidden_size=32,
+            num_hidden_layers=3,  # layer_types default: sliding, full, sliding
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=14,  # != hidden / heads (8); 7 rotary pairs
+            intermediate_size=48,
+            hidden_activation="gelu_pytorch_tanh",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            attention_bias=False,
+            query_pre_attn_scalar=20,  # scores * 20 ** -0.5, not head_dim ** -0.5
+            sliding_window=5,
+            attn_logit_softcapping=1.5,  # small enough to bend the scores of a tiny model
+            final_logit_softcapping=4.0,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_gemma,
+        description="Gemma 2, (1 + w) norms (four per layer), sqrt(hidden) embedding scale, gelu_pytorch_tanh, "
+                    "GQA 4q/2kv, head_dim 14 (hidden 32), query_pre_attn_scalar 20, attention softcap 1.5, "
+                    "final softcap 4, sliding window 5 on layers 0 and 2, tied, fp32",
+    ),
+    dict(
+        name="gemma3_local",
+        seed=14014,
+        model_cls=Gemma3ForCausalLM,
+        config_cls=Gemma3TextConfig,
+        config=dict(
+            vocab_size=120,
+            hidden_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=18,  # != hidden / heads (8); 9 rotary pairs
+            intermediate_size=40,
+            hidden_activation="gelu_pytorch_tanh",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            attention_bias=False,
+            query_pre_attn_scalar=24,
+            sliding_window=6,
+            sliding_window_pattern=3,  # layer_types: sliding, sliding, full
+            rope_parameters=dict(full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000000.0),
+                                 sliding_attention=dict(rope_type="default", rope_theta=10000.0)),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_gemma,
+        description="Gemma 3 (text), per-head (1 + w) q/k norm, local RoPE (theta 1e4) on the sliding layers and "
+                    "linear-scaled RoPE (factor 4, theta 1e6) on the full one (layer 2), sliding window 6 on layers 0 "
+                    "and 1, GQA 4q/2kv, head_dim 18 (hidden 32), query_pre_attn_scalar 24, tied, fp32",
     ),
     dict(
         name="olmo3_sliding",
@@ -513,6 +639,71 @@ def make_rope_yarn(out_root):
     return len(configs)
 
 
+# --------------------------------------------------------------------------
+# Gemma's ops against PyTorch (op level)
+# --------------------------------------------------------------------------
+
+GEMMA_OP_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+GEMMA_CAPS = [30.0, 50.0, 1.5, 7.3]  # Gemma 2's final / attention caps, the fixture's, one not a dtype value
+GEMMA_EMBED_HIDDEN = [48, 3072]  # a small width, and one whose sqrt rounds far in bf16 (55.4256 -> 55.5)
+
+
+def make_gemma_ops(out_root):
+    """data/fixtures/ops_gemma/gemma_ops.safetensors: for fp32, bf16 and fp16, the soft-capping line of
+    Gemma2ForCausalLM (logits / cap; tanh; * cap) and of eager_attention_forward (the same three ops),
+    Gemma2TextScaledWordEmbedding's forward (embed * embed_scale.to(dtype)) at several widths, and
+    Gemma2RMSNorm / Gemma3RMSNorm's forward with its fp32 intermediate (the normalised x before the
+    (1 + w) multiply)."""
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm, Gemma2TextScaledWordEmbedding
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    d = os.path.join(out_root, "ops_gemma")
+    os.makedirs(d, exist_ok=True)
+    g = torch.Generator().manual_seed(15015)
+    t = {}
+    for nm, dt in GEMMA_OP_DTYPES.items():
+        x = (torch.randn(1024, generator=g) * 25.0).to(dt)
+        t[f"softcap.{nm}.x"] = x.float()
+        for i, cap in enumerate(GEMMA_CAPS):
+            y = x / cap  # Gemma2ForCausalLM.forward's lines, in the tensor's dtype
+            y = torch.tanh(y)
+            y = y * cap
+            t[f"softcap.{nm}.out{i}"] = y.float()
+        for H in GEMMA_EMBED_HIDDEN:
+            emb = Gemma2TextScaledWordEmbedding(2, H, None, embed_scale=H ** 0.5)
+            with torch.no_grad():
+                emb.weight.copy_(torch.randn(2, H, generator=g) * 0.1)
+            emb = emb.to(dt)
+            ids = torch.tensor([[1, 0, 1]])
+            with torch.no_grad():
+                out = emb(ids)[0]
+            t[f"embed.{nm}.h{H}.table"] = emb.weight.detach().float().contiguous()
+            t[f"embed.{nm}.h{H}.out"] = out.float().contiguous()
+            t[f"embed.{nm}.h{H}.scale"] = emb.embed_scale.to(dt).float().reshape(1)
+        for cls in (Gemma2RMSNorm, Gemma3RMSNorm):
+            H = 40
+            norm = cls(H, eps=1e-6)
+            with torch.no_grad():
+                norm.weight.copy_(torch.randn(H, generator=g) * 0.5)
+            norm = norm.to(dt)
+            xn = (torch.randn(9, H, generator=g) * 3.0).to(dt)
+            with torch.no_grad():
+                out = norm(xn)
+                normed = norm._norm(xn.float())  # the fp32 intermediate of forward
+            c = cls.__name__
+            t[f"{c}.{nm}.x"] = xn.float().contiguous()
+            t[f"{c}.{nm}.w"] = norm.weight.detach().float().contiguous()
+            t[f"{c}.{nm}.normed"] = normed.contiguous()
+            t[f"{c}.{nm}.out"] = out.float().contiguous()
+    t["softcap.caps"] = torch.tensor(GEMMA_CAPS, dtype=torch.float64)
+    t["embed.hidden"] = torch.tensor(GEMMA_EMBED_HIDDEN, dtype=torch.int32)
+    t["embed.ids"] = torch.tensor([1, 0, 1], dtype=torch.int32)
+    v = mf.versions()
+    meta = dict(torch_version=v["torch"], transformers_version=v["transformers"],
+                description=make_gemma_ops.__doc__.replace("\n", " "))
+    save_safetensors_canonical(t, os.path.join(d, "gemma_ops.safetensors"), meta)
+
+
 def write_readme(out_root, summaries, n_yarn, dtype_rows):
     L = ["# Fixtures of the later families and of YaRN RoPE", "",
          "Written by `tools/make_family_fixtures.py` (do not edit by hand); the folders are listed with",
@@ -541,7 +732,8 @@ def write_readme(out_root, summaries, n_yarn, dtype_rows):
     L += ["", f"`rope_yarn/rope_yarn.safetensors`: {n_yarn} YaRN configurations (`rope_yarn/c<i>.json`: each",
           "`LlamaConfig` as transformers writes it): transformers' `_compute_yarn_parameters` inv_freq and attention factor, and",
           "`LlamaRotaryEmbedding`'s cos / sin in fp32 and bf16 at positions " +
-          ", ".join(map(str, YARN_POSITIONS)) + ".", ""]
+          ", ".join(map(str, YARN_POSITIONS)) + ".", "",
+          "`ops_gemma/gemma_ops.safetensors`: " + " ".join(make_gemma_ops.__doc__.split()[1:]), ""]
     with open(os.path.join(out_root, "README-families.md"), "w") as f:
         f.write("\n".join(L))
 
@@ -561,6 +753,7 @@ def main():
         print(f"{s['name']:16s} params={s['n_params']} min_margin={s['min_margin']:.4g} np={s['np_err']:.3g} "
               f"f32vs64={s['fwd_diff_32_64']:.3g}", flush=True)
     n_yarn = make_rope_yarn(args.out)
+    make_gemma_ops(args.out)
     dtype_rows = []
     if not args.no_dtype:
         import make_dtype_fixtures as mdf
@@ -571,7 +764,7 @@ def main():
         _, dtype_rows = mdf.make_v524(os.path.join(args.out, "dtype"), mdf.env_versions())
     if not args.only:
         write_readme(args.out, summaries, n_yarn, dtype_rows)
-        mf.write_sums(args.out, dirs=[s["name"] for s in FAMILY_FIXTURES] + ["rope_yarn"],
+        mf.write_sums(args.out, dirs=[s["name"] for s in FAMILY_FIXTURES] + ["rope_yarn", "ops_gemma"],
                       sums_name="SHA256SUMS-families")
 
 

@@ -549,7 +549,7 @@ def is_norm_module(m):
 
 
 def perturb_norms_and_biases(model, seed):
-    """HF inits norm weights to 1 and all biases to 0; make them non-trivial."""
+    """HF inits norm weights to 1 (Gemma's to 0) and all biases to 0; make them non-trivial."""
     g = torch.Generator().manual_seed(seed)
     counts = collections.Counter()
     with torch.no_grad():
@@ -557,7 +557,9 @@ def perturb_norms_and_biases(model, seed):
             norm = is_norm_module(m)
             for pname, p in m.named_parameters(recurse=False):
                 if norm and pname == "weight":
-                    p.copy_(1.0 + PERTURB_STD * torch.randn(p.shape, generator=g, dtype=torch.float32))
+                    # around HF's init: 1, or 0 for Gemma's (1 + w) norms
+                    centre = 0.0 if type(m).__name__ in ("Gemma2RMSNorm", "Gemma3RMSNorm") else 1.0
+                    p.copy_(centre + PERTURB_STD * torch.randn(p.shape, generator=g, dtype=torch.float32))
                     counts["norm_weight"] += 1
                 elif pname == "bias":
                     p.copy_(PERTURB_STD * torch.randn(p.shape, generator=g, dtype=torch.float32))
@@ -868,8 +870,66 @@ def _patch_mixtral_f64(model64):
     return dict(mixtral_routers_patched=n)
 
 
+def _gemma_rms_forward_f64(self, x):
+    # Gemma2RMSNorm / Gemma3RMSNorm.forward minus the float32 round trip: x * rsqrt(mean x^2 + eps) * (1 + w)
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)) * (1.0 + self.weight)
+
+
+def _gemma3_rope_forward_f64(self, x, position_ids, layer_type):
+    # Gemma3RotaryEmbedding.forward evaluated in float64 (each layer type's own inv_freq and scaling)
+    inv = getattr(self, f"{layer_type}_inv_freq")
+    att = getattr(self, f"{layer_type}_attention_scaling")
+    freqs = position_ids[..., None].to(torch.float64) * inv.to(device=x.device, dtype=torch.float64)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (emb.cos() * att).to(dtype=x.dtype), (emb.sin() * att).to(dtype=x.dtype)
+
+
+def _gemma_inv_freq_f64(rp, head_dim):
+    inv = 1.0 / (float(rp["rope_theta"]) ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    assert rp.get("rope_type", "default") in ("default", "linear"), rp
+    return inv / float(rp["factor"]) if rp.get("rope_type") == "linear" else inv
+
+
+def _patch_gemma_f64(model64):
+    """Gemma 2 / 3: the (1 + w) RMSNorms in float64 (the generic patch is Llama's w * x), the embedding
+    scale as the fp64 value of hidden_size ** 0.5 (HF keeps it as an fp32 buffer), and Gemma 3's two
+    rotary tables (sliding / full layers) as fp64 values. Each replacement is checked against HF's
+    forward in fp32 (norms and tables: < 1e-6)."""
+    cfg = model64.config
+    n_rms = n_emb = n_rope = 0
+    g = torch.Generator().manual_seed(0)
+    for m in model64.modules():
+        cname = type(m).__name__
+        if cname in ("Gemma2RMSNorm", "Gemma3RMSNorm"):
+            m32 = copy.deepcopy(m).float()
+            x = torch.randn(5, m.weight.shape[0], generator=g)
+            ref = type(m).forward(m32, x)
+            mine = (_gemma_rms_forward_f64(m32, x.double())).float()
+            assert (ref - mine).abs().max().item() < 1e-6, "Gemma RMSNorm replacement differs from HF"
+            m.forward = types.MethodType(_gemma_rms_forward_f64, m)
+            n_rms += 1
+        elif "ScaledWordEmbedding" in cname:
+            assert abs(m.embed_scale.item() - cfg.hidden_size ** 0.5) < 1e-6 * cfg.hidden_size ** 0.5
+            m.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=torch.float64)
+            n_emb += 1
+        elif cname == "Gemma3RotaryEmbedding":
+            for lt in m.layer_types:
+                inv64 = _gemma_inv_freq_f64(cfg.rope_parameters[lt], cfg.head_dim)
+                hf = getattr(m, f"{lt}_inv_freq")
+                assert ((hf.double() - inv64).abs() / inv64).max().item() < 1e-6, lt
+                assert getattr(m, f"{lt}_attention_scaling") == 1.0
+                setattr(m, f"{lt}_inv_freq", inv64.clone())
+                setattr(m, f"{lt}_original_inv_freq", inv64.clone())
+            m.forward = types.MethodType(_gemma3_rope_forward_f64, m)
+            n_rope += 1
+    assert n_emb == 1 and n_rms >= 4 * cfg.num_hidden_layers + 1
+    return dict(gemma_rms_patched=n_rms, gemma_embed_scale_f64=n_emb, gemma3_rope_patched=n_rope)
+
+
 FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64,
-                       "mixtral": _patch_mixtral_f64}
+                       "mixtral": _patch_mixtral_f64, "gemma2": _patch_gemma_f64, "gemma3_text": _patch_gemma_f64}
+# families whose rotary module keeps one table per layer type (patched by their FP64_FAMILY_PATCHES entry)
+OWN_ROPE_MODEL_TYPES = ("gemma3_text",)
 
 
 def _check_baichuan_f64(model64, hf_inv_freq_f32):
@@ -933,6 +993,8 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
         if "RMSNorm" in cname:
             m.forward = types.MethodType(_rms_forward_f64, m)
             n_rms += 1
+        elif "RotaryEmbedding" in cname and model64.config.model_type in OWN_ROPE_MODEL_TYPES:
+            pass  # the family's FP64_FAMILY_PATCHES entry patches it
         elif "RotaryEmbedding" in cname and isinstance(getattr(m, "rope_type", None), dict):
             _patch_typed_rope_f64(m, model64.config)  # OLMo3: one table per layer type
             n_rope += 1
@@ -952,7 +1014,7 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
     model_type = model64.config.model_type
     if model_type in NO_ROPE_MODEL_TYPES:
         assert n_rope == 0 and hf_inv_freq_f32 is None
-    else:
+    elif model_type not in OWN_ROPE_MODEL_TYPES:
         assert n_rope >= 1
     info = dict(rms_patched=n_rms, rope_patched=n_rope)
     if model_type in FP64_FAMILY_PATCHES:
@@ -1105,6 +1167,9 @@ def greedy_generate(model, prompt, dtype):
     assert len(out.scores) == N_GEN and len(out.logits) == N_GEN
     assert len(captured) >= N_GEN, len(captured)
     logits = torch.stack([c[0] for c in captured[:N_GEN]])  # [N, V], model dtype
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap is not None:  # Gemma2/3ForCausalLM.forward's lines after lm_head (checked against generate below)
+        logits = torch.tanh(logits / cap) * cap
     for i in range(N_GEN):
         # no logits processor changed anything
         assert torch.equal(out.scores[i], out.logits[i]), "logits processor altered scores"
@@ -1582,8 +1647,12 @@ def build_fixture(spec, out_root):
 
     rope_mod = [m for m in ref32.modules() if "RotaryEmbedding" in type(m).__name__]
     assert len(rope_mod) <= 1
-    # None: ALiBi / learned positions, or a table per layer type (OLMo3, checked by _patch_typed_rope_f64)
-    hf_inv_freq = rope_mod[0].inv_freq.detach().clone() if rope_mod and hasattr(rope_mod[0], "inv_freq") else None
+    # None: ALiBi / learned positions; a table per layer type (Gemma 3, OLMo3): the full layers' (OLMo3's
+    # tables are checked by _patch_typed_rope_f64, Gemma 3's by _patch_gemma_f64)
+    hf_inv_freq = (getattr(rope_mod[0], "inv_freq", None) if rope_mod else None)
+    if rope_mod and hf_inv_freq is None:
+        hf_inv_freq = rope_mod[0].full_attention_inv_freq
+    hf_inv_freq = hf_inv_freq.detach().clone() if hf_inv_freq is not None else None
 
     if "experts_implementation" in load_kw:
         assert ref32.config._experts_implementation == load_kw["experts_implementation"]

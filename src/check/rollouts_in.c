@@ -18,6 +18,7 @@ void rc_rollouts_free(rc_rollout_set *s)
         free(s->text[i]);
     free(s->tok);
     free(s->lp);
+    free(s->tlp);
     free(s->tok_off);
     free(s->lp_off);
     free(s->plen);
@@ -115,6 +116,10 @@ typedef struct {
     char where[1200];    /* "FILE:LINE" of the current record */
     i32vec pids, rids;
     f32vec lps;
+    f32vec tlps;         /* the record's trainer_logprobs */
+    bool rec_trainer;    /* the current record carries them */
+    int trainer_seen;    /* 0: no record yet, 1: records carry them, -1: records do not */
+    int64_t line_trainer; /* the first record's line */
     const char *text; /* the current rollout's response text, or NULL */
     rc_rollouts_progress_fn progress;
     void *pctx;
@@ -158,7 +163,7 @@ static rc_status take_ids(loader *L, const json_t *arr, const char *field, i32ve
 }
 
 /* a logged log-prob at field[idx]: a finite number <= RC_LOGPROB_POS_TOL */
-static rc_status take_lp(loader *L, const json_t *v, const char *field, int64_t idx)
+static rc_status take_lp_to(loader *L, const json_t *v, const char *field, int64_t idx, f32vec *dst)
 {
     if (json_is_null(v))
         return rc_errorf(RC_ERR_FORMAT, "%s: %s[%lld] is null, not a log-probability", L->where, field,
@@ -172,10 +177,15 @@ static rc_status take_lp(loader *L, const json_t *v, const char *field, int64_t 
     if (d > RC_LOGPROB_POS_TOL)
         return rc_errorf(RC_ERR_FORMAT, "%s: %s[%lld] = %g is positive: not a log-probability (logged "
                          "probabilities or logits?)", L->where, field, (long long)idx, d);
-    if (L->lps.n >= RC_ROLLOUT_MAX_TOKENS)
+    if (dst->n >= RC_ROLLOUT_MAX_TOKENS)
         return rc_errorf(RC_ERR_FORMAT, "%s: %s has more than %lld values", L->where, field,
                          (long long)RC_ROLLOUT_MAX_TOKENS);
-    return f32_push(&L->lps, (float)d);
+    return f32_push(dst, (float)d);
+}
+
+static rc_status take_lp(loader *L, const json_t *v, const char *field, int64_t idx)
+{
+    return take_lp_to(L, v, field, idx, &L->lps);
 }
 
 /* The optional sampling settings of a record: one value per file. */
@@ -248,6 +258,18 @@ static rc_status commit(loader *L)
     if (nr != L->lps.n)
         return rc_errorf(RC_ERR_FORMAT, "%s: %lld response token ids but %lld log-probs (they must pair one to one)",
                          L->where, (long long)nr, (long long)L->lps.n);
+    if (L->rec_trainer && nr != L->tlps.n)
+        return rc_errorf(RC_ERR_FORMAT, "%s: %lld response token ids but %lld trainer_logprobs (they must pair one "
+                         "to one)", L->where, (long long)nr, (long long)L->tlps.n);
+    if (L->trainer_seen != 0 && (L->trainer_seen > 0) != L->rec_trainer)
+        return rc_errorf(RC_ERR_FORMAT, "%s: %s trainer_logprobs but %s %lld %s (every record or none)", L->where,
+                         L->rec_trainer ? "has" : "has no", s->whole_file ? "record" : "line",
+                         (long long)L->line_trainer, L->rec_trainer ? "has none" : "has them");
+    if (L->trainer_seen == 0) {
+        L->trainer_seen = L->rec_trainer ? 1 : -1;
+        L->line_trainer = L->line;
+    }
+    s->has_trainer = L->trainer_seen > 0;
     if (np < 1)
         return rc_errorf(RC_ERR_FORMAT, "%s: the prompt has no token ids (the first response token needs one)",
                          L->where);
@@ -274,12 +296,21 @@ static rc_status commit(loader *L)
         s->cap = c1;
     }
     RC_TRY(grow((void **)&s->tok, &s->tok_cap, t0 + np + nr, sizeof *s->tok));
+    const int64_t lp_cap = s->lp_cap;
     RC_TRY(grow((void **)&s->lp, &s->lp_cap, l0 + nr + 1, sizeof *s->lp));
+    if (L->rec_trainer && (!s->tlp || s->lp_cap != lp_cap)) { /* laid out as lp, at lp's capacity */
+        float *q = realloc(s->tlp, (size_t)s->lp_cap * sizeof *s->tlp);
+        if (!q)
+            return rc_errorf(RC_ERR_NOMEM, "rollouts: out of memory");
+        s->tlp = q;
+    }
     memcpy(s->tok + t0, L->pids.v, (size_t)np * sizeof *s->tok);
     if (nr)
         memcpy(s->tok + t0 + np, L->rids.v, (size_t)nr * sizeof *s->tok);
     if (nr)
         memcpy(s->lp + l0, L->lps.v, (size_t)nr * sizeof *s->lp);
+    if (nr && L->rec_trainer)
+        memcpy(s->tlp + l0, L->tlps.v, (size_t)nr * sizeof *s->tlp);
     if (s->n == 0)
         s->tok_off[0] = s->lp_off[0] = 0;
     s->tok_off[s->n + 1] = t0 + np + nr;
@@ -295,7 +326,8 @@ static rc_status commit(loader *L)
     s->n++;
     L->total_n++;
     L->total_tok += np + nr;
-    L->pids.n = L->rids.n = L->lps.n = 0;
+    L->pids.n = L->rids.n = L->lps.n = L->tlps.n = 0;
+    L->rec_trainer = false;
     return RC_OK;
 }
 
@@ -333,6 +365,14 @@ static rc_status rec_jsonl(loader *L, const json_t *o)
         return rc_errorf(RC_ERR_FORMAT, "%s: logprobs is not an array", L->where);
     for (size_t i = 0; i < json_array_size(l); i++)
         RC_TRY(take_lp(L, json_array_get(l, i), "logprobs", (int64_t)i));
+    const json_t *tl = json_object_get(o, "trainer_logprobs");
+    if (tl && !json_is_null(tl)) { /* the user's trainer's log-probs of the same tokens */
+        if (!json_is_array(tl))
+            return rc_errorf(RC_ERR_FORMAT, "%s: trainer_logprobs is not an array", L->where);
+        for (size_t i = 0; i < json_array_size(tl); i++)
+            RC_TRY(take_lp_to(L, json_array_get(tl, i), "trainer_logprobs", (int64_t)i, &L->tlps));
+        L->rec_trainer = true;
+    }
     return commit(L);
 }
 
@@ -550,7 +590,8 @@ static rc_status do_record(loader *L, const json_t *o)
 {
     if (!json_is_object(o))
         return rc_errorf(RC_ERR_FORMAT, "%s: the record is not a JSON object", L->where);
-    L->pids.n = L->rids.n = L->lps.n = 0;
+    L->pids.n = L->rids.n = L->lps.n = L->tlps.n = 0;
+    L->rec_trainer = false;
     L->text = NULL;
     switch (L->s->format) {
     case RC_RFMT_JSONL:
@@ -835,7 +876,8 @@ static rc_status read_h5(rc_rollout_reader *R)
     if (p < 0 || p >= r->n_prompts || r->prompt_len[p] < 0 || r->prompt_len[p] > r->prompt_max || r->gen_valid[q] < 0 ||
         r->gen_valid[q] > r->gen_len)
         return rc_errorf(RC_ERR_FORMAT, "%s: prompt index or lengths out of range", L->where);
-    L->pids.n = L->rids.n = L->lps.n = 0;
+    L->pids.n = L->rids.n = L->lps.n = L->tlps.n = 0;
+    L->rec_trainer = r->logprob_trainer != NULL;
     rc_status st = RC_OK;
     json_t *tmp = NULL;
     for (int64_t t = 0; t < r->prompt_len[p] && st == RC_OK; t++) {
@@ -850,6 +892,11 @@ static rc_status read_h5(rc_rollout_reader *R)
         if (st == RC_OK) {
             tmp = json_real((double)r->logprob_gen[q * r->gen_len + t]);
             st = tmp ? take_lp(L, tmp, "logprob_gen", t) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+            json_decref(tmp);
+        }
+        if (st == RC_OK && r->logprob_trainer) {
+            tmp = json_real((double)r->logprob_trainer[q * r->gen_len + t]);
+            st = tmp ? take_lp_to(L, tmp, "logprob_trainer", t, &L->tlps) : rc_errorf(RC_ERR_NOMEM, "out of memory");
             json_decref(tmp);
         }
     }
@@ -879,6 +926,7 @@ void rc_rollouts_close(rc_rollout_reader *R)
     free(R->L.pids.v);
     free(R->L.rids.v);
     free(R->L.lps.v);
+    free(R->L.tlps.v);
     rc_rollouts_free(&R->set);
     free(R);
 }

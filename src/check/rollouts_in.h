@@ -3,7 +3,9 @@
  * naming FILE:LINE). Formats (README "Check your own engine" has the exact
  * fields):
  *   jsonl   {"prompt_ids": [..], "response_ids": [..], "logprobs": [..]} per
- *           line, optional "temperature", "top_p", "top_k", "logprobs_kind"
+ *           line, optional "temperature", "top_p", "top_k", "logprobs_kind",
+ *           and "trainer_logprobs" [..] (the user's trainer's log-probs of the
+ *           same tokens: every record or none)
  *   vllm    OpenAI completions / chat responses (choices[].logprobs with
  *           token ids) and offline LLM.generate outputs dumped to JSON, one
  *           per line or a JSON array of them
@@ -45,6 +47,12 @@ typedef struct {
     int64_t prompt_max, resp_max;
     int32_t *tok;               /* prompt then response ids of each rollout */
     float *lp;                  /* the logged log-prob of each response token */
+    /* the trainer's log-prob of each response token as the user's trainer
+     * logged it (jsonl "trainer_logprobs", a results file's
+     * /rollouts/logprob_trainer), laid out as lp; NULL when the file has none
+     * (every record carries them or none does) */
+    float *tlp;
+    bool has_trainer;
     int64_t *tok_off, *lp_off;  /* [n + 1] */
     int32_t *plen, *rlen;       /* [n] */
     int64_t *line;              /* [n] the line (or record, for whole-file JSON) it came from */

@@ -20,6 +20,7 @@ static const char *const k_mode_names[] = {"pure", "autocast"};                 
 static const char *const k_lpdt_names[] = {"fp32", "same"};                           /* lp_same false / true */
 static const char *const k_f32_names[] = {"dtype", "fp32"};                           /* residual_f32, lm-head */
 static const char *const k_weights_names[] = {"dtype", "fp8"};                        /* rc_wquant */
+static const char *const k_routing_names[] = {"own", "replay"};                       /* route_replay */
 
 typedef enum {
     K_DTYPE,   /* rc_dtype: fp32 / fp16 / bf16 (base/dtype.c's names) */
@@ -125,6 +126,13 @@ static const side_key k_keys[] = {
      0, RC_WSCALE_TENSOR, RC_WSCALE_TENSOR, P_WITH_PREVIOUS, E_WQ, N(wq.scale), NULL, 0},
     {"act", K_ENUM, F(wq.act), S_SAMPLER, S_SAMPLER, R_WQ, true, NULL, NAMES(k_act_names), 0, 0,
      RC_ACTQ_TOKEN, RC_ACTQ_TOKEN, P_WITH_PREVIOUS, E_WQ, N(wq.act), NULL, 0},
+    /* MoE: the router's logits and weights in fp32 (prime-rl's moe_router_dtype, Megatron's --moe-router-dtype)
+     * or in the dtype (transformers, vLLM) */
+    {"router", K_BOOL, F(router_f32), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_f32_names), 0, 0,
+     0, 0, P_NOT_DEFAULT, E_FIELD, N(router_f32), NULL, 0},
+    /* R3 (rollout routing replay): the trainer takes the sampler's experts and recomputes their weights */
+    {"routing", K_BOOL, F(route_replay), S_TRAINER, S_TRAINER, R_OTHER_SIDE, false, "own or replay",
+     NAMES(k_routing_names), 0, 0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(route_replay), NULL, 0},
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 #undef F

@@ -29,6 +29,8 @@ typedef struct {
     rc_tp_reduce tp_reduce; /* the all-reduce of its row-parallel layers (sampler: fp32, trainer: ring) */
     rc_wq_numerics wq;     /* sampler: fp8 weights of the linear layers (weights=fp8) */
     bool residual_f32;     /* residual=fp32: Megatron's --fp32-residual-connection */
+    bool router_f32;       /* router=fp32: MoE router logits (and weights) in fp32 */
+    bool route_replay;     /* trainer, routing=replay: the sampler's experts replayed (R3) */
 } rc_side;
 
 /* every key at its default (the trainer's tp-reduce: ring, NCCL's; the sampler's: fp32, vLLM's) */

@@ -204,6 +204,7 @@ typedef struct {
     rc_backend *be, *ref_be, *trainer_be; /* trainer_be: only when the trainer's kernels differ */
     rc_results res;
     const char *out_kind;      /* the default output's middle name: "ratiocheck" or "sweep" */
+    char out_stem[1024];       /* score with both sides logged: the default output's NAME (else the model's) */
 } run_ctx;
 
 rc_status run_prepare(run_ctx *x);

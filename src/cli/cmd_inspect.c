@@ -244,7 +244,9 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("intermediate   %lld\n", (long long)k->intermediate);
         printf("vocab          %lld\n", (long long)k->vocab);
         printf("max positions  %lld\n", (long long)k->max_pos);
-        printf("norm           %s, eps %g\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps);
+        printf("norm           %s, eps %g%s%s\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps,
+               k->norm_w_offset ? ", weight (1 + w) in fp32" : "",
+               k->sandwich_norm ? ", four per layer (before and after attention and MLP)" : "");
         printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
         printf("residual       %s\n", k->parallel_residual ? "parallel" : "sequential");
         if (k->n_experts > 0) { /* mixture of experts */
@@ -261,6 +263,8 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
                    k->rope_f32 ? " (fp32 inside)" : "");
+            if (k->rope_theta_local > 0)
+                printf("rope (local)   default, theta %g on the sliding-window layers\n", k->rope_theta_local);
         } else if (k->pos == RC_POS_ALIBI) {
             static const char *const slopes[] = {"BLOOM", "Baichuan", "MPT"};
             static const char *const add[] = {"fused into the scaled scores", "added in the model dtype",
@@ -279,6 +283,23 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                    k->attn_f32 ? ", fp32 (SDPA)" : "");
         if (k->norm_head)
             printf("lm head        NormHead (rows L2-normalised)\n");
+        if (k->sliding_window > 0) {
+            int64_t n_win = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_win += rc_layer_window(k, l) > 0;
+            printf("sliding window %lld on %lld of %lld layers\n", (long long)k->sliding_window, (long long)n_win,
+                   (long long)k->n_layers);
+        }
+        if (k->embed_scale > 0)
+            printf("embedding      times %g (rounded to the dtype)\n", k->embed_scale);
+        if (k->softmax_scale > 0 || k->attn_softcap > 0 || k->final_softcap > 0) {
+            printf("scores         scale %g", k->softmax_scale > 0 ? k->softmax_scale : 1.0 / sqrt((double)k->head_dim));
+            if (k->attn_softcap > 0)
+                printf(", soft-capped at %g", k->attn_softcap);
+            if (k->final_softcap > 0)
+                printf("; logits soft-capped at %g", k->final_softcap);
+            printf("\n");
+        }
         printf("tied embedding %s\n", k->tie_embeddings ? "yes" : "no");
         printf("parameters     %s (%lld)\n", rc_fmt_count(pc, sizeof pc, m->n_params), (long long)m->n_params);
         printf("stored dtype   ");

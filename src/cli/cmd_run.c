@@ -22,6 +22,14 @@ rc_status run_prepare(run_ctx *x)
     }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
+    /* tests: --distribution's window (positions of the sampler's rows held), docs/statistics.md "Distribution" */
+    const char *dw = getenv("RATIOCHECK_DIST_WINDOW");
+    if (dw)
+        RC_TRY(rc_parse_i64("RATIOCHECK_DIST_WINDOW", dw, 1, (int64_t)1 << 40, &x->cfg.dist_window));
+    /* tests: every compared pair of rows into this file (tools/dist_ref.py checks them with PyTorch) */
+    const char *dd = getenv("RATIOCHECK_DIST_DUMP");
+    if (dd && x->cfg.distribution && !(x->cfg.dist_dump = fopen(dd, "wb")))
+        return rc_errorf(RC_ERR_IO, "%s: cannot create: %s", dd, strerror(errno));
     rc_side_apply(&ro->sampler, &ro->trainer, ro->temperature, &x->cfg);
     x->prompts_path = ro->prompts_path;
     x->out_path = ro->out_path;
@@ -42,8 +50,12 @@ rc_status run_prepare(run_ctx *x)
         size_t nl = strlen(name);
         if (nl > ml - (size_t)(name - model_dir))
             nl = ml - (size_t)(name - model_dir);
-        snprintf(x->out_default, sizeof x->out_default, "%.*s.%s.%s.h5", (int)nl, name, rc_dtype_str(x->cfg.num.dt),
-                 x->out_kind ? x->out_kind : "ratiocheck");
+        if (x->out_stem[0]) /* score with both sides logged: no model, the file's name */
+            snprintf(x->out_default, sizeof x->out_default, "%s.%s.h5", x->out_stem,
+                     x->out_kind ? x->out_kind : "ratiocheck");
+        else
+            snprintf(x->out_default, sizeof x->out_default, "%.*s.%s.%s.h5", (int)nl, name,
+                     rc_dtype_str(x->cfg.num.dt), x->out_kind ? x->out_kind : "ratiocheck");
         /* a re-run keeps the earlier results: the first of NAME.h5,
          * NAME.1.h5, NAME.2.h5 ... that does not exist (--force: NAME.h5) */
         const size_t dl = strlen(x->out_default) - 3; /* NAME, without ".h5" */
@@ -225,11 +237,14 @@ rc_status run_settings(run_ctx *x, const char *cmdline)
     rc_results *res = &x->res;
     snprintf(res->version, sizeof res->version, "%s", RC_VERSION);
     res->command_line = strdup(cmdline);
-    res->model_path = strdup(ro->model_dir);
+    res->model_path = strdup(x->m ? ro->model_dir : "none (both sides logged)"); /* score: no model */
     if (!res->command_line || !res->model_path)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
-    snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type);
-    if (x->m->cfg.n_layers < x->m->cfg.n_layers_model) /* --layers N */
+    if (!x->m) { /* score with both sides logged: no model, no engine */
+        snprintf(res->layers, sizeof res->layers, "none");
+        snprintf(res->backend, sizeof res->backend, "none");
+    } else if (snprintf(res->model_type, sizeof res->model_type, "%s", x->m->cfg.model_type) >= 0 &&
+               x->m->cfg.n_layers < x->m->cfg.n_layers_model) /* --layers N */
         snprintf(res->layers, sizeof res->layers, "%lld of %lld", (long long)x->m->cfg.n_layers,
                  (long long)x->m->cfg.n_layers_model);
     else
@@ -245,7 +260,8 @@ rc_status run_settings(run_ctx *x, const char *cmdline)
     snprintf(res->logprob_dtype, sizeof res->logprob_dtype, "%s", ro->sampler.lp_same ? rc_dtype_str(cfg->num.dt) : "fp32");
     snprintf(res->reference, sizeof res->reference, "%s",
              cfg->reference == 32 ? "fp32" : cfg->reference == 64 ? "fp64" : "none");
-    snprintf(res->backend, sizeof res->backend, "%s", x->be->ops->name);
+    if (x->be)
+        snprintf(res->backend, sizeof res->backend, "%s", x->be->ops->name);
     snprintf(res->device, sizeof res->device, "%s", x->use_cuda ? x->device : "");
     time_t now = time(NULL);
     struct tm tmv;
@@ -312,6 +328,9 @@ int run_report(const run_ctx *x)
 
 void run_free(run_ctx *x)
 {
+    if (x->cfg.dist_dump)
+        fclose(x->cfg.dist_dump);
+    x->cfg.dist_dump = NULL;
     rc_results_free(&x->res);
     rc_results_free(&x->prev);
     rc_tokenizer_free(x->tok);

@@ -7,7 +7,32 @@ typedef struct {
     int64_t chunk; /* 0: RC_SCORE_CHUNK_ROLLOUTS */
     bool check_only, sweep;
     bool temperature, top_k, top_p, forward_batch; /* given on the command line */
+    bool logged; /* both sides logged (trainer_logprobs) and no --model: no model, no forward */
 } score_args;
+
+/* the ids of a file read with no model: any id an int32 holds, any length */
+#define SCORE_ANY_VOCAB ((int64_t)INT32_MAX + 1)
+
+/* Whether the file's records carry trainer_logprobs (its first rollout
+ * decides: every record has them or none does). A file that cannot be read
+ * says no here; the full read names the problem. */
+static bool score_has_trainer(const char *path, const char *format)
+{
+    rc_rollout_format fmt = RC_RFMT_AUTO;
+    if (format && rc_rollout_format_parse(format, &fmt) != RC_OK) {
+        rc_clear_error();
+        return false;
+    }
+    rc_rollout_reader *R = NULL;
+    const rc_rollout_set *c = NULL;
+    bool has = false;
+    if (rc_rollouts_open(path, fmt, SCORE_ANY_VOCAB, 0, NULL, NULL, &R) == RC_OK &&
+        rc_rollouts_next(R, 1, 0, &c) == RC_OK)
+        has = c->has_trainer;
+    rc_rollouts_close(R);
+    rc_clear_error();
+    return has;
+}
 
 /* reading a large rollout file: a line on a terminal */
 static void score_read_progress(void *ctx, int64_t done, int64_t total, int64_t rollouts)
@@ -34,16 +59,16 @@ typedef struct {
 static rc_status score_scan(run_ctx *x, const score_args *sa, rc_rollout_format fmt, rc_rollout_set *set,
                             rc_score_align *text_notes)
 {
-    const rc_config *mc = &x->m->cfg;
+    const int64_t vocab = x->m ? x->m->cfg.vocab : SCORE_ANY_VOCAB, max_pos = x->m ? x->m->cfg.max_pos : 0;
     const run_opts *ro = &x->ro;
     const bool bar = !ro->quiet && isatty(STDERR_FILENO) && !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
     rc_rollout_reader *R = NULL;
-    RC_TRY(rc_rollouts_open(sa->rollouts, fmt, mc->vocab, mc->max_pos, bar ? score_read_progress : NULL,
+    RC_TRY(rc_rollouts_open(sa->rollouts, fmt, vocab, max_pos, bar ? score_read_progress : NULL,
                             (void *)sa->rollouts, &R));
     const rc_rollout_set *c = NULL;
     rc_status st = rc_rollouts_next(R, RC_ROLLOUT_TEXT_KEPT, 0, &c), text_st = RC_OK;
     char text_err[1400] = "";
-    if (st == RC_OK) {
+    if (st == RC_OK && x->tok) {
         int64_t compared, differ;
         text_st = rc_score_check_text(c, sa->rollouts, x->tok, text_notes, &compared, &differ);
         if (text_st != RC_OK) {
@@ -80,6 +105,7 @@ static rc_status score_scan(run_ctx *x, const score_args *sa, rc_rollout_format 
         set->whole_file = c->whole_file;
         set->format = c->format;
         set->lines_read = c->lines_read;
+        set->has_trainer = c->has_trainer;
     }
     rc_rollouts_close(R);
     if (st == RC_OK && text_st != RC_OK)
@@ -100,16 +126,20 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
     if (sa->format)
         RC_TRY(rc_rollout_format_parse(sa->format, &fmt));
     const int64_t chunk = sa->chunk > 0 ? sa->chunk : RC_SCORE_CHUNK_ROLLOUTS;
-    RC_TRY(rc_model_load_layers(ro->model_dir, ro->layers, false, &x->m));
-    const rc_config *mc = &x->m->cfg;
-    warn_eos(ro->model_dir, mc);
-    char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
-    bool have_tok = false;
-    rc_status st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");
-    if (st == RC_OK && have_tok)
-        st = rc_tokenizer_load(tp, mc->vocab, &x->tok);
-    free(tp);
-    RC_TRY(st);
+    rc_status st = RC_OK;
+    if (!sa->logged) { /* the model and its tokenizer; both sides logged: neither */
+        RC_TRY(rc_model_load_layers(ro->model_dir, ro->layers, false, &x->m));
+        const rc_config *mc = &x->m->cfg;
+        warn_eos(ro->model_dir, mc);
+        char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
+        bool have_tok = false;
+        st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");
+        if (st == RC_OK && have_tok)
+            st = rc_tokenizer_load(tp, mc->vocab, &x->tok);
+        free(tp);
+        RC_TRY(st);
+    }
+    const int64_t vocab = x->m ? x->m->cfg.vocab : SCORE_ANY_VOCAB, max_pos = x->m ? x->m->cfg.max_pos : 0;
     RC_TRY(score_scan(x, sa, fmt, set, text_notes));
     /* the settings: the file's, else the command line's; both and different: refused */
     if (!set->kind_given)
@@ -170,7 +200,7 @@ static rc_status score_load(run_ctx *x, const score_args *sa, rc_rollout_set *se
         return RC_OK;
     /* one chunk: every rollout read again into the padded tables */
     rc_rollout_set all;
-    RC_TRY(rc_rollouts_load(sa->rollouts, fmt, mc->vocab, mc->max_pos, NULL, NULL, &all));
+    RC_TRY(rc_rollouts_load(sa->rollouts, fmt, vocab, max_pos, NULL, NULL, &all));
     st = rc_score_inputs_build_padded(&all, sa->rollouts, pl->P, pl->G, in);
     rc_rollouts_free(&all);
     RC_TRY(st);
@@ -228,6 +258,33 @@ static rc_status score_compute(run_ctx *x, const rc_rollout_set *set, const char
     return st == RC_OK ? run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res) : st;
 }
 
+/* The alignment checks on the trainer column (three columns): the user's
+ * trainer_logprobs against ratiocheck's forward, as the sampler's are; an
+ * error or a warning names the column. */
+static rc_status score_check_trainer_column(const rc_results *r, const float *yours, int64_t stride,
+                                            const rc_rollout_set *set, const char *path, rc_score_align *al)
+{
+    rc_results t = *r; /* the same tensors, the user's trainer in the logged column */
+    const int64_t G = r->gen_len;
+    float *col = NULL;
+    RC_TRY(rc_calloc((void **)&col, r->n_seq * G + 1, sizeof *col, "alignment"));
+    for (int64_t q = 0; q < r->n_seq; q++)
+        for (int64_t t2 = 0; t2 < G; t2++)
+            col[q * G + t2] = t2 < r->gen_valid[q] && t2 < stride ? yours[q * stride + t2] : NAN;
+    t.logprob_gen = col;
+    rc_score_align a;
+    rc_status st = rc_score_check_alignment(set, path, &t, &a);
+    free(col);
+    if (st != RC_OK) {
+        char why[1400];
+        snprintf(why, sizeof why, "%s", rc_last_error());
+        return rc_errorf(st, "trainer_logprobs: %s", why);
+    }
+    for (int i = 0; i < a.n_warnings && al->n_warnings < 4; i++)
+        snprintf(al->warnings[al->n_warnings++], sizeof al->warnings[0], "trainer_logprobs: %.290s", a.warnings[i]);
+    return RC_OK;
+}
+
 /* A file of more than one chunk (README "Memory and speed"): the rollouts
  * read again chunk by chunk, each padded to the file's widths, scored
  * (trainer forward and reference, as one run over its rows), checked for
@@ -236,15 +293,16 @@ static rc_status score_compute(run_ctx *x, const rc_rollout_set *set, const char
  * the sizes (no per-sequence arrays); *hs the output file being written
  * (NULL with --out none), which the caller finishes or aborts. */
 static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan *pl, const rc_rollout_set *set,
-                              rc_score_align *al, rc_h5_stream **hs)
+                              rc_score_align *al, rc_threeway_acc *tw, rc_h5_stream **hs)
 {
     *hs = NULL;
     rc_score_steady_heap();
-    RC_TRY(score_backends(x));
-    const rc_config *mc = &x->m->cfg;
+    if (!sa->logged)
+        RC_TRY(score_backends(x));
+    const int64_t vocab = x->m ? x->m->cfg.vocab : SCORE_ANY_VOCAB, max_pos = x->m ? x->m->cfg.max_pos : 0;
     const double t0 = omp_get_wtime();
     rc_rollout_reader *R = NULL;
-    RC_TRY(rc_rollouts_open(sa->rollouts, pl->fmt, mc->vocab, mc->max_pos, NULL, NULL, &R));
+    RC_TRY(rc_rollouts_open(sa->rollouts, pl->fmt, vocab, max_pos, NULL, NULL, &R));
     rc_stats_acc *acc = NULL;
     rc_results *res = &x->res;
     double t_gen = 0, t_fwd = 0, t_ref = 0;
@@ -275,12 +333,20 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
         cfg.given_logprobs = in.logprobs;
         rc_results cr;
         memset(&cr, 0, sizeof cr);
-        if (chunk == 0)
-            st = score_probe(x, &cfg, set, sa->rollouts);
-        if (st == RC_OK)
-            st = run_check_polled(x, x->be, x->ref_be, &cfg, &cr);
-        if (st == RC_OK && chunk == 0)
-            st = rc_score_check_alignment(set, sa->rollouts, &cr, al);
+        if (sa->logged) { /* both sides logged: no forward */
+            st = rc_score_logged_results(&in, cfg.n_lens, cfg.lens, &cfg.stat, &cr);
+        } else {
+            if (chunk == 0)
+                st = score_probe(x, &cfg, set, sa->rollouts);
+            if (st == RC_OK)
+                st = run_check_polled(x, x->be, x->ref_be, &cfg, &cr);
+            if (st == RC_OK && chunk == 0)
+                st = rc_score_check_alignment(set, sa->rollouts, &cr, al);
+            if (st == RC_OK && in.trainer_logprobs && chunk == 0)
+                st = score_check_trainer_column(&cr, in.trainer_logprobs, in.resp_max, set, sa->rollouts, al);
+            if (st == RC_OK && in.trainer_logprobs) /* three columns: the logged pair in the statistics */
+                st = rc_score_adopt_trainer(&in, &cr, tw);
+        }
         if (st == RC_OK && chunk == 0) {
             int64_t lens[RC_MAX_LENS_READ];
             for (int i = 0; i < cr.n_lens && i < RC_MAX_LENS_READ; i++)
@@ -294,6 +360,15 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
             st = rc_h5_stream_begin(&cr, set->n, x->out_path, x->ro.force, hs);
         const float *fwd[RC_MAX_LENS_READ];
         double S[RC_MAX_LENS_READ], M[RC_MAX_LENS_READ];
+        for (int i = 0; i < cr.n_lens && st == RC_OK && cr.logprob_trainer; i++) { /* the logged pair's S and M */
+            rc_len_result *lr = &cr.lens[i];
+            free(lr->seq_log_ratio_sum);
+            free(lr->seq_log_ratio_mean);
+            lr->seq_log_ratio_sum = lr->seq_log_ratio_mean = NULL;
+            st = rc_calloc((void **)&lr->seq_log_ratio_sum, cr.n_seq + 1, sizeof(double), "results");
+            if (st == RC_OK)
+                st = rc_calloc((void **)&lr->seq_log_ratio_mean, cr.n_seq + 1, sizeof(double), "results");
+        }
         for (int64_t q = 0; q < cr.n_seq && st == RC_OK; q++) { /* file order: rollout done + q */
             const int64_t G = cr.gen_len;
             for (int i = 0; i < cr.n_lens; i++)
@@ -301,6 +376,10 @@ static rc_status score_chunks(run_ctx *x, const score_args *sa, const score_plan
             st = rc_stats_acc_add(acc, cr.gen_valid[q], cr.logprob_gen + q * G,
                                   cr.entropy_gen ? cr.entropy_gen + q * G : NULL,
                                   cr.logprob_ref ? cr.logprob_ref + q * G : NULL, fwd, S, M);
+            for (int i = 0; i < cr.n_lens && cr.logprob_trainer; i++) {
+                cr.lens[i].seq_log_ratio_sum[q] = S[i];
+                cr.lens[i].seq_log_ratio_mean[q] = M[i];
+            }
         }
         if (st == RC_OK && *hs)
             st = rc_h5_stream_rows(*hs, &cr);
@@ -348,11 +427,26 @@ int cmd_score(int argc, char **argv, const char *cmdline)
     if (code >= 0)
         return code;
     const run_opts *o = &x.ro;
+    if (!o->rollouts)
+        return usage_error("score needs --rollouts FILE (ratiocheck score --help)");
+    /* both sides logged and no --model: the two columns compared as they are */
+    const bool logged = o->model_dir == o->model_default && score_has_trainer(o->rollouts, o->format);
     const score_args sa = {o->rollouts, o->format, o->logprobs_kind, o->chunk_rollouts, o->check_only,
                            o->sweep || o->n_vary > 0, o->temperature_given, o->top_k_given, o->top_p_given,
-                           o->forward_batch_given};
-    if (!sa.rollouts)
-        return usage_error("score needs --rollouts FILE (ratiocheck score --help)");
+                           o->forward_batch_given, logged};
+    if (logged && sa.sweep)
+        return usage_error("score: --sweep / --vary replay ratiocheck's trainer: give --model DIR (%s carries both "
+                           "sides; without --model no forward runs)", o->rollouts);
+    if (logged && o->cfg.reference)
+        return usage_error("score: --reference runs the model: give --model DIR (%s carries both sides; without "
+                           "--model no forward runs)", o->rollouts);
+    if (logged && !o->out_path) { /* the default output: the file's name, not the bundled model's */
+        const char *b = strrchr(o->rollouts, '/');
+        b = b ? b + 1 : o->rollouts;
+        const char *dot = strrchr(b, '.');
+        const int n = dot && dot > b ? (int)(dot - b) : (int)strlen(b);
+        snprintf(x.out_stem, sizeof x.out_stem, "%.*s", n, b);
+    }
     for (int i = 0; i < o->n_vary; i++)
         if (strncmp(o->vary[i], "trainer:", 8) != 0)
             return usage_error("score: --vary '%s': only the trainer varies (trainer:SPEC); the sampler is the "
@@ -368,6 +462,8 @@ int cmd_score(int argc, char **argv, const char *cmdline)
     memset(&set, 0, sizeof set);
     memset(&in, 0, sizeof in);
     rc_score_align al, text_notes;
+    rc_threeway_acc tw;
+    memset(&tw, 0, sizeof tw);
     score_plan plan;
     memset(&plan, 0, sizeof plan);
     rc_h5_stream *hs = NULL;
@@ -382,15 +478,19 @@ int cmd_score(int argc, char **argv, const char *cmdline)
         st = rc_errorf(st, "%s; without --model the bundled model (%s) was used: give --model DIR, the model the "
                        "rollouts came from", why, x.ro.model_dir);
     }
+    if (st == RC_OK && logged && !sa.check_only && x.cfg.lens[x.cfg.n_lens - 1] > plan.G) /* as a forward would */
+        st = rc_errorf(RC_ERR_USAGE, "--len %lld exceeds the %lld tokens of the replayed rollouts",
+                       (long long)x.cfg.lens[x.cfg.n_lens - 1], (long long)plan.G);
     for (int i = 0; i < text_notes.n_warnings; i++)
         fprintf(stderr, "ratiocheck: warning: %s\n", text_notes.warnings[i]);
     if (st == RC_OK && sa.check_only) { /* what the file holds, no forward pass */
         const int64_t toks = set.n_tokens, resp = set.n_response_tokens;
-        printf("%s: %s, %lld rollouts, %lld prompt + %lld response tokens (longest %lld + %lld), %s log-probs, "
+        printf("%s: %s, %lld rollouts, %lld prompt + %lld response tokens (longest %lld + %lld), %s log-probs%s, "
                "temperature %g, top_k %lld, top_p %g: OK for %s\n", sa.rollouts, rc_rollout_format_name(set.format),
                (long long)set.n, (long long)(toks - resp), (long long)resp, (long long)set.prompt_max,
-               (long long)set.resp_max, set.kind == RC_LP_RAW ? "raw" : "processed", set.temperature,
-               (long long)set.top_k, set.top_p, x.ro.model_dir);
+               (long long)set.resp_max, set.kind == RC_LP_RAW ? "raw" : "processed",
+               set.has_trainer ? " and trainer_logprobs" : "", set.temperature, (long long)set.top_k, set.top_p,
+               logged ? "both sides as logged (no model)" : x.ro.model_dir);
         rc_rollouts_free(&set);
         rc_score_inputs_free(&in);
         run_free(&x);
@@ -401,11 +501,33 @@ int cmd_score(int argc, char **argv, const char *cmdline)
     for (int i = 0; i < x.ro.n_vary && st == RC_OK; i++) /* every --vary spec, before any work */
         st = parse_vary(x.ro.vary[i], &x.ro, &vset[n_set++]);
     if (st == RC_OK && plan.chunked) {
-        st = score_chunks(&x, &sa, &plan, &set, &al, &hs);
+        st = score_chunks(&x, &sa, &plan, &set, &al, &tw, &hs);
+    } else if (st == RC_OK && logged) { /* both sides logged: no forward */
+        const double t0 = omp_get_wtime();
+        st = rc_score_logged_results(&in, x.cfg.n_lens, x.cfg.lens, &x.cfg.stat, &x.res);
+        if (st == RC_OK)
+            st = rc_compute_stats(&x.res);
+        x.res.seconds_total = omp_get_wtime() - t0;
     } else if (st == RC_OK) {
         st = score_compute(&x, &set, sa.rollouts);
         if (st == RC_OK)
             st = rc_score_check_alignment(&set, sa.rollouts, &x.res, &al);
+        if (st == RC_OK && in.trainer_logprobs)
+            st = score_check_trainer_column(&x.res, in.trainer_logprobs, in.resp_max, &set, sa.rollouts, &al);
+        if (st == RC_OK && in.trainer_logprobs && !sa.sweep) /* three columns: the logged pair in the statistics */
+            st = rc_score_adopt_trainer(&in, &x.res, &tw);
+        if (st == RC_OK && in.trainer_logprobs && !sa.sweep)
+            st = rc_compute_stats(&x.res);
+    }
+    if (st == RC_OK && set.has_trainer && !logged && !sa.sweep) { /* the three columns' summary */
+        st = rc_calloc((void **)&x.res.threeway, 1, sizeof *x.res.threeway, "results");
+        if (st == RC_OK) {
+            x.res.threeway->len = x.res.gen_len;
+            rc_side_str(&x.ro.trainer, true, x.res.threeway->ratiocheck, sizeof x.res.threeway->ratiocheck);
+            if (x.cfg.reference)
+                snprintf(x.res.threeway->ref, sizeof x.res.threeway->ref, "fp%d", x.cfg.reference);
+            rc_threeway_finish(&tw, x.res.threeway);
+        }
     }
     if (st == RC_OK && sa.sweep && n_set == 0) { /* the trainer's side of sweep's defaults */
         static sweep_setting all[MAX_SWEEP];
@@ -432,7 +554,11 @@ int cmd_score(int argc, char **argv, const char *cmdline)
             fprintf(stderr, "ratiocheck: warning: %s: %s\n", sa.rollouts, al.warnings[i]);
         char tr[160];
         rc_side_str(&x.ro.trainer, true, tr, sizeof tr);
-        snprintf(x.res.trainer, sizeof x.res.trainer, "%s", tr);
+        if (set.has_trainer && !sa.sweep) /* the statistics compare the two logged columns */
+            snprintf(x.res.trainer, sizeof x.res.trainer, "logged (trainer_logprobs)%s%.100s",
+                     logged ? "" : "; ratiocheck's: ", logged ? "" : tr);
+        else
+            snprintf(x.res.trainer, sizeof x.res.trainer, "%s", tr);
         snprintf(x.res.sampler, sizeof x.res.sampler, "logged (%s file, %s log-probs, temperature %g, top_k %lld, "
                  "top_p %g)", rc_rollout_format_name(set.format), set.kind == RC_LP_RAW ? "raw" : "processed",
                  set.temperature, (long long)set.top_k, set.top_p);

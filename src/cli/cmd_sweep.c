@@ -31,7 +31,7 @@ rc_status parse_vary(const char *v, const run_opts *ro, sweep_setting *out)
 
 /* one field of a side changed (a default setting) */
 typedef enum { SET_DTYPE, SET_LM_HEAD, SET_UPCAST, SET_MODE, SET_KERNELS, SET_PREFILL, SET_TP, SET_KV, SET_BATCH,
-               SET_WEIGHTS } side_change;
+               SET_WEIGHTS, SET_ROUTER, SET_REPLAY } side_change;
 
 static void change(rc_side *sd, side_change c, int64_t v)
 {
@@ -46,6 +46,8 @@ static void change(rc_side *sd, side_change c, int64_t v)
     case SET_KV: sd->kv_quant = (rc_kv_quant)v; break;
     case SET_BATCH: sd->batch = v; break;
     case SET_WEIGHTS: sd->wq.kind = (rc_wquant)v; break;
+    case SET_ROUTER: sd->router_f32 = v != 0; break;
+    case SET_REPLAY: sd->route_replay = v != 0; break;
     }
 }
 
@@ -109,6 +111,12 @@ int default_settings(const run_ctx *x, sweep_setting *t)
         n = add_setting(t, n, x, 2, "micro-batch", SET_BATCH, 1);
     if (sm->wq.kind != RC_WQ_FP8) /* an fp8 rollout engine: vLLM's online fp8 (per-tensor weights, per-token acts) */
         n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_FP8);
+    if (x->m && x->m->cfg.n_experts > 0) { /* MoE: the router in fp32, and R3's replay (it needs the sampler's run) */
+        if (!sm->router_f32 || !tr->router_f32)
+            n = add_setting(t, n, x, 3, "router", SET_ROUTER, 1);
+        if (!tr->route_replay && !x->cfg.given_logprobs)
+            n = add_setting(t, n, x, 2, "routing", SET_REPLAY, 1);
+    }
     return n;
 }
 

@@ -88,8 +88,7 @@ static rc_status trace_sides(const rc_results *f, const char *path, const trace_
     for (int t = 0; t < 2; t++) {
         rc_side *sd = t ? &ro->trainer : &ro->sampler;
         rc_side_defaults(t == 1, sd);
-        sd->batch = f->batch;
-        sd->prefill_chunk = f->forward_batch;
+        sd->batch = t ? f->forward_batch : f->batch; /* --batch, --forward-batch, as opts.c gives run's sides */
         if (st == RC_OK)
             st = rc_side_set("dtype", "dtype", f->dtype, t == 1, sd);
         if (st == RC_OK)
@@ -155,6 +154,48 @@ static trace_agg trace_aggregate(const rc_trace_table *tt, int64_t sl0, int64_t 
     return a;
 }
 
+/* A divergence at the route op (rc_moe_route_capture's rows): element e < E is expert e's choice, so the
+ * expert sets differ there (a routing flip, the first element the expert that one side alone chose);
+ * e >= E, the same experts with another weight of expert e - E. 1: a flip, 0: weights, -1: not route. */
+static int route_flip(const rc_trace_out *to, const rc_trace_first *f, int64_t *expert)
+{
+    if (!f->found || f->op != RC_TOP_ROUTE || to->n_experts <= 0)
+        return -1;
+    *expert = f->element < to->n_experts ? f->element : f->element - to->n_experts;
+    return f->element < to->n_experts;
+}
+
+/* to->flip from the traced route rows (rc_moe_route_capture's: [0, E) the chosen experts) */
+static void first_flip(const rc_trace *t, const rc_config *c, int64_t max_pos, rc_trace_out *to)
+{
+    const int64_t E = c->n_experts;
+    for (int64_t l = 0; E > 0 && l < c->n_layers && !to->flip.found; l++) {
+        if (!rc_layer_is_moe(c, l))
+            continue;
+        for (int64_t k = 0; k < to->table->n_seq; k++)
+            for (int64_t p = 0; p < max_pos; p++) {
+                if (to->flip.found && p > to->flip.position)
+                    break;
+                const float *a = rc_trace_row(t, 0, k, l, RC_TOP_ROUTE, p, NULL, NULL);
+                const float *b = rc_trace_row(t, 1, k, l, RC_TOP_ROUTE, p, NULL, NULL);
+                int64_t e = 0;
+                while (a && b && e < E && a[e] == b[e])
+                    e++;
+                if (!a || !b || e == E)
+                    continue;
+                if (!to->flip.found || p < to->flip.position || (p == to->flip.position && e < to->flip.expert)) {
+                    to->flip.found = true;
+                    to->flip.by_sampler = a[e] != 0.0f;
+                    to->flip.layer = l;
+                    to->flip.sequence = to->table->seq[k];
+                    to->flip.position = p;
+                    to->flip.expert = e;
+                }
+                break;
+            }
+    }
+}
+
 static void print_trace_table(const rc_trace_out *to, const char *in, const char *out_path, int64_t worst,
                               double seconds)
 {
@@ -180,7 +221,20 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
                sizeof lb), rc_trace_op_name(f->op), (long long)f->sequence,
                (long long)f->position, (long long)f->element, (double)f->sampler, (double)f->trainer, f->ulp,
                (long long)f->sampler_rows, (long long)f->trainer_rows);
+        int64_t ex;
+        const int flip = route_flip(to, f, &ex);
+        if (flip == 1)
+            printf("  a routing flip: expert %lld is chosen by the %s only (the sides' inputs to the router were "
+                   "equal up to here)\n", (long long)ex, f->sampler != 0.0f ? "sampler" : "trainer");
+        else if (flip == 0)
+            printf("  the same experts, routed with another weight of expert %lld\n", (long long)ex);
     }
+    if (to->flip.found)
+        printf("first routing flip: layer %lld, sequence %lld, position %lld: expert %lld chosen by the %s only\n",
+               (long long)to->flip.layer, (long long)to->flip.sequence, (long long)to->flip.position,
+               (long long)to->flip.expert, to->flip.by_sampler ? "sampler" : "trainer");
+    else if (to->n_experts > 0)
+        printf("first routing flip: none (both sides choose the same experts at every traced position)\n");
     for (int64_t k = 0; tt->n_seq > 1 && k < tt->n_seq; k++) { /* each sequence's own */
         const rc_trace_first *sf = &tt->seq_first[k];
         if (!sf->found)
@@ -245,9 +299,20 @@ static void print_trace_json(const rc_trace_out *to, const char *in, const char 
         rc_json_num(stdout, "sampler", (double)f->sampler, true);
         rc_json_num(stdout, "trainer", (double)f->trainer, true);
         rc_json_num(stdout, "ulp", f->ulp, true);
-        printf("\"sampler_rows\": %lld, \"trainer_rows\": %lld}", (long long)f->sampler_rows,
+        printf("\"sampler_rows\": %lld, \"trainer_rows\": %lld", (long long)f->sampler_rows,
                (long long)f->trainer_rows);
+        int64_t ex;
+        const int flip = route_flip(to, f, &ex);
+        if (flip >= 0)
+            printf(", \"routing_flip\": %s, \"expert\": %lld", flip ? "true" : "false", (long long)ex);
+        putchar('}');
     }
+    if (to->n_experts > 0 && to->flip.found)
+        printf(", \"first_flip\": {\"layer\": %lld, \"sequence\": %lld, \"position\": %lld, \"expert\": %lld, "
+               "\"chosen_by\": \"%s\"}", (long long)to->flip.layer, (long long)to->flip.sequence,
+               (long long)to->flip.position, (long long)to->flip.expert, to->flip.by_sampler ? "sampler" : "trainer");
+    else if (to->n_experts > 0)
+        printf(", \"first_flip\": null");
     printf(", \"seq_first\": [");
     for (int64_t k = 0; k < tt->n_seq; k++) {
         const rc_trace_first *sf = &tt->seq_first[k];
@@ -388,7 +453,9 @@ int cmd_trace(int argc, char **argv, const char *cmdline)
     if (st == RC_OK) { /* the traced sequences' replayed log-probs, against the file's */
         rc_side_str(&ro->sampler, false, sd_s, sizeof sd_s);
         rc_side_str(&ro->trainer, true, sd_t, sizeof sd_t);
-        tout = (rc_trace_out){tt, sd_s, sd_t, L, x.m->cfg.n_layers, lp, lp + n_sel * L, 0, 0, 0};
+        tout = (rc_trace_out){tt, sd_s, sd_t, L, x.m->cfg.n_layers, lp, lp + n_sel * L, 0, 0, 0, x.m->cfg.n_experts,
+                              {0}};
+        first_flip(tr, &x.m->cfg, x.cfg.prompt_max + L, &tout);
         const rc_len_result *fl = &orig.lens[orig.n_lens - 1];
         for (int64_t k = 0; k < n_sel; k++) {
             const int64_t q = seqs[k], valid = orig.gen_valid[q] < L ? orig.gen_valid[q] : L;

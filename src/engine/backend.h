@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "gdn.h"
 #include "model.h"
 #include "ops_inline.h"
 #include "status.h"
@@ -139,6 +140,8 @@ typedef struct {
     float scale;              /* multiplier head_dim ** -0.5 (a Python float, then fp32), or the
                                * divisor sqrt(head_dim) when score_div */
     bool score_div;           /* scores divided by scale (Baichuan) instead of multiplied */
+    float softcap;            /* > 0: scaled scores soft-capped, R(R(tanh(R(s / softcap))) * softcap) in
+                               * score_dt (Gemma 2's attn_logit_softcapping); 0: none */
     int64_t sliding_window;   /* 0: none */
     rc_mask_kind mask;
     rc_attn_numerics num;     /* rounding points inside attention */
@@ -167,6 +170,7 @@ RC_HD static inline rco_score_spec rc_attn_score_spec(const rc_attn_params *ap, 
     sp.scale = ap->scale;
     sp.div = ap->score_div ? 1 : 0;
     sp.score_dt = ap->num.score_dt;
+    sp.softcap = ap->softcap;
     sp.alibi = ap->pos == RC_ATTN_POS_ALIBI ? ap->alibi_mode : RCO_ALIBI_NONE;
     sp.slope = sp.alibi != RCO_ALIBI_NONE ? slopes[h] : 0.0f;
     sp.key0 = key0;
@@ -203,6 +207,7 @@ static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const cha
                          (long long)ap->rotary_dim);
     if (ap->n_heads <= 0 || ap->n_kv_heads <= 0 || ap->n_heads % ap->n_kv_heads != 0 || ap->head_dim <= 0 ||
         ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim || !(ap->scale > 0.0f) ||
+        !(ap->softcap >= 0.0f) ||
         !(ap->rope_attn_factor > 0.0f))
         return rc_errorf(RC_ERR_INTERNAL, "%s: bad attention shape (%lld/%lld heads, head_dim %lld, rotary %lld)",
                          op, (long long)ap->n_heads, (long long)ap->n_kv_heads, (long long)ap->head_dim,
@@ -297,6 +302,11 @@ typedef struct {
                          rc_dtype out_dt);
     /* x = min(max(x, -c), c) in place (MPT's clip_qkv; exact, no rounding) */
     rc_status (*clamp)(rc_backend *be, float *x, int64_t n, float c);
+    /* x = R(x * s) in place, fp32 product (Gemma's embedding scale; rco_scale1) */
+    rc_status (*scale)(rc_backend *be, float *x, int64_t n, float s, rc_dtype out_dt);
+    /* x = R(R(tanh(R(x / cap))) * cap) in place (Gemma 2's final logit
+     * soft-capping; rco_softcap1) */
+    rc_status (*softcap)(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt);
     /* out[r, :] = F.normalize(W[r, :]) for r < M rows of H (Baichuan2's
      * NormHead; rco_normalize_row), rounded to out_dt; out may alias W when W is fp32 */
     rc_status (*normalize_rows)(rc_backend *be, rc_wt W, int64_t M, int64_t H, float eps,
@@ -336,6 +346,13 @@ typedef struct {
      * sigmoid (rows, widx: host; the rows distinct) */
     rc_status (*moe_accumulate)(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
                                 const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
+    /* Gated DeltaNet (gdn.h): one recurrent decode step of n sequences
+     * (rc_cpu_gdn_step; per sequence and value head rco_gdn_recurrent_token):
+     * q, k [n][hk][dk], v [n][hv][dv], g, beta [n][hv], state
+     * [n][hv][dk][dv] updated and rounded to state_dt, out [n][hv][dv] */
+    rc_status (*gdn_step)(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                          float *state, float *out);
 } rc_backend_ops;
 
 struct rc_backend {

@@ -920,6 +920,24 @@ static rc_status cpu_clamp(rc_backend *be, float *x, int64_t n, float c)
     return RC_OK;
 }
 
+static rc_status cpu_scale(rc_backend *be, float *x, int64_t n, float sc, rc_dtype out_dt)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rco_scale1(x[i], sc, out_dt);
+    return RC_OK;
+}
+
+static rc_status cpu_softcap(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rco_softcap1(x[i], cap, out_dt);
+    return RC_OK;
+}
+
 static rc_status cpu_normalize_rows(rc_backend *be, rc_wt W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                                     float *out)
 {
@@ -1049,6 +1067,8 @@ static const rc_backend_ops k_cpu_ops = {
     .qk_norm = cpu_qk_norm,
     .attention = cpu_attention,
     .clamp = cpu_clamp,
+    .scale = cpu_scale,
+    .softcap = cpu_softcap,
     .normalize_rows = cpu_normalize_rows,
     .act = cpu_act,
     .act_mul = cpu_act_mul,
@@ -1057,6 +1077,7 @@ static const rc_backend_ops k_cpu_ops = {
     .zero = rc_cpu_zero, /* the MoE ops: moe.c */
     .moe_route = rc_cpu_moe_route,
     .moe_accumulate = rc_cpu_moe_accumulate,
+    .gdn_step = rc_cpu_gdn_step, /* gdn.c */
 };
 
 static void cpu_destroy(rc_backend *be)

@@ -63,8 +63,9 @@ static void norm64(const rc_config *c, const double *x, int64_t M, rc_wt w, rc_w
             for (int64_t i = 0; i < H; i++)
                 ss += xr[i] * xr[i];
             double rs = 1.0 / sqrt(ss / (double)H + c->norm_eps);
+            const double off = c->norm_w_offset ? 1.0 : 0.0; /* Gemma: (1 + w) */
             for (int64_t i = 0; i < H; i++)
-                yr[i] = (double)rc_wt_at(w, i) * (xr[i] * rs);
+                yr[i] = ((double)rc_wt_at(w, i) + off) * (xr[i] * rs);
         }
     }
 }
@@ -103,16 +104,19 @@ static void inv_freq64(const rc_config *c, double *inv)
     }
 }
 
-/* RMSNorm of n values in place (q / k norm) */
-static void rms64(double *x, int64_t n, rc_wt w, double eps)
+/* RMSNorm of n values in place (q / k norm); off: added to each weight (Gemma's 1) */
+static void rms64(double *x, int64_t n, rc_wt w, double eps, double off)
 {
     double ss = 0;
     for (int64_t i = 0; i < n; i++)
         ss += x[i] * x[i];
     const double rs = 1.0 / sqrt(ss / (double)n + eps);
     for (int64_t i = 0; i < n; i++)
-        x[i] = (double)rc_wt_at(w, i) * (x[i] * rs);
+        x[i] = ((double)rc_wt_at(w, i) + off) * (x[i] * rs);
 }
+
+/* cap * tanh(x / cap) for cap > 0 (Gemma 2's soft-capping), else x */
+static double capped(double x, double cap) { return cap > 0 ? cap * tanh(x / cap) : x; }
 
 static double act64(rc_act a, double x)
 {
@@ -135,6 +139,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     const int64_t qkv_w = (nh + 2 * nkv) * d, V = c->vocab;
     double *x = NULL, *h = NULL, *qkv = NULL, *att = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *logit = NULL;
     double inv[2048], inv_local[2048];
+    const double qk_off = c->norm_w_offset ? 1.0 : 0.0;
     double *slopes = NULL, *head_norm = NULL;
     rc_status s = RC_OK;
     int64_t big = I > qkv_w ? I : qkv_w;
@@ -150,8 +155,11 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         (s = rc_calloc((void **)&head_norm, V, sizeof *head_norm, "fp64 reference")) != RC_OK)
         goto done;
     inv_freq64(c, inv);
-    for (int64_t j = 0; c->rope_local_theta > 0 && j < c->rotary_dim / 2; j++) /* the sliding layers' default RoPE */
-        inv_local[j] = 1.0 / pow(c->rope_local_theta, (double)(2 * j) / (double)c->rotary_dim);
+    if (c->rope_theta_local > 0) { /* Gemma 3's, OLMo3's sliding layers */
+        rc_config lc = *c;
+        rc_config_local_rope(&lc);
+        inv_freq64(&lc, inv_local);
+    }
     if ((s = rc_config_check_positions(c, n)) != RC_OK)
         goto done;
     if (c->pos == RC_POS_ALIBI)
@@ -176,6 +184,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             x[r * H + i] = (double)rc_wt_at(w->embed, (int64_t)tokens[r] * H + i) +
                            (c->pos == RC_POS_LEARNED ? (double)rc_wt_at(w->wpe, r * H + i) : 0.0);
     }
+    for (int64_t i = 0; c->embed_scale > 0 && i < n * H; i++) /* Gemma: sqrt(hidden), unrounded */
+        x[i] *= c->embed_scale;
     if (c->embed_norm) {
         norm64(c, x, n, w->emb_ln_w, w->emb_ln_b, h);
         memcpy(x, h, (size_t)(n * H) * sizeof *x);
@@ -198,24 +208,24 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         for (int64_t r = 0; r < n && c->qk_norm != RC_QK_NORM_NONE; r++) {
             double *row = qkv + r * qkv_w;
             if (c->qk_norm == RC_QK_NORM_ALL) {
-                rms64(row, nh * d, L->q_norm_w, c->norm_eps);
-                rms64(row + nh * d, nkv * d, L->k_norm_w, c->norm_eps);
+                rms64(row, nh * d, L->q_norm_w, c->norm_eps, qk_off);
+                rms64(row + nh * d, nkv * d, L->k_norm_w, c->norm_eps, qk_off);
             } else {
                 for (int64_t hd = 0; hd < nh + nkv; hd++)
-                    rms64(row + hd * d, d, hd < nh ? L->q_norm_w : L->k_norm_w, c->norm_eps);
+                    rms64(row + hd * d, d, hd < nh ? L->q_norm_w : L->k_norm_w, c->norm_eps, qk_off);
             }
         }
         const int64_t half = c->pos == RC_POS_ROTARY ? c->rotary_dim / 2 : 0;
-        const bool loc = rc_layer_rope_local(c, l); /* OLMo3: the sliding layers' own RoPE */
-        const double *lf = loc ? inv_local : inv;
+        const bool local = rc_layer_rope_local(c, l); /* Gemma 3, OLMo3: the sliding layers' own RoPE */
+        const double *li = local ? inv_local : inv;
         /* YaRN and longrope scale cos and sin */
-        const double rope_att = loc ? 1.0 : c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
+        const double rope_att = !local && c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
         const int64_t win = rc_layer_window(c, l);
         for (int64_t r = 0; r < n; r++)
             for (int64_t hd = 0; hd < nh + nkv; hd++) {
                 double *v = qkv + r * qkv_w + hd * d;
                 for (int64_t j = 0; j < half; j++) {
-                    double a = (double)r * lf[j], cs = cos(a) * rope_att, sn = sin(a) * rope_att;
+                    double a = (double)r * li[j], cs = cos(a) * rope_att, sn = sin(a) * rope_att;
                     double x1 = v[j], x2 = v[j + half];
                     v[j] = x1 * cs - x2 * sn;
                     v[j + half] = x2 * cs + x1 * sn;
@@ -239,7 +249,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                     double dot = 0;
                     for (int64_t t = 0; t < d; t++)
                         dot += q[t] * k[t];
-                    mx = fmax(mx, dot * scale + slopes[hd] * (double)(j - r));
+                    mx = fmax(mx, capped(dot * scale, c->attn_softcap) + slopes[hd] * (double)(j - r));
                 }
                 for (int64_t j = lo; j <= r; j++) {
                     const double *k = qkv + j * qkv_w + (nh + kh) * d;
@@ -247,7 +257,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                     double dot = 0;
                     for (int64_t t = 0; t < d; t++)
                         dot += q[t] * k[t];
-                    double e = exp(dot * scale + slopes[hd] * (double)(j - r) - mx);
+                    double e = exp(capped(dot * scale, c->attn_softcap) + slopes[hd] * (double)(j - r) - mx);
                     sum += e;
                     for (int64_t t = 0; t < d; t++)
                         o[t] += e * vv[t];
@@ -257,12 +267,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             }
         if ((s = mm64(att, n, nh * d, L->w_o, H, L->b_o, t3)) != RC_OK)
             goto done; /* attn_out */
-        if (c->sandwich_norm) { /* GLM-4: post_self_attn_layernorm(attn_out) */
-            norm64(c, t3, n, L->ln1_post_w, (rc_wt){0}, h);
-            memcpy(t3, h, (size_t)(n * H) * sizeof *h);
-        }
-        if (c->post_norm) {
-            norm64(c, t3, n, L->ln1_w, L->ln1_b, h);
+        if (c->post_norm || c->sandwich_norm) {
+            norm64(c, t3, n, c->sandwich_norm ? L->post_attn_ln_w : L->ln1_w, L->ln1_b, h);
             memcpy(t3, h, (size_t)(n * H) * sizeof *h);
         }
         if (!c->parallel_residual)
@@ -294,12 +300,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             if ((s = mm64(t1, n, I, L->w_down, H, L->b_down, h)) != RC_OK)
                 goto done;
         }
-        if (c->post_norm) {
-            norm64(c, h, n, L->ln2_w, L->ln2_b, t3);
-            memcpy(h, t3, (size_t)(n * H) * sizeof *h);
-        }
-        if (c->sandwich_norm) { /* GLM-4: post_mlp_layernorm(mlp_out) */
-            norm64(c, h, n, L->ln2_post_w, (rc_wt){0}, t3);
+        if (c->post_norm || c->sandwich_norm) {
+            norm64(c, h, n, c->sandwich_norm ? L->post_mlp_ln_w : L->ln2_w, L->ln2_b, t3);
             memcpy(h, t3, (size_t)(n * H) * sizeof *h);
         }
         for (int64_t i = 0; i < n * H; i++)
@@ -315,7 +317,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             goto done;
         double mx = -INFINITY, sum = 0;
         for (int64_t v = 0; v < V; v++) {
-            logit[v] = logit[v] / head_norm[v] / temperature;
+            logit[v] = capped(logit[v] / head_norm[v], c->final_softcap) / temperature;
             mx = fmax(mx, logit[v]);
         }
         for (int64_t v = 0; v < V; v++)

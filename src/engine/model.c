@@ -578,14 +578,6 @@ void rc_rope_inv_freq(const rc_config *cfg, float *inv)
     }
 }
 
-void rc_rope_inv_freq_local(const rc_config *cfg, float *inv)
-{
-    const int64_t dim = cfg->rotary_dim;
-    const float base = (float)cfg->rope_local_theta;
-    for (int64_t j = 0; j < dim / 2; j++)
-        inv[j] = 1.0f / powf(base, (float)(2 * j) / (float)dim);
-}
-
 void rc_yarn_range(const rc_config *cfg, double *low, double *high)
 {
     const double dim = (double)cfg->rotary_dim, base = cfg->rope_theta, orig = (double)cfg->rope_orig_max_pos;
@@ -774,7 +766,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
         goto fail;
     }
     m->n_params = in_files_float;
-    const int64_t n_inv = (c->rope_local_theta > 0 ? 2 : 1) * (c->rotary_dim / 2 + 1);
+    const int64_t n_inv = c->rotary_dim / 2 + 1;
     const int64_t n_slopes = c->pos == RC_POS_ALIBI ? c->n_heads : 0;
     s = rc_calloc((void **)&m->w.layers, c->n_layers, sizeof *m->w.layers, "layer table");
     if (s != RC_OK)
@@ -798,7 +790,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     }
     s = rc_alloc_aligned((void **)&m->arena, m->arena_bytes > 0 ? m->arena_bytes : 1, 1, "model weights");
     if (s == RC_OK)
-        s = rc_alloc_aligned((void **)&m->tables, n_inv + n_slopes, sizeof(float), "model tables");
+        s = rc_alloc_aligned((void **)&m->tables, 2 * n_inv + n_slopes, sizeof(float), "model tables");
     if (s != RC_OK)
         goto fail;
     memset(m->w.layers, 0, (size_t)c->n_layers * sizeof *m->w.layers);
@@ -813,12 +805,14 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     m->st = st;
     m->w.inv_freq = m->tables;
     rc_rope_inv_freq(c, m->w.inv_freq);
-    if (c->rope_local_theta > 0) {
-        m->w.inv_freq_local = m->tables + c->rotary_dim / 2 + 1;
-        rc_rope_inv_freq_local(c, m->w.inv_freq_local);
+    if (c->rope_theta_local > 0) { /* Gemma 3's, OLMo3's sliding layers: default RoPE of the local base */
+        rc_config lc = *c;
+        rc_config_local_rope(&lc);
+        m->w.inv_freq_local = m->tables + n_inv;
+        rc_rope_inv_freq(&lc, m->w.inv_freq_local);
     }
     if (n_slopes > 0) {
-        m->w.alibi_slopes = m->tables + n_inv;
+        m->w.alibi_slopes = m->tables + 2 * n_inv;
         rc_alibi_slopes_compute(c, m->w.alibi_slopes, NULL);
     }
 done:

@@ -99,10 +99,6 @@ typedef struct {
     /* longrope: short_factor as config.json gives it (rotary_dim / 2 values;
      * HF makes an fp32 tensor of them) */
     double rope_short_factor[RC_MAX_ROPE_PAIRS];
-    /* > 0: the sliding layers (layer_sliding) rotate with the default RoPE of
-     * this base and the full layers with the settings above (OLMo3's
-     * rope_parameters per layer type: rope_scaling applies to the full layers) */
-    double rope_local_theta;
     int64_t sliding_window;  /* 0: none */
     /* window_per_layer: sliding_window applies to the layers whose
      * layer_sliding[l] is 1 only (layer_types "sliding_attention"), the
@@ -118,10 +114,29 @@ typedef struct {
      * R(w * x * rsqrt(..)) (OLMo2's (weight * x).to(dtype)), instead of
      * Llama's R(w * R(x * rsqrt(..))) */
     bool norm_w_f32;
-    /* sandwich_norm: besides ln1 / ln2 before the sublayers, ln1_post / ln2_post
-     * normalise the attention and MLP outputs before their residual add
-     * (GLM-4's post_self_attn_layernorm / post_mlp_layernorm) */
+    /* Gemma's RMSNorm: the weight enters as (1 + w) computed in fp32 from the
+     * weight's (rounded) value, multiplied in fp32 and rounded once
+     * (norm_w_f32 is set with it); every RMSNorm of the model, q / k norms included */
+    bool norm_w_offset;
+    /* four norms per layer: ln1 / ln2 before attention and MLP and
+     * post_attn_ln_w / post_mlp_ln_w on their outputs before the residual add
+     * (Gemma 2 / 3: input_layernorm, pre_feedforward_layernorm,
+     * post_attention_layernorm, post_feedforward_layernorm; GLM-4:
+     * input_layernorm, post_attention_layernorm, post_self_attn_layernorm,
+     * post_mlp_layernorm) */
     bool sandwich_norm;
+    /* > 0: token embeddings multiplied by this (Python float -> fp32 -> the
+     * run's dtype), the product rounded to the dtype (Gemma's sqrt(hidden)) */
+    double embed_scale;
+    /* > 0: soft-capping cap * tanh(x / cap), each op rounded to the dtype:
+     * of the attention scores after the scaling (attn_logit_softcapping) and
+     * of the LM head's logits (final_logit_softcapping) */
+    double attn_softcap, final_softcap;
+    /* > 0: the sliding layers (layer_sliding) rotate with default RoPE of this
+     * base (Gemma 3's rope_local_base_freq / rope_parameters.sliding_attention;
+     * OLMo3's rope_parameters per layer type), the others with rope_theta and
+     * its scaling (rope_scaling applies to the full layers only) */
+    double rope_theta_local;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
     double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */
@@ -223,8 +238,8 @@ typedef enum {
     X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)             /* [hidden] */                                \
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
-    X(ln1_post_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] attention output norm, or NULL */  \
-    X(ln2_post_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] MLP output norm, or NULL */        \
+    X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
+    X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
     X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
@@ -290,7 +305,7 @@ typedef struct {
     RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
     rc_layer_weights *layers; /* [n_layers] */
     float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it (never rounded) */
-    float *inv_freq_local;    /* the sliding layers' (cfg rope_local_theta > 0), else NULL */
+    float *inv_freq_local;    /* the sliding layers' [rotary_dim / 2] when rope_theta_local > 0, else NULL */
     float *alibi_slopes;      /* [n_heads] fp32 as the family computes them (never rounded), or NULL */
 } rc_weights;
 
@@ -323,7 +338,7 @@ typedef struct {
     unsigned char *arena;   /* weights that cannot be used as stored (layout fixes, fused pieces, F64) */
     int64_t arena_bytes;    /* its size */
     int64_t mapped_bytes;   /* weight bytes used in place from the mapped files */
-    float *tables;          /* inv_freq and the ALiBi slopes */
+    float *tables;          /* inv_freq (both tables) and the ALiBi slopes */
     int64_t n_params;       /* elements of floating tensors in the checkpoint */
     char stored_dtype[16];  /* dtype of the embedding tensor in the files */
 } rc_model;
@@ -502,6 +517,16 @@ void rc_model_free(rc_model *m);
  * that also needs their stored values: an fp32 side or reference, the fp64
  * reference. Dry (rc_model_load_headers): the dtypes and arena_bytes only. */
 rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
+/* cfg's RoPE made the sliding layers' (rope_theta_local > 0): default type,
+ * base rope_theta_local, attention factor 1 (Gemma 3's local rotary, OLMo 3's
+ * sliding layers) */
+static inline void rc_config_local_rope(rc_config *cfg)
+{
+    cfg->rope_type = RC_ROPE_DEFAULT;
+    cfg->rope_theta = cfg->rope_theta_local;
+    cfg->rope_factor = 1.0;
+    cfg->rope_attn_factor = 1.0;
+}
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
 /* A sequence of n_positions positions can run: RC_ERR_UNSUPPORTED for
@@ -509,13 +534,11 @@ void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
  * every position of a forward call with long_factor, so its KV-cached
  * generation and its full forward part ways), naming both numbers. */
 rc_status rc_config_check_positions(const rc_config *cfg, int64_t n_positions);
-/* The sliding layers' fp32 inv_freq (cfg->rope_local_theta > 0: default
- * RoPE of that base). */
-void rc_rope_inv_freq_local(const rc_config *cfg, float *inv_freq);
-/* RoPE of layer l: the sliding layers' own table when the config gives them one */
+/* RoPE of layer l: the sliding layers' own table (rc_config_local_rope) when
+ * the config gives them one */
 static inline bool rc_layer_rope_local(const rc_config *cfg, int64_t l)
 {
-    return cfg->rope_local_theta > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l];
+    return cfg->rope_theta_local > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l];
 }
 /* YaRN's correction range [low, high] over the rotary pair index, as
  * find_correction_range computes it (Python floats; floor / ceil with

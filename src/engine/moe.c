@@ -56,6 +56,7 @@ struct rc_moe_scratch {
     float *g, *u;  /* [rows, max(Im, Is)] gate and up outputs */
     float *y;      /* [rows, H] one expert's output */
     float *sig;    /* [rows] the shared expert's gate logits */
+    float *route;  /* [rows, 2E] the routing as the trace captures it (rc_moe_route_capture) */
     /* host */
     float *sel_host, *w_host; /* [rows, k] */
     int64_t *rows_e;          /* [rows] one expert's rows, in torch.where's order */
@@ -77,7 +78,7 @@ bool rc_moe_scratch_size(const rc_config *c, int64_t R, int64_t *backend_floats,
     int64_t t, b = 0, h = 0;
     bool ok = rc_mul_i64(R, E, &t) && rc_add_i64(b, t, &b) && rc_mul_i64(R, 2 * k, &t) && rc_add_i64(b, t, &b) &&
               rc_mul_i64(R, 2 * H, &t) && rc_add_i64(b, t, &b) && rc_mul_i64(R, 2 * I, &t) &&
-              rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b);
+              rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b) && rc_mul_i64(R, 2 * E, &t) && rc_add_i64(b, t, &b);
     ok = ok && rc_mul_i64(R, 2 * k * 4, &t) && rc_add_i64(h, t, &h) && rc_mul_i64(R, 3 * 8, &t) &&
          rc_add_i64(h, t, &h);
     *backend_floats = b;
@@ -89,7 +90,7 @@ void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s)
 {
     if (!s)
         return;
-    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig};
+    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig, s->route};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -115,8 +116,8 @@ rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t R, r
     s->max_rows = R;
     const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, I = moe_inner(c);
     rc_status st = RC_OK;
-    float **bufs[] = {&s->logits, &s->sel, &s->w, &s->xin, &s->g, &s->u, &s->y, &s->sig};
-    const int64_t n[] = {R * E, R * k, R * k, R * H, R * I, R * I, R * H, R};
+    float **bufs[] = {&s->logits, &s->sel, &s->w, &s->xin, &s->g, &s->u, &s->y, &s->sig, &s->route};
+    const int64_t n[] = {R * E, R * k, R * k, R * H, R * I, R * I, R * H, R, R * 2 * E};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && st == RC_OK; i++)
         st = be->ops->alloc(be, n[i] > 0 ? n[i] : 1, bufs[i]);
     if (st == RC_OK)
@@ -160,8 +161,47 @@ static rc_status swiglu(rc_backend *be, const rc_config *c, const float *x, int6
     return op->matmul(be, s->g, n, I, Wd, H, NULL, r->in_act, r->linear, y);
 }
 
+/* routing=replay: the rows with recorded experts take them, their weights
+ * recomputed from this side's logits (rco_moe_route_forced_row, on the host
+ * for every backend); the others keep the op's routing */
+static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_batch_desc *bd, int64_t l, int64_t n,
+                                int64_t row0, rc_dtype w_dt, rc_moe_scratch *s, const rc_routing_hook *hook)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k;
+    float *rec = NULL, *lg = NULL, *p = NULL;
+    rc_status st;
+    if ((st = rc_alloc_aligned((void **)&rec, n * k, sizeof *rec, "MoE replay")) != RC_OK ||
+        (st = rc_alloc_aligned((void **)&lg, n * E, sizeof *lg, "MoE replay")) != RC_OK ||
+        (st = rc_alloc_aligned((void **)&p, E, sizeof *p, "MoE replay")) != RC_OK)
+        goto done;
+    if ((st = hook->replay(hook->ctx, bd, l, row0, n, k, rec)) != RC_OK ||
+        (st = op->download(be, s->logits, n * E, lg)) != RC_OK ||
+        (st = op->download(be, s->w, n * k, s->w_host)) != RC_OK)
+        goto done;
+    for (int64_t i = 0; i < n; i++) {
+        if (rec[i * k] < 0.0f)
+            continue;
+        for (int64_t j = 0; j < k; j++)
+            if (!(rec[i * k + j] >= 0.0f && rec[i * k + j] < (float)E)) {
+                st = rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: replayed expert %g of %lld", (long long)l,
+                               (double)rec[i * k + j], (long long)E);
+                goto done;
+            }
+        memcpy(s->sel_host + i * k, rec + i * k, (size_t)k * sizeof *rec);
+        rco_moe_route_forced_row(lg + i * E, E, k, c->norm_topk_prob, w_dt, p, rec + i * k, s->w_host + i * k);
+    }
+    if ((st = op->upload(be, s->sel_host, n * k, RC_F32, s->sel)) == RC_OK)
+        st = op->upload(be, s->w_host, n * k, RC_F32, s->w);
+done:
+    free(rec);
+    free(lg);
+    free(p);
+    return st;
+}
+
 rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weights *L, int64_t l, const float *h,
-                         int64_t n, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
+                         int64_t n, const rc_batch_desc *bd, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
                          const rc_routing_hook *hook, float *out)
 {
     const rc_backend_ops *op = be->ops;
@@ -169,15 +209,18 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     if (!s || n > s->max_rows)
         return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: %lld rows without scratch for them", (long long)l,
                          (long long)n);
-    /* the router: logits in the dtype, then softmax / top-k / weights */
-    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->linear, s->logits));
-    RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, c->moe_weights_f32 ? RC_F32 : r->linear,
-                         s->sel, s->w));
+    /* the router: logits in the dtype (router=fp32: unrounded), then softmax / top-k / weights (cast to the
+     * logits' dtype: transformers' .to(router_logits.dtype); Mixtral keeps them fp32) */
+    const rc_dtype w_dt = c->moe_weights_f32 || r->router_f32 ? RC_F32 : r->linear;
+    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->router_f32 ? RC_F32 : r->linear, s->logits));
+    RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, w_dt, s->sel, s->w));
     RC_TRY(op->download(be, s->sel, n * k, s->sel_host));
-    if (hook && hook->fn) {
+    if (hook && hook->fn) { /* the router's own choice (under replay too: what miles' R3 check compares) */
         RC_TRY(op->download(be, s->w, n * k, s->w_host));
-        RC_TRY(hook->fn(hook->ctx, l, row0, n, k, s->sel_host, s->w_host));
+        RC_TRY(hook->fn(hook->ctx, bd, l, row0, n, k, s->sel_host, s->w_host));
     }
+    if (r->replay && hook && hook->replay)
+        RC_TRY(replay_routing(be, c, bd, l, n, row0, w_dt, s, hook));
     RC_TRY(op->zero(be, out, n * H));
     /* the experts in index order (Qwen2MoeExperts' loop over expert_hit),
      * each over the rows that chose it in torch.where(expert_mask[e])'s
@@ -206,6 +249,25 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
         RC_TRY(op->moe_accumulate(be, s->y, n, H, s->iota, s->sig, s->iota, true, r->linear, out));
     }
     return RC_OK;
+}
+
+rc_status rc_moe_route_capture(rc_backend *be, const rc_config *c, rc_moe_scratch *s, int64_t n, const float **out)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k;
+    float *h = NULL;
+    RC_TRY(op->download(be, s->w, n * k, s->w_host));
+    RC_TRY(rc_calloc((void **)&h, n * 2 * E, sizeof *h, "MoE routing capture"));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t e = (int64_t)s->sel_host[i * k + j];
+            h[i * 2 * E + e] = 1.0f;
+            h[i * 2 * E + E + e] = s->w_host[i * k + j];
+        }
+    rc_status st = op->upload(be, h, n * 2 * E, RC_F32, s->route);
+    free(h);
+    *out = s->route;
+    return st;
 }
 
 /* ---- fp64 reference ----------------------------------------------------------------- */

@@ -9,13 +9,20 @@
 
 #include "backend.h"
 
-/* Where the routing of a MoE layer can be recorded: called once per layer
- * and row chunk with the chosen experts and their weights (host arrays,
- * [n][top_k], experts as exact integers in floats, weights as the op
- * computed them), rows [row0, row0 + n) of the call. */
+/* Where the routing of a MoE layer can be recorded, and where a replaying
+ * side (R3, routing=replay) gets its experts from. fn: called once per layer
+ * and row chunk with the experts the layer used and their weights (host
+ * arrays, [n][top_k], experts as exact integers in floats, weights as the op
+ * computed them) for rows [row0, row0 + n) of the call bd (under replay, the
+ * router's own choice before the replayed experts replace it). replay: on a side
+ * with rc_moe_rounding.replay, called before the experts run to fill
+ * experts [n][top_k] with the recorded experts of those rows (a row whose
+ * first entry is negative has none and keeps its own routing). */
 typedef struct {
-    rc_status (*fn)(void *ctx, int64_t layer, int64_t row0, int64_t n, int64_t top_k, const float *experts,
-                    const float *weights);
+    rc_status (*fn)(void *ctx, const rc_batch_desc *bd, int64_t layer, int64_t row0, int64_t n, int64_t top_k,
+                    const float *experts, const float *weights);
+    rc_status (*replay)(void *ctx, const rc_batch_desc *bd, int64_t layer, int64_t row0, int64_t n, int64_t top_k,
+                        float *experts);
     void *ctx;
 } rc_routing_hook;
 
@@ -34,14 +41,22 @@ void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s);
  * in_norm (the norm's output) and in_act (the SwiGLU product). */
 typedef struct {
     rc_dtype linear, act, in_norm, in_act;
+    bool router_f32; /* router=fp32: the router's logits unrounded (fp32) and its weights kept fp32 */
+    bool replay;     /* routing=replay: the experts from the hook's replay, the weights recomputed */
 } rc_moe_rounding;
 
 /* out [n, hidden] = the MoE MLP of layer l (a MoE layer of c) over the
- * normalised rows h [n, hidden] (rows [row0, row0 + n) of the call; hook:
- * NULL or where the routing goes). */
+ * normalised rows h [n, hidden] (rows [row0, row0 + n) of the call bd; hook:
+ * NULL or where the routing goes and, with r->replay, comes from). */
 rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weights *L, int64_t l, const float *h,
-                         int64_t n, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
+                         int64_t n, const rc_batch_desc *bd, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
                          const rc_routing_hook *hook, float *out);
+
+/* After rc_moe_forward over n rows: the routing it used as rows of 2E floats
+ * in backend memory (*out, the scratch's): [0, E) 1 where the expert was
+ * chosen, else 0; [E, 2E) its weight, 0 where not chosen (the trace's route
+ * op: element e < E differs when the two sides' expert sets do). */
+rc_status rc_moe_route_capture(rc_backend *be, const rc_config *c, rc_moe_scratch *s, int64_t n, const float **out);
 
 /* The same in double (the fp64 reference, forward64.c): softmax, top-k,
  * weights and sums in double, no rounding. mm64: its GEMM. */

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 
 #include "results.h"
+#include "routing.h"
 #include "util.h"
 
 /* The most a DEFLATE stream can expand: 258 bytes from a 2-bit code. */
@@ -402,8 +403,8 @@ static rc_status read_strs(h5r *r, const char *name, int64_t n, char ***out)
 
 /* bytes of every array rc_h5_read and rc_compute_stats would allocate, or -1
  * on overflow */
-static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, bool ent, const int64_t *lens,
-                              int64_t nlens)
+static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, bool ref, int f32_extra, bool dist,
+                              const int64_t *lens, int64_t nlens)
 {
     int64_t pt, sg, t, total = 0;
     /* prompts: tokens, lengths, text pointers */
@@ -412,13 +413,44 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
         return -1;
     /* rollouts: 3 x i32 [S], completion pointers; tokens + 2 log-prob arrays (+ entropy, reference) [S, G] */
     if (!rc_mul_i64(S, 3 * 4 + 8, &t) || !rc_add_i64(total, t, &total) || !rc_mul_i64(S, G, &sg) ||
-        !rc_mul_i64(sg, 3 * 4 + (ent ? 4 : 0) + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
+        !rc_mul_i64(sg, 3 * 4 + 4 * f32_extra + (ref ? 8 : 0), &t) || !rc_add_i64(total, t, &total))
         return -1;
     /* per length: forward log-probs [S, L], and the statistics' double scratch */
     for (int64_t i = 0; i < nlens; i++)
-        if (!rc_mul_i64(S, lens[i], &t) || !rc_mul_i64(t, 4 + 8, &t) || !rc_add_i64(total, t, &total))
+        if (!rc_mul_i64(S, lens[i], &t) || !rc_mul_i64(t, 4 + 8 + (dist ? 8 + 8 + 4 : 0), &t) ||
+            !rc_add_i64(total, t, &total))
             return -1;
     return total;
+}
+
+/* /threeway (h5out.c write_threeway): recomputed from /rollouts'
+ * logprob_gen, logprob_trainer and logprob_ratiocheck; only ratiocheck's
+ * trainer spec is read from its attributes */
+static rc_status read_threeway(h5r *r, rc_results *out)
+{
+    RC_TRY(rc_calloc((void **)&out->threeway, 1, sizeof *out->threeway, "results"));
+    rc_threeway *t = out->threeway;
+    rc_status st = RC_OK;
+    if (H5Lexists(r->f, "/threeway", H5P_DEFAULT) > 0) {
+        hid_t g = H5Gopen2(r->f, "/threeway", H5P_DEFAULT);
+        if (g < 0)
+            return BAD(r, "/threeway cannot be opened");
+        if (H5Aexists(g, "ratiocheck") > 0)
+            st = attr_string(r, g, "ratiocheck", t->ratiocheck, sizeof t->ratiocheck, NULL);
+        H5Gclose(g);
+    }
+    const int64_t G = out->gen_len;
+    rc_threeway_acc a;
+    memset(&a, 0, sizeof a);
+    for (int64_t q = 0; st == RC_OK && q < out->n_seq; q++)
+        for (int64_t i = q * G; i < q * G + out->gen_valid[q]; i++)
+            rc_threeway_add(&a, out->logprob_gen[i], out->logprob_trainer[i], out->logprob_ratiocheck[i],
+                            out->logprob_ref ? out->logprob_ref[i] : NAN);
+    t->len = G;
+    if (out->logprob_ref)
+        snprintf(t->ref, sizeof t->ref, "%s", out->reference);
+    rc_threeway_finish(&a, t);
+    return st;
 }
 
 /* `ratiocheck sweep`'s rows (h5out.c write_sweep): each setting's name,
@@ -493,6 +525,103 @@ static rc_status read_sweep(h5r *r, rc_results *out)
         }
     }
     return st;
+}
+
+/* /routing (a MoE run's record, routing.h; optional): the MoE layers and both sides' experts and weights,
+ * [n_seq, gen_len, moe_layers, top_k] each, opened and checked (extent, storage bound) before anything is
+ * allocated for them; every expert -1 or in [0, experts). The statistics are recomputed from them
+ * (rc_h5_read). */
+static rc_status read_routing(h5r *r, rc_results *out)
+{
+    if (H5Lexists(r->f, "/routing", H5P_DEFAULT) <= 0)
+        return RC_OK;
+    hid_t g = H5Gopen2(r->f, "/routing", H5P_DEFAULT);
+    if (g < 0)
+        return BAD(r, "/routing is not a group");
+    int64_t Lm = 0, k = 0, E = 0;
+    rc_status st = attr_i64(r, g, "moe_layers", &Lm);
+    if (st == RC_OK)
+        st = attr_i64(r, g, "top_k", &k);
+    if (st == RC_OK)
+        st = attr_i64(r, g, "experts", &E);
+    H5Gclose(g);
+    RC_TRY(st);
+    if (Lm < 1 || Lm > 65536 || k < 1 || E < k || E > INT16_MAX)
+        return BAD(r, "/routing: %lld MoE layers, top %lld of %lld experts", (long long)Lm, (long long)k,
+                   (long long)E);
+    static const char *const names[4] = {"/routing/sampler_experts", "/routing/trainer_experts",
+                                         "/routing/sampler_weights", "/routing/trainer_weights"};
+    const hsize_t want[4] = {(hsize_t)out->n_seq, (hsize_t)out->gen_len, (hsize_t)Lm, (hsize_t)k};
+    hid_t ds[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < 4 && st == RC_OK; i++) {
+        st = open_ds(r, names[i], i < 2 ? DS_INT : DS_FLOAT, 4, out->n_seq, 0, &ds[i]);
+        hsize_t d[4];
+        hid_t sp = st == RC_OK ? H5Dget_space(ds[i]) : -1;
+        if (st == RC_OK && (sp < 0 || H5Sget_simple_extent_dims(sp, d, NULL) != 4))
+            st = BAD(r, "%s cannot be read", names[i]);
+        else if (st == RC_OK && (d[1] != want[1] || d[2] != want[2] || d[3] != want[3]))
+            st = BAD(r, "%s is %llu x %llu x %llu x %llu, not %llu x %llu x %llu x %llu", names[i],
+                     (unsigned long long)d[0], (unsigned long long)d[1], (unsigned long long)d[2],
+                     (unsigned long long)d[3], (unsigned long long)want[0], (unsigned long long)want[1],
+                     (unsigned long long)want[2], (unsigned long long)want[3]);
+        if (sp >= 0)
+            H5Sclose(sp);
+    }
+    rc_routing *rt = NULL;
+    int32_t *layer = NULL;
+    if (st == RC_OK)
+        st = read_ds(r, "/routing/layer", DS_INT, H5T_NATIVE_INT32, 4, 1, Lm, 0, (void **)&layer);
+    for (int64_t m = 0; st == RC_OK && m < Lm; m++)
+        if (layer[m] < 0 || (m > 0 && layer[m] <= layer[m - 1]))
+            st = BAD(r, "/routing/layer[%lld] = %d is not a decoder layer after the one before", (long long)m,
+                     (int)layer[m]);
+    if (st == RC_OK)
+        st = rc_routing_create(out->n_seq, out->gen_len, Lm, k, E, &rt);
+    if (st == RC_OK)
+        memcpy(rt->layer, layer, (size_t)Lm * sizeof *layer);
+    const int64_t n = out->n_seq * out->gen_len * Lm * k; /* rc_routing_create checked the product */
+    for (int i = 0; i < 4 && st == RC_OK; i++) {
+        void *dst = i < 2 ? (void *)rt->experts[i] : (void *)rt->weights[i - 2];
+        if (n > 0 && H5Dread(ds[i], i < 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                             dst) < 0)
+            st = BAD(r, "%s cannot be read", names[i]);
+    }
+    for (int side = 0; side < 2 && st == RC_OK; side++)
+        for (int64_t i = 0; i < n; i++)
+            if (rt->experts[side][i] < -1 || rt->experts[side][i] >= E) {
+                st = BAD(r, "%s holds expert %d (the model has %lld)", names[side], (int)rt->experts[side][i],
+                         (long long)E);
+                break;
+            }
+    for (int i = 0; i < 4; i++)
+        if (ds[i] >= 0)
+            H5Dclose(ds[i]);
+    free(layer);
+    if (st != RC_OK) {
+        rc_routing_free(rt);
+        return st;
+    }
+    out->routing = rt;
+    return RC_OK;
+}
+
+/* a length's --distribution arrays (kl, tv, top1_agree: every length has
+ * them when the first has) */
+static rc_status read_dist(h5r *r, rc_len_result *lr, int64_t S)
+{
+    const int64_t L = lr->len;
+    char name[64];
+    snprintf(name, sizeof name, "/len_%04lld/kl", (long long)L);
+    RC_TRY(read_ds(r, name, DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, L, (void **)&lr->dist_kl));
+    snprintf(name, sizeof name, "/len_%04lld/tv", (long long)L);
+    RC_TRY(read_ds(r, name, DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, L, (void **)&lr->dist_tv));
+    snprintf(name, sizeof name, "/len_%04lld/top1_agree", (long long)L);
+    RC_TRY(read_ds(r, name, DS_INT, H5T_NATIVE_INT32, 4, 2, S, L, (void **)&lr->dist_top1));
+    for (int64_t k = 0; k < S * L; k++)
+        if (lr->dist_top1[k] < -1 || lr->dist_top1[k] > 1)
+            return BAD(r, "%s[%lld, %lld] = %d is not -1, 0 or 1", name, (long long)(k / L), (long long)(k % L),
+                       (int)lr->dist_top1[k]);
+    return RC_OK;
 }
 
 static rc_status read_all(h5r *r, rc_results *out)
@@ -583,8 +712,17 @@ static rc_status read_all(h5r *r, rc_results *out)
     /* the sampler's entropy: files written before it have none (no entropy strata then) */
     const bool ent = H5Lexists(r->f, "/rollouts", H5P_DEFAULT) > 0 &&
                      H5Lexists(r->f, "/rollouts/entropy", H5P_DEFAULT) > 0;
+    /* --distribution's per-token arrays: files without the pass (or written before it) have none */
+    char dname[64];
+    snprintf(dname, sizeof dname, "/len_%04lld/kl", nlens > 0 ? (long long)lens[0] : 0LL);
+    const bool dist = nlens > 0 && H5Lexists(r->f, dname, H5P_DEFAULT) > 0;
+    /* score of a file with trainer_logprobs: the user's trainer, and with --model ratiocheck's (absent otherwise) */
+    const bool has_tr = H5Lexists(r->f, "/rollouts", H5P_DEFAULT) > 0 &&
+                        H5Lexists(r->f, "/rollouts/logprob_trainer", H5P_DEFAULT) > 0;
+    const bool has_rc = has_tr && H5Lexists(r->f, "/rollouts/logprob_ratiocheck", H5P_DEFAULT) > 0;
     if (st == RC_OK) {
-        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, ent, lens, nlens);
+        int64_t bytes = declared_bytes(P, out->prompt_max, S, G, ref, (int)ent + (int)has_tr + (int)has_rc, dist,
+                                       lens, nlens);
         if (bytes < 0 || bytes > RC_MAX_READ_BYTES)
             st = badf(r, RC_ERR_NOMEM,
                       "declares %lld prompts x %lld tokens and %lld sequences x %lld tokens, more than the %lld GiB "
@@ -627,6 +765,12 @@ static rc_status read_all(h5r *r, rc_results *out)
                      (void **)&out->logprob_gen_processed);
     if (st == RC_OK && ent)
         st = read_ds(r, "/rollouts/entropy", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G, (void **)&out->entropy_gen);
+    if (st == RC_OK && has_tr)
+        st = read_ds(r, "/rollouts/logprob_trainer", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G,
+                     (void **)&out->logprob_trainer);
+    if (st == RC_OK && has_rc)
+        st = read_ds(r, "/rollouts/logprob_ratiocheck", DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, G,
+                     (void **)&out->logprob_ratiocheck);
     if (st == RC_OK && ref)
         st = read_ds(r, "/reference/logprob", DS_FLOAT, H5T_NATIVE_DOUBLE, 8, 2, S, G, (void **)&out->logprob_ref);
     if (st == RC_OK)
@@ -640,11 +784,17 @@ static rc_status read_all(h5r *r, rc_results *out)
             char name[64];
             snprintf(name, sizeof name, "/len_%04lld/logprob_forward", (long long)lens[i]);
             st = read_ds(r, name, DS_FLOAT, H5T_NATIVE_FLOAT, 4, 2, S, lens[i], (void **)&out->lens[i].logprob_fwd);
+            if (st == RC_OK && dist)
+                st = read_dist(r, &out->lens[i], S);
         }
     }
     free(lens);
+    if (st == RC_OK && has_rc) /* the three columns' summary, recomputed from them */
+        st = read_threeway(r, out);
     if (st == RC_OK)
         st = read_sweep(r, out);
+    if (st == RC_OK)
+        st = read_routing(r, out);
     return st;
 }
 
@@ -681,6 +831,10 @@ rc_status rc_h5_read(const char *path, rc_results *out)
     H5Fclose(r.f); /* H5F_CLOSE_STRONG: also whatever an error path left open */
     if (st == RC_OK)
         st = rc_compute_stats(out);
+    if (st == RC_OK && out->routing && out->n_lens > 0) { /* the routing record's statistics, at the longest length */
+        const rc_len_result *L = &out->lens[out->n_lens - 1];
+        rc_routing_compute(out->routing, out->logprob_gen, L->logprob_fwd, L->len);
+    }
     for (int i = 0; st == RC_OK && i < out->n_sweep; i++)
         if (out->sweep[i].res)
             st = rc_compute_stats(out->sweep[i].res);

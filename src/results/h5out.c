@@ -68,6 +68,13 @@
  *                                   the end
  *   logprob_gen_processed f32[S, T] the same after top-k / top-p
  *                                   renormalisation (what the sampler drew from)
+ *   logprob_trainer   f32[S, T]     `score` of a file with trainer_logprobs: the
+ *                                   user's trainer's log-probs as logged (every
+ *                                   /len_NNNN/logprob_forward is then these);
+ *                                   NaN after the end (absent otherwise)
+ *   logprob_ratiocheck f32[S, T]    the same with --model: ratiocheck's own
+ *                                   trainer's forward, the third column
+ *                                   (docs/score.md "Three columns")
  *   entropy           f32[S, T]     entropy (nats) of the distribution logprob_gen
  *                                   is from: -sum_i p_i log p_i over the whole
  *                                   vocabulary, p_i = exp of the step's fp32
@@ -155,6 +162,14 @@
  *     pos_ratio_std           f64[L]  std of r at position t
  *     seq_log_ratio_sum       f64[S]  S of each sequence (NaN: no valid token)
  *     seq_log_ratio_mean      f64[S]  M of each sequence
+ *   with --distribution only (docs/statistics.md "Distribution"; results.h
+ *   rc_dist_row: the two sides' whole next-token rows at each valid token):
+ *     kl                      f64[S, L]  KL(sampler || trainer) (NaN where invalid)
+ *     tv                      f64[S, L]  total variation
+ *     top1_agree              i32[S, L]  1: the two argmax agree, 0: not, -1: invalid
+ *     pos_kl_mean, pos_tv_mean, pos_top1_agree  f64[L]  their means per position
+ *     attributes dist_count (i64), kl_mean, kl_std, kl_min, kl_max, tv_mean,
+ *     tv_std, tv_min, tv_max, top1_agree (f64) over the valid tokens
  *   /len_%04d/strata/prob, /len_%04d/strata/entropy   (README "Strata": log r
  *   by decile of the token's sampler log-prob / of /rollouts/entropy over the
  *   valid tokens t < L; entropy is left out when the run has no entropy)
@@ -194,6 +209,16 @@
  *   datasets:   len                    i64[n]  every length, as /len_NNNN
  *               seq_log_ratio_sum_var  f64[n]  var(S) (population) at each
  *
+ * /threeway  (`score` with trainer_logprobs and --model; attributes only,
+ *            recomputed from the three /rollouts columns by `report`)
+ *   len, ratiocheck (its trainer's spec), off ("sampler", "your_trainer",
+ *   "both", "none"), summary (the line); per pair P in sampler_vs_your_trainer,
+ *   sampler_vs_ratiocheck, your_trainer_vs_ratiocheck, d = b - a per token:
+ *   P_count i64, P_mean, P_std, P_mean_abs, P_max_abs, P_k3 (mean e^d - 1 - d),
+ *   P_mult_prob_err (mean e^|d|), P_identical_frac f64; with --reference:
+ *   reference (its name), reference_count, and per column C in sampler,
+ *   your_trainer, ratiocheck: C_ref_mean_abs, C_ref_max_abs f64 (|C - reference|)
+ *
  * /verdict   (attributes only; recomputed from the tensors by `report`)
  *   token_ppo, sequence_is, gspo            str   "OK", "WARN" or "FAIL" (README
  *                                                 "Verdict": the rules)
@@ -210,6 +235,11 @@
  *                                                 --fail-above or --fail-on)
  *   gate_rules                              str   the gate as given
  *   gate_failed                             str   what failed ("; "-separated), or ""
+ *
+ * /routing   (mixture-of-experts models: both sides' experts per generated
+ *             token and MoE layer and the flip statistics; src/results/h5routing.c,
+ *             docs/routing.md; the reader checks the experts and recomputes the
+ *             statistics)
  *
  * /trace   (only in the output of `ratiocheck trace`: a copy of the run's file
  *           with this group added; README "Trace")
@@ -232,11 +262,16 @@
  *     replay_tokens                         i64   valid tokens of the traced sequences
  *     replay_equal_gen, replay_equal_fwd    i64   of them, how many replayed generation /
  *                                                 forward log-probs equal the file's bitwise
+ *     flip_layer, flip_sequence, flip_position, flip_expert
+ *                                           i64   MoE models: the first routing flip (layer,
+ *                                                 then position, then expert; -1: none)
+ *     flip_chosen_by                        str   "sampler" / "trainer": who chose that expert
  *   datasets (C = N + 2 layer slots, O = the ops; a cell of an op a slot does
  *   not have: count 0, NaN elsewhere):
  *     ops                   str[O]     op names in forward order: embed, norm1, qkv, rope,
- *                                      scores, probs, attn, o_proj, resid_attn, norm2, up,
- *                                      gate, act, down, resid, norm_f, logits
+ *                                      scores, probs, attn, o_proj, resid_attn, norm2, route
+ *                                      (MoE layers: [0, E) 1 for a chosen expert, [E, 2E) its
+ *                                      weight), up, gate, act, down, resid, norm_f, logits
  *     layer                 i64[C]     -1, 0, ..., N-1, N
  *     count                 i64[C, O]  elements compared (every position both sides computed)
  *     equal_frac            f64[C, O]  bitwise-equal fraction
@@ -434,7 +469,7 @@ static char *utf8_sanitize(const char *s)
 /* ------------------------------------------------------------------------ */
 /* attributes                                                               */
 
-static rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name,
                           const char *value)
 {
     char wbuf[256];
@@ -552,12 +587,12 @@ static rc_status attr_num(const h5w *w, hid_t loc, const char *obj, const char *
     return st;
 }
 
-static rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
+rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v)
 {
     return attr_num(w, loc, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, -1, &v);
 }
 
-static rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
+rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v)
 {
     return attr_num(w, loc, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, -1, &v);
 }
@@ -602,7 +637,7 @@ rc_status group_close(const h5w *w, hid_t g, const char *name, rc_status st)
 /* Create dataset `name` in group `loc` (whose path is `obj`) and write all of
  * `data` (in memory type mtype). 2-D datasets with elements are chunked and
  * compressed; `fill` (in mtype, or NULL) becomes the fill value. */
-static rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
+rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name,
                           hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
                           const void *data, const void *fill)
 {
@@ -768,6 +803,10 @@ static rc_status write_rollouts(const h5w *w, const rc_results *r)
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_gen_processed", r->n_seq, r->gen_len,
                        r->logprob_gen_processed);
+    if (st == RC_OK && r->logprob_trainer)
+        st = ds_f32_2d(w, g, o, "logprob_trainer", r->n_seq, r->gen_len, r->logprob_trainer);
+    if (st == RC_OK && r->logprob_ratiocheck)
+        st = ds_f32_2d(w, g, o, "logprob_ratiocheck", r->n_seq, r->gen_len, r->logprob_ratiocheck);
     if (st == RC_OK && r->entropy_gen)
         st = ds_f32_2d(w, g, o, "entropy", r->n_seq, r->gen_len, r->entropy_gen);
     if (st == RC_OK && r->completion)
@@ -800,6 +839,8 @@ rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_res
                 f = &rc_len_fields[i];
         if (!f)
             break;
+        if ((f->where & RC_LF_DIST) && !s->dist) /* no distribution pass */
+            continue;
         if (f->kind == RC_LF_CORRECTIONS) {
             for (size_t k = 0; k < rc_n_corr_stats; k++)
                 RC_TRY(attr_f64(w, g, o, rc_corr_stats[k].name, rc_corr_value(&s->corr, &rc_corr_stats[k])));
@@ -873,6 +914,22 @@ rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_re
     return st == RC_OK ? ds_f64_1d(w, g, o, "pos_ratio_std", L, lr->pos_ratio_std) : st;
 }
 
+/* --distribution: a length's per-token and per-position arrays */
+static rc_status write_dist(const h5w *w, hid_t g, const char *o, const rc_len_result *lr, int64_t S)
+{
+    const int64_t L = lr->len;
+    rc_status st = ds_f64_2d(w, g, o, "kl", S, L, lr->dist_kl);
+    if (st == RC_OK)
+        st = ds_f64_2d(w, g, o, "tv", S, L, lr->dist_tv);
+    if (st == RC_OK)
+        st = ds_i32_2d(w, g, o, "top1_agree", S, L, lr->dist_top1);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_kl_mean", L, lr->pos_kl_mean);
+    if (st == RC_OK)
+        st = ds_f64_1d(w, g, o, "pos_tv_mean", L, lr->pos_tv_mean);
+    return st == RC_OK ? ds_f64_1d(w, g, o, "pos_top1_agree", L, lr->pos_top1_agree) : st;
+}
+
 static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_result *lr, float *buf)
 {
     char o[64];
@@ -897,6 +954,8 @@ static rc_status write_len(const h5w *w, const rc_results *r, const rc_len_resul
         st = ds_f64_1d(w, g, o, "seq_log_ratio_sum", S, lr->seq_log_ratio_sum);
     if (st == RC_OK)
         st = ds_f64_1d(w, g, o, "seq_log_ratio_mean", S, lr->seq_log_ratio_mean);
+    if (st == RC_OK && lr->st.dist)
+        st = write_dist(w, g, o, lr, S);
     st = group_close(w, g, o, st);
     return st == RC_OK ? write_strata(w, o, &lr->st) : st;
 }
@@ -985,6 +1044,52 @@ rc_status write_growth(const h5w *w, const rc_results *r)
     }
     free(len);
     free(var);
+    return group_close(w, g, o, st);
+}
+
+rc_status write_threeway(const h5w *w, const rc_results *r)
+{
+    const rc_threeway *t = r->threeway;
+    if (!t)
+        return RC_OK;
+    const char *o = "/threeway";
+    hid_t g;
+    RC_TRY(group_create(w, o, &g));
+    rc_status st = attr_i64(w, g, o, "len", t->len);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "ratiocheck", t->ratiocheck);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "off", rc_tw_off_names[t->off]);
+    if (st == RC_OK)
+        st = attr_str(w, g, o, "summary", t->summary);
+    if (st == RC_OK && t->ref[0]) { /* each column against the reference */
+        st = attr_str(w, g, o, "reference", t->ref);
+        if (st == RC_OK)
+            st = attr_i64(w, g, o, "reference_count", t->ref_count);
+        for (int k = 0; k < RC_TW_COLS && st == RC_OK; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s_ref_mean_abs", rc_threeway_cols[k]);
+            st = attr_f64(w, g, o, name, t->ref_mean_abs[k]);
+            snprintf(name, sizeof name, "%s_ref_max_abs", rc_threeway_cols[k]);
+            if (st == RC_OK)
+                st = attr_f64(w, g, o, name, t->ref_max_abs[k]);
+        }
+    }
+    for (int k = 0; k < RC_TW_N && st == RC_OK; k++) {
+        const rc_pair_stats *p = &t->pair[k];
+        const struct {
+            const char *name;
+            double v;
+        } f[] = {{"mean", p->mean}, {"std", p->std}, {"mean_abs", p->mean_abs}, {"max_abs", p->max_abs},
+                 {"k3", p->k3}, {"mult_prob_err", p->mult_prob_err}, {"identical_frac", p->identical_frac}};
+        char name[96];
+        snprintf(name, sizeof name, "%s_count", rc_threeway_names[k]);
+        st = attr_i64(w, g, o, name, p->count);
+        for (size_t i = 0; i < sizeof f / sizeof f[0] && st == RC_OK; i++) {
+            snprintf(name, sizeof name, "%s_%s", rc_threeway_names[k], f[i].name);
+            st = attr_f64(w, g, o, name, f[i].v);
+        }
+    }
     return group_close(w, g, o, st);
 }
 
@@ -1124,6 +1229,15 @@ static rc_status write_trace(const h5w *w, const rc_results *r)
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_tokens", to->replay_tokens);
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_gen", to->replay_equal_gen);
     if (st == RC_OK) st = attr_i64(w, g, o, "replay_equal_fwd", to->replay_equal_fwd);
+    if (st == RC_OK && to->n_experts > 0) { /* MoE: the first routing flip (-1 / "": none) */
+        st = attr_i64(w, g, o, "flip_layer", to->flip.found ? to->flip.layer : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_sequence", to->flip.found ? to->flip.sequence : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_position", to->flip.found ? to->flip.position : -1);
+        if (st == RC_OK) st = attr_i64(w, g, o, "flip_expert", to->flip.found ? to->flip.expert : -1);
+        if (st == RC_OK)
+            st = attr_str(w, g, o, "flip_chosen_by",
+                          !to->flip.found ? "" : to->flip.by_sampler ? "sampler" : "trainer");
+    }
     int64_t *iv = NULL;
     double *dv = NULL;
     char *names[RC_TOP_COUNT];
@@ -1197,7 +1311,9 @@ static rc_status write_all(const h5w *w, const rc_results *r)
     RC_TRY(write_cross(w, r));
     RC_TRY(write_growth(w, r));
     RC_TRY(write_verdict(w, r));
+    RC_TRY(write_threeway(w, r));
     RC_TRY(write_sweep(w, r));
+    RC_TRY(write_routing(w, r));
     return write_trace(w, r);
 }
 

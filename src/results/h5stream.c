@@ -20,7 +20,7 @@ struct rc_h5_stream {
     int64_t n_seq, prompt_max, gen_len;
     int n_lens;
     int64_t lens[RC_MAX_LENS_READ];
-    bool ref, entropy, completion;
+    bool ref, entropy, completion, trainer, ratiocheck;
     int64_t written; /* rows written so far */
     float *buf;      /* a slice's ratios */
     int64_t buf_n;
@@ -76,6 +76,10 @@ static rc_status stream_create(rc_h5_stream *s)
         st = ds_f32_2d(w, g, o, "logprob_gen", N, G, NULL);
     if (st == RC_OK)
         st = ds_f32_2d(w, g, o, "logprob_gen_processed", N, G, NULL);
+    if (st == RC_OK && s->trainer)
+        st = ds_f32_2d(w, g, o, "logprob_trainer", N, G, NULL);
+    if (st == RC_OK && s->ratiocheck)
+        st = ds_f32_2d(w, g, o, "logprob_ratiocheck", N, G, NULL);
     if (st == RC_OK && s->entropy)
         st = ds_f32_2d(w, g, o, "entropy", N, G, NULL);
     if (st == RC_OK && s->completion)
@@ -131,6 +135,8 @@ rc_status rc_h5_stream_begin(const rc_results *shape, int64_t n_seq, const char 
     }
     s->ref = shape->logprob_ref != NULL;
     s->entropy = shape->entropy_gen != NULL;
+    s->trainer = shape->logprob_trainer != NULL;
+    s->ratiocheck = shape->logprob_ratiocheck != NULL;
     s->completion = shape->completion != NULL;
     pthread_mutex_lock(&g_write_lock); /* held until the end or the abort */
     rc_status st = temp_open(&s->w, path, force, s->dir, sizeof s->dir);
@@ -154,6 +160,7 @@ rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *c)
     const int64_t first = s->written, n = c->n_seq, P = s->prompt_max, G = s->gen_len;
     if (n < 0 || first + n > s->n_seq || c->n_prompts != n || c->prompt_max != P || c->gen_len != G ||
         c->n_lens != s->n_lens || (c->logprob_ref != NULL) != s->ref || (c->entropy_gen != NULL) != s->entropy ||
+        (c->logprob_trainer != NULL) != s->trainer || (c->logprob_ratiocheck != NULL) != s->ratiocheck ||
         (c->completion != NULL) != s->completion)
         return rc_errorf(RC_ERR_INTERNAL, "rc_h5_stream_rows: a slice of %lld rows unlike the file's layout",
                          (long long)n);
@@ -181,6 +188,10 @@ rc_status rc_h5_stream_rows(rc_h5_stream *s, const rc_results *c)
     if (st == RC_OK)
         st = rows_write(w, "/rollouts/logprob_gen_processed", H5T_NATIVE_FLOAT, 2, first, n, G,
                         c->logprob_gen_processed);
+    if (st == RC_OK && s->trainer)
+        st = rows_write(w, "/rollouts/logprob_trainer", H5T_NATIVE_FLOAT, 2, first, n, G, c->logprob_trainer);
+    if (st == RC_OK && s->ratiocheck)
+        st = rows_write(w, "/rollouts/logprob_ratiocheck", H5T_NATIVE_FLOAT, 2, first, n, G, c->logprob_ratiocheck);
     if (st == RC_OK && s->entropy)
         st = rows_write(w, "/rollouts/entropy", H5T_NATIVE_FLOAT, 2, first, n, G, c->entropy_gen);
     if (st == RC_OK && s->completion) { /* variable-length UTF-8 strings, as ds_str_1d writes them */
@@ -275,6 +286,8 @@ rc_status rc_h5_stream_finish(rc_h5_stream *s, const rc_results *r)
         st = write_growth(w, r);
     if (st == RC_OK)
         st = write_verdict(w, r);
+    if (st == RC_OK)
+        st = write_threeway(w, r);
     if (st != RC_OK) {
         rc_h5_stream_abort(s);
         return st;

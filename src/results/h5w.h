@@ -34,6 +34,7 @@ void ratio_rows(const float *fwd, const float *gen, int64_t n, int64_t L, int64_
 rc_status ds_i32_2d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t rows, int64_t cols, const int32_t *data);
 rc_status ds_f64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n, const double *data);
 rc_status write_verdict(const h5w *w, const rc_results *r);
+rc_status write_threeway(const h5w *w, const rc_results *r);
 rc_status write_strata(const h5w *w, const char *len_obj, const rc_len_stats *s);
 rc_status write_root_attrs(const h5w *w, const rc_results *r);
 rc_status write_pos_arrays(const h5w *w, hid_t g, const char *o, const rc_len_result *lr);
@@ -47,6 +48,14 @@ rc_status temp_open(h5w *w, const char *path, bool force, char *dir, size_t dn);
 rc_status temp_commit(h5w *w, const char *path, const char *dir);
 rc_status ds_str_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n, char *const *strs);
 rc_status ds_f64_2d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t rows, int64_t cols, const double *data);
+
+rc_status attr_str(const h5w *w, hid_t loc, const char *obj, const char *name, const char *value);
+rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t v);
+rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v);
+rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name, hid_t ftype, hid_t mtype, int rank,
+                   const hsize_t *dims, const void *data, const void *fill);
+/* h5routing.c: /routing (a MoE run's routing record, routing.h), nothing without one */
+rc_status write_routing(const h5w *w, const rc_results *r);
 
 /* h5path.c: the folder of path; the temporary file of process pid beside path; path checked as a target */
 rc_status split_dir(const char *path, char *dir, size_t n);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "print.h"
+#include "routing.h"
 #include "rc_build_config.h"
 #include "util.h"
 
@@ -87,6 +88,8 @@ static void print_len_json(const rc_results *r, const rc_len_stats *st, unsigned
     for (size_t i = 0; i < rc_n_len_fields; i++) {
         const rc_len_field *f = &rc_len_fields[i];
         if (!(f->where & where) && !(ref && (f->where & RC_LF_JSON_REF)))
+            continue;
+        if ((f->where & RC_LF_DIST) && !st->dist) /* no distribution pass */
             continue;
         if (!first)
             fputs(", ", stdout);
@@ -249,12 +252,46 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
     printf("}, \"worst_sequence\": {\"sequence\": %lld, ", (long long)v->worst_seq);
     rc_json_num(stdout, "seq_ratio", v->worst_seq_ratio, false);
     printf("}}");
+    if (r->threeway) { /* score's three columns (docs/score.md "Three columns") */
+        const rc_threeway *t = r->threeway;
+        printf(", \"three_columns\": {\"len\": %lld, \"ratiocheck\": ", (long long)t->len);
+        rc_json_str(stdout, t->ratiocheck);
+        printf(", \"off\": \"%s\", \"summary\": ", rc_tw_off_names[t->off]);
+        rc_json_str(stdout, t->summary);
+        for (int k = 0; k < RC_TW_N; k++) {
+            const rc_pair_stats *p = &t->pair[k];
+            printf(", \"%s\": {\"count\": %lld, ", rc_threeway_names[k], (long long)p->count);
+            rc_json_num(stdout, "mean", p->mean, true);
+            rc_json_num(stdout, "std", p->std, true);
+            rc_json_num(stdout, "mean_abs", p->mean_abs, true);
+            rc_json_num(stdout, "max_abs", p->max_abs, true);
+            rc_json_num(stdout, "k3", p->k3, true);
+            rc_json_num(stdout, "mult_prob_err", p->mult_prob_err, true);
+            rc_json_num(stdout, "identical_frac", p->identical_frac, false);
+            printf("}");
+        }
+        if (t->ref[0]) {
+            printf(", \"reference\": {\"name\": \"%s\", \"count\": %lld", t->ref, (long long)t->ref_count);
+            for (int k = 0; k < RC_TW_COLS; k++) {
+                printf(", \"%s\": {", rc_threeway_cols[k]);
+                rc_json_num(stdout, "mean_abs", t->ref_mean_abs[k], true);
+                rc_json_num(stdout, "max_abs", t->ref_max_abs[k], false);
+                printf("}");
+            }
+            printf("}");
+        } else {
+            printf(", \"reference\": null");
+        }
+        printf("}");
+    }
     if (gates >= 0) {
         printf(", \"gates\": \"%s\", \"gate_rules\": ", gates ? "FAIL" : "PASS");
         rc_json_str(stdout, r->gate_rules);
         printf(", \"gate_failed\": ");
         rc_json_str(stdout, r->gate_failed);
     }
+    if (r->routing)
+        rc_routing_print_json(r->routing);
     if (r->n_sweep > 0)
         print_sweep_json(r);
     if (show && show->idx)
@@ -366,6 +403,29 @@ static void print_sweep_table(const rc_results *r)
                "%.1f%% -> %.1f%%\n",
                r->sweep[r->sweep_best_other].name, b->k3, st->k3, b->std, st->std, 100.0 * b->seq_frac_outside_band,
                100.0 * st->seq_frac_outside_band);
+    }
+}
+
+/* --distribution: the two sides' whole next-token distributions, per length
+ * (only the lengths that have the pass) */
+static void print_distribution(const rc_results *r)
+{
+    bool any = false;
+    for (int i = 0; i < r->n_lens; i++)
+        any = any || r->lens[i].st.dist;
+    if (!any)
+        return;
+    printf("\nwhole distribution per token: KL(sampler || trainer) and total variation over the full vocabulary "
+           "(fp64),\ntop-1 agree: the two sides' argmax is the same token\n");
+    printf("%5s", "L");
+    print_columns(r, RC_LF_TAB_DIST, NULL);
+    putchar('\n');
+    for (int i = 0; i < r->n_lens; i++) {
+        if (!r->lens[i].st.dist)
+            continue;
+        printf("%5lld", (long long)r->lens[i].len);
+        print_columns(r, RC_LF_TAB_DIST, &r->lens[i].st);
+        putchar('\n');
     }
 }
 
@@ -485,9 +545,11 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
 {
     printf("ratiocheck %s  model ", RC_VERSION);
     rc_term_str(stdout, r->model_path ? r->model_path : "");
-    fputs(" (", stdout);
-    rc_term_str(stdout, r->model_type);
-    fputs(")", stdout);
+    if (r->model_type[0]) { /* score with both sides logged: no model, no type */
+        fputs(" (", stdout);
+        rc_term_str(stdout, r->model_type);
+        fputs(")", stdout);
+    }
     /* a score run's sequences are the file's rollouts, each its own prompt (its sampler is "logged (...)"):
      * nothing is generated or sampled, and the trainer's side is the only computed one */
     const bool logged = !strncmp(r->sampler, "logged (", 8);
@@ -531,6 +593,15 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
     }
     printf("identical: tokens whose two log-probs are bitwise equal; first div: the first generated position "
            "(0-based) where any\nsequence's two log-probs differ, none when every one is equal\n");
+    if (r->n_lens > 0) { /* the first generated token on its own line: its sampler log-prob is the prefill's */
+        const rc_len_stats *st = &r->lens[r->n_lens - 1].st;
+        printf("first generated token (the sampler's log-prob from the prefill, the later ones from decode steps), "
+               "L=%lld:\n  %lld tokens, mean |log r| %.3e (later tokens %.3e", (long long)r->lens[r->n_lens - 1].len,
+               (long long)st->first_count, st->first_mean_abs_log_ratio, st->later_mean_abs_log_ratio);
+        if (st->later_mean_abs_log_ratio > 0 && st->first_count > 0)
+            printf(", %.2fx", st->first_mean_abs_log_ratio / st->later_mean_abs_log_ratio);
+        printf("), max |log r| %.3e, k3 %.3e\n", st->first_max_abs_log_ratio, st->first_k3);
+    }
     printf("\nper sequence: S = sum of log ratio over its tokens (sequence ratio e^S), M = S / tokens (GSPO's "
            "e^M)\n");
     printf("%5s", "L");
@@ -541,6 +612,7 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
         print_columns(r, RC_LF_TAB_SEQS, &r->lens[i].st);
         putchar('\n');
     }
+    print_distribution(r);
     print_growth(r);
     print_corrections(r);
     if (by)
@@ -561,6 +633,26 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
                    st->ref_gen_max_abs, st->ref_fwd_mean_abs, st->ref_fwd_max_abs);
         }
     }
+    if (r->threeway) { /* score's three columns (docs/score.md "Three columns") */
+        const rc_threeway *t = r->threeway;
+        printf("\nthree columns: the sampler and your trainer as logged, ratiocheck's trainer (");
+        rc_term_str(stdout, t->ratiocheck);
+        printf(");\nd = b - a per token, tokens t < %lld (docs/score.md \"Three columns\")\n", (long long)t->len);
+        printf("  %-28s %7s %11s %11s %11s %11s %10s %9s\n", "a vs b", "tokens", "mean d", "std d", "mean |d|",
+               "max |d|", "k3", "identical");
+        for (int k = 0; k < RC_TW_N; k++) {
+            const rc_pair_stats *p = &t->pair[k];
+            printf("  %-28s %7lld %11.3e %11.3e %11.3e %11.3e %10.3e %9.4f\n", rc_threeway_labels[k],
+                   (long long)p->count, p->mean, p->std, p->mean_abs, p->max_abs, p->k3, p->identical_frac);
+        }
+        if (t->ref[0])
+            printf("  |column - %s reference|, mean / max: sampler %.3e / %.3e, your trainer %.3e / %.3e, ratiocheck "
+                   "%.3e / %.3e\n", t->ref, t->ref_mean_abs[0], t->ref_max_abs[0], t->ref_mean_abs[1],
+                   t->ref_max_abs[1], t->ref_mean_abs[2], t->ref_max_abs[2]);
+        printf("  ");
+        rc_term_str(stdout, t->summary);
+        printf("\n");
+    }
     const rc_verdict *v = &r->verdict;
     printf("\nverdict (README \"Verdict\": FAIL past a published gate or when more than %g%% would be clipped "
            "or masked at step 0, WARN when any would be)\n",
@@ -574,6 +666,8 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
                "0-based)\n",
                (long long)v->worst_token_seq, (long long)v->worst_token_pos, v->worst_token_ratio,
                (long long)v->worst_seq, v->worst_seq_ratio, (long long)v->len);
+    if (r->routing)
+        rc_routing_print(r->routing);
     if (gates >= 0) {
         const char *on = strstr(r->gate_rules, "--fail-on ");
         const bool above = strstr(r->gate_rules, "--fail-above ") != NULL;
@@ -588,7 +682,9 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
     if (swept > 0)
         printf("\nsweep: %.1f s in all, the base run %.1f s and %d settings %.1f s\n", r->seconds_total + swept,
                r->seconds_total, r->n_sweep, swept);
-    if (logged)
+    if (logged && !r->model_type[0])
+        printf("\n%.1f s (both sides logged: no forward", r->seconds_total);
+    else if (logged)
         printf("\n%.1f s (re-scoring %.1f s", r->seconds_total, r->seconds_forward);
     else
         printf("\n%.1f s (generation %.1f s, re-scoring %.1f s", r->seconds_total, r->seconds_generate,

@@ -159,10 +159,25 @@ struct rc_len_stats {
     double seq_mean_mean, seq_mean_std, seq_mean_min, seq_mean_max; /* of M */
     double seq_frac_outside_band; /* |exp(M) - 1| > seq_eps: GSPO's clipped sequence ratio */
     double seq_frac_above_cap;    /* exp(S) > seq_cap: sequence-level importance sampling */
+    /* the first generated token on its own (t = 0: its sampler log-prob comes from the prefill, the
+     * others' from decode steps), and the later tokens (t >= 1) beside it */
+    int64_t first_count;        /* sequences with a valid token t = 0 */
+    double first_mean_abs_log_ratio, first_max_abs_log_ratio, first_k3;
+    double later_mean_abs_log_ratio; /* mean |log r| over the valid tokens 1 <= t < L */
     /* with a reference pass: mean / max |log-prob - reference| of each path */
     double ref_gen_mean_abs, ref_gen_max_abs, ref_fwd_mean_abs, ref_fwd_max_abs;
     rc_corrections corr; /* the published corrections at their defaults */
     rc_strata strata[RC_N_STRATA]; /* log r by decile of p and of the sampler's entropy */
+    /* whole-distribution agreement (--distribution; rc_dist_row): over the
+     * valid tokens t < L, per token KL(sampler || trainer) and the total
+     * variation between the two sides' next-token distributions over the
+     * full vocabulary, and whether their argmax agrees. dist false (and
+     * these NaN, dist_count 0) without the distribution pass. */
+    bool dist;
+    int64_t dist_count;
+    double kl_mean, kl_std, kl_min, kl_max; /* population std */
+    double tv_mean, tv_std, tv_min, tv_max;
+    double top1_agree;          /* fraction of tokens whose two argmax are the same id */
 };
 
 /* The statistics of one length by name, in one table (stats.c), in the
@@ -183,8 +198,10 @@ typedef enum {
     RC_LF_CORRECTIONS, /* every rc_corr_stats entry */
     RC_LF_STRATA,      /* the strata (--json's "strata") */
 } rc_len_field_kind;
-enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8 };
-enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3 }; /* the printed tables */
+/* RC_LF_DIST: a whole-distribution row (docs/statistics.md "Distribution"): written, printed and gated only
+ * for a length with the distribution pass (rc_len_stats.dist) */
+enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8, RC_LF_DIST = 16 };
+enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3, RC_LF_TAB_DIST = 4 }; /* the printed tables */
 typedef struct rc_len_stats rc_len_stats;
 typedef struct {
     int table;          /* RC_LF_TAB_*, 0: none */
@@ -226,7 +243,39 @@ typedef struct {
     /* per sequence (NaN for a sequence without a valid token t < L) */
     double *seq_log_ratio_sum;      /* [n_seq] S = sum_t log r */
     double *seq_log_ratio_mean;     /* [n_seq] M = S / tokens */
+    /* the distribution pass (--distribution), else NULL: per token [n_seq, L]
+     * (NaN / -1 where invalid), per position [L] (their means; NaN at a
+     * position without a valid token) */
+    double *dist_kl, *dist_tv;      /* KL(sampler || trainer), total variation */
+    int32_t *dist_top1;             /* 1: the two argmax agree, 0: not, -1: invalid */
+    double *pos_kl_mean, *pos_tv_mean, *pos_top1_agree;
 } rc_len_result;
+
+/* dist.c: one position's agreement of the sampler's and the trainer's
+ * next-token log-probs p_lp, q_lp [V] (float values as each side computed
+ * them: fp32, or rounded to its dtype with logprob-dtype=dtype), every sum in
+ * fp64 over the full vocabulary, p = exp(p_lp), q = exp(q_lp) in fp64:
+ * kl = sum_v p_v (r_v - 1 - log r_v), r_v = q_v / p_v, each term
+ * p_v phi(q_lp_v - p_lp_v) with phi(x) = e^x - 1 - x >= 0 computed without
+ * cancellation, and q_v where p_v = 0 (Neumaier-compensated sum): for two
+ * rows that each sum to 1 this is sum p_v log(p_v / q_v) = KL(p || q); for
+ * rows as produced, whose sums miss 1 by their log-probs' rounding, it is
+ * the extended KL of the two measures, sum p log(p/q) - sum p + sum q,
+ * never negative; +inf when some p_v > 0 has q_v = 0.
+ * tv = sum |p_v - q_v| / 2 (each term as -max(p_v, q_v)
+ * expm1(-|p_lp_v - q_lp_v|): no cancellation where p_v and q_v are close;
+ * compensated), top1 = argmax p == argmax q (the
+ * first index of the largest value on each side, as torch.argmax). NaN in
+ * either row: kl and tv NaN, top1 false. */
+typedef struct {
+    double kl, tv;
+    bool top1;
+    int32_t p_argmax, q_argmax;
+} rc_dist_token;
+rc_dist_token rc_dist_row(const float *p_lp, const float *q_lp, int64_t V);
+/* dist.c: the per-length and per-position summaries of lr's per-token
+ * arrays (or NaN, dist false, without them) for n_seq sequences */
+rc_status rc_dist_stats(rc_len_result *lr, int64_t n_seq);
 
 /* The thresholds of the statistics (settings of the run, root attributes of
  * the file). A value <= 0 (a zeroed struct, an older file) means the default. */
@@ -266,6 +315,57 @@ typedef struct {
     int64_t worst_token_seq, worst_token_pos, worst_seq;
     double worst_token_ratio, worst_seq_ratio;
 } rc_verdict;
+
+/* ratiocheck score with trainer_logprobs and --model (docs/score.md "Three
+ * columns"): the three log-probs of every valid token t < the longest
+ * length, compared two by two. Pair k compares side a with side b, d = b - a
+ * per token: sampler vs your trainer (the logged pair), sampler vs
+ * ratiocheck's trainer, your trainer vs ratiocheck's trainer. */
+enum { RC_TW_SAMPLER_YOURS, RC_TW_SAMPLER_RC, RC_TW_YOURS_RC, RC_TW_N };
+extern const char *const rc_threeway_names[RC_TW_N]; /* JSON keys, HDF5 attribute prefixes */
+extern const char *const rc_threeway_labels[RC_TW_N]; /* the table's rows */
+typedef struct {
+    int64_t count;
+    double mean, std;            /* of d (population std) */
+    double mean_abs, max_abs;    /* of |d| */
+    double k3;                   /* mean(e^d - 1 - d) */
+    double mult_prob_err;        /* mean exp|d| */
+    double identical_frac;       /* d == 0 bitwise-equal values */
+} rc_pair_stats;
+/* which side is off: the closer pair to ratiocheck's trainer decides when
+ * its mean |d| is at most RC_TW_CLOSER times the other's; with a reference,
+ * "within the dtype's noise" when that mean |d| is at most RC_TW_NOISE times
+ * ratiocheck's own mean |d| from the reference */
+#define RC_TW_CLOSER 0.5
+#define RC_TW_NOISE 2.0
+typedef enum { RC_TW_OFF_SAMPLER, RC_TW_OFF_YOURS, RC_TW_OFF_BOTH, RC_TW_OFF_NONE } rc_tw_off;
+extern const char *const rc_tw_off_names[4]; /* "sampler", "your_trainer", "both", "none" */
+enum { RC_TW_COL_SAMPLER, RC_TW_COL_YOURS, RC_TW_COL_RC, RC_TW_COLS };
+extern const char *const rc_threeway_cols[RC_TW_COLS]; /* "sampler", "your_trainer", "ratiocheck" */
+struct rc_threeway {
+    int64_t len;                 /* the longest length compared */
+    char ratiocheck[160];        /* ratiocheck's trainer (its --trainer spec) */
+    rc_pair_stats pair[RC_TW_N];
+    /* with --reference: each column's mean / max |column - reference| over the
+     * same tokens (the reference's name in ref, "" without one); ratiocheck's
+     * column's mean is the trainer dtype's own noise on these tokens */
+    char ref[8];
+    int64_t ref_count;
+    double ref_mean_abs[RC_TW_COLS], ref_max_abs[RC_TW_COLS];
+    rc_tw_off off;
+    char summary[1024];          /* the line: which side is off, and why */
+};
+typedef struct rc_threeway rc_threeway;
+/* one token's three log-probs at a time; then the summary */
+typedef struct {
+    int64_t n[RC_TW_N], same[RC_TW_N];
+    double s1[RC_TW_N], s2[RC_TW_N], sabs[RC_TW_N], maxabs[RC_TW_N], k3[RC_TW_N], mpe[RC_TW_N];
+    int64_t nref;
+    double rsum[RC_TW_COLS], rmax[RC_TW_COLS];
+} rc_threeway_acc;
+/* one token; ref: the reference's value (NaN without one) */
+void rc_threeway_add(rc_threeway_acc *a, float sampler, float yours, float ratiocheck, double ref);
+void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw);
 
 /* One setting of `ratiocheck sweep`: the same rollouts replayed with one
  * variable changed from the base (README "Sweep"). */
@@ -319,6 +419,15 @@ struct rc_results {
     float *entropy_gen;     /* [n_seq, gen_len] entropy (nats) of the distribution logprob_gen is from,
                                or NULL (files written before it) */
     double *logprob_ref;    /* [n_seq, gen_len] reference pass (fp32 or fp64 values), or NULL */
+    /* ratiocheck score of a file with trainer_logprobs: the user's trainer's
+     * log-probs as logged ([n_seq, gen_len], NaN after the end; NULL
+     * otherwise). The statistics then compare them with logprob_gen (they
+     * are every length's logprob_fwd, its first L columns); with --model,
+     * logprob_ratiocheck holds ratiocheck's own trainer (the longest length's
+     * forward, [n_seq, gen_len]) and threeway the pairs' summary. */
+    float *logprob_trainer;
+    float *logprob_ratiocheck;
+    struct rc_threeway *threeway;
     int64_t trainer_outside_kept; /* score with top-k / top-p processed log-probs: logged tokens the
                                      trainer's top-k / top-p removes, at the longest length (not stored) */
     /* per length */
@@ -342,6 +451,7 @@ struct rc_results {
     int sweep_best;        /* the row that lowers k3 at the longest length the most, -1 when none does */
     int sweep_best_other;  /* the same among the rows that are not `invariant` (the cheaper levers) */
     const struct rc_trace_out *trace; /* `ratiocheck trace`: written as /trace (trace.h; not owned), else NULL */
+    struct rc_routing *routing; /* a MoE model's routing record and its statistics (routing.h; owned), else NULL */
 };
 
 /* The statistics a sweep compares, at the results' longest length. */

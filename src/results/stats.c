@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "results.h"
+#include "routing.h"
 #include "util.h"
 
 const double rc_quantile_levels[RC_N_QUANTILES] = {0.001, 0.01, 0.5, 0.99, 0.999};
@@ -93,6 +94,9 @@ void rc_results_free(rc_results *r)
     free(r->logprob_gen_processed);
     free(r->entropy_gen);
     free(r->logprob_ref);
+    free(r->logprob_trainer);
+    free(r->logprob_ratiocheck);
+    free(r->threeway);
     for (int i = 0; r->lens && i < r->n_lens; i++) {
         rc_len_result *L = &r->lens[i];
         free(L->logprob_fwd);
@@ -102,6 +106,12 @@ void rc_results_free(rc_results *r)
         free(L->pos_ratio_std);
         free(L->seq_log_ratio_sum);
         free(L->seq_log_ratio_mean);
+        free(L->dist_kl);
+        free(L->dist_tv);
+        free(L->dist_top1);
+        free(L->pos_kl_mean);
+        free(L->pos_tv_mean);
+        free(L->pos_top1_agree);
     }
     free(r->lens);
     free(r->cross);
@@ -110,6 +120,7 @@ void rc_results_free(rc_results *r)
         free(r->sweep[i].res);
     }
     free(r->sweep);
+    rc_routing_free(r->routing);
     memset(r, 0, sizeof *r);
 }
 
@@ -207,12 +218,14 @@ static double seq_ratio_max(const rc_len_stats *s) { return exp(s->seq_sum_max);
 static double abs_k1(const rc_len_stats *s) { return fabs(s->k1); }
 static double max_abs_dev(const rc_len_stats *s) { return fmax(fabs(s->max - 1.0), fabs(s->min - 1.0)); }
 static double nonidentical(const rc_len_stats *s) { return 1.0 - s->identical_frac; }
+static double top1_disagree(const rc_len_stats *s) { return 1.0 - s->top1_agree; }
 
 #define F64(field, where) RC_LF_F64, offsetof(rc_len_stats, field), NULL, where
 #define I64(field, where) RC_LF_I64, offsetof(rc_len_stats, field), NULL, where
 #define TOK(pos, label, fmt) {RC_LF_TAB_TOKENS, pos, label, fmt, 0}
 #define SEQ(pos, label, fmt) {RC_LF_TAB_SEQS, pos, label, fmt, 0}
 #define SWP(pos, label, fmt) {RC_LF_TAB_SWEEP, pos, label, fmt, 0}
+#define DST(pos, label, fmt) {RC_LF_TAB_DIST, pos, label, fmt, 0}
 #define H5J (RC_LF_H5 | RC_LF_JSON)
 #define H5JS (RC_LF_H5 | RC_LF_JSON | RC_LF_SWEEP)
 const rc_len_field rc_len_fields[] = {
@@ -257,16 +270,35 @@ const rc_len_field rc_len_fields[] = {
     {"ref_fwd_max_abs", NULL, NULL, F64(ref_fwd_max_abs, RC_LF_H5), {{0}}, 24},
     {"(strata)", NULL, NULL, RC_LF_STRATA, 0, NULL, RC_LF_JSON, {{0}}, 0},
     {"first_divergent_position", NULL, NULL, I64(first_divergent_position, H5J), {TOK(9, "first div", "%9s")}, 20},
+    /* the first generated token on its own line (print.c prints it below the tokens table) */
+    {"first_token_count", NULL, NULL, I64(first_count, H5J), {{0}}, 37},
+    {"first_token_mean_abs_log_ratio", NULL, NULL, F64(first_mean_abs_log_ratio, H5J), {{0}}, 38},
+    {"first_token_max_abs_log_ratio", NULL, NULL, F64(first_max_abs_log_ratio, H5J), {{0}}, 39},
+    {"first_token_k3", NULL, NULL, F64(first_k3, H5J), {{0}}, 40},
+    {"later_tokens_mean_abs_log_ratio", NULL, NULL, F64(later_mean_abs_log_ratio, H5J), {{0}}, 41},
     /* --fail-above's metrics that are not a field */
     {"abs_k1", NULL, "abs_k1", RC_LF_DERIVED, 0, abs_k1, 0, {{0}}, 0},
     {"max_abs_dev", NULL, "max_abs_dev", RC_LF_DERIVED, 0, max_abs_dev, 0, {{0}}, 0},
     {"nonidentical_frac", NULL, "nonidentical_frac", RC_LF_DERIVED, 0, nonidentical, 0, {{0}}, 0},
+    /* whole-distribution agreement (--distribution): only for a length with the distribution pass */
+    {"dist_count", NULL, NULL, I64(dist_count, H5J | RC_LF_DIST), {DST(1, "tokens", "%8lld")}, 42},
+    {"kl_mean", NULL, "kl_mean", F64(kl_mean, H5JS | RC_LF_DIST), {DST(2, "KL mean", "%10.3e")}, 43},
+    {"kl_std", NULL, NULL, F64(kl_std, H5J | RC_LF_DIST), {DST(3, "KL std", "%10.3e")}, 44},
+    {"kl_min", NULL, NULL, F64(kl_min, H5J | RC_LF_DIST), {{0}}, 45},
+    {"kl_max", NULL, "kl_max", F64(kl_max, H5JS | RC_LF_DIST), {DST(4, "KL max", "%10.3e")}, 46},
+    {"tv_mean", NULL, "tv_mean", F64(tv_mean, H5JS | RC_LF_DIST), {DST(5, "TV mean", "%10.3e")}, 47},
+    {"tv_std", NULL, NULL, F64(tv_std, H5J | RC_LF_DIST), {DST(6, "TV std", "%10.3e")}, 48},
+    {"tv_min", NULL, NULL, F64(tv_min, H5J | RC_LF_DIST), {{0}}, 49},
+    {"tv_max", NULL, "tv_max", F64(tv_max, H5JS | RC_LF_DIST), {DST(7, "TV max", "%10.3e")}, 50},
+    {"top1_agree", NULL, NULL, F64(top1_agree, H5JS | RC_LF_DIST), {DST(8, "top-1 agree", "%11.5f")}, 51},
+    {"top1_disagree", NULL, "top1_disagree", RC_LF_DERIVED, 0, top1_disagree, RC_LF_DIST, {{0}}, 0},
 };
 #undef F64
 #undef I64
 #undef TOK
 #undef SEQ
 #undef SWP
+#undef DST
 #undef H5J
 #undef H5JS
 const size_t rc_n_len_fields = sizeof rc_len_fields / sizeof rc_len_fields[0];
@@ -376,6 +408,7 @@ typedef struct {
     /* tokens t < L */
     int64_t n, identical, first_div, nonfinite, clipped, above[RC_N_THRESHOLDS];
     double sum, sum_k1, sum_k3, sum_mpe, mn, mx, sum_r1, sum_r1sq;
+    double first_k3; /* sum of r - 1 - log r over the tokens t = 0 */
     double rg_sum, rg_max, rf_sum, rf_max;
     int64_t *pos_count;  /* [L] */
     double *pos_abs, *pos_max, *pos_sum_r, *pos_sum_r2; /* [L] */
@@ -564,6 +597,8 @@ static rc_status acc_len_add(rc_stats_acc *a, acc_len *A, int64_t sq, int64_t ge
         else if (A->first_div < 0 || t < A->first_div)
             A->first_div = t;
         A->pos_count[t]++;
+        if (t == 0)
+            A->first_k3 += ratio - 1.0 - lr;
         A->pos_abs[t] += fabs(lr);
         if (fabs(lr) > A->pos_max[t])
             A->pos_max[t] = fabs(lr);
@@ -840,6 +875,17 @@ static rc_status acc_len_finish(const rc_stats_acc *a, const acc_len *A, rc_len_
             st->frac_above[k] = NAN;
     }
     st->first_divergent_position = A->first_div;
+    { /* the first generated token on its own, the later ones beside it */
+        const int64_t c0 = Ln > 0 ? A->pos_count[0] : 0;
+        st->first_count = c0;
+        st->first_mean_abs_log_ratio = c0 ? A->pos_abs[0] / (double)c0 : NAN;
+        st->first_max_abs_log_ratio = c0 ? A->pos_max[0] : NAN;
+        st->first_k3 = c0 ? A->first_k3 / (double)c0 : NAN;
+        double later = 0;
+        for (int64_t t = 1; t < Ln; t++)
+            later += A->pos_abs[t];
+        st->later_mean_abs_log_ratio = n > c0 ? later / (double)(n - c0) : NAN;
+    }
     if (a->has_ref && n > 0) {
         st->ref_gen_mean_abs = A->rg_sum / (double)n;
         st->ref_fwd_mean_abs = A->rf_sum / (double)n;
@@ -1118,6 +1164,7 @@ rc_status rc_stats_acc_finish(rc_stats_acc *a, rc_results *r)
             return rc_errorf(RC_ERR_INTERNAL, "statistics: length %lld, accumulated %lld",
                              (long long)r->lens[i].len, (long long)a->len[i].L);
         RC_TRY(acc_len_finish(a, &a->len[i], &r->lens[i]));
+        RC_TRY(rc_dist_stats(&r->lens[i], r->n_seq));
     }
     free(r->cross);
     r->cross = NULL;

@@ -56,6 +56,14 @@ typedef struct rc_trace_out {
     int64_t n_layers;
     const float *logprob_gen, *logprob_fwd; /* [n_seq, len] replayed, NaN after a sequence's end */
     int64_t replay_tokens, replay_equal_gen, replay_equal_fwd; /* of the traced tokens: bitwise the file's */
+    int64_t n_experts;             /* a MoE model's experts (the route op's rows: 2 x n_experts), else 0 */
+    /* MoE: the first routing flip in forward order (layer, then the smallest position over the traced
+     * sequences, then expert): the sides' expert sets differ there; expert: the lowest one only one side
+     * chose (by_sampler: the sampler's). found false: none, or not a MoE model. */
+    struct {
+        bool found, by_sampler;
+        int64_t layer, sequence, position, expert;
+    } flip;
 } rc_trace_out;
 
 #endif

@@ -27,4 +27,5 @@ extern "C" void rck_shim_reset(void)
 #include "../../kernels/gemm.cu"
 #include "../../kernels/fp8.cu"
 #include "../../kernels/moe.cu"
+#include "../../kernels/gdn.cu"
 #include "../../kernels/backend_cuda.cu"

@@ -141,6 +141,18 @@ template <typename F> static inline void rck_shim_ptrs(const rck_moe_acc_args &a
     RCK_SHIM_PTR(f, a, out);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_gdn_step_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, q);
+    RCK_SHIM_PTR(f, a, k);
+    RCK_SHIM_PTR(f, a, v);
+    RCK_SHIM_PTR(f, a, g);
+    RCK_SHIM_PTR(f, a, beta);
+    RCK_SHIM_PTR(f, a, state);
+    RCK_SHIM_PTR(f, a, out);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
 #undef RCK_SHIM_PTR
 
 #endif
