@@ -44,6 +44,28 @@ rc_status rc_conv1d_transpose(const rc_config *c, void *data, int es, int64_t ro
     return RC_OK;
 }
 
+rc_status rc_rope_interleaved_to_half(const rc_config *c, void *data, int es, int64_t rows, int64_t cols)
+{
+    const int64_t d = c->head_dim, rd = c->rotary_dim, half = rd / 2;
+    if (d < 1 || rows % d != 0 || rd < 0 || rd > d || rd % 2 != 0 || cols < 1)
+        return rc_errorf(RC_ERR_INTERNAL, "interleaved RoPE layout: %lld rows, head_dim %lld, rotary %lld",
+                         (long long)rows, (long long)d, (long long)rd);
+    const size_t row_bytes = (size_t)cols * (size_t)es;
+    unsigned char *tmp = malloc((size_t)(rd > 0 ? rd : 1) * row_bytes), *p = data;
+    if (!tmp)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory reordering RoPE rows");
+    for (int64_t h = 0; h < rows / d; h++) {
+        unsigned char *head = p + (size_t)(h * d) * row_bytes;
+        for (int64_t j = 0; j < half; j++) {
+            memcpy(tmp + (size_t)j * row_bytes, head + (size_t)(2 * j) * row_bytes, row_bytes);
+            memcpy(tmp + (size_t)(half + j) * row_bytes, head + (size_t)(2 * j + 1) * row_bytes, row_bytes);
+        }
+        memcpy(head, tmp, (size_t)rd * row_bytes);
+    }
+    free(tmp);
+    return RC_OK;
+}
+
 /* the first name of the family's key for an rc_config field */
 static const char *key_name(const rc_config *c, size_t offset, const char *fallback)
 {

@@ -19,6 +19,15 @@ rc_status rc_qkv_deinterleave_per_head(const rc_config *cfg, void *data, int ele
  * tensor's table entry gives the file shape [in, out]). */
 rc_status rc_conv1d_transpose(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols);
 
+/* GLM's interleaved RoPE pairs (dims 2j, 2j + 1 of a head's first
+ * rotary_dim, rotated by frequency j) moved to rotate_half's layout (dims j
+ * and j + rotary_dim / 2): in each head of a q or k projection (weight rows
+ * or bias), row 2j -> j and 2j + 1 -> rotary_dim / 2 + j; the rest of the
+ * head stays. The rotation is then Llama's on the same pairs, element for
+ * element, and q.k sums the same products (in another order); v and the
+ * attention output are untouched. rows: a multiple of head_dim. */
+rc_status rc_rope_interleaved_to_half(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols);
+
 /* Families without GQA or an explicit head_dim: head_dim = hidden / n_heads
  * and n_kv_heads = n_heads; a remainder is RC_ERR_FORMAT naming the file and
  * the two keys as the family's key table names them ("n_embd 64 is not a

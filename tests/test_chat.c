@@ -288,6 +288,110 @@ START_TEST(test_constructs)
 }
 END_TEST
 
+/* the messages of the named conversation (conversations, then reasoning_conversations) */
+static const json_t *conversation_named(const char *name)
+{
+    const char *const lists[] = {"conversations", "reasoning_conversations"};
+    for (int l = 0; l < 2; l++) {
+        const json_t *list = json_object_get(refs(), lists[l]);
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            const json_t *c = json_array_get(list, i);
+            if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+                return json_object_get(c, "messages");
+        }
+    }
+    return NULL;
+}
+
+/* chat-template arguments through rc_prompts_load: Qwen3's enable_thinking runs (transformers'
+ * apply_chat_template(..., enable_thinking=...) ids) from each line's "chat_template_kwargs",
+ * from --chat-template-kwargs (lim.chat_kwargs), and a line's own value winning over it; refusals */
+START_TEST(test_prompts_load_kwargs)
+{
+    const json_t *t = rc_test_chat_template(refs(), "qwen3");
+    ck_assert_ptr_nonnull(t);
+    rc_tokenizer *tok = entry_tokenizer(t);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/kw.jsonl", g_dir);
+    size_t k;
+    const json_t *kv;
+    int runs = 0;
+    json_array_foreach(json_object_get(t, "kwargs_results"), k, kv)
+    {
+        const json_t *kwargs = json_object_get(kv, "kwargs"), *res = json_object_get(kv, "results");
+        const bool think = json_is_true(json_object_get(kwargs, "enable_thinking"));
+        /* mode 0: each line's kwargs; 1: the option's; 2: the option says the opposite, each line wins */
+        for (int mode = 0; mode < 3; mode++) {
+            FILE *f = fopen(path, "w");
+            size_t i;
+            const json_t *r;
+            json_array_foreach(res, i, r)
+            {
+                json_t *o = json_pack("{s:O}", "messages",
+                                      (json_t *)conversation_named(json_string_value(json_object_get(r, "conversation"))));
+                if (mode != 1)
+                    json_object_set(o, "chat_template_kwargs", (json_t *)kwargs);
+                char *line = json_dumps(o, JSON_COMPACT);
+                fprintf(f, "%s\n", line);
+                free(line);
+                json_decref(o);
+            }
+            fclose(f);
+            rc_prompts pr;
+            const rc_prompt_limits lim = {0, 4096, 8,
+                                          mode == 0   ? NULL
+                                          : mode == 1 ? (think ? "{\"enable_thinking\": true}"
+                                                               : "{\"enable_thinking\": false}")
+                                                      : (think ? "{\"enable_thinking\": false, \"x\": 1}"
+                                                               : "{\"enable_thinking\": true, \"x\": 1}")};
+            ck_assert_msg(rc_prompts_load(path, tok, &lim, &pr) == RC_OK, "%s", rc_last_error());
+            ck_assert_int_eq(pr.n, (int64_t)json_array_size(res));
+            json_array_foreach(res, i, r)
+            {
+                const json_t *want = json_object_get(r, "ids");
+                ck_assert_int_eq(pr.len[i], (int64_t)json_array_size(want));
+                for (int64_t j = 0; j < pr.len[i]; j++)
+                    ck_assert_int_eq(pr.tokens[(int64_t)i * pr.max_len + j],
+                                     json_integer_value(json_array_get(want, (size_t)j)));
+                ck_assert_str_eq(pr.text[i], json_string_value(json_object_get(r, "text")));
+            }
+            rc_prompts_free(&pr);
+            runs++;
+        }
+    }
+    ck_assert_int_eq(runs, 6);
+    /* refusals: exit 4 naming the line for a file's record, usage for the option */
+    static const struct {
+        const char *line, *opt, *msg;
+        rc_status st;
+    } bad[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": [1]}", NULL,
+         "kw.jsonl:1: \"chat_template_kwargs\" must be an object", RC_ERR_FORMAT},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": {\"tools\": []}}",
+         NULL, "\"tools\" is set by ratiocheck", RC_ERR_FORMAT},
+        {"{\"prompt\": \"hi\", \"chat_template_kwargs\": {\"enable_thinking\": false}}", NULL,
+         "kw.jsonl:1: \"chat_template_kwargs\" applies to a {\"messages\": [...]} record only", RC_ERR_FORMAT},
+        {"{\"prompt\": \"hi\"}", "[true]", "--chat-template-kwargs: expected a JSON object", RC_ERR_USAGE},
+        {"{\"prompt\": \"hi\"}", "{\"enable_thinking\": fals}", "--chat-template-kwargs: expected a JSON object",
+         RC_ERR_USAGE},
+        {"{\"prompt\": \"hi\"}", "{\"add_generation_prompt\": false}", "\"add_generation_prompt\" is set by ratiocheck",
+         RC_ERR_USAGE},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        FILE *f = fopen(path, "w");
+        fprintf(f, "%s\n", bad[b].line);
+        fclose(f);
+        rc_prompts pr;
+        const rc_prompt_limits lim = {0, 4096, 8, bad[b].opt};
+        ck_assert_int_eq(rc_prompts_load(path, tok, &lim, &pr), bad[b].st);
+        ck_assert_msg(strstr(rc_last_error(), bad[b].msg), "%zu: %s", b, rc_last_error());
+    }
+    printf("chat qwen3: %d enable_thinking runs through rc_prompts_load (line, option, line over option) give "
+           "transformers' ids\n", runs);
+    rc_tokenizer_free(tok);
+}
+END_TEST
+
 /* one line per conversation of the file (messages), plus a prompt and a
  * tokens line, through rc_prompts_load: ids, texts and lines */
 START_TEST(test_prompts_load_messages)
@@ -314,7 +418,7 @@ START_TEST(test_prompts_load_messages)
         fprintf(f, "{\"tokens\": [5, 6, 7]}\n");
         fclose(f);
         rc_prompts pr;
-        const rc_prompt_limits lim = {0, 4096, 8};
+        const rc_prompt_limits lim = {0, 4096, 8, NULL};
         ck_assert_msg(rc_prompts_load(path, tok, &lim, &pr) == RC_OK, "%s", rc_last_error());
         ck_assert_int_eq(pr.n, (int64_t)nc + 2);
         int32_t *ids;
@@ -457,12 +561,12 @@ START_TEST(test_malformed_messages)
                       "some more things, and yet more things\"}]}\n";
     write_file(path, two, strlen(two));
     rc_prompts pr;
-    const rc_prompt_limits small = {0, 50, 8}; /* line 1: 33 tokens */
+    const rc_prompt_limits small = {0, 50, 8, NULL}; /* line 1: 33 tokens */
     ck_assert_int_eq(rc_prompts_load(path, tok, &small, &pr), RC_ERR_USAGE);
     ck_assert_msg(strstr(rc_last_error(), "p.jsonl:2: prompt of ") &&
                       strstr(rc_last_error(), "plus 8 generated tokens exceeds the model's 50 positions"),
                   "%s", rc_last_error());
-    const rc_prompt_limits first = {1, 50, 8};
+    const rc_prompt_limits first = {1, 50, 8, NULL};
     ck_assert_msg(rc_prompts_load(path, tok, &first, &pr) == RC_OK, "%s", rc_last_error());
     ck_assert_int_eq(pr.n, 1);
     rc_prompts_free(&pr);
@@ -838,6 +942,7 @@ int main(void)
     tcase_add_checked_fixture(tv, setup, teardown);
     tcase_add_test(tv, test_render_vs_hf);
     tcase_add_test(tv, test_prompts_load_messages);
+    tcase_add_test(tv, test_prompts_load_kwargs);
     tcase_add_test(tv, test_constructs);
     suite_add_tcase(s, tv);
     TCase *tr = tcase_create("refused");

@@ -1312,6 +1312,15 @@ START_TEST(test_run_bad_options)
     snprintf(args, sizeof args, "%s --out none --len 100", g_common);
     ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "exceeds the model's 64 positions"));
+    /* longrope past original_max_position_embeddings (phi3_longrope: 32 of 128): refused before
+     * anything runs, naming the prompt's line, exit 5 */
+    snprintf(args, sizeof args,
+             "--model data/fixtures/phi3_longrope --backend cpu --prompts %s/p.ids --samples 2 -q --out none --len 40",
+             g_dir);
+    ck_assert_int_eq(run(args), 5);
+    ck_assert_ptr_nonnull(strstr(g_err, "p.ids:2: ")); /* the first prompt, after a comment line */
+    ck_assert_ptr_nonnull(strstr(g_err, "positions with longrope RoPE: past original_max_position_embeddings 32"));
+    ck_assert_int_eq(count_lines(g_err), 1);
 }
 END_TEST
 

@@ -453,6 +453,169 @@ START_TEST(test_gemma3_text)
 }
 END_TEST
 
+/* OLMo3 (Olmo3Config): OLMo2's norms, layer_types sliding windows ((i + 1) % 4 != 0 by
+ * default), RoPE per layer type (legacy rope_scaling on the full layers only; v5's nested
+ * rope_parameters); what is refused */
+START_TEST(test_olmo3)
+{
+    rc_config c;
+    /* Olmo-3-1025-7B's keys (transformers 4.x layout: rope_scaling, no layer_types) */
+    parse_ok("{'architectures':['Olmo3ForCausalLM'],'attention_bias':false,'attention_dropout':0.0,"
+             "'eos_token_id':100257,'hidden_act':'silu','hidden_size':4096,'initializer_range':0.02,"
+             "'intermediate_size':11008,'max_position_embeddings':65536,'model_type':'olmo3',"
+             "'num_attention_heads':32,'num_hidden_layers':32,'num_key_value_heads':32,'pad_token_id':100277,"
+             "'rms_norm_eps':1e-06,'rope_scaling':{'attention_factor':1.2079441541679836,'beta_fast':32,"
+             "'beta_slow':1,'factor':8.0,'original_max_position_embeddings':8192,'rope_type':'yarn'},"
+             "'rope_theta':500000,'sliding_window':4096,'tie_word_embeddings':false,'vocab_size':100278}", &c);
+    ck_assert_str_eq(c.arch->family, "olmo3");
+    ck_assert(c.post_norm && c.norm_w_f32 && c.rope_f32 && c.qk_norm == RC_QK_NORM_ALL);
+    ck_assert(c.rope_type == RC_ROPE_YARN && c.rope_factor == 8.0 && c.rope_orig_max_pos == 8192);
+    ck_assert(c.rope_attn_factor == 1.2079441541679836 && c.rope_theta == 500000.0);
+    ck_assert(c.rope_theta_local == 500000.0); /* the sliding layers: default RoPE, rope_theta */
+    for (int64_t l = 0; l < c.n_layers; l++) {
+        const bool sliding = (l + 1) % 4 != 0;
+        ck_assert_int_eq(rc_layer_window(&c, l), sliding ? 4096 : 0);
+        ck_assert(rc_layer_rope_local(&c, l) == sliding);
+    }
+    /* v5's nested rope_parameters; Olmo3Config defaults (theta 5e5, 2048 positions, eps 1e-5) */
+    parse_ok("{'model_type':'olmo3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':128,'vocab_size':300,'layer_types':['full_attention','sliding_attention'],"
+             "'rope_parameters':{'full_attention':{'rope_type':'linear','factor':2.0},"
+             "'sliding_attention':{'rope_type':'default','rope_theta':10000.0}}}", &c);
+    ck_assert(c.rope_type == RC_ROPE_LINEAR && c.rope_theta == 500000.0 && c.rope_theta_local == 10000.0);
+    ck_assert(c.n_kv_heads == 4 && c.norm_eps == 1e-5 && c.max_pos == 2048 && c.sliding_window == 4096);
+    ck_assert(!rc_layer_rope_local(&c, 0) && rc_layer_rope_local(&c, 1));
+    EXPECT_REJECT("{'model_type':'olmo3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'rope_parameters':{'full_attention':{'rope_type':"
+                  "'default'},'sliding_attention':{'rope_type':'yarn','factor':2.0}}}",
+                  RC_ERR_UNSUPPORTED, "sliding_attention type \"yarn\"");
+    EXPECT_REJECT("{'model_type':'olmo3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'rope_parameters':{'rope_type':'default'}}",
+                  RC_ERR_FORMAT, "neither \"full_attention\" nor \"sliding_attention\"");
+    EXPECT_REJECT("{'model_type':'olmo3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'sliding_window':null}",
+                  RC_ERR_FORMAT, "sliding_attention layer");
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/olmo3_sliding"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.rope_type == RC_ROPE_YARN && m->cfg.rope_theta_local == 10000.0);
+    ck_assert(rc_layer_window(&m->cfg, 0) == 5 && rc_layer_window(&m->cfg, 1) == 0);
+    rc_model_free(m);
+}
+END_TEST
+
+/* Phi-3 (Phi3Config): fused tensors, partial rotary, longrope (su / yarn as longrope, the
+ * attention factor, original_max_position_embeddings' default and priority), sliding_window
+ * on every layer; the positions longrope refuses; other scaling types refused */
+START_TEST(test_phi3)
+{
+    rc_config c;
+    /* Phi-3-mini-4k-instruct's keys */
+    parse_ok("{'architectures':['Phi3ForCausalLM'],'attention_bias':false,'attention_dropout':0.0,"
+             "'bos_token_id':1,'embd_pdrop':0.0,'eos_token_id':32000,'hidden_act':'silu','hidden_size':3072,"
+             "'initializer_range':0.02,'intermediate_size':8192,'max_position_embeddings':4096,"
+             "'model_type':'phi3','num_attention_heads':32,'num_hidden_layers':32,'num_key_value_heads':32,"
+             "'original_max_position_embeddings':4096,'pad_token_id':32000,'resid_pdrop':0.0,"
+             "'rms_norm_eps':1e-05,'rope_scaling':null,'rope_theta':10000.0,'sliding_window':2047,"
+             "'tie_word_embeddings':false,'torch_dtype':'bfloat16','use_cache':true,'vocab_size':32064}", &c);
+    ck_assert_str_eq(c.arch->family, "phi3");
+    ck_assert(c.head_dim == 96 && c.rotary_dim == 96 && c.rope_type == RC_ROPE_DEFAULT);
+    ck_assert(!c.window_per_layer && rc_layer_window(&c, 0) == 2047 && rc_layer_window(&c, 31) == 2047);
+    ck_assert(!c.qkv_bias && !c.o_bias && !c.mlp_bias && c.gated_mlp);
+    ck_assert(rc_config_check_positions(&c, 100000) == RC_OK);
+    /* Phi-4-mini-instruct's layout: longrope under its legacy key "type", partial rotary 0.75
+     * (96 of 128 dims, 48 factors), factor from 131072 / 4096 */
+    char sf[48 * 8 + 1] = "", lf[48 * 8 + 1] = "", js[4096];
+    for (int j = 0; j < 48; j++) {
+        snprintf(sf + strlen(sf), sizeof sf - strlen(sf), "%s%g", j ? "," : "", 1.0 + 0.05 * j);
+        snprintf(lf + strlen(lf), sizeof lf - strlen(lf), "%s%g", j ? "," : "", 1.0 + 0.5 * j);
+    }
+    snprintf(js, sizeof js,
+             "{'model_type':'phi3','hidden_size':3072,'num_attention_heads':24,'num_key_value_heads':8,"
+             "'num_hidden_layers':2,'intermediate_size':8192,'vocab_size':200064,'max_position_embeddings':131072,"
+             "'original_max_position_embeddings':4096,'partial_rotary_factor':0.75,'rope_theta':10000.0,"
+             "'rope_scaling':{'long_factor':[%s],'short_factor':[%s],'type':'longrope'},"
+             "'tie_word_embeddings':true,'bos_token_id':199999,'eos_token_id':199999}", lf, sf);
+    parse_ok(js, &c);
+    ck_assert(c.head_dim == 128 && c.rotary_dim == 96 && c.rope_type == RC_ROPE_LONGROPE && c.tie_embeddings);
+    ck_assert(c.rope_short_factor[0] == 1.0 && c.rope_short_factor[47] == 1.0 + 0.05 * 47);
+    ck_assert(c.rope_orig_max_pos == 4096 && c.rope_factor == 32.0);
+    ck_assert(c.rope_attn_factor == sqrt(1.0 + log(32.0) / log(4096.0)));
+    ck_assert(rc_config_check_positions(&c, 4096) == RC_OK);
+    ck_assert(rc_config_check_positions(&c, 4097) == RC_ERR_UNSUPPORTED);
+    ck_assert(strstr(rc_last_error(), "original_max_position_embeddings 4096"));
+    /* "su" and "yarn" are longrope in Phi3Config; the top-level original_max_position_embeddings
+     * (default 4096) wins over the scaling object's; attention_factor given */
+    parse_ok("{'model_type':'phi3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':128,'vocab_size':32064,'max_position_embeddings':8192,'rope_scaling':{'type':"
+             "'yarn','short_factor':[1,2,3,4,5,6,7,8],'long_factor':[1,2,3,4,5,6,7,8],"
+             "'original_max_position_embeddings':1024,'attention_factor':1.5}}", &c);
+    ck_assert(c.rope_type == RC_ROPE_LONGROPE && c.rope_orig_max_pos == 4096 && c.rope_attn_factor == 1.5);
+    ck_assert(c.eos_ids[0] == 32000 && c.n_eos == 1 && c.bos_id == 1); /* Phi3Config's defaults */
+    parse_ok("{'model_type':'phi3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':128,'vocab_size':300,'max_position_embeddings':2048,"
+             "'original_max_position_embeddings':2048,'rope_parameters':{'rope_type':'su',"
+             "'short_factor':[1,2,3,4,5,6,7,8],'long_factor':[1,2,3,4,5,6,7,8]}}", &c);
+    ck_assert(c.rope_type == RC_ROPE_LONGROPE && c.rope_factor == 1.0 && c.rope_attn_factor == 1.0);
+    EXPECT_REJECT("{'model_type':'phi3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'rope_scaling':{'type':'linear','factor':2.0}}",
+                  RC_ERR_UNSUPPORTED, "rope_scaling type \"linear\"", "phi3");
+    EXPECT_REJECT("{'model_type':'phi3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'rope_scaling':{'type':'longrope',"
+                  "'short_factor':[1,2,3],'long_factor':[1,2,3,4,5,6,7,8]}}",
+                  RC_ERR_FORMAT, "\"short_factor\" must be a list of 8 numbers");
+    EXPECT_REJECT("{'model_type':'phi3','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':128,'vocab_size':300,'rope_scaling':{'type':'longrope',"
+                  "'short_factor':[1,2,3,4,5,6,7,8]}}",
+                  RC_ERR_FORMAT, "needs \"long_factor\"");
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/phi3_longrope"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.rope_type == RC_ROPE_LONGROPE && m->cfg.rotary_dim == 18 && m->cfg.rope_orig_max_pos == 32);
+    ck_assert(m->cfg.rope_attn_factor == sqrt(1.0 + log(4.0) / log(32.0)));
+    rc_model_free(m);
+}
+END_TEST
+
+/* GLM-4 (Glm4Config): four norms, partial rotary 0.5 by default, q/k/v biases by default,
+ * the three EOS ids when eos_token_id is absent or null */
+START_TEST(test_glm4)
+{
+    rc_config c;
+    /* GLM-4-9B-0414's keys */
+    parse_ok("{'architectures':['Glm4ForCausalLM'],'attention_bias':true,'attention_dropout':0.0,"
+             "'eos_token_id':[151329,151336,151338],'head_dim':128,'hidden_act':'silu','hidden_size':4096,"
+             "'initializer_range':0.02,'intermediate_size':13696,'max_position_embeddings':32768,"
+             "'model_type':'glm4','num_attention_heads':32,'num_hidden_layers':40,'num_key_value_heads':2,"
+             "'pad_token_id':151329,'partial_rotary_factor':0.5,'rms_norm_eps':1e-05,'rope_theta':10000.0,"
+             "'tie_word_embeddings':false,'torch_dtype':'bfloat16','vocab_size':151552}", &c);
+    ck_assert_str_eq(c.arch->family, "glm4");
+    ck_assert(c.sandwich_norm && !c.post_norm && c.rotary_dim == 64 && c.head_dim == 128 && c.n_kv_heads == 2);
+    ck_assert(c.qkv_bias && !c.o_bias && !c.mlp_bias);
+    ck_assert(c.n_eos == 3 && c.eos_ids[0] == 151329 && c.eos_ids[1] == 151336 && c.eos_ids[2] == 151338);
+    /* defaults: 0.5 rotary, eps 1.5625e-7, 128 head_dim, 2 kv heads, the EOS list */
+    parse_ok("{'model_type':'glm4','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':128,'vocab_size':160000}", &c);
+    ck_assert(c.rotary_dim == 64 && c.head_dim == 128 && c.n_kv_heads == 2 && c.norm_eps == 0.00000015625);
+    ck_assert(c.n_eos == 3 && c.eos_ids[2] == 151338 && c.qkv_bias && c.max_pos == 131072);
+    parse_ok("{'model_type':'glm4','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':128,'vocab_size':160000,'head_dim':16,'eos_token_id':null,"
+             "'rope_parameters':{'rope_type':'default','rope_theta':10000.0,'partial_rotary_factor':0.25}}", &c);
+    ck_assert(c.rotary_dim == 4 && c.n_eos == 3);
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/glm4_partial"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.rotary_dim == 6 && m->cfg.head_dim == 12 && m->cfg.n_eos == 1);
+    rc_model_free(m);
+}
+END_TEST
+
 /* Where transformers ignores a key, so does ratiocheck: MptMLP is 4 x d_model
  * whatever expansion_ratio says (a folder saved by MptForCausalLM with
  * expansion_ratio 2 holds 4 x d_model weights and loads); an eos_token_id
@@ -1305,7 +1468,7 @@ START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
                      "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
-                     "qwen3_moe, gemma2, gemma3_text");
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -1478,6 +1641,9 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_olmo2);
     tcase_add_test(ok, test_gemma2);
     tcase_add_test(ok, test_gemma3_text);
+    tcase_add_test(ok, test_olmo3);
+    tcase_add_test(ok, test_phi3);
+    tcase_add_test(ok, test_glm4);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);

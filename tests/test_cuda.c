@@ -1118,7 +1118,8 @@ static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "ll
                                          "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
                                          "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
                                          "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
-                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local"};
+                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local",
+                                         "olmo3_sliding", "phi3_longrope", "glm4_partial"};
 #define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
 
 /* Full forward of the fixture's sequences on the backend under test vs HF

@@ -648,7 +648,7 @@ static long max_rss_mb(void)
  * prompts to 100000 tokens: 2 GB). */
 START_TEST(test_prompts_context_before_padding)
 {
-    const rc_prompt_limits lim = {0, 256, 50};
+    const rc_prompt_limits lim = {0, 256, 50, NULL};
     rc_prompts pr;
     /* .ids: 5000 one-token prompts, then one of 100000 tokens */
     size_t cap = 5000 * 2 + 100000 * 2 + 1, n = 0;
@@ -704,7 +704,7 @@ START_TEST(test_prompts_context_before_padding)
     ck_assert_msg(strstr(rc_last_error(), "p.txt:2: prompt of ") && strstr(rc_last_error(), "plus 50 generated"), "%s",
                   rc_last_error());
     /* --num-prompts 1: only the first prompt is read */
-    const rc_prompt_limits first = {1, 256, 50};
+    const rc_prompt_limits first = {1, 256, 50, NULL};
     ck_assert_msg(rc_prompts_load(p, t, &first, &pr) == RC_OK, "%s", rc_last_error());
     ck_assert_int_eq(pr.n, 1);
     ck_assert_int_eq(pr.len[0], pr.max_len);

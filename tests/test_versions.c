@@ -216,8 +216,8 @@ END_TEST
  * rule in rco_act_dt was fixed). */
 static const char *const families[] = {
     "gpt2_learned", "bloom_alibi", "mpt_alibi", "baichuan_7b", "baichuan_13b", "baichuan2_7b", "baichuan2_13b",
-    "qwen3_yarn", "olmo2_postnorm", "gemma2_softcap", "gemma3_local", /* tools/make_family_fixtures.py, the
-                                                                        * same make_v524 files */
+    "qwen3_yarn", "olmo2_postnorm", "gemma2_softcap", "gemma3_local", "olmo3_sliding", "phi3_longrope",
+    "glm4_partial", /* tools/make_family_fixtures.py, the same make_v524 files */
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 

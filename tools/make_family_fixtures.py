@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fixtures for the model families added after the first set (Qwen3, OLMo 2) and for YaRN RoPE.
+"""Fixtures for the model families added after the first set (Qwen3, OLMo 2 and 3, Gemma 2 and 3, Phi-3,
+GLM-4) and for YaRN RoPE.
 
-Three kinds of files, all from transformers' own code (versions: tools/requirements-fixtures.txt):
+Four kinds of files, all from transformers' own code (versions: tools/requirements-fixtures.txt):
 
 * ``data/fixtures/<name>/`` for each entry of ``FAMILY_FIXTURES``: exactly what
   ``tools/make_fixtures.py`` writes for its fixtures (``build_fixture``: HF's own model class at a
@@ -40,7 +41,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from st_canonical import save_safetensors_canonical  # noqa: E402
 from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,  # noqa: E402
-                          LlamaConfig, Olmo2Config, Olmo2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          Glm4Config, Glm4ForCausalLM, LlamaConfig, Olmo2Config, Olmo2ForCausalLM, Olmo3Config,
+                          Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
@@ -49,13 +51,20 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noq
 # numpy fp64 forwards (independent of HF's modules; checked against the fp64 references)
 # --------------------------------------------------------------------------
 
-def np_inv_freq(rp, head_dim):
-    """default / yarn inv_freq and attention factor in fp64 (transformers' formulas)."""
+def np_inv_freq(rp, head_dim, max_pos=None):
+    """default / yarn / longrope (short factors) inv_freq and attention factor in fp64 (transformers' formulas)."""
     dim = int(head_dim * rp.get("partial_rotary_factor", 1.0))
     base = float(rp["rope_theta"])
     inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     if rp["rope_type"] == "default":
         return inv, 1.0
+    if rp["rope_type"] == "longrope":
+        orig = rp["original_max_position_embeddings"]
+        factor = rp.get("factor") or max_pos / orig
+        att = rp.get("attention_factor")
+        if att is None:
+            att = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        return inv / np.asarray(rp["short_factor"], dtype=np.float64), float(att)
     assert rp["rope_type"] == "yarn", rp
     factor = float(rp["factor"])
     orig = rp["original_max_position_embeddings"]
@@ -90,6 +99,24 @@ def np_rope(x, inv, att):  # x [T, H, D], the whole head rotated (rotate_half la
     sin = np.concatenate([np.sin(ang)] * 2, -1)[:, None, :] * att
     rot = np.concatenate([-x[..., half:], x[..., :half]], -1)
     return x * cos + rot * sin
+
+
+def np_rope_partial(x, inv, att, interleaved=False):
+    """RoPE on the first 2 * len(inv) dims of each head: rotate_half's layout (Phi-3), or GLM's interleaved
+    pairs (dims 2j, 2j + 1 rotated by frequency j); the rest of the head passes through."""
+    rd = 2 * len(inv)
+    r, rest = x[..., :rd], x[..., rd:]
+    if interleaved:
+        T = x.shape[0]
+        ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+        c, s = np.cos(ang)[:, None, :] * att, np.sin(ang)[:, None, :] * att
+        a, b = r[..., 0::2], r[..., 1::2]
+        out = np.empty_like(r)
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, b * c + a * s
+        r = out
+    else:
+        r = np_rope(r, inv, att)
+    return np.concatenate([r, rest], -1)
 
 
 def np_attn(q, k, v, scale, window=None, softcap=None):  # q [T,H,D], k/v [T,KV,D]; window: key j visible iff j > i - window
@@ -159,6 +186,95 @@ def np_forward_olmo2(cfg, W, ids):
         g = mf._np_lin(x, W, p + "mlp.gate_proj")
         m = mf._np_lin(g / (1 + np.exp(-g)) * mf._np_lin(x, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
         x = x + np_rms(m, W[p + "post_feedforward_layernorm.weight"], eps)
+    x = np_rms(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return mf._np_log_softmax(x @ head.T)
+
+
+def np_forward_olmo3(cfg, W, ids):
+    """Olmo3ForCausalLM: OLMo2's forward, sliding-window layers (layer_types), RoPE per layer type."""
+    T = len(ids)
+    H = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or H
+    D = cfg.get("head_dim") or cfg["hidden_size"] // H
+    eps = cfg["rms_norm_eps"]
+    assert cfg["hidden_act"] == "silu"
+    ropes = {lt: np_inv_freq(cfg["rope_parameters"][lt], D) for lt in ("full_attention", "sliding_attention")}
+    x = W["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        lt = cfg["layer_types"][layer]
+        inv, att = ropes[lt]
+        win = cfg["sliding_window"] if lt == "sliding_attention" else None
+        q = np_rms(mf._np_lin(x, W, p + "self_attn.q_proj"), W[p + "self_attn.q_norm.weight"], eps)
+        k = np_rms(mf._np_lin(x, W, p + "self_attn.k_proj"), W[p + "self_attn.k_norm.weight"], eps)
+        v = mf._np_lin(x, W, p + "self_attn.v_proj").reshape(T, KV, D)
+        q, k = np_rope(q.reshape(T, H, D), inv, att), np_rope(k.reshape(T, KV, D), inv, att)
+        a = mf._np_lin(np_attn(q, k, v, D ** -0.5, win), W, p + "self_attn.o_proj")
+        x = x + np_rms(a, W[p + "post_attention_layernorm.weight"], eps)
+        g = mf._np_lin(x, W, p + "mlp.gate_proj")
+        m = mf._np_lin(g / (1 + np.exp(-g)) * mf._np_lin(x, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
+        x = x + np_rms(m, W[p + "post_feedforward_layernorm.weight"], eps)
+    x = np_rms(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return mf._np_log_softmax(x @ head.T)
+
+
+def np_forward_phi3(cfg, W, ids):
+    """Phi3ForCausalLM: fused qkv_proj and gate_up_proj, partial rotary, longrope (short factors), a sliding
+    window on every layer."""
+    T = len(ids)
+    H = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or H
+    D = cfg["hidden_size"] // H
+    eps = cfg["rms_norm_eps"]
+    assert cfg["hidden_act"] == "silu"
+    inv, att = np_inv_freq(cfg["rope_parameters"], D, cfg["max_position_embeddings"])
+    win = cfg.get("sliding_window")
+    I = cfg["intermediate_size"]
+    x = W["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = np_rms(x, W[p + "input_layernorm.weight"], eps)
+        qkv = h @ W[p + "self_attn.qkv_proj.weight"].T
+        q = qkv[:, :H * D].reshape(T, H, D)
+        k = qkv[:, H * D:(H + KV) * D].reshape(T, KV, D)
+        v = qkv[:, (H + KV) * D:].reshape(T, KV, D)
+        q, k = np_rope_partial(q, inv, att), np_rope_partial(k, inv, att)
+        x = x + mf._np_lin(np_attn(q, k, v, D ** -0.5, win), W, p + "self_attn.o_proj")
+        h = np_rms(x, W[p + "post_attention_layernorm.weight"], eps)
+        gu = h @ W[p + "mlp.gate_up_proj.weight"].T
+        g, u = gu[:, :I], gu[:, I:]
+        x = x + mf._np_lin(u * (g / (1 + np.exp(-g))), W, p + "mlp.down_proj")
+    x = np_rms(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return mf._np_log_softmax(x @ head.T)
+
+
+def np_forward_glm4(cfg, W, ids):
+    """Glm4ForCausalLM: four norms per layer, partial rotary in GLM's interleaved layout, fused gate_up_proj,
+    q/k/v biases."""
+    T = len(ids)
+    H, KV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+    assert cfg["hidden_act"] == "silu"
+    inv, att = np_inv_freq(cfg["rope_parameters"], D)
+    I = cfg["intermediate_size"]
+    x = W["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = np_rms(x, W[p + "input_layernorm.weight"], eps)
+        q = mf._np_lin(h, W, p + "self_attn.q_proj").reshape(T, H, D)
+        k = mf._np_lin(h, W, p + "self_attn.k_proj").reshape(T, KV, D)
+        v = mf._np_lin(h, W, p + "self_attn.v_proj").reshape(T, KV, D)
+        q, k = np_rope_partial(q, inv, att, True), np_rope_partial(k, inv, att, True)
+        a = mf._np_lin(np_attn(q, k, v, D ** -0.5), W, p + "self_attn.o_proj")
+        x = x + np_rms(a, W[p + "post_self_attn_layernorm.weight"], eps)
+        h = np_rms(x, W[p + "post_attention_layernorm.weight"], eps)
+        gu = h @ W[p + "mlp.gate_up_proj.weight"].T
+        g, u = gu[:, :I], gu[:, I:]
+        m = mf._np_lin(u * (g / (1 + np.exp(-g))), W, p + "mlp.down_proj")
+        x = x + np_rms(m, W[p + "post_mlp_layernorm.weight"], eps)
     x = np_rms(x, W["model.norm.weight"], eps)
     head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     return mf._np_log_softmax(x @ head.T)
@@ -347,6 +463,99 @@ FAMILY_FIXTURES = [
         description="Gemma 3 (text), per-head (1 + w) q/k norm, local RoPE (theta 1e4) on the sliding layers and "
                     "linear-scaled RoPE (factor 4, theta 1e6) on the full one (layer 2), sliding window 6 on layers 0 "
                     "and 1, GQA 4q/2kv, head_dim 18 (hidden 32), query_pre_attn_scalar 24, tied, fp32",
+    ),
+    dict(
+        name="olmo3_sliding",
+        seed=13013,
+        model_cls=Olmo3ForCausalLM,
+        config_cls=Olmo3Config,
+        config=dict(
+            vocab_size=120,
+            hidden_size=40,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=44,
+            hidden_act="silu",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            sliding_window=5,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters=dict(
+                full_attention=dict(rope_type="yarn", rope_theta=500000.0, factor=4.0,
+                                    original_max_position_embeddings=16),
+                sliding_attention=dict(rope_type="default", rope_theta=10000.0)),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_olmo3,
+        description="OLMo3, OLMo2's post-norms and whole-projection q/k norm, GQA 4q/2kv, head_dim 10 (hidden 40), "
+                    "layers sliding/full/sliding with window 5, RoPE per layer type (full: yarn factor 4, orig ctx 16, "
+                    "theta 5e5; sliding: default, theta 1e4), untied, fp32",
+    ),
+    dict(
+        name="phi3_longrope",
+        seed=14014,
+        model_cls=Phi3ForCausalLM,
+        config_cls=Phi3Config,
+        config=dict(
+            vocab_size=128,
+            hidden_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            intermediate_size=40,
+            hidden_act="silu",
+            max_position_embeddings=128,
+            original_max_position_embeddings=32,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            sliding_window=6,
+            rope_parameters=dict(
+                rope_type="longrope", rope_theta=10000.0, partial_rotary_factor=0.75,
+                short_factor=[1.0, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5, 3.1, 3.9],
+                long_factor=[1.0, 1.2, 1.5, 2.0, 2.8, 4.0, 5.5, 7.5, 10.0]),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_phi3,
+        description="Phi-3, fused qkv_proj and gate_up_proj, GQA 2q/1kv, head_dim 24, partial rotary 0.75 (18 dims), "
+                    "longrope (short factors, attention factor from max/original positions 128/32), sliding window 6 "
+                    "on every layer, untied, fp32",
+    ),
+    dict(
+        name="glm4_partial",
+        seed=15015,
+        model_cls=Glm4ForCausalLM,
+        config_cls=Glm4Config,
+        config=dict(
+            vocab_size=128,
+            hidden_size=36,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=12,  # != hidden / heads (9); 6 rotary dims, interleaved pairs
+            intermediate_size=44,
+            hidden_act="silu",
+            max_position_embeddings=128,
+            initializer_range=mf.INIT_RANGE,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            attention_bias=True,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5),
+            **mf.COMMON_TOKENS,
+        ),
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        np_forward=np_forward_glm4,
+        description="GLM-4, four norms per layer, partial rotary 0.5 in GLM's interleaved layout, fused gate_up_proj, "
+                    "q/k/v biases, GQA 4q/2kv, head_dim 12 (hidden 36), untied, fp32",
     ),
 ]
 

@@ -610,6 +610,9 @@ def rope_inv_freq_f64(config):
         ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
         ef = 1 - ramp
         return inv / factor * (1 - ef) + inv * ef
+    if rtype == "longrope":
+        # _compute_longrope_parameters without seq_len (the short factors, as HF's buffer holds them)
+        return inv / torch.tensor(rp["short_factor"], dtype=torch.float64)
     raise NotImplementedError(rtype)
 
 
@@ -648,6 +651,32 @@ def _rms_forward_f64(self, hidden_states):
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
     hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
     return self.weight * hidden_states
+
+
+def _rope_forward_typed_f64(self, x, position_ids, layer_type):
+    # A rotary module with one table per layer type (Olmo3RotaryEmbedding.forward,
+    # Gemma3RotaryEmbedding.forward), in float64.
+    inv = getattr(self, f"{layer_type}_inv_freq")
+    freqs = position_ids[..., None].to(torch.float64) * inv.to(device=x.device, dtype=torch.float64)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    att = getattr(self, f"{layer_type}_attention_scaling")
+    return (emb.cos() * att).to(dtype=x.dtype), (emb.sin() * att).to(dtype=x.dtype)
+
+
+def _patch_typed_rope_f64(m, config):
+    """fp64 tables for a rotary module keyed by layer type (config.rope_parameters[layer_type]: OLMo 3,
+    Gemma 3); the module's own buffers (fp32 values, widened by .double()) checked against them."""
+    for lt in m.layer_types:
+        view = copy.copy(config)
+        object.__setattr__(view, "rope_parameters", config.rope_parameters[lt])
+        inv64 = rope_inv_freq_f64(view)
+        hf32 = getattr(m, f"{lt}_inv_freq").double()
+        rel = ((hf32 - inv64).abs() / inv64).max().item()
+        assert rel < 1e-6, f"fp64 inv_freq ({lt}) does not match HF's fp32 inv_freq (rel {rel})"
+        assert m.rope_type[lt] in ("default", "linear", "yarn"), m.rope_type
+        setattr(m, f"{lt}_inv_freq", inv64.clone())
+        setattr(m, f"{lt}_original_inv_freq", inv64.clone())
+    m.forward = types.MethodType(_rope_forward_typed_f64, m)
 
 
 def _rope_forward_f64(self, x, position_ids):
@@ -847,26 +876,11 @@ def _gemma_rms_forward_f64(self, x):
     return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)) * (1.0 + self.weight)
 
 
-def _gemma3_rope_forward_f64(self, x, position_ids, layer_type):
-    # Gemma3RotaryEmbedding.forward evaluated in float64 (each layer type's own inv_freq and scaling)
-    inv = getattr(self, f"{layer_type}_inv_freq")
-    att = getattr(self, f"{layer_type}_attention_scaling")
-    freqs = position_ids[..., None].to(torch.float64) * inv.to(device=x.device, dtype=torch.float64)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return (emb.cos() * att).to(dtype=x.dtype), (emb.sin() * att).to(dtype=x.dtype)
-
-
-def _gemma_inv_freq_f64(rp, head_dim):
-    inv = 1.0 / (float(rp["rope_theta"]) ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    assert rp.get("rope_type", "default") in ("default", "linear"), rp
-    return inv / float(rp["factor"]) if rp.get("rope_type") == "linear" else inv
-
-
 def _patch_gemma_f64(model64):
-    """Gemma 2 / 3: the (1 + w) RMSNorms in float64 (the generic patch is Llama's w * x), the embedding
-    scale as the fp64 value of hidden_size ** 0.5 (HF keeps it as an fp32 buffer), and Gemma 3's two
-    rotary tables (sliding / full layers) as fp64 values. Each replacement is checked against HF's
-    forward in fp32 (norms and tables: < 1e-6)."""
+    """Gemma 2 / 3: the (1 + w) RMSNorms in float64 (the generic patch is Llama's w * x) and the embedding
+    scale as the fp64 value of hidden_size ** 0.5 (HF keeps it as an fp32 buffer); each replacement is
+    checked against HF's forward in fp32 (norms: < 1e-6). Gemma 3's two rotary tables are make_true_fp64's
+    (_patch_typed_rope_f64); here their attention scaling is checked to be 1."""
     cfg = model64.config
     n_rms = n_emb = n_rope = 0
     g = torch.Generator().manual_seed(0)
@@ -885,23 +899,14 @@ def _patch_gemma_f64(model64):
             m.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=torch.float64)
             n_emb += 1
         elif cname == "Gemma3RotaryEmbedding":
-            for lt in m.layer_types:
-                inv64 = _gemma_inv_freq_f64(cfg.rope_parameters[lt], cfg.head_dim)
-                hf = getattr(m, f"{lt}_inv_freq")
-                assert ((hf.double() - inv64).abs() / inv64).max().item() < 1e-6, lt
-                assert getattr(m, f"{lt}_attention_scaling") == 1.0
-                setattr(m, f"{lt}_inv_freq", inv64.clone())
-                setattr(m, f"{lt}_original_inv_freq", inv64.clone())
-            m.forward = types.MethodType(_gemma3_rope_forward_f64, m)
+            assert all(getattr(m, f"{lt}_attention_scaling") == 1.0 for lt in m.layer_types)
             n_rope += 1
     assert n_emb == 1 and n_rms >= 4 * cfg.num_hidden_layers + 1
-    return dict(gemma_rms_patched=n_rms, gemma_embed_scale_f64=n_emb, gemma3_rope_patched=n_rope)
+    return dict(gemma_rms_patched=n_rms, gemma_embed_scale_f64=n_emb, gemma3_rope_checked=n_rope)
 
 
 FP64_FAMILY_PATCHES = {"bloom": _patch_bloom_f64, "mpt": _patch_mpt_f64, "gpt2": _patch_gpt2_f64,
                        "mixtral": _patch_mixtral_f64, "gemma2": _patch_gemma_f64, "gemma3_text": _patch_gemma_f64}
-# families whose rotary module keeps one table per layer type (patched by their FP64_FAMILY_PATCHES entry)
-OWN_ROPE_MODEL_TYPES = ("gemma3_text",)
 
 
 def _check_baichuan_f64(model64, hf_inv_freq_f32):
@@ -965,12 +970,16 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
         if "RMSNorm" in cname:
             m.forward = types.MethodType(_rms_forward_f64, m)
             n_rms += 1
-        elif "RotaryEmbedding" in cname and model64.config.model_type not in OWN_ROPE_MODEL_TYPES:
+        elif "RotaryEmbedding" in cname and isinstance(getattr(m, "rope_type", None), dict):
+            _patch_typed_rope_f64(m, model64.config)  # OLMo 3, Gemma 3: one table per layer type
+            n_rope += 1
+        elif "RotaryEmbedding" in cname:
             assert hf_inv_freq_f32 is not None
             inv64 = rope_inv_freq_f64(model64.config)
-            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3", "yarn"), m.rope_type
-            # a Python float (YaRN's attention factor; 1.0 otherwise), multiplied into cos / sin in fp64 below
-            assert m.attention_scaling == 1.0 or m.rope_type == "yarn"
+            assert getattr(m, "rope_type", "default") in ("default", "linear", "llama3", "yarn", "longrope"), m.rope_type
+            # a Python float (YaRN's and longrope's attention factor; 1.0 otherwise), multiplied into cos / sin in
+            # fp64 below
+            assert m.attention_scaling == 1.0 or m.rope_type in ("yarn", "longrope")
             rel = ((hf_inv_freq_f32.double() - inv64).abs() / inv64).max().item()
             assert rel < 1e-6, f"fp64 inv_freq does not match HF's fp32 inv_freq (rel {rel})"
             m.inv_freq = inv64.clone()
@@ -980,7 +989,7 @@ def make_true_fp64(model64, hf_inv_freq_f32=None):
     model_type = model64.config.model_type
     if model_type in NO_ROPE_MODEL_TYPES:
         assert n_rope == 0 and hf_inv_freq_f32 is None
-    elif model_type not in OWN_ROPE_MODEL_TYPES:
+    else:
         assert n_rope >= 1
     info = dict(rms_patched=n_rms, rope_patched=n_rope)
     if model_type in FP64_FAMILY_PATCHES:
@@ -1613,7 +1622,8 @@ def build_fixture(spec, out_root):
 
     rope_mod = [m for m in ref32.modules() if "RotaryEmbedding" in type(m).__name__]
     assert len(rope_mod) <= 1
-    # None: ALiBi / learned positions; Gemma 3: the full layers' table (one per layer type)
+    # None: ALiBi / learned positions; a table per layer type (Gemma 3, OLMo 3): the full layers' (both
+    # tables are checked by _patch_typed_rope_f64)
     hf_inv_freq = (getattr(rope_mod[0], "inv_freq", None) if rope_mod else None)
     if rope_mod and hf_inv_freq is None:
         hf_inv_freq = rope_mod[0].full_attention_inv_freq

@@ -150,6 +150,7 @@ double gate_value(const rc_verdict *v, const rc_len_stats *st, const char *metri
 typedef struct run_opts {
     char model_default[4096], prompts_default[4096];
     const char *model_dir, *prompts_path, *out_path, *replay, *backend;
+    const char *chat_kwargs; /* --chat-template-kwargs JSON, or NULL */
     rc_rollout_cfg cfg;
     rc_kernels kernels;
     bool lp_same, force, json, quiet, help;

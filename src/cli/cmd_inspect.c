@@ -20,6 +20,7 @@ static const char *rope_name(rc_rope_type t)
     case RC_ROPE_LINEAR: return "linear";
     case RC_ROPE_LLAMA3: return "llama3";
     case RC_ROPE_YARN: return "yarn";
+    case RC_ROPE_LONGROPE: return "longrope";
     }
     return "?";
 }

@@ -104,7 +104,7 @@ rc_status run_load(run_ctx *x)
     rc_prompts *pr = &x->prompts;
     if (!ro->replay) {
         /* each prompt is checked against the context as it is read, before any padding */
-        const rc_prompt_limits lim = {ro->num_prompts, mc->max_pos, cfg->lens[cfg->n_lens - 1]};
+        const rc_prompt_limits lim = {ro->num_prompts, mc->max_pos, cfg->lens[cfg->n_lens - 1], ro->chat_kwargs};
         RC_TRY(rc_prompts_load(ro->prompts_path, x->tok, &lim, pr));
     } else { /* --rollouts-from: the prompts and generated tokens of an earlier run */
         rc_results *prev = &x->prev;
@@ -149,6 +149,11 @@ rc_status run_load(run_ctx *x)
                              "%s:%lld: prompt of %d tokens plus %lld generated tokens exceeds the model's %lld positions",
                              x->prompts_path, (long long)pr->line[p], pr->len[p],
                              (long long)cfg->lens[cfg->n_lens - 1], (long long)mc->max_pos);
+    for (int64_t p = 0; p < pr->n; p++) { /* longrope past its original context (rc_config_check_positions) */
+        rc_status s = rc_config_check_positions(mc, pr->len[p] + cfg->lens[cfg->n_lens - 1]);
+        if (s != RC_OK)
+            return rc_error_prefix(s, "%s:%lld", x->prompts_path, (long long)pr->line[p]);
+    }
     for (int64_t p = 0; p < pr->n; p++)
         for (int64_t t = 0; t < pr->len[p]; t++)
             if (pr->tokens[p * pr->max_len + t] >= mc->vocab)

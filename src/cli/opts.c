@@ -561,6 +561,10 @@ static const opt_spec k_run_opts[] = {
      "{\"messages\": [{\"role\": .., \"content\": ..}]}, rendered\nwith the model's chat template (docs/chat-templates.md))\n"
      "or .ids (token ids) (default: the bundled prompts)",
      "Rollouts:", op_path, RO(prompts_path), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
+    {"chat-template-kwargs", 0, "JSON",
+     "extra chat-template arguments for every {\"messages\"}\nprompt, as apply_chat_template(..., **kwargs), e.g.\n"
+     "'{\"enable_thinking\": false}' (a line's own\n\"chat_template_kwargs\" wins key by key)",
+     NULL, op_path, RO(chat_kwargs), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
     {"num-prompts", 0, "N", "use the first N prompts (default all)", NULL, op_i64, RO(num_prompts), 1, 1 << 24, RUN_SWEEP, CMD_SCORE, 0},
     {"samples", 0, "N", "samples per prompt (default 2)", NULL, op_i64, RO(cfg.samples), 1, 1 << 20, RUN_SWEEP, CMD_SCORE, 0},
     {"len", 0, "LIST", "generated lengths to re-score, e.g. 20,40,50, or ranges:\n64:4096:x2 (64, 128, ..., 4096), 10:50:+10 (default\n20,40,50; with --rollouts-from: the file's)", NULL, op_len, 0, 0, 0, RUN_SWEEP, 0, 0},

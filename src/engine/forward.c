@@ -998,8 +998,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
-        if (e->w.inv_freq_local) { /* Gemma 3: the sliding layers' own RoPE (default, local base) */
-            const bool local = c->layer_sliding[l] != 0;
+        if (e->w.inv_freq_local) { /* Gemma 3, OLMo3: the sliding layers' own RoPE (default, local base) */
+            const bool local = rc_layer_rope_local(c, l);
             ap.inv_freq = local ? e->w.inv_freq_local : e->w.inv_freq;
             ap.rope_attn_factor = local ? 1.0f : ap_rope_attn_factor;
         }
@@ -1034,7 +1034,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
                               r0 * H, R * H, e->tmp)); /* attn_out */
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
-            if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out) */
+            if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out); GLM-4: post_self_attn_layernorm */
                 RC_TRY(op->norm(be, c->norm, e->tmp, n, H, rc_wt_vec(L->post_attn_ln_w), NULL, c->norm_eps, nmid,
                                 rr.norm, e->tmp));
             if (c->post_norm) { /* OLMo2: x + post_attention_layernorm(attn_out) */
@@ -1084,7 +1084,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                   rr.linear, r0 * H, R * H, e->mlp_c));
             }
             CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
-            if (c->sandwich_norm) /* Gemma: x + post_feedforward_layernorm(mlp_out) */
+            if (c->sandwich_norm) /* Gemma: x + post_feedforward_layernorm(mlp_out); GLM-4: post_mlp_layernorm */
                 RC_TRY(op->norm(be, c->norm, e->mlp_c, n, H, rc_wt_vec(L->post_mlp_ln_w), NULL, c->norm_eps, nmid,
                                 rr.norm, e->mlp_c));
             if (c->post_norm) { /* OLMo2: x + post_feedforward_layernorm(mlp_out) */
@@ -1135,6 +1135,8 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
             pos[row0[b] + i] = starts[b] + i;
             seq_of_row[row0[b] + i] = b;
         }
+    for (int64_t b = 0; b < n_seq && s == RC_OK; b++)
+        s = rc_config_check_positions(c, starts[b] + n_new[b]);
     for (int64_t r = 0; r < R && s == RC_OK; r++)
         if (tokens[r] < 0 || tokens[r] >= c->vocab)
             s = rc_errorf(RC_ERR_USAGE, "token id %d is outside the vocabulary [0, %lld)", tokens[r],

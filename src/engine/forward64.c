@@ -89,6 +89,9 @@ static void inv_freq64(const rc_config *c, double *inv)
             bool medium = !(wl < old / hi) && !(wl > old / lo);
             inv[j] = medium ? sm : llama;
         }
+    } else if (c->rope_type == RC_ROPE_LONGROPE) { /* short_factor divides each pair's frequency */
+        for (int64_t j = 0; j < dim / 2 && j < RC_MAX_ROPE_PAIRS; j++)
+            inv[j] /= c->rope_short_factor[j];
     } else if (c->rope_type == RC_ROPE_YARN) { /* extrapolation and interpolation blended by the ramp */
         double lo, hi;
         rc_yarn_range(c, &lo, &hi);
@@ -152,11 +155,13 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         (s = rc_calloc((void **)&head_norm, V, sizeof *head_norm, "fp64 reference")) != RC_OK)
         goto done;
     inv_freq64(c, inv);
-    if (c->rope_theta_local > 0) { /* Gemma 3's sliding layers */
+    if (c->rope_theta_local > 0) { /* Gemma 3's, OLMo3's sliding layers */
         rc_config lc = *c;
         rc_config_local_rope(&lc);
         inv_freq64(&lc, inv_local);
     }
+    if ((s = rc_config_check_positions(c, n)) != RC_OK)
+        goto done;
     if (c->pos == RC_POS_ALIBI)
         rc_alibi_slopes_compute(c, NULL, slopes); /* the family's formula in double */
     for (int64_t v = 0; v < V; v++) { /* NormHead: each LM-head row divided by its L2 norm */
@@ -211,9 +216,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             }
         }
         const int64_t half = c->pos == RC_POS_ROTARY ? c->rotary_dim / 2 : 0;
-        const bool local = c->rope_theta_local > 0 && c->layer_sliding[l]; /* Gemma 3: the local RoPE */
+        const bool local = rc_layer_rope_local(c, l); /* Gemma 3, OLMo3: the sliding layers' own RoPE */
         const double *li = local ? inv_local : inv;
-        const double rope_att = !local && c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0; /* YaRN scales cos and sin */
+        /* YaRN and longrope scale cos and sin */
+        const double rope_att = !local && c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
         const int64_t win = rc_layer_window(c, l);
         for (int64_t r = 0; r < n; r++)
             for (int64_t hd = 0; hd < nh + nkv; hd++) {

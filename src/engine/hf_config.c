@@ -182,6 +182,67 @@ static rc_status parse_yarn(const json_t *root, const json_t *sc, const char *pa
     return RC_OK;
 }
 
+/* longrope as transformers' _compute_longrope_parameters reads it
+ * (modeling_rope_utils): short_factor and long_factor (required, one number
+ * per rotary pair; short_factor divides the frequencies up to
+ * original_max_position_embeddings), original_max_position_embeddings (a
+ * top-level key wins, as standardize_rope_params gives it priority; else the
+ * scaling object's; else max_position_embeddings), factor (absent or null:
+ * max_position_embeddings / original_max_position_embeddings) and the
+ * attention factor cos and sin are multiplied by: attention_factor if given,
+ * else 1 for factor <= 1, else sqrt(1 + ln(factor) / ln(original)). */
+static rc_status factor_list(const json_t *sc, const char *key, const char *path, int64_t n, double *out)
+{
+    const json_t *v = json_object_get(sc, key);
+    if (!v || json_is_null(v))
+        return rc_errorf(RC_ERR_FORMAT, "%s: longrope rope scaling needs \"%s\"", path, key);
+    if (!json_is_array(v) || (int64_t)json_array_size(v) != n)
+        return rc_errorf(RC_ERR_FORMAT, "%s: longrope \"%s\" must be a list of %lld numbers (one per rotary pair)",
+                         path, key, (long long)n);
+    for (int64_t j = 0; j < n; j++) {
+        const json_t *e = json_array_get(v, (size_t)j);
+        const double x = json_is_number(e) ? json_number_value(e) : NAN;
+        if (!(x > 0.0) || !isfinite(x) || !((float)x > 0.0f) || !isfinite((float)x))
+            return rc_errorf(RC_ERR_FORMAT, "%s: longrope \"%s\"[%lld] is not a positive number", path, key,
+                             (long long)j);
+        if (out)
+            out[j] = x;
+    }
+    return RC_OK;
+}
+
+static rc_status parse_longrope(const json_t *root, const json_t *sc, const char *path, rc_config *cfg)
+{
+    bool present;
+    cfg->rope_type = RC_ROPE_LONGROPE;
+    const int64_t n = cfg->rotary_dim / 2;
+    if (n > RC_MAX_ROPE_PAIRS)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: longrope with %lld rotary pairs (at most %d)", path, (long long)n,
+                         RC_MAX_ROPE_PAIRS);
+    RC_TRY(factor_list(sc, "short_factor", path, n, cfg->rope_short_factor));
+    RC_TRY(factor_list(sc, "long_factor", path, n, NULL));
+    RC_TRY(rc_json_get_int(root, "original_max_position_embeddings", path, 1, LIM_POS, 0, &cfg->rope_orig_max_pos,
+                           &present));
+    if (!present)
+        RC_TRY(rc_json_get_int(sc, "original_max_position_embeddings", path, 1, LIM_POS, cfg->max_pos,
+                               &cfg->rope_orig_max_pos, &present));
+    if (cfg->rope_orig_max_pos < 1)
+        return rc_errorf(RC_ERR_FORMAT, "%s: longrope rope scaling needs \"original_max_position_embeddings\" "
+                         "(or max_position_embeddings)", path);
+    RC_TRY(rc_json_get_num(sc, "factor", path, 1e-6, 1e6, 0.0, &cfg->rope_factor, &present));
+    if (!present)
+        cfg->rope_factor = (double)cfg->max_pos / (double)cfg->rope_orig_max_pos;
+    double af;
+    RC_TRY(rc_json_get_num(sc, "attention_factor", path, 0.0, 1e6, 0.0, &af, &present));
+    if (!present)
+        af = cfg->rope_factor <= 1.0 ? 1.0
+                                     : sqrt(1.0 + log(cfg->rope_factor) / log((double)cfg->rope_orig_max_pos));
+    if (!(af > 0.0) || !isfinite(af))
+        return rc_errorf(RC_ERR_FORMAT, "%s: longrope attention factor %g is not a positive number", path, af);
+    cfg->rope_attn_factor = af;
+    return RC_OK;
+}
+
 /* RoPE: HF v5 writes {"rope_parameters": {"rope_type", "rope_theta",
  * "partial_rotary_factor", ...}}; older files use top-level rope_theta /
  * rope_scaling ({"type" or "rope_type", "factor", ...}) or family keys such as
@@ -267,9 +328,23 @@ rc_status rc_config_parse_rope(const json_t *root, const char *path, rc_config *
     }
     if (strcmp(type, "yarn") == 0)
         return parse_yarn(root, sc, path, cfg);
+    if (strcmp(type, "longrope") == 0)
+        return parse_longrope(root, sc, path, cfg);
     return rc_errorf(RC_ERR_UNSUPPORTED,
-                     "%s: rope scaling type \"%.32s\" is not supported (supported: default, linear, llama3, yarn)",
-                     path, type);
+                     "%s: rope scaling type \"%.32s\" is not supported (supported: default, linear, llama3, yarn, "
+                     "longrope)", path, type);
+}
+
+rc_status rc_config_check_positions(const rc_config *cfg, int64_t n_positions)
+{
+    if (cfg->pos == RC_POS_ROTARY && cfg->rope_type == RC_ROPE_LONGROPE && n_positions > cfg->rope_orig_max_pos)
+        return rc_errorf(RC_ERR_UNSUPPORTED,
+                         "%lld positions with longrope RoPE: past original_max_position_embeddings %lld, "
+                         "transformers switches a whole forward call to long_factor (its KV-cached generation "
+                         "and its full forward then rotate earlier positions differently); not supported: keep "
+                         "prompt + completion within %lld tokens",
+                         (long long)n_positions, (long long)cfg->rope_orig_max_pos, (long long)cfg->rope_orig_max_pos);
+    return RC_OK;
 }
 
 rc_status rc_config_parse_layer_types(const json_t *root, const char *path, rc_config *cfg, bool *present)

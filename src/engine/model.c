@@ -263,7 +263,7 @@ static bool next_appends(const rc_config *c, const rc_tensor_spec *t, int64_t l)
 {
     for (t++; t->name; t++)
         if (cond_at(c, t->when, l))
-            return t->append;
+            return t->piece == RC_PIECE_APPEND;
     return false;
 }
 
@@ -277,7 +277,7 @@ static int fused_dtype(const rc_loader *ld, const rc_arch *a, const rc_tensor_sp
     for (const rc_tensor_spec *u = t; u->name; u++) {
         if (!cond_at(c, u->when, l))
             continue;
-        if (u != t && !u->append)
+        if (u != t && u->piece != RC_PIECE_APPEND)
             break;
         char nb[256], rb[256];
         snprintf(nb, sizeof nb, "%s%s", stem, u->name);
@@ -298,6 +298,8 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
     char nb[256], rb[256];
     int64_t prev_end = -1; /* arena offset where the previous tensor ended */
     int fused_dt = -1;     /* the dtype of the fused field being read */
+    rc_wt half1 = {NULL, RC_F32, false}; /* after a HALF0 entry: where its tensor's second half is */
+    const char *half0_name = NULL;
     for (; t->name; t++) {
         if (t->field < 0 || t->field >= nfields)
             return rc_errorf(RC_ERR_INTERNAL, "family %s: tensor table entry \"%s\" has no field", a->family,
@@ -309,25 +311,46 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
         int ndim = t->cols == RC_DIM_1 ? 1 : 2;
         rc_wt *dst = field_ptr(base, &fields[t->field]);
+        if (t->piece == RC_PIECE_HALF1) { /* the rest of the HALF0 entry's tensor, nothing read */
+            if (!half0_name || strcmp(half0_name, t->name) != 0)
+                return rc_errorf(RC_ERR_INTERNAL, "family %s: \"%s\" is a second half without its first",
+                                 a->family, t->name);
+            *dst = half1;
+            half0_name = NULL;
+            continue;
+        }
+        half0_name = NULL;
         rc_wt w;
         void *wdata;
         const int64_t start = ld->used;
-        const bool fused = t->append || next_appends(c, t, l);
-        if (fused && !t->append)
+        const bool append = t->piece == RC_PIECE_APPEND, fused = append || next_appends(c, t, l);
+        if (fused && !append)
             fused_dt = fused_dtype(ld, a, t, stem, l);
-        RC_TRY(loader_get(ld, name, ndim, (int64_t[]){rows, cols}, t->fix || fused, fused ? fused_dt : -1, t->append,
-                          &w, &wdata));
-        if (t->append) {
+        const bool halves = t->piece == RC_PIECE_HALF0;
+        int64_t file_rows = rows;
+        if (halves && !rc_mul_i64(rows, 2, &file_rows))
+            return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": expected size overflows", name);
+        RC_TRY(loader_get(ld, name, ndim, (int64_t[]){file_rows, cols}, t->fix || fused, fused ? fused_dt : -1,
+                          append, &w, &wdata));
+        if (append) {
             if ((!dst->p && !ld->dry) || start != prev_end)
                 return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\" is not stored right after the rest of %s", name,
                                  fields[t->field].name);
         } else {
             *dst = w;
         }
+        if (halves) { /* rows [rows, 2 rows) of the tensor: the next entry's field */
+            half1 = w;
+            if (w.p)
+                half1.p = (const unsigned char *)w.p + rows * cols * rc_dtype_size(w.dt);
+            half0_name = t->name;
+        }
         prev_end = ld->used;
         if (t->fix && !ld->dry)
-            RC_TRY(t->fix(c, wdata, rc_dtype_size(w.dt), rows, cols));
+            RC_TRY(t->fix(c, wdata, rc_dtype_size(w.dt), file_rows, cols));
     }
+    if (half0_name)
+        return rc_errorf(RC_ERR_INTERNAL, "family %s: \"%s\" has no entry for its second half", a->family, half0_name);
     return RC_OK;
 }
 
@@ -530,6 +553,11 @@ void rc_rope_inv_freq(const rc_config *cfg, float *inv)
             bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
             inv[j] = medium ? smoothed : llama;
         }
+    } else if (cfg->rope_type == RC_ROPE_LONGROPE) {
+        /* _compute_longrope_parameters (short factors): 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim)),
+         * ext_factors an fp32 tensor of short_factor */
+        for (int64_t j = 0; j < dim / 2 && j < RC_MAX_ROPE_PAIRS; j++)
+            inv[j] = 1.0f / ((float)cfg->rope_short_factor[j] * powf(base, (float)(2 * j) / (float)dim));
     } else if (cfg->rope_type == RC_ROPE_YARN) {
         /* _compute_yarn_parameters: the correction range in Python floats,
          * the ramp and the blend in fp32 tensors (scalars cast to fp32) */
@@ -777,7 +805,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     m->st = st;
     m->w.inv_freq = m->tables;
     rc_rope_inv_freq(c, m->w.inv_freq);
-    if (c->rope_theta_local > 0) { /* Gemma 3's sliding layers: default RoPE of the local base */
+    if (c->rope_theta_local > 0) { /* Gemma 3's, OLMo3's sliding layers: default RoPE of the local base */
         rc_config lc = *c;
         rc_config_local_rope(&lc);
         m->w.inv_freq_local = m->tables + n_inv;

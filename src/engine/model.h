@@ -21,7 +21,10 @@ typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
  * GELU_NEW: transformers' NewGELUActivation ("gelu_new", a chain of tensor ops);
  * GELU_BLOOM: bloom_gelu_forward (0.79788456 for sqrt(2/pi), its own order) */
 typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW } rc_act;
-typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN } rc_rope_type;
+/* LONGROPE: Phi-3's short_factor (rope_short_factor) divides each pair's
+ * frequency, cos and sin times the attention factor; long_factor (past
+ * original_max_position_embeddings) is refused at run time */
+typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN, RC_ROPE_LONGROPE } rc_rope_type;
 /* RMSNorm of q and k right after their projection, before RoPE: none; per
  * head over head_dim with one [head_dim] weight for all heads (Qwen3's
  * q_norm / k_norm); over the whole projection, [n_heads * head_dim] and
@@ -58,6 +61,8 @@ typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
 #define RC_LIM_POS (1 << 24)
 
 #define RC_MAX_EOS 8
+/* longrope's short_factor / long_factor: one value per rotary pair */
+#define RC_MAX_ROPE_PAIRS 512
 
 typedef struct rc_arch rc_arch;
 
@@ -91,6 +96,9 @@ typedef struct {
     double rope_beta_fast, rope_beta_slow;
     bool rope_truncate;
     double rope_attn_factor;
+    /* longrope: short_factor as config.json gives it (rotary_dim / 2 values;
+     * HF makes an fp32 tensor of them) */
+    double rope_short_factor[RC_MAX_ROPE_PAIRS];
     int64_t sliding_window;  /* 0: none */
     /* window_per_layer: sliding_window applies to the layers whose
      * layer_sliding[l] is 1 only (layer_types "sliding_attention"), the
@@ -110,10 +118,12 @@ typedef struct {
      * weight's (rounded) value, multiplied in fp32 and rounded once
      * (norm_w_f32 is set with it); every RMSNorm of the model, q / k norms included */
     bool norm_w_offset;
-    /* Gemma 2 / 3: four norms per layer: ln1 / ln2 before attention and MLP
-     * (input_layernorm, pre_feedforward_layernorm) and post_attn_ln_w /
-     * post_mlp_ln_w on their outputs before the residual add
-     * (post_attention_layernorm, post_feedforward_layernorm) */
+    /* four norms per layer: ln1 / ln2 before attention and MLP and
+     * post_attn_ln_w / post_mlp_ln_w on their outputs before the residual add
+     * (Gemma 2 / 3: input_layernorm, pre_feedforward_layernorm,
+     * post_attention_layernorm, post_feedforward_layernorm; GLM-4:
+     * input_layernorm, post_attention_layernorm, post_self_attn_layernorm,
+     * post_mlp_layernorm) */
     bool sandwich_norm;
     /* > 0: token embeddings multiplied by this (Python float -> fp32 -> the
      * run's dtype), the product rounded to the dtype (Gemma's sqrt(hidden)) */
@@ -123,8 +133,9 @@ typedef struct {
      * of the LM head's logits (final_logit_softcapping) */
     double attn_softcap, final_softcap;
     /* > 0: the sliding layers (layer_sliding) rotate with default RoPE of this
-     * base (Gemma 3's rope_local_base_freq / rope_parameters.sliding_attention),
-     * the others with rope_theta and its scaling */
+     * base (Gemma 3's rope_local_base_freq / rope_parameters.sliding_attention;
+     * OLMo3's rope_parameters per layer type), the others with rope_theta and
+     * its scaling (rope_scaling applies to the full layers only) */
     double rope_theta_local;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
@@ -364,14 +375,22 @@ typedef struct {
 #define RC_KEY(field, lo, hi, required, def, ...) \
     {{__VA_ARGS__, NULL}, offsetof(rc_config, field), (lo), (hi), (required), (def)}
 
+/* How a table entry's tensor fills its field: the whole field; appended
+ * right after the previous entry's (together they fill the field: Llama's
+ * q_proj, k_proj, v_proj make w_qkv); or one half of the rows of a stored
+ * tensor of 2 x rows rows (HALF0: the first half, whose entry reads the
+ * tensor; HALF1: the next entry, the second half of the same tensor; Phi-3's
+ * and GLM-4's gate_up_proj: gate rows, then up rows). WHOLE and APPEND are
+ * false and true, as the tables write them. */
+typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1 } rc_piece;
+
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
     int field;          /* RC_MW_<field> (model table) or RC_LW_<field> (layer table) */
     const char *name;   /* after the family prefix; in the layer table after "<layer_stem><i>." */
     rc_dim rows, cols;  /* shape in the file; cols RC_DIM_1: a 1-D tensor */
     rc_weight_cond when;/* read when this holds, else the field stays NULL */
-    bool append;        /* stored right after the previous entry: together they fill the
-                         * field (Llama's q_proj, k_proj, v_proj make w_qkv) */
+    rc_piece piece;     /* the whole field, appended to the previous entry, or a half */
     /* in place after reading into the arena (models/common.h), or NULL:
      * per-head QKV de-interleave, Conv1D transpose (the field then has shape
      * [cols, rows]); elements of elem_size bytes (any storage dtype) */
@@ -499,7 +518,8 @@ void rc_model_free(rc_model *m);
  * reference. Dry (rc_model_load_headers): the dtypes and arena_bytes only. */
 rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
 /* cfg's RoPE made the sliding layers' (rope_theta_local > 0): default type,
- * base rope_theta_local, attention factor 1 (Gemma 3's local rotary) */
+ * base rope_theta_local, attention factor 1 (Gemma 3's local rotary, OLMo 3's
+ * sliding layers) */
 static inline void rc_config_local_rope(rc_config *cfg)
 {
     cfg->rope_type = RC_ROPE_DEFAULT;
@@ -509,6 +529,17 @@ static inline void rc_config_local_rope(rc_config *cfg)
 }
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
+/* A sequence of n_positions positions can run: RC_ERR_UNSUPPORTED for
+ * longrope past original_max_position_embeddings (transformers then rotates
+ * every position of a forward call with long_factor, so its KV-cached
+ * generation and its full forward part ways), naming both numbers. */
+rc_status rc_config_check_positions(const rc_config *cfg, int64_t n_positions);
+/* RoPE of layer l: the sliding layers' own table (rc_config_local_rope) when
+ * the config gives them one */
+static inline bool rc_layer_rope_local(const rc_config *cfg, int64_t l)
+{
+    return cfg->rope_theta_local > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l];
+}
 /* YaRN's correction range [low, high] over the rotary pair index, as
  * find_correction_range computes it (Python floats; floor / ceil with
  * truncate; clamped to [0, rotary_dim - 1]). */

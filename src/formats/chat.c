@@ -275,10 +275,16 @@ rc_status rc_chat_render(const rc_chat *c, const json_t *messages, char **text, 
 rc_status rc_chat_encode(const rc_chat *c, const rc_tokenizer *tok, const json_t *messages, char **text,
                          int32_t **ids, int64_t *n)
 {
+    return rc_chat_encode_with(c, tok, messages, NULL, text, ids, n);
+}
+
+rc_status rc_chat_encode_with(const rc_chat *c, const rc_tokenizer *tok, const json_t *messages, const json_t *kwargs,
+                              char **text, int32_t **ids, int64_t *n)
+{
     size_t len;
     *ids = NULL;
     *n = 0;
-    RC_TRY(rc_chat_render(c, messages, text, &len));
+    RC_TRY(rc_chat_render_with(c, messages, kwargs, text, &len));
     rc_status s = rc_tokenizer_encode(tok, *text, len, false, ids, n);
     if (s != RC_OK) {
         free(*text);

@@ -68,6 +68,9 @@ rc_status rc_chat_render_with(const rc_chat *c, const json_t *messages, const js
  * with rc_tokenizer_encode(add_special = false). The prompt loader's path. */
 rc_status rc_chat_encode(const rc_chat *c, const struct rc_tokenizer *tok, const json_t *messages, char **text,
                          int32_t **ids, int64_t *n);
+/* The same with extra template arguments (rc_chat_render_with's kwargs). */
+rc_status rc_chat_encode_with(const rc_chat *c, const struct rc_tokenizer *tok, const json_t *messages,
+                              const json_t *kwargs, char **text, int32_t **ids, int64_t *n);
 /* The same from a JSON array's text and the tokenizer alone (rc_chat_load
  * each call): for test suites, e.g. the real-model suite. */
 rc_status rc_chat_encode_json(const struct rc_tokenizer *tok, const char *messages_json, size_t len, char **text,

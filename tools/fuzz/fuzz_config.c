@@ -83,12 +83,14 @@ static const char *const k_keys[] = {
     /* gemma2, gemma3_text */
     "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
     "sliding_window_pattern", "rope_local_base_freq", "use_bidirectional_attention", "full_attention",
-    "sliding_attention", NULL};
+    "sliding_attention",
+    /* olmo3, phi3, glm4, longrope */
+    "short_factor", "long_factor", NULL};
 static const char *const k_strings[] = {
     "gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan", "BaiChuanForCausalLM",
     "BaichuanForCausalLM", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
-    "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "olmo2", "gemma2", "gemma3_text", "full_attention", "sliding_attention",
-    "attention", "line\nbreak", "\xc3\xa9", "", NULL};
+    "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "olmo2", "gemma2", "gemma3_text", "full_attention",
+    "sliding_attention", "attention", "olmo3", "phi3", "glm4", "longrope", "su", "line\nbreak", "\xc3\xa9", "", NULL};
 const fz_json_dict k_config_dict = {k_keys, k_strings};
 
 #ifndef FZ_NO_CONFIG_MAIN

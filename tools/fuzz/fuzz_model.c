@@ -4,7 +4,8 @@
  * One scratch model folder per supported model_type is made at start-up
  * from data/fixtures (neox_parallel, llama_gqa, mistral_headdim, qwen2_bias
  * with its three shards and index, gpt2_learned, bloom_alibi, mpt_alibi,
- * baichuan_13b, gemma2_softcap, gemma3_local); the input's "model_type" picks the folder (llama's when it
+ * baichuan_13b, gemma2_softcap, gemma3_local, olmo3_sliding, phi3_longrope,
+ * glm4_partial); the input's "model_type" picks the folder (llama's when it
  * names none of them). Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
@@ -23,13 +24,14 @@
 #define FZ_NO_CONFIG_MAIN
 #include "fuzz_config.c"
 
-#define N_DIRS 10
+#define N_DIRS 13
 static char g_dirs[N_DIRS][600];
-static const char *const k_fixtures[N_DIRS] = {"neox_parallel", "llama_gqa",   "mistral_headdim", "qwen2_bias",
-                                               "gpt2_learned",  "bloom_alibi", "mpt_alibi",       "baichuan_13b",
-                                               "gemma2_softcap", "gemma3_local"};
-static const char *const k_types[N_DIRS] = {"gpt_neox", "llama", "mistral", "qwen2", "gpt2",
-                                            "bloom", "mpt", "baichuan", "gemma2", "gemma3_text"};
+static const char *const k_fixtures[N_DIRS] = {"neox_parallel",  "llama_gqa",    "mistral_headdim", "qwen2_bias",
+                                               "gpt2_learned",   "bloom_alibi",  "mpt_alibi",       "baichuan_13b",
+                                               "gemma2_softcap", "gemma3_local", "olmo3_sliding",   "phi3_longrope",
+                                               "glm4_partial"};
+static const char *const k_types[N_DIRS] = {"gpt_neox", "llama",       "mistral", "qwen2", "gpt2", "bloom", "mpt",
+                                            "baichuan", "gemma2", "gemma3_text", "olmo3", "phi3",  "glm4"};
 static const char *const k_files[] = {"model.safetensors", "model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
                                       "model-00003-of-00003.safetensors", "model.safetensors.index.json",
