@@ -910,11 +910,17 @@ rc_status rc_st_weight_view(const rc_safetensors *st, const char *name, int ndim
     RC_TRY(rc_st_check_weight(st, name, ndim, shape));
     RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
     const int es = rc_dtype_size((rc_dtype)t->dtype);
+    if (t->quant && !scan) { /* computed when read (rc_st_read_weight_as), not here */
+        *data = NULL;
+        *dtype = t->dtype;
+        *aligned = false;
+        return RC_OK;
+    }
     const unsigned char *p;
     RC_TRY(st_bytes(st, t, &p));
     *data = p;
     *dtype = t->dtype;
-    *aligned = ((uintptr_t)p % (uintptr_t)es) == 0;
+    *aligned = !t->quant && ((uintptr_t)p % (uintptr_t)es) == 0;
     if (scan && t->dtype != RC_F64) {
         int64_t n, bad, first;
         rc_numel(t->shape, t->ndim, &n);

@@ -111,7 +111,10 @@ rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndi
 /* Weight `name` as stored, without a copy: the checks of rc_st_check_weight
  * and, with scan, those of rc_st_read_weight on the stored values (not for
  * F64); *data: the mapped bytes, *dtype: the stored rc_dtype, *aligned: the
- * data is aligned to its element size (usable as an array in place). */
+ * data is aligned to its element size (usable as an array in place). A
+ * dequantized weight (quant) is reported unaligned (to be copied with
+ * rc_st_read_weight_as, which computes it and keeps no copy), with *data
+ * NULL unless scan. */
 rc_status rc_st_weight_view(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape,
                             bool scan, const void **data, int *dtype, bool *aligned);
 /* Drop the mapped pages wholly inside [p, p + n) from memory when the range
