@@ -296,6 +296,28 @@ START_TEST(test_hostile_scales)
 }
 END_TEST
 
+/* an F8_E4M3 weight whose scale tensor is missing (renamed in the header) */
+START_TEST(test_missing_scale)
+{
+    char q[4096];
+    size_t n;
+    hostile_copy(NULL, -1, NULL);
+    snprintf(q, sizeof q, "%s/model.safetensors", g_tmp);
+    char *b;
+    slurp(q, &b, &n);
+    const char *key = "down_proj.weight_scale_inv";
+    char *at = NULL;
+    for (size_t i = 0; i + strlen(key) < n && !at; i++)
+        if (memcmp(b + i, key, strlen(key)) == 0)
+            at = b + i;
+    ck_assert(at != NULL);
+    at[strlen(key) - 1] = 'w'; /* ..._scale_inw */
+    write_bytes(q, b, n);
+    free(b);
+    expect_refused(RC_ERR_FORMAT, "missing scale");
+}
+END_TEST
+
 START_TEST(test_hostile_config)
 {
     char p[4096];
@@ -327,15 +349,16 @@ START_TEST(test_hostile_config)
 END_TEST
 
 /* an MXFP4 folder written here from the op case's blocks and scales */
-static void write_mxfp4_folder(const uint8_t *blocks, const uint8_t *scales, int64_t E, int64_t R, int64_t G)
+static void write_mxfp4_folder_b(const uint8_t *blocks, const uint8_t *scales, int64_t E, int64_t R, int64_t G,
+                                 int64_t bl)
 {
-    const int64_t nb = E * R * G * 16, ns = E * R * G;
+    const int64_t nb = E * R * G * bl, ns = E * R * G;
     char hdr[512];
     int hl = snprintf(hdr, sizeof hdr,
-                      "{\"m.experts.down_proj_blocks\":{\"dtype\":\"U8\",\"shape\":[%lld,%lld,%lld,16],"
+                      "{\"m.experts.down_proj_blocks\":{\"dtype\":\"U8\",\"shape\":[%lld,%lld,%lld,%lld],"
                       "\"data_offsets\":[0,%lld]},\"m.experts.down_proj_scales\":{\"dtype\":\"U8\",\"shape\":"
                       "[%lld,%lld,%lld],\"data_offsets\":[%lld,%lld]}}",
-                      (long long)E, (long long)R, (long long)G, (long long)nb, (long long)E, (long long)R,
+                      (long long)E, (long long)R, (long long)G, (long long)bl, (long long)nb, (long long)E, (long long)R,
                       (long long)G, (long long)nb, (long long)(nb + ns));
     while (hl % 8)
         hdr[hl++] = ' ';
@@ -354,6 +377,11 @@ static void write_mxfp4_folder(const uint8_t *blocks, const uint8_t *scales, int
     snprintf(p, sizeof p, "%s/config.json", g_tmp);
     const char *cfg = "{\"dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"mxfp4\"}}";
     write_bytes(p, cfg, strlen(cfg));
+}
+
+static void write_mxfp4_folder(const uint8_t *blocks, const uint8_t *scales, int64_t E, int64_t R, int64_t G)
+{
+    write_mxfp4_folder_b(blocks, scales, E, R, G, 16);
 }
 
 START_TEST(test_mxfp4_folder)
@@ -396,6 +424,10 @@ START_TEST(test_mxfp4_folder)
     s2[1] = 255;
     write_mxfp4_folder(bl->data, s2, E, R, G);
     expect_refused(RC_ERR_FORMAT, "e8m0 NaN");
+    /* truncated blocks: 15 bytes a block */
+    s2[1] = 127;
+    write_mxfp4_folder_b(bl->data, s2, E, R, G, 15);
+    expect_refused(RC_ERR_FORMAT, "15-byte blocks");
     free(s2);
     free(y);
     free(want);
@@ -415,6 +447,7 @@ int main(void)
     tcase_add_test(tc, test_e4m3_codes);
     tcase_add_test(tc, test_hostile_scales);
     tcase_add_test(tc, test_hostile_config);
+    tcase_add_test(tc, test_missing_scale);
     tcase_add_test(tc, test_mxfp4_folder);
     suite_add_tcase(s, tc);
     return rc_test_run(s);
