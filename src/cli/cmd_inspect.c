@@ -229,7 +229,16 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                 printf(", \"decode_s_per_1k_tokens\": %.4g", 1000.0 * f / 1e9 / se.gflops_decode);
             printf("}");
         }
-        printf("]}\n");
+        printf("], \"stored\": [");
+        for (int i = 0; i < m->nstored; i++)
+            printf("%s{\"dtype\": \"%s\", \"tensors\": %lld, \"bytes\": %llu}", i ? ", " : "",
+                   m->stored[i].dtype_name, (long long)m->stored[i].count, (unsigned long long)m->stored[i].bytes);
+        printf("], \"quant_method\": ");
+        if (m->quant_method[0])
+            printf("\"%s\"", m->quant_method);
+        else
+            printf("null");
+        printf("}\n");
     } else {
         printf("model          ");
         rc_term_str(stdout, model);
@@ -305,6 +314,14 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("stored dtype   ");
         rc_term_str(stdout, m->stored_dtype);
         printf("\n");
+        printf("stored formats");
+        for (int i = 0; i < m->nstored; i++)
+            printf("%s %s %lld tensors %.3g MiB", i ? "," : "", m->stored[i].dtype_name,
+                   (long long)m->stored[i].count, (double)m->stored[i].bytes / (1024.0 * 1024.0));
+        printf("\n");
+        if (m->quant_method[0])
+            printf("quantization   %s, dequantized on load as transformers does (docs/numerics.md)\n",
+                   m->quant_method);
         printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
                "%lld tokens each:\n",
                (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,

@@ -782,6 +782,9 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     m->arena_bytes = ld.used;
     m->mapped_bytes = ld.mapped;
     stored_dtype(st, c, m->stored_dtype, sizeof m->stored_dtype);
+    memcpy(m->stored, st->stored, sizeof m->stored);
+    m->nstored = st->nstored;
+    memcpy(m->quant_method, st->quant_method, sizeof m->quant_method);
     if (dry) {
         /* the storage dtypes stay (inspect's plan of an engine's copies), no data */
         rc_st_close(st);

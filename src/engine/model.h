@@ -341,6 +341,9 @@ typedef struct {
     float *tables;          /* inv_freq (both tables) and the ALiBi slopes */
     int64_t n_params;       /* elements of floating tensors in the checkpoint */
     char stored_dtype[16];  /* dtype of the embedding tensor in the files */
+    rc_st_stored stored[24]; /* the files' tensors by stored dtype (before any dequantization) */
+    int nstored;
+    char quant_method[16];  /* config.json's quantization_config.quant_method, or "" */
 } rc_model;
 
 /* Weight-loading context (model.c). */

@@ -5,8 +5,9 @@
  * from data/fixtures (neox_parallel, llama_gqa, mistral_headdim, qwen2_bias
  * with its three shards and index, gpt2_learned, bloom_alibi, mpt_alibi,
  * baichuan_13b, gemma2_softcap, gemma3_local, olmo3_sliding, phi3_longrope,
- * glm4_partial); the input's "model_type" picks the folder (llama's when it
- * names none of them). Seed the corpus with
+ * glm4_partial, and quant/fp8: FP8 block-scaled weights); the input's
+ * "model_type" picks the folder (llama's when it names none of them; quant/fp8
+ * when it has a quantization_config). Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
  *
@@ -24,14 +25,14 @@
 #define FZ_NO_CONFIG_MAIN
 #include "fuzz_config.c"
 
-#define N_DIRS 13
+#define N_DIRS 14
 static char g_dirs[N_DIRS][600];
 static const char *const k_fixtures[N_DIRS] = {"neox_parallel",  "llama_gqa",    "mistral_headdim", "qwen2_bias",
                                                "gpt2_learned",   "bloom_alibi",  "mpt_alibi",       "baichuan_13b",
                                                "gemma2_softcap", "gemma3_local", "olmo3_sliding",   "phi3_longrope",
-                                               "glm4_partial"};
+                                               "glm4_partial",   "quant/fp8"};
 static const char *const k_types[N_DIRS] = {"gpt_neox", "llama",       "mistral", "qwen2", "gpt2", "bloom", "mpt",
-                                            "baichuan", "gemma2", "gemma3_text", "olmo3", "phi3",  "glm4"};
+                                            "baichuan", "gemma2", "gemma3_text", "olmo3", "phi3",  "glm4", ""};
 static const char *const k_files[] = {"model.safetensors", "model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
                                       "model-00003-of-00003.safetensors", "model.safetensors.index.json",
@@ -46,7 +47,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     const char *base = fz_scratch_dir("model");
     for (int i = 0; i < N_DIRS; i++) {
-        snprintf(g_dirs[i], sizeof g_dirs[i], "%s/%s", base, k_fixtures[i]);
+        snprintf(g_dirs[i], sizeof g_dirs[i], "%s/d%d", base, i);
         if (mkdir(g_dirs[i], 0700) != 0) {
             perror(g_dirs[i]);
             abort();
@@ -74,8 +75,10 @@ static int pick_dir(const uint8_t *data, size_t size)
     if (j) {
         const char *mt = json_string_value(json_object_get(j, "model_type"));
         for (int i = 0; mt && i < N_DIRS; i++)
-            if (strcmp(mt, k_types[i]) == 0)
+            if (k_types[i][0] && strcmp(mt, k_types[i]) == 0)
                 d = i;
+        if (json_object_get(j, "quantization_config")) /* the FP8 block-scaled llama */
+            d = N_DIRS - 1;
         json_decref(j);
     }
     return d;
