@@ -1,6 +1,6 @@
 /* The fp32 engine against Hugging Face transformers.
  *
- * For every fixture in data/fixtures/ (made by tools/make_fixtures.py with
+ * For every fixture in data/fixtures/ (made by tools/fixtures/make_fixtures.py with
  * HF's own model classes), with invariant kernels, engine kernels and
  * OpenBLAS GEMMs (test cases vs_hf, vs_hf_engine, vs_hf_openblas), compare:
  *  - the batched full forward with HF's per-sequence forward (fp32 and fp64

@@ -1,5 +1,5 @@
 /* ratiocheck score: rollouts HF transformers generated and logged
- * (tools/make_score_fixtures.py, data/fixtures/score/), re-scored by the CLI,
+ * (tools/fixtures/make_score_fixtures.py, data/fixtures/score/), re-scored by the CLI,
  * against HF's own full forward of the same tokens; every format on the
  * same rollouts; every alignment check tripped by a file made to trip it. */
 #include <check.h>
