@@ -384,16 +384,19 @@ def new_figure(size):
 def save(fig, path, size):
     """Render with Agg and write a palette PNG (256 colours, no dithering: small files, and
     the same bytes every time); plain RGBA PNG when Pillow is missing. With --format pdf /
-    svg: that vector format instead (path's .png replaced), without time stamps."""
+    svg: that vector format instead (path's .png replaced), without time stamps. Legends are
+    cleared of the data first (clear_legends)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    if clear_legends(fig, canvas):
+        canvas.draw()
     if FORMAT != "png":
         path = path[: -len(".png")] + "." + FORMAT
         meta = {"CreationDate": None, "Producer": None} if FORMAT == "pdf" else {"Date": None}
         fig.savefig(path, format=FORMAT, dpi=DPI, metadata=meta)
         print(f"wrote {path} {px(size)[0]}x{px(size)[1]}")
         return
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
     w, h = canvas.get_width_height()
     if (w, h) != px(size):
         raise RuntimeError(f"{path}: rendered {w}x{h}, expected {px(size)}")
@@ -472,6 +475,29 @@ def headroom_log(ax, vmax, bottom, frac, minor_labels=True):
     ax.set_yscale("log")
     ax.set_ylim(bottom, 10 ** (lt + (lt - lb) * frac / (1 - frac)))
     label_ticks_up_to(ax, decade_above(vmax), vmax * 1.2 if minor_labels else 0)
+    ax._rc_headroom = (vmax, bottom)  # for clear_legends, once the layout is final
+
+
+def clear_legends(fig, canvas):
+    """Raise the top of each headroom_log axis until its legend sits above every data value.
+    `frac` is an estimate; the legend's height as a fraction of the axis is known only once the
+    figure is laid out, so this runs on the drawn figure. The legend is anchored to the axes,
+    so moving the top moves the data down, below it. True when an axis changed."""
+    import math
+    changed = False
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        hr, leg = getattr(ax, "_rc_headroom", None), ax.get_legend()
+        if hr is None or leg is None or ax.get_yscale() != "log":
+            continue
+        vmax, bottom = hr
+        free = leg.get_window_extent(renderer).transformed(ax.transAxes.inverted()).y0 - 0.03
+        lb, lt = math.log10(bottom), math.log10(max(vmax, bottom * 1.0001))
+        at = (lt - lb) / (math.log10(ax.get_ylim()[1]) - lb)  # where vmax sits (axes fraction)
+        if at > free and free > 0.45:  # else the data would be squeezed flat: left as drawn
+            ax.set_ylim(bottom, 10 ** (lb + (lt - lb) / free))
+            changed = True
+    return changed
 
 
 def dev_bins():
