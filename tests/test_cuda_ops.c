@@ -1,0 +1,804 @@
+/* The CUDA suite's op twins: every op on the backend under test against the CPU backend
+ * (tests/test_cuda.c). */
+#include "test_cuda.h"
+
+/* ---- op twins ------------------------------------------------------------------ */
+
+START_TEST(test_elementwise)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t sizes[] = {1, 7, 1000, 4099};
+    const rc_act acts[] = {RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int di = 0; di < 3; di++) {
+            const int64_t n = sizes[si];
+            const rc_dtype dt = k_dts[di];
+            char what[96];
+            float *a = rand_vec(n, 6.0f, RC_F32), *b = rand_vec(n, 3.0f, dt);
+            /* upload with rounding (the dtype conversion kernel) */
+            float *da;
+            ck_assert(p.t->ops->alloc(p.t, n, &da) == RC_OK);
+            ck_assert(p.t->ops->upload(p.t, a, n, dt, da) == RC_OK);
+            float *ga = host_copy(p.t, da, n), *ca = malloc((size_t)n * sizeof *ca);
+            ck_assert(p.c->ops->upload(p.c, a, n, dt, ca) == RC_OK);
+            snprintf(what, sizeof what, "upload n=%lld %s", (long long)n, dt_name(dt));
+            compare("round", what, ga, ca, n, dt);
+            /* add */
+            float *db = dev_copy(p.t, b, n), *dout;
+            ck_assert(p.t->ops->alloc(p.t, n, &dout) == RC_OK);
+            float *cout = malloc((size_t)n * sizeof *cout);
+            ck_assert(p.t->ops->add(p.t, da, db, n, dt, dout) == RC_OK);
+            ck_assert(p.c->ops->add(p.c, ca, b, n, dt, cout) == RC_OK);
+            float *g = host_copy(p.t, dout, n);
+            snprintf(what, sizeof what, "n=%lld %s", (long long)n, dt_name(dt));
+            compare("add", what, g, cout, n, dt);
+            free(g);
+            for (int ai = 0; ai < 5; ai++) {
+                /* act in place on a copy, act_mul with b as `up` */
+                float *dx = dev_copy(p.t, ca, n), *cx = malloc((size_t)n * sizeof *cx);
+                memcpy(cx, ca, (size_t)n * sizeof *cx);
+                ck_assert(p.t->ops->act(p.t, acts[ai], dx, n, dt) == RC_OK);
+                ck_assert(p.c->ops->act(p.c, acts[ai], cx, n, dt) == RC_OK);
+                g = host_copy(p.t, dx, n);
+                snprintf(what, sizeof what, "%s n=%lld %s", ai == 0 ? "gelu" : ai == 1 ? "gelu_tanh" : "silu",
+                         (long long)n, dt_name(dt));
+                compare("act", what, g, cx, n, dt);
+                free(g);
+                p.t->ops->free(p.t, dx);
+                dx = dev_copy(p.t, ca, n);
+                memcpy(cx, ca, (size_t)n * sizeof *cx);
+                ck_assert(p.t->ops->act_mul(p.t, acts[ai], dx, db, n, dt, dt) == RC_OK);
+                ck_assert(p.c->ops->act_mul(p.c, acts[ai], cx, b, n, dt, dt) == RC_OK);
+                g = host_copy(p.t, dx, n);
+                compare("act_mul", what, g, cx, n, dt);
+                free(g);
+                p.t->ops->free(p.t, dx);
+                free(cx);
+            }
+            p.t->ops->free(p.t, da);
+            p.t->ops->free(p.t, db);
+            p.t->ops->free(p.t, dout);
+            free(a), free(b), free(ga), free(ca), free(cout);
+        }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
+START_TEST(test_embed_gather)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t V = 37, H = 19, n = 23;
+    float *table = rand_vec(V * H, 1.0f, RC_BF16);
+    int32_t tok[23];
+    int64_t rows[5] = {22, 0, 5, 5, 13};
+    for (int64_t i = 0; i < n; i++)
+        tok[i] = (int32_t)((i * 7 + 3) % V);
+    float *dt_ = dev_copy(p.t, table, V * H), *dout, *dg;
+    ck_assert(p.t->ops->alloc(p.t, n * H, &dout) == RC_OK);
+    ck_assert(p.t->ops->alloc(p.t, 5 * H, &dg) == RC_OK);
+    float *cout = malloc((size_t)(n * H) * sizeof *cout), *cg = malloc(5 * (size_t)H * sizeof *cg);
+    ck_assert(p.t->ops->embed(p.t, tok, n, rc_wt_f32(dt_), H, dout) == RC_OK);
+    ck_assert(p.c->ops->embed(p.c, tok, n, rc_wt_f32(table), H, cout) == RC_OK);
+    float *g = host_copy(p.t, dout, n * H);
+    compare("embed", "V=37 H=19 n=23", g, cout, n * H, RC_F32);
+    ck_assert(p.t->ops->gather_rows(p.t, dout, H, rows, 5, dg) == RC_OK);
+    ck_assert(p.c->ops->gather_rows(p.c, cout, H, rows, 5, cg) == RC_OK);
+    float *g2 = host_copy(p.t, dg, 5 * H);
+    compare("gather", "5 of 23 rows, repeats", g2, cg, 5 * H, RC_F32);
+    p.t->ops->free(p.t, dt_);
+    p.t->ops->free(p.t, dout);
+    p.t->ops->free(p.t, dg);
+    free(table), free(cout), free(cg), free(g), free(g2);
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
+START_TEST(test_norm)
+{
+    begin_checks();
+    const int64_t shapes[][2] = {{1, 64}, {15, 100}, {16, 37}, {40, 768}, {3, 1}, {2, 4097}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 3; di++)
+                for (int kind = 0; kind < 2; kind++) {
+                    const int64_t M = shapes[si][0], H = shapes[si][1];
+                    const rc_dtype dt = k_dts[di];
+                    float *x = rand_vec(M * H, 4.0f, dt), *w = rand_vec(H, 1.5f, dt), *b = rand_vec(H, 0.5f, dt);
+                    float *dx = dev_copy(p.t, x, M * H), *dw = dev_copy(p.t, w, H), *db = dev_copy(p.t, b, H), *dout;
+                    ck_assert(p.t->ops->alloc(p.t, M * H, &dout) == RC_OK);
+                    float *cout = malloc((size_t)(M * H) * sizeof *cout);
+                    rc_norm_kind nk = kind ? RC_NORM_RMS : RC_NORM_LAYER;
+                    ck_assert(p.t->ops->norm(p.t, nk, dx, M, H, dw, kind ? NULL : db, 1e-5, dt, dt, dout) == RC_OK);
+                    ck_assert(p.c->ops->norm(p.c, nk, x, M, H, w, kind ? NULL : b, 1e-5, dt, dt, cout) == RC_OK);
+                    float *g = host_copy(p.t, dout, M * H);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s M=%lld H=%lld %s", kind ? "rms" : "layer",
+                             rc_kernels_name(p.t->kernels), (long long)M, (long long)H, dt_name(dt));
+                    compare("norm", what, g, cout, M * H, dt);
+                    p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dw), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dout);
+                    free(x), free(w), free(b), free(cout), free(g);
+                }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* q / k norm in place on packed qkv rows: per head (Qwen3: nq heads of d, nk of d) and over the
+ * whole projection (OLMo2: one segment of nh * d, one of nkv * d), V untouched */
+START_TEST(test_qk_norm)
+{
+    begin_checks();
+    /* rows, nh, nkv, d, whole */
+    const int64_t shapes[][5] = {{1, 4, 2, 18, 0}, {17, 8, 2, 64, 0}, {5, 4, 2, 18, 1}, {300, 6, 3, 10, 1}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 3; di++) {
+                const int64_t M = shapes[si][0], nh = shapes[si][1], nkv = shapes[si][2], d = shapes[si][3];
+                const bool all = shapes[si][4] != 0;
+                const int64_t W = (nh + 2 * nkv) * d, nq = all ? 1 : nh, dq = all ? nh * d : d;
+                const int64_t nk = all ? 1 : nkv, dk = all ? nkv * d : d;
+                const rc_dtype dt = k_dts[di];
+                float *x = rand_vec(M * W, 4.0f, dt), *wq = rand_vec(dq, 1.5f, dt), *wk = rand_vec(dk, 1.5f, dt);
+                float *dx = dev_copy(p.t, x, M * W), *dwq = dev_copy(p.t, wq, dq), *dwk = dev_copy(p.t, wk, dk);
+                ck_assert(p.t->ops->qk_norm(p.t, dx, M, W, nq, dq, dwq, nk, dk, dwk, 1e-6, dt, dt) == RC_OK);
+                float *cx = malloc((size_t)(M * W) * sizeof *cx);
+                memcpy(cx, x, (size_t)(M * W) * sizeof *cx);
+                ck_assert(p.c->ops->qk_norm(p.c, cx, M, W, nq, dq, wq, nk, dk, wk, 1e-6, dt, dt) == RC_OK);
+                for (int64_t r = 0; r < M; r++) /* V as it was */
+                    ck_assert(memcmp(cx + r * W + (nh + nkv) * d, x + r * W + (nh + nkv) * d,
+                                     (size_t)(nkv * d) * sizeof *cx) == 0);
+                float *g = host_copy(p.t, dx, M * W);
+                char what[96];
+                snprintf(what, sizeof what, "%s %s M=%lld %lld/%lld heads of %lld %s", all ? "whole" : "per head",
+                         rc_kernels_name(p.t->kernels), (long long)M, (long long)nh, (long long)nkv, (long long)d,
+                         dt_name(dt));
+                compare("qk_norm", what, g, cx, M * W, dt);
+                p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dwq), p.t->ops->free(p.t, dwk);
+                free(x), free(wq), free(wk), free(cx), free(g);
+            }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+START_TEST(test_matmul)
+{
+    begin_checks();
+    const int64_t shapes[][3] = {{1, 64, 48}, {3, 100, 37}, {17, 256, 129}, {300, 96, 33}, {5, 1, 7}, {16, 768, 96}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 3; di++)
+                for (int wb = 0; wb < 2; wb++) {
+                    const int64_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+                    const rc_dtype dt = k_dts[di];
+                    float *x = rand_vec(M * K, 1.0f, dt), *W = rand_vec(N * K, 0.2f, RC_F32), *b = rand_vec(N, 1.0f, dt);
+                    /* the weights as the engine holds them: one buffer, rounded on upload */
+                    float *dW;
+                    ck_assert(p.t->ops->alloc(p.t, N * K, &dW) == RC_OK);
+                    ck_assert(p.t->ops->upload(p.t, W, N * K, dt, dW) == RC_OK);
+                    float *cW = malloc((size_t)(N * K) * sizeof *cW);
+                    ck_assert(p.c->ops->upload(p.c, W, N * K, dt, cW) == RC_OK);
+                    float *dx = dev_copy(p.t, x, M * K), *db = dev_copy(p.t, b, N), *dy;
+                    ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
+                    float *cy = malloc((size_t)(M * N) * sizeof *cy);
+                    const float *bias_t = wb ? db : NULL, *bias_c = wb ? b : NULL;
+                    rc_status s = p.t->ops->matmul(p.t, dx, M, K, rc_wt_f32(dW), N, bias_t, dt, dt, dy);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->matmul(p.c, x, M, K, rc_wt_f32(cW), N, bias_c, dt, dt, cy) == RC_OK);
+                    float *g = host_copy(p.t, dy, M * N);
+                    char what[96];
+                    snprintf(what, sizeof what, "M=%lld K=%lld N=%lld %s%s", (long long)M, (long long)K, (long long)N,
+                             dt_name(dt), wb ? " +bias" : "");
+                    compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
+                    free(g);
+                    /* a K-slice (a TP rank's partial): columns [k0, k0 + Ks) read in place */
+                    const int64_t k0 = K / 3, Ks = K - k0 - K / 5;
+                    s = p.t->ops->matmul_kslice(p.t, dx, M, K, k0, Ks, rc_wt_f32(dW), N, bias_t, dt, dt, dy);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->matmul_kslice(p.c, x, M, K, k0, Ks, rc_wt_f32(cW), N, bias_c, dt, dt, cy) ==
+                              RC_OK);
+                    g = host_copy(p.t, dy, M * N);
+                    snprintf(what, sizeof what, "M=%lld K=%lld [%lld, +%lld) N=%lld %s%s", (long long)M, (long long)K,
+                             (long long)k0, (long long)Ks, (long long)N, dt_name(dt), wb ? " +bias" : "");
+                    compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
+                    p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dx), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dy);
+                    free(x), free(W), free(b), free(cW), free(cy), free(g);
+                }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* fp8 weights' linear (--sampler weights=fp8) against the CPU's: every
+ * weight scale and activation mode, bf16 and fp16, with and without bias,
+ * decode-sized and prefill-sized M; K = 256 (two 128-deep slices), N = 136
+ * (a padded edge block). The inputs hold a zero row (the per-token minimum
+ * scale) and a row of large values. rc_fp8w_linear_once quantizes the same
+ * weights on the host for both backends; the CUDA side then runs its
+ * activation kernels, its GEMM (invariant: the fixed-order kernel; engine:
+ * cuBLAS with bf16 operands) and the epilogue kernels. */
+START_TEST(test_fp8w_linear)
+{
+    begin_checks();
+    static const rc_wq_numerics modes[] = {
+        {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN},  {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TENSOR},
+        {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_NONE},   {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TOKEN},
+        {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TENSOR}, {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE},
+        {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN},   {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_NONE}};
+    static const char *const names[] = {"tensor/token", "tensor/tensor", "tensor/none", "channel/token",
+                                        "channel/tensor", "channel/none", "block/group", "block/none"};
+    const int64_t K = 256, N = 136, Ms[] = {3, 20};
+    for (int kk = 0; kk < 2; kk++) {
+        pair p = make_pair(kk ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (int di = 1; di < 3; di++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+                for (size_t q = 0; q < sizeof modes / sizeof modes[0]; q++)
+                    for (int wb = 0; wb < 2; wb++) {
+                        const rc_dtype dt = k_dts[di];
+                        const int64_t M = Ms[mi];
+                        float *x = rand_vec(M * K, 2.0f, dt), *w = rand_vec(N * K, 0.1f, dt),
+                              *b = rand_vec(N, 0.5f, dt);
+                        for (int64_t k = 0; k < K; k++) {
+                            x[k] = 0.0f;                                         /* row 0: all zeros */
+                            x[K + k] = rc_round_to(x[K + k] * 300.0f, dt); /* row 1: large values */
+                        }
+                        float *yt = malloc((size_t)(M * N) * sizeof *yt), *yc = malloc((size_t)(M * N) * sizeof *yc);
+                        rc_status st = rc_fp8w_linear_once(p.t, x, M, K, w, N, wb ? b : NULL, &modes[q], dt, yt);
+                        ck_assert_msg(st == RC_OK, "%s", rc_last_error());
+                        ck_assert(rc_fp8w_linear_once(p.c, x, M, K, w, N, wb ? b : NULL, &modes[q], dt, yc) == RC_OK);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s M=%lld K=%lld N=%lld %s%s", names[q], (long long)M,
+                                 (long long)K, (long long)N, dt_name(dt), wb ? " +bias" : "");
+                        compare(kk ? "fp8_linear_invariant" : "fp8_linear_engine", what, yt, yc, M * N, dt);
+                        free(x), free(w), free(b), free(yt), free(yc);
+                    }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* The fp8 kernels' arguments checked: a group quantization over a K that is
+ * no multiple of 128, an unknown epilogue step and a slice past the last are
+ * RC_ERR_INTERNAL, not a launch. */
+START_TEST(test_fp8w_refused)
+{
+    rc_backend *be;
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be) == RC_OK, "%s", rc_last_error());
+    ck_assert(be->ops->fp8_quant_act && be->ops->fp8_epilogue);
+    float *buf;
+    ck_assert(be->ops->alloc(be, 1024, &buf) == RC_OK);
+    ck_assert_int_eq(be->ops->fp8_quant_act(be, buf, 2, 100, RC_FP8_ACT_GROUP, buf + 256, buf + 512), RC_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "fp8 activations"));
+    rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_ACC, .y = buf, .part = buf + 256, .sx = buf + 512, .sw = buf + 768,
+                    .M = 2, .N = 4, .kb = 2, .k = 2};
+    ck_assert_int_eq(be->ops->fp8_epilogue(be, &e), RC_ERR_INTERNAL);
+    /* 3 is outside the enumerators but inside the enum's value range in C++
+     * (two bits), so the host build under UBSan may load it (7 may not) */
+    e.kind = (rc_fp8_epi_kind)3;
+    e.k = 0;
+    ck_assert_int_eq(be->ops->fp8_epilogue(be, &e), RC_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "fp8 epilogue"));
+    be->ops->free(be, buf);
+    rc_backend_destroy(be);
+}
+END_TEST
+
+/* attention shapes: heads, kv heads (GQA ratio), head_dim, rotary dims,
+ * sliding window, prompt lengths of the sequences */
+typedef struct {
+    int64_t nh, nkv, d, rot, window;
+    int64_t n_seq;
+    int64_t len[4];
+    int rope_f32; /* Baichuan2-7B: cos/sin and the products in fp32, the sum rounded */
+} attn_shape;
+
+static const attn_shape k_attn_shapes[] = {
+    {4, 4, 16, 16, 0, 2, {5, 9}, 0},     /* MHA, full rotary */
+    {8, 2, 32, 8, 0, 3, {1, 7, 70}, 0},  /* GQA 4:1, partial rotary, > one prefill tile */
+    {6, 3, 24, 24, 5, 2, {12, 3}, 0},    /* GQA 2:1, sliding window */
+    {2, 1, 64, 64, 0, 1, {300}, 0},      /* long: many decode chunks and prefill tiles */
+    {3, 1, 20, 0, 0, 4, {2, 2, 33, 1}, 0}, /* no rotary, odd head_dim */
+    {4, 4, 16, 16, 0, 2, {5, 9}, 1},     /* MHA, full rotary in fp32, one rounding (Baichuan2-7B) */
+};
+
+/* rows for a step: sequence b adds n_new[b] tokens at start[b] */
+typedef struct {
+    rc_batch_desc bd;
+    int64_t slot[4], start[4], n_new[4], row0[4];
+    int64_t *pos, *seq;
+} step_desc;
+
+static void make_step(step_desc *s, int64_t n_seq, const int64_t *start, const int64_t *n_new)
+{
+    int64_t R = 0;
+    for (int64_t b = 0; b < n_seq; b++) {
+        s->slot[b] = n_seq - 1 - b; /* slot != batch index */
+        s->start[b] = start[b];
+        s->n_new[b] = n_new[b];
+        s->row0[b] = R;
+        R += n_new[b];
+    }
+    s->pos = malloc((size_t)R * sizeof *s->pos);
+    s->seq = malloc((size_t)R * sizeof *s->seq);
+    for (int64_t b = 0; b < n_seq; b++)
+        for (int64_t i = 0; i < n_new[b]; i++) {
+            s->pos[s->row0[b] + i] = start[b] + i;
+            s->seq[s->row0[b] + i] = b;
+        }
+    s->bd = (rc_batch_desc){n_seq, s->slot, s->start, s->n_new, s->row0, R, s->pos, s->seq, 0, 0};
+}
+
+/* ALiBi in the attention kernel, MPT's clamp and NormHead's row
+ * normalisation against their CPU twins: the three families' ways of adding
+ * the bias (BLOOM fused into the scaling, Baichuan added in the model dtype
+ * after a division, MPT in fp32 from the last key) and --alibi-bias rowmax,
+ * 6 heads (not a power of two), prefill then decode then a 2-token step. */
+/* The MoE ops (moe.cu) against their CPU twins (src/engine/moe.c): routing
+ * (the experts exactly, the weights), the weighted accumulation of one
+ * expert's rows and Qwen2-MoE's sigmoid-gated shared expert. */
+START_TEST(test_moe_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    for (int di = 0; di < 3; di++)
+        for (int renorm = 0; renorm < 2; renorm++) {
+            const rc_dtype dt = k_dts[di], w_dt = renorm ? RC_F32 : dt; /* Mixtral keeps fp32 weights */
+            enum { M = 23 };
+            const int64_t E = 7, k = 3, H = 40;
+            float *lg = rand_vec(M * E, 3.0f, dt), *dlg = dev_copy(p.t, lg, M * E), *dsel, *dw;
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dsel) == RC_OK);
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dw) == RC_OK);
+            float *sel = malloc(sizeof(float) * M * k), *w = malloc(sizeof(float) * M * k);
+            ck_assert_msg(p.t->ops->moe_route(p.t, dlg, M, E, k, renorm, w_dt, dsel, dw) == RC_OK, "%s",
+                          rc_last_error());
+            ck_assert(p.c->ops->moe_route(p.c, lg, M, E, k, renorm, w_dt, sel, w) == RC_OK);
+            float *gsel = host_copy(p.t, dsel, M * k), *gw = host_copy(p.t, dw, M * k);
+            for (int64_t i = 0; i < M * k; i++)
+                ck_assert_msg(gsel[i] == sel[i], "moe_route %s: row %lld slot %lld expert %g, CPU %g", dt_name(dt),
+                              (long long)(i / k), (long long)(i % k), (double)gsel[i], (double)sel[i]);
+            compare("moe_route", dt_name(dt), gw, w, M * k, w_dt);
+            /* expert 0's rows, every third row, into an output that already holds values */
+            int64_t rows[M], widx[M], m = 0;
+            for (int64_t r = 0; r < M; r += 3, m++) {
+                rows[m] = r;
+                widx[m] = r * k + (r % k);
+            }
+            float *y = rand_vec(m * H, 2.0f, dt), *out = rand_vec(M * H, 1.0f, dt);
+            float *dy = dev_copy(p.t, y, m * H), *dout = dev_copy(p.t, out, M * H);
+            ck_assert(p.t->ops->moe_accumulate(p.t, dy, m, H, rows, dw, widx, false, dt, dout) == RC_OK);
+            ck_assert(p.c->ops->moe_accumulate(p.c, y, m, H, rows, gw, widx, false, dt, out) == RC_OK);
+            float *g = host_copy(p.t, dout, M * H);
+            compare("moe_accumulate", dt_name(dt), g, out, M * H, dt);
+            free(g);
+            /* the shared expert: every row, gate logits through the sigmoid */
+            int64_t iota[M];
+            for (int64_t r = 0; r < M; r++)
+                iota[r] = r;
+            float *sy = rand_vec(M * H, 2.0f, dt), *sg = rand_vec(M, 4.0f, dt);
+            float *dsy = dev_copy(p.t, sy, M * H), *dsg = dev_copy(p.t, sg, M);
+            ck_assert(p.t->ops->moe_accumulate(p.t, dsy, M, H, iota, dsg, iota, true, dt, dout) == RC_OK);
+            ck_assert(p.c->ops->moe_accumulate(p.c, sy, M, H, iota, sg, iota, true, dt, out) == RC_OK);
+            g = host_copy(p.t, dout, M * H);
+            compare("moe_shared", dt_name(dt), g, out, M * H, dt);
+            free(g), free(lg), free(sel), free(w), free(gsel), free(gw), free(y), free(out), free(sy), free(sg);
+            p.t->ops->free(p.t, dlg), p.t->ops->free(p.t, dsel), p.t->ops->free(p.t, dw);
+            p.t->ops->free(p.t, dy), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, dsy), p.t->ops->free(p.t, dsg);
+        }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
+START_TEST(test_alibi_clamp_normalize)
+{
+    begin_checks();
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (int variant = 0; variant < 4; variant++)
+            for (int di = 0; di < 3; di++) {
+                const rc_dtype dt = k_dts[di];
+                rc_config cfg;
+                memset(&cfg, 0, sizeof cfg);
+                cfg.n_heads = 6, cfg.n_kv_heads = 6, cfg.head_dim = 16, cfg.n_layers = 1;
+                cfg.pos = RC_POS_ALIBI;
+                cfg.alibi_slopes = variant == 2 ? RC_SLOPES_MPT : variant == 1 ? RC_SLOPES_BAICHUAN : RC_SLOPES_BLOOM;
+                cfg.alibi_bias_max = 8.0;
+                cfg.alibi_add = variant == 0 || variant == 3 ? RC_ALIBI_ADD_FUSED
+                                : variant == 1                ? RC_ALIBI_ADD_MODEL_DT
+                                                              : RC_ALIBI_ADD_F32;
+                cfg.alibi_from_last_key = variant == 2;
+                cfg.score_div = variant == 1;
+                float slopes[6];
+                rc_alibi_slopes_compute(&cfg, slopes, NULL);
+                float *dslopes = dev_copy(p.t, slopes, 6);
+                const rc_attn_numerics an = {dt, dt, dt};
+                rc_attn_params cap = rc_attn_params_from_config(&cfg, NULL, dt, dt, &an), tap = cap;
+                rc_attn_params_set_alibi(&cap, slopes, variant == 3);
+                rc_attn_params_set_alibi(&tap, dslopes, variant == 3);
+                const int64_t n_seq = 2, len[2] = {40, 7}, T = 48, d = 16, nh = 6;
+                /* variant 3 also stores the keys and values as an fp8 cache (kv-cache=fp8_e4m3, scale
+                 * 0.5): the kernel's store against the CPU's (rco_kv_value) */
+                rc_kv_cache ckv = {1, n_seq, nh, T, d, RC_F32, NULL, NULL, NULL, NULL,
+                                   variant == 3 ? RC_KV_FP8_E4M3 : RC_KV_AUTO, 0.5f, 0.5f, dt}, tkv = ckv;
+                const int64_t kvn = n_seq * nh * T * d;
+                ckv.k = calloc((size_t)kvn, sizeof(float));
+                ckv.v = calloc((size_t)kvn, sizeof(float));
+                float *zero = calloc((size_t)kvn, sizeof(float));
+                tkv.k = dev_copy(p.t, zero, kvn);
+                tkv.v = dev_copy(p.t, zero, kvn);
+                const int64_t row_len = 3 * nh * d;
+                for (int step = 0; step < 3; step++) {
+                    int64_t start[2], n_new[2];
+                    for (int64_t b = 0; b < n_seq; b++) {
+                        int64_t first = len[b] - 3;
+                        start[b] = step == 0 ? 0 : step == 1 ? first : first + 1;
+                        n_new[b] = step == 0 ? first : step == 1 ? 1 : 2;
+                    }
+                    step_desc sd;
+                    make_step(&sd, n_seq, start, n_new);
+                    const int64_t R = sd.bd.n_rows;
+                    float *qkv = rand_vec(R * row_len, 2.0f, dt);
+                    float *dq = dev_copy(p.t, qkv, R * row_len), *dout;
+                    ck_assert(p.t->ops->alloc(p.t, R * nh * d, &dout) == RC_OK);
+                    float *cout = malloc((size_t)(R * nh * d) * sizeof *cout);
+                    ck_assert_msg(p.t->ops->attention(p.t, dq, &sd.bd, &tap, &tkv, 0, dout) == RC_OK, "%s",
+                                  rc_last_error());
+                    ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cap, &ckv, 0, cout) == RC_OK);
+                    float *g = host_copy(p.t, dout, R * nh * d);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s ALiBi variant %d step %d %s", rc_kernels_name(p.t->kernels),
+                             variant, step, dt_name(dt));
+                    compare("attention_alibi", what, g, cout, R * nh * d, dt);
+                    free(g);
+                    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout);
+                    free(qkv), free(cout), free(sd.pos), free(sd.seq);
+                }
+                p.t->ops->free(p.t, tkv.k), p.t->ops->free(p.t, tkv.v), p.t->ops->free(p.t, dslopes);
+                free(ckv.k), free(ckv.v), free(zero);
+            }
+        /* clamp (exact) and NormHead rows */
+        for (int di = 0; di < 3; di++) {
+            const rc_dtype dt = k_dts[di];
+            const int64_t M = 9, H = 40;
+            float *x = rand_vec(M * H, 3.0f, dt), *dx = dev_copy(p.t, x, M * H);
+            ck_assert(p.t->ops->clamp(p.t, dx, M * H, 0.75f) == RC_OK);
+            ck_assert(p.c->ops->clamp(p.c, x, M * H, 0.75f) == RC_OK);
+            float *g = host_copy(p.t, dx, M * H);
+            compare("clamp", dt_name(dt), g, x, M * H, RC_F32);
+            free(g);
+            float *w = rand_vec(M * H, 0.5f, dt), *dw = dev_copy(p.t, w, M * H), *dn, *cn = malloc(sizeof(float) * M * H);
+            ck_assert(p.t->ops->alloc(p.t, M * H, &dn) == RC_OK);
+            ck_assert(p.t->ops->normalize_rows(p.t, rc_wt_f32(dw), M, H, 1e-12f, dt, dn) == RC_OK);
+            ck_assert(p.c->ops->normalize_rows(p.c, rc_wt_f32(w), M, H, 1e-12f, dt, cn) == RC_OK);
+            g = host_copy(p.t, dn, M * H);
+            compare("normalize_rows", dt_name(dt), g, cn, M * H, dt);
+            free(g), free(x), free(w), free(cn);
+            p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dw), p.t->ops->free(p.t, dn);
+        }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* A buffer uploaded again (new weights in the same memory) is used with its
+ * new contents by both GEMMs (no stale bf16 copy for cuBLAS, no stale
+ * transposed copy for the invariant kernel). */
+START_TEST(test_matmul_reupload)
+{
+    begin_checks();
+    for (int kk = 0; kk < 2; kk++) {
+        pair p = make_pair(kk ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        const int64_t M = 4, K = 40, N = 24;
+        float *x = rand_vec(M * K, 1.0f, RC_BF16), *dx = dev_copy(p.t, x, M * K), *dW, *dy;
+        ck_assert(p.t->ops->alloc(p.t, N * K, &dW) == RC_OK);
+        ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
+        float *cW = malloc((size_t)(N * K) * sizeof *cW), *cy = malloc((size_t)(M * N) * sizeof *cy);
+        for (int round = 0; round < 3; round++) {
+            float *W = rand_vec(N * K, 0.3f, RC_F32);
+            rc_dtype wdt = round == 1 ? RC_F32 : RC_BF16; /* bf16, then fp32 values, then bf16 again */
+            ck_assert(p.t->ops->upload(p.t, W, N * K, wdt, dW) == RC_OK);
+            ck_assert(p.c->ops->upload(p.c, W, N * K, wdt, cW) == RC_OK);
+            rc_dtype in = wdt == RC_BF16 ? RC_BF16 : RC_F32;
+            ck_assert(p.t->ops->matmul(p.t, dx, M, K, rc_wt_f32(dW), N, NULL, in, RC_BF16, dy) == RC_OK);
+            ck_assert(p.c->ops->matmul(p.c, x, M, K, rc_wt_f32(cW), N, NULL, in, RC_BF16, cy) == RC_OK);
+            float *g = host_copy(p.t, dy, M * N);
+            char what[64];
+            snprintf(what, sizeof what, "re-uploaded weights, round %d", round);
+            compare(kk ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, RC_BF16);
+            free(g);
+            free(W);
+        }
+        p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dy);
+        free(x), free(cW), free(cy);
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
+/* rc_attn_params that contradict themselves, and the finfo.min mask, are
+ * refused by the CUDA rope and attention as by the CPU's (same codes, one
+ * line), before anything runs, rather than ignored. */
+START_TEST(test_attn_params_refused)
+{
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    rc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_heads = 2, cfg.n_kv_heads = 1, cfg.head_dim = 4, cfg.rotary_dim = 4, cfg.rope_theta = 10000.0;
+    const float inv[2] = {1.0f, 0.01f}, slopes[2] = {0.5f, 0.25f}, zero[16] = {0};
+    float *dinv = dev_copy(p.t, inv, 2), *dslopes = dev_copy(p.t, slopes, 2);
+    const rc_attn_numerics an = {RC_BF16, RC_BF16, RC_BF16};
+    const rc_attn_params ok = rc_attn_params_from_config(&cfg, dinv, RC_BF16, RC_BF16, &an);
+    rc_attn_params alibi = ok;
+    alibi.pos = RC_ATTN_POS_ALIBI, alibi.rotary_dim = 0, alibi.inv_freq = NULL;
+    rc_attn_params_set_alibi(&alibi, dslopes, false);
+    rc_attn_params bad[4] = {alibi, ok, alibi, ok};
+    const rc_status want[4] = {RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_INTERNAL, RC_ERR_UNSUPPORTED};
+    bad[0].alibi_slopes = NULL;
+    bad[1].alibi_slopes = dslopes;
+    bad[2].alibi_mode = RCO_ALIBI_NONE;
+    bad[3].mask = RC_MASK_FINFO_MIN;
+    /* one new token at position 3 after 3 cached ones: a cache of 4 positions */
+    int64_t slot = 0, start = 3, nn = 1, row0 = 0, pos = 3, seq = 0;
+    const rc_batch_desc bd = {.n_seq = 1, .slot = &slot, .start = &start, .n_new = &nn, .row0 = &row0,
+                              .n_rows = 1, .pos = &pos, .seq_of_row = &seq};
+    float qh[16];
+    for (int j = 0; j < 16; j++)
+        qh[j] = 0.25f * (float)(j + 1);
+    float *dq = dev_copy(p.t, qh, 16), *dout = dev_copy(p.t, zero, 8);
+    rc_kv_cache kv = {.n_layers = 1, .n_slots = 1, .n_kv_heads = 1, .max_len = 4, .head_dim = 4,
+                      .k = dev_copy(p.t, zero, 16), .v = dev_copy(p.t, zero, 16)};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &bad[i]), want[i]);
+        ck_assert_msg(strchr(rc_last_error(), '\n') == NULL, "%s", rc_last_error());
+        ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &bad[i], &kv, 0, dout), want[i]);
+        ck_assert_msg(strstr(rc_last_error(), "attention") && strchr(rc_last_error(), '\n') == NULL, "%s",
+                      rc_last_error());
+        float *g = host_copy(p.t, dq, 16), *gk = host_copy(p.t, kv.k, 16), *go = host_copy(p.t, dout, 8);
+        ck_assert(memcmp(g, qh, sizeof qh) == 0);
+        for (int j = 0; j < 16; j++)
+            ck_assert(gk[j] == 0.0f && (j >= 8 || go[j] == 0.0f));
+        free(g), free(gk), free(go);
+    }
+    ck_assert_int_eq(p.t->ops->rope(p.t, dq, &bd, &ok), RC_OK);
+    ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &ok, &kv, 0, dout), RC_OK);
+    ck_assert_int_eq(p.t->ops->attention(p.t, dq, &bd, &alibi, &kv, 0, dout), RC_OK);
+    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, kv.k), p.t->ops->free(p.t, kv.v);
+    p.t->ops->free(p.t, dinv), p.t->ops->free(p.t, dslopes);
+    free_pair(&p);
+}
+END_TEST
+
+START_TEST(test_rope_attention)
+{
+    begin_checks();
+    int split_seen = 0;
+#ifdef RC_TEST_EMULATE
+    setenv("RC_CUDA_ATTN_SCRATCH_MB", "0.03", 1); /* small: attention split into several launches */
+#endif
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof k_attn_shapes / sizeof k_attn_shapes[0]; si++)
+            for (int di = 0; di < 3; di++) {
+                const attn_shape *S = &k_attn_shapes[si];
+                const rc_dtype dt = k_dts[di];
+                rc_config cfg;
+                memset(&cfg, 0, sizeof cfg);
+                cfg.n_heads = S->nh, cfg.n_kv_heads = S->nkv, cfg.head_dim = S->d, cfg.rotary_dim = S->rot;
+                cfg.sliding_window = S->window, cfg.rope_theta = 10000.0, cfg.n_layers = 2;
+                float inv[64] = {0};
+                for (int64_t j = 0; j < S->rot / 2; j++)
+                    inv[j] = (float)pow(10000.0, -2.0 * (double)j / (double)S->rot);
+                float *dinv = dev_copy(p.t, inv, S->rot / 2 > 0 ? S->rot / 2 : 1);
+                int64_t T = 0;
+                for (int64_t b = 0; b < S->n_seq; b++)
+                    T = S->len[b] + 4 > T ? S->len[b] + 4 : T;
+                /* two layers' caches; the test uses layer 1 */
+                rc_kv_cache ckv = {2, S->n_seq, S->nkv, T, S->d, RC_F32, NULL, NULL, NULL, NULL, RC_KV_AUTO, 1.0f, 1.0f, RC_F32}, tkv = ckv;
+                const int64_t kvn = 2 * S->n_seq * S->nkv * T * S->d;
+                ckv.k = calloc((size_t)kvn, sizeof(float));
+                ckv.v = calloc((size_t)kvn, sizeof(float));
+                float *zero = calloc((size_t)kvn, sizeof(float));
+                tkv.k = dev_copy(p.t, zero, kvn);
+                tkv.v = dev_copy(p.t, zero, kvn);
+                const rc_attn_numerics an = {dt, dt, dt};
+                /* the same parameters for both; RoPE's table in each one's memory */
+                rc_attn_params cap = rc_attn_params_from_config(&cfg, inv, dt, dt, &an);
+                rc_attn_params tap = rc_attn_params_from_config(&cfg, dinv, dt, dt, &an);
+                if (S->rope_f32)
+                    cap.rope_cs_dt = tap.rope_cs_dt = cap.rope_mid_dt = tap.rope_mid_dt = RC_F32;
+                const int64_t row_len = (S->nh + 2 * S->nkv) * S->d;
+                /* step 0: prefill all but the last 3 tokens (>= 1); step 1: one
+                 * decode token each; step 2: 2 more tokens each (prefill over a
+                 * filled cache) */
+                for (int step = 0; step < 3; step++) {
+                    int64_t start[4], n_new[4];
+                    for (int64_t b = 0; b < S->n_seq; b++) {
+                        int64_t first = S->len[b] > 3 ? S->len[b] - 3 : 1;
+                        start[b] = step == 0 ? 0 : step == 1 ? first : first + 1;
+                        n_new[b] = step == 0 ? first : step == 1 ? 1 : 2;
+                    }
+                    step_desc sd;
+                    make_step(&sd, S->n_seq, start, n_new);
+                    const int64_t R = sd.bd.n_rows;
+                    float *qkv = rand_vec(R * row_len, 2.0f, dt);
+                    float *dq = dev_copy(p.t, qkv, R * row_len), *dout;
+                    ck_assert(p.t->ops->alloc(p.t, R * S->nh * S->d, &dout) == RC_OK);
+                    float *cout = malloc((size_t)(R * S->nh * S->d) * sizeof *cout);
+                    char what[96];
+                    ck_assert(p.t->ops->rope(p.t, dq, &sd.bd, &tap) == RC_OK);
+                    ck_assert(p.c->ops->rope(p.c, qkv, &sd.bd, &cap) == RC_OK);
+                    float *g = host_copy(p.t, dq, R * row_len);
+                    snprintf(what, sizeof what, "heads %lld/%lld d=%lld rot=%lld step %d %s", (long long)S->nh,
+                             (long long)S->nkv, (long long)S->d, (long long)S->rot, step, dt_name(dt));
+                    compare("rope", what, g, qkv, R * row_len, dt);
+                    free(g);
+                    /* attention from identical inputs (the CPU's rotated rows) */
+                    p.t->ops->free(p.t, dq);
+                    dq = dev_copy(p.t, qkv, R * row_len);
+#ifdef RC_TEST_EMULATE
+                    long long l0 = rck_shim_get(RCK_SHIM_LAUNCHES);
+#endif
+                    rc_status s = p.t->ops->attention(p.t, dq, &sd.bd, &tap, &tkv, 1, dout);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+#ifdef RC_TEST_EMULATE
+                    if (rck_shim_get(RCK_SHIM_LAUNCHES) - l0 > 2) /* K/V store + more than one attention launch */
+                        split_seen++;
+#endif
+                    ck_assert(p.c->ops->attention(p.c, qkv, &sd.bd, &cap, &ckv, 1, cout) == RC_OK);
+                    g = host_copy(p.t, dout, R * S->nh * S->d);
+                    snprintf(what, sizeof what, "%s heads %lld/%lld d=%lld win=%lld step %d %s",
+                             rc_kernels_name(p.t->kernels), (long long)S->nh, (long long)S->nkv, (long long)S->d,
+                             (long long)S->window, step, dt_name(dt));
+                    compare("attention", what, g, cout, R * S->nh * S->d, dt);
+                    free(g);
+                    float *gk = host_copy(p.t, tkv.k, kvn), *gv = host_copy(p.t, tkv.v, kvn);
+                    compare("kv_cache", "K after the step", gk, ckv.k, kvn, RC_F32);
+                    compare("kv_cache", "V after the step", gv, ckv.v, kvn, RC_F32);
+                    free(gk), free(gv);
+                    p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dout);
+                    free(qkv), free(cout), free(sd.pos), free(sd.seq);
+                }
+                p.t->ops->free(p.t, tkv.k), p.t->ops->free(p.t, tkv.v), p.t->ops->free(p.t, dinv);
+                free(ckv.k), free(ckv.v), free(zero);
+            }
+        free_pair(&p);
+    }
+#ifdef RC_TEST_EMULATE
+    printf("%-10s attention calls split into several launches: %d\n", TEST_NAME, split_seen);
+    ck_assert_msg(split_seen > 10, "the attention was split only %d times", split_seen);
+    unsetenv("RC_CUDA_ATTN_SCRATCH_MB");
+#else
+    (void)split_seen;
+#endif
+    end_checks();
+}
+END_TEST
+
+START_TEST(test_logprobs)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t shapes[][2] = {{1, 7}, {3, 1000}, {5, 50304}, {2, 17}};
+    const float temps[] = {1.0f, 0.7f};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int di = 0; di < 3; di++)
+            for (int ti = 0; ti < 2; ti++)
+                for (int same = 0; same < 2; same++) {
+                    const int64_t M = shapes[si][0], V = shapes[si][1];
+                    const rc_dtype dt = k_dts[di], lp = same ? dt : RC_F32;
+                    float *x = rand_vec(M * V, 12.0f, dt);
+                    int32_t tg[8];
+                    for (int64_t r = 0; r < M; r++)
+                        tg[r] = (int32_t)((r * 31 + 5) % V);
+                    float *dx = dev_copy(p.t, x, M * V);
+                    float *gf = malloc((size_t)(M * V) * sizeof *gf), *cf = malloc((size_t)(M * V) * sizeof *cf);
+                    float gt[8], ct[8];
+                    ck_assert(p.t->ops->logprobs(p.t, dx, M, V, temps[ti], lp, gf, tg, gt) == RC_OK);
+                    ck_assert(p.c->ops->logprobs(p.c, x, M, V, temps[ti], lp, cf, tg, ct) == RC_OK);
+                    char what[96];
+                    snprintf(what, sizeof what, "M=%lld V=%lld T=%g logits %s, log-probs %s", (long long)M,
+                             (long long)V, temps[ti], dt_name(dt), dt_name(lp));
+                    compare("logprobs", what, gf, cf, M * V, lp);
+                    compare("logprobs", "  the sampled tokens", gt, ct, M, lp);
+                    /* targets only (what the full forward asks for) */
+                    ck_assert(p.t->ops->logprobs(p.t, dx, M, V, temps[ti], lp, NULL, tg, gt) == RC_OK);
+                    compare("logprobs", "  targets without the full rows", gt, ct, M, lp);
+                    p.t->ops->free(p.t, dx);
+                    free(x), free(gf), free(cf);
+                }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
+/* Tensor parallelism on the backend under test: the engine's row-parallel
+ * layers (K-slice GEMMs into device partials, the reduce's adds, the
+ * Megatron bias rows gathered) give the CPU's log-probs, invariant kernels,
+ * full forward of a few sequences: fp32 (the GPU's limit as above, 1e-5) and,
+ * in the host build, bf16 too, both bitwise there. */
+START_TEST(test_tp_forward)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/neox_parallel");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab, lens[3] = {5, 3, 7}, total = 15;
+    int32_t tok[15];
+    for (int i = 0; i < 15; i++)
+        tok[i] = (int32_t)((i * 37 + 11) % V);
+    const struct {
+        int tp;
+        rc_tp_reduce mode;
+        bool trainer;
+    } cases[] = {{2, RC_TP_REDUCE_FP32, false}, {4, RC_TP_REDUCE_RING, true}, {4, RC_TP_REDUCE_CHAIN, false}};
+    rc_backend *be, *cpu;
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+    float *out = malloc(sizeof(float) * total * V), *cout = malloc(sizeof(float) * total * V);
+#ifdef RC_TEST_EMULATE
+    const int n_dt = 2;
+#else
+    const int n_dt = 1;
+#endif
+    for (int di = 0; di < n_dt; di++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            rc_numerics num = rc_numerics_fp32();
+            num.dt = di ? RC_BF16 : RC_F32;
+            num.tp = cases[ci].tp;
+            num.tp_reduce = cases[ci].mode;
+            num.tp_trainer = cases[ci].trainer;
+            rc_engine *e, *ec;
+            ck_assert_msg(rc_engine_create(m, be, &num, 3, 8, total, &e) == RC_OK, "%s", rc_last_error());
+            ck_assert_msg(rc_full_forward(e, tok, lens, 3, out) == RC_OK, "%s", rc_last_error());
+            ck_assert(rc_engine_create(m, cpu, &num, 3, 8, total, &ec) == RC_OK);
+            ck_assert(rc_full_forward(ec, tok, lens, 3, cout) == RC_OK);
+            double d = 0;
+            for (int64_t i = 0; i < total * V; i++)
+                d = fmax(d, fabs((double)out[i] - (double)cout[i]));
+            printf("%-10s tp=%d %-5s %s %s: full forward vs CPU max|dlogp| %.3e\n", TEST_NAME, cases[ci].tp,
+                   rc_tp_reduce_name(cases[ci].mode), cases[ci].trainer ? "trainer" : "sampler", dt_name(num.dt), d);
+#ifdef RC_TEST_EMULATE
+            ck_assert_msg(d == 0, "tp=%d: host build vs CPU differs by %g", cases[ci].tp, d);
+#else
+            ck_assert_msg(d <= 1e-5, "tp=%d: GPU vs CPU differs by %g", cases[ci].tp, d);
+#endif
+            rc_engine_free(e);
+            rc_engine_free(ec);
+        }
+    free(out), free(cout);
+    rc_backend_destroy(be);
+    rc_backend_destroy(cpu);
+    rc_model_free(m);
+}
+END_TEST
+
+void cuda_add_op_tests(TCase *ops)
+{
+    tcase_add_test(ops, test_elementwise);
+    tcase_add_test(ops, test_embed_gather);
+    tcase_add_test(ops, test_norm);
+    tcase_add_test(ops, test_qk_norm);
+    tcase_add_test(ops, test_matmul);
+    tcase_add_test(ops, test_matmul_reupload);
+    tcase_add_test(ops, test_rope_attention);
+    tcase_add_test(ops, test_attn_params_refused);
+    tcase_add_test(ops, test_alibi_clamp_normalize);
+    tcase_add_test(ops, test_moe_ops);
+    tcase_add_test(ops, test_logprobs);
+    tcase_add_test(ops, test_fp8w_linear);
+    tcase_add_test(ops, test_fp8w_refused);
+    tcase_add_test(ops, test_tp_forward);
+}
