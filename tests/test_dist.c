@@ -1,6 +1,6 @@
 /* --distribution (docs/statistics.md "Distribution"): the per-position KL / total
  * variation / top-1 kernel against PyTorch on the committed row pairs
- * (data/fixtures/dist, tools/dist_ref.py make-fixture), and the pass end to
+ * (data/fixtures/dist, tools/checks/dist_ref.py make-fixture), and the pass end to
  * end on the bundled model: the same sides give zero, the window does not
  * change a bit, and the run's other results are those of a run without it. */
 #include <check.h>

@@ -1,6 +1,6 @@
 /* The fp32 engine against Hugging Face transformers.
  *
- * For every fixture in data/fixtures/ (made by tools/make_fixtures.py with
+ * For every fixture in data/fixtures/ (made by tools/fixtures/make_fixtures.py with
  * HF's own model classes), with invariant kernels, engine kernels and
  * OpenBLAS GEMMs (test cases vs_hf, vs_hf_engine, vs_hf_openblas), compare:
  *  - the batched full forward with HF's per-sequence forward (fp32 and fp64
@@ -17,10 +17,13 @@
  * reference forward against HF's fp64 (<= 1e-10) and the engine API's
  * errors. The measured maxima are printed (meson test -v) for the record. */
 #include <check.h>
+#include <dirent.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "forward.h"
@@ -29,15 +32,11 @@
 #include "safetensors.h"
 #include "util.h"
 
+#include "fixtures.h"
 #include "testutil.h"
 
-static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
-                                         "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
-                                         "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b", "qwen3_yarn",     "olmo2_postnorm", "qwen2_moe",
-                                         "mixtral_fused", "qwen3_moe",     "gemma2_softcap", "gemma3_local",
-                                         "olmo3_sliding", "phi3_longrope", "glm4_partial"};
-#define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
+#define N_FIXTURES RC_N_FIXTURE_MODELS
+static const char *fx_name(int i) { return rc_fixture_models[i].name; }
 
 /* The families added with this criterion: besides 1e-5 of HF, no further from
  * HF's true-fp64 log-probs than HF's own fp32 run is (max over the fixture;
@@ -199,7 +198,7 @@ static int32_t *packed_tokens(const fixture *f, int64_t *lens, int64_t *total)
 START_TEST(test_full_forward_vs_hf)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     rc_engine *e = make_engine(&f, f.B, f.T, total);
@@ -223,15 +222,15 @@ START_TEST(test_full_forward_vs_hf)
             }
     printf("%-16s %s full forward   max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)  (%lld "
            "positions x %lld vocab)\n",
-           k_fixtures[_i], gemm_name(), d32, d64, hf, (long long)total, (long long)f.V);
-    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", k_fixtures[_i], d32);
-    ck_assert_msg(d64 <= 1e-5, "%s: full forward vs HF fp64 differs by %g", k_fixtures[_i], d64);
-    ck_assert_msg(!fp64_bound_full(k_fixtures[_i]) || d64 <= hf, "%s: full forward %g from HF fp64, HF fp32 only %g",
-                  k_fixtures[_i], d64, hf);
-    printf("%-16s %s full forward   mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", k_fixtures[_i],
+           fx_name(_i), gemm_name(), d32, d64, hf, (long long)total, (long long)f.V);
+    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", fx_name(_i), d32);
+    ck_assert_msg(d64 <= 1e-5, "%s: full forward vs HF fp64 differs by %g", fx_name(_i), d64);
+    ck_assert_msg(!fp64_bound_full(fx_name(_i)) || d64 <= hf, "%s: full forward %g from HF fp64, HF fp32 only %g",
+                  fx_name(_i), d64, hf);
+    printf("%-16s %s full forward   mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", fx_name(_i),
            gemm_name(), s64 / (double)(total * f.V), shf / (double)(total * f.V));
-    ck_assert_msg(!fp64_mean_bound(k_fixtures[_i]) || s64 <= shf,
-                  "%s: full forward mean %g from HF fp64, HF fp32 only %g", k_fixtures[_i],
+    ck_assert_msg(!fp64_mean_bound(fx_name(_i)) || s64 <= shf,
+                  "%s: full forward mean %g from HF fp64, HF fp32 only %g", fx_name(_i),
                   s64 / (double)(total * f.V), shf / (double)(total * f.V));
     rc_engine_free(e);
     free(out);
@@ -253,7 +252,7 @@ static int32_t argmax(const float *x, int64_t n)
 START_TEST(test_greedy_generate_vs_hf)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     const int64_t B = f.B, N = f.N, V = f.V;
     rc_engine *e = make_engine(&f, B, f.P + N, B * f.P);
     int64_t slots[64], starts[64], n_new[64], rows[64];
@@ -290,7 +289,7 @@ START_TEST(test_greedy_generate_vs_hf)
             }
             gen[b * N + step] = argmax(lp + b * V, V);
             ck_assert_msg(gen[b * N + step] == f.gtok32[b * N + step],
-                          "%s: seq %lld step %lld: greedy token %d, HF fp32 chose %d", k_fixtures[_i],
+                          "%s: seq %lld step %lld: greedy token %d, HF fp32 chose %d", fx_name(_i),
                           (long long)b, (long long)step, gen[b * N + step], f.gtok32[b * N + step]);
             ck_assert_int_eq(gen[b * N + step], f.gtok64[b * N + step]);
         }
@@ -307,15 +306,15 @@ START_TEST(test_greedy_generate_vs_hf)
     }
     printf("%-16s %s cached greedy  max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)  (%lld x "
            "%lld tokens identical)\n",
-           k_fixtures[_i], gemm_name(), d32, d64, hf, (long long)B, (long long)N);
-    ck_assert_msg(d32 <= 1e-5, "%s: cached decode vs HF fp32 generate differs by %g", k_fixtures[_i], d32);
-    ck_assert_msg(d64 <= 1e-5, "%s: cached decode vs HF fp64 generate differs by %g", k_fixtures[_i], d64);
-    ck_assert_msg(!fp64_bound(k_fixtures[_i]) || d64 <= hf, "%s: cached decode %g from HF fp64, HF fp32 only %g",
-                  k_fixtures[_i], d64, hf);
-    printf("%-16s %s cached greedy  mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", k_fixtures[_i],
+           fx_name(_i), gemm_name(), d32, d64, hf, (long long)B, (long long)N);
+    ck_assert_msg(d32 <= 1e-5, "%s: cached decode vs HF fp32 generate differs by %g", fx_name(_i), d32);
+    ck_assert_msg(d64 <= 1e-5, "%s: cached decode vs HF fp64 generate differs by %g", fx_name(_i), d64);
+    ck_assert_msg(!fp64_bound(fx_name(_i)) || d64 <= hf, "%s: cached decode %g from HF fp64, HF fp32 only %g",
+                  fx_name(_i), d64, hf);
+    printf("%-16s %s cached greedy  mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", fx_name(_i),
            gemm_name(), s64 / (double)(B * N * V), shf / (double)(B * N * V));
-    ck_assert_msg(!fp64_mean_bound(k_fixtures[_i]) || s64 <= shf,
-                  "%s: cached decode mean %g from HF fp64, HF fp32 only %g", k_fixtures[_i],
+    ck_assert_msg(!fp64_mean_bound(fx_name(_i)) || s64 <= shf,
+                  "%s: cached decode mean %g from HF fp64, HF fp32 only %g", fx_name(_i),
                   s64 / (double)(B * N * V), shf / (double)(B * N * V));
     rc_engine_free(e);
     free(lp);
@@ -330,7 +329,7 @@ END_TEST
 START_TEST(test_cached_vs_full)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     const int64_t B = f.B, V = f.V;
@@ -367,8 +366,8 @@ START_TEST(test_cached_vs_full)
         double a = fabs((double)dec[i] - full[i]);
         d = a > d ? a : d;
     }
-    printf("%-16s %s cached decode vs full forward max|dlogp| %.3e\n", k_fixtures[_i], gemm_name(), d);
-    ck_assert_msg(d <= 1e-5, "%s: cached decode vs full forward differs by %g", k_fixtures[_i], d);
+    printf("%-16s %s cached decode vs full forward max|dlogp| %.3e\n", fx_name(_i), gemm_name(), d);
+    ck_assert_msg(d <= 1e-5, "%s: cached decode vs full forward differs by %g", fx_name(_i), d);
     rc_engine_free(e);
     free(full);
     free(dec);
@@ -382,7 +381,7 @@ END_TEST
 START_TEST(test_batch_vs_alone)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     const int64_t V = f.V;
@@ -400,11 +399,11 @@ START_TEST(test_batch_vs_alone)
         double a = fabs((double)alone[i] - full[i]);
         d = a > d ? a : d;
     }
-    printf("%-16s %s batch vs alone max|dlogp| %.3e\n", k_fixtures[_i], gemm_name(), d);
+    printf("%-16s %s batch vs alone max|dlogp| %.3e\n", fx_name(_i), gemm_name(), d);
     /* invariant kernels: demand 1e-6 (it measures 0); engine kernels and
      * OpenBLAS change their summation order with M: the engine tolerance */
     double tol = g_kernels == RC_KERNELS_INVARIANT ? 1e-6 : 1e-5;
-    ck_assert_msg(d <= tol, "%s: batched vs alone differs by %g", k_fixtures[_i], d);
+    ck_assert_msg(d <= tol, "%s: batched vs alone differs by %g", fx_name(_i), d);
     rc_engine_free(e);
     free(full);
     free(alone);
@@ -475,7 +474,7 @@ END_TEST
 START_TEST(test_forward64_vs_hf)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     const int64_t V = f.V;
     double mx = 0;
     for (int64_t b = 0; b < f.B; b++) {
@@ -496,8 +495,8 @@ START_TEST(test_forward64_vs_hf)
         free(tg);
         free(out);
     }
-    printf("%-16s float64 forward max|dlogp| vs HF fp64 %.3e\n", k_fixtures[_i], mx);
-    ck_assert_msg(mx <= 1e-10, "%s: float64 forward differs from HF fp64 by %g", k_fixtures[_i], mx);
+    printf("%-16s float64 forward max|dlogp| vs HF fp64 %.3e\n", fx_name(_i), mx);
+    ck_assert_msg(mx <= 1e-10, "%s: float64 forward differs from HF fp64 by %g", fx_name(_i), mx);
     free_fixture(&f);
 }
 END_TEST
@@ -554,6 +553,44 @@ START_TEST(test_engine_errors)
 }
 END_TEST
 
+/* The fixture table (tests/fixtures.h) against data/fixtures: every folder
+ * there with a reference.safetensors is a row, and each row's model_type is
+ * its config.json's. */
+START_TEST(test_fixture_table)
+{
+    char dir[1024];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures");
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "%s: cannot open", dir);
+    int found = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char ref[1400];
+        snprintf(ref, sizeof ref, "%s/%s/reference.safetensors", dir, e->d_name);
+        if (e->d_name[0] == '.' || access(ref, R_OK) != 0)
+            continue;
+        int row = -1;
+        for (int i = 0; i < RC_N_FIXTURE_MODELS; i++)
+            if (strcmp(rc_fixture_models[i].name, e->d_name) == 0)
+                row = i;
+        ck_assert_msg(row >= 0, "data/fixtures/%s has a reference.safetensors but no row in tests/fixtures.h", e->d_name);
+        found++;
+    }
+    closedir(d);
+    ck_assert_int_eq(found, RC_N_FIXTURE_MODELS);
+    for (int i = 0; i < RC_N_FIXTURE_MODELS; i++) {
+        char cfg[1400];
+        snprintf(cfg, sizeof cfg, "%s/%s/config.json", dir, rc_fixture_models[i].name);
+        json_error_t err;
+        json_t *j = json_load_file(cfg, 0, &err);
+        ck_assert_msg(j != NULL, "%s: %s", cfg, err.text);
+        const char *mt = json_string_value(json_object_get(j, "model_type"));
+        ck_assert_msg(mt && strcmp(mt, rc_fixture_models[i].model_type) == 0, "%s: model_type %s, tests/fixtures.h says %s",
+                      cfg, mt ? mt : "(none)", rc_fixture_models[i].model_type);
+        json_decref(j);
+    }
+}
+END_TEST
+
 static void setup(void)
 {
     g_kernels = RC_KERNELS_INVARIANT;
@@ -577,6 +614,7 @@ int main(void)
     TCase *tc = tcase_create("vs_hf");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_fixture_table);
     tcase_add_loop_test(tc, test_full_forward_vs_hf, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_greedy_generate_vs_hf, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_cached_vs_full, 0, N_FIXTURES);

@@ -1,6 +1,6 @@
 /* The fp8 KV cache (kv-cache=fp8_e4m3 / fp8_e5m2) against PyTorch and CUDA.
  *
- * data/fixtures/fp8/fp8.safetensors (tools/make_fp8_fixtures.py; versions in
+ * data/fixtures/fp8/fp8.safetensors (tools/fixtures/make_fp8_fixtures.py; versions in
  * its README): the fp8 codes of 88590 float32 inputs (every bf16 bit pattern,
  * every fp8 midpoint and its float32 neighbours, overflow, subnormals, inf,
  * NaN, random bits) from torch's .to(float8_*) and from CUDA's

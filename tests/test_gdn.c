@@ -1,6 +1,6 @@
 /* The Gated DeltaNet ops (src/engine/gdn.c) against transformers' own
  * functions, bit for bit, in fp32 and bf16 (data/fixtures/gdn_ops/,
- * tools/make_gdn_op_fixtures.py: the "libm" run, where torch's exp is glibc's
+ * tools/fixtures/make_gdn_op_fixtures.py: the "libm" run, where torch's exp is glibc's
  * expf, the only change to PyTorch's arithmetic; its docstring says why), and
  * both forms of the delta rule against the exact (fp64) recurrence, with
  * PyTorch's unchanged run beside them. */

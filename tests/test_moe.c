@@ -1,6 +1,6 @@
 /* The MoE rule (routing and weighted accumulation) against PyTorch, bit for
  * bit, on bf16 cases from transformers' own blocks
- * (data/fixtures/moe_ops/, tools/make_moe_op_fixtures.py): the routing op on
+ * (data/fixtures/moe_ops/, tools/fixtures/make_moe_op_fixtures.py): the routing op on
  * PyTorch's router logits gives torch.topk's experts and the router's
  * weights; the accumulation op over PyTorch's per-expert outputs, in the
  * eager experts loop's order, gives the block's output (Qwen2-MoE's shared

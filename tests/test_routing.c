@@ -1,5 +1,5 @@
 /* The routing record and R3's replay against PyTorch
- * (data/fixtures/routing/, tools/make_routing_fixtures.py): the replayed
+ * (data/fixtures/routing/, tools/fixtures/make_routing_fixtures.py): the replayed
  * router's weights (rco_moe_route_forced_row: the trainer's logits, the
  * sampler's experts) as miles' replayed router computes them, and the
  * routing statistics (rc_routing_compute) from torch.topk's experts of two

@@ -1,5 +1,5 @@
 /* ratiocheck score: rollouts HF transformers generated and logged
- * (tools/make_score_fixtures.py, data/fixtures/score/), re-scored by the CLI,
+ * (tools/fixtures/make_score_fixtures.py, data/fixtures/score/), re-scored by the CLI,
  * against HF's own full forward of the same tokens; every format on the
  * same rollouts; every alignment check tripped by a file made to trip it. */
 #include <check.h>
@@ -857,7 +857,7 @@ END_TEST
 
 
 /* score's alignment hypotheses (align.h) on data/fixtures/align/
- * (tools/make_align_fixtures.py: HF's log_softmax(logits / T) of rollouts it
+ * (tools/fixtures/make_align_fixtures.py: HF's log_softmax(logits / T) of rollouts it
  * sampled at T): a file logged at T 0.7 or 1.3 but read as raw (no key, or
  * "temperature" without "logprobs_kind") is refused naming the fitted T, the
  * one that states both passes with no warning; another tokenizer's ids are

@@ -5,7 +5,7 @@
  *
  * tp_gloo            the TP reduce (rc_tp_reduce_partials) against
  *                    torch.distributed.all_reduce with the gloo backend on
- *                    stored partials (tools/make_tp_gloo_fixtures.py,
+ *                    stored partials (tools/fixtures/make_tp_gloo_fixtures.py,
  *                    data/fixtures/tp/tp_gloo.*): bitwise, in every mode at
  *                    tp 2 (RN(P0 + P1)) and in `ring` at tp 3 where gloo's
  *                    chunks are the rule's (6 divides M N); the generator
@@ -13,13 +13,13 @@
  *                    other sizes and degrees.
  * verl_rollout_corr  the corrections of rc_compute_stats (rc_corr_stats)
  *                    against verl 0.9.1's rollout_corr_helper run on the same
- *                    stored log-probs (tools/make_verl_corr_fixtures.py,
+ *                    stored log-probs (tools/fixtures/make_verl_corr_fixtures.py,
  *                    data/fixtures/spec/verl_corr.*): relative 2^-23 (verl's
  *                    masked_mean divides by count + 1e-8, some of its
  *                    fractions are float32).
  * openai_completion  the `vllm` rollout reader on OpenAI completions
  *                    responses written by the openai library's own models
- *                    (tools/make_openai_fixtures.py): every id and log-prob
+ *                    (tools/fixtures/make_openai_fixtures.py): every id and log-prob
  *                    equal to the same rollouts read from the generic JSONL. */
 #include <check.h>
 #include <math.h>

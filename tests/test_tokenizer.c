@@ -1,5 +1,5 @@
 /* The C tokenizer against HF `tokenizers` (data/fixtures/tokenizers, made by
- * tools/make_tokenizer_fixtures.py): every corpus string of every tokenizer
+ * tools/fixtures/make_tokenizer_fixtures.py): every corpus string of every tokenizer
  * family must encode to exactly HF's ids (with and without special tokens)
  * and decode to HF's text. Malformed tokenizer.json files give clear errors. */
 #include <check.h>

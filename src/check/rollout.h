@@ -81,7 +81,7 @@ typedef struct {
      * a chunked trainer forward (forward_chunk > 0): dist_* stay NULL. */
     bool distribution;
     int64_t dist_window;
-    /* tests (tools/dist_ref.py): every compared pair written here, or NULL.
+    /* tests (tools/checks/dist_ref.py): every compared pair written here, or NULL.
      * A record, little-endian: i64 L, sequence, position, V; f64 kl, tv;
      * i64 top1 (1 / 0); f32 the sampler's row [V]; f32 the trainer's [V] */
     FILE *dist_dump;

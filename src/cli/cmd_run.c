@@ -26,7 +26,7 @@ rc_status run_prepare(run_ctx *x)
     const char *dw = getenv("RATIOCHECK_DIST_WINDOW");
     if (dw)
         RC_TRY(rc_parse_i64("RATIOCHECK_DIST_WINDOW", dw, 1, (int64_t)1 << 40, &x->cfg.dist_window));
-    /* tests: every compared pair of rows into this file (tools/dist_ref.py checks them with PyTorch) */
+    /* tests: every compared pair of rows into this file (tools/checks/dist_ref.py checks them with PyTorch) */
     const char *dd = getenv("RATIOCHECK_DIST_DUMP");
     if (dd && x->cfg.distribution && !(x->cfg.dist_dump = fopen(dd, "wb")))
         return rc_errorf(RC_ERR_IO, "%s: cannot create: %s", dd, strerror(errno));

@@ -265,7 +265,7 @@ static void print_trace_table(const rc_trace_out *to, const char *in, const char
            "the coarser side's dtype of the op; out rel L2: ||sampler - trainer|| / ||trainer|| of the layer's\n"
            "output (the residual stream; final: the logits); first op: the first op that differs, in forward order\n");
     if (out_path)
-        printf("written: %s (/trace; tools/plot_ratios.py draws its layer x op heatmap)\n", out_path);
+        printf("written: %s (/trace; tools/plots/plot_ratios.py draws its layer x op heatmap)\n", out_path);
 }
 
 static void print_trace_json(const rc_trace_out *to, const char *in, const char *out_path, double seconds)

@@ -691,7 +691,7 @@ void rc_engine_free(rc_engine *e)
  * CUDA, bf16 on the CPU) and Baichuan2's fp32 RoPE / SDPA paths were not. */
 rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
 {
-    if (num->residual_f32) { /* checked against the rotary families only (tools/make_megatron_fixtures.py) */
+    if (num->residual_f32) { /* checked against the rotary families only (tools/fixtures/make_megatron_fixtures.py) */
         if (num->mode == RC_PREC_AUTOCAST)
             return rc_errorf(RC_ERR_USAGE, "residual=fp32 is Megatron's flag for a pure-dtype model; mode=autocast "
                              "keeps the residual stream in fp32 already");

@@ -7,7 +7,7 @@
  *   layer_flips, layer_first, layer_no_common  int64 [moe_layers]: tokens whose expert sets differ there, whose
  *                                     first flip is there, whose sets have no expert in common (miles' mismatch)
  *   token_flips                       int32 [n_seq, gen_len]: layers with a flip (-1: not valid)
- * and the statistics as attributes (tools/check_results.py recomputes every one). */
+ * and the statistics as attributes (tools/checks/check_results.py recomputes every one). */
 #include <math.h>
 #include <string.h>
 

@@ -192,7 +192,7 @@ struct rc_len_stats {
  * reference pass only), the sweep's JSON every RC_LF_SWEEP row, --fail-above
  * takes every row with a gate name (its error lists them), the run's tables
  * print the rows with a column (tables RC_LF_TAB_*), and
- * tools/check_results.py recomputes every attribute (it fails on one it does
+ * tools/checks/check_results.py recomputes every attribute (it fails on one it does
  * not know). A new metric: its field in rc_len_stats, its computation in
  * stats.c, one row. The corrections (rc_corr_stats) and the strata are
  * tables of their own: their rows mark where they go. */

@@ -25,7 +25,7 @@ What it does (tools/bench/README.md explains every column):
 --quick: 2 layers, 4 sequences x 8 tokens, 8-token prompts, a 64 MiB triad, short GEMM timings, one
 HF run per dtype, and the Markdown goes to WORK/bench-quick.md (never docs/): a smoke test.
 
-Needs: python3 with torch and transformers (tools/requirements-fixtures.txt), a C compiler,
+Needs: python3 with torch and transformers (tools/fixtures/requirements.txt), a C compiler,
 pkg-config and libopenblas-dev (tools/install-deps.sh), a built ratiocheck. The parent process
 uses only the standard library; torch is imported in the worker processes it starts.
 """
