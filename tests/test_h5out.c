@@ -2450,6 +2450,115 @@ START_TEST(test_read_trainer_hostile)
 }
 END_TEST
 
+/* `ratiocheck ARGS` from the source root, stdout into out (NUL-terminated); returns the exit code */
+static int run_cli_out(const char *args, char *out, size_t cap)
+{
+    char outp[PATH_MAX + 32], cmd[16384];
+    snprintf(outp, sizeof outp, "%s/stdout.txt", g_dir);
+    const char *root = getenv("RC_SOURCE_DIR");
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>/dev/null </dev/null", root ? root : ".", RC_CLI, args, outp);
+    int st = system(cmd);
+    FILE *f = fopen(outp, "rb");
+    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f)
+        fclose(f);
+    unlink(outp);
+    ck_assert_msg(st != -1 && WIFEXITED(st), "ratiocheck %s did not exit normally", args);
+    return WEXITSTATUS(st);
+}
+
+static int cmp_i16(const void *x, const void *y)
+{
+    return (int)*(const int16_t *)x - (int)*(const int16_t *)y;
+}
+
+/* tokens recorded by both runs on `side`, and those whose sorted expert lists differ in some layer */
+static void routing_differ(const rc_routing *a, const rc_routing *b, int side, int64_t *tokens, int64_t *differ)
+{
+    const int64_t Lm = a->n_layers, k = a->top_k;
+    int16_t x[16], y[16];
+    *tokens = *differ = 0;
+    for (int64_t i = 0; i < a->n_seq * a->gen_len; i++) {
+        if (a->experts[side][i * Lm * k] < 0 || b->experts[side][i * Lm * k] < 0)
+            continue;
+        (*tokens)++;
+        bool d = false;
+        for (int64_t m = 0; m < Lm; m++) {
+            memcpy(x, a->experts[side] + (i * Lm + m) * k, (size_t)k * sizeof *x);
+            memcpy(y, b->experts[side] + (i * Lm + m) * k, (size_t)k * sizeof *y);
+            qsort(x, (size_t)k, sizeof *x, cmp_i16);
+            qsort(y, (size_t)k, sizeof *y, cmp_i16);
+            d = d || memcmp(x, y, (size_t)k * sizeof *x) != 0;
+        }
+        *differ += d;
+    }
+}
+
+/* `diff` of two MoE runs: the share of tokens whose experts differ between the runs, the sampler's and the
+ * trainer's (an order that differs over the same set does not count), in the table and in --json; a run
+ * without a record is named */
+START_TEST(test_diff_routing)
+{
+    rc_results *a = build_routed(2, 2, 4), *b = build_routed(2, 2, 4);
+    rc_routing *rb = b->routing;
+    const int64_t Lm = 2, k = 2, n = b->n_seq * b->gen_len;
+    for (int64_t i = 0; i < n; i++) {
+        int16_t *tr = rb->experts[1] + i * Lm * k, *sa = rb->experts[0] + i * Lm * k;
+        if (tr[0] < 0)
+            continue;
+        if (i % 3 == 0) /* the trainer's layer 1: the same set, the other order */
+            tr[2] = 2, tr[3] = 1;
+        else if (i % 3 == 1) /* another expert */
+            tr[2] = 3;
+        if (i % 4 == 1) /* the sampler's layer 0: the same set, the other order */
+            sa[0] = 1, sa[1] = 0;
+        if (i % 7 == 2) /* another expert */
+            sa[1] = 3;
+    }
+    const rc_len_result *L = &b->lens[b->n_lens - 1];
+    rc_routing_compute(rb, b->logprob_gen, L->logprob_fwd, L->len);
+    int64_t tok[2], dif[2];
+    for (int side = 0; side < 2; side++) {
+        routing_differ(a->routing, rb, side, &tok[side], &dif[side]);
+        ck_assert_int_gt(dif[side], 0);
+        ck_assert_int_lt(dif[side], tok[side]);
+    }
+    const char *pa = tpath("ra.h5"), *pb = tpath("rb.h5"), *pc = tpath("rc.h5");
+    ck_assert_msg(rc_h5_write(a, pa, true) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_h5_write(b, pb, true) == RC_OK, "%s", rc_last_error());
+    rc_routing_free(b->routing);
+    b->routing = NULL;
+    ck_assert_msg(rc_h5_write(b, pc, true) == RC_OK, "%s", rc_last_error());
+    static char out[65536];
+    char args[3 * PATH_MAX], want[256];
+    snprintf(args, sizeof args, "diff '%s' '%s' --json", pa, pb);
+    ck_assert_int_eq(run_cli_out(args, out, sizeof out), 0);
+    for (int side = 0; side < 2; side++) {
+        const char *nm = side ? "trainer" : "sampler";
+        snprintf(want, sizeof want, "\"%s_tokens\": %lld, \"%s_tokens_differ\": %lld", nm, (long long)tok[side], nm,
+                 (long long)dif[side]);
+        ck_assert_msg(strstr(out, want) != NULL, "no [%s] in %s", want, out);
+    }
+    snprintf(args, sizeof args, "diff '%s' '%s'", pa, pb);
+    ck_assert_int_eq(run_cli_out(args, out, sizeof out), 0);
+    snprintf(want, sizeof want, "routing, A vs B: experts differ on %lld of %lld sampler tokens", (long long)dif[0],
+             (long long)tok[0]);
+    ck_assert_msg(strstr(out, want) != NULL, "no [%s] in %s", want, out);
+    snprintf(want, sizeof want, ", %lld of %lld trainer tokens", (long long)dif[1], (long long)tok[1]);
+    ck_assert_msg(strstr(out, want) != NULL, "no [%s] in %s", want, out);
+    /* a run without a record */
+    snprintf(args, sizeof args, "diff '%s' '%s' --json", pa, pc);
+    ck_assert_int_eq(run_cli_out(args, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "\"routing\": null") != NULL, "%s", out);
+    snprintf(args, sizeof args, "diff '%s' '%s'", pa, pc);
+    ck_assert_int_eq(run_cli_out(args, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "not compared (only A has a routing record)") != NULL, "%s", out);
+    destroy(a);
+    destroy(b);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 
 static Suite *h5out_suite(void)
@@ -2512,6 +2621,7 @@ static Suite *h5out_suite(void)
     tcase_add_test(rp, test_replay_samples_overflow);
     tcase_add_test(rp, test_replay_seq_mapping);
     tcase_add_test(rp, test_run_check_forced);
+    tcase_add_test(rp, test_diff_routing);
     suite_add_tcase(s, rp);
     return s;
 }

@@ -159,6 +159,35 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
     st->share_abs_lr_flip = lr_flip + lr_same > 0.0 ? lr_flip / (lr_flip + lr_same) : NAN;
 }
 
+rc_status rc_routing_compare(const rc_routing *a, const rc_routing *b, int side, int64_t *tokens, int64_t *differ)
+{
+    *tokens = *differ = 0;
+    if (side < 0 || side > 1)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_routing_compare: side %d", side);
+    if (a->n_seq != b->n_seq || a->gen_len != b->gen_len || a->n_layers != b->n_layers || a->top_k != b->top_k ||
+        a->n_experts != b->n_experts || memcmp(a->layer, b->layer, (size_t)a->n_layers * sizeof *a->layer) != 0)
+        return rc_errorf(RC_ERR_USAGE,
+                         "the routing records differ in shape (%lld MoE layers, top %lld of %lld vs %lld, top %lld "
+                         "of %lld)",
+                         (long long)a->n_layers, (long long)a->top_k, (long long)a->n_experts, (long long)b->n_layers,
+                         (long long)b->top_k, (long long)b->n_experts);
+    const int64_t Lm = a->n_layers, k = a->top_k, n = a->n_seq * a->gen_len;
+    int64_t *seen = calloc((size_t)a->n_experts + 1, sizeof *seen), stamp = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int16_t *x = a->experts[side] + i * Lm * k, *y = b->experts[side] + i * Lm * k;
+        if (x[0] < 0 || y[0] < 0)
+            continue;
+        (*tokens)++;
+        for (int64_t m = 0; m < Lm; m++)
+            if (overlap(x + m * k, y + m * k, k, seen, a->n_experts, ++stamp) < k) {
+                (*differ)++;
+                break;
+            }
+    }
+    free(seen);
+    return RC_OK;
+}
+
 const char *rc_routing_verdict(const rc_routing *r)
 {
     return r->st.miles_mismatch > RC_ROUTING_MILES_MAX ? "WARN" : "OK";

@@ -255,6 +255,10 @@ static void make_extras(fin *in, rc_results *r)
         rc_routing_compute(rt, r->logprob_gen, L->logprob_fwd, L->len);
         r->routing = rt;
     }
+    if (g_trace)
+        fprintf(stderr, "made: %lld sequences x %lld, trainer %d, ratiocheck %d, distribution %d, routing %d\n",
+                (long long)S, (long long)G, r->logprob_trainer != NULL, r->logprob_ratiocheck != NULL,
+                r->lens[0].dist_kl != NULL, r->routing != NULL);
 }
 
 static bool make_results(fin *in, rc_results *r, int64_t *lens_out, int *nlens_out)
