@@ -50,7 +50,9 @@
  *     [vocab] log-prob array (read through one, as generate() does) and
  *     prompts that fit the context;
  *   - an accepted file can be written again with rc_h5_write and read back
- *     with the same sizes and the same optional parts.
+ *     with the same sizes and the same optional parts, and `diff`'s
+ *     comparison of the two routing records (rc_routing_compare) finds every
+ *     token both recorded and none that differs.
  *
  * Build (until tools/fuzz/build.sh builds every fuzz_*.c against the whole
  * library), from the repository root, with BUILD a meson build folder (for
@@ -1173,6 +1175,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         !back.logprob_trainer != !r.logprob_trainer || !back.lens[0].dist_kl != !r.lens[0].dist_kl) {
         fprintf(stderr, "the written copy does not read back: %s\n", rc_last_error());
         abort();
+    }
+    /* diff's comparison of the copy's routing with the original's: every token both recorded, none differing */
+    for (int side = 0; r.routing && side < 2; side++) {
+        int64_t tok = -1, dif = -1, want = 0;
+        if (rc_routing_compare(r.routing, back.routing, side, &tok, &dif) != RC_OK)
+            abort();
+        for (int64_t i = 0; i < r.n_seq * r.gen_len; i++)
+            want += r.routing->experts[side][i * r.routing->n_layers * r.routing->top_k] >= 0;
+        if (tok != want || dif != 0)
+            abort();
     }
     rc_results_free(&back);
     rc_results_free(&r);
