@@ -350,9 +350,19 @@ static void destroy(rc_results *r)
         free(r->lens[i].pos_ratio_std);
         free(r->lens[i].seq_log_ratio_sum);
         free(r->lens[i].seq_log_ratio_mean);
+        free(r->lens[i].dist_kl);
+        free(r->lens[i].dist_tv);
+        free(r->lens[i].dist_top1);
+        free(r->lens[i].pos_kl_mean);
+        free(r->lens[i].pos_tv_mean);
+        free(r->lens[i].pos_top1_agree);
     }
     free(r->lens);
     free(r->cross);
+    free(r->logprob_trainer);
+    free(r->logprob_ratiocheck);
+    free(r->threeway);
+    rc_routing_free(r->routing);
     free(r);
 }
 
