@@ -1,5 +1,6 @@
 /* ratiocheck report and diff: a result file's summary again, two runs side by side. */
 #include "cli.h"
+#include "routing.h"
 
 /* ---- report and diff ------------------------------------------------------ */
 
@@ -170,6 +171,27 @@ int cmd_diff(int argc, char **argv, const char *cmdline)
         printf("%5s %11s %11s %10s %10s %9s %9s %9s %9s  %11s %11s %9s\n", "L", "mean A", "mean B", "std A", "std B",
                "clip A", "clip B", "ident A", "ident B", "fwd max|d|", "fwd mean|d|", "fwd ident");
     }
+    /* MoE runs: the tokens whose experts differ between the runs, each side (the sampler's, the trainer's) */
+    int64_t rt_tok[2] = {0, 0}, rt_diff[2] = {0, 0};
+    const char *rt_none = !A.routing && !B.routing ? "neither run has a routing record"
+                          : !A.routing              ? "only B has a routing record"
+                          : !B.routing              ? "only A has a routing record"
+                                                    : NULL;
+    for (int side = 0; !rt_none && side < 2; side++)
+        if (rc_routing_compare(A.routing, B.routing, side, &rt_tok[side], &rt_diff[side]) != RC_OK)
+            rt_none = rc_last_error();
+    if (!json && (A.routing || B.routing)) {
+        if (rt_none) {
+            printf("routing, A vs B: not compared (%s)\n\n", rt_none);
+        } else {
+            printf("routing, A vs B: experts differ on");
+            for (int side = 0; side < 2; side++)
+                printf("%s %lld of %lld %s tokens (%.4g%%)", side ? "," : "", (long long)rt_diff[side],
+                       (long long)rt_tok[side], side ? "trainer" : "sampler",
+                       rt_tok[side] ? 100.0 * (double)rt_diff[side] / (double)rt_tok[side] : NAN);
+            printf("\n\n");
+        }
+    }
     int shown = 0;
     for (int i = 0; i < A.n_lens; i++)
         for (int j = 0; j < B.n_lens; j++) {
@@ -201,9 +223,23 @@ int cmd_diff(int argc, char **argv, const char *cmdline)
             }
             shown++;
         }
-    if (json)
-        printf("]}\n");
-    else if (!shown)
+    if (json) {
+        printf("], \"routing\": ");
+        if (rt_none) {
+            printf("null");
+        } else {
+            for (int side = 0; side < 2; side++) {
+                const char *nm = side ? "trainer" : "sampler";
+                printf("%s\"%s_tokens\": %lld, \"%s_tokens_differ\": %lld, ", side ? ", " : "{", nm,
+                       (long long)rt_tok[side], nm, (long long)rt_diff[side]);
+                char key[32];
+                snprintf(key, sizeof key, "%s_share_differ", nm);
+                rc_json_num(stdout, key, rt_tok[side] ? (double)rt_diff[side] / (double)rt_tok[side] : NAN, false);
+            }
+            printf("}");
+        }
+        printf("}\n");
+    } else if (!shown)
         printf("(no length re-scored in both runs)\n");
     rc_results_free(&A);
     rc_results_free(&B);

@@ -62,10 +62,26 @@ rc_status rc_routing_create(int64_t S, int64_t G, int64_t Lm, int64_t k, int64_t
     return RC_OK;
 }
 
-/* experts of both sides at one token and layer in common */
-static int64_t overlap(const int16_t *a, const int16_t *b, int64_t k)
+/* experts of both sides at one token and layer in common: the entries of a
+ * that b holds. With `seen` (E + 1 stamps, expert e at e + 1, -1 at 0; all
+ * below `stamp`) in O(k): a file may declare top_k up to 32767, and the
+ * pairwise comparison is O(k^2) per token and layer (minutes for a
+ * 0.5 MB file); without it (out of memory), pairwise. */
+static int64_t overlap(const int16_t *a, const int16_t *b, int64_t k, int64_t *seen, int64_t E, int64_t stamp)
 {
     int64_t n = 0;
+    bool inr = seen != NULL;
+    for (int64_t j = 0; inr && j < k; j++)
+        inr = b[j] >= -1 && b[j] < E;
+    for (int64_t i = 0; inr && i < k; i++)
+        inr = a[i] >= -1 && a[i] < E;
+    if (inr) {
+        for (int64_t j = 0; j < k; j++)
+            seen[b[j] + 1] = stamp;
+        for (int64_t i = 0; i < k; i++)
+            n += seen[a[i] + 1] == stamp;
+        return n;
+    }
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < k; j++)
             if (a[i] == b[j]) {
@@ -87,6 +103,7 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
     st->len = len;
     int64_t pairs = 0, flips = 0, n_flip_lr = 0, n_same_lr = 0, first_m = -1;
     double ov = 0.0, lr_flip = 0.0, lr_same = 0.0;
+    int64_t *seen = calloc((size_t)r->n_experts + 1, sizeof *seen), stamp = 0;
     for (int64_t s = 0; s < S; s++)
         for (int64_t t = 0; t < G; t++) {
             const int16_t *a = r->experts[0] + (s * G + t) * Lm * k, *b = r->experts[1] + (s * G + t) * Lm * k;
@@ -95,7 +112,7 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
                 continue;
             int32_t nf = 0;
             for (int64_t m = 0; m < Lm; m++) {
-                const int64_t o = overlap(a + m * k, b + m * k, k);
+                const int64_t o = overlap(a + m * k, b + m * k, k, seen, r->n_experts, ++stamp);
                 ov += (double)o / (double)k;
                 if (o < k) {
                     if (nf == 0) {
@@ -124,6 +141,7 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
                 n_same_lr++;
             }
         }
+    free(seen);
     st->share_flip = st->tokens ? (double)st->tokens_flip / (double)st->tokens : NAN;
     st->decision_share = pairs ? (double)flips / (double)pairs : NAN;
     st->mean_overlap = pairs ? ov / (double)pairs : NAN;
@@ -139,6 +157,35 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
     st->abs_lr_flip = n_flip_lr ? lr_flip / (double)n_flip_lr : NAN;
     st->abs_lr_same = n_same_lr ? lr_same / (double)n_same_lr : NAN;
     st->share_abs_lr_flip = lr_flip + lr_same > 0.0 ? lr_flip / (lr_flip + lr_same) : NAN;
+}
+
+rc_status rc_routing_compare(const rc_routing *a, const rc_routing *b, int side, int64_t *tokens, int64_t *differ)
+{
+    *tokens = *differ = 0;
+    if (side < 0 || side > 1)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_routing_compare: side %d", side);
+    if (a->n_seq != b->n_seq || a->gen_len != b->gen_len || a->n_layers != b->n_layers || a->top_k != b->top_k ||
+        a->n_experts != b->n_experts || memcmp(a->layer, b->layer, (size_t)a->n_layers * sizeof *a->layer) != 0)
+        return rc_errorf(RC_ERR_USAGE,
+                         "the routing records differ in shape (%lld MoE layers, top %lld of %lld vs %lld, top %lld "
+                         "of %lld)",
+                         (long long)a->n_layers, (long long)a->top_k, (long long)a->n_experts, (long long)b->n_layers,
+                         (long long)b->top_k, (long long)b->n_experts);
+    const int64_t Lm = a->n_layers, k = a->top_k, n = a->n_seq * a->gen_len;
+    int64_t *seen = calloc((size_t)a->n_experts + 1, sizeof *seen), stamp = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int16_t *x = a->experts[side] + i * Lm * k, *y = b->experts[side] + i * Lm * k;
+        if (x[0] < 0 || y[0] < 0)
+            continue;
+        (*tokens)++;
+        for (int64_t m = 0; m < Lm; m++)
+            if (overlap(x + m * k, y + m * k, k, seen, a->n_experts, ++stamp) < k) {
+                (*differ)++;
+                break;
+            }
+    }
+    free(seen);
+    return RC_OK;
 }
 
 const char *rc_routing_verdict(const rc_routing *r)

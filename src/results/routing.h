@@ -59,6 +59,11 @@ void rc_routing_free(rc_routing *r);
  * longest length len (fwd, gen: [n_seq, len] and [n_seq, gen_len] rows,
  * NaN where not valid). */
 void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64_t len);
+/* Two runs' routing records over the same tokens (`ratiocheck diff`): of the tokens where both runs recorded
+ * side `side` (0: the sampler, 1: the trainer), *tokens, and *differ of them whose experts differ between the
+ * runs in some MoE layer (sets, as a flip: an order that differs over the same set is not one). RC_ERR_USAGE
+ * when the records are not of the same layers, top-k and experts. */
+rc_status rc_routing_compare(const rc_routing *a, const rc_routing *b, int side, int64_t *tokens, int64_t *differ);
 /* "OK" / "WARN": miles' check at RC_ROUTING_MILES_MAX */
 const char *rc_routing_verdict(const rc_routing *r);
 /* the run's table lines and --json's "routing" object (", \"routing\": {...}") */
