@@ -69,8 +69,8 @@ static rc_status olmo2_parse(const json_t *root, const char *path, rc_config *cf
     return RC_OK;
 }
 
-/* Integer keys, read in this order (then eos_token_id, then olmo2_parse). */
-static const rc_config_key k_keys[] = {
+/* Integer keys, read in this order (then eos_token_id, then olmo2_parse; OLMo 3 reads the same). */
+const rc_config_key rc_olmo2_keys[] = {
     RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"),
     RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),
     RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),
@@ -81,13 +81,13 @@ static const rc_config_key k_keys[] = {
     {{NULL}, 0, 0, 0, false, 0},
 };
 
-static const rc_tensor_spec k_model_tensors[] = {
+const rc_tensor_spec rc_olmo2_model_tensors[] = {
     RC_LLAMA_MODEL_TENSORS,
     {0, NULL, 0, 0, 0, false, NULL},
 };
 
-/* ln1 / ln2 hold the post-sublayer norms (post_norm) */
-static const rc_tensor_spec k_layer_tensors[] = {
+/* ln1 / ln2 hold the post-sublayer norms (post_norm); OLMo 3 reads the same tensors */
+const rc_tensor_spec rc_olmo2_layer_tensors[] = {
     {RC_LW_ln1_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
     {RC_LW_ln2_w, "post_feedforward_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
     RC_LLAMA_QKV_TENSORS,
@@ -101,7 +101,7 @@ static const rc_tensor_spec k_layer_tensors[] = {
 const rc_arch rc_arch_olmo2 = {
     .family = "olmo2",
     .model_types = k_types,
-    .keys = k_keys,
+    .keys = rc_olmo2_keys,
     .forward = {.norm = RC_NORM_RMS,
                 .norm_bias = false,
                 .residual = RC_RESIDUAL_SEQUENTIAL,
@@ -111,7 +111,7 @@ const rc_arch rc_arch_olmo2 = {
                 .head = RC_HEAD_UNTIED},
     .prefixes = k_prefixes,
     .layer_stem = "layers.",
-    .model_tensors = k_model_tensors,
-    .layer_tensors = k_layer_tensors,
+    .model_tensors = rc_olmo2_model_tensors,
+    .layer_tensors = rc_olmo2_layer_tensors,
     .parse_config = olmo2_parse,
 };

@@ -140,39 +140,11 @@ static rc_status olmo3_parse(const json_t *root, const char *path, rc_config *cf
     return RC_OK;
 }
 
-/* Integer keys, read in this order (then eos_token_id, then olmo3_parse). */
-static const rc_config_key k_keys[] = {
-    RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"),
-    RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),
-    RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),
-    RC_KEY(n_heads, 1, RC_LIM_HEADS, true, 0, "num_attention_heads"),
-    RC_KEY(intermediate, 1, RC_LIM_INTER, true, 0, "intermediate_size"),
-    RC_KEY(max_pos, 1, RC_LIM_POS, false, 2048, "max_position_embeddings"),
-    RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, -1, "bos_token_id"),
-    {{NULL}, 0, 0, 0, false, 0},
-};
-
-static const rc_tensor_spec k_model_tensors[] = {
-    RC_LLAMA_MODEL_TENSORS,
-    {0, NULL, 0, 0, 0, false, NULL},
-};
-
-/* ln1 / ln2 hold the post-sublayer norms (post_norm), as OLMo 2 */
-static const rc_tensor_spec k_layer_tensors[] = {
-    {RC_LW_ln1_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    {RC_LW_ln2_w, "post_feedforward_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    RC_LLAMA_QKV_TENSORS,
-    RC_LLAMA_QK_NORM_TENSORS,
-    {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_Q, RC_ALWAYS, false, NULL},
-    {RC_LW_b_o, "self_attn.o_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, false, NULL},
-    RC_LLAMA_MLP_TENSORS(RC_ALWAYS),
-    {0, NULL, 0, 0, 0, false, NULL},
-};
-
+/* keys and tensors: OLMo 2's (models/olmo2.c) */
 const rc_arch rc_arch_olmo3 = {
     .family = "olmo3",
     .model_types = k_types,
-    .keys = k_keys,
+    .keys = rc_olmo2_keys,
     .forward = {.norm = RC_NORM_RMS,
                 .norm_bias = false,
                 .residual = RC_RESIDUAL_SEQUENTIAL,
@@ -182,7 +154,7 @@ const rc_arch rc_arch_olmo3 = {
                 .head = RC_HEAD_UNTIED},
     .prefixes = k_prefixes,
     .layer_stem = "layers.",
-    .model_tensors = k_model_tensors,
-    .layer_tensors = k_layer_tensors,
+    .model_tensors = rc_olmo2_model_tensors,
+    .layer_tensors = rc_olmo2_layer_tensors,
     .parse_config = olmo3_parse,
 };
