@@ -21,33 +21,10 @@
 
 static char g_out[1 << 16], g_err[1 << 16];
 
-static void slurp(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[got] = '\0';
-    if (f)
-        fclose(f);
-}
-
 /* Run `ratiocheck ARGS` (a shell-quoted string); return the exit code. */
 static int run(const char *args)
 {
-    char tmpl_o[] = "/tmp/rc_cli_outXXXXXX", tmpl_e[] = "/tmp/rc_cli_errXXXXXX";
-    int fo = mkstemp(tmpl_o), fe = mkstemp(tmpl_e);
-    ck_assert(fo >= 0 && fe >= 0);
-    close(fo);
-    close(fe);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/src/ratiocheck' %s >'%s' 2>'%s' </dev/null",
-             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, args, tmpl_o, tmpl_e);
-    int st = system(cmd);
-    slurp(tmpl_o, g_out, sizeof g_out);
-    slurp(tmpl_e, g_err, sizeof g_err);
-    unlink(tmpl_o);
-    unlink(tmpl_e);
-    ck_assert_msg(WIFEXITED(st), "ratiocheck %s did not exit normally", args);
-    return WEXITSTATUS(st);
+    return rc_test_run_cli("", args, g_out, sizeof g_out, g_err, sizeof g_err);
 }
 
 static int count_lines(const char *s)
@@ -1336,7 +1313,7 @@ START_TEST(test_run_interrupt)
     ck_assert_int_ne(system(cmd), -1);
     char cp[128];
     snprintf(cp, sizeof cp, "%s/code", g_dir);
-    slurp(cp, g_out, sizeof g_out);
+    rc_test_slurp(cp, g_out, sizeof g_out);
     ck_assert_int_eq(atoi(g_out), 130);
     ck_assert_int_ne(access(p, F_OK), 0);
     unlink(cp);
@@ -1534,7 +1511,7 @@ static int run_sh(const char *fmt, ...)
     snprintf(cmd, sizeof cmd, "cd '%s' && RC='%s/src/ratiocheck' && { %s ; } 2>'%s' </dev/null",
              getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, body, tmpl_e);
     int st = system(cmd);
-    slurp(tmpl_e, g_err, sizeof g_err);
+    rc_test_slurp(tmpl_e, g_err, sizeof g_err);
     unlink(tmpl_e);
     ck_assert_msg(WIFEXITED(st), "%s did not exit normally", body);
     return WEXITSTATUS(st);
@@ -1808,7 +1785,7 @@ static int run_with_pending(int sig, const char *out)
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     char errp[256];
     snprintf(errp, sizeof errp, "%s/stderr", g_dir);
-    slurp(errp, g_err, sizeof g_err);
+    rc_test_slurp(errp, g_err, sizeof g_err);
     unlink(errp);
     ck_assert_msg(WIFEXITED(st), "killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     return WEXITSTATUS(st);
@@ -2086,7 +2063,7 @@ START_TEST(test_fresh_default_out)
         ck_assert_msg(strstr(g_err, path) != NULL, "'%s'", g_err);
         ck_assert_int_eq(count_lines(g_err), 1);
         snprintf(path, sizeof path, "%s/out.txt", g_dir);
-        slurp(path, text, sizeof text);
+        rc_test_slurp(path, text, sizeof text);
         snprintf(path, sizeof path, "written to %s.%d.h5", base, k);
         ck_assert_msg(strstr(text, path) != NULL, "'%s'", text);
     }
@@ -2117,27 +2094,27 @@ START_TEST(test_omp_waiting)
     snprintf(f, sizeof f, "%s/v.txt", g_dir);
     ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_LOAD=1000 \"$RC\" --version >'%s'", f),
                      0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "\nOpenMP waiting: GOMP_SPINCOUNT=1000 (ratiocheck's default on a busy machine)\n") !=
                   NULL, "'%s'", text);
     ck_assert_ptr_nonnull(strstr(text, "ratiocheck 0."));
     ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_LOAD=0 \"$RC\" --version >'%s'", f), 0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "\nOpenMP waiting: libgomp's default (a quiet machine: load 0.00 per CPU)\n") != NULL,
                   "'%s'", text);
     ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=123 RATIOCHECK_LOAD=1000 \"$RC\" --version >'%s'",
                             f), 0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "OpenMP waiting: from the environment, GOMP_SPINCOUNT=123\n") != NULL, "'%s'", text);
     ck_assert_int_eq(run_sh("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive RATIOCHECK_LOAD=1000 \"$RC\" --version "
                             ">'%s'", f), 0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "OpenMP waiting: from the environment, OMP_WAIT_POLICY=passive\n") != NULL, "'%s'",
                   text);
     /* the marker alone (left by another program) is not ours: removed, and the default applies */
     ck_assert_int_eq(run_sh("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT RATIOCHECK_GOMP_DEFAULT=7 RATIOCHECK_LOAD=1000 "
                             "\"$RC\" --version >'%s'", f), 0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "GOMP_SPINCOUNT=1000 (ratiocheck's default on a busy machine)\n") != NULL, "'%s'",
                   text);
     char out[256];
@@ -2162,13 +2139,13 @@ START_TEST(test_progress_lines_sweep_report)
     snprintf(f, sizeof f, "%s/err.txt", g_dir);
     ck_assert_int_eq(run_sh("RATIOCHECK_PROGRESS_SECONDS=0 \"$RC\" run -m data/fixtures/neox_parallel --backend cpu "
                             "--prompts %s/p.ids --len 4,8 --samples 2 --out none >/dev/null 2>'%s'", g_dir, f), 0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(strstr(text, "ratiocheck: ") && strstr(text, "% done, ") && strstr(text, " elapsed, ETA ") &&
                   !strchr(text, '\r') && !strstr(text, "\033["), "'%s'", text);
     /* the default interval: a run this short prints none */
     ck_assert_int_eq(run_sh("env -u RATIOCHECK_PROGRESS_SECONDS \"$RC\" run -m data/fixtures/neox_parallel --backend "
                             "cpu --prompts %s/p.ids --len 4 --samples 1 --out none >/dev/null 2>'%s'", g_dir, f), 0);
-    slurp(f, text, sizeof text);
+    rc_test_slurp(f, text, sizeof text);
     ck_assert_msg(!strstr(text, "% done"), "'%s'", text);
     char args[2048], live[sizeof g_out];
     snprintf(args, sizeof args, "sweep -m data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids --len 4,8 "

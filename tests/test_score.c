@@ -23,35 +23,16 @@
 static char g_out[1 << 16], g_err[1 << 16];
 static char g_dir[PATH_MAX];
 
-static void slurp(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[got] = '\0';
-    if (f)
-        fclose(f);
-}
-
 /* `ratiocheck ARGS` from data/fixtures/score/ (ARGS a printf format, shell-quoted); the exit code */
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run(const char *fmt, ...)
 {
-    char args[4096], cmd[4096 + 3 * PATH_MAX], o[PATH_MAX + 8], e[PATH_MAX + 8];
+    char args[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(o, sizeof o, "%s/stdout", g_dir);
-    snprintf(e, sizeof e, "%s/stderr", g_dir);
-    snprintf(cmd, sizeof cmd, "cd '%s/data/fixtures/score' && '%s/src/ratiocheck' %s >'%s' 2>'%s' </dev/null",
-             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, args, o, e);
-    int st = system(cmd);
-    slurp(o, g_out, sizeof g_out);
-    slurp(e, g_err, sizeof g_err);
-    unlink(o);
-    unlink(e);
-    ck_assert_msg(WIFEXITED(st), "ratiocheck %s did not exit normally", args);
-    return WEXITSTATUS(st);
+    return rc_test_run_cli("data/fixtures/score", args, g_out, sizeof g_out, g_err, sizeof g_err);
 }
 
 static void setup(void)
