@@ -6,8 +6,10 @@
 #   meson setup build && ninja -C build && meson test -C build
 #
 # For each capability ("group" in DEBS_DIR/MANIFEST): pkgconfig (a pkg-config program), jansson,
-# openblas (only where MANIFEST carries it), hdf5, pcre2, utf8proc, check, the machine's own copy is used when it has one
-# (pkg-config --exists ...); the missing ones are unpacked into a prefix and exported.  When the
+# openblas, hdf5, pcre2, utf8proc, check, the machine's own copy is used when it has one
+# (pkg-config --exists ...); the missing ones are unpacked into a prefix and exported (a group
+# MANIFEST does not carry -- openblas unless fetch-debs.sh ran with FETCH_DEBS_BLAS=1 -- is left
+# to the build: the GPU check builds with meson -Dblas=disabled).  When the
 # machine has every group, nothing is read (DEBS_DIR and its MANIFEST may be absent) and nothing
 # is exported but RC_DEPS_GROUPS="".
 #   PKG_CONFIG_PATH  gets PREFIX/pc first: the .pc files of the unpacked groups only, their paths
