@@ -634,13 +634,15 @@ int main(void)
     tcase_add_loop_test(te, test_row_chunks, 0, (int)(sizeof k_chunk_models / sizeof *k_chunk_models));
     suite_add_tcase(s, te);
     /* and with OpenBLAS GEMMs */
-    TCase *tb = tcase_create("vs_hf_openblas");
-    tcase_add_checked_fixture(tb, setup_blas, teardown);
-    tcase_set_timeout(tb, 300);
-    tcase_add_loop_test(tb, test_full_forward_vs_hf, 0, N_FIXTURES);
-    tcase_add_loop_test(tb, test_greedy_generate_vs_hf, 0, N_FIXTURES);
-    tcase_add_loop_test(tb, test_cached_vs_full, 0, N_FIXTURES);
-    tcase_add_loop_test(tb, test_batch_vs_alone, 0, N_FIXTURES);
-    suite_add_tcase(s, tb);
+    if (!rc_test_no_blas("vs_hf_openblas")) {
+        TCase *tb = tcase_create("vs_hf_openblas");
+        tcase_add_checked_fixture(tb, setup_blas, teardown);
+        tcase_set_timeout(tb, 300);
+        tcase_add_loop_test(tb, test_full_forward_vs_hf, 0, N_FIXTURES);
+        tcase_add_loop_test(tb, test_greedy_generate_vs_hf, 0, N_FIXTURES);
+        tcase_add_loop_test(tb, test_cached_vs_full, 0, N_FIXTURES);
+        tcase_add_loop_test(tb, test_batch_vs_alone, 0, N_FIXTURES);
+        suite_add_tcase(s, tb);
+    }
     return rc_test_run(s);
 }

@@ -254,6 +254,8 @@ END_TEST
 
 int main(void)
 {
+    if (rc_test_no_blas("test_fp8w (its linear compares the three CPU strategies, blas among them)"))
+        return RC_TEST_SKIP;
     Suite *s = suite_create("fp8w");
     TCase *tc = tcase_create("fp8w");
     tcase_set_timeout(tc, 120);

@@ -1572,6 +1572,8 @@ END_TEST
 
 int main(void)
 {
+    if (rc_test_no_blas("test_ops (every op test compares the three CPU strategies, blas among them)"))
+        return RC_TEST_SKIP;
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("vs_pytorch");
     tcase_set_timeout(tc, 120);

@@ -280,9 +280,11 @@ int main(void)
     tcase_add_checked_fixture(te, setup_engine, teardown);
     tcase_add_loop_test(te, test_fp32_vs_fp64, 0, N_PEAKED);
     suite_add_tcase(s, te);
-    TCase *tb = tcase_create("peaked_openblas");
-    tcase_add_checked_fixture(tb, setup_blas, teardown);
-    tcase_add_loop_test(tb, test_fp32_vs_fp64, 0, N_PEAKED);
-    suite_add_tcase(s, tb);
+    if (!rc_test_no_blas("peaked_openblas")) {
+        TCase *tb = tcase_create("peaked_openblas");
+        tcase_add_checked_fixture(tb, setup_blas, teardown);
+        tcase_add_loop_test(tb, test_fp32_vs_fp64, 0, N_PEAKED);
+        suite_add_tcase(s, tb);
+    }
     return rc_test_run(s);
 }

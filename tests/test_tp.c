@@ -370,6 +370,8 @@ END_TEST
 
 int main(void)
 {
+    if (rc_test_no_blas("test_tp (its fixture compares the three CPU strategies, blas among them)"))
+        return RC_TEST_SKIP;
     Suite *s = suite_create("tp");
     TCase *tc = tcase_create("vs_pytorch");
     tcase_set_timeout(tc, 120);

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
+
 /* Remove `path` and, for a folder, everything below it (no links followed);
  * errors are ignored and a missing path is no error. An entry whose path
  * would not fit in PATH_MAX is left alone. */
@@ -85,6 +87,19 @@ static inline char *rc_test_source_path(char *buf, size_t n, const char *rel, ..
         va_end(ap);
     }
     return buf;
+}
+
+/* meson's exit status for a skipped test */
+#define RC_TEST_SKIP 77
+
+/* In a build without OpenBLAS (meson -Dblas=disabled): print one line saying
+ * that `what` is skipped and return true. */
+static inline bool rc_test_no_blas(const char *what)
+{
+    if (rc_have_blas())
+        return false;
+    printf("SKIP %s: this build has no OpenBLAS (-Dblas=disabled)\n", what);
+    return true;
 }
 
 /* Run every test of suite `s` (CK_NORMAL output), free the runner and the

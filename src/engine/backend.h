@@ -361,7 +361,11 @@ struct rc_backend {
     rc_kernels kernels;
 };
 
-/* CPU backend (backend_cpu.c). n_threads <= 0: all cores. */
+/* CPU backend (backend_cpu.c). n_threads <= 0: all cores. In a build
+ * without OpenBLAS (meson -Dblas=disabled) RC_KERNELS_BLAS is refused with
+ * RC_ERR_UNSUPPORTED and rc_blas_missing_msg. */
+extern const char *const rc_blas_missing_msg;
+bool rc_have_blas(void); /* was this build linked with OpenBLAS? */
 rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out);
 void rc_backend_destroy(rc_backend *be);
 

@@ -28,7 +28,11 @@
  * lanes are added in a fixed pairwise tree. The build disables FMA
  * contraction, so every product and sum is rounded as written; the GEMM dots
  * use fused multiply-adds explicitly (fmaf / vfmadd, the same rounding). */
+#include "rc_build_config.h"
+
+#if RC_HAVE_BLAS
 #include <cblas.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -50,6 +54,8 @@ const char *rc_kernels_name(rc_kernels k)
     }
     return "?";
 }
+
+const char *const rc_blas_missing_msg = "this build has no OpenBLAS (-Dblas=disabled)";
 
 static void cpu_destroy(rc_backend *be);
 
@@ -613,6 +619,7 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
         return RC_OK;
     if (W.dt != RC_F32 && W.dt != RC_BF16 && W.dt != RC_F16)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: weights stored as %s", rc_dtype_name(W.dt));
+#if RC_HAVE_BLAS
     if (be->kernels == RC_KERNELS_BLAS) {
         if (M > INT32_MAX || N > INT32_MAX || ldx > INT32_MAX || ldw > INT32_MAX)
             return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
@@ -640,6 +647,10 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
         }
         return RC_OK;
     }
+#else
+    if (be->kernels == RC_KERNELS_BLAS) /* refused at creation */
+        return rc_errorf(RC_ERR_INTERNAL, "matmul: %s", rc_blas_missing_msg);
+#endif
     const rco_gemm_order C = rco_gemm_order_for(be->kernels == RC_KERNELS_INVARIANT, M, K);
     const bool avx512 = gemm_use_avx512();
     float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */
@@ -1090,8 +1101,15 @@ static void cpu_destroy(rc_backend *be)
     free(be);
 }
 
+bool rc_have_blas(void)
+{
+    return RC_HAVE_BLAS != 0;
+}
+
 rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out)
 {
+    if (kernels == RC_KERNELS_BLAS && !rc_have_blas())
+        return rc_errorf(RC_ERR_UNSUPPORTED, "--kernels blas: %s", rc_blas_missing_msg);
     cpu_backend *cb = calloc(1, sizeof *cb);
     if (!cb)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -1107,7 +1125,9 @@ rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **
      * bundled check and four fixtures). Splitting the columns over OpenMP
      * instead is faster (2.1 s) but changes results: narrower calls take
      * OpenBLAS's small-matrix kernels, whose order differs. */
+#if RC_HAVE_BLAS
     openblas_set_num_threads(1);
+#endif
     be->ops = &k_cpu_ops;
     be->n_threads = n_threads;
     be->kernels = kernels;

@@ -188,7 +188,7 @@ stage_build() {
     local opt=-Dcuda=enabled
     if [ "$DRY" = 1 ] && ! command -v nvcc >/dev/null; then opt=-Dcuda=auto; fi
     if [ ! -f "$BUILD/build.ninja" ]; then
-        tmo 120 meson setup "$BUILD" "$opt" -Dbuildtype=release >"$RES/meson-setup.txt" 2>&1 ||
+        tmo 120 meson setup "$BUILD" "$opt" -Dblas=disabled -Dbuildtype=release >"$RES/meson-setup.txt" 2>&1 ||
             { tail -30 "$RES/meson-setup.txt"; sum "  meson setup failed: $(grep -m1 -iE 'error' "$RES/meson-setup.txt")"; return 1; }
     fi
     local t want=() have
