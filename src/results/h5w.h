@@ -1,5 +1,6 @@
 /* The HDF5 results writer's parts that h5out.c (the whole file at once)
- * and h5stream.c (ratiocheck score's file in slices of sequences) share:
+ * with h5contents.c (what goes in it) and h5stream.c (ratiocheck score's
+ * file in slices of sequences) share:
  * the open file, the error reporting, the attribute and dataset writers, the
  * groups of a run, the temporary file's life. Internal to src/results/. */
 #ifndef RC_H5W_H
@@ -54,6 +55,11 @@ rc_status attr_i64(const h5w *w, hid_t loc, const char *obj, const char *name, i
 rc_status attr_f64(const h5w *w, hid_t loc, const char *obj, const char *name, double v);
 rc_status ds_write(const h5w *w, hid_t loc, const char *obj, const char *name, hid_t ftype, hid_t mtype, int rank,
                    const hsize_t *dims, const void *data, const void *fill);
+rc_status attr_num(const h5w *w, hid_t loc, const char *obj, const char *name, hid_t ftype, hid_t mtype, int64_t n,
+                   const void *data);
+rc_status ds_i64_1d(const h5w *w, hid_t loc, const char *obj, const char *name, int64_t n, const int64_t *data);
+/* h5contents.c: the whole of a run (h5out.c's layout) into the open file */
+rc_status write_all(const h5w *w, const rc_results *r);
 /* h5routing.c: /routing (a MoE run's routing record, routing.h), nothing without one */
 rc_status write_routing(const h5w *w, const rc_results *r);
 
