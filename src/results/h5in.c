@@ -423,7 +423,7 @@ static int64_t declared_bytes(int64_t P, int64_t Pmax, int64_t S, int64_t G, boo
     return total;
 }
 
-/* /threeway (h5out.c write_threeway): recomputed from /rollouts'
+/* /threeway (h5contents.c write_threeway): recomputed from /rollouts'
  * logprob_gen, logprob_trainer and logprob_ratiocheck; only ratiocheck's
  * trainer spec is read from its attributes */
 static rc_status read_threeway(h5r *r, rc_results *out)
@@ -453,7 +453,7 @@ static rc_status read_threeway(h5r *r, rc_results *out)
     return st;
 }
 
-/* `ratiocheck sweep`'s rows (h5out.c write_sweep): each setting's name,
+/* `ratiocheck sweep`'s rows (h5contents.c write_sweep): each setting's name,
  * sides, skip reason and flags, and its replayed log-probs over the base's
  * rollouts; their statistics are computed as the base's. Files without
  * /sweep have none. */
