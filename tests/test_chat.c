@@ -634,6 +634,13 @@ START_TEST(test_template_files)
     ck_assert_int_eq(chat_of(tj, &c), RC_ERR_FORMAT);
     ck_assert_msg(strstr(rc_last_error(), "tokenizer_config.json: \"chat_template\" is not a string"), "%s",
                   rc_last_error());
+    /* transformers' tokenizer_config.json of a model without a set length: model_max_length = int(1e30), an
+     * integer past 64 bits (Python's json writes it; gemma-3-270m's folder has it) */
+    snprintf(body, sizeof body, "{\"model_max_length\": 1000000000000000019884624838656, \"chat_template\": \"%s\"}",
+             "{% for m in messages %}{{ m['content'] }}{% endfor %}");
+    put(tj, "tokenizer_config.json", body);
+    ck_assert_msg(chat_of(tj, &c) == RC_OK, "%s", rc_last_error());
+    rc_chat_free(c);
     /* a malformed tokenizer_config.json: the tokenizer loads, plain prompts work, chat prompts name the file */
     put(tj, "tokenizer_config.json", "{\"chat_template\": ");
     ck_assert_int_eq(chat_of(tj, &c), RC_ERR_FORMAT);

@@ -211,7 +211,10 @@ static void load_chat_info(rc_tokenizer *t, const char *path)
     t->chat.config_path = cfg;
     cfg = NULL;
     if (chat_present(t, t->chat_config_path)) {
-        if ((s = rc_json_load_object(t->chat_config_path, CHAT_MAX_CONFIG, &root)) != RC_OK) {
+        /* integers as reals: transformers writes model_max_length = int(1e30) when a
+         * model sets none, past jansson's 64-bit integers; no integer is read from it */
+        if ((s = rc_json_load_object_flags(t->chat_config_path, CHAT_MAX_CONFIG, JSON_DECODE_INT_AS_REAL, &root)) !=
+            RC_OK) {
             chat_problem(t, s);
             root = NULL;
         }
@@ -277,7 +280,7 @@ static void load_chat_info(rc_tokenizer *t, const char *path)
     if (chat_present(t, smap)) {
         json_t *m = NULL;
         const char *bos = NULL;
-        if (rc_json_load_object(smap, CHAT_MAX_CONFIG, &m) != RC_OK || !chat_token(json_object_get(m, "bos_token"), &bos) ||
+        if (rc_json_load_object_flags(smap, CHAT_MAX_CONFIG, JSON_DECODE_INT_AS_REAL, &m) != RC_OK || !chat_token(json_object_get(m, "bos_token"), &bos) ||
             (bos && (!t->chat_bos || strcmp(bos, t->chat_bos) != 0)))
             t->chat.bos_uncertain = true;
         json_decref(m);
