@@ -10,9 +10,8 @@
 #
 # Stages (run in this order, whatever order --stage lists them in):
 #   size    what would travel to the device machine: tracked and untracked-not-ignored files plus
-#           the carried folders (RC_GPU_CARRY, default ".debs"); over RC_GPU_TREE_MIB (default 62: the
-#           device tool refuses above 64 MiB, and this count is of the same files, so 2 MiB of room is
-#           for what changes between this check and the call) the script stops here with exit 3.
+#           the carried folders (RC_GPU_CARRY, default ".debs"); over RC_GPU_TREE_MIB (default 60;
+#           the device tool refuses above 64 MiB) the script stops here with exit 3 and the numbers.
 #           Runs first by default where $OUT is unset (not on the device machine).
 #   deps    C libraries the machine lacks, from .debs (tools/gpu/deps-env.sh; nothing is read when
 #           the machine has them all). Always runs.
@@ -142,7 +141,7 @@ sum "python: $(timeout 60 "$PY" -c 'import sys, torch, transformers; print(sys.v
 # ---------------------------------------------------------------- stages
 
 stage_size() {
-    local limit_mib=${RC_GPU_TREE_MIB:-62} carry=${RC_GPU_CARRY:-.debs} tree=0 n=0 c extra=0 line=""
+    local limit_mib=${RC_GPU_TREE_MIB:-60} carry=${RC_GPU_CARRY:-.debs} tree=0 n=0 c extra=0 line=""
     if ! git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
         sum "  not a git checkout (on the device machine the tree has already travelled)"
         return 0

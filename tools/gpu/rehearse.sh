@@ -7,7 +7,7 @@
 # fresh output folder standing in for the device tool's $OUT, and checks its summary.txt:
 #   1. --stage size,build,suite: every stage passes (the suite: the host build's test_cuda_host,
 #      cases op_twins and host, where the build has it); the size that would travel (under the
-#      62 MiB the script allows) and the stages are printed;
+#      60 MiB the script allows) and the stages are printed;
 #   2. RC_GPU_SIMULATE=missing-lib: the CUDA module (ratiocheck in a CPU-only build) needs a
 #      library that does not exist: the libs stage fails naming it (with the CUDA loader's one
 #      line where there is a module), the suite stage still runs, the exit status is 1;
