@@ -116,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc_st_open_file(g_path, &qs) != RC_OK)
             abort(); /* it opened above */
         rc_status sq = rc_st_apply_quant(qs, k_quant[q], strlen(k_quant[q]), "config.json");
-        fz_check_msg(sq, "config.json");
+        fz_check_msg2(sq, "config.json", g_path); /* the config or a malformed tensor of the file */
         if (sq == RC_OK)
             read_all(qs);
         rc_st_close(qs);
