@@ -85,6 +85,7 @@ rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, c
         {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, COND, false, NULL}
 
 /* OLMo 2's keys and tensors (models/olmo2.c), which OLMo 3 shares */
+rc_status rc_olmo2_parse_common(const json_t *root, const char *path, rc_config *cfg);
 extern const rc_config_key rc_olmo2_keys[];
 extern const rc_tensor_spec rc_olmo2_model_tensors[];
 extern const rc_tensor_spec rc_olmo2_layer_tensors[];

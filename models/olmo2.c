@@ -30,7 +30,10 @@
 static const char *const k_types[] = {"olmo2", NULL};
 static const char *const k_prefixes[] = {"model.", "", NULL};
 
-static rc_status olmo2_parse(const json_t *root, const char *path, rc_config *cfg)
+/* the keys OLMo 2 and OLMo 3 read alike (heads, head_dim, activation, norm
+ * eps, tying, attention bias) and their post-norm / whole-projection q/k
+ * norm layout */
+rc_status rc_olmo2_parse_common(const json_t *root, const char *path, rc_config *cfg)
 {
     bool present;
     RC_TRY(rc_json_get_int(root, "num_key_value_heads", path, 1, RC_LIM_HEADS, cfg->n_heads, &cfg->n_kv_heads,
@@ -59,6 +62,12 @@ static rc_status olmo2_parse(const json_t *root, const char *path, rc_config *cf
     cfg->qk_norm = RC_QK_NORM_ALL;
     cfg->post_norm = true;
     cfg->norm_w_f32 = true;
+    return RC_OK;
+}
+
+static rc_status olmo2_parse(const json_t *root, const char *path, rc_config *cfg)
+{
+    RC_TRY(rc_olmo2_parse_common(root, path, cfg));
     /* Olmo2RotaryEmbedding returns fp32 cos / sin (no cast to x's dtype) and
      * apply_rotary_pos_emb casts the fp32 result back once: Baichuan2-7B's rule */
     cfg->rope_f32 = true;

@@ -97,32 +97,7 @@ static rc_status olmo3_rope(const json_t *root, const char *path, rc_config *cfg
 static rc_status olmo3_parse(const json_t *root, const char *path, rc_config *cfg)
 {
     bool present;
-    RC_TRY(rc_json_get_int(root, "num_key_value_heads", path, 1, RC_LIM_HEADS, cfg->n_heads, &cfg->n_kv_heads,
-                           NULL));
-    RC_TRY(rc_json_get_int(root, "head_dim", path, 1, RC_LIM_HEAD_DIM, 0, &cfg->head_dim, &present));
-    if (!present) {
-        if (cfg->hidden % cfg->n_heads != 0)
-            return rc_errorf(RC_ERR_FORMAT,
-                             "%s: hidden_size %lld is not a multiple of num_attention_heads %lld "
-                             "(and head_dim is not given)",
-                             path, (long long)cfg->hidden, (long long)cfg->n_heads);
-        cfg->head_dim = cfg->hidden / cfg->n_heads;
-    }
-    const char *act;
-    RC_TRY(rc_json_get_str(root, "hidden_act", path, "silu", &act, NULL));
-    if (strcmp(act, "silu") != 0)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: hidden_act \"%.32s\" is not supported for %s (supported: silu)",
-                         path, act, cfg->model_type);
-    cfg->act = RC_ACT_SILU;
-    RC_TRY(rc_config_get_norm_eps(root, path, "rms_norm_eps", 1e-5, &cfg->norm_eps));
-    RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
-    bool ab;
-    RC_TRY(rc_json_get_bool(root, "attention_bias", path, false, &ab, NULL));
-    cfg->qkv_bias = cfg->o_bias = ab;
-    cfg->mlp_bias = false;
-    cfg->qk_norm = RC_QK_NORM_ALL;
-    cfg->post_norm = true;
-    cfg->norm_w_f32 = true;
+    RC_TRY(rc_olmo2_parse_common(root, path, cfg));
     cfg->rope_f32 = true; /* Olmo3RotaryEmbedding returns fp32 cos / sin, as OLMo2's */
     /* sliding windows: sliding_window (null: none) and layer_types */
     RC_TRY(rc_json_get_int(root, "sliding_window", path, 1, INT64_MAX, 4096, &cfg->sliding_window, &present));
