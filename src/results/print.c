@@ -513,7 +513,8 @@ static void print_sweep_table(const rc_results *r)
     rc_sweep_rec rec[RC_N_OBJECTIVES];
     rc_sweep_recommend(r, rec);
     printf("recommended per objective (the settings that lower its metric by more than the noise floor, 2 standard "
-           "errors over the sequences; best first):\n");
+           "errors over the sequences%s; best first):\n",
+           r->verdict.level[RC_OBJ_ROUTING] != RC_VERDICT_NONE ? " (routing's: over the routing record's tokens)" : "");
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
         const rc_sweep_rec *e = &rec[o];
         if (r->verdict.level[o] == RC_VERDICT_NONE) /* no such line (routing without a MoE layer) */

@@ -654,6 +654,13 @@ def check_report_json(json_path, path, nonzero=False):
     want = numpy_verdict(f, gen, gen_len, lens)
     for obj in ("token_ppo", "sequence_is", "gspo"):
         checks_equal(f"report verdict {obj}", j["verdict"][obj]["level"], want[obj])
+    if "routing" in f:  # miles' R3 check at the longest length (docs/verdict.md)
+        Lm_ = max(lens)
+        rs = numpy_routing(f, gen, gen_len, f[f"len_{Lm_:04d}/logprob_forward"][...], Lm_)
+        checks_equal("report verdict routing", j["verdict"]["routing"]["level"],
+                     "WARN" if rs["routing_miles_mismatch"] > 0.01 else "OK")
+    else:
+        equal("report verdict: no routing line without /routing", "routing" in j["verdict"], False)
     close("report verdict worst_token_ratio", j["verdict"]["worst_token"]["ratio"], want["worst_token_ratio"])
     close("report verdict worst_sequence_ratio", j["verdict"]["worst_sequence"]["seq_ratio"],
           want["worst_sequence_ratio"])
