@@ -187,7 +187,7 @@ START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
                      "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
-                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4");
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4, gpt_oss");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -278,10 +278,13 @@ START_TEST(test_family_tables_cover_fields)
                       "%s", a->family);
         /* a dense MLP in every family that can have a dense layer (Mixtral's are all MoE: its experts and
          * router come from rc_expert_spec) */
-        const bool all_moe = a->experts && strcmp(a->family, "mixtral") == 0;
+        const bool all_moe = a->experts && (strcmp(a->family, "mixtral") == 0 || strcmp(a->family, "gpt_oss") == 0);
         ck_assert_msg(all_moe || (layer_seen[RC_LW_w_up] && layer_seen[RC_LW_w_down]), "%s", a->family);
         ck_assert_int_eq(layer_seen[RC_LW_w_gate], a->forward.mlp == RC_MLP_GATED && !all_moe);
-        if (a->experts)
+        if (a->experts && a->experts->fused_transposed_interleaved) /* gpt-oss: fused tensors only, with biases */
+            ck_assert(a->experts->router_fused && a->experts->fused_gate_up && a->experts->fused_down &&
+                      a->experts->router_bias && a->experts->fused_gate_up_bias && a->experts->fused_down_bias);
+        else if (a->experts)
             ck_assert(a->experts->router && a->experts->per_expert && a->experts->gate && a->experts->up &&
                       a->experts->down && a->experts->fused_gate_up && a->experts->fused_down);
         ck_assert_int_eq(model_seen[RC_MW_lnf_b], a->forward.norm_bias);

@@ -198,6 +198,8 @@ static rc_status derive_attention(rc_trace *t, int side, int64_t k, int64_t laye
     if (!sa->have || !rb->v)
         return RC_OK;
     const rc_attn_params *ap = &sa->ap;
+    if (ap->sinks) /* gpt-oss: the sinks are per layer, the captured parameters layer 0's: not derived */
+        return RC_OK;
     const int64_t nh = ap->n_heads, nkv = ap->n_kv_heads, d = ap->head_dim, T = t->max_pos, W = rb->width;
     const int64_t group = nh / nkv;
     int64_t width;

@@ -998,6 +998,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
+        ap.sinks = c->attn_sinks ? rc_wt_vec(L->sinks) : NULL; /* gpt-oss: this layer's sink logits */
         if (e->w.inv_freq_local) { /* Gemma 3, OLMo3: the sliding layers' own RoPE (default, local base) */
             const bool local = rc_layer_rope_local(c, l);
             ap.inv_freq = local ? e->w.inv_freq_local : e->w.inv_freq;

@@ -251,6 +251,11 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                         dot += q[t] * k[t];
                     mx = fmax(mx, capped(dot * scale, c->attn_softcap) + slopes[hd] * (double)(j - r));
                 }
+                /* gpt-oss: the sink logit is one more softmax column, no value */
+                const double sink = c->attn_sinks ? (double)rc_wt_at(L->sinks, hd) : -INFINITY;
+                mx = fmax(mx, sink);
+                if (c->attn_sinks)
+                    sum = exp(sink - mx);
                 for (int64_t j = lo; j <= r; j++) {
                     const double *k = qkv + j * qkv_w + (nh + kh) * d;
                     const double *vv = qkv + j * qkv_w + (nh + nkv + kh) * d;

@@ -159,6 +159,17 @@ typedef struct {
     bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
     int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
     uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
+    /* gpt-oss (models/gpt_oss.c, docs/numerics.md "gpt-oss"): a learned logit per
+     * query head in the softmax's denominator (self_attn.sinks); biases on the
+     * router and on every expert's gate / up and down projections (each added
+     * after its GEMM, rounded on its own); routing by the top-k of the logits,
+     * then a softmax over the k chosen; and the experts' clamped SwiGLU
+     * (swiglu_limit > 0): (clamp(up, -l, l) + 1) * g * sigmoid(alpha * g), g =
+     * min(gate, l) */
+    bool attn_sinks;
+    bool moe_bias;
+    bool moe_topk_softmax;
+    double swiglu_alpha, swiglu_limit;
     int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
@@ -196,6 +207,7 @@ typedef enum {
     RC_DIM_IS,  /* shared_intermediate (the shared expert's inner size) */
     RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
     RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
+    RC_DIM_NH,  /* n_heads (one value per query head: gpt-oss's attention sinks) */
 } rc_dim;
 
 typedef enum {
@@ -219,6 +231,8 @@ typedef enum {
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
+    RC_IF_SINKS,          /* cfg->attn_sinks */
+    RC_IF_MOE_BIAS,       /* a mixture-of-experts layer && cfg->moe_bias */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -258,7 +272,11 @@ typedef enum {
     X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
     X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
     X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
-    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */ \
+    X(sinks, RC_DIM_NH, RC_DIM_1, RC_IF_SINKS, VEC)             /* [n_heads] attention sink logits (gpt-oss), or NULL */ \
+    X(b_router, RC_DIM_E, RC_DIM_1, RC_IF_MOE_BIAS, VEC)        /* [n_experts] the router's bias, or NULL */ \
+    X(b_exp_gu, RC_DIM_E2IM, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * 2 * moe_inter]: expert e's gate bias, then its up bias */ \
+    X(b_exp_down, RC_DIM_EH, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * hidden]: expert e's down_proj bias */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -424,6 +442,14 @@ typedef struct {
     const char *per_expert;             /* the stem before the expert index: "mlp.experts." */
     const char *gate, *up, *down;       /* after the stem */
     const char *fused_gate_up, *fused_down;
+    /* gpt-oss: the fused tensors only, stored [E, hidden, 2 * moe_inter] with
+     * gate and up interleaved in the last dimension (gate = [..., ::2], up =
+     * [..., 1::2]) and down [E, moe_inter, hidden] (x @ W, not x @ W^T); the
+     * loader copies them into the layout above. */
+    bool fused_transposed_interleaved;
+    /* the biases (cfg->moe_bias): router [E], gate_up [E, 2 * moe_inter]
+     * (interleaved as the weight when fused_transposed_interleaved), down [E, hidden] */
+    const char *router_bias, *fused_gate_up_bias, *fused_down_bias;
 } rc_expert_spec;
 
 struct rc_arch {
