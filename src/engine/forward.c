@@ -762,9 +762,6 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK && c->mla && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: latent attention (MLA) is not emulated under tp > 1 or fp8 weights "
                       "yet", c->model_type);
-    if (s == RC_OK && !c->mla && num->mla_absorbed)
-        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mla=absorbed sets latent attention's form; this model has none",
-                      c->model_type);
     if (s == RC_OK && c->n_experts == 0 && (num->router_f32 || num->route_replay))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: router= and routing= set a mixture-of-experts router; this model has "
                       "none", c->model_type);

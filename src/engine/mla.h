@@ -28,6 +28,7 @@
 /* the attention's shape: expanded n_kv_heads = n_heads, d = nope + rope;
  * absorbed n_kv_heads = 1, d = rope + kv_lora_rank */
 void rc_mla_attn_shape(const rc_config *c, bool absorbed, int64_t *nkv, int64_t *d);
+/* (absorbed is ignored for a model without latent attention: cfg's shape) */
 
 /* The dtypes of the projections (forward.c's rounding rules): every GEMM's
  * output (bias added first), the norms' cast before the weight and their

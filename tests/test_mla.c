@@ -1,0 +1,227 @@
+/* Latent attention's absorbed form (mla=absorbed, src/engine/mla.c) against an
+ * explicit PyTorch absorbed decode of the same models
+ * (data/fixtures/mla/absorbed.safetensors, tools/fixtures/make_mla_fixtures.py:
+ * a latent cache, q_nope . W_UK and o . W_UV per head in the model's dtype):
+ * the engine's cached decode, one token per step, in fp32 within 1e-5 of it,
+ * and in bf16 nearer to it than to transformers' expanded bf16 forward (the
+ * asymmetry the setting emulates), while the expanded engine is nearer to the
+ * expanded forward. The absorbed products and the latent norm at op level
+ * (data/fixtures/mla/ops.safetensors): bit for bit PyTorch's in bf16. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "safetensors.h"
+#include "util.h"
+
+#include "testutil.h"
+
+static const char *const k_models[] = {"deepseek_v3_mla", "deepseek_v3_qproj"};
+#define N_MODELS (int)(sizeof k_models / sizeof k_models[0])
+
+static rc_safetensors *open_fixture(const char *file)
+{
+    char p[4096];
+    rc_safetensors *st;
+    rc_test_source_path(p, sizeof p, "data/fixtures/mla/%s", file);
+    ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
+    return st;
+}
+
+/* one token per step through the cache: the next-token log-probs of every position [T, V] */
+static float *decode(rc_model *m, rc_backend *be, rc_dtype dt, bool absorbed, const int32_t *tok, int64_t T)
+{
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    num.mla_absorbed = absorbed;
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, &num, 1, T, T, &e) == RC_OK, "%s", rc_last_error());
+    int64_t nkv = e->kv.n_kv_heads, d = e->kv.head_dim; /* the cache's shape says which form runs */
+    ck_assert_int_eq(nkv, absorbed ? 1 : m->cfg.n_heads);
+    ck_assert_int_eq(d, absorbed ? m->cfg.kv_lora_rank + m->cfg.qk_rope_dim : m->cfg.head_dim);
+    const int64_t V = m->cfg.vocab;
+    float *lp = malloc(sizeof(float) * (size_t)(T * V));
+    ck_assert(lp != NULL);
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t slot = 0, one = 1, row = 0;
+        ck_assert_msg(rc_engine_step(e, &slot, &t, &one, 1, tok + t, &row, 1, lp + t * V, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+    }
+    rc_engine_free(e);
+    return lp;
+}
+
+static double max_abs(const float *a, const float *b, int64_t n)
+{
+    double w = 0;
+    for (int64_t i = 0; i < n; i++)
+        w = fmax(w, fabs((double)a[i] - (double)b[i]));
+    return w;
+}
+
+static double mean_abs(const float *a, const float *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += fabs((double)a[i] - (double)b[i]);
+    return s / (double)n;
+}
+
+START_TEST(test_absorbed_vs_torch)
+{
+    const char *name = k_models[_i];
+    char p[4096], key[160];
+    rc_model *m;
+    rc_test_source_path(p, sizeof p, "data/fixtures/%s", name);
+    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.mla);
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    rc_safetensors *st = open_fixture("absorbed.safetensors");
+    snprintf(key, sizeof key, "%s.n_seqs", name);
+    int32_t n_seqs;
+    ck_assert(rc_st_read_i32(st, key, 1, (int64_t[]){1}, &n_seqs) == RC_OK);
+    ck_assert_int_gt(n_seqs, 0);
+    const int64_t V = m->cfg.vocab;
+    double w32 = 0, abs_vs_abs = 0, abs_vs_exp = 0, exp_vs_exp = 0, exp_vs_abs = 0, torch_gap = 0;
+    int64_t positions = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        int64_t T, n;
+        snprintf(key, sizeof key, "%s.seq%d", name, i);
+        const rc_st_tensor *tt = rc_st_find(st, key);
+        ck_assert(tt != NULL && tt->ndim == 1);
+        T = tt->shape[0];
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)T);
+        ck_assert(rc_st_read_i32(st, key, 1, &T, tok) == RC_OK);
+        snprintf(key, sizeof key, "%s.seq%d.f32", name, i);
+        float *ref32 = rc_test_st_f32(st, key, &n);
+        ck_assert_int_eq(n, T * V);
+        snprintf(key, sizeof key, "%s.seq%d.bf16", name, i);
+        float *ref16 = rc_test_st_f32(st, key, &n);
+        snprintf(key, sizeof key, "%s.seq%d.bf16_expanded", name, i);
+        float *exp16 = rc_test_st_f32(st, key, &n);
+        float *a32 = decode(m, be, RC_F32, true, tok, T);
+        float *a16 = decode(m, be, RC_BF16, true, tok, T);
+        float *e16 = decode(m, be, RC_BF16, false, tok, T);
+        w32 = fmax(w32, max_abs(a32, ref32, T * V));
+        abs_vs_abs += mean_abs(a16, ref16, T * V) * (double)T;
+        abs_vs_exp += mean_abs(a16, exp16, T * V) * (double)T;
+        exp_vs_exp += mean_abs(e16, exp16, T * V) * (double)T;
+        exp_vs_abs += mean_abs(e16, ref16, T * V) * (double)T;
+        torch_gap += mean_abs(ref16, exp16, T * V) * (double)T;
+        positions += T;
+        free(tok);
+        free(ref32);
+        free(ref16);
+        free(exp16);
+        free(a32);
+        free(a16);
+        free(e16);
+    }
+    abs_vs_abs /= (double)positions;
+    abs_vs_exp /= (double)positions;
+    exp_vs_exp /= (double)positions;
+    exp_vs_abs /= (double)positions;
+    torch_gap /= (double)positions;
+    printf("%-18s absorbed fp32 vs torch absorbed max|dlogp| %.3e; bf16 mean|dlogp|: absorbed vs torch absorbed %.3e, "
+           "vs HF expanded %.3e; expanded vs HF expanded %.3e, vs torch absorbed %.3e; torch absorbed vs HF expanded "
+           "%.3e (%lld positions)\n",
+           name, w32, abs_vs_abs, abs_vs_exp, exp_vs_exp, exp_vs_abs, torch_gap, (long long)positions);
+    ck_assert_msg(w32 <= 1e-5, "%s: fp32 absorbed decode %.3e from PyTorch's", name, w32);
+    ck_assert_msg(abs_vs_abs < abs_vs_exp, "%s: bf16 absorbed nearer HF's expanded (%.3e) than torch's absorbed (%.3e)",
+                  name, abs_vs_exp, abs_vs_abs);
+    ck_assert_msg(exp_vs_exp < exp_vs_abs, "%s: bf16 expanded nearer torch's absorbed (%.3e) than HF's (%.3e)", name,
+                  exp_vs_abs, exp_vs_exp);
+    rc_st_close(st);
+    rc_backend_destroy(be);
+    rc_model_free(m);
+}
+END_TEST
+
+/* R(x . W^T) of the CPU backend against torch.bmm per head, bit for bit; x [H, M, K] (bf16 values), w [H, K, N]
+ * as torch holds it (the engine's weight is its transpose [N, K]) */
+static void bmm_case(rc_backend *be, rc_safetensors *st, const char *xn, const char *wn, const char *yn, rc_dtype dt,
+                     int64_t H, int64_t M, int64_t K, int64_t N)
+{
+    int64_t n;
+    float *x = rc_test_st_f32(st, xn, &n);
+    ck_assert_int_eq(n, H * M * K);
+    float *w = rc_test_st_f32(st, wn, &n);
+    ck_assert_int_eq(n, H * K * N);
+    float *want = rc_test_st_f32(st, yn, &n);
+    ck_assert_int_eq(n, H * M * N);
+    float *wt = malloc(sizeof(float) * (size_t)(K * N)), *y = malloc(sizeof(float) * (size_t)(M * N));
+    int64_t diff = 0;
+    for (int64_t h = 0; h < H; h++) {
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++)
+                wt[j * K + k] = w[(h * K + k) * N + j];
+        ck_assert(be->ops->matmul(be, x + h * M * K, M, K, rc_wt_f32(wt), N, NULL, dt, dt, y) == RC_OK);
+        for (int64_t i = 0; i < M * N; i++)
+            diff += rc_f32_bits(y[i]) != rc_f32_bits(want[h * M * N + i]);
+    }
+    printf("mla op %-8s %-16s %lld of %lld differ from torch.bmm\n", rc_dtype_str(dt), yn, (long long)diff,
+           (long long)(H * M * N));
+    ck_assert_msg(diff == 0, "%s: %lld values differ from torch.bmm", yn, (long long)diff);
+    free(x);
+    free(w);
+    free(want);
+    free(wt);
+    free(y);
+}
+
+START_TEST(test_absorbed_ops_vs_torch)
+{
+    rc_safetensors *st = open_fixture("ops.safetensors");
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    const int64_t H = 5, M = 7, N = 16, L = 40, V = 12; /* make_ops's shapes, checked by the sizes read */
+    bmm_case(be, st, "bmm.bf16.q_nope", "bmm.bf16.w_uk_t", "bmm.bf16.ql", RC_BF16, H, M, N, L);
+    bmm_case(be, st, "bmm.bf16.o_lat", "bmm.bf16.w_uv", "bmm.bf16.o", RC_BF16, H, M, L, V);
+    /* the latent norm: DeepseekV3RMSNorm(40), eps 1e-6, Llama's rounding order */
+    for (int f = 0; f < 2; f++) {
+        const char *nm = f ? "bf16" : "f32";
+        const rc_dtype dt = f ? RC_BF16 : RC_F32;
+        char k[64];
+        int64_t n, nw, ny;
+        snprintf(k, sizeof k, "norm.%s.x", nm);
+        float *x = rc_test_st_f32(st, k, &n);
+        snprintf(k, sizeof k, "norm.%s.w", nm);
+        float *w = rc_test_st_f32(st, k, &nw);
+        snprintf(k, sizeof k, "norm.%s.out", nm);
+        float *want = rc_test_st_f32(st, k, &ny);
+        ck_assert(n == ny && n % nw == 0);
+        float *y = malloc(sizeof(float) * (size_t)n);
+        ck_assert(be->ops->norm(be, RC_NORM_RMS, x, n / nw, nw, w, NULL, 1e-6, dt, dt, y) == RC_OK);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n; i++)
+            diff += rc_f32_bits(y[i]) != rc_f32_bits(want[i]);
+        printf("mla op %-8s latent RMSNorm    %lld of %lld differ from DeepseekV3RMSNorm\n", nm, (long long)diff,
+               (long long)n);
+        ck_assert_int_eq(diff, 0);
+        free(x);
+        free(w);
+        free(want);
+        free(y);
+    }
+    rc_st_close(st);
+    rc_backend_destroy(be);
+}
+END_TEST
+
+static Suite *mla_suite(void)
+{
+    Suite *s = suite_create("mla");
+    TCase *tc = tcase_create("mla");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_absorbed_vs_torch, 0, N_MODELS);
+    tcase_add_test(tc, test_absorbed_ops_vs_torch);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return rc_test_run(mla_suite()); }
