@@ -8,6 +8,7 @@
  * expanded forward. The absorbed products and the latent norm at op level
  * (data/fixtures/mla/ops.safetensors): bit for bit PyTorch's in bf16. */
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,96 @@ START_TEST(test_absorbed_ops_vs_torch)
 }
 END_TEST
 
+/* DeepSeek's interleaved RoPE (apply_rotary_pos_emb_interleave, YaRN with mscale / mscale_all_dim) against
+ * the rope op on the values de-interleaved as the loader stores them: the same rotation, bit for bit in bf16 */
+START_TEST(test_interleaved_rope_vs_torch)
+{
+    const rc_dtype dt = _i ? RC_BF16 : RC_F32;
+    const char *nm = _i ? "bf16" : "f32";
+    rc_safetensors *st = open_fixture("ops.safetensors");
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    /* make_ops's config: its rope settings give the inv_freq and attention factor */
+    const char *json = "{\"model_type\":\"deepseek_v3\",\"vocab_size\":128,\"hidden_size\":80,"
+                       "\"num_hidden_layers\":2,\"num_attention_heads\":5,\"intermediate_size\":56,"
+                       "\"kv_lora_rank\":40,\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":12,"
+                       "\"q_lora_rank\":48,\"first_k_dense_replace\":99,\"n_routed_experts\":8,\"n_group\":2,"
+                       "\"topk_group\":1,\"num_experts_per_tok\":2,\"max_position_embeddings\":128,"
+                       "\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000.0,\"factor\":4.0,"
+                       "\"mscale\":0.8,\"mscale_all_dim\":0.9,\"original_max_position_embeddings\":32}}";
+    json_error_t err;
+    json_t *root = json_loads(json, 0, &err);
+    ck_assert(root != NULL);
+    rc_config cfg;
+    ck_assert_msg(rc_config_parse(root, "ops config", &cfg) == RC_OK, "%s", rc_last_error());
+    json_decref(root);
+    float inv[4];
+    rc_rope_inv_freq(&cfg, inv);
+    char k[64];
+    int64_t nq, nk, nc, n;
+    snprintf(k, sizeof k, "rope.%s.q", nm);
+    float *q = rc_test_st_f32(st, k, &nq); /* [3 heads][T][8], interleaved pairs */
+    snprintf(k, sizeof k, "rope.%s.k", nm);
+    float *kk = rc_test_st_f32(st, k, &nk); /* [1][T][8] */
+    snprintf(k, sizeof k, "rope.%s.cos", nm);
+    float *cs = rc_test_st_f32(st, k, &nc); /* [T][8] */
+    snprintf(k, sizeof k, "rope.%s.q_out", nm);
+    float *qo = rc_test_st_f32(st, k, &n);
+    snprintf(k, sizeof k, "rope.%s.k_out", nm);
+    float *ko = rc_test_st_f32(st, k, &n);
+    const int64_t R = 8, T = nc / R, Hq = nq / (T * R), W = (Hq + 2) * R;
+    ck_assert(T >= 2 && Hq >= 1 && nk == T * R);
+    float *rows = calloc((size_t)(T * W), sizeof(float));
+    int64_t pos[64], seq[64], z = 0, slot = 0, start = 0, nn = T;
+    ck_assert(T <= 64);
+    for (int64_t t = 0; t < T; t++) {
+        pos[t] = t;
+        seq[t] = 0;
+        for (int64_t h = 0; h <= Hq; h++) /* the loader's de-interleave: [x0, x2, ..., x1, x3, ...] */
+            for (int64_t j = 0; j < R; j++) {
+                const int64_t src = j < R / 2 ? 2 * j : 2 * (j - R / 2) + 1;
+                rows[t * W + h * R + j] = h < Hq ? q[(h * T + t) * R + src] : kk[t * R + src];
+            }
+    }
+    rc_batch_desc bd = {.n_seq = 1, .slot = &slot, .start = &start, .n_new = &nn, .row0 = &z, .n_rows = T,
+                        .pos = pos, .seq_of_row = seq};
+    rc_attn_params ap = rc_attn_params_from_config(&cfg, inv, dt, dt, &(rc_attn_numerics){dt, dt, dt});
+    ap.n_heads = Hq;
+    ap.n_kv_heads = 1;
+    ap.head_dim = R;
+    ck_assert(be->ops->rope(be, rows, &bd, &ap) == RC_OK);
+    int64_t diff = 0, total = 0;
+    double worst = 0, scale = 0; /* the largest |value| and difference: an fp32 ulp of cos / sin moves a result
+                                  * by about an ulp of the inputs, not of a result near 0 */
+    for (int64_t i = 0; i < nq; i++)
+        scale = fmax(scale, fabs((double)q[i]));
+    for (int64_t i = 0; i < nk; i++)
+        scale = fmax(scale, fabs((double)kk[i]));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h <= Hq; h++)
+            for (int64_t j = 0; j < R; j++, total++) {
+                const float got = rows[t * W + h * R + j], want = h < Hq ? qo[(h * T + t) * R + j] : ko[t * R + j];
+                diff += rc_f32_bits(got) != rc_f32_bits(want);
+                worst = fmax(worst, fabs((double)got - (double)want));
+            }
+    printf("mla op %-8s interleaved rope  %lld of %lld differ from apply_rotary_pos_emb_interleave (max |d| %.2e of "
+           "inputs up to %.2f)\n", nm, (long long)diff, (long long)total, worst, scale);
+    fflush(stdout);
+    if (dt == RC_BF16)
+        ck_assert_int_eq(diff, 0);
+    else /* torch's vectorised cos / sin and cosf / sinf may differ in the last fp32 bit */
+        ck_assert(worst <= 2 * 0x1p-23 * scale);
+    free(rows);
+    free(q);
+    free(kk);
+    free(cs);
+    free(qo);
+    free(ko);
+    rc_st_close(st);
+    rc_backend_destroy(be);
+}
+END_TEST
+
 static Suite *mla_suite(void)
 {
     Suite *s = suite_create("mla");
@@ -220,6 +311,7 @@ static Suite *mla_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_absorbed_vs_torch, 0, N_MODELS);
     tcase_add_test(tc, test_absorbed_ops_vs_torch);
+    tcase_add_loop_test(tc, test_interleaved_rope_vs_torch, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
