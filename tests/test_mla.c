@@ -304,6 +304,54 @@ START_TEST(test_interleaved_rope_vs_torch)
 }
 END_TEST
 
+/* the CLI's sides: with invariant kernels a sampler and a trainer in one form give every ratio exactly 1 (the
+ * cached decode equals the full forward bit for bit), the default sides (sampler absorbed, trainer expanded)
+ * do not: the trainer gets its own engine when the forms differ; a model without latent attention takes the
+ * key and ignores it */
+static double cli_std(const char *model, const char *prompts, const char *extra, char *out, size_t nout)
+{
+    char args[2048], err[4096];
+    snprintf(args, sizeof args, "-m %s --prompts %s --samples 2 --len 16 --kernels invariant --backend cpu --out none "
+             "--json -q %s", model, prompts, extra);
+    const int rc = rc_test_run_cli(".", args, out, nout, err, sizeof err);
+    ck_assert_msg(rc == 0, "ratiocheck %s: exit %d: %s", args, rc, err);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    ck_assert_msg(j != NULL, "%s", je.text);
+    const json_t *std = json_object_get(json_array_get(json_object_get(j, "lens"), 0), "std");
+    ck_assert(json_is_number(std));
+    const double v = json_number_value(std);
+    json_decref(j);
+    return v;
+}
+
+START_TEST(test_cli_sides)
+{
+    char dir[256], prompts[512];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_mla_") != NULL);
+    snprintf(prompts, sizeof prompts, "%s/p.ids", dir);
+    FILE *f = fopen(prompts, "w");
+    ck_assert(f != NULL);
+    fputs("5 9 14 3 77 21 8 40\n12 33 4 90 61 7 2 18\n", f);
+    ck_assert(fclose(f) == 0);
+    char *out = malloc(1 << 20);
+    ck_assert(out != NULL);
+    const char *m = "data/fixtures/deepseek_v3_mla";
+    const double base = cli_std(m, prompts, "", out, 1 << 20);
+    const double expanded = cli_std(m, prompts, "--sampler mla=expanded", out, 1 << 20);
+    ck_assert_ptr_nonnull(strstr(out, "mla=expanded"));
+    const double absorbed = cli_std(m, prompts, "--trainer mla=absorbed", out, 1 << 20);
+    ck_assert_ptr_nonnull(strstr(out, "mla=absorbed"));
+    const double other = cli_std("data/fixtures/llama_gqa", prompts, "--sampler mla=absorbed", out, 1 << 20);
+    printf("cli ratio std, invariant kernels: default sides %.3e, both expanded %.3e, both absorbed %.3e; llama_gqa "
+           "with sampler mla=absorbed %.3e\n", base, expanded, absorbed, other);
+    ck_assert(base > 0.0);
+    ck_assert(expanded == 0.0 && absorbed == 0.0 && other == 0.0);
+    free(out);
+    rc_test_rm_rf(dir);
+}
+END_TEST
+
 static Suite *mla_suite(void)
 {
     Suite *s = suite_create("mla");
@@ -312,6 +360,7 @@ static Suite *mla_suite(void)
     tcase_add_loop_test(tc, test_absorbed_vs_torch, 0, N_MODELS);
     tcase_add_test(tc, test_absorbed_ops_vs_torch);
     tcase_add_loop_test(tc, test_interleaved_rope_vs_torch, 0, 2);
+    tcase_add_test(tc, test_cli_sides);
     suite_add_tcase(s, tc);
     return s;
 }
