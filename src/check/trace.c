@@ -51,6 +51,9 @@ rc_status rc_trace_create(const rc_config *c, int64_t run_seqs, const int64_t *s
     if (n_seq < 1 || run_seqs < 1 || max_pos < 1)
         return rc_errorf(RC_ERR_INTERNAL, "trace: %lld sequences of %lld, %lld positions", (long long)n_seq,
                          (long long)run_seqs, (long long)max_pos);
+    if (c->mla) /* the derived scores assume one attention shape on both sides; MLA's forms differ */
+        return rc_errorf(RC_ERR_UNSUPPORTED, "trace: %s uses latent attention (MLA), whose ops are not traced yet",
+                         c->model_type);
     rc_trace *t = calloc(1, sizeof *t);
     if (!t)
         return rc_errorf(RC_ERR_NOMEM, "out of memory (trace)");

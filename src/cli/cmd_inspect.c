@@ -277,6 +277,11 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                 printf(", shared expert %lld", (long long)k->shared_intermediate);
             printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
         }
+        if (k->mla) /* latent attention: the expanded heads above; the sides' forms (docs/mla.md) */
+            printf("attention      latent (MLA): q_lora_rank %lld, kv_lora_rank %lld, qk_nope %lld + qk_rope %lld, "
+                   "v_head_dim %lld%s; the sampler absorbed, the trainer expanded by default (mla=)\n",
+                   (long long)k->q_lora_rank, (long long)k->kv_lora_rank, (long long)k->qk_nope_dim,
+                   (long long)k->qk_rope_dim, (long long)k->v_head_dim, k->rope_interleave ? ", interleaved rope" : "");
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,

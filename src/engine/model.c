@@ -139,6 +139,13 @@ int64_t rc_dim_value(const rc_config *c, rc_dim d)
     case RC_DIM_QNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_heads * c->head_dim : c->head_dim;
     case RC_DIM_KNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_kv_heads * c->head_dim : c->head_dim;
     case RC_DIM_NH: return c->n_heads;
+    case RC_DIM_O: return c->n_heads * (c->mla ? c->v_head_dim : c->head_dim);
+    case RC_DIM_MQ: return c->n_heads * (c->qk_nope_dim + c->qk_rope_dim);
+    case RC_DIM_MQIN: return c->q_lora_rank > 0 ? c->q_lora_rank : c->hidden;
+    case RC_DIM_QL: return c->q_lora_rank;
+    case RC_DIM_KVL: return c->kv_lora_rank;
+    case RC_DIM_KVA: return c->kv_lora_rank + c->qk_rope_dim;
+    case RC_DIM_KVB: return c->n_heads * (c->qk_nope_dim + c->v_head_dim);
     }
     return 0;
 }
@@ -184,7 +191,13 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_ALWAYS: return true;
     case RC_IF_NORM_BIAS: return c->norm_bias;
     case RC_IF_UNTIED: return !c->tie_embeddings;
-    case RC_IF_QKV_BIAS: return c->qkv_bias;
+    case RC_IF_QKV_BIAS: return c->qkv_bias && !c->mla;
+    case RC_IF_QKV: return !c->mla;
+    case RC_IF_MLA: return c->mla;
+    case RC_IF_MLA_BIAS: return c->mla && c->qkv_bias;
+    case RC_IF_MLA_QLORA: return c->mla && c->q_lora_rank > 0;
+    case RC_IF_MLA_QLORA_BIAS: return c->mla && c->q_lora_rank > 0 && c->qkv_bias;
+    case RC_IF_MLA_QPROJ: return c->mla && c->q_lora_rank <= 0;
     case RC_IF_O_BIAS: return c->o_bias;
     case RC_IF_MLP_BIAS: return c->mlp_bias;
     case RC_IF_GATED: return c->gated_mlp;
@@ -245,6 +258,10 @@ bool rc_layer_cost(const rc_config *c, int64_t l, int64_t *weight_elems, double 
     const double H = (double)c->hidden, q = (double)(c->n_heads * c->head_dim);
     const double qkv = (double)((c->n_heads + 2 * c->n_kv_heads) * c->head_dim);
     double f = H * qkv + q * H;
+    if (c->mla) /* the expanded form's projections: q (through q_lora), kv_a, kv_b, o */
+        f = (c->q_lora_rank > 0 ? (H + q) * (double)c->q_lora_rank : H * q) +
+            H * (double)(c->kv_lora_rank + c->qk_rope_dim) +
+            (double)c->kv_lora_rank * (double)rc_dim_value(c, RC_DIM_KVB) + (double)rc_dim_value(c, RC_DIM_O) * H;
     if (rc_layer_is_moe(c, l))
         f += (double)c->n_experts * H + (double)c->top_k * 3.0 * H * (double)c->moe_intermediate +
              (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + H : 0.0);

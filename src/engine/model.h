@@ -150,6 +150,19 @@ typedef struct {
     bool norm_head;            /* LM-head rows L2-normalised in the weight dtype (Baichuan2 NormHead) */
     bool rope_f32;             /* RoPE products and sum in fp32 with fp32 cos/sin, rounded once (Baichuan2-7B) */
     bool attn_f32;             /* scores and probabilities in fp32, P.V rounded once (Baichuan2-7B's SDPA) */
+    /* Multi-head latent attention (DeepSeek-V2 / V3, docs/mla.md). mla: q from
+     * q_a_proj -> q_a_layernorm -> q_b_proj (q_lora_rank > 0) or q_proj, K and V
+     * from kv_a_proj_with_mqa's latent (kv_lora_rank) through kv_a_layernorm and
+     * kv_b_proj, plus one shared RoPE key (qk_rope_dim). The expanded
+     * attention it computes is head_dim = qk_nope_dim + qk_rope_dim wide with
+     * n_kv_heads = n_heads and rotary_dim = qk_rope_dim (set by the family);
+     * each head's value has v_head_dim values. mla_norm_eps: the latent
+     * norms' eps (DeepseekV3RMSNorm's default 1e-6, not rms_norm_eps) */
+    bool mla;
+    int64_t q_lora_rank;       /* 0: a plain q_proj */
+    int64_t kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    bool rope_interleave;      /* the checkpoint's RoPE rows are interleaved pairs (undone at load) */
+    double mla_norm_eps;
     /* Mixture of experts (n_experts 0: a dense model; moe.c, docs/models.md) */
     int64_t n_experts;         /* num_experts / num_local_experts */
     int64_t top_k;             /* num_experts_per_tok */
@@ -208,6 +221,13 @@ typedef enum {
     RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
     RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
     RC_DIM_NH,  /* n_heads (one value per query head: gpt-oss's attention sinks) */
+    RC_DIM_O,   /* the attention output's width: n_heads * head_dim, or n_heads * v_head_dim (MLA) */
+    RC_DIM_MQ,  /* MLA: n_heads * (qk_nope_dim + qk_rope_dim) (q_b_proj / q_proj rows) */
+    RC_DIM_MQIN,/* MLA: q_b_proj's input, q_lora_rank, or hidden for a plain q_proj */
+    RC_DIM_QL,  /* MLA: q_lora_rank */
+    RC_DIM_KVL, /* MLA: kv_lora_rank */
+    RC_DIM_KVA, /* MLA: kv_lora_rank + qk_rope_dim (kv_a_proj_with_mqa rows) */
+    RC_DIM_KVB, /* MLA: n_heads * (qk_nope_dim + v_head_dim) (kv_b_proj rows) */
 } rc_dim;
 
 typedef enum {
@@ -233,6 +253,12 @@ typedef enum {
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
     RC_IF_SINKS,          /* cfg->attn_sinks */
     RC_IF_MOE_BIAS,       /* a mixture-of-experts layer && cfg->moe_bias */
+    RC_IF_QKV,            /* !cfg->mla: the fused q/k/v projection */
+    RC_IF_MLA,            /* cfg->mla */
+    RC_IF_MLA_BIAS,       /* cfg->mla && cfg->qkv_bias (kv_a_proj_with_mqa's bias) */
+    RC_IF_MLA_QLORA,      /* cfg->mla && cfg->q_lora_rank > 0 */
+    RC_IF_MLA_QLORA_BIAS, /* cfg->mla && cfg->q_lora_rank > 0 && cfg->qkv_bias (q_a_proj's bias) */
+    RC_IF_MLA_QPROJ,      /* cfg->mla && cfg->q_lora_rank == 0 (a plain q_proj) */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -254,11 +280,19 @@ typedef enum {
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
     X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
-    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_QKV, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] (NULL: MLA) */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
+    X(w_mqa, RC_DIM_QL, RC_DIM_H, RC_IF_MLA_QLORA, MAT)      /* MLA [q_lora, hidden] q_a_proj, or NULL */ \
+    X(b_mqa, RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA_BIAS, VEC) /* MLA [q_lora] q_a_proj bias, or NULL */ \
+    X(mq_ln_w, RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA, VEC)    /* MLA [q_lora] q_a_layernorm, or NULL */ \
+    X(w_mq, RC_DIM_MQ, RC_DIM_MQIN, RC_IF_MLA, MAT)          /* MLA q_b_proj [nh * (rope + nope), q_lora] or q_proj */ \
+    X(w_mkva, RC_DIM_KVA, RC_DIM_H, RC_IF_MLA, MAT)          /* MLA [kv_lora + rope, hidden] kv_a_proj_with_mqa */ \
+    X(b_mkva, RC_DIM_KVA, RC_DIM_1, RC_IF_MLA_BIAS, VEC)     /* MLA [kv_lora + rope] its bias, or NULL */ \
+    X(mkv_ln_w, RC_DIM_KVL, RC_DIM_1, RC_IF_MLA, VEC)        /* MLA [kv_lora] kv_a_layernorm */ \
+    X(w_mkvb, RC_DIM_KVB, RC_DIM_KVL, RC_IF_MLA, MAT)        /* MLA [nh * (nope + v), kv_lora] kv_b_proj */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
     X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
-    X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
+    X(w_o, RC_DIM_H, RC_DIM_O, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] (MLA: n_heads * v_head_dim) */ \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
     X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
     X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \

@@ -127,7 +127,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             acc += m->w.inv_freq[j];
         for (int64_t l = 0; l < m->cfg.n_layers; l++) { /* the first and last element of two weights */
             const int64_t H = m->cfg.hidden, qkv = (m->cfg.n_heads + 2 * m->cfg.n_kv_heads) * m->cfg.head_dim;
-            acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
+            if (m->cfg.mla) { /* latent attention: q_b_proj / q_proj and kv_b_proj instead of the fused QKV */
+                const rc_layer_weights *L = &m->w.layers[l];
+                const int64_t nq = rc_dim_value(&m->cfg, RC_DIM_MQ) * rc_dim_value(&m->cfg, RC_DIM_MQIN);
+                const int64_t nkv = rc_dim_value(&m->cfg, RC_DIM_KVB) * m->cfg.kv_lora_rank;
+                acc += rc_wt_at(L->w_mq, 0) + rc_wt_at(L->w_mq, nq - 1) + rc_wt_at(L->w_mkvb, nkv - 1);
+            } else {
+                acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
+            }
             if (rc_layer_is_moe(&m->cfg, l)) { /* the experts' down_proj (a MoE layer has no dense MLP) */
                 const int64_t n = m->cfg.n_experts * H * m->cfg.moe_intermediate;
                 acc += rc_wt_at(m->w.layers[l].w_exp_down, 0) + rc_wt_at(m->w.layers[l].w_exp_down, n - 1);
