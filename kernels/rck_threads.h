@@ -395,6 +395,20 @@ RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64
                       a->sel + r * a->top_k, a->w + r * a->top_k);
 }
 
+/* one row of the grouped sigmoid router per thread: rco_moe_route_grouped_row
+ * with 2 E + n_group floats of scratch per row */
+typedef struct {
+    const float *logits, *bias;
+    float *sel, *w, *scratch;
+    rco_grouped_router g;
+} rck_moe_route_grouped_args;
+
+RC_HD static inline void rck_moe_route_grouped_thread(const rck_moe_route_grouped_args *a, int64_t r)
+{
+    rco_moe_route_grouped_row(a->logits + r * a->g.E, a->bias, &a->g, a->scratch + r * (2 * a->g.E + a->g.n_group),
+                              a->sel + r * a->g.top_k, a->w + r * a->g.top_k);
+}
+
 /* one output element per thread: out[rows[i], j] = rco_moe_acc(...) (the
  * rows of one call distinct) */
 typedef struct {

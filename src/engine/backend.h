@@ -353,6 +353,11 @@ typedef struct {
     rc_status (*gdn_step)(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
                           const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
                           float *state, float *out);
+    /* The grouped sigmoid router (DeepSeek-V3, GLM-4.5) over M rows of fp32
+     * router logits [M, E]: rco_moe_route_grouped_row per row into sel and w
+     * [M, top_k]; bias: [E] e_score_correction_bias or NULL (backend memory) */
+    rc_status (*moe_route_grouped)(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                   const rco_grouped_router *g, float *sel, float *w);
 } rc_backend_ops;
 
 struct rc_backend {

@@ -1088,6 +1088,7 @@ static const rc_backend_ops k_cpu_ops = {
     .zero = rc_cpu_zero, /* the MoE ops: moe.c */
     .moe_route = rc_cpu_moe_route,
     .moe_accumulate = rc_cpu_moe_accumulate,
+    .moe_route_grouped = rc_cpu_moe_route_grouped,
     .gdn_step = rc_cpu_gdn_step, /* gdn.c */
 };
 

@@ -69,6 +69,11 @@ rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const 
 rc_status rc_cpu_zero(rc_backend *be, float *x, int64_t n);
 rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
                            rc_dtype w_dt, float *sel, float *w);
+rc_status rc_cpu_moe_route_grouped(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                   const rco_grouped_router *g, float *sel, float *w);
+/* the checks every backend makes on a grouped router's sizes (RC_ERR_INTERNAL
+ * naming them: the config reader refuses such a model first) */
+rc_status rc_moe_grouped_check(const rco_grouped_router *g);
 rc_status rc_cpu_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
                                 const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
 
