@@ -736,6 +736,9 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
             float *v = qkv + (r - lo) * row_len + h * d;
             for (int64_t j = 0; j < half; j++)
                 rco_rope_pair(v + j, v + j + half, c[j], s[j], mid_dt, out_dt);
+            for (int64_t t = rd; t < d; t++) /* the dims that pass: the same dtype as the rotated ones (a q/k
+                                              * norm kept fp32 by --upcast norm leaves fp32 values there) */
+                v[t] = rc_round_to(v[t], out_dt);
         }
     }
     return RC_OK;
