@@ -265,8 +265,13 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("experts        %lld, top %lld%s, expert inner %lld", (long long)k->n_experts, (long long)k->top_k,
                    k->norm_topk_prob ? " renormalised" : "", (long long)k->moe_intermediate);
             if (k->shared_intermediate > 0)
-                printf(", shared expert %lld", (long long)k->shared_intermediate);
+                printf(", shared expert %lld%s", (long long)k->shared_intermediate,
+                       k->shared_ungated ? " (no gate)" : "");
             printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
+            if (k->router == RC_ROUTER_SIGMOID_GROUPED)
+                printf("router         sigmoid, fp32%s, %lld groups of %lld, best %lld kept, weights x %g\n",
+                       k->router_bias ? ", e_score_correction_bias for the choice" : "", (long long)k->n_group,
+                       (long long)(k->n_experts / k->n_group), (long long)k->topk_group, k->routed_scale);
         }
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
