@@ -182,7 +182,7 @@ static rc_status swiglu(rc_backend *be, const rc_config *c, const float *x, int6
     return op->matmul(be, s->g, n, I, Wd, H, NULL, r->in_act, r->linear, y);
 }
 
-/* the grouped sigmoid router's constants for layer rounding w_dt */
+/* the grouped sigmoid router's sizes and constants, its weights rounded to w_dt */
 static rco_grouped_router grouped_router(const rc_config *c, rc_dtype w_dt)
 {
     return (rco_grouped_router){c->n_experts, c->top_k, c->n_group, c->topk_group, c->norm_topk_prob ? 1 : 0,

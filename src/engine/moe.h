@@ -1,9 +1,11 @@
-/* The mixture-of-experts MLP of one layer (Qwen2-MoE, Mixtral), run by the
- * forward pass over a chunk of rows: the router GEMM, the routing op
- * (moe_route), each expert's SwiGLU over the rows routed to it (grouped by
+/* The mixture-of-experts MLP of one layer (Qwen2-MoE, Mixtral, Qwen3-MoE,
+ * GLM-4.5), run by the forward pass over a chunk of rows: the router GEMM,
+ * the routing op (moe_route; the grouped sigmoid router: moe_route_grouped),
+ * each expert's SwiGLU over the rows routed to it (grouped by
  * expert, so the M of each expert's GEMMs is the number of rows of the call
  * that chose it), the weighted sums (moe_accumulate) in transformers' order,
- * and Qwen2-MoE's shared expert. docs/numerics.md "Mixture of experts". */
+ * and the shared expert (Qwen2-MoE's gated one, GLM-4.5's ungated ones).
+ * docs/numerics.md "Mixture of experts". */
 #ifndef RC_MOE_H
 #define RC_MOE_H
 
