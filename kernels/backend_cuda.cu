@@ -565,7 +565,7 @@ rc_status cuda_moe_route_grouped(rc_backend *be, const float *logits, const floa
     if (!rco_grouped_router_ok(g))
         return rc_errorf(RC_ERR_INTERNAL, "moe_route_grouped: top %lld of %lld experts in %lld groups, best %lld",
                          (long long)g->top_k, (long long)g->E, (long long)g->n_group, (long long)g->topk_group);
-    const int64_t per = 2 * g->E + g->n_group;
+    const int64_t per = 2 * (g->E + g->n_group);
     int64_t floats = 0;
     if (M < 0 || __builtin_mul_overflow(M, per, &floats))
         return rc_errorf(RC_ERR_NOMEM, "moe_route_grouped: scratch for %lld rows", (long long)M);

@@ -399,7 +399,7 @@ RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64
 }
 
 /* one row of the grouped sigmoid router per thread: rco_moe_route_grouped_row
- * with 2 E + n_group floats of scratch per row */
+ * with 2 (E + n_group) floats of scratch per row */
 typedef struct {
     const float *logits, *bias;
     float *sel, *w, *scratch;
@@ -408,7 +408,7 @@ typedef struct {
 
 RC_HD static inline void rck_moe_route_grouped_thread(const rck_moe_route_grouped_args *a, int64_t r)
 {
-    rco_moe_route_grouped_row(a->logits + r * a->g.E, a->bias, &a->g, a->scratch + r * (2 * a->g.E + a->g.n_group),
+    rco_moe_route_grouped_row(a->logits + r * a->g.E, a->bias, &a->g, a->scratch + r * 2 * (a->g.E + a->g.n_group),
                               a->sel + r * a->g.top_k, a->w + r * a->g.top_k);
 }
 

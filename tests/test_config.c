@@ -603,7 +603,8 @@ START_TEST(test_glm4_moe)
     ck_assert(!rc_layer_is_moe(&c, 0) && !rc_layer_is_moe(&c, 2) && rc_layer_is_moe(&c, 3) && rc_layer_is_moe(&c, 7));
     ck_assert(c.rotary_dim == 64 && c.head_dim == 128 && c.n_kv_heads == 8 && c.qk_norm == RC_QK_NORM_HEAD);
     ck_assert(c.qkv_bias && !c.o_bias && !c.sandwich_norm && !c.tie_embeddings && c.n_layers == 8);
-    ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_ROUTER_BIAS, 3) && !rc_weight_cond_holds_layer(&c, RC_IF_ROUTER_BIAS, 2));
+    ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_ROUTER_BIAS, 3) &&
+              !rc_weight_cond_holds_layer(&c, RC_IF_ROUTER_BIAS, 2));
     ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_SHARED_EXPERT, 3) && !rc_weight_cond_holds(&c, RC_IF_SHARED_GATE));
     ck_assert(rc_layer_weight_keeps_f32(&c, RC_LW_w_router) && rc_layer_weight_keeps_f32(&c, RC_LW_e_bias) &&
               !rc_layer_weight_keeps_f32(&c, RC_LW_w_qkv));

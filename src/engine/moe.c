@@ -44,7 +44,7 @@ rc_status rc_cpu_moe_route_grouped(rc_backend *be, const float *logits, const fl
     (void)be;
     RC_TRY(rc_moe_grouped_check(g));
     float *p;
-    RC_TRY(rc_alloc_aligned((void **)&p, 2 * g->E + g->n_group, sizeof *p, "MoE routing scratch"));
+    RC_TRY(rc_alloc_aligned((void **)&p, 2 * (g->E + g->n_group), sizeof *p, "MoE routing scratch"));
     for (int64_t r = 0; r < M; r++)
         rco_moe_route_grouped_row(logits + r * g->E, bias, g, p, sel + r * g->top_k, w + r * g->top_k);
     free(p);

@@ -910,12 +910,12 @@ RC_HD static inline int rco_route_better(float a, int64_t ia, float b, int64_t i
  *   w[j] = s[sel[j]]; with renorm w[j] / (sum of w in sel's order + 1e-20f);
  *   then w[j] * scale, rounded to w_dt.
  * Groups are ranked the same way (a higher score, or the lower group index).
- * scratch: 2 * E + n_group floats. */
+ * scratch: 2 * (E + n_group) floats. */
 RC_HD static inline void rco_moe_route_grouped_row(const float *logits, const float *bias,
                                                    const rco_grouped_router *g, float *scratch, float *sel, float *w)
 {
     const int64_t E = g->E, G = g->n_group, per = E / G;
-    float *s = scratch, *c = scratch + E, *gs = scratch + 2 * E;
+    float *s = scratch, *c = scratch + E, *gs = scratch + 2 * E, *kept = scratch + 2 * E + G;
     for (int64_t e = 0; e < E; e++) {
         s[e] = 1.0f / (1.0f + expf(-logits[e]));
         c[e] = bias ? s[e] + bias[e] : s[e];
@@ -931,16 +931,17 @@ RC_HD static inline void rco_moe_route_grouped_row(const float *logits, const fl
             }
         }
         gs[q] = i2 >= 0 ? c[i1] + c[i2] : c[i1];
+        kept[q] = 0.0f;
     }
-    for (int64_t j = 0; j < g->topk_group; j++) { /* the best groups: their score becomes +inf (kept) */
+    for (int64_t j = 0; j < g->topk_group; j++) { /* the best groups (one is left while j < n_group) */
         int64_t best = -1;
         for (int64_t q = 0; q < G; q++)
-            if (gs[q] != INFINITY && (best < 0 || rco_route_better(gs[q], q, gs[best], best)))
+            if (kept[q] == 0.0f && (best < 0 || rco_route_better(gs[q], q, gs[best], best)))
                 best = q;
-        gs[best] = INFINITY;
+        kept[best] = 1.0f;
     }
     for (int64_t q = 0; q < G; q++)
-        if (gs[q] != INFINITY)
+        if (kept[q] == 0.0f)
             for (int64_t e = q * per; e < (q + 1) * per; e++)
                 c[e] = -INFINITY;
     for (int64_t j = 0; j < g->top_k; j++) {

@@ -122,7 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const int64_t H = m->cfg.hidden, qkv = (m->cfg.n_heads + 2 * m->cfg.n_kv_heads) * m->cfg.head_dim;
             acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
             if (!rc_layer_is_moe(&m->cfg, l)) {
-                acc += rc_wt_at(m->w.layers[l].w_down, 0) + rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+                acc += rc_wt_at(m->w.layers[l].w_down, 0) +
+                       rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
             } else { /* a MoE layer: the router and every expert's down_proj */
                 const int64_t E = m->cfg.n_experts;
                 acc += rc_wt_at(m->w.layers[l].w_router, 0) + rc_wt_at(m->w.layers[l].w_router, E * H - 1);
