@@ -406,6 +406,33 @@ START_TEST(test_grouped_block_vs_torch)
 }
 END_TEST
 
+/* a selection bias or logits that are not finite (a hostile checkpoint) still give k distinct experts of
+ * the kept groups' count, each in range */
+START_TEST(test_grouped_route_nonfinite)
+{
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    enum { E = 12, K = 4, M = 3 };
+    const rco_grouped_router g = {E, K, 4, 2, 1, 2.5f, RC_F32};
+    float lg[M * E], bias[E], sel[M * K], w[M * K];
+    for (int i = 0; i < M * E; i++)
+        lg[i] = (float)((i * 7) % 11) - 5.0f;
+    for (int e = 0; e < E; e++) /* every group holds a +inf (a group score of +inf); one NaN */
+        bias[e] = e % 3 == 0 ? INFINITY : e % 3 == 1 ? 0.0f : -INFINITY;
+    bias[4] = NAN;
+    lg[E + 2] = NAN;
+    lg[2 * E + 5] = INFINITY;
+    ck_assert(rc_cpu_moe_route_grouped(be, lg, bias, M, &g, sel, w) == RC_OK);
+    for (int r = 0; r < M; r++)
+        for (int j = 0; j < K; j++) {
+            ck_assert(sel[r * K + j] >= 0.0f && sel[r * K + j] < (float)E);
+            for (int i = 0; i < j; i++)
+                ck_assert(sel[r * K + i] != sel[r * K + j]);
+        }
+    rc_backend_destroy(be);
+}
+END_TEST
+
 static Suite *moe_suite(void)
 {
     Suite *s = suite_create("moe");
@@ -415,6 +442,7 @@ static Suite *moe_suite(void)
     tcase_add_loop_test(tc, test_moe_accumulate_vs_torch, 0, N_CASES);
     tcase_add_loop_test(tc, test_grouped_route_vs_torch, 0, N_GCASES);
     tcase_add_loop_test(tc, test_grouped_block_vs_torch, 0, N_GCASES);
+    tcase_add_test(tc, test_grouped_route_nonfinite);
     suite_add_tcase(s, tc);
     return s;
 }
