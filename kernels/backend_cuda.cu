@@ -584,6 +584,21 @@ rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t
     return rck_moe_acc(rck_moe_acc_args{y, w, d, d + n, out, H, sigmoid ? 1 : 0, dt}, n * H);
 }
 
+rc_status cuda_moe_route_grouped(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                 const rco_grouped_router *g, float *sel, float *w)
+{
+    if (!rco_grouped_router_ok(g))
+        return rc_errorf(RC_ERR_INTERNAL, "moe_route_grouped: top %lld of %lld experts in %lld groups, best %lld",
+                         (long long)g->top_k, (long long)g->E, (long long)g->n_group, (long long)g->topk_group);
+    const int64_t per = 2 * (g->E + g->n_group);
+    int64_t floats = 0;
+    if (M < 0 || __builtin_mul_overflow(M, per, &floats))
+        return rc_errorf(RC_ERR_NOMEM, "moe_route_grouped: scratch for %lld rows", (long long)M);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    return rck_moe_route_grouped(rck_moe_route_grouped_args{logits, bias, sel, w, static_cast<float *>(p), *g}, M);
+}
+
 rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
                         const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
                         float *state, float *out)
@@ -632,6 +647,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_gdn_step,
     cuda_bias_add,
     cuda_swiglu_clamp,
+    cuda_moe_route_grouped,
 };
 
 } // namespace

@@ -95,6 +95,7 @@ rc_status rck_gemm_invariant(const rck_gemm_args &a);
 rc_status rck_zero(const rck_zero_args &a, int64_t n);
 rc_status rck_moe_route(const rck_moe_route_args &a, int64_t M);
 rc_status rck_moe_acc(const rck_moe_acc_args &a, int64_t n);
+rc_status rck_moe_route_grouped(const rck_moe_route_grouped_args &a, int64_t M);
 // Gated DeltaNet (gdn.cu): one recurrent step, n = sequences x value heads threads
 rc_status rck_gdn_step(const rck_gdn_step_args &a, int64_t n);
 rc_status rck_transpose(const rck_transpose_args &a);

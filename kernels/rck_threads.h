@@ -229,7 +229,8 @@ RC_HD static inline int64_t rck_attn_scratch(int64_t max_keys, int64_t d)
 }
 
 /* RoPE: thread i = (r * (nh + nkv) + h) * half + j rotates pair j of head h
- * (Q heads, then K heads) of row r */
+ * (Q heads, then K heads) of row r, and rounds the head's dims from
+ * 2 half + j on, every half-th, that RoPE passes */
 RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
 {
     const int64_t half = a->rotary_half, heads = a->nh + a->nkv;
@@ -238,6 +239,8 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
     float c, s;
     rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->ap.rope_attn_factor, a->cs_dt, &c, &s);
     rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
+    for (int64_t t = 2 * half + j; t < a->d; t += half) /* the dims that pass, rounded as the rotated ones */
+        v[t] = rc_round_to(v[t], a->rope_dt);
 }
 
 /* K and V of the new rows into the cache: thread i = (r * nkv + h) * d + t */
@@ -398,6 +401,20 @@ RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64
 {
     rco_moe_route_row(a->logits + r * a->E, a->E, a->top_k, a->renorm, a->w_dt, a->scratch + r * 2 * a->E,
                       a->sel + r * a->top_k, a->w + r * a->top_k);
+}
+
+/* one row of the grouped sigmoid router per thread: rco_moe_route_grouped_row
+ * with 2 (E + n_group) floats of scratch per row */
+typedef struct {
+    const float *logits, *bias;
+    float *sel, *w, *scratch;
+    rco_grouped_router g;
+} rck_moe_route_grouped_args;
+
+RC_HD static inline void rck_moe_route_grouped_thread(const rck_moe_route_grouped_args *a, int64_t r)
+{
+    rco_moe_route_grouped_row(a->logits + r * a->g.E, a->bias, &a->g, a->scratch + r * 2 * (a->g.E + a->g.n_group),
+                              a->sel + r * a->g.top_k, a->w + r * a->g.top_k);
 }
 
 /* one output element per thread: out[rows[i], j] = rco_moe_acc(...) (the

@@ -101,6 +101,9 @@ static const tol_row k_tol[] = {
     {"moe_route", 0, 0, 4, 1},        /* softmax's expf, as act; the experts chosen must agree exactly */
     {"moe_accumulate", 0, 0, 0, 0},   /* + and * only */
     {"moe_shared", 0, 0, 4, 1},       /* the shared expert's sigmoid gate: expf */
+    /* the grouped sigmoid router: expf in each score, then the renormalising sum, a division and the scale;
+     * the experts chosen must agree exactly */
+    {"moe_route_grouped", 0, 0, 8, 1},
     /* Gated DeltaNet's recurrent step: one expf per step (the decay) scales every state value, and the
      * sums over dk cancel: 4 fp32 ulps of the largest value; once rounded, a one-ulp flip */
     {"gdn_step", 0, 0, 4, 1},
@@ -704,6 +707,44 @@ START_TEST(test_moe_ops)
 }
 END_TEST
 
+/* The grouped sigmoid router (moe.cu) against its CPU twin: the experts
+ * exactly, the weights; with and without the bias, renormalised or not, fp32
+ * weights (transformers) and weights rounded to the dtype */
+START_TEST(test_moe_grouped_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    for (int di = 0; di < 3; di++)
+        for (int v = 0; v < 4; v++) {
+            const rc_dtype dt = k_dts[di];
+            enum { M = 29 };
+            const int64_t E = 24, k = 5;
+            const rco_grouped_router g = {E, k, v < 2 ? 4 : 1, v < 2 ? 2 : 1, v != 1, v == 3 ? 1.0f : 2.5f,
+                                          v == 2 ? dt : RC_F32};
+            float *lg = rand_vec(M * E, 3.0f, RC_F32), *bias = rand_vec(E, 0.1f, RC_F32);
+            float *dlg = dev_copy(p.t, lg, M * E), *dbias = dev_copy(p.t, bias, E), *dsel, *dw;
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dsel) == RC_OK);
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dw) == RC_OK);
+            float *sel = malloc(sizeof(float) * M * k), *w = malloc(sizeof(float) * M * k);
+            const float *b = v == 3 ? NULL : bias, *db = v == 3 ? NULL : dbias;
+            ck_assert_msg(p.t->ops->moe_route_grouped(p.t, dlg, db, M, &g, dsel, dw) == RC_OK, "%s",
+                          rc_last_error());
+            ck_assert(p.c->ops->moe_route_grouped(p.c, lg, b, M, &g, sel, w) == RC_OK);
+            float *gsel = host_copy(p.t, dsel, M * k), *gw = host_copy(p.t, dw, M * k);
+            for (int64_t i = 0; i < M * k; i++)
+                ck_assert_msg(gsel[i] == sel[i], "moe_route_grouped %d: row %lld slot %lld expert %g, CPU %g", v,
+                              (long long)(i / k), (long long)(i % k), (double)gsel[i], (double)sel[i]);
+            char what[64];
+            snprintf(what, sizeof what, "%s, case %d", dt_name(g.w_dt), v);
+            compare("moe_route_grouped", what, gw, w, M * k, g.w_dt);
+            free(lg), free(bias), free(sel), free(w), free(gsel), free(gw);
+            p.t->ops->free(p.t, dlg), p.t->ops->free(p.t, dbias), p.t->ops->free(p.t, dsel), p.t->ops->free(p.t, dw);
+        }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
 /* Gemma's ops: the embedding scale and the logit soft-capping in place, and
  * attention with soft-capped scores, query_pre_attn_scalar's scale and a
  * sliding window shorter than the keys (no positions: the scores alone) */
@@ -1136,6 +1177,7 @@ int main(void)
     tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_scale_softcap);
     tcase_add_test(ops, test_moe_ops);
+    tcase_add_test(ops, test_moe_grouped_ops);
     tcase_add_test(ops, test_gdn_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);

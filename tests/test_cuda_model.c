@@ -357,6 +357,34 @@ START_TEST(test_mla_twin)
 }
 END_TEST
 
+/* GLM-4.5's router kept fp32 in bf16 and fp16 (_i: bf16 or fp16): the GPU engine uploads the router weight
+ * and e_score_correction_bias unrounded (not rounded to the dtype with the rest), so its full forward with
+ * invariant kernels equals the CPU's bit for bit in the host build (on a GPU bounded by twin_bound, to be
+ * measured), and the cached decode equals the full forward */
+START_TEST(test_glm4_moe_half_twin)
+{
+    const rc_dtype dt = _i ? RC_F16 : RC_BF16;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/glm4_moe");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.router_gate_f32);
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+           "full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, "glm4_moe", dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "glm4_moe %s: vs CPU differs by %g > %g", dt_name(dt), r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
 /* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
  * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
  * random fp32 weights, written into dir (config.json, model.safetensors):
@@ -628,5 +656,6 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_autocast_twin, 0, 4);
     tcase_add_loop_test(tc, test_gemma_half_twin, 0, 4);
     tcase_add_loop_test(tc, test_mla_twin, 0, 4);
+    tcase_add_loop_test(tc, test_glm4_moe_half_twin, 0, 2);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
 }

@@ -274,8 +274,13 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             if (k->moe_bias)
                 printf(", router and expert biases");
             if (k->shared_intermediate > 0)
-                printf(", shared expert %lld", (long long)k->shared_intermediate);
+                printf(", shared expert %lld%s", (long long)k->shared_intermediate,
+                       k->shared_ungated ? " (no gate)" : "");
             printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
+            if (k->router == RC_ROUTER_SIGMOID_GROUPED)
+                printf("router         sigmoid, fp32%s, %lld groups of %lld, best %lld kept, weights x %g\n",
+                       k->router_bias ? ", e_score_correction_bias for the choice" : "", (long long)k->n_group,
+                       (long long)(k->n_experts / k->n_group), (long long)k->topk_group, k->routed_scale);
         }
         if (k->mla) /* latent attention: the expanded heads above; the sides' forms (docs/mla.md) */
             printf("attention      latent (MLA): q_lora_rank %lld, kv_lora_rank %lld, qk_nope %lld + qk_rope %lld, "

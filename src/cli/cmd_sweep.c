@@ -113,7 +113,8 @@ int default_settings(const run_ctx *x, sweep_setting *t)
     if (sm->wq.kind != RC_WQ_FP8) /* an fp8 rollout engine: vLLM's online fp8 (per-tensor weights, per-token acts) */
         n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_FP8);
     if (x->m && x->m->cfg.n_experts > 0) { /* MoE: the router in fp32, and R3's replay (it needs the sampler's run) */
-        if (!sm->router_f32 || !tr->router_f32)
+        if ((!sm->router_f32 || !tr->router_f32) && !x->m->cfg.router_gate_f32) /* a router kept fp32 (GLM-4.5):
+                                                                                 * router=fp32 changes nothing */
             n = add_setting(t, n, x, 3, "router", SET_ROUTER, 1);
         if (!tr->route_replay && !x->cfg.given_logprobs)
             n = add_setting(t, n, x, 2, "routing", SET_REPLAY, 1);

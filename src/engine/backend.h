@@ -363,6 +363,11 @@ typedef struct {
     /* gate = rco_swiglu_clamp1(gate, up, alpha, limit, dt) (gpt-oss's experts) */
     rc_status (*swiglu_clamp)(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
                               rc_dtype dt);
+    /* The grouped sigmoid router (DeepSeek-V3, GLM-4.5) over M rows of fp32
+     * router logits [M, E]: rco_moe_route_grouped_row per row into sel and w
+     * [M, top_k]; bias: [E] e_score_correction_bias or NULL (backend memory) */
+    rc_status (*moe_route_grouped)(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                   const rco_grouped_router *g, float *sel, float *w);
 } rc_backend_ops;
 
 struct rc_backend {

@@ -306,13 +306,14 @@ static bool autocast_keeps_fp32_layer(rc_layer_weight_id id)
 }
 
 static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n, bool keep32,
-                  bool plus_one)
+                  bool plus_one, bool always32)
 {
     *dst = (rc_wt){NULL, RC_F32, false};
     if (!present)
         return;
     int64_t bytes;
-    const rc_dtype round_dt = x->autocast && keep32 ? RC_F32 : x->round_dt;
+    /* always32: the family keeps the weight's stored values in every run (a router kept fp32) */
+    const rc_dtype round_dt = (x->autocast && keep32) || always32 ? RC_F32 : x->round_dt;
     weight_plan pl = plan_weight(kind, src.dt, round_dt, x->host, x->kernels);
     plus_one = plus_one && x->plus_one && kind == RC_WK_VEC;
     if (plus_one) /* Gemma's (1.0 + self.weight.float()): fp32, from the weight's value in the run's dtype */
@@ -366,14 +367,14 @@ static void place_all(place_ctx *x, rc_weights *dst)
     if (RC_MW_##f != RC_MW_lm_head || x->head)                                                                  \
         place(x, &dst->f, m->w.f, RC_WK_##kind, rc_weight_cond_holds(c, present),                              \
               rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_model(RC_MW_##f),              \
-              RC_MW_##f == RC_MW_lnf_w);
+              RC_MW_##f == RC_MW_lnf_w, false);
     RC_MODEL_WEIGHT_FIELDS(PLACE_MODEL_)
 #undef PLACE_MODEL_
     for (int64_t l = 0; l < c->n_layers; l++) {
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
     place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds_layer(c, present, l),     \
           rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f),               \
-          norm_weight_layer(RC_LW_##f));
+          norm_weight_layer(RC_LW_##f), rc_layer_weight_keeps_f32(c, RC_LW_##f));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
     }
@@ -510,6 +511,28 @@ static rc_status upload_plus_one(rc_engine *e, const float *staged)
     return s;
 }
 
+/* A GPU engine's weights that keep their stored values in every run
+ * (rc_layer_weight_keeps_f32: a router kept fp32, its selection bias),
+ * uploaded again from the fp32 staging copy without the dtype's rounding */
+static rc_status upload_keep_f32(rc_engine *e, const float *staged)
+{
+    const rc_config *c = &e->model->cfg;
+    rc_backend *be = e->be;
+    const float *base = e->w_arena;
+    rc_status s = RC_OK;
+    for (int64_t l = 0; l < c->n_layers && s == RC_OK; l++) {
+#define KEEP32_UP_(f, rows, cols, present, kind)                                                                 \
+    if (s == RC_OK && rc_layer_weight_keeps_f32(c, RC_LW_##f) && e->w.layers[l].f.p) {                          \
+        const float *dst_ = (const float *)e->w.layers[l].f.p;                                                    \
+        s = be->ops->upload(be, staged + (dst_ - base), rc_dim_value(c, rows) * rc_dim_value(c, cols), RC_F32,   \
+                            (float *)dst_);                                                                       \
+    }
+        RC_LAYER_WEIGHT_FIELDS(KEEP32_UP_)
+#undef KEEP32_UP_
+    }
+    return s;
+}
+
 static rc_status engine_weights(rc_engine *e)
 {
     const rc_model *m = e->model;
@@ -549,6 +572,8 @@ static rc_status engine_weights(rc_engine *e)
                                 x.autocast ? RC_F32 : e->num.dt, e->w_arena);
         if (s == RC_OK && c->norm_w_offset && total > 0) /* fp32(1 + w) is no value of the dtype: again, unrounded */
             s = upload_plus_one(e, (const float *)x.arena);
+        if (s == RC_OK && c->router_gate_f32 && total > 0)
+            s = upload_keep_f32(e, (const float *)x.arena);
         free(x.arena);
         RC_TRY(s);
     }

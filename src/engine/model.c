@@ -159,6 +159,11 @@ bool rc_layer_is_moe(const rc_config *c, int64_t l)
     return !mlp_only && (l + 1) % step == 0;
 }
 
+bool rc_layer_weight_keeps_f32(const rc_config *c, int id)
+{
+    return c->router_gate_f32 && (id == RC_LW_w_router || id == RC_LW_e_bias);
+}
+
 bool rc_weight_cond_holds_layer(const rc_config *c, rc_weight_cond w, int64_t l)
 {
     const bool moe = rc_layer_is_moe(c, l);
@@ -170,6 +175,8 @@ bool rc_weight_cond_holds_layer(const rc_config *c, rc_weight_cond w, int64_t l)
     case RC_IF_MOE: return moe;
     case RC_IF_SHARED_EXPERT: return moe && c->shared_intermediate > 0;
     case RC_IF_MOE_BIAS: return moe && c->moe_bias;
+    case RC_IF_SHARED_GATE: return moe && c->shared_intermediate > 0 && !c->shared_ungated;
+    case RC_IF_ROUTER_BIAS: return moe && c->router_bias;
     default: return rc_weight_cond_holds(c, w);
     }
 }
@@ -183,7 +190,9 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_DENSE_GATED_MLP_BIAS:
     case RC_IF_MOE:
     case RC_IF_MOE_BIAS:
-    case RC_IF_SHARED_EXPERT: /* in any layer */
+    case RC_IF_SHARED_EXPERT:
+    case RC_IF_SHARED_GATE:
+    case RC_IF_ROUTER_BIAS: /* in any layer */
         for (int64_t l = 0; l < c->n_layers; l++)
             if (rc_weight_cond_holds_layer(c, w, l))
                 return true;
@@ -264,7 +273,8 @@ bool rc_layer_cost(const rc_config *c, int64_t l, int64_t *weight_elems, double 
             (double)c->kv_lora_rank * (double)rc_dim_value(c, RC_DIM_KVB) + (double)rc_dim_value(c, RC_DIM_O) * H;
     if (rc_layer_is_moe(c, l))
         f += (double)c->n_experts * H + (double)c->top_k * 3.0 * H * (double)c->moe_intermediate +
-             (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + H : 0.0);
+             (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + (c->shared_ungated ? 0.0 : H)
+                                         : 0.0);
     else
         f += (c->gated_mlp ? 3.0 : 2.0) * H * (double)c->intermediate;
     *flop_per_token = 2.0 * f;
@@ -554,7 +564,8 @@ static bool narrow_table(const rc_model *m, const field_info *f, int n, void *ba
                                                                     f[i].offset == offsetof(rc_weights, lm_head)))
             continue; /* absent, used in place, or the tied head (the embedding's storage, moved with it) */
         int64_t numel, bytes;
-        const bool narrow = layer && f[i].kind == RC_WK_MAT && w->dt != dt;
+        const bool narrow = layer && f[i].kind == RC_WK_MAT && w->dt != dt &&
+                            !rc_layer_weight_keeps_f32(c, (int)(&f[i] - k_layer_fields));
         const rc_dtype to = narrow ? dt : w->dt;
         *n_narrow += narrow;
         if (!rc_mul_i64(rc_dim_value(c, f[i].rows), rc_dim_value(c, f[i].cols), &numel) ||

@@ -48,6 +48,13 @@ typedef enum { RC_SLOPES_BLOOM, RC_SLOPES_BAICHUAN, RC_SLOPES_MPT } rc_alibi_slo
  * fp32 table promotes the sum). */
 typedef enum { RC_ALIBI_ADD_FUSED, RC_ALIBI_ADD_MODEL_DT, RC_ALIBI_ADD_F32 } rc_alibi_add;
 typedef enum { RC_MLP_PLAIN, RC_MLP_GATED } rc_mlp_kind;
+/* A MoE router (moe.c, docs/routing.md "Routers"): SOFTMAX, softmax over the
+ * logits then top-k (Qwen2-MoE, Qwen3-MoE, Mixtral); SIGMOID_GROUPED,
+ * DeepSeek-V3's and GLM-4.5's: sigmoid scores, the selection-only bias
+ * (e_score_correction_bias), group-limited top-k (n_group, topk_group), the
+ * weights taken from the unbiased scores, renormalised (norm_topk_prob) and
+ * scaled (routed_scaling_factor) */
+typedef enum { RC_ROUTER_SOFTMAX, RC_ROUTER_SIGMOID_GROUPED } rc_router_kind;
 typedef enum { RC_RESIDUAL_SEQUENTIAL, RC_RESIDUAL_PARALLEL } rc_residual_kind;
 typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
 
@@ -171,6 +178,13 @@ typedef struct {
     bool norm_topk_prob;       /* the top-k weights renormalised to sum 1 */
     bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
     int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
+    rc_router_kind router;     /* the routing rule (softmax or DeepSeek's grouped sigmoid) */
+    int64_t n_group, topk_group; /* SIGMOID_GROUPED: experts in n_group groups, top-k among the best topk_group */
+    double routed_scale;       /* SIGMOID_GROUPED: routed_scaling_factor, multiplied into the weights (fp32) */
+    bool router_gate_f32;      /* the router's weight kept fp32 and its GEMM in fp32 whatever the dtype
+                                * (transformers' _keep_in_fp32_modules_strict "gate.weight") */
+    bool router_bias;          /* e_score_correction_bias [n_experts] (fp32), added to the scores for the choice */
+    bool shared_ungated;       /* the shared expert(s) added without Qwen2-MoE's sigmoid gate */
     uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
     /* gpt-oss (models/gpt_oss.c, docs/numerics.md "gpt-oss"): a learned logit per
      * query head in the softmax's denominator (self_attn.sinks); biases on the
@@ -249,6 +263,8 @@ typedef enum {
     RC_IF_DENSE_GATED_MLP_BIAS, /* a dense layer && cfg->gated_mlp && cfg->mlp_bias */
     RC_IF_MOE,            /* a mixture-of-experts layer */
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
+    RC_IF_SHARED_GATE,    /* a MoE layer with a shared expert and its sigmoid gate (!cfg->shared_ungated) */
+    RC_IF_ROUTER_BIAS,    /* a MoE layer whose router has e_score_correction_bias (cfg->router_bias) */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
     RC_IF_SINKS,          /* cfg->attn_sinks */
@@ -301,12 +317,13 @@ typedef enum {
     X(w_down, RC_DIM_H, RC_DIM_I, RC_IF_DENSE, MAT)          /* [hidden, intermediate] */                  \
     X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)     /* [hidden] or NULL */ \
     X(w_router, RC_DIM_E, RC_DIM_H, RC_IF_MOE, MAT)          /* [n_experts, hidden] (mlp.gate) */          \
+    X(e_bias, RC_DIM_E, RC_DIM_1, RC_IF_ROUTER_BIAS, VEC)    /* [n_experts] e_score_correction_bias, or NULL */ \
     X(w_exp_gu, RC_DIM_E2IM, RC_DIM_H, RC_IF_MOE, MAT)       /* [n_experts * 2 * moe_inter, hidden]: expert e's gate rows, then its up rows */ \
     X(w_exp_down, RC_DIM_EH, RC_DIM_IM, RC_IF_MOE, MAT)      /* [n_experts * hidden, moe_inter]: expert e's down_proj */ \
     X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
     X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
     X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
-    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */ \
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_GATE, MAT)     /* [1, hidden] shared_expert_gate, or NULL */ \
     X(sinks, RC_DIM_NH, RC_DIM_1, RC_IF_SINKS, VEC)             /* [n_heads] attention sink logits (gpt-oss), or NULL */ \
     X(b_router, RC_DIM_E, RC_DIM_1, RC_IF_MOE_BIAS, VEC)        /* [n_experts] the router's bias, or NULL */ \
     X(b_exp_gu, RC_DIM_E2IM, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * 2 * moe_inter]: expert e's gate bias, then its up bias */ \
@@ -510,6 +527,11 @@ bool rc_weight_cond_holds_layer(const rc_config *cfg, rc_weight_cond w, int64_t 
 /* layer l is a mixture-of-experts layer (Qwen2MoeDecoderLayer's rule: not in
  * mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0) */
 bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
+/* a decoder layer's weight field id keeps its stored values in every run
+ * (never rounded to the run's dtype): the router and its selection bias of a
+ * family whose transformers class keeps them fp32 (cfg->router_gate_f32:
+ * _keep_in_fp32_modules_strict "gate.weight", "e_score_correction_bias") */
+bool rc_layer_weight_keeps_f32(const rc_config *cfg, int id);
 
 
 /* Decoder layer l's weights (elements, every field the layer holds: all of a

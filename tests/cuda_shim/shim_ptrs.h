@@ -132,6 +132,15 @@ template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_args 
     RCK_SHIM_PTR(f, a, scratch);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_grouped_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, logits);
+    RCK_SHIM_PTR(f, a, bias);
+    RCK_SHIM_PTR(f, a, sel);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
 template <typename F> static inline void rck_shim_ptrs(const rck_moe_acc_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, y);

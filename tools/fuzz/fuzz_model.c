@@ -135,12 +135,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             } else {
                 acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
             }
-            if (rc_layer_is_moe(&m->cfg, l)) { /* the experts' down_proj (a MoE layer has no dense MLP) */
-                const int64_t n = m->cfg.n_experts * H * m->cfg.moe_intermediate;
-                acc += rc_wt_at(m->w.layers[l].w_exp_down, 0) + rc_wt_at(m->w.layers[l].w_exp_down, n - 1);
-            } else {
+            if (!rc_layer_is_moe(&m->cfg, l)) {
                 acc += rc_wt_at(m->w.layers[l].w_down, 0) +
                        rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+            } else { /* a MoE layer: the router and every expert's down_proj */
+                const int64_t E = m->cfg.n_experts;
+                acc += rc_wt_at(m->w.layers[l].w_router, 0) + rc_wt_at(m->w.layers[l].w_router, E * H - 1);
+                acc += rc_wt_at(m->w.layers[l].w_exp_down, 0) +
+                       rc_wt_at(m->w.layers[l].w_exp_down, E * H * m->cfg.moe_intermediate - 1);
+                if (m->cfg.router_bias)
+                    acc += rc_wt_at(m->w.layers[l].e_bias, E - 1);
             }
         }
         if (m->cfg.pos == RC_POS_ALIBI) {
