@@ -524,6 +524,10 @@ rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const 
             o[i] = 0.0;
         if ((s = mm64(x, 1, H, L->w_router, E, L->b_router, lg)) != RC_OK)
             break;
+        if (c->moe_topk_softmax) { /* gpt-oss */
+            s = gptoss_mlp64(c, L, x, lg, sel, mm64, g, u, y, o);
+            continue;
+        }
         if (c->router == RC_ROUTER_SIGMOID_GROUPED)
             grouped64(c, L->e_bias, lg, lg + E, sel, wts);
         else
