@@ -584,6 +584,52 @@ START_TEST(test_asstored_engine)
 }
 END_TEST
 
+/* the CLI: weights=as-stored in the run's sampler spec and its log-probs
+ * apart from the trainer's; the folder's note; a folder that is not FP8
+ * (exit 2, named); the trainer refuses it (exit 5); inspect's memory line */
+START_TEST(test_asstored_cli)
+{
+    static char out[1 << 16], err[1 << 14];
+    const char *run = "--out none --model data/fixtures/quant/fp8_qwen3 --prompts data/fixtures/quant/prompts96.ids "
+                      "--num-prompts 4 --len 8";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --sampler dtype=bf16,weights=as-stored", run);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "weights=as-stored  trainer") != NULL, "%s", out); /* no weight-scale= / act= */
+    ck_assert_msg(strstr(err, "FP8 block checkpoint ([32, 16] blocks)") != NULL, "%s", err);
+    ck_assert_msg(strstr(out, "1.000000   0.000e+00") == NULL, "%s", out); /* the ratio is not exactly 1 */
+    ck_assert_int_eq(rc_test_run_cli("", "--out none -q --model data/fixtures/quant/fp8_bf16 --prompts "
+                                         "data/fixtures/quant/prompts96.ids --len 4 --sampler weights=as-stored",
+                                     out, sizeof out, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "data/fixtures/quant/fp8_bf16 is not an FP8 checkpoint") != NULL, "%s", err);
+    snprintf(args, sizeof args, "%s -q --trainer weights=as-stored", run);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 5);
+    ck_assert_msg(strstr(err, "weights=as-stored is the sampler's") != NULL, "%s", err);
+    snprintf(args, sizeof args, "%s -q --sampler dtype=fp32,weights=as-stored", run);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 2);
+    ck_assert_int_eq(rc_test_run_cli("", "inspect --model data/fixtures/quant/fp8_qwen3", out, sizeof out, err,
+                                     sizeof err), 0);
+    ck_assert_msg(strstr(out, "[32, 16] block scales (--sampler weights=as-stored)") != NULL, "%s", out);
+    /* 14 weights: stored 36864 bytes of fp8 (the sum of the fixture's F8_E4M3 shapes), dequantized twice that */
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/quant/fp8_qwen3");
+    rc_safetensors *st;
+    ck_assert(rc_st_open_dir(p, &st) == RC_OK);
+    int64_t nq = 0, codes = 0;
+    for (int64_t i = 0; i < st->ntensors; i++)
+        if (st->tensors[i].quant == RC_ST_Q_FP8_BLOCK) {
+            nq++;
+            codes += st->tensors[i].qdim[1] * st->tensors[i].qdim[2];
+        }
+    rc_st_close(st);
+    char want[256];
+    snprintf(want, sizeof want, "%lld quantized tensors: stored %.4g MiB", (long long)nq, codes / 1048576.0);
+    ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+    snprintf(want, sizeof want, "dequantized to 2 bytes %.4g MiB", 2 * codes / 1048576.0);
+    ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant");
@@ -593,6 +639,7 @@ int main(void)
     tcase_add_loop_test(tc, test_fp8_folder_run, 0, 2);
     tcase_add_test(tc, test_asstored_ops);
     tcase_add_test(tc, test_asstored_engine);
+    tcase_add_test(tc, test_asstored_cli);
     tcase_add_test(tc, test_mxfp4_op);
     tcase_add_test(tc, test_fp8_op_ragged);
     tcase_add_test(tc, test_e4m3_codes);

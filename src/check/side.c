@@ -430,7 +430,9 @@ void rc_side_str(const rc_side *sd, bool trainer, char *buf, size_t n)
         case P_NEVER: shown = false; continue;
         case P_ALWAYS: shown = true; break;
         case P_NOT_DEFAULT: shown = mine && !is_default(key, sd, trainer); break;
-        case P_WITH_PREVIOUS: break; /* as the row before */
+        case P_WITH_PREVIOUS: /* as the row before; weights=as-stored has its checkpoint's scales */
+            shown = shown && !(key->eq == E_WQ && sd->wq.kind == RC_WQ_STORED);
+            break;
         }
         if (!shown)
             continue;

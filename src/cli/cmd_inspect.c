@@ -238,6 +238,12 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("\"%s\"", m->quant_method);
         else
             printf("null");
+        if (m->quant_method[0])
+            printf(", \"quantized\": {\"tensors\": %lld, \"stored_bytes\": %llu, \"scale_bytes\": %llu, "
+                   "\"dequantized_bytes\": %llu, \"block\": [%lld, %lld]}",
+                   (long long)m->qsizes.tensors, (unsigned long long)m->qsizes.code_bytes,
+                   (unsigned long long)m->qsizes.scale_bytes, (unsigned long long)m->qsizes.deq_bytes,
+                   (long long)m->qsizes.block[0], (long long)m->qsizes.block[1]);
         printf("}\n");
     } else {
         printf("model          ");
@@ -319,9 +325,19 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("%s %s %lld tensors %.3g MiB", i ? "," : "", m->stored[i].dtype_name,
                    (long long)m->stored[i].count, (double)m->stored[i].bytes / (1024.0 * 1024.0));
         printf("\n");
-        if (m->quant_method[0])
-            printf("quantization   %s, dequantized on load as transformers does (docs/numerics.md)\n",
-                   m->quant_method);
+        if (m->quant_method[0]) {
+            const rc_quant_sizes *q = &m->qsizes;
+            const double mib = 1024.0 * 1024.0;
+            printf("quantization   %s: both sides read the weights dequantized as transformers does (the default; "
+                   "docs/numerics.md)", m->quant_method);
+            if (!strcmp(m->quant_method, "fp8"))
+                printf(", or the sampler the stored fp8 weights and [%lld, %lld] block scales (--sampler "
+                       "weights=as-stored)", (long long)q->block[0], (long long)q->block[1]);
+            printf("\n               %lld quantized tensors: stored %.4g MiB + scales %.4g MiB (the serving "
+                   "engine's), dequantized to 2 bytes %.4g MiB (the trainer's)\n",
+                   (long long)q->tensors, (double)q->code_bytes / mib, (double)q->scale_bytes / mib,
+                   (double)q->deq_bytes / mib);
+        }
         printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
                "%lld tokens each:\n",
                (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
