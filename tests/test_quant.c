@@ -630,6 +630,94 @@ START_TEST(test_asstored_cli)
 }
 END_TEST
 
+/* a copy of fp8_qwen3 in g_tmp with n bytes at tensor `name`'s byte `at`
+ * replaced by v (name NULL: none), config.json's weight_block_size set to
+ * block (NULL: as is), model.safetensors cut to `keep` bytes (< 0: whole) */
+static void qwen3_hostile(const char *name, int64_t at, const void *v, size_t n, const char *block, int64_t keep)
+{
+    char p[4096], q[4200];
+    rc_test_source_path(p, sizeof p, "data/fixtures/quant/fp8_qwen3");
+    rc_safetensors *st;
+    ck_assert(rc_st_open_dir(p, &st) == RC_OK);
+    int64_t off = -1;
+    if (name) {
+        /* the scale tensors are not listed: find them in the file's header by name */
+        const rc_st_tensor *t = rc_st_find(st, name);
+        if (t)
+            off = (int64_t)(t->data - st->files[t->file].map);
+        else {
+            rc_safetensors *raw;
+            snprintf(q, sizeof q, "%s/model.safetensors", p);
+            ck_assert(rc_st_open_file(q, &raw) == RC_OK);
+            t = rc_st_find(raw, name);
+            ck_assert_msg(t != NULL, "%s", name);
+            off = (int64_t)(t->data - raw->files[t->file].map);
+            rc_st_close(raw);
+        }
+    }
+    rc_st_close(st);
+    char *b;
+    size_t len;
+    snprintf(q, sizeof q, "%s/model.safetensors", p);
+    slurp(q, &b, &len);
+    if (off >= 0)
+        memcpy(b + off + at, v, n);
+    snprintf(q, sizeof q, "%s/model.safetensors", g_tmp);
+    write_bytes(q, b, keep >= 0 ? (size_t)keep : len);
+    free(b);
+    snprintf(q, sizeof q, "%s/config.json", p);
+    slurp(q, &b, &len);
+    char *c = b;
+    char *nb = NULL;
+    if (block) {
+        char *w = strstr(b, "\"weight_block_size\": [");
+        ck_assert(w != NULL);
+        char *e = strchr(w, ']');
+        nb = malloc(len + 64);
+        snprintf(nb, len + 64, "%.*s\"weight_block_size\": %s%s", (int)(w - b), b, block, e + 1);
+        c = nb;
+    }
+    snprintf(q, sizeof q, "%s/config.json", g_tmp);
+    write_bytes(q, c, strlen(c));
+    free(b);
+    free(nb);
+}
+
+/* hostile FP8 folders under weights=as-stored: exit 4, one line naming the
+ * file (a NaN fp8 code, scales NaN / Inf / 0, a scale grid of another block
+ * size, a truncated file) */
+START_TEST(test_asstored_hostile)
+{
+    static char out[1 << 14], err[1 << 14];
+    const uint8_t nan8 = 0x7F;
+    const float bad[] = {NAN, INFINITY, 0.0f};
+    struct {
+        const char *name, *block;
+        const void *v;
+        size_t n;
+        int64_t keep;
+    } cases[] = {
+        {"model.layers.1.self_attn.o_proj.weight", NULL, &nan8, 1, -1},
+        {"model.layers.0.mlp.down_proj.weight_scale_inv", NULL, &bad[0], 4, -1},
+        {"model.layers.0.mlp.down_proj.weight_scale_inv", NULL, &bad[1], 4, -1},
+        {"model.layers.1.self_attn.q_proj.weight_scale_inv", NULL, &bad[2], 4, -1},
+        {NULL, "[16, 16]", NULL, 0, -1},
+        {NULL, NULL, NULL, 0, 40000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qwen3_hostile(cases[i].name, 4, cases[i].v, cases[i].n, cases[i].block, cases[i].keep);
+        char args[4096];
+        snprintf(args, sizeof args, "--out none -q --model '%s' --prompts data/fixtures/quant/prompts96.ids --len 4 "
+                 "--sampler weights=as-stored", g_tmp);
+        const int rc = rc_test_run_cli("", args, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 4, "case %zu: exit %d: %s", i, rc, err);
+        ck_assert_msg(strstr(err, g_tmp) != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+                      "case %zu: not one line naming the file: %s", i, err);
+        printf("as-stored hostile case %zu: %s", i, err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant");
@@ -640,6 +728,7 @@ int main(void)
     tcase_add_test(tc, test_asstored_ops);
     tcase_add_test(tc, test_asstored_engine);
     tcase_add_test(tc, test_asstored_cli);
+    tcase_add_test(tc, test_asstored_hostile);
     tcase_add_test(tc, test_mxfp4_op);
     tcase_add_test(tc, test_fp8_op_ragged);
     tcase_add_test(tc, test_e4m3_codes);
