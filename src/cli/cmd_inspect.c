@@ -29,12 +29,14 @@ static const char *rope_name(rc_rope_type t)
 
 typedef struct {
     const char *model, *dtype;
-    int64_t batch, seqs, tokens;
+    int64_t batch, seqs, tokens, layers;
     bool json, help, no_speed;
 } inspect_opts;
 
 static const opt_spec k_inspect_opts[] = {
     {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0, 0, 0, 0},
+    {"layers", 0, "N", "describe and size the first N decoder layers only, as\nrun --layers N loads them (default all)",
+     NULL, op_i64, offsetof(inspect_opts, layers), 1, 4096, 0, 0, 0},
     {"dtype", 0, "fp32|fp16|bf16", "the run's dtype, for the memory estimate (default bf16)", "Memory estimate:",
      op_path, offsetof(inspect_opts, dtype), 0, 0, 0, 0, 0},
     {"batch", 0, "N", "sequences decoded together (default 32, as run)", NULL, op_i64, offsetof(inspect_opts, batch),
@@ -155,7 +157,7 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
     const char *model = io.model;
     const int json = io.json;
     rc_model *m;
-    rc_status st = rc_model_load_headers(model, &m);
+    rc_status st = io.layers > 0 ? rc_model_load_layers(model, io.layers, true, &m) : rc_model_load_headers(model, &m);
     if (st != RC_OK)
         return fail(st);
     const rc_config *k = &m->cfg;
@@ -196,6 +198,7 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         rc_json_str(stdout, k->model_type);
         printf(", \"family\": ");
         rc_json_str(stdout, k->arch->family);
+        printf(", \"layers_model\": %lld", (long long)k->n_layers_model);
         printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
                "\"positions\": \"%s\", \"norm_head\": %s, \"stored_dtype\": ",
@@ -251,7 +254,10 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("\narchitecture   ");
         rc_term_str(stdout, k->model_type);
         printf(" (family %s)\n", k->arch->family);
-        printf("layers         %lld\n", (long long)k->n_layers);
+        if (k->n_layers != k->n_layers_model)
+            printf("layers         %lld of %lld (--layers)\n", (long long)k->n_layers, (long long)k->n_layers_model);
+        else
+            printf("layers         %lld\n", (long long)k->n_layers);
         printf("hidden         %lld\n", (long long)k->hidden);
         printf("heads          %lld\n", (long long)k->n_heads);
         printf("kv heads       %lld\n", (long long)k->n_kv_heads);
