@@ -627,6 +627,12 @@ START_TEST(test_asstored_cli)
     ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
     snprintf(want, sizeof want, "dequantized to 2 bytes %.4g MiB", 2 * codes / 1048576.0);
     ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+    /* --layers 1: the first layer's 7 of them */
+    ck_assert_int_eq(rc_test_run_cli("", "inspect --no-speed --layers 1 --model data/fixtures/quant/fp8_qwen3", out,
+                                     sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "layers         1 of 2 (--layers)") != NULL, "%s", out);
+    snprintf(want, sizeof want, "%lld quantized tensors: stored %.4g MiB", (long long)nq / 2, codes / 2 / 1048576.0);
+    ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
 }
 END_TEST
 
