@@ -627,6 +627,15 @@ START_TEST(test_asstored_cli)
     ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
     snprintf(want, sizeof want, "dequantized to 2 bytes %.4g MiB", 2 * codes / 1048576.0);
     ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+    /* the default sweep on an FP8 folder has the sampler's weights=as-stored row; not on a plain folder */
+    const char *sw = "sweep -q --out none --prompts data/fixtures/quant/prompts96.ids --num-prompts 4 --len 8 --model";
+    snprintf(args, sizeof args, "%s data/fixtures/quant/fp8_qwen3", sw);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\nsampler: weights=as-stored ") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s data/fixtures/quant/fp8_bf16", sw);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "weights=as-stored") == NULL && strstr(out, "\nsampler: weights=fp8 ") != NULL, "%s",
+                  out);
     /* --layers 1: the first layer's 7 of them */
     ck_assert_int_eq(rc_test_run_cli("", "inspect --no-speed --layers 1 --model data/fixtures/quant/fp8_qwen3", out,
                                      sizeof out, err, sizeof err), 0);
