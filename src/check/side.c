@@ -19,7 +19,7 @@ static const char *const k_kv_names[] = {"auto", "fp8_e4m3", "fp8_e5m2"};       
 static const char *const k_mode_names[] = {"pure", "autocast"};                       /* rc_precision */
 static const char *const k_lpdt_names[] = {"fp32", "same"};                           /* lp_same false / true */
 static const char *const k_f32_names[] = {"dtype", "fp32"};                           /* residual_f32, lm-head */
-static const char *const k_weights_names[] = {"dtype", "fp8"};                        /* rc_wquant */
+static const char *const k_weights_names[] = {"dtype", "fp8", "as-stored"};           /* rc_wquant */
 static const char *const k_routing_names[] = {"own", "replay"};                       /* route_replay */
 static const char *const k_mla_names[] = {"expanded", "absorbed"};                    /* mla_absorbed */
 
@@ -121,7 +121,7 @@ static const side_key k_keys[] = {
      0, RC_TP_REDUCE_FP32, RC_TP_REDUCE_RING, P_WITH_PREVIOUS, E_NONE, N(tp_reduce), NULL, 0},
     /* weights=dtype (or the dtype's name) | fp8 (fp8_e4m3); FSDP / Megatron trainers compute with the bf16 (or
      * fp32) masters: fp8 weights are the rollout engine's */
-    {"weights", K_WEIGHTS, F(wq.kind), S_SAMPLER, S_BOTH, R_OTHER_SIDE, false, "dtype, bf16, fp16, fp32 or fp8",
+    {"weights", K_WEIGHTS, F(wq.kind), S_SAMPLER, S_BOTH, R_OTHER_SIDE, false, "dtype, bf16, fp16, fp32, fp8 or as-stored",
      NAMES(k_weights_names), 0, 0, RC_WQ_NONE, RC_WQ_NONE, P_NOT_DEFAULT, E_FIELD, N(wq.kind), NULL, 0},
     {"weight-scale", K_ENUM, F(wq.scale), S_SAMPLER, S_SAMPLER, R_WQ, true, NULL, NAMES(k_wscale_names), 0,
      0, RC_WSCALE_TENSOR, RC_WSCALE_TENSOR, P_WITH_PREVIOUS, E_WQ, N(wq.scale), NULL, 0},
@@ -293,6 +293,11 @@ static rc_status parse_value(const side_key *k, const char *opt, const char *wha
                 return rc_errorf(RC_ERR_UNSUPPORTED, "%s: weights=fp8 is the sampler's (an fp8 rollout engine); "
                                  "the trainer's fp8 training (Transformer Engine recipes) is not emulated", opt);
             *ifield(sd, k) = RC_WQ_FP8;
+        } else if (!strcmp(v, "as-stored")) { /* an FP8 block checkpoint's own weights: the rollout engine's */
+            if (trainer)
+                return rc_errorf(RC_ERR_UNSUPPORTED, "%s: weights=as-stored is the sampler's (vLLM / SGLang serving "
+                                 "the FP8 checkpoint); the trainer computes with the dequantized weights", opt);
+            *ifield(sd, k) = RC_WQ_STORED;
         } else if (!strcmp(v, "dtype")) {
             *ifield(sd, k) = RC_WQ_NONE;
         } else if (rc_dtype_parse_cli(v, &wd) == RC_OK) {
@@ -432,7 +437,9 @@ void rc_side_str(const rc_side *sd, bool trainer, char *buf, size_t n)
         case P_NEVER: shown = false; continue;
         case P_ALWAYS: shown = true; break;
         case P_NOT_DEFAULT: shown = mine && !is_default(key, sd, trainer); break;
-        case P_WITH_PREVIOUS: break; /* as the row before */
+        case P_WITH_PREVIOUS: /* as the row before; weights=as-stored has its checkpoint's scales */
+            shown = shown && !(key->eq == E_WQ && sd->wq.kind == RC_WQ_STORED);
+            break;
         }
         if (!shown)
             continue;
@@ -522,7 +529,7 @@ rc_status rc_side_check(const char *who, const rc_side *sd)
 {
     /* the model-free checks of the engine's own (the model's at load) */
     const rc_numerics n = rc_side_numerics(sd, &(rc_numerics){.temperature = 1.0f}, false);
-    rc_status st = sd->wq.kind == RC_WQ_FP8 ? rc_fp8w_supported(NULL, &n) : RC_OK;
+    rc_status st = sd->wq.kind != RC_WQ_NONE ? rc_fp8w_supported(NULL, &n) : RC_OK;
     if (st == RC_OK)
         st = rc_autocast_supported(NULL, &n);
     return st == RC_OK ? RC_OK : rc_error_prefix(st, "%s", who);

@@ -29,12 +29,14 @@ static const char *rope_name(rc_rope_type t)
 
 typedef struct {
     const char *model, *dtype;
-    int64_t batch, seqs, tokens;
+    int64_t batch, seqs, tokens, layers;
     bool json, help, no_speed;
 } inspect_opts;
 
 static const opt_spec k_inspect_opts[] = {
     {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0, 0, 0, 0},
+    {"layers", 0, "N", "describe and size the first N decoder layers only, as\nrun --layers N loads them (default all)",
+     NULL, op_i64, offsetof(inspect_opts, layers), 1, 4096, 0, 0, 0},
     {"dtype", 0, "fp32|fp16|bf16", "the run's dtype, for the memory estimate (default bf16)", "Memory estimate:",
      op_path, offsetof(inspect_opts, dtype), 0, 0, 0, 0, 0},
     {"batch", 0, "N", "sequences decoded together (default 32, as run)", NULL, op_i64, offsetof(inspect_opts, batch),
@@ -155,7 +157,7 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
     const char *model = io.model;
     const int json = io.json;
     rc_model *m;
-    rc_status st = rc_model_load_headers(model, &m);
+    rc_status st = io.layers > 0 ? rc_model_load_layers(model, io.layers, true, &m) : rc_model_load_headers(model, &m);
     if (st != RC_OK)
         return fail(st);
     const rc_config *k = &m->cfg;
@@ -196,6 +198,7 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         rc_json_str(stdout, k->model_type);
         printf(", \"family\": ");
         rc_json_str(stdout, k->arch->family);
+        printf(", \"layers_model\": %lld", (long long)k->n_layers_model);
         printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
                "\"positions\": \"%s\", \"norm_head\": %s, \"stored_dtype\": ",
@@ -238,6 +241,12 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("\"%s\"", m->quant_method);
         else
             printf("null");
+        if (m->quant_method[0])
+            printf(", \"quantized\": {\"tensors\": %lld, \"stored_bytes\": %llu, \"scale_bytes\": %llu, "
+                   "\"dequantized_bytes\": %llu, \"block\": [%lld, %lld]}",
+                   (long long)m->qsizes.tensors, (unsigned long long)m->qsizes.code_bytes,
+                   (unsigned long long)m->qsizes.scale_bytes, (unsigned long long)m->qsizes.deq_bytes,
+                   (long long)m->qsizes.block[0], (long long)m->qsizes.block[1]);
         printf("}\n");
     } else {
         printf("model          ");
@@ -245,7 +254,10 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("\narchitecture   ");
         rc_term_str(stdout, k->model_type);
         printf(" (family %s)\n", k->arch->family);
-        printf("layers         %lld\n", (long long)k->n_layers);
+        if (k->n_layers != k->n_layers_model)
+            printf("layers         %lld of %lld (--layers)\n", (long long)k->n_layers, (long long)k->n_layers_model);
+        else
+            printf("layers         %lld\n", (long long)k->n_layers);
         printf("hidden         %lld\n", (long long)k->hidden);
         printf("heads          %lld\n", (long long)k->n_heads);
         printf("kv heads       %lld\n", (long long)k->n_kv_heads);
@@ -340,9 +352,19 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("%s %s %lld tensors %.3g MiB", i ? "," : "", m->stored[i].dtype_name,
                    (long long)m->stored[i].count, (double)m->stored[i].bytes / (1024.0 * 1024.0));
         printf("\n");
-        if (m->quant_method[0])
-            printf("quantization   %s, dequantized on load as transformers does (docs/numerics.md)\n",
-                   m->quant_method);
+        if (m->quant_method[0]) {
+            const rc_quant_sizes *q = &m->qsizes;
+            const double mib = 1024.0 * 1024.0;
+            printf("quantization   %s: both sides read the weights dequantized as transformers does (the default; "
+                   "docs/numerics.md)", m->quant_method);
+            if (!strcmp(m->quant_method, "fp8"))
+                printf(", or the sampler the stored fp8 weights and [%lld, %lld] block scales (--sampler "
+                       "weights=as-stored)", (long long)q->block[0], (long long)q->block[1]);
+            printf("\n               %lld quantized tensors: stored %.4g MiB + scales %.4g MiB (the serving "
+                   "engine's), dequantized to 2 bytes %.4g MiB (the trainer's)\n",
+                   (long long)q->tensors, (double)q->code_bytes / mib, (double)q->scale_bytes / mib,
+                   (double)q->deq_bytes / mib);
+        }
         printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
                "%lld tokens each:\n",
                (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,

@@ -112,6 +112,8 @@ int default_settings(const run_ctx *x, sweep_setting *t)
         n = add_setting(t, n, x, 2, "micro-batch", SET_BATCH, 1);
     if (sm->wq.kind != RC_WQ_FP8) /* an fp8 rollout engine: vLLM's online fp8 (per-tensor weights, per-token acts) */
         n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_FP8);
+    if (sm->wq.kind != RC_WQ_STORED && x->m && !strcmp(x->m->quant_method, "fp8")) /* the FP8 checkpoint as served */
+        n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_STORED);
     if (x->m && x->m->cfg.n_experts > 0) { /* MoE: the router in fp32, and R3's replay (it needs the sampler's run) */
         if ((!sm->router_f32 || !tr->router_f32) && !x->m->cfg.router_gate_f32) /* a router kept fp32 (GLM-4.5):
                                                                                  * router=fp32 changes nothing */

@@ -781,7 +781,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
-    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind != RC_WQ_NONE))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
                       "weights yet", c->model_type);
     if (s == RC_OK && c->mla && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
@@ -792,7 +792,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
                       "none", c->model_type);
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
-    if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
+    if (s == RC_OK && num->tp > 1 && num->wq.kind != RC_WQ_NONE && num->wq.act != RC_ACTQ_NONE)
         s = rc_errorf(RC_ERR_UNSUPPORTED, "fp8 weights with fp8 activations (W8A8) under tp=%d are not emulated yet "
                       "(weight-only act=none is)", num->tp);
     if (s != RC_OK) {
@@ -846,6 +846,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = engine_weights(e);
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
         s = rc_fp8w_create(be, c, num, e->chunk_rows, &e->w, &e->fp8w);
+    else if (s == RC_OK && num->wq.kind == RC_WQ_STORED) /* the checkpoint's fp8 weights and block scales */
+        s = rc_fp8w_create_stored(be, m, num, e->chunk_rows, &e->fp8w);
     const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
     if (s == RC_OK)
         s = be->ops->alloc(be, kv_floats, &e->kv.k);

@@ -59,7 +59,9 @@ const char *rc_tp_reduce_name(rc_tp_reduce r);
  * default where CUTLASS runs fp8; 1 x 128 groups with block weights),
  * dynamic per TENSOR, or NONE (W8A16: the weights dequantized to the dtype,
  * R(q * R(s)), and the plain linear rule). */
-typedef enum { RC_WQ_NONE, RC_WQ_FP8 } rc_wquant;
+/* STORED: an FP8 block checkpoint's own fp8 weights and block scales
+ * (fp8w.h rc_fp8w_create_stored), 1 x (block depth) activation groups */
+typedef enum { RC_WQ_NONE, RC_WQ_FP8, RC_WQ_STORED } rc_wquant;
 typedef enum { RC_WSCALE_TENSOR, RC_WSCALE_CHANNEL, RC_WSCALE_BLOCK } rc_wscale;
 typedef enum { RC_ACTQ_TOKEN, RC_ACTQ_TENSOR, RC_ACTQ_NONE } rc_actquant;
 typedef struct {

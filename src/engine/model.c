@@ -808,6 +808,33 @@ rc_status rc_model_dir_check(const char *dir)
     return rc_errorf(RC_ERR_IO, "%s: %s", dir, strerror(errno));
 }
 
+/* the quantized tensors of layers [0, n_layers) and of no layer */
+static void quant_sizes(const rc_safetensors *st, int64_t n_layers, rc_quant_sizes *q)
+{
+    *q = (rc_quant_sizes){0};
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        const rc_st_tensor *t = &st->tensors[i];
+        long long l;
+        if (t->quant == RC_ST_Q_NONE || (sscanf(t->name, "model.layers.%lld.", &l) == 1 && l >= n_layers))
+            continue;
+        int64_t n;
+        rc_numel(t->shape, t->ndim, &n); /* each fits its file */
+        q->tensors++;
+        q->deq_bytes += 2 * (uint64_t)n;
+        if (t->quant == RC_ST_Q_FP8_BLOCK) {
+            const uint64_t ns = (uint64_t)t->qdim[0] * (uint64_t)((t->qdim[1] + t->qblock[0] - 1) / t->qblock[0]) *
+                                (uint64_t)((t->qdim[2] + t->qblock[1] - 1) / t->qblock[1]);
+            q->code_bytes += (uint64_t)n;
+            q->scale_bytes += ns * (t->qscale_dtype == RC_F32 ? 4u : 2u);
+            q->block[0] = t->qblock[0];
+            q->block[1] = t->qblock[1];
+        } else { /* MXFP4: half a byte a value, a byte per 32 */
+            q->code_bytes += (uint64_t)n / 2;
+            q->scale_bytes += (uint64_t)n / 32;
+        }
+    }
+}
+
 static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_model **out)
 {
     *out = NULL;
@@ -884,6 +911,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     memcpy(m->stored, st->stored, sizeof m->stored);
     m->nstored = st->nstored;
     memcpy(m->quant_method, st->quant_method, sizeof m->quant_method);
+    quant_sizes(st, c->n_layers, &m->qsizes);
     if (dry) {
         /* the storage dtypes stay (inspect's plan of an engine's copies), no data */
         rc_st_close(st);

@@ -399,6 +399,14 @@ RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHT
                      (0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_LAYER_WEIGHTS,
                  "field id enums out of step with the lists");
 
+/* the weights a quantized checkpoint stores quantized, over the layers
+ * loaded: as stored (codes and scales) and dequantized (2-byte values) */
+typedef struct {
+    int64_t tensors;
+    uint64_t code_bytes, scale_bytes, deq_bytes;
+    int64_t block[2];       /* FP8: weight_block_size (the last quantized tensor's) */
+} rc_quant_sizes;
+
 typedef struct {
     char *dir;
     rc_config cfg;
@@ -413,6 +421,7 @@ typedef struct {
     rc_st_stored stored[24]; /* the files' tensors by stored dtype (before any dequantization) */
     int nstored;
     char quant_method[16];  /* config.json's quantization_config.quant_method, or "" */
+    rc_quant_sizes qsizes;  /* the quantized weights of the layers loaded (inspect's memory lines) */
 } rc_model;
 
 /* Weight-loading context (model.c). */

@@ -5,7 +5,8 @@
  * data/fixtures: the rows of tests/fixtures.h marked for it (qwen2_bias with
  * its three shards and index); the input's "model_type" picks the folder
  * (llama's when it names none of them); two more folders for an input with a
- * quantization_config: quant/fp8 (FP8 block-scaled weights), and gptoss_mxfp4
+ * quantization_config: quant/fp8 (FP8 block-scaled weights, also read by an
+ * engine under weights=as-stored: the stored codes and scales), and gptoss_mxfp4
  * (a gpt_oss with MXFP4 experts) when its quant_method is mxfp4. Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
@@ -24,6 +25,8 @@
 #define FZ_NO_CONFIG_MAIN
 #include "fuzz_config.c"
 
+#include "backend.h"
+#include "forward.h"
 #include "tests/fixtures.h"
 
 #define N_DIRS (RC_N_FIXTURE_MODELS + 2) /* at most: the rows marked for fuzzing, quant/fp8 and gptoss_mxfp4 */
@@ -156,6 +159,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m->cfg.pos == RC_POS_LEARNED)
             acc += rc_wt_at(m->w.wpe, m->cfg.max_pos * m->cfg.hidden - 1);
         (void)acc;
+        if (!strcmp(m->quant_method, "fp8")) { /* the stored fp8 weights, as weights=as-stored reads them */
+            static rc_backend *be;
+            if (!be && rc_backend_cpu_create(1, RC_KERNELS_INVARIANT, &be) != RC_OK)
+                abort();
+            rc_numerics num = rc_numerics_fp32();
+            num.dt = RC_BF16;
+            num.wq.kind = RC_WQ_STORED;
+            rc_engine *e = NULL;
+            const int64_t len = m->cfg.max_pos < 4 ? m->cfg.max_pos : 4;
+            if (rc_engine_create(m, be, &num, 1, len, len, &e) == RC_OK)
+                rc_engine_free(e);
+        }
         rc_model_free(m);
     } else if (m) {
         abort();
