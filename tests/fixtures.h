@@ -35,7 +35,8 @@
     X(gemma3_local, gemma3_text, 1)                                                                                    \
     X(olmo3_sliding, olmo3, 1)                                                                                         \
     X(phi3_longrope, phi3, 1)                                                                                          \
-    X(glm4_partial, glm4, 1)
+    X(glm4_partial, glm4, 1)                                                                                           \
+    X(qnext_hybrid, qwen3_next, 1)
 
 typedef struct {
     const char *name;       /* data/fixtures/NAME */

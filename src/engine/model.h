@@ -159,6 +159,15 @@ typedef struct {
     bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
     int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
     uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
+    /* Hybrid linear attention (Qwen3-Next; gdn.h, docs/linear-attention-cache.md): layer_linear[l] 1 for a
+     * Gated DeltaNet layer (layer_types "linear_attention"), 0 for full attention; n_linear of them */
+    int64_t n_linear;
+    unsigned char layer_linear[RC_LIM_LAYERS];
+    int64_t lin_hk, lin_hv, lin_dk, lin_dv; /* linear_num_key_heads, linear_num_value_heads, head dims */
+    int64_t lin_conv_k;        /* linear_conv_kernel_dim */
+    /* full-attention layers: q_proj also gives a gate per head, the attention output multiplied by its sigmoid
+     * before o_proj (Qwen3NextAttention) */
+    bool attn_out_gate;
     int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
@@ -196,6 +205,13 @@ typedef enum {
     RC_DIM_IS,  /* shared_intermediate (the shared expert's inner size) */
     RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
     RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
+    RC_DIM_LQKVZ, /* Gated DeltaNet in_proj_qkvz rows: 2 lin_hk lin_dk + 2 lin_hv lin_dv */
+    RC_DIM_LBA,   /* in_proj_ba rows: 2 lin_hv */
+    RC_DIM_LCONV, /* the conv's channels: 2 lin_hk lin_dk + lin_hv lin_dv */
+    RC_DIM_LK,    /* lin_conv_k */
+    RC_DIM_LHV,   /* lin_hv */
+    RC_DIM_LDV,   /* lin_dv */
+    RC_DIM_LV,    /* lin_hv * lin_dv (out_proj's input) */
 } rc_dim;
 
 typedef enum {
@@ -219,6 +235,9 @@ typedef enum {
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
+    RC_IF_ATTN,           /* a full-attention layer (every layer but a hybrid model's linear ones) */
+    RC_IF_LINEAR,         /* a Gated DeltaNet layer */
+    RC_IF_ATTN_GATE,      /* a full-attention layer && cfg->attn_out_gate */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -240,11 +259,12 @@ typedef enum {
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
     X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
-    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_ATTN, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
     X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
-    X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
+    X(w_o, RC_DIM_H, RC_DIM_Q, RC_IF_ATTN, MAT)              /* [hidden, n_heads * head_dim] */            \
+    X(w_q_gate, RC_DIM_Q, RC_DIM_H, RC_IF_ATTN_GATE, MAT)    /* [n_heads * head_dim, hidden] the output gate's rows of q_proj */ \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
     X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
     X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \
@@ -258,7 +278,14 @@ typedef enum {
     X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
     X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
     X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
-    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */ \
+    X(w_lin_qkvz, RC_DIM_LQKVZ, RC_DIM_H, RC_IF_LINEAR, MAT)  /* Gated DeltaNet in_proj_qkvz (per key head: q, k, v, z) */ \
+    X(w_lin_ba, RC_DIM_LBA, RC_DIM_H, RC_IF_LINEAR, MAT)      /* in_proj_ba (per key head: b, a) */        \
+    X(lin_conv_w, RC_DIM_LCONV, RC_DIM_LK, RC_IF_LINEAR, VEC) /* conv1d.weight [channels, kernel] */        \
+    X(lin_dt_bias, RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, VEC)   /* dt_bias [lin_hv] */                         \
+    X(lin_A_log, RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, VEC)     /* A_log [lin_hv] */                           \
+    X(lin_norm_w, RC_DIM_LDV, RC_DIM_1, RC_IF_LINEAR, VEC)    /* the gated RMSNorm's weight [lin_dv] */      \
+    X(w_lin_out, RC_DIM_H, RC_DIM_LV, RC_IF_LINEAR, MAT)      /* out_proj [hidden, lin_hv * lin_dv] */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -385,7 +412,9 @@ typedef struct {
  * tensor; HALF1: the next entry, the second half of the same tensor; Phi-3's
  * and GLM-4's gate_up_proj: gate rows, then up rows). WHOLE and APPEND are
  * false and true, as the tables write them. */
-typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1 } rc_piece;
+/* MID1: the whole field, from a file tensor of shape [rows, 1, cols] (a
+ * depthwise Conv1d weight, Qwen3-Next's conv1d [channels, 1, kernel]). */
+typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1, RC_PIECE_MID1 } rc_piece;
 
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
@@ -450,6 +479,11 @@ bool rc_weight_cond_holds_layer(const rc_config *cfg, rc_weight_cond w, int64_t 
 /* layer l is a mixture-of-experts layer (Qwen2MoeDecoderLayer's rule: not in
  * mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0) */
 bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
+/* layer l is a Gated DeltaNet layer (cfg->layer_linear) */
+static inline bool rc_layer_is_linear(const rc_config *cfg, int64_t l)
+{
+    return cfg->n_linear > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_linear[l];
+}
 
 
 /* Decoder layer l's weights (elements, every field the layer holds: all of a
