@@ -14,6 +14,7 @@
 
 #include "forward.h"
 #include "safetensors.h"
+#include "side.h"
 #include "util.h"
 
 #include "testutil.h"
@@ -241,6 +242,41 @@ START_TEST(test_refused_without_linear_layers)
 }
 END_TEST
 
+/* state= and chunk= on both sides, prefix-cache= on the sampler only; printed when not the default; sides
+ * that differ in them do not share an engine; their numerics */
+START_TEST(test_side_keys)
+{
+    rc_side sm, tr;
+    rc_side_defaults(false, &sm);
+    rc_side_defaults(true, &tr);
+    ck_assert(!sm.state_dtype && sm.gdn_chunk == RC_GDN_CHUNK_DEFAULT && !sm.prefix_cache);
+    ck_assert(rc_side_parse("--sampler", "state=dtype,prefix-cache=on,chunk=16", false, &sm) == RC_OK);
+    ck_assert(sm.state_dtype && sm.prefix_cache && sm.gdn_chunk == 16);
+    ck_assert(rc_side_parse("--trainer", "chunk=128,state=fp32", true, &tr) == RC_OK && tr.gdn_chunk == 128);
+    ck_assert(rc_side_parse("--trainer", "prefix-cache=on", true, &tr) == RC_ERR_USAGE);
+    ck_assert(strstr(rc_last_error(), "prefix-cache belongs to the sampler") != NULL);
+    ck_assert(rc_side_parse("--sampler", "state=bf16", false, &sm) == RC_ERR_USAGE);
+    ck_assert(strstr(rc_last_error(), "fp32 or dtype") != NULL);
+    ck_assert(rc_side_parse("--sampler", "chunk=0", false, &sm) == RC_ERR_USAGE);
+    char buf[512];
+    rc_side_str(&sm, false, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "state=dtype") && strstr(buf, "chunk=16") && strstr(buf, "prefix-cache=on"), "%s", buf);
+    rc_side_str(&tr, true, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "chunk=128") && !strstr(buf, "state="), "%s", buf);
+    rc_side a, b;
+    rc_side_defaults(false, &a);
+    rc_side_defaults(false, &b);
+    ck_assert(rc_side_equal(&a, &b));
+    b.prefix_cache = true;
+    ck_assert(!rc_side_equal(&a, &b));
+    b = a;
+    b.gdn_chunk = 32;
+    ck_assert(!rc_side_equal(&a, &b));
+    const rc_numerics base = rc_numerics_fp32(), n = rc_side_numerics(&sm, &base, false);
+    ck_assert(n.state_dtype && n.prefix_cache && n.gdn_chunk == 16);
+}
+END_TEST
+
 static Suite *hybrid_suite(void)
 {
     Suite *s = suite_create("hybrid");
@@ -250,6 +286,7 @@ static Suite *hybrid_suite(void)
     tcase_add_test(tc, test_state_dtype);
     tcase_add_test(tc, test_order_and_kinds);
     tcase_add_test(tc, test_refused_without_linear_layers);
+    tcase_add_test(tc, test_side_keys);
     suite_add_tcase(s, tc);
     return s;
 }
