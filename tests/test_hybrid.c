@@ -277,6 +277,20 @@ START_TEST(test_side_keys)
 }
 END_TEST
 
+/* inspect: the linear layers' line and the state cache in the memory line; the CPU-only refusal of the CUDA
+ * backend is the engine's (test_cuda) */
+START_TEST(test_inspect)
+{
+    static char out[16384], err[4096];
+    const int rc = rc_test_run_cli("", "inspect --model data/fixtures/qnext_hybrid --no-speed", out, sizeof out, err,
+                                   sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(out, "linear attn    Gated DeltaNet in 2 of 4 layers: 2 key / 4 value heads of 12 / 20, "
+                              "conv 4; attention output gate"), "%s", out);
+    ck_assert_msg(strstr(out, ", state cache "), "%s", out);
+}
+END_TEST
+
 static Suite *hybrid_suite(void)
 {
     Suite *s = suite_create("hybrid");
@@ -287,6 +301,7 @@ static Suite *hybrid_suite(void)
     tcase_add_test(tc, test_order_and_kinds);
     tcase_add_test(tc, test_refused_without_linear_layers);
     tcase_add_test(tc, test_side_keys);
+    tcase_add_test(tc, test_inspect);
     suite_add_tcase(s, tc);
     return s;
 }
