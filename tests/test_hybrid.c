@@ -7,6 +7,7 @@
  * only; the keys are refused on a model without linear layers; the state
  * cache's size. */
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,54 @@ START_TEST(test_inspect)
 }
 END_TEST
 
+/* trace: a linear layer's in_proj_qkvz (qkv) and mixer output (attn) captured at every position, at their
+ * widths; no rope there */
+START_TEST(test_trace_linear_layer)
+{
+    static char out[1 << 20], err[8192];
+    char dir[] = "/tmp/rc_hybrid_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char args[1024], prompts[600];
+    snprintf(prompts, sizeof prompts, "%s/p.jsonl", dir);
+    FILE *f = fopen(prompts, "w");
+    ck_assert(f != NULL);
+    fprintf(f, "{\"tokens\": [5, 17, 33, 200, 9, 41, 77, 3, 150, 12]}\n");
+    fclose(f);
+    snprintf(args, sizeof args, "run --model data/fixtures/qnext_hybrid --prompts %s --samples 1 --len 6 -q "
+             "--out %s/r.h5 --sampler dtype=bf16 --trainer dtype=bf16", prompts, dir);
+    ck_assert_msg(rc_test_run_cli("", args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    snprintf(args, sizeof args, "trace %s/r.h5 --worst 1 --out none --json", dir);
+    ck_assert_msg(rc_test_run_cli("", args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    ck_assert_msg(root != NULL, "%s", je.text);
+    const json_t *cells = json_object_get(root, "cells");
+    ck_assert(json_is_array(cells));
+    int64_t qkv = 0, attn = 0, rope = 0, pos = 0;
+    for (size_t i = 0; i < json_array_size(cells); i++) {
+        const json_t *c = json_array_get(cells, i);
+        const char *op = json_string_value(json_object_get(c, "op"));
+        const int64_t layer = json_integer_value(json_object_get(c, "layer"));
+        const int64_t count = json_integer_value(json_object_get(c, "count"));
+        if (layer == 0 && !strcmp(op, "norm1"))
+            pos = count / 64; /* hidden 64 */
+        if (layer == 0 && !strcmp(op, "qkv"))
+            qkv = count;
+        if (layer == 0 && !strcmp(op, "attn"))
+            attn = count;
+        if (layer == 0 && !strcmp(op, "rope"))
+            rope = count;
+    }
+    ck_assert_int_eq(pos, 10 + 6 - 1); /* the prompt and the generated tokens but the last */
+    ck_assert_int_eq(qkv, pos * (2 * 2 * 12 + 2 * 4 * 20));
+    ck_assert_int_eq(attn, pos * 4 * 20);
+    ck_assert_int_eq(rope, 0);
+    json_decref(root);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    ck_assert(system(args) == 0);
+}
+END_TEST
+
 static Suite *hybrid_suite(void)
 {
     Suite *s = suite_create("hybrid");
@@ -302,6 +351,7 @@ static Suite *hybrid_suite(void)
     tcase_add_test(tc, test_refused_without_linear_layers);
     tcase_add_test(tc, test_side_keys);
     tcase_add_test(tc, test_inspect);
+    tcase_add_test(tc, test_trace_linear_layer);
     suite_add_tcase(s, tc);
     return s;
 }

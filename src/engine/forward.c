@@ -1154,6 +1154,10 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             }
             if (rc_layer_is_linear(c, l)) { /* Gated DeltaNet: its mixer's output projection into tmp */
                 RC_TRY(gdn_block(e, bd, l, a_in, n, in_blk, in_att, rr.linear));
+                /* the trace: in_proj_qkvz as the layer's qkv, the mixer's output (the gated norm's) as its attn */
+                const int64_t wq = rc_dim_value(c, RC_DIM_LQKVZ), wv = rc_dim_value(c, RC_DIM_LV);
+                CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->gdn_qkvz, wq, wq, rr.linear, NULL);
+                CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->gdn_out, wv, wv, e->num.dt, NULL);
                 CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
                 goto residual;
             }
