@@ -67,7 +67,6 @@ typedef struct {
     rc_dtype deq_dt;        /* fp8: the dequantised values' dtype (the run's) */
 } rc_kv_cache;
 
-
 /* How reductions are ordered (see README "Kernel strategies").
  *  ENGINE:    organised like inference engines: GEMMs with M <= 16 split K in
  *             4 slices, larger M accumulate 8 interleaved partial sums;
