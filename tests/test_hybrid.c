@@ -303,7 +303,7 @@ START_TEST(test_trace_linear_layer)
     snprintf(prompts, sizeof prompts, "%s/p.jsonl", dir);
     FILE *f = fopen(prompts, "w");
     ck_assert(f != NULL);
-    fprintf(f, "{\"tokens\": [5, 17, 33, 200, 9, 41, 77, 3, 150, 12]}\n");
+    fprintf(f, "{\"tokens\": [5, 17, 33, 100, 9, 41, 77, 3, 120, 12]}\n");
     fclose(f);
     snprintf(args, sizeof args, "run --model data/fixtures/qnext_hybrid --prompts %s --samples 1 --len 6 -q "
              "--out %s/r.h5 --sampler dtype=bf16 --trainer dtype=bf16", prompts, dir);
