@@ -40,7 +40,8 @@
     X(deepseek_v3_mla, deepseek_v3, 1)                                                                                 \
     X(deepseek_v3_qproj, deepseek_v3, 0)                                                                               \
     X(glm4_moe, glm4_moe, 1)                                                                                           \
-    X(glm4_moe_air_fused, glm4_moe, 0)
+    X(glm4_moe_air_fused, glm4_moe, 0)                                                                                 \
+    X(qnext_hybrid, qwen3_next, 1)
 
 typedef struct {
     const char *name;       /* data/fixtures/NAME */

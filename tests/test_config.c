@@ -649,6 +649,51 @@ START_TEST(test_glm4_moe)
     EXPECT_REJECT("{" GLM4_MOE_MIN ",'routed_scaling_factor':1e300}", RC_ERR_FORMAT, "routed_scaling_factor");
     EXPECT_REJECT("{" GLM4_MOE_MIN ",'hidden_act':'gelu'}", RC_ERR_UNSUPPORTED, "hidden_act");
     EXPECT_REJECT("{" GLM4_MOE_MIN ",'num_experts_per_tok':200}", RC_ERR_FORMAT, "num_experts_per_tok 200");
+/* Qwen3-Next (Qwen3NextConfig): full_attention_interval or layer_types, the linear layers' sizes, (1 + w)
+ * norms, the attention output gate, partial rotary 0.25 by default, the MoE with its shared expert */
+START_TEST(test_qwen3_next)
+{
+    rc_config c;
+    /* Qwen3-Next-80B-A3B-Instruct's keys (its config.json, without the unused ones) */
+    parse_ok("{'architectures':['Qwen3NextForCausalLM'],'decoder_sparse_step':1,'eos_token_id':151645,"
+             "'full_attention_interval':4,'head_dim':256,'hidden_act':'silu','hidden_size':2048,"
+             "'intermediate_size':5120,'linear_conv_kernel_dim':4,'linear_key_head_dim':128,"
+             "'linear_num_key_heads':16,'linear_num_value_heads':32,'linear_value_head_dim':128,"
+             "'max_position_embeddings':262144,'mlp_only_layers':[],'model_type':'qwen3_next',"
+             "'moe_intermediate_size':512,'norm_topk_prob':true,'num_attention_heads':16,'num_experts':512,"
+             "'num_experts_per_tok':10,'num_hidden_layers':48,'num_key_value_heads':2,'partial_rotary_factor':0.25,"
+             "'rms_norm_eps':1e-06,'rope_theta':10000000,'shared_expert_intermediate_size':512,"
+             "'tie_word_embeddings':false,'vocab_size':151936}", &c);
+    ck_assert_str_eq(c.arch->family, "qwen3_next");
+    ck_assert(c.n_linear == 36 && c.layer_linear[0] && c.layer_linear[2] && !c.layer_linear[3] && !c.layer_linear[47]);
+    ck_assert(c.lin_hk == 16 && c.lin_hv == 32 && c.lin_dk == 128 && c.lin_dv == 128 && c.lin_conv_k == 4);
+    ck_assert(c.rotary_dim == 64 && c.head_dim == 256 && c.n_kv_heads == 2 && c.attn_out_gate);
+    ck_assert(c.norm_w_offset && c.norm_w_f32 && c.qk_norm == RC_QK_NORM_HEAD && c.norm_topk_prob);
+    ck_assert(c.n_experts == 512 && c.top_k == 10 && c.shared_intermediate == 512 && c.moe_intermediate == 512);
+    /* defaults: interval 4, partial 0.25, head_dim 256 */
+    parse_ok("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':6,"
+             "'vocab_size':300,'num_experts':4,'num_experts_per_tok':2}", &c);
+    ck_assert(c.n_linear == 5 && !c.layer_linear[3] && c.rotary_dim == 64 && c.lin_hv == 32);
+    /* layer_types wins */
+    parse_ok("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'vocab_size':300,'num_experts':4,'num_experts_per_tok':2,'full_attention_interval':1,"
+             "'layer_types':['full_attention','linear_attention']}", &c);
+    ck_assert(c.n_linear == 1 && !c.layer_linear[0] && c.layer_linear[1]);
+    EXPECT_REJECT("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300,'layer_types':['full_attention','sliding_attention']}", RC_ERR_UNSUPPORTED,
+                  "sliding_attention");
+    EXPECT_REJECT("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300,'linear_num_key_heads':3,'linear_num_value_heads':4}", RC_ERR_UNSUPPORTED,
+                  "not a multiple of 3 key heads");
+    EXPECT_REJECT("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300,'attention_bias':true}", RC_ERR_UNSUPPORTED, "attention_bias");
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/qnext_hybrid"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.rotary_dim == 6 && m->cfg.n_linear == 2 && m->cfg.lin_dk == 12 && m->cfg.lin_dv == 20);
+    rc_model_free(m);
 }
 END_TEST
 
@@ -1126,6 +1171,7 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_glm4);
     tcase_add_test(ok, test_gpt_oss);
     tcase_add_test(ok, test_glm4_moe);
+    tcase_add_test(ok, test_qwen3_next);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);

@@ -22,6 +22,8 @@ static const char *const k_f32_names[] = {"dtype", "fp32"};                     
 static const char *const k_weights_names[] = {"dtype", "fp8", "as-stored"};           /* rc_wquant */
 static const char *const k_routing_names[] = {"own", "replay"};                       /* route_replay */
 static const char *const k_mla_names[] = {"expanded", "absorbed"};                    /* mla_absorbed */
+static const char *const k_state_names[] = {"fp32", "dtype"};                         /* state_dtype */
+static const char *const k_onoff_names[] = {"off", "on"};                             /* prefix_cache */
 
 typedef enum {
     K_DTYPE,   /* rc_dtype: fp32 / fp16 / bf16 (base/dtype.c's names) */
@@ -140,6 +142,15 @@ static const side_key k_keys[] = {
      * when the forms differ (rollout.c) */
     {"mla", K_BOOL, F(mla_absorbed), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "expanded or absorbed",
      NAMES(k_mla_names), 0, 0, 1, 0, P_NOT_DEFAULT, E_NONE, N(mla_absorbed), NULL, 0},
+    /* hybrid linear attention (docs/linear-attention-cache.md): the recurrent state's precision (vLLM's
+     * mamba_ssm_cache_dtype), the chunked form's chunk (transformers' and FLA's 64), and the sampler's prefix
+     * cache (SGLang: a prompt's state restored from a stored copy in the dtype) */
+    {"state", K_BOOL, F(state_dtype), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_state_names), 0,
+     0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(state_dtype), NULL, 0},
+    {"chunk", K_I64, F(gdn_chunk), S_BOTH, S_BOTH, R_OTHER_SIDE, false, NULL, NULL, 0, 1, 1 << 16,
+     RC_GDN_CHUNK_DEFAULT, RC_GDN_CHUNK_DEFAULT, P_NOT_DEFAULT, E_FIELD, N(gdn_chunk), NULL, 0},
+    {"prefix-cache", K_BOOL, F(prefix_cache), S_SAMPLER, S_SAMPLER, R_OTHER_SIDE, false, "on or off",
+     NAMES(k_onoff_names), 0, 0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(prefix_cache), NULL, 0},
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 #undef F
@@ -500,7 +511,7 @@ rc_numerics rc_side_numerics(const rc_side *sd, const rc_numerics *base, bool tr
         if (k->num_off == NO_NUM)
             continue;
         const size_t sz = k->kind == K_BOOL ? sizeof(bool) : k->kind == K_SCALE ? sizeof(float)
-                        : k->kind == K_UPCAST ? sizeof(unsigned) : sizeof(int);
+                        : k->kind == K_UPCAST ? sizeof(unsigned) : k->kind == K_I64 ? sizeof(int64_t) : sizeof(int);
         memcpy((char *)&n + k->num_off, (const char *)sd + k->off, sz);
     }
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;

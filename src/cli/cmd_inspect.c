@@ -299,6 +299,15 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                    "v_head_dim %lld%s; the sampler absorbed, the trainer expanded by default (mla=)\n",
                    (long long)k->q_lora_rank, (long long)k->kv_lora_rank, (long long)k->qk_nope_dim,
                    (long long)k->qk_rope_dim, (long long)k->v_head_dim, k->rope_interleave ? ", interleaved rope" : "");
+        if (k->n_linear > 0) { /* hybrid linear attention */
+            int64_t n_lin = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_lin += rc_layer_is_linear(k, l);
+            printf("linear attn    Gated DeltaNet in %lld of %lld layers: %lld key / %lld value heads of %lld / %lld, "
+                   "conv %lld%s\n", (long long)n_lin, (long long)k->n_layers, (long long)k->lin_hk,
+                   (long long)k->lin_hv, (long long)k->lin_dk, (long long)k->lin_dv, (long long)k->lin_conv_k,
+                   k->attn_out_gate ? "; attention output gate" : "");
+        }
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
@@ -370,9 +379,12 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
                (long long)io.tokens);
         printf("               weights %.2f GiB (the checkpoint's, read in place or copied at load) + %.2f GiB "
-               "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB\n",
+               "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB",
                (double)model_bytes / gib, (double)em.weights_copy / gib, rc_dtype_str(num.dt), (double)em.kv_cache / gib,
                (double)em.activations / gib);
+        if (em.state_cache > 0) /* a hybrid model's linear layers: conv and recurrent states per sequence */
+            printf(", state cache %.2f GiB", (double)em.state_cache / gib);
+        printf("\n");
         if (!io.no_speed)
             printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "
                    "re-scored tokens on this machine:\n"

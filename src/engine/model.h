@@ -197,6 +197,15 @@ typedef struct {
     bool moe_bias;
     bool moe_topk_softmax;
     double swiglu_alpha, swiglu_limit;
+    /* Hybrid linear attention (Qwen3-Next; gdn.h, docs/linear-attention-cache.md): layer_linear[l] 1 for a
+     * Gated DeltaNet layer (layer_types "linear_attention"), 0 for full attention; n_linear of them */
+    int64_t n_linear;
+    unsigned char layer_linear[RC_LIM_LAYERS];
+    int64_t lin_hk, lin_hv, lin_dk, lin_dv; /* linear_num_key_heads, linear_num_value_heads, head dims */
+    int64_t lin_conv_k;        /* linear_conv_kernel_dim */
+    /* full-attention layers: q_proj also gives a gate per head, the attention output multiplied by its sigmoid
+     * before o_proj (Qwen3NextAttention) */
+    bool attn_out_gate;
     int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
@@ -242,6 +251,13 @@ typedef enum {
     RC_DIM_KVL, /* MLA: kv_lora_rank */
     RC_DIM_KVA, /* MLA: kv_lora_rank + qk_rope_dim (kv_a_proj_with_mqa rows) */
     RC_DIM_KVB, /* MLA: n_heads * (qk_nope_dim + v_head_dim) (kv_b_proj rows) */
+    RC_DIM_LQKVZ, /* Gated DeltaNet in_proj_qkvz rows: 2 lin_hk lin_dk + 2 lin_hv lin_dv */
+    RC_DIM_LBA,   /* in_proj_ba rows: 2 lin_hv */
+    RC_DIM_LCONV, /* the conv's channels: 2 lin_hk lin_dk + lin_hv lin_dv */
+    RC_DIM_LK,    /* lin_conv_k */
+    RC_DIM_LHV,   /* lin_hv */
+    RC_DIM_LDV,   /* lin_dv */
+    RC_DIM_LV,    /* lin_hv * lin_dv (out_proj's input) */
 } rc_dim;
 
 typedef enum {
@@ -269,12 +285,15 @@ typedef enum {
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
     RC_IF_SINKS,          /* cfg->attn_sinks */
     RC_IF_MOE_BIAS,       /* a mixture-of-experts layer && cfg->moe_bias */
-    RC_IF_QKV,            /* !cfg->mla: the fused q/k/v projection */
+    RC_IF_QKV,            /* a full-attention layer && !cfg->mla: the fused q/k/v projection */
     RC_IF_MLA,            /* cfg->mla */
     RC_IF_MLA_BIAS,       /* cfg->mla && cfg->qkv_bias (kv_a_proj_with_mqa's bias) */
     RC_IF_MLA_QLORA,      /* cfg->mla && cfg->q_lora_rank > 0 */
     RC_IF_MLA_QLORA_BIAS, /* cfg->mla && cfg->q_lora_rank > 0 && cfg->qkv_bias (q_a_proj's bias) */
     RC_IF_MLA_QPROJ,      /* cfg->mla && cfg->q_lora_rank == 0 (a plain q_proj) */
+    RC_IF_ATTN,           /* a full-attention layer (every layer but a hybrid model's linear ones) */
+    RC_IF_LINEAR,         /* a Gated DeltaNet layer */
+    RC_IF_ATTN_GATE,      /* a full-attention layer && cfg->attn_out_gate */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -296,7 +315,7 @@ typedef enum {
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
     X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
-    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_QKV, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] (NULL: MLA) */ \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_QKV, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] (NULL: MLA, linear layers) */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
     X(w_mqa, RC_DIM_QL, RC_DIM_H, RC_IF_MLA_QLORA, MAT)      /* MLA [q_lora, hidden] q_a_proj, or NULL */ \
     X(b_mqa, RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA_BIAS, VEC) /* MLA [q_lora] q_a_proj bias, or NULL */ \
@@ -308,7 +327,8 @@ typedef enum {
     X(w_mkvb, RC_DIM_KVB, RC_DIM_KVL, RC_IF_MLA, MAT)        /* MLA [nh * (nope + v), kv_lora] kv_b_proj */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
     X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
-    X(w_o, RC_DIM_H, RC_DIM_O, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] (MLA: n_heads * v_head_dim) */ \
+    X(w_o, RC_DIM_H, RC_DIM_O, RC_IF_ATTN, MAT)              /* [hidden, n_heads * head_dim] (MLA: n_heads * v_head_dim) */ \
+    X(w_q_gate, RC_DIM_Q, RC_DIM_H, RC_IF_ATTN_GATE, MAT)    /* [n_heads * head_dim, hidden] the output gate's rows of q_proj */ \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
     X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
     X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \
@@ -327,7 +347,14 @@ typedef enum {
     X(sinks, RC_DIM_NH, RC_DIM_1, RC_IF_SINKS, VEC)             /* [n_heads] attention sink logits (gpt-oss), or NULL */ \
     X(b_router, RC_DIM_E, RC_DIM_1, RC_IF_MOE_BIAS, VEC)        /* [n_experts] the router's bias, or NULL */ \
     X(b_exp_gu, RC_DIM_E2IM, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * 2 * moe_inter]: expert e's gate bias, then its up bias */ \
-    X(b_exp_down, RC_DIM_EH, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * hidden]: expert e's down_proj bias */
+    X(b_exp_down, RC_DIM_EH, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * hidden]: expert e's down_proj bias */ \
+    X(w_lin_qkvz, RC_DIM_LQKVZ, RC_DIM_H, RC_IF_LINEAR, MAT)  /* Gated DeltaNet in_proj_qkvz (per key head: q, k, v, z) */ \
+    X(w_lin_ba, RC_DIM_LBA, RC_DIM_H, RC_IF_LINEAR, MAT)      /* in_proj_ba (per key head: b, a) */        \
+    X(lin_conv_w, RC_DIM_LCONV, RC_DIM_LK, RC_IF_LINEAR, VEC) /* conv1d.weight [channels, kernel] */        \
+    X(lin_dt_bias, RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, VEC)   /* dt_bias [lin_hv] */                         \
+    X(lin_A_log, RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, VEC)     /* A_log [lin_hv] */                           \
+    X(lin_norm_w, RC_DIM_LDV, RC_DIM_1, RC_IF_LINEAR, VEC)    /* the gated RMSNorm's weight [lin_dv] */      \
+    X(w_lin_out, RC_DIM_H, RC_DIM_LV, RC_IF_LINEAR, MAT)      /* out_proj [hidden, lin_hv * lin_dv] */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -463,7 +490,9 @@ typedef struct {
  * tensor; HALF1: the next entry, the second half of the same tensor; Phi-3's
  * and GLM-4's gate_up_proj: gate rows, then up rows). WHOLE and APPEND are
  * false and true, as the tables write them. */
-typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1 } rc_piece;
+/* MID1: the whole field, from a file tensor of shape [rows, 1, cols] (a
+ * depthwise Conv1d weight, Qwen3-Next's conv1d [channels, 1, kernel]). */
+typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1, RC_PIECE_MID1 } rc_piece;
 
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
@@ -541,6 +570,11 @@ bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
  * family whose transformers class keeps them fp32 (cfg->router_gate_f32:
  * _keep_in_fp32_modules_strict "gate.weight", "e_score_correction_bias") */
 bool rc_layer_weight_keeps_f32(const rc_config *cfg, int id);
+/* layer l is a Gated DeltaNet layer (cfg->layer_linear) */
+static inline bool rc_layer_is_linear(const rc_config *cfg, int64_t l)
+{
+    return cfg->n_linear > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_linear[l];
+}
 
 
 /* Decoder layer l's weights (elements, every field the layer holds: all of a

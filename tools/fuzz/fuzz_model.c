@@ -129,25 +129,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int64_t j = 0; j < m->cfg.rotary_dim / 2; j++)
             acc += m->w.inv_freq[j];
         for (int64_t l = 0; l < m->cfg.n_layers; l++) { /* the first and last element of two weights */
-            const int64_t H = m->cfg.hidden, qkv = (m->cfg.n_heads + 2 * m->cfg.n_kv_heads) * m->cfg.head_dim;
-            if (m->cfg.mla) { /* latent attention: q_b_proj / q_proj and kv_b_proj instead of the fused QKV */
-                const rc_layer_weights *L = &m->w.layers[l];
-                const int64_t nq = rc_dim_value(&m->cfg, RC_DIM_MQ) * rc_dim_value(&m->cfg, RC_DIM_MQIN);
-                const int64_t nkv = rc_dim_value(&m->cfg, RC_DIM_KVB) * m->cfg.kv_lora_rank;
+            const rc_config *c = &m->cfg;
+            const rc_layer_weights *L = &m->w.layers[l];
+            const int64_t H = c->hidden, qkv = (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+            if (rc_layer_is_linear(c, l)) { /* a Gated DeltaNet layer: its in and out projections, its conv */
+                if (!L->w_lin_qkvz.p || !L->w_lin_out.p || !L->lin_conv_w.p || L->w_qkv.p)
+                    abort();
+                acc += rc_wt_at(L->w_lin_qkvz, rc_dim_value(c, RC_DIM_LQKVZ) * H - 1);
+                acc += rc_wt_at(L->w_lin_out, H * rc_dim_value(c, RC_DIM_LV) - 1);
+                acc += rc_wt_at(L->lin_conv_w, rc_dim_value(c, RC_DIM_LCONV) * c->lin_conv_k - 1);
+            } else if (c->mla) { /* latent attention: q_b_proj / q_proj and kv_b_proj instead of the fused QKV */
+                const int64_t nq = rc_dim_value(c, RC_DIM_MQ) * rc_dim_value(c, RC_DIM_MQIN);
+                const int64_t nkv = rc_dim_value(c, RC_DIM_KVB) * c->kv_lora_rank;
                 acc += rc_wt_at(L->w_mq, 0) + rc_wt_at(L->w_mq, nq - 1) + rc_wt_at(L->w_mkvb, nkv - 1);
             } else {
-                acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
+                acc += rc_wt_at(L->w_qkv, 0) + rc_wt_at(L->w_qkv, qkv * H - 1);
             }
-            if (!rc_layer_is_moe(&m->cfg, l)) {
-                acc += rc_wt_at(m->w.layers[l].w_down, 0) +
-                       rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+            if (!rc_layer_is_moe(c, l)) {
+                acc += rc_wt_at(L->w_down, 0) + rc_wt_at(L->w_down, H * c->intermediate - 1);
             } else { /* a MoE layer: the router and every expert's down_proj */
-                const int64_t E = m->cfg.n_experts;
-                acc += rc_wt_at(m->w.layers[l].w_router, 0) + rc_wt_at(m->w.layers[l].w_router, E * H - 1);
-                acc += rc_wt_at(m->w.layers[l].w_exp_down, 0) +
-                       rc_wt_at(m->w.layers[l].w_exp_down, E * H * m->cfg.moe_intermediate - 1);
-                if (m->cfg.router_bias)
-                    acc += rc_wt_at(m->w.layers[l].e_bias, E - 1);
+                const int64_t E = c->n_experts;
+                acc += rc_wt_at(L->w_router, 0) + rc_wt_at(L->w_router, E * H - 1);
+                acc += rc_wt_at(L->w_exp_down, 0) + rc_wt_at(L->w_exp_down, E * H * c->moe_intermediate - 1);
+                if (c->router_bias)
+                    acc += rc_wt_at(L->e_bias, E - 1);
             }
         }
         if (m->cfg.pos == RC_POS_ALIBI) {
