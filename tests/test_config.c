@@ -649,6 +649,9 @@ START_TEST(test_glm4_moe)
     EXPECT_REJECT("{" GLM4_MOE_MIN ",'routed_scaling_factor':1e300}", RC_ERR_FORMAT, "routed_scaling_factor");
     EXPECT_REJECT("{" GLM4_MOE_MIN ",'hidden_act':'gelu'}", RC_ERR_UNSUPPORTED, "hidden_act");
     EXPECT_REJECT("{" GLM4_MOE_MIN ",'num_experts_per_tok':200}", RC_ERR_FORMAT, "num_experts_per_tok 200");
+}
+END_TEST
+
 /* Qwen3-Next (Qwen3NextConfig): full_attention_interval or layer_types, the linear layers' sizes, (1 + w)
  * norms, the attention output gate, partial rotary 0.25 by default, the MoE with its shared expert */
 START_TEST(test_qwen3_next)
