@@ -349,7 +349,8 @@ START_TEST(test_family_forward_defaults)
 END_TEST
 
 /* DeepSeek-V3: latent attention's keys and what follows from them; the MoE
- * keys range-checked; a config with MoE layers refused (not loaded yet). */
+ * keys (the grouped sigmoid router) range-checked; MoE layers from
+ * first_k_dense_replace on. */
 #define DSV3_BASE                                                                                                   \
     "{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"                         \
     "'num_attention_heads':5,'intermediate_size':56,'kv_lora_rank':40,'qk_nope_head_dim':16,"                     \
@@ -386,16 +387,38 @@ START_TEST(test_deepseek_v3_config)
     ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
     const int64_t layer2 = 2 * 80 + 5 * 24 * 80 + 48 * 80 + 48 + 40 + 5 * 28 * 40 + 80 * 60 + 80 + 3 * 56 * 80;
     ck_assert_int_eq(n, 2 * 128 * 80 + 80 + 2 * layer2);
-    /* MoE layers: refused in one line, exit code 5 */
-    EXPECT_REJECT("{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"
-                  "'num_attention_heads':5,'intermediate_size':56,'first_k_dense_replace':1}",
-                  RC_ERR_UNSUPPORTED, "mixture-of-experts layers", "MoE layers of deepseek_v3 are not loaded yet");
-    EXPECT_REJECT(DSV3_BASE ",'n_group':3}", RC_ERR_FORMAT, "not a multiple of n_group");
+    /* MoE layers (first_k_dense_replace 1 of 2): the grouped sigmoid router with DeepseekV3Config's defaults */
+    parse_ok("{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"
+             "'num_attention_heads':5,'intermediate_size':56,'first_k_dense_replace':1}",
+             &c);
+    ck_assert_int_eq(c.n_experts, 256);
+    ck_assert_int_eq(c.top_k, 8);
+    ck_assert_int_eq(c.moe_intermediate, 2048);
+    ck_assert_int_eq(c.n_group, 8);
+    ck_assert_int_eq(c.topk_group, 4);
+    ck_assert_int_eq(c.shared_intermediate, 2048);
+    ck_assert(c.router == RC_ROUTER_SIGMOID_GROUPED && c.router_gate_f32 && c.router_bias && c.moe_weights_f32 &&
+              c.shared_ungated && c.norm_topk_prob && c.routed_scale == 2.5);
+    ck_assert(!rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1));
+    parse_ok(DSV3_BASE ",'first_k_dense_replace':0,'n_shared_experts':2,'moe_intermediate_size':12,"
+             "'routed_scaling_factor':1.5,'norm_topk_prob':false,'moe_layer_freq':1}",
+             &c);
+    ck_assert(c.n_experts == 8 && c.top_k == 2 && c.n_group == 2 && c.topk_group == 1);
+    ck_assert(c.shared_intermediate == 24 && c.routed_scale == 1.5 && !c.norm_topk_prob);
+    ck_assert(rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1));
+    EXPECT_REJECT(DSV3_BASE ",'n_group':3}", RC_ERR_FORMAT, "do not make n_group 3 groups");
     EXPECT_REJECT(DSV3_BASE ",'topk_group':3}", RC_ERR_FORMAT, "topk_group 3 exceeds n_group 2");
     EXPECT_REJECT(DSV3_BASE ",'num_experts_per_tok':5}", RC_ERR_FORMAT, "num_experts_per_tok 5 exceeds");
     EXPECT_REJECT(DSV3_BASE ",'routed_scaling_factor':0}", RC_ERR_FORMAT, "routed_scaling_factor");
     EXPECT_REJECT(DSV3_BASE ",'scoring_func':'softmax'}", RC_ERR_UNSUPPORTED, "scoring_func \"softmax\"");
     EXPECT_REJECT(DSV3_BASE ",'topk_method':'greedy'}", RC_ERR_UNSUPPORTED, "topk_method \"greedy\"");
+    /* the same refusals on a config with MoE layers (DeepSeek-V2's softmax / greedy router is another model) */
+    EXPECT_REJECT(DSV3_BASE ",'first_k_dense_replace':1,'scoring_func':'softmax'}", RC_ERR_UNSUPPORTED,
+                  "scoring_func \"softmax\"", "supported: sigmoid");
+    EXPECT_REJECT(DSV3_BASE ",'first_k_dense_replace':1,'topk_method':'group_limited_greedy'}", RC_ERR_UNSUPPORTED,
+                  "topk_method \"group_limited_greedy\"", "supported: noaux_tc");
+    EXPECT_REJECT(DSV3_BASE ",'first_k_dense_replace':1,'moe_layer_freq':2}", RC_ERR_UNSUPPORTED,
+                  "moe_layer_freq 2");
     EXPECT_REJECT(DSV3_BASE ",'v_head_dim':32}", RC_ERR_UNSUPPORTED, "v_head_dim 32 is wider");
     EXPECT_REJECT(DSV3_BASE ",'num_key_value_heads':1}", RC_ERR_FORMAT, "num_key_value_heads 1 differs");
     EXPECT_REJECT(DSV3_BASE ",'qk_rope_head_dim':7}", RC_ERR_FORMAT, "qk_rope_head_dim 7 is odd");
