@@ -150,6 +150,17 @@ rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, c
     return RC_OK;
 }
 
+const rc_expert_spec rc_grouped_moe_experts = {
+    .router = "mlp.gate.weight",
+    .router_fused = "mlp.gate.weight",
+    .per_expert = "mlp.experts.",
+    .gate = "gate_proj.weight",
+    .up = "up_proj.weight",
+    .down = "down_proj.weight",
+    .fused_gate_up = "mlp.experts.gate_up_proj",
+    .fused_down = "mlp.experts.down_proj",
+};
+
 rc_status rc_grouped_moe_parse(const json_t *root, const char *path, rc_config *cfg, const rc_grouped_moe_defaults *d)
 {
     int64_t n_shared, first_dense;

@@ -85,7 +85,7 @@ rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, c
         {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, COND, false, NULL}
 
 /* The DeepSeek-V3-style MoE that GLM-4.5 shares (models/glm4_moe.c; the
- * deepseek_v3 family can call it the same way): the grouped sigmoid router
+ * deepseek_v3 family, models/deepseek_v3.c, calls it the same way): the grouped sigmoid router
  * (rc_router_kind RC_ROUTER_SIGMOID_GROUPED, its gate and
  * e_score_correction_bias kept fp32, the weights fp32), shared experts
  * without a gate, and dense first layers. Reads, with the defaults given:
@@ -104,6 +104,24 @@ typedef struct {
     bool norm_topk_prob;
 } rc_grouped_moe_defaults;
 rc_status rc_grouped_moe_parse(const json_t *root, const char *path, rc_config *cfg, const rc_grouped_moe_defaults *d);
+
+/* The grouped MoE's tensors as transformers' Glm4MoeMoE and DeepseekV3MoE
+ * name them (after "model.layers.{i}."): mlp.gate.e_score_correction_bias
+ * [E] and the shared experts mlp.shared_experts.{gate,up,down}_proj.weight
+ * [n_shared x Im, H] / [H, n_shared x Im] (rows for the layer table); the
+ * router mlp.gate.weight [E, H] and the experts, per expert
+ * mlp.experts.{e}.{gate,up,down}_proj.weight or fused as v5 saves them
+ * (mlp.experts.gate_up_proj [E, 2 Im, H], mlp.experts.down_proj [E, H, Im]),
+ * through rc_grouped_moe_experts (the family's rc_arch.experts). */
+#define RC_GROUPED_MOE_TENSORS                                                                                    \
+    {RC_LW_e_bias, "mlp.gate.e_score_correction_bias", RC_DIM_E, RC_DIM_1, RC_IF_ROUTER_BIAS, false, NULL},       \
+        {RC_LW_w_sh_gate, "mlp.shared_experts.gate_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,  \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_up, "mlp.shared_experts.up_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,      \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_down, "mlp.shared_experts.down_proj.weight", RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, false,  \
+         NULL}
+extern const rc_expert_spec rc_grouped_moe_experts;
 
 /* OLMo 2's keys and tensors (models/olmo2.c), which OLMo 3 shares */
 rc_status rc_olmo2_parse_common(const json_t *root, const char *path, rc_config *cfg);

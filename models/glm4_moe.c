@@ -105,22 +105,8 @@ static const rc_tensor_spec k_layer_tensors[] = {
     {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_Q, RC_ALWAYS, false, NULL},
     RC_LLAMA_QK_NORM_TENSORS,
     RC_LLAMA_MLP_TENSORS(RC_IF_DENSE),
-    {RC_LW_e_bias, "mlp.gate.e_score_correction_bias", RC_DIM_E, RC_DIM_1, RC_IF_ROUTER_BIAS, false, NULL},
-    {RC_LW_w_sh_gate, "mlp.shared_experts.gate_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false, NULL},
-    {RC_LW_w_sh_up, "mlp.shared_experts.up_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false, NULL},
-    {RC_LW_w_sh_down, "mlp.shared_experts.down_proj.weight", RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, false, NULL},
+    RC_GROUPED_MOE_TENSORS,
     {0, NULL, 0, 0, 0, false, NULL},
-};
-
-static const rc_expert_spec k_experts = {
-    .router = "mlp.gate.weight",
-    .router_fused = "mlp.gate.weight",
-    .per_expert = "mlp.experts.",
-    .gate = "gate_proj.weight",
-    .up = "up_proj.weight",
-    .down = "down_proj.weight",
-    .fused_gate_up = "mlp.experts.gate_up_proj",
-    .fused_down = "mlp.experts.down_proj",
 };
 
 const rc_arch rc_arch_glm4_moe = {
@@ -139,5 +125,5 @@ const rc_arch rc_arch_glm4_moe = {
     .model_tensors = k_model_tensors,
     .layer_tensors = k_layer_tensors,
     .parse_config = glm4_moe_parse,
-    .experts = &k_experts,
+    .experts = &rc_grouped_moe_experts,
 };

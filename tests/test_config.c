@@ -585,8 +585,8 @@ END_TEST
 START_TEST(test_glm4_moe)
 {
     rc_config c;
-    /* GLM-4.5's config keys and sizes, but 8 layers, not its 92 (355B weights: rc_config_finish refuses a model
-     * whose fp32 weights would pass RC_MAX_ALLOC, whatever --layers reads later) */
+    /* GLM-4.5's config keys and sizes, but 8 layers, not its 92 (355B weights: the loader refuses a model whose
+     * fp32 weights would pass RC_MAX_ALLOC unless --layers N keeps fewer; test_weights_too_large_by_biases) */
     parse_ok("{'architectures':['Glm4MoeForCausalLM'],'attention_bias':true,'attention_dropout':0.0,"
              "'pad_token_id':151329,'eos_token_id':[151329,151336,151338],'head_dim':128,'hidden_act':'silu',"
              "'hidden_size':5120,'partial_rotary_factor':0.5,'initializer_range':0.02,'intermediate_size':12288,"

@@ -370,15 +370,18 @@ START_TEST(test_mla_twin)
 }
 END_TEST
 
-/* GLM-4.5's router kept fp32 in bf16 and fp16 (_i: bf16 or fp16): the GPU engine uploads the router weight
- * and e_score_correction_bias unrounded (not rounded to the dtype with the rest), so its full forward with
+/* The grouped sigmoid router kept fp32 in bf16 and fp16 (_i: fixture _i / 2, GLM-4.5's or DeepSeek-V3's with
+ * latent attention; dtype bf16 or fp16 by _i % 2): the GPU engine uploads the router weight and
+ * e_score_correction_bias unrounded (not rounded to the dtype with the rest), so its full forward with
  * invariant kernels equals the CPU's bit for bit in the host build (on a GPU bounded by twin_bound, to be
  * measured), and the cached decode equals the full forward */
 START_TEST(test_glm4_moe_half_twin)
 {
-    const rc_dtype dt = _i ? RC_F16 : RC_BF16;
+    static const char *const k_names[] = {"glm4_moe", "deepseek_v3_moe"};
+    const char *name = k_names[_i / 2];
+    const rc_dtype dt = _i % 2 ? RC_F16 : RC_BF16;
     char dir[4096];
-    rc_test_source_path(dir, sizeof dir, "data/fixtures/glm4_moe");
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
     ck_assert(m->cfg.router_gate_f32);
@@ -388,10 +391,10 @@ START_TEST(test_glm4_moe_half_twin)
     twin_result r = twin_runs(m, &num);
     const char *why;
     const double bound = twin_bound(m, &num, &why);
-    printf("%-10s %-14s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+    printf("%-10s %-15s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
            "full forward %lld of %lld bitwise equal\n",
-           TEST_NAME, "glm4_moe", dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
-    ck_assert_msg(r.dcpu <= bound, "glm4_moe %s: vs CPU differs by %g > %g", dt_name(dt), r.dcpu, bound);
+           TEST_NAME, name, dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s %s: vs CPU differs by %g > %g", name, dt_name(dt), r.dcpu, bound);
     ck_assert_int_eq(r.same, 12 * V);
     twin_free(&r);
     rc_model_free(m);
@@ -669,6 +672,6 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_autocast_twin, 0, 4);
     tcase_add_loop_test(tc, test_gemma_half_twin, 0, 4);
     tcase_add_loop_test(tc, test_mla_twin, 0, 4);
-    tcase_add_loop_test(tc, test_glm4_moe_half_twin, 0, 2);
+    tcase_add_loop_test(tc, test_glm4_moe_half_twin, 0, 4);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
 }

@@ -53,7 +53,8 @@ static const char *fx_name(int i) { return rc_fixture_models[i].name; }
  * OpenBLAS full forward (1.523e-6) and every cached path are within it. */
 static bool fp64_bound(const char *name)
 {
-    static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "gemma2_softcap", "gemma3_local", "glm4_moe"};
+    static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "gemma2_softcap", "gemma3_local",
+                                    "glm4_moe", "deepseek_v3_moe"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;

@@ -889,6 +889,16 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     }
     if (n_layers > 0)
         m->cfg.n_layers = n_layers;
+    /* the allocation limit on the weights this load keeps (fp32: the widest
+     * the engine holds them), before a weight file is opened */
+    int64_t n_keep;
+    if (rc_weights_numel(&m->cfg, &n_keep) != RC_OK || n_keep > RC_MAX_ALLOC / (int64_t)sizeof(float)) {
+        rc_clear_error();
+        s = rc_errorf(RC_ERR_FORMAT, "%s/config.json: model sizes are too large (the weights of %lld layers would "
+                      "exceed %lld bytes as fp32%s)", dir, (long long)m->cfg.n_layers, (long long)RC_MAX_ALLOC,
+                      n_layers > 0 ? "" : "; --layers N loads the first N layers only");
+        goto fail;
+    }
     s = rc_st_open_dir(dir, &st);
     if (s != RC_OK)
         goto fail;
