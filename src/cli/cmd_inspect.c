@@ -189,6 +189,15 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         rc_model_free(m);
         return fail(st);
     }
+    /* the same run with --backend cuda: everything the engine holds is in one GPU's memory (the model's
+     * weights copied at the dtype's width, the KV cache, the activations); the backend's workspaces and
+     * cuBLAS's come on top (docs/gpu.md) */
+    rc_engine_mem dm;
+    st = rc_engine_mem_estimate(m, &num, false, RC_KERNELS_ENGINE, slots, io.tokens, rows, &dm);
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
     const int64_t model_bytes = m->arena_bytes + em.weights_in_place;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (json) {
@@ -214,6 +223,9 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs, (long long)io.tokens,
                (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
                (long long)(model_bytes + em.total));
+        printf(", \"device_memory\": {\"gpus\": 1, \"per_gpu_bytes\": %lld, \"weights_bytes\": %lld, "
+               "\"kv_cache_bytes\": %lld, \"activation_bytes\": %lld}",
+               (long long)dm.total, (long long)dm.weights_copy, (long long)dm.kv_cache, (long long)dm.activations);
         if (!io.no_speed)
             printf(", \"speed\": {\"gemm_gflop_per_token\": %.6g, \"decode_m\": %lld, \"decode_gflops\": %.4g, "
                    "\"forward_m\": %lld, \"forward_gflops\": %.4g, \"decode_s_per_1k_tokens\": %.4g, "
@@ -385,6 +397,10 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         if (em.state_cache > 0) /* a hybrid model's linear layers: conv and recurrent states per sequence */
             printf(", state cache %.2f GiB", (double)em.state_cache / gib);
         printf("\n");
+        printf("GPU memory     %.2f GiB on one GPU with --backend cuda: weights %.2f GiB, KV cache %.2f GiB, "
+               "activations %.2f GiB (the backend's workspaces come on top)\n",
+               (double)dm.total / gib, (double)dm.weights_copy / gib, (double)dm.kv_cache / gib,
+               (double)dm.activations / gib);
         if (!io.no_speed)
             printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "
                    "re-scored tokens on this machine:\n"

@@ -290,7 +290,9 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
  * they need no rounding (stored in the run's dtype, or any dtype in an fp32
  * run), else copied at the run dtype's width; vectors (VEC) and the BLAS
  * strategy's weights (sgemm reads fp32) are fp32 arrays. A GPU backend gets
- * fp32 copies of everything (rounded in one upload). */
+ * copies of everything (one upload): a GEMM weight at the run dtype's width
+ * when that is bf16 / fp16 (its kernels widen it in registers), fp32 else and
+ * for vectors. */
 typedef struct {
     bool copy;
     rc_dtype store;
@@ -300,7 +302,7 @@ static weight_plan plan_weight(rc_weight_kind kind, rc_dtype src_dt, rc_dtype ro
 {
     const bool exact = round_dt == RC_F32 || src_dt == round_dt; /* the values need no rounding */
     if (!host)
-        return (weight_plan){true, RC_F32};
+        return (weight_plan){true, kind == RC_WK_MAT && (round_dt == RC_BF16 || round_dt == RC_F16) ? round_dt : RC_F32};
     if (kind == RC_WK_VEC || k == RC_KERNELS_BLAS)
         return (weight_plan){!(exact && src_dt == RC_F32), RC_F32};
     return exact ? (weight_plan){false, src_dt} : (weight_plan){true, round_dt};
@@ -366,10 +368,9 @@ static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool
     if (x->host) { /* rounded now, stored at its width */
         rc_wt_convert(src, 0, n, round_dt, pl.store, x->arena + off);
         *dst = (rc_wt){x->arena + off, pl.store, false};
-    } else { /* staged as fp32 values rounded as this weight's rule says (the upload rounds a pure model's
-              * again, which changes nothing and tells the GPU backend their dtype) */
-        rc_wt_convert(src, 0, n, round_dt, RC_F32, x->arena + off);
-        *dst = (rc_wt){x->dev + off / 4, RC_F32, false};
+    } else { /* staged rounded as this weight's rule says, stored as the plan says, uploaded as bytes */
+        rc_wt_convert(src, 0, n, round_dt, pl.store, x->arena + off);
+        *dst = (rc_wt){(unsigned char *)x->dev + off, pl.store, false};
     }
     if (plus_one) {
         float *f = (float *)(x->arena + off);
@@ -485,17 +486,18 @@ static rounding rounding_rules(const rc_numerics *n)
 /* The KV cache's dtype: the run's dtype on the CPU when the rounding rules
  * make every cached key and value a value of it (K is RoPE's output or the
  * QKV GEMM's, V the GEMM's; an fp8 cache's dequantised values are too);
- * fp32 otherwise (--upcast rope keeps K fp32) and on a GPU. (The CPU
+ * fp32 otherwise (--upcast rope keeps K fp32). The same on a GPU, whose
+ * attention widens the keys and values it reads as the CPU's does. (The CPU
  * attention checks each stored value.) */
 static rc_dtype engine_kv_dt(const rc_config *c, const rc_numerics *num, bool host)
 {
+    (void)host;
     const rounding rr = rounding_rules(num);
     /* the absorbed latent cache holds kv_a_layernorm's output */
     const bool norm_ok = !(c->mla && num->mla_absorbed) || rr.norm == num->dt;
     /* a q / k norm's output in the dims RoPE leaves alone (partial rotary) keeps the norm's rounding */
     const bool normed = c->qk_norm != RC_QK_NORM_NONE && c->rotary_dim < c->head_dim && rr.norm != num->dt;
-    return host && num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok && !normed ? num->dt
-                                                                                                  : RC_F32;
+    return num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok && !normed ? num->dt : RC_F32;
 }
 
 static int64_t engine_kv_size(const rc_config *c, const rc_numerics *num, bool host)
@@ -515,53 +517,6 @@ static bool lm_head_own_copy(const rc_model *m, const rc_numerics *num, bool hos
 static bool autocast_tied_head(const rc_numerics *num)
 {
     return num->mode == RC_PREC_AUTOCAST && !(num->upcast & RC_UPCAST_LM_HEAD);
-}
-
-/* A GPU engine's (1 + w) norm weights (norm_w_offset), uploaded from the fp32
- * staging copy (staged: the arena's image) without the dtype's rounding that
- * the one upload of every weight applies */
-static rc_status upload_plus_one(rc_engine *e, const float *staged)
-{
-    const rc_config *c = &e->model->cfg;
-    rc_backend *be = e->be;
-    const float *base = e->w_arena;
-    rc_status s = RC_OK;
-    if (e->w.lnf_w.p)
-        s = be->ops->upload(be, staged + ((const float *)e->w.lnf_w.p - base), c->hidden, RC_F32,
-                            (float *)e->w.lnf_w.p);
-    for (int64_t l = 0; l < c->n_layers && s == RC_OK; l++) {
-#define PLUS_ONE_UP_(f, rows, cols, present, kind)                                                               \
-    if (s == RC_OK && norm_weight_layer(RC_LW_##f) && e->w.layers[l].f.p) {                                     \
-        const float *dst_ = (const float *)e->w.layers[l].f.p;                                                    \
-        s = be->ops->upload(be, staged + (dst_ - base), rc_dim_value(c, rows) * rc_dim_value(c, cols), RC_F32,   \
-                            (float *)dst_);                                                                       \
-    }
-        RC_LAYER_WEIGHT_FIELDS(PLUS_ONE_UP_)
-#undef PLUS_ONE_UP_
-    }
-    return s;
-}
-
-/* A GPU engine's weights that keep their stored values in every run
- * (rc_layer_weight_keeps_f32: a router kept fp32, its selection bias),
- * uploaded again from the fp32 staging copy without the dtype's rounding */
-static rc_status upload_keep_f32(rc_engine *e, const float *staged)
-{
-    const rc_config *c = &e->model->cfg;
-    rc_backend *be = e->be;
-    const float *base = e->w_arena;
-    rc_status s = RC_OK;
-    for (int64_t l = 0; l < c->n_layers && s == RC_OK; l++) {
-#define KEEP32_UP_(f, rows, cols, present, kind)                                                                 \
-    if (s == RC_OK && rc_layer_weight_keeps_f32(c, RC_LW_##f) && e->w.layers[l].f.p) {                          \
-        const float *dst_ = (const float *)e->w.layers[l].f.p;                                                    \
-        s = be->ops->upload(be, staged + (dst_ - base), rc_dim_value(c, rows) * rc_dim_value(c, cols), RC_F32,   \
-                            (float *)dst_);                                                                       \
-    }
-        RC_LAYER_WEIGHT_FIELDS(KEEP32_UP_)
-#undef KEEP32_UP_
-    }
-    return s;
 }
 
 static rc_status engine_weights(rc_engine *e)
@@ -588,7 +543,7 @@ static rc_status engine_weights(rc_engine *e)
         if (host) {
             x.arena = (unsigned char *)e->w_arena;
         } else {
-            RC_TRY(rc_alloc_aligned((void **)&x.arena, total, 1, "weight staging"));
+            RC_TRY(rc_alloc_aligned((void **)&x.arena, (total + 3) / 4 * 4, 1, "weight staging"));
             x.dev = e->w_arena;
         }
     }
@@ -596,15 +551,10 @@ static rc_status engine_weights(rc_engine *e)
     x.fill = true;
     place_all(&x, &e->w);
     rc_status s = RC_OK;
-    if (!host) { /* weights rounded to the dtype once, in one upload (a GPU backend then knows their dtype;
-                  * under autocast the arena mixes fp32 and rounded values: uploaded as they are) */
+    if (!host) { /* the staged image (each weight rounded by its rule, GEMM weights at the dtype's width,
+                  * Gemma's fp32(1 + w)) in one upload of its bytes, nothing rounded again */
         if (total > 0)
-            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4,
-                                x.autocast ? RC_F32 : e->num.dt, e->w_arena);
-        if (s == RC_OK && c->norm_w_offset && total > 0) /* fp32(1 + w) is no value of the dtype: again, unrounded */
-            s = upload_plus_one(e, (const float *)x.arena);
-        if (s == RC_OK && c->router_gate_f32 && total > 0)
-            s = upload_keep_f32(e, (const float *)x.arena);
+            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4, RC_F32, e->w_arena);
         free(x.arena);
         RC_TRY(s);
     }

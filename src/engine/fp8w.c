@@ -438,9 +438,20 @@ static rc_status read_weight(rc_backend *be, const rc_wt *W, int64_t n, float *o
         rc_wt_convert(*W, 0, n, RC_F32, RC_F32, out);
         return RC_OK;
     }
-    if (W->dt != RC_F32)
+    if (W->dt == RC_F32)
+        return be->ops->download(be, (const float *)W->p, n, out);
+    if (W->dt != RC_BF16 && W->dt != RC_F16)
         return rc_errorf(RC_ERR_INTERNAL, "fp8 weights: a device weight of %s", rc_dtype_name(W->dt));
-    return be->ops->download(be, (const float *)W->p, n, out);
+    /* a 2-byte weight (forward.c plan_weight): its bits into the front of out, widened in place from the
+     * back (element i's 4 bytes cover bits 2i and 2i + 1, read already) */
+    RC_TRY(be->ops->download(be, (const float *)W->p, (n + 1) / 2, out));
+    unsigned char *b = (unsigned char *)out;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, 2);
+        out[i] = W->dt == RC_BF16 ? rc_bf16_to_f32(h) : rc_f16_to_f32(h);
+    }
+    return RC_OK;
 }
 
 rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
