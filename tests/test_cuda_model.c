@@ -54,7 +54,7 @@ START_TEST(test_fixture_vs_hf)
     float *fwd32 = malloc(sizeof(float) * B * T * V);
     ck_assert(rc_st_read_i32(ref, "tokens", 2, (int64_t[]){B, T}, tokens) == RC_OK);
     ck_assert(rc_st_read_i32(ref, "lengths", 1, (int64_t[]){B}, lengths) == RC_OK);
-    ck_assert(rc_st_read_f32(ref, "forward_logprobs_f32", 3, (int64_t[]){B, T, V}, fwd32) == RC_OK);
+    rc_test_read_rows(ref, "forward_logprobs_f32", lengths, B, T, V, false, fwd32);
     int64_t lens[64], total = 0;
     for (int64_t b = 0; b < B; b++)
         total += lens[b] = lengths[b];

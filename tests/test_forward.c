@@ -144,8 +144,8 @@ static void load_fixture(const char *name, fixture *f)
     void *ptr;
     ptr = f->tokens;  RD(rc_st_read_i32, "tokens", 2, B, T);
     ptr = f->lengths; RD(rc_st_read_i32, "lengths", 1, B);
-    ptr = f->fwd32;   RD(rc_st_read_f32, "forward_logprobs_f32", 3, B, T, V);
-    ptr = f->fwd64;   RD(rc_st_read_f64, "forward_logprobs_f64", 3, B, T, V);
+    rc_test_read_rows(f->ref, "forward_logprobs_f32", f->lengths, B, T, V, false, f->fwd32);
+    rc_test_read_rows(f->ref, "forward_logprobs_f64", f->lengths, B, T, V, true, f->fwd64);
     ptr = f->gprompt; RD(rc_st_read_i32, "gen_prompts", 2, B, P);
     ptr = f->gplen;   RD(rc_st_read_i32, "gen_prompt_lengths", 1, B);
     ptr = f->gtok32;  RD(rc_st_read_i32, "gen_tokens_f32", 2, B, N);

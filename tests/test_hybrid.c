@@ -59,7 +59,7 @@ static void load(const char *name, fixture *f)
     RD(rc_st_read_i32, "gen_prompts", 2, f->gprompt, B, P);
     RD(rc_st_read_i32, "gen_prompt_lengths", 1, f->gplen, B);
     RD(rc_st_read_i32, "gen_tokens_f64", 2, f->gtok64, B, N);
-    RD(rc_st_read_f64, "forward_logprobs_f64", 3, f->fwd64, B, T, V);
+    rc_test_read_rows(f->ref, "forward_logprobs_f64", f->lengths, B, T, V, true, f->fwd64);
     RD(rc_st_read_f64, "gen_logprobs_f64", 3, f->glp64, B, N, V);
 #undef RD
 }
