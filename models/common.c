@@ -197,3 +197,23 @@ rc_status rc_grouped_moe_parse(const json_t *root, const char *path, rc_config *
         cfg->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
     return RC_OK;
 }
+
+/* mlp_only_layers: a list of layer indices, as a bit set */
+rc_status rc_parse_mlp_only(const json_t *root, const char *path, rc_config *cfg)
+{
+    memset(cfg->mlp_only, 0, sizeof cfg->mlp_only);
+    const json_t *mo = json_object_get(root, "mlp_only_layers");
+    if (!mo || json_is_null(mo))
+        return RC_OK;
+    if (!json_is_array(mo))
+        return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers is not a list", path);
+    for (size_t i = 0; i < json_array_size(mo); i++) {
+        const json_t *v = json_array_get(mo, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= cfg->n_layers)
+            return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers[%zu] is not a layer index in [0, %lld)", path, i,
+                             (long long)cfg->n_layers);
+        const int64_t l = (int64_t)json_integer_value(v);
+        cfg->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    return RC_OK;
+}

@@ -84,6 +84,10 @@ rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, c
         {RC_LW_w_up, "mlp.up_proj.weight", RC_DIM_I, RC_DIM_H, COND, false, NULL},                                \
         {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, COND, false, NULL}
 
+/* mlp_only_layers (Qwen2-MoE, Qwen3-MoE, Qwen3-Next): a list of layer indices into cfg->mlp_only, a bit set;
+ * absent or null: none */
+rc_status rc_parse_mlp_only(const json_t *root, const char *path, rc_config *cfg);
+
 /* The DeepSeek-V3-style MoE that GLM-4.5 shares (models/glm4_moe.c; the
  * deepseek_v3 family, models/deepseek_v3.c, calls it the same way): the grouped sigmoid router
  * (rc_router_kind RC_ROUTER_SIGMOID_GROUPED, its gate and

@@ -58,26 +58,6 @@ static rc_status q_gate_split(const rc_config *cfg, void *data, int elem_size, i
     return RC_OK;
 }
 
-/* mlp_only_layers as a bit set */
-static rc_status parse_mlp_only(const json_t *root, const char *path, rc_config *cfg)
-{
-    memset(cfg->mlp_only, 0, sizeof cfg->mlp_only);
-    const json_t *mo = json_object_get(root, "mlp_only_layers");
-    if (!mo || json_is_null(mo))
-        return RC_OK;
-    if (!json_is_array(mo))
-        return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers is not a list", path);
-    for (size_t i = 0; i < json_array_size(mo); i++) {
-        const json_t *v = json_array_get(mo, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= cfg->n_layers)
-            return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers[%zu] is not a layer index in [0, %lld)", path, i,
-                             (long long)cfg->n_layers);
-        const int64_t l = (int64_t)json_integer_value(v);
-        cfg->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
-    }
-    return RC_OK;
-}
-
 /* layer_types (linear_attention / full_attention), else full_attention_interval */
 static rc_status parse_layer_kinds(const json_t *root, const char *path, rc_config *cfg)
 {
@@ -134,7 +114,7 @@ static rc_status qwen3_next_parse(const json_t *root, const char *path, rc_confi
     if (cfg->top_k > cfg->n_experts)
         return rc_errorf(RC_ERR_FORMAT, "%s: num_experts_per_tok %lld exceeds the %lld experts", path,
                          (long long)cfg->top_k, (long long)cfg->n_experts);
-    RC_TRY(parse_mlp_only(root, path, cfg));
+    RC_TRY(rc_parse_mlp_only(root, path, cfg));
     RC_TRY(parse_layer_kinds(root, path, cfg));
     const rc_gdn_dims gd = {cfg->lin_hk, cfg->lin_hv, cfg->lin_dk, cfg->lin_dv};
     rc_status s = rc_gdn_dims_check(&gd);
