@@ -23,7 +23,22 @@
  * Tensors (after "model.layers.{i}."): input_layernorm, post_attention_layernorm; a linear layer's
  *   linear_attn.{in_proj_qkvz, in_proj_ba, out_proj}.weight, linear_attn.conv1d.weight [C, 1, K],
  *   linear_attn.dt_bias, linear_attn.A_log, linear_attn.norm.weight; a full layer's self_attn.{q,k,v,o}_proj,
- *   q_norm, k_norm; the MoE's mlp.gate, experts (per expert or fused), shared_expert, shared_expert_gate. */
+ *   q_norm, k_norm; the MoE's mlp.gate, experts (per expert or fused), shared_expert, shared_expert_gate.
+ *
+ * Qwen3.5 (models/qwen3_5/modeling_qwen3_5.py, models/qwen3_5_moe/modeling_qwen3_5_moe.py): the same layers,
+ * one row of k_variants each (docs/numerics.md "Qwen3.5"):
+ *  - qwen3_5_moe_text: the Gated DeltaNet's projections stored apart, in_proj_qkv [q; k; v] (the conv's
+ *    channel order), in_proj_z, in_proj_b, in_proj_a, read into Qwen3-Next's fused per-key-head layout
+ *    (qkvz_fuse, ba_fuse: the same GEMM rows reordered); every layer the sparse MoE block, its router
+ *    always renormalising the top-k (no norm_topk_prob, decoder_sparse_step, mlp_only_layers: transformers
+ *    deletes them from the config); defaults 256 experts, top-8;
+ *  - qwen3_5_text: the same layers with the dense SiLU MLP in every layer (intermediate_size, default 12288;
+ *    num_key_value_heads default 4), no MoE keys;
+ *  - both: the text rotary embedding is M-RoPE (rope_parameters.mrope_section, interleaved) over three
+ *    position rows; on text-only input the three rows are the same position and it is ordinary RoPE over
+ *    the rotary dims (bit for bit, tools/fixtures/make_q35_fixtures.py checks it), which is what runs here;
+ *    mrope_section, when given, must be a list of three non-negative integers (transformers indexes it),
+ *    mrope_interleaved is not read (the class interleaves whatever it says). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +49,87 @@
 #include "util.h"
 
 static const char *const k_types[] = {"qwen3_next", NULL};
+static const char *const k_types_35_moe[] = {"qwen3_5_moe_text", NULL};
+static const char *const k_types_35[] = {"qwen3_5_text", NULL};
 static const char *const k_prefixes[] = {"model.", "", NULL};
+
+/* what a family of this file does differently: its MLP rule, num_key_value_heads' default, M-RoPE keys */
+typedef enum { MLP_CONFIGURED, MLP_MOE_ALL, MLP_DENSE } mlp_rule;
+static const struct variant {
+    const char *family;
+    mlp_rule mlp;        /* CONFIGURED: mlp_only_layers / decoder_sparse_step / num_experts decide */
+    int64_t kv_heads;    /* num_key_value_heads' default */
+    bool mrope;          /* the M-RoPE keys are checked (text positions: ordinary RoPE) */
+} k_variants[] = {
+    {"qwen3_next", MLP_CONFIGURED, 2, false},
+    {"qwen3_5_moe_text", MLP_MOE_ALL, 2, true},
+    {"qwen3_5_text", MLP_DENSE, 4, true},
+};
+
+/* Qwen3.5's in_proj_qkv rows [every q head; every k head; every v head] then in_proj_z's [every value head's
+ * z] (one field of 2 hk dk + 2 hv dv rows), into Qwen3-Next's in_proj_qkvz layout: per key head its q, k,
+ * its rep = hv / hk value heads' v, their z (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering's input) */
+static rc_status qkvz_fuse(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols)
+{
+    const int64_t hk = cfg->lin_hk, hv = cfg->lin_hv, dk = cfg->lin_dk, dv = cfg->lin_dv, rep = hv / hk;
+    if (rows != 2 * hk * dk + 2 * hv * dv)
+        return rc_errorf(RC_ERR_INTERNAL, "in_proj_qkv / in_proj_z: %lld rows", (long long)rows);
+    const size_t row = (size_t)cols * (size_t)elem_size;
+    unsigned char *tmp = malloc(row * (size_t)rows), *src = data, *o = tmp;
+    if (!tmp)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory (in_proj_qkv reorder)");
+    const int64_t q0 = 0, k0 = hk * dk, v0 = 2 * hk * dk, z0 = 2 * hk * dk + hv * dv;
+    for (int64_t h = 0; h < hk; h++) {
+        const int64_t from[4] = {q0 + h * dk, k0 + h * dk, v0 + h * rep * dv, z0 + h * rep * dv};
+        const int64_t n[4] = {dk, dk, rep * dv, rep * dv};
+        for (int p = 0; p < 4; p++) {
+            memcpy(o, src + (size_t)from[p] * row, (size_t)n[p] * row);
+            o += (size_t)n[p] * row;
+        }
+    }
+    memcpy(data, tmp, row * (size_t)rows);
+    free(tmp);
+    return RC_OK;
+}
+
+/* in_proj_b's rows then in_proj_a's (hv each) into in_proj_ba's layout: per key head its value heads' b,
+ * then their a */
+static rc_status ba_fuse(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols)
+{
+    const int64_t hk = cfg->lin_hk, hv = cfg->lin_hv, rep = hv / hk;
+    if (rows != 2 * hv)
+        return rc_errorf(RC_ERR_INTERNAL, "in_proj_b / in_proj_a: %lld rows", (long long)rows);
+    const size_t row = (size_t)cols * (size_t)elem_size;
+    unsigned char *tmp = malloc(row * (size_t)rows), *src = data;
+    if (!tmp)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory (in_proj_b reorder)");
+    for (int64_t h = 0; h < hk; h++) {
+        memcpy(tmp + (size_t)(2 * h * rep) * row, src + (size_t)(h * rep) * row, (size_t)rep * row);
+        memcpy(tmp + (size_t)((2 * h + 1) * rep) * row, src + (size_t)(hv + h * rep) * row, (size_t)rep * row);
+    }
+    memcpy(data, tmp, row * (size_t)rows);
+    free(tmp);
+    return RC_OK;
+}
+
+/* rope_parameters (or the legacy rope_scaling).mrope_section: absent, null, or three non-negative integers */
+static rc_status check_mrope(const json_t *root, const char *path)
+{
+    const json_t *rp = json_object_get(root, "rope_parameters");
+    if (!rp || !json_is_object(rp))
+        rp = json_object_get(root, "rope_scaling");
+    const json_t *ms = rp && json_is_object(rp) ? json_object_get(rp, "mrope_section") : NULL;
+    if (!ms || json_is_null(ms))
+        return RC_OK;
+    bool ok = json_is_array(ms) && json_array_size(ms) == 3;
+    for (size_t i = 0; ok && i < 3; i++) {
+        const json_t *e = json_array_get(ms, i);
+        ok = json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) <= RC_LIM_HEAD_DIM;
+    }
+    if (!ok)
+        return rc_errorf(RC_ERR_FORMAT, "%s: mrope_section must be a list of three non-negative integers", path);
+    return RC_OK;
+}
 
 /* q_proj [n_heads * 2 head_dim, hidden], per head its query rows then its gate rows, into all gate rows
  * (the first half: w_q_gate) then all query rows (the second: w_qkv's Q) */
@@ -89,8 +184,12 @@ static rc_status parse_layer_kinds(const json_t *root, const char *path, rc_conf
 
 static rc_status qwen3_next_parse(const json_t *root, const char *path, rc_config *cfg)
 {
-    RC_TRY(rc_json_get_int(root, "num_key_value_heads", path, 1, cfg->n_heads, cfg->n_heads < 2 ? cfg->n_heads : 2,
-                           &cfg->n_kv_heads, NULL));
+    const struct variant *v = &k_variants[0];
+    for (size_t i = 0; i < sizeof k_variants / sizeof k_variants[0]; i++)
+        if (strcmp(cfg->arch->family, k_variants[i].family) == 0)
+            v = &k_variants[i];
+    RC_TRY(rc_json_get_int(root, "num_key_value_heads", path, 1, cfg->n_heads,
+                           cfg->n_heads < v->kv_heads ? cfg->n_heads : v->kv_heads, &cfg->n_kv_heads, NULL));
     RC_TRY(rc_json_get_int(root, "head_dim", path, 1, RC_LIM_HEAD_DIM, 256, &cfg->head_dim, NULL));
     const char *act;
     RC_TRY(rc_json_get_str(root, "hidden_act", path, "silu", &act, NULL));
@@ -109,12 +208,21 @@ static rc_status qwen3_next_parse(const json_t *root, const char *path, rc_confi
     cfg->qk_norm = RC_QK_NORM_HEAD;
     cfg->norm_w_offset = cfg->norm_w_f32 = true; /* Qwen3NextRMSNorm: (1 + w) in fp32, one rounding */
     cfg->attn_out_gate = true;
-    RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, true, &cfg->norm_topk_prob, NULL));
     cfg->moe_weights_f32 = false; /* router_top_value.to(router_logits.dtype) */
-    if (cfg->top_k > cfg->n_experts)
+    if (v->mlp == MLP_CONFIGURED) {
+        RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, true, &cfg->norm_topk_prob, NULL));
+        RC_TRY(rc_parse_mlp_only(root, path, cfg));
+    } else if (v->mlp == MLP_MOE_ALL) { /* every layer sparse, the top-k renormalised */
+        cfg->norm_topk_prob = true;
+        cfg->sparse_step = 1;
+    } else {
+        cfg->n_experts = 0;
+    }
+    if (cfg->n_experts > 0 && cfg->top_k > cfg->n_experts)
         return rc_errorf(RC_ERR_FORMAT, "%s: num_experts_per_tok %lld exceeds the %lld experts", path,
                          (long long)cfg->top_k, (long long)cfg->n_experts);
-    RC_TRY(rc_parse_mlp_only(root, path, cfg));
+    if (v->mrope)
+        RC_TRY(check_mrope(root, path));
     RC_TRY(parse_layer_kinds(root, path, cfg));
     const rc_gdn_dims gd = {cfg->lin_hk, cfg->lin_hv, cfg->lin_dk, cfg->lin_dv};
     rc_status s = rc_gdn_dims_check(&gd);
@@ -127,24 +235,42 @@ static rc_status qwen3_next_parse(const json_t *root, const char *path, rc_confi
     return rc_config_parse_rope(root, path, cfg, 10000.0, 0.25, NULL, NULL);
 }
 
+#define Q3N_KEYS                                                                                                  \
+    RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"), RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),     \
+        RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),                                         \
+        RC_KEY(n_heads, 1, RC_LIM_HEADS, true, 0, "num_attention_heads"),                                         \
+        RC_KEY(max_pos, 1, RC_LIM_POS, false, 32768, "max_position_embeddings"),                                  \
+        RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, -1, "bos_token_id"),                                               \
+        RC_KEY(lin_hk, 1, RC_LIM_HEADS, false, 16, "linear_num_key_heads"),                                       \
+        RC_KEY(lin_hv, 1, RC_LIM_HEADS, false, 32, "linear_num_value_heads"),                                     \
+        RC_KEY(lin_dk, 1, RC_LIM_HEAD_DIM, false, 128, "linear_key_head_dim"),                                    \
+        RC_KEY(lin_dv, 1, RC_LIM_HEAD_DIM, false, 128, "linear_value_head_dim"),                                  \
+        RC_KEY(lin_conv_k, 1, 64, false, 4, "linear_conv_kernel_dim")
+#define Q3N_MOE_KEYS(E_LO, E, K)                                                                                  \
+    RC_KEY(n_experts, E_LO, 1 << 16, false, E, "num_experts"),                                                    \
+        RC_KEY(top_k, 1, 1 << 16, false, K, "num_experts_per_tok"),                                               \
+        RC_KEY(moe_intermediate, 1, RC_LIM_INTER, false, 512, "moe_intermediate_size"),                           \
+        RC_KEY(shared_intermediate, 0, RC_LIM_INTER, false, 512, "shared_expert_intermediate_size")
+
 static const rc_config_key k_keys[] = {
-    RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"),
-    RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),
-    RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),
-    RC_KEY(n_heads, 1, RC_LIM_HEADS, true, 0, "num_attention_heads"),
+    Q3N_KEYS,
     RC_KEY(intermediate, 1, RC_LIM_INTER, false, 5632, "intermediate_size"),
-    RC_KEY(max_pos, 1, RC_LIM_POS, false, 32768, "max_position_embeddings"),
-    RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, -1, "bos_token_id"),
-    RC_KEY(n_experts, 0, 1 << 16, false, 512, "num_experts"),
-    RC_KEY(top_k, 1, 1 << 16, false, 10, "num_experts_per_tok"),
-    RC_KEY(moe_intermediate, 1, RC_LIM_INTER, false, 512, "moe_intermediate_size"),
-    RC_KEY(shared_intermediate, 0, RC_LIM_INTER, false, 512, "shared_expert_intermediate_size"),
+    Q3N_MOE_KEYS(0, 512, 10),
     RC_KEY(sparse_step, 1, RC_LIM_LAYERS, false, 1, "decoder_sparse_step"),
-    RC_KEY(lin_hk, 1, RC_LIM_HEADS, false, 16, "linear_num_key_heads"),
-    RC_KEY(lin_hv, 1, RC_LIM_HEADS, false, 32, "linear_num_value_heads"),
-    RC_KEY(lin_dk, 1, RC_LIM_HEAD_DIM, false, 128, "linear_key_head_dim"),
-    RC_KEY(lin_dv, 1, RC_LIM_HEAD_DIM, false, 128, "linear_value_head_dim"),
-    RC_KEY(lin_conv_k, 1, 64, false, 4, "linear_conv_kernel_dim"),
+    {{NULL}, 0, 0, 0, false, 0},
+};
+
+/* Qwen3_5MoeTextConfig: no intermediate_size, decoder_sparse_step, norm_topk_prob, mlp_only_layers */
+static const rc_config_key k_keys_35_moe[] = {
+    Q3N_KEYS,
+    Q3N_MOE_KEYS(1, 256, 8),
+    {{NULL}, 0, 0, 0, false, 0},
+};
+
+/* Qwen3_5TextConfig: no MoE keys */
+static const rc_config_key k_keys_35[] = {
+    Q3N_KEYS,
+    RC_KEY(intermediate, 1, RC_LIM_INTER, false, 12288, "intermediate_size"),
     {{NULL}, 0, 0, 0, false, 0},
 };
 
@@ -153,32 +279,49 @@ static const rc_tensor_spec k_model_tensors[] = {
     {0, NULL, 0, 0, 0, false, NULL},
 };
 
+/* a layer's tensors but the linear attention's projections */
+#define Q3N_LAYER_TENSORS                                                                                         \
+    {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},                          \
+        {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},             \
+        /* full attention: q_proj split into the gate (w_q_gate) and Q (w_qkv, then K and V appended) */          \
+        {RC_LW_w_q_gate, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_IF_ATTN, RC_PIECE_HALF0, q_gate_split}, \
+        {RC_LW_w_qkv, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_IF_ATTN, RC_PIECE_HALF1, NULL},           \
+        {RC_LW_w_qkv, "self_attn.k_proj.weight", RC_DIM_KV, RC_DIM_H, RC_IF_ATTN, RC_PIECE_APPEND, NULL},         \
+        {RC_LW_w_qkv, "self_attn.v_proj.weight", RC_DIM_KV, RC_DIM_H, RC_IF_ATTN, RC_PIECE_APPEND, NULL},         \
+        RC_LLAMA_QK_NORM_TENSORS,                                                                                 \
+        {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_Q, RC_IF_ATTN, false, NULL},                      \
+        /* Gated DeltaNet */                                                                                      \
+        {RC_LW_lin_conv_w, "linear_attn.conv1d.weight", RC_DIM_LCONV, RC_DIM_LK, RC_IF_LINEAR, RC_PIECE_MID1,     \
+         NULL},                                                                                                   \
+        {RC_LW_lin_dt_bias, "linear_attn.dt_bias", RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, false, NULL},              \
+        {RC_LW_lin_A_log, "linear_attn.A_log", RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, false, NULL},                  \
+        {RC_LW_lin_norm_w, "linear_attn.norm.weight", RC_DIM_LDV, RC_DIM_1, RC_IF_LINEAR, false, NULL},           \
+        {RC_LW_w_lin_out, "linear_attn.out_proj.weight", RC_DIM_H, RC_DIM_LV, RC_IF_LINEAR, false, NULL},         \
+        RC_LLAMA_MLP_TENSORS(RC_IF_DENSE),                                                                        \
+        {RC_LW_w_sh_gate, "mlp.shared_expert.gate_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,  \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_up, "mlp.shared_expert.up_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,      \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_down, "mlp.shared_expert.down_proj.weight", RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, false,  \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_sig, "mlp.shared_expert_gate.weight", RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, false, NULL}
+
 static const rc_tensor_spec k_layer_tensors[] = {
-    {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    /* full attention: q_proj split into the gate (w_q_gate) and Q (w_qkv, then K and V appended) */
-    {RC_LW_w_q_gate, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_IF_ATTN, RC_PIECE_HALF0, q_gate_split},
-    {RC_LW_w_qkv, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_IF_ATTN, RC_PIECE_HALF1, NULL},
-    {RC_LW_w_qkv, "self_attn.k_proj.weight", RC_DIM_KV, RC_DIM_H, RC_IF_ATTN, RC_PIECE_APPEND, NULL},
-    {RC_LW_w_qkv, "self_attn.v_proj.weight", RC_DIM_KV, RC_DIM_H, RC_IF_ATTN, RC_PIECE_APPEND, NULL},
-    RC_LLAMA_QK_NORM_TENSORS,
-    {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_Q, RC_IF_ATTN, false, NULL},
-    /* Gated DeltaNet */
+    Q3N_LAYER_TENSORS,
     {RC_LW_w_lin_qkvz, "linear_attn.in_proj_qkvz.weight", RC_DIM_LQKVZ, RC_DIM_H, RC_IF_LINEAR, false, NULL},
     {RC_LW_w_lin_ba, "linear_attn.in_proj_ba.weight", RC_DIM_LBA, RC_DIM_H, RC_IF_LINEAR, false, NULL},
-    {RC_LW_lin_conv_w, "linear_attn.conv1d.weight", RC_DIM_LCONV, RC_DIM_LK, RC_IF_LINEAR, RC_PIECE_MID1, NULL},
-    {RC_LW_lin_dt_bias, "linear_attn.dt_bias", RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, false, NULL},
-    {RC_LW_lin_A_log, "linear_attn.A_log", RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, false, NULL},
-    {RC_LW_lin_norm_w, "linear_attn.norm.weight", RC_DIM_LDV, RC_DIM_1, RC_IF_LINEAR, false, NULL},
-    {RC_LW_w_lin_out, "linear_attn.out_proj.weight", RC_DIM_H, RC_DIM_LV, RC_IF_LINEAR, false, NULL},
-    RC_LLAMA_MLP_TENSORS(RC_IF_DENSE),
-    {RC_LW_w_sh_gate, "mlp.shared_expert.gate_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,
-     NULL},
-    {RC_LW_w_sh_up, "mlp.shared_expert.up_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,
-     NULL},
-    {RC_LW_w_sh_down, "mlp.shared_expert.down_proj.weight", RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, false,
-     NULL},
-    {RC_LW_w_sh_sig, "mlp.shared_expert_gate.weight", RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, false, NULL},
+    {0, NULL, 0, 0, 0, false, NULL},
+};
+
+/* Qwen3.5: the four projections, fused on load into in_proj_qkvz's and in_proj_ba's layout */
+static const rc_tensor_spec k_layer_tensors_35[] = {
+    Q3N_LAYER_TENSORS,
+    {RC_LW_w_lin_qkvz, "linear_attn.in_proj_qkv.weight", RC_DIM_LCONV, RC_DIM_H, RC_IF_LINEAR, false, NULL},
+    {RC_LW_w_lin_qkvz, "linear_attn.in_proj_z.weight", RC_DIM_LV, RC_DIM_H, RC_IF_LINEAR, RC_PIECE_APPEND_FIELD,
+     qkvz_fuse},
+    {RC_LW_w_lin_ba, "linear_attn.in_proj_b.weight", RC_DIM_LHV, RC_DIM_H, RC_IF_LINEAR, false, NULL},
+    {RC_LW_w_lin_ba, "linear_attn.in_proj_a.weight", RC_DIM_LHV, RC_DIM_H, RC_IF_LINEAR, RC_PIECE_APPEND_FIELD,
+     ba_fuse},
     {0, NULL, 0, 0, 0, false, NULL},
 };
 
@@ -193,21 +336,50 @@ static const rc_expert_spec k_experts = {
     .fused_down = "mlp.experts.down_proj",
 };
 
+#define Q3N_FORWARD                                                                                               \
+    {.norm = RC_NORM_RMS,                                                                                         \
+     .norm_bias = false,                                                                                          \
+     .residual = RC_RESIDUAL_SEQUENTIAL,                                                                          \
+     .pos = RC_POS_ROTARY,                                                                                        \
+     .mlp = RC_MLP_GATED,                                                                                         \
+     .act = RC_ACT_SILU,                                                                                          \
+     .head = RC_HEAD_UNTIED}
+
 const rc_arch rc_arch_qwen3_next = {
     .family = "qwen3_next",
     .model_types = k_types,
     .keys = k_keys,
-    .forward = {.norm = RC_NORM_RMS,
-                .norm_bias = false,
-                .residual = RC_RESIDUAL_SEQUENTIAL,
-                .pos = RC_POS_ROTARY,
-                .mlp = RC_MLP_GATED,
-                .act = RC_ACT_SILU,
-                .head = RC_HEAD_UNTIED},
+    .forward = Q3N_FORWARD,
     .prefixes = k_prefixes,
     .layer_stem = "layers.",
     .model_tensors = k_model_tensors,
     .layer_tensors = k_layer_tensors,
     .parse_config = qwen3_next_parse,
     .experts = &k_experts,
+};
+
+const rc_arch rc_arch_qwen3_5_moe_text = {
+    .family = "qwen3_5_moe_text",
+    .model_types = k_types_35_moe,
+    .keys = k_keys_35_moe,
+    .forward = Q3N_FORWARD,
+    .prefixes = k_prefixes,
+    .layer_stem = "layers.",
+    .model_tensors = k_model_tensors,
+    .layer_tensors = k_layer_tensors_35,
+    .parse_config = qwen3_next_parse,
+    .experts = &k_experts,
+};
+
+const rc_arch rc_arch_qwen3_5_text = {
+    .family = "qwen3_5_text",
+    .model_types = k_types_35,
+    .keys = k_keys_35,
+    .forward = Q3N_FORWARD,
+    .prefixes = k_prefixes,
+    .layer_stem = "layers.",
+    .model_tensors = k_model_tensors,
+    .layer_tensors = k_layer_tensors_35,
+    .parse_config = qwen3_next_parse,
+    .experts = NULL,
 };

@@ -1,6 +1,7 @@
 /* The HF reference fixtures: one folder each under data/fixtures/ (config.json,
  * model.safetensors, reference.safetensors; written by tools/fixtures/make_fixtures.py,
- * make_family_fixtures.py, make_moe_fixtures.py, make_gptoss_fixtures.py and make_mla_fixtures.py). The one list that
+ * make_family_fixtures.py, make_moe_fixtures.py, make_gptoss_fixtures.py, make_mla_fixtures.py, make_qnext_fixtures.py
+ * and make_q35_fixtures.py). The one list that
  * tests/test_forward.c, tests/test_cuda.c and tools/fuzz/fuzz_model.c read: a new
  * fixture is one row here.
  *
@@ -42,7 +43,9 @@
     X(deepseek_v3_moe, deepseek_v3, 0)                                                                                 \
     X(glm4_moe, glm4_moe, 1)                                                                                           \
     X(glm4_moe_air_fused, glm4_moe, 0)                                                                                 \
-    X(qnext_hybrid, qwen3_next, 1)
+    X(qnext_hybrid, qwen3_next, 1)                                                                                     \
+    X(q35_moe, qwen3_5_moe_text, 1)                                                                                    \
+    X(q35_dense, qwen3_5_text, 1)
 
 typedef struct {
     const char *name;       /* data/fixtures/NAME */

@@ -700,6 +700,95 @@ START_TEST(test_qwen3_next)
 }
 END_TEST
 
+/* Qwen3.5 (models/qwen3_next.c's k_variants) and the multimodal wrappers (models/registry.c's k_wrappers):
+ * the text model read from text_config, the MoE keys transformers deletes ignored, M-RoPE's keys checked */
+START_TEST(test_qwen3_5)
+{
+    rc_config c;
+    /* a Qwen3.5-35B-A3B-shaped wrapper config: the text model under text_config, rope_parameters with
+     * mrope_section, the vision tower's config beside it */
+    parse_ok("{'architectures':['Qwen3_5MoeForConditionalGeneration'],'model_type':'qwen3_5_moe',"
+             "'image_token_id':248056,'tie_word_embeddings':false,'text_config':{'model_type':'qwen3_5_moe_text',"
+             "'hidden_size':2048,'num_hidden_layers':40,'num_attention_heads':16,'num_key_value_heads':2,"
+             "'head_dim':256,'vocab_size':248320,'full_attention_interval':4,'num_experts':256,"
+             "'num_experts_per_tok':8,'moe_intermediate_size':512,'shared_expert_intermediate_size':512,"
+             "'eos_token_id':248044,'rope_parameters':{'mrope_interleaved':true,'mrope_section':[11,11,10],"
+             "'rope_type':'default','rope_theta':10000000,'partial_rotary_factor':0.25}},"
+             "'vision_config':{'model_type':'qwen3_5_moe_vision','depth':27}}", &c);
+    ck_assert_str_eq(c.arch->family, "qwen3_5_moe_text");
+    ck_assert_str_eq(c.model_type, "qwen3_5_moe_text");
+    ck_assert(c.wrapper == rc_wrapper_for_model_type("qwen3_5_moe") && c.wrapper != NULL);
+    ck_assert(c.n_linear == 30 && c.layer_linear[0] && !c.layer_linear[3] && c.rotary_dim == 64);
+    ck_assert(c.n_experts == 256 && c.top_k == 8 && c.norm_topk_prob && !c.tie_embeddings);
+    ck_assert(c.n_eos == 1 && c.eos_ids[0] == 248044);
+    for (int64_t l = 0; l < c.n_layers; l++)
+        ck_assert(rc_layer_is_moe(&c, l));
+    /* the keys Qwen3_5MoeTextConfig deletes have no effect: every layer sparse, the top-k renormalised */
+    parse_ok("{'model_type':'qwen3_5_moe_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':4,"
+             "'vocab_size':300,'num_experts':4,'num_experts_per_tok':2,'mlp_only_layers':[1],"
+             "'decoder_sparse_step':2,'norm_topk_prob':false,'intermediate_size':7}", &c);
+    ck_assert(c.norm_topk_prob && c.intermediate == 0 && c.n_kv_heads == 2 && c.wrapper == NULL);
+    for (int64_t l = 0; l < c.n_layers; l++)
+        ck_assert(rc_layer_is_moe(&c, l));
+    /* qwen3_5_text: dense, num_key_value_heads 4 and intermediate_size 12288 by default, MoE keys not read */
+    parse_ok("{'model_type':'qwen3_5_text','hidden_size':64,'num_attention_heads':8,'num_hidden_layers':4,"
+             "'vocab_size':300,'num_experts':4,'num_experts_per_tok':2}", &c);
+    ck_assert(c.n_experts == 0 && c.n_kv_heads == 4 && c.intermediate == 12288 && c.n_linear == 3);
+    ck_assert(!rc_layer_is_moe(&c, 0) && c.attn_out_gate && c.norm_w_offset);
+    /* the dense wrapper: tie_word_embeddings from the top level (the wrapper's default false), not text_config */
+    parse_ok("{'model_type':'qwen3_5','text_config':{'hidden_size':64,'num_attention_heads':8,"
+             "'num_hidden_layers':4,'vocab_size':300,'tie_word_embeddings':true}}", &c);
+    ck_assert(c.wrapper && !c.tie_embeddings && c.n_experts == 0);
+    /* Gemma 3: tied by default; final_logit_softcapping of the text config not applied by the wrapper */
+    parse_ok("{'model_type':'gemma3','text_config':{'model_type':'gemma3_text','hidden_size':64,"
+             "'num_attention_heads':4,'num_hidden_layers':2,'vocab_size':300,'head_dim':16,'intermediate_size':96,"
+             "'final_logit_softcapping':30.0}}", &c);
+    ck_assert(c.wrapper && c.tie_embeddings && c.final_softcap == 0.0);
+    ck_assert_str_eq(c.arch->family, "gemma3_text");
+    parse_ok("{'model_type':'gemma3_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'vocab_size':300,'head_dim':16,'intermediate_size':96,'final_logit_softcapping':30.0}", &c);
+    ck_assert(c.final_softcap == 30.0);
+    parse_ok("{'model_type':'gemma3','tie_word_embeddings':false,'text_config':{'hidden_size':64,"
+             "'num_attention_heads':4,'num_hidden_layers':2,'vocab_size':300,'head_dim':16,"
+             "'intermediate_size':96}}", &c);
+    ck_assert(!c.tie_embeddings);
+    /* refused: the text model's config missing, not an object, of another model_type, incomplete (named with
+     * its key); M-RoPE's section not three integers; a Qwen3.5-MoE without experts */
+    EXPECT_REJECT("{'model_type':'qwen3_5_moe','vision_config':{}}", RC_ERR_FORMAT, "\"text_config\"", "missing");
+    EXPECT_REJECT("{'model_type':'gemma3','text_config':[1]}", RC_ERR_FORMAT, "text_config", "not an object");
+    EXPECT_REJECT("{'model_type':'qwen3_5_moe','text_config':{'model_type':'qwen3_next','hidden_size':64}}",
+                  RC_ERR_UNSUPPORTED, "text_config.model_type \"qwen3_next\"", "qwen3_5_moe_text");
+    EXPECT_REJECT("{'model_type':'qwen3_5','text_config':{'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300}}", RC_ERR_FORMAT, "text_config", "\"hidden_size\" is missing");
+    EXPECT_REJECT("{'model_type':'qwen3_5_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':4,"
+                  "'vocab_size':300,'rope_parameters':{'rope_theta':1e4,'mrope_section':[11,11]}}", RC_ERR_FORMAT,
+                  "mrope_section");
+    EXPECT_REJECT("{'model_type':'qwen3_5_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':4,"
+                  "'vocab_size':300,'rope_scaling':{'mrope_section':'abc'}}", RC_ERR_FORMAT, "mrope_section");
+    EXPECT_REJECT("{'model_type':'qwen3_5_moe_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':4,"
+                  "'vocab_size':300,'num_experts':0}", RC_ERR_FORMAT, "num_experts");
+    EXPECT_REJECT("{'model_type':'qwen3_5_moe_text','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':4,"
+                  "'vocab_size':300,'num_experts':2,'num_experts_per_tok':3}", RC_ERR_FORMAT, "exceeds the 2 experts");
+    /* the fixtures' and the wrapper folders' own config.json */
+    static const struct {
+        const char *dir, *family, *wrapper;
+    } k[] = {{"q35_moe", "qwen3_5_moe_text", NULL}, {"q35_dense", "qwen3_5_text", NULL},
+             {"q35_moe_vl", "qwen3_5_moe_text", "qwen3_5_moe"}, {"q35_dense_vl", "qwen3_5_text", "qwen3_5"},
+             {"gemma3_vl", "gemma3_text", "gemma3"}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char dir[4096];
+        rc_model *m;
+        ck_assert_msg(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", k[i].dir), &m) ==
+                      RC_OK, "%s", rc_last_error());
+        ck_assert_str_eq(m->cfg.arch->family, k[i].family);
+        ck_assert(k[i].wrapper ? m->cfg.wrapper && strcmp(m->cfg.wrapper->model_type, k[i].wrapper) == 0
+                               : m->cfg.wrapper == NULL);
+        ck_assert(k[i].wrapper ? m->n_ignored_tensors > 0 : m->n_ignored_tensors == 0);
+        rc_model_free(m);
+    }
+}
+END_TEST
+
 /* GLM-4 (Glm4Config): four norms, partial rotary 0.5 by default, q/k/v biases by default,
  * the three EOS ids when eos_token_id is absent or null */
 START_TEST(test_glm4)
@@ -1175,6 +1264,7 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_gpt_oss);
     tcase_add_test(ok, test_glm4_moe);
     tcase_add_test(ok, test_qwen3_next);
+    tcase_add_test(ok, test_qwen3_5);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);

@@ -187,7 +187,8 @@ START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
                      "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
-                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4, gpt_oss, deepseek_v3, glm4_moe, qwen3_next");
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4, gpt_oss, deepseek_v3, glm4_moe, qwen3_next, "
+                     "qwen3_5_moe_text, qwen3_5_text, qwen3_5_moe, qwen3_5, gemma3");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }

@@ -2,7 +2,8 @@
  * data/fixtures/qnext_hybrid, against HF's references in the fixture
  * (tools/fixtures/make_qnext_fixtures.py): the side settings chunk= and
  * prefix-cache= keep both paths within 1e-5 of HF's fp64 log-probs (the fp64
- * criterion: the exact value both forms approach); state=dtype stores the
+ * criterion: the exact value both forms approach), on qnext_hybrid and the
+ * Qwen3.5 text fixtures q35_moe and q35_dense (make_q35_fixtures.py); state=dtype stores the
  * recurrent state as values of the dtype; a state slot continues in order
  * only; the keys are refused on a model without linear layers; the state
  * cache's size. */
@@ -125,25 +126,30 @@ static double cached_vs_fp64(const fixture *f, const rc_numerics *num)
     return d;
 }
 
+/* the hybrid fixtures: Qwen3-Next, Qwen3.5-MoE text, Qwen3.5 dense text */
+static const char *const k_hybrids[] = {"qnext_hybrid", "q35_moe", "q35_dense"};
+#define N_HYBRIDS ((int)(sizeof k_hybrids / sizeof k_hybrids[0]))
+
 /* chunk=N on either path and the prefix cache: within 1e-5 of HF's fp64 (the fp64 criterion) */
 START_TEST(test_sides_vs_fp64)
 {
     fixture f;
-    load("qnext_hybrid", &f);
+    load(k_hybrids[_i], &f);
     static const int64_t chunks[] = {16, 64, 128, 1};
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
         rc_numerics num = rc_numerics_fp32();
         num.gdn_chunk = chunks[i];
         const double df = forward_vs_fp64(&f, &num), dc = cached_vs_fp64(&f, &num);
-        printf("qnext_hybrid chunk=%-4lld full forward %.3e, cached %.3e from HF fp64\n", (long long)chunks[i], df,
-               dc);
-        ck_assert_msg(df <= 1e-5 && dc <= 1e-5, "chunk %lld: %g / %g", (long long)chunks[i], df, dc);
+        printf("%-12s chunk=%-4lld full forward %.3e, cached %.3e from HF fp64\n", k_hybrids[_i],
+               (long long)chunks[i], df, dc);
+        ck_assert_msg(df <= 1e-5 && dc <= 1e-5, "%s chunk %lld: %g / %g", k_hybrids[_i], (long long)chunks[i], df,
+                      dc);
     }
     rc_numerics num = rc_numerics_fp32();
     num.prefix_cache = true;
     const double dp = cached_vs_fp64(&f, &num);
-    printf("qnext_hybrid prefix-cache=on cached %.3e from HF fp64\n", dp);
-    ck_assert_msg(dp <= 1e-5, "prefix cache: %g", dp);
+    printf("%-12s prefix-cache=on cached %.3e from HF fp64\n", k_hybrids[_i], dp);
+    ck_assert_msg(dp <= 1e-5, "%s prefix cache: %g", k_hybrids[_i], dp);
     unload(&f);
 }
 END_TEST
@@ -345,7 +351,7 @@ static Suite *hybrid_suite(void)
     Suite *s = suite_create("hybrid");
     TCase *tc = tcase_create("hybrid");
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_sides_vs_fp64);
+    tcase_add_loop_test(tc, test_sides_vs_fp64, 0, N_HYBRIDS);
     tcase_add_test(tc, test_state_dtype);
     tcase_add_test(tc, test_order_and_kinds);
     tcase_add_test(tc, test_refused_without_linear_layers);

@@ -207,6 +207,14 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         rc_json_str(stdout, k->model_type);
         printf(", \"family\": ");
         rc_json_str(stdout, k->arch->family);
+        if (k->wrapper) {
+            printf(", \"wrapper\": {\"model_type\": ");
+            rc_json_str(stdout, k->wrapper->model_type);
+            printf(", \"class\": ");
+            rc_json_str(stdout, k->wrapper->cls);
+            printf(", \"ignored_tensors\": %lld, \"ignored_parameters\": %lld}", (long long)m->n_ignored_tensors,
+                   (long long)m->n_ignored_params);
+        }
         printf(", \"layers_model\": %lld", (long long)k->n_layers_model);
         printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
@@ -266,6 +274,19 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("\narchitecture   ");
         rc_term_str(stdout, k->model_type);
         printf(" (family %s)\n", k->arch->family);
+        if (k->wrapper) {
+            printf("wrapper        %s (model_type %s): its text model only, from %s, weights under %s",
+                   k->wrapper->cls, k->wrapper->model_type, k->wrapper->text_key, k->wrapper->prefixes[0]);
+            for (int i = 1; k->wrapper->prefixes[i] && k->wrapper->prefixes[i][0]; i++)
+                printf(" or %s", k->wrapper->prefixes[i]);
+            printf("; %lld other tensors ignored (%lld parameters", (long long)m->n_ignored_tensors,
+                   (long long)m->n_ignored_params);
+            if (m->n_ignored_tensors) {
+                printf(", first ");
+                rc_term_str(stdout, m->ignored_first);
+            }
+            printf(")%s\n", k->wrapper->no_final_softcap ? "; no final logit soft-capping (the wrapper's head)" : "");
+        }
         if (k->n_layers != k->n_layers_model)
             printf("layers         %lld of %lld (--layers)\n", (long long)k->n_layers, (long long)k->n_layers_model);
         else

@@ -34,6 +34,12 @@ const char *rc_loader_resolve(const rc_loader *ld, const char *const *prefixes, 
     return buf;
 }
 
+/* name under the loaded config's prefixes (its wrapper's, else its family's) */
+static const char *resolve(const rc_loader *ld, const char *name, char *buf, size_t n)
+{
+    return rc_loader_resolve(ld, rc_config_prefixes(ld->cfg), name, buf, n);
+}
+
 #define ARENA_ALIGN 64
 
 /* Weight `name` into *out: in place from the mapped file unless `copy`
@@ -309,12 +315,14 @@ static bool cond_at(const rc_config *c, rc_weight_cond w, int64_t l)
     return l < 0 ? rc_weight_cond_holds(c, w) : rc_weight_cond_holds_layer(c, w, l);
 }
 
+static bool appends(rc_piece p) { return p == RC_PIECE_APPEND || p == RC_PIECE_APPEND_FIELD; }
+
 /* the next entry of the table that is read for c appends to t's field */
 static bool next_appends(const rc_config *c, const rc_tensor_spec *t, int64_t l)
 {
     for (t++; t->name; t++)
         if (cond_at(c, t->when, l))
-            return t->piece == RC_PIECE_APPEND;
+            return appends(t->piece);
     return false;
 }
 
@@ -328,11 +336,11 @@ static int fused_dtype(const rc_loader *ld, const rc_arch *a, const rc_tensor_sp
     for (const rc_tensor_spec *u = t; u->name; u++) {
         if (!cond_at(c, u->when, l))
             continue;
-        if (u != t && u->piece != RC_PIECE_APPEND)
+        if (u != t && !appends(u->piece))
             break;
         char nb[256], rb[256];
         snprintf(nb, sizeof nb, "%s%s", stem, u->name);
-        const rc_st_tensor *x = rc_st_find(ld->st, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb));
+        const rc_st_tensor *x = rc_st_find(ld->st, resolve(ld, nb, rb, sizeof rb));
         if (!x || !(x->dtype == RC_F32 || x->dtype == RC_BF16 || x->dtype == RC_F16 || x->dtype == RC_F64))
             return -1;
         const int d = x->dtype == RC_F64 ? RC_F32 : x->dtype;
@@ -351,6 +359,8 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
     int fused_dt = -1;     /* the dtype of the fused field being read */
     rc_wt half1 = {NULL, RC_F32, false}; /* after a HALF0 entry: where its tensor's second half is */
     const char *half0_name = NULL;
+    void *field_data = NULL; /* the arena copy of the field being read, from its first piece */
+    int64_t field_rows = 0;  /* the rows its pieces have filled */
     for (; t->name; t++) {
         if (t->field < 0 || t->field >= nfields)
             return rc_errorf(RC_ERR_INTERNAL, "family %s: tensor table entry \"%s\" has no field", a->family,
@@ -358,7 +368,7 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         if (!cond_at(c, t->when, l))
             continue;
         snprintf(nb, sizeof nb, "%s%s", stem, t->name);
-        const char *name = rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb);
+        const char *name = resolve(ld, nb, rb, sizeof rb);
         int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
         int ndim = t->cols == RC_DIM_1 ? 1 : t->piece == RC_PIECE_MID1 ? 3 : 2;
         rc_wt *dst = field_ptr(base, &fields[t->field]);
@@ -374,7 +384,7 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         rc_wt w;
         void *wdata;
         const int64_t start = ld->used;
-        const bool append = t->piece == RC_PIECE_APPEND, fused = append || next_appends(c, t, l);
+        const bool append = appends(t->piece), fused = append || next_appends(c, t, l);
         if (fused && !append)
             fused_dt = fused_dtype(ld, a, t, stem, l);
         const bool halves = t->piece == RC_PIECE_HALF0;
@@ -396,8 +406,12 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
             if ((!dst->p && !ld->dry) || start != prev_end)
                 return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\" is not stored right after the rest of %s", name,
                                  fields[t->field].name);
+            if (!rc_add_i64(field_rows, file_rows, &field_rows))
+                return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": size overflows", name);
         } else {
             *dst = w;
+            field_data = wdata;
+            field_rows = file_rows;
         }
         if (halves) { /* rows [rows, 2 rows) of the tensor: the next entry's field */
             half1 = w;
@@ -406,7 +420,9 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
             half0_name = t->name;
         }
         prev_end = ld->used;
-        if (t->fix && !ld->dry)
+        if (t->fix && !ld->dry && t->piece == RC_PIECE_APPEND_FIELD)
+            RC_TRY(t->fix(c, field_data, rc_dtype_size(w.dt), field_rows, cols));
+        else if (t->fix && !ld->dry)
             RC_TRY(t->fix(c, wdata, rc_dtype_size(w.dt), file_rows, cols));
     }
     if (half0_name)
@@ -439,7 +455,7 @@ static int experts_dtype(const rc_loader *ld, const rc_arch *a, const char *stem
             char nb[256], eb[128], rb[256];
             snprintf(eb, sizeof eb, "%s%lld.", x->per_expert, (long long)e);
             snprintf(nb, sizeof nb, "%s%s%s", stem, eb, parts[p]);
-            const rc_st_tensor *t = rc_st_find(ld->st, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb));
+            const rc_st_tensor *t = rc_st_find(ld->st, resolve(ld, nb, rb, sizeof rb));
             if (!t || !(t->dtype == RC_F32 || t->dtype == RC_BF16 || t->dtype == RC_F16 || t->dtype == RC_F64))
                 return -1;
             const int d = t->dtype == RC_F64 ? RC_F32 : t->dtype;
@@ -477,7 +493,7 @@ static rc_status load_experts_interleaved(rc_loader *ld, const rc_arch *a, rc_la
     const int64_t E = c->n_experts, H = c->hidden, Im = c->moe_intermediate;
     char nb[256], rb[256];
     void *wd;
-#define EXP_NAME(suffix) (snprintf(nb, sizeof nb, "%s%s", stem, (suffix)), rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb))
+#define EXP_NAME(suffix) (snprintf(nb, sizeof nb, "%s%s", stem, (suffix)), resolve(ld, nb, rb, sizeof rb))
     RC_TRY(loader_get(ld, EXP_NAME(x->router_fused), 2, (int64_t[]){E, H}, false, -1, false, &L->w_router, &wd));
     if (c->moe_bias)
         RC_TRY(loader_get(ld, EXP_NAME(x->router_bias), 1, (int64_t[]){E}, false, -1, false, &L->b_router, &wd));
@@ -527,18 +543,18 @@ static rc_status load_experts(rc_loader *ld, const rc_arch *a, rc_layer_weights 
     char nb[256], rb[256];
     void *wd;
     snprintf(nb, sizeof nb, "%s%s", stem, x->fused_gate_up);
-    const bool fused = x->fused_gate_up && rc_st_find(ld->st, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb));
+    const bool fused = x->fused_gate_up && rc_st_find(ld->st, resolve(ld, nb, rb, sizeof rb));
     snprintf(nb, sizeof nb, "%s%s", stem, fused ? x->router_fused : x->router);
-    RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 2, (int64_t[]){E, H}, false, -1,
+    RC_TRY(loader_get(ld, resolve(ld, nb, rb, sizeof rb), 2, (int64_t[]){E, H}, false, -1,
                       false, &L->w_router, &wd));
     if (x->fused_transposed_interleaved)
         return load_experts_interleaved(ld, a, L, stem);
     if (fused) {
         snprintf(nb, sizeof nb, "%s%s", stem, x->fused_gate_up);
-        RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 3, (int64_t[]){E, 2 * Im, H},
+        RC_TRY(loader_get(ld, resolve(ld, nb, rb, sizeof rb), 3, (int64_t[]){E, 2 * Im, H},
                           false, -1, false, &L->w_exp_gu, &wd));
         snprintf(nb, sizeof nb, "%s%s", stem, x->fused_down);
-        RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 3, (int64_t[]){E, H, Im},
+        RC_TRY(loader_get(ld, resolve(ld, nb, rb, sizeof rb), 3, (int64_t[]){E, H, Im},
                           false, -1, false, &L->w_exp_down, &wd));
         return RC_OK;
     }
@@ -551,7 +567,7 @@ static rc_status load_experts(rc_loader *ld, const rc_arch *a, rc_layer_weights 
                 snprintf(nb, sizeof nb, "%s%s%s", stem, eb, pass == 1 ? x->down : p == 0 ? x->gate : x->up);
                 const bool first = e == 0 && p == 0;
                 rc_wt w;
-                RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 2,
+                RC_TRY(loader_get(ld, resolve(ld, nb, rb, sizeof rb), 2,
                                   pass == 0 ? (int64_t[]){Im, H} : (int64_t[]){H, Im}, true, dt, !first, &w, &wd));
                 if (first)
                     *(pass == 0 ? &L->w_exp_gu : &L->w_exp_down) = w;
@@ -931,6 +947,25 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
         goto fail;
     }
     m->n_params = in_files_float;
+    if (m->cfg.wrapper) { /* the text model's tensors: under one of its non-empty prefixes, or the head */
+        m->n_params = 0;
+        for (int64_t i = 0; i < st->ntensors; i++) {
+            const rc_st_tensor *t = &st->tensors[i];
+            bool text = strcmp(t->name, "lm_head.weight") == 0;
+            for (const char *const *p = m->cfg.wrapper->prefixes; *p && !text; p++)
+                text = (*p)[0] && strncmp(t->name, *p, strlen(*p)) == 0;
+            int64_t n;
+            rc_numel(t->shape, t->ndim, &n);
+            const bool fl = t->dtype == RC_F32 || t->dtype == RC_F16 || t->dtype == RC_BF16 || t->dtype == RC_F64;
+            if (text) {
+                m->n_params += fl ? n : 0;
+                continue;
+            }
+            if (m->n_ignored_tensors++ == 0)
+                snprintf(m->ignored_first, sizeof m->ignored_first, "%s", t->name);
+            m->n_ignored_params += fl ? n : 0;
+        }
+    }
     const int64_t n_inv = c->rotary_dim / 2 + 1;
     const int64_t n_slopes = c->pos == RC_POS_ALIBI ? c->n_heads : 0;
     s = rc_calloc((void **)&m->w.layers, c->n_layers, sizeof *m->w.layers, "layer table");

@@ -73,9 +73,25 @@ typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
 
 typedef struct rc_arch rc_arch;
 
+/* A multimodal wrapper's folder read as its text model (models/registry.c's k_wrappers; docs/models.md
+ * "Multimodal wrapper folders"): config.json's model_type is the wrapper's, the text model's config is the
+ * object under text_key (its model_type, when given, must be text_model_type), the text weights are under
+ * prefixes (the first the one v5 save_pretrained writes; "" last, for the head at the top level), and the
+ * rest of the checkpoint (the vision tower, projector, MTP layers) is ignored. */
 typedef struct {
-    char model_type[32];     /* HF model_type, e.g. "gpt_neox", "qwen2" */
+    const char *model_type;       /* "qwen3_5_moe" */
+    const char *cls;              /* transformers' class, for messages: "Qwen3_5MoeForConditionalGeneration" */
+    const char *text_model_type;  /* "qwen3_5_moe_text" */
+    const char *text_key;         /* "text_config" */
+    const char *const *prefixes;  /* {"model.language_model.", "", NULL} */
+    bool tie_default;             /* the wrapper class's tie_word_embeddings default (the top-level key decides) */
+    bool no_final_softcap;        /* the wrapper's forward never applies final_logit_softcapping */
+} rc_wrapper;
+
+typedef struct {
+    char model_type[32];     /* HF model_type, e.g. "gpt_neox", "qwen2" (a wrapper's: its text model's) */
     const rc_arch *arch;     /* family implementation (models/) */
+    const rc_wrapper *wrapper; /* the multimodal wrapper the folder is, or NULL */
     int64_t n_layers;
     int64_t hidden;          /* hidden_size */
     int64_t n_heads;         /* num_attention_heads */
@@ -443,7 +459,11 @@ typedef struct {
     int64_t arena_bytes;    /* its size */
     int64_t mapped_bytes;   /* weight bytes used in place from the mapped files */
     float *tables;          /* inv_freq (both tables) and the ALiBi slopes */
-    int64_t n_params;       /* elements of floating tensors in the checkpoint */
+    int64_t n_params;       /* elements of floating tensors in the checkpoint (a wrapper's: its text model's) */
+    /* a wrapper folder's tensors outside its text model (vision tower, projector, MTP layers: not read), their
+     * floating elements, and the first of their names in the files' order */
+    int64_t n_ignored_tensors, n_ignored_params;
+    char ignored_first[96];
     char stored_dtype[16];  /* dtype of the embedding tensor in the files */
     rc_st_stored stored[24]; /* the files' tensors by stored dtype (before any dequantization) */
     int nstored;
@@ -492,7 +512,17 @@ typedef struct {
  * false and true, as the tables write them. */
 /* MID1: the whole field, from a file tensor of shape [rows, 1, cols] (a
  * depthwise Conv1d weight, Qwen3-Next's conv1d [channels, 1, kernel]). */
-typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1, RC_PIECE_MID1 } rc_piece;
+/* APPEND_FIELD: appended as APPEND, the last piece of its field, and its fix runs once over the whole field
+ * (rows: the field's; Qwen3.5's separate in_proj_qkv / in_proj_z rows reordered into Qwen3-Next's fused
+ * in_proj_qkvz layout). */
+typedef enum {
+    RC_PIECE_WHOLE = 0,
+    RC_PIECE_APPEND = 1,
+    RC_PIECE_HALF0,
+    RC_PIECE_HALF1,
+    RC_PIECE_MID1,
+    RC_PIECE_APPEND_FIELD
+} rc_piece;
 
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
@@ -587,8 +617,13 @@ bool rc_layer_cost(const rc_config *cfg, int64_t l, int64_t *weight_elems, doubl
 const rc_arch *rc_arch_for_model_type(const char *model_type);
 /* Every family, NULL-terminated (registry order). */
 const rc_arch *const *rc_arch_all(void);
-/* Comma-separated list of supported model types, for messages. */
+/* Comma-separated list of supported model types (families, then wrappers), for messages. */
 const char *rc_arch_supported_list(void);
+/* The wrapper whose model_type this is, or NULL; every wrapper, NULL-terminated. */
+const rc_wrapper *rc_wrapper_for_model_type(const char *model_type);
+const rc_wrapper *const *rc_wrapper_all(void);
+/* The tensor name prefixes of a loaded config: its wrapper's, else its family's. */
+const char *const *rc_config_prefixes(const rc_config *cfg);
 
 /* hf_config.c: parse config.json (or a JSON object already loaded). */
 /* Read an integer under the first of `keys` present (NULL-terminated); two

@@ -7,7 +7,9 @@
  * (llama's when it names none of them); two more folders for an input with a
  * quantization_config: quant/fp8 (FP8 block-scaled weights, also read by an
  * engine under weights=as-stored: the stored codes and scales), and gptoss_mxfp4
- * (a gpt_oss with MXFP4 experts) when its quant_method is mxfp4. Seed the corpus with
+ * (a gpt_oss with MXFP4 experts) when its quant_method is mxfp4; the multimodal wrapper folders (k_wrapped:
+ * Qwen3.5-MoE, Qwen3.5 and Gemma 3 ForConditionalGeneration, text model and vision tower) for their
+ * wrapper model_types. Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
  *
@@ -29,7 +31,12 @@
 #include "forward.h"
 #include "tests/fixtures.h"
 
-#define N_DIRS (RC_N_FIXTURE_MODELS + 2) /* at most: the rows marked for fuzzing, quant/fp8 and gptoss_mxfp4 */
+/* the wrapper folders (no reference of their own) and their model_types */
+static const char *const k_wrapped[][2] = {
+    {"q35_moe_vl", "qwen3_5_moe"}, {"q35_dense_vl", "qwen3_5"}, {"gemma3_vl", "gemma3"}};
+#define N_WRAPPED ((int)(sizeof k_wrapped / sizeof k_wrapped[0]))
+/* at most: the rows marked for fuzzing, quant/fp8, gptoss_mxfp4 and the wrapper folders */
+#define N_DIRS (RC_N_FIXTURE_MODELS + 2 + N_WRAPPED)
 static char g_dirs[N_DIRS][600];
 static const char *k_fixtures[N_DIRS]; /* the marked rows' folders and model types, g_n of them */
 static const char *k_types[N_DIRS];
@@ -61,6 +68,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_mxfp4 = g_n;
     k_fixtures[g_n] = "gptoss_mxfp4";
     k_types[g_n++] = "";
+    for (int w = 0; w < N_WRAPPED; w++) {
+        k_fixtures[g_n] = k_wrapped[w][0];
+        k_types[g_n++] = k_wrapped[w][1];
+    }
     for (int i = 0; i < g_n; i++) {
         snprintf(g_dirs[i], sizeof g_dirs[i], "%s/d%d", base, i);
         if (mkdir(g_dirs[i], 0700) != 0) {
