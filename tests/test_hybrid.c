@@ -6,7 +6,7 @@
  * Qwen3.5 text fixtures q35_moe and q35_dense (make_q35_fixtures.py); state=dtype stores the
  * recurrent state as values of the dtype; a state slot continues in order
  * only; the keys are refused on a model without linear layers; the state
- * cache's size. */
+ * cache's size; trace's recurrent state per linear layer. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -346,6 +346,80 @@ START_TEST(test_trace_linear_layer)
 }
 END_TEST
 
+/* the run and trace of one prompt (10 tokens, 6 generated) of qnext_hybrid with the sides given, trace --json
+ * parsed; dir: a fresh scratch folder */
+static json_t *trace_json(const char *dir, const char *sides)
+{
+    static char out[1 << 20], err[8192];
+    char args[1024], prompts[600];
+    snprintf(prompts, sizeof prompts, "%s/p.jsonl", dir);
+    FILE *f = fopen(prompts, "w");
+    ck_assert(f != NULL);
+    fprintf(f, "{\"tokens\": [5, 17, 33, 100, 9, 41, 77, 3, 120, 12]}\n");
+    fclose(f);
+    snprintf(args, sizeof args, "run --model data/fixtures/qnext_hybrid --prompts %s --samples 1 --len 6 -q "
+             "--out %s/r.h5 %s", prompts, dir, sides);
+    ck_assert_msg(rc_test_run_cli("", args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    snprintf(args, sizeof args, "trace %s/r.h5 --out none --json", dir);
+    ck_assert_msg(rc_test_run_cli("", args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    ck_assert_msg(root != NULL, "%s", je.text);
+    snprintf(args, sizeof args, "rm -rf '%s'/*", dir);
+    ck_assert(system(args) == 0);
+    return root;
+}
+
+/* trace's recurrent state per linear layer: compared at the last position the sampler decoded (10 + 6 - 2), all
+ * hv dk dv values of it; equal sides (invariant kernels, the state in fp32): bitwise equal, no divergence; the
+ * sampler keeping the state in the dtype (state=dtype): the first divergence is the first linear layer's state */
+START_TEST(test_trace_state)
+{
+    char dir[] = "/tmp/rc_hybrid_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    fixture f;
+    load("qnext_hybrid", &f);
+    const rc_config *c = &f.m->cfg;
+    int64_t first_linear = -1;
+    for (int64_t l = c->n_layers - 1; l >= 0; l--)
+        if (c->layer_linear[l])
+            first_linear = l;
+    ck_assert(first_linear >= 0);
+    for (int dtype_state = 0; dtype_state <= 1; dtype_state++) {
+        json_t *root = trace_json(dir, dtype_state ? "--sampler dtype=bf16,kernels=invariant,state=dtype "
+                                                     "--trainer dtype=bf16,kernels=invariant"
+                                                   : "--sampler dtype=bf16,kernels=invariant "
+                                                     "--trainer dtype=bf16,kernels=invariant");
+        const json_t *cells = json_object_get(root, "cells"), *first = json_object_get(root, "first");
+        int64_t n_state = 0;
+        for (size_t i = 0; i < json_array_size(cells); i++) {
+            const json_t *cl = json_array_get(cells, i);
+            if (strcmp(json_string_value(json_object_get(cl, "op")), "state") != 0)
+                continue;
+            const int64_t layer = json_integer_value(json_object_get(cl, "layer"));
+            ck_assert(layer >= 0 && layer < c->n_layers && c->layer_linear[layer]);
+            ck_assert_int_eq(json_integer_value(json_object_get(cl, "count")), c->lin_hv * c->lin_dk * c->lin_dv);
+            if (!dtype_state)
+                ck_assert(json_number_value(json_object_get(cl, "equal_frac")) == 1.0);
+            n_state++;
+        }
+        ck_assert_int_eq(n_state, c->n_linear);
+        if (!dtype_state) {
+            ck_assert(json_is_null(first));
+        } else {
+            ck_assert_int_eq(json_integer_value(json_object_get(first, "layer")), first_linear);
+            ck_assert_str_eq(json_string_value(json_object_get(first, "op")), "state");
+            ck_assert_int_eq(json_integer_value(json_object_get(first, "position")), 10 + 6 - 2);
+        }
+        json_decref(root);
+    }
+    unload(&f);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
 static Suite *hybrid_suite(void)
 {
     Suite *s = suite_create("hybrid");
@@ -358,6 +432,7 @@ static Suite *hybrid_suite(void)
     tcase_add_test(tc, test_side_keys);
     tcase_add_test(tc, test_inspect);
     tcase_add_test(tc, test_trace_linear_layer);
+    tcase_add_test(tc, test_trace_state);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,11 +9,29 @@
 
 /* One side's capture of one (sequence, layer slot, op): rows by position. */
 typedef struct {
-    float *v;            /* [max_pos][width], NaN where not computed */
+    float *v;            /* [max_pos][width], NaN where not computed; RC_TOP_STATE: [2][width] */
     int64_t *call_rows;  /* [max_pos]: the M of the row's call, 0 where not computed */
     int64_t width;
     rc_dtype dt;
+    int64_t pos[2];      /* RC_TOP_STATE: the positions of the two rows v holds (-1: none) */
+    int older;           /* RC_TOP_STATE: the row the next new position replaces */
 } tbuf;
+
+/* The recurrent state (hv dk dv values a row) is kept at a side's two most recent captured positions only:
+ * the sampler's last decode steps, the trainer's end of its forward and one token before it (forward.c's
+ * gdn_block captures both), so the sides meet at the last position the sampler decoded. */
+static bool few_rows(rc_trace_op op) { return op == RC_TOP_STATE; }
+
+/* the row of position p (NULL: not kept) */
+static const float *row_at(const tbuf *b, rc_trace_op op, int64_t p)
+{
+    if (!few_rows(op))
+        return b->v + p * b->width;
+    for (int j = 0; j < 2; j++)
+        if (b->pos[j] == p)
+            return b->v + j * b->width;
+    return NULL;
+}
 
 /* what the derived scores and probabilities need of a side */
 typedef struct {
@@ -127,7 +145,7 @@ static rc_status buf_get(rc_trace *t, int side, int64_t k, int64_t slot, rc_trac
     tbuf *b = buf_at(t, side, k, slot, op);
     if (!b->v) {
         int64_t n;
-        if (width < 1 || !rc_mul_i64(width, t->max_pos, &n))
+        if (width < 1 || !rc_mul_i64(width, few_rows(op) ? 2 : t->max_pos, &n))
             return rc_errorf(RC_ERR_NOMEM, "trace: %s rows of %lld values are too large", rc_trace_op_name(op),
                              (long long)width);
         RC_TRY(rc_calloc((void **)&b->v, n, sizeof *b->v, "trace"));
@@ -136,6 +154,7 @@ static rc_status buf_get(rc_trace *t, int side, int64_t k, int64_t slot, rc_trac
             b->v[i] = NAN;
         b->width = width;
         b->dt = dt;
+        b->pos[0] = b->pos[1] = -1;
     } else if (b->width != width) {
         return rc_errorf(RC_ERR_INTERNAL, "trace: %s rows of %lld and %lld values", rc_trace_op_name(op),
                          (long long)b->width, (long long)width);
@@ -164,7 +183,13 @@ rc_status rc_trace_capture(void *ctx, rc_backend *be, const rc_capture *c)
             return rc_errorf(RC_ERR_INTERNAL, "trace: position %lld of %lld", (long long)p, (long long)t->max_pos);
         tbuf *tb;
         RC_TRY(buf_get(t, c->side, k, slot, c->op, c->width, c->dt, &tb));
-        RC_TRY(be->ops->download(be, c->data + i * c->stride, c->width, tb->v + p * c->width));
+        if (few_rows(c->op) && !row_at(tb, c->op, p)) { /* a new position replaces the older row kept */
+            if (tb->pos[tb->older] >= 0)
+                tb->call_rows[tb->pos[tb->older]] = 0;
+            tb->pos[tb->older] = p;
+            tb->older ^= 1;
+        }
+        RC_TRY(be->ops->download(be, c->data + i * c->stride, c->width, (float *)row_at(tb, c->op, p)));
         tb->call_rows[p] = c->call_rows;
         if (c->op == RC_TOP_ROPE) {
             const int64_t m = (c->side * t->n_seq + k) * t->max_pos + p;
@@ -312,7 +337,7 @@ rc_status rc_trace_compare(rc_trace *t, const rc_trace_table **out)
                 for (int64_t p = 0; p < T; p++) {
                     if (!a->call_rows[p] || !b->call_rows[p])
                         continue;
-                    const float *x = a->v + p * a->width, *y = b->v + p * a->width;
+                    const float *x = row_at(a, (rc_trace_op)op, p), *y = row_at(b, (rc_trace_op)op, p);
                     for (int64_t i = 0; i < a->width; i++) {
                         if (isnan(x[i]) && isnan(y[i]))
                             continue; /* keys a query does not see */
@@ -371,5 +396,5 @@ const float *rc_trace_row(const rc_trace *t, int side, int64_t k, int64_t layer,
         *width = b->width;
     if (call_rows)
         *call_rows = b->call_rows[pos];
-    return b->v + pos * b->width;
+    return row_at(b, op, pos);
 }

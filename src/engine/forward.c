@@ -994,7 +994,7 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
 }
 
 static const char *const k_trace_op_names[RC_TOP_COUNT] = {
-    "embed", "norm1", "qkv", "rope", "scores", "probs", "attn", "o_proj", "resid_attn",
+    "embed", "norm1", "qkv", "rope", "scores", "probs", "state", "attn", "o_proj", "resid_attn",
     "norm2", "route", "up", "gate", "act", "down", "resid", "norm_f", "logits"};
 
 const char *rc_trace_op_name(rc_trace_op op)
@@ -1053,14 +1053,49 @@ static rc_status gdn_block(rc_engine *e, const rc_batch_desc *bd, int64_t l, con
     rc_gdn_mixer_form(&kv->gd, e->gdn_qkvz + (r_) * W, e->gdn_ba + (r_) * B, (T_), rc_wt_vec(L->lin_conv_w),     \
                       kv->conv_k, rc_wt_vec(L->lin_A_log), rc_wt_vec(L->lin_dt_bias), rc_wt_vec(L->lin_norm_w),   \
                       eps, chunk, dt, (sdt_), (fresh_), (form_), conv, S, e->gdn_out + (r_) * LV)
+        /* trace (a capture hook): the state after the call, at its last position (the call's M: its tokens);
+         * for a fresh call of several tokens also the state one token earlier, as the call's own arithmetic
+         * reaches it (a full forward holds no state before its end): the prefix cache's stored state, else
+         * the same run over all but the last token on copies of the states */
+        rc_capture cap = {.layer = l, .op = RC_TOP_STATE, .side = e->hook.side, .seq0 = e->hook.seq0, .bd = bd,
+                          .n = 1, .row0 = r + T - 1, .rows = NULL, .call_rows = T, .data = S, .width = SN,
+                          .stride = SN, .dt = kv->state_dt, .ap = NULL, .kv = NULL};
         if (fresh && e->num.prefix_cache && T > 1) { /* the stored prefix's state in the dtype, then the rest */
             RC_TRY(GDN_RUN(r, T - 1, true, dt, form));
+            if (e->hook.fn) {
+                rc_capture c1 = cap;
+                c1.row0 = r + T - 2, c1.call_rows = T - 1, c1.dt = dt;
+                RC_TRY(e->hook.fn(e->hook.ctx, be, &c1));
+            }
             RC_TRY(GDN_RUN(r + T - 1, 1, false, kv->state_dt,
                            form == RC_GDN_FORM_RECURRENT ? form : RC_GDN_FORM_EXTEND));
         } else {
+            if (e->hook.fn && fresh && T > 1) {
+                float *cs = NULL, *ss = NULL, *os = NULL;
+                rc_status st = rc_alloc_aligned((void **)&cs, CK, sizeof *cs, "trace state copy");
+                if (st == RC_OK)
+                    st = rc_alloc_aligned((void **)&ss, SN, sizeof *ss, "trace state copy");
+                if (st == RC_OK)
+                    st = rc_alloc_aligned((void **)&os, (T - 1) * LV, sizeof *os, "trace state copy");
+                if (st == RC_OK)
+                    st = rc_gdn_mixer_form(&kv->gd, e->gdn_qkvz + r * W, e->gdn_ba + r * B, T - 1,
+                                           rc_wt_vec(L->lin_conv_w), kv->conv_k, rc_wt_vec(L->lin_A_log),
+                                           rc_wt_vec(L->lin_dt_bias), rc_wt_vec(L->lin_norm_w), eps, chunk, dt,
+                                           kv->state_dt, true, form, cs, ss, os);
+                rc_capture c1 = cap;
+                c1.row0 = r + T - 2, c1.call_rows = T - 1, c1.data = ss;
+                if (st == RC_OK)
+                    st = e->hook.fn(e->hook.ctx, be, &c1);
+                free(cs);
+                free(ss);
+                free(os);
+                RC_TRY(st);
+            }
             RC_TRY(GDN_RUN(r, T, fresh, kv->state_dt, form));
         }
 #undef GDN_RUN
+        if (e->hook.fn)
+            RC_TRY(e->hook.fn(e->hook.ctx, be, &cap));
     }
     return be->ops->matmul(be, e->gdn_out, n, LV, L->w_lin_out, H, NULL, in_att, lin_dt, e->tmp);
 }

@@ -157,6 +157,8 @@ typedef enum {
     RC_TOP_ROPE,       /* q and k after RoPE (the row's first (nh + nkv) * d values) */
     RC_TOP_SCORES,     /* (derived) the scores of each head over the keys */
     RC_TOP_PROBS,      /* (derived) the softmax probabilities */
+    RC_TOP_STATE,      /* Gated DeltaNet layers: the recurrent state [hv][dk][dv] a sequence's slot holds after a
+                        * call, at the call's last position (the trace keeps each side's last one) */
     RC_TOP_ATTN,       /* P.V, the attention output */
     RC_TOP_O,          /* the output projection (after the TP all-reduce) */
     RC_TOP_RESID_ATTN, /* sequential residual: x + attn_out */
