@@ -736,9 +736,10 @@ START_TEST(test_qwen3_5)
     ck_assert(c.n_experts == 0 && c.n_kv_heads == 4 && c.intermediate == 12288 && c.n_linear == 3);
     ck_assert(!rc_layer_is_moe(&c, 0) && c.attn_out_gate && c.norm_w_offset);
     /* the dense wrapper: tie_word_embeddings from the top level (the wrapper's default false), not text_config */
-    parse_ok("{'model_type':'qwen3_5','text_config':{'hidden_size':64,'num_attention_heads':8,"
+    parse_ok("{'model_type':'qwen3_5','eos_token_id':7,'text_config':{'hidden_size':64,'num_attention_heads':8,"
              "'num_hidden_layers':4,'vocab_size':300,'tie_word_embeddings':true}}", &c);
     ck_assert(c.wrapper && !c.tie_embeddings && c.n_experts == 0);
+    ck_assert(c.n_eos == 1 && c.eos_ids[0] == 7); /* the top level's eos_token_id when the text config has none */
     /* Gemma 3: tied by default; final_logit_softcapping of the text config not applied by the wrapper */
     parse_ok("{'model_type':'gemma3','text_config':{'model_type':'gemma3_text','hidden_size':64,"
              "'num_attention_heads':4,'num_hidden_layers':2,'vocab_size':300,'head_dim':16,'intermediate_size':96,"
@@ -756,6 +757,11 @@ START_TEST(test_qwen3_5)
      * its key); M-RoPE's section not three integers; a Qwen3.5-MoE without experts */
     EXPECT_REJECT("{'model_type':'qwen3_5_moe','vision_config':{}}", RC_ERR_FORMAT, "\"text_config\"", "missing");
     EXPECT_REJECT("{'model_type':'gemma3','text_config':[1]}", RC_ERR_FORMAT, "text_config", "not an object");
+    EXPECT_REJECT("{'model_type':'qwen3_5','tie_word_embeddings':'yes','text_config':{'hidden_size':64,"
+                  "'num_attention_heads':8,'num_hidden_layers':4,'vocab_size':300}}", RC_ERR_FORMAT,
+                  "cfg.json: \"tie_word_embeddings\"");
+    EXPECT_REJECT("{'model_type':'qwen3_5','eos_token_id':[3,-1],'text_config':{'hidden_size':64,"
+                  "'num_attention_heads':8,'num_hidden_layers':4,'vocab_size':300}}", RC_ERR_FORMAT, "eos_token_id");
     EXPECT_REJECT("{'model_type':'qwen3_5_moe','text_config':{'model_type':'qwen3_next','hidden_size':64}}",
                   RC_ERR_UNSUPPORTED, "text_config.model_type \"qwen3_next\"", "qwen3_5_moe_text");
     EXPECT_REJECT("{'model_type':'qwen3_5','text_config':{'num_attention_heads':4,'num_hidden_layers':2,"

@@ -68,10 +68,10 @@ static rc_status parse_eos(const json_t *root, const char *path, rc_config *cfg)
     return RC_OK;
 }
 
-/* root: the text model's config (config.json itself, or a wrapper's text_config); mt its model_type; w the
- * wrapper and top its config.json, or NULL */
+/* root: the text model's config (config.json itself, or a wrapper's text_config) named path in messages; mt
+ * its model_type; w the wrapper and top its config.json, named top_path, or NULL */
 static rc_status parse_as(const json_t *root, const char *path, const char *mt, const rc_wrapper *w,
-                          const json_t *top, rc_config *cfg)
+                          const json_t *top, const char *top_path, rc_config *cfg)
 {
     bool present;
     cfg->arch = rc_arch_for_model_type(mt);
@@ -116,11 +116,11 @@ static rc_status parse_as(const json_t *root, const char *path, const char *mt, 
         /* the wrapper class ties its head by its own tie_word_embeddings (the text config's is not read by
          * transformers for the wrapper), and may run its head without the text model's final soft-capping */
         cfg->wrapper = w;
-        RC_TRY(rc_json_get_bool(top, "tie_word_embeddings", path, w->tie_default, &cfg->tie_embeddings, NULL));
+        RC_TRY(rc_json_get_bool(top, "tie_word_embeddings", top_path, w->tie_default, &cfg->tie_embeddings, NULL));
         if (w->no_final_softcap)
             cfg->final_softcap = 0.0;
         if (cfg->n_eos == 0) /* eos_token_id at the top level when the text config has none */
-            RC_TRY(parse_eos(top, path, cfg));
+            RC_TRY(parse_eos(top, top_path, cfg));
     }
     return rc_config_finish(path, cfg);
 }
@@ -135,7 +135,7 @@ rc_status rc_config_parse(const json_t *root, const char *path, rc_config *cfg)
         return rc_errorf(RC_ERR_FORMAT, "%s: \"model_type\" is missing", path);
     const rc_wrapper *w = rc_wrapper_for_model_type(mt);
     if (!w)
-        return parse_as(root, path, mt, NULL, NULL, cfg);
+        return parse_as(root, path, mt, NULL, NULL, NULL, cfg);
     /* a multimodal wrapper: its text model's config, under text_key */
     const json_t *tc = json_object_get(root, w->text_key);
     if (!tc || !json_is_object(tc))
@@ -148,7 +148,7 @@ rc_status rc_config_parse(const json_t *root, const char *path, rc_config *cfg)
                          path, w->text_key, tmt, w->model_type, w->cls, w->text_model_type);
     char tpath[4096 + 64];
     snprintf(tpath, sizeof tpath, "%s: %s", path, w->text_key);
-    return parse_as(tc, tpath, w->text_model_type, w, root, cfg);
+    return parse_as(tc, tpath, w->text_model_type, w, root, path, cfg);
 }
 
 rc_status rc_config_get_int_alias(const json_t *root, const char *path, const char *const *keys,
