@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "forward.h"
@@ -316,11 +318,82 @@ START_TEST(test_multi_gpu_faults)
 END_TEST
 #endif
 
+#ifdef RC_TEST_EMULATE
+/* The CLI over the host build with 2 and 3 fake devices (RCK_SHIM_DEVICES in its environment): --gpus and
+ * --layer-split give the statistics of one device to the digit, the device is named "N x ..."; --gpus on the
+ * CPU, more GPUs than visible and a split that does not add up are refused by name */
+static char g_out[1 << 16];
+
+static int cli_env(const char *env, const char *args)
+{
+    char tmp[] = "/tmp/rc_cuda_multiXXXXXX";
+    int fd = mkstemp(tmp);
+    ck_assert(fd >= 0);
+    close(fd);
+    char cmd[8192], src[4096];
+    rc_test_source_path(src, sizeof src, ".");
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s' 2>&1 </dev/null", src, env, RC_CUDA_HOST_CLI, args, tmp);
+    int st = system(cmd);
+    FILE *f = fopen(tmp, "rb");
+    size_t got = f ? fread(g_out, 1, sizeof g_out - 1, f) : 0;
+    g_out[got] = '\0';
+    if (f)
+        fclose(f);
+    unlink(tmp);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* the statistics of a run's JSON ("lens" up to the timings) */
+static char *stats_of(const char *json)
+{
+    const char *a0 = strstr(json, "\"lens\""), *a1 = strstr(json, "\"seconds_generate\"");
+    ck_assert_msg(a0 && a1 && a1 > a0, "%s", json);
+    return strndup(a0, (size_t)(a1 - a0));
+}
+
+START_TEST(test_multi_gpu_cli)
+{
+    const char *common = "--num-prompts 3 --len 4,8 --samples 2 -q --backend cuda --json --out none --dtype bf16 "
+                         "--trainer dtype=fp32";
+    char args[1024];
+    snprintf(args, sizeof args, "%s", common);
+    ck_assert_msg(cli_env("RCK_SHIM_DEVICES=3", args) == 0, "%s", g_out);
+    char *one = stats_of(g_out);
+    ck_assert_ptr_null(strstr(one, "\"std\": 0,")); /* a bf16 sampler, an fp32 trainer: ratios that are not all 1 */
+    const char *splits[] = {"--gpus 2", "--gpus 2 --layer-split 5,1", "--gpus 3", "--layer-split 1,2,3"};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        snprintf(args, sizeof args, "%s %s", common, splits[i]);
+        ck_assert_msg(cli_env("RCK_SHIM_DEVICES=3", args) == 0, "%s: %s", args, g_out);
+        char *got = stats_of(g_out);
+        ck_assert_msg(!strcmp(got, one), "%s:\n%s\none GPU:\n%s", splits[i], got, one);
+        ck_assert_ptr_nonnull(strstr(g_out, i < 2 ? "\"device\": \"2 x host emulation" : "\"device\": \"3 x host emulation"));
+        printf("%-10s CLI %s: the statistics of one GPU to the digit\n", TEST_NAME, splits[i]);
+        free(got);
+    }
+    free(one);
+    snprintf(args, sizeof args, "%s --gpus 3", common);
+    ck_assert_int_eq(cli_env("RCK_SHIM_DEVICES=2", args), 8);
+    ck_assert_ptr_nonnull(strstr(g_out, "--gpus 3 needs 3 GPUs; 2 are visible"));
+    snprintf(args, sizeof args, "%s --gpus 2 --layer-split 1,1", common);
+    ck_assert_int_eq(cli_env("RCK_SHIM_DEVICES=2", args), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "--layer-split: 2 layers in all, but the model runs 6"));
+    snprintf(args, sizeof args, "--num-prompts 3 --len 4 --samples 2 -q --out none --backend cpu --gpus 2");
+    ck_assert_int_eq(cli_env("", args), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "--gpus 2 splits the model over CUDA GPUs"));
+    snprintf(args, sizeof args, "%s --gpus 3 --layer-split 1,3", common);
+    ck_assert_int_eq(cli_env("", args), 2);
+    ck_assert_ptr_nonnull(strstr(g_out, "--layer-split gives 2 GPUs' layers, --gpus 3"));
+}
+END_TEST
+#endif
+
 void multi_tests(TCase *tc)
 {
     tcase_add_loop_test(tc, test_multi_gpu_bitwise, 0, 2 * N_MULTI);
     tcase_add_test(tc, test_multi_gpu_refused);
 #ifdef RC_TEST_EMULATE
     tcase_add_test(tc, test_multi_gpu_faults);
+    tcase_add_test(tc, test_multi_gpu_cli);
 #endif
 }

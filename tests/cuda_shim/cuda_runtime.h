@@ -110,9 +110,13 @@ static inline int rck_shim_device_of(const void *p, size_t bytes = 0)
 // [p, p + bytes) inside one live device allocation, of any device
 static inline bool rck_shim_is_device(const void *p, size_t bytes = 0) { return rck_shim_device_of(p, bytes) >= 0; }
 
+// RCK_SHIM_DEVICES, or where that is 0 the environment's RCK_SHIM_DEVICES (the CLI over the host build)
 static inline int rck_shim_n_devices(void)
 {
     long long n = rck_shim_get(RCK_SHIM_DEVICES);
+    const char *env = getenv("RCK_SHIM_DEVICES");
+    if (n == 0 && env)
+        n = atoll(env);
     return n < 1 ? 1 : n > RCK_SHIM_MAX_DEVICES ? RCK_SHIM_MAX_DEVICES : (int)n;
 }
 

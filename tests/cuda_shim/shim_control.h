@@ -26,8 +26,8 @@ typedef enum {
     /* several fake devices (a layer split over GPUs): each allocation belongs to the device current at its
      * cudaMalloc; a kernel, a cudaMemcpy and a cuBLAS call take only memory of the current device (and a cuBLAS
      * handle only on the device it was created on); cudaMemcpyPeer copies between devices */
-    RCK_SHIM_DEVICES,      /* how many devices cudaGetDeviceCount reports (0: 1; at most RCK_SHIM_MAX_DEVICES; kept
-                            * by rck_shim_reset) */
+    RCK_SHIM_DEVICES,      /* how many devices cudaGetDeviceCount reports (0: the environment's RCK_SHIM_DEVICES, else
+                            * 1; at most RCK_SHIM_MAX_DEVICES; kept by rck_shim_reset) */
     RCK_SHIM_MEMORY_DEVICE, /* 0: RCK_SHIM_MEMORY_BYTES limits every device; d + 1: device d only */
     RCK_SHIM_FAIL_PEER,    /* cudaMemcpyPeer returns cudaErrorInvalidValue */
     RCK_SHIM_PEER_COPIES,  /* counter: cudaMemcpyPeer calls that copied */
