@@ -319,6 +319,148 @@ END_TEST
 #endif
 
 #ifdef RC_TEST_EMULATE
+/* A Llama whose weights outweigh a small batch's activations, as at real sizes (hidden 512, 8 heads of 64, 2 KV
+ * heads, intermediate 1536, vocab 1024, 4 layers, an untied head): random fp32 weights written into dir. Its
+ * tensors' element counts: per layer wide[], the model's own (embedding, head, final norm) own_n. */
+enum { WH = 512, WI = 1536, WV = 1024, WL = 4, WNH = 8, WNKV = 2, WD = 64 };
+static const char *const k_wide_kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
+                                           "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+static const int64_t k_wide_shapes[9][2] = {{WH, 0},       {WH, 0},  {WNH * WD, WH}, {WNKV * WD, WH}, {WNKV * WD, WH},
+                                            {WH, WNH * WD}, {WI, WH}, {WI, WH},       {WH, WI}};
+
+static int64_t wide_layer_n(void)
+{
+    int64_t n = 0;
+    for (int k = 0; k < 9; k++)
+        n += k_wide_shapes[k][0] * (k_wide_shapes[k][1] ? k_wide_shapes[k][1] : 1);
+    return n;
+}
+
+static void write_wide_model(const char *dir)
+{
+    char path[4200], name[96], *hdr = malloc(1 << 15);
+    ck_assert(hdr != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fprintf(f, "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
+            "\"intermediate_size\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+            "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+            "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, "
+            "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
+            WH, WI, WNH, WNKV, WD, WL, WV);
+    ck_assert(fclose(f) == 0);
+    /* the tensors in header order: embedding, the layers', the final norm, the head */
+    int64_t n_t = 0, off = 0, sizes[64];
+    size_t h = (size_t)snprintf(hdr, 1 << 15, "{");
+    for (int t = -1; t <= 9 * WL + 1; t++) {
+        int64_t r, c;
+        if (t < 0)
+            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = WV, c = WH;
+        else if (t == 9 * WL)
+            snprintf(name, sizeof name, "model.norm.weight"), r = WH, c = 0;
+        else if (t == 9 * WL + 1)
+            snprintf(name, sizeof name, "lm_head.weight"), r = WV, c = WH;
+        else
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, k_wide_kinds[t % 9]),
+                r = k_wide_shapes[t % 9][0], c = k_wide_shapes[t % 9][1];
+        sizes[n_t++] = r * (c ? c : 1);
+        if (c)
+            h += (size_t)snprintf(hdr + h, (1 << 15) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
+                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
+        else
+            h += (size_t)snprintf(hdr + h, (1 << 15) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
+                                  (long long)(off + 4 * r));
+        off += 4 * sizes[n_t - 1];
+    }
+    h += (size_t)snprintf(hdr + h, (1 << 15) - h, "}");
+    while (h % 8)
+        hdr[h++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    const uint64_t hl = h;
+    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
+    float *buf = malloc(sizeof(float) * WV * WH);
+    ck_assert(buf != NULL);
+    for (int64_t t = 0; t < n_t; t++) {
+        const bool norm = t == n_t - 2 || (t > 0 && t < n_t - 2 && (t - 1) % 9 < 2);
+        for (int64_t i = 0; i < sizes[t]; i++)
+            buf[i] = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.05f);
+        ck_assert(fwrite(buf, sizeof(float), (size_t)sizes[t], f) == (size_t)sizes[t]);
+    }
+    ck_assert(fclose(f) == 0);
+    free(buf);
+    free(hdr);
+}
+
+/* The whole device memory of a bf16 run -- weights, KV cache, activations and every workspace of the backend
+ * (cuBLAS operands, attention scratch, the full log-probs), the shim's allocation peak -- at most 1.5 x the
+ * reference (the checkpoint's elements at 2 bytes + the KV cache at 2 bytes: K and V of every layer, slot, KV
+ * head, position and dimension), on a model whose weights outweigh the activations as at real sizes, one full
+ * forward of 4 sequences of 16 tokens and their cached decode; inspect's estimate (its GPU memory line) within
+ * the same bound. Split over 2 fake devices: each device's peak at most 1.5 x its own reference (its layers'
+ * elements, device 0 also the embedding, final norm and head, and its layers' KV cache). */
+START_TEST(test_device_memory_whole)
+{
+    char dir[64];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_wide_") != NULL);
+    write_wide_model(dir);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t B = 4, T = 16, rows = B * T;
+    const long long layer_n = wide_layer_n(), own_n = 2LL * WV * WH + WH;
+    ck_assert_int_eq(m->n_params, WL * layer_n + own_n); /* every tensor counted */
+    const long long kv_layer = 2LL * 2 * B * WNKV * T * WD; /* K and V of one layer at 2 bytes */
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    int32_t tok[64];
+    int64_t lens[4];
+    for (int64_t i = 0; i < rows; i++)
+        tok[i] = (int32_t)((i * 7 + 3) % WV);
+    for (int64_t b = 0; b < B; b++)
+        lens[b] = T;
+    float *out = malloc(sizeof(float) * rows * WV);
+    ck_assert(out != NULL);
+    rc_engine_mem dm;
+    ck_assert(rc_engine_mem_estimate(m, &num, false, RC_KERNELS_ENGINE, B, T, rows, &dm) == RC_OK);
+    for (int n = 1; n <= 2; n++) {
+        rck_shim_set(RCK_SHIM_DEVICES, n);
+        rc_backend *be = backend_n(RC_KERNELS_ENGINE, n, NULL);
+        rck_shim_reset();
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, be, &num, B, T, rows, &e) == RC_OK, "%s", rc_last_error());
+        ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
+        const int64_t slots[4] = {0, 1, 2, 3}, starts[4] = {0, 0, 0, 0}, n_new[4] = {T - 1, T - 1, T - 1, T - 1};
+        const int64_t last[4] = {T - 2, 2 * T - 3, 3 * T - 4, 4 * T - 5};
+        ck_assert_msg(rc_engine_step(e, slots, starts, n_new, B, tok, last, B, out, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+        for (int d = 0; d < n; d++) {
+            const int64_t l0 = e->stage_l0[d], l1 = e->stage_l0[d + 1];
+            const long long ref = 2LL * ((l1 - l0) * layer_n + (d == 0 ? own_n : 0)) + (l1 - l0) * kv_layer;
+            const long long peak = rck_shim_device_peak(d);
+            printf("%-10s bf16 device memory, %d GPU%s, GPU %d (layers %lld-%lld): peak %lld bytes, weights at 2 bytes "
+                   "+ KV %lld (peak / that %.3f)%s",
+                   TEST_NAME, n, n > 1 ? "s" : "", d, (long long)l0, (long long)l1 - 1, peak, ref, (double)peak / ref,
+                   n == 1 ? "" : "\n");
+            if (n == 1)
+                printf("; inspect's estimate %lld (%.3f)\n", (long long)dm.total, (double)dm.total / ref);
+            ck_assert_msg(peak <= 3 * ref / 2, "GPU %d of %d: peak %lld > 1.5 x %lld", d, n, peak, ref);
+            ck_assert(n > 1 || dm.total <= 3 * ref / 2);
+            ck_assert(peak >= ref); /* the reference is all there */
+        }
+        rc_engine_free(e);
+        rc_backend_destroy(be);
+    }
+    free(out);
+    rc_model_free(m);
+    rc_test_rm_rf(dir);
+}
+END_TEST
+
 /* The CLI over the host build with 2 and 3 fake devices (RCK_SHIM_DEVICES in its environment): --gpus and
  * --layer-split give the statistics of one device to the digit, the device is named "N x ..."; --gpus on the
  * CPU, more GPUs than visible and a split that does not add up are refused by name */
@@ -395,5 +537,6 @@ void multi_tests(TCase *tc)
 #ifdef RC_TEST_EMULATE
     tcase_add_test(tc, test_multi_gpu_faults);
     tcase_add_test(tc, test_multi_gpu_cli);
+    tcase_add_test(tc, test_device_memory_whole);
 #endif
 }
