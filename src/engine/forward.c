@@ -958,7 +958,9 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
         int64_t w = d == 0 ? head : 0, k = 0, b = 0;
         for (int64_t l = l0[d]; l < l0[d + 1]; l++)
             w += lb[l];
-        ok = rc_mul_i64(all.kv_cache / L, l0[d + 1] - l0[d], &k) && rc_add_i64(w, k, &b) &&
+        /* (one device: the estimate's own KV cache, a hybrid model's attention layers only) */
+        ok = (n_dev == 1 ? (k = all.kv_cache, true) : rc_mul_i64(all.kv_cache / L, l0[d + 1] - l0[d], &k)) &&
+             rc_add_i64(w, k, &b) &&
              rc_add_i64(b, d == 0 ? all.activations + all.state_cache : other_act, &b);
         if (weights)
             weights[d] = w;
