@@ -514,6 +514,26 @@ START_TEST(test_multi_gpu_cli)
         free(got);
     }
     free(one);
+    /* trace --gpus 2: every op's capture of the split run, downloaded from the GPU that computed it, is the one
+     * GPU trace's (the JSON but its timing) */
+    char dir[64];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_multi_") != NULL);
+    snprintf(args, sizeof args, "--num-prompts 2 --len 4 --samples 1 -q --backend cuda --dtype bf16 --out %s/a.h5", dir);
+    ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s", g_out);
+    char *tr[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "trace %s/a.h5 --backend cuda --json --out none%s", dir, k ? " --gpus 2" : "");
+        ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s: %s", args, g_out);
+        char *sec = strstr(g_out, "\"seconds\": "), *first = strstr(g_out, "\"first\"");
+        ck_assert_msg(sec && first && first > sec && strstr(g_out, "\"layers\": 6"), "%s", g_out);
+        memmove(sec, first, strlen(first) + 1); /* the timing cut out */
+        tr[k] = strdup(g_out);
+    }
+    ck_assert_msg(!strcmp(tr[0], tr[1]), "trace --gpus 2:\n%s\none GPU:\n%s", tr[1], tr[0]);
+    printf("%-10s CLI trace --gpus 2: the one-GPU trace (%zu bytes of JSON)\n", TEST_NAME, strlen(tr[0]));
+    free(tr[0]);
+    free(tr[1]);
+    rc_test_rm_rf(dir);
     snprintf(args, sizeof args, "%s --gpus 3", common);
     ck_assert_int_eq(cli_env("RCK_SHIM_DEVICES=2", args), 8);
     ck_assert_ptr_nonnull(strstr(g_out, "--gpus 3 needs 3 GPUs; 2 are visible"));
