@@ -781,6 +781,21 @@ rc_status cuda_use_devices(rc_backend *be, int n)
         c->slot[d].blas = h;
         c->n_dev = d + 1;
     }
+    // direct peer copies where the GPUs can (NVLink, PCIe P2P); else cudaMemcpyPeer goes through the host.
+    // Either way a copy: the values are the same.
+    for (int d = 0; d < n; d++) {
+        RCK_CUDA(cudaSetDevice(d));
+        for (int p = 0; p < n; p++) {
+            int can = 0;
+            if (p == d || cudaDeviceCanAccessPeer(&can, d, p) != cudaSuccess || !can)
+                continue;
+            cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+            if (e == cudaErrorPeerAccessAlreadyEnabled)
+                cudaGetLastError(); // (enabled by an earlier backend of this process)
+            else if (e != cudaSuccess)
+                return rck_cuda_fail(e, "cudaDeviceEnablePeerAccess(p, 0)", __FILE__, __LINE__);
+        }
+    }
     RCK_CUDA(cudaSetDevice(prev));
     be->n_devices = n;
     return RC_OK;

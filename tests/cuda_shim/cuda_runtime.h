@@ -56,6 +56,7 @@ typedef enum {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorIllegalAddress = 700,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
     cudaErrorLaunchFailure = 719,
 } cudaError_t;
 
@@ -270,6 +271,29 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, c
     return cudaSuccess;
 }
 
+// peer access: every pair of distinct fake devices can; enabling it twice is CUDA's error (it changes nothing
+// here: cudaMemcpyPeer copies either way)
+static bool g_shim_peer[RCK_SHIM_MAX_DEVICES][RCK_SHIM_MAX_DEVICES];
+
+static inline cudaError_t cudaDeviceCanAccessPeer(int *can, int dev, int peer)
+{
+    const int n = rck_shim_n_devices();
+    if (dev < 0 || dev >= n || peer < 0 || peer >= n)
+        return cudaErrorInvalidDevice;
+    *can = dev != peer;
+    return cudaSuccess;
+}
+
+static inline cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    if (peer < 0 || peer >= rck_shim_n_devices() || peer == g_shim.cur || flags != 0)
+        return cudaErrorInvalidDevice;
+    if (g_shim_peer[g_shim.cur][peer])
+        return g_shim.last = cudaErrorPeerAccessAlreadyEnabled;
+    g_shim_peer[g_shim.cur][peer] = true;
+    return cudaSuccess;
+}
+
 // bytes from device src_dev's memory to device dst_dev's (each side inside a live allocation of its device)
 static inline cudaError_t cudaMemcpyPeer(void *dst, int dst_dev, const void *src, int src_dev, size_t bytes)
 {
@@ -331,6 +355,7 @@ static inline const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     }
