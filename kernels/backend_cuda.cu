@@ -25,6 +25,7 @@ struct alloc_rec {
     float *p;
     int64_t n;
     rc_dtype values; // dtype all values were rounded to by upload (RC_F32: any)
+    int dev;         // the device it was allocated on
 };
 
 // copies of a weight matrix [rows, cols], made once: its bf16 / fp16 bit
@@ -36,6 +37,7 @@ struct shadow_rec {
     int64_t rows, cols;
     shadow_kind kind;
     void *data;
+    int dev;
 };
 
 struct workspace {
@@ -52,9 +54,44 @@ struct cuda_backend {
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
     workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn, ws_wide, ws_kvw, ws_slot;
+    // Several devices (use_devices): the fields above are the current device's; each device's own cuBLAS
+    // handle and workspaces are kept here while another device is current (switch_device swaps them)
+    static const int n_ws = 11;
+    struct device_slot {
+        cublasHandle_t blas;
+        workspace ws[n_ws];
+    } slot[RC_MAX_DEVICES] = {};
+    int n_dev = 1, cur = 0;
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
+
+// ---- several devices: the current device's handle and workspaces in the fields every op reads ----
+void ws_fields(cuda_backend *c, workspace **w)
+{
+    workspace *l[cuda_backend::n_ws] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp,  &c->ws_tgt, &c->ws_fp8,
+                                        &c->ws_moe, &c->ws_gdn, &c->ws_wide, &c->ws_kvw, &c->ws_slot};
+    for (int i = 0; i < cuda_backend::n_ws; i++)
+        w[i] = l[i];
+}
+
+// make device d current: cudaSetDevice, and its cuBLAS handle and workspaces the fields'
+rc_status switch_device(cuda_backend *c, int d)
+{
+    if (d == c->cur)
+        return RC_OK;
+    RCK_CUDA(cudaSetDevice(d));
+    workspace *w[cuda_backend::n_ws];
+    ws_fields(c, w);
+    c->slot[c->cur].blas = c->blas;
+    for (int i = 0; i < cuda_backend::n_ws; i++)
+        c->slot[c->cur].ws[i] = *w[i];
+    c->blas = c->slot[d].blas;
+    for (int i = 0; i < cuda_backend::n_ws; i++)
+        *w[i] = c->slot[d].ws[i];
+    c->cur = d;
+    return RC_OK;
+}
 
 // attention scratch per launch, in floats: 256 MB, or RC_CUDA_ATTN_SCRATCH_MB
 // (rows are split into launches so that it is not exceeded)
@@ -110,16 +147,25 @@ alloc_rec *find_alloc(cuda_backend *c, const float *p)
 void cuda_destroy(rc_backend *be)
 {
     cuda_backend *c = cb(be);
-    for (int64_t i = 0; i < c->n_shadows; i++)
-        cudaFree(c->shadows[i].data);
-    for (int64_t i = 0; i < c->n_allocs; i++)
-        cudaFree(c->allocs[i].p);
-    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe, &c->ws_gdn, &c->ws_wide, &c->ws_kvw, &c->ws_slot};
-    for (workspace *w : ws)
-        if (w->p)
-            cudaFree(w->p);
-    if (c->blas)
-        cublasDestroy(c->blas);
+    for (int d = c->n_dev - 1; d >= 0; d--) { // each device's memory, handle and workspaces, device 0 last
+        if (switch_device(c, d) != RC_OK) {
+            rc_clear_error();
+            continue;
+        }
+        for (int64_t i = 0; i < c->n_shadows; i++)
+            if (c->shadows[i].dev == d)
+                cudaFree(c->shadows[i].data);
+        for (int64_t i = 0; i < c->n_allocs; i++)
+            if (c->allocs[i].dev == d)
+                cudaFree(c->allocs[i].p);
+        workspace *ws[cuda_backend::n_ws];
+        ws_fields(c, ws);
+        for (workspace *w : ws)
+            if (w->p)
+                cudaFree(w->p);
+        if (c->blas)
+            cublasDestroy(c->blas);
+    }
     free(c->allocs);
     free(c->shadows);
     c->~cuda_backend();
@@ -136,7 +182,7 @@ rc_status cuda_alloc(rc_backend *be, int64_t n, float **out)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     float *p = nullptr;
     RCK_CUDA(cudaMalloc(&p, (size_t)(n > 0 ? n : 1) * sizeof(float)));
-    c->allocs[c->n_allocs++] = alloc_rec{p, n, RC_F32};
+    c->allocs[c->n_allocs++] = alloc_rec{p, n, RC_F32, c->cur};
     *out = p;
     return RC_OK;
 }
@@ -147,7 +193,7 @@ void drop_shadows(cuda_backend *c, const float *p, int64_t n)
     int64_t k = 0;
     for (int64_t s = 0; s < c->n_shadows; s++) {
         if (c->shadows[s].src >= p && c->shadows[s].src < p + n)
-            cudaFree(c->shadows[s].data);
+            cudaFree(c->shadows[s].data); // (the caller made the buffer's device current)
         else
             c->shadows[k++] = c->shadows[s];
     }
@@ -157,6 +203,10 @@ void drop_shadows(cuda_backend *c, const float *p, int64_t n)
 void cuda_free(rc_backend *be, float *p)
 {
     cuda_backend *c = cb(be);
+    const int prev = c->cur;
+    const alloc_rec *a = find_alloc(c, p);
+    if (a && switch_device(c, a->dev) != RC_OK) // freed on its own device
+        rc_clear_error();
     int64_t k = 0;
     for (int64_t i = 0; i < c->n_allocs; i++) {
         if (c->allocs[i].p == p) {
@@ -167,9 +217,25 @@ void cuda_free(rc_backend *be, float *p)
     }
     c->n_allocs = k;
     cudaFree(p);
+    if (switch_device(c, prev) != RC_OK)
+        rc_clear_error();
 }
 
+rc_status cuda_upload_here(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst);
+
+// upload and download run on their buffer's device, then the current one is restored
 rc_status cuda_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
+{
+    cuda_backend *c = cb(be);
+    const int prev = c->cur;
+    const alloc_rec *a = find_alloc(c, dst);
+    RC_TRY(switch_device(c, a ? a->dev : prev));
+    rc_status s = cuda_upload_here(be, host, n, dt, dst);
+    rc_status s2 = switch_device(c, prev);
+    return s != RC_OK ? s : s2;
+}
+
+rc_status cuda_upload_here(rc_backend *be, const float *host, int64_t n, rc_dtype dt, float *dst)
 {
     cuda_backend *c = cb(be);
     alloc_rec *a = find_alloc(c, dst);
@@ -188,8 +254,14 @@ rc_status cuda_upload(rc_backend *be, const float *host, int64_t n, rc_dtype dt,
 
 rc_status cuda_download(rc_backend *be, const float *src, int64_t n, float *host)
 {
-    (void)be;
-    RCK_CUDA(cudaMemcpy(host, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    cuda_backend *c = cb(be);
+    const int prev = c->cur;
+    const alloc_rec *a = find_alloc(c, src);
+    RC_TRY(switch_device(c, a ? a->dev : prev));
+    cudaError_t e = cudaMemcpy(host, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost);
+    RC_TRY(switch_device(c, prev));
+    if (e != cudaSuccess)
+        return rck_cuda_fail(e, "cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost)", __FILE__, __LINE__);
     return RC_OK;
 }
 
@@ -292,7 +364,7 @@ rc_status weight_shadow(cuda_backend *c, const float *W, int64_t rows, int64_t c
         cudaFree(data);
         return s;
     }
-    c->shadows[c->n_shadows++] = shadow_rec{W, rows, cols, kind, data};
+    c->shadows[c->n_shadows++] = shadow_rec{W, rows, cols, kind, data, c->cur};
     *out = data;
     return RC_OK;
 }
@@ -682,6 +754,72 @@ rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, co
                         threads);
 }
 
+// ---- several devices (backend.h use_devices, set_device, copy_peer) ----
+rc_status cuda_use_devices(rc_backend *be, int n)
+{
+    cuda_backend *c = cb(be);
+    if (n < 1 || n > RC_MAX_DEVICES)
+        return rc_errorf(RC_ERR_USAGE, "--gpus %d: between 1 and %d", n, RC_MAX_DEVICES);
+    if (n < c->n_dev)
+        return rc_errorf(RC_ERR_INTERNAL, "CUDA backend: already spans %d devices", c->n_dev);
+    int count = 0;
+    RCK_CUDA(cudaGetDeviceCount(&count));
+    if (count < n)
+        return rc_errorf(RC_ERR_DEVICE, "CUDA backend: --gpus %d needs %d GPUs; %d %s visible (CUDA_VISIBLE_DEVICES)",
+                         n, n, count, count == 1 ? "is" : "are");
+    const int prev = c->cur;
+    for (int d = c->n_dev; d < n; d++) { // each device's own cuBLAS handle, fp32 GEMMs without TF32
+        RCK_CUDA(cudaSetDevice(d));
+        cublasHandle_t h = nullptr;
+        cublasStatus_t bs = cublasCreate(&h);
+        if (bs == CUBLAS_STATUS_SUCCESS && (bs = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+            cublasDestroy(h);
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            cudaSetDevice(prev);
+            return rck_blas_fail(bs, "cublasCreate", __FILE__, __LINE__);
+        }
+        c->slot[d].blas = h;
+        c->n_dev = d + 1;
+    }
+    // direct peer copies where the GPUs can (NVLink, PCIe P2P); else cudaMemcpyPeer goes through the host.
+    // Either way a copy: the values are the same.
+    for (int d = 0; d < n; d++) {
+        RCK_CUDA(cudaSetDevice(d));
+        for (int p = 0; p < n; p++) {
+            int can = 0;
+            if (p == d || cudaDeviceCanAccessPeer(&can, d, p) != cudaSuccess || !can)
+                continue;
+            cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+            if (e == cudaErrorPeerAccessAlreadyEnabled)
+                cudaGetLastError(); // (enabled by an earlier backend of this process)
+            else if (e != cudaSuccess)
+                return rck_cuda_fail(e, "cudaDeviceEnablePeerAccess(p, 0)", __FILE__, __LINE__);
+        }
+    }
+    RCK_CUDA(cudaSetDevice(prev));
+    be->n_devices = n;
+    return RC_OK;
+}
+
+rc_status cuda_set_device(rc_backend *be, int dev)
+{
+    cuda_backend *c = cb(be);
+    if (dev < 0 || dev >= c->n_dev)
+        return rc_errorf(RC_ERR_INTERNAL, "CUDA backend: device %d of %d", dev, c->n_dev);
+    return switch_device(c, dev);
+}
+
+rc_status cuda_copy_peer(rc_backend *be, float *dst, int dst_dev, const float *src, int src_dev, int64_t n)
+{
+    cuda_backend *c = cb(be);
+    if (dst_dev < 0 || dst_dev >= c->n_dev || src_dev < 0 || src_dev >= c->n_dev || n < 0)
+        return rc_errorf(RC_ERR_INTERNAL, "CUDA backend: copy of %lld floats from device %d to %d", (long long)n,
+                         src_dev, dst_dev);
+    if (n > 0) // ordered after the work queued on both devices (legacy default streams)
+        RCK_CUDA(cudaMemcpyPeer(dst, dst_dev, src, src_dev, (size_t)n * sizeof(float)));
+    return RC_OK;
+}
+
 const rc_backend_ops k_cuda_ops = {
     "cuda",
     false, // host_memory
@@ -715,6 +853,9 @@ const rc_backend_ops k_cuda_ops = {
     cuda_bias_add,
     cuda_swiglu_clamp,
     cuda_moe_route_grouped,
+    cuda_use_devices,
+    cuda_set_device,
+    cuda_copy_peer,
 };
 
 } // namespace

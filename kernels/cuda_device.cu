@@ -25,10 +25,15 @@ rc_status rck_cuda_fail(cudaError_t e, const char *call, const char *file, int l
     short_names(&call, &n, &file);
     if (e == cudaErrorMemoryAllocation) {
         size_t free_b = 0, total_b = 0;
+        int dev = 0, count = 0; /* several GPUs: which one is full */
+        char which[32] = "";
+        if (cudaGetDeviceCount(&count) == cudaSuccess && count > 1 && cudaGetDevice(&dev) == cudaSuccess)
+            snprintf(which, sizeof which, "GPU %d: ", dev);
+        cudaGetLastError();
         cudaError_t e2 = cudaMemGetInfo(&free_b, &total_b);
         if (e2 == cudaSuccess)
             return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %.*s failed at %s:%d "
-                             "(%.1f MiB free of %.1f MiB)", n, call, file, line,
+                             "(%s%.1f MiB free of %.1f MiB)", n, call, file, line, which,
                              (double)free_b / 1048576.0, (double)total_b / 1048576.0);
         cudaGetLastError(); /* do not leave the second error behind */
         return rc_errorf(RC_ERR_DEVICE, "CUDA backend: too little GPU memory: %.*s failed at %s:%d", n, call, file,

@@ -103,6 +103,23 @@ START_TEST(test_inspect)
      * bytes), the KV cache at 2 bytes as on the CPU */
     ck_assert_ptr_nonnull(strstr(g_out, "\"device_memory\": {\"gpus\": 1, \"per_gpu_bytes\": "));
     ck_assert_ptr_nonnull(strstr(g_out, "\"weights_bytes\": 255744, \"kv_cache_bytes\": 307200,"));
+    /* --gpus 3: a layer on each GPU; GPU 0 also holds the embedding and the final norm (256 x 64 x 2 + 64 x 4
+     * bytes = 33,024), each layer 74,240 bytes ((255,744 - 33,024) / 3) and a third of the KV cache */
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --json --dtype bf16 --batch 8 --seqs 4 --tokens 100 "
+                         "--gpus 3"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device_memory\": {\"gpus\": 3, \"per_gpu_bytes\": "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"split\": [{\"layers\": 1, \"bytes\": "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"weights_bytes\": 107264, \"kv_cache_bytes\": 102400}, {\"layers\": 1, "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"weights_bytes\": 74240, \"kv_cache_bytes\": 102400}]}"));
+    /* --gpus 2, even by weight bytes: the boundary nearest 255,744 / 2 is after layer 0 (GPU 0 107,264 bytes,
+     * against 181,504 after layer 1) */
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype bf16 --gpus 2 --no-speed"), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "GPU 0: layers 0-0,"));
+    ck_assert_ptr_nonnull(strstr(g_out, "GPU 1: layers 1-2,"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --gpus 2 --layer-split 2,2"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--layer-split: 4 layers in all, but the model runs 3"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --gpus 4"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--gpus 4: the model runs 3 layers"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype fp8"), 2);
     ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));

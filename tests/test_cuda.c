@@ -1262,6 +1262,10 @@ int main(void)
     errors_tests_in_model(model);
 #endif
     suite_add_tcase(s, host);
+    TCase *multi = tcase_create("multi"); /* several devices: fake ones in the host build, real ones on a GPU */
+    tcase_set_timeout(multi, 600);
+    multi_tests(multi);
+    suite_add_tcase(s, multi);
 #ifdef RC_TEST_EMULATE
     return rc_test_run(s);
 #else

@@ -22,6 +22,7 @@ const char *dt_name(rc_dtype dt);
 void model_tests_in_op_twins(TCase *tc);
 void model_tests_in_model(TCase *tc);
 void errors_tests_in_host(TCase *tc);
+void multi_tests(TCase *tc); /* test_cuda_multi.c: one model over several devices */
 #ifdef RC_TEST_EMULATE
 void errors_tests_in_model(TCase *tc);
 #endif

@@ -118,6 +118,11 @@ typedef struct {
 rc_status op_path(const opt_spec *o, const char *v, void *dst);
 rc_status op_flag(const opt_spec *o, const char *v, void *dst);
 rc_status op_i64(const opt_spec *o, const char *v, void *dst);
+/* --layer-split a,b,...: 1 to RC_MAX_DEVICES positive layer counts into out[], their number in *n */
+rc_status parse_layer_split(const char *v, int64_t *out, int *n);
+/* --gpus and --layer-split together (gpus 0: not given): RC_OK with the device count in *gpus (the split's
+ * length when only it is given), else RC_ERR_USAGE naming both */
+rc_status check_gpus(int64_t *gpus, int n_split);
 rc_status op_by(const opt_spec *o, const char *v, void *dst);
 rc_status op_f64(const opt_spec *o, const char *v, void *dst);
 /* A command's --help: its usage text, then the table's options that apply to it. */
@@ -155,6 +160,10 @@ typedef struct run_opts {
     gate gates[MAX_GATES];
     int n_gates;
     int64_t layers; /* --layers N (0: all) */
+    /* --gpus N (0: one) and --layer-split a,b,... (n_split counts; 0: the even split by weight bytes) */
+    int64_t gpus;
+    int64_t layer_split[RC_MAX_DEVICES];
+    int n_split;
     int fail_on; /* --fail-on: 0 none, else the lowest rc_verdict_level that fails (WARN or FAIL) */
     /* score's own */
     const char *rollouts, *format, *logprobs_kind;

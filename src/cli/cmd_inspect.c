@@ -30,8 +30,17 @@ static const char *rope_name(rc_rope_type t)
 typedef struct {
     const char *model, *dtype;
     int64_t batch, seqs, tokens, layers;
+    int64_t gpus, layer_split[RC_MAX_DEVICES]; /* --gpus (0: one), --layer-split (n_split counts) */
+    int n_split;
     bool json, help, no_speed;
 } inspect_opts;
+
+static rc_status op_inspect_split(const opt_spec *o, const char *v, void *dst)
+{
+    inspect_opts *io = dst;
+    (void)o;
+    return parse_layer_split(v, io->layer_split, &io->n_split);
+}
 
 static const opt_spec k_inspect_opts[] = {
     {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0, 0, 0, 0},
@@ -45,6 +54,10 @@ static const opt_spec k_inspect_opts[] = {
      NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20, 0, 0, 0},
     {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
      offsetof(inspect_opts, tokens), 1, RC_LIM_POS, 0, 0, 0},
+    {"gpus", 0, "N", "the GPU memory of a run with --gpus N: each GPU's share\nof the layer split (default 1)", NULL,
+     op_i64, offsetof(inspect_opts, gpus), 1, RC_MAX_DEVICES, 0, 0, 0},
+    {"layer-split", 0, "LIST", "layers per GPU, as run --layer-split (default: even by\nweight bytes)", NULL,
+     op_inspect_split, 0, 0, 0, 0, 0, 0},
     {"no-speed", 0, NULL, "skip the speed estimate (it times GEMMs for about a second)", NULL, op_flag,
      offsetof(inspect_opts, no_speed), 0, 0, 0, 0, 0},
     {"json", 0, NULL, "print one JSON object", "Output:", op_flag, offsetof(inspect_opts, json), 0, 0, 0, 0, 0},
@@ -194,10 +207,21 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
      * cuBLAS's come on top (docs/gpu.md) */
     rc_engine_mem dm;
     st = rc_engine_mem_estimate(m, &num, false, RC_KERNELS_ENGINE, slots, io.tokens, rows, &dm);
+    /* --gpus N: each GPU's share of the layer split (forward.c rc_layer_split) */
+    int64_t l0[RC_MAX_DEVICES + 1], gb[RC_MAX_DEVICES], gw[RC_MAX_DEVICES], gk[RC_MAX_DEVICES];
+    if (st == RC_OK)
+        st = check_gpus(&io.gpus, io.n_split);
+    const int n_gpus = io.gpus > 1 ? (int)io.gpus : 1;
+    if (st == RC_OK)
+        st = rc_layer_split(m, &num, RC_KERNELS_ENGINE, n_gpus, io.n_split > 0 ? io.layer_split : NULL, slots,
+                            io.tokens, rows, l0, gb, gw, gk);
     if (st != RC_OK) {
         rc_model_free(m);
         return fail(st);
     }
+    int64_t per_gpu = 0; /* the fullest GPU */
+    for (int d = 0; d < n_gpus; d++)
+        per_gpu = gb[d] > per_gpu ? gb[d] : per_gpu;
     const int64_t model_bytes = m->arena_bytes + em.weights_in_place;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (json) {
@@ -231,9 +255,14 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs, (long long)io.tokens,
                (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
                (long long)(model_bytes + em.total));
-        printf(", \"device_memory\": {\"gpus\": 1, \"per_gpu_bytes\": %lld, \"weights_bytes\": %lld, "
-               "\"kv_cache_bytes\": %lld, \"activation_bytes\": %lld}",
-               (long long)dm.total, (long long)dm.weights_copy, (long long)dm.kv_cache, (long long)dm.activations);
+        printf(", \"device_memory\": {\"gpus\": %d, \"per_gpu_bytes\": %lld, \"weights_bytes\": %lld, "
+               "\"kv_cache_bytes\": %lld, \"activation_bytes\": %lld, \"split\": [",
+               n_gpus, (long long)per_gpu, (long long)dm.weights_copy, (long long)dm.kv_cache,
+               (long long)dm.activations);
+        for (int d = 0; d < n_gpus; d++)
+            printf("%s{\"layers\": %lld, \"bytes\": %lld, \"weights_bytes\": %lld, \"kv_cache_bytes\": %lld}",
+                   d ? ", " : "", (long long)(l0[d + 1] - l0[d]), (long long)gb[d], (long long)gw[d], (long long)gk[d]);
+        printf("]}");
         if (!io.no_speed)
             printf(", \"speed\": {\"gemm_gflop_per_token\": %.6g, \"decode_m\": %lld, \"decode_gflops\": %.4g, "
                    "\"forward_m\": %lld, \"forward_gflops\": %.4g, \"decode_s_per_1k_tokens\": %.4g, "
@@ -418,10 +447,20 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         if (em.state_cache > 0) /* a hybrid model's linear layers: conv and recurrent states per sequence */
             printf(", state cache %.2f GiB", (double)em.state_cache / gib);
         printf("\n");
-        printf("GPU memory     %.2f GiB on one GPU with --backend cuda: weights %.2f GiB, KV cache %.2f GiB, "
-               "activations %.2f GiB (the backend's workspaces come on top)\n",
-               (double)dm.total / gib, (double)dm.weights_copy / gib, (double)dm.kv_cache / gib,
-               (double)dm.activations / gib);
+        if (n_gpus == 1) {
+            printf("GPU memory     %.2f GiB on one GPU with --backend cuda: weights %.2f GiB, KV cache %.2f GiB, "
+                   "activations %.2f GiB (the backend's workspaces come on top)\n",
+                   (double)dm.total / gib, (double)dm.weights_copy / gib, (double)dm.kv_cache / gib,
+                   (double)dm.activations / gib);
+        } else {
+            printf("GPU memory     %.2f GiB on the fullest of %d GPUs with --backend cuda --gpus %d (the backend's "
+                   "workspaces come on top):\n", (double)per_gpu / gib, n_gpus, n_gpus);
+            for (int d = 0; d < n_gpus; d++)
+                printf("               GPU %d: layers %lld-%lld, %.2f GiB: weights %.2f GiB, KV cache %.2f GiB, "
+                       "activations %.2f GiB%s\n", d, (long long)l0[d], (long long)l0[d + 1] - 1,
+                       (double)gb[d] / gib, (double)gw[d] / gib, (double)gk[d] / gib,
+                       (double)(gb[d] - gw[d] - gk[d]) / gib, d == 0 ? " (with the embedding and the LM head)" : "");
+        }
         if (!io.no_speed)
             printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "
                    "re-scored tokens on this machine:\n"

@@ -20,6 +20,15 @@ rc_status run_prepare(run_ctx *x)
             return st;
         rc_clear_error();
     }
+    RC_TRY(check_gpus(&x->ro.gpus, x->ro.n_split));
+    if (x->ro.gpus > 1 && !x->use_cuda)
+        return rc_errorf(RC_ERR_USAGE, "--gpus %lld splits the model over CUDA GPUs; this run computes on the CPU "
+                         "(--backend cuda, in a build with CUDA)", (long long)x->ro.gpus);
+    if (x->ro.gpus > 1) { /* the device as the results name it: "N x NAME" */
+        char one[sizeof x->device];
+        memcpy(one, x->device, sizeof one);
+        snprintf(x->device, sizeof x->device, "%lld x %.100s", (long long)x->ro.gpus, one);
+    }
     x->cfg = ro->cfg;
     x->cfg.seed = (uint64_t)ro->seed;
     /* tests: --distribution's window (positions of the sampler's rows held), docs/statistics.md "Distribution" */
@@ -177,7 +186,20 @@ rc_status run_load(run_ctx *x)
 /* a backend with these kernels where the run computes (x->use_cuda) */
 rc_status backend_for(const run_ctx *x, rc_kernels k, rc_backend **out)
 {
-    return x->use_cuda ? rc_backend_cuda_create(k, out) : rc_backend_cpu_create(x->n_threads, k, out);
+    if (!x->use_cuda)
+        return rc_backend_cpu_create(x->n_threads, k, out);
+    RC_TRY(rc_backend_cuda_create(k, out));
+    if (x->ro.gpus > 1) { /* a layer split over the GPUs (forward.c) */
+        rc_status st = (*out)->ops->use_devices(*out, (int)x->ro.gpus);
+        if (st != RC_OK) {
+            rc_backend_destroy(*out);
+            *out = NULL;
+            return st;
+        }
+        for (int d = 0; d < x->ro.n_split; d++)
+            (*out)->layer_split[d] = x->ro.layer_split[d];
+    }
+    return RC_OK;
 }
 
 /* The two sides' backends: the sampler's, and the trainer's when its kernels differ (else NULL). */

@@ -9,8 +9,17 @@
 typedef struct {
     const char *in, *model_dir, *out_path, *sampler_spec, *trainer_spec, *backend, *seq_list;
     int64_t worst, threads;
+    int64_t gpus, layer_split[RC_MAX_DEVICES]; /* as run's --gpus, --layer-split (n_split counts) */
+    int n_split;
     bool force, json, quiet, help;
 } trace_opts;
+
+static rc_status op_trace_split(const opt_spec *o, const char *v, void *dst)
+{
+    trace_opts *to = dst;
+    (void)o;
+    return parse_layer_split(v, to->layer_split, &to->n_split);
+}
 
 #define TO(f) offsetof(trace_opts, f)
 static const opt_spec k_trace_opts[] = {
@@ -29,6 +38,9 @@ static const opt_spec k_trace_opts[] = {
     {"json", 0, NULL, "print one JSON object instead of the table", NULL, op_flag, TO(json), 0, 0, 0, 0, 0},
     {"threads", 0, "N", "CPU threads (default: all cores)", NULL, op_i64, TO(threads), 1, 1024, 0, 0, 0},
     {"backend", 0, "cpu|cuda|auto", "where to compute (as run's --backend)", NULL, op_path, TO(backend), 0, 0, 0, 0, 0},
+    {"gpus", 0, "N", "split the model over N GPUs (as run's --gpus)", NULL, op_i64, TO(gpus), 1, RC_MAX_DEVICES, 0, 0,
+     0},
+    {"layer-split", 0, "LIST", "layers per GPU (as run's --layer-split)", NULL, op_trace_split, 0, 0, 0, 0, 0, 0},
     {"quiet", 'q', NULL, "no progress bar", NULL, op_flag, TO(quiet), 0, 0, 0, 0, 0},
     OPT_HELP(trace_opts),
 };
@@ -380,6 +392,9 @@ int cmd_trace(int argc, char **argv, const char *cmdline)
         ro->model_dir = to.model_dir ? to.model_dir : orig.model_path;
         ro->replay = to.in;
         ro->backend = to.backend;
+        ro->gpus = to.gpus;
+        memcpy(ro->layer_split, to.layer_split, sizeof ro->layer_split);
+        ro->n_split = to.n_split;
         ro->threads = to.threads;
         ro->quiet = to.quiet || to.json;
         ro->len_given = true;

@@ -297,6 +297,42 @@ static rc_status op_reference(const opt_spec *o, const char *v, void *dst)
     return RC_OK;
 }
 
+rc_status parse_layer_split(const char *v, int64_t *out, int *n)
+{
+    *n = 0;
+    for (const char *p = v;;) {
+        if (*n == RC_MAX_DEVICES)
+            return rc_errorf(RC_ERR_USAGE, "--layer-split: more than %d GPUs in '%s'", RC_MAX_DEVICES, v);
+        char *end;
+        errno = 0;
+        const long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 1 || x > 1 << 20 || (*end != ',' && *end != '\0'))
+            return rc_errorf(RC_ERR_USAGE, "--layer-split: '%s' is not a list of layer counts >= 1, one per GPU "
+                             "(e.g. --layer-split 15,17)", v);
+        out[(*n)++] = x;
+        if (!*end)
+            return RC_OK;
+        p = end + 1;
+    }
+}
+
+rc_status check_gpus(int64_t *gpus, int n_split)
+{
+    if (n_split > 0 && *gpus == 0)
+        *gpus = n_split;
+    if (n_split > 0 && n_split != *gpus)
+        return rc_errorf(RC_ERR_USAGE, "--layer-split gives %d GPUs' layers, --gpus %lld: one count per GPU", n_split,
+                         (long long)*gpus);
+    return RC_OK;
+}
+
+static rc_status op_layer_split(const opt_spec *o, const char *v, void *dst)
+{
+    run_opts *ro = dst;
+    (void)o;
+    return parse_layer_split(v, ro->layer_split, &ro->n_split);
+}
+
 static rc_status op_backend(const opt_spec *o, const char *v, void *dst)
 {
     run_opts *ro = dst;
@@ -399,6 +435,14 @@ static const opt_spec k_run_opts[] = {
      "where to compute (default auto: cuda when this build\nhas it and a GPU answers, else cpu); cuda never falls\n"
      "back: without a usable GPU it exits 8 with the reason",
      NULL, op_backend, 0, 0, 0, 0, 0, 0},
+    {"gpus", 0, "N",
+     "split the model's layers over N GPUs (--backend cuda;\ndefault 1): each GPU holds a contiguous range of\n"
+     "layers with their KV cache, the activations move\nbetween GPUs, the results are bitwise one GPU's",
+     NULL, op_i64, RO(gpus), 1, RC_MAX_DEVICES, 0, 0, 0},
+    {"layer-split", 0, "LIST",
+     "layers per GPU with --gpus, e.g. 15,17 (default: even\nby weight bytes; GPU 0 also holds the embedding and\n"
+     "the LM head)",
+     NULL, op_layer_split, 0, 0, 0, 0, 0, 0},
     {"prompts", 0, "FILE",
      ".txt (one prompt per line, \\n escapes), .jsonl\n({\"prompt\": ..}, {\"tokens\": [..]} or\n"
      "{\"messages\": [{\"role\": .., \"content\": ..}]}, rendered\nwith the model's chat template (docs/chat-templates.md))\n"

@@ -368,12 +368,26 @@ typedef struct {
      * [M, top_k]; bias: [E] e_score_correction_bias or NULL (backend memory) */
     rc_status (*moe_route_grouped)(rc_backend *be, const float *logits, const float *bias, int64_t M,
                                    const rco_grouped_router *g, float *sel, float *w);
+    /* Several devices for one model (a layer split, forward.c; docs/gpu.md "Several GPUs"); NULL on a
+     * backend of one device (the CPU). use_devices: span devices 0 .. n - 1 (RC_ERR_DEVICE when fewer are
+     * visible; sets be->n_devices). set_device: the device of the allocations and ops that follow (free,
+     * upload and download follow their buffer's device). copy_peer: n floats from src on device src_dev to
+     * dst on device dst_dev (a copy: the values unchanged). */
+    rc_status (*use_devices)(rc_backend *be, int n);
+    rc_status (*set_device)(rc_backend *be, int dev);
+    rc_status (*copy_peer)(rc_backend *be, float *dst, int dst_dev, const float *src, int src_dev, int64_t n);
 } rc_backend_ops;
+
+#define RC_MAX_DEVICES 8 /* the most devices one model is split over */
 
 struct rc_backend {
     const rc_backend_ops *ops;
     int n_threads;
     rc_kernels kernels;
+    /* the devices an engine splits its layers over (0 or 1: one), and how many layers each holds
+     * (layer_split[0 .. n_devices - 1]; all 0: the engine splits them evenly by weight bytes) */
+    int n_devices;
+    int64_t layer_split[RC_MAX_DEVICES];
 };
 
 /* CPU backend (backend_cpu.c). n_threads <= 0: all cores. In a build

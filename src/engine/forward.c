@@ -323,7 +323,39 @@ typedef struct {
     bool ok;
     /* Gemma (norm_w_offset): the norm weights held as fp32(1 + R(w)), always an own copy */
     bool plus_one;           /* false when a size overflows */
+    /* a layer split: layer l's weights go to the arena of its device (l0: the devices' first layers, n_stages
+     * + 1 of them); the model's own weights to device 0's. used, arena and dev are device cur's; the others'
+     * wait in s_used, s_arena, s_dev. layer_bytes (or NULL): each layer's bytes of copies. */
+    int n_stages, cur;
+    const int64_t *l0;
+    int64_t s_used[RC_MAX_DEVICES];
+    unsigned char *s_arena[RC_MAX_DEVICES];
+    float *s_dev[RC_MAX_DEVICES];
+    int64_t *layer_bytes;
 } place_ctx;
+
+/* the copies of device s from here on (a layer split) */
+static void place_stage(place_ctx *x, int s)
+{
+    if (s == x->cur)
+        return;
+    x->s_used[x->cur] = x->used;
+    x->s_arena[x->cur] = x->arena;
+    x->s_dev[x->cur] = x->dev;
+    x->cur = s;
+    x->used = x->s_used[s];
+    x->arena = x->s_arena[s];
+    x->dev = x->s_dev[s];
+}
+
+/* the device of layer l in a split with first layers l0[0 .. n] */
+static int stage_of_layer(const int64_t *l0, int n, int64_t l)
+{
+    int s = 0;
+    while (s + 1 < n && l >= l0[s + 1])
+        s++;
+    return s;
+}
 
 /* Under autocast the fp32 masters of what torch.autocast never casts keep
  * their values: the embedding table and learned positions (embedding and add
@@ -400,13 +432,20 @@ static void place_all(place_ctx *x, rc_weights *dst)
     RC_MODEL_WEIGHT_FIELDS(PLACE_MODEL_)
 #undef PLACE_MODEL_
     for (int64_t l = 0; l < c->n_layers; l++) {
+        if (x->n_stages > 1)
+            place_stage(x, stage_of_layer(x->l0, x->n_stages, l));
+        const int64_t before = x->used;
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
     place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds_layer(c, present, l),     \
           rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f),               \
           norm_weight_layer(RC_LW_##f), rc_layer_weight_keeps_f32(c, RC_LW_##f));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
+        if (x->layer_bytes)
+            x->layer_bytes[l] = x->used - before;
     }
+    place_stage(x, 0);
+    x->s_used[0] = x->used;
 }
 
 /* The rounding rules, all in one place. MD is the model dtype; an op named
@@ -519,6 +558,17 @@ static bool autocast_tied_head(const rc_numerics *num)
     return num->mode == RC_PREC_AUTOCAST && !(num->upcast & RC_UPCAST_LM_HEAD);
 }
 
+/* one device's buffers: what run_layers reads through the engine's fields while the device is current */
+struct rc_engine_stage {
+    float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *mlp_c, *tp_parts;
+    float *kv_k, *kv_v;                 /* its layers' K and V (2-byte elements when kv.dt is) */
+    float *inv_freq_own, *slopes_own;   /* its copies of the RoPE table and ALiBi slopes */
+    float *inv_freq, *inv_freq_local, *alibi_slopes;
+    rc_moe_scratch *moe;
+    rc_mla *mla;
+    float *w_arena;                     /* its layers' weights (not swapped: the weights point into it) */
+};
+
 static rc_status engine_weights(rc_engine *e)
 {
     const rc_model *m = e->model;
@@ -532,32 +582,53 @@ static rc_status engine_weights(rc_engine *e)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     place_ctx x = {.m = m, .round_dt = e->num.dt, .host = host, .fill = false, .kernels = be->kernels,
                    .head = !(e->num.upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
-                   .autocast = e->num.mode == RC_PREC_AUTOCAST, .ok = true, .plus_one = c->norm_w_offset};
+                   .autocast = e->num.mode == RC_PREC_AUTOCAST, .ok = true, .plus_one = c->norm_w_offset,
+                   .n_stages = e->n_stages, .l0 = e->stage_l0};
     rc_weights plan = e->w;
     place_all(&x, &plan); /* sizes only */
     if (!x.ok)
         return rc_errorf(RC_ERR_NOMEM, "weight sizes overflow");
-    const int64_t total = x.used;
-    if (total > 0) {
-        RC_TRY(be->ops->alloc(be, (total + 3) / 4, &e->w_arena));
-        if (host) {
-            x.arena = (unsigned char *)e->w_arena;
-        } else {
-            RC_TRY(rc_alloc_aligned((void **)&x.arena, (total + 3) / 4 * 4, 1, "weight staging"));
-            x.dev = e->w_arena;
-        }
-    }
-    x.used = 0;
-    x.fill = true;
-    place_all(&x, &e->w);
+    /* one arena per device (a layer split: each device's layers; device 0 also the model's own weights) */
+    int64_t total[RC_MAX_DEVICES] = {0};
+    unsigned char *staging[RC_MAX_DEVICES] = {0};
+    float *arena[RC_MAX_DEVICES] = {0};
     rc_status s = RC_OK;
-    if (!host) { /* the staged image (each weight rounded by its rule, GEMM weights at the dtype's width,
-                  * Gemma's fp32(1 + w)) in one upload of its bytes, nothing rounded again */
-        if (total > 0)
-            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4, RC_F32, e->w_arena);
-        free(x.arena);
-        RC_TRY(s);
+    for (int d = 0; d < e->n_stages && s == RC_OK; d++) {
+        total[d] = x.s_used[d];
+        if (total[d] == 0)
+            continue;
+        if (e->n_stages > 1)
+            s = be->ops->set_device(be, d);
+        if (s == RC_OK)
+            s = be->ops->alloc(be, (total[d] + 3) / 4, d == 0 ? &e->w_arena : &e->stage[d].w_arena);
+        if (s == RC_OK)
+            arena[d] = d == 0 ? e->w_arena : e->stage[d].w_arena;
+        if (s == RC_OK && !host)
+            s = rc_alloc_aligned((void **)&staging[d], (total[d] + 3) / 4 * 4, 1, "weight staging");
     }
+    if (s == RC_OK && e->n_stages > 1)
+        s = be->ops->set_device(be, 0);
+    if (s == RC_OK) {
+        for (int d = 0; d < e->n_stages; d++) {
+            x.s_used[d] = 0;
+            x.s_arena[d] = host ? (unsigned char *)arena[d] : staging[d];
+            x.s_dev[d] = arena[d];
+        }
+        x.cur = 0;
+        x.used = 0;
+        x.arena = x.s_arena[0];
+        x.dev = x.s_dev[0];
+        x.fill = true;
+        place_all(&x, &e->w);
+    }
+    /* the staged image (each weight rounded by its rule, GEMM weights at the dtype's width, Gemma's
+     * fp32(1 + w)) in one upload of its bytes per device, nothing rounded again */
+    for (int d = 0; d < e->n_stages; d++) {
+        if (!host && s == RC_OK && total[d] > 0)
+            s = be->ops->upload(be, (const float *)staging[d], (total[d] + 3) / 4, RC_F32, arena[d]);
+        free(staging[d]);
+    }
+    RC_TRY(s);
     /* the LM head: the embedding when tied (one copy), fp32 values under --upcast lm_head */
     if (e->num.upcast & RC_UPCAST_LM_HEAD) {
         if (lm_head_own_copy(m, &e->num, host, be->kernels)) {
@@ -685,10 +756,237 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     return RC_OK;
 }
 
+/* ---- a layer split over several devices (rc_engine.stage; docs/gpu.md "Several GPUs") ---- */
+
+
+/* the engine's fields become device s's buffers (the current ones wait in stage[cur_stage]) */
+static void stage_fields(rc_engine *e, int s)
+{
+    if (!e->stage || s == e->cur_stage)
+        return;
+    struct rc_engine_stage *o = &e->stage[e->cur_stage], *n = &e->stage[s];
+#define STAGE_SWAP_(field, efield) o->field = e->efield, e->efield = n->field
+    STAGE_SWAP_(x, x); STAGE_SWAP_(h, h); STAGE_SWAP_(qkv, qkv); STAGE_SWAP_(att, att); STAGE_SWAP_(mlp_a, mlp_a);
+    STAGE_SWAP_(mlp_b, mlp_b); STAGE_SWAP_(tmp, tmp); STAGE_SWAP_(mlp_c, mlp_c); STAGE_SWAP_(tp_parts, tp_parts);
+    STAGE_SWAP_(inv_freq_own, inv_freq_own); STAGE_SWAP_(slopes_own, slopes_own);
+    STAGE_SWAP_(inv_freq, w.inv_freq); STAGE_SWAP_(inv_freq_local, w.inv_freq_local);
+    STAGE_SWAP_(alibi_slopes, w.alibi_slopes); STAGE_SWAP_(moe, moe); STAGE_SWAP_(mla, mla);
+#undef STAGE_SWAP_
+    o->kv_k = e->kv.k ? e->kv.k : (float *)e->kv.k16;
+    o->kv_v = e->kv.v ? e->kv.v : (float *)e->kv.v16;
+    if (e->kv.dt == RC_F32) {
+        e->kv.k = n->kv_k;
+        e->kv.v = n->kv_v;
+    } else {
+        e->kv.k16 = (uint16_t *)n->kv_k;
+        e->kv.v16 = (uint16_t *)n->kv_v;
+    }
+    e->cur_stage = s;
+}
+
+/* carry the residual stream's first n floats to device s, and make s current */
+static rc_status stage_enter(rc_engine *e, int s, int64_t n)
+{
+    if (s == e->cur_stage)
+        return RC_OK;
+    const int from = e->cur_stage;
+    float *src = e->x;
+    RC_TRY(e->be->ops->copy_peer(e->be, e->stage[s].x, s, src, from, n));
+    RC_TRY(e->be->ops->set_device(e->be, s));
+    stage_fields(e, s);
+    return RC_OK;
+}
+
+/* device s's KV cache index of layer l */
+static int64_t kv_index(const rc_engine *e, int64_t l)
+{
+    return (e->st.index ? e->st.index[l] : l) - e->stage_l0[e->cur_stage];
+}
+
+/* device s's buffers (s >= 1), allocated on it: the activations of engine_sizes (all but the LM head's),
+ * the TP partials, the MoE and latent-attention scratch, the RoPE table and ALiBi slopes, the KV cache of
+ * its layers (kv_per_layer floats of each of K and V a layer) */
+static rc_status stage_create(rc_engine *e, int s, const engine_sizes *z, int64_t kv_per_layer)
+{
+    const rc_model *m = e->model;
+    const rc_config *c = &m->cfg;
+    rc_backend *be = e->be;
+    struct rc_engine_stage *st = &e->stage[s];
+    RC_TRY(be->ops->set_device(be, s));
+    float **bufs[] = {&st->x, &st->h, &st->qkv, &st->att, &st->mlp_a, &st->mlp_b, &st->tmp, &st->mlp_c};
+    const int which[] = {0, 1, 2, 3, 4, 5, 6, 8}; /* their rows of engine_sizes.dims */
+    for (int i = 0; i < 8; i++)
+        RC_TRY(be->ops->alloc(be, z->dims[which[i]][0] * z->dims[which[i]][1], bufs[i]));
+    if (e->num.tp > 1)
+        RC_TRY(be->ops->alloc(be, (int64_t)e->num.tp * e->chunk_rows * c->hidden, &st->tp_parts));
+    if (c->n_experts > 0)
+        RC_TRY(rc_moe_scratch_create(be, c, e->chunk_rows, &st->moe));
+    if (c->mla)
+        RC_TRY(rc_mla_create(be, m, e->num.mla_absorbed, e->num.dt, e->chunk_rows, &st->mla));
+    st->inv_freq = m->w.inv_freq;
+    st->inv_freq_local = m->w.inv_freq_local;
+    if (c->rotary_dim > 0) {
+        const int64_t half = c->rotary_dim / 2;
+        RC_TRY(be->ops->alloc(be, m->w.inv_freq_local ? 2 * half : half, &st->inv_freq_own));
+        RC_TRY(be->ops->upload(be, m->w.inv_freq, half, RC_F32, st->inv_freq_own));
+        st->inv_freq = st->inv_freq_own;
+        if (m->w.inv_freq_local) {
+            RC_TRY(be->ops->upload(be, m->w.inv_freq_local, half, RC_F32, st->inv_freq_own + half));
+            st->inv_freq_local = st->inv_freq_own + half;
+        }
+    }
+    st->alibi_slopes = m->w.alibi_slopes;
+    if (m->w.alibi_slopes) {
+        RC_TRY(be->ops->alloc(be, c->n_heads, &st->slopes_own));
+        RC_TRY(be->ops->upload(be, m->w.alibi_slopes, c->n_heads, RC_F32, st->slopes_own));
+        st->alibi_slopes = st->slopes_own;
+    }
+    const int64_t kv_n = kv_per_layer * (e->stage_l0[s + 1] - e->stage_l0[s]);
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
+    RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_k));
+    RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_v));
+    return be->ops->set_device(be, 0);
+}
+
+static void stage_free(rc_engine *e, struct rc_engine_stage *st)
+{
+    rc_backend *be = e->be;
+    rc_moe_scratch_free(be, st->moe);
+    rc_mla_free(be, st->mla);
+    float *bufs[] = {st->x,     st->h,     st->qkv,          st->att,        st->mlp_a, st->mlp_b, st->tmp,
+                     st->mlp_c, st->tp_parts, st->kv_k, st->kv_v, st->inv_freq_own, st->slopes_own, st->w_arena};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            be->ops->free(be, bufs[i]);
+}
+
+rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels kernels, int n_dev,
+                         const int64_t *given, int64_t n_slots, int64_t max_len, int64_t max_rows, int64_t *l0,
+                         int64_t *bytes, int64_t *weights, int64_t *kv)
+{
+    const rc_config *c = &m->cfg;
+    const int64_t L = c->n_layers;
+    if (n_dev < 1 || n_dev > RC_MAX_DEVICES)
+        return rc_errorf(RC_ERR_USAGE, "--gpus %d: between 1 and %d", n_dev, RC_MAX_DEVICES);
+    l0[0] = 0;
+    l0[n_dev] = L;
+    if (n_dev == 1 && !bytes && !weights && !kv)
+        return RC_OK;
+    if (n_dev > 1 && (linear_layers(c) > 0 || c->attn_out_gate))
+        return rc_errorf(RC_ERR_UNSUPPORTED, "--gpus %d: %s: hybrid linear-attention models run on the CPU backend "
+                         "only", n_dev, c->model_type);
+    if (n_dev > 1 && num->wq.kind != RC_WQ_NONE)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "--gpus %d: fp8 weights (weights=fp8 / as-stored fp8) are not split "
+                         "over several GPUs yet; use --gpus 1", n_dev);
+    if (n_dev > L)
+        return rc_errorf(RC_ERR_USAGE, "--gpus %d: the model runs %lld layers, and each GPU holds at least one",
+                         n_dev, (long long)L);
+    if (given) {
+        int64_t sum = 0;
+        for (int d = 0; d < n_dev; d++) {
+            if (given[d] < 1)
+                return rc_errorf(RC_ERR_USAGE, "--layer-split: GPU %d gets %lld layers; each holds at least one", d,
+                                 (long long)given[d]);
+            sum += given[d];
+        }
+        if (sum != L)
+            return rc_errorf(RC_ERR_USAGE, "--layer-split: %lld layers in all, but the model runs %lld "
+                             "(num_hidden_layers, or --layers)", (long long)sum, (long long)L);
+    }
+    /* each layer's weights as a GPU holds them, and what device 0 holds besides (embedding, final norm, LM head
+     * and its own copies): the estimate's weights less the layers' */
+    rc_engine_mem all;
+    RC_TRY(rc_engine_mem_estimate(m, num, false, kernels, n_slots, max_len, max_rows, &all));
+    int64_t *lb = calloc((size_t)L, sizeof *lb);
+    rc_layer_weights *layers = calloc((size_t)L, sizeof *layers);
+    if (!lb || !layers) {
+        free(lb);
+        free(layers);
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    }
+    rc_weights plan = {.layers = layers};
+    place_ctx x = {.m = m, .round_dt = num->dt, .host = false, .fill = false, .kernels = kernels,
+                   .head = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
+                   .autocast = num->mode == RC_PREC_AUTOCAST, .ok = true, .layer_bytes = lb};
+    place_all(&x, &plan);
+    free(layers);
+    int64_t layer_sum = 0;
+    for (int64_t l = 0; l < L; l++)
+        layer_sum += lb[l];
+    const int64_t head = all.weights_copy - layer_sum;
+    if (given) {
+        for (int d = 0; d < n_dev; d++)
+            l0[d + 1] = l0[d] + given[d];
+    } else { /* the boundaries nearest to equal shares of the bytes, each GPU at least one layer */
+        const double T = (double)all.weights_copy;
+        double cum_at_best = 0.0;
+        for (int d = 1; d < n_dev; d++) {
+            const double want = T * d / n_dev;
+            int64_t best = l0[d - 1] + 1;
+            double cum = (double)head;
+            for (int64_t l = 0; l < best; l++)
+                cum += (double)lb[l];
+            cum_at_best = cum;
+            for (int64_t l = best + 1; l <= L - (n_dev - d); l++) {
+                cum += (double)lb[l - 1];
+                if (fabs(cum - want) < fabs(cum_at_best - want)) {
+                    best = l;
+                    cum_at_best = cum;
+                }
+            }
+            l0[d] = best;
+        }
+    }
+    /* each device's share of the estimate: its layers' weights (device 0: and the model's own), its layers'
+     * KV cache, and the activations: device 0 all of them, the others all but the LM head's buffers and the
+     * host's index arrays (engine_sizes: the 8 buffers of a layer; the TP partials; the MoE and latent-attention
+     * scratch; the RoPE table and ALiBi slopes) */
+    engine_sizes z;
+    int64_t other_act = 0, t = 0, moe_f = 0, moe_h = 0, mla_f = 0, mla_h = 0;
+    bool ok = engine_sizes_for(c, num, kernels, false, n_slots, max_len, max_rows, &z);
+    const int which[] = {0, 1, 2, 3, 4, 5, 6, 8};
+    for (int i = 0; ok && i < 8; i++)
+        ok = rc_mul_i64(z.dims[which[i]][0], z.dims[which[i]][1], &t) && rc_add_i64(other_act, t, &other_act);
+    if (ok && num->tp > 1)
+        ok = rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(other_act, t, &other_act);
+    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(other_act, moe_f, &other_act) &&
+         rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
+         rc_add_i64(other_act, mla_f, &other_act) &&
+         rc_add_i64(other_act, c->rotary_dim + (m->w.alibi_slopes ? c->n_heads : 0), &other_act) &&
+         rc_mul_i64(4, other_act, &other_act);
+    for (int d = 0; ok && d < n_dev; d++) {
+        int64_t w = d == 0 ? head : 0, k = 0, b = 0;
+        for (int64_t l = l0[d]; l < l0[d + 1]; l++)
+            w += lb[l];
+        /* (one device: the estimate's own KV cache, a hybrid model's attention layers only) */
+        ok = (n_dev == 1 ? (k = all.kv_cache, true) : rc_mul_i64(all.kv_cache / L, l0[d + 1] - l0[d], &k)) &&
+             rc_add_i64(w, k, &b) &&
+             rc_add_i64(b, d == 0 ? all.activations + all.state_cache : other_act, &b);
+        if (weights)
+            weights[d] = w;
+        if (kv)
+            kv[d] = k;
+        if (bytes)
+            bytes[d] = b;
+    }
+    free(lb);
+    if (!ok)
+        return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+    return RC_OK;
+}
+
 void rc_engine_free(rc_engine *e)
 {
     if (!e)
         return;
+    if (e->stage) { /* device 0's buffers in the fields, the others' freed here */
+        stage_fields(e, 0);
+        if (e->be->ops->set_device && e->be->ops->set_device(e->be, 0) != RC_OK)
+            rc_clear_error();
+        for (int d = 1; d < e->n_stages; d++)
+            stage_free(e, &e->stage[d]);
+        free(e->stage);
+    }
     free(e->w.layers);
     free(e->ix);
     free(e->tp_zero_rows);
@@ -831,6 +1129,19 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK && num->tp > 1 && num->wq.kind != RC_WQ_NONE && num->wq.act != RC_ACTQ_NONE)
         s = rc_errorf(RC_ERR_UNSUPPORTED, "fp8 weights with fp8 activations (W8A8) under tp=%d are not emulated yet "
                       "(weight-only act=none is)", num->tp);
+    e->n_stages = be->n_devices > 1 ? be->n_devices : 1;
+    if (s == RC_OK && e->n_stages > 1 && num->wq.kind != RC_WQ_NONE)
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "--gpus %d: fp8 weights (weights=fp8 / as-stored fp8) are not split over "
+                      "several GPUs yet; use --gpus 1", e->n_stages);
+    if (s == RC_OK && e->n_stages > 1 && !(be->ops->set_device && be->ops->copy_peer))
+        s = rc_errorf(RC_ERR_INTERNAL, "backend %s has no devices to split over", be->ops->name);
+    if (s == RC_OK)
+        s = rc_layer_split(m, num, be->kernels, e->n_stages,
+                           e->n_stages > 1 && be->layer_split[0] > 0 ? be->layer_split : NULL, n_slots, max_len,
+                           max_rows, e->stage_l0, NULL, NULL, NULL);
+    if (s == RC_OK && e->n_stages > 1 &&
+        !(e->stage = calloc((size_t)e->n_stages, sizeof *e->stage)))
+        s = rc_errorf(RC_ERR_NOMEM, "out of memory");
     if (s != RC_OK) {
         free(e);
         return s;
@@ -884,7 +1195,12 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = rc_fp8w_create(be, c, num, e->chunk_rows, &e->w, &e->fp8w);
     else if (s == RC_OK && num->wq.kind == RC_WQ_STORED) /* the checkpoint's fp8 weights and block scales */
         s = rc_fp8w_create_stored(be, m, num, e->chunk_rows, &e->fp8w);
-    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
+    /* a layer split: device 0's KV cache holds its layers only, each other device's its own (stage_create) */
+    const int64_t kv_per_layer = e->n_stages > 1 ? kv_n / c->n_layers : 0;
+    const int64_t kv_floats0 = e->n_stages > 1 ? kv_per_layer * e->stage_l0[1] : kv_n;
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_floats0 : kv_floats0 / 2 + 1;
+    for (int d = 1; s == RC_OK && d < e->n_stages; d++)
+        s = stage_create(e, d, &z, kv_per_layer);
     if (s == RC_OK)
         s = be->ops->alloc(be, kv_floats, &e->kv.k);
     if (s == RC_OK)
@@ -1167,6 +1483,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
+        if (e->n_stages > 1) { /* a layer split: the residual stream moves to the layer's device */
+            RC_TRY(stage_enter(e, stage_of_layer(e->stage_l0, e->n_stages, l), R * H));
+            ap.inv_freq = e->w.inv_freq; /* that device's copies */
+            if (ap.alibi_slopes)
+                ap.alibi_slopes = e->w.alibi_slopes;
+        }
         ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
         ap.sinks = c->attn_sinks ? rc_wt_vec(L->sinks) : NULL; /* gpt-oss: this layer's sink logits */
         if (e->w.inv_freq_local) { /* Gemma 3, OLMo3: the sliding layers' own RoPE (default, local base) */
@@ -1203,7 +1525,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
                 RC_TRY(op->rope(be, e->qkv, &cd, &ap));
                 CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + nkv) * d, qkv_w, ap.rope_dt, &ap);
-                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, e->st.index ? e->st.index[l] : l, rc_mla_att_buf(e->mla)));
+                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, kv_index(e, l), rc_mla_att_buf(e->mla)));
                 const float *o_in;
                 RC_TRY(rc_mla_out(be, c, e->mla, L, n, &mr, ap.num.out_dt, &o_in));
                 const int64_t ow = rc_dim_value(c, RC_DIM_O);
@@ -1226,7 +1548,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(op->rope(be, e->qkv, &cd, &ap));
                 CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt,
                         &ap);
-                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, e->st.index ? e->st.index[l] : l, e->att));
+                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, kv_index(e, l), e->att));
                 if (c->attn_out_gate) { /* Qwen3-Next: attn_output * sigmoid(gate), each rounded to the dtype */
                     RC_TRY(op->matmul(be, a_in, n, H, L->w_q_gate, att_w, NULL, in_blk, rr.linear, e->attn_gate));
                     for (int64_t i = 0; i < n * att_w; i++)
@@ -1305,7 +1627,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
         }
     }
-    return RC_OK;
+    return e->n_stages > 1 ? stage_enter(e, 0, R * H) : RC_OK; /* the LM head is device 0's */
 }
 
 rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *starts,
@@ -1361,6 +1683,11 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     const rounding rr = rounding_rules(&e->num);
     if (s == RC_OK)
         s = run_layers(e, &bd, tokens);
+    if (e->n_stages > 1 && e->cur_stage != 0) { /* a failed call: device 0 current again */
+        stage_fields(e, 0);
+        if (e->be->ops->set_device(e->be, 0) != RC_OK && s == RC_OK)
+            s = RC_ERR_DEVICE;
+    }
     for (int64_t b = 0; b < n_seq && e->st.absorbed; b++) /* a failed call leaves the slot to restart at 0 */
         if (slots[b] >= 0 && slots[b] < e->kv.n_slots)
             e->st.absorbed[slots[b]] = s == RC_OK ? starts[b] + n_new[b] : -1;

@@ -273,6 +273,13 @@ typedef struct {
     /* a hybrid model's scratch [max_rows] rows: in_proj_qkvz, in_proj_ba and the mixer's outputs, and the
      * attention output gate (NULL otherwise) */
     float *gdn_qkvz, *gdn_ba, *gdn_out, *attn_gate;
+    /* A layer split over the backend's devices (be->n_devices > 1; docs/gpu.md "Several GPUs"): device s
+     * holds layers [stage_l0[s], stage_l0[s + 1]) -- their weights, their KV cache -- and its own activation
+     * buffers and scratch; device 0 also the embedding, the final norm and the LM head. The fields above are
+     * the current device's (cur_stage); the others' wait in stage[]. n_stages 1: one device, stage NULL. */
+    int n_stages, cur_stage;
+    int64_t stage_l0[RC_MAX_DEVICES + 1];
+    struct rc_engine_stage *stage;
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and
@@ -292,6 +299,16 @@ typedef struct {
 } rc_engine_mem;
 rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, rc_kernels kernels,
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out);
+
+/* The layers of each of n_dev devices (a layer split, docs/gpu.md "Several GPUs"): given (n_dev counts, or
+ * NULL) checked against the model (each >= 1, their sum its layers: RC_ERR_USAGE naming both), else an even
+ * split by weight bytes (device 0 also holds the embedding and LM head); l0 [n_dev + 1]: device s holds
+ * layers [l0[s], l0[s + 1]). With bytes non-NULL, bytes[s] gets device s's share of the device memory
+ * estimate (weights + KV cache + activations, as rc_engine_mem_estimate's on a GPU; weights[s] and kv[s]
+ * too when non-NULL). */
+rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels kernels, int n_dev,
+                         const int64_t *given, int64_t n_slots, int64_t max_len, int64_t max_rows, int64_t *l0,
+                         int64_t *bytes, int64_t *weights, int64_t *kv);
 
 /* RC_OK when num's precision mode can run: mode=autocast needs bf16 / fp16
  * and no upcast but the LM head (RC_ERR_USAGE), and, with a model config c,

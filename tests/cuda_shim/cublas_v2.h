@@ -25,12 +25,13 @@ typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
 struct rck_shim_blas {
     int math;
+    int dev; // the device current at cublasCreate: the handle's calls run there
 };
 typedef rck_shim_blas *cublasHandle_t;
 
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
-    *h = new rck_shim_blas{0};
+    *h = new rck_shim_blas{0, g_shim.cur};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -83,9 +84,13 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
                                           cudaDataType ct, int ldc, cublasComputeType_t compute,
                                           cublasGemmAlgo_t algo)
 {
-    (void)h;
     (void)algo;
     rck_shim_count(RCK_SHIM_GEMMS);
+    if (h->dev != g_shim.cur) {
+        fprintf(stderr, "cuda shim: cublasGemmEx: a handle of device %d used on device %d\n", h->dev, g_shim.cur);
+        rck_shim_count(RCK_SHIM_BAD_POINTERS);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
     if (at != CUDA_R_32F)
         rck_shim_count(RCK_SHIM_HALF_GEMMS);
     if (rck_shim_get(RCK_SHIM_FAIL_GEMM))
@@ -101,16 +106,13 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
         const size_t b_bytes = (size_t)((b_cols - 1) * (int64_t)ldb + b_rows) * es;
         const size_t c_bytes = (size_t)((int64_t)(n - 1) * ldc + m) * 4;
         bool ok = true;
-        if (!rck_shim_is_device(A, a_bytes)) {
-            rck_shim_bad("cublasGemmEx", "A", A, a_bytes);
+        if (!rck_shim_check_current("cublasGemmEx", "A", A, a_bytes)) {
             ok = false;
         }
-        if (!rck_shim_is_device(B, b_bytes)) {
-            rck_shim_bad("cublasGemmEx", "B", B, b_bytes);
+        if (!rck_shim_check_current("cublasGemmEx", "B", B, b_bytes)) {
             ok = false;
         }
-        if (!rck_shim_is_device(C, c_bytes)) {
-            rck_shim_bad("cublasGemmEx", "C", C, c_bytes);
+        if (!rck_shim_check_current("cublasGemmEx", "C", C, c_bytes)) {
             ok = false;
         }
         if (!ok)

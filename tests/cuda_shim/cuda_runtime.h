@@ -21,6 +21,14 @@
 //    else (a host pointer) is one line on stderr naming the call, counted in
 //    RCK_SHIM_BAD_POINTERS, and the call fails (the kernel does not run; its
 //    launch reports cudaErrorIllegalAddress).
+//  - several devices (RCK_SHIM_DEVICES): each allocation belongs to the
+//    device current at its cudaMalloc, with its own memory budget and
+//    counters; a kernel's pointers, both device sides of cudaMemcpy and a
+//    cuBLAS call's matrices must be memory of the current device (stricter than
+//    CUDA with unified addressing, which would let a kernel read another
+//    device's memory through the bus): a pointer of another device is one
+//    line naming both devices, counted and failed as above. Data moves between
+//    devices only by cudaMemcpyPeer.
 #ifndef RC_CUDA_SHIM_RUNTIME_H
 #define RC_CUDA_SHIM_RUNTIME_H
 
@@ -46,7 +54,9 @@ typedef enum {
     cudaErrorInitializationError = 3,
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
     cudaErrorIllegalAddress = 700,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
     cudaErrorLaunchFailure = 719,
 } cudaError_t;
 
@@ -71,25 +81,55 @@ struct rck_shim_uint3 {
 };
 static rck_shim_uint3 blockIdx, threadIdx, blockDim, gridDim;
 
+struct rck_shim_alloc {
+    size_t bytes;
+    int dev;
+};
+
 struct rck_shim_state {
     cudaError_t last = cudaSuccess;
-    size_t in_use = 0;
-    std::map<uintptr_t, size_t> live; // device allocations: start -> bytes
+    size_t in_use = 0;                      // all devices
+    size_t dev_use[RCK_SHIM_MAX_DEVICES] = {}, dev_peak[RCK_SHIM_MAX_DEVICES] = {};
+    int cur = 0;                            // cudaSetDevice's device
+    std::map<uintptr_t, rck_shim_alloc> live; // device allocations: start -> bytes, device
     unsigned long long launches = 0;  // every launch, for the shuffle's seeds
 };
 static rck_shim_state g_shim;
 
-// [p, p + bytes) inside one live device allocation (a pointer one past the end with bytes 0 too)
-static inline bool rck_shim_is_device(const void *p, size_t bytes = 0)
+// the device of the live allocation holding [p, p + bytes) (a pointer one past the end with bytes 0 too), or -1
+static inline int rck_shim_device_of(const void *p, size_t bytes = 0)
 {
     const uintptr_t a = (uintptr_t)p;
     auto it = g_shim.live.upper_bound(a);
     if (it == g_shim.live.begin())
-        return false;
+        return -1;
     --it;
     const size_t off = a - it->first;
-    return off <= it->second && bytes <= it->second - off;
+    return off <= it->second.bytes && bytes <= it->second.bytes - off ? it->second.dev : -1;
 }
+
+// [p, p + bytes) inside one live device allocation, of any device
+static inline bool rck_shim_is_device(const void *p, size_t bytes = 0) { return rck_shim_device_of(p, bytes) >= 0; }
+
+// RCK_SHIM_DEVICES, or where that is 0 the environment's RCK_SHIM_DEVICES (the CLI over the host build)
+static inline int rck_shim_n_devices(void)
+{
+    long long n = rck_shim_get(RCK_SHIM_DEVICES);
+    const char *env = getenv("RCK_SHIM_DEVICES");
+    if (n == 0 && env)
+        n = atoll(env);
+    return n < 1 ? 1 : n > RCK_SHIM_MAX_DEVICES ? RCK_SHIM_MAX_DEVICES : (int)n;
+}
+
+static inline void rck_shim_wrong_device(const char *call, const char *what, const void *p, int dev)
+{
+    fprintf(stderr, "cuda shim: %s: %s %p is memory of device %d; the call runs on device %d\n", call, what, p, dev,
+            g_shim.cur);
+    rck_shim_count(RCK_SHIM_BAD_POINTERS);
+}
+
+// [p, p + bytes) is device memory of the current device: else one line (not device memory, or another device's)
+static inline bool rck_shim_check_current(const char *call, const char *what, const void *p, size_t bytes);
 
 static inline void rck_shim_bad(const char *call, const char *what, const void *p, size_t bytes)
 {
@@ -100,10 +140,24 @@ static inline void rck_shim_bad(const char *call, const char *what, const void *
 
 static const size_t k_shim_total = (size_t)1 << 34; // "16 GiB"
 
-static inline size_t shim_budget()
+static inline size_t shim_budget(int dev)
 {
-    long long b = rck_shim_get(RCK_SHIM_MEMORY_BYTES);
-    return b > 0 ? (size_t)b : k_shim_total;
+    long long b = rck_shim_get(RCK_SHIM_MEMORY_BYTES), only = rck_shim_get(RCK_SHIM_MEMORY_DEVICE);
+    return b > 0 && (only == 0 || only == dev + 1) ? (size_t)b : k_shim_total;
+}
+
+static inline bool rck_shim_check_current(const char *call, const char *what, const void *p, size_t bytes)
+{
+    const int dev = rck_shim_device_of(p, bytes);
+    if (dev < 0) {
+        rck_shim_bad(call, what, p, bytes);
+        return false;
+    }
+    if (dev != g_shim.cur) {
+        rck_shim_wrong_device(call, what, p, dev);
+        return false;
+    }
+    return true;
 }
 
 static inline cudaError_t cudaGetDeviceCount(int *n)
@@ -113,39 +167,56 @@ static inline cudaError_t cudaGetDeviceCount(int *n)
         return cudaErrorInsufficientDriver;
     if (rck_shim_get(RCK_SHIM_NO_DEVICE))
         return cudaErrorNoDevice;
-    *n = 1;
+    *n = rck_shim_n_devices();
     return cudaSuccess;
 }
 
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev)
 {
-    (void)dev;
+    if (dev < 0 || dev >= rck_shim_n_devices())
+        return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "host emulation");
-    p->totalGlobalMem = shim_budget();
+    p->totalGlobalMem = shim_budget(dev);
     return cudaSuccess;
 }
 
-static inline cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorNoDevice; }
+static inline cudaError_t cudaSetDevice(int dev)
+{
+    if (dev < 0 || dev >= rck_shim_n_devices())
+        return cudaErrorInvalidDevice;
+    g_shim.cur = dev;
+    return cudaSuccess;
+}
+
+static inline cudaError_t cudaGetDevice(int *dev)
+{
+    *dev = g_shim.cur;
+    return cudaSuccess;
+}
 
 // allocations carry their size in front, for the memory accounting
 template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes)
 {
     *p = nullptr;
-    if (g_shim.in_use + bytes > shim_budget())
+    const int dev = g_shim.cur;
+    if (g_shim.dev_use[dev] + bytes > shim_budget(dev))
         return cudaErrorMemoryAllocation;
     void *raw = nullptr;
     if (posix_memalign(&raw, 256, 256 + bytes) != 0)
         return cudaErrorMemoryAllocation;
     *(size_t *)raw = bytes;
     g_shim.in_use += bytes;
+    g_shim.dev_use[dev] += bytes;
+    if (g_shim.dev_use[dev] > g_shim.dev_peak[dev])
+        g_shim.dev_peak[dev] = g_shim.dev_use[dev];
     rck_shim_count(RCK_SHIM_ALLOCS);
     rck_shim_set(RCK_SHIM_ALLOC_BYTES, (long long)g_shim.in_use);
     if ((long long)g_shim.in_use > rck_shim_get(RCK_SHIM_ALLOC_PEAK))
         rck_shim_set(RCK_SHIM_ALLOC_PEAK, (long long)g_shim.in_use);
     *p = (T *)((char *)raw + 256);
     memset((char *)raw + 256, 0xFF, bytes); // poison: NaN in every float type, -1 in every int
-    g_shim.live[(uintptr_t)*p] = bytes;
+    g_shim.live[(uintptr_t)*p] = rck_shim_alloc{bytes, dev};
     return cudaSuccess;
 }
 
@@ -157,6 +228,7 @@ static inline cudaError_t cudaFree(void *p)
             rck_shim_bad("cudaFree", "pointer", p, 0);
             return cudaErrorInvalidValue;
         }
+        g_shim.dev_use[it->second.dev] -= it->second.bytes;
         g_shim.live.erase(it);
         char *raw = (char *)p - 256;
         g_shim.in_use -= *(size_t *)raw;
@@ -183,6 +255,15 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, c
             ok = false;
         }
     }
+    // device memory: the current device's only (between devices: cudaMemcpyPeer)
+    if (ok && dst_dev && rck_shim_device_of(dst, bytes) != g_shim.cur) {
+        rck_shim_wrong_device("cudaMemcpy", "destination", dst, rck_shim_device_of(dst, bytes));
+        ok = false;
+    }
+    if (ok && src_dev && rck_shim_device_of(src, bytes) != g_shim.cur) {
+        rck_shim_wrong_device("cudaMemcpy", "source", src, rck_shim_device_of(src, bytes));
+        ok = false;
+    }
     if (!ok)
         return cudaErrorInvalidValue;
     if (bytes)
@@ -190,10 +271,65 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, c
     return cudaSuccess;
 }
 
+// peer access: every pair of distinct fake devices can; enabling it twice is CUDA's error (it changes nothing
+// here: cudaMemcpyPeer copies either way)
+static bool g_shim_peer[RCK_SHIM_MAX_DEVICES][RCK_SHIM_MAX_DEVICES];
+
+static inline cudaError_t cudaDeviceCanAccessPeer(int *can, int dev, int peer)
+{
+    const int n = rck_shim_n_devices();
+    if (dev < 0 || dev >= n || peer < 0 || peer >= n)
+        return cudaErrorInvalidDevice;
+    *can = dev != peer;
+    return cudaSuccess;
+}
+
+static inline cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    if (peer < 0 || peer >= rck_shim_n_devices() || peer == g_shim.cur || flags != 0)
+        return cudaErrorInvalidDevice;
+    if (g_shim_peer[g_shim.cur][peer])
+        return g_shim.last = cudaErrorPeerAccessAlreadyEnabled;
+    g_shim_peer[g_shim.cur][peer] = true;
+    return cudaSuccess;
+}
+
+// bytes from device src_dev's memory to device dst_dev's (each side inside a live allocation of its device)
+static inline cudaError_t cudaMemcpyPeer(void *dst, int dst_dev, const void *src, int src_dev, size_t bytes)
+{
+    const int n = rck_shim_n_devices();
+    if (dst_dev < 0 || dst_dev >= n || src_dev < 0 || src_dev >= n)
+        return cudaErrorInvalidDevice;
+    bool ok = true;
+    const int dd = rck_shim_device_of(dst, bytes), sd = rck_shim_device_of(src, bytes);
+    if (dd != dst_dev) {
+        if (dd < 0)
+            rck_shim_bad("cudaMemcpyPeer", "destination", dst, bytes);
+        else
+            fprintf(stderr, "cuda shim: cudaMemcpyPeer: destination %p is memory of device %d, not %d\n", dst, dd,
+                    dst_dev), rck_shim_count(RCK_SHIM_BAD_POINTERS);
+        ok = false;
+    }
+    if (sd != src_dev) {
+        if (sd < 0)
+            rck_shim_bad("cudaMemcpyPeer", "source", src, bytes);
+        else
+            fprintf(stderr, "cuda shim: cudaMemcpyPeer: source %p is memory of device %d, not %d\n", src, sd, src_dev),
+                rck_shim_count(RCK_SHIM_BAD_POINTERS);
+        ok = false;
+    }
+    if (!ok || rck_shim_get(RCK_SHIM_FAIL_PEER))
+        return cudaErrorInvalidValue;
+    if (bytes)
+        memmove(dst, src, bytes);
+    rck_shim_count(RCK_SHIM_PEER_COPIES);
+    return cudaSuccess;
+}
+
 static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 {
-    *total_b = shim_budget();
-    *free_b = *total_b - g_shim.in_use;
+    *total_b = shim_budget(g_shim.cur);
+    *free_b = *total_b - g_shim.dev_use[g_shim.cur];
     return cudaSuccess;
 }
 
@@ -218,6 +354,8 @@ static inline const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorInitializationError: return "cudaErrorInitializationError";
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     }
@@ -291,10 +429,8 @@ static inline void rck_shim_launch(void (*k)(A, int64_t), const char *kname, uns
 {
     bool ok = true;
     rck_shim_ptrs(a, [&](const void *p, const char *field) {
-        if (p && !rck_shim_is_device(p)) {
-            rck_shim_bad(kname, field, p, 0);
+        if (p && !rck_shim_check_current(kname, field, p, 0))
             ok = false;
-        }
     });
     rck_shim_count(RCK_SHIM_LAUNCHES);
     const uint64_t launch = g_shim.launches++;

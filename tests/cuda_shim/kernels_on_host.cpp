@@ -14,9 +14,20 @@ extern "C" void rck_shim_count(rck_shim_key k) { g_shim_values[k]++; }
 extern "C" void rck_shim_reset(void)
 {
     for (int i = 0; i < RCK_SHIM_N; i++)
-        g_shim_values[i] = 0;
+        if (i != RCK_SHIM_DEVICES)
+            g_shim_values[i] = 0;
     g_shim_values[RCK_SHIM_ALLOC_BYTES] = g_shim_values[RCK_SHIM_ALLOC_PEAK] = (long long)g_shim.in_use;
+    for (int d = 0; d < RCK_SHIM_MAX_DEVICES; d++)
+        g_shim.dev_peak[d] = g_shim.dev_use[d];
     g_shim.last = cudaSuccess;
+}
+extern "C" long long rck_shim_device_bytes(int dev)
+{
+    return dev >= 0 && dev < RCK_SHIM_MAX_DEVICES ? (long long)g_shim.dev_use[dev] : 0;
+}
+extern "C" long long rck_shim_device_peak(int dev)
+{
+    return dev >= 0 && dev < RCK_SHIM_MAX_DEVICES ? (long long)g_shim.dev_peak[dev] : 0;
 }
 
 #include "../../kernels/cuda_device.cu"

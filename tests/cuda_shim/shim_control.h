@@ -23,13 +23,26 @@ typedef enum {
     RCK_SHIM_ALLOC_BYTES,  /* bytes in live device allocations now (what cudaMalloc was asked for) */
     RCK_SHIM_ALLOC_PEAK,   /* the most bytes live at once since the start or the last reset (reset: the
                             * bytes live then) */
+    /* several fake devices (a layer split over GPUs): each allocation belongs to the device current at its
+     * cudaMalloc; a kernel, a cudaMemcpy and a cuBLAS call take only memory of the current device (and a cuBLAS
+     * handle only on the device it was created on); cudaMemcpyPeer copies between devices */
+    RCK_SHIM_DEVICES,      /* how many devices cudaGetDeviceCount reports (0: the environment's RCK_SHIM_DEVICES, else
+                            * 1; at most RCK_SHIM_MAX_DEVICES; kept by rck_shim_reset) */
+    RCK_SHIM_MEMORY_DEVICE, /* 0: RCK_SHIM_MEMORY_BYTES limits every device; d + 1: device d only */
+    RCK_SHIM_FAIL_PEER,    /* cudaMemcpyPeer returns cudaErrorInvalidValue */
+    RCK_SHIM_PEER_COPIES,  /* counter: cudaMemcpyPeer calls that copied */
     RCK_SHIM_N
+
 } rck_shim_key;
 
 void rck_shim_set(rck_shim_key k, long long v);
 long long rck_shim_get(rck_shim_key k);
 void rck_shim_count(rck_shim_key k);
 void rck_shim_reset(void); /* everything back to 0 (the live bytes and their peak: the bytes live now) */
+#define RCK_SHIM_MAX_DEVICES 8
+/* device dev's live bytes now, and their peak since the start or the last reset */
+long long rck_shim_device_bytes(int dev);
+long long rck_shim_device_peak(int dev);
 
 #ifdef __cplusplus
 }

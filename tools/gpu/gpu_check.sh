@@ -3,7 +3,7 @@
 # torch, transformers, tokenizers; no network), in stages that each fit one 600 s device call:
 #
 #   bash tools/gpu/gpu_check.sh --stage size                 # here, before the call: what travels
-#   bash tools/gpu/gpu_check.sh --stage build,suite          # call 1: build + the CUDA test suite
+#   bash tools/gpu/gpu_check.sh --stage build,suite,multi    # call 1: build + the CUDA test suite
 #   bash tools/gpu/gpu_check.sh --stage seed,bounds          # call 2: HF side by side, GPU bounds
 #
 # (docs/gpu.md gives the device tool's command lines; `.debs` travels with the tree: carry it.)
@@ -22,15 +22,18 @@
 #           (the loader's, with the dynamic linker's text) is the summary's when it fails
 #   suite   tests/test_cuda.c on the GPU (RC_CUDA_SYNC=1), one process per test case (op_twins,
 #           host, model); its "measured max" lines and its Check totals go to the summary
+#   multi   several GPUs for one model (--gpus): test_cuda's case multi (every fixture split over
+#           2 and 3 GPUs bitwise one GPU's) and ratiocheck --gpus 2 against --gpus 1 (the same
+#           statistics to the digit); skipped with a line saying so on a machine with one GPU
 #   seed    a pythia-160m-shaped GPT-NeoX (make_seed_model.py, trained for RC_TRAIN_SECONDS on
 #           tools/gpu/kjv-excerpt.txt.xz), the bundled prompts, --len 20,40,50, fp32/fp16/bf16:
 #           ratiocheck (engine and invariant kernels), HF transformers (hf_seed.py) on the same GPU
 #           and weights, side by side; then the sampler's fp8 settings on the GPU against the CPU
 #   bounds  the GPU's bandwidth and GEMM bounds (measure_bounds.py), the side-by-side table again
 #           with them
-# build implies deps and libs; suite, seed and bounds build first when no build is there.
+# build implies deps and libs; suite, multi, seed and bounds build first when no build is there.
 #
-# Each stage has a time limit (build 300 s, suite 400 s, seed 420 s, bounds 150 s, the others
+# Each stage has a time limit (build 300 s, suite 400 s, multi 150 s, seed 420 s, bounds 150 s, the others
 # 60-90 s; RC_GPU_LIMIT_<stage>=N overrides), cut to what is left of RC_GPU_BUDGET (default
 # 570 s: one device call of 600 s), and each step inside has its own cap. A stage that fails or
 # runs out of time is reported and the next one runs. Exit status: 0 every stage passed (or was
@@ -45,18 +48,19 @@
 #
 # RC_GPU_DRYRUN=1: the same stages on a machine without a GPU (CPU backend, torch on the CPU,
 # the --small model, 3 prompts, --len 4,8; the suite runs the host build tests/test_cuda_host's
-# quick cases, bounds skips, libs loads the module against the fake driver tests/libcuda.so.1):
+# quick cases, multi the host build's case multi on 3 fake devices, bounds skips, libs loads the module against the fake driver tests/libcuda.so.1):
 # a rehearsal of the script (tools/gpu/rehearse.sh,
 # run by CI), not a measurement. RC_GPU_BUILD=DIR uses an existing build folder. RC_GPU_SIMULATE
 # (rehearsals): "missing-lib" (the module needs a library no machine has), "fail:STAGE" (the
-# stage fails), "hang:STAGE" (the stage sleeps past its limit); several, space-separated.
+# stage fails), "hang:STAGE" (the stage sleeps past its limit), "one-gpu" (the multi stage sees one
+# GPU); several, space-separated.
 # no `set -e` or `set -u`: a failing command or an unset name inside a stage must end that stage,
 # never the script (every stage checks its own steps)
 set -o pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 
-usage() { echo "usage: bash tools/gpu/gpu_check.sh [--stage size,deps,build,libs,suite,seed,bounds] [OUTDIR]" >&2; exit 2; }
+usage() { echo "usage: bash tools/gpu/gpu_check.sh [--stage size,deps,build,libs,suite,multi,seed,bounds] [OUTDIR]" >&2; exit 2; }
 ASKED=""
 ARG_OUT=""
 while [ $# -gt 0 ]; do
@@ -68,8 +72,8 @@ while [ $# -gt 0 ]; do
         *) ARG_OUT=$1; shift ;;
     esac
 done
-[ -n "$ASKED" ] || ASKED=build,suite
-ALL_STAGES="size deps build libs suite seed bounds"
+[ -n "$ASKED" ] || ASKED=build,suite,multi
+ALL_STAGES="size deps build libs suite multi seed bounds"
 declare -A WANT=()
 for s in ${ASKED//,/ }; do
     case " $ALL_STAGES " in *" $s "*) WANT[$s]=1 ;; *) echo "gpu_check.sh: unknown stage '$s'" >&2; usage ;; esac
@@ -320,6 +324,49 @@ stage_suite() {
     return $bad
 }
 
+# several GPUs for one model: the multi case of test_cuda over the machine's GPUs, and the CLI's --gpus 2
+# against --gpus 1 on the bundled model; one GPU: skipped, saying so (the dry run: the host build's fake devices)
+stage_multi() {
+    local exe=$BUILD/tests/test_cuda n rc t0 env=""
+    if [ "$DRY" = 1 ] && ! simulated one-gpu; then
+        [ -x "$BUILD/tests/test_cuda_host" ] || { sum "  skipped: no GPU and no host build (tests/test_cuda_host)"; return 0; }
+        exe=$BUILD/tests/test_cuda_host n=3 env="RCK_SHIM_DEVICES=3"
+        sum "  (dry run: tests/test_cuda_host, the host build, on 3 fake devices)"
+    else
+        n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+        simulated one-gpu && n=1
+        if [ "${n:-0}" -lt 2 ]; then
+            sum "  skipped: this machine has ${n:-0} GPU(s); the 2-GPU stage needs 2 (the split is checked on fake devices by the host build's case multi)"
+            return 0
+        fi
+        sum "  $n GPUs: $(nvidia-smi -L 2>/dev/null | head -2 | cut -c1-60 | paste -sd ';' -)"
+    fi
+    [ -x "$exe" ] || { sum "  no $exe (the build stage failed?)"; return 1; }
+    echo "== CK_RUN_CASE=multi" >>"$OUTDIR/test_cuda.txt"
+    t0=$(date +%s)
+    ([ -n "$env" ] && export "$env"
+     CK_RUN_CASE=multi RC_SOURCE_DIR=$ROOT RC_CUDA_SYNC=1 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} \
+         tmo 120 "$exe") >"$OUTDIR/test_multi.txt" 2>&1
+    rc=$?
+    cat "$OUTDIR/test_multi.txt" >>"$OUTDIR/test_cuda.txt"
+    grep -aE "bitwise|skipped" "$OUTDIR/test_multi.txt" | head -6 | sed 's/^/  /' >>"$SUMMARY"
+    grep -aE "Checks:|:F:|:E:" "$OUTDIR/test_multi.txt" | head -10 | sed 's/^/  /' | tee -a "$SUMMARY"
+    [ $rc = 0 ] && sum "  multi: passed in $(($(date +%s) - t0)) s" || { sum "  multi: exit status $rc"; return 1; }
+    # the CLI: --gpus 2 gives --gpus 1's statistics to the digit (a bf16 sampler, an fp32 trainer)
+    local cli=$RC args="--num-prompts 4 --len 8,16 --samples 2 -q --backend cuda --json --out none --dtype bf16 --trainer dtype=fp32"
+    [ "$DRY" = 1 ] && cli=$BUILD/tests/ratiocheck_cuda_host
+    local a b
+    a=$([ -n "$env" ] && export "$env"; tmo 60 "$cli" $args 2>&1 | sed -n 's/.*\("lens".*\)"seconds_generate".*/\1/p')
+    b=$([ -n "$env" ] && export "$env"; tmo 60 "$cli" $args --gpus 2 2>&1 | sed -n 's/.*\("lens".*\)"seconds_generate".*/\1/p')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+        sum "  ratiocheck --gpus 2: the statistics of --gpus 1 to the digit"
+    else
+        sum "  ratiocheck --gpus 2: the statistics DIFFER from --gpus 1 (or a run failed; log.txt)"
+        echo "--gpus 1: $a"; echo "--gpus 2: $b"
+        return 1
+    fi
+}
+
 RC_FILES=()
 stage_seed() {
     local ok=0 k dt
@@ -422,13 +469,13 @@ stage_bounds() {
 
 # ---------------------------------------------------------------- the run
 
-declare -A LIMIT=([size]=60 [deps]=90 [build]=300 [libs]=60 [suite]=400 [seed]=420 [bounds]=150)
+declare -A LIMIT=([size]=60 [deps]=90 [build]=300 [libs]=60 [suite]=400 [multi]=150 [seed]=420 [bounds]=150)
 # what each asked stage needs
 [ -n "${WANT[build]:-}" ] && WANT[libs]=1
-if [ -n "${WANT[suite]:-}${WANT[seed]:-}${WANT[bounds]:-}${WANT[libs]:-}" ] && [ ! -x "$RC" ]; then
+if [ -n "${WANT[suite]:-}${WANT[multi]:-}${WANT[seed]:-}${WANT[bounds]:-}${WANT[libs]:-}" ] && [ ! -x "$RC" ]; then
     WANT[build]=1 WANT[libs]=1
 fi
-[ -n "${WANT[build]:-}${WANT[libs]:-}${WANT[suite]:-}${WANT[seed]:-}${WANT[bounds]:-}" ] && WANT[deps]=1
+[ -n "${WANT[build]:-}${WANT[libs]:-}${WANT[suite]:-}${WANT[multi]:-}${WANT[seed]:-}${WANT[bounds]:-}" ] && WANT[deps]=1
 [ -z "${OUT:-}" ] && [ -n "${WANT[build]:-}" ] && WANT[size]=1
 
 failed=0

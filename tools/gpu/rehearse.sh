@@ -5,14 +5,16 @@
 #
 # runs tools/gpu/gpu_check.sh with RC_GPU_DRYRUN=1 over the existing build, each time into a
 # fresh output folder standing in for the device tool's $OUT, and checks its summary.txt:
-#   1. --stage size,build,suite: every stage passes (the suite: the host build's test_cuda_host,
-#      cases op_twins and host, where the build has it); the size that would travel (under the
-#      60 MiB the script allows) and the stages are printed;
+#   1. --stage size,build,suite,multi: every stage passes (the suite: the host build's
+#      test_cuda_host, cases op_twins and host, where the build has it; multi: its case multi on 3
+#      fake devices and the host CLI's --gpus 2 against --gpus 1); the size that would travel (under
+#      the 60 MiB the script allows) and the stages are printed;
 #   2. RC_GPU_SIMULATE=missing-lib: the CUDA module (ratiocheck in a CPU-only build) needs a
 #      library that does not exist: the libs stage fails naming it (with the CUDA loader's one
 #      line where there is a module), the suite stage still runs, the exit status is 1;
-#   3. RC_GPU_SIMULATE="fail:build hang:suite": the build stage fails, the suite stage hangs and
-#      is stopped at its limit (3 s here), the stages after each still run, exit status 1;
+#   3. RC_GPU_SIMULATE="fail:build hang:suite one-gpu": the build stage fails, the suite stage hangs
+#      and is stopped at its limit (3 s here), the stages after each still run, the multi stage is
+#      skipped with its line for a machine of one GPU, exit status 1;
 #   4. --stage seed,bounds (about 80 s on 2 cores) where python3 has torch and transformers and
 #      RC_GPU_REHEARSE_SEED is not 0: the seed experiment on the CPU passes (else says skipped).
 # Prints each summary; exit 0 when every check holds.
@@ -41,7 +43,7 @@ rehearse() {
 }
 t0=$(date +%s)
 
-rehearse pass 0 --stage size,build,suite
+rehearse pass 0 --stage size,build,suite,multi
 S=$TMP/pass/summary.txt
 check pass "$S" '^size +[0-9]+ s +ok' "the size stage passes"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -49,10 +51,11 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 else
     echo "  (not a git checkout: the size that would travel is not measured)"
 fi
-for s in deps build libs suite; do check pass "$S" "^$s +[0-9]+ s +ok" "stage $s ok"; done
+for s in deps build libs suite multi; do check pass "$S" "^$s +[0-9]+ s +ok" "stage $s ok"; done
 if [ -x "$BUILD/tests/test_cuda_host" ]; then
     check pass "$S" '^  op_twins: passed' "the suite's cases run one by one (the host build's op_twins)"
     check pass "$S" 'Checks: [0-9]+, Failures: 0, Errors: 0' "the suite's Check totals in the summary"
+    check pass "$S" 'ratiocheck --gpus 2: the statistics of --gpus 1 to the digit' "the multi stage's CLI check"
 fi
 grep -E 'travels:' "$S" | sed 's/^ */  size: /'
 
@@ -65,11 +68,13 @@ if [ -f "$BUILD/kernels/libratiocheck_cuda.so" ]; then
 fi
 check missing_lib "$S" '^suite +[0-9]+ s' "the suite stage still runs"
 
-RC_GPU_SIMULATE="fail:build hang:suite" RC_GPU_LIMIT_suite=3 rehearse failing_stage 1 --stage build,suite
+RC_GPU_SIMULATE="fail:build hang:suite one-gpu" RC_GPU_LIMIT_suite=3 rehearse failing_stage 1 --stage build,suite,multi
 S=$TMP/failing_stage/summary.txt
 check failing_stage "$S" '^build +[0-9]+ s +FAILED \(exit 1\)' "the failing build stage is reported"
 check failing_stage "$S" '^libs +[0-9]+ s +ok' "the next stage runs"
 check failing_stage "$S" '^suite +[0-9]+ s +FAILED: stopped at its time limit of 3 s' "the hanging stage is stopped at its limit"
+check failing_stage "$S" '^multi +[0-9]+ s +ok' "the multi stage on one GPU passes"
+check failing_stage "$S" 'skipped: this machine has 1 GPU\(s\); the 2-GPU stage needs 2' "and says it was skipped"
 check failing_stage "$S" '^total [0-9]+ s: a stage FAILED' "the summary's last line"
 
 if [ "${RC_GPU_REHEARSE_SEED:-1}" != 0 ] && python3 -c 'import torch, transformers, tokenizers, safetensors' 2>/dev/null; then
