@@ -69,10 +69,19 @@ static bool fp64_bound(const char *name)
  * 1.53x, phi3_longrope's and glm4_partial's up to 1.14x), their mean on every
  * path 0.72-0.99 of HF's (docs/numerics.md "Later families"); gptoss_sinks's
  * max 1.46x (OpenBLAS full forward) and 1.17x (engine cached), its mean
- * 0.62-0.996 of HF's (docs/numerics.md "gpt-oss"). */
+ * 0.62-0.996 of HF's (docs/numerics.md "gpt-oss"); mixtral_fused, qwen3_moe,
+ * gemma3_local (its full forward: the cached path is held to the max too) and
+ * qnext_hybrid, whose max is beyond HF's on some path (up to 1.03x, 1.07x,
+ * 1.28x, 1.60x), their mean 0.64-0.97 of HF's. That the max beyond HF's is the
+ * draw of one element's rounding, not a difference from PyTorch's arithmetic,
+ * is measured layer by layer, over other seeds of each fixture and against
+ * HF's own fp32 in another summation order: docs/testing.md, "The fp64
+ * criterion's max form". glm4_moe_air_fused is held to neither (its OpenBLAS
+ * full forward's mean is 1.026x HF's, as the same section measures). */
 static bool fp64_mean_bound(const char *name)
 {
-    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "gptoss_sinks"};
+    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "gptoss_sinks",
+                                    "mixtral_fused", "qwen3_moe", "gemma3_local", "qnext_hybrid"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;
