@@ -70,11 +70,21 @@ static bool fp64_bound(const char *name)
  * 1.53x, phi3_longrope's and glm4_partial's up to 1.14x), their mean on every
  * path 0.72-0.99 of HF's (docs/numerics.md "Later families"); gptoss_sinks's
  * max 1.46x (OpenBLAS full forward) and 1.17x (engine cached), its mean
- * 0.62-0.996 of HF's (docs/numerics.md "gpt-oss"); q35_dense's max 1.02x (OpenBLAS full forward: 8.832e-7
- * against 8.642e-7), its mean 0.77-0.87 of HF's. */
+ * 0.62-0.996 of HF's (docs/numerics.md "gpt-oss"); mixtral_fused, qwen3_moe,
+ * gemma3_local (its full forward: the cached path is held to the max too) and
+ * qnext_hybrid, whose max is beyond HF's on some path (up to 1.03x, 1.07x,
+ * 1.28x, 1.60x), their mean 0.64-0.97 of HF's. That the max beyond HF's is the
+ * draw of one element's rounding, not a difference from PyTorch's arithmetic,
+ * is measured layer by layer, over other seeds of each fixture and against
+ * HF's own fp32 in another summation order: docs/testing.md, "The fp64
+ * criterion's max form". glm4_moe_air_fused is held to neither (its OpenBLAS
+ * full forward's mean is 1.026x HF's, as the same section measures). q35_dense's
+ * max 1.02x (OpenBLAS full forward: 8.832e-7 against 8.642e-7), its mean
+ * 0.77-0.87 of HF's. */
 static bool fp64_mean_bound(const char *name)
 {
-    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "gptoss_sinks", "q35_dense"};
+    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "gptoss_sinks",
+                                    "mixtral_fused", "qwen3_moe", "gemma3_local", "qnext_hybrid", "q35_dense"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;
@@ -384,20 +394,31 @@ START_TEST(test_cached_vs_full)
 }
 END_TEST
 
-/* bf16 with --upcast norm on a model whose q / k norms feed a partial RoPE (glm4_moe: use_qk_norm, rotary 0.5):
- * the dims RoPE passes leave it in the dtype as the rotated ones do (the norm's fp32 output there once reached
- * the bf16 cache: an internal error), and with invariant kernels cached decode equals the full forward */
+/* bf16 with --upcast norm on a model whose q / k norms feed a partial RoPE (glm4_moe: use_qk_norm, rotary 0.5;
+ * qnext_hybrid: per-head q / k norms, rotary 0.25): the dims RoPE passes leave it in the dtype as the rotated ones
+ * do (PyTorch's torch.cat of the two parts is one tensor of one dtype), so the KV cache is the dtype's, as without
+ * the upcast (the CPU attention refuses a stored value the cache would round: the norm's fp32 output there once
+ * reached the bf16 cache, an internal error); every cached step runs, and on glm4_moe with invariant kernels
+ * cached decode equals the full forward (qnext_hybrid's linear layers are chunked in the full forward,
+ * recurrent in decode) */
+static const char *const k_partial_qk_norm[] = {"glm4_moe", "qnext_hybrid"};
 START_TEST(test_upcast_norm_partial_qk_norm)
 {
     fixture f;
-    load_fixture("glm4_moe", &f);
+    const char *name = k_partial_qk_norm[_i];
+    load_fixture(name, &f);
     ck_assert(f.m->cfg.qk_norm != RC_QK_NORM_NONE && f.m->cfg.rotary_dim < f.m->cfg.head_dim);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     const int64_t B = f.B, V = f.V;
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
+    rc_engine_mem plain, up;
+    ck_assert(rc_engine_mem_estimate(f.m, &num, true, g_kernels, B, f.T, total, &plain) == RC_OK);
     num.upcast = RC_UPCAST_NORM;
+    ck_assert(rc_engine_mem_estimate(f.m, &num, true, g_kernels, B, f.T, total, &up) == RC_OK);
+    ck_assert_msg(up.kv_cache == plain.kv_cache, "%s: upcast=norm KV cache %lld bytes, without %lld", name,
+                  (long long)up.kv_cache, (long long)plain.kv_cache);
     rc_engine *e;
     ck_assert_msg(rc_engine_create(f.m, g_be, &num, B, f.T, total, &e) == RC_OK, "%s", rc_last_error());
     float *full = malloc(sizeof(float) * total * V), *lp = malloc(sizeof(float) * V);
@@ -406,12 +427,13 @@ START_TEST(test_upcast_norm_partial_qk_norm)
     for (int64_t t = 0; t < lens[1]; t++) { /* the longest sequence, one token at a time */
         const int64_t slot = 1, start = t, one = 1, row = 0;
         ck_assert_msg(rc_engine_step(e, &slot, &start, &one, 1, &tok[lens[0] + t], &row, 1, lp, NULL, NULL) == RC_OK,
-                      "%s", rc_last_error());
+                      "%s: %s", name, rc_last_error());
         diff += memcmp(lp, full + (lens[0] + t) * V, sizeof(float) * V) != 0;
     }
-    printf("glm4_moe bf16 upcast=norm: %lld of %lld decode steps differ from the full forward\n", (long long)diff,
-           (long long)lens[1]);
-    ck_assert_int_eq(diff, 0);
+    printf("%s bf16 upcast=norm: KV cache %lld bytes; %lld of %lld decode steps differ from the full forward\n", name,
+           (long long)up.kv_cache, (long long)diff, (long long)lens[1]);
+    if (strcmp(name, "glm4_moe") == 0)
+        ck_assert_int_eq(diff, 0);
     rc_engine_free(e);
     free(full);
     free(lp);
@@ -664,7 +686,8 @@ int main(void)
     tcase_add_loop_test(tc, test_batch_vs_alone, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_row_chunks, 0, (int)(sizeof k_chunk_models / sizeof *k_chunk_models));
     tcase_add_test(tc, test_engine_errors);
-    tcase_add_test(tc, test_upcast_norm_partial_qk_norm);
+    tcase_add_loop_test(tc, test_upcast_norm_partial_qk_norm, 0,
+                        (int)(sizeof k_partial_qk_norm / sizeof *k_partial_qk_norm));
     tcase_add_loop_test(tc, test_forward64_vs_hf, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     /* the same comparisons with engine kernels */

@@ -528,20 +528,20 @@ static rounding rounding_rules(const rc_numerics *n)
  * fp32 otherwise (--upcast rope keeps K fp32). The same on a GPU, whose
  * attention widens the keys and values it reads as the CPU's does. (The CPU
  * attention checks each stored value.) */
-static rc_dtype engine_kv_dt(const rc_config *c, const rc_numerics *num, bool host)
+static rc_dtype engine_kv_dt(const rc_config *c, const rc_numerics *num)
 {
-    (void)host;
     const rounding rr = rounding_rules(num);
     /* the absorbed latent cache holds kv_a_layernorm's output */
     const bool norm_ok = !(c->mla && num->mla_absorbed) || rr.norm == num->dt;
-    /* a q / k norm's output in the dims RoPE leaves alone (partial rotary) keeps the norm's rounding */
-    const bool normed = c->qk_norm != RC_QK_NORM_NONE && c->rotary_dim < c->head_dim && rr.norm != num->dt;
-    return num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok && !normed ? num->dt : RC_F32;
+    /* (a q / k norm kept fp32 by --upcast norm before a partial RoPE needs no fp32 cache: RoPE rounds
+     * the dims it passes as the ones it rotates, as PyTorch's torch.cat of the two parts gives one
+     * dtype; cpu_rope, rck_rope_thread) */
+    return num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok ? num->dt : RC_F32;
 }
 
-static int64_t engine_kv_size(const rc_config *c, const rc_numerics *num, bool host)
+static int64_t engine_kv_size(const rc_config *c, const rc_numerics *num)
 {
-    return rc_dtype_size(engine_kv_dt(c, num, host));
+    return rc_dtype_size(engine_kv_dt(c, num));
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
@@ -733,7 +733,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     int64_t fw, fs; /* fp8 weights: the quantized copies and the W8A8 scratch */
     ok = ok && rc_fp8w_bytes(c, num, host_memory, z.dims[1][0], &fw, &fs) && rc_add_i64(w, fw, &w);
-    ok = ok && rc_mul_i64(2 * engine_kv_size(c, num, host_memory), z.kv_n, &kv);
+    ok = ok && rc_mul_i64(2 * engine_kv_size(c, num), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
     ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act); /* int64 indices: 2 floats each */
@@ -1161,7 +1161,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_mla_attn_shape(c, num->mla_absorbed, &att_nkv, &att_d);
     e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = att_nkv,
                           .max_len = max_len, .head_dim = att_d,
-                          .dt = engine_kv_dt(c, num, be->ops->host_memory), .quant = num->kv_quant,
+                          .dt = engine_kv_dt(c, num), .quant = num->kv_quant,
                           .k_scale = num->kv_scale, .v_scale = num->kv_scale, .deq_dt = num->dt};
     const int64_t kv_n = z.kv_n;
     float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
