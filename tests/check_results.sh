@@ -68,11 +68,12 @@ sys.exit(1 if bad else 0)
 PYEOF
 # trace's first routing flip (the route op's captured rows) against the run's /routing record (the
 # routing hook's), by numpy: one-token prompts, so every position both sides compute predicts a
-# generated token and is in the record; forward order: layer, then position, then expert
+# generated token and is in the record; forward order: layer, then position, then expert. The traced
+# sequences are some with a flip in the record (6, 15, 29, 41, 51 on this fixture) and some without
 seq 3 60 > "$tmp/one.ids"
 "$RC" --model "$SRC/data/fixtures/qwen3_moe" --backend cpu --prompts "$tmp/one.ids" --samples 1 --len 12 -q \
   --out "$tmp/flip.h5" --sampler dtype=bf16 --trainer dtype=fp32 > /dev/null || { echo "flip run failed"; status=1; }
-"$RC" trace "$tmp/flip.h5" --backend cpu --seq 0,3,7,11,20,31,40,50 --out none --json > "$tmp/flip.json" \
+"$RC" trace "$tmp/flip.h5" --backend cpu --seq 0,6,11,15,20,29,41,51 --out none --json > "$tmp/flip.json" \
   || { echo "flip trace failed"; status=1; }
 echo "== trace's first routing flip against /routing"
 "$PY" - "$tmp/flip.h5" "$tmp/flip.json" <<'PYEOF' || status=1

@@ -169,9 +169,9 @@ START_TEST(test_conv1d_swapped)
     snprintf(model, sizeof model, "%s/gpt2", g_dir);
     ck_assert_int_eq(run_sh("cp -r data/fixtures/gpt2_learned %s", model), 0);
     /* the header's shape of h.0's c_attn, [64,192] -> [192,64] (same length) */
-    ck_assert_int_eq(run_sh("sed -i 's/\\(h\\.0\\.attn\\.c_attn\\.weight\":{\"dtype\":\"F32\",\"shape\":\\)"
+    ck_assert_int_eq(run_sh("sed -i 's/\\(h\\.0\\.attn\\.c_attn\\.weight\":{\"dtype\":\"BF16\",\"shape\":\\)"
                             "\\[64,192\\]/\\1[192,64]/' %s/model.safetensors && "
-                            "grep -c 'c_attn.weight\":{\"dtype\":\"F32\",\"shape\":\\[192,64\\]' "
+                            "grep -c 'c_attn.weight\":{\"dtype\":\"BF16\",\"shape\":\\[192,64\\]' "
                             "%s/model.safetensors",
                             model, model),
                      0);

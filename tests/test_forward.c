@@ -40,14 +40,17 @@ static const char *fx_name(int i) { return rc_fixture_models[i].name; }
 
 /* The families added with this criterion: besides 1e-5 of HF, no further from
  * HF's true-fp64 log-probs than HF's own fp32 run is (max over the fixture;
- * of the older fixtures qwen2_bias and baichuan2_13b are 4-6% beyond it on
- * their cached path in one kernel strategy, olmo2_postnorm 1.7% with the
- * OpenBLAS GEMMs (1.718e-6 vs 1.689e-6), and of the MoE fixtures the cached
- * paths of mixtral_fused (invariant kernels: 1.934e-6 from HF fp64 where HF's
- * fp32 is 1.885e-6, 2.6% beyond) and qwen3_moe (OpenBLAS: 1.537e-6 against
- * 1.435e-6, 7% beyond), and glm4_moe_air_fused (OpenBLAS full forward:
- * 3.884e-6 against 3.129e-6, its mean 4.845e-7 against 4.723e-7; every other
- * path within), so they are not held to it). gemma3_local is held
+ * of the older fixtures qwen2_bias is 6-9% beyond it on two paths and the
+ * Baichuan, BLOOM and MPT fixtures 5-40% on OpenBLAS paths, olmo2_postnorm
+ * 1.7% with the OpenBLAS GEMMs (1.718e-6 vs 1.689e-6), and of the MoE
+ * fixtures the cached path of mixtral_fused (invariant kernels: 1.934e-6 from
+ * HF fp64 where HF's fp32 is 1.885e-6, 2.6% beyond) and glm4_moe_air_fused
+ * (OpenBLAS full forward: 3.884e-6 against 3.129e-6, its mean 4.845e-7
+ * against 4.723e-7; every other path within), so they are not held to it).
+ * qwen3_moe (weights stored in bf16) is within it on every path (the closest,
+ * its OpenBLAS full forward: 1.629e-6 against 2.100e-6), and so is gptoss_sinks
+ * (weights stored in bf16; its max 0.48-0.91 of HF's, build/fp64_criterion
+ * data/fixtures/gptoss_sinks). gemma3_local is held
  * on its cached path only: its full forward is 1.842e-6 (invariant kernels)
  * and 2.289e-6 (engine) from HF fp64 where HF's fp32 is 1.790e-6, while the
  * OpenBLAS full forward (1.523e-6) and every cached path are within it. q35_moe (Qwen3.5-MoE text) is
@@ -55,7 +58,8 @@ static const char *fx_name(int i) { return rc_fixture_models[i].name; }
 static bool fp64_bound(const char *name)
 {
     static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "gemma2_softcap", "gemma3_local",
-                                    "glm4_moe", "deepseek_v3_moe", "q35_moe"};
+                                    "glm4_moe", "deepseek_v3_moe", "q35_moe", "qwen3_moe",
+                                    "gptoss_sinks"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;
@@ -68,12 +72,10 @@ static bool fp64_bound(const char *name)
  * moves the mean; the max over a fixture is one element's rounding). Their
  * max is beyond HF fp32's on some path (olmo3_sliding's OpenBLAS full forward
  * 1.53x, phi3_longrope's and glm4_partial's up to 1.14x), their mean on every
- * path 0.72-0.99 of HF's (docs/numerics.md "Later families"); gptoss_sinks's
- * max 1.46x (OpenBLAS full forward) and 1.17x (engine cached), its mean
- * 0.62-0.996 of HF's (docs/numerics.md "gpt-oss"); mixtral_fused, qwen3_moe,
+ * path 0.72-0.99 of HF's (docs/numerics.md "Later families"); mixtral_fused,
  * gemma3_local (its full forward: the cached path is held to the max too) and
- * qnext_hybrid, whose max is beyond HF's on some path (up to 1.03x, 1.07x,
- * 1.28x, 1.60x), their mean 0.64-0.97 of HF's. That the max beyond HF's is the
+ * qnext_hybrid, whose max is beyond HF's on some path (up to 1.03x, 1.28x
+ * and 2.00x), their mean 0.64-0.97 of HF's. That the max beyond HF's is the
  * draw of one element's rounding, not a difference from PyTorch's arithmetic,
  * is measured layer by layer, over other seeds of each fixture and against
  * HF's own fp32 in another summation order: docs/testing.md, "The fp64
@@ -83,8 +85,8 @@ static bool fp64_bound(const char *name)
  * 0.77-0.87 of HF's. */
 static bool fp64_mean_bound(const char *name)
 {
-    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "gptoss_sinks",
-                                    "mixtral_fused", "qwen3_moe", "gemma3_local", "qnext_hybrid", "q35_dense"};
+    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "mixtral_fused",
+                                    "gemma3_local", "qnext_hybrid", "q35_dense"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;

@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "fp8w.h"
+#include "quant.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -30,7 +31,23 @@ static void open_file(void)
     ck_assert_msg(rc_st_open_file(p, &g_st) == RC_OK, "%s", rc_last_error());
 }
 
-static float *get(const char *name, int64_t *n) { return rc_test_st_f32(g_st, name, n); }
+/* a tensor as fp32: the generic reader, or for the fp8 values (F8_E4M3, one byte each) each
+ * code decoded exactly (rc_e4m3fn_to_f32) */
+static float *get(const char *name, int64_t *n)
+{
+    const rc_st_tensor *t = rc_st_find(g_st, name);
+    ck_assert_msg(t != NULL, "%s missing", name);
+    if (strcmp(t->dtype_name, "F8_E4M3") != 0)
+        return rc_test_st_f32(g_st, name, n);
+    ck_assert(rc_numel(t->shape, t->ndim, n));
+    ck_assert_msg(t->end - t->begin == (uint64_t)*n, "%s: %llu bytes for %lld values", name,
+                  (unsigned long long)(t->end - t->begin), (long long)*n);
+    float *v = malloc(sizeof(float) * (size_t)(*n + 1));
+    ck_assert(v != NULL);
+    for (int64_t i = 0; i < *n; i++)
+        v[i] = rc_e4m3fn_to_f32(t->data[i]);
+    return v;
+}
 
 /* distance in values of dt (bf16 / fp16 bits, or fp32 bits) */
 static int64_t ulp_dist(float a, float b, rc_dtype dt)

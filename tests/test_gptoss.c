@@ -36,9 +36,15 @@ static rc_safetensors *open_ops(void)
     return st;
 }
 
-/* element i of an F32 / I32 tensor (the mapped data need not be aligned) */
+/* element i of an F32 / BF16 (widened exactly) / I32 tensor (the mapped data need not be aligned) */
 static float f32_at(const rc_st_tensor *t, int64_t i)
 {
+    ck_assert_msg(t->dtype == RC_F32 || t->dtype == RC_BF16, "%s: %s, not F32 / BF16", t->name, t->dtype_name);
+    if (t->dtype == RC_BF16) {
+        uint16_t h;
+        memcpy(&h, t->data + 2 * i, 2);
+        return rc_bf16_to_f32(h);
+    }
     float v;
     memcpy(&v, t->data + 4 * i, 4);
     return v;
