@@ -401,6 +401,35 @@ START_TEST(test_glm4_moe_half_twin)
 }
 END_TEST
 
+/* weights=as-stored on a DeepSeek-V3 FP8 checkpoint (data/fixtures/moe_fp8/deepseek_v3_fp8: 128 x 128
+ * blocks, two MoE layers whose experts run by the fused-MoE rule, moe.c experts_fused_fp8), bf16 with
+ * invariant kernels, latent attention absorbed or expanded by _i: the GPU engine's full forward equals the
+ * CPU's bit for bit in the host build (on a GPU bounded by twin_bound), and the cached decode equals the
+ * full forward */
+START_TEST(test_moe_asstored_twin)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/moe_fp8/deepseek_v3_fp8");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mla_absorbed = _i == 0;
+    num.wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s deepseek_v3_fp8 bf16 as-stored %s invariant: measured max %.3e bound %.3e (full forward vs CPU; "
+           "%s); cached decode vs full forward %lld of %lld bitwise equal\n", TEST_NAME,
+           num.mla_absorbed ? "absorbed" : "expanded", r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "vs CPU differs by %g > %g", r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
 /* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
  * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
  * random fp32 weights, written into dir (config.json, model.safetensors):
@@ -674,4 +703,5 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_mla_twin, 0, 4);
     tcase_add_loop_test(tc, test_glm4_moe_half_twin, 0, 4);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
+    tcase_add_loop_test(tc, test_moe_asstored_twin, 0, 2);
 }

@@ -670,7 +670,8 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
              rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
     int64_t moe_f, moe_h; /* MoE: the layers' scratch */
-    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(act, moe_f, &act);
+    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], num->wq.kind == RC_WQ_STORED, &moe_f, &moe_h) &&
+         rc_add_i64(act, moe_f, &act);
     int64_t mla_f, mla_h; /* latent attention: its scratch and absorbed weights, and its host indices */
     ok = ok && rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
          rc_add_i64(act, mla_f, &act) && rc_add_i64(moe_h, mla_h, &moe_h);
@@ -806,9 +807,9 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
-    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind != RC_WQ_NONE))
-        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
-                      "weights yet", c->model_type);
+    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or "
+                      "weights=fp8 yet (weights=as-stored on an FP8 checkpoint is)", c->model_type);
     if (s == RC_OK && c->mla && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: latent attention (MLA) is not emulated under tp > 1 or fp8 weights "
                       "yet", c->model_type);
@@ -875,7 +876,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
             s = rc_alloc_aligned((void **)&e->tp_zero_rows, max_rows, sizeof *e->tp_zero_rows, "engine index scratch");
     }
     if (s == RC_OK && c->n_experts > 0)
-        s = rc_moe_scratch_create(be, c, e->chunk_rows, &e->moe);
+        s = rc_moe_scratch_create(be, c, e->chunk_rows, num->wq.kind == RC_WQ_STORED, &e->moe);
     if (s == RC_OK && c->mla)
         s = rc_mla_create(be, m, num->mla_absorbed, num->dt, e->chunk_rows, &e->mla);
     if (s == RC_OK)
@@ -975,7 +976,7 @@ static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
 static rc_status linear(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
                         int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    if (rc_fp8w_w8a8(e->fp8w))
+    if (rc_fp8w_w8a8(e->fp8w) && rc_fp8w_has(e->fp8w, l, which))
         return rc_fp8w_linear(e->be, e->fp8w, l, which, x, M, bias, out_dt, y);
     return e->be->ops->matmul(e->be, x, M, K, W, N, bias, in_dt, out_dt, y);
 }
@@ -1224,7 +1225,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 m_in = e->h;
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
-                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay};
+                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay,
+                                            rc_fp8w_has_experts(e->fp8w) ? e->fp8w : NULL};
                 RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, bd, r0, &mr, e->moe, &e->routing, e->mlp_c));
                 if (e->hook.fn) { /* the trace: the routing the layer used */
                     const float *route;
