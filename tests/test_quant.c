@@ -859,6 +859,53 @@ START_TEST(test_asstored_hostile)
 }
 END_TEST
 
+/* hostile MoE FP8 folders under weights=as-stored (a copy of
+ * data/fixtures/moe_fp8/deepseek_v3_fp8 in g_tmp): a NaN code in an
+ * expert's weight (exit 4, one line naming the file), an expert tensor
+ * missing (exit 4 at load: the model lacks a weight) */
+START_TEST(test_moe_asstored_hostile)
+{
+    static char out[1 << 14], err[1 << 14];
+    char p[4096], q[4200];
+    rc_test_source_path(p, sizeof p, "data/fixtures/moe_fp8/deepseek_v3_fp8");
+    for (int c = 0; c < 2; c++) {
+        char *b;
+        size_t len;
+        snprintf(q, sizeof q, "%s/config.json", p);
+        slurp(q, &b, &len);
+        snprintf(q, sizeof q, "%s/config.json", g_tmp);
+        write_bytes(q, b, len);
+        free(b);
+        rc_safetensors *raw;
+        snprintf(q, sizeof q, "%s/model.safetensors", p);
+        ck_assert(rc_st_open_file(q, &raw) == RC_OK);
+        const rc_st_tensor *t = rc_st_find(raw, "model.layers.2.mlp.experts.5.down_proj.weight");
+        ck_assert(t != NULL);
+        const int64_t off = (int64_t)(t->data - raw->files[t->file].map);
+        rc_st_close(raw);
+        slurp(q, &b, &len);
+        if (c == 0) {
+            b[off + 7] = 0x7F; /* NaN */
+        } else { /* the tensor renamed in the header: the expert's down_proj is missing */
+            char *n = strstr(b + 8, "model.layers.2.mlp.experts.5.down_proj.weight\""); /* the JSON header */
+            ck_assert(n != NULL && n < b + off);
+            n[27] = 'X';
+        }
+        snprintf(q, sizeof q, "%s/model.safetensors", g_tmp);
+        write_bytes(q, b, len);
+        free(b);
+        char args[4096];
+        snprintf(args, sizeof args, "--out none -q --model '%s' --prompts data/fixtures/moe_fp8/prompts.ids --len 4 "
+                 "--sampler weights=as-stored", g_tmp);
+        const int rc = rc_test_run_cli("", args, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 4, "case %d: exit %d: %s", c, rc, err);
+        ck_assert_msg(strstr(err, g_tmp) != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+                      "case %d: not one line naming the file: %s", c, err);
+        printf("as-stored MoE hostile case %d: %s", c, err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant");
@@ -871,6 +918,7 @@ int main(void)
     tcase_add_test(tc, test_asstored_engine);
     tcase_add_test(tc, test_asstored_cli);
     tcase_add_test(tc, test_asstored_hostile);
+    tcase_add_test(tc, test_moe_asstored_hostile);
     tcase_add_test(tc, test_mxfp4_op);
     tcase_add_test(tc, test_fp8_op_ragged);
     tcase_add_test(tc, test_e4m3_codes);
