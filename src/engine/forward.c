@@ -1226,7 +1226,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
                 const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay,
-                                            rc_fp8w_has_experts(e->fp8w) ? e->fp8w : NULL};
+                                            rc_fp8w_expert_cb, rc_fp8w_has_experts(e->fp8w) ? e->fp8w : NULL};
                 RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, bd, r0, &mr, e->moe, &e->routing, e->mlp_c));
                 if (e->hook.fn) { /* the trace: the routing the layer used */
                     const float *route;

@@ -798,6 +798,12 @@ bool rc_fp8w_has(const rc_fp8w *f, int64_t l, rc_fp8w_which which)
 
 bool rc_fp8w_has_experts(const rc_fp8w *f) { return f && f->n_ex > 0; }
 
+rc_status rc_fp8w_expert_cb(void *f, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
+                            const float *rw, rc_dtype out_dt, float *y)
+{
+    return rc_fp8w_expert_linear(be, (rc_fp8w *)f, l, e, (rc_fp8w_expart)part, x, M, rw, out_dt, y);
+}
+
 rc_status rc_fp8w_expert_linear(rc_backend *be, rc_fp8w *f, int64_t l, int64_t e, rc_fp8w_expart part,
                                 const float *x, int64_t M, const float *rw, rc_dtype out_dt, float *y)
 {

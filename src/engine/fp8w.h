@@ -73,6 +73,9 @@ bool rc_fp8w_has_experts(const rc_fp8w *f);
  * MUL_ROUTED_WEIGHT) */
 rc_status rc_fp8w_expert_linear(rc_backend *be, rc_fp8w *f, int64_t l, int64_t e, rc_fp8w_expart part,
                                 const float *x, int64_t M, const float *rw, rc_dtype out_dt, float *y);
+/* the same with f as void * and part as int (moe.h rc_moe_rounding.fp8_linear) */
+rc_status rc_fp8w_expert_cb(void *f, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
+                            const float *rw, rc_dtype out_dt, float *y);
 
 /* y [M, N] = layer `l`'s quantized linear `which` over x [M, K] (values of the
  * dtype; x, bias, y in be's memory, be the backend the object was made on): x quantized (per token, per tensor or 1 x 128 groups), the fp8 GEMM,

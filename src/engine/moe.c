@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fp8w.h"
 #include "util.h"
 
 /* ---- CPU ops (backend_cpu.c's table points here) ---------------------------- */
@@ -335,10 +334,10 @@ static rc_status experts_fused_fp8(rc_backend *be, const rc_config *c, int64_t l
             continue;
         RC_TRY(op->gather_rows(be, h, H, s->rows_e, m, s->xin));
         RC_TRY(op->gather_rows(be, s->w, 1, s->widx_e, m, s->rw)); /* the rows' fp32 weights */
-        RC_TRY(rc_fp8w_expert_linear(be, r->fp8, l, e, RC_FP8W_EX_GATE, s->xin, m, NULL, r->linear, s->g));
-        RC_TRY(rc_fp8w_expert_linear(be, r->fp8, l, e, RC_FP8W_EX_UP, s->xin, m, NULL, r->linear, s->u));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, e, 0, s->xin, m, NULL, r->linear, s->g));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, e, 1, s->xin, m, NULL, r->linear, s->u));
         RC_TRY(op->act_mul(be, c->act, s->g, s->u, m * Im, r->act, r->act));
-        RC_TRY(rc_fp8w_expert_linear(be, r->fp8, l, e, RC_FP8W_EX_DOWN, s->g, m, s->rw, r->linear, s->y));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, e, 2, s->g, m, s->rw, r->linear, s->y));
         /* into the row's slot j of cbuf, unchanged (times 1.0, added to 0 in fp32) */
         RC_TRY(op->moe_accumulate(be, s->y, m, H, s->widx_e, s->ones, s->iota, false, RC_F32, s->cbuf));
     }
@@ -358,10 +357,10 @@ static rc_status experts_fused_fp8(rc_backend *be, const rc_config *c, int64_t l
         RC_TRY(op->scale(be, out, n * H, (float)c->routed_scale, r->linear));
     if (c->shared_intermediate > 0) { /* the shared experts: the block-FP8 MLP, R(routed + shared) */
         const int64_t Is = c->shared_intermediate;
-        RC_TRY(rc_fp8w_expert_linear(be, r->fp8, l, E, RC_FP8W_EX_GATE, h, n, NULL, r->linear, s->g));
-        RC_TRY(rc_fp8w_expert_linear(be, r->fp8, l, E, RC_FP8W_EX_UP, h, n, NULL, r->linear, s->u));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, E, 0, h, n, NULL, r->linear, s->g));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, E, 1, h, n, NULL, r->linear, s->u));
         RC_TRY(op->act_mul(be, c->act, s->g, s->u, n * Is, r->act, r->act));
-        RC_TRY(rc_fp8w_expert_linear(be, r->fp8, l, E, RC_FP8W_EX_DOWN, s->g, n, NULL, r->linear, s->y));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, E, 2, s->g, n, NULL, r->linear, s->y));
         RC_TRY(op->add(be, out, s->y, n * H, r->linear, out));
     }
     return RC_OK;
@@ -382,7 +381,7 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     const bool f32 = r->router_f32 || c->router_gate_f32;
     /* the fused MoE kernel reads fp32 weights (vLLM's topk_weights) */
     const rc_dtype w_dt = c->moe_weights_f32 || f32 || r->fp8 ? RC_F32 : r->linear;
-    if (r->fp8 && (!s->cbuf || r->replay))
+    if (r->fp8 && (!s->cbuf || r->replay || !r->fp8_linear))
         return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: the fused rule without its scratch, or with replay",
                          (long long)l);
     RC_TRY(op->matmul(be, h, n, H, L->w_router, E, rc_wt_vec(L->b_router), r->in_norm, f32 ? RC_F32 : r->linear,

@@ -49,8 +49,13 @@ typedef struct {
     bool router_f32; /* router=fp32: the router's logits unrounded (fp32) and its weights kept fp32 */
     bool replay;     /* routing=replay: the experts from the hook's replay, the weights recomputed */
     /* weights=as-stored (NULL otherwise): the experts' stored FP8 weights, run as vLLM's fused MoE kernel
-     * computes them (docs/numerics.md "Experts as stored"); the scratch made with fused */
-    struct rc_fp8w *fp8;
+     * computes them (docs/numerics.md "Experts as stored"); the scratch made with fused. fp8_linear: y [M, N] =
+     * part (0 gate, 1 up, 2 down) of expert e (n_experts: the shared experts) of layer l over x [M, K],
+     * rounded to out_dt once, rw NULL or each row's weight multiplied into its fp32 sum first
+     * (fp8w.h rc_fp8w_expert_cb with fp8 = the rc_fp8w) */
+    rc_status (*fp8_linear)(void *fp8, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
+                            const float *rw, rc_dtype out_dt, float *y);
+    void *fp8;
 } rc_moe_rounding;
 
 /* out [n, hidden] = the MoE MLP of layer l (a MoE layer of c) over the
