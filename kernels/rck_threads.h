@@ -427,7 +427,7 @@ RC_HD static inline void rck_fp8_epi_thread(const rc_fp8_epi *e, int64_t i)
                                      e->sw[(n / B) * e->kb + e->k]);
         break;
     case RC_FP8_EPI_BLOCK_OUT:
-        e->y[i] = rco_fp8w_block_out(e->y[i], b, e->out_dt);
+        e->y[i] = e->rw ? rco_fp8w_block_out_w(e->y[i], e->rw[r], e->out_dt) : rco_fp8w_block_out(e->y[i], b, e->out_dt);
         break;
     }
 }

@@ -370,6 +370,34 @@ START_TEST(test_mla_twin)
 }
 END_TEST
 
+/* mla=engine (a prefill expanded, a decode step absorbed) on the two latent-attention fixtures, bf16 with
+ * invariant kernels: the full forward (prefill calls: both forms' passes, the expanded rows kept) equals the
+ * CPU's bit for bit in the host build (on a GPU bounded by twin_bound); the one-token decode steps run
+ * absorbed, so they are printed against the full forward, not held to it */
+START_TEST(test_mla_engine_twin)
+{
+    const char *name = _i ? "deepseek_v3_qproj" : "deepseek_v3_mla";
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mla_absorbed = true;
+    num.mla_prefill_expanded = true;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-17s bf16 engine form invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); "
+           "absorbed decode steps vs expanded full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s: vs CPU differs by %g > %g", name, r.dcpu, bound);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
 /* The grouped sigmoid router kept fp32 in bf16 and fp16 (_i: fixture _i / 2, GLM-4.5's or DeepSeek-V3's with
  * latent attention; dtype bf16 or fp16 by _i % 2): the GPU engine uploads the router weight and
  * e_score_correction_bias unrounded (not rounded to the dtype with the rest), so its full forward with
@@ -395,6 +423,35 @@ START_TEST(test_glm4_moe_half_twin)
            "full forward %lld of %lld bitwise equal\n",
            TEST_NAME, name, dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
     ck_assert_msg(r.dcpu <= bound, "%s %s: vs CPU differs by %g > %g", name, dt_name(dt), r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
+/* weights=as-stored on a DeepSeek-V3 FP8 checkpoint (data/fixtures/moe_fp8/deepseek_v3_fp8: 128 x 128
+ * blocks, two MoE layers whose experts run by the fused-MoE rule, moe.c experts_fused_fp8), bf16 with
+ * invariant kernels, latent attention absorbed or expanded by _i: the GPU engine's full forward equals the
+ * CPU's bit for bit in the host build (on a GPU bounded by twin_bound), and the cached decode equals the
+ * full forward */
+START_TEST(test_moe_asstored_twin)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/moe_fp8/deepseek_v3_fp8");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mla_absorbed = _i == 0;
+    num.wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s deepseek_v3_fp8 bf16 as-stored %s invariant: measured max %.3e bound %.3e (full forward vs CPU; "
+           "%s); cached decode vs full forward %lld of %lld bitwise equal\n", TEST_NAME,
+           num.mla_absorbed ? "absorbed" : "expanded", r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "vs CPU differs by %g > %g", r.dcpu, bound);
     ck_assert_int_eq(r.same, 12 * V);
     twin_free(&r);
     rc_model_free(m);
@@ -672,6 +729,8 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_autocast_twin, 0, 4);
     tcase_add_loop_test(tc, test_gemma_half_twin, 0, 4);
     tcase_add_loop_test(tc, test_mla_twin, 0, 4);
+    tcase_add_loop_test(tc, test_mla_engine_twin, 0, 2);
     tcase_add_loop_test(tc, test_glm4_moe_half_twin, 0, 4);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
+    tcase_add_loop_test(tc, test_moe_asstored_twin, 0, 2);
 }

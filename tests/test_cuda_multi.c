@@ -514,6 +514,34 @@ START_TEST(test_multi_gpu_cli)
         free(got);
     }
     free(one);
+    /* latent attention with the sampler's default mla=engine (the prompt's prefill expanded, decode absorbed):
+     * each GPU keeps the expanded prefill's scratch and cache of its own layers; two GPUs give one GPU's
+     * statistics to the digit */
+    {
+        char pdir[64], pf[128];
+        ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_multi_mla_") != NULL);
+        snprintf(pf, sizeof pf, "%s/p.ids", pdir);
+        FILE *f = fopen(pf, "w");
+        ck_assert(f != NULL);
+        for (int i = 0; i < 4; i++) /* token ids within the fixture's vocabulary of 128 */
+            fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+        fclose(f);
+        char *st[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args,
+                     "--model data/fixtures/deepseek_v3_mla --prompts %s --len 4,8 --samples 2 -q --backend cuda "
+                     "--json --out none --dtype bf16%s", pf, k ? " --gpus 2" : "");
+            ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s: %s", args, g_out);
+            st[k] = stats_of(g_out);
+        }
+        ck_assert_ptr_null(strstr(st[0], "\"std\": 0,"));
+        ck_assert_msg(!strcmp(st[0], st[1]), "deepseek_v3_mla --gpus 2:\n%s\none GPU:\n%s", st[1], st[0]);
+        printf("%-10s CLI deepseek_v3_mla (sampler mla=engine) --gpus 2: the statistics of one GPU to the digit\n",
+               TEST_NAME);
+        free(st[0]);
+        free(st[1]);
+        rc_test_rm_rf(pdir);
+    }
     /* trace --gpus 2: every op's capture of the split run, downloaded from the GPU that computed it, is the one
      * GPU trace's (the JSON but its timing) */
     char dir[64];

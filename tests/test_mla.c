@@ -56,6 +56,45 @@ static float *decode(rc_model *m, rc_backend *be, rc_dtype dt, bool absorbed, co
     return lp;
 }
 
+/* the sampler's calls: the first P tokens in one call (a prefill; P 1: none), then one token per step;
+ * form 0 expanded, 1 absorbed, 2 engine (mla=engine: a prefill expanded, a decode step absorbed) */
+static float *prefill_decode(rc_model *m, rc_backend *be, rc_dtype dt, int form, const int32_t *tok, int64_t T,
+                             int64_t P)
+{
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    num.mla_absorbed = form != 0;
+    num.mla_prefill_expanded = form == 2;
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, &num, 1, T, T, &e) == RC_OK, "%s", rc_last_error());
+    ck_assert(form != 2 || e->mla_x != NULL);
+    const int64_t V = m->cfg.vocab, slot = 0;
+    float *lp = malloc(sizeof(float) * (size_t)(T * V));
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)T);
+    ck_assert(lp != NULL && rows != NULL);
+    for (int64_t i = 0; i < T; i++)
+        rows[i] = i;
+    const int64_t zero = 0;
+    ck_assert_msg(rc_engine_step(e, &slot, &zero, &P, 1, tok, rows, P, lp, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int64_t t = P; t < T; t++) {
+        const int64_t one = 1, row = 0;
+        ck_assert_msg(rc_engine_step(e, &slot, &t, &one, 1, tok + t, &row, 1, lp + t * V, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+    }
+    free(rows);
+    rc_engine_free(e);
+    return lp;
+}
+
+static int64_t n_differ(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += rc_f32_bits(a[i]) != rc_f32_bits(b[i]);
+    return d;
+}
+
 static double max_abs(const float *a, const float *b, int64_t n)
 {
     double w = 0;
@@ -137,6 +176,55 @@ START_TEST(test_absorbed_vs_torch)
                   name, abs_vs_exp, abs_vs_abs);
     ck_assert_msg(exp_vs_exp < exp_vs_abs, "%s: bf16 expanded nearer torch's absorbed (%.3e) than HF's (%.3e)", name,
                   exp_vs_abs, exp_vs_exp);
+    rc_st_close(st);
+    rc_backend_destroy(be);
+    rc_model_free(m);
+}
+END_TEST
+
+/* mla=engine (the sampler's default: vLLM's and SGLang's split): a prefill call's rows bit for bit the
+ * expanded engine's (the prompt runs expanded), the decode steps after it not (they decode absorbed from
+ * the latent cache the prefill also wrote); one-token calls from the start bit for bit the absorbed engine's
+ * (every step a decode); in fp32 within 1e-5 of PyTorch's explicit absorbed decode (the forms agree in exact
+ * arithmetic); bf16, engine kernels */
+START_TEST(test_engine_form)
+{
+    const char *name = k_models[_i];
+    char p[4096], key[160];
+    rc_model *m;
+    rc_test_source_path(p, sizeof p, "data/fixtures/%s", name);
+    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    rc_safetensors *st = open_fixture("absorbed.safetensors");
+    int64_t T, n;
+    snprintf(key, sizeof key, "%s.seq0", name);
+    const rc_st_tensor *tt = rc_st_find(st, key);
+    ck_assert(tt != NULL && tt->ndim == 1);
+    T = tt->shape[0];
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)T);
+    ck_assert(rc_st_read_i32(st, key, 1, &T, tok) == RC_OK);
+    snprintf(key, sizeof key, "%s.seq0.f32", name);
+    float *ref32 = rc_test_st_f32(st, key, &n);
+    const int64_t V = m->cfg.vocab, P = T / 2;
+    ck_assert(P >= 2 && n == T * V);
+    float *g16 = prefill_decode(m, be, RC_BF16, 2, tok, T, P), *x16 = prefill_decode(m, be, RC_BF16, 0, tok, T, P);
+    float *a16 = prefill_decode(m, be, RC_BF16, 1, tok, T, P);
+    float *g1 = prefill_decode(m, be, RC_BF16, 2, tok, T, 1), *a1 = prefill_decode(m, be, RC_BF16, 1, tok, T, 1);
+    float *g32 = prefill_decode(m, be, RC_F32, 2, tok, T, P);
+    const int64_t pre = n_differ(g16, x16, P * V), dec_x = n_differ(g16 + P * V, x16 + P * V, (T - P) * V),
+                  dec_a = n_differ(g16 + P * V, a16 + P * V, (T - P) * V), steps = n_differ(g1, a1, T * V);
+    const double w32 = max_abs(g32, ref32, T * V);
+    printf("%-18s mla=engine, bf16, prefill of %lld then %lld steps: prefill rows %lld of %lld differ from the "
+           "expanded engine's; decode steps %lld of %lld from the expanded engine's, %lld from the absorbed engine's "
+           "(P = %lld); one-token calls %lld of %lld from the absorbed engine's; fp32 vs torch absorbed max |dlogp| "
+           "%.3e\n", name, (long long)P, (long long)(T - P), (long long)pre, (long long)(P * V), (long long)dec_x,
+           (long long)((T - P) * V), (long long)dec_a, (long long)P, (long long)steps, (long long)(T * V), w32);
+    ck_assert_int_eq(pre, 0);
+    ck_assert_int_gt(dec_x, 0);
+    ck_assert_int_eq(steps, 0);
+    ck_assert_msg(w32 <= 1e-5, "%s: fp32 engine form %.3e from PyTorch's absorbed decode", name, w32);
+    free(tok), free(ref32), free(g16), free(x16), free(a16), free(g1), free(a1), free(g32);
     rc_st_close(st);
     rc_backend_destroy(be);
     rc_model_free(m);
@@ -340,12 +428,14 @@ START_TEST(test_cli_sides)
     const double base = cli_std(m, prompts, "", out, 1 << 20);
     const double expanded = cli_std(m, prompts, "--sampler mla=expanded", out, 1 << 20);
     ck_assert_ptr_nonnull(strstr(out, "mla=expanded"));
-    const double absorbed = cli_std(m, prompts, "--trainer mla=absorbed", out, 1 << 20);
+    const double absorbed = cli_std(m, prompts, "--sampler mla=absorbed --trainer mla=absorbed", out, 1 << 20);
     ck_assert_ptr_nonnull(strstr(out, "mla=absorbed"));
+    /* a trainer in the absorbed form against the default sampler (its prefill expanded): not one form */
+    const double tr_abs = cli_std(m, prompts, "--trainer mla=absorbed", out, 1 << 20);
     const double other = cli_std("data/fixtures/llama_gqa", prompts, "--sampler mla=absorbed", out, 1 << 20);
-    printf("cli ratio std, invariant kernels: default sides %.3e, both expanded %.3e, both absorbed %.3e; llama_gqa "
-           "with sampler mla=absorbed %.3e\n", base, expanded, absorbed, other);
-    ck_assert(base > 0.0);
+    printf("cli ratio std, invariant kernels: default sides %.3e, both expanded %.3e, both absorbed %.3e, trainer "
+           "absorbed %.3e; llama_gqa with sampler mla=absorbed %.3e\n", base, expanded, absorbed, tr_abs, other);
+    ck_assert(base > 0.0 && tr_abs > 0.0);
     ck_assert(expanded == 0.0 && absorbed == 0.0 && other == 0.0);
     free(out);
     rc_test_rm_rf(dir);
@@ -358,6 +448,7 @@ static Suite *mla_suite(void)
     TCase *tc = tcase_create("mla");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_absorbed_vs_torch, 0, N_MODELS);
+    tcase_add_loop_test(tc, test_engine_form, 0, N_MODELS);
     tcase_add_test(tc, test_absorbed_ops_vs_torch);
     tcase_add_loop_test(tc, test_interleaved_rope_vs_torch, 0, 2);
     tcase_add_test(tc, test_cli_sides);

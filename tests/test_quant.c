@@ -21,6 +21,7 @@
 #include "forward.h"
 #include "fp8w.h"
 #include "model.h"
+#include "moe.h"
 #include "quant.h"
 #include "safetensors.h"
 #include "util.h"
@@ -100,11 +101,15 @@ START_TEST(test_fp8_folder_weights)
 END_TEST
 
 /* the FP8 folders and their dequantized copies: the one-layer Llama in
- * 16 x 16 blocks, the two-layer Qwen3 in 32 x 16 blocks (partial blocks) */
+ * 16 x 16 blocks, the two-layer Qwen3 in 32 x 16 blocks (partial blocks),
+ * the three-layer DeepSeek-V3 (latent attention, two MoE layers) in
+ * 128 x 128 blocks */
 static const char *const k_fp8_dirs[][2] = {
     {"data/fixtures/quant/fp8", "data/fixtures/quant/fp8_bf16"},
     {"data/fixtures/quant/fp8_qwen3", "data/fixtures/quant/fp8_qwen3_bf16"},
+    {"data/fixtures/moe_fp8/deepseek_v3_fp8", "data/fixtures/moe_fp8/deepseek_v3_fp8_bf16"},
 };
+#define N_FP8_DIRS ((int)(sizeof k_fp8_dirs / sizeof k_fp8_dirs[0]))
 
 /* a run on the FP8 folder equals a run on its dequantized copy bitwise */
 START_TEST(test_fp8_folder_run)
@@ -499,7 +504,7 @@ START_TEST(test_asstored_ops)
         read_f32(t[3], ns, s);
         for (int64_t i = 0; i < N * K; i++)
             q[i] = rc_e4m3fn_to_f32(t[2]->data[i]);
-        ck_assert_msg(rc_fp8w_stored_linear_once(be, x, M, K, q, s, N, b0, b1, RC_BF16, y, xq, sx) == RC_OK, "%s",
+        ck_assert_msg(rc_fp8w_stored_linear_once(be, x, M, K, q, s, N, b0, b1, NULL, RC_BF16, y, xq, sx) == RC_OK, "%s",
                       rc_last_error());
         for (int64_t i = 0; i < M * K; i++)
             ck_assert_msg(rc_f32_bits(xq[i]) == rc_f32_bits(rc_e4m3fn_to_f32(t[4]->data[i])),
@@ -529,6 +534,127 @@ START_TEST(test_asstored_ops)
 }
 END_TEST
 
+/* the routing rc_moe_forward's hook saw (host copies) */
+typedef struct {
+    float sel[64], w[64];
+    int64_t n, k;
+} route_seen;
+
+static rc_status see_route(void *ctx, const rc_batch_desc *bd, int64_t layer, int64_t row0, int64_t n, int64_t top_k,
+                           const float *experts, const float *weights)
+{
+    (void)bd, (void)layer, (void)row0;
+    route_seen *r = ctx;
+    ck_assert(n * top_k <= 64);
+    memcpy(r->sel, experts, sizeof(float) * (size_t)(n * top_k));
+    memcpy(r->w, weights, sizeof(float) * (size_t)(n * top_k));
+    r->n = n;
+    r->k = top_k;
+    return RC_OK;
+}
+
+/* weights=as-stored on a MoE layer against the explicit torch emulation of
+ * vLLM's fused-MoE FP8 block path (data/fixtures/moe_fp8/c0, c1): one
+ * layer's stored experts (transformers' Fp8Quantize, 128 x 128 blocks) read
+ * by rc_fp8w_create_stored, the block's input h through rc_moe_forward with
+ * the fused rule: the routing (experts in order, fp32 weights) bitwise the
+ * emulation's, the output within one bf16 ulp as the dense block GEMM's
+ * (the count that differs is printed) */
+START_TEST(test_moe_asstored_ops)
+{
+    const char *const cases[] = {"data/fixtures/moe_fp8/c0", "data/fixtures/moe_fp8/c1"};
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be) == RC_OK);
+    for (int c = 0; c < 2; c++) {
+        char d[4096], p[4200];
+        rc_test_source_path(d, sizeof d, "%s", cases[c]);
+        rc_model *m = calloc(1, sizeof *m);
+        ck_assert(m != NULL);
+        ck_assert_msg(rc_config_load(d, &m->cfg) == RC_OK, "%s", rc_last_error());
+        const rc_config *cfg = &m->cfg;
+        snprintf(p, sizeof p, "%s/model.safetensors", d);
+        ck_assert_msg(rc_st_open_file(p, &m->st) == RC_OK, "%s", rc_last_error());
+        char *text;
+        size_t len;
+        snprintf(p, sizeof p, "%s/config.json", d);
+        slurp(p, &text, &len);
+        ck_assert_msg(rc_st_apply_quant(m->st, text, len, p) == RC_OK, "%s", rc_last_error());
+        free(text);
+        snprintf(m->quant_method, sizeof m->quant_method, "%s", m->st->quant_method);
+        m->dir = d;
+        rc_safetensors *ref;
+        snprintf(p, sizeof p, "%s/ref.safetensors", d);
+        ck_assert_msg(rc_st_open_file(p, &ref) == RC_OK, "%s", rc_last_error());
+        const rc_st_tensor *th = rc_st_find(ref, "h"), *ty = rc_st_find(ref, "y"), *ti = rc_st_find(ref, "topk_ids"),
+                           *tw = rc_st_find(ref, "topk_w");
+        ck_assert(th && ty && ti && tw);
+        const int64_t M = th->shape[0], H = th->shape[1], E = cfg->n_experts, k = cfg->top_k;
+        ck_assert(H == cfg->hidden && ti->shape[1] == k && M * k <= 64);
+        rc_numerics num = rc_numerics_fp32();
+        num.dt = RC_BF16;
+        num.wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+        rc_fp8w *f;
+        ck_assert_msg(rc_fp8w_create_stored(be, m, &num, M, &f) == RC_OK, "%s", rc_last_error());
+        ck_assert(rc_fp8w_has_experts(f));
+        rc_moe_scratch *sc;
+        ck_assert_msg(rc_moe_scratch_create(be, cfg, M, true, &sc) == RC_OK, "%s", rc_last_error());
+        float *h = malloc(sizeof(float) * (size_t)(M * H)), *y = malloc(sizeof(float) * (size_t)(M * H));
+        float *want = malloc(sizeof(float) * (size_t)(M * H)), *wr = malloc(sizeof(float) * (size_t)(E * H));
+        float ebias[64] = {0};
+        read_f32(th, M * H, h);
+        read_f32(ty, M * H, want);
+        const rc_st_tensor *tg = rc_st_find(m->st, "model.layers.0.mlp.gate.weight"),
+                           *tb = rc_st_find(m->st, "model.layers.0.mlp.gate.e_score_correction_bias");
+        ck_assert(tg != NULL && E <= 64);
+        read_f32(tg, E * H, wr);
+        if (tb)
+            read_f32(tb, E, ebias);
+        rc_layer_weights L = {0};
+        L.w_router = rc_wt_f32(wr);
+        if (tb)
+            L.e_bias = rc_wt_f32(ebias);
+        route_seen seen = {0};
+        const rc_routing_hook hook = {see_route, NULL, &seen};
+        const rc_moe_rounding r = {RC_BF16, RC_BF16, RC_BF16, RC_BF16, false, false, rc_fp8w_expert_cb, f};
+        ck_assert_msg(rc_moe_forward(be, cfg, &L, 0, h, M, NULL, 0, &r, sc, &hook, y) == RC_OK, "%s",
+                      rc_last_error());
+        ck_assert_int_eq(seen.n, M);
+        /* the experts in the same order; the weights within 4 fp32 ulps (the router GEMM's fp32 sums are
+         * in another order than torch's; the count that differs is printed) */
+        int64_t wd = 0;
+        for (int64_t i = 0; i < M * k; i++) {
+            int32_t id;
+            float w;
+            memcpy(&id, ti->data + 4 * i, 4);
+            memcpy(&w, tw->data + 4 * i, 4);
+            const int64_t du = (int64_t)rc_f32_bits(seen.w[i]) - (int64_t)rc_f32_bits(w);
+            ck_assert_msg((int32_t)seen.sel[i] == id && du <= 4 && du >= -4,
+                          "%s: routing %lld: expert %g weight %.9g, torch %d %.9g", cases[c], (long long)i,
+                          (double)seen.sel[i], (double)seen.w[i], id, (double)w);
+            wd += du != 0;
+        }
+        int64_t nd = 0, mu = 0;
+        for (int64_t i = 0; i < M * H; i++) {
+            const int64_t u = bf16_ulps(y[i], want[i]);
+            nd += u != 0;
+            mu = u > mu ? u : mu;
+        }
+        printf("as-stored MoE layer %s (%s, %lld experts, top %lld, %lld rows): %lld of %lld routing weights and "
+               "%lld of %lld outputs differ from the emulation, max %lld bf16 ulp\n", cases[c], cfg->model_type,
+               (long long)E, (long long)k, (long long)M, (long long)wd, (long long)(M * k), (long long)nd,
+               (long long)(M * H), (long long)mu);
+        ck_assert_int_le(mu, 1);
+        free(h), free(y), free(want), free(wr);
+        rc_moe_scratch_free(be, sc);
+        rc_fp8w_free(f);
+        rc_st_close(ref);
+        rc_st_close(m->st);
+        free(m);
+    }
+    rc_backend_destroy(be);
+}
+END_TEST
+
 /* weights=as-stored on an engine: the FP8 folders run (finite log-probs, not
  * those of the dequantized weights), a folder that is not FP8 is a usage
  * error naming it */
@@ -537,8 +663,8 @@ START_TEST(test_asstored_engine)
     char p[4096];
     rc_backend *be;
     ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be) == RC_OK);
-    for (int k = 0; k < 3; k++) {
-        rc_test_source_path(p, sizeof p, "%s", k < 2 ? k_fp8_dirs[k][0] : k_fp8_dirs[0][1]);
+    for (int k = 0; k <= N_FP8_DIRS; k++) {
+        rc_test_source_path(p, sizeof p, "%s", k < N_FP8_DIRS ? k_fp8_dirs[k][0] : k_fp8_dirs[0][1]);
         rc_model *m;
         ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
         const int64_t B = 1, L = 12, V = m->cfg.vocab;
@@ -553,7 +679,7 @@ START_TEST(test_asstored_engine)
             num.wq = (rc_wq_numerics){w ? RC_WQ_STORED : RC_WQ_NONE, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN};
             rc_engine *e;
             const rc_status s = rc_engine_create(m, be, &num, B, L, L, &e);
-            if (k == 2 && w) {
+            if (k == N_FP8_DIRS && w) {
                 ck_assert_int_eq(s, RC_ERR_USAGE);
                 ck_assert_msg(strstr(rc_last_error(), "fp8_bf16") && strstr(rc_last_error(), "not an FP8"), "%s",
                               rc_last_error());
@@ -565,7 +691,7 @@ START_TEST(test_asstored_engine)
             ck_assert(rc_full_forward(e, tok, lens, B, out[w]) == RC_OK);
             rc_engine_free(e);
         }
-        if (k < 2) {
+        if (k < N_FP8_DIRS) {
             int64_t finite = 0, diff = 0;
             for (int64_t i = 0; i < L * V; i++) {
                 finite += isfinite(out[1][i]);
@@ -733,17 +859,66 @@ START_TEST(test_asstored_hostile)
 }
 END_TEST
 
+/* hostile MoE FP8 folders under weights=as-stored (a copy of
+ * data/fixtures/moe_fp8/deepseek_v3_fp8 in g_tmp): a NaN code in an
+ * expert's weight (exit 4, one line naming the file), an expert tensor
+ * missing (exit 4 at load: the model lacks a weight) */
+START_TEST(test_moe_asstored_hostile)
+{
+    static char out[1 << 14], err[1 << 14];
+    char p[4096], q[4200];
+    rc_test_source_path(p, sizeof p, "data/fixtures/moe_fp8/deepseek_v3_fp8");
+    for (int c = 0; c < 2; c++) {
+        char *b;
+        size_t len;
+        snprintf(q, sizeof q, "%s/config.json", p);
+        slurp(q, &b, &len);
+        snprintf(q, sizeof q, "%s/config.json", g_tmp);
+        write_bytes(q, b, len);
+        free(b);
+        rc_safetensors *raw;
+        snprintf(q, sizeof q, "%s/model.safetensors", p);
+        ck_assert(rc_st_open_file(q, &raw) == RC_OK);
+        const rc_st_tensor *t = rc_st_find(raw, "model.layers.2.mlp.experts.5.down_proj.weight");
+        ck_assert(t != NULL);
+        const int64_t off = (int64_t)(t->data - raw->files[t->file].map);
+        rc_st_close(raw);
+        slurp(q, &b, &len);
+        if (c == 0) {
+            b[off + 7] = 0x7F; /* NaN */
+        } else { /* the tensor renamed in the header: the expert's down_proj is missing */
+            char *n = strstr(b + 8, "model.layers.2.mlp.experts.5.down_proj.weight\""); /* the JSON header */
+            ck_assert(n != NULL && n < b + off);
+            n[27] = 'X';
+        }
+        snprintf(q, sizeof q, "%s/model.safetensors", g_tmp);
+        write_bytes(q, b, len);
+        free(b);
+        char args[4096];
+        snprintf(args, sizeof args, "--out none -q --model '%s' --prompts data/fixtures/moe_fp8/prompts.ids --len 4 "
+                 "--sampler weights=as-stored", g_tmp);
+        const int rc = rc_test_run_cli("", args, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 4, "case %d: exit %d: %s", c, rc, err);
+        ck_assert_msg(strstr(err, g_tmp) != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+                      "case %d: not one line naming the file: %s", c, err);
+        printf("as-stored MoE hostile case %d: %s", c, err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant");
     TCase *tc = tcase_create("quant");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_add_test(tc, test_fp8_folder_weights);
-    tcase_add_loop_test(tc, test_fp8_folder_run, 0, 2);
+    tcase_add_loop_test(tc, test_fp8_folder_run, 0, N_FP8_DIRS);
     tcase_add_test(tc, test_asstored_ops);
+    tcase_add_test(tc, test_moe_asstored_ops);
     tcase_add_test(tc, test_asstored_engine);
     tcase_add_test(tc, test_asstored_cli);
     tcase_add_test(tc, test_asstored_hostile);
+    tcase_add_test(tc, test_moe_asstored_hostile);
     tcase_add_test(tc, test_mxfp4_op);
     tcase_add_test(tc, test_fp8_op_ragged);
     tcase_add_test(tc, test_e4m3_codes);

@@ -21,7 +21,7 @@ static const char *const k_lpdt_names[] = {"fp32", "same"};                     
 static const char *const k_f32_names[] = {"dtype", "fp32"};                           /* residual_f32, lm-head */
 static const char *const k_weights_names[] = {"dtype", "fp8", "as-stored"};           /* rc_wquant */
 static const char *const k_routing_names[] = {"own", "replay"};                       /* route_replay */
-static const char *const k_mla_names[] = {"expanded", "absorbed"};                    /* mla_absorbed */
+static const char *const k_mla_names[] = {"expanded", "absorbed", "engine"};          /* mla_form */
 static const char *const k_state_names[] = {"fp32", "dtype"};                         /* state_dtype */
 static const char *const k_onoff_names[] = {"off", "on"};                             /* prefix_cache */
 
@@ -137,11 +137,11 @@ static const side_key k_keys[] = {
     {"routing", K_BOOL, F(route_replay), S_TRAINER, S_TRAINER, R_OTHER_SIDE, false, "own or replay",
      NAMES(k_routing_names), 0, 0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(route_replay), NULL, 0},
     /* latent attention (DeepSeek-V3): the sampler decodes from the latent cache with absorbed weights as vLLM /
-     * SGLang do, the trainer expands K and V as transformers does (docs/mla.md). Not part of the sides'
-     * equality: a model without latent attention ignores it, and one with it gets the trainer its own engine
+     * SGLang do (engine: prefills expanded, decode steps absorbed; absorbed: every row), the trainer expands K
+     * and V as transformers does (docs/mla.md). Not part of the sides' equality: a model without latent attention ignores it, and one with it gets the trainer its own engine
      * when the forms differ (rollout.c) */
-    {"mla", K_BOOL, F(mla_absorbed), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "expanded or absorbed",
-     NAMES(k_mla_names), 0, 0, 1, 0, P_NOT_DEFAULT, E_NONE, N(mla_absorbed), NULL, 0},
+    {"mla", K_ENUM, F(mla_form), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "expanded, absorbed or engine",
+     NAMES(k_mla_names), 0, 0, 2, 0, P_NOT_DEFAULT, E_NONE, NO_NUM, NULL, 0},
     /* hybrid linear attention (docs/linear-attention-cache.md): the recurrent state's precision (vLLM's
      * mamba_ssm_cache_dtype), the chunked form's chunk (transformers' and FLA's 64), and the sampler's prefix
      * cache (SGLang: a prompt's state restored from a stored copy in the dtype) */
@@ -515,6 +515,8 @@ rc_numerics rc_side_numerics(const rc_side *sd, const rc_numerics *base, bool tr
         memcpy((char *)&n + k->num_off, (const char *)sd + k->off, sz);
     }
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
+    n.mla_absorbed = sd->mla_form != 0; /* absorbed, or engine: the latent cache and absorbed decode */
+    n.mla_prefill_expanded = sd->mla_form == 2;
     n.tp = (int)sd->tp;
     n.tp_trainer = trainer;
     return n;

@@ -358,7 +358,8 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         }
         if (k->mla) /* latent attention: the expanded heads above; the sides' forms (docs/mla.md) */
             printf("attention      latent (MLA): q_lora_rank %lld, kv_lora_rank %lld, qk_nope %lld + qk_rope %lld, "
-                   "v_head_dim %lld%s; the sampler absorbed, the trainer expanded by default (mla=)\n",
+                   "v_head_dim %lld%s; by default the sampler prefills expanded and decodes absorbed, the trainer expanded "
+                   "(mla=)\n",
                    (long long)k->q_lora_rank, (long long)k->kv_lora_rank, (long long)k->qk_nope_dim,
                    (long long)k->qk_rope_dim, (long long)k->v_head_dim, k->rope_interleave ? ", interleaved rope" : "");
         if (k->n_linear > 0) { /* hybrid linear attention */

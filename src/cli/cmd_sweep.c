@@ -49,7 +49,7 @@ static void change(rc_side *sd, side_change c, int64_t v)
     case SET_WEIGHTS: sd->wq.kind = (rc_wquant)v; break;
     case SET_ROUTER: sd->router_f32 = v != 0; break;
     case SET_REPLAY: sd->route_replay = v != 0; break;
-    case SET_MLA: sd->mla_absorbed = v != 0; break;
+    case SET_MLA: sd->mla_form = (int)v; break;
     case SET_STATE: sd->state_dtype = v != 0; break;
     case SET_CHUNK: sd->gdn_chunk = v; break;
     case SET_PREFIX: sd->prefix_cache = v != 0; break;
@@ -126,9 +126,11 @@ int default_settings(const run_ctx *x, sweep_setting *t)
             n = add_setting(t, n, x, 2, "routing", SET_REPLAY, 1);
     }
     if (x->m && x->m->cfg.mla) { /* latent attention: each side in the other's form */
-        if (sm->mla_absorbed)
+        if (sm->mla_form != 0)
             n = add_setting(t, n, x, 1, "mla", SET_MLA, 0);
-        if (!tr->mla_absorbed)
+        if (sm->mla_form == 2) /* every row absorbed: what the engines' expanded prefill changes */
+            n = add_setting(t, n, x, 1, "mla", SET_MLA, 1);
+        if (tr->mla_form == 0)
             n = add_setting(t, n, x, 2, "mla", SET_MLA, 1);
     }
     bool hybrid = false; /* linear-attention layers: the state's precision, the chunk, the prefix cache */

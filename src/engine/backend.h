@@ -232,7 +232,9 @@ typedef enum { RC_FP8_ACT_TOKEN, RC_FP8_ACT_TENSOR, RC_FP8_ACT_GROUP } rc_fp8_ac
  *             s_w = sw[0] when sw_tensor else sw[col];
  *  BLOCK_ACC: y = rco_fp8w_block_acc(k ? y : 0, part, sx[row * kb + k],
  *             sw[(col / 128) * kb + k]) for K slice k of kb;
- *  BLOCK_OUT: y = rco_fp8w_block_out(y, bias). */
+ *  BLOCK_OUT: y = rco_fp8w_block_out(y, bias), or with rw
+ *             rco_fp8w_block_out_w(y, rw[row]) (a fused MoE kernel's
+ *             routed weight). */
 typedef enum { RC_FP8_EPI_SCALED, RC_FP8_EPI_BLOCK_ACC, RC_FP8_EPI_BLOCK_OUT } rc_fp8_epi_kind;
 
 typedef struct {
@@ -242,6 +244,7 @@ typedef struct {
     const float *sx, *sw;  /* activation and weight scales */
     bool sx_tensor, sw_tensor;
     const float *bias;     /* [N] or NULL (SCALED, BLOCK_OUT) */
+    const float *rw;       /* [M] or NULL (BLOCK_OUT; no bias with it) */
     int64_t M, N, kb, k;   /* kb, k: BLOCK_ACC */
     rc_dtype out_dt;       /* SCALED, BLOCK_OUT */
 } rc_fp8_epi;

@@ -249,6 +249,24 @@ static int64_t next_chunk(int64_t left, int64_t chunk_rows)
     return left <= chunk_rows ? left : CHUNK_ROWS;
 }
 
+/* latent attention's engine form (mla=engine): an absorbed decode whose
+ * prefill calls run expanded */
+static bool mla_mixed(const rc_config *c, const rc_numerics *num)
+{
+    return c->mla && num->mla_absorbed && num->mla_prefill_expanded;
+}
+
+/* the expanded prefill's K / V cache of the engine form: floats of one of K
+ * and V, and its dtype (the expanded form's rule) */
+static bool mla_x_kv(const rc_config *c, const rc_numerics *num, int64_t n_slots, int64_t max_len, int64_t *n)
+{
+    int64_t nx, dx;
+    rc_mla_attn_shape(c, false, &nx, &dx);
+    const int64_t kv_layers = c->n_layers > 0 ? c->n_layers : 1;
+    (void)num;
+    return rc_numel((int64_t[]){kv_layers, n_slots, nx, max_len, dx}, 5, n);
+}
+
 /* The engine's buffers for these sizes, one place for rc_engine_create and
  * rc_engine_mem_estimate: the activation buffers in the order of
  * ENGINE_BUFS (rows x columns each), the logit rows per chunk, the floats of
@@ -265,7 +283,13 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
     const int64_t H = c->hidden, I = c->intermediate;
     int64_t nkv, d; /* the attention's KV heads and width (latent attention: its form's) */
     rc_mla_attn_shape(c, num->mla_absorbed, &nkv, &d);
-    const int64_t qkv_w = (c->n_heads + 2 * nkv) * d;
+    int64_t qkv_w = (c->n_heads + 2 * nkv) * d, att_w = c->n_heads * d;
+    if (mla_mixed(c, num)) { /* the expanded prefill runs through the same buffers */
+        int64_t nx, dx;
+        rc_mla_attn_shape(c, false, &nx, &dx);
+        qkv_w = qkv_w > (c->n_heads + 2 * nx) * dx ? qkv_w : (c->n_heads + 2 * nx) * dx;
+        att_w = att_w > c->n_heads * dx ? att_w : c->n_heads * dx;
+    }
     z->logit_rows = LOGIT_CHUNK_FLOATS / c->vocab;
     if (z->logit_rows < 1)
         z->logit_rows = 1;
@@ -274,7 +298,7 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
     /* a hybrid model's call runs whole: a linear layer's sequence cannot be cut into row chunks */
     const int64_t cr = linear_layers(c) > 0 ? max_rows : chunk_rows_for(max_rows, k, host), lr = z->logit_rows;
     /* mlp_b: the gate's output, only a gated MLP has one (1 float otherwise: every buffer exists) */
-    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {cr, H}, {cr, qkv_w}, {cr, c->n_heads * d},
+    const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {cr, H}, {cr, qkv_w}, {cr, att_w},
                                           {cr, I},       {cr, c->gated_mlp ? I : 1}, {cr, H}, {lr, c->vocab},
                                           {cr, H},       {lr, H}, {lr, H}};
     memcpy(z->dims, dims, sizeof dims);
@@ -566,6 +590,8 @@ struct rc_engine_stage {
     float *inv_freq, *inv_freq_local, *alibi_slopes;
     rc_moe_scratch *moe;
     rc_mla *mla;
+    rc_mla *mla_x;                      /* mla=engine: the expanded prefill's scratch, */
+    float *kv_x_k, *kv_x_v, *mla_mix;   /* its K / V cache of this device's layers and the row mix */
     float *w_arena;                     /* its layers' weights (not swapped: the weights point into it) */
 };
 
@@ -741,10 +767,21 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
              rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
     int64_t moe_f, moe_h; /* MoE: the layers' scratch */
-    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(act, moe_f, &act);
+    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], num->wq.kind == RC_WQ_STORED, &moe_f, &moe_h) &&
+         rc_add_i64(act, moe_f, &act);
     int64_t mla_f, mla_h; /* latent attention: its scratch and absorbed weights, and its host indices */
     ok = ok && rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
          rc_add_i64(act, mla_f, &act) && rc_add_i64(moe_h, mla_h, &moe_h);
+    if (mla_mixed(c, num)) { /* the engine form: the expanded form's scratch, K / V cache and row mix too */
+        rc_numerics nx = *num;
+        nx.mla_absorbed = false;
+        int64_t xn;
+        ok = ok && rc_mla_scratch_size(c, false, z.dims[1][0], &mla_f, &mla_h) && rc_add_i64(act, mla_f, &act) &&
+             rc_add_i64(moe_h, mla_h, &moe_h) && mla_x_kv(c, num, n_slots, max_len, &xn) &&
+             rc_mul_i64(2 * engine_kv_size(c, &nx), xn, &t) && rc_add_i64(kv, t, &kv) &&
+             rc_mul_i64(3 * z.dims[1][0], c->n_heads * c->v_head_dim, &t) && rc_add_i64(act, t, &act) &&
+             rc_mul_i64(z.dims[1][0], 8, &t) && rc_add_i64(moe_h, t, &moe_h);
+    }
     int64_t st_n = 0, sc_n = 0, st = 0; /* a hybrid model's states (and their slots' counters) and scratch */
     ok = ok && hybrid_sizes(c, n_slots, max_rows, &st_n, &sc_n) && rc_add_i64(act, sc_n, &act) &&
          rc_mul_i64(4, st_n, &st) && (st_n == 0 || rc_add_i64(st, 8 * n_slots, &st));
@@ -771,7 +808,19 @@ static void stage_fields(rc_engine *e, int s)
     STAGE_SWAP_(inv_freq_own, inv_freq_own); STAGE_SWAP_(slopes_own, slopes_own);
     STAGE_SWAP_(inv_freq, w.inv_freq); STAGE_SWAP_(inv_freq_local, w.inv_freq_local);
     STAGE_SWAP_(alibi_slopes, w.alibi_slopes); STAGE_SWAP_(moe, moe); STAGE_SWAP_(mla, mla);
+    STAGE_SWAP_(mla_x, mla_x); STAGE_SWAP_(mla_mix, mla_mix);
 #undef STAGE_SWAP_
+    if (e->mla_x) { /* mla=engine: the expanded prefill's cache of this device's layers */
+        o->kv_x_k = e->kv_x.k ? e->kv_x.k : (float *)e->kv_x.k16;
+        o->kv_x_v = e->kv_x.v ? e->kv_x.v : (float *)e->kv_x.v16;
+        if (e->kv_x.dt == RC_F32) {
+            e->kv_x.k = n->kv_x_k;
+            e->kv_x.v = n->kv_x_v;
+        } else {
+            e->kv_x.k16 = (uint16_t *)n->kv_x_k;
+            e->kv_x.v16 = (uint16_t *)n->kv_x_v;
+        }
+    }
     o->kv_k = e->kv.k ? e->kv.k : (float *)e->kv.k16;
     o->kv_v = e->kv.v ? e->kv.v : (float *)e->kv.v16;
     if (e->kv.dt == RC_F32) {
@@ -820,7 +869,7 @@ static rc_status stage_create(rc_engine *e, int s, const engine_sizes *z, int64_
     if (e->num.tp > 1)
         RC_TRY(be->ops->alloc(be, (int64_t)e->num.tp * e->chunk_rows * c->hidden, &st->tp_parts));
     if (c->n_experts > 0)
-        RC_TRY(rc_moe_scratch_create(be, c, e->chunk_rows, &st->moe));
+        RC_TRY(rc_moe_scratch_create(be, c, e->chunk_rows, e->num.wq.kind == RC_WQ_STORED, &st->moe));
     if (c->mla)
         RC_TRY(rc_mla_create(be, m, e->num.mla_absorbed, e->num.dt, e->chunk_rows, &st->mla));
     st->inv_freq = m->w.inv_freq;
@@ -853,8 +902,10 @@ static void stage_free(rc_engine *e, struct rc_engine_stage *st)
     rc_backend *be = e->be;
     rc_moe_scratch_free(be, st->moe);
     rc_mla_free(be, st->mla);
+    rc_mla_free(be, st->mla_x);
     float *bufs[] = {st->x,     st->h,     st->qkv,          st->att,        st->mlp_a, st->mlp_b, st->tmp,
-                     st->mlp_c, st->tp_parts, st->kv_k, st->kv_v, st->inv_freq_own, st->slopes_own, st->w_arena};
+                     st->mlp_c, st->tp_parts, st->kv_k, st->kv_v, st->inv_freq_own, st->slopes_own, st->w_arena,
+                     st->kv_x_k, st->kv_x_v, st->mla_mix};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -949,7 +1000,8 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
         ok = rc_mul_i64(z.dims[which[i]][0], z.dims[which[i]][1], &t) && rc_add_i64(other_act, t, &other_act);
     if (ok && num->tp > 1)
         ok = rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(other_act, t, &other_act);
-    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(other_act, moe_f, &other_act) &&
+    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], num->wq.kind == RC_WQ_STORED, &moe_f, &moe_h) &&
+         rc_add_i64(other_act, moe_f, &other_act) &&
          rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
          rc_add_i64(other_act, mla_f, &other_act) &&
          rc_add_i64(other_act, c->rotary_dim + (m->w.alibi_slopes ? c->n_heads : 0), &other_act) &&
@@ -995,12 +1047,16 @@ void rc_engine_free(rc_engine *e)
     rc_fp8w_free(e->fp8w);
     rc_moe_scratch_free(e->be, e->moe);
     rc_mla_free(e->be, e->mla);
+    rc_mla_free(e->be, e->mla_x);
+    free(e->mla_mix_ix);
     free(e->st.kind);
     free(e->st.index);
     free(e->st.absorbed);
     float *bufs[] = {e->st.conv, e->st.state, e->gdn_qkvz, e->gdn_ba, e->gdn_out, e->attn_gate, e->x, e->h, e->qkv,
                      e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
+                     e->kv_x.k ? e->kv_x.k : (float *)e->kv_x.k16, e->kv_x.v ? e->kv_x.v : (float *)e->kv_x.v16,
+                     e->mla_mix,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
@@ -1079,6 +1135,56 @@ static rc_status hybrid_create(rc_engine *e, int64_t n_slots, int64_t max_rows)
     return RC_OK;
 }
 
+/* mla=engine: the expanded form's projections (its own scratch), its K / V
+ * cache (zeroed: a prefill call also runs its decode rows expanded, over keys
+ * no call wrote; their outputs are not used) and the row mix */
+static rc_status mla_x_create(rc_engine *e, const rc_model *m, int64_t n_slots, int64_t max_len)
+{
+    const rc_config *c = &m->cfg;
+    rc_backend *be = e->be;
+    rc_numerics nx = e->num;
+    nx.mla_absorbed = false;
+    int64_t nkv, d, n;
+    rc_mla_attn_shape(c, false, &nkv, &d);
+    if (!mla_x_kv(c, &e->num, n_slots, max_len, &n))
+        return rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
+    /* the prefill's keys and values are the fresh projections, not read back through an fp8 cache */
+    e->kv_x = (rc_kv_cache){.n_layers = e->kv.n_layers, .n_slots = n_slots, .n_kv_heads = nkv, .max_len = max_len,
+                            .head_dim = d, .dt = engine_kv_dt(c, &nx), .quant = RC_KV_AUTO,
+                            .k_scale = 1.0f, .v_scale = 1.0f, .deq_dt = e->num.dt};
+    const int64_t fl = e->kv_x.dt == RC_F32 ? n : n / 2 + 1;
+    RC_TRY(rc_mla_create(be, m, false, e->num.dt, e->chunk_rows, &e->mla_x));
+    RC_TRY(be->ops->alloc(be, fl, &e->kv_x.k));
+    RC_TRY(be->ops->alloc(be, fl, &e->kv_x.v));
+    if (!be->ops->zero)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s has no zero op (mla=engine)", be->ops->name);
+    RC_TRY(be->ops->zero(be, e->kv_x.k, fl));
+    RC_TRY(be->ops->zero(be, e->kv_x.v, fl));
+    if (e->kv_x.dt != RC_F32) {
+        e->kv_x.k16 = (uint16_t *)e->kv_x.k;
+        e->kv_x.v16 = (uint16_t *)e->kv_x.v;
+        e->kv_x.k = e->kv_x.v = NULL;
+    }
+    RC_TRY(be->ops->alloc(be, 3 * e->chunk_rows * c->n_heads * c->v_head_dim, &e->mla_mix));
+    /* a layer split: each other device's own scratch, row mix and cache of its layers (stage_fields swaps them) */
+    const int64_t per_layer = n / (c->n_layers > 0 ? c->n_layers : 1);
+    for (int g = 1; g < e->n_stages; g++) {
+        struct rc_engine_stage *st = &e->stage[g];
+        const int64_t nd = per_layer * (e->stage_l0[g + 1] - e->stage_l0[g]);
+        const int64_t fd = e->kv_x.dt == RC_F32 ? nd : nd / 2 + 1;
+        RC_TRY(be->ops->set_device(be, g));
+        RC_TRY(rc_mla_create(be, m, false, e->num.dt, e->chunk_rows, &st->mla_x));
+        RC_TRY(be->ops->alloc(be, fd, &st->kv_x_k));
+        RC_TRY(be->ops->alloc(be, fd, &st->kv_x_v));
+        RC_TRY(be->ops->zero(be, st->kv_x_k, fd));
+        RC_TRY(be->ops->zero(be, st->kv_x_v, fd));
+        RC_TRY(be->ops->alloc(be, 3 * e->chunk_rows * c->n_heads * c->v_head_dim, &st->mla_mix));
+    }
+    if (e->n_stages > 1)
+        RC_TRY(be->ops->set_device(be, 0));
+    return rc_alloc_aligned((void **)&e->mla_mix_ix, e->chunk_rows, sizeof *e->mla_mix_ix, "MLA row mix");
+}
+
 rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
                            int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out)
 {
@@ -1104,9 +1210,9 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
-    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind != RC_WQ_NONE))
-        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
-                      "weights yet", c->model_type);
+    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or "
+                      "weights=fp8 yet (weights=as-stored on an FP8 checkpoint is)", c->model_type);
     if (s == RC_OK && c->mla && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: latent attention (MLA) is not emulated under tp > 1 or fp8 weights "
                       "yet", c->model_type);
@@ -1186,7 +1292,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
             s = rc_alloc_aligned((void **)&e->tp_zero_rows, max_rows, sizeof *e->tp_zero_rows, "engine index scratch");
     }
     if (s == RC_OK && c->n_experts > 0)
-        s = rc_moe_scratch_create(be, c, e->chunk_rows, &e->moe);
+        s = rc_moe_scratch_create(be, c, e->chunk_rows, num->wq.kind == RC_WQ_STORED, &e->moe);
     if (s == RC_OK && c->mla)
         s = rc_mla_create(be, m, num->mla_absorbed, num->dt, e->chunk_rows, &e->mla);
     if (s == RC_OK)
@@ -1210,6 +1316,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         e->kv.v16 = (uint16_t *)e->kv.v;
         e->kv.k = e->kv.v = NULL;
     }
+    if (s == RC_OK && mla_mixed(c, num)) /* the engine form's expanded prefill */
+        s = mla_x_create(e, m, n_slots, max_len);
     if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate))
         s = hybrid_create(e, n_slots, max_rows);
     if (s != RC_OK) {
@@ -1291,7 +1399,7 @@ static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
 static rc_status linear(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
                         int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    if (rc_fp8w_w8a8(e->fp8w))
+    if (rc_fp8w_w8a8(e->fp8w) && rc_fp8w_has(e->fp8w, l, which))
         return rc_fp8w_linear(e->be, e->fp8w, l, which, x, M, bias, out_dt, y);
     return e->be->ops->matmul(e->be, x, M, K, W, N, bias, in_dt, out_dt, y);
 }
@@ -1416,6 +1524,53 @@ static rc_status gdn_block(rc_engine *e, const rc_batch_desc *bd, int64_t l, con
     return be->ops->matmul(be, e->gdn_out, n, LV, L->w_lin_out, H, NULL, in_att, lin_dt, e->tmp);
 }
 
+/* true when a sequence of the call brings more than one new token (a
+ * prefill, or a prefill chunk, in vLLM's split of a batch) */
+static bool call_has_prefill(const rc_batch_desc *bd)
+{
+    for (int64_t b = 0; b < bd->n_seq; b++)
+        if (bd->n_new[b] > 1)
+            return true;
+    return false;
+}
+
+/* mla=engine, a call with prefill sequences: the rows [row_lo, row_lo + n)
+ * again in the expanded form (its projections, rope and attention over its
+ * own K / V cache), and the o_proj input of each row from the form its
+ * sequence takes: expanded when the sequence brings more than one token,
+ * else the absorbed decode's (*o_in on entry). *o_in, *o_dt: the mix. */
+static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int64_t l, const rc_layer_weights *L,
+                                      const float *a_in, int64_t n, const rc_mla_rounding *mr,
+                                      const rc_attn_params *ap, const float **o_in, rc_dtype *o_dt)
+{
+    rc_backend *be = e->be;
+    const rc_backend_ops *op = be->ops;
+    const rc_config *c = &e->model->cfg;
+    int64_t nx, dx;
+    rc_mla_attn_shape(c, false, &nx, &dx);
+    rc_attn_params apx = *ap;
+    apx.n_kv_heads = nx;
+    apx.head_dim = dx;
+    RC_TRY(rc_mla_qkv(be, c, e->mla_x, L, l, a_in, n, mr, e->qkv));
+    RC_TRY(op->rope(be, e->qkv, cd, &apx));
+    RC_TRY(op->attention(be, e->qkv, cd, &apx, &e->kv_x, kv_index(e, l), rc_mla_att_buf(e->mla_x)));
+    const float *ox;
+    RC_TRY(rc_mla_out(be, c, e->mla_x, L, n, mr, apx.num.out_dt, &ox));
+    const int64_t ow = rc_dim_value(c, RC_DIM_O);
+    int64_t *ix = e->mla_mix_ix;
+    for (int64_t i = 0; i < n; i++) /* [0, n): the absorbed rows, [n, 2n): the expanded ones */
+        ix[i] = i;
+    RC_TRY(op->gather_rows(be, *o_in, ow, ix, n, e->mla_mix));
+    RC_TRY(op->gather_rows(be, ox, ow, ix, n, e->mla_mix + n * ow));
+    for (int64_t i = 0; i < n; i++)
+        ix[i] = cd->n_new[cd->seq_of_row[cd->row_lo + i]] > 1 ? n + i : i;
+    RC_TRY(op->gather_rows(be, e->mla_mix, ow, ix, n, e->mla_mix + 2 * n * ow));
+    *o_in = e->mla_mix + 2 * n * ow;
+    if (*o_dt != apx.num.out_dt)
+        *o_dt = RC_F32;
+    return RC_OK;
+}
+
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
     const rc_model *m = e->model;
@@ -1529,7 +1684,9 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 const float *o_in;
                 RC_TRY(rc_mla_out(be, c, e->mla, L, n, &mr, ap.num.out_dt, &o_in));
                 const int64_t ow = rc_dim_value(c, RC_DIM_O);
-                const rc_dtype o_dt = e->num.mla_absorbed ? rr.linear : ap.num.out_dt;
+                rc_dtype o_dt = e->num.mla_absorbed ? rr.linear : ap.num.out_dt;
+                if (e->mla_x && call_has_prefill(bd)) /* mla=engine: the prefill's sequences expanded */
+                    RC_TRY(mla_prefill_expanded(e, &cd, l, L, a_in, n, &mr, &ap, &o_in, &o_dt));
                 CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, o_in, ow, ow, o_dt, NULL);
                 RC_TRY(linear(e, l, RC_FP8W_O, o_in, n, ow, L->w_o, H, rc_wt_vec(L->b_o), gemm_in(o_dt, wd), rr.linear,
                               e->tmp));
@@ -1581,7 +1738,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 m_in = e->h;
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
-                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay};
+                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay,
+                                            rc_fp8w_expert_cb, rc_fp8w_has_experts(e->fp8w) ? e->fp8w : NULL};
                 RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, bd, r0, &mr, e->moe, &e->routing, e->mlp_c));
                 if (e->hook.fn) { /* the trace: the routing the layer used */
                     const float *route;

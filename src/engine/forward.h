@@ -98,6 +98,11 @@ typedef struct {
      * transformers (a trainer); true, the absorbed decode of vLLM / SGLang
      * (a latent cache, q_nope . W_UK, o . W_UV) */
     bool mla_absorbed;
+    /* with mla_absorbed: a call's sequences that bring more than one new
+     * token (a prefill) run the expanded form from the same projections, as
+     * vLLM's and SGLang's MLA backends prefill; one-token steps decode
+     * absorbed (the side key mla=engine; docs/mla.md) */
+    bool mla_prefill_expanded;
     /* MoE layers (moe.h): router_f32, the router's logits left in fp32 (the bf16 GEMM's fp32 accumulator
      * unrounded) and its weights kept fp32, else logits in the dtype (transformers, vLLM); route_replay, the
      * experts replayed from the engine's routing hook (R3), the weights recomputed */
@@ -249,6 +254,12 @@ typedef struct {
     float *slopes_own;   /* ALiBi slopes in the backend's memory (GPU), else NULL */
     struct rc_fp8w *fp8w; /* num.wq FP8: the quantized linear layers and their scratch (fp8w.h), else NULL */
     rc_kv_cache kv;
+    /* latent attention with mla_prefill_expanded: the expanded form's projections, its K / V cache (written
+     * by every prefill call) and the rows' mix of the two forms' o_proj inputs (3 x chunk rows); else NULL */
+    struct rc_mla *mla_x;
+    rc_kv_cache kv_x;
+    float *mla_mix;
+    int64_t *mla_mix_ix;
     rc_state_cache st;   /* a hybrid model's linear layers (kind NULL otherwise) */
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;

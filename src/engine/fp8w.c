@@ -136,6 +136,10 @@ struct rc_fp8w {
     rc_dtype dt;
     int64_t n_layers;
     fp8w_mat *m; /* [n_layers][RC_FP8W_N] */
+    /* weights=as-stored on mixture-of-experts layers: [n_layers][n_ex][RC_FP8W_EX_N] (expert n_experts:
+     * the shared experts); n_ex 0 when the model has none */
+    fp8w_mat *ex;
+    int64_t n_ex;
     int64_t rows, kmax, nmax;
     fp8w_scratch sc;
 };
@@ -271,7 +275,7 @@ static rc_status fp8w_scaled_gemm(rc_backend *be, const fp8w_mat *m, rc_wscale w
  * w8a8_triton_block_scaled_mm; y = R(acc), then the bias added to the
  * rounded output (R(y + b)). */
 static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float *xq, const float *sa, int64_t M,
-                                 const float *bias, rc_dtype out_dt, float *xs, float *part, float *y)
+                                 const float *bias, const float *rw, rc_dtype out_dt, float *xs, float *part, float *y)
 {
     const int64_t N = m->N, K = m->K, B = m->bk, kb = K / B;
     for (int64_t k = 0; k < kb; k++) {
@@ -286,7 +290,8 @@ static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float 
     }
     for (int64_t r = 0; r < M; r++)
         for (int64_t n = 0; n < N; n++)
-            y[r * N + n] = rco_fp8w_block_out(y[r * N + n], bias ? bias + n : NULL, out_dt);
+            y[r * N + n] = rw ? rco_fp8w_block_out_w(y[r * N + n], rw[r], out_dt)
+                              : rco_fp8w_block_out(y[r * N + n], bias ? bias + n : NULL, out_dt);
     return RC_OK;
 }
 
@@ -297,7 +302,8 @@ static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float 
  * block: per 128-deep K slice the backend's K-slice matmul (the weight read
  * in place) and the accumulation step, then the output step. */
 static rc_status fp8w_run_device(rc_backend *be, const fp8w_mat *m, const rc_wq_numerics *wq, const float *x,
-                                 int64_t M, const float *bias, rc_dtype out_dt, const fp8w_scratch *sc, float *y)
+                                 int64_t M, const float *bias, const float *rw, rc_dtype out_dt,
+                                 const fp8w_scratch *sc, float *y)
 {
     const int64_t N = m->N, K = m->K, B = RC_FP8_BLOCK;
     const bool block = wq->scale == RC_WSCALE_BLOCK;
@@ -320,23 +326,26 @@ static rc_status fp8w_run_device(rc_backend *be, const fp8w_mat *m, const rc_wq_
                               .M = M, .N = N, .kb = kb, .k = k};
         RC_TRY(be->ops->fp8_epilogue(be, &e));
     }
-    const rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_OUT, .y = y, .bias = bias, .M = M, .N = N, .out_dt = out_dt};
+    const rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_OUT, .y = y, .bias = bias, .rw = rw, .M = M, .N = N,
+                          .out_dt = out_dt};
     return be->ops->fp8_epilogue(be, &e);
 }
 
-/* x quantized into the scratch, then the GEMM of m */
+/* x quantized into the scratch, then the GEMM of m; rw (block GEMMs only):
+ * NULL, or a weight per row multiplied into the fp32 sum before its one
+ * rounding (the fused MoE kernel's MUL_ROUTED_WEIGHT) */
 static rc_status fp8w_run(rc_backend *be, const fp8w_mat *m, const rc_wq_numerics *wq, const float *x, int64_t M,
-                          const float *bias, rc_dtype out_dt, const fp8w_scratch *sc, float *y)
+                          const float *bias, const float *rw, rc_dtype out_dt, const fp8w_scratch *sc, float *y)
 {
     if (!be->ops->host_memory)
-        return fp8w_run_device(be, m, wq, x, M, bias, out_dt, sc, y);
+        return fp8w_run_device(be, m, wq, x, M, bias, rw, out_dt, sc, y);
     const bool block = wq->scale == RC_WSCALE_BLOCK;
     if (block)
         quant_act_groups(x, M, m->K, m->bk, sc->xq, sc->sa);
     else
         rc_fp8w_quant_act(x, M, m->K, wq->act, false, sc->xq, sc->sa);
     if (block)
-        return fp8w_block_gemm(be, m, sc->xq, sc->sa, M, bias, out_dt, sc->xs, sc->part, y);
+        return fp8w_block_gemm(be, m, sc->xq, sc->sa, M, bias, rw, out_dt, sc->xs, sc->part, y);
     return fp8w_scaled_gemm(be, m, wq->scale, wq->act, sc->xq, sc->sa, M, bias, out_dt, y);
 }
 
@@ -375,6 +384,29 @@ rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num)
     return RC_OK;
 }
 
+/* the experts' matrices of one MoE layer for weights=as-stored: the routed
+ * experts 0 .. E-1, then the shared experts (index E) */
+static int64_t n_expert_slots(const rc_config *c)
+{
+    return c->n_experts > 0 ? c->n_experts + (c->shared_intermediate > 0 ? 1 : 0) : 0;
+}
+
+/* the shape of expert part `part` (gate / up [I, H], down [H, I]) of expert
+ * slot e, and its name after "model.layers.<l>." into name */
+static void expert_part(const rc_config *c, int64_t e, rc_fp8w_expart part, int64_t *N, int64_t *K, char *name,
+                        size_t cap)
+{
+    static const char *const pn[] = {"gate_proj", "up_proj", "down_proj"};
+    const bool shared = e == c->n_experts;
+    const int64_t I = shared ? c->shared_intermediate : c->moe_intermediate, H = c->hidden;
+    *N = part == RC_FP8W_EX_DOWN ? H : I;
+    *K = part == RC_FP8W_EX_DOWN ? I : H;
+    if (shared)
+        snprintf(name, cap, "mlp.shared_experts.%s", pn[part]);
+    else
+        snprintf(name, cap, "mlp.experts.%lld.%s", (long long)e, pn[part]);
+}
+
 /* the shape [N, K] of layer weight `which`, false when the model has none */
 static bool which_shape(const rc_config *c, rc_fp8w_which wh, int64_t *N, int64_t *K)
 {
@@ -405,7 +437,25 @@ bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_
                                          * smaller blocks are not counted) */
         rc_numerics n = *num;
         n.wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
-        return rc_fp8w_bytes(c, &n, host, rows, weights, scratch);
+        if (!rc_fp8w_bytes(c, &n, host, rows, weights, scratch))
+            return false;
+        /* the experts of the MoE layers: their values and 128 x 128 block scales */
+        int64_t per = 0, t, moe_layers = 0;
+        const int64_t el = host ? 2 : 4;
+        bool ok = true;
+        for (int64_t e = 0; e < n_expert_slots(c); e += c->n_experts)
+            for (int p = 0; p < RC_FP8W_EX_N; p++) {
+                int64_t N, K;
+                char nm[96];
+                expert_part(c, e, (rc_fp8w_expart)p, &N, &K, nm, sizeof nm);
+                const int64_t copies = e < c->n_experts ? c->n_experts : 1;
+                ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) &&
+                     rc_add_i64(t, 4 * ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK), &t) &&
+                     rc_mul_i64(t, copies, &t) && rc_add_i64(per, t, &per);
+            }
+        for (int64_t l = 0; l < c->n_layers; l++)
+            moe_layers += rc_layer_is_moe(c, l);
+        return ok && rc_mul_i64(per, moe_layers, &t) && rc_add_i64(*weights, t, weights);
     }
     if (num->wq.kind != RC_WQ_FP8)
         return true;
@@ -523,8 +573,8 @@ rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *
     return RC_OK;
 }
 
-/* the stored FP8 pieces of layer weight `which` (HF names): q / k / v for
- * the fused QKV, else one */
+/* the stored FP8 pieces of layer weight `which` (HF names after
+ * "model.layers.<l>."): q / k / v for the fused QKV, else one */
 static int stored_parts(rc_fp8w_which wh, const char *const **names)
 {
     static const char *const qkv[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
@@ -534,15 +584,15 @@ static int stored_parts(rc_fp8w_which wh, const char *const **names)
     return wh == RC_FP8W_QKV ? 3 : 1;
 }
 
-/* The fp8 codes and block scales of one stored weight (fused QKV: the
- * pieces' rows, and their scale rows, one after another) as values into q
- * [N][K] and s [ceil(N / bn)][K / bk]; bn, bk: the block (every piece's
- * the same) */
-static rc_status stored_mat(const rc_safetensors *st, int64_t l, rc_fp8w_which wh, int64_t N, int64_t K, float *q,
-                            float *s, int64_t *bn, int64_t *bk)
+/* The fp8 codes and block scales of one stored weight of layer l (np
+ * pieces, names after "model.layers.<l>.", rows one after another, and
+ * their scale rows) as values into q [N][K] and s [ceil(N / bn)][K / bk];
+ * bn, bk: the block (every piece's the same). merged: the pieces are parts
+ * of a merged layer (QKV; gate + up; an expert's w13), each whole blocks of
+ * rows. */
+static rc_status stored_mat(const rc_safetensors *st, int64_t l, const char *const *names, int np, bool merged,
+                            int64_t N, int64_t K, float *q, float *s, int64_t *bn, int64_t *bk)
 {
-    const char *const *names;
-    const int np = stored_parts(wh, &names);
     int64_t row = 0, srow = 0;
     for (int p = 0; p < np; p++) {
         char name[256];
@@ -550,8 +600,8 @@ static rc_status stored_mat(const rc_safetensors *st, int64_t l, rc_fp8w_which w
         const rc_st_tensor *t = rc_st_find(st, name);
         if (!t || t->quant != RC_ST_Q_FP8_BLOCK || t->qdim[0] != 1)
             return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: the checkpoint has no FP8 block weight \"%s\" "
-                             "(the stored linear layers of a dense decoder with separate q / k / v and gate / up "
-                             "projections are read as stored)", name);
+                             "(the stored linear layers are read as published: separate q / k / v and gate / up "
+                             "projections, one tensor per expert)", name);
         const char *tp = rc_st_path_of(st, t);
         const int64_t rows = t->qdim[1], cols = t->qdim[2], b0 = t->qblock[0], b1 = t->qblock[1];
         if (p == 0) {
@@ -562,12 +612,13 @@ static rc_status stored_mat(const rc_safetensors *st, int64_t l, rc_fp8w_which w
             return rc_errorf(RC_ERR_FORMAT, "%s: \"%s\" has shape [%lld, %lld], expected %lld columns", tp, name,
                              (long long)rows, (long long)cols, (long long)K);
         /* vLLM / SGLang: per_token_group_quant_fp8 takes K in whole groups of the block's depth, and a merged
-         * layer's parts (QKV; gate + up) each fill whole blocks of rows (validate_fp8_block_shape) */
+         * layer's parts (QKV; gate + up; an expert's w13) each fill whole blocks of rows
+         * (validate_fp8_block_shape; Fp8MoEMethod's intermediate_size_per_partition % block_n) */
         if (K % b1 != 0)
             return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: \"%s\" is %lld deep, not a multiple of the "
                              "block's %lld (the activations are quantized in 1 x %lld groups)", name, (long long)K,
                              (long long)b1, (long long)b1);
-        if ((wh == RC_FP8W_QKV || wh == RC_FP8W_UP || wh == RC_FP8W_GATE) && rows % b0 != 0)
+        if (merged && rows % b0 != 0)
             return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: \"%s\" has %lld rows, not a multiple of the "
                              "block's %lld (a merged layer's parts fill whole blocks, as vLLM requires)", name,
                              (long long)rows, (long long)b0);
@@ -592,8 +643,27 @@ static rc_status stored_mat(const rc_safetensors *st, int64_t l, rc_fp8w_which w
         srow += sr;
     }
     if (row != N)
-        return rc_errorf(RC_ERR_FORMAT, "weights=as-stored: layer %lld's stored weights have %lld rows, expected %lld",
-                         (long long)l, (long long)row, (long long)N);
+        return rc_errorf(RC_ERR_FORMAT, "weights=as-stored: layer %lld's stored \"%s\" has %lld rows, expected %lld",
+                         (long long)l, names[0], (long long)row, (long long)N);
+    return RC_OK;
+}
+
+/* the experts weights=as-stored computes as a fused MoE kernel does: SwiGLU
+ * experts without biases, ungated shared experts (DeepSeek-V3, GLM-4.5,
+ * Qwen3-MoE); RC_ERR_UNSUPPORTED naming what is not emulated */
+static rc_status stored_experts_supported(const rc_config *c, rc_dtype dt)
+{
+    if (c->n_experts <= 0)
+        return RC_OK;
+    if (c->swiglu_limit > 0 || c->moe_topk_softmax)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: %s's experts (clamped SwiGLU with biases) are not "
+                         "emulated as stored", c->model_type);
+    if (c->shared_intermediate > 0 && !c->shared_ungated)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: %s's gated shared expert is not emulated as stored",
+                         c->model_type);
+    if (dt == RC_F16 && c->router == RC_ROUTER_SIGMOID_GROUPED && c->routed_scale != 1.0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored with dtype=fp16: vLLM scales the shared experts "
+                         "by 1 / routed_scaling_factor there (not emulated); use dtype=bf16");
     return RC_OK;
 }
 
@@ -605,6 +675,7 @@ rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_nu
     if (strcmp(mdl->quant_method, "fp8") != 0 || !mdl->st)
         return rc_errorf(RC_ERR_USAGE, "weights=as-stored: %s is not an FP8 checkpoint (its config.json has no "
                          "quantization_config with quant_method fp8)", mdl->dir);
+    RC_TRY(stored_experts_supported(c, num->dt));
     rc_fp8w *f = calloc(1, sizeof *f);
     if (!f)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -613,12 +684,25 @@ rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_nu
     f->dt = num->dt;
     f->n_layers = c->n_layers;
     f->rows = rows;
+    f->n_ex = n_expert_slots(c);
     rc_status s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
+    if (s == RC_OK && f->n_ex > 0)
+        s = rc_calloc((void **)&f->ex, c->n_layers * f->n_ex * RC_FP8W_EX_N, sizeof *f->ex, "fp8 experts");
     float *q = NULL, *sc = NULL;
     int64_t big = 0, bk_min = 0;
-    for (int wh = 0; wh < RC_FP8W_N; wh++) {
+    for (int wh = 0; wh < RC_FP8W_N + RC_FP8W_EX_N; wh++) {
         int64_t N, K;
-        if (which_shape(c, (rc_fp8w_which)wh, &N, &K)) {
+        char nm[96];
+        if (wh >= RC_FP8W_N) { /* the experts' shapes (routed and shared) */
+            if (f->n_ex == 0)
+                continue;
+            for (int64_t e = 0; e < f->n_ex; e += c->n_experts) { /* a routed expert, the shared ones */
+                expert_part(c, e, (rc_fp8w_expart)(wh - RC_FP8W_N), &N, &K, nm, sizeof nm);
+                f->kmax = K > f->kmax ? K : f->kmax;
+                f->nmax = N > f->nmax ? N : f->nmax;
+                big = N * K > big ? N * K : big;
+            }
+        } else if (which_shape(c, (rc_fp8w_which)wh, &N, &K)) {
             f->kmax = K > f->kmax ? K : f->kmax;
             f->nmax = N > f->nmax ? N : f->nmax;
             big = N * K > big ? N * K : big;
@@ -628,26 +712,48 @@ rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_nu
         s = rc_alloc_aligned((void **)&q, big, sizeof *q, "fp8 stored weights");
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&sc, big, sizeof *sc, "fp8 stored weights");
-    for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++)
-        for (int wh = 0; s == RC_OK && wh < RC_FP8W_N; wh++) {
+    for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++) {
+        const bool moe = rc_layer_is_moe(c, l);
+        /* the slots of this layer: the dense weights, then (MoE layers) every expert's three */
+        const int64_t n_slot = RC_FP8W_N + (moe ? f->n_ex * RC_FP8W_EX_N : 0);
+        for (int64_t i = 0; s == RC_OK && i < n_slot; i++) {
             int64_t N, K, bn = 0, bk = 0;
-            if (!which_shape(c, (rc_fp8w_which)wh, &N, &K))
-                continue;
-            s = stored_mat(mdl->st, l, (rc_fp8w_which)wh, N, K, q, sc, &bn, &bk);
+            fp8w_mat *m;
+            if (i < RC_FP8W_N) {
+                const rc_fp8w_which wh = (rc_fp8w_which)i;
+                /* latent attention's projections are read dequantized (not emulated as stored); a MoE layer
+                 * has no dense MLP */
+                if ((c->mla && (wh == RC_FP8W_QKV || wh == RC_FP8W_O)) || (moe && wh >= RC_FP8W_UP) ||
+                    !which_shape(c, wh, &N, &K))
+                    continue;
+                const char *const *names;
+                const int np = stored_parts(wh, &names);
+                s = stored_mat(mdl->st, l, names, np, wh == RC_FP8W_QKV || wh == RC_FP8W_UP || wh == RC_FP8W_GATE,
+                               N, K, q, sc, &bn, &bk);
+                m = &f->m[l * RC_FP8W_N + wh];
+            } else {
+                const int64_t j = i - RC_FP8W_N, e = j / RC_FP8W_EX_N;
+                const rc_fp8w_expart part = (rc_fp8w_expart)(j % RC_FP8W_EX_N);
+                char nm[96];
+                expert_part(c, e, part, &N, &K, nm, sizeof nm);
+                const char *names[] = {nm};
+                s = stored_mat(mdl->st, l, names, 1, part != RC_FP8W_EX_DOWN, N, K, q, sc, &bn, &bk);
+                m = &f->ex[(l * f->n_ex + e) * RC_FP8W_EX_N + part];
+            }
             if (s == RC_OK && !be->ops->host_memory && (bn != RC_FP8_BLOCK || bk != RC_FP8_BLOCK))
                 s = rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored on the %s backend: blocks of [%lld, %lld] "
                               "(its fp8 kernels take 128 x 128)", be->ops->name, (long long)bn, (long long)bk);
-            fp8w_mat *m = &f->m[l * RC_FP8W_N + wh];
             m->bn = bn;
             m->bk = bk;
             if (s == RC_OK)
                 s = mat_fill(be, m, q, sc, N, K, &f->wq, num->dt);
             bk_min = bk_min == 0 || bk < bk_min ? bk : bk_min;
         }
+    }
     free(q);
     free(sc);
     if (s == RC_OK)
-        s = scratch_alloc(be, rows, f->kmax, f->nmax, bk_min, &f->sc);
+        s = scratch_alloc(be, rows, f->kmax, f->nmax, bk_min > 0 ? bk_min : RC_FP8_BLOCK, &f->sc);
     if (s != RC_OK) {
         rc_fp8w_free(f);
         return s;
@@ -662,7 +768,10 @@ void rc_fp8w_free(rc_fp8w *f)
         return;
     for (int64_t i = 0; f->m && i < f->n_layers * RC_FP8W_N; i++)
         mat_free(f->be, &f->m[i]);
+    for (int64_t i = 0; f->ex && i < f->n_layers * f->n_ex * RC_FP8W_EX_N; i++)
+        mat_free(f->be, &f->ex[i]);
     free(f->m);
+    free(f->ex);
     scratch_free(f->be, &f->sc);
     free(f);
 }
@@ -677,7 +786,33 @@ rc_status rc_fp8w_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which wh
         return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: layer %lld, weight %d, %lld rows", (long long)l, (int)which,
                          (long long)M);
     const fp8w_mat *m = &f->m[l * RC_FP8W_N + which];
-    return fp8w_run(be, m, &f->wq, x, M, bias, out_dt, &f->sc, y);
+    if (!m->N)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: layer %lld has no stored weight %d", (long long)l, (int)which);
+    return fp8w_run(be, m, &f->wq, x, M, bias, NULL, out_dt, &f->sc, y);
+}
+
+bool rc_fp8w_has(const rc_fp8w *f, int64_t l, rc_fp8w_which which)
+{
+    return f && l >= 0 && l < f->n_layers && which >= 0 && which < RC_FP8W_N && f->m[l * RC_FP8W_N + which].N > 0;
+}
+
+bool rc_fp8w_has_experts(const rc_fp8w *f) { return f && f->n_ex > 0; }
+
+rc_status rc_fp8w_expert_cb(void *f, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
+                            const float *rw, rc_dtype out_dt, float *y)
+{
+    return rc_fp8w_expert_linear(be, (rc_fp8w *)f, l, e, (rc_fp8w_expart)part, x, M, rw, out_dt, y);
+}
+
+rc_status rc_fp8w_expert_linear(rc_backend *be, rc_fp8w *f, int64_t l, int64_t e, rc_fp8w_expart part,
+                                const float *x, int64_t M, const float *rw, rc_dtype out_dt, float *y)
+{
+    if (!f || l < 0 || l >= f->n_layers || e < 0 || e >= f->n_ex || part < 0 || part >= RC_FP8W_EX_N ||
+        M > f->rows || be != f->be || f->ex[(l * f->n_ex + e) * RC_FP8W_EX_N + part].N == 0)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 expert linear: layer %lld, expert %lld, part %d, %lld rows",
+                         (long long)l, (long long)e, (int)part, (long long)M);
+    const fp8w_mat *m = &f->ex[(l * f->n_ex + e) * RC_FP8W_EX_N + part];
+    return fp8w_run(be, m, &f->wq, x, M, NULL, rw, out_dt, &f->sc, y);
 }
 
 rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *w, int64_t N,
@@ -710,7 +845,7 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
     } else if (s == RC_OK) {
         s = scratch_alloc(be, M, K, N, RC_FP8_BLOCK, &scr);
         if (s == RC_OK)
-            s = fp8w_run(be, &m, wq, xa, M, ba, dt, &scr, ya);
+            s = fp8w_run(be, &m, wq, xa, M, ba, NULL, dt, &scr, ya);
     }
     if (s == RC_OK && !host)
         s = be->ops->download(be, dy, M * N, y);
@@ -726,8 +861,8 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
 }
 
 rc_status rc_fp8w_stored_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *q,
-                                     const float *s, int64_t N, int64_t b0, int64_t b1, rc_dtype dt, float *y,
-                                     float *xq, float *sx)
+                                     const float *s, int64_t N, int64_t b0, int64_t b1, const float *rw, rc_dtype dt,
+                                     float *y, float *xq, float *sx)
 {
     if (!be->ops->host_memory || b0 < 1 || b1 < 1 || K % b1 != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "fp8 stored block GEMM: a host backend and K a multiple of %lld",
@@ -739,7 +874,7 @@ rc_status rc_fp8w_stored_linear_once(rc_backend *be, const float *x, int64_t M, 
     if (st == RC_OK)
         st = scratch_alloc(be, M, K, N, b1, &scr);
     if (st == RC_OK)
-        st = fp8w_run(be, &m, &wq, x, M, NULL, dt, &scr, y);
+        st = fp8w_run(be, &m, &wq, x, M, NULL, rw, dt, &scr, y);
     if (st == RC_OK && xq) {
         memcpy(xq, scr.xq, (size_t)(M * K) * sizeof *xq);
         memcpy(sx, scr.sa, (size_t)(M * (K / b1)) * sizeof *sx);

@@ -19,6 +19,10 @@
 /* the quantized linear layers of a transformer block */
 typedef enum { RC_FP8W_QKV, RC_FP8W_O, RC_FP8W_UP, RC_FP8W_GATE, RC_FP8W_DOWN, RC_FP8W_N } rc_fp8w_which;
 
+/* an expert's linear layers under weights=as-stored (gate_proj, up_proj,
+ * down_proj) */
+typedef enum { RC_FP8W_EX_GATE, RC_FP8W_EX_UP, RC_FP8W_EX_DOWN, RC_FP8W_EX_N } rc_fp8w_expart;
+
 typedef struct rc_fp8w rc_fp8w;
 
 /* RC_OK when an engine can run wq on this model (on any backend):
@@ -54,6 +58,24 @@ bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_
                    int64_t *scratch);
 /* true when the layers' GEMMs go through rc_fp8w_linear (W8A8) */
 bool rc_fp8w_w8a8(const rc_fp8w *f);
+/* true when f holds layer l's weight `which` (weights=as-stored leaves out
+ * latent attention's projections, read dequantized, and a MoE layer's dense
+ * MLP, which it has not) */
+bool rc_fp8w_has(const rc_fp8w *f, int64_t l, rc_fp8w_which which);
+/* weights=as-stored on a mixture-of-experts model: true when f holds the
+ * experts of its MoE layers (each expert's gate / up / down as stored, and
+ * the shared experts as expert n_experts) */
+bool rc_fp8w_has_experts(const rc_fp8w *f);
+/* y [M, N] = expert e's (n_experts: the shared experts') part of layer l
+ * over x [M, K] (be's memory): the block GEMM of weights=as-stored, rounded
+ * to out_dt once; rw: NULL, or [M] weights (be's memory) each row's fp32
+ * sum is multiplied by before that rounding (vLLM's fused_moe_kernel with
+ * MUL_ROUTED_WEIGHT) */
+rc_status rc_fp8w_expert_linear(rc_backend *be, rc_fp8w *f, int64_t l, int64_t e, rc_fp8w_expart part,
+                                const float *x, int64_t M, const float *rw, rc_dtype out_dt, float *y);
+/* the same with f as void * and part as int (moe.h rc_moe_rounding.fp8_linear) */
+rc_status rc_fp8w_expert_cb(void *f, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
+                            const float *rw, rc_dtype out_dt, float *y);
 
 /* y [M, N] = layer `l`'s quantized linear `which` over x [M, K] (values of the
  * dtype; x, bias, y in be's memory, be the backend the object was made on): x quantized (per token, per tensor or 1 x 128 groups), the fp8 GEMM,
@@ -79,9 +101,10 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
 /* weights=as-stored's linear on host arrays: stored fp8 values q [N, K] and
  * block scales s [ceil(N / b0)][K / b1], x [M, K] (values of dt) quantized in
  * 1 x b1 groups (into xq [M, K] and sx [M][K / b1] when not NULL), the block
- * GEMM, y [M, N] rounded to dt. A host-memory backend. */
+ * GEMM, y [M, N] rounded to dt (rw: NULL, or [M] row weights multiplied into
+ * the fp32 sums first, as rc_fp8w_expert_linear). A host-memory backend. */
 rc_status rc_fp8w_stored_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *q,
-                                     const float *s, int64_t N, int64_t b0, int64_t b1, rc_dtype dt, float *y,
-                                     float *xq, float *sx);
+                                     const float *s, int64_t N, int64_t b0, int64_t b1, const float *rw, rc_dtype dt,
+                                     float *y, float *xq, float *sx);
 
 #endif

@@ -98,6 +98,9 @@ struct rc_moe_scratch {
     float *y;      /* [rows, H] one expert's output */
     float *sig;    /* [rows] the shared expert's gate logits */
     float *route;  /* [rows, 2E] the routing as the trace captures it (rc_moe_route_capture) */
+    float *cbuf;   /* fused: [rows, k, H] each row's k weighted expert outputs, in top-k order */
+    float *ones;   /* fused: [rows * k] 1.0 */
+    float *rw;     /* fused: [rows] one expert's rows' weights */
     /* host */
     float *sel_host, *w_host; /* [rows, k] */
     int64_t *rows_e;          /* [rows] one expert's rows, in torch.where's order */
@@ -110,7 +113,7 @@ static int64_t moe_inner(const rc_config *c)
     return c->moe_intermediate > c->shared_intermediate ? c->moe_intermediate : c->shared_intermediate;
 }
 
-bool rc_moe_scratch_size(const rc_config *c, int64_t R, int64_t *backend_floats, int64_t *host_bytes)
+bool rc_moe_scratch_size(const rc_config *c, int64_t R, bool fused, int64_t *backend_floats, int64_t *host_bytes)
 {
     *backend_floats = *host_bytes = 0;
     if (c->n_experts <= 0)
@@ -122,6 +125,8 @@ bool rc_moe_scratch_size(const rc_config *c, int64_t R, int64_t *backend_floats,
               rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b) && rc_mul_i64(R, 2 * E, &t) && rc_add_i64(b, t, &b);
     ok = ok && rc_mul_i64(R, 2 * k * 4, &t) && rc_add_i64(h, t, &h) && rc_mul_i64(R, 3 * 8, &t) &&
          rc_add_i64(h, t, &h);
+    if (fused) /* cbuf, ones, rw */
+        ok = ok && rc_mul_i64(R, k, &t) && rc_mul_i64(t, H + 1, &t) && rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b);
     *backend_floats = b;
     *host_bytes = h;
     return ok;
@@ -131,7 +136,7 @@ void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s)
 {
     if (!s)
         return;
-    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig, s->route};
+    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig, s->route, s->cbuf, s->ones, s->rw};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -143,11 +148,11 @@ void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s)
     free(s);
 }
 
-rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t R, rc_moe_scratch **out)
+rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t R, bool fused, rc_moe_scratch **out)
 {
     *out = NULL;
     int64_t bf, hb;
-    if (!rc_moe_scratch_size(c, R, &bf, &hb))
+    if (!rc_moe_scratch_size(c, R, fused, &bf, &hb))
         return rc_errorf(RC_ERR_NOMEM, "MoE scratch size overflows");
     if (!be->ops->moe_route || !be->ops->moe_accumulate || !be->ops->zero)
         return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s has no MoE ops", be->ops->name);
@@ -161,6 +166,21 @@ rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t R, r
     const int64_t n[] = {R * E, R * k, R * k, R * H, R * I, R * I, R * H, R, R * 2 * E};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && st == RC_OK; i++)
         st = be->ops->alloc(be, n[i] > 0 ? n[i] : 1, bufs[i]);
+    if (st == RC_OK && fused) {
+        float *one = NULL;
+        st = be->ops->alloc(be, R * k * H, &s->cbuf);
+        if (st == RC_OK)
+            st = be->ops->alloc(be, R * k, &s->ones);
+        if (st == RC_OK)
+            st = be->ops->alloc(be, R, &s->rw);
+        if (st == RC_OK)
+            st = rc_alloc_aligned((void **)&one, R * k, sizeof *one, "MoE scratch");
+        for (int64_t i = 0; st == RC_OK && i < R * k; i++)
+            one[i] = 1.0f;
+        if (st == RC_OK)
+            st = be->ops->upload(be, one, R * k, RC_F32, s->ones);
+        free(one);
+    }
     if (st == RC_OK)
         st = rc_alloc_aligned((void **)&s->sel_host, R * k, sizeof(float), "MoE routing");
     if (st == RC_OK)
@@ -231,10 +251,12 @@ static int route_rule(const rc_config *c)
 }
 
 /* the grouped sigmoid router's sizes and constants, its weights rounded to w_dt */
-static rco_grouped_router grouped_router(const rc_config *c, rc_dtype w_dt)
+/* unscaled: routed_scaling_factor left out of the weights (a fused MoE
+ * kernel's rule: the summed output is scaled instead) */
+static rco_grouped_router grouped_router(const rc_config *c, rc_dtype w_dt, bool unscaled)
 {
     return (rco_grouped_router){c->n_experts, c->top_k, c->n_group, c->topk_group, c->norm_topk_prob ? 1 : 0,
-                                (float)c->routed_scale, w_dt};
+                                unscaled ? 1.0f : (float)c->routed_scale, w_dt};
 }
 
 /* routing=replay: the rows with recorded experts take them, their weights
@@ -266,7 +288,7 @@ static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_bat
             }
         memcpy(s->sel_host + i * k, rec + i * k, (size_t)k * sizeof *rec);
         if (c->router == RC_ROUTER_SIGMOID_GROUPED) {
-            const rco_grouped_router g = grouped_router(c, w_dt);
+            const rco_grouped_router g = grouped_router(c, w_dt, false);
             rco_moe_route_grouped_forced_row(lg + i * E, &g, rec + i * k, s->w_host + i * k);
         } else {
             rco_moe_route_forced_row(lg + i * E, E, k, route_rule(c), w_dt, p, rec + i * k, s->w_host + i * k);
@@ -279,6 +301,69 @@ done:
     free(lg);
     free(p);
     return st;
+}
+
+/* weights=as-stored: the experts as vLLM's fused MoE path computes them
+ * (fused_experts_impl with use_fp8_w8a8 and block_shape; docs/numerics.md
+ * "Experts as stored"), from the routing in s (sel_host, fp32 weights w):
+ * for each expert, over the rows that chose it, gate and up by the block
+ * GEMM (R once each), SiluAndMul (R(R(silu(g)) * u)), down by the block GEMM
+ * with the row's weight multiplied into the fp32 sum before its one rounding
+ * (MUL_ROUTED_WEIGHT); the k outputs of each row summed in top-k order by
+ * moe_sum (top_k 2 to 4: in the dtype, R(R(0 + c_0) + c_1) ...; else
+ * torch's sum over the k: fp32 from 0, rounded once); the sum times
+ * routed_scaling_factor (R, the grouped routers); plus the shared experts
+ * (the dense block-FP8 MLP), R(routed + shared). */
+static rc_status experts_fused_fp8(rc_backend *be, const rc_config *c, int64_t l, const float *h, int64_t n,
+                                   const rc_moe_rounding *r, rc_moe_scratch *s, float *out)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, Im = c->moe_intermediate;
+    if (!op->scale || !op->add || !op->act_mul)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s lacks an op of the fused MoE rule", op->name);
+    RC_TRY(op->zero(be, s->cbuf, n * k * H));
+    for (int64_t e = 0; e < E; e++) {
+        int64_t m = 0;
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t i = 0; i < n; i++)
+                if ((int64_t)s->sel_host[i * k + j] == e) {
+                    s->rows_e[m] = i;
+                    s->widx_e[m++] = i * k + j;
+                }
+        if (m == 0)
+            continue;
+        RC_TRY(op->gather_rows(be, h, H, s->rows_e, m, s->xin));
+        RC_TRY(op->gather_rows(be, s->w, 1, s->widx_e, m, s->rw)); /* the rows' fp32 weights */
+        RC_TRY(r->fp8_linear(r->fp8, be, l, e, 0, s->xin, m, NULL, r->linear, s->g));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, e, 1, s->xin, m, NULL, r->linear, s->u));
+        RC_TRY(op->act_mul(be, c->act, s->g, s->u, m * Im, r->act, r->act));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, e, 2, s->g, m, s->rw, r->linear, s->y));
+        /* into the row's slot j of cbuf, unchanged (times 1.0, added to 0 in fp32) */
+        RC_TRY(op->moe_accumulate(be, s->y, m, H, s->widx_e, s->ones, s->iota, false, RC_F32, s->cbuf));
+    }
+    /* moe_sum: top_k 2..4 its kernel (the dtype's additions), else at::sum_out (fp32, one rounding) */
+    const bool in_dt = k >= 2 && k <= 4;
+    RC_TRY(op->zero(be, out, n * H));
+    for (int64_t j = 0; j < k; j++) {
+        for (int64_t i = 0; i < n; i++)
+            s->rows_e[i] = i * k + j;
+        RC_TRY(op->gather_rows(be, s->cbuf, H, s->rows_e, n, s->y));
+        RC_TRY(op->moe_accumulate(be, s->y, n, H, s->iota, s->ones, s->iota, false, in_dt ? r->linear : RC_F32,
+                                  out));
+    }
+    if (!in_dt)
+        RC_TRY(op->scale(be, out, n * H, 1.0f, r->linear));
+    if (c->router == RC_ROUTER_SIGMOID_GROUPED && c->routed_scale != 1.0) /* final_hidden_states *= scale */
+        RC_TRY(op->scale(be, out, n * H, (float)c->routed_scale, r->linear));
+    if (c->shared_intermediate > 0) { /* the shared experts: the block-FP8 MLP, R(routed + shared) */
+        const int64_t Is = c->shared_intermediate;
+        RC_TRY(r->fp8_linear(r->fp8, be, l, E, 0, h, n, NULL, r->linear, s->g));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, E, 1, h, n, NULL, r->linear, s->u));
+        RC_TRY(op->act_mul(be, c->act, s->g, s->u, n * Is, r->act, r->act));
+        RC_TRY(r->fp8_linear(r->fp8, be, l, E, 2, s->g, n, NULL, r->linear, s->y));
+        RC_TRY(op->add(be, out, s->y, n * H, r->linear, out));
+    }
+    return RC_OK;
 }
 
 rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weights *L, int64_t l, const float *h,
@@ -294,13 +379,17 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
      * softmax / top-k / weights (cast to the logits' dtype: transformers' .to(router_logits.dtype); Mixtral
      * keeps them fp32), or the grouped sigmoid router (fp32 throughout) */
     const bool f32 = r->router_f32 || c->router_gate_f32;
-    const rc_dtype w_dt = c->moe_weights_f32 || f32 ? RC_F32 : r->linear;
+    /* the fused MoE kernel reads fp32 weights (vLLM's topk_weights) */
+    const rc_dtype w_dt = c->moe_weights_f32 || f32 || r->fp8 ? RC_F32 : r->linear;
+    if (r->fp8 && (!s->cbuf || r->replay || !r->fp8_linear))
+        return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: the fused rule without its scratch, or with replay",
+                         (long long)l);
     RC_TRY(op->matmul(be, h, n, H, L->w_router, E, rc_wt_vec(L->b_router), r->in_norm, f32 ? RC_F32 : r->linear,
                       s->logits));
     if (c->router == RC_ROUTER_SIGMOID_GROUPED) {
         if (!op->moe_route_grouped)
             return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s has no grouped MoE router", op->name);
-        const rco_grouped_router g = grouped_router(c, w_dt);
+        const rco_grouped_router g = grouped_router(c, w_dt, r->fp8 != NULL);
         RC_TRY(op->moe_route_grouped(be, s->logits, rc_wt_vec(L->e_bias), n, &g, s->sel, s->w));
     } else {
         RC_TRY(op->moe_route(be, s->logits, n, E, k, route_rule(c), w_dt, s->sel, s->w));
@@ -312,6 +401,8 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     }
     if (r->replay && hook && hook->replay)
         RC_TRY(replay_routing(be, c, bd, l, n, row0, w_dt, s, hook));
+    if (r->fp8)
+        return experts_fused_fp8(be, c, l, h, n, r, s, out);
     RC_TRY(op->zero(be, out, n * H));
     /* the experts in index order (Qwen2MoeExperts' loop over expert_hit),
      * each over the rows that chose it in torch.where(expert_mask[e])'s

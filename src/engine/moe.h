@@ -33,9 +33,12 @@ typedef struct {
 typedef struct rc_moe_scratch rc_moe_scratch;
 
 /* floats of backend memory and bytes of host memory the scratch takes (false
- * when a size overflows) */
-bool rc_moe_scratch_size(const rc_config *c, int64_t max_rows, int64_t *backend_floats, int64_t *host_bytes);
-rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t max_rows, rc_moe_scratch **out);
+ * when a size overflows); fused: with the buffers of the fused-MoE rule
+ * (weights=as-stored: each row's k expert outputs, [max_rows, k, hidden]) */
+bool rc_moe_scratch_size(const rc_config *c, int64_t max_rows, bool fused, int64_t *backend_floats,
+                         int64_t *host_bytes);
+rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t max_rows, bool fused,
+                                rc_moe_scratch **out);
 void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s);
 
 /* The rounding of a MoE layer: every GEMM output and the accumulations in
@@ -45,6 +48,14 @@ typedef struct {
     rc_dtype linear, act, in_norm, in_act;
     bool router_f32; /* router=fp32: the router's logits unrounded (fp32) and its weights kept fp32 */
     bool replay;     /* routing=replay: the experts from the hook's replay, the weights recomputed */
+    /* weights=as-stored (NULL otherwise): the experts' stored FP8 weights, run as vLLM's fused MoE kernel
+     * computes them (docs/numerics.md "Experts as stored"); the scratch made with fused. fp8_linear: y [M, N] =
+     * part (0 gate, 1 up, 2 down) of expert e (n_experts: the shared experts) of layer l over x [M, K],
+     * rounded to out_dt once, rw NULL or each row's weight multiplied into its fp32 sum first
+     * (fp8w.h rc_fp8w_expert_cb with fp8 = the rc_fp8w) */
+    rc_status (*fp8_linear)(void *fp8, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
+                            const float *rw, rc_dtype out_dt, float *y);
+    void *fp8;
 } rc_moe_rounding;
 
 /* out [n, hidden] = the MoE MLP of layer l (a MoE layer of c) over the

@@ -182,6 +182,9 @@ RC_HD static inline float rco_fp8w_block_out(float y, const float *bias, rc_dtyp
     const float v = rc_round_to(y, dt);
     return bias ? rc_round_to(v + *bias, dt) : v;
 }
+/* block GEMM output with a row weight (vLLM's fused_moe_kernel, MUL_ROUTED_WEIGHT):
+ * the fp32 sum times the fp32 weight, rounded once */
+RC_HD static inline float rco_fp8w_block_out_w(float y, float w, rc_dtype dt) { return rc_round_to(y * w, dt); }
 
 /* ---- fixed-shape reductions ------------------------------------------- */
 

@@ -4,10 +4,12 @@
  * One scratch model folder per model_type is made at start-up from
  * data/fixtures: the rows of tests/fixtures.h marked for it (qwen2_bias with
  * its three shards and index); the input's "model_type" picks the folder
- * (llama's when it names none of them); two more folders for an input with a
+ * (llama's when it names none of them); three more folders for an input with a
  * quantization_config: quant/fp8 (FP8 block-scaled weights, also read by an
- * engine under weights=as-stored: the stored codes and scales), and gptoss_mxfp4
- * (a gpt_oss with MXFP4 experts) when its quant_method is mxfp4; the multimodal wrapper folders (k_wrapped:
+ * engine under weights=as-stored: the stored codes and scales),
+ * moe_fp8/deepseek_v3_fp8 when its model_type is deepseek_v3 (MoE experts
+ * read as stored), and gptoss_mxfp4 (a gpt_oss with MXFP4 experts) when its
+ * quant_method is mxfp4; the multimodal wrapper folders (k_wrapped:
  * Qwen3.5-MoE, Qwen3.5 and Gemma 3 ForConditionalGeneration, text model and vision tower) for their
  * wrapper model_types. Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
@@ -35,12 +37,12 @@
 static const char *const k_wrapped[][2] = {
     {"q35_moe_vl", "qwen3_5_moe"}, {"q35_dense_vl", "qwen3_5"}, {"gemma3_vl", "gemma3"}};
 #define N_WRAPPED ((int)(sizeof k_wrapped / sizeof k_wrapped[0]))
-/* at most: the rows marked for fuzzing, quant/fp8, gptoss_mxfp4 and the wrapper folders */
-#define N_DIRS (RC_N_FIXTURE_MODELS + 2 + N_WRAPPED)
+/* at most: the rows marked for fuzzing, quant/fp8, gptoss_mxfp4, moe_fp8/deepseek_v3_fp8 and the wrapper folders */
+#define N_DIRS (RC_N_FIXTURE_MODELS + 3 + N_WRAPPED)
 static char g_dirs[N_DIRS][600];
 static const char *k_fixtures[N_DIRS]; /* the marked rows' folders and model types, g_n of them */
 static const char *k_types[N_DIRS];
-static int g_n, g_llama, g_quant, g_mxfp4;
+static int g_n, g_llama, g_quant, g_mxfp4, g_moe_fp8;
 static const char *const k_files[] = {"model.safetensors", "model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
                                       "model-00003-of-00003.safetensors", "model.safetensors.index.json",
@@ -67,6 +69,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     k_types[g_n++] = "";
     g_mxfp4 = g_n;
     k_fixtures[g_n] = "gptoss_mxfp4";
+    k_types[g_n++] = "";
+    g_moe_fp8 = g_n; /* the FP8 DeepSeek-V3 with MoE layers: its experts read as stored */
+    k_fixtures[g_n] = "moe_fp8/deepseek_v3_fp8";
     k_types[g_n++] = "";
     for (int w = 0; w < N_WRAPPED; w++) {
         k_fixtures[g_n] = k_wrapped[w][0];
@@ -104,9 +109,9 @@ static int pick_dir(const uint8_t *data, size_t size)
             if (k_types[i][0] && strcmp(mt, k_types[i]) == 0)
                 d = i;
         const json_t *q = json_object_get(j, "quantization_config");
-        if (q) { /* the FP8 block-scaled llama, or the gpt_oss with MXFP4 experts */
+        if (q) { /* the FP8 block-scaled llama or DeepSeek-V3, or the gpt_oss with MXFP4 experts */
             const char *qm = json_string_value(json_object_get(q, "quant_method"));
-            d = qm && strcmp(qm, "mxfp4") == 0 ? g_mxfp4 : g_quant;
+            d = qm && strcmp(qm, "mxfp4") == 0 ? g_mxfp4 : mt && strcmp(mt, "deepseek_v3") == 0 ? g_moe_fp8 : g_quant;
         }
         json_decref(j);
     }

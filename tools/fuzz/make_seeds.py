@@ -182,6 +182,9 @@ if os.path.exists(mcfg):
         c = json.load(f)
     c["swiglu_limit"] = 0.5
     put("model", "gptoss_mxfp4-limit.json", json.dumps(c, indent=2, sort_keys=True).encode())
+# the FP8 DeepSeek-V3 with MoE layers (fuzz_model's folder for a quantized deepseek_v3 config)
+with open(os.path.join(fx, "moe_fp8", "deepseek_v3_fp8", "config.json"), "rb") as f:
+    put("model", "deepseek_v3_fp8.json", f.read())
 qcfg = os.path.join(fx, "quant", "fp8", "config.json")
 with open(qcfg, "rb") as f:
     put("model", "quant-fp8.json", f.read())
