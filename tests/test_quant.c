@@ -4,7 +4,12 @@
  *  - the FP8 folder (F8_E4M3 + weight_scale_inv, 16 x 16 blocks, quantized by
  *    transformers' Fp8Quantize) reads bitwise as its copy dequantized by
  *    transformers' Fp8Dequantize, tensor by tensor, and a run (a full forward,
- *    bf16 and fp32 numerics) on both gives bitwise equal log-probs;
+ *    bf16 and fp32 numerics) on both gives bitwise equal log-probs; for the
+ *    MoE DeepSeek-V3 folder the copy is kept as the 64-bit FNV-1a hash of each
+ *    of its tensors (data/fixtures/moe_fp8/deepseek_v3_fp8_deq, written by
+ *    tools/fixtures/make_moe_fp8_fixtures.py): every tensor we dequantize
+ *    hashes as transformers', and the bf16 folder rebuilt from them (HF's
+ *    config.json beside them) is the copy the run is compared with;
  *  - MXFP4 blocks and scales dequantize bitwise as
  *    convert_moe_packed_tensors (bf16 and fp32, the Inf of overflowing scales
  *    included), and an FP8 weight the blocks do not divide as the documented
@@ -100,14 +105,132 @@ START_TEST(test_fp8_folder_weights)
 }
 END_TEST
 
+static uint64_t fnv1a64(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* The FP8 folder fp8 against the hashes of transformers' dequantized copy
+ * (ref/tensors.txt: hash, dtype, shape, name per line): the folder holds
+ * exactly those tensors, each read as bf16 hashes as transformers' bytes and
+ * reads as fp32 as their widening. Writes the copy rebuilt from our
+ * dequantization (ref/config.json, model.safetensors) to out; returns the
+ * number of values. */
+static int64_t deq_folder_from_hashes(const char *fp8, const char *ref, const char *out, int64_t *ntensors)
+{
+    char p[4200];
+    rc_safetensors *a;
+    ck_assert_msg(rc_st_open_dir(fp8, &a) == RC_OK, "%s", rc_last_error());
+    ck_assert_str_eq(a->quant_method, "fp8");
+    char *txt, *cfg;
+    size_t ntxt, ncfg;
+    snprintf(p, sizeof p, "%s/tensors.txt", ref);
+    slurp(p, &txt, &ntxt);
+    snprintf(p, sizeof p, "%s/config.json", ref);
+    slurp(p, &cfg, &ncfg);
+    snprintf(p, sizeof p, "%s/config.json", out);
+    write_bytes(p, cfg, ncfg);
+    free(cfg);
+    const size_t cap = 1u << 16;
+    char *hdr = malloc(cap);
+    size_t hl = (size_t)snprintf(hdr, cap, "{");
+    unsigned char *data = NULL;
+    uint64_t nd = 0;
+    int64_t nt = 0, nvals = 0;
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        char hex[20], dt[16], shp[128], name[256];
+        ck_assert_msg(sscanf(line, "%19s %15s %127s %255s", hex, dt, shp, name) == 4, "%s: bad line %s", ref, line);
+        ck_assert_str_eq(dt, "BF16");
+        const uint64_t want = strtoull(hex, NULL, 16);
+        int64_t shape[RC_ST_MAX_DIMS];
+        int nd_ = 0;
+        for (char *q = shp; *q;) {
+            ck_assert(nd_ < RC_ST_MAX_DIMS);
+            shape[nd_++] = strtoll(q, &q, 10);
+            if (*q == 'x')
+                q++;
+        }
+        const rc_st_tensor *ta = rc_st_find(a, name);
+        ck_assert_msg(ta != NULL, "%s missing from the FP8 folder", name);
+        ck_assert_str_eq(ta->dtype_name, "BF16");
+        ck_assert_int_eq(ta->ndim, nd_);
+        for (int d = 0; d < nd_; d++)
+            ck_assert_int_eq(ta->shape[d], shape[d]);
+        int64_t n;
+        ck_assert(rc_numel(shape, nd_, &n));
+        uint16_t *x = malloc(2 * (size_t)n);
+        float *fx = malloc(4 * (size_t)n);
+        ck_assert_msg(rc_st_read_weight_as(a, name, nd_, shape, RC_BF16, x) == RC_OK, "%s", rc_last_error());
+        ck_assert(rc_st_read_weight(a, name, nd_, shape, fx) == RC_OK);
+        data = realloc(data, nd + 2 * (uint64_t)n);
+        ck_assert(data != NULL);
+        for (int64_t i = 0; i < n; i++) { /* little-endian, as the hash was taken */
+            data[nd + 2 * (uint64_t)i] = (unsigned char)(x[i] & 0xFF);
+            data[nd + 2 * (uint64_t)i + 1] = (unsigned char)(x[i] >> 8);
+            ck_assert_msg(rc_f32_bits(fx[i]) == (uint32_t)x[i] << 16, "%s element %lld differs as fp32", name,
+                          (long long)i);
+        }
+        const uint64_t got = fnv1a64(data + nd, 2 * (size_t)n);
+        ck_assert_msg(got == want, "%s: dequantized bf16 hash %016llx, transformers' %016llx", name,
+                      (unsigned long long)got, (unsigned long long)want);
+        hl += (size_t)snprintf(hdr + hl, cap - hl, "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[", nt ? "," : "", name);
+        for (int d = 0; d < nd_; d++)
+            hl += (size_t)snprintf(hdr + hl, cap - hl, "%s%lld", d ? "," : "", (long long)shape[d]);
+        hl += (size_t)snprintf(hdr + hl, cap - hl, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)nd,
+                               (unsigned long long)(nd + 2 * (uint64_t)n));
+        ck_assert(hl + 8 < cap);
+        nd += 2 * (uint64_t)n;
+        nvals += n;
+        nt++;
+        free(x);
+        free(fx);
+    }
+    ck_assert_int_eq(nt, a->ntensors); /* no tensor of the folder unaccounted for */
+    hdr[hl++] = '}';
+    while (hl % 8)
+        hdr[hl++] = ' ';
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    FILE *f = fopen(p, "wb");
+    ck_assert_msg(f != NULL, "%s", p);
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    ck_assert(fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, hl, f) == hl && fwrite(data, 1, nd, f) == nd);
+    fclose(f);
+    free(hdr);
+    free(data);
+    free(txt);
+    rc_st_close(a);
+    *ntensors = nt;
+    return nvals;
+}
+
+/* every tensor of the MoE DeepSeek-V3 FP8 folder hashes as transformers'
+ * dequantized copy's */
+START_TEST(test_fp8_moe_folder_weights)
+{
+    char p8[4096], pr[4096];
+    rc_test_source_path(p8, sizeof p8, "data/fixtures/moe_fp8/deepseek_v3_fp8");
+    rc_test_source_path(pr, sizeof pr, "data/fixtures/moe_fp8/deepseek_v3_fp8_deq");
+    int64_t nt;
+    const int64_t nvals = deq_folder_from_hashes(p8, pr, g_tmp, &nt);
+    printf("moe fp8 folder: %lld tensors, %lld values hash as transformers' dequantized copy's\n", (long long)nt,
+           (long long)nvals);
+    ck_assert_int_gt(nvals, 0);
+}
+END_TEST
+
 /* the FP8 folders and their dequantized copies: the one-layer Llama in
  * 16 x 16 blocks, the two-layer Qwen3 in 32 x 16 blocks (partial blocks),
  * the three-layer DeepSeek-V3 (latent attention, two MoE layers) in
- * 128 x 128 blocks */
-static const char *const k_fp8_dirs[][2] = {
-    {"data/fixtures/quant/fp8", "data/fixtures/quant/fp8_bf16"},
-    {"data/fixtures/quant/fp8_qwen3", "data/fixtures/quant/fp8_qwen3_bf16"},
-    {"data/fixtures/moe_fp8/deepseek_v3_fp8", "data/fixtures/moe_fp8/deepseek_v3_fp8_bf16"},
+ * 128 x 128 blocks, its copy rebuilt from the hashes (third column) */
+static const char *const k_fp8_dirs[][3] = {
+    {"data/fixtures/quant/fp8", "data/fixtures/quant/fp8_bf16", NULL},
+    {"data/fixtures/quant/fp8_qwen3", "data/fixtures/quant/fp8_qwen3_bf16", NULL},
+    {"data/fixtures/moe_fp8/deepseek_v3_fp8", NULL, "data/fixtures/moe_fp8/deepseek_v3_fp8_deq"},
 };
 #define N_FP8_DIRS ((int)(sizeof k_fp8_dirs / sizeof k_fp8_dirs[0]))
 
@@ -116,7 +239,15 @@ START_TEST(test_fp8_folder_run)
 {
     char p8[4096], pb[4096];
     rc_test_source_path(p8, sizeof p8, "%s", k_fp8_dirs[_i][0]);
-    rc_test_source_path(pb, sizeof pb, "%s", k_fp8_dirs[_i][1]);
+    if (k_fp8_dirs[_i][2]) {
+        char pr[4096];
+        int64_t nt;
+        rc_test_source_path(pr, sizeof pr, "%s", k_fp8_dirs[_i][2]);
+        deq_folder_from_hashes(p8, pr, g_tmp, &nt);
+        snprintf(pb, sizeof pb, "%s", g_tmp);
+    } else {
+        rc_test_source_path(pb, sizeof pb, "%s", k_fp8_dirs[_i][1]);
+    }
     rc_backend *be;
     ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be) == RC_OK);
     rc_model *m[2];
@@ -912,6 +1043,7 @@ int main(void)
     TCase *tc = tcase_create("quant");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_add_test(tc, test_fp8_folder_weights);
+    tcase_add_test(tc, test_fp8_moe_folder_weights);
     tcase_add_loop_test(tc, test_fp8_folder_run, 0, N_FP8_DIRS);
     tcase_add_test(tc, test_asstored_ops);
     tcase_add_test(tc, test_moe_asstored_ops);
