@@ -5,9 +5,10 @@
  *    transformers' Fp8Quantize) reads bitwise as its copy dequantized by
  *    transformers' Fp8Dequantize, tensor by tensor, and a run (a full forward,
  *    bf16 and fp32 numerics) on both gives bitwise equal log-probs; for the
- *    MoE DeepSeek-V3 folder the copy is kept as the 64-bit FNV-1a hash of each
- *    of its tensors (data/fixtures/moe_fp8/deepseek_v3_fp8_deq, written by
- *    tools/fixtures/make_moe_fp8_fixtures.py): every tensor we dequantize
+ *    two-layer Qwen3 and the MoE DeepSeek-V3 folders the copy is kept as the
+ *    64-bit FNV-1a hash of each of its tensors (quant/fp8_qwen3_deq,
+ *    moe_fp8/deepseek_v3_fp8_deq, written by tools/fixtures/deq_hashes.py from
+ *    the generators): every tensor we dequantize
  *    hashes as transformers', and the bf16 folder rebuilt from them (HF's
  *    config.json beside them) is the copy the run is compared with;
  *  - MXFP4 blocks and scales dequantize bitwise as
@@ -208,28 +209,35 @@ static int64_t deq_folder_from_hashes(const char *fp8, const char *ref, const ch
     return nvals;
 }
 
-/* every tensor of the MoE DeepSeek-V3 FP8 folder hashes as transformers'
- * dequantized copy's */
-START_TEST(test_fp8_moe_folder_weights)
+/* every tensor of the Qwen3 and MoE DeepSeek-V3 FP8 folders hashes as
+ * transformers' dequantized copy's */
+START_TEST(test_fp8_hashed_folder_weights)
 {
-    char p8[4096], pr[4096];
-    rc_test_source_path(p8, sizeof p8, "data/fixtures/moe_fp8/deepseek_v3_fp8");
-    rc_test_source_path(pr, sizeof pr, "data/fixtures/moe_fp8/deepseek_v3_fp8_deq");
-    int64_t nt;
-    const int64_t nvals = deq_folder_from_hashes(p8, pr, g_tmp, &nt);
-    printf("moe fp8 folder: %lld tensors, %lld values hash as transformers' dequantized copy's\n", (long long)nt,
-           (long long)nvals);
-    ck_assert_int_gt(nvals, 0);
+    static const char *const dirs[][2] = {
+        {"data/fixtures/quant/fp8_qwen3", "data/fixtures/quant/fp8_qwen3_deq"},
+        {"data/fixtures/moe_fp8/deepseek_v3_fp8", "data/fixtures/moe_fp8/deepseek_v3_fp8_deq"},
+    };
+    for (int k = 0; k < 2; k++) {
+        char p8[4096], pr[4096];
+        rc_test_source_path(p8, sizeof p8, "%s", dirs[k][0]);
+        rc_test_source_path(pr, sizeof pr, "%s", dirs[k][1]);
+        int64_t nt;
+        const int64_t nvals = deq_folder_from_hashes(p8, pr, g_tmp, &nt);
+        printf("fp8 folder %s: %lld tensors, %lld values hash as transformers' dequantized copy's\n", dirs[k][0],
+               (long long)nt, (long long)nvals);
+        ck_assert_int_gt(nvals, 0);
+    }
 }
 END_TEST
 
 /* the FP8 folders and their dequantized copies: the one-layer Llama in
  * 16 x 16 blocks, the two-layer Qwen3 in 32 x 16 blocks (partial blocks),
  * the three-layer DeepSeek-V3 (latent attention, two MoE layers) in
- * 128 x 128 blocks, its copy rebuilt from the hashes (third column) */
+ * 128 x 128 blocks; the last two copies rebuilt from the hashes (third
+ * column) */
 static const char *const k_fp8_dirs[][3] = {
     {"data/fixtures/quant/fp8", "data/fixtures/quant/fp8_bf16", NULL},
-    {"data/fixtures/quant/fp8_qwen3", "data/fixtures/quant/fp8_qwen3_bf16", NULL},
+    {"data/fixtures/quant/fp8_qwen3", NULL, "data/fixtures/quant/fp8_qwen3_deq"},
     {"data/fixtures/moe_fp8/deepseek_v3_fp8", NULL, "data/fixtures/moe_fp8/deepseek_v3_fp8_deq"},
 };
 #define N_FP8_DIRS ((int)(sizeof k_fp8_dirs / sizeof k_fp8_dirs[0]))
@@ -1043,7 +1051,7 @@ int main(void)
     TCase *tc = tcase_create("quant");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_add_test(tc, test_fp8_folder_weights);
-    tcase_add_test(tc, test_fp8_moe_folder_weights);
+    tcase_add_test(tc, test_fp8_hashed_folder_weights);
     tcase_add_loop_test(tc, test_fp8_folder_run, 0, N_FP8_DIRS);
     tcase_add_test(tc, test_asstored_ops);
     tcase_add_test(tc, test_moe_asstored_ops);
