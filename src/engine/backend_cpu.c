@@ -9,7 +9,10 @@
  *                        one chunk, any M     (rco_gemm_dot): M <= 16 split-K
  *                                             in 4 slices, M <= 256 in 2,
  *                                             M > 256 K tiles of 128; each
- *                                             chunk's lanes added lane-wise
+ *                                             chunk's lanes added lane-wise;
+ *                                             bf16 operands: each chunk in
+ *                                             pairs, vdpbf16ps's arithmetic
+ *                                             (rco_gemm_dot_pairs)
  *                                             (BLAS: OpenBLAS sgemm)
  *   attention q.k (d)    16 lanes             decode 16 lanes, prefill 8 lanes
  *   softmax max/sum      one pass in order    prefill: key tiles of 64, online
@@ -544,6 +547,227 @@ AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *
         gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     }
 }
+
+/* ---- the bf16 pair order (rco_gemm_dot_pairs) -------------------------------
+ * Operands packed as bf16: x's rows rounded (rc_f32_to_bf16, exact for bf16
+ * values) and zero-padded to Kp = K rounded up to 32, so every 32-element
+ * step reads whole registers; W read as stored (bf16, its last step masked
+ * past K) or, stored as fp32, packed like x. Every chunk starts at a multiple
+ * of 32, so the zero padding is the order's own. Two instruction paths:
+ *   dp:  vdpbf16ps, one per 32 elements and output (AVX512-BF16);
+ *   emu: the same two steps with vfmadd231ps under MXCSR DAZ | FTZ (flush
+ *        denormal inputs and results to zeros of their sign, tininess after
+ *        rounding: rco_dpbf16_step), the odd elements (each 32-bit word's
+ *        high half) first, then the even ones (the low half shifted up).
+ * Which one runs is decided once (gemm_pairs_path): each is used only after
+ * it gave rco_gemm_dot_pairs's bits on the check vectors. */
+#define AVX512BF16_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+
+/* 32 bf16 of W from element k (mk: the elements before W's end) */
+AVX512_FN static inline __attribute__((always_inline)) __m512i ukp_loadw(const uint16_t *W, int64_t k, int64_t kend)
+{
+    if (k + 32 <= kend)
+        return _mm512_loadu_si512((const void *)(W + k));
+    const __mmask32 mk = (__mmask32)((1ull << (kend - k)) - 1ull);
+    return _mm512_maskz_loadu_epi16(mk, W + k);
+}
+
+/* acc = the 16 lanes of chunk [k, k1) (k1 <= Kp) for mr x nr outputs; x
+ * rows ldx apart (padded), W rows ldw apart with kw elements each */
+AVX512BF16_FN static inline __attribute__((always_inline)) void
+ukp_chunk_dp(const int mr, const int nr, const uint16_t *x, int64_t ldx, const uint16_t *W, int64_t ldw, int64_t kw,
+             int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k < k1; k += 32) {
+        __m512i w[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            w[j] = ukp_loadw(W + j * ldw, k, kw);
+            __asm__("" : "+v"(w[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512i a = _mm512_loadu_si512((const void *)(x + i * ldx + k));
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)a, (__m512bh)w[j]);
+        }
+    }
+}
+
+AVX512_FN static inline __attribute__((always_inline)) void
+ukp_chunk_emu(const int mr, const int nr, const uint16_t *x, int64_t ldx, const uint16_t *W, int64_t ldw, int64_t kw,
+              int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k < k1; k += 32) {
+        __m512i w[UK_NR];
+        __m512 wf[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            w[j] = ukp_loadw(W + j * ldw, k, kw);
+            wf[j] = _mm512_castsi512_ps(_mm512_and_si512(w[j], hi)); /* the odd elements */
+            __asm__("" : "+v"(wf[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(x + i * ldx + k)), hi));
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, wf[j], acc[i][j]);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            wf[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16)); /* then the even ones */
+            __asm__("" : "+v"(wf[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512((const void *)(x + i * ldx + k)), 16));
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, wf[j], acc[i][j]);
+        }
+    }
+}
+
+/* rco_gemm_dot_pairs of mr x nr outputs: ukernel's two merges over the pair
+ * chunks; a NaN becomes the quiet NaN 0x7fc00000 */
+#define UKP_KERNEL(NAME, CHUNK, ATTR)                                                                               \
+    ATTR static inline __attribute__((always_inline)) void NAME(                                                    \
+        const int mr, const int nr, const int lanes, const uint16_t *x, int64_t ldx, int64_t Kp, const uint16_t *W, \
+        int64_t ldw, int64_t kw, int64_t C, float out[UK_MR][UK_NR])                                                \
+    {                                                                                                               \
+        __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];                                                                \
+        CHUNK(mr, nr, x, ldx, W, ldw, kw, 0, C < Kp ? C : Kp, tot);                                                 \
+        if (!lanes) {                                                                                               \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) out[i][j] =          \
+                tree16_512(tot[i][j]);                                                                              \
+            for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
+                CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
+                                                                                              j < nr; j++)          \
+                    out[i][j] += tree16_512(acc[i][j]);                                                             \
+            }                                                                                                       \
+        } else {                                                                                                    \
+            for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
+                CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
+                                                                                              j < nr; j++)          \
+                    tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);                                                \
+            }                                                                                                       \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) out[i][j] =          \
+                tree16_512(tot[i][j]);                                                                              \
+        }                                                                                                           \
+        for (int i = 0; i < mr; i++)                                                                                \
+            for (int j = 0; j < nr; j++)                                                                            \
+                if (out[i][j] != out[i][j])                                                                         \
+                    out[i][j] = rc_bits_f32(0x7fc00000u);                                                           \
+    }
+UKP_KERNEL(ukp_kernel_dp, ukp_chunk_dp, AVX512BF16_FN)
+UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
+#undef UKP_KERNEL
+
+/* rows [m0, m1) x columns [n0, n1) of the pair-order GEMM: x packed [M, Kp],
+ * W's row n at W + n * ldw with kw elements */
+#define UKP_BLOCK(NAME, KERNEL, ATTR)                                                                               \
+    ATTR static inline __attribute__((always_inline)) void NAME##_body(                                             \
+        const int lanes, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw,                 \
+        const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
+        int64_t C)                                                                                                  \
+    {                                                                                                               \
+        const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;                                       \
+        for (int64_t m = m0; m < m1; m += MR) {                                                                     \
+            const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
+            for (int64_t n = n0; n < n1; n += NR) {                                                                 \
+                const int nr = n1 - n < NR ? (int)(n1 - n) : NR;                                                    \
+                const uint16_t *xm = x + m * Kp, *Wn = W + n * ldw;                                                 \
+                float out[UK_MR][UK_NR];                                                                            \
+                if (lanes) {                                                                                        \
+                    switch (mr * 8 + nr) {                                                                          \
+                        UKP_ROW_L(KERNEL, 1) UKP_ROW_L(KERNEL, 2) UKP_ROW_L(KERNEL, 3) UKP_ROW_L(KERNEL, 4)         \
+                    default: break;                                                                                 \
+                    }                                                                                               \
+                } else {                                                                                            \
+                    switch (mr * 8 + nr) {                                                                          \
+                        UKP_ROW_S(KERNEL, 1) UKP_ROW_S(KERNEL, 2) UKP_ROW_S(KERNEL, 3) UKP_ROW_S(KERNEL, 4)         \
+                        UKP_ROW_S(KERNEL, 5) UKP_ROW_S(KERNEL, 6)                                                   \
+                    default: break;                                                                                 \
+                    }                                                                                               \
+                }                                                                                                   \
+                for (int i = 0; i < mr; i++)                                                                        \
+                    for (int j = 0; j < nr; j++) {                                                                  \
+                        float v = out[i][j];                                                                        \
+                        y[(m + i) * N + n + j] = rc_round_to(bias ? v + bias[n + j] : v, out_dt);                   \
+                    }                                                                                               \
+            }                                                                                                       \
+        }                                                                                                           \
+    }                                                                                                               \
+    ATTR static __attribute__((noinline)) void NAME##_sums(const uint16_t *x, int64_t Kp, const uint16_t *W,        \
+                                                           int64_t ldw, int64_t kw, const float *bias,              \
+                                                           rc_dtype out_dt, float *y, int64_t N, int64_t m0,        \
+                                                           int64_t m1, int64_t n0, int64_t n1, int64_t C)           \
+    {                                                                                                               \
+        NAME##_body(0, x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1, C);                                   \
+    }                                                                                                               \
+    ATTR static __attribute__((noinline)) void NAME##_lanes(const uint16_t *x, int64_t Kp, const uint16_t *W,       \
+                                                            int64_t ldw, int64_t kw, const float *bias,             \
+                                                            rc_dtype out_dt, float *y, int64_t N, int64_t m0,       \
+                                                            int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
+    {                                                                                                               \
+        NAME##_body(1, x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1, C);                                   \
+    }
+#define UKP_CASE(KERNEL, L, MR, NR)                                                                                 \
+    case (MR) * 8 + (NR): KERNEL(MR, NR, L, xm, Kp, Kp, Wn, ldw, kw, C, out); break;
+#define UKP_ROW_L(KERNEL, MR) UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3)
+#define UKP_ROW_S(KERNEL, MR)                                                                                       \
+    UKP_CASE(KERNEL, 0, MR, 1) UKP_CASE(KERNEL, 0, MR, 2) UKP_CASE(KERNEL, 0, MR, 3) UKP_CASE(KERNEL, 0, MR, 4)
+UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN)
+UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN)
+#undef UKP_BLOCK
+#undef UKP_CASE
+#undef UKP_ROW_L
+#undef UKP_ROW_S
+
+/* One block of the pair-order GEMM on path dp (1) or emu (0); emu sets
+ * MXCSR's DAZ and FTZ for the block and restores the thread's own after */
+static void gemm_pairs_block(int dp, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw,
+                             const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,
+                             int64_t n0, int64_t n1, rco_gemm_order o)
+{
+    const bool lanes = !o.sums && o.chunk < Kp;
+    if (dp) {
+        (lanes ? gemm_pairs_dp_lanes : gemm_pairs_dp_sums)(x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1,
+                                                          o.chunk);
+        return;
+    }
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
+    (lanes ? gemm_pairs_emu_lanes : gemm_pairs_emu_sums)(x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1,
+                                                         o.chunk);
+    _mm_setcsr(csr);
+}
+
+AVX512BF16_FN static void dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
+{
+    _mm512_storeu_ps(acc, _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512((const void *)a),
+                                           (__m512bh)_mm512_loadu_si512((const void *)b)));
+}
 #endif
 
 static bool gemm_use_avx512(void)
@@ -572,6 +796,136 @@ static void widen16(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
     rc_wt_convert((rc_wt){src, dt, false}, 0, n, RC_F32, RC_F32, dst);
 }
 
+/* the value of W's element i as a float (fp32, bf16 or fp16 storage) */
+static float wt_at(rc_wt W, int64_t i)
+{
+    if (W.dt == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)W.p)[i]);
+    if (W.dt == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)W.p)[i]);
+    return ((const float *)W.p)[i];
+}
+
+#ifdef RC_GEMM_AVX512
+/* y[M, N] = R(x . W^T + bias) in the pair order o on path 2 (vdpbf16ps) or
+ * 1 (emulated): x's rows packed once as bf16, padded to Kp; W read as stored
+ * when bf16, else packed the same way */
+static rc_status gemm_pairs(int path, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw,
+                            int64_t N, const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
+{
+    const int64_t Kp = (K + 31) / 32 * 32;
+    uint16_t *xb = NULL, *wb = NULL;
+    RC_TRY(rc_alloc_aligned((void **)&xb, M * Kp, sizeof *xb, "matmul operands"));
+#pragma omp parallel for schedule(static) if (M * Kp >= 65536)
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < Kp; k++)
+            xb[m * Kp + k] = k < K ? rc_f32_to_bf16(x[m * ldx + k]) : 0;
+    const uint16_t *Wp = (const uint16_t *)W.p;
+    int64_t lw = ldw, kw = K;
+    if (W.dt != RC_BF16) {
+        rc_status st = rc_alloc_aligned((void **)&wb, N * Kp, sizeof *wb, "matmul operands");
+        if (st != RC_OK) {
+            free(xb);
+            return st;
+        }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < Kp; k++)
+                wb[n * Kp + k] = k < K ? rc_f32_to_bf16(wt_at(W, n * ldw + k)) : 0;
+        Wp = wb, lw = Kp, kw = Kp;
+    }
+    const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+    for (int64_t bm = 0; bm < mb; bm++)
+        for (int64_t bn = 0; bn < nb; bn++) {
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            const int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+            gemm_pairs_block(path == 2, xb, Kp, Wp, lw, kw, bias, out_dt, y, N, m0, m1, n0, n1, o);
+        }
+    free(xb);
+    free(wb);
+    return RC_OK;
+}
+
+/* Path `path` against the plain-C twin on check vectors: moderate and wide
+ * exponents, denormal operands, products at the edge of fp32's normal
+ * range, infinities, zeros; K = 77 (a tail, three 32-blocks), both merges.
+ * True when every output has the twin's bits. */
+static bool gemm_pairs_check(int path)
+{
+    enum { M = 3, N = 5, K = 77 };
+    float x[M * K], w[N * K], y[M * N];
+    uint32_t r = 0x2545f491u;
+    for (int i = 0; i < M * K + N * K; i++) {
+        r = r * 1664525u + 1013904223u;
+        const int row = i < M * K ? i / K : (i - M * K) / K, wide = i >= M * K ? row >= 3 : row == 2;
+        uint32_t e = wide ? (r >> 8) % 255u : 107u + (r >> 8) % 41u;
+        if (i >= M * K && row == 4)
+            e = 60u + (r >> 8) % 8u; /* products near 2^-126 */
+        if ((r >> 3) % 23u == 0)
+            e = 0; /* zero or denormal */
+        if (wide && (r >> 3) % 37u == 1)
+            e = 255u, r &= ~(0x7fu << 16); /* an infinity */
+        const float v = rc_bf16_to_f32((uint16_t)(((r >> 31) << 15) | (e << 7) | ((r >> 16) & 0x7fu)));
+        if (i < M * K)
+            x[i] = v;
+        else
+            w[i - M * K] = v;
+    }
+    for (int sums = 0; sums < 2; sums++) {
+        const rco_gemm_order o = {32, sums, 1};
+        if (gemm_pairs(path, x, K, M, K, rc_wt_f32(w), K, N, NULL, RC_F32, y, o) != RC_OK)
+            return false;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                if (rc_f32_bits(y[m * N + n]) != rc_f32_bits(rco_gemm_dot_pairs(x + m * K, w + n * K, K, 1, o)))
+                    return false;
+    }
+    return true;
+}
+#endif
+
+/* The pair order's path, decided once: 2, vdpbf16ps (AVX512-BF16, unless
+ * RC_NO_AVX512BF16 is set); 1, the same steps emulated with AVX-512 FMAs; 0,
+ * the plain-C twin. A path is taken only after it gave the twin's bits on
+ * gemm_pairs_check's vectors (a few microseconds). */
+static int gemm_pairs_path(void)
+{
+    static int path = -1;
+    if (path < 0) {
+        int p = 0;
+#ifdef RC_GEMM_AVX512
+        if (gemm_use_avx512()) {
+            const char *no = getenv("RC_NO_AVX512BF16");
+            if (!(no && *no && strcmp(no, "0")) && __builtin_cpu_supports("avx512bf16") && gemm_pairs_check(2))
+                p = 2;
+            else if (gemm_pairs_check(1))
+                p = 1;
+        }
+#endif
+        path = p;
+    }
+    return path;
+}
+
+const char *rc_cpu_gemm_pairs_path(void)
+{
+    static const char *const names[] = {"plain C", "AVX-512 FMA emulation", "vdpbf16ps"};
+    return names[gemm_pairs_path()];
+}
+
+int rc_cpu_dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
+{
+#ifdef RC_GEMM_AVX512
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
+        dpbf16_raw(a, b, acc);
+        return 1;
+    }
+#else
+    (void)a, (void)b, (void)acc;
+#endif
+    return 0;
+}
+
 static rc_status cpu_download(rc_backend *be, const float *src, int64_t n, float *host)
 {
     (void)be;
@@ -593,7 +947,7 @@ static rc_status cpu_gather_rows(rc_backend *be, const float *src, int64_t row_l
  * passes its first column and the whole GEMM's K). The order over the K
  * columns is that of a GEMM of depth K, whatever the strides. */
 static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw,
-                          int64_t N, const float *bias, rc_dtype out_dt, float *y)
+                          int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     if (M == 0 || N == 0)
         return RC_OK;
@@ -626,8 +980,12 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
         }
         return RC_OK;
     }
-    const rco_gemm_order C = rco_gemm_order_for(be->kernels == RC_KERNELS_INVARIANT, M, K);
-    const bool avx512 = gemm_use_avx512();
+    const rco_gemm_order C = rco_gemm_order_dt(be->kernels == RC_KERNELS_INVARIANT, M, K, in_dt);
+#ifdef RC_GEMM_AVX512
+    if (C.pairs && gemm_pairs_path() > 0)
+        return gemm_pairs(gemm_pairs_path(), x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+#endif
+    const bool avx512 = gemm_use_avx512() && !C.pairs; /* the pair order without its SIMD paths: the twin */
     float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */
     if (!avx512 && W.dt != RC_F32)
         RC_TRY(rc_alloc_aligned((void **)&wrows, (int64_t)omp_get_max_threads() * K, sizeof *wrows, "matmul rows"));
@@ -668,19 +1026,17 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
 static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
                             const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    (void)in_dt; /* fp32 arithmetic on the values either way */
-    return cpu_gemm(be, x, K, M, K, W, K, N, bias, out_dt, y);
+    return cpu_gemm(be, x, K, M, K, W, K, N, bias, in_dt, out_dt, y);
 }
 
 static rc_status cpu_matmul_kslice(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
                                    rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    (void)in_dt;
     if (k0 < 0 || Ks < 1 || k0 > K - Ks)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
                          (long long)Ks, (long long)K);
     const rc_wt Ws = {(const unsigned char *)W.p + k0 * rc_dtype_size(W.dt), W.dt, W.mapped};
-    return cpu_gemm(be, x + k0, K, M, Ks, Ws, K, N, bias, out_dt, y);
+    return cpu_gemm(be, x + k0, K, M, Ks, Ws, K, N, bias, in_dt, out_dt, y);
 }
 
 void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt)
