@@ -687,7 +687,7 @@ UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
  * W's row n at W + n * ldw with kw elements */
 #define UKP_BLOCK(NAME, KERNEL, ATTR)                                                                               \
     ATTR static inline __attribute__((always_inline)) void NAME##_body(                                             \
-        const int lanes, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw,                 \
+        const int lanes, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw, int64_t w_n0,   \
         const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
         int64_t C)                                                                                                  \
     {                                                                                                               \
@@ -696,7 +696,7 @@ UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
             const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
             for (int64_t n = n0; n < n1; n += NR) {                                                                 \
                 const int nr = n1 - n < NR ? (int)(n1 - n) : NR;                                                    \
-                const uint16_t *xm = x + m * Kp, *Wn = W + n * ldw;                                                 \
+                const uint16_t *xm = x + m * Kp, *Wn = W + (n - w_n0) * ldw; /* W's first row is w_n0 */           \
                 float out[UK_MR][UK_NR];                                                                            \
                 if (lanes) {                                                                                        \
                     switch (mr * 8 + nr) {                                                                          \
@@ -719,18 +719,18 @@ UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
         }                                                                                                           \
     }                                                                                                               \
     ATTR static __attribute__((noinline)) void NAME##_sums(const uint16_t *x, int64_t Kp, const uint16_t *W,        \
-                                                           int64_t ldw, int64_t kw, const float *bias,              \
+                                                           int64_t ldw, int64_t kw, int64_t w_n0, const float *bias, \
                                                            rc_dtype out_dt, float *y, int64_t N, int64_t m0,        \
                                                            int64_t m1, int64_t n0, int64_t n1, int64_t C)           \
     {                                                                                                               \
-        NAME##_body(0, x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1, C);                                   \
+        NAME##_body(0, x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                             \
     }                                                                                                               \
     ATTR static __attribute__((noinline)) void NAME##_lanes(const uint16_t *x, int64_t Kp, const uint16_t *W,       \
-                                                            int64_t ldw, int64_t kw, const float *bias,             \
+                                                            int64_t ldw, int64_t kw, int64_t w_n0, const float *bias,\
                                                             rc_dtype out_dt, float *y, int64_t N, int64_t m0,       \
                                                             int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
     {                                                                                                               \
-        NAME##_body(1, x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1, C);                                   \
+        NAME##_body(1, x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                             \
     }
 #define UKP_CASE(KERNEL, L, MR, NR)                                                                                 \
     case (MR) * 8 + (NR): KERNEL(MR, NR, L, xm, Kp, Kp, Wn, ldw, kw, C, out); break;
@@ -747,19 +747,19 @@ UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN)
 /* One block of the pair-order GEMM on path dp (1) or emu (0); emu sets
  * MXCSR's DAZ and FTZ for the block and restores the thread's own after */
 static void gemm_pairs_block(int dp, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw,
-                             const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,
-                             int64_t n0, int64_t n1, rco_gemm_order o)
+                             int64_t w_n0, const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0,
+                             int64_t m1, int64_t n0, int64_t n1, rco_gemm_order o)
 {
     const bool lanes = !o.sums && o.chunk < Kp;
     if (dp) {
-        (lanes ? gemm_pairs_dp_lanes : gemm_pairs_dp_sums)(x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1,
-                                                          o.chunk);
+        (lanes ? gemm_pairs_dp_lanes : gemm_pairs_dp_sums)(x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0,
+                                                          n1, o.chunk);
         return;
     }
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
-    (lanes ? gemm_pairs_emu_lanes : gemm_pairs_emu_sums)(x, Kp, W, ldw, kw, bias, out_dt, y, N, m0, m1, n0, n1,
-                                                         o.chunk);
+    (lanes ? gemm_pairs_emu_lanes : gemm_pairs_emu_sums)(x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0,
+                                                         n1, o.chunk);
     _mm_setcsr(csr);
 }
 
@@ -834,12 +834,39 @@ static rc_status gemm_pairs(int path, const float *x, int64_t ldx, int64_t M, in
         Wp = wb, lw = Kp, kw = Kp;
     }
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+    if (M > UK_MR && !wb) { /* more than one register tile of rows: a column block of W copied once into a
+                             * panel (GEMM_N_BLOCK x Kp, zero-padded, this thread's) and read there by every
+                             * row block (the same values: the results do not change) */
+        uint16_t *panels = NULL;
+        rc_status st = rc_alloc_aligned((void **)&panels, (int64_t)omp_get_max_threads() * GEMM_N_BLOCK * Kp,
+                                        sizeof *panels, "matmul panels");
+        if (st != RC_OK) {
+            free(xb);
+            return st;
+        }
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+        for (int64_t bn = 0; bn < nb; bn++) {
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            uint16_t *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
+            for (int64_t n = n0; n < n1; n++) {
+                memcpy(pan + (n - n0) * Kp, Wp + n * lw, (size_t)K * sizeof *pan);
+                memset(pan + (n - n0) * Kp + K, 0, (size_t)(Kp - K) * sizeof *pan);
+            }
+            for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
+                const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+                gemm_pairs_block(path == 2, xb, Kp, pan, Kp, Kp, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+            }
+        }
+        free(panels);
+        free(xb);
+        return RC_OK;
+    }
+#pragma omp parallel for schedule(dynamic, 1) collapse(2) if (mb * nb > 1)
     for (int64_t bm = 0; bm < mb; bm++)
         for (int64_t bn = 0; bn < nb; bn++) {
             const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
             const int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
-            gemm_pairs_block(path == 2, xb, Kp, Wp, lw, kw, bias, out_dt, y, N, m0, m1, n0, n1, o);
+            gemm_pairs_block(path == 2, xb, Kp, Wp, lw, kw, 0, bias, out_dt, y, N, m0, m1, n0, n1, o);
         }
     free(xb);
     free(wb);

@@ -127,7 +127,8 @@ int main(int argc, char **argv)
             double spent = 0;
             while (n < 64 && (spent < 2 * min_time || n < 3)) {
                 double t0 = now();
-                for (int v = k0; v < k1; v++) {
+                for (int vi = k0; vi < k1; vi++) { /* alternating which goes first (A B, B A) */
+                    const int v = n % 2 ? k1 - 1 - (vi - k0) : vi;
                     const double ta = now();
                     if (be[st[v].be]->ops->matmul(be[st[v].be], x, M, K, w, N, NULL, st[v].in_dt, RC_F32, y) !=
                         RC_OK) {
