@@ -51,7 +51,7 @@ struct cuda_backend {
     int64_t n_allocs = 0, cap_allocs = 0;
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
-    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn;
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -114,7 +114,7 @@ void cuda_destroy(rc_backend *be)
         cudaFree(c->shadows[i].data);
     for (int64_t i = 0; i < c->n_allocs; i++)
         cudaFree(c->allocs[i].p);
-    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8};
+    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe, &c->ws_gdn};
     for (workspace *w : ws)
         if (w->p)
             cudaFree(w->p);
@@ -424,6 +424,26 @@ rc_status cuda_clamp(rc_backend *be, float *x, int64_t n, float cval)
     return elementwise(RCK_EW_CLAMP, x, nullptr, x, n, RC_F32, RC_ACT_SILU, RC_F32, 1, cval);
 }
 
+rc_status cuda_scale(rc_backend *be, float *x, int64_t n, float sc, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_SCALE, x, nullptr, x, n, out_dt, RC_ACT_SILU, RC_F32, 1, sc);
+}
+
+rc_status cuda_softcap(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_SOFTCAP, x, nullptr, x, n, out_dt, RC_ACT_SILU, RC_F32, 1, cap);
+}
+
+rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq, const float *wq,
+                       int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt, rc_dtype out_dt)
+{
+    rck_qk_norm_args a{qkv, wq, wk, M, stride, nq, dq, nk, dk, (float)eps,
+                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+    return rck_qk_norm(a);
+}
+
 rc_status cuda_normalize_rows(rc_backend *be, rc_wt Ww, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                               float *out)
 {
@@ -508,6 +528,53 @@ rc_status cuda_fp8_epilogue(rc_backend *be, const rc_fp8_epi *e)
     return rck_fp8_epilogue(*e);
 }
 
+// mixture of experts (moe.cu; CPU twins in src/engine/moe.c)
+rc_status cuda_zero(rc_backend *be, float *x, int64_t n)
+{
+    (void)be;
+    return rck_zero(rck_zero_args{x}, n);
+}
+
+rc_status cuda_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+                         rc_dtype w_dt, float *sel, float *w)
+{
+    if (E < 1 || top_k < 1 || top_k > E)
+        return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(M > 0 ? M * E : 1) * sizeof(float), &p));
+    return rck_moe_route(rck_moe_route_args{logits, sel, w, static_cast<float *>(p), E, top_k, renorm ? 1 : 0, w_dt},
+                         M);
+}
+
+rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
+                              const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out)
+{
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_idx, (size_t)(n > 0 ? 2 * n : 1) * sizeof(int64_t), &p));
+    int64_t *d = static_cast<int64_t *>(p);
+    if (n > 0) {
+        RCK_CUDA(cudaMemcpy(d, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
+        RCK_CUDA(cudaMemcpy(d + n, widx, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    }
+    return rck_moe_acc(rck_moe_acc_args{y, w, d, d + n, out, H, sigmoid ? 1 : 0, dt}, n * H);
+}
+
+rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                        const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                        float *state, float *out)
+{
+    RC_TRY(rc_gdn_dims_check(d));
+    const int64_t per = rc_gdn_step_scratch(d);
+    int64_t threads = 0, floats = 0;
+    if (n < 0 || __builtin_mul_overflow(n, d->hv, &threads) || __builtin_mul_overflow(threads, per, &floats))
+        return rc_errorf(RC_ERR_NOMEM, "gdn_step: scratch for %lld sequences", (long long)n);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_gdn, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    return rck_gdn_step(rck_gdn_step_args{q, k, v, g, beta, state, out, static_cast<float *>(p), d->hk, d->hv, d->dk,
+                                          d->dv, per, rc_gdn_qdiv(d->dk), out_dt, state_dt},
+                        threads);
+}
+
 const rc_backend_ops k_cuda_ops = {
     "cuda",
     false, // host_memory
@@ -523,7 +590,10 @@ const rc_backend_ops k_cuda_ops = {
     cuda_matmul_kslice,
     cuda_rope,
     cuda_attention,
+    cuda_qk_norm,
     cuda_clamp,
+    cuda_scale,
+    cuda_softcap,
     cuda_normalize_rows,
     cuda_act,
     cuda_act_mul,
@@ -531,6 +601,10 @@ const rc_backend_ops k_cuda_ops = {
     cuda_logprobs,
     cuda_fp8_quant_act,
     cuda_fp8_epilogue,
+    cuda_zero,
+    cuda_moe_route,
+    cuda_moe_accumulate,
+    cuda_gdn_step,
 };
 
 } // namespace

@@ -77,6 +77,7 @@ rc_status rck_gather(const rck_gather_args &a);
 rc_status rck_ew(const rck_ew_args &a);
 rc_status rck_norm(const rck_norm_args &a);
 rc_status rck_normalize(const rck_normalize_args &a);
+rc_status rck_qk_norm(const rck_qk_norm_args &a);
 // the RoPE and attention kernels' arguments from the attention parameters
 // (shapes, RoPE table, scale, sliding window, rounding points), after
 // rc_attn_params_check: what the kernels do not implement yet is refused
@@ -90,6 +91,12 @@ rc_status rck_logprobs(const rck_lp_args &a);
 rc_status rck_fp8_quant_act(const rck_fp8_act_args &a);
 rc_status rck_fp8_epilogue(const rc_fp8_epi &e);
 rc_status rck_gemm_invariant(const rck_gemm_args &a);
+// mixture of experts (moe.cu)
+rc_status rck_zero(const rck_zero_args &a, int64_t n);
+rc_status rck_moe_route(const rck_moe_route_args &a, int64_t M);
+rc_status rck_moe_acc(const rck_moe_acc_args &a, int64_t n);
+// Gated DeltaNet (gdn.cu): one recurrent step, n = sequences x value heads threads
+rc_status rck_gdn_step(const rck_gdn_step_args &a, int64_t n);
 rc_status rck_transpose(const rck_transpose_args &a);
 // y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and
 // output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns),

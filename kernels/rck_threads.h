@@ -72,7 +72,7 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
 }
 
 /* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
- * x = clamp(x, -c, c) */
+ * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c) */
 typedef struct {
     int op; /* RCK_EW_* */
     const float *a, *b;
@@ -80,10 +80,10 @@ typedef struct {
     int64_t n, n_cols;
     rc_act act;
     rc_dtype act_dt, out_dt;
-    float c; /* RCK_EW_CLAMP */
+    float c; /* RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP */
 } rck_ew_args;
 
-enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP };
+enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP };
 
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
@@ -102,6 +102,12 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
         break;
     case RCK_EW_CLAMP:
         a->out[i] = rco_clamp1(a->a[i], a->c);
+        break;
+    case RCK_EW_SCALE:
+        a->out[i] = rco_scale1(a->a[i], a->c, a->out_dt);
+        break;
+    case RCK_EW_SOFTCAP:
+        a->out[i] = rco_softcap1(a->a[i], a->c, a->out_dt);
         break;
     }
 }
@@ -135,6 +141,24 @@ RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
 {
     rco_norm_row(a->kind, a->x + r * a->H, a->H, a->w, a->b, a->eps, a->rms_lanes, a->mid_dt, a->out_dt,
                  a->out + r * a->H);
+}
+
+/* q / k norm: thread i = r * (nq + nk) + s normalises segment s of row r
+ * (rco_qk_norm_seg) */
+typedef struct {
+    float *qkv;
+    const float *wq, *wk;
+    int64_t M, stride, nq, dq, nk, dk;
+    float eps;
+    int rms_lanes;
+    rc_dtype mid_dt, out_dt;
+} rck_qk_norm_args;
+
+RC_HD static inline void rck_qk_norm_thread(const rck_qk_norm_args *a, int64_t i)
+{
+    const int64_t segs = a->nq + a->nk;
+    rco_qk_norm_seg(a->qkv + (i / segs) * a->stride, i % segs, a->nq, a->dq, a->wq, a->dk, a->wk, a->eps,
+                    a->rms_lanes, a->mid_dt, a->out_dt);
 }
 
 /* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
@@ -207,7 +231,7 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
     const int64_t j = i % half, h = (i / half) % heads, r = i / (half * heads);
     float *v = a->qkv + r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
     float c, s;
-    rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->cs_dt, &c, &s);
+    rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->ap.rope_attn_factor, a->cs_dt, &c, &s);
     rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
 }
 
@@ -344,6 +368,71 @@ RC_HD static inline int64_t rck_attn_rows_per_launch(int64_t n_rows, int64_t nh,
     if (rows < 1)
         rows = 1;
     return rows < n_rows ? rows : n_rows;
+}
+
+/* ---- mixture of experts (moe.cu; CPU twins: src/engine/moe.c) ---- */
+
+/* x[i] = 0 */
+typedef struct {
+    float *x;
+} rck_zero_args;
+
+RC_HD static inline void rck_zero_thread(const rck_zero_args *a, int64_t i) { a->x[i] = 0.0f; }
+
+/* one row of the routing per thread: rco_moe_route_row with E floats of
+ * scratch per row */
+typedef struct {
+    const float *logits;
+    float *sel, *w, *scratch;
+    int64_t E, top_k;
+    int renorm;
+    rc_dtype w_dt;
+} rck_moe_route_args;
+
+RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64_t r)
+{
+    rco_moe_route_row(a->logits + r * a->E, a->E, a->top_k, a->renorm, a->w_dt, a->scratch + r * a->E,
+                      a->sel + r * a->top_k, a->w + r * a->top_k);
+}
+
+/* one output element per thread: out[rows[i], j] = rco_moe_acc(...) (the
+ * rows of one call distinct) */
+typedef struct {
+    const float *y, *w;
+    const int64_t *rows, *widx;
+    float *out;
+    int64_t H;
+    int sigmoid;
+    rc_dtype dt;
+} rck_moe_acc_args;
+
+RC_HD static inline void rck_moe_acc_thread(const rck_moe_acc_args *a, int64_t t)
+{
+    const int64_t i = t / a->H, j = t % a->H;
+    const float wv = a->w[a->widx[i]];
+    const float s = a->sigmoid ? rco_moe_sigmoid(wv, a->dt) : wv;
+    float *o = a->out + a->rows[i] * a->H + j;
+    *o = rco_moe_acc(*o, a->y[i * a->H + j], s, a->dt);
+}
+
+/* ---- Gated DeltaNet (gdn.cu; CPU twin: src/engine/gdn.c rc_cpu_gdn_step) ---- */
+
+/* one (sequence, value head) per thread: rco_gdn_recurrent_token over its
+ * state [dk][dv], with `scratch_per` floats of scratch per thread */
+typedef struct {
+    const float *q, *k, *v, *g, *beta;
+    float *state, *out, *scratch;
+    int64_t hk, hv, dk, dv, scratch_per;
+    float qdiv;
+    rc_dtype out_dt, state_dt;
+} rck_gdn_step_args;
+
+RC_HD static inline void rck_gdn_step_thread(const rck_gdn_step_args *a, int64_t i)
+{
+    const int64_t s = i / a->hv, h = i % a->hv, kh = s * a->hk + h / (a->hv / a->hk);
+    rco_gdn_recurrent_token(a->state + i * a->dk * a->dv, a->q + kh * a->dk, a->k + kh * a->dk, a->v + i * a->dv,
+                            a->g[i], a->beta[i], a->dk, a->dv, a->qdiv, a->out_dt, true, a->state_dt,
+                            a->scratch + i * a->scratch_per, a->out + i * a->dv);
 }
 
 #endif

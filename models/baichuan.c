@@ -1,10 +1,10 @@
 /* Baichuan (remote code modeling_baichuan.py; transformers has no class):
  * Baichuan-7B (RoPE), Baichuan-13B (ALiBi), Baichuan2-7B (RoPE + NormHead),
- * Baichuan2-13B (ALiBi + NormHead). tools/baichuan_ref.py is the PyTorch
+ * Baichuan2-13B (ALiBi + NormHead). tools/fixtures/baichuan_ref.py is the PyTorch
  * reference the fixtures come from (it names the upstream files followed).
  *
  * Which variant a published folder is, from config.json (model_type is
- * "baichuan" for all four; evidence in tools/baichuan_ref.py):
+ * "baichuan" for all four; evidence in tools/fixtures/baichuan_ref.py):
  *   position encoding: RoPE iff architectures[0] is "BaiChuanForCausalLM"
  *     (capital C: only Baichuan-7B) or max_position_embeddings is present
  *     (only the RoPE files read it; the ALiBi files read model_max_length);
@@ -55,7 +55,7 @@ static rc_status baichuan_parse(const json_t *root, const char *path, rc_config 
     RC_TRY(rc_json_get_bool(root, "norm_head", path, false, &cfg->norm_head, &explicit_nh));
     if (!explicit_nh) {
         const json_t *z = json_object_get(root, "z_loss_weight");
-        cfg->norm_head = z != NULL || cfg->vocab == 125696; /* the key present, as tools/baichuan_ref.py reads it */
+        cfg->norm_head = z != NULL || cfg->vocab == 125696; /* the key present, as tools/fixtures/baichuan_ref.py reads it */
     }
     bool gen1_7b = false;
     const json_t *arch = json_object_get(root, "architectures");

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "json_util.h"
+#include "common.h"
 #include "model.h"
 
 static const char *const k_types[] = {"llama", "mistral", "qwen2", NULL};
@@ -95,9 +96,7 @@ static const rc_config_key k_keys[] = {
 
 /* Tensors, in arena order (after the optional "model." prefix). */
 static const rc_tensor_spec k_model_tensors[] = {
-    {RC_MW_embed, "embed_tokens.weight", RC_DIM_V, RC_DIM_H, RC_ALWAYS, false, NULL},
-    {RC_MW_lnf_w, "norm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    {RC_MW_lm_head, "lm_head.weight", RC_DIM_V, RC_DIM_H, RC_IF_UNTIED, false, NULL},
+    RC_LLAMA_MODEL_TENSORS,
     {0, NULL, 0, 0, 0, false, NULL},
 };
 
@@ -106,17 +105,10 @@ static const rc_tensor_spec k_model_tensors[] = {
 static const rc_tensor_spec k_layer_tensors[] = {
     {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
     {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
-    {RC_LW_w_qkv, "self_attn.q_proj.weight", RC_DIM_Q, RC_DIM_H, RC_ALWAYS, false, NULL},
-    {RC_LW_w_qkv, "self_attn.k_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},
-    {RC_LW_w_qkv, "self_attn.v_proj.weight", RC_DIM_KV, RC_DIM_H, RC_ALWAYS, true, NULL},
-    {RC_LW_b_qkv, "self_attn.q_proj.bias", RC_DIM_Q, RC_DIM_1, RC_IF_QKV_BIAS, false, NULL},
-    {RC_LW_b_qkv, "self_attn.k_proj.bias", RC_DIM_KV, RC_DIM_1, RC_IF_QKV_BIAS, true, NULL},
-    {RC_LW_b_qkv, "self_attn.v_proj.bias", RC_DIM_KV, RC_DIM_1, RC_IF_QKV_BIAS, true, NULL},
+    RC_LLAMA_QKV_TENSORS,
     {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_Q, RC_ALWAYS, false, NULL},
     {RC_LW_b_o, "self_attn.o_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, false, NULL},
-    {RC_LW_w_gate, "mlp.gate_proj.weight", RC_DIM_I, RC_DIM_H, RC_ALWAYS, false, NULL},
-    {RC_LW_w_up, "mlp.up_proj.weight", RC_DIM_I, RC_DIM_H, RC_ALWAYS, false, NULL},
-    {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, RC_ALWAYS, false, NULL},
+    RC_LLAMA_MLP_TENSORS(RC_ALWAYS),
     {RC_LW_b_gate, "mlp.gate_proj.bias", RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, false, NULL},
     {RC_LW_b_up, "mlp.up_proj.bias", RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, false, NULL},
     {RC_LW_b_down, "mlp.down_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS, false, NULL},

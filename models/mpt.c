@@ -1,6 +1,6 @@
 /* MPT: transformers' MptForCausalLM.
  *
- * config.json: d_model, n_heads, n_layers, expansion_ratio, max_seq_len,
+ * config.json: d_model, n_heads, n_layers, max_seq_len (expansion_ratio is ignored, as HF does),
  *   vocab_size, layer_norm_epsilon, no_bias, and attn_config { alibi,
  *   alibi_bias_max (> 0; HF computes with 8 whatever it says: see
  *   mpt_parse), clip_qkv, softmax_scale, qk_ln, prefix_lm,
@@ -14,7 +14,7 @@
  *   blocks.{i}.attn.Wqkv.weight       [3H, H]  rows q | k | v (chunk(3))
  *   blocks.{i}.attn.out_proj.weight   [H, H]
  *   blocks.{i}.norm_2.weight          [H]
- *   blocks.{i}.ffn.up_proj.weight     [I, H]   I = expansion_ratio * H
+ *   blocks.{i}.ffn.up_proj.weight     [I, H]   I = 4 * H (MptMLP, whatever expansion_ratio says)
  *   blocks.{i}.ffn.down_proj.weight   [H, I]
  *   norm_f.weight                     [H]
  * Forward details: pre-LN sequential blocks, qkv clamped to +-clip_qkv,
@@ -35,11 +35,11 @@ static const char *const k_prefixes[] = {"transformer.", "", NULL};
 static rc_status mpt_parse(const json_t *root, const char *path, rc_config *cfg)
 {
     RC_TRY(rc_heads_from_hidden(path, cfg)); /* head_dim = hidden / heads, no GQA */
-    int64_t ratio;
-    RC_TRY(rc_json_get_int(root, "expansion_ratio", path, 1, 64, 4, &ratio, NULL));
-    if (cfg->hidden > RC_LIM_INTER / ratio)
-        return rc_errorf(RC_ERR_FORMAT, "%s: expansion_ratio x d_model exceeds %d", path, RC_LIM_INTER);
-    cfg->intermediate = ratio * cfg->hidden;
+    /* transformers' MptMLP is Linear(d_model, 4 * d_model) whatever
+     * expansion_ratio says (modeling_mpt.py): so is ours */
+    if (cfg->hidden > RC_LIM_INTER / 4)
+        return rc_errorf(RC_ERR_FORMAT, "%s: 4 x d_model exceeds %d", path, RC_LIM_INTER);
+    cfg->intermediate = 4 * cfg->hidden;
     RC_TRY(rc_config_get_norm_eps(root, path, "layer_norm_epsilon", 1e-5, &cfg->norm_eps));
     bool no_bias = true;
     RC_TRY(rc_json_get_bool(root, "no_bias", path, true, &no_bias, NULL));

@@ -1,10 +1,11 @@
 #!/bin/bash
-# Pictures from result files (tools/plot_ratios.py): build fp32 and bf16 results with the
+# Pictures from result files (tools/plots/plot_ratios.py): build fp32 and bf16 results with the
 # default model, plot one file and both, then check that every expected PNG exists, decodes
 # and has the size the tool sets, that the statistics it prints equal the file's attributes,
 # that the pictures are byte-for-byte reproducible, and that a file that is not a ratiocheck
 # result gives exit 2 with one line on stderr. Skips (77) unless Debian's /usr/bin/python3
-# has h5py, numpy and matplotlib (apt-get install python3-h5py python3-numpy python3-matplotlib).
+# has h5py, numpy and matplotlib (apt-get install python3-h5py python3-numpy python3-matplotlib);
+# fails instead with RC_CI_REQUIRED=1 (.ci/run).
 #
 # A third argument runs one part (meson runs the three as tests plots_png, plots_inputs and
 # plots_formats, in parallel): png (one file, two files, reproducibility, the printed
@@ -16,8 +17,13 @@ PART="${3:-all}"
 want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 case "$PART" in all|png|inputs|formats) ;; *) echo "check_plots.sh: unknown part '$PART'"; exit 2;; esac
 PY=/usr/bin/python3
-TOOL="$SRC/tools/plot_ratios.py"
+TOOL="$SRC/tools/plots/plot_ratios.py"
 if ! "$PY" -c 'import h5py, numpy, matplotlib' 2>/dev/null; then
+  if [ "${RC_CI_REQUIRED:-0}" = 1 ]; then # CI (.ci/run): a missing module fails
+    echo "FAIL: $PY cannot import h5py, numpy and matplotlib" \
+         "(apt-get install python3-h5py python3-numpy python3-matplotlib)"
+    exit 1
+  fi
   echo "SKIP: $PY cannot import h5py, numpy and matplotlib" \
        "(apt-get install python3-h5py python3-numpy python3-matplotlib)"
   exit 77
@@ -118,11 +124,12 @@ CROSS = re.compile(r"^(\S+) cross La=(\d+) Lb=(\d+)((?: [a-z_]+=\S+)+)$")
 WROTE = re.compile(r"^wrote (\S+) (\d+)x(\d+)$")
 STRATA = re.compile(r"^(\S+) strata (prob|entropy) L=(\d+) decile=(\d) ((?:[a-z_]+=\S+ ?)+)$")
 GROWTH = re.compile(r"^(\S+) growth ((?:[a-z_]+=\S+ ?)+)$")
+VERDICT = re.compile(r"^(\S+) verdict ((?:[a-z_]+=\S+ ?)+)$")
 
 def close(a, b):
     # rtol 1e-8 covers the %.9g printing; atol 1e-15 the rounding noise of k3 = mean(r - 1 - log r)
     # near r = 1 (fp32 runs: terms ~1e-13 whose last bits depend on which exp() computed r),
-    # the tolerance tools/check_results.py uses too
+    # the tolerance tools/checks/check_results.py uses too
     a, b = float(a), float(b)
     return bool(np.isclose(a, b, rtol=1e-8, atol=1e-15)) or (a != a and b != b)
 
@@ -141,10 +148,20 @@ for run, files in expected.items():
             check(False, f"{run}/{name}: does not decode: {e}")
         check(os.path.getsize(path) < 150_000, f"{run}/{name}: {os.path.getsize(path)} bytes")
     seen_stats, seen_cross, wrote, seen_strata, seen_growth = set(), set(), {}, set(), set()
+    seen_verdict = set()
     for line in open(os.path.join(tmp, run + ".out")).read().splitlines():
         m, c, w = STAT.match(line), CROSS.match(line), WROTE.match(line)
-        sm, gm = STRATA.match(line), GROWTH.match(line)
-        if sm:  # a decile of /len_L/strata/KIND: every printed value equals the file's dataset
+        sm, gm, vm = STRATA.match(line), GROWTH.match(line), VERDICT.match(line)
+        if vm:  # the summary's verdict: each objective's level as /verdict has it
+            path = vm.group(1)
+            vals = dict(kv.split("=", 1) for kv in vm.group(2).split())
+            with h5py.File(path, "r") as f:
+                a = f["verdict"].attrs
+                for k in ("token_ppo", "sequence_is", "gspo"):
+                    got = a[k].decode() if isinstance(a[k], bytes) else str(a[k])
+                    check(vals.get(k) == got, f"{run}: {path} verdict {k}: printed {vals.get(k)}, file {got}")
+            seen_verdict.add(path)
+        elif sm:  # a decile of /len_L/strata/KIND: every printed value equals the file's dataset
             path, kind, L, d = sm.group(1), sm.group(2), int(sm.group(3)), int(sm.group(4))
             vals = dict(kv.split("=", 1) for kv in sm.group(5).split())
             with h5py.File(path, "r") as f:
@@ -204,6 +221,7 @@ for run, files in expected.items():
             for d in range(10):
                 check((path, kind, d) in seen_strata, f"{run}: no strata line {path} {kind} decile {d}")
         check(path in seen_growth, f"{run}: no growth line for {path}")
+        check(path in seen_verdict, f"{run}: no verdict line for {path}")
 
 for msg in failures:
     print("MISMATCH", msg)

@@ -1,14 +1,18 @@
 #!/bin/bash
-# The heatmap of a `ratiocheck trace` file (tools/plot_ratios.py): a small bf16 run with an
+# The heatmap of a `ratiocheck trace` file (tools/plots/plot_ratios.py): a small bf16 run with an
 # fp32 LM head on the trainer, traced, then plotted: PREFIX_trace.png at its size, and the first
 # divergence the tool prints equal to /trace's attributes. Skips (77) unless /usr/bin/python3
-# has h5py, numpy and matplotlib.
+# has h5py, numpy and matplotlib; fails instead with RC_CI_REQUIRED=1 (.ci/run).
 set -u
 RC="$1"
 SRC="$2"
 PY=/usr/bin/python3
-TOOL="$SRC/tools/plot_ratios.py"
+TOOL="$SRC/tools/plots/plot_ratios.py"
 if ! "$PY" -c 'import h5py, numpy, matplotlib' 2>/dev/null; then
+  if [ "${RC_CI_REQUIRED:-0}" = 1 ]; then # CI (.ci/run): a missing module fails
+    echo "FAIL: $PY cannot import h5py, numpy and matplotlib"
+    exit 1
+  fi
   echo "SKIP: $PY cannot import h5py, numpy and matplotlib"
   exit 77
 fi

@@ -16,39 +16,19 @@
 #include "rc_build_config.h"
 #include "rc_cuda.h"
 #include "testutil.h"
+#include "gate_check.h"
+#include "advice.h"
+#include "test_cli.h"
 
-static char g_out[1 << 16], g_err[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[got] = '\0';
-    if (f)
-        fclose(f);
-}
+char g_out[1 << 16], g_err[1 << 16];
 
 /* Run `ratiocheck ARGS` (a shell-quoted string); return the exit code. */
-static int run(const char *args)
+int run(const char *args)
 {
-    char tmpl_o[] = "/tmp/rc_cli_outXXXXXX", tmpl_e[] = "/tmp/rc_cli_errXXXXXX";
-    int fo = mkstemp(tmpl_o), fe = mkstemp(tmpl_e);
-    ck_assert(fo >= 0 && fe >= 0);
-    close(fo);
-    close(fe);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/src/ratiocheck' %s >'%s' 2>'%s' </dev/null",
-             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, args, tmpl_o, tmpl_e);
-    int st = system(cmd);
-    slurp(tmpl_o, g_out, sizeof g_out);
-    slurp(tmpl_e, g_err, sizeof g_err);
-    unlink(tmpl_o);
-    unlink(tmpl_e);
-    ck_assert_msg(WIFEXITED(st), "ratiocheck %s did not exit normally", args);
-    return WEXITSTATUS(st);
+    return rc_test_run_cli("", args, g_out, sizeof g_out, g_err, sizeof g_err);
 }
 
-static int count_lines(const char *s)
+int count_lines(const char *s)
 {
     int n = 0;
     for (; *s; s++)
@@ -212,8 +192,8 @@ END_TEST
 
 /* ---- the run command, on a fixture model with a prompt file of our own ---- */
 
-static char g_dir[64];
-static char g_common[1024];
+char g_dir[64];
+char g_common[1024];
 
 static void run_setup(void)
 {
@@ -235,7 +215,7 @@ static void run_teardown(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-static int count_files(const char *dir)
+int count_files(const char *dir)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
@@ -895,7 +875,6 @@ START_TEST(test_tensor_parallel)
 }
 END_TEST
 
-static char *subst_dir(char *dst, size_t n, const char *tmpl);
 
 /* ratiocheck trace (README "Trace"): a run's worst sequences traced op by op;
  * equal sides part nowhere; hostile input is one line, README's exit codes,
@@ -963,6 +942,96 @@ START_TEST(test_trace_command)
 }
 END_TEST
 
+/* trace takes the run's --batch and --forward-batch as its sides' batch and micro-batch, and leaves
+ * their prefill chunks alone: a run with --forward-batch 2 replays bit for bit */
+START_TEST(test_trace_forward_batch)
+{
+    char args[2048], a[256];
+    snprintf(a, sizeof a, "%s/fb.h5", g_dir);
+    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --num-prompts 3 --samples 2 --len 8 "
+             "-q --forward-batch 2 --out %s", a);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, "trace %s --backend cpu --worst 2 --out none --json", a);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    const char *sm = json_string_value(json_object_get(j, "sampler"));
+    const char *tr = json_string_value(json_object_get(j, "trainer"));
+    ck_assert_msg(!strstr(sm, "prefill-chunk") && !strstr(tr, "prefill-chunk"), "%s | %s", sm, tr);
+    ck_assert_msg(strstr(sm, "batch=32") && strstr(tr, "micro-batch=2"), "%s | %s", sm, tr);
+    const json_int_t tokens = json_integer_value(json_object_get(j, "replay_tokens"));
+    ck_assert_int_eq(tokens, 16);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_gen")), tokens);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "replay_equal_fwd")), tokens);
+    json_decref(j);
+    unlink(a);
+}
+END_TEST
+
+/* --distribution: JSON keys only with the pass, its gate, the table, report
+ * reading it back, a sweep's rows, and the refusals */
+START_TEST(test_distribution)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "%s --dtype fp16 --distribution --json --out %s/d.h5", g_common, g_dir);
+    ck_assert_int_eq(run(args), 0);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    json_t *lens = json_object_get(j, "lens");
+    double kl_max = 0.0;
+    for (size_t i = 0; i < json_array_size(lens); i++) {
+        json_t *e = json_array_get(lens, i);
+        ck_assert_int_eq(json_integer_value(json_object_get(e, "dist_count")),
+                         json_integer_value(json_object_get(e, "count")));
+        const double kl = json_number_value(json_object_get(e, "kl_max")), tv = json_number_value(json_object_get(e, "tv_max"));
+        const double top1 = json_number_value(json_object_get(e, "top1_agree"));
+        ck_assert(kl >= json_number_value(json_object_get(e, "kl_mean")) && kl >= 0.0);
+        ck_assert(tv >= 0.0 && tv <= 1.0 && top1 >= 0.0 && top1 <= 1.0);
+        kl_max = kl > kl_max ? kl : kl_max;
+    }
+    ck_assert(kl_max > 0.0); /* fp16 engine kernels: the two paths' rows differ somewhere */
+    json_decref(j);
+    /* report recomputes the same numbers from the file's per-token arrays */
+    static char first[sizeof g_out];
+    memcpy(first, g_out, sizeof first);
+    snprintf(args, sizeof args, "report %s/d.h5 --json", g_dir);
+    ck_assert_int_eq(run(args), 0);
+    const char *a = strstr(first, "\"dist_count\""), *b = strstr(g_out, "\"dist_count\"");
+    ck_assert(a && b);
+    ck_assert_int_eq(strncmp(a, b, (size_t)(strstr(a, "}") - a)), 0);
+    /* the gate: any JSON key of the pass */
+    snprintf(args, sizeof args, "%s --dtype fp16 --distribution --out none --fail-above kl_max=0", g_common);
+    ck_assert_int_eq(run(args), 3);
+    ck_assert_ptr_nonnull(strstr(g_err, "kl_max = "));
+    ck_assert_ptr_nonnull(strstr(g_out, "whole distribution per token"));
+    snprintf(args, sizeof args, "%s --dtype fp16 --distribution --out none --fail-above kl_max=1,top1_disagree=1",
+             g_common);
+    ck_assert_int_eq(run(args), 0);
+    /* without the pass: no keys, no table, its gates refused */
+    snprintf(args, sizeof args, "%s --dtype fp16 --out none --json", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_null(strstr(g_out, "\"kl_mean\""));
+    snprintf(args, sizeof args, "%s --out none --fail-above tv_mean=1", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--fail-above tv_mean needs --distribution"));
+    snprintf(args, sizeof args, "%s --out none --distribution --trainer prefill-chunk=2", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "prefill-chunk"));
+    /* a sweep: every replayed row has its own */
+    snprintf(args, sizeof args, "sweep %s --dtype fp16 --distribution --out none --json --vary both:kernels=invariant",
+             g_common);
+    ck_assert_int_eq(run(args), 0);
+    j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", err.text, g_out);
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "kl_max") == 0.0);
+    ck_assert(sweep_row_num(j, "both: kernels=invariant", "top1_agree") == 1.0);
+    ck_assert(sweep_row_num(j, "base again (noise floor)", "kl_max") > 0.0);
+    json_decref(j);
+}
+END_TEST
+
 START_TEST(test_run_gates)
 {
     char args[2048];
@@ -989,6 +1058,25 @@ START_TEST(test_run_gates)
                                  "of tokens clipped at step 0"));
     ck_assert_ptr_nonnull(json_object_get(json_object_get(v, "worst_token"), "ratio"));
     ck_assert_int_ge(json_integer_value(json_object_get(json_object_get(v, "worst_sequence"), "sequence")), 0);
+    /* a FAIL line's next step names a sweep command; an OK line has none (docs/verdict.md) */
+    const char *next = json_string_value(json_object_get(json_object_get(v, "token_ppo"), "next_step"));
+    ck_assert_msg(next && strstr(next, "likely cause: ") && strstr(next, "`ratiocheck sweep --vary "), "%s", next);
+    /* the published bands beside the run's worst k3 and mean |log r|, each placed */
+    const json_t *bands = json_object_get(v, "reference_bands");
+    ck_assert_int_eq((int)json_array_size(bands), (int)rc_n_ref_bands);
+    double k3 = 0;
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "lens")); i++)
+        k3 = fmax(k3, json_number_value(json_object_get(json_array_get(json_object_get(j, "lens"), i), "k3")));
+    for (size_t i = 0; i < json_array_size(bands); i++) {
+        const json_t *b = json_array_get(bands, i);
+        const char *pos = json_string_value(json_object_get(b, "position"));
+        const double x = json_number_value(json_object_get(b, "value")), lo = json_number_value(json_object_get(b, "low")),
+                     hi = json_number_value(json_object_get(b, "high"));
+        ck_assert_ptr_nonnull(pos);
+        ck_assert_str_eq(pos, x < lo ? "below" : x > hi ? "above" : "within");
+        if (!strcmp(json_string_value(json_object_get(b, "metric")), "k3"))
+            ck_assert_double_eq(x, k3);
+    }
     json_decref(j);
     snprintf(args, sizeof args, "%s --out none --json", g_common); /* no gates: no "gates" key */
     ck_assert_int_eq(run(args), 0);
@@ -1008,6 +1096,38 @@ START_TEST(test_run_gates)
     ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "unknown metric 'bogus'"));
     snprintf(args, sizeof args, "%s --out none --fail-above std", g_common);
+    ck_assert_int_eq(run(args), 2);
+}
+END_TEST
+
+/* --fail-on and --fail-above's verdict and JSON metrics: exit 3 exactly when
+ * the run's own JSON (without a gate) says a line reaches the level */
+START_TEST(test_run_fail_on)
+{
+    static const char *const cfgs[] = {"--kernels invariant", "--dtype fp16", "--dtype fp16 --seq-eps 1e-6"};
+    int seen[3] = {0, 0, 0};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        char base[2048];
+        snprintf(base, sizeof base, "%s --out none %s", g_common, cfgs[c]);
+        rc_gate_check(run, g_out, base, seen, c == 1);
+    }
+    /* every outcome is tested: a run whose worst line is OK, one WARN, one FAIL */
+    ck_assert_int_gt(seen[0], 0);
+    ck_assert_int_gt(seen[1], 0);
+    ck_assert_int_gt(seen[2], 0);
+    /* the table names the gate; stderr says which line failed and why */
+    char args[2048];
+    snprintf(args, sizeof args, "%s --out none --dtype fp16 --seq-eps 1e-6 --fail-on fail", g_common);
+    ck_assert_int_eq(run(args), 3);
+    ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-on fail): FAIL"));
+    ck_assert_ptr_nonnull(strstr(g_err, "ratiocheck: --fail-on fail: gspo is FAIL: "));
+    snprintf(args, sizeof args, "%s --out none --kernels invariant --fail-on warn --fail-above k3=0", g_common);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_ptr_nonnull(strstr(g_out, "\ngates (--fail-above, --fail-on warn): PASS\n"));
+    snprintf(args, sizeof args, "%s --out none --fail-on error", g_common);
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--fail-on: expected warn or fail"));
+    snprintf(args, sizeof args, "%s --out none --fail-above verdict.nope=1", g_common);
     ck_assert_int_eq(run(args), 2);
 }
 END_TEST
@@ -1169,6 +1289,15 @@ START_TEST(test_run_bad_options)
     snprintf(args, sizeof args, "%s --out none --len 100", g_common);
     ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "exceeds the model's 64 positions"));
+    /* longrope past original_max_position_embeddings (phi3_longrope: 32 of 128): refused before
+     * anything runs, naming the prompt's line, exit 5 */
+    snprintf(args, sizeof args,
+             "--model data/fixtures/phi3_longrope --backend cpu --prompts %s/p.ids --samples 2 -q --out none --len 40",
+             g_dir);
+    ck_assert_int_eq(run(args), 5);
+    ck_assert_ptr_nonnull(strstr(g_err, "p.ids:2: ")); /* the first prompt, after a comment line */
+    ck_assert_ptr_nonnull(strstr(g_err, "positions with longrope RoPE: past original_max_position_embeddings 32"));
+    ck_assert_int_eq(count_lines(g_err), 1);
 }
 END_TEST
 
@@ -1184,7 +1313,7 @@ START_TEST(test_run_interrupt)
     ck_assert_int_ne(system(cmd), -1);
     char cp[128];
     snprintf(cp, sizeof cp, "%s/code", g_dir);
-    slurp(cp, g_out, sizeof g_out);
+    rc_test_slurp(cp, g_out, sizeof g_out);
     ck_assert_int_eq(atoi(g_out), 130);
     ck_assert_int_ne(access(p, F_OK), 0);
     unlink(cp);
@@ -1192,685 +1321,8 @@ START_TEST(test_run_interrupt)
 }
 END_TEST
 
-/* ---- text prompts, tokenize, --show (the default model and its tokenizer) ---- */
-
-static void write_file(const char *path, const char *body, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(body, 1, n, f), n);
-    fclose(f);
-}
-
-START_TEST(test_tokenize_command)
-{
-    ck_assert_int_eq(
-        run("tokenize --model data/models/pythia-rc-tiny 'In the beginning God created the heaven and the earth.'"), 0);
-    /* HF tokenizers' ids for exactly this string: the "ids" of its line in
-     * data/fixtures/tokenizers/pythia_default/expected.jsonl (the same tokenizer) */
-    ck_assert_ptr_nonnull(strstr(g_out, "1168 259 2109 387 3337 259 737 268 259 618 14\n"));
-    ck_assert_int_eq(run("tokenize --model data/models/pythia-rc-tiny --json 'a<|endoftext|>b'"), 0);
-    json_error_t err;
-    json_t *j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "%s", err.text);
-    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(j, "ids"), 1)), 0); /* the special token */
-    json_decref(j);
-    ck_assert_int_eq(run("tokenize --model data/fixtures/neox_parallel hello"), 6); /* no tokenizer.json */
-    ck_assert_int_eq(count_lines(g_err), 1);
-    /* a folder with only tokenizer.json (no config.json) works too; 575 = len(HF
-     * Tokenizer.from_file(qwen2_split).encode(default.txt).ids) */
-    ck_assert_int_eq(run("tokenize --model data/fixtures/tokenizers/qwen2_split --file data/prompts/default.txt"), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "1648 bytes, 575 tokens"));
-    ck_assert_int_eq(run("tokenize --model data/models/pythia-rc-tiny"), 2);
-}
-END_TEST
-
-START_TEST(test_text_prompts)
-{
-    char p[256], args[2048];
-    /* .txt with escapes; the table runs and the HDF5 file holds texts and completions */
-    snprintf(p, sizeof p, "%s/p.txt", g_dir);
-    write_file(p, "In the beginning\nAnd God said\\n unto\r\n", 38);
-    snprintf(args, sizeof args,
-             "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 --samples 1 -q --show 2 --out %s/t.h5", p, g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "[sequence 0] prompt_index 0, sample_index 0, S "));
-    ck_assert_ptr_nonnull(strstr(g_out, "\"In the beginning\""));
-    ck_assert_ptr_nonnull(strstr(g_out, "[sequence 1] prompt_index 1, sample_index 0, S "));
-    ck_assert_ptr_nonnull(strstr(g_out, "\"And God said\\n unto\""));
-    /* --show-worst: the largest |S| first; with --json the completions are JSON, nothing else on stdout */
-    snprintf(args, sizeof args,
-             "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 6 --samples 2 -q --show-worst 3 --out none --json", p);
-    ck_assert_int_eq(run(args), 0);
-    json_error_t err;
-    json_t *j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "--json --show-worst is one JSON object: %s", err.text);
-    json_t *seqs = json_object_get(json_object_get(j, "completions"), "sequences");
-    ck_assert_int_eq((int)json_array_size(seqs), 3);
-    for (size_t i = 0; i + 1 < json_array_size(seqs); i++) {
-        double a = fabs(json_number_value(json_object_get(json_array_get(seqs, i), "seq_log_ratio_sum")));
-        double b = fabs(json_number_value(json_object_get(json_array_get(seqs, i + 1), "seq_log_ratio_sum")));
-        ck_assert_msg(a >= b, "worst first: |S| %g then %g", a, b);
-    }
-    json_t *s0 = json_array_get(seqs, 0);
-    ck_assert_int_eq((int)json_array_size(json_object_get(s0, "tokens")), 6);
-    ck_assert_int_eq((int)json_array_size(json_object_get(s0, "log_ratio")), 6);
-    json_decref(j);
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 -q --show 1 --show-worst 1", p);
-    ck_assert_int_eq(run(args), 2);
-    /* .jsonl: text and token-id prompts */
-    snprintf(p, sizeof p, "%s/p.jsonl", g_dir);
-    const char *jl = "{\"prompt\": \"In the beginning\"}\n\n{\"tokens\": [1168, 259]}\n";
-    write_file(p, jl, strlen(jl));
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 --samples 1 -q --out none --json", p);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "\"count\": 8"));
-    /* errors name the file and line (and byte) */
-    struct {
-        const char *name, *body;
-        size_t n;
-        int code;
-        const char *msg;
-    } bad[] = {
-        {"u.txt", "fine\nbad \xff byte\n", 16, 4, "u.txt:2: invalid UTF-8 at byte 5"},
-        {"e.txt", "fine\n\nmore\n", 11, 4, "e.txt:2: empty prompt"},
-        {"j.jsonl", "{\"prompt\": \"ok\"}\n{\"text\": 1}\n", 30, 4, "j.jsonl:2: expected"},
-        {"k.jsonl", "{\"prompt\": \"ok\"}\n{not json\n", 27, 4, "line 2"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", g_dir, bad[i].name);
-        write_file(p, bad[i].body, bad[i].n);
-        snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 4 -q --out none", p);
-        ck_assert_int_eq(run(args), bad[i].code);
-        ck_assert_msg(strstr(g_err, bad[i].msg) != NULL, "%s: '%s'", bad[i].name, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
-    /* a prompt that does not fit the context with max(--len): its line */
-    snprintf(p, sizeof p, "%s/long.txt", g_dir);
-    write_file(p, "short\nIn the beginning God created\n", 35);
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --prompts %s --len 10,252 -q --out none", p);
-    ck_assert_int_eq(run(args), 2);
-    ck_assert_ptr_nonnull(strstr(g_err, "long.txt:2: prompt of 5 tokens plus 252 generated tokens"));
-}
-END_TEST
-
-/* report reprints the run's output from the file; diff compares two runs
- * over the same tokens; --rollouts-from replays a run's tokens */
-START_TEST(test_report_diff)
-{
-    char args[2048], a[256], b[256], c[256];
-    static char first[1 << 16];
-    snprintf(a, sizeof a, "%s/a.h5", g_dir);
-    snprintf(b, sizeof b, "%s/b.h5", g_dir);
-    snprintf(c, sizeof c, "%s/c.h5", g_dir);
-    const char *m = "--model data/models/pythia-rc-tiny --backend cpu --num-prompts 4 --samples 2 --len 6,12 -q";
-    for (int json = 0; json < 2; json++) {
-        snprintf(args, sizeof args, "%s --out %s --force%s", m, a, json ? " --json" : "");
-        ck_assert_int_eq(run(args), 0);
-        memcpy(first, g_out, sizeof first);
-        snprintf(args, sizeof args, "report %s%s", a, json ? " --json" : "");
-        ck_assert_int_eq(run(args), 0);
-        ck_assert_str_eq(g_out, first); /* byte for byte the run's own output */
-    }
-    /* a replay with the same settings reproduces every log-prob: diff is 0 */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --len 6,12 -q --out %s --rollouts-from %s", b, a);
-    ck_assert_int_eq(run(args), 0);
-    snprintf(args, sizeof args, "diff %s %s --json", a, b);
-    ck_assert_int_eq(run(args), 0);
-    json_error_t err;
-    json_t *j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "%s", err.text);
-    ck_assert(json_real_value(json_object_get(json_object_get(j, "generation"), "max_abs")) == 0.0 ||
-              json_integer_value(json_object_get(json_object_get(j, "generation"), "max_abs")) == 0);
-    ck_assert(json_number_value(json_object_get(json_object_get(j, "generation"), "identical_frac")) == 1.0);
-    json_t *lens = json_object_get(j, "lens");
-    ck_assert_int_eq(json_array_size(lens), 2);
-    for (size_t i = 0; i < 2; i++) {
-        ck_assert(json_number_value(json_object_get(json_array_get(lens, i), "forward_max_abs")) == 0.0);
-        ck_assert(json_number_value(json_object_get(json_array_get(lens, i), "forward_identical_frac")) == 1.0);
-    }
-    json_decref(j);
-    /* a file against itself: zero everywhere (table) */
-    snprintf(args, sizeof args, "diff %s %s", a, a);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "max |diff| 0.000e+00, mean |diff| 0.000e+00, bitwise equal 1.0000"));
-    /* replaying in fp16 compares dtypes over the same tokens */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --len 6,12 -q --dtype fp16 --out %s --rollouts-from %s",
-             c, a);
-    ck_assert_int_eq(run(args), 0);
-    snprintf(args, sizeof args, "diff %s %s", a, c);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "B "));
-    ck_assert_ptr_nonnull(strstr(g_out, "fp16"));
-    /* runs over different tokens: a clear error */
-    snprintf(args, sizeof args, "%s --seed 5 --out %s --force", m, b);
-    ck_assert_int_eq(run(args), 0);
-    snprintf(args, sizeof args, "diff %s %s", a, b);
-    ck_assert_int_eq(run(args), 2);
-    ck_assert_ptr_nonnull(strstr(g_err, "not runs over the same tokens"));
-    ck_assert_int_eq(count_lines(g_err), 1);
-    /* not a result file; missing file */
-    snprintf(args, sizeof args, "report %s/p.ids", g_dir);
-    ck_assert_int_eq(run(args), 4);
-    ck_assert_ptr_nonnull(strstr(g_err, "not an HDF5 file"));
-    snprintf(args, sizeof args, "report %s/missing.h5", g_dir);
-    ck_assert_int_eq(run(args), 6);
-    /* --len beyond the replayed rollouts */
-    snprintf(args, sizeof args, "--model data/models/pythia-rc-tiny --backend cpu --len 20 -q --out none --rollouts-from %s", a);
-    ck_assert_int_eq(run(args), 2);
-    ck_assert_ptr_nonnull(strstr(g_err, "exceeds the 12 tokens of the replayed rollouts"));
-}
-END_TEST
 
 
-/* ---- hostile input and lost results (the robustness issue) ---- */
-
-/* Run a shell command line (cd'ed to the source tree, `RC` = the binary);
- * stderr is captured in g_err, stdout is whatever the command does with it.
- * Returns the exit code. */
-static int run_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_sh(const char *fmt, ...)
-{
-    char body[6144], cmd[8192], tmpl_e[] = "/tmp/rc_cli_errXXXXXX";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
-    int fe = mkstemp(tmpl_e);
-    ck_assert(fe >= 0);
-    close(fe);
-    snprintf(cmd, sizeof cmd, "cd '%s' && RC='%s/src/ratiocheck' && { %s ; } 2>'%s' </dev/null",
-             getenv("RC_SOURCE_DIR"), RC_TEST_BUILD_DIR, body, tmpl_e);
-    int st = system(cmd);
-    slurp(tmpl_e, g_err, sizeof g_err);
-    unlink(tmpl_e);
-    ck_assert_msg(WIFEXITED(st), "%s did not exit normally", body);
-    return WEXITSTATUS(st);
-}
-
-/* dst = tmpl with every "@D" replaced by the run fixture's folder */
-static char *subst_dir(char *dst, size_t n, const char *tmpl)
-{
-    size_t o = 0;
-    for (const char *t = tmpl; *t && o + 1 < n; t++) {
-        if (t[0] == '@' && t[1] == 'D') {
-            o += (size_t)snprintf(dst + o, n - o, "%s", g_dir);
-            t++;
-        } else {
-            dst[o++] = *t;
-        }
-    }
-    dst[o < n ? o : n - 1] = '\0';
-    return dst;
-}
-
-/* stdout full or closed: every command exits 6 with one line, never 0 */
-START_TEST(test_stdout_unwritable)
-{
-    const char *cmds[] = {
-        "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none",
-        "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none --json",
-        "$RC inspect --model data/fixtures/neox_parallel",
-        "$RC inspect --model data/fixtures/neox_parallel --json",
-        "$RC tokenize --model data/models/pythia-rc-tiny hello",
-        "$RC --help",
-    };
-    const char *redir[] = {">/dev/full", ">&-"};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        for (int k = 0; k < 2; k++) {
-            char c[2048];
-            subst_dir(c, sizeof c - 32, cmds[i]);
-            strcat(c, " ");
-            strcat(c, redir[k]);
-            ck_assert_msg(run_sh("%s", c) == 6, "%s: exit code not 6; stderr '%s'", c, g_err);
-            ck_assert_msg(strstr(g_err, "standard output") != NULL, "%s: '%s'", c, g_err);
-            ck_assert_int_eq(count_lines(g_err), 1);
-        }
-    /* the results file is still written when only stdout fails */
-    ck_assert_int_eq(run_sh("$RC %s --out %s/kept.h5 >/dev/full", g_common, g_dir), 6);
-    char p[256];
-    snprintf(p, sizeof p, "%s/kept.h5", g_dir);
-    ck_assert_int_eq(access(p, F_OK), 0);
-}
-END_TEST
-
-/* the output path is checked before the model is loaded: a bad output path
- * is named even when the model folder does not exist */
-START_TEST(test_output_checked_first)
-{
-    char args[2048];
-    snprintf(args, sizeof args, "--model /nonexistent/model -q --out /nonexistent/folder/r.h5");
-    ck_assert_int_eq(run(args), 6);
-    ck_assert_msg(strstr(g_err, "/nonexistent/folder/r.h5") != NULL, "'%s'", g_err);
-    ck_assert_int_eq(count_lines(g_err), 1);
-    ck_assert_int_eq(run("--model /nonexistent/model -q --out ''"), 2);
-    ck_assert_msg(strstr(g_err, "--out") != NULL, "'%s'", g_err);
-    /* a folder as the output path */
-    snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s --force", g_dir);
-    ck_assert_int_eq(run(args), 6);
-    ck_assert_msg(strstr(g_err, g_dir) != NULL && !strstr(g_err, "config.json"), "'%s'", g_err);
-    /* a dangling symbolic link at the output path: refused before any work */
-    char link[256];
-    snprintf(link, sizeof link, "%s/dangling.h5", g_dir);
-    ck_assert_int_eq(symlink("/nonexistent/target.h5", link), 0);
-    snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s", link);
-    ck_assert_int_eq(run(args), 2);
-    ck_assert_msg(strstr(g_err, "dangling.h5") != NULL, "'%s'", g_err);
-    snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s --force", link);
-    ck_assert_int_eq(run(args), 6);
-    ck_assert_msg(strstr(g_err, "dangling.h5") != NULL && strstr(g_err, "symbolic link"), "'%s'", g_err);
-    /* a read-only folder (root writes anywhere: checked only when not root) */
-    if (geteuid() != 0) {
-        char ro[256];
-        snprintf(ro, sizeof ro, "%s/ro", g_dir);
-        ck_assert_int_eq(mkdir(ro, 0555), 0);
-        snprintf(args, sizeof args, "--model /nonexistent/model -q --out %s/r.h5", ro);
-        ck_assert_int_eq(run(args), 6);
-        ck_assert_msg(strstr(g_err, "/ro/r.h5") != NULL, "'%s'", g_err);
-    }
-    ck_assert_int_eq(count_files(g_dir), 2); /* p.ids, dangling.h5: no probe left behind */
-}
-END_TEST
-
-/* --alibi-bias: recorded, shown in the header only when not the default,
- * read back by report; a bad value is a usage error (2) */
-START_TEST(test_alibi_bias_option)
-{
-    char args[4096];
-    FILE *f = fopen("/tmp/rc_cli_alibi.ids", "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("5 7 9 11 13 2\n12 3 4\n", f);
-    fclose(f);
-    snprintf(args, sizeof args,
-             "--model data/fixtures/bloom_alibi --backend cpu --prompts /tmp/rc_cli_alibi.ids --len 6 -q --alibi-bias rowmax "
-             "--out %s/a.h5",
-             g_dir);
-    ck_assert_msg(run(args) == 0, "%s", g_err);
-    ck_assert_ptr_nonnull(strstr(g_out, "upcast none  alibi-bias rowmax  log-probs fp32"));
-    snprintf(args, sizeof args, "report %s/a.h5 --json", g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "\"alibi_bias\": \"rowmax\""));
-    snprintf(args, sizeof args,
-             "--model data/fixtures/bloom_alibi --backend cpu --prompts /tmp/rc_cli_alibi.ids --len 6 -q --out %s/b.h5", g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_null(strstr(g_out, "alibi-bias"));
-    snprintf(args, sizeof args, "report %s/b.h5 --json", g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "\"alibi_bias\": \"model\""));
-    ck_assert_int_eq(run("--model data/fixtures/bloom_alibi --backend cpu --alibi-bias max --out none"), 2);
-    ck_assert_ptr_nonnull(strstr(g_err, "--alibi-bias"));
-    ck_assert_int_eq(count_lines(g_err), 1);
-    unlink("/tmp/rc_cli_alibi.ids");
-}
-END_TEST
-
-/* A GPT-2 Conv1D weight stored [out, in] instead of [in, out] (a converter
- * that transposed it already): exit 4, one line naming the file, the tensor,
- * its shape and the expected one; no output file. */
-START_TEST(test_conv1d_swapped)
-{
-    char model[256], args[4096];
-    snprintf(model, sizeof model, "%s/gpt2", g_dir);
-    ck_assert_int_eq(run_sh("cp -r data/fixtures/gpt2_learned %s", model), 0);
-    /* the header's shape of h.0's c_attn, [64,192] -> [192,64] (same length) */
-    ck_assert_int_eq(run_sh("sed -i 's/\\(h\\.0\\.attn\\.c_attn\\.weight\":{\"dtype\":\"F32\",\"shape\":\\)"
-                            "\\[64,192\\]/\\1[192,64]/' %s/model.safetensors && "
-                            "grep -c 'c_attn.weight\":{\"dtype\":\"F32\",\"shape\":\\[192,64\\]' "
-                            "%s/model.safetensors",
-                            model, model),
-                     0);
-    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s/r.h5", model, g_dir, g_dir);
-    ck_assert_int_eq(run(args), 4);
-    ck_assert_int_eq(count_lines(g_err), 1);
-    ck_assert_msg(strstr(g_err, "model.safetensors") && strstr(g_err, "h.0.attn.c_attn.weight") &&
-                      strstr(g_err, "[192, 64]") && strstr(g_err, "[64, 192]"),
-                  "'%s'", g_err);
-    struct stat st;
-    char out[512];
-    snprintf(out, sizeof out, "%s/r.h5", g_dir);
-    ck_assert_int_ne(stat(out, &st), 0);
-    snprintf(args, sizeof args, "inspect --model %s", model);
-    ck_assert_int_eq(run(args), 4);
-}
-END_TEST
-
-/* inspect reads headers only: a weight holding NaN stops a run (exit 4,
- * naming the tensor) but not inspect, which never reads the values */
-START_TEST(test_inspect_headers_only)
-{
-    char model[256], args[1024];
-    snprintf(model, sizeof model, "%s/nanmodel", g_dir);
-    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel %s && f=%s/model.safetensors && "
-                            "printf '\\000\\000\\300\\177' | dd of=$f bs=1 seek=$(( $(stat -c%%s $f) - 4 )) "
-                            "conv=notrunc 2>/dev/null",
-                            model, model),
-                     0);
-    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out none", model, g_dir);
-    ck_assert_int_eq(run(args), 4);
-    ck_assert_ptr_nonnull(strstr(g_err, "non-finite"));
-    snprintf(args, sizeof args, "inspect --model %s --no-speed", model);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_nonnull(strstr(g_out, "architecture   gpt_neox"));
-}
-END_TEST
-
-/* --out naming an input is refused, even with --force (device and inode) */
-START_TEST(test_out_is_input)
-{
-    char model[256], args[4096], prev[256];
-    snprintf(model, sizeof model, "%s/model", g_dir);
-    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel %s", model), 0);
-    snprintf(prev, sizeof prev, "%s/prev.h5", g_dir);
-    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s", model, g_dir, prev);
-    ck_assert_int_eq(run(args), 0);
-    struct stat before;
-    const char *targets[] = {"@D/model/config.json", "@D/model/model.safetensors", "@D/p.ids", "@D/prev.h5"};
-    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
-        char t[512];
-        subst_dir(t, sizeof t, targets[i]);
-        ck_assert_int_eq(stat(t, &before), 0);
-        if (i == 3)
-            snprintf(args, sizeof args, "--model %s --len 4 -q --rollouts-from %s --out %s --force", model, prev, t);
-        else
-            snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s --force", model, g_dir, t);
-        ck_assert_msg(run(args) == 2, "--out %s: stderr '%s'", t, g_err);
-        ck_assert_msg(strstr(g_err, "is an input") != NULL, "'%s'", g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-        struct stat after;
-        ck_assert_int_eq(stat(t, &after), 0);
-        ck_assert(after.st_ino == before.st_ino && after.st_size == before.st_size);
-    }
-    /* through another name (a hard link) too */
-    char hl[256], cfg[300];
-    snprintf(hl, sizeof hl, "%s/alias.json", g_dir);
-    snprintf(cfg, sizeof cfg, "%s/config.json", model);
-    ck_assert_int_eq(link(cfg, hl), 0);
-    snprintf(args, sizeof args, "--model %s --prompts %s/p.ids --len 4 -q --out %s --force", model, g_dir, hl);
-    ck_assert_int_eq(run(args), 2);
-    ck_assert_msg(strstr(g_err, "is an input") != NULL, "'%s'", g_err);
-}
-END_TEST
-
-/* temporary files left by a killed run are removed by the next run with the
- * same output path (only when their process is gone) */
-START_TEST(test_stale_temp_files)
-{
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
-    if (child == 0)
-        _exit(0);
-    ck_assert_int_eq(waitpid(child, NULL, 0), child); /* a PID that is gone */
-    char stale[256], live[256], args[2048], out[256];
-    snprintf(out, sizeof out, "%s/o.h5", g_dir);
-    snprintf(stale, sizeof stale, "%s/.o.h5.tmp.%ld", g_dir, (long)child);
-    snprintf(live, sizeof live, "%s/.o.h5.tmp.%ld", g_dir, (long)getpid());
-    FILE *f = fopen(stale, "w");
-    fputs("partial", f);
-    fclose(f);
-    f = fopen(live, "w");
-    fclose(f);
-    snprintf(args, sizeof args, "%s --out %s", g_common, out);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_int_ne(access(stale, F_OK), 0);
-    ck_assert_int_eq(access(live, F_OK), 0); /* its process (this test) still runs */
-    ck_assert_msg(strstr(g_err, "stale") != NULL && strstr(g_err, stale) != NULL, "'%s'", g_err);
-    ck_assert_int_eq(count_lines(g_err), 1);
-    unlink(live);
-}
-END_TEST
-
-/* a signal that arrives before anything is loaded: handled, not fatal by
- * default action. SIGTERM is made pending (blocked) before exec; ratiocheck
- * installs its handlers first, then unblocks: exit 143 (128 + SIGTERM) with
- * one line, and no output file */
-static int run_with_pending(int sig, const char *out)
-{
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (chdir(getenv("RC_SOURCE_DIR")) != 0)
-            _exit(99);
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        char errp[256];
-        snprintf(errp, sizeof errp, "%s/stderr", g_dir);
-        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fe, 2);
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, sig);
-        sigprocmask(SIG_BLOCK, &set, NULL);
-        kill(getpid(), sig); /* pending across exec */
-        char exe[512];
-        snprintf(exe, sizeof exe, "%s/src/ratiocheck", RC_TEST_BUILD_DIR);
-        execl(exe, exe, "--model", "data/models/pythia-rc-tiny", "-q", "--out", out, (char *)NULL);
-        _exit(98);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    char errp[256];
-    snprintf(errp, sizeof errp, "%s/stderr", g_dir);
-    slurp(errp, g_err, sizeof g_err);
-    unlink(errp);
-    ck_assert_msg(WIFEXITED(st), "killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    return WEXITSTATUS(st);
-}
-
-START_TEST(test_signal_before_load)
-{
-    char out[256];
-    snprintf(out, sizeof out, "%s/sig.h5", g_dir);
-    ck_assert_int_eq(run_with_pending(SIGTERM, out), 143);
-    ck_assert_msg(strstr(g_err, "interrupted") != NULL, "'%s'", g_err);
-    ck_assert_int_eq(count_lines(g_err), 1);
-    ck_assert_int_ne(access(out, F_OK), 0);
-    ck_assert_int_eq(run_with_pending(SIGINT, out), 130);
-    ck_assert_int_eq(count_lines(g_err), 1);
-    ck_assert_int_eq(count_files(g_dir), 1); /* p.ids only */
-}
-END_TEST
-
-/* every string in --json output is escaped (paths, attributes read back);
- * tables print control characters escaped */
-START_TEST(test_json_escaping)
-{
-    char model[512], args[4096], out[512];
-    snprintf(model, sizeof model, "%s/we\"ird\\na\xffme", g_dir);
-    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel '%s'", model), 0);
-    snprintf(args, sizeof args, "inspect --model '%s' --json", model);
-    ck_assert_int_eq(run(args), 0);
-    json_error_t err;
-    json_t *j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "inspect --json: %s: %s", err.text, g_out);
-    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "model")), "we\"ird\\na"));
-    json_decref(j);
-    snprintf(out, sizeof out, "%s/o\"u\\t.h5", g_dir);
-    snprintf(args, sizeof args, "--model '%s' --prompts %s/p.ids --len 4 -q --out '%s' --json", model, g_dir, out);
-    ck_assert_int_eq(run(args), 0);
-    j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "run --json: %s: %s", err.text, g_out);
-    json_decref(j);
-    snprintf(args, sizeof args, "report '%s' --json", out);
-    ck_assert_int_eq(run(args), 0);
-    j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "report --json: %s: %s", err.text, g_out);
-    ck_assert_str_eq(json_string_value(json_object_get(j, "output")), out);
-    json_decref(j);
-    snprintf(args, sizeof args, "diff '%s' '%s' --json", out, out);
-    ck_assert_int_eq(run(args), 0);
-    j = json_loads(g_out, 0, &err);
-    ck_assert_msg(j != NULL, "diff --json: %s: %s", err.text, g_out);
-    ck_assert_str_eq(json_string_value(json_object_get(j, "a")), out);
-    json_decref(j);
-    /* a crafted string attribute cannot add keys */
-    ck_assert_int_eq(run_sh("/usr/bin/python3 -c 'import h5py,sys; f=h5py.File(sys.argv[1],\"r+\"); "
-                            "f.attrs[\"kernels\"]=\"engine\\\", \\\"evil\\\": \\\"1\\x1b[31m\"' '%s'", out), 0);
-    snprintf(args, sizeof args, "report '%s' --json", out);
-    int code = run(args);
-    if (code == 0) { /* the reader may also refuse an unknown kernels value */
-        j = json_loads(g_out, 0, &err);
-        ck_assert_msg(j != NULL, "report --json: %s: %s", err.text, g_out);
-        ck_assert_ptr_null(json_object_get(j, "evil"));
-        json_decref(j);
-    } else {
-        ck_assert_int_eq(code, 4);
-    }
-    /* the table: no raw control characters from a path */
-    snprintf(model, sizeof model, "%s/esc\x1b[31mdir", g_dir);
-    ck_assert_int_eq(run_sh("cp -r data/fixtures/neox_parallel '%s'", model), 0);
-    snprintf(args, sizeof args, "inspect --model '%s'", model);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_null(strchr(g_out, '\x1b'));
-    ck_assert_ptr_nonnull(strstr(g_out, "esc\\x1b[31mdir"));
-    snprintf(args, sizeof args, "--model '%s' --prompts %s/p.ids --len 4 -q --out none", model, g_dir);
-    ck_assert_int_eq(run(args), 0);
-    ck_assert_ptr_null(strchr(g_out, '\x1b'));
-    /* error lines: ESC, a C1 control (U+009B, 8-bit CSI) and a byte that is
-     * not UTF-8 in a path all become '?' (rc_errorf, for every message) */
-    ck_assert_int_eq(run("inspect --model \"$(printf '/nonexistent/a\\033b\\302\\233c\\377d')\""), 6);
-    ck_assert_msg(strstr(g_err, "/nonexistent/a?b??c?d: No such") != NULL, "'%s'", g_err);
-}
-END_TEST
-
-/* disk full while writing: exit 6, one clean line naming the file, nothing
- * left behind (a file size limit stands in for a full disk) */
-START_TEST(test_disk_full)
-{
-    char sub[256];
-    snprintf(sub, sizeof sub, "%s/full", g_dir);
-    ck_assert_int_eq(mkdir(sub, 0755), 0);
-    ck_assert_int_eq(run_sh("ulimit -f 4; $RC %s --out %s/r.h5", g_common, sub), 6);
-    ck_assert_int_eq(count_lines(g_err), 1);
-    ck_assert_msg(strstr(g_err, "/full/r.h5: ") != NULL, "'%s'", g_err);
-    ck_assert_msg(strstr(g_err, "File too large") != NULL, "'%s'", g_err);
-    ck_assert_msg(strstr(g_err, "H5") == NULL && strstr(g_err, "HDF5") == NULL, "'%s'", g_err);
-    ck_assert_int_eq(count_files(sub), 0);
-}
-END_TEST
-
-/* option values that are usage errors (exit 2, one line naming the option) */
-START_TEST(test_option_values)
-{
-    const struct {
-        const char *opt, *msg;
-    } cases[] = {
-        {"--upcast ''", "--upcast"},
-        {"--upcast norm,", "--upcast"},
-        {"--upcast norm,norm", "twice"},
-        {"--upcast all,none", "'all' and 'none' cannot be combined"},
-        {"--len 2,", "--len"},
-        {"--len '2, 3'", "--len"},
-        {"--len ' 2'", "--len"},
-        {"--threads ' 2'", "--threads"},
-        {"--threads +2", "--threads"},
-        {"--temperature 0x1p-1", "--temperature"},
-        {"--temperature ' 1'", "--temperature"},
-        {"--temperature nan", "--temperature"},
-        {"--fail-above ''", "--fail-above"},
-        {"--fail-above k3=1,", "--fail-above"},
-        {"--fail-above k3=0x1p-3", "--fail-above"},
-        {"--prompts ''", "--prompts"},
-        {"--model ''", "--model"},
-        {"--rollouts-from ''", "--rollouts-from"},
-    };
-    char args[2048];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(args, sizeof args, "--model data/fixtures/neox_parallel --backend cpu --prompts %s/p.ids -q --out none %s", g_dir,
-                 cases[i].opt);
-        ck_assert_msg(run(args) == 2, "%s: stderr '%s'", cases[i].opt, g_err);
-        ck_assert_msg(strstr(g_err, cases[i].msg) != NULL, "%s: stderr '%s'", cases[i].opt, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
-}
-END_TEST
-
-/* inputs that are not regular files: tokenizer.json (a FIFO or a device) is
- * exit 6 naming tokenizer.json; a FIFO result file is exit 6 naming it */
-START_TEST(test_tokenizer_not_regular)
-{
-    char model[256], tp[300], args[2048];
-    snprintf(model, sizeof model, "%s/m", g_dir);
-    ck_assert_int_eq(run_sh("cp -r data/models/pythia-rc-tiny %s", model), 0);
-    snprintf(tp, sizeof tp, "%s/tokenizer.json", model);
-    for (int k = 0; k < 2; k++) {
-        unlink(tp);
-        if (k == 0)
-            ck_assert_int_eq(mkfifo(tp, 0644), 0);
-        else
-            ck_assert_int_eq(symlink("/dev/zero", tp), 0);
-        snprintf(args, sizeof args, "--model %s --len 4 -q --out none", model);
-        ck_assert_int_eq(run(args), 6);
-        ck_assert_msg(strstr(g_err, "tokenizer.json") != NULL, "'%s'", g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-        snprintf(args, sizeof args, "tokenize --model %s hello", model);
-        ck_assert_int_eq(run(args), 6);
-        ck_assert_msg(strstr(g_err, "tokenizer.json") != NULL, "'%s'", g_err);
-    }
-    /* a result file that is a FIFO: never handed to HDF5 (report, diff, replay) */
-    char fifo[300];
-    snprintf(fifo, sizeof fifo, "%s/r.h5", g_dir);
-    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
-    const char *cmds[] = {"report @D/r.h5", "diff @D/r.h5 @D/r.h5",
-                          "--model data/models/pythia-rc-tiny --backend cpu --rollouts-from @D/r.h5 --len 4 -q --out none"};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        ck_assert_int_eq(run(subst_dir(args, sizeof args, cmds[i])), 6);
-        ck_assert_msg(strstr(g_err, "r.h5: not a regular file") != NULL, "%s: '%s'", cmds[i], g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
-}
-END_TEST
-
-/* README's exit-code table, row by row: one loop test per row */
-static const struct {
-    int code;
-    const char *cmd; /* shell; @D = the run fixture's folder */
-    const char *msg; /* in the one line on stderr ("" for exit 0) */
-} k_exit_rows[] = {
-    {0, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none >/dev/null", ""},
-    {1, "RATIOCHECK_FAULT=internal $RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 -q --out none",
-     "internal error"},
-    {2, "$RC --model data/fixtures/neox_parallel --frobnicate", "--frobnicate"},
-    {3, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 4 --dtype fp16 -q --out none "
-        "--fail-above std=0 >/dev/null",
-     "exceeds"},
-    {4, "mkdir -p @D/m4 && printf '{\"model_type\": ' >@D/m4/config.json && $RC inspect --model @D/m4",
-     "config.json"},
-    {5, "mkdir -p @D/m5 && printf '{\"model_type\": \"t5\"}' >@D/m5/config.json && $RC inspect --model @D/m5",
-     "not supported"},
-    {6, "$RC inspect --model @D/missing", "missing: No such file or directory"},
-    {7, "ulimit -v 1500000 && $RC --model data/models/pythia-rc-tiny --backend cpu --samples 100000 --threads 2 -q --out none",
-     "cannot allocate"},
-    {8, "CUDA_VISIBLE_DEVICES= $RC --model data/fixtures/neox_parallel --prompts @D/p.ids --len 4 -q --out none "
-        "--backend cuda",
-     "CUDA backend"},
-    {130, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
-          "--out @D/i.h5 & pid=$!; sleep 1; kill -INT $pid; wait $pid",
-     "interrupted"},
-    {143, "$RC --model data/fixtures/neox_parallel --backend cpu --prompts @D/p.ids --len 50 --samples 5000 --batch 4 -q "
-          "--out @D/i.h5 & pid=$!; sleep 1; kill -TERM $pid; wait $pid",
-     "interrupted"},
-};
-
-START_TEST(test_exit_code_row)
-{
-    const int i = _i;
-#if defined(__SANITIZE_ADDRESS__)
-    if (k_exit_rows[i].code == 7) /* ASan reserves more address space than any ulimit -v allows */
-        return;
-#endif
-    char cmd[4096];
-    subst_dir(cmd, sizeof cmd, k_exit_rows[i].cmd);
-    int code = run_sh("%s", cmd);
-    ck_assert_msg(code == k_exit_rows[i].code, "row %d: exit %d, stderr '%s'", k_exit_rows[i].code, code, g_err);
-    if (k_exit_rows[i].code == 0) {
-        ck_assert_str_eq(g_err, "");
-    } else {
-        ck_assert_msg(strstr(g_err, k_exit_rows[i].msg) != NULL, "row %d: '%s'", k_exit_rows[i].code, g_err);
-        ck_assert_int_eq(count_lines(g_err), 1);
-    }
-    ck_assert_int_eq(count_files(g_dir), 1 + (k_exit_rows[i].code == 4 || k_exit_rows[i].code == 5)); /* p.ids */
-}
-END_TEST
 
 int main(void)
 {
@@ -1888,6 +1340,8 @@ int main(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_run_json);
     tcase_add_test(tr, test_run_gates);
+    tcase_add_test(tr, test_distribution);
+    tcase_add_test(tr, test_run_fail_on);
     tcase_add_test(tr, test_stat_options);
     tcase_add_test(tr, test_strata_growth);
     tcase_add_test(tr, test_two_sides);
@@ -1898,27 +1352,21 @@ int main(void)
     tcase_add_test(tr, test_run_bad_options);
     tcase_add_test(tr, test_len_ranges);
     tcase_add_test(tr, test_run_interrupt);
-    tcase_add_test(tr, test_tokenize_command);
-    tcase_add_test(tr, test_text_prompts);
-    tcase_add_test(tr, test_conv1d_swapped);
-    tcase_add_test(tr, test_inspect_headers_only);
-    tcase_add_test(tr, test_alibi_bias_option);
-    tcase_add_test(tr, test_report_diff);
+    text_tests_in_run(tr);
+    robust_tests_in_run(tr);
+    text_tests_in_run_2(tr);
     tcase_add_test(tr, test_trace_command);
+    tcase_add_test(tr, test_trace_forward_batch);
     suite_add_tcase(s, tr);
     TCase *tx = tcase_create("robust");
     tcase_add_checked_fixture(tx, run_setup, run_teardown);
     tcase_set_timeout(tx, 120);
-    tcase_add_test(tx, test_stdout_unwritable);
-    tcase_add_test(tx, test_output_checked_first);
-    tcase_add_test(tx, test_out_is_input);
-    tcase_add_test(tx, test_stale_temp_files);
-    tcase_add_test(tx, test_signal_before_load);
-    tcase_add_test(tx, test_json_escaping);
-    tcase_add_test(tx, test_disk_full);
-    tcase_add_test(tx, test_option_values);
-    tcase_add_test(tx, test_tokenizer_not_regular);
-    tcase_add_loop_test(tx, test_exit_code_row, 0, (int)(sizeof k_exit_rows / sizeof k_exit_rows[0]));
+    robust_tests_in_robust(tx);
     suite_add_tcase(s, tx);
+    TCase *tg = tcase_create("rough");
+    tcase_add_checked_fixture(tg, run_setup, run_teardown);
+    tcase_set_timeout(tg, 120);
+    robust_tests_in_rough(tg);
+    suite_add_tcase(s, tg);
     return rc_test_run(s);
 }

@@ -1,19 +1,29 @@
 /* The fp32 engine against Hugging Face transformers.
  *
- * For every fixture in data/fixtures/ (made by tools/make_fixtures.py with
- * HF's own model classes), compare:
+ * For every fixture in data/fixtures/ (made by tools/fixtures/make_fixtures.py with
+ * HF's own model classes), with invariant kernels, engine kernels and
+ * OpenBLAS GEMMs (test cases vs_hf, vs_hf_engine, vs_hf_openblas), compare:
  *  - the batched full forward with HF's per-sequence forward (fp32 and fp64
  *    references): max |log-prob difference| <= 1e-5 over the whole vocabulary;
- *  - greedy KV-cached generation with HF generate(use_cache=True): identical
- *    tokens, per-step log-probs within 1e-5;
+ *  - greedy KV-cached generation with HF generate(use_cache=True): the same
+ *    tokens as HF's fp32 and fp64 runs, per-step log-probs over the whole
+ *    vocabulary within 1e-5 of both;
  *  - cached decode vs our own full forward: <= 1e-5;
- *  - a batch of mixed lengths vs each sequence alone: <= 1e-6.
- * The measured maxima are printed (meson test -v) for the record. */
+ *  - a batch of mixed lengths vs each sequence alone: <= 1e-6 with invariant
+ *    kernels, <= 1e-5 with engine kernels and OpenBLAS (their summation order
+ *    changes with the number of rows).
+ * And, not for OpenBLAS: a forward over row chunks equals one pass bit for
+ * bit (bf16, test_row_chunks); with invariant kernels only, the float64
+ * reference forward against HF's fp64 (<= 1e-10) and the engine API's
+ * errors. The measured maxima are printed (meson test -v) for the record. */
 #include <check.h>
+#include <dirent.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "forward.h"
@@ -22,13 +32,53 @@
 #include "safetensors.h"
 #include "util.h"
 
+#include "fixtures.h"
 #include "testutil.h"
 
-static const char *const k_fixtures[] = {"neox_parallel", "neox_sequential", "llama_gqa",    "qwen2_bias",
-                                         "mistral_headdim", "neox_bf16",     "gpt2_learned", "bloom_alibi",
-                                         "mpt_alibi",     "baichuan_7b",     "baichuan_13b", "baichuan2_7b",
-                                         "baichuan2_13b"};
-#define N_FIXTURES (int)(sizeof k_fixtures / sizeof k_fixtures[0])
+#define N_FIXTURES RC_N_FIXTURE_MODELS
+static const char *fx_name(int i) { return rc_fixture_models[i].name; }
+
+/* The families added with this criterion: besides 1e-5 of HF, no further from
+ * HF's true-fp64 log-probs than HF's own fp32 run is (max over the fixture;
+ * of the older fixtures qwen2_bias and baichuan2_13b are 4-6% beyond it on
+ * their cached path in one kernel strategy, olmo2_postnorm 1.7% with the
+ * OpenBLAS GEMMs (1.718e-6 vs 1.689e-6), and of the MoE fixtures the cached
+ * paths of mixtral_fused (invariant kernels: 1.934e-6 from HF fp64 where HF's
+ * fp32 is 1.885e-6, 2.6% beyond) and qwen3_moe (OpenBLAS: 1.537e-6 against
+ * 1.435e-6, 7% beyond), so they are not held to it). gemma3_local is held
+ * on its cached path only: its full forward is 1.842e-6 (invariant kernels)
+ * and 2.289e-6 (engine) from HF fp64 where HF's fp32 is 1.790e-6, while the
+ * OpenBLAS full forward (1.523e-6) and every cached path are within it. */
+static bool fp64_bound(const char *name)
+{
+    static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "gemma2_softcap", "gemma3_local"};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(name, k[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The families held to the fp64 criterion on the mean instead: the mean
+ * |dlogp| from HF's true-fp64 log-probs over every position and vocabulary
+ * entry no larger than HF's own fp32 run's (a systematic difference from HF
+ * moves the mean; the max over a fixture is one element's rounding). Their
+ * max is beyond HF fp32's on some path (olmo3_sliding's OpenBLAS full forward
+ * 1.53x, phi3_longrope's and glm4_partial's up to 1.14x), their mean on every
+ * path 0.72-0.99 of HF's (docs/numerics.md "Later families"). */
+static bool fp64_mean_bound(const char *name)
+{
+    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial"};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(name, k[i]) == 0)
+            return true;
+    return false;
+}
+
+/* the full forward's criterion: fp64_bound less the fixtures held on the cached path only */
+static bool fp64_bound_full(const char *name)
+{
+    return fp64_bound(name) && strcmp(name, "gemma3_local") != 0;
+}
 
 typedef struct {
     rc_model *m;
@@ -148,13 +198,14 @@ static int32_t *packed_tokens(const fixture *f, int64_t *lens, int64_t *total)
 START_TEST(test_full_forward_vs_hf)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     rc_engine *e = make_engine(&f, f.B, f.T, total);
     float *out = malloc(sizeof(float) * total * f.V);
     ck_assert_msg(rc_full_forward(e, tok, lens, f.B, out) == RC_OK, "%s", rc_last_error());
-    double d32 = 0, d64 = 0;
+    double d32 = 0, d64 = 0, hf = 0; /* hf: HF's own fp32 against its fp64 */
+    double s64 = 0, shf = 0;         /* their sums (the means' numerators) */
     int64_t o = 0;
     for (int64_t b = 0; b < f.B; b++)
         for (int64_t t = 0; t < lens[b]; t++, o++)
@@ -162,13 +213,25 @@ START_TEST(test_full_forward_vs_hf)
                 double x = out[o * f.V + v];
                 double a = fabs(x - f.fwd32[(b * f.T + t) * f.V + v]);
                 double c = fabs(x - f.fwd64[(b * f.T + t) * f.V + v]);
+                double h = fabs(f.fwd32[(b * f.T + t) * f.V + v] - f.fwd64[(b * f.T + t) * f.V + v]);
                 d32 = a > d32 ? a : d32;
                 d64 = c > d64 ? c : d64;
+                hf = h > hf ? h : hf;
+                s64 += c;
+                shf += h;
             }
-    printf("%-16s %s full forward   max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e  (%lld positions x %lld vocab)\n",
-           k_fixtures[_i], gemm_name(), d32, d64, (long long)total, (long long)f.V);
-    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", k_fixtures[_i], d32);
-    ck_assert_msg(d64 <= 1e-5, "%s: full forward vs HF fp64 differs by %g", k_fixtures[_i], d64);
+    printf("%-16s %s full forward   max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)  (%lld "
+           "positions x %lld vocab)\n",
+           fx_name(_i), gemm_name(), d32, d64, hf, (long long)total, (long long)f.V);
+    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", fx_name(_i), d32);
+    ck_assert_msg(d64 <= 1e-5, "%s: full forward vs HF fp64 differs by %g", fx_name(_i), d64);
+    ck_assert_msg(!fp64_bound_full(fx_name(_i)) || d64 <= hf, "%s: full forward %g from HF fp64, HF fp32 only %g",
+                  fx_name(_i), d64, hf);
+    printf("%-16s %s full forward   mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", fx_name(_i),
+           gemm_name(), s64 / (double)(total * f.V), shf / (double)(total * f.V));
+    ck_assert_msg(!fp64_mean_bound(fx_name(_i)) || s64 <= shf,
+                  "%s: full forward mean %g from HF fp64, HF fp32 only %g", fx_name(_i),
+                  s64 / (double)(total * f.V), shf / (double)(total * f.V));
     rc_engine_free(e);
     free(out);
     free(tok);
@@ -189,7 +252,7 @@ static int32_t argmax(const float *x, int64_t n)
 START_TEST(test_greedy_generate_vs_hf)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     const int64_t B = f.B, N = f.N, V = f.V;
     rc_engine *e = make_engine(&f, B, f.P + N, B * f.P);
     int64_t slots[64], starts[64], n_new[64], rows[64];
@@ -207,7 +270,8 @@ START_TEST(test_greedy_generate_vs_hf)
     }
     float *lp = malloc(sizeof(float) * B * V);
     int32_t *gen = malloc(sizeof(int32_t) * B * N);
-    double d32 = 0, d64 = 0;
+    double d32 = 0, d64 = 0, hf = 0; /* hf: HF's own fp32 against its fp64 */
+    double s64 = 0, shf = 0;         /* their sums (the means' numerators) */
     /* step 0 from the prefill, steps 1..N-1 from single-token decode */
     ck_assert_msg(rc_engine_step(e, slots, starts, n_new, B, tok, rows, B, lp, NULL, NULL) == RC_OK,
                   "%s", rc_last_error());
@@ -216,12 +280,16 @@ START_TEST(test_greedy_generate_vs_hf)
             for (int64_t v = 0; v < V; v++) {
                 double a = fabs((double)lp[b * V + v] - f.glp32[(b * N + step) * V + v]);
                 double c = fabs((double)lp[b * V + v] - f.glp64[(b * N + step) * V + v]);
+                double h = fabs(f.glp32[(b * N + step) * V + v] - f.glp64[(b * N + step) * V + v]);
                 d32 = a > d32 ? a : d32;
                 d64 = c > d64 ? c : d64;
+                hf = h > hf ? h : hf;
+                s64 += c;
+                shf += h;
             }
             gen[b * N + step] = argmax(lp + b * V, V);
             ck_assert_msg(gen[b * N + step] == f.gtok32[b * N + step],
-                          "%s: seq %lld step %lld: greedy token %d, HF fp32 chose %d", k_fixtures[_i],
+                          "%s: seq %lld step %lld: greedy token %d, HF fp32 chose %d", fx_name(_i),
                           (long long)b, (long long)step, gen[b * N + step], f.gtok32[b * N + step]);
             ck_assert_int_eq(gen[b * N + step], f.gtok64[b * N + step]);
         }
@@ -236,10 +304,18 @@ START_TEST(test_greedy_generate_vs_hf)
         ck_assert_msg(rc_engine_step(e, slots, starts, n_new, B, tok, rows, B, lp, NULL, NULL) == RC_OK,
                       "%s", rc_last_error());
     }
-    printf("%-16s %s cached greedy  max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e  (%lld x %lld tokens identical)\n",
-           k_fixtures[_i], gemm_name(), d32, d64, (long long)B, (long long)N);
-    ck_assert_msg(d32 <= 1e-5, "%s: cached decode vs HF fp32 generate differs by %g", k_fixtures[_i], d32);
-    ck_assert_msg(d64 <= 1e-5, "%s: cached decode vs HF fp64 generate differs by %g", k_fixtures[_i], d64);
+    printf("%-16s %s cached greedy  max|dlogp| vs HF fp32 %.3e  vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)  (%lld x "
+           "%lld tokens identical)\n",
+           fx_name(_i), gemm_name(), d32, d64, hf, (long long)B, (long long)N);
+    ck_assert_msg(d32 <= 1e-5, "%s: cached decode vs HF fp32 generate differs by %g", fx_name(_i), d32);
+    ck_assert_msg(d64 <= 1e-5, "%s: cached decode vs HF fp64 generate differs by %g", fx_name(_i), d64);
+    ck_assert_msg(!fp64_bound(fx_name(_i)) || d64 <= hf, "%s: cached decode %g from HF fp64, HF fp32 only %g",
+                  fx_name(_i), d64, hf);
+    printf("%-16s %s cached greedy  mean|dlogp| vs HF fp64 %.3e (HF fp32 vs fp64 %.3e)\n", fx_name(_i),
+           gemm_name(), s64 / (double)(B * N * V), shf / (double)(B * N * V));
+    ck_assert_msg(!fp64_mean_bound(fx_name(_i)) || s64 <= shf,
+                  "%s: cached decode mean %g from HF fp64, HF fp32 only %g", fx_name(_i),
+                  s64 / (double)(B * N * V), shf / (double)(B * N * V));
     rc_engine_free(e);
     free(lp);
     free(gen);
@@ -253,7 +329,7 @@ END_TEST
 START_TEST(test_cached_vs_full)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     const int64_t B = f.B, V = f.V;
@@ -290,8 +366,8 @@ START_TEST(test_cached_vs_full)
         double a = fabs((double)dec[i] - full[i]);
         d = a > d ? a : d;
     }
-    printf("%-16s %s cached decode vs full forward max|dlogp| %.3e\n", k_fixtures[_i], gemm_name(), d);
-    ck_assert_msg(d <= 1e-5, "%s: cached decode vs full forward differs by %g", k_fixtures[_i], d);
+    printf("%-16s %s cached decode vs full forward max|dlogp| %.3e\n", fx_name(_i), gemm_name(), d);
+    ck_assert_msg(d <= 1e-5, "%s: cached decode vs full forward differs by %g", fx_name(_i), d);
     rc_engine_free(e);
     free(full);
     free(dec);
@@ -305,7 +381,7 @@ END_TEST
 START_TEST(test_batch_vs_alone)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     int64_t lens[64], total;
     int32_t *tok = packed_tokens(&f, lens, &total);
     const int64_t V = f.V;
@@ -323,11 +399,11 @@ START_TEST(test_batch_vs_alone)
         double a = fabs((double)alone[i] - full[i]);
         d = a > d ? a : d;
     }
-    printf("%-16s %s batch vs alone max|dlogp| %.3e\n", k_fixtures[_i], gemm_name(), d);
+    printf("%-16s %s batch vs alone max|dlogp| %.3e\n", fx_name(_i), gemm_name(), d);
     /* invariant kernels: demand 1e-6 (it measures 0); engine kernels and
      * OpenBLAS change their summation order with M: the engine tolerance */
     double tol = g_kernels == RC_KERNELS_INVARIANT ? 1e-6 : 1e-5;
-    ck_assert_msg(d <= tol, "%s: batched vs alone differs by %g", k_fixtures[_i], d);
+    ck_assert_msg(d <= tol, "%s: batched vs alone differs by %g", fx_name(_i), d);
     rc_engine_free(e);
     free(full);
     free(alone);
@@ -398,7 +474,7 @@ END_TEST
 START_TEST(test_forward64_vs_hf)
 {
     fixture f;
-    load_fixture(k_fixtures[_i], &f);
+    load_fixture(fx_name(_i), &f);
     const int64_t V = f.V;
     double mx = 0;
     for (int64_t b = 0; b < f.B; b++) {
@@ -419,8 +495,8 @@ START_TEST(test_forward64_vs_hf)
         free(tg);
         free(out);
     }
-    printf("%-16s float64 forward max|dlogp| vs HF fp64 %.3e\n", k_fixtures[_i], mx);
-    ck_assert_msg(mx <= 1e-10, "%s: float64 forward differs from HF fp64 by %g", k_fixtures[_i], mx);
+    printf("%-16s float64 forward max|dlogp| vs HF fp64 %.3e\n", fx_name(_i), mx);
+    ck_assert_msg(mx <= 1e-10, "%s: float64 forward differs from HF fp64 by %g", fx_name(_i), mx);
     free_fixture(&f);
 }
 END_TEST
@@ -450,6 +526,68 @@ START_TEST(test_engine_errors)
     ck_assert_int_eq(rc_engine_create(f.m, g_be, &num, 1, f.m->cfg.max_pos + 1, 4, &big), RC_ERR_USAGE);
     rc_engine_free(e);
     free_fixture(&f);
+    /* longrope past original_max_position_embeddings (phi3_longrope: 32): a step whose last
+     * position is 32 or more is refused, in a prefill and in a decode step, and so is the fp64
+     * reference of 33 tokens; position 31 runs */
+    load_fixture("phi3_longrope", &f);
+    const int64_t orig = f.m->cfg.rope_orig_max_pos;
+    ck_assert_int_eq(orig, 32);
+    e = make_engine(&f, 1, orig + 4, orig + 4);
+    int32_t toks[40] = {0};
+    float *lp = malloc(sizeof(float) * (size_t)f.V);
+    slot = 0, start = 0, n = orig, row = orig - 1;
+    ck_assert_msg(rc_engine_step(e, &slot, &start, &n, 1, toks, &row, 1, lp, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    start = orig, n = 1, row = 0;
+    ck_assert_int_eq(rc_engine_step(e, &slot, &start, &n, 1, toks, &row, 1, lp, NULL, NULL), RC_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "33 positions with longrope RoPE: past "
+                                                  "original_max_position_embeddings 32"));
+    start = 0, n = orig + 1, row = orig;
+    ck_assert_int_eq(rc_engine_step(e, &slot, &start, &n, 1, toks, &row, 1, lp, NULL, NULL), RC_ERR_UNSUPPORTED);
+    int64_t rows64[1] = {orig};
+    double out64[1];
+    ck_assert_int_eq(rc_forward64(f.m, toks, orig + 1, 1.0, rows64, toks, 1, out64), RC_ERR_UNSUPPORTED);
+    free(lp);
+    rc_engine_free(e);
+    free_fixture(&f);
+}
+END_TEST
+
+/* The fixture table (tests/fixtures.h) against data/fixtures: every folder
+ * there with a reference.safetensors is a row, and each row's model_type is
+ * its config.json's. */
+START_TEST(test_fixture_table)
+{
+    char dir[1024];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures");
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "%s: cannot open", dir);
+    int found = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char ref[1400];
+        snprintf(ref, sizeof ref, "%s/%s/reference.safetensors", dir, e->d_name);
+        if (e->d_name[0] == '.' || access(ref, R_OK) != 0)
+            continue;
+        int row = -1;
+        for (int i = 0; i < RC_N_FIXTURE_MODELS; i++)
+            if (strcmp(rc_fixture_models[i].name, e->d_name) == 0)
+                row = i;
+        ck_assert_msg(row >= 0, "data/fixtures/%s has a reference.safetensors but no row in tests/fixtures.h", e->d_name);
+        found++;
+    }
+    closedir(d);
+    ck_assert_int_eq(found, RC_N_FIXTURE_MODELS);
+    for (int i = 0; i < RC_N_FIXTURE_MODELS; i++) {
+        char cfg[1400];
+        snprintf(cfg, sizeof cfg, "%s/%s/config.json", dir, rc_fixture_models[i].name);
+        json_error_t err;
+        json_t *j = json_load_file(cfg, 0, &err);
+        ck_assert_msg(j != NULL, "%s: %s", cfg, err.text);
+        const char *mt = json_string_value(json_object_get(j, "model_type"));
+        ck_assert_msg(mt && strcmp(mt, rc_fixture_models[i].model_type) == 0, "%s: model_type %s, tests/fixtures.h says %s",
+                      cfg, mt ? mt : "(none)", rc_fixture_models[i].model_type);
+        json_decref(j);
+    }
 }
 END_TEST
 
@@ -476,6 +614,7 @@ int main(void)
     TCase *tc = tcase_create("vs_hf");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_fixture_table);
     tcase_add_loop_test(tc, test_full_forward_vs_hf, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_greedy_generate_vs_hf, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_cached_vs_full, 0, N_FIXTURES);
@@ -495,13 +634,15 @@ int main(void)
     tcase_add_loop_test(te, test_row_chunks, 0, (int)(sizeof k_chunk_models / sizeof *k_chunk_models));
     suite_add_tcase(s, te);
     /* and with OpenBLAS GEMMs */
-    TCase *tb = tcase_create("vs_hf_openblas");
-    tcase_add_checked_fixture(tb, setup_blas, teardown);
-    tcase_set_timeout(tb, 300);
-    tcase_add_loop_test(tb, test_full_forward_vs_hf, 0, N_FIXTURES);
-    tcase_add_loop_test(tb, test_greedy_generate_vs_hf, 0, N_FIXTURES);
-    tcase_add_loop_test(tb, test_cached_vs_full, 0, N_FIXTURES);
-    tcase_add_loop_test(tb, test_batch_vs_alone, 0, N_FIXTURES);
-    suite_add_tcase(s, tb);
+    if (!rc_test_no_blas("vs_hf_openblas")) {
+        TCase *tb = tcase_create("vs_hf_openblas");
+        tcase_add_checked_fixture(tb, setup_blas, teardown);
+        tcase_set_timeout(tb, 300);
+        tcase_add_loop_test(tb, test_full_forward_vs_hf, 0, N_FIXTURES);
+        tcase_add_loop_test(tb, test_greedy_generate_vs_hf, 0, N_FIXTURES);
+        tcase_add_loop_test(tb, test_cached_vs_full, 0, N_FIXTURES);
+        tcase_add_loop_test(tb, test_batch_vs_alone, 0, N_FIXTURES);
+        suite_add_tcase(s, tb);
+    }
     return rc_test_run(s);
 }

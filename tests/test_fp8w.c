@@ -1,6 +1,6 @@
 /* fp8 e4m3 weights (--sampler weights=fp8) against PyTorch on the same inputs.
  *
- * data/fixtures/fp8w/fp8w.safetensors (tools/make_fp8w_fixtures.py) holds bf16
+ * data/fixtures/fp8w/fp8w.safetensors (tools/fixtures/make_fp8w_fixtures.py) holds bf16
  * / fp16 linear layers and torch's quantization and outputs for each weight
  * scale (tensor, channel, 128 x 128 blocks) and activation mode (dynamic per
  * token, per tensor, 1 x 128 groups, none = W8A16). The e4m3 conversion, the
@@ -254,6 +254,8 @@ END_TEST
 
 int main(void)
 {
+    if (rc_test_no_blas("test_fp8w (its linear compares the three CPU strategies, blas among them)"))
+        return RC_TEST_SKIP;
     Suite *s = suite_create("fp8w");
     TCase *tc = tcase_create("fp8w");
     tcase_set_timeout(tc, 120);

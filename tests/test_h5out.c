@@ -1,4 +1,4 @@
-/* Check suite for the HDF5 results writer (src/formats/h5out.c).
+/* Check suite for the HDF5 results writer (src/results/h5out.c).
  *
  * Every test builds an rc_results by hand (values from simple formulas, with
  * NaN / -1 padding, a NaN in the forward log-probs and distinct statistics),
@@ -6,6 +6,9 @@
  * HDF5 C API: types, shapes, chunking, filters, fill values, creation order,
  * and values compared bit for bit. The failure tests check that nothing is
  * left behind: no output and no temporary file.
+ *
+ * This file holds the fixtures, the checks and the suite; the tests are in
+ * test_h5out_write.c, test_h5out_read.c and test_h5out_routing.c (test_h5out.h).
  */
 #include <check.h>
 #include <dirent.h>
@@ -26,17 +29,19 @@
 
 #include "results.h"
 #include "rollout.h"
+#include "routing.h"
 #include "status.h"
 
 #include "testutil.h"
+#include "test_h5out.h"
 
 /* Declared in h5out.c; to move to results.h. */
 
 /* ------------------------------------------------------------------------ */
 /* temp folders                                                             */
 
-static char g_base[256];
-static char g_dir[512];
+char g_base[256];
+char g_dir[512];
 
 static void setup(void)
 {
@@ -45,7 +50,7 @@ static void setup(void)
 
 static void teardown(void) { rc_test_rm_rf(g_dir); }
 
-static const char *tpath(const char *name)
+const char *tpath(const char *name)
 {
     static char bufs[4][PATH_MAX];
     static int next;
@@ -55,7 +60,7 @@ static const char *tpath(const char *name)
 }
 
 /* Names in folder `dir`, sorted, joined by ','; "" when empty. */
-static const char *dir_listing(const char *dir)
+const char *dir_listing(const char *dir)
 {
     static char out[4096];
     char names[64][256];
@@ -85,7 +90,7 @@ static const char *dir_listing(const char *dir)
     return out;
 }
 
-static void write_text(const char *path, const char *text)
+void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
     ck_assert_msg(f != NULL, "cannot create %s: %s", path, strerror(errno));
@@ -93,7 +98,7 @@ static void write_text(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-static void check_text(const char *path, const char *want)
+void check_text(const char *path, const char *want)
 {
     char buf[256] = {0};
     FILE *f = fopen(path, "rb");
@@ -107,14 +112,14 @@ static void check_text(const char *path, const char *want)
 /* ------------------------------------------------------------------------ */
 /* building results                                                         */
 
-static void *xcalloc(size_t n, size_t sz)
+void *xcalloc(size_t n, size_t sz)
 {
     void *p = calloc(n ? n : 1, sz);
     ck_assert_ptr_nonnull(p);
     return p;
 }
 
-static char *xstrdup(const char *s)
+char *xstrdup(const char *s)
 {
     char *p = strdup(s);
     ck_assert_ptr_nonnull(p);
@@ -156,6 +161,11 @@ static void fill_stats(rc_len_stats *st, int i)
     st->seq_mean_max = i == 0 ? NAN : b + 6.4;
     st->seq_frac_outside_band = b + 7.1;
     st->seq_frac_above_cap = b + 7.2;
+    st->first_count = 5 + i;
+    st->first_mean_abs_log_ratio = b + 8.1;
+    st->first_max_abs_log_ratio = b + 8.2;
+    st->first_k3 = i == 0 ? NAN : b + 8.3;
+    st->later_mean_abs_log_ratio = b + 8.4;
     for (size_t k = 0; k < rc_n_corr_stats; k++) /* a distinct value per correction, NaN for one */
         *(double *)(void *)((char *)&st->corr + rc_corr_stats[k].off) =
             (i == 1 && k == 3) ? NAN : b + 8.0 + 0.125 * (double)k;
@@ -177,7 +187,7 @@ static void fill_stats(rc_len_stats *st, int i)
 /* n_prompts prompts of up to prompt_max tokens, n_seq sequences of gen_len
  * generated tokens, the given lengths; sequence 2 (when present) stops after
  * 5 tokens; forward log-prob (s=1, t=4) is NaN at every length. */
-static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const int64_t *lens,
+rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const int64_t *lens,
                          int nlens, bool ref)
 {
     rc_results *r = xcalloc(1, sizeof *r);
@@ -314,13 +324,13 @@ static rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const
     return r;
 }
 
-static rc_results *build_default(bool ref)
+rc_results *build_default(bool ref)
 {
     static const int64_t lens[2] = {3, 7};
     return build(3, 4, 5, 7, lens, 2, ref);
 }
 
-static void destroy(rc_results *r)
+void destroy(rc_results *r)
 {
     if (!r)
         return;
@@ -344,9 +354,19 @@ static void destroy(rc_results *r)
         free(r->lens[i].pos_ratio_std);
         free(r->lens[i].seq_log_ratio_sum);
         free(r->lens[i].seq_log_ratio_mean);
+        free(r->lens[i].dist_kl);
+        free(r->lens[i].dist_tv);
+        free(r->lens[i].dist_top1);
+        free(r->lens[i].pos_kl_mean);
+        free(r->lens[i].pos_tv_mean);
+        free(r->lens[i].pos_top1_agree);
     }
     free(r->lens);
     free(r->cross);
+    free(r->logprob_trainer);
+    free(r->logprob_ratiocheck);
+    free(r->threeway);
+    rc_routing_free(r->routing);
     free(r);
 }
 
@@ -491,7 +511,7 @@ static void check_attr_i64_array(hid_t loc, const char *name, const int64_t *wan
 
 /* Open dataset name in loc and check its type, shape, layout, filters and
  * fill value; read it whole (in mtype) into a new buffer. */
-static void *read_ds(hid_t loc, const char *name, hid_t ftype, hid_t mtype, size_t esz, int rank,
+void *read_ds(hid_t loc, const char *name, hid_t ftype, hid_t mtype, size_t esz, int rank,
                      hsize_t d0, hsize_t d1)
 {
     hid_t ds = H5Dopen2(loc, name, H5P_DEFAULT);
@@ -625,7 +645,7 @@ static hid_t open_group(hid_t f, const char *name)
 
 static const char *const k_root_attrs[] = {
     "format",        "format_version", "version",      "command_line",  "model_path",
-    "model_type",    "dtype",          "kernels",      "upcast",        "alibi_bias",    "logprob_dtype", "sampler", "trainer",
+    "model_type",    "layers",         "dtype",          "kernels",      "upcast",        "alibi_bias",    "logprob_dtype", "sampler", "trainer",
     "reference",     "backend",        "device",        "created",      "threads",       "seed",
     "top_k",         "samples",        "batch",        "forward_batch", "num_prompts",
     "num_sequences", "gen_len",        "temperature",  "top_p",         "stop_at_eos",
@@ -649,9 +669,10 @@ static const char *const k_len_attrs[] = {
     "seq_mis_maskfrac", "seq_geo_rs_maskfrac", "seq_cap3_frac", "chi2_token", "chi2_seq",
     "ppl_trainer", "ppl_sampler", "log_ppl_diff", "log_ppl_abs_diff", "ppl_ratio",
     "mean_abs_log_ratio", "max_abs_log_ratio",
+    /* the first generated token on its own */
+    "first_token_count", "first_token_mean_abs_log_ratio", "first_token_max_abs_log_ratio", "first_token_k3",
+    "later_tokens_mean_abs_log_ratio",
 };
-
-#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* /len_NNNN/strata/{prob,entropy} agree with st (a kind not present: absent) */
 static void check_strata(hid_t lg, const rc_len_stats *st)
@@ -698,7 +719,7 @@ static void check_strata(hid_t lg, const rc_len_stats *st)
 
 /* Everything in the file at path agrees with r. `cmd` / `model` override the
  * expected command_line / model_path (for the UTF-8 test), NULL = r's. */
-static void check_file_ex(const char *path, const rc_results *r, const char *cmd, const char *model)
+void check_file_ex(const char *path, const rc_results *r, const char *cmd, const char *model)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     ck_assert_int_gt(H5Fis_hdf5(path), 0);
@@ -838,6 +859,11 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
         check_attr_f64(g, "seq_log_ratio_mean_min", st->seq_mean_min);
         check_attr_f64(g, "seq_log_ratio_mean_max", st->seq_mean_max);
         check_attr_f64(g, "seq_frac_outside_band", st->seq_frac_outside_band);
+        check_attr_i64(g, "first_token_count", st->first_count);
+        check_attr_f64(g, "first_token_mean_abs_log_ratio", st->first_mean_abs_log_ratio);
+        check_attr_f64(g, "first_token_max_abs_log_ratio", st->first_max_abs_log_ratio);
+        check_attr_f64(g, "first_token_k3", st->first_k3);
+        check_attr_f64(g, "later_tokens_mean_abs_log_ratio", st->later_mean_abs_log_ratio);
         check_attr_f64(g, "seq_frac_above_cap", st->seq_frac_above_cap);
         for (size_t k = 0; k < rc_n_corr_stats; k++)
             check_attr_f64(g, rc_corr_stats[k].name, rc_corr_value(&st->corr, &rc_corr_stats[k]));
@@ -952,1164 +978,7 @@ static void check_file_ex(const char *path, const rc_results *r, const char *cmd
     ck_assert_int_ge(H5Fclose(f), 0);
 }
 
-static void check_file(const char *path, const rc_results *r) { check_file_ex(path, r, NULL, NULL); }
-
-/* ------------------------------------------------------------------------ */
-/* tests: writing                                                           */
-
-START_TEST(test_roundtrip_full)
-{
-    rc_results *r = build_default(true);
-    /* sanity of the fixture: padding, a NaN in the forward pass, an identical pair */
-    ck_assert_int_eq(r->gen_valid[2], 5);
-    ck_assert_int_eq(r->gen_tokens[2 * 7 + 5], -1);
-    ck_assert(isnan(r->logprob_gen[2 * 7 + 6]));
-    ck_assert(isnan(r->lens[1].logprob_fwd[1 * 7 + 4]));
-    ck_assert(!isnan(r->logprob_gen[1 * 7 + 4]));
-    ck_assert(r->lens[0].logprob_fwd[0] == r->logprob_gen[0]);
-    ck_assert_ptr_null(rc_h5_temp_path());
-
-    const char *out = tpath("out.h5");
-    rc_status st = rc_h5_write(r, out, false);
-    ck_assert_msg(st == RC_OK, "rc_h5_write: %s", rc_last_error());
-    ck_assert_ptr_null(rc_h5_temp_path());
-    ck_assert_str_eq(dir_listing(g_dir), "out.h5");
-    check_file(out, r);
-
-    /* spot checks of the derived datasets against hand-computed values */
-    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t g = H5Gopen2(f, "len_0007", H5P_DEFAULT);
-    float *ratio = read_ds(g, "ratio", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, 2, 5, 7);
-    float *lr = read_ds(g, "log_ratio", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, 2, 5, 7);
-    ck_assert(ratio[0] == 1.0f && lr[0] == 0.0f);   /* identical pair */
-    ck_assert(isnan(ratio[1 * 7 + 4]) && isnan(lr[1 * 7 + 4])); /* NaN forward */
-    ck_assert(isnan(ratio[2 * 7 + 5]) && isnan(lr[2 * 7 + 6])); /* past the end */
-    ck_assert(!isnan(ratio[2 * 7 + 4]) && ratio[2 * 7 + 4] != 1.0f);
-    free(ratio);
-    free(lr);
-    H5Gclose(g);
-    H5Fclose(f);
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_no_reference)
-{
-    rc_results *r = build_default(false);
-    const char *out = tpath("noref.h5");
-    ck_assert_msg(rc_h5_write(r, out, false) == RC_OK, "%s", rc_last_error());
-    check_file(out, r); /* includes: no /reference link, reference = "none" */
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_empty_run)
-{
-    rc_results *r = build(0, 0, 0, 0, NULL, 0, false);
-    const char *out = tpath("empty.h5");
-    ck_assert_msg(rc_h5_write(r, out, false) == RC_OK, "%s", rc_last_error());
-    check_file(out, r);
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_no_sequences)
-{
-    /* zero rows but non-zero columns: [0, 7] and [0, 3] datasets */
-    static const int64_t lens[1] = {3};
-    rc_results *r = build(2, 3, 0, 7, lens, 1, true);
-    const char *out = tpath("noseq.h5");
-    ck_assert_msg(rc_h5_write(r, out, false) == RC_OK, "%s", rc_last_error());
-    check_file(out, r);
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_chunking_larger)
-{
-    /* 300 x 1000: chunks of [65, 1000]; three lengths, two cross pairs */
-    static const int64_t lens[3] = {1000, 10, 250};
-    rc_results *r = build(7, 33, 300, 1000, lens, 3, true);
-    const char *out = tpath("big.h5");
-    ck_assert_msg(rc_h5_write(r, out, false) == RC_OK, "%s", rc_last_error());
-    check_file(out, r);
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_wide_rows)
-{
-    /* a row longer than the chunk target: chunks of [1, 70000] */
-    static const int64_t lens[1] = {70000};
-    rc_results *r = build(1, 2, 3, 70000, lens, 1, false);
-    const char *out = tpath("wide.h5");
-    ck_assert_msg(rc_h5_write(r, out, false) == RC_OK, "%s", rc_last_error());
-    check_file(out, r);
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_utf8_strings)
-{
-    rc_results *r = build_default(true);
-    free(r->command_line);
-    free(r->model_path);
-    r->command_line = xstrdup("run --model /m/\xff\xfe x \xc3\xa9 \xe2\x82 \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf end");
-    r->model_path = NULL;
-    const char *out = tpath("utf8.h5");
-    ck_assert_msg(rc_h5_write(r, out, false) == RC_OK, "%s", rc_last_error());
-    /* each ill-formed byte becomes U+FFFD (EF BF BD); valid "é" is kept */
-    const char *want = "run --model /m/\xef\xbf\xbd\xef\xbf\xbd x \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd "
-                       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
-                       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
-                       "\xef\xbf\xbd\xef\xbf\xbd end";
-    check_file_ex(out, r, want, "");
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_relative_path)
-{
-    char cwd[PATH_MAX];
-    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
-    ck_assert_int_eq(chdir(g_dir), 0);
-    rc_results *r = build_default(true);
-    rc_status st = rc_h5_write(r, "rel.h5", false);
-    const char *msg = rc_last_error();
-    ck_assert_int_eq(chdir(cwd), 0);
-    ck_assert_msg(st == RC_OK, "%s", msg);
-    ck_assert_str_eq(dir_listing(g_dir), "rel.h5");
-    check_file(tpath("rel.h5"), r);
-    destroy(r);
-}
-END_TEST
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    ck_assert_int_ge(n, 0);
-    rewind(f);
-    unsigned char *b = xcalloc((size_t)n, 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-START_TEST(test_reproducible)
-{
-    /* no time stamps in the file: the same results give the same bytes, even
-     * a second later */
-    rc_results *r = build_default(true);
-    ck_assert_msg(rc_h5_write(r, tpath("a.h5"), false) == RC_OK, "%s", rc_last_error());
-    struct timespec ts = {1, 100000000};
-    nanosleep(&ts, NULL);
-    ck_assert_msg(rc_h5_write(r, tpath("b.h5"), false) == RC_OK, "%s", rc_last_error());
-    size_t na, nb;
-    unsigned char *a = slurp(tpath("a.h5"), &na), *b = slurp(tpath("b.h5"), &nb);
-    ck_assert_uint_eq(na, nb);
-    ck_assert_msg(memcmp(a, b, na) == 0, "the two files differ");
-    free(a);
-    free(b);
-    destroy(r);
-}
-END_TEST
-
-/* ------------------------------------------------------------------------ */
-/* tests: overwrite rules and failures                                      */
-
-START_TEST(test_refuse_overwrite)
-{
-    rc_results *r = build_default(true);
-    const char *out = tpath("out.h5");
-    write_text(out, "keep me");
-    rc_clear_error();
-    rc_status st = rc_h5_write(r, out, false);
-    ck_assert_int_eq(st, RC_ERR_USAGE);
-    char want[PATH_MAX + 64];
-    snprintf(want, sizeof want, "%s exists (use --force to overwrite, or --out FILE)", out);
-    ck_assert_str_eq(rc_last_error(), want);
-    check_text(out, "keep me");
-    ck_assert_str_eq(dir_listing(g_dir), "out.h5");
-    ck_assert_ptr_null(rc_h5_temp_path());
-
-    /* also for an existing HDF5 file and for a dangling symlink */
-    const char *out2 = tpath("real.h5");
-    ck_assert_int_eq(rc_h5_write(r, out2, false), RC_OK);
-    ck_assert_int_eq(rc_h5_write(r, out2, false), RC_ERR_USAGE);
-    const char *link = tpath("dangling.h5");
-    ck_assert_int_eq(symlink("nowhere", link), 0);
-    ck_assert_int_eq(rc_h5_write(r, link, false), RC_ERR_USAGE);
-    ck_assert_str_eq(dir_listing(g_dir), "dangling.h5,out.h5,real.h5");
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_force_overwrite)
-{
-    rc_results *r = build_default(true);
-    const char *out = tpath("out.h5");
-    write_text(out, "old contents");
-    ck_assert_msg(rc_h5_write(r, out, true) == RC_OK, "%s", rc_last_error());
-    check_file(out, r);
-
-    /* overwrite an existing results file with different contents */
-    rc_results *r2 = build_default(false);
-    r2->seed = 42;
-    ck_assert_msg(rc_h5_write(r2, out, true) == RC_OK, "%s", rc_last_error());
-    check_file(out, r2);
-    ck_assert_str_eq(dir_listing(g_dir), "out.h5");
-    ck_assert_ptr_null(rc_h5_temp_path());
-    destroy(r);
-    destroy(r2);
-}
-END_TEST
-
-START_TEST(test_missing_folder)
-{
-    rc_results *r = build_default(true);
-    const char *out = tpath("no/such/dir/out.h5");
-    rc_status st = rc_h5_write(r, out, false);
-    ck_assert_int_eq(st, RC_ERR_IO);
-    const char *msg = rc_last_error();
-    ck_assert_msg(strncmp(msg, out, strlen(out)) == 0, "message does not name the path: %s", msg);
-    ck_assert_ptr_nonnull(strstr(msg, "No such file or directory"));
-    ck_assert_ptr_null(strchr(msg, '\n'));
-    ck_assert_str_eq(dir_listing(g_dir), "");
-    ck_assert_ptr_null(rc_h5_temp_path());
-    ck_assert_int_eq(rc_h5_write(r, out, true), RC_ERR_IO);
-    ck_assert_str_eq(dir_listing(g_dir), "");
-
-    /* a path whose folder is a regular file */
-    write_text(tpath("file"), "x");
-    ck_assert_int_eq(rc_h5_write(r, tpath("file/out.h5"), true), RC_ERR_IO);
-    ck_assert_str_eq(dir_listing(g_dir), "file");
-    /* a path ending in '/' */
-    ck_assert_int_eq(rc_h5_write(r, tpath("sub/"), true), RC_ERR_IO);
-    ck_assert_str_eq(dir_listing(g_dir), "file");
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_rename_fails)
-{
-    /* The output path is a non-empty folder: refused before anything is
-     * written (it used to fail only at rename(), EISDIR), with or without
-     * force. */
-    rc_results *r = build_default(true);
-    const char *out = tpath("out.h5");
-    ck_assert_int_eq(mkdir(out, 0755), 0);
-    write_text(tpath("out.h5/inside"), "precious");
-    rc_status st = rc_h5_write(r, out, true);
-    ck_assert_int_eq(st, RC_ERR_IO);
-    const char *msg = rc_last_error();
-    ck_assert_msg(strncmp(msg, out, strlen(out)) == 0, "message does not name the path: %s", msg);
-    ck_assert_ptr_nonnull(strstr(msg, "is a folder"));
-    ck_assert_ptr_null(strchr(msg, '\n'));
-    ck_assert_str_eq(dir_listing(g_dir), "out.h5"); /* no temporary file left */
-    ck_assert_str_eq(dir_listing(out), "inside");
-    check_text(tpath("out.h5/inside"), "precious");
-    ck_assert_ptr_null(rc_h5_temp_path());
-
-    /* without force too */
-    ck_assert_int_eq(rc_h5_write(r, out, false), RC_ERR_IO);
-    ck_assert_str_eq(dir_listing(g_dir), "out.h5");
-
-    /* and a later write elsewhere still works (no HDF5 state left behind) */
-    ck_assert_msg(rc_h5_write(r, tpath("ok.h5"), false) == RC_OK, "%s", rc_last_error());
-    check_file(tpath("ok.h5"), r);
-    destroy(r);
-}
-END_TEST
-
-/* Each mutation makes the results inconsistent; rc_h5_write must say
- * RC_ERR_INTERNAL and create nothing. */
-typedef void (*mutate_fn)(rc_results *r);
-static void m_len_too_big(rc_results *r) { r->lens[0].len = r->gen_len + 1; }
-static void m_len_zero(rc_results *r) { r->lens[0].len = 0; }
-static void m_len_dup(rc_results *r) { r->lens[1].len = r->lens[0].len; }
-static void m_null_gen(rc_results *r) { free(r->logprob_gen); r->logprob_gen = NULL; }
-static void m_null_fwd(rc_results *r) { free(r->lens[1].logprob_fwd); r->lens[1].logprob_fwd = NULL; }
-static void m_null_pos(rc_results *r) { free(r->lens[0].pos_ratio_std); r->lens[0].pos_ratio_std = NULL; }
-static void m_null_seq(rc_results *r) { free(r->lens[1].seq_log_ratio_mean); r->lens[1].seq_log_ratio_mean = NULL; }
-static void m_valid_big(rc_results *r) { r->gen_valid[3] = (int32_t)r->gen_len + 1; }
-static void m_prompt_idx(rc_results *r) { r->seq_prompt[4] = (int32_t)r->n_prompts; }
-static void m_prompt_len(rc_results *r) { r->prompt_len[0] = -1; }
-static void m_neg_seq(rc_results *r) { r->n_seq = -1; }
-static void m_neg_lens(rc_results *r) { r->n_lens = -2; }
-static void m_null_cross(rc_results *r) { r->n_cross = 1; free(r->cross); r->cross = NULL; }
-static void m_unterminated(rc_results *r) { memset(r->dtype, 'x', sizeof r->dtype); }
-
-static const struct {
-    const char *name;
-    mutate_fn fn;
-} k_mutations[] = {
-    {"len > gen_len", m_len_too_big},  {"len 0", m_len_zero},
-    {"duplicate len", m_len_dup},      {"NULL logprob_gen", m_null_gen},
-    {"NULL logprob_fwd", m_null_fwd},  {"NULL pos_ratio_std", m_null_pos},
-    {"NULL seq_log_ratio_mean", m_null_seq},
-    {"gen_valid > gen_len", m_valid_big}, {"seq_prompt out of range", m_prompt_idx},
-    {"prompt_len < 0", m_prompt_len},  {"n_seq < 0", m_neg_seq},
-    {"n_lens < 0", m_neg_lens},        {"NULL cross", m_null_cross},
-    {"unterminated dtype", m_unterminated},
-};
-
-START_TEST(test_invalid_results)
-{
-    const char *out = tpath("out.h5");
-    for (int i = 0; i < NELEM(k_mutations); i++) {
-        rc_results *r = build_default(true);
-        k_mutations[i].fn(r);
-        rc_clear_error();
-        rc_status st = rc_h5_write(r, out, true);
-        ck_assert_msg(st == RC_ERR_INTERNAL, "%s: got %s (%s)", k_mutations[i].name,
-                      rc_status_name(st), rc_last_error());
-        const char *msg = rc_last_error();
-        ck_assert_msg(strncmp(msg, out, strlen(out)) == 0, "%s: message does not name the path: %s",
-                      k_mutations[i].name, msg);
-        ck_assert_msg(strcmp(dir_listing(g_dir), "") == 0, "%s: left %s", k_mutations[i].name,
-                      dir_listing(g_dir));
-        ck_assert_ptr_null(rc_h5_temp_path());
-        if (r->n_seq < 0)
-            r->n_seq = 5;
-        if (r->n_lens < 0)
-            r->n_lens = 2;
-        if (r->n_cross == 1 && !r->cross)
-            r->n_cross = 0;
-        destroy(r);
-    }
-
-    /* an invalid write over an existing file leaves that file alone */
-    write_text(out, "keep me");
-    rc_results *r = build_default(true);
-    m_len_too_big(r);
-    ck_assert_int_eq(rc_h5_write(r, out, true), RC_ERR_INTERNAL);
-    check_text(out, "keep me");
-    ck_assert_str_eq(dir_listing(g_dir), "out.h5");
-    destroy(r);
-
-    ck_assert_int_eq(rc_h5_write(NULL, out, true), RC_ERR_INTERNAL);
-    r = build_default(true);
-    ck_assert_int_eq(rc_h5_write(r, NULL, true), RC_ERR_INTERNAL);
-    ck_assert_int_eq(rc_h5_write(r, "", true), RC_ERR_USAGE);
-    destroy(r);
-}
-END_TEST
-
-/* ------------------------------------------------------------------------ */
-/* tests: the reader (src/formats/h5in.c) and --rollouts-from on hostile files       */
-/*                                                                          */
-/* Each test starts from a valid results file (written by rc_h5_write or by */
-/* the CLI), then rewrites one dataset or attribute with the HDF5 C API and */
-/* runs rc_h5_read and/or the CLI (`report`, `run --rollouts-from`) on it.   */
-
-#define RC_CLI RC_TEST_BUILD_DIR "/src/ratiocheck"
-
-static char g_err[8192];
-
-/* Run `ratiocheck ARGS` from the source root; stderr goes to g_err. */
-static int run_cli(const char *args)
-{
-    char errp[PATH_MAX + 32];
-    snprintf(errp, sizeof errp, "%s/stderr.txt", g_dir);
-    const char *root = getenv("RC_SOURCE_DIR");
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >/dev/null 2>'%s' </dev/null", root ? root : ".", RC_CLI, args,
-             errp);
-    int st = system(cmd);
-    FILE *f = fopen(errp, "rb");
-    size_t n = f ? fread(g_err, 1, sizeof g_err - 1, f) : 0;
-    g_err[n] = '\0';
-    if (f)
-        fclose(f);
-    unlink(errp);
-    ck_assert_msg(st != -1 && WIFEXITED(st), "ratiocheck %s did not exit normally", args);
-    return WEXITSTATUS(st);
-}
-
-/* stderr is exactly one line "ratiocheck: ..." that names `path` and carries
- * nothing from HDF5's own error printer */
-static void assert_one_line(const char *path)
-{
-    size_t n = strlen(g_err);
-    ck_assert_msg(n > 0 && g_err[n - 1] == '\n' && strchr(g_err, '\n') == g_err + n - 1,
-                  "stderr is not one line: [%s]", g_err);
-    ck_assert_msg(strncmp(g_err, "ratiocheck: ", 12) == 0, "stderr: [%s]", g_err);
-    ck_assert_msg(strstr(g_err, path) != NULL, "stderr does not name %s: [%s]", path, g_err);
-    ck_assert_msg(strstr(g_err, "HDF5-DIAG") == NULL, "stderr: [%s]", g_err);
-}
-
-/* the last library error is one line naming `path` */
-static void assert_msg_names(const char *path)
-{
-    const char *m = rc_last_error();
-    ck_assert_msg(strstr(m, path) != NULL, "message does not name %s: %s", path, m);
-    ck_assert_msg(strchr(m, '\n') == NULL, "message is not one line: %s", m);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    size_t n;
-    unsigned char *b = slurp(from, &n);
-    FILE *f = fopen(to, "wb");
-    ck_assert_msg(f != NULL, "cannot create %s", to);
-    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-    free(b);
-}
-
-/* A results file written by the CLI on the neox_parallel fixture (vocab 320,
- * 64 positions): 4 prompts (5, 3, 3, 4 tokens) x 2 samples, --len 2,4. Made
- * once per suite run (in g_base), copied to `dst` for each test. */
-static void cli_results(const char *dst)
-{
-    char src[PATH_MAX], ids[PATH_MAX];
-    snprintf(src, sizeof src, "%s/cli.h5", g_base);
-    if (access(src, F_OK) != 0) {
-        snprintf(ids, sizeof ids, "%s/p.ids", g_base);
-        write_text(ids, "1 2 3 4 5\n10 20 30\n7 8 9\n40 41 42 43\n");
-        char args[3 * PATH_MAX];
-        snprintf(args, sizeof args,
-                 "--model data/fixtures/neox_parallel --backend cpu --prompts '%s' --len 2,4 --samples 2 -q --out '%s'", ids, src);
-        ck_assert_msg(run_cli(args) == 0, "making the CLI results file: %s", g_err);
-    }
-    copy_file(src, dst);
-}
-
-static hid_t h5_open_rw(const char *path)
-{
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    ck_assert_msg(f >= 0, "H5Fopen %s", path);
-    return f;
-}
-
-/* Replace dataset `name` (absolute) with a new one of file type ftype and the
- * given shape; `data` (in mtype) is written unless NULL. chunked: chunks of at
- * most 1024 x 64 elements, shuffle + deflate (like the writer). */
-static void put_ds(hid_t f, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims, const void *data,
-                   bool chunked)
-{
-    if (H5Lexists(f, name, H5P_DEFAULT) > 0)
-        ck_assert_int_ge(H5Ldelete(f, name, H5P_DEFAULT), 0);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (chunked) {
-        hsize_t ch[2] = {dims[0] < 1024 ? dims[0] : 1024, rank == 2 ? (dims[1] < 64 ? dims[1] : 64) : 1};
-        ch[0] = ch[0] ? ch[0] : 1;
-        ch[1] = ch[1] ? ch[1] : 1;
-        ck_assert_int_ge(H5Pset_chunk(dcpl, rank, ch), 0);
-        ck_assert_int_ge(H5Pset_shuffle(dcpl), 0);
-        ck_assert_int_ge(H5Pset_deflate(dcpl, 4), 0);
-    }
-    hid_t sp = H5Screate_simple(rank, dims, NULL);
-    hid_t ds = H5Dcreate2(f, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ck_assert_msg(ds >= 0, "H5Dcreate2 %s", name);
-    if (data)
-        ck_assert_int_ge(H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
-    H5Dclose(ds);
-    H5Sclose(sp);
-    H5Pclose(dcpl);
-}
-
-/* Replace attribute `name` of the root group: n elements (n == 0: scalar). */
-static void put_attr(hid_t f, const char *name, hid_t ftype, hid_t mtype, hsize_t n, const void *data)
-{
-    if (H5Aexists(f, name) > 0)
-        ck_assert_int_ge(H5Adelete(f, name), 0);
-    hid_t sp = n ? H5Screate_simple(1, &n, NULL) : H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
-    ck_assert_msg(a >= 0, "H5Acreate2 %s", name);
-    ck_assert_int_ge(H5Awrite(a, mtype, data), 0);
-    H5Aclose(a);
-    H5Sclose(sp);
-}
-
-static void put_attr_i64(hid_t f, const char *name, int64_t v)
-{
-    put_attr(f, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, &v);
-}
-
-static hid_t vlen_str_type(void)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    return t;
-}
-
-/* Read int32 dataset `name`, set element `index` to v, write it back. */
-static void patch_i32(const char *path, const char *name, int64_t index, int32_t v)
-{
-    hid_t f = h5_open_rw(path);
-    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
-    ck_assert_msg(ds >= 0, "H5Dopen2 %s", name);
-    hid_t sp = H5Dget_space(ds);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    ck_assert_int_gt(n, index);
-    int32_t *b = xcalloc((size_t)n, sizeof *b);
-    ck_assert_int_ge(H5Dread(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, b), 0);
-    b[index] = v;
-    ck_assert_int_ge(H5Dwrite(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, b), 0);
-    free(b);
-    H5Sclose(sp);
-    H5Dclose(ds);
-    H5Fclose(f);
-}
-
-static int32_t get_i32(const char *path, const char *name, int64_t index)
-{
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
-    ck_assert_msg(ds >= 0, "H5Dopen2 %s", name);
-    hid_t sp = H5Dget_space(ds);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    ck_assert_int_gt(n, index);
-    int32_t *b = xcalloc((size_t)n, sizeof *b);
-    ck_assert_int_ge(H5Dread(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, b), 0);
-    int32_t v = b[index];
-    free(b);
-    H5Sclose(sp);
-    H5Dclose(ds);
-    H5Fclose(f);
-    return v;
-}
-
-/* `run --rollouts-from FILE` on neox_parallel (or `model`); returns the exit code */
-static int replay(const char *file, const char *model)
-{
-    char args[3 * PATH_MAX];
-    snprintf(args, sizeof args, "--model data/fixtures/%s --backend cpu --rollouts-from '%s' --len 2,4 -q --out '%s' --force",
-             model ? model : "neox_parallel", file, tpath("replayed.h5"));
-    return run_cli(args);
-}
-
-static int report(const char *file)
-{
-    char args[PATH_MAX + 32];
-    snprintf(args, sizeof args, "report '%s'", file);
-    return run_cli(args);
-}
-
-/* --- the control: the CLI's own file reads, reports and replays --- */
-START_TEST(test_replay_ok)
-{
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    rc_results r;
-    ck_assert_msg(rc_h5_read(a, &r) == RC_OK, "%s", rc_last_error());
-    ck_assert_int_eq(r.n_seq, 8);
-    ck_assert_int_eq(r.prompt_max, 5);
-    ck_assert_int_eq(rc_results_check_replay(&r, a, 320, 64), RC_OK);
-    rc_results_free(&r);
-    ck_assert_int_eq(report(a), 0);
-    ck_assert_int_eq(replay(a, NULL), 0);
-    char args[3 * PATH_MAX];
-    snprintf(args, sizeof args, "diff '%s' '%s'", a, tpath("replayed.h5"));
-    ck_assert_msg(run_cli(args) == 0, "%s", g_err);
-}
-END_TEST
-
-/* defect 1: replayed generated token ids index log-prob rows unchecked */
-START_TEST(test_replay_token_negative)
-{
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    patch_i32(a, "/rollouts/tokens", 1, -5); /* sequence 0, position 1: valid */
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    ck_assert_msg(strstr(g_err, "-5") != NULL, "%s", g_err);
-}
-END_TEST
-
-START_TEST(test_replay_token_vocab)
-{
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    patch_i32(a, "/rollouts/tokens", 4 * 3 + 2, 320); /* sequence 3, position 2; vocab is 320 */
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    ck_assert_msg(strstr(g_err, "vocabulary") != NULL, "%s", g_err);
-    patch_i32(a, "/rollouts/tokens", 4 * 3 + 2, 1 << 30);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-}
-END_TEST
-
-START_TEST(test_replay_larger_vocab)
-{
-    /* a rollout of a 320-token model replayed in neox_sequential (288 tokens);
-     * the sampled ids already go past 287, and one surely does */
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    patch_i32(a, "/rollouts/tokens", 4 * 5 + 1, 300);
-    ck_assert_int_eq(replay(a, "neox_sequential"), 4);
-    assert_one_line(a);
-    ck_assert_msg(strstr(g_err, "vocabulary [0, 288)") != NULL, "%s", g_err);
-}
-END_TEST
-
-START_TEST(test_replay_float_tokens)
-{
-    /* /rollouts/tokens stored as floats, one of them NaN */
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    float tok[8 * 4];
-    for (int i = 0; i < 8 * 4; i++)
-        tok[i] = (float)get_i32(a, "/rollouts/tokens", i);
-    tok[5] = NAN;
-    hid_t f = h5_open_rw(a);
-    hsize_t dims[2] = {8, 4};
-    put_ds(f, "/rollouts/tokens", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, tok, true);
-    H5Fclose(f);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    ck_assert_msg(strstr(g_err, "/rollouts/tokens") != NULL, "%s", g_err);
-    ck_assert_int_eq(report(a), 4);
-    assert_one_line(a);
-}
-END_TEST
-
-START_TEST(test_replay_prompt_len)
-{
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    /* prompt 1 claims 8 tokens in rows of 5: the prompt copy would run into
-     * the next prompt (or past the end for the last one) */
-    patch_i32(a, "/prompts/lengths", 3, 8);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    ck_assert_int_eq(report(a), 4);
-    assert_one_line(a);
-    rc_results r;
-    ck_assert_int_eq(rc_h5_read(a, &r), RC_ERR_FORMAT);
-    assert_msg_names(a);
-    /* an empty prompt, and a negative length */
-    patch_i32(a, "/prompts/lengths", 3, 0);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    patch_i32(a, "/prompts/lengths", 3, -2);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-}
-END_TEST
-
-START_TEST(test_replay_prompt_context)
-{
-    /* prompts of 70 tokens: longer than the model's 64 positions */
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    int32_t tok[4 * 70], len[4] = {70, 70, 70, 70};
-    for (int i = 0; i < 4 * 70; i++)
-        tok[i] = i % 300;
-    hid_t f = h5_open_rw(a);
-    hsize_t d2[2] = {4, 70}, d1[1] = {4};
-    put_ds(f, "/prompts/tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, d2, tok, true);
-    put_ds(f, "/prompts/lengths", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, len, false);
-    H5Fclose(f);
-    ck_assert_int_eq(report(a), 0); /* a valid file... */
-    ck_assert_int_eq(replay(a, NULL), 4); /* ...that this model cannot replay */
-    assert_one_line(a);
-    ck_assert_msg(strstr(g_err, "64") != NULL, "%s", g_err);
-}
-END_TEST
-
-START_TEST(test_replay_prompt_token)
-{
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    patch_i32(a, "/prompts/tokens", 5 + 1, -7); /* prompt 1, position 1 */
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    patch_i32(a, "/prompts/tokens", 5 + 1, 320);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-}
-END_TEST
-
-START_TEST(test_replay_samples_overflow)
-{
-    /* 4 prompts x (2^62 + 2) samples wraps to 8 = num_sequences in int64 */
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    hid_t f = h5_open_rw(a);
-    put_attr_i64(f, "samples", ((int64_t)1 << 62) + 2);
-    H5Fclose(f);
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-    ck_assert_int_eq(report(a), 4);
-    assert_one_line(a);
-    f = h5_open_rw(a);
-    put_attr_i64(f, "samples", -3);
-    H5Fclose(f);
-    ck_assert_int_eq(report(a), 4);
-    assert_one_line(a);
-}
-END_TEST
-
-START_TEST(test_replay_seq_mapping)
-{
-    /* sequence 0 claims prompt 1: the replay pairs tokens with prompts by
-     * position (s / samples), so the file must agree */
-    const char *a = tpath("a.h5");
-    cli_results(a);
-    patch_i32(a, "/rollouts/prompt_index", 0, 1);
-    ck_assert_int_eq(report(a), 0); /* a valid file for report */
-    ck_assert_int_eq(replay(a, NULL), 4);
-    assert_one_line(a);
-}
-END_TEST
-
-/* rc_run_check itself checks replayed ids before generate() indexes log-prob
- * rows with them (whoever calls it) */
-START_TEST(test_run_check_forced)
-{
-    char p[PATH_MAX];
-    rc_model *m = NULL;
-    rc_test_source_path(p, sizeof p, "data/fixtures/neox_parallel");
-    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
-    static const int32_t toks[2 * 3] = {1, 5, 9, 33, 2, -1};
-    static const int32_t lens[2] = {3, 2};
-    int32_t forced[4 * 5], valid[4] = {5, 5, 3, 5};
-    for (int i = 0; i < 4 * 5; i++)
-        forced[i] = (i % 5) < valid[i / 5] ? 10 + i : -1;
-    rc_rollout_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.n_prompts = 2;
-    cfg.prompt_max = 3;
-    cfg.prompt_tokens = toks;
-    cfg.prompt_len = lens;
-    cfg.samples = 2;
-    cfg.batch = 4;
-    cfg.n_lens = 1;
-    cfg.lens[0] = 4;
-    cfg.sampling.top_k = 0;
-    cfg.sampling.top_p = 1.0;
-    cfg.num = rc_numerics_fp32();
-    cfg.forced_tokens = forced;
-    cfg.forced_valid = valid;
-    cfg.forced_len = 5;
-    rc_backend *be = NULL;
-    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
-    rc_results r;
-    memset(&r, 0, sizeof r);
-    ck_assert_msg(rc_run_check(m, be, NULL, &cfg, NULL, NULL, NULL, &r) == RC_OK, "%s", rc_last_error());
-    ck_assert_int_eq(r.gen_tokens[1 * 4 + 2], forced[1 * 5 + 2]); /* replayed */
-    ck_assert_int_eq(r.gen_valid[2], 3);
-    rc_results_free(&r);
-    static const struct {
-        int at;
-        int32_t id, valid2;
-    } bad[] = {{1 * 5 + 2, -5, 3}, {3 * 5 + 0, 320, 3}, {2 * 5 + 1, 1 << 30, 3}, {0, 10, 6}, {0, 10, -1}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int32_t f2[4 * 5], v2[4];
-        memcpy(f2, forced, sizeof f2);
-        memcpy(v2, valid, sizeof v2);
-        f2[bad[i].at] = bad[i].id;
-        v2[2] = bad[i].valid2;
-        cfg.forced_tokens = f2;
-        cfg.forced_valid = v2;
-        memset(&r, 0, sizeof r);
-        rc_clear_error();
-        rc_status s = rc_run_check(m, be, NULL, &cfg, NULL, NULL, NULL, &r);
-        ck_assert_msg(s == RC_ERR_FORMAT, "case %zu: %s (%s)", i, rc_status_name(s), rc_last_error());
-        ck_assert_msg(strstr(rc_last_error(), "replayed rollout") != NULL, "case %zu: %s", i, rc_last_error());
-        rc_results_free(&r);
-    }
-    rc_backend_destroy(be);
-    rc_model_free(m);
-}
-END_TEST
-
-/* defect 2: datasets are read into buffers sized by attributes */
-static const char *write_default_with_text(void)
-{
-    rc_results *r = build_default(false);
-    r->prompt_text = xcalloc(3, sizeof(char *));
-    r->completion = xcalloc(5, sizeof(char *));
-    for (int i = 0; i < 3; i++)
-        r->prompt_text[i] = xstrdup("a prompt");
-    for (int i = 0; i < 5; i++)
-        r->completion[i] = xstrdup("a completion");
-    const char *out = tpath("t.h5");
-    ck_assert_msg(rc_h5_write(r, out, true) == RC_OK, "%s", rc_last_error());
-    for (int i = 0; i < 3; i++)
-        free(r->prompt_text[i]);
-    for (int i = 0; i < 5; i++)
-        free(r->completion[i]);
-    free(r->prompt_text);
-    free(r->completion);
-    destroy(r);
-    return out;
-}
-
-static void expect_read_error(const char *path, rc_status want, const char *mention)
-{
-    rc_results r;
-    rc_clear_error();
-    rc_status st = rc_h5_read(path, &r);
-    ck_assert_msg(st == want, "rc_h5_read: got %s, want %s (%s)", rc_status_name(st), rc_status_name(want),
-                  rc_last_error());
-    assert_msg_names(path);
-    if (mention)
-        ck_assert_msg(strstr(rc_last_error(), mention) != NULL, "message does not mention %s: %s", mention,
-                      rc_last_error());
-}
-
-/* files of earlier versions still read: no `device` attribute (before the
- * CUDA backend), /reference/logprob in float32 (before --reference fp64), no
- * text datasets (before text prompts) */
-START_TEST(test_read_older_layouts)
-{
-    rc_results *r = build_default(true);
-    const char *t = tpath("old.h5");
-    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
-    hid_t f = h5_open_rw(t);
-    ck_assert_int_ge(H5Adelete(f, "device"), 0);
-    float ref32[5 * 7];
-    for (int i = 0; i < 5 * 7; i++)
-        ref32[i] = (float)r->logprob_ref[i];
-    hsize_t d[2] = {5, 7};
-    put_ds(f, "/reference/logprob", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, ref32, true);
-    ck_assert_int_ge(H5Ldelete(f, "/rollouts/entropy", H5P_DEFAULT), 0); /* before the strata */
-    ck_assert_int_ge(H5Ldelete(f, "/growth", H5P_DEFAULT), 0);
-    H5Fclose(f);
-    rc_results back;
-    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
-    ck_assert_ptr_null(back.entropy_gen);
-    ck_assert(back.lens[0].st.strata[RC_STRATA_PROB].present);
-    ck_assert(!back.lens[0].st.strata[RC_STRATA_ENTROPY].present);
-    ck_assert_str_eq(back.device, "");
-    ck_assert_ptr_null(back.prompt_text);
-    ck_assert_ptr_null(back.completion);
-    ck_assert(back.logprob_ref[3] == (double)ref32[3]);
-    rc_results_free(&back);
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_read_text_extent)
-{
-    const char *t = write_default_with_text();
-    rc_results r;
-    ck_assert_msg(rc_h5_read(t, &r) == RC_OK, "%s", rc_last_error());
-    ck_assert_str_eq(r.prompt_text[2], "a prompt");
-    ck_assert_str_eq(r.completion[4], "a completion");
-    rc_results_free(&r);
-    /* 64 prompt texts for 3 prompts */
-    const char *many[64];
-    for (int i = 0; i < 64; i++)
-        many[i] = "overflow";
-    hid_t f = h5_open_rw(t), st = vlen_str_type();
-    hsize_t d[1] = {64};
-    put_ds(f, "/prompts/text", st, st, 1, d, many, false);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/prompts/text");
-    ck_assert_int_eq(report(t), 4);
-    assert_one_line(t);
-    /* and too few */
-    f = h5_open_rw(t);
-    d[0] = 2;
-    put_ds(f, "/prompts/text", st, st, 1, d, many, false);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/prompts/text");
-    H5Tclose(st);
-}
-END_TEST
-
-START_TEST(test_read_completion_shape)
-{
-    const char *t = write_default_with_text();
-    const char *many[5 * 8];
-    for (int i = 0; i < 5 * 8; i++)
-        many[i] = "x";
-    hid_t f = h5_open_rw(t), st = vlen_str_type();
-    hsize_t d[2] = {5, 8}; /* rank 2 */
-    put_ds(f, "/rollouts/completion", st, st, 2, d, many, false);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/completion");
-    /* integers where strings belong */
-    int32_t ints[5] = {1, 2, 3, 4, 5};
-    f = h5_open_rw(t);
-    d[0] = 5;
-    put_ds(f, "/rollouts/completion", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d, ints, false);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/completion");
-    H5Tclose(st);
-}
-END_TEST
-
-/* /rollouts/entropy must be [S, T] floats like the log-probs */
-START_TEST(test_read_entropy_shape)
-{
-    rc_results *r = build_default(true);
-    const char *t = tpath("ent.h5");
-    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
-    rc_results back;
-    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error());
-    ck_assert_mem_eq(back.entropy_gen, r->entropy_gen, 5 * 7 * sizeof(float));
-    ck_assert(back.lens[0].st.strata[RC_STRATA_ENTROPY].present);
-    rc_results_free(&back);
-    float v[5 * 8] = {0};
-    hsize_t d[2] = {5, 8}; /* one column too many */
-    hid_t f = h5_open_rw(t);
-    put_ds(f, "/rollouts/entropy", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, v, true);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/entropy");
-    int32_t ints[5 * 7] = {0};
-    d[1] = 7; /* integers where floats belong */
-    f = h5_open_rw(t);
-    put_ds(f, "/rollouts/entropy", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, d, ints, true);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/entropy");
-    destroy(r);
-}
-END_TEST
-
-START_TEST(test_read_attr_not_scalar)
-{
-    /* an array attribute where a scalar is read: the whole array used to be
-     * read into one int64_t (or one char *) on the stack */
-    const char *t = write_default_with_text();
-    int64_t big[256];
-    for (int i = 0; i < 256; i++)
-        big[i] = 0x4141414141414141LL;
-    hid_t f = h5_open_rw(t);
-    put_attr(f, "seed", H5T_STD_I64LE, H5T_NATIVE_INT64, 256, big);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "seed");
-
-    t = write_default_with_text();
-    const char *strs[64];
-    for (int i = 0; i < 64; i++)
-        strs[i] = "bf16";
-    hid_t st = vlen_str_type();
-    f = h5_open_rw(t);
-    put_attr(f, "dtype", st, st, 64, strs);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "dtype");
-    ck_assert_int_eq(report(t), 4);
-    assert_one_line(t);
-    H5Tclose(st);
-}
-END_TEST
-
-START_TEST(test_read_type_class)
-{
-    /* floats where integers belong: dataset and attribute */
-    const char *t = write_default_with_text();
-    double lens[5] = {7, 7, 5, 7, 7};
-    hid_t f = h5_open_rw(t);
-    hsize_t d[1] = {5};
-    put_ds(f, "/rollouts/lengths", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, d, lens, false);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/lengths");
-
-    t = write_default_with_text();
-    double ns = 5.5;
-    f = h5_open_rw(t);
-    put_attr(f, "num_sequences", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, &ns);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "num_sequences");
-
-    t = write_default_with_text();
-    double L[2] = {3.0, NAN};
-    f = h5_open_rw(t);
-    put_attr(f, "lengths", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, L);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "lengths");
-}
-END_TEST
-
-START_TEST(test_read_ranges)
-{
-    /* values the writer never produces, used as sizes or indices */
-    const char *t = write_default_with_text();
-    patch_i32(t, "/prompts/lengths", 1, 5); /* prompt_max is 4 */
-    expect_read_error(t, RC_ERR_FORMAT, "/prompts/lengths");
-
-    t = write_default_with_text();
-    patch_i32(t, "/rollouts/sample_index", 1, -1);
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/sample_index");
-
-    t = write_default_with_text();
-    int64_t dup[2] = {7, 7};
-    hid_t f = h5_open_rw(t);
-    put_attr(f, "lengths", H5T_STD_I64LE, H5T_NATIVE_INT64, 2, dup);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "lengths");
-
-    t = write_default_with_text();
-    f = h5_open_rw(t);
-    put_attr_i64(f, "samples", (int64_t)1 << 40);
-    H5Fclose(f);
-    expect_read_error(t, RC_ERR_FORMAT, "samples");
-}
-END_TEST
-
-/* defect 3: sizes declared by a tiny file */
-
-/* Make the results file at `path` declare S sequences of G tokens (one length,
- * G): every dataset the reader reads is replaced by a chunked, deflated one of
- * the declared shape with no chunk written, so the file stays small. */
-static void declare_huge(const char *path, int64_t S, int64_t G)
-{
-    hid_t f = h5_open_rw(path);
-    put_attr_i64(f, "num_sequences", S);
-    put_attr_i64(f, "gen_len", G);
-    int64_t L = G;
-    put_attr(f, "lengths", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &L);
-    hsize_t d1[1] = {(hsize_t)S}, d2[2] = {(hsize_t)S, (hsize_t)G};
-    put_ds(f, "/rollouts/prompt_index", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, NULL, true);
-    put_ds(f, "/rollouts/sample_index", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, NULL, true);
-    put_ds(f, "/rollouts/lengths", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, d1, NULL, true);
-    put_ds(f, "/rollouts/tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, d2, NULL, true);
-    put_ds(f, "/rollouts/logprob_gen", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, NULL, true);
-    put_ds(f, "/rollouts/logprob_gen_processed", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, NULL, true);
-    if (H5Lexists(f, "/reference", H5P_DEFAULT) > 0)
-        H5Ldelete(f, "/reference", H5P_DEFAULT);
-    char g[64], n[96];
-    snprintf(g, sizeof g, "/len_%04lld", (long long)G);
-    snprintf(n, sizeof n, "%s/logprob_forward", g);
-    if (H5Lexists(f, g, H5P_DEFAULT) <= 0) {
-        hid_t gr = H5Gcreate2(f, g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        ck_assert_int_ge(gr, 0);
-        H5Gclose(gr);
-    }
-    put_ds(f, n, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d2, NULL, true);
-    H5Fclose(f);
-}
-
-static long maxrss_kib(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-START_TEST(test_read_declared_huge)
-{
-    /* 2^18 x 64 sequences declared (~ 64 MiB per array, 6 arrays) by a file
-     * of a few tens of KiB */
-    rc_results *r = build_default(false);
-    const char *t = tpath("huge.h5");
-    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
-    destroy(r);
-    declare_huge(t, (int64_t)1 << 18, 64);
-    size_t n;
-    free(slurp(t, &n));
-    ck_assert_uint_lt(n, 128 * 1024); /* the premise: a small file (65 KiB with the verdict group) */
-    long before = maxrss_kib();
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/");
-    long grown = maxrss_kib() - before;
-    ck_assert_msg(grown < 32 * 1024, "reading grew the resident set by %ld KiB", grown);
-    ck_assert_int_eq(report(t), 4);
-    assert_one_line(t);
-}
-END_TEST
-
-START_TEST(test_read_too_large)
-{
-    /* 2^24 x 2^24 tokens: past any allocation; refused by size, naming the file */
-    rc_results *r = build_default(false);
-    const char *t = tpath("huge.h5");
-    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
-    destroy(r);
-    declare_huge(t, (int64_t)1 << 24, (int64_t)1 << 24);
-    long before = maxrss_kib();
-    expect_read_error(t, RC_ERR_NOMEM, NULL);
-    ck_assert_msg(maxrss_kib() - before < 32 * 1024, "reading grew the resident set by %ld KiB", maxrss_kib() - before);
-    ck_assert_int_eq(report(t), 7);
-    assert_one_line(t);
-}
-END_TEST
-
-/* Variable-length strings live in the file's global heap, addressed by an ID
- * per element; nothing stops every element from naming the same heap object.
- * 4096 completions that all name one 64 KiB string: a file of ~340 KiB that
- * reads as 256 MiB (and then as much again in copies). */
-START_TEST(test_read_shared_strings)
-{
-    static const int64_t lens[1] = {1};
-    const int64_t S = 4096;
-    rc_results *r = build(2, 4, S, 1, lens, 1, false);
-    r->completion = xcalloc((size_t)S, sizeof(char *));
-    r->completion[0] = xcalloc(65537, 1);
-    memset(r->completion[0], 'a', 65536);
-    for (int64_t s = 1; s < S; s++)
-        r->completion[s] = xstrdup("b");
-    const char *t = tpath("shared.h5");
-    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
-    for (int64_t s = 0; s < S; s++)
-        free(r->completion[s]);
-    free(r->completion);
-    r->completion = NULL;
-    destroy(r);
-    rc_results back;
-    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "%s", rc_last_error()); /* as written: fine */
-    rc_results_free(&back);
-
-    /* every element's heap ID (16 bytes in the file) := element 0's */
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(t, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t ds = H5Dopen2(f, "/rollouts/completion", H5P_DEFAULT);
-    haddr_t off = H5Dget_offset(ds);
-    hsize_t stored = H5Dget_storage_size(ds);
-    H5Dclose(ds);
-    H5Fclose(f);
-    ck_assert_msg(off != HADDR_UNDEF && stored == (hsize_t)S * 16, "contiguous, 16 bytes per element (%llu)",
-                  (unsigned long long)stored);
-    FILE *fp = fopen(t, "r+b");
-    ck_assert_ptr_nonnull(fp);
-    unsigned char id0[16];
-    ck_assert_int_eq(fseek(fp, (long)off, SEEK_SET), 0);
-    ck_assert_uint_eq(fread(id0, 1, 16, fp), 16);
-    ck_assert_int_eq(fseek(fp, (long)off, SEEK_SET), 0);
-    for (int64_t s = 0; s < S; s++)
-        ck_assert_uint_eq(fwrite(id0, 1, 16, fp), 16);
-    ck_assert_int_eq(fclose(fp), 0);
-    size_t n;
-    free(slurp(t, &n));
-    ck_assert_uint_lt(n, 512 * 1024);
-
-    long before = maxrss_kib();
-    expect_read_error(t, RC_ERR_FORMAT, "/rollouts/completion");
-    long grown = maxrss_kib() - before;
-    ck_assert_msg(grown < 32 * 1024, "reading grew the resident set by %ld KiB", grown);
-}
-END_TEST
-
-START_TEST(test_read_padding_ok)
-{
-    /* a legitimate file that compresses as well as files get: 2000 sequences
-     * of up to 1024 tokens, all but one token NaN / -1 padding */
-    static const int64_t lens[1] = {1024};
-    rc_results *r = build(2, 4, 2000, 1024, lens, 1, true);
-    for (int64_t s = 0; s < r->n_seq; s++) {
-        r->seq_prompt[s] = (int32_t)(s % 2);
-        r->gen_valid[s] = 1;
-        for (int64_t t = 1; t < r->gen_len; t++) {
-            r->gen_tokens[s * 1024 + t] = -1;
-            r->logprob_gen[s * 1024 + t] = r->logprob_gen_processed[s * 1024 + t] = NAN;
-            r->logprob_ref[s * 1024 + t] = NAN;
-            r->lens[0].logprob_fwd[s * 1024 + t] = NAN;
-        }
-    }
-    const char *t = tpath("pad.h5");
-    ck_assert_msg(rc_h5_write(r, t, true) == RC_OK, "%s", rc_last_error());
-    destroy(r);
-    size_t n;
-    free(slurp(t, &n));
-    rc_results back;
-    ck_assert_msg(rc_h5_read(t, &back) == RC_OK, "a %zu-byte file of 2000 x 1024: %s", n, rc_last_error());
-    ck_assert_int_eq(back.n_seq, 2000);
-    ck_assert_int_eq(back.lens[0].st.count, 2000);
-    rc_results_free(&back);
-}
-END_TEST
+void check_file(const char *path, const rc_results *r) { check_file_ex(path, r, NULL, NULL); }
 
 /* ------------------------------------------------------------------------ */
 
@@ -2119,54 +988,24 @@ static Suite *h5out_suite(void)
 
     TCase *w = tcase_create("write");
     tcase_add_checked_fixture(w, setup, teardown);
-    tcase_add_test(w, test_roundtrip_full);
-    tcase_add_test(w, test_no_reference);
-    tcase_add_test(w, test_empty_run);
-    tcase_add_test(w, test_no_sequences);
-    tcase_add_test(w, test_chunking_larger);
-    tcase_add_test(w, test_wide_rows);
-    tcase_add_test(w, test_utf8_strings);
-    tcase_add_test(w, test_relative_path);
-    tcase_add_test(w, test_reproducible);
+    write_tests_in_write(w);
     suite_add_tcase(s, w);
 
     TCase *f = tcase_create("failures");
     tcase_add_checked_fixture(f, setup, teardown);
-    tcase_add_test(f, test_refuse_overwrite);
-    tcase_add_test(f, test_force_overwrite);
-    tcase_add_test(f, test_missing_folder);
-    tcase_add_test(f, test_rename_fails);
-    tcase_add_test(f, test_invalid_results);
+    write_tests_in_failures(f);
     suite_add_tcase(s, f);
 
     TCase *rd = tcase_create("reader");
     tcase_add_checked_fixture(rd, setup, teardown);
-    tcase_add_test(rd, test_read_older_layouts);
-    tcase_add_test(rd, test_read_text_extent);
-    tcase_add_test(rd, test_read_completion_shape);
-    tcase_add_test(rd, test_read_entropy_shape);
-    tcase_add_test(rd, test_read_attr_not_scalar);
-    tcase_add_test(rd, test_read_type_class);
-    tcase_add_test(rd, test_read_ranges);
-    tcase_add_test(rd, test_read_declared_huge);
-    tcase_add_test(rd, test_read_too_large);
-    tcase_add_test(rd, test_read_padding_ok);
-    tcase_add_test(rd, test_read_shared_strings);
+    read_tests_in_reader(rd);
+    routing_tests_in_reader(rd);
     suite_add_tcase(s, rd);
 
     TCase *rp = tcase_create("replay");
     tcase_add_checked_fixture(rp, setup, teardown);
-    tcase_add_test(rp, test_replay_ok);
-    tcase_add_test(rp, test_replay_token_negative);
-    tcase_add_test(rp, test_replay_token_vocab);
-    tcase_add_test(rp, test_replay_larger_vocab);
-    tcase_add_test(rp, test_replay_float_tokens);
-    tcase_add_test(rp, test_replay_prompt_len);
-    tcase_add_test(rp, test_replay_prompt_context);
-    tcase_add_test(rp, test_replay_prompt_token);
-    tcase_add_test(rp, test_replay_samples_overflow);
-    tcase_add_test(rp, test_replay_seq_mapping);
-    tcase_add_test(rp, test_run_check_forced);
+    read_tests_in_replay(rp);
+    routing_tests_in_replay(rp);
     suite_add_tcase(s, rp);
     return s;
 }

@@ -1,5 +1,5 @@
 /* The C tokenizer against HF `tokenizers` (data/fixtures/tokenizers, made by
- * tools/make_tokenizer_fixtures.py): every corpus string of every tokenizer
+ * tools/fixtures/make_tokenizer_fixtures.py): every corpus string of every tokenizer
  * family must encode to exactly HF's ids (with and without special tokens)
  * and decode to HF's text. Malformed tokenizer.json files give clear errors. */
 #include <check.h>
@@ -30,9 +30,34 @@ static bool ids_equal(const int32_t *a, int64_t n, const json_t *arr)
     return true;
 }
 
+/* data/fixtures/tokenizers/corpus.jsonl: the strings every expected.jsonl
+ * encodes, one JSON string a line, in order */
+static json_t *load_corpus(void)
+{
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/tokenizers/corpus.jsonl");
+    FILE *f = fopen(p, "r");
+    ck_assert_msg(f != NULL, "%s", p);
+    json_t *arr = json_array();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) > 0) {
+        json_error_t err;
+        json_t *o = json_loadb(line, (size_t)got, JSON_DECODE_ANY, &err);
+        ck_assert_msg(json_is_string(o), "%s: %s", p, o ? "not a string" : err.text);
+        json_array_append_new(arr, o);
+    }
+    free(line);
+    fclose(f);
+    return arr;
+}
+
 START_TEST(test_matches_hf)
 {
     char p[4096];
+    json_t *corpus = load_corpus();
+    ck_assert_msg(json_array_size(corpus) > 0, "the corpus is empty");
     rc_test_source_path(p, sizeof p, "data/fixtures/tokenizers/%s/tokenizer.json", k_names[_i]);
     rc_tokenizer *t;
     ck_assert_msg(rc_tokenizer_load(p, 0, &t) == RC_OK, "%s", rc_last_error());
@@ -48,6 +73,9 @@ START_TEST(test_matches_hf)
         json_t *o = json_loadb(line, (size_t)got, 0, &err);
         ck_assert_msg(o != NULL, "%s: %s", p, err.text);
         const json_t *text = json_object_get(o, "text");
+        /* row n is the corpus's string n: no string left out, none added */
+        ck_assert_msg(json_equal(text, json_array_get(corpus, (size_t)n)), "%s line %d: not the corpus's string %d",
+                      p, n + 1, n + 1);
         int32_t *ids;
         int64_t nid;
         ck_assert_msg(rc_tokenizer_encode(t, json_string_value(text), json_string_length(text), false, &ids, &nid) ==
@@ -97,9 +125,12 @@ START_TEST(test_matches_hf)
     free(line);
     fclose(f);
     printf("%-22s encode %d/%d, with specials %d/%d, decode %d/%d\n", k_names[_i], enc_ok, n, spec_ok, n, dec_ok, dec_n);
+    ck_assert_msg(n == (int)json_array_size(corpus), "%s: %d rows for the corpus's %d strings", p, n,
+                  (int)json_array_size(corpus));
     ck_assert_int_eq(enc_ok, n);
     ck_assert_int_eq(spec_ok, n);
     ck_assert_int_eq(dec_ok, dec_n);
+    json_decref(corpus);
     rc_tokenizer_free(t);
 }
 END_TEST
@@ -617,7 +648,7 @@ static long max_rss_mb(void)
  * prompts to 100000 tokens: 2 GB). */
 START_TEST(test_prompts_context_before_padding)
 {
-    const rc_prompt_limits lim = {0, 256, 50};
+    const rc_prompt_limits lim = {0, 256, 50, NULL};
     rc_prompts pr;
     /* .ids: 5000 one-token prompts, then one of 100000 tokens */
     size_t cap = 5000 * 2 + 100000 * 2 + 1, n = 0;
@@ -673,7 +704,7 @@ START_TEST(test_prompts_context_before_padding)
     ck_assert_msg(strstr(rc_last_error(), "p.txt:2: prompt of ") && strstr(rc_last_error(), "plus 50 generated"), "%s",
                   rc_last_error());
     /* --num-prompts 1: only the first prompt is read */
-    const rc_prompt_limits first = {1, 256, 50};
+    const rc_prompt_limits first = {1, 256, 50, NULL};
     ck_assert_msg(rc_prompts_load(p, t, &first, &pr) == RC_OK, "%s", rc_last_error());
     ck_assert_int_eq(pr.n, 1);
     ck_assert_int_eq(pr.len[0], pr.max_len);

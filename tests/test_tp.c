@@ -1,7 +1,7 @@
 /* Tensor parallelism (README "Numerics", docs/research/tp-allreduce.md)
  * against PyTorch on the same inputs.
  *
- * data/fixtures/tp/tp_{bf16,f16}.safetensors (tools/make_tp_fixtures.py)
+ * data/fixtures/tp/tp_{bf16,f16}.safetensors (tools/fixtures/make_tp_fixtures.py)
  * hold random x [M, K], W [N, K], b [N], and for each TP degree k torch's
  * partials x[:, sl] @ W[:, sl].T and its all-reduce of them in each mode
  * (fp32, ring, chain, seq), for the sampler's bias placement (rank 0's
@@ -370,6 +370,8 @@ END_TEST
 
 int main(void)
 {
+    if (rc_test_no_blas("test_tp (its fixture compares the three CPU strategies, blas among them)"))
+        return RC_TEST_SKIP;
     Suite *s = suite_create("tp");
     TCase *tc = tcase_create("vs_pytorch");
     tcase_set_timeout(tc, 120);

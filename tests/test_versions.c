@@ -1,5 +1,5 @@
 /* The dtype model against real transformers runs in bf16 / fp16, in two
- * transformers versions (data/fixtures/dtype, tools/make_dtype_fixtures.py):
+ * transformers versions (data/fixtures/dtype, tools/fixtures/make_dtype_fixtures.py):
  * v5.24 (RoPE in the model dtype: ratiocheck's default) and v4.40 (GPT-NeoX
  * RoPE, scores and softmax in fp32: ratiocheck's --upcast rope).
  *
@@ -202,7 +202,7 @@ START_TEST(test_llama)
 END_TEST
 
 /* The families added for the ALiBi report, v5.24 only (HF classes for GPT-2,
- * BLOOM and MPT; tools/baichuan_ref.py for Baichuan, Baichuan2-7B's SDPA on
+ * BLOOM and MPT; tools/fixtures/baichuan_ref.py for Baichuan, Baichuan2-7B's SDPA on
  * the MATH backend): the family rules of README "Numerics" must reproduce
  * HF's bf16 / fp16 run as test_llama's bounds ask. MPT runs with the engine
  * kernels: under invariant kernels its ALiBi distances are measured from the
@@ -216,6 +216,8 @@ END_TEST
  * rule in rco_act_dt was fixed). */
 static const char *const families[] = {
     "gpt2_learned", "bloom_alibi", "mpt_alibi", "baichuan_7b", "baichuan_13b", "baichuan2_7b", "baichuan2_13b",
+    "qwen3_yarn", "olmo2_postnorm", "gemma2_softcap", "gemma3_local", "olmo3_sliding", "phi3_longrope",
+    "glm4_partial", /* tools/fixtures/make_family_fixtures.py, the same make_v524 files */
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 
@@ -247,7 +249,7 @@ END_TEST
 /* The autocast mode (fp32 masters under torch.autocast, README "Numerics:
  * autocast") against transformers run inside torch.autocast("cpu", dtype)
  * on the fp32 fixture models (data/fixtures/dtype/MODEL_autocast_DTYPE_v5.24,
- * tools/make_autocast_fixtures.py). The question, as above: is the emulation
+ * tools/fixtures/make_autocast_fixtures.py). The question, as above: is the emulation
  * much closer to HF autocast than the two precision modes are to each other
  * (bf16: a quarter of the gap between ours pure and HF autocast; fp16: closer
  * than the pure mode, torch's CPU fp16 GEMM being what it is)? */
@@ -296,7 +298,7 @@ END_TEST
  * Megatron's fp32 flags") against HF's pure-dtype model with the residual
  * stream moved to fp32 where Megatron-core moves it
  * (data/fixtures/dtype/MODEL_megatron_DTYPE_v5.24,
- * tools/make_megatron_fixtures.py). The bounds of test_autocast: much closer
+ * tools/fixtures/make_megatron_fixtures.py). The bounds of test_autocast: much closer
  * to that reference than our pure mode is (bf16: a quarter of the gap;
  * fp16: closer). */
 START_TEST(test_megatron)

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
+
 /* Remove `path` and, for a folder, everything below it (no links followed);
  * errors are ignored and a missing path is no error. An entry whose path
  * would not fit in PATH_MAX is left alone. */
@@ -87,6 +89,19 @@ static inline char *rc_test_source_path(char *buf, size_t n, const char *rel, ..
     return buf;
 }
 
+/* meson's exit status for a skipped test */
+#define RC_TEST_SKIP 77
+
+/* In a build without OpenBLAS (meson -Dblas=disabled): print one line saying
+ * that `what` is skipped and return true. */
+static inline bool rc_test_no_blas(const char *what)
+{
+    if (rc_have_blas())
+        return false;
+    printf("SKIP %s: this build has no OpenBLAS (-Dblas=disabled)\n", what);
+    return true;
+}
+
 /* Run every test of suite `s` (CK_NORMAL output), free the runner and the
  * suite, and return the process exit status: EXIT_SUCCESS when no test
  * failed, EXIT_FAILURE otherwise. */
@@ -112,6 +127,45 @@ static inline float *rc_test_st_f32(rc_safetensors *st, const char *name, int64_
     ck_assert(v != NULL);
     ck_assert_msg(rc_st_read_f32(st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
     return v;
+}
+#endif
+
+/* The whole of a file (at most n - 1 bytes) into buf, NUL-terminated; an
+ * unreadable file reads as "". */
+static inline void rc_test_slurp(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f)
+        fclose(f);
+}
+
+#ifdef RC_TEST_BUILD_DIR
+/* `ratiocheck ARGS` run by the shell in the source tree's folder `rel` ("" for
+ * the root), stdin empty; its stdout and stderr into out / err (truncated to
+ * their sizes); the exit code (a run killed by a signal fails the test). */
+static inline int rc_test_run_cli(const char *rel, const char *args, char *out, size_t nout, char *err,
+                                  size_t nerr)
+{
+    char tmpl_o[] = "/tmp/rc_cli_outXXXXXX", tmpl_e[] = "/tmp/rc_cli_errXXXXXX";
+    int fo = mkstemp(tmpl_o), fe = mkstemp(tmpl_e);
+    ck_assert(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
+    const size_t n = strlen(args) + 2 * PATH_MAX + 256;
+    char *cmd = malloc(n);
+    ck_assert(cmd != NULL);
+    snprintf(cmd, n, "cd '%s/%s' && '%s/src/ratiocheck' %s >'%s' 2>'%s' </dev/null", getenv("RC_SOURCE_DIR"), rel,
+             RC_TEST_BUILD_DIR, args, tmpl_o, tmpl_e);
+    int st = system(cmd);
+    free(cmd);
+    rc_test_slurp(tmpl_o, out, nout);
+    rc_test_slurp(tmpl_e, err, nerr);
+    unlink(tmpl_o);
+    unlink(tmpl_e);
+    ck_assert_msg(WIFEXITED(st), "ratiocheck %s did not exit normally", args);
+    return WEXITSTATUS(st);
 }
 #endif
 

@@ -15,8 +15,8 @@ PKGS=(
   libhdf5-dev           # HDF5 output (serial)
   libpcre2-dev libutf8proc-dev  # tokenizer.json: pre-tokenizer regexes, NFC
   check libsubunit-dev  # unit tests
-  python3-h5py python3-numpy  # tools/check_results.py (run by the tests with /usr/bin/python3)
-  python3-matplotlib    # tools/plot_ratios.py (tests/check_plots.sh)
+  python3-h5py python3-numpy  # tools/checks/check_results.py (run by the tests with /usr/bin/python3)
+  python3-matplotlib    # tools/plots/plot_ratios.py (tests/check_plots.sh)
 )
 if [ "${1:-}" = "--ci" ]; then
   PKGS+=(clang-14 clang libclang-rt-14-dev libomp-14-dev python3)

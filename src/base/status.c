@@ -1,5 +1,4 @@
 #include "status.h"
-#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -91,4 +90,31 @@ int rc_exit_code(rc_status st)
     case RC_ERR_INTERNAL: break;
     }
     return 1;
+}
+
+/* Length (1..4) of the well-formed UTF-8 sequence at s (RFC 3629: no
+ * overlongs, no surrogates, nothing above U+10FFFF), or 0 if ill-formed.
+ * Never reads past a NUL. */
+int rc_utf8_seq_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        return (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        if (s[1] < lo || s[1] > hi)
+            return 0;
+        return (s[2] & 0xC0) == 0x80 ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        if (s[1] < lo || s[1] > hi)
+            return 0;
+        if ((s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        return 4;
+    }
+    return 0;
 }

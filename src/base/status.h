@@ -17,7 +17,7 @@ extern "C" {
 typedef enum {
     RC_OK = 0,
     RC_ERR_USAGE,       /* bad command line                        -> exit 2 */
-    RC_ERR_GATE,        /* a --fail-above threshold was exceeded    -> exit 3 */
+    RC_ERR_GATE,        /* a gate failed (--fail-above, --fail-on)  -> exit 3 */
     RC_ERR_FORMAT,      /* malformed input file (json, safetensors) -> exit 4 */
     RC_ERR_UNSUPPORTED, /* valid input we do not support            -> exit 5 */
     RC_ERR_IO,          /* cannot open / read / write a file        -> exit 6 */
@@ -50,5 +50,9 @@ int rc_exit_code(rc_status st);
         if (rc_try_st_ != RC_OK)             \
             return rc_try_st_;               \
     } while (0)
+
+/* Length (1..4) of the well-formed UTF-8 sequence at s, or 0 when the bytes
+ * there are not UTF-8 (RFC 3629). Never reads past a NUL. */
+int rc_utf8_seq_len(const unsigned char *s);
 
 #endif

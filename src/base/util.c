@@ -1,5 +1,6 @@
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,29 +137,48 @@ const char *rc_fmt_count(char *buf, size_t n, int64_t v)
     return buf;
 }
 
-/* Length (1..4) of the well-formed UTF-8 sequence at s (RFC 3629: no
- * overlongs, no surrogates, nothing above U+10FFFF), or 0 if ill-formed.
- * Never reads past a NUL. */
-int rc_utf8_seq_len(const unsigned char *s)
+/* Strict numbers: digits (and a leading '-'), nothing else: no spaces, no
+ * '+', no hex, no inf/nan, which strtoll/strtod would quietly accept. */
+static bool plain_integer(const char *v)
 {
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        if (s[1] < lo || s[1] > hi)
-            return 0;
-        return (s[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (s[1] < lo || s[1] > hi)
-            return 0;
-        if ((s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        return 4;
-    }
-    return 0;
+    const char *p = v + (*v == '-');
+    if (!*p)
+        return false;
+    for (; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    return true;
+}
+
+static bool plain_decimal(const char *v)
+{
+    if (!(isdigit((unsigned char)*v) || *v == '-' || *v == '.'))
+        return false;
+    for (const char *p = v; *p; p++)
+        if (!(isdigit((unsigned char)*p) || strchr(".eE+-", *p)))
+            return false;
+    return true;
+}
+
+rc_status rc_parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = plain_integer(v) ? strtoll(v, &end, 10) : 0;
+    if (!plain_integer(v) || *end || errno || x < lo || x > hi)
+        return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not an integer in [%lld, %lld]", opt, v, (long long)lo,
+                         (long long)hi);
+    *out = x;
+    return RC_OK;
+}
+
+rc_status rc_parse_f64(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = plain_decimal(v) ? strtod(v, &end) : 0;
+    if (!plain_decimal(v) || *end || errno || !(x >= lo && x <= hi))
+        return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
+    *out = x;
+    return RC_OK;
 }

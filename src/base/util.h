@@ -54,11 +54,13 @@ rc_status rc_read_file(const char *path, char **out, size_t *len, size_t max_len
 /* True when the path names an existing regular file. */
 bool rc_file_exists(const char *path);
 
-/* Length (1..4) of the well-formed UTF-8 sequence at s, or 0 when the bytes
- * there are not UTF-8 (RFC 3629). Never reads past a NUL. */
-int rc_utf8_seq_len(const unsigned char *s);
-
 /* Format a count with an SI suffix (e.g. 1.23M) into buf. */
 const char *rc_fmt_count(char *buf, size_t n, int64_t v);
+
+/* A command-line number, strictly: digits (and a leading '-'; a decimal:
+ * digits, '.', 'e', signs), nothing else, within [lo, hi]; RC_ERR_USAGE
+ * naming opt otherwise. */
+rc_status rc_parse_i64(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out);
+rc_status rc_parse_f64(const char *opt, const char *v, double lo, double hi, double *out);
 
 #endif

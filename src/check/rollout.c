@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "forward64.h"
+#include "routing_rec.h"
 #include "util.h"
 
 static double now_s(void)
@@ -37,7 +38,7 @@ static rc_status nonfinite_logits(const rc_results *out, int64_t sq, int64_t t, 
                      "prompt %lld, sample %lld, position %lld: non-finite logits in %s (log-prob %g; "
                      "model weights or activations overflowed in %s)",
                      (long long)out->seq_prompt[sq] + 1, (long long)out->seq_sample[sq] + 1, (long long)t + 1,
-                     where, (double)lp, dt == RC_F32 ? "fp32" : dt == RC_BF16 ? "bf16" : "fp16");
+                     where, (double)lp, rc_dtype_str(dt));
 }
 
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
     int64_t tokens;           /* tokens done, every phase */
     double done, total;       /* work done / to do: tokens weighted by their phase's cost */
     volatile int *interrupted;
+    rc_routing_rec *routing;  /* a MoE model's routing recorder, else NULL */
 } run_ctx;
 
 /* The cost of a token in each phase relative to a generated one, for the
@@ -56,7 +58,9 @@ typedef struct {
  * fp64 one 8.9 s (6.4)) */
 static double phase_weight(const char *phase)
 {
-    return !strncmp(phase, "generate", 8) ? 1.0 : !strcmp(phase, "reference fp64") ? 6.4 : 0.6;
+    return !strncmp(phase, "generate", 8) || !strcmp(phase, "distribution") ? 1.0
+           : !strcmp(phase, "reference fp64")                               ? 6.4
+                                                                             : 0.6;
 }
 
 static rc_status tick(run_ctx *rc, const char *phase, int64_t n)
@@ -71,16 +75,16 @@ static rc_status tick(run_ctx *rc, const char *phase, int64_t n)
 }
 
 /* Cached decoding: prefill each batch of prompts, then one token per step. */
-/* The prompts of sequences b0 .. b0 + nb - 1 into the cache (slot i for
- * sequence b0 + i), and each one's next-token log-probs into lp[i, :].
+/* The prompts of sequences b0 .. b0 + nb - 1 into the cache (slot slot0 + i
+ * for sequence b0 + i), and each one's next-token log-probs into lp[i, :].
  * slots / starts / n_new / rows / tok are the caller's scratch. In one packed
  * call, or with --sampler prefill-chunk=C in calls of C tokens per prompt
  * (chunk k covers prompt positions [kC, (k+1)C), every prompt that still has
  * tokens takes part), as a chunked-prefill engine builds its cache; the
  * log-probs of a prompt come from the call with its last token. */
 static rc_status prefill(rc_engine *e, const rc_rollout_cfg *cfg, const rc_results *out, int64_t b0, int64_t nb,
-                         int64_t *slots, int64_t *starts, int64_t *n_new, int64_t *rows, int64_t *owner,
-                         int32_t *tok, float *lp, float *chunk_lp)
+                         int64_t slot0, int64_t *slots, int64_t *starts, int64_t *n_new, int64_t *rows,
+                         int64_t *owner, int32_t *tok, float *lp, float *chunk_lp)
 {
     const int64_t V = e->model->cfg.vocab;
     const int64_t C = cfg->prefill_chunk > 0 && chunk_lp ? cfg->prefill_chunk : cfg->prompt_max;
@@ -91,7 +95,7 @@ static rc_status prefill(rc_engine *e, const rc_rollout_cfg *cfg, const rc_resul
             if (plen <= c0)
                 continue;
             const int64_t k = plen - c0 < C ? plen - c0 : C;
-            slots[n] = i;
+            slots[n] = slot0 + i;
             starts[n] = c0;
             n_new[n] = k;
             memcpy(tok + R, cfg->prompt_tokens + p * cfg->prompt_max + c0, (size_t)k * sizeof *tok);
@@ -111,7 +115,7 @@ static rc_status prefill(rc_engine *e, const rc_rollout_cfg *cfg, const rc_resul
                 memcpy(lp + owner[j] * V, chunk_lp + j * V, (size_t)V * sizeof *lp);
     }
     for (int64_t i = 0; i < nb; i++)
-        slots[i] = i; /* the decode steps' slots */
+        slots[i] = slot0 + i; /* the decode steps' slots */
     return RC_OK;
 }
 
@@ -165,8 +169,9 @@ static rc_status generate(run_ctx *rc, rc_engine *e, rc_results *out)
             out->gen_valid[sq] = (int32_t)G;
         }
         e->hook.seq0 = b0; /* slot i holds sequence b0 + i */
+        rc_routing_rec_attach(rc->routing, e, 0, b0);
         if (s == RC_OK)
-            s = prefill(e, cfg, out, b0, nb, slots, starts, n_new, rows, owner, tok, lp, chunk_lp);
+            s = prefill(e, cfg, out, b0, nb, 0, slots, starts, n_new, rows, owner, tok, lp, chunk_lp);
         int64_t active = nb;
         for (int64_t step = 0; step < G && s == RC_OK; step++) {
             /* sample the step's token for every active sequence (row i of lp),
@@ -332,16 +337,42 @@ done:
     return s;
 }
 
+/* --distribution (cfg->distribution): the sampler's replay and the window
+ * of its full log-prob rows, and what the trainer's target hook needs to
+ * place each LM-head row. */
+typedef struct {
+    rc_engine *se;              /* the sampler's replay engine (n_seq slots) */
+    int64_t B, w, t0, t1;       /* decode batch; positions per window; this window [t0, t1) */
+    float *buf;                 /* [S][w][V] the sampler's rows of the window */
+    float *lp;                  /* [S][V] each decode batch's rows of its next step */
+    int64_t *slots, *starts, *n_new, *rows, *ids; /* [S]: decode batch b's at its first sequence */
+    int32_t *tok;               /* [S] */
+    int64_t *step, *active;     /* per decode batch: the next step, its sequences (step -1: not prefilled) */
+    int64_t *owner;             /* prefill scratch [B] */
+    int32_t *ptok;              /* [B * prompt_max + B] */
+    float *chunk_lp;            /* [B][V] with prefill_chunk, else NULL */
+    /* the trainer's forward of one length (rescore sets them) */
+    const int32_t *targets;     /* rescore's targets: the hook's row index is the offset into them */
+    int64_t *code;              /* [rows] sq * L + t of each output row */
+    int64_t L;
+    double *kl, *tv;            /* the length's per-token arrays */
+    int32_t *top1;
+    float *rows_buf;            /* the trainer engine's chunk rows [logit_rows][V] */
+    FILE *dump;                 /* cfg->dist_dump */
+    bool dump_failed;
+} dist_ctx;
+
 /* One batched full forward over prompt + the first L generated tokens of
  * every sequence (in groups of forward_batch; in calls of chunk tokens per
  * sequence when chunk > 0); dst[s * L + t] gets the log-prob of generated
- * token t (NaN where not valid). */
+ * token t (NaN where not valid). With dc (--distribution, chunk 0), the
+ * engine's target hook (dist_targets) gets each row's (sequence, position). */
 static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64_t L, int64_t fb, int64_t chunk,
-                         const char *phase, float *dst, double *dst64, int64_t dst_stride)
+                         const char *phase, float *dst, double *dst64, int64_t dst_stride, dist_ctx *dc)
 {
     const rc_rollout_cfg *cfg = rc->cfg;
     const int64_t S = out->n_seq, G = out->gen_len;
-    int64_t *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL;
+    int64_t *slots = NULL, *starts = NULL, *n_new = NULL, *rows = NULL, *code = NULL;
     int32_t *tok = NULL, *targets = NULL;
     float *lp = NULL;
     rc_status s = RC_OK;
@@ -352,8 +383,14 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
         (s = rc_calloc((void **)&rows, fb * L + 1, sizeof *rows, "re-scoring")) != RC_OK ||
         (s = rc_calloc((void **)&targets, fb * L + 1, sizeof *targets, "re-scoring")) != RC_OK ||
         (s = rc_calloc((void **)&lp, fb * L + 1, sizeof *lp, "re-scoring")) != RC_OK ||
-        (s = rc_calloc((void **)&tok, maxrows, sizeof *tok, "re-scoring")) != RC_OK)
+        (s = rc_calloc((void **)&tok, maxrows, sizeof *tok, "re-scoring")) != RC_OK ||
+        (dc && (s = rc_calloc((void **)&code, fb * L + 1, sizeof *code, "re-scoring")) != RC_OK))
         goto done;
+    if (dc) {
+        dc->targets = targets;
+        dc->code = code;
+        dc->L = L;
+    }
     for (int64_t sq = 0; sq < S; sq++)
         for (int64_t t = 0; t < L; t++) {
             if (dst)
@@ -378,11 +415,15 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             for (int64_t t = 0; t < valid; t++) {
                 rows[n_out] = R + P + t - 1; /* the row that predicts generated token t */
                 targets[n_out] = out->gen_tokens[sq * G + t];
+                if (code)
+                    code[n_out] = sq * L + t;
                 n_out++;
             }
             R += n_new[i];
         }
         e->hook.seq0 = b0;
+        if (dst) /* the trainer's forward (a reference pass writes dst64 only and records nothing) */
+            rc_routing_rec_attach(rc->routing, e, 1, b0);
         if (chunk > 0)
             s = step_chunked(e, chunk, nb, n_new, tok, rows, targets, n_out, lp);
         else
@@ -406,6 +447,8 @@ static rc_status rescore(run_ctx *rc, rc_engine *e, const rc_results *out, int64
             s = tick(rc, phase, nb * L);
     }
 done:
+    if (dc)
+        dc->targets = NULL;
     free(slots);
     free(starts);
     free(n_new);
@@ -413,6 +456,7 @@ done:
     free(targets);
     free(lp);
     free(tok);
+    free(code);
     return s;
 }
 
@@ -455,6 +499,229 @@ static rc_status truncation_attach(const rc_rollout_cfg *cfg, rc_engine *e, trun
     RC_TRY(rc_calloc((void **)&t->rows, e->logit_rows * V, sizeof *t->rows, "top-k / top-p"));
     e->target = (rc_target_hook){truncate_targets, t, t->rows};
     return RC_OK;
+}
+
+/* --distribution: the trainer's target hook. Each row's token log-prob as
+ * the plain path computes it (rco_logprob_row: the same value as the row's
+ * entry), and for a row in the window its agreement with the sampler's row */
+static rc_status dist_targets(void *ctx, const float *lp, int64_t n, int64_t V, const int32_t *targets,
+                              float *target_out)
+{
+    dist_ctx *d = ctx;
+    if (!d->targets)
+        return rc_errorf(RC_ERR_INTERNAL, "distribution: trainer rows outside a re-scoring");
+    const int64_t i0 = targets - d->targets;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t j = 0; j < n; j++) {
+        const float *q = lp + j * V;
+        target_out[j] = q[targets[j]];
+        const int64_t code = d->code[i0 + j], sq = code / d->L, t = code % d->L;
+        if (t < d->t0 || t >= d->t1)
+            continue;
+        const rc_dist_token k = rc_dist_row(d->buf + (sq * d->w + t - d->t0) * V, q, V);
+        d->kl[code] = k.kl;
+        d->tv[code] = k.tv;
+        d->top1[code] = k.top1 ? 1 : 0;
+        if (d->dump) {
+#pragma omp critical(rc_dist_dump)
+            {
+                const int64_t head[4] = {d->L, sq, t, V}, top1 = k.top1;
+                const double kt[2] = {k.kl, k.tv};
+                if (fwrite(head, sizeof head, 1, d->dump) != 1 || fwrite(kt, sizeof kt, 1, d->dump) != 1 ||
+                    fwrite(&top1, sizeof top1, 1, d->dump) != 1 ||
+                    fwrite(d->buf + (sq * d->w + t - d->t0) * V, sizeof(float), (size_t)V, d->dump) != (size_t)V ||
+                    fwrite(q, sizeof(float), (size_t)V, d->dump) != (size_t)V)
+                    d->dump_failed = true;
+            }
+        }
+    }
+    if (d->dump_failed)
+        return rc_errorf(RC_ERR_IO, "distribution: cannot write the rows' dump");
+    return RC_OK;
+}
+
+static void dist_free(dist_ctx *d)
+{
+    rc_engine_free(d->se);
+    free(d->buf);
+    free(d->lp);
+    free(d->slots);
+    free(d->starts);
+    free(d->n_new);
+    free(d->rows);
+    free(d->ids);
+    free(d->tok);
+    free(d->step);
+    free(d->active);
+    free(d->owner);
+    free(d->ptok);
+    free(d->chunk_lp);
+    free(d->rows_buf);
+    memset(d, 0, sizeof *d);
+}
+
+/* The replay engine (the sampler's numerics, the generation's sizes but a
+ * cache slot per sequence), the window's size and buffers, and every
+ * length's per-token arrays (NaN / -1) */
+static rc_status dist_begin(run_ctx *rc, dist_ctx *d, const rc_model *m, rc_backend *be, int64_t B, int64_t max_rows,
+                            rc_results *out)
+{
+    const rc_rollout_cfg *cfg = rc->cfg;
+    const int64_t S = out->n_seq, G = out->gen_len, V = m->cfg.vocab;
+    const int64_t nbatch = (S + B - 1) / B;
+    d->B = B;
+    d->dump = cfg->dist_dump;
+    int64_t per_pos; /* bytes of one position of every sequence */
+    if (!rc_mul_i64(S, V, &per_pos) || !rc_mul_i64(per_pos, (int64_t)sizeof(float), &per_pos))
+        return rc_errorf(RC_ERR_NOMEM, "distribution: %lld sequences x %lld tokens overflow", (long long)S,
+                         (long long)V);
+    d->w = cfg->dist_window > 0 ? cfg->dist_window : RC_DIST_BUDGET_BYTES / per_pos;
+    d->w = d->w < 1 ? 1 : d->w > G ? G : d->w;
+    int64_t nbuf; /* S x w <= S x G: no overflow (S <= 2^24) */
+    if (!rc_mul_i64(S * d->w, V, &nbuf))
+        return rc_errorf(RC_ERR_NOMEM, "distribution: %lld sequences x %lld positions x %lld tokens overflow",
+                         (long long)S, (long long)d->w, (long long)V);
+    RC_TRY(rc_engine_create(m, be, &cfg->num, S, cfg->prompt_max + G, max_rows, &d->se));
+    RC_TRY(rc_calloc((void **)&d->buf, nbuf, sizeof *d->buf, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->lp, S * V, sizeof *d->lp, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->slots, S, sizeof *d->slots, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->starts, S, sizeof *d->starts, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->n_new, S, sizeof *d->n_new, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->rows, S, sizeof *d->rows, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->ids, S, sizeof *d->ids, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->tok, S, sizeof *d->tok, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->step, nbatch, sizeof *d->step, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->active, nbatch, sizeof *d->active, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->owner, B, sizeof *d->owner, "distribution"));
+    RC_TRY(rc_calloc((void **)&d->ptok, B * cfg->prompt_max + B, sizeof *d->ptok, "distribution"));
+    if (cfg->prefill_chunk > 0 && cfg->prefill_chunk < cfg->prompt_max)
+        RC_TRY(rc_calloc((void **)&d->chunk_lp, B * V, sizeof *d->chunk_lp, "distribution"));
+    for (int64_t b = 0; b < nbatch; b++)
+        d->step[b] = -1;
+    for (int i = 0; i < out->n_lens; i++) {
+        rc_len_result *lr = &out->lens[i];
+        const int64_t n = S * lr->len;
+        RC_TRY(rc_calloc((void **)&lr->dist_kl, n, sizeof *lr->dist_kl, "distribution"));
+        RC_TRY(rc_calloc((void **)&lr->dist_tv, n, sizeof *lr->dist_tv, "distribution"));
+        RC_TRY(rc_calloc((void **)&lr->dist_top1, n, sizeof *lr->dist_top1, "distribution"));
+        for (int64_t k = 0; k < n; k++) {
+            lr->dist_kl[k] = lr->dist_tv[k] = NAN;
+            lr->dist_top1[k] = -1;
+        }
+    }
+    /* progress: the replay as a generation, each further window's forwards */
+    rc->total += phase_weight("distribution") * (double)(S * G);
+    for (int64_t t0 = d->w; t0 < G; t0 += d->w)
+        for (int i = 0; i < out->n_lens; i++)
+            if (out->lens[i].len > t0)
+                rc->total += phase_weight("distribution") * (double)(S * out->lens[i].len);
+    return RC_OK;
+}
+
+/* The sampler's replay up to the window's end: every decode batch as
+ * generate() ran it (the same prompts, tokens, steps and active sequences,
+ * in its own cache slots), each row of a position in [t0, t1) into the
+ * window's buffer, its token's log-prob checked against the generation's */
+static rc_status dist_replay(run_ctx *rc, dist_ctx *d, const rc_results *out)
+{
+    const rc_rollout_cfg *cfg = rc->cfg;
+    const rc_config *mc = &d->se->model->cfg;
+    const int64_t S = out->n_seq, G = out->gen_len, V = mc->vocab, B = d->B;
+    for (int64_t b0 = 0, bi = 0; b0 < S; b0 += B, bi++) {
+        const int64_t nb = S - b0 < B ? S - b0 : B;
+        int64_t *sl = d->slots + b0, *st = d->starts + b0, *nn = d->n_new + b0, *rw = d->rows + b0;
+        int64_t *ids = d->ids + b0;
+        int32_t *tk = d->tok + b0;
+        float *lp = d->lp + b0 * V;
+        if (d->step[bi] < 0) {
+            for (int64_t i = 0; i < nb; i++)
+                ids[i] = b0 + i;
+            RC_TRY(prefill(d->se, cfg, out, b0, nb, b0, sl, st, nn, rw, d->owner, d->ptok, lp, d->chunk_lp));
+            d->step[bi] = 0;
+            d->active[bi] = nb;
+        }
+        while (d->step[bi] < d->t1 && d->active[bi] > 0) {
+            const int64_t step = d->step[bi], active = d->active[bi];
+            int64_t next = 0;
+            for (int64_t i = 0; i < active; i++) {
+                const int64_t sq = ids[i];
+                if (step >= out->gen_valid[sq]) /* the rollout ended here */
+                    continue;
+                const int32_t t = out->gen_tokens[sq * G + step];
+                const float *row = lp + i * V;
+                if (memcmp(&row[t], &out->logprob_gen[sq * G + step], sizeof(float)))
+                    return rc_errorf(RC_ERR_INTERNAL,
+                                     "distribution: the sampler's replay of sequence %lld, position %lld gave "
+                                     "log-prob %.9g, its generation %.9g",
+                                     (long long)sq, (long long)step, (double)row[t],
+                                     (double)out->logprob_gen[sq * G + step]);
+                if (step >= d->t0)
+                    memcpy(d->buf + (sq * d->w + step - d->t0) * V, row, (size_t)V * sizeof *row);
+                if (cfg->stop_at_eos && is_eos(mc, t))
+                    continue;
+                sl[next] = sl[i];
+                ids[next] = sq;
+                st[next] = cfg->prompt_len[out->seq_prompt[sq]] + step;
+                nn[next] = 1;
+                tk[next] = t;
+                rw[next] = next;
+                next++;
+            }
+            d->step[bi] = step + 1;
+            d->active[bi] = step + 1 == G ? 0 : next;
+            RC_TRY(tick(rc, "distribution", nb));
+            if (d->active[bi] == 0)
+                break;
+            RC_TRY(rc_engine_step(d->se, sl, st, nn, next, tk, rw, next, lp, NULL, NULL));
+        }
+    }
+    return RC_OK;
+}
+
+/* the trainer engine's target hook: dist_targets */
+static rc_status dist_attach(dist_ctx *d, rc_engine *e)
+{
+    free(d->rows_buf);
+    d->rows_buf = NULL;
+    RC_TRY(rc_calloc((void **)&d->rows_buf, e->logit_rows * e->model->cfg.vocab, sizeof *d->rows_buf,
+                     "distribution"));
+    e->target = (rc_target_hook){dist_targets, d, d->rows_buf};
+    return RC_OK;
+}
+
+/* The windows after the first: the sampler's replay, then each length that
+ * reaches the window re-scored again with the hook, its token log-probs
+ * checked against the re-scoring's */
+static rc_status dist_windows(run_ctx *rc, dist_ctx *d, rc_engine *e, int64_t FB, rc_results *out)
+{
+    const int64_t S = out->n_seq, G = out->gen_len;
+    float *tmp = NULL;
+    RC_TRY(rc_calloc((void **)&tmp, S * G + 1, sizeof *tmp, "distribution"));
+    rc_status s = RC_OK;
+    for (int64_t t0 = d->w; t0 < G && s == RC_OK; t0 += d->w) {
+        d->t0 = t0;
+        d->t1 = t0 + d->w < G ? t0 + d->w : G;
+        s = dist_replay(rc, d, out);
+        for (int i = 0; i < out->n_lens && s == RC_OK; i++) {
+            rc_len_result *lr = &out->lens[i];
+            const int64_t L = lr->len;
+            if (L <= t0)
+                continue;
+            d->kl = lr->dist_kl;
+            d->tv = lr->dist_tv;
+            d->top1 = lr->dist_top1;
+            s = rescore(rc, e, out, L, FB, 0, "distribution", tmp, NULL, L, d);
+            for (int64_t k = 0; k < S * L && s == RC_OK; k++)
+                if (memcmp(&tmp[k], &lr->logprob_fwd[k], sizeof *tmp))
+                    s = rc_errorf(RC_ERR_INTERNAL,
+                                  "distribution: the trainer's forward at L=%lld repeated gave log-prob %.9g at "
+                                  "sequence %lld, position %lld, the re-scoring %.9g",
+                                  (long long)L, (double)tmp[k], (long long)(k / L), (long long)(k % L),
+                                  (double)lr->logprob_fwd[k]);
+        }
+    }
+    free(tmp);
+    return s;
 }
 
 /* --reference fp64: each sequence through the float64 forward pass */
@@ -505,6 +772,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
             return rc_errorf(RC_ERR_USAGE, "--len values must be positive and increasing");
     if (cfg->n_prompts < 1 || cfg->samples < 1 || cfg->batch < 1 || cfg->forward_batch < 0 || cfg->forward_chunk < 0)
         return rc_errorf(RC_ERR_USAGE, "need at least one prompt, sample and batch slot");
+    if (cfg->given_logprobs && cfg->trainer && cfg->num_trainer.route_replay)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "routing=replay replays the sampler's experts, and logged rollouts "
+                         "carry none (use ratiocheck run)");
     if (cfg->trainer_truncates && cfg->reference == 64)
         return rc_errorf(RC_ERR_UNSUPPORTED, "--reference fp64 with processed top-k / top-p log-probs: the float64 "
                          "forward does not apply top-k / top-p (use --reference fp32)");
@@ -593,6 +863,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     }
 
     run_ctx rc = {.cfg = cfg, .progress = progress, .pctx = progress_ctx, .interrupted = interrupted};
+    /* the routing record of a MoE model: both sides' experts at every position (score: no sampler engine) */
+    if (!cfg->given_logprobs && (s = rc_routing_rec_create(mc, S, cfg->prompt_max + G, &rc.routing)) != RC_OK)
+        return s;
     rc.total = cfg->given_logprobs ? 0.0 : phase_weight("generate") * (double)(S * G);
     for (int i = 0; i < cfg->n_lens; i++)
         rc.total += phase_weight("forward") * (double)(S * cfg->lens[i]);
@@ -614,6 +887,16 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 0, 0};
     if (s == RC_OK && !cfg->given_logprobs)
         s = generate(&rc, e, out);
+    const double t_gen = now_s(); /* the generation's end (the replay below is not the generation's time) */
+    /* --distribution: the sampler's rows of the first window, replayed */
+    const bool dist = cfg->distribution && !cfg->given_logprobs && cfg->forward_chunk == 0 && !cfg->trainer_truncates;
+    dist_ctx dc = {0};
+    if (s == RC_OK && dist)
+        s = dist_begin(&rc, &dc, m, be, B, rows_gen > rows_fwd ? rows_gen : rows_fwd, out);
+    if (s == RC_OK && dist) {
+        dc.t1 = dc.w;
+        s = dist_replay(&rc, &dc, out);
+    }
     if (s == RC_OK && (cfg->trainer || cfg->given_logprobs)) { /* the trainer's own engine for the full forward */
         rc_engine_free(e);
         e = NULL;
@@ -627,13 +910,21 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     truncation tr = {0};
     if (s == RC_OK)
         s = truncation_attach(cfg, e, &tr);
+    if (s == RC_OK && dist)
+        s = dist_attach(&dc, e);
     for (int i = 0; i < cfg->n_lens && s == RC_OK; i++) {
         snprintf(phase, sizeof phase, "forward L=%lld", (long long)cfg->lens[i]);
         tr.outside = 0;
+        dc.kl = out->lens[i].dist_kl;
+        dc.tv = out->lens[i].dist_tv;
+        dc.top1 = out->lens[i].dist_top1;
         s = rescore(&rc, e, out, cfg->lens[i], FB, cfg->forward_chunk, phase, out->lens[i].logprob_fwd, NULL,
-                    cfg->lens[i]);
+                    cfg->lens[i], dist ? &dc : NULL);
     }
     out->trainer_outside_kept = tr.outside; /* the longest length's */
+    if (s == RC_OK && dist)
+        s = dist_windows(&rc, &dc, e, FB, out);
+    dist_free(&dc);
     rc_engine_free(e);
     double t2 = now_s();
     if (s == RC_OK && cfg->reference == 32) {
@@ -644,14 +935,17 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         if (s == RC_OK)
             s = truncation_attach(cfg, re, &tr);
         if (s == RC_OK)
-            s = rescore(&rc, re, out, G, FB, 0, "reference fp32", NULL, out->logprob_ref, G);
+            s = rescore(&rc, re, out, G, FB, 0, "reference fp32", NULL, out->logprob_ref, G, NULL);
         rc_engine_free(re);
     } else if (s == RC_OK && cfg->reference == 64) {
         s = reference64(&rc, m, out);
     }
     free(tr.work);
     free(tr.rows);
-    out->seconds_generate = t1 - t0;
+    if (s == RC_OK && cfg->n_lens > 0)
+        s = rc_routing_rec_finish(rc.routing, cfg->prompt_len, out);
+    rc_routing_rec_free(rc.routing);
+    out->seconds_generate = (dist ? t_gen : t1) - t0;
     out->seconds_forward = t2 - t1;
     out->seconds_reference = cfg->reference ? now_s() - t2 : 0.0;
     if (s == RC_OK)

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend.h"
 #include "forward.h"
@@ -64,7 +65,28 @@ typedef struct {
      * tokens it removes are counted in out->trainer_outside_kept (longest
      * length). The fp64 reference is refused. */
     bool trainer_truncates;
+    /* --distribution (docs/statistics.md "Distribution"): per token of every length, the
+     * two sides' whole next-token distributions compared (rc_dist_row) into
+     * out->lens[i].dist_*. The sampler's rows are replayed after the
+     * generation (the same decode batches and steps, every decode batch's
+     * cache kept: an engine of n_prompts x samples slots) into a buffer of
+     * dist_window positions of every sequence (0: as many as
+     * RC_DIST_BUDGET_BYTES holds, at least 1), and each window's trainer rows
+     * come from the length's full forward, run as its re-scoring runs (the
+     * first window's is the re-scoring itself; each further one repeats the
+     * forward), so no more than one window of full rows is ever held. Each
+     * replayed row's token log-prob must equal the generation's, and each
+     * repeated forward's the re-scoring's, bit for bit (else RC_ERR_INTERNAL).
+     * Nothing is computed without a sampler engine (given_logprobs) or with
+     * a chunked trainer forward (forward_chunk > 0): dist_* stay NULL. */
+    bool distribution;
+    int64_t dist_window;
+    /* tests (tools/checks/dist_ref.py): every compared pair written here, or NULL.
+     * A record, little-endian: i64 L, sequence, position, V; f64 kl, tv;
+     * i64 top1 (1 / 0); f32 the sampler's row [V]; f32 the trainer's [V] */
+    FILE *dist_dump;
 } rc_rollout_cfg;
+#define RC_DIST_BUDGET_BYTES ((int64_t)512 << 20) /* the sampler rows of one window */
 
 /* Progress: phase is "generate", "forward L=..", "reference fp32|fp64"; frac
  * the share of the run's work done (tokens weighted by their phase's cost),

@@ -31,6 +31,7 @@ void rc_score_inputs_free(rc_score_inputs *in)
     free(in->tokens);
     free(in->valid);
     free(in->logprobs);
+    free(in->trainer_logprobs);
     memset(in, 0, sizeof *in);
 }
 
@@ -57,7 +58,8 @@ rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path
         (st = rc_calloc((void **)&in->prompt_len, n, sizeof *in->prompt_len, "score")) != RC_OK ||
         (st = rc_calloc((void **)&in->tokens, cg, sizeof *in->tokens, "score")) != RC_OK ||
         (st = rc_calloc((void **)&in->valid, n, sizeof *in->valid, "score")) != RC_OK ||
-        (st = rc_calloc((void **)&in->logprobs, cg, sizeof *in->logprobs, "score")) != RC_OK) {
+        (st = rc_calloc((void **)&in->logprobs, cg, sizeof *in->logprobs, "score")) != RC_OK ||
+        (s->tlp && (st = rc_calloc((void **)&in->trainer_logprobs, cg, sizeof *in->logprobs, "score")) != RC_OK)) {
         rc_score_inputs_free(in);
         return st;
     }
@@ -69,6 +71,8 @@ rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path
     for (int64_t i = 0; i < cg; i++) {
         in->tokens[i] = -1;
         in->logprobs[i] = NAN;
+        if (in->trainer_logprobs)
+            in->trainer_logprobs[i] = NAN;
     }
     for (int64_t i = 0; i < n; i++) {
         const int32_t *t = s->tok + s->tok_off[i];
@@ -77,6 +81,102 @@ rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path
         memcpy(in->prompt_tokens + i * P, t, (size_t)s->plen[i] * sizeof *t);
         memcpy(in->tokens + i * G, t + s->plen[i], (size_t)s->rlen[i] * sizeof *t);
         memcpy(in->logprobs + i * G, s->lp + s->lp_off[i], (size_t)s->rlen[i] * sizeof *s->lp);
+        if (in->trainer_logprobs)
+            memcpy(in->trainer_logprobs + i * G, s->tlp + s->lp_off[i], (size_t)s->rlen[i] * sizeof *s->tlp);
+    }
+    return RC_OK;
+}
+
+rc_status rc_score_logged_results(const rc_score_inputs *in, int n_lens, const int64_t *lens,
+                                  const rc_stat_params *stat, rc_results *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!in->trainer_logprobs || n_lens < 1 || n_lens > RC_MAX_LENS_READ)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_score_logged_results: no trainer log-probs or %d lengths", n_lens);
+    const int64_t S = in->n, P = in->prompt_max, G = lens[n_lens - 1];
+    int64_t cells;
+    if (G < 1 || !rc_mul_i64(S, G, &cells) || cells > RC_SCORE_MAX_PADDED)
+        return rc_errorf(RC_ERR_NOMEM, "%lld rollouts x %lld tokens is more than score holds at once",
+                         (long long)S, (long long)G);
+    out->stat = *stat;
+    out->n_prompts = out->n_seq = S;
+    out->prompt_max = P;
+    out->gen_len = G;
+    rc_status st = RC_OK;
+#define ALLOC(p, n) \
+    if (st == RC_OK) \
+    st = rc_calloc((void **)&(p), (n) + 1, sizeof *(p), "results")
+    ALLOC(out->prompt_tokens, S * P);
+    ALLOC(out->prompt_len, S);
+    ALLOC(out->seq_prompt, S);
+    ALLOC(out->seq_sample, S);
+    ALLOC(out->gen_tokens, cells);
+    ALLOC(out->gen_valid, S);
+    ALLOC(out->logprob_gen, cells);
+    ALLOC(out->logprob_gen_processed, cells);
+    ALLOC(out->logprob_trainer, cells);
+    ALLOC(out->lens, n_lens);
+    if (st != RC_OK)
+        return st;
+    out->n_lens = n_lens;
+    for (int i = 0; i < n_lens; i++) {
+        if (lens[i] < 1 || lens[i] > G || (i > 0 && lens[i] <= lens[i - 1]))
+            return rc_errorf(RC_ERR_INTERNAL, "rc_score_logged_results: lengths not ascending");
+        out->lens[i].len = lens[i];
+        ALLOC(out->lens[i].logprob_fwd, S * lens[i]);
+    }
+#undef ALLOC
+    if (st != RC_OK)
+        return st;
+    memcpy(out->prompt_tokens, in->prompt_tokens, (size_t)(S * P) * sizeof *out->prompt_tokens);
+    memcpy(out->prompt_len, in->prompt_len, (size_t)S * sizeof *out->prompt_len);
+    for (int64_t q = 0; q < S; q++) {
+        const int64_t v = in->valid[q] < G ? in->valid[q] : G;
+        out->seq_prompt[q] = (int32_t)q;
+        out->gen_valid[q] = (int32_t)v;
+        for (int64_t t = 0; t < G; t++) {
+            const bool ok = t < v;
+            const int64_t k = q * in->resp_max + t;
+            out->gen_tokens[q * G + t] = ok ? in->tokens[k] : -1;
+            out->logprob_gen[q * G + t] = out->logprob_gen_processed[q * G + t] = ok ? in->logprobs[k] : NAN;
+            out->logprob_trainer[q * G + t] = ok ? in->trainer_logprobs[k] : NAN;
+        }
+        for (int i = 0; i < n_lens; i++) {
+            const int64_t L = lens[i];
+            for (int64_t t = 0; t < L; t++)
+                out->lens[i].logprob_fwd[q * L + t] = out->logprob_trainer[q * G + t];
+        }
+    }
+    return RC_OK;
+}
+
+rc_status rc_score_adopt_trainer(const rc_score_inputs *in, rc_results *r, rc_threeway_acc *tw)
+{
+    const int64_t S = r->n_seq, G = r->gen_len;
+    if (!in->trainer_logprobs || in->n != S || r->n_lens < 1 || r->lens[r->n_lens - 1].len != G)
+        return rc_errorf(RC_ERR_INTERNAL, "rc_score_adopt_trainer: a chunk unlike its inputs");
+    free(r->logprob_trainer);
+    free(r->logprob_ratiocheck);
+    r->logprob_trainer = r->logprob_ratiocheck = NULL;
+    RC_TRY(rc_calloc((void **)&r->logprob_trainer, S * G + 1, sizeof *r->logprob_trainer, "results"));
+    RC_TRY(rc_calloc((void **)&r->logprob_ratiocheck, S * G + 1, sizeof *r->logprob_ratiocheck, "results"));
+    const float *rc = r->lens[r->n_lens - 1].logprob_fwd;
+    for (int64_t q = 0; q < S; q++) {
+        const int64_t v = r->gen_valid[q];
+        for (int64_t t = 0; t < G; t++) {
+            const bool ok = t < v && t < in->resp_max;
+            const float y = ok ? in->trainer_logprobs[q * in->resp_max + t] : NAN;
+            r->logprob_trainer[q * G + t] = y;
+            r->logprob_ratiocheck[q * G + t] = ok ? rc[q * G + t] : NAN;
+            if (ok && tw)
+                rc_threeway_add(tw, r->logprob_gen[q * G + t], y, rc[q * G + t],
+                                r->logprob_ref ? r->logprob_ref[q * G + t] : NAN);
+        }
+        for (int i = 0; i < r->n_lens; i++) {
+            const int64_t L = r->lens[i].len;
+            for (int64_t t = 0; t < L; t++)
+                r->lens[i].logprob_fwd[q * L + t] = r->logprob_trainer[q * G + t];
+        }
     }
     return RC_OK;
 }
@@ -172,7 +272,10 @@ rc_status rc_score_check_alignment(const rc_rollout_set *s, const char *path, co
         warn(a, "too few tokens (%lld) to check raw against processed log-probs", (long long)n);
         return RC_OK;
     }
-    if (isfinite(a->slope) && fabs(a->slope - 1.0) > 0.1)
+    /* the temperature is decided on the data before the forward (align.h),
+     * except with top-k / top-p declared: then the slope of logged against
+     * the trainer's renormalised log-probs */
+    if (truncating && isfinite(a->slope) && fabs(a->slope - 1.0) > 0.1)
         return rc_errorf(RC_ERR_FORMAT,
                          "%s: the logged log-probs scale as %.3f x the trainer's (1 expected for %s log-probs at "
                          "temperature %g): they look computed at another temperature (declare \"temperature\" and "

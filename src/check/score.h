@@ -11,7 +11,7 @@
  * more than one chunk (RC_SCORE_CHUNK_ROLLOUTS, --chunk-rollouts) is scored
  * chunk by chunk, each chunk's tables padded to the whole file's widths
  * (rc_score_inputs_build_padded), its statistics fed to rc_stats_acc and its
- * rows to rc_h5_stream (main.c score_chunks). */
+ * rows to rc_h5_stream (src/cli/cmd_score.c, score_chunks). */
 #ifndef RC_SCORE_H
 #define RC_SCORE_H
 
@@ -29,6 +29,7 @@ typedef struct {
     int32_t *tokens;        /* [n, resp_max], -1 padding */
     int32_t *valid;         /* [n] */
     float *logprobs;        /* [n, resp_max], NaN padding */
+    float *trainer_logprobs; /* [n, resp_max], NaN padding: the file's trainer_logprobs, or NULL */
 } rc_score_inputs;
 
 rc_status rc_score_inputs_build(const rc_rollout_set *s, const char *path, rc_score_inputs *in);
@@ -45,6 +46,21 @@ rc_status rc_score_inputs_build_padded(const rc_rollout_set *s, const char *path
 void rc_score_steady_heap(void);
 #define RC_SCORE_CHUNK_CELLS ((int64_t)1 << 22)
 void rc_score_inputs_free(rc_score_inputs *in);
+
+/* Both sides logged (the file's trainer_logprobs, no model): a chunk's
+ * results as rc_run_check would lay them out for cfg's lengths (every
+ * rollout its own prompt, responses cut at the longest length), the
+ * sampler's log-probs as logprob_gen and the trainer's as every length's
+ * logprob_fwd and as logprob_trainer; no entropy, no reference, no
+ * statistics (the caller computes them). */
+rc_status rc_score_logged_results(const rc_score_inputs *in, int n_lens, const int64_t *lens,
+                                  const rc_stat_params *stat, rc_results *out);
+/* With --model as well: r holds ratiocheck's forward of the chunk in its
+ * lengths; its longest length's log-probs move to r->logprob_ratiocheck,
+ * the file's trainer_logprobs become r->logprob_trainer and every length's
+ * logprob_fwd (so the statistics compare the two logged sides), and every
+ * valid token's three values are fed to tw. */
+rc_status rc_score_adopt_trainer(const rc_score_inputs *in, rc_results *r, rc_threeway_acc *tw);
 
 /* What the alignment checks measured (over the rollouts' tokens t < the
  * longest re-scored length). */

@@ -210,7 +210,9 @@ static rc_status derive_attention(rc_trace *t, int side, int64_t k, int64_t laye
         if (!rb->call_rows[p])
             continue;
         const int64_t m = (side * t->n_seq + k) * t->max_pos + p;
-        const int64_t klo = rco_attn_lo(p, ap->sliding_window), nk = p - klo + 1;
+        /* the layer's window: the captured parameters are layer 0's */
+        const int64_t win = t->c ? rc_layer_window(t->c, layer) : ap->sliding_window;
+        const int64_t klo = rco_attn_lo(p, win), nk = p - klo + 1;
         const int mode = rco_attn_mode(sa->invariant, t->n_new[m]);
         bool keys = true;
         for (int64_t j = klo; j <= p; j++)

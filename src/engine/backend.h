@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "gdn.h"
 #include "model.h"
 #include "ops_inline.h"
 #include "status.h"
@@ -127,6 +128,8 @@ typedef struct {
     rc_dtype rope_cs_dt;      /* cos / sin tables */
     rc_dtype rope_mid_dt;     /* q*cos and rotate_half(q)*sin (rope_dt, or fp32: Baichuan2-7B) */
     rc_dtype rope_dt;         /* their sum: the rotated q and k */
+    float rope_attn_factor;   /* cos and sin multiplied by it in fp32 before their rounding (YaRN's
+                               * attention factor; 1 otherwise) */
     /* ALiBi (pos == ALIBI): score(j) gets slope[h] * (pos(j) - ref) */
     const float *alibi_slopes; /* [n_heads] fp32, backend memory; NULL unless ALIBI */
     rc_alibi_ref alibi_ref;
@@ -137,6 +140,8 @@ typedef struct {
     float scale;              /* multiplier head_dim ** -0.5 (a Python float, then fp32), or the
                                * divisor sqrt(head_dim) when score_div */
     bool score_div;           /* scores divided by scale (Baichuan) instead of multiplied */
+    float softcap;            /* > 0: scaled scores soft-capped, R(R(tanh(R(s / softcap))) * softcap) in
+                               * score_dt (Gemma 2's attn_logit_softcapping); 0: none */
     int64_t sliding_window;   /* 0: none */
     rc_mask_kind mask;
     rc_attn_numerics num;     /* rounding points inside attention */
@@ -165,6 +170,7 @@ RC_HD static inline rco_score_spec rc_attn_score_spec(const rc_attn_params *ap, 
     sp.scale = ap->scale;
     sp.div = ap->score_div ? 1 : 0;
     sp.score_dt = ap->num.score_dt;
+    sp.softcap = ap->softcap;
     sp.alibi = ap->pos == RC_ATTN_POS_ALIBI ? ap->alibi_mode : RCO_ALIBI_NONE;
     sp.slope = sp.alibi != RCO_ALIBI_NONE ? slopes[h] : 0.0f;
     sp.key0 = key0;
@@ -200,7 +206,9 @@ static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const cha
         return rc_errorf(RC_ERR_INTERNAL, "%s: rotary_dim %lld without rotary positions", op,
                          (long long)ap->rotary_dim);
     if (ap->n_heads <= 0 || ap->n_kv_heads <= 0 || ap->n_heads % ap->n_kv_heads != 0 || ap->head_dim <= 0 ||
-        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim || !(ap->scale > 0.0f))
+        ap->rotary_dim < 0 || ap->rotary_dim % 2 != 0 || ap->rotary_dim > ap->head_dim || !(ap->scale > 0.0f) ||
+        !(ap->softcap >= 0.0f) ||
+        !(ap->rope_attn_factor > 0.0f))
         return rc_errorf(RC_ERR_INTERNAL, "%s: bad attention shape (%lld/%lld heads, head_dim %lld, rotary %lld)",
                          op, (long long)ap->n_heads, (long long)ap->n_kv_heads, (long long)ap->head_dim,
                          (long long)ap->rotary_dim);
@@ -285,8 +293,20 @@ typedef struct {
      * [n_rows, nh * d]. */
     rc_status (*attention)(rc_backend *be, const float *qkv, const rc_batch_desc *bd,
                            const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out);
+    /* q / k RMSNorm in place on packed qkv rows [M, stride] (rco_qk_norm_seg
+     * for each row and segment): nq segments of dq values (Q) with wq [dq],
+     * then nk segments of dk values (K) with wk [dk]; RMSNorm's lanes as
+     * norm's for M rows */
+    rc_status (*qk_norm)(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                         const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                         rc_dtype out_dt);
     /* x = min(max(x, -c), c) in place (MPT's clip_qkv; exact, no rounding) */
     rc_status (*clamp)(rc_backend *be, float *x, int64_t n, float c);
+    /* x = R(x * s) in place, fp32 product (Gemma's embedding scale; rco_scale1) */
+    rc_status (*scale)(rc_backend *be, float *x, int64_t n, float s, rc_dtype out_dt);
+    /* x = R(R(tanh(R(x / cap))) * cap) in place (Gemma 2's final logit
+     * soft-capping; rco_softcap1) */
+    rc_status (*softcap)(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt);
     /* out[r, :] = F.normalize(W[r, :]) for r < M rows of H (Baichuan2's
      * NormHead; rco_normalize_row), rounded to out_dt; out may alias W when W is fp32 */
     rc_status (*normalize_rows)(rc_backend *be, rc_wt W, int64_t M, int64_t H, float eps,
@@ -314,6 +334,25 @@ typedef struct {
     rc_status (*fp8_quant_act)(rc_backend *be, const float *x, int64_t M, int64_t K, rc_fp8_act mode, float *q,
                                float *sa);
     rc_status (*fp8_epilogue)(rc_backend *be, const rc_fp8_epi *e);
+    /* Mixture of experts (moe.c; the arithmetic: rco_moe_* in ops_inline.h).
+     * x[0, n) = 0 */
+    rc_status (*zero)(rc_backend *be, float *x, int64_t n);
+    /* Routing of M rows of router logits [M, E]: rco_moe_route_row per row
+     * into sel and w [M, top_k] (backend memory) */
+    rc_status (*moe_route)(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+                           rc_dtype w_dt, float *sel, float *w);
+    /* out[rows[i], :] = rco_moe_acc(out[rows[i], :], y[i, :], s_i, dt) for
+     * i < n, s_i = w[widx[i]], or rco_moe_sigmoid(w[widx[i]], dt) when
+     * sigmoid (rows, widx: host; the rows distinct) */
+    rc_status (*moe_accumulate)(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
+                                const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
+    /* Gated DeltaNet (gdn.h): one recurrent decode step of n sequences
+     * (rc_cpu_gdn_step; per sequence and value head rco_gdn_recurrent_token):
+     * q, k [n][hk][dk], v [n][hv][dv], g, beta [n][hv], state
+     * [n][hv][dk][dv] updated and rounded to state_dt, out [n][hv][dv] */
+    rc_status (*gdn_step)(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
+                          float *state, float *out);
 } rc_backend_ops;
 
 struct rc_backend {
@@ -322,7 +361,11 @@ struct rc_backend {
     rc_kernels kernels;
 };
 
-/* CPU backend (backend_cpu.c). n_threads <= 0: all cores. */
+/* CPU backend (backend_cpu.c). n_threads <= 0: all cores. In a build
+ * without OpenBLAS (meson -Dblas=disabled) RC_KERNELS_BLAS is refused with
+ * RC_ERR_UNSUPPORTED and rc_blas_missing_msg. */
+extern const char *const rc_blas_missing_msg;
+bool rc_have_blas(void); /* was this build linked with OpenBLAS? */
 rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out);
 void rc_backend_destroy(rc_backend *be);
 

@@ -31,7 +31,11 @@
  * lanes are added in a fixed pairwise tree. The build disables FMA
  * contraction, so every product and sum is rounded as written; the GEMM dots
  * use fused multiply-adds explicitly (fmaf / vfmadd, the same rounding). */
+#include "rc_build_config.h"
+
+#if RC_HAVE_BLAS
 #include <cblas.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -39,6 +43,7 @@
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "moe.h"
 #include "ops_inline.h"
 #include "util.h"
 
@@ -52,6 +57,8 @@ const char *rc_kernels_name(rc_kernels k)
     }
     return "?";
 }
+
+const char *const rc_blas_missing_msg = "this build has no OpenBLAS (-Dblas=disabled)";
 
 static void cpu_destroy(rc_backend *be);
 
@@ -96,6 +103,19 @@ static rc_status cpu_norm(rc_backend *be, rc_norm_kind kind, const float *x, int
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < M; r++)
         rco_norm_row(kind, x + r * H, H, w, b, feps, rms_lanes, mid_dt, out_dt, out + r * H);
+    return RC_OK;
+}
+
+static rc_status cpu_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                             const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                             rc_dtype out_dt)
+{
+    const int rms_lanes = rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M);
+    const float feps = (float)eps;
+    const int64_t segs = nq + nk;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < M * segs; i++)
+        rco_qk_norm_seg(qkv + (i / segs) * stride, i % segs, nq, dq, wq, dk, wk, feps, rms_lanes, mid_dt, out_dt);
     return RC_OK;
 }
 
@@ -980,6 +1000,7 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
         return RC_OK;
     if (W.dt != RC_F32 && W.dt != RC_BF16 && W.dt != RC_F16)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: weights stored as %s", rc_dtype_name(W.dt));
+#if RC_HAVE_BLAS
     if (be->kernels == RC_KERNELS_BLAS) {
         if (M > INT32_MAX || N > INT32_MAX || ldx > INT32_MAX || ldw > INT32_MAX)
             return rc_errorf(RC_ERR_UNSUPPORTED, "matmul of %lld x %lld x %lld exceeds BLAS int range",
@@ -1007,6 +1028,10 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
         }
         return RC_OK;
     }
+#else
+    if (be->kernels == RC_KERNELS_BLAS) /* refused at creation */
+        return rc_errorf(RC_ERR_INTERNAL, "matmul: %s", rc_blas_missing_msg);
+#endif
     const rco_gemm_order C = rco_gemm_order_dt(be->kernels == RC_KERNELS_INVARIANT, M, K, in_dt);
 #ifdef RC_GEMM_AVX512
     if (C.pairs && gemm_pairs_path() > 0)
@@ -1089,7 +1114,7 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
         float c[2048], s[2048]; /* rd <= head_dim <= 4096 */
         const float p = (float)bd->pos[r];
         for (int64_t j = 0; j < half; j++)
-            rco_rope_cs(p, inv_freq[j], cs_dt, &c[j], &s[j]);
+            rco_rope_cs(p, inv_freq[j], ap->rope_attn_factor, cs_dt, &c[j], &s[j]);
         for (int64_t h = 0; h < nheads_rot; h++) {
             float *v = qkv + (r - lo) * row_len + h * d;
             for (int64_t j = 0; j < half; j++)
@@ -1289,6 +1314,24 @@ static rc_status cpu_clamp(rc_backend *be, float *x, int64_t n, float c)
     return RC_OK;
 }
 
+static rc_status cpu_scale(rc_backend *be, float *x, int64_t n, float sc, rc_dtype out_dt)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rco_scale1(x[i], sc, out_dt);
+    return RC_OK;
+}
+
+static rc_status cpu_softcap(rc_backend *be, float *x, int64_t n, float cap, rc_dtype out_dt)
+{
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rco_softcap1(x[i], cap, out_dt);
+    return RC_OK;
+}
+
 static rc_status cpu_normalize_rows(rc_backend *be, rc_wt W, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                                     float *out)
 {
@@ -1415,13 +1458,20 @@ static const rc_backend_ops k_cpu_ops = {
     .matmul = cpu_matmul,
     .matmul_kslice = cpu_matmul_kslice,
     .rope = cpu_rope,
+    .qk_norm = cpu_qk_norm,
     .attention = cpu_attention,
     .clamp = cpu_clamp,
+    .scale = cpu_scale,
+    .softcap = cpu_softcap,
     .normalize_rows = cpu_normalize_rows,
     .act = cpu_act,
     .act_mul = cpu_act_mul,
     .add = cpu_add,
     .logprobs = cpu_logprobs,
+    .zero = rc_cpu_zero, /* the MoE ops: moe.c */
+    .moe_route = rc_cpu_moe_route,
+    .moe_accumulate = rc_cpu_moe_accumulate,
+    .gdn_step = rc_cpu_gdn_step, /* gdn.c */
 };
 
 static void cpu_destroy(rc_backend *be)
@@ -1434,8 +1484,15 @@ static void cpu_destroy(rc_backend *be)
     free(be);
 }
 
+bool rc_have_blas(void)
+{
+    return RC_HAVE_BLAS != 0;
+}
+
 rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **out)
 {
+    if (kernels == RC_KERNELS_BLAS && !rc_have_blas())
+        return rc_errorf(RC_ERR_UNSUPPORTED, "--kernels blas: %s", rc_blas_missing_msg);
     cpu_backend *cb = calloc(1, sizeof *cb);
     if (!cb)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
@@ -1451,7 +1508,9 @@ rc_status rc_backend_cpu_create(int n_threads, rc_kernels kernels, rc_backend **
      * bundled check and four fixtures). Splitting the columns over OpenMP
      * instead is faster (2.1 s) but changes results: narrower calls take
      * OpenBLAS's small-matrix kernels, whose order differs. */
+#if RC_HAVE_BLAS
     openblas_set_num_threads(1);
+#endif
     be->ops = &k_cpu_ops;
     be->n_threads = n_threads;
     be->kernels = kernels;

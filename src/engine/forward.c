@@ -106,6 +106,9 @@ rc_status rc_tp_check(const rc_config *c, const rc_numerics *num)
     if (c->n_heads % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's %lld attention heads are not divisible by %d (%s "
                          "them evenly over the ranks)", side, tp, (long long)c->n_heads, tp, splits);
+    if (c->qk_norm == RC_QK_NORM_ALL)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's q / k norm over the whole projection needs the "
+                         "ranks' heads gathered; not emulated", side, tp);
     if (c->intermediate % tp != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s tp=%d: the model's MLP intermediate size %lld is not divisible by "
                          "%d (%s it evenly over the ranks)", side, tp, (long long)c->intermediate, tp, splits);
@@ -284,7 +287,9 @@ typedef struct {
     float *dev;        /* device: the engine's arena */
     bool head;         /* the LM head is placed with the rest (untied, rounded to the dtype) */
     bool autocast;     /* mode autocast: the embedding, positions and norm weights keep fp32 values */
-    bool ok;           /* false when a size overflows */
+    bool ok;
+    /* Gemma (norm_w_offset): the norm weights held as fp32(1 + R(w)), always an own copy */
+    bool plus_one;           /* false when a size overflows */
 } place_ctx;
 
 /* Under autocast the fp32 masters of what torch.autocast never casts keep
@@ -297,14 +302,18 @@ static bool autocast_keeps_fp32_layer(rc_layer_weight_id id)
     return id == RC_LW_ln1_w || id == RC_LW_ln1_b || id == RC_LW_ln2_w || id == RC_LW_ln2_b;
 }
 
-static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n, bool keep32)
+static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n, bool keep32,
+                  bool plus_one)
 {
     *dst = (rc_wt){NULL, RC_F32, false};
     if (!present)
         return;
     int64_t bytes;
     const rc_dtype round_dt = x->autocast && keep32 ? RC_F32 : x->round_dt;
-    const weight_plan pl = plan_weight(kind, src.dt, round_dt, x->host, x->kernels);
+    weight_plan pl = plan_weight(kind, src.dt, round_dt, x->host, x->kernels);
+    plus_one = plus_one && x->plus_one && kind == RC_WK_VEC;
+    if (plus_one) /* Gemma's (1.0 + self.weight.float()): fp32, from the weight's value in the run's dtype */
+        pl = (weight_plan){true, RC_F32};
     if (!rc_mul_i64(n, pl.copy ? rc_dtype_size(pl.store) : rc_dtype_size(src.dt), &bytes)) {
         x->ok = false;
         return;
@@ -330,7 +339,19 @@ static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool
         rc_wt_convert(src, 0, n, round_dt, RC_F32, x->arena + off);
         *dst = (rc_wt){x->dev + off / 4, RC_F32, false};
     }
+    if (plus_one) {
+        float *f = (float *)(x->arena + off);
+        for (int64_t i = 0; i < n; i++)
+            f[i] = 1.0f + f[i];
+    }
     rc_model_release(x->m, src, n); /* the model's pages of it are not needed while this engine runs */
+}
+
+/* the layer's RMSNorm weights (Gemma's (1 + w)) */
+static bool norm_weight_layer(rc_layer_weight_id id)
+{
+    return id == RC_LW_ln1_w || id == RC_LW_ln2_w || id == RC_LW_post_attn_ln_w || id == RC_LW_post_mlp_ln_w ||
+           id == RC_LW_q_norm_w || id == RC_LW_k_norm_w;
 }
 
 /* every weight field (lm_head when x->head), from the lists in model.h (none can be missed) */
@@ -341,13 +362,15 @@ static void place_all(place_ctx *x, rc_weights *dst)
 #define PLACE_MODEL_(f, rows, cols, present, kind)                                                              \
     if (RC_MW_##f != RC_MW_lm_head || x->head)                                                                  \
         place(x, &dst->f, m->w.f, RC_WK_##kind, rc_weight_cond_holds(c, present),                              \
-              rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_model(RC_MW_##f));
+              rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_model(RC_MW_##f),              \
+              RC_MW_##f == RC_MW_lnf_w);
     RC_MODEL_WEIGHT_FIELDS(PLACE_MODEL_)
 #undef PLACE_MODEL_
     for (int64_t l = 0; l < c->n_layers; l++) {
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
-    place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds(c, present),              \
-          rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f));
+    place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds_layer(c, present, l),     \
+          rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f),               \
+          norm_weight_layer(RC_LW_##f));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
     }
@@ -454,6 +477,31 @@ static bool autocast_tied_head(const rc_numerics *num)
     return num->mode == RC_PREC_AUTOCAST && !(num->upcast & RC_UPCAST_LM_HEAD);
 }
 
+/* A GPU engine's (1 + w) norm weights (norm_w_offset), uploaded from the fp32
+ * staging copy (staged: the arena's image) without the dtype's rounding that
+ * the one upload of every weight applies */
+static rc_status upload_plus_one(rc_engine *e, const float *staged)
+{
+    const rc_config *c = &e->model->cfg;
+    rc_backend *be = e->be;
+    const float *base = e->w_arena;
+    rc_status s = RC_OK;
+    if (e->w.lnf_w.p)
+        s = be->ops->upload(be, staged + ((const float *)e->w.lnf_w.p - base), c->hidden, RC_F32,
+                            (float *)e->w.lnf_w.p);
+    for (int64_t l = 0; l < c->n_layers && s == RC_OK; l++) {
+#define PLUS_ONE_UP_(f, rows, cols, present, kind)                                                               \
+    if (s == RC_OK && norm_weight_layer(RC_LW_##f) && e->w.layers[l].f.p) {                                     \
+        const float *dst_ = (const float *)e->w.layers[l].f.p;                                                    \
+        s = be->ops->upload(be, staged + (dst_ - base), rc_dim_value(c, rows) * rc_dim_value(c, cols), RC_F32,   \
+                            (float *)dst_);                                                                       \
+    }
+        RC_LAYER_WEIGHT_FIELDS(PLUS_ONE_UP_)
+#undef PLUS_ONE_UP_
+    }
+    return s;
+}
+
 static rc_status engine_weights(rc_engine *e)
 {
     const rc_model *m = e->model;
@@ -467,7 +515,7 @@ static rc_status engine_weights(rc_engine *e)
         return rc_errorf(RC_ERR_NOMEM, "out of memory");
     place_ctx x = {.m = m, .round_dt = e->num.dt, .host = host, .fill = false, .kernels = be->kernels,
                    .head = !(e->num.upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
-                   .autocast = e->num.mode == RC_PREC_AUTOCAST, .ok = true};
+                   .autocast = e->num.mode == RC_PREC_AUTOCAST, .ok = true, .plus_one = c->norm_w_offset};
     rc_weights plan = e->w;
     place_all(&x, &plan); /* sizes only */
     if (!x.ok)
@@ -491,6 +539,8 @@ static rc_status engine_weights(rc_engine *e)
         if (total > 0)
             s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4,
                                 x.autocast ? RC_F32 : e->num.dt, e->w_arena);
+        if (s == RC_OK && c->norm_w_offset && total > 0) /* fp32(1 + w) is no value of the dtype: again, unrounded */
+            s = upload_plus_one(e, (const float *)x.arena);
         free(x.arena);
         RC_TRY(s);
     }
@@ -530,10 +580,16 @@ static rc_status engine_weights(rc_engine *e)
         e->w.lm_head = e->w.embed;
     } /* else placed with the rest */
     e->w.inv_freq = m->w.inv_freq; /* an fp32 buffer in HF, never rounded */
-    if (!host && c->rotary_dim > 0) {
-        RC_TRY(be->ops->alloc(be, c->rotary_dim / 2, &e->inv_freq_own));
-        RC_TRY(be->ops->upload(be, m->w.inv_freq, c->rotary_dim / 2, RC_F32, e->inv_freq_own));
+    e->w.inv_freq_local = m->w.inv_freq_local;
+    if (!host && c->rotary_dim > 0) { /* the global table, then the local one if any */
+        const int64_t half = c->rotary_dim / 2;
+        RC_TRY(be->ops->alloc(be, m->w.inv_freq_local ? 2 * half : half, &e->inv_freq_own));
+        RC_TRY(be->ops->upload(be, m->w.inv_freq, half, RC_F32, e->inv_freq_own));
         e->w.inv_freq = e->inv_freq_own;
+        if (m->w.inv_freq_local) {
+            RC_TRY(be->ops->upload(be, m->w.inv_freq_local, half, RC_F32, e->inv_freq_own + half));
+            e->w.inv_freq_local = e->inv_freq_own + half;
+        }
     }
     e->w.alibi_slopes = m->w.alibi_slopes; /* fp32 as the family computes them, never rounded */
     if (!host && m->w.alibi_slopes) {
@@ -599,7 +655,9 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     if (num->tp > 1) /* the row-parallel partials, and max_rows zero indices */
         ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
              rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
-    ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act);
+    int64_t moe_f, moe_h; /* MoE: the layers' scratch */
+    ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(act, moe_f, &act);
+    ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act) && rc_add_i64(act, moe_h, &act);
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
@@ -617,6 +675,7 @@ void rc_engine_free(rc_engine *e)
     if (e->tp_parts)
         e->be->ops->free(e->be, e->tp_parts);
     rc_fp8w_free(e->fp8w);
+    rc_moe_scratch_free(e->be, e->moe);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
@@ -632,7 +691,7 @@ void rc_engine_free(rc_engine *e)
  * CUDA, bf16 on the CPU) and Baichuan2's fp32 RoPE / SDPA paths were not. */
 rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
 {
-    if (num->residual_f32) { /* checked against the rotary families only (tools/make_megatron_fixtures.py) */
+    if (num->residual_f32) { /* checked against the rotary families only (tools/fixtures/make_megatron_fixtures.py) */
         if (num->mode == RC_PREC_AUTOCAST)
             return rc_errorf(RC_ERR_USAGE, "residual=fp32 is Megatron's flag for a pure-dtype model; mode=autocast "
                              "keeps the residual stream in fp32 already");
@@ -640,7 +699,8 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
             return rc_errorf(RC_ERR_USAGE, "residual=fp32 needs dtype=bf16 or fp16 (an fp32 model's residual "
                              "stream is fp32 already)");
         if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
-                  c->clip_qkv > 0))
+                  c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 ||
+                  c->sandwich_norm || c->n_experts > 0))
             return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
                              "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     }
@@ -651,7 +711,8 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
     if (num->upcast & ~(unsigned)RC_UPCAST_LM_HEAD)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm-head=fp32 applies");
-    if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0))
+    if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0 ||
+              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 || c->sandwich_norm || c->n_experts > 0))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
@@ -682,6 +743,12 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
+    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
+                      "weights yet", c->model_type);
+    if (s == RC_OK && c->n_experts == 0 && (num->router_f32 || num->route_replay))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: router= and routing= set a mixture-of-experts router; this model has "
+                      "none", c->model_type);
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
     if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
@@ -728,6 +795,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         if (s == RC_OK)
             s = rc_alloc_aligned((void **)&e->tp_zero_rows, max_rows, sizeof *e->tp_zero_rows, "engine index scratch");
     }
+    if (s == RC_OK && c->n_experts > 0)
+        s = rc_moe_scratch_create(be, c, e->chunk_rows, &e->moe);
     if (s == RC_OK)
         s = engine_weights(e);
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
@@ -779,6 +848,7 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
         .rope_cs_dt = rope_cs_dt,
         .rope_mid_dt = rope_dt,
         .rope_dt = rope_dt,
+        .rope_attn_factor = cfg->rope_attn_factor > 0 ? (float)cfg->rope_attn_factor : 1.0f,
         .alibi_slopes = NULL,
         .alibi_ref = cfg->alibi_from_last_key ? RC_ALIBI_REF_LAST_KEY : RC_ALIBI_REF_KEY0,
         .alibi_mode = cfg->alibi_add == RC_ALIBI_ADD_FUSED ? RCO_ALIBI_FUSED : RCO_ALIBI_ADD,
@@ -793,6 +863,7 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
                  : cfg->softmax_scale > 0 ? (float)cfg->softmax_scale
                                           : (float)(1.0 / sqrt((double)cfg->head_dim)),
         .score_div = cfg->score_div,
+        .softcap = cfg->attn_softcap > 0 ? (float)cfg->attn_softcap : 0.0f,
         .sliding_window = cfg->sliding_window,
         .mask = RC_MASK_SKIP,
         .num = *num,
@@ -839,7 +910,7 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
 
 static const char *const k_trace_op_names[RC_TOP_COUNT] = {
     "embed", "norm1", "qkv", "rope", "scores", "probs", "attn", "o_proj", "resid_attn",
-    "norm2", "up", "gate", "act", "down", "resid", "norm_f", "logits"};
+    "norm2", "route", "up", "gate", "act", "down", "resid", "norm_f", "logits"};
 
 const char *rc_trace_op_name(rc_trace_op op)
 {
@@ -876,6 +947,10 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
     ap.rope_mid_dt = rr.rope_mid;
+    const float ap_rope_attn_factor = ap.rope_attn_factor;
+    const rc_dtype nmid = c->norm_w_f32 ? RC_F32 : rr.norm_mid; /* OLMo2: (w * x).to(dtype), one rounding */
+    /* the attention and MLP inputs: a norm's output, or with post_norm the residual stream itself */
+    const rc_dtype in_blk = c->post_norm ? gemm_in(rr.residual, wd) : in_norm;
     if (c->rope_f32) { /* Baichuan2-7B: (q.float() * cos + rotate_half(q.float()) * sin).to(q.dtype) */
         ap.rope_cs_dt = RC_F32;
         ap.rope_mid_dt = RC_F32;
@@ -895,6 +970,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     }
 
     RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
+    if (c->embed_scale > 0) /* Gemma: embed * embed_scale.to(dtype) (an fp32 tensor of the Python float) */
+        RC_TRY(op->scale(be, e->x, R * H, rc_round_to((float)c->embed_scale, wd), rr.residual));
     /* Everything but the residual stream x runs over row chunks (chunk_rows):
      * every chunk of a call with more than chunk_rows rows has more than 256
      * rows, so each GEMM's M class (rco_gemm_order_for) and RMSNorm's lanes
@@ -920,6 +997,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     }
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
+        ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
+        if (e->w.inv_freq_local) { /* Gemma 3, OLMo3: the sliding layers' own RoPE (default, local base) */
+            const bool local = rc_layer_rope_local(c, l);
+            ap.inv_freq = local ? e->w.inv_freq_local : e->w.inv_freq;
+            ap.rope_attn_factor = local ? 1.0f : ap_rope_attn_factor;
+        }
         for (int64_t r0 = 0, n; r0 < R; r0 += n) {
             n = next_chunk(R - r0, e->chunk_rows);
             float *xc = e->x + r0 * H;
@@ -927,13 +1010,23 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             cd.row_lo = r0;
             cd.row_hi = r0 + n;
             /* attention block */
-            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
-                            rr.norm_mid, rr.norm, e->h));
-            CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
-            RC_TRY(linear(e, l, RC_FP8W_QKV, e->h, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_norm, rr.linear, e->qkv));
+            const float *a_in = xc; /* post_norm: the block reads x */
+            if (!c->post_norm) {
+                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
+                                nmid, rr.norm, e->h));
+                CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
+                a_in = e->h;
+            }
+            RC_TRY(linear(e, l, RC_FP8W_QKV, a_in, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk, rr.linear, e->qkv));
             if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
                 RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
             CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
+            if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
+                const bool all = c->qk_norm == RC_QK_NORM_ALL;
+                RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
+                                   rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
+                                   rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+            }
             RC_TRY(op->rope(be, e->qkv, &cd, &ap));
             CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt, &ap);
             RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
@@ -941,18 +1034,43 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
                               r0 * H, R * H, e->tmp)); /* attn_out */
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
+            if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out); GLM-4: post_self_attn_layernorm */
+                RC_TRY(op->norm(be, c->norm, e->tmp, n, H, rc_wt_vec(L->post_attn_ln_w), NULL, c->norm_eps, nmid,
+                                rr.norm, e->tmp));
+            if (c->post_norm) { /* OLMo2: x + post_attention_layernorm(attn_out) */
+                RC_TRY(op->norm(be, c->norm, e->tmp, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, nmid,
+                                rr.norm, e->tmp));
+                CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->tmp, H, H, rr.norm, NULL);
+            }
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
             if (!c->parallel_residual)
                 CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
-            RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
-                            rr.norm_mid, rr.norm, e->h));
-            CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
-            RC_TRY(linear(e, l, RC_FP8W_UP, e->h, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_norm, rr.linear, e->mlp_a));
+            const float *m_in = xc;
+            if (!c->post_norm) {
+                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                                nmid, rr.norm, e->h));
+                CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
+                m_in = e->h;
+            }
+            if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
+                const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay};
+                RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, bd, r0, &mr, e->moe, &e->routing, e->mlp_c));
+                if (e->hook.fn) { /* the trace: the routing the layer used */
+                    const float *route;
+                    RC_TRY(rc_moe_route_capture(be, c, e->moe, n, &route));
+                    CAPTURE(bd, l, RC_TOP_ROUTE, r0, n, NULL, route, 2 * c->n_experts, 2 * c->n_experts, RC_F32, NULL);
+                }
+                CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
+                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
+                CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
+                continue;
+            }
+            RC_TRY(linear(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
-                RC_TRY(linear(e, l, RC_FP8W_GATE, e->h, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_norm, rr.linear,
+                RC_TRY(linear(e, l, RC_FP8W_GATE, m_in, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
                               e->mlp_b));
                 CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
                 RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
@@ -966,6 +1084,14 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                   rr.linear, r0 * H, R * H, e->mlp_c));
             }
             CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
+            if (c->sandwich_norm) /* Gemma: x + post_feedforward_layernorm(mlp_out); GLM-4: post_mlp_layernorm */
+                RC_TRY(op->norm(be, c->norm, e->mlp_c, n, H, rc_wt_vec(L->post_mlp_ln_w), NULL, c->norm_eps, nmid,
+                                rr.norm, e->mlp_c));
+            if (c->post_norm) { /* OLMo2: x + post_feedforward_layernorm(mlp_out) */
+                RC_TRY(op->norm(be, c->norm, e->mlp_c, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                                nmid, rr.norm, e->mlp_c));
+                CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->mlp_c, H, H, rr.norm, NULL);
+            }
             if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
                 RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
@@ -1009,6 +1135,8 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
             pos[row0[b] + i] = starts[b] + i;
             seq_of_row[row0[b] + i] = b;
         }
+    for (int64_t b = 0; b < n_seq && s == RC_OK; b++)
+        s = rc_config_check_positions(c, starts[b] + n_new[b]);
     for (int64_t r = 0; r < R && s == RC_OK; r++)
         if (tokens[r] < 0 || tokens[r] >= c->vocab)
             s = rc_errorf(RC_ERR_USAGE, "token id %d is outside the vocabulary [0, %lld)", tokens[r],
@@ -1032,13 +1160,15 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->lt);
         if (s == RC_OK)
             s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
-                         rr.norm_mid, rr.norm_final, e->lh);
+                         c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_NORM_F, 0, n, out_rows + i0, e->lh, H, H, rr.norm_final, NULL);
         if (s == RC_OK)
             s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL,
                            gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt),
                            rr.logits, e->logits);
+        if (s == RC_OK && c->final_softcap > 0) /* Gemma 2: cap * tanh(logits / cap), each op in the logits' dtype */
+            s = op->softcap(e->be, e->logits, n * V, (float)c->final_softcap, rr.logits);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_LOGITS, 0, n, out_rows + i0, e->logits, V, V, rr.logits, NULL);
         const bool th = e->target.fn && targets && target_out && !full_out; /* the rows, then the hook */

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "moe.h"
 
 /* The dtype model (README "Numerics"): what a framework running the model in
  * `dt` computes. Weights are rounded to dt once; each op's output is rounded
@@ -91,6 +92,11 @@ typedef struct {
     bool tp_trainer;     /* Megatron / TE's row-parallel layer: the bias added after the reduce, KV heads split
                           * (never replicated); else vLLM / SGLang's: the bias in rank 0's partial */
     rc_wq_numerics wq;   /* the linear layers' weights: in the dtype (default) or fp8 */
+    /* MoE layers (moe.h): router_f32, the router's logits left in fp32 (the bf16 GEMM's fp32 accumulator
+     * unrounded) and its weights kept fp32, else logits in the dtype (transformers, vLLM); route_replay, the
+     * experts replayed from the engine's routing hook (R3), the weights recomputed */
+    bool router_f32;
+    bool route_replay;
 } rc_numerics;
 
 /* RC_OK when model c can run with num's TP degree; else RC_ERR_UNSUPPORTED
@@ -141,6 +147,7 @@ typedef enum {
     RC_TOP_O,          /* the output projection (after the TP all-reduce) */
     RC_TOP_RESID_ATTN, /* sequential residual: x + attn_out */
     RC_TOP_NORM2,      /* the MLP's norm */
+    RC_TOP_ROUTE,      /* MoE layers: the routing (moe.h rc_moe_route_capture: chosen experts, then weights) */
     RC_TOP_UP,         /* the MLP's up GEMM */
     RC_TOP_GATE,       /* the gate GEMM (gated MLPs) */
     RC_TOP_ACT,        /* the activation (SwiGLU: act(gate) * up) */
@@ -222,6 +229,8 @@ typedef struct {
     int64_t *tp_zero_rows; /* max_rows zeros (host; tp > 1), else NULL */
     rc_capture_hook hook;  /* zero: no capture (set by the caller after rc_engine_create) */
     rc_target_hook target; /* zero: targets' log-probs as computed (set by the caller) */
+    struct rc_moe_scratch *moe; /* a MoE model's scratch (moe.h), else NULL */
+    rc_routing_hook routing;    /* zero: the routing is not recorded (set by the caller; moe.h) */
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe.h"
 #include "util.h"
 
 /* y[M, N] = x[M, K] . W[N, K]^T + bias (a weight row widened once per output column) */
@@ -62,8 +63,9 @@ static void norm64(const rc_config *c, const double *x, int64_t M, rc_wt w, rc_w
             for (int64_t i = 0; i < H; i++)
                 ss += xr[i] * xr[i];
             double rs = 1.0 / sqrt(ss / (double)H + c->norm_eps);
+            const double off = c->norm_w_offset ? 1.0 : 0.0; /* Gemma: (1 + w) */
             for (int64_t i = 0; i < H; i++)
-                yr[i] = (double)rc_wt_at(w, i) * (xr[i] * rs);
+                yr[i] = ((double)rc_wt_at(w, i) + off) * (xr[i] * rs);
         }
     }
 }
@@ -87,8 +89,34 @@ static void inv_freq64(const rc_config *c, double *inv)
             bool medium = !(wl < old / hi) && !(wl > old / lo);
             inv[j] = medium ? sm : llama;
         }
+    } else if (c->rope_type == RC_ROPE_LONGROPE) { /* short_factor divides each pair's frequency */
+        for (int64_t j = 0; j < dim / 2 && j < RC_MAX_ROPE_PAIRS; j++)
+            inv[j] /= c->rope_short_factor[j];
+    } else if (c->rope_type == RC_ROPE_YARN) { /* extrapolation and interpolation blended by the ramp */
+        double lo, hi;
+        rc_yarn_range(c, &lo, &hi);
+        if (lo == hi)
+            hi += 0.001;
+        for (int64_t j = 0; j < dim / 2; j++) {
+            double ramp = fmin(fmax(((double)j - lo) / (hi - lo), 0.0), 1.0), ef = 1.0 - ramp;
+            inv[j] = inv[j] / c->rope_factor * (1.0 - ef) + inv[j] * ef;
+        }
     }
 }
+
+/* RMSNorm of n values in place (q / k norm); off: added to each weight (Gemma's 1) */
+static void rms64(double *x, int64_t n, rc_wt w, double eps, double off)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    const double rs = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ((double)rc_wt_at(w, i) + off) * (x[i] * rs);
+}
+
+/* cap * tanh(x / cap) for cap > 0 (Gemma 2's soft-capping), else x */
+static double capped(double x, double cap) { return cap > 0 ? cap * tanh(x / cap) : x; }
 
 static double act64(rc_act a, double x)
 {
@@ -110,7 +138,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     const int64_t H = c->hidden, I = c->intermediate, d = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     const int64_t qkv_w = (nh + 2 * nkv) * d, V = c->vocab;
     double *x = NULL, *h = NULL, *qkv = NULL, *att = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *logit = NULL;
-    double inv[2048];
+    double inv[2048], inv_local[2048];
+    const double qk_off = c->norm_w_offset ? 1.0 : 0.0;
     double *slopes = NULL, *head_norm = NULL;
     rc_status s = RC_OK;
     int64_t big = I > qkv_w ? I : qkv_w;
@@ -126,6 +155,13 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
         (s = rc_calloc((void **)&head_norm, V, sizeof *head_norm, "fp64 reference")) != RC_OK)
         goto done;
     inv_freq64(c, inv);
+    if (c->rope_theta_local > 0) { /* Gemma 3's, OLMo3's sliding layers */
+        rc_config lc = *c;
+        rc_config_local_rope(&lc);
+        inv_freq64(&lc, inv_local);
+    }
+    if ((s = rc_config_check_positions(c, n)) != RC_OK)
+        goto done;
     if (c->pos == RC_POS_ALIBI)
         rc_alibi_slopes_compute(c, NULL, slopes); /* the family's formula in double */
     for (int64_t v = 0; v < V; v++) { /* NormHead: each LM-head row divided by its L2 norm */
@@ -148,6 +184,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             x[r * H + i] = (double)rc_wt_at(w->embed, (int64_t)tokens[r] * H + i) +
                            (c->pos == RC_POS_LEARNED ? (double)rc_wt_at(w->wpe, r * H + i) : 0.0);
     }
+    for (int64_t i = 0; c->embed_scale > 0 && i < n * H; i++) /* Gemma: sqrt(hidden), unrounded */
+        x[i] *= c->embed_scale;
     if (c->embed_norm) {
         norm64(c, x, n, w->emb_ln_w, w->emb_ln_b, h);
         memcpy(x, h, (size_t)(n * H) * sizeof *x);
@@ -158,18 +196,36 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     const double scale = c->softmax_scale > 0 ? c->softmax_scale : 1.0 / sqrt((double)d);
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &w->layers[l];
-        norm64(c, x, n, L->ln1_w, L->ln1_b, h);
+        if (c->post_norm) /* OLMo2: the block reads x; ln1 normalises its output */
+            memcpy(h, x, (size_t)(n * H) * sizeof *h);
+        else
+            norm64(c, x, n, L->ln1_w, L->ln1_b, h);
         if ((s = mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv)) != RC_OK)
             goto done;
         if (c->clip_qkv > 0)
             for (int64_t i = 0; i < n * qkv_w; i++)
                 qkv[i] = fmin(fmax(qkv[i], -c->clip_qkv), c->clip_qkv);
+        for (int64_t r = 0; r < n && c->qk_norm != RC_QK_NORM_NONE; r++) {
+            double *row = qkv + r * qkv_w;
+            if (c->qk_norm == RC_QK_NORM_ALL) {
+                rms64(row, nh * d, L->q_norm_w, c->norm_eps, qk_off);
+                rms64(row + nh * d, nkv * d, L->k_norm_w, c->norm_eps, qk_off);
+            } else {
+                for (int64_t hd = 0; hd < nh + nkv; hd++)
+                    rms64(row + hd * d, d, hd < nh ? L->q_norm_w : L->k_norm_w, c->norm_eps, qk_off);
+            }
+        }
         const int64_t half = c->pos == RC_POS_ROTARY ? c->rotary_dim / 2 : 0;
+        const bool local = rc_layer_rope_local(c, l); /* Gemma 3, OLMo3: the sliding layers' own RoPE */
+        const double *li = local ? inv_local : inv;
+        /* YaRN and longrope scale cos and sin */
+        const double rope_att = !local && c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
+        const int64_t win = rc_layer_window(c, l);
         for (int64_t r = 0; r < n; r++)
             for (int64_t hd = 0; hd < nh + nkv; hd++) {
                 double *v = qkv + r * qkv_w + hd * d;
                 for (int64_t j = 0; j < half; j++) {
-                    double a = (double)r * inv[j], cs = cos(a), sn = sin(a);
+                    double a = (double)r * li[j], cs = cos(a) * rope_att, sn = sin(a) * rope_att;
                     double x1 = v[j], x2 = v[j + half];
                     v[j] = x1 * cs - x2 * sn;
                     v[j + half] = x2 * cs + x1 * sn;
@@ -181,8 +237,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                 const double *q = qkv + r * qkv_w + hd * d;
                 const int64_t kh = hd / (nh / nkv);
                 int64_t lo = 0;
-                if (c->sliding_window > 0 && r - c->sliding_window + 1 > 0)
-                    lo = r - c->sliding_window + 1;
+                if (win > 0 && r - win + 1 > 0)
+                    lo = r - win + 1;
                 double mx = -INFINITY, sum = 0;
                 double *o = att + r * nh * d + hd * d;
                 for (int64_t t = 0; t < d; t++)
@@ -193,7 +249,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                     double dot = 0;
                     for (int64_t t = 0; t < d; t++)
                         dot += q[t] * k[t];
-                    mx = fmax(mx, dot * scale + slopes[hd] * (double)(j - r));
+                    mx = fmax(mx, capped(dot * scale, c->attn_softcap) + slopes[hd] * (double)(j - r));
                 }
                 for (int64_t j = lo; j <= r; j++) {
                     const double *k = qkv + j * qkv_w + (nh + kh) * d;
@@ -201,7 +257,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                     double dot = 0;
                     for (int64_t t = 0; t < d; t++)
                         dot += q[t] * k[t];
-                    double e = exp(dot * scale + slopes[hd] * (double)(j - r) - mx);
+                    double e = exp(capped(dot * scale, c->attn_softcap) + slopes[hd] * (double)(j - r) - mx);
                     sum += e;
                     for (int64_t t = 0; t < d; t++)
                         o[t] += e * vv[t];
@@ -211,10 +267,24 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             }
         if ((s = mm64(att, n, nh * d, L->w_o, H, L->b_o, t3)) != RC_OK)
             goto done; /* attn_out */
+        if (c->post_norm || c->sandwich_norm) {
+            norm64(c, t3, n, c->sandwich_norm ? L->post_attn_ln_w : L->ln1_w, L->ln1_b, h);
+            memcpy(t3, h, (size_t)(n * H) * sizeof *h);
+        }
         if (!c->parallel_residual)
             for (int64_t i = 0; i < n * H; i++)
                 x[i] += t3[i];
-        norm64(c, x, n, L->ln2_w, L->ln2_b, h);
+        if (c->post_norm)
+            memcpy(h, x, (size_t)(n * H) * sizeof *h);
+        else
+            norm64(c, x, n, L->ln2_w, L->ln2_b, h);
+        if (rc_layer_is_moe(c, l)) { /* moe.c: routing, experts and shared expert in double */
+            if ((s = rc_moe_forward64(c, L, h, n, mm64, t3)) != RC_OK)
+                goto done;
+            for (int64_t i = 0; i < n * H; i++)
+                x[i] += t3[i];
+            continue;
+        }
         if ((s = mm64(h, n, H, L->w_up, I, L->b_up, t1)) != RC_OK)
             goto done;
         if (c->gated_mlp) {
@@ -230,6 +300,10 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             if ((s = mm64(t1, n, I, L->w_down, H, L->b_down, h)) != RC_OK)
                 goto done;
         }
+        if (c->post_norm || c->sandwich_norm) {
+            norm64(c, h, n, c->sandwich_norm ? L->post_mlp_ln_w : L->ln2_w, L->ln2_b, t3);
+            memcpy(h, t3, (size_t)(n * H) * sizeof *h);
+        }
         for (int64_t i = 0; i < n * H; i++)
             x[i] += c->parallel_residual ? h[i] + t3[i] : h[i];
     }
@@ -243,7 +317,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             goto done;
         double mx = -INFINITY, sum = 0;
         for (int64_t v = 0; v < V; v++) {
-            logit[v] = logit[v] / head_norm[v] / temperature;
+            logit[v] = capped(logit[v] / head_norm[v], c->final_softcap) / temperature;
             mx = fmax(mx, logit[v]);
         }
         for (int64_t v = 0; v < V; v++)

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ops_inline.h"
 #include "util.h"
 
 /* n bytes more of the arena's capacity (counted even when dry) */
@@ -132,13 +131,53 @@ int64_t rc_dim_value(const rc_config *c, rc_dim d)
     case RC_DIM_QKV: return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
     case RC_DIM_3H: return 3 * c->hidden;
     case RC_DIM_POS: return c->max_pos;
+    case RC_DIM_E: return c->n_experts;
+    case RC_DIM_IM: return c->moe_intermediate;
+    case RC_DIM_E2IM: return 2 * c->n_experts * c->moe_intermediate;
+    case RC_DIM_EH: return c->n_experts * c->hidden;
+    case RC_DIM_IS: return c->shared_intermediate;
+    case RC_DIM_QNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_heads * c->head_dim : c->head_dim;
+    case RC_DIM_KNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_kv_heads * c->head_dim : c->head_dim;
     }
     return 0;
+}
+
+bool rc_layer_is_moe(const rc_config *c, int64_t l)
+{
+    if (c->n_experts <= 0 || l < 0 || l >= RC_LIM_LAYERS)
+        return false;
+    const bool mlp_only = (c->mlp_only[l / 64] >> (l % 64)) & 1u;
+    const int64_t step = c->sparse_step > 0 ? c->sparse_step : 1;
+    return !mlp_only && (l + 1) % step == 0;
+}
+
+bool rc_weight_cond_holds_layer(const rc_config *c, rc_weight_cond w, int64_t l)
+{
+    const bool moe = rc_layer_is_moe(c, l);
+    switch (w) {
+    case RC_IF_DENSE: return !moe;
+    case RC_IF_DENSE_GATED: return !moe && c->gated_mlp;
+    case RC_IF_DENSE_MLP_BIAS: return !moe && c->mlp_bias;
+    case RC_IF_DENSE_GATED_MLP_BIAS: return !moe && c->gated_mlp && c->mlp_bias;
+    case RC_IF_MOE: return moe;
+    case RC_IF_SHARED_EXPERT: return moe && c->shared_intermediate > 0;
+    default: return rc_weight_cond_holds(c, w);
+    }
 }
 
 bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
 {
     switch (w) {
+    case RC_IF_DENSE:
+    case RC_IF_DENSE_GATED:
+    case RC_IF_DENSE_MLP_BIAS:
+    case RC_IF_DENSE_GATED_MLP_BIAS:
+    case RC_IF_MOE:
+    case RC_IF_SHARED_EXPERT: /* in any layer */
+        for (int64_t l = 0; l < c->n_layers; l++)
+            if (rc_weight_cond_holds_layer(c, w, l))
+                return true;
+        return false;
     case RC_ALWAYS: return true;
     case RC_IF_NORM_BIAS: return c->norm_bias;
     case RC_IF_UNTIED: return !c->tie_embeddings;
@@ -150,6 +189,8 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_LEARNED_POS: return c->pos == RC_POS_LEARNED;
     case RC_IF_EMBED_NORM: return c->embed_norm;
     case RC_IF_EMBED_NORM_BIAS: return c->embed_norm && c->norm_bias;
+    case RC_IF_QK_NORM: return c->qk_norm != RC_QK_NORM_NONE;
+    case RC_IF_SANDWICH_NORM: return c->sandwich_norm;
     }
     return false;
 }
@@ -167,12 +208,13 @@ typedef struct {
 static const field_info k_model_fields[] = {RC_MODEL_WEIGHT_FIELDS(FIELD_INFO_MODEL_)};
 static const field_info k_layer_fields[] = {RC_LAYER_WEIGHT_FIELDS(FIELD_INFO_LAYER_)};
 
-static bool fields_numel(const rc_config *c, const field_info *f, int n, int64_t *out)
+/* l: the layer (-1: the model's own fields) */
+static bool fields_numel(const rc_config *c, const field_info *f, int n, int64_t l, int64_t *out)
 {
     int64_t sum = 0;
     for (int i = 0; i < n; i++) {
         int64_t k;
-        if (!rc_weight_cond_holds(c, f[i].present))
+        if (!(l < 0 ? rc_weight_cond_holds(c, f[i].present) : rc_weight_cond_holds_layer(c, f[i].present, l)))
             continue;
         if (!rc_mul_i64(rc_dim_value(c, f[i].rows), rc_dim_value(c, f[i].cols), &k) || !rc_add_i64(sum, k, &sum))
             return false;
@@ -184,36 +226,58 @@ static bool fields_numel(const rc_config *c, const field_info *f, int n, int64_t
 rc_status rc_weights_numel(const rc_config *c, int64_t *n)
 {
     int64_t top, layer, all;
-    if (!fields_numel(c, k_model_fields, RC_N_MODEL_WEIGHTS, &top) ||
-        !fields_numel(c, k_layer_fields, RC_N_LAYER_WEIGHTS, &layer) || !rc_mul_i64(layer, c->n_layers, &all) ||
-        !rc_add_i64(all, top, &all))
+    bool ok = fields_numel(c, k_model_fields, RC_N_MODEL_WEIGHTS, -1, &top);
+    all = top;
+    for (int64_t l = 0; ok && l < c->n_layers; l++)
+        ok = fields_numel(c, k_layer_fields, RC_N_LAYER_WEIGHTS, l, &layer) && rc_add_i64(all, layer, &all);
+    if (!ok)
         return rc_errorf(RC_ERR_FORMAT, "model sizes are too large (weight count overflows)");
     *n = all;
     return RC_OK;
 }
 
+bool rc_layer_cost(const rc_config *c, int64_t l, int64_t *weight_elems, double *flop_per_token)
+{
+    const double H = (double)c->hidden, q = (double)(c->n_heads * c->head_dim);
+    const double qkv = (double)((c->n_heads + 2 * c->n_kv_heads) * c->head_dim);
+    double f = H * qkv + q * H;
+    if (rc_layer_is_moe(c, l))
+        f += (double)c->n_experts * H + (double)c->top_k * 3.0 * H * (double)c->moe_intermediate +
+             (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + H : 0.0);
+    else
+        f += (c->gated_mlp ? 3.0 : 2.0) * H * (double)c->intermediate;
+    *flop_per_token = 2.0 * f;
+    return fields_numel(c, k_layer_fields, RC_N_LAYER_WEIGHTS, l, weight_elems);
+}
+
 static rc_wt *field_ptr(void *base, const field_info *f) { return (rc_wt *)((char *)base + f->offset); }
 
+/* w for layer l, or for the model's own fields when l < 0 */
+static bool cond_at(const rc_config *c, rc_weight_cond w, int64_t l)
+{
+    return l < 0 ? rc_weight_cond_holds(c, w) : rc_weight_cond_holds_layer(c, w, l);
+}
+
 /* the next entry of the table that is read for c appends to t's field */
-static bool next_appends(const rc_config *c, const rc_tensor_spec *t)
+static bool next_appends(const rc_config *c, const rc_tensor_spec *t, int64_t l)
 {
     for (t++; t->name; t++)
-        if (rc_weight_cond_holds(c, t->when))
-            return t->append;
+        if (cond_at(c, t->when, l))
+            return t->piece == RC_PIECE_APPEND;
     return false;
 }
 
 /* The dtype a fused field starting at entry t is copied in: the stored dtype
  * its pieces share (F64: fp32), else fp32 (every piece widened exactly); -1
  * when a piece is missing or not a float (the loader then reports it). */
-static int fused_dtype(const rc_loader *ld, const rc_arch *a, const rc_tensor_spec *t, const char *stem)
+static int fused_dtype(const rc_loader *ld, const rc_arch *a, const rc_tensor_spec *t, const char *stem, int64_t l)
 {
     const rc_config *c = ld->cfg;
     int dt = -2;
     for (const rc_tensor_spec *u = t; u->name; u++) {
-        if (!rc_weight_cond_holds(c, u->when))
+        if (!cond_at(c, u->when, l))
             continue;
-        if (u != t && !u->append)
+        if (u != t && u->piece != RC_PIECE_APPEND)
             break;
         char nb[256], rb[256];
         snprintf(nb, sizeof nb, "%s%s", stem, u->name);
@@ -228,71 +292,162 @@ static int fused_dtype(const rc_loader *ld, const rc_arch *a, const rc_tensor_sp
 
 /* Read one table of tensors into `base` (an rc_weights or one rc_layer_weights). */
 static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spec *t, const field_info *fields,
-                            int nfields, void *base, const char *stem)
+                            int nfields, void *base, const char *stem, int64_t l)
 {
     const rc_config *c = ld->cfg;
     char nb[256], rb[256];
     int64_t prev_end = -1; /* arena offset where the previous tensor ended */
     int fused_dt = -1;     /* the dtype of the fused field being read */
+    rc_wt half1 = {NULL, RC_F32, false}; /* after a HALF0 entry: where its tensor's second half is */
+    const char *half0_name = NULL;
     for (; t->name; t++) {
         if (t->field < 0 || t->field >= nfields)
             return rc_errorf(RC_ERR_INTERNAL, "family %s: tensor table entry \"%s\" has no field", a->family,
                              t->name);
-        if (!rc_weight_cond_holds(c, t->when))
+        if (!cond_at(c, t->when, l))
             continue;
         snprintf(nb, sizeof nb, "%s%s", stem, t->name);
         const char *name = rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb);
         int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
         int ndim = t->cols == RC_DIM_1 ? 1 : 2;
         rc_wt *dst = field_ptr(base, &fields[t->field]);
+        if (t->piece == RC_PIECE_HALF1) { /* the rest of the HALF0 entry's tensor, nothing read */
+            if (!half0_name || strcmp(half0_name, t->name) != 0)
+                return rc_errorf(RC_ERR_INTERNAL, "family %s: \"%s\" is a second half without its first",
+                                 a->family, t->name);
+            *dst = half1;
+            half0_name = NULL;
+            continue;
+        }
+        half0_name = NULL;
         rc_wt w;
         void *wdata;
         const int64_t start = ld->used;
-        const bool fused = t->append || next_appends(c, t);
-        if (fused && !t->append)
-            fused_dt = fused_dtype(ld, a, t, stem);
-        RC_TRY(loader_get(ld, name, ndim, (int64_t[]){rows, cols}, t->fix || fused, fused ? fused_dt : -1, t->append,
-                          &w, &wdata));
-        if (t->append) {
+        const bool append = t->piece == RC_PIECE_APPEND, fused = append || next_appends(c, t, l);
+        if (fused && !append)
+            fused_dt = fused_dtype(ld, a, t, stem, l);
+        const bool halves = t->piece == RC_PIECE_HALF0;
+        int64_t file_rows = rows;
+        if (halves && !rc_mul_i64(rows, 2, &file_rows))
+            return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": expected size overflows", name);
+        RC_TRY(loader_get(ld, name, ndim, (int64_t[]){file_rows, cols}, t->fix || fused, fused ? fused_dt : -1,
+                          append, &w, &wdata));
+        if (append) {
             if ((!dst->p && !ld->dry) || start != prev_end)
                 return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\" is not stored right after the rest of %s", name,
                                  fields[t->field].name);
         } else {
             *dst = w;
         }
+        if (halves) { /* rows [rows, 2 rows) of the tensor: the next entry's field */
+            half1 = w;
+            if (w.p)
+                half1.p = (const unsigned char *)w.p + rows * cols * rc_dtype_size(w.dt);
+            half0_name = t->name;
+        }
         prev_end = ld->used;
         if (t->fix && !ld->dry)
-            RC_TRY(t->fix(c, wdata, rc_dtype_size(w.dt), rows, cols));
+            RC_TRY(t->fix(c, wdata, rc_dtype_size(w.dt), file_rows, cols));
     }
+    if (half0_name)
+        return rc_errorf(RC_ERR_INTERNAL, "family %s: \"%s\" has no entry for its second half", a->family, half0_name);
     return RC_OK;
 }
 
 /* Every field the lists say is present was loaded (a family table that
  * forgets one fails here, not in the forward pass). */
 static rc_status check_fields(const rc_config *c, const char *family, const field_info *f, int n, void *base,
-                              const char *where)
+                              const char *where, int64_t l)
 {
     for (int i = 0; i < n; i++)
-        if (rc_weight_cond_holds(c, f[i].present) && !field_ptr(base, &f[i])->p)
+        if (cond_at(c, f[i].present, l) && !field_ptr(base, &f[i])->p)
             return rc_errorf(RC_ERR_INTERNAL, "family %s loads no tensor for weight %s%s", family, where,
                              f[i].name);
+    return RC_OK;
+}
+
+/* The dtype every expert's pieces are copied in (one tensor per expert): the
+ * stored dtype they share (F64: fp32), else fp32; -1 when one is missing or
+ * not a float (the loader then reports it by name). */
+static int experts_dtype(const rc_loader *ld, const rc_arch *a, const char *stem)
+{
+    const rc_expert_spec *x = a->experts;
+    const char *parts[3] = {x->gate, x->up, x->down};
+    int dt = -2;
+    for (int64_t e = 0; e < ld->cfg->n_experts; e++)
+        for (int p = 0; p < 3; p++) {
+            char nb[256], eb[128], rb[256];
+            snprintf(eb, sizeof eb, "%s%lld.", x->per_expert, (long long)e);
+            snprintf(nb, sizeof nb, "%s%s%s", stem, eb, parts[p]);
+            const rc_st_tensor *t = rc_st_find(ld->st, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb));
+            if (!t || !(t->dtype == RC_F32 || t->dtype == RC_BF16 || t->dtype == RC_F16 || t->dtype == RC_F64))
+                return -1;
+            const int d = t->dtype == RC_F64 ? RC_F32 : t->dtype;
+            dt = dt == -2 || dt == d ? d : RC_F32;
+        }
+    return dt < 0 ? -1 : dt;
+}
+
+/* A MoE layer's router and experts (rc_expert_spec): the fused 3-D tensors
+ * used in place when the checkpoint holds them, else one tensor per expert,
+ * copied one after the other into w_exp_gu (gate_e, up_e for e = 0, 1, ...:
+ * the fused layout) and w_exp_down. */
+static rc_status load_experts(rc_loader *ld, const rc_arch *a, rc_layer_weights *L, const char *stem)
+{
+    const rc_config *c = ld->cfg;
+    const rc_expert_spec *x = a->experts;
+    if (!x)
+        return rc_errorf(RC_ERR_INTERNAL, "family %s has MoE layers but no expert names", a->family);
+    const int64_t E = c->n_experts, H = c->hidden, Im = c->moe_intermediate;
+    char nb[256], rb[256];
+    void *wd;
+    snprintf(nb, sizeof nb, "%s%s", stem, x->fused_gate_up);
+    const bool fused = x->fused_gate_up && rc_st_find(ld->st, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb));
+    snprintf(nb, sizeof nb, "%s%s", stem, fused ? x->router_fused : x->router);
+    RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 2, (int64_t[]){E, H}, false, -1,
+                      false, &L->w_router, &wd));
+    if (fused) {
+        snprintf(nb, sizeof nb, "%s%s", stem, x->fused_gate_up);
+        RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 3, (int64_t[]){E, 2 * Im, H},
+                          false, -1, false, &L->w_exp_gu, &wd));
+        snprintf(nb, sizeof nb, "%s%s", stem, x->fused_down);
+        RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 3, (int64_t[]){E, H, Im},
+                          false, -1, false, &L->w_exp_down, &wd));
+        return RC_OK;
+    }
+    const int dt = experts_dtype(ld, a, stem);
+    for (int pass = 0; pass < 2; pass++) /* gate_up, then down */
+        for (int64_t e = 0; e < E; e++)
+            for (int p = 0; p < (pass == 0 ? 2 : 1); p++) {
+                char eb[128];
+                snprintf(eb, sizeof eb, "%s%lld.", x->per_expert, (long long)e);
+                snprintf(nb, sizeof nb, "%s%s%s", stem, eb, pass == 1 ? x->down : p == 0 ? x->gate : x->up);
+                const bool first = e == 0 && p == 0;
+                rc_wt w;
+                RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 2,
+                                  pass == 0 ? (int64_t[]){Im, H} : (int64_t[]){H, Im}, true, dt, !first, &w, &wd));
+                if (first)
+                    *(pass == 0 ? &L->w_exp_gu : &L->w_exp_down) = w;
+            }
     return RC_OK;
 }
 
 static rc_status load_weights(rc_loader *ld, const rc_arch *a, rc_weights *w)
 {
     const rc_config *c = ld->cfg;
-    RC_TRY(load_table(ld, a, a->model_tensors, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
+    RC_TRY(load_table(ld, a, a->model_tensors, k_model_fields, RC_N_MODEL_WEIGHTS, w, "", -1));
     if (c->tie_embeddings)
         w->lm_head = w->embed;
     if (!ld->dry)
-        RC_TRY(check_fields(c, a->family, k_model_fields, RC_N_MODEL_WEIGHTS, w, ""));
+        RC_TRY(check_fields(c, a->family, k_model_fields, RC_N_MODEL_WEIGHTS, w, "", -1));
     for (int64_t l = 0; l < c->n_layers; l++) {
         char stem[64];
         snprintf(stem, sizeof stem, "%s%lld.", a->layer_stem, (long long)l);
-        RC_TRY(load_table(ld, a, a->layer_tensors, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
+        RC_TRY(load_table(ld, a, a->layer_tensors, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem, l));
+        if (rc_layer_is_moe(c, l))
+            RC_TRY(load_experts(ld, a, &w->layers[l], stem));
         if (!ld->dry)
-            RC_TRY(check_fields(c, a->family, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem));
+            RC_TRY(check_fields(c, a->family, k_layer_fields, RC_N_LAYER_WEIGHTS, &w->layers[l], stem, l));
     }
     return RC_OK;
 }
@@ -300,13 +455,14 @@ static rc_status load_weights(rc_loader *ld, const rc_arch *a, rc_weights *w)
 /* One pass of rc_model_narrow over a table's fields: the new arena's layout
  * (new_arena NULL: sizes only; set_dt: a dry model's fields get their new
  * dtype) and, when filling, each arena field moved or converted into it. */
-static bool narrow_table(const rc_model *m, const field_info *f, int n, void *base, bool layer, rc_dtype dt,
+static bool narrow_table(const rc_model *m, const field_info *f, int n, void *base, int64_t l, rc_dtype dt,
                          bool set_dt, unsigned char *new_arena, int64_t *used, int64_t *n_narrow)
 {
     const rc_config *c = &m->cfg;
+    const bool layer = l >= 0;
     for (int i = 0; i < n; i++) {
         rc_wt *w = field_ptr(base, &f[i]);
-        if (!rc_weight_cond_holds(c, f[i].present) || w->mapped || (!layer && c->tie_embeddings &&
+        if (!cond_at(c, f[i].present, l) || w->mapped || (!layer && c->tie_embeddings &&
                                                                     f[i].offset == offsetof(rc_weights, lm_head)))
             continue; /* absent, used in place, or the tied head (the embedding's storage, moved with it) */
         int64_t numel, bytes;
@@ -339,9 +495,9 @@ rc_status rc_model_narrow(rc_model *m, rc_dtype dt)
     const rc_config *c = &m->cfg;
     const bool dry = m->arena == NULL; /* rc_model_load_headers */
     int64_t used = 0, n_narrow = 0;
-    bool ok = narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, dry, NULL, &used, &n_narrow);
+    bool ok = narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, -1, dt, dry, NULL, &used, &n_narrow);
     for (int64_t l = 0; ok && l < c->n_layers; l++)
-        ok = narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, dry, NULL, &used,
+        ok = narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], l, dt, dry, NULL, &used,
                           &n_narrow);
     if (!ok)
         return rc_errorf(RC_ERR_INTERNAL, "weight arena size overflows");
@@ -355,9 +511,9 @@ rc_status rc_model_narrow(rc_model *m, rc_dtype dt)
     RC_TRY(rc_alloc_aligned((void **)&arena, used > 0 ? used : 1, 1, "model weights"));
     used = 0;
     n_narrow = 0;
-    narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, false, dt, false, arena, &used, &n_narrow);
+    narrow_table(m, k_model_fields, RC_N_MODEL_WEIGHTS, &m->w, -1, dt, false, arena, &used, &n_narrow);
     for (int64_t l = 0; l < c->n_layers; l++)
-        narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], true, dt, false, arena, &used,
+        narrow_table(m, k_layer_fields, RC_N_LAYER_WEIGHTS, &m->w.layers[l], l, dt, false, arena, &used,
                      &n_narrow);
     if (c->tie_embeddings)
         m->w.lm_head = m->w.embed;
@@ -397,7 +553,43 @@ void rc_rope_inv_freq(const rc_config *cfg, float *inv)
             bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
             inv[j] = medium ? smoothed : llama;
         }
+    } else if (cfg->rope_type == RC_ROPE_LONGROPE) {
+        /* _compute_longrope_parameters (short factors): 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim)),
+         * ext_factors an fp32 tensor of short_factor */
+        for (int64_t j = 0; j < dim / 2 && j < RC_MAX_ROPE_PAIRS; j++)
+            inv[j] = 1.0f / ((float)cfg->rope_short_factor[j] * powf(base, (float)(2 * j) / (float)dim));
+    } else if (cfg->rope_type == RC_ROPE_YARN) {
+        /* _compute_yarn_parameters: the correction range in Python floats,
+         * the ramp and the blend in fp32 tensors (scalars cast to fp32) */
+        double lo, hi;
+        rc_yarn_range(cfg, &lo, &hi);
+        if (lo == hi)
+            hi += 0.001; /* linear_ramp_factor: "Prevent singularity" */
+        const float fmin = (float)lo, span = (float)(hi - lo), factor = (float)cfg->rope_factor;
+        for (int64_t j = 0; j < dim / 2; j++) {
+            float e = (float)(2 * j) / (float)dim;
+            float pos_freq = powf(base, e);
+            float extra = 1.0f / pos_freq, inter = 1.0f / (factor * pos_freq);
+            float ramp = ((float)j - fmin) / span;
+            ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+            float ef = 1.0f - ramp; /* inv_freq_extrapolation_factor */
+            inv[j] = inter * (1.0f - ef) + extra * ef;
+        }
     }
+}
+
+void rc_yarn_range(const rc_config *cfg, double *low, double *high)
+{
+    const double dim = (double)cfg->rotary_dim, base = cfg->rope_theta, orig = (double)cfg->rope_orig_max_pos;
+    /* find_correction_dim(num_rotations, dim, base, max_position_embeddings) */
+    double lo = (dim * log(orig / (cfg->rope_beta_fast * 2 * M_PI))) / (2 * log(base));
+    double hi = (dim * log(orig / (cfg->rope_beta_slow * 2 * M_PI))) / (2 * log(base));
+    if (cfg->rope_truncate) {
+        lo = floor(lo);
+        hi = ceil(hi);
+    }
+    *low = lo > 0 ? lo : 0;
+    *high = hi < dim - 1 ? hi : dim - 1;
 }
 
 /* Largest power of two <= n (n >= 1). */
@@ -517,7 +709,7 @@ rc_status rc_model_dir_check(const char *dir)
     return rc_errorf(RC_ERR_IO, "%s: %s", dir, strerror(errno));
 }
 
-static rc_status model_load(const char *dir, bool dry, rc_model **out)
+static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_model **out)
 {
     *out = NULL;
     RC_TRY(rc_model_dir_check(dir));
@@ -534,6 +726,14 @@ static rc_status model_load(const char *dir, bool dry, rc_model **out)
     s = rc_config_load(dir, &m->cfg);
     if (s != RC_OK)
         goto fail;
+    m->cfg.n_layers_model = m->cfg.n_layers;
+    if (n_layers < 0 || n_layers > m->cfg.n_layers) {
+        s = rc_errorf(RC_ERR_USAGE, "--layers %lld: %s/config.json has %lld decoder layers", (long long)n_layers,
+                      dir, (long long)m->cfg.n_layers);
+        goto fail;
+    }
+    if (n_layers > 0)
+        m->cfg.n_layers = n_layers;
     s = rc_st_open_dir(dir, &st);
     if (s != RC_OK)
         goto fail;
@@ -582,6 +782,9 @@ static rc_status model_load(const char *dir, bool dry, rc_model **out)
     m->arena_bytes = ld.used;
     m->mapped_bytes = ld.mapped;
     stored_dtype(st, c, m->stored_dtype, sizeof m->stored_dtype);
+    memcpy(m->stored, st->stored, sizeof m->stored);
+    m->nstored = st->nstored;
+    memcpy(m->quant_method, st->quant_method, sizeof m->quant_method);
     if (dry) {
         /* the storage dtypes stay (inspect's plan of an engine's copies), no data */
         rc_st_close(st);
@@ -590,7 +793,7 @@ static rc_status model_load(const char *dir, bool dry, rc_model **out)
     }
     s = rc_alloc_aligned((void **)&m->arena, m->arena_bytes > 0 ? m->arena_bytes : 1, 1, "model weights");
     if (s == RC_OK)
-        s = rc_alloc_aligned((void **)&m->tables, n_inv + n_slopes, sizeof(float), "model tables");
+        s = rc_alloc_aligned((void **)&m->tables, 2 * n_inv + n_slopes, sizeof(float), "model tables");
     if (s != RC_OK)
         goto fail;
     memset(m->w.layers, 0, (size_t)c->n_layers * sizeof *m->w.layers);
@@ -605,8 +808,14 @@ static rc_status model_load(const char *dir, bool dry, rc_model **out)
     m->st = st;
     m->w.inv_freq = m->tables;
     rc_rope_inv_freq(c, m->w.inv_freq);
+    if (c->rope_theta_local > 0) { /* Gemma 3's, OLMo3's sliding layers: default RoPE of the local base */
+        rc_config lc = *c;
+        rc_config_local_rope(&lc);
+        m->w.inv_freq_local = m->tables + n_inv;
+        rc_rope_inv_freq(&lc, m->w.inv_freq_local);
+    }
     if (n_slopes > 0) {
-        m->w.alibi_slopes = m->tables + n_inv;
+        m->w.alibi_slopes = m->tables + 2 * n_inv;
         rc_alibi_slopes_compute(c, m->w.alibi_slopes, NULL);
     }
 done:
@@ -619,6 +828,11 @@ fail:
     return s;
 }
 
-rc_status rc_model_load(const char *dir, rc_model **out) { return model_load(dir, false, out); }
+rc_status rc_model_load(const char *dir, rc_model **out) { return model_load(dir, false, 0, out); }
 
-rc_status rc_model_load_headers(const char *dir, rc_model **out) { return model_load(dir, true, out); }
+rc_status rc_model_load_headers(const char *dir, rc_model **out) { return model_load(dir, true, 0, out); }
+
+rc_status rc_model_load_layers(const char *dir, int64_t n_layers, bool dry, rc_model **out)
+{
+    return model_load(dir, dry, n_layers, out);
+}

@@ -21,7 +21,15 @@ typedef enum { RC_NORM_LAYER, RC_NORM_RMS } rc_norm_kind;
  * GELU_NEW: transformers' NewGELUActivation ("gelu_new", a chain of tensor ops);
  * GELU_BLOOM: bloom_gelu_forward (0.79788456 for sqrt(2/pi), its own order) */
 typedef enum { RC_ACT_GELU_ERF, RC_ACT_GELU_TANH, RC_ACT_SILU, RC_ACT_GELU_BLOOM, RC_ACT_GELU_NEW } rc_act;
-typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3 } rc_rope_type;
+/* LONGROPE: Phi-3's short_factor (rope_short_factor) divides each pair's
+ * frequency, cos and sin times the attention factor; long_factor (past
+ * original_max_position_embeddings) is refused at run time */
+typedef enum { RC_ROPE_DEFAULT, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN, RC_ROPE_LONGROPE } rc_rope_type;
+/* RMSNorm of q and k right after their projection, before RoPE: none; per
+ * head over head_dim with one [head_dim] weight for all heads (Qwen3's
+ * q_norm / k_norm); over the whole projection, [n_heads * head_dim] and
+ * [n_kv_heads * head_dim] weights (OLMo2). */
+typedef enum { RC_QK_NORM_NONE, RC_QK_NORM_HEAD, RC_QK_NORM_ALL } rc_qk_norm;
 /* Position encoding: rotary (RoPE on q and k), ALiBi (a per-head linear
  * bias on the attention scores), learned (a position embedding table added
  * to the token embeddings, GPT-2). */
@@ -53,6 +61,8 @@ typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
 #define RC_LIM_POS (1 << 24)
 
 #define RC_MAX_EOS 8
+/* longrope's short_factor / long_factor: one value per rotary pair */
+#define RC_MAX_ROPE_PAIRS 512
 
 typedef struct rc_arch rc_arch;
 
@@ -81,7 +91,52 @@ typedef struct {
     rc_rope_type rope_type;
     double rope_factor, rope_low_freq, rope_high_freq;
     int64_t rope_orig_max_pos;
+    /* YaRN (rope_type yarn): the ramp's beta_fast / beta_slow, truncate, and
+     * the attention factor cos and sin are multiplied by (1 for the other types) */
+    double rope_beta_fast, rope_beta_slow;
+    bool rope_truncate;
+    double rope_attn_factor;
+    /* longrope: short_factor as config.json gives it (rotary_dim / 2 values;
+     * HF makes an fp32 tensor of them) */
+    double rope_short_factor[RC_MAX_ROPE_PAIRS];
     int64_t sliding_window;  /* 0: none */
+    /* window_per_layer: sliding_window applies to the layers whose
+     * layer_sliding[l] is 1 only (layer_types "sliding_attention"), the
+     * others attend to every earlier key; else to every layer (Mistral) */
+    bool window_per_layer;
+    unsigned char layer_sliding[RC_LIM_LAYERS];
+    rc_qk_norm qk_norm;
+    /* post_norm: ln1 / ln2 normalise the attention and MLP outputs before
+     * their residual add, and nothing normalises their inputs (OLMo2's
+     * post_attention_layernorm / post_feedforward_layernorm) */
+    bool post_norm;
+    /* RMSNorm multiplies the weight in fp32 and rounds once,
+     * R(w * x * rsqrt(..)) (OLMo2's (weight * x).to(dtype)), instead of
+     * Llama's R(w * R(x * rsqrt(..))) */
+    bool norm_w_f32;
+    /* Gemma's RMSNorm: the weight enters as (1 + w) computed in fp32 from the
+     * weight's (rounded) value, multiplied in fp32 and rounded once
+     * (norm_w_f32 is set with it); every RMSNorm of the model, q / k norms included */
+    bool norm_w_offset;
+    /* four norms per layer: ln1 / ln2 before attention and MLP and
+     * post_attn_ln_w / post_mlp_ln_w on their outputs before the residual add
+     * (Gemma 2 / 3: input_layernorm, pre_feedforward_layernorm,
+     * post_attention_layernorm, post_feedforward_layernorm; GLM-4:
+     * input_layernorm, post_attention_layernorm, post_self_attn_layernorm,
+     * post_mlp_layernorm) */
+    bool sandwich_norm;
+    /* > 0: token embeddings multiplied by this (Python float -> fp32 -> the
+     * run's dtype), the product rounded to the dtype (Gemma's sqrt(hidden)) */
+    double embed_scale;
+    /* > 0: soft-capping cap * tanh(x / cap), each op rounded to the dtype:
+     * of the attention scores after the scaling (attn_logit_softcapping) and
+     * of the LM head's logits (final_logit_softcapping) */
+    double attn_softcap, final_softcap;
+    /* > 0: the sliding layers (layer_sliding) rotate with default RoPE of this
+     * base (Gemma 3's rope_local_base_freq / rope_parameters.sliding_attention;
+     * OLMo3's rope_parameters per layer type), the others with rope_theta and
+     * its scaling (rope_scaling applies to the full layers only) */
+    double rope_theta_local;
     /* ALiBi (pos == RC_POS_ALIBI) */
     rc_alibi_slopes alibi_slopes;
     double alibi_bias_max;     /* MPT: slopes 1 / 2^(k * max / n2) (> 0) */
@@ -95,9 +150,23 @@ typedef struct {
     bool norm_head;            /* LM-head rows L2-normalised in the weight dtype (Baichuan2 NormHead) */
     bool rope_f32;             /* RoPE products and sum in fp32 with fp32 cos/sin, rounded once (Baichuan2-7B) */
     bool attn_f32;             /* scores and probabilities in fp32, P.V rounded once (Baichuan2-7B's SDPA) */
+    /* Mixture of experts (n_experts 0: a dense model; moe.c, docs/models.md) */
+    int64_t n_experts;         /* num_experts / num_local_experts */
+    int64_t top_k;             /* num_experts_per_tok */
+    int64_t moe_intermediate;  /* each expert's SwiGLU inner size */
+    int64_t shared_intermediate; /* the shared expert's inner size (Qwen2-MoE; 0: none) */
+    bool norm_topk_prob;       /* the top-k weights renormalised to sum 1 */
+    bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
+    int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
+    uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
+    int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
     int n_eos;
+    /* eos_token_id values not below vocab_size: transformers warns and generates
+     * without them; so does ratiocheck (rc_config_eos_warning) */
+    int64_t eos_dropped[RC_MAX_EOS];
+    int n_eos_dropped;
 } rc_config;
 
 /* The weights, as data. One line per field: X(field, rows, cols, present,
@@ -120,6 +189,13 @@ typedef enum {
     RC_DIM_QKV, /* (n_heads + 2 * n_kv_heads) * head_dim */
     RC_DIM_3H,  /* 3 * hidden (fused QKV as GPT-NeoX, BLOOM and GPT-2 store it) */
     RC_DIM_POS, /* max_pos (a learned position table, as GPT-2's wpe) */
+    RC_DIM_E,   /* n_experts (the router's rows) */
+    RC_DIM_IM,  /* moe_intermediate (one expert's inner size) */
+    RC_DIM_E2IM,/* n_experts * 2 * moe_intermediate (every expert's [gate; up] rows) */
+    RC_DIM_EH,  /* n_experts * hidden (every expert's down_proj rows) */
+    RC_DIM_IS,  /* shared_intermediate (the shared expert's inner size) */
+    RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
+    RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
 } rc_dim;
 
 typedef enum {
@@ -134,6 +210,15 @@ typedef enum {
     RC_IF_LEARNED_POS,    /* cfg->pos == RC_POS_LEARNED */
     RC_IF_EMBED_NORM,     /* cfg->embed_norm */
     RC_IF_EMBED_NORM_BIAS,/* cfg->embed_norm && cfg->norm_bias */
+    /* per layer (rc_weight_cond_holds_layer; rc_weight_cond_holds: in any layer) */
+    RC_IF_DENSE,          /* a dense MLP layer */
+    RC_IF_DENSE_GATED,    /* a dense layer && cfg->gated_mlp */
+    RC_IF_DENSE_MLP_BIAS, /* a dense layer && cfg->mlp_bias */
+    RC_IF_DENSE_GATED_MLP_BIAS, /* a dense layer && cfg->gated_mlp && cfg->mlp_bias */
+    RC_IF_MOE,            /* a mixture-of-experts layer */
+    RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
+    RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
+    RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -153,16 +238,27 @@ typedef enum {
     X(ln1_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(ln2_w, RC_DIM_H, RC_DIM_1, RC_ALWAYS, VEC)             /* [hidden] */                                \
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
+    X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
+    X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
     X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
+    X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
+    X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
     X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
-    X(w_up, RC_DIM_I, RC_DIM_H, RC_ALWAYS, MAT)              /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
-    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_MLP_BIAS, VEC)         /* [intermediate] or NULL */                  \
-    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_GATED, MAT)          /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
-    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_GATED_MLP_BIAS, VEC) /* [intermediate] or NULL */                  \
-    X(w_down, RC_DIM_H, RC_DIM_I, RC_ALWAYS, MAT)            /* [hidden, intermediate] */                  \
-    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_MLP_BIAS, VEC)       /* [hidden] or NULL */
+    X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
+    X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \
+    X(w_gate, RC_DIM_I, RC_DIM_H, RC_IF_DENSE_GATED, MAT)      /* [intermediate, hidden] (llama gate_proj), NULL when not gated */ \
+    X(b_gate, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_GATED_MLP_BIAS, VEC) /* [intermediate] or NULL */                  \
+    X(w_down, RC_DIM_H, RC_DIM_I, RC_IF_DENSE, MAT)          /* [hidden, intermediate] */                  \
+    X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)     /* [hidden] or NULL */ \
+    X(w_router, RC_DIM_E, RC_DIM_H, RC_IF_MOE, MAT)          /* [n_experts, hidden] (mlp.gate) */          \
+    X(w_exp_gu, RC_DIM_E2IM, RC_DIM_H, RC_IF_MOE, MAT)       /* [n_experts * 2 * moe_inter, hidden]: expert e's gate rows, then its up rows */ \
+    X(w_exp_down, RC_DIM_EH, RC_DIM_IM, RC_IF_MOE, MAT)      /* [n_experts * hidden, moe_inter]: expert e's down_proj */ \
+    X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
+    X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
+    X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -209,6 +305,7 @@ typedef struct {
     RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_PTR_)
     rc_layer_weights *layers; /* [n_layers] */
     float *inv_freq;          /* [rotary_dim / 2], fp32 as HF computes it (never rounded) */
+    float *inv_freq_local;    /* the sliding layers' [rotary_dim / 2] when rope_theta_local > 0, else NULL */
     float *alibi_slopes;      /* [n_heads] fp32 as the family computes them (never rounded), or NULL */
 } rc_weights;
 
@@ -226,7 +323,7 @@ typedef enum { RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ID_LAYER_) RC_N_LAYER_WEIGHTS } 
 RC_STATIC_ASSERT((0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) == sizeof(rc_layer_weights),
                  "rc_layer_weights has a field outside RC_LAYER_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) * sizeof(rc_wt) + sizeof(rc_layer_weights *) +
-                         2 * sizeof(float *) ==
+                         3 * sizeof(float *) ==
                      sizeof(rc_weights),
                  "rc_weights has a field outside RC_MODEL_WEIGHT_FIELDS");
 RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHTS &&
@@ -241,9 +338,12 @@ typedef struct {
     unsigned char *arena;   /* weights that cannot be used as stored (layout fixes, fused pieces, F64) */
     int64_t arena_bytes;    /* its size */
     int64_t mapped_bytes;   /* weight bytes used in place from the mapped files */
-    float *tables;          /* inv_freq and the ALiBi slopes */
+    float *tables;          /* inv_freq (both tables) and the ALiBi slopes */
     int64_t n_params;       /* elements of floating tensors in the checkpoint */
     char stored_dtype[16];  /* dtype of the embedding tensor in the files */
+    rc_st_stored stored[24]; /* the files' tensors by stored dtype (before any dequantization) */
+    int nstored;
+    char quant_method[16];  /* config.json's quantization_config.quant_method, or "" */
 } rc_model;
 
 /* Weight-loading context (model.c). */
@@ -278,14 +378,22 @@ typedef struct {
 #define RC_KEY(field, lo, hi, required, def, ...) \
     {{__VA_ARGS__, NULL}, offsetof(rc_config, field), (lo), (hi), (required), (def)}
 
+/* How a table entry's tensor fills its field: the whole field; appended
+ * right after the previous entry's (together they fill the field: Llama's
+ * q_proj, k_proj, v_proj make w_qkv); or one half of the rows of a stored
+ * tensor of 2 x rows rows (HALF0: the first half, whose entry reads the
+ * tensor; HALF1: the next entry, the second half of the same tensor; Phi-3's
+ * and GLM-4's gate_up_proj: gate rows, then up rows). WHOLE and APPEND are
+ * false and true, as the tables write them. */
+typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1 } rc_piece;
+
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
     int field;          /* RC_MW_<field> (model table) or RC_LW_<field> (layer table) */
     const char *name;   /* after the family prefix; in the layer table after "<layer_stem><i>." */
     rc_dim rows, cols;  /* shape in the file; cols RC_DIM_1: a 1-D tensor */
     rc_weight_cond when;/* read when this holds, else the field stays NULL */
-    bool append;        /* stored right after the previous entry: together they fill the
-                         * field (Llama's q_proj, k_proj, v_proj make w_qkv) */
+    rc_piece piece;     /* the whole field, appended to the previous entry, or a half */
     /* in place after reading into the arena (models/common.h), or NULL:
      * per-head QKV de-interleave, Conv1D transpose (the field then has shape
      * [cols, rows]); elements of elem_size bytes (any storage dtype) */
@@ -304,6 +412,20 @@ typedef struct {
     rc_head_kind head;
 } rc_forward_desc;
 
+/* Where a MoE family's experts are (loaded by model.c for every MoE layer,
+ * after the layer table): one tensor per expert (the published layout,
+ * "<per_expert><e>.<gate|up|down>"), or the fused 3-D tensors of
+ * transformers v5 (fused_gate_up [E, 2 * moe_inter, hidden]: expert e's
+ * gate rows then its up rows; fused_down [E, hidden, moe_inter]), whichever
+ * the checkpoint holds. The router's name may differ between the two
+ * (Mixtral's block_sparse_moe.gate is renamed mlp.gate by v5). */
+typedef struct {
+    const char *router, *router_fused;  /* [n_experts, hidden] */
+    const char *per_expert;             /* the stem before the expert index: "mlp.experts." */
+    const char *gate, *up, *down;       /* after the stem */
+    const char *fused_gate_up, *fused_down;
+} rc_expert_spec;
+
 struct rc_arch {
     const char *family;             /* "gpt_neox", "llama" */
     const char *const *model_types; /* NULL-terminated list of HF model_type values */
@@ -316,12 +438,25 @@ struct rc_arch {
     /* The rest of config.json (hidden_act, eps, biases, rope, head_dim, ...);
      * the keys and forward defaults are already in cfg. */
     rc_status (*parse_config)(const json_t *root, const char *path, rc_config *cfg);
+    const rc_expert_spec *experts;  /* MoE families only, else NULL */
 };
 
 /* model.c: elements the weight fields take for cfg (checked arithmetic). */
 rc_status rc_weights_numel(const rc_config *cfg, int64_t *n);
 int64_t rc_dim_value(const rc_config *cfg, rc_dim d);
 bool rc_weight_cond_holds(const rc_config *cfg, rc_weight_cond w);
+/* w in decoder layer l (the per-layer conditions: dense or MoE layer) */
+bool rc_weight_cond_holds_layer(const rc_config *cfg, rc_weight_cond w, int64_t l);
+/* layer l is a mixture-of-experts layer (Qwen2MoeDecoderLayer's rule: not in
+ * mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0) */
+bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
+
+
+/* Decoder layer l's weights (elements, every field the layer holds: all of a
+ * MoE layer's experts) and its GEMM FLOPs per token (a MoE layer: the router,
+ * top_k experts and the shared expert, the ones a token runs). false when a
+ * size overflows. */
+bool rc_layer_cost(const rc_config *cfg, int64_t l, int64_t *weight_elems, double *flop_per_token);
 
 /* models/registry.c */
 const rc_arch *rc_arch_for_model_type(const char *model_type);
@@ -343,6 +478,14 @@ rc_status rc_config_parse_rope(const json_t *root, const char *path, rc_config *
                                double default_theta, double default_partial,
                                const char *legacy_theta_key, const char *legacy_partial_key);
 rc_status rc_config_finish(const char *path, rc_config *cfg);
+/* The warning for eos_token_id values outside the vocabulary (cfg->eos_dropped),
+ * one line into buf, or false and buf "" when there are none. */
+bool rc_config_eos_warning(const rc_config *cfg, char *buf, size_t n);
+/* "layer_types" (a list of n_layers strings: full_attention, or its legacy
+ * name attention, and sliding_attention; anything else refused by name)
+ * into cfg->layer_sliding, with window_per_layer set; *present false and
+ * nothing changed when the key is absent or null. */
+rc_status rc_config_parse_layer_types(const json_t *root, const char *path, rc_config *cfg, bool *present);
 /* A norm epsilon (rms_norm_eps, layer_norm_eps): a number > 0 that stays > 0
  * as fp32 (the forward adds (float)eps), at most 1; else RC_ERR_FORMAT
  * naming the file and the key. */
@@ -355,6 +498,11 @@ rc_status rc_config_get_norm_eps(const json_t *root, const char *path, const cha
  * RC_ERR_USAGE when it is a file. rc_model_load* call it first. */
 rc_status rc_model_dir_check(const char *dir);
 rc_status rc_model_load(const char *dir, rc_model **out);
+/* rc_model_load (dry: rc_model_load_headers) of the first n_layers decoder
+ * layers only (--layers N; 0: all): cfg.n_layers becomes N (at most the
+ * model's), cfg.n_layers_model keeps the checkpoint's count, and the forward
+ * runs those layers, then the final norm and the head. */
+rc_status rc_model_load_layers(const char *dir, int64_t n_layers, bool dry, rc_model **out);
 /* rc_model_load without reading a weight: config.json and the safetensors
  * headers, every tensor the family needs checked for presence, shape and a
  * float dtype, arena_bytes, mapped_bytes, n_params and stored_dtype set and
@@ -372,8 +520,40 @@ void rc_model_free(rc_model *m);
  * that also needs their stored values: an fp32 side or reference, the fp64
  * reference. Dry (rc_model_load_headers): the dtypes and arena_bytes only. */
 rc_status rc_model_narrow(rc_model *m, rc_dtype dt);
+/* cfg's RoPE made the sliding layers' (rope_theta_local > 0): default type,
+ * base rope_theta_local, attention factor 1 (Gemma 3's local rotary, OLMo 3's
+ * sliding layers) */
+static inline void rc_config_local_rope(rc_config *cfg)
+{
+    cfg->rope_type = RC_ROPE_DEFAULT;
+    cfg->rope_theta = cfg->rope_theta_local;
+    cfg->rope_factor = 1.0;
+    cfg->rope_attn_factor = 1.0;
+}
 /* Compute HF's fp32 inv_freq for cfg (rope type and scaling included). */
 void rc_rope_inv_freq(const rc_config *cfg, float *inv_freq);
+/* A sequence of n_positions positions can run: RC_ERR_UNSUPPORTED for
+ * longrope past original_max_position_embeddings (transformers then rotates
+ * every position of a forward call with long_factor, so its KV-cached
+ * generation and its full forward part ways), naming both numbers. */
+rc_status rc_config_check_positions(const rc_config *cfg, int64_t n_positions);
+/* RoPE of layer l: the sliding layers' own table (rc_config_local_rope) when
+ * the config gives them one */
+static inline bool rc_layer_rope_local(const rc_config *cfg, int64_t l)
+{
+    return cfg->rope_theta_local > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l];
+}
+/* YaRN's correction range [low, high] over the rotary pair index, as
+ * find_correction_range computes it (Python floats; floor / ceil with
+ * truncate; clamped to [0, rotary_dim - 1]). */
+void rc_yarn_range(const rc_config *cfg, double *low, double *high);
+/* The sliding window of layer l (0: none): cfg->sliding_window for every
+ * layer, or for the sliding layers only when cfg->window_per_layer. */
+static inline int64_t rc_layer_window(const rc_config *cfg, int64_t l)
+{
+    return !cfg->window_per_layer || (l >= 0 && l < RC_LIM_LAYERS && cfg->layer_sliding[l]) ? cfg->sliding_window
+                                                                                            : 0;
+}
 /* The family's fp32 ALiBi slopes for cfg->n_heads heads (cfg->alibi_slopes);
  * slopes64: the same formula in double (the fp64 reference). Either may be NULL. */
 void rc_alibi_slopes_compute(const rc_config *cfg, float *slopes, double *slopes64);

@@ -29,12 +29,6 @@
 #define RC_MAX_LANES 64
 #define RC_SOFTMAX_MAX_CHUNKS 512 /* decode: at most this many chunks (ms, ls scratch) */
 
-/* Round x to dt (identity for RC_F32). */
-RC_HD static inline float rc_round_to(float x, rc_dtype dt)
-{
-    return dt == RC_BF16 ? rc_round_bf16(x) : dt == RC_F16 ? rc_round_f16(x) : x;
-}
-
 /* ---- fp8 (the KV cache's storage under kv-cache=fp8_*) -------------------- */
 
 /* fp8 formats: E4M3FN (bias 7, 3 mantissa bits, no inf, NaN S.1111.111, max
@@ -214,9 +208,7 @@ RC_HD static inline float rco_tree8(float *acc)
 /* sum of a[i] (or a[i]*b[i] when b) with L <= RC_MAX_LANES partial sums */
 RC_HD static inline float rco_lanes_reduce(const float *a, const float *b, int64_t n, int L)
 {
-    float acc[RC_MAX_LANES];
-    for (int j = 0; j < L; j++)
-        acc[j] = 0.0f;
+    float acc[RC_MAX_LANES] = {0.0f}; /* all lanes: GCC cannot see that L <= RC_MAX_LANES */
     int64_t k = 0;
     if (b) {
         for (; k + L <= n; k += L)
@@ -470,15 +462,29 @@ RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_
     }
 }
 
+/* q / k norm (Qwen3's per-head q_norm / k_norm, OLMo2's over the whole
+ * projection): RMSNorm in place on segment s of one packed qkv row, whose
+ * Q part holds nq segments of dq values (weight wq [dq]) and whose K part,
+ * right after it, nk segments of dk values (weight wk [dk]); rco_norm_row's
+ * RMS arithmetic (in place is safe: each output reads only its own input
+ * after the row's reduction). */
+RC_HD static inline void rco_qk_norm_seg(float *row, int64_t s, int64_t nq, int64_t dq, const float *wq, int64_t dk,
+                                         const float *wk, float feps, int rms_lanes, rc_dtype mid_dt, rc_dtype out_dt)
+{
+    float *x = s < nq ? row + s * dq : row + nq * dq + (s - nq) * dk;
+    rco_norm_row(RC_NORM_RMS, x, s < nq ? dq : dk, s < nq ? wq : wk, NULL, feps, rms_lanes, mid_dt, out_dt, x);
+}
+
 /* ---- RoPE ------------------------------------------------------------------- */
 
 /* cos and sin of the fp32 angle pos * inv_freq (HF: inv_freq @ position_ids
- * in fp32), rounded to cs_dt */
-RC_HD static inline void rco_rope_cs(float pos, float inv_freq, rc_dtype cs_dt, float *c, float *s)
+ * in fp32), times the fp32 attention factor att (HF: emb.cos() *
+ * attention_scaling; 1 except for YaRN, and x * 1 is exact), rounded to cs_dt */
+RC_HD static inline void rco_rope_cs(float pos, float inv_freq, float att, rc_dtype cs_dt, float *c, float *s)
 {
     float f = pos * inv_freq;
-    *c = rc_round_to(cosf(f), cs_dt);
-    *s = rc_round_to(sinf(f), cs_dt);
+    *c = rc_round_to(cosf(f) * att, cs_dt);
+    *s = rc_round_to(sinf(f) * att, cs_dt);
 }
 
 /* one rotary pair (x1 = v[j], x2 = v[j + half]):
@@ -521,7 +527,20 @@ typedef struct {
     int64_t ref;       /* the position subtracted from each key's position */
     rc_dtype bias_dt;  /* rounding of slope * distance */
     rc_dtype add_dt;   /* RCO_ALIBI_ADD: rounding of score + bias */
+    float softcap;     /* > 0: the scaled score soft-capped (rco_softcap1 in score_dt); 0: none */
 } rco_score_spec;
+
+/* Soft-capping as Gemma 2 writes it, x / cap; tanh; * cap, one tensor op
+ * each, so each rounded to dt (fp32 arithmetic inside: the true quotient,
+ * not a product with 1 / cap, as torch's CPU division) */
+RC_HD static inline float rco_softcap1(float x, float cap, rc_dtype dt)
+{
+    const float t = rc_round_to(tanhf(rc_round_to(x / cap, dt)), dt);
+    return rc_round_to(t * cap, dt);
+}
+
+/* x * s rounded to dt (fp32 product) */
+RC_HD static inline float rco_scale1(float x, float s, rc_dtype dt) { return rc_round_to(x * s, dt); }
 
 /* The ALiBi bias of key j (absolute position key0 + j). */
 RC_HD static inline float rco_alibi_bias(const rco_score_spec *sp, int64_t j)
@@ -539,6 +558,8 @@ RC_HD static inline float rco_score_dot(float dot, const rco_score_spec *sp, int
         return rc_round_to(dot * sp->scale + rco_alibi_bias(sp, j), sp->score_dt);
     float r = rc_round_to(dot, sp->score_dt);
     float s = rc_round_to(sp->div ? r / sp->scale : r * sp->scale, sp->score_dt);
+    if (sp->softcap > 0.0f)
+        s = rco_softcap1(s, sp->softcap, sp->score_dt);
     if (sp->alibi == RCO_ALIBI_ADD)
         s = rc_round_to(s + rco_alibi_bias(sp, j), sp->add_dt);
     return s;
@@ -868,6 +889,306 @@ RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_
         if (target >= 0)
             *tgt_out = rc_round_to((rco_lp_z(x, target, T, lp_dt) - mx) - ls, lp_dt);
     }
+}
+
+/* ---- mixture of experts ------------------------------------------------------ */
+
+/* One row's routing (transformers' Qwen2MoeTopKRouter / MixtralTopKRouter
+ * after the router GEMM): p = softmax(logits) in fp32 (the row max, exp(x -
+ * max) in expert order, their sum in that order, each divided by it); the
+ * top_k largest p, largest first (torch.topk; among equal values the lower
+ * expert index); with renorm each divided by their sum (added in top-k
+ * order); the weights rounded to w_dt (the dtype: .to(router_logits.dtype);
+ * fp32: Mixtral keeps them). p: E floats of scratch. sel: the expert
+ * indices as floats. */
+RC_HD static inline void rco_moe_route_row(const float *logits, int64_t E, int64_t top_k, int renorm, rc_dtype w_dt,
+                                           float *p, float *sel, float *w)
+{
+    float mx = logits[0];
+    for (int64_t e = 1; e < E; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; e++) {
+        p[e] = expf(logits[e] - mx);
+        sum += p[e];
+    }
+    for (int64_t e = 0; e < E; e++)
+        p[e] = p[e] / sum;
+    for (int64_t j = 0; j < top_k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t i = 0; i < j; i++)
+                taken |= (int64_t)sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        sel[j] = (float)best;
+        w[j] = p[best];
+    }
+    if (renorm) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < top_k; j++)
+            s += w[j];
+        for (int64_t j = 0; j < top_k; j++)
+            w[j] = w[j] / s;
+    }
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = rc_round_to(w[j], w_dt);
+}
+
+/* One row's weights under routing replay (R3; a trainer that replays the
+ * sampler's experts): the experts are given (sel, top_k of them, in the
+ * recorded order) and the weights recomputed from this side's logits as
+ * miles' replayed router does (scores.gather of the fp32 softmax, then the
+ * renormalisation and the cast of rco_moe_route_row): p as there, w[j] =
+ * p[sel[j]], with renorm each divided by their sum (added in sel's order),
+ * rounded to w_dt. p: E floats of scratch. */
+RC_HD static inline void rco_moe_route_forced_row(const float *logits, int64_t E, int64_t top_k, int renorm,
+                                                  rc_dtype w_dt, float *p, const float *sel, float *w)
+{
+    float mx = logits[0];
+    for (int64_t e = 1; e < E; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; e++) {
+        p[e] = expf(logits[e] - mx);
+        sum += p[e];
+    }
+    for (int64_t e = 0; e < E; e++)
+        p[e] = p[e] / sum;
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = p[(int64_t)sel[j]];
+    if (renorm) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < top_k; j++)
+            s += w[j];
+        for (int64_t j = 0; j < top_k; j++)
+            w[j] = w[j] / s;
+    }
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = rc_round_to(w[j], w_dt);
+}
+
+/* One element of an expert's (or the shared expert's) contribution added to
+ * the output: R(acc + R(y * s)), y the expert's output (a value of dt), s its
+ * weight (a value of dt, or fp32 for Mixtral: the product then rounds to fp32
+ * first, as the promoted fp32 tensor does, then to dt: .to(dtype)). */
+RC_HD static inline float rco_moe_acc(float acc, float y, float s, rc_dtype dt)
+{
+    const float prod = y * s;
+    return rc_round_to(acc + rc_round_to(prod, dt), dt);
+}
+
+/* Qwen2-MoE's shared-expert gate: R(sigmoid(g)) of the gate logit g (a value
+ * of dt), sigmoid in fp32 as 1 / (1 + exp(-g)) */
+RC_HD static inline float rco_moe_sigmoid(float g, rc_dtype dt)
+{
+    return rc_round_to(1.0f / (1.0f + expf(-g)), dt);
+}
+
+/* ---- Gated DeltaNet (src/engine/gdn.c; docs/numerics.md "Gated DeltaNet") ---- */
+
+/* PyTorch's CPU sum (aten/src/ATen/native/cpu/SumKernel.cpp, cascade_sum) in
+ * fp32, one output at a time. Three building blocks:
+ *  levels  multi_row_sum's order for one output: n values x[i*s] added in
+ *          order into a first accumulator, which is folded into the next
+ *          level every 2^p values (p = max(4, ceil(log2 n) / 4): 16 below
+ *          2^16 values), the levels added at the end;
+ *  row     row_sum: the values as rows of 4 (ilp 4), column r summed by
+ *          levels, the n % 4 tail added to column 0, then
+ *          ((c0 + c1) + c2) + c3;
+ *  inner   a contiguous reduction of n >= 8 values (the vectorised inner
+ *          sum, 8 fp32 lanes: the AVX2 kernel, which the AVX-512 dispatch
+ *          also runs, and the default one): lane l = row over x[l + 8v];
+ *          then 0 + the n % 8 tail in order + lane 0 + ... + lane 7; below 8
+ *          values, row.
+ * A reduction over a non-contiguous dimension whose output is contiguous
+ * ("outer": the sums over dk of [dk, dv] products) sums output column j by
+ * levels when j lies in the first floor(ncols / 32) * 32 columns (ncols >= 8;
+ * 4-column groups, floor(ncols / 4) * 4, below 8 columns) and by row
+ * otherwise. */
+RC_HD static inline int rco_ceil_log2(int64_t x)
+{
+    if (x <= 2)
+        return 1;
+    int b = 0;
+    for (uint64_t v = (uint64_t)(x - 1); v; v >>= 1)
+        b++;
+    return b;
+}
+
+RC_HD static inline float rco_tsum_levels(const float *x, int64_t n, int64_t s)
+{
+    int lp = rco_ceil_log2(n) / 4;
+    lp = lp < 4 ? 4 : lp;
+    const int64_t step = (int64_t)1 << lp, mask = step - 1;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t i = 0;
+    while (i + step <= n) {
+        for (int64_t j = 0; j < step; j++, i++)
+            acc[0] += x[i * s];
+        for (int j = 1; j < 4; j++) {
+            acc[j] += acc[j - 1];
+            acc[j - 1] = 0.0f;
+            if ((i & (mask << (j * lp))) != 0)
+                break;
+        }
+    }
+    for (; i < n; i++)
+        acc[0] += x[i * s];
+    acc[0] += acc[1];
+    acc[0] += acc[2];
+    acc[0] += acc[3];
+    return acc[0];
+}
+
+RC_HD static inline float rco_tsum_row(const float *x, int64_t n, int64_t s)
+{
+    const int64_t m = n / 4;
+    float c[4];
+    for (int r = 0; r < 4; r++)
+        c[r] = rco_tsum_levels(x + r * s, m, 4 * s);
+    for (int64_t i = m * 4; i < n; i++)
+        c[0] += x[i * s];
+    c[0] += c[1];
+    c[0] += c[2];
+    c[0] += c[3];
+    return c[0];
+}
+
+RC_HD static inline float rco_tsum_inner(const float *x, int64_t n)
+{
+    if (n < 8)
+        return rco_tsum_row(x, n, 1);
+    const int64_t nv = n / 8;
+    float f = 0.0f;
+    for (int64_t k = nv * 8; k < n; k++)
+        f += x[k];
+    for (int l = 0; l < 8; l++)
+        f += rco_tsum_row(x + l, nv, 8);
+    return f;
+}
+
+/* column j of an outer reduction over n rows (row stride rs) of ncols columns */
+RC_HD static inline float rco_tsum_outer(const float *x, int64_t n, int64_t rs, int64_t j, int64_t ncols)
+{
+    const int64_t grouped = ncols >= 8 ? ncols / 32 * 32 : ncols / 4 * 4;
+    return j < grouped ? rco_tsum_levels(x + j, n, rs) : rco_tsum_row(x + j, n, rs);
+}
+
+/* l2norm (transformers' `l2norm`, FLA's): x * rsqrt(sum(x * x) + 1e-6) in
+ * fp32 over one row of d values (products rounded, the inner sum's order,
+ * rsqrt = 1 / sqrt, eps the Python float rounded to fp32); out may be x. */
+RC_HD static inline void rco_gdn_l2norm_row(const float *x, int64_t d, float *sq, float *out)
+{
+    for (int64_t i = 0; i < d; i++)
+        sq[i] = x[i] * x[i];
+    const float inv = 1.0f / sqrtf(rco_tsum_inner(sq, d) + 1e-6f);
+    for (int64_t i = 0; i < d; i++)
+        out[i] = x[i] * inv;
+}
+
+/* The layer's gates for one (token, value head): beta = R(sigmoid(b)) with
+ * sigmoid 1 / (1 + exp(-b)) in fp32 of the dtype value b; g =
+ * -exp(A_log) * softplus(a + dt_bias) in fp32 (a, dt_bias, A_log values of
+ * the dtype widened: `A_log.float()`, `a.float() + dt_bias`), softplus
+ * x > 20 ? x : log1p(exp(x)) (torch's threshold 20, beta 1). */
+RC_HD static inline void rco_gdn_gate(float a, float b, float A_log, float dt_bias, rc_dtype dt, float *g, float *beta)
+{
+    *beta = rc_round_to(1.0f / (1.0f + expf(-b)), dt);
+    const float x = a + dt_bias;
+    const float sp = x > 20.0f ? x : log1pf(expf(x));
+    *g = -expf(A_log) * sp;
+}
+
+/* SiLU of a value of dt, in fp32, rounded to dt: x / (1 + exp(-x)) */
+RC_HD static inline float rco_gdn_silu(float x, rc_dtype dt)
+{
+    return rc_round_to(x / (1.0f + expf(-x)), dt);
+}
+
+/* One output of the causal depthwise conv + SiLU: taps[0..K) the channel's
+ * inputs at t-K+1 .. t (zeros before the sequence), w[0..K) its weights;
+ * F.conv1d's sum w[0]*taps[0] + ... in tap order, each step a fused
+ * multiply-add from 0 (oneDNN's depthwise kernel; bf16 products are exact in
+ * fp32), rounded to dt (the conv's output tensor), then SiLU. */
+RC_HD static inline float rco_gdn_conv_out(const float *taps, const float *w, int64_t K, rc_dtype dt)
+{
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        acc = fmaf(w[k], taps[k], acc);
+    return rco_gdn_silu(rc_round_to(acc, dt), dt);
+}
+
+/* Qwen3NextRMSNormGated over one row of d values of dt: h = R(x * rsqrt(mean
+ * x^2 + eps)) (fp32 inside; mean = the inner sum / d), h = R(w * h) (the
+ * weight in dt), out = R(h * silu(z)) with silu(z) in fp32 of the fp32
+ * widened gate (the fp32 product of the promoted tensors, then .to(dt)). */
+RC_HD static inline void rco_gdn_gated_rmsnorm_row(const float *x, const float *z, int64_t d, const float *w, float eps,
+                                                   rc_dtype dt, float *sq, float *out)
+{
+    for (int64_t i = 0; i < d; i++)
+        sq[i] = x[i] * x[i];
+    const float var = rco_tsum_inner(sq, d) / (float)d;
+    const float rs = 1.0f / sqrtf(var + eps);
+    for (int64_t i = 0; i < d; i++) {
+        const float h = rc_round_to(w[i] * rc_round_to(x[i] * rs, dt), dt);
+        out[i] = rc_round_to(h * (z[i] / (1.0f + expf(-z[i]))), dt);
+    }
+}
+
+/* One token of the gated delta rule's recurrent form for one value head
+ * (transformers' torch_recurrent_gated_delta_rule, all in fp32): S [dk][dv]
+ * the state, k, q the token's l2-normalised key and scaled query, v its
+ * value, g, beta its gates; prod [dk * dv] scratch, kv [dv] scratch, o [dv]
+ * the fp32 output. S = S * exp(g); kv = sum_i S[i] * k[i] (the products
+ * rounded, the outer sum's order); delta = (v - kv) * beta;
+ * S[i] = S[i] + k[i] * delta; o = sum_i S[i] * q[i]. */
+RC_HD static inline void rco_gdn_recurrent_step(float *S, const float *k, const float *q, const float *v, float g,
+                                                float beta, int64_t dk, int64_t dv, float *prod, float *kv, float *o)
+{
+    const float dec = expf(g);
+    for (int64_t i = 0; i < dk * dv; i++)
+        S[i] = S[i] * dec;
+    for (int64_t i = 0; i < dk; i++)
+        for (int64_t j = 0; j < dv; j++)
+            prod[i * dv + j] = S[i * dv + j] * k[i];
+    for (int64_t j = 0; j < dv; j++)
+        kv[j] = rco_tsum_outer(prod, dk, dv, j, dv);
+    for (int64_t j = 0; j < dv; j++)
+        kv[j] = (v[j] - kv[j]) * beta; /* delta */
+    for (int64_t i = 0; i < dk; i++)
+        for (int64_t j = 0; j < dv; j++)
+            S[i * dv + j] = S[i * dv + j] + k[i] * kv[j];
+    for (int64_t i = 0; i < dk; i++)
+        for (int64_t j = 0; j < dv; j++)
+            prod[i * dv + j] = S[i * dv + j] * q[i];
+    for (int64_t j = 0; j < dv; j++)
+        o[j] = rco_tsum_outer(prod, dk, dv, j, dv);
+}
+
+/* One token of the recurrent form for one value head, from the raw q, k of
+ * its key head (l2norm, q divided by qdiv = f32(sqrt(dk)), the step), the
+ * output rounded to out_dt; round_state: the state rounded to state_dt
+ * afterwards (the end of a call). scratch: dk * dv + 3 * dk + 2 * dv
+ * floats. The CPU's rc_gdn_recurrent and the CUDA kernel's thread
+ * (kernels/gdn.cu) both run this. */
+RC_HD static inline void rco_gdn_recurrent_token(float *S, const float *q, const float *k, const float *v, float g,
+                                                 float beta, int64_t dk, int64_t dv, float qdiv, rc_dtype out_dt,
+                                                 bool round_state, rc_dtype state_dt, float *scratch, float *out)
+{
+    float *prod = scratch, *qn = prod + dk * dv, *kn = qn + dk, *sq = kn + dk, *kv = sq + dk, *o = kv + dv;
+    rco_gdn_l2norm_row(q, dk, sq, qn);
+    for (int64_t i = 0; i < dk; i++)
+        qn[i] = qn[i] / qdiv;
+    rco_gdn_l2norm_row(k, dk, sq, kn);
+    rco_gdn_recurrent_step(S, kn, qn, v, g, beta, dk, dv, prod, kv, o);
+    for (int64_t j = 0; j < dv; j++)
+        out[j] = rc_round_to(o[j], out_dt);
+    if (round_state)
+        for (int64_t i = 0; i < dk * dv; i++)
+            S[i] = rc_round_to(S[i], state_dt);
 }
 
 #endif

@@ -51,12 +51,17 @@ bool rc_utf8_valid(const unsigned char *s, size_t len, size_t *bad_at)
 
 rc_status rc_json_parse_object(const char *buf, size_t len, const char *what, json_t **out)
 {
+    return rc_json_parse_object_flags(buf, len, what, 0, out);
+}
+
+rc_status rc_json_parse_object_flags(const char *buf, size_t len, const char *what, size_t flags, json_t **out)
+{
     json_error_t err;
     *out = NULL;
     size_t bad;
     if (!rc_utf8_valid((const unsigned char *)buf, len, &bad))
         return rc_errorf(RC_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu", what, bad);
-    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | flags, &err);
     if (!j)
         return rc_errorf(RC_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", what, err.line,
                          err.column, err.text);
@@ -70,11 +75,16 @@ rc_status rc_json_parse_object(const char *buf, size_t len, const char *what, js
 
 rc_status rc_json_load_object(const char *path, size_t max_len, json_t **out)
 {
+    return rc_json_load_object_flags(path, max_len, 0, out);
+}
+
+rc_status rc_json_load_object_flags(const char *path, size_t max_len, size_t flags, json_t **out)
+{
     char *buf;
     size_t len;
     *out = NULL;
     RC_TRY(rc_read_file(path, &buf, &len, max_len));
-    rc_status st = rc_json_parse_object(buf, len, path, out);
+    rc_status st = rc_json_parse_object_flags(buf, len, path, flags, out);
     free(buf);
     return st;
 }

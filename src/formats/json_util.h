@@ -14,6 +14,11 @@
 rc_status rc_json_parse_object(const char *buf, size_t len, const char *what, json_t **out);
 /* Read and parse a JSON file (size-capped); the top level must be an object. */
 rc_status rc_json_load_object(const char *path, size_t max_len, json_t **out);
+/* the same with extra jansson decoding flags, e.g. JSON_DECODE_INT_AS_REAL for
+ * files Python's json writes with integers beyond 64 bits (transformers'
+ * tokenizer_config.json: "model_max_length": 1000000000000000019884624838656) */
+rc_status rc_json_parse_object_flags(const char *buf, size_t len, const char *what, size_t flags, json_t **out);
+rc_status rc_json_load_object_flags(const char *path, size_t max_len, size_t flags, json_t **out);
 
 /* Typed getters. Absent key (or JSON null when null_is_absent) -> *present=false
  * and the default is stored. Wrong type / out of range -> RC_ERR_FORMAT naming

@@ -204,18 +204,66 @@ static bool ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* chat-template arguments that name a variable ratiocheck sets itself (the
+ * conversation, add_generation_prompt true, no tools or documents): refused */
+static const char *reserved_kwarg(const json_t *kw)
+{
+    static const char *const k[] = {"messages", "add_generation_prompt", "tools", "documents", NULL};
+    for (int i = 0; k[i]; i++)
+        if (json_object_get(kw, k[i]))
+            return k[i];
+    return NULL;
+}
+
+/* --chat-template-kwargs (lim->chat_kwargs) as a JSON object into *out (NULL
+ * when not given) */
+static rc_status parse_base_kwargs(const rc_prompt_limits *lim, json_t **out)
+{
+    *out = NULL;
+    if (!lim || !lim->chat_kwargs)
+        return RC_OK;
+    json_error_t err;
+    json_t *o = json_loads(lim->chat_kwargs, JSON_REJECT_DUPLICATES, &err);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        return rc_errorf(RC_ERR_USAGE, "--chat-template-kwargs: expected a JSON object, e.g. "
+                         "'{\"enable_thinking\": false}'%s%s", o ? "" : ": ", o ? "" : err.text);
+    }
+    const char *r = reserved_kwarg(o);
+    if (r) {
+        json_decref(o);
+        return rc_errorf(RC_ERR_USAGE, "--chat-template-kwargs: \"%s\" is set by ratiocheck, not by an argument", r);
+    }
+    *out = o;
+    return RC_OK;
+}
+
 /* a {"messages": [...]} record: checked, the template recognised (once, at
- * the first such line), rendered and tokenized (chat.h) */
-static rc_status chat_record(const char *path, int64_t line, const json_t *msgs, const rc_tokenizer *tok,
-                             rc_chat **chat, int32_t **ids, int64_t *nid, char **text)
+ * the first such line), rendered with the arguments (base, then the
+ * record's "chat_template_kwargs" key by key) and tokenized (chat.h) */
+static rc_status chat_record(const char *path, int64_t line, const json_t *msgs, const json_t *rec_kw,
+                             const json_t *base_kw, const rc_tokenizer *tok, rc_chat **chat, int32_t **ids,
+                             int64_t *nid, char **text)
 {
     rc_status s = rc_chat_check_messages(msgs);
+    json_t *kw = NULL;
+    if (s == RC_OK && rec_kw && !json_is_object(rec_kw))
+        s = rc_errorf(RC_ERR_FORMAT, "\"chat_template_kwargs\" must be an object");
+    else if (s == RC_OK && rec_kw && reserved_kwarg(rec_kw))
+        s = rc_errorf(RC_ERR_FORMAT, "\"chat_template_kwargs\": \"%s\" is set by ratiocheck, not by an argument",
+                      reserved_kwarg(rec_kw));
+    if (s == RC_OK && (rec_kw || base_kw)) {
+        kw = base_kw ? json_copy((json_t *)base_kw) : json_object();
+        if (!kw || (rec_kw && json_object_update(kw, (json_t *)rec_kw)))
+            s = rc_errorf(RC_ERR_NOMEM, "out of memory");
+    }
     if (s == RC_OK && !tok)
         s = rc_errorf(RC_ERR_USAGE, "chat prompts need the model's tokenizer.json and chat template");
     if (s == RC_OK && !*chat)
         s = rc_chat_load(tok, chat);
     if (s == RC_OK)
-        s = rc_chat_encode(*chat, tok, msgs, text, ids, nid);
+        s = rc_chat_encode_with(*chat, tok, msgs, kw, text, ids, nid);
+    json_decref(kw);
     if (s != RC_OK)
         rc_error_prefix(s, "%s:%lld", path, (long long)line);
     return s;
@@ -223,7 +271,8 @@ static rc_status chat_record(const char *path, int64_t line, const json_t *msgs,
 
 /* a {"prompt": ...} / {"tokens": [...]} / {"messages": [...]} record */
 static rc_status jsonl_record(const char *path, int64_t line, const char *ln, size_t ll, const rc_tokenizer *tok,
-                              const rc_prompt_limits *lim, rc_chat **chat, int32_t **ids, int64_t *nid, char **text)
+                              const rc_prompt_limits *lim, const json_t *base_kw, rc_chat **chat, int32_t **ids,
+                              int64_t *nid, char **text)
 {
     json_t *o = NULL;
     char what[64];
@@ -232,12 +281,15 @@ static rc_status jsonl_record(const char *path, int64_t line, const char *ln, si
     if (s != RC_OK)
         return rc_error_prefix(s, "%s", path);
     const json_t *pr = json_object_get(o, "prompt"), *tk = json_object_get(o, "tokens"),
-                 *ms = json_object_get(o, "messages");
+                 *ms = json_object_get(o, "messages"), *kw = json_object_get(o, "chat_template_kwargs");
     if (ms && (pr || tk)) {
         s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: give one of \"messages\", \"prompt\" or \"tokens\"", path,
                       (long long)line);
+    } else if (kw && !ms) {
+        s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: \"chat_template_kwargs\" applies to a {\"messages\": [...]} record only",
+                      path, (long long)line);
     } else if (ms) {
-        s = chat_record(path, line, ms, tok, chat, ids, nid, text);
+        s = chat_record(path, line, ms, kw, base_kw, tok, chat, ids, nid, text);
     } else if (json_is_string(pr) && tok) {
         if (json_string_length(pr) == 0)
             s = rc_errorf(RC_ERR_FORMAT, "%s:%lld: empty prompt", path, (long long)line);
@@ -281,9 +333,16 @@ static rc_status load(const char *path, const rc_tokenizer *tok, const rc_prompt
         return rc_errorf(RC_ERR_USAGE, "%s: text prompts need the model's tokenizer.json", path);
     char *buf;
     size_t len;
-    RC_TRY(rc_read_file(path, &buf, &len, MAX_PROMPT_FILE));
+    json_t *base_kw;
+    RC_TRY(parse_base_kwargs(lim, &base_kw));
+    rc_status rs = rc_read_file(path, &buf, &len, MAX_PROMPT_FILE);
+    if (rs != RC_OK) {
+        json_decref(base_kw);
+        return rs;
+    }
     if (ids_format && memchr(buf, '\0', len)) {
         free(buf);
+        json_decref(base_kw);
         return rc_errorf(RC_ERR_FORMAT, "%s: contains a NUL byte (expected token ids as text)", path);
     }
     const int64_t max_prompts = lim && lim->max_prompts > 0 ? lim->max_prompts : INT64_MAX;
@@ -328,7 +387,7 @@ static rc_status load(const char *path, const rc_tokenizer *tok, const rc_prompt
         if (jsonl) {
             if (ll == 0)
                 continue; /* blank lines between records */
-            s = jsonl_record(path, line, ln, ll, tok, lim, &chat, &ids, &nid, &text);
+            s = jsonl_record(path, line, ln, ll, tok, lim, base_kw, &chat, &ids, &nid, &text);
         } else {
             /* text: \n and \\ escapes */
             char *txt = malloc(ll + 1);
@@ -369,6 +428,7 @@ static rc_status load(const char *path, const rc_tokenizer *tok, const rc_prompt
     }
     free(buf);
     rc_chat_free(chat);
+    json_decref(base_kw);
     if (s == RC_OK && l.n == 0)
         s = rc_errorf(RC_ERR_FORMAT, ids_format ? "%s: no prompts (expected one line of token ids per prompt)"
                                                 : "%s: no prompts",

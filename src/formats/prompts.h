@@ -2,7 +2,9 @@
  *   .ids    token ids, one prompt per line, separated by spaces; blank lines
  *           and lines starting with '#' are skipped;
  *   .jsonl  one JSON object per line: {"prompt": "text"}, {"tokens": [ids]}
- *           or {"messages": [{"role": ..., "content": ...}, ...]};
+ *           or {"messages": [{"role": ..., "content": ...}, ...]}, which may
+ *           carry "chat_template_kwargs": {...}, extra template arguments
+ *           (apply_chat_template(..., **kwargs), e.g. enable_thinking);
  *   other   (.txt) one text prompt per line, with \n and \\ escapes.
  * Text is tokenized with the model's tokenizer.json as HF's tokenizer(text)
  * does by default: with the post-processor's special tokens (e.g. BOS).
@@ -33,12 +35,16 @@ typedef struct {
     char **text;     /* [n] the prompt text (NULL for token-id prompts) */
 } rc_prompts;
 
-/* Limits applied to each prompt while the file is read. */
+/* Limits and settings applied to each prompt while the file is read. */
 typedef struct {
     int64_t max_prompts; /* read only the first N prompts (<= 0: all) */
     int64_t max_pos;     /* the model's positions: a prompt of n tokens needs
                             n + gen_len <= max_pos (<= 0: no context check) */
     int64_t gen_len;     /* tokens generated after each prompt */
+    /* a JSON object's text: chat-template arguments for every {"messages"}
+     * record (--chat-template-kwargs), a record's own "chat_template_kwargs"
+     * updating them key by key; NULL: none */
+    const char *chat_kwargs;
 } rc_prompt_limits;
 
 rc_status rc_prompts_load_ids(const char *path, rc_prompts *out);

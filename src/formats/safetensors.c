@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "json_util.h"
+#include "quant.h"
 #include "util.h"
 
 /* Every dtype the reference reader knows, with its size in bits. Only some can
@@ -60,8 +61,10 @@ static void st_free_contents(rc_safetensors *st)
         free(st->files[i].path);
     }
     free(st->files);
-    for (int64_t i = 0; i < st->ntensors; i++)
+    for (int64_t i = 0; i < st->ntensors; i++) {
         free(st->tensors[i].name);
+        free(st->tensors[i].deq);
+    }
     free(st->tensors);
 }
 
@@ -74,6 +77,8 @@ void rc_st_close(rc_safetensors *st)
 }
 
 static int cmp_name(const void *a, const void *b);
+static rc_status st_bytes(const rc_safetensors *st, const rc_st_tensor *t, const unsigned char **p);
+static void st_drop_deq(const rc_st_tensor *t);
 
 static int cmp_begin(const void *a, const void *b)
 {
@@ -655,6 +660,8 @@ done:
     return s;
 }
 
+static rc_status st_quant_from_dir(rc_safetensors *st, const char *dir);
+
 rc_status rc_st_open_dir(const char *dir, rc_safetensors **out)
 {
     *out = NULL;
@@ -676,6 +683,8 @@ rc_status rc_st_open_dir(const char *dir, rc_safetensors **out)
         s = rc_errorf(RC_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
     free(index);
     free(single);
+    if (s == RC_OK)
+        s = st_quant_from_dir(st, dir);
     if (s != RC_OK) {
         rc_st_close(st);
         return s;
@@ -744,7 +753,8 @@ static rc_status check_tensor(const rc_safetensors *st, const char *name, int nd
 static rc_status convert_f32(const rc_safetensors *st, const rc_st_tensor *t, int64_t n, float *dst,
                              int64_t *n_bad, int64_t *first_bad)
 {
-    const unsigned char *p = t->data;
+    const unsigned char *p;
+    RC_TRY(st_bytes(st, t, &p));
     uint32_t mx = 0;
     switch (t->dtype) {
     case RC_F32:
@@ -900,13 +910,21 @@ rc_status rc_st_weight_view(const rc_safetensors *st, const char *name, int ndim
     RC_TRY(rc_st_check_weight(st, name, ndim, shape));
     RC_TRY(check_tensor(st, name, ndim, shape, &t, "F32/F16/BF16/F64"));
     const int es = rc_dtype_size((rc_dtype)t->dtype);
-    *data = t->data;
+    if (t->quant && !scan) { /* computed when read (rc_st_read_weight_as), not here */
+        *data = NULL;
+        *dtype = t->dtype;
+        *aligned = false;
+        return RC_OK;
+    }
+    const unsigned char *p;
+    RC_TRY(st_bytes(st, t, &p));
+    *data = p;
     *dtype = t->dtype;
-    *aligned = ((uintptr_t)t->data % (uintptr_t)es) == 0;
+    *aligned = !t->quant && ((uintptr_t)p % (uintptr_t)es) == 0;
     if (scan && t->dtype != RC_F64) {
         int64_t n, bad, first;
         rc_numel(t->shape, t->ndim, &n);
-        scan_finite(t->data, t->dtype, n, &bad, &first);
+        scan_finite(p, t->dtype, n, &bad, &first);
         if (bad)
             return bad_values(st, t, n, bad, first);
     }
@@ -923,8 +941,12 @@ rc_status rc_st_read_weight_as(const rc_safetensors *st, const char *name, int n
     rc_numel(t->shape, t->ndim, &n);
     if (dt == RC_F32) {
         RC_TRY(convert_f32(st, t, n, dst, &bad, &first));
+        st_drop_deq(t);
     } else if ((int)dt == t->dtype && (dt == RC_BF16 || dt == RC_F16)) {
-        memcpy(dst, t->data, (size_t)n * 2);
+        const unsigned char *p;
+        RC_TRY(st_bytes(st, t, &p));
+        memcpy(dst, p, (size_t)n * 2);
+        st_drop_deq(t);
         scan_finite(dst, t->dtype, n, &bad, &first);
     } else {
         return rc_errorf(RC_ERR_INTERNAL, "tensor \"%s\": cannot read %s as %s", name, t->dtype_name,
@@ -980,4 +1002,316 @@ rc_status rc_st_read_f64(const rc_safetensors *st, const char *name, int ndim,
     rc_numel(t->shape, t->ndim, &n);
     memcpy(dst, t->data, (size_t)n * 8);
     return RC_OK;
+}
+
+/* ---- quantized checkpoints (src/formats/quant.h) ---- */
+
+static void tally_stored(rc_safetensors *st)
+{
+    st->nstored = 0;
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        const rc_st_tensor *t = &st->tensors[i];
+        int k = 0;
+        while (k < st->nstored && strcmp(st->stored[k].dtype_name, t->dtype_name) != 0)
+            k++;
+        if (k == st->nstored) {
+            if (k == (int)(sizeof st->stored / sizeof st->stored[0]))
+                continue; /* more dtypes than the reader knows: cannot happen */
+            snprintf(st->stored[k].dtype_name, sizeof st->stored[k].dtype_name, "%s", t->dtype_name);
+            st->stored[k].count = 0;
+            st->stored[k].bytes = 0;
+            st->nstored++;
+        }
+        st->stored[k].count++;
+        st->stored[k].bytes += t->end - t->begin;
+    }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+static rc_status quant_fp8(rc_safetensors *st, const char *path, const int64_t blk[2], rc_dtype out_dt,
+                           bool *drop)
+{
+    char sh[128], want[128];
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        rc_st_tensor *t = &st->tensors[i];
+        if (strcmp(t->dtype_name, "F8_E4M3") != 0)
+            continue;
+        const char *tp = rc_st_path_of(st, t);
+        if (t->ndim < 2)
+            return rc_errorf(RC_ERR_FORMAT, "%s: F8_E4M3 tensor \"%s\" has shape %s, expected at least 2 dimensions",
+                             tp, t->name, rc_st_shape_str(sh, sizeof sh, t->ndim, t->shape));
+        char sname[1024];
+        if ((size_t)snprintf(sname, sizeof sname, "%s_scale_inv", t->name) >= sizeof sname)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "%s: tensor name \"%s\" is too long", tp, t->name);
+        const rc_st_tensor *sc = rc_st_find(st, sname);
+        if (!sc)
+            return rc_errorf(RC_ERR_FORMAT, "%s: F8_E4M3 tensor \"%s\" has no \"%s\" (%s quant_method fp8)", tp,
+                             t->name, sname, path);
+        const char *sp = rc_st_path_of(st, sc);
+        if (sc->dtype != RC_F32 && sc->dtype != RC_BF16)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "%s: scale tensor \"%s\" has dtype %s, expected F32 or BF16", sp,
+                             sname, sc->dtype_name);
+        int64_t wsh[RC_ST_MAX_DIMS];
+        memcpy(wsh, t->shape, sizeof wsh);
+        const int nd = t->ndim;
+        const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
+        wsh[nd - 2] = ceil_div(rows, blk[0]);
+        wsh[nd - 1] = ceil_div(cols, blk[1]);
+        bool ok = sc->ndim == nd;
+        for (int d = 0; ok && d < nd; d++)
+            ok = sc->shape[d] == wsh[d];
+        if (!ok)
+            return rc_errorf(RC_ERR_FORMAT,
+                             "%s: scale tensor \"%s\" has shape %s, expected %s for weight %s in blocks of "
+                             "[%lld, %lld] (%s weight_block_size)",
+                             sp, sname, rc_st_shape_str(sh, sizeof sh, sc->ndim, sc->shape),
+                             rc_st_shape_str(want, sizeof want, nd, wsh),
+                             rc_st_shape_str(sh + 64, sizeof sh - 64, nd, t->shape), (long long)blk[0],
+                             (long long)blk[1], path);
+        int64_t ns;
+        rc_numel(sc->shape, sc->ndim, &ns);
+        for (int64_t k = 0; k < ns; k++) {
+            float v;
+            if (sc->dtype == RC_F32) {
+                memcpy(&v, sc->data + 4 * k, 4);
+            } else {
+                uint16_t h;
+                memcpy(&h, sc->data + 2 * k, 2);
+                v = rc_bf16_to_f32(h);
+            }
+            if (!(isfinite(v) && v > 0))
+                return rc_errorf(RC_ERR_FORMAT, "%s: scale tensor \"%s\" element %lld is %g, expected finite and > 0",
+                                 sp, sname, (long long)k, (double)v);
+        }
+        int64_t outer = 1;
+        for (int d = 0; d < nd - 2; d++)
+            outer *= t->shape[d]; /* bounded by the tensor's numel, checked on parse */
+        t->quant = RC_ST_Q_FP8_BLOCK;
+        t->qscale = sc->data;
+        t->qscale_dtype = sc->dtype;
+        t->qdim[0] = outer;
+        t->qdim[1] = rows;
+        t->qdim[2] = cols;
+        t->qblock[0] = blk[0];
+        t->qblock[1] = blk[1];
+        t->dtype = (int)out_dt;
+        snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
+                 out_dt == RC_F32 ? "F32" : out_dt == RC_F16 ? "F16" : "BF16");
+        drop[sc - st->tensors] = true;
+    }
+    return RC_OK;
+}
+
+static rc_status quant_mxfp4(rc_safetensors *st, rc_dtype out_dt, bool *drop)
+{
+    char sh[128], want[128];
+    const int64_t n0 = st->ntensors;
+    for (int64_t i = 0; i < n0; i++) {
+        rc_st_tensor *t = &st->tensors[i];
+        const size_t len = strlen(t->name);
+        if (len <= 7 || strcmp(t->name + len - 7, "_blocks") != 0 || strcmp(t->dtype_name, "U8") != 0)
+            continue;
+        const char *tp = rc_st_path_of(st, t);
+        if (t->ndim != 4 || t->shape[3] != 16)
+            return rc_errorf(RC_ERR_FORMAT, "%s: MXFP4 tensor \"%s\" has shape %s, expected [experts, rows, blocks, 16]",
+                             tp, t->name, rc_st_shape_str(sh, sizeof sh, t->ndim, t->shape));
+        char base[1024], sname[1040];
+        if (len - 7 >= sizeof base - 8)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "%s: tensor name \"%s\" is too long", tp, t->name);
+        memcpy(base, t->name, len - 7);
+        base[len - 7] = 0;
+        snprintf(sname, sizeof sname, "%s_scales", base);
+        const rc_st_tensor *sc = rc_st_find(st, sname);
+        if (!sc)
+            return rc_errorf(RC_ERR_FORMAT, "%s: MXFP4 tensor \"%s\" has no \"%s\"", tp, t->name, sname);
+        const char *sp = rc_st_path_of(st, sc);
+        if (strcmp(sc->dtype_name, "U8") != 0 || sc->ndim != 3 || sc->shape[0] != t->shape[0] ||
+            sc->shape[1] != t->shape[1] || sc->shape[2] != t->shape[2])
+            return rc_errorf(RC_ERR_FORMAT, "%s: MXFP4 scales \"%s\" are %s %s, expected U8 %s", sp, sname,
+                             sc->dtype_name, rc_st_shape_str(sh, sizeof sh, sc->ndim, sc->shape),
+                             rc_st_shape_str(want, sizeof want, 3, t->shape));
+        if (rc_st_find(st, base))
+            return rc_errorf(RC_ERR_FORMAT, "%s: tensor \"%s\" is stored both as itself and as MXFP4 blocks", tp, base);
+        int64_t ns;
+        rc_numel(sc->shape, 3, &ns);
+        for (int64_t k = 0; k < ns; k++)
+            if (sc->data[k] == 255)
+                return rc_errorf(RC_ERR_FORMAT, "%s: MXFP4 scale \"%s\" element %lld is 255 (e8m0 NaN)", sp, sname,
+                                 (long long)k);
+        int64_t g32;
+        if (!rc_mul_i64(t->shape[2], 32, &g32))
+            return rc_errorf(RC_ERR_FORMAT, "%s: MXFP4 tensor \"%s\" is too large", tp, t->name);
+        char *nn = strdup(base);
+        if (!nn)
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        free(t->name);
+        t->name = nn;
+        t->quant = RC_ST_Q_MXFP4;
+        t->qscale = sc->data;
+        t->qscale_dtype = -1;
+        t->qdim[0] = t->shape[0];
+        t->qdim[1] = t->shape[1];
+        t->qdim[2] = t->shape[2];
+        t->ndim = 3;
+        t->shape[1] = g32;
+        t->shape[2] = t->qdim[1];
+        t->shape[3] = 0;
+        t->dtype = (int)out_dt;
+        snprintf(t->dtype_name, sizeof t->dtype_name, "%s",
+                 out_dt == RC_F32 ? "F32" : out_dt == RC_F16 ? "F16" : "BF16");
+        drop[sc - st->tensors] = true;
+    }
+    return RC_OK;
+}
+
+rc_status rc_st_apply_quant(rc_safetensors *st, const char *text, size_t len, const char *path)
+{
+    json_t *root = NULL;
+    RC_TRY(rc_json_parse_object(text, len, path, &root));
+    rc_status s = RC_OK;
+    bool *drop = NULL;
+    const json_t *qc = json_object_get(root, "quantization_config");
+    if (!qc || json_is_null(qc))
+        goto done;
+    if (!json_is_object(qc)) {
+        s = rc_errorf(RC_ERR_FORMAT, "%s: quantization_config is not an object", path);
+        goto done;
+    }
+    const char *method = NULL;
+    s = rc_json_get_str(qc, "quant_method", path, NULL, &method, NULL);
+    if (s != RC_OK)
+        goto done;
+    if (!method) {
+        s = rc_errorf(RC_ERR_FORMAT, "%s: quantization_config has no quant_method", path);
+        goto done;
+    }
+    const bool fp8 = strcmp(method, "fp8") == 0, mx = strcmp(method, "mxfp4") == 0;
+    if (!fp8 && !mx) {
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: quantization_config.quant_method \"%s\" is not supported (fp8, mxfp4)",
+                      path, method);
+        goto done;
+    }
+    snprintf(st->quant_method, sizeof st->quant_method, "%s", method);
+    rc_dtype out_dt = RC_BF16; /* the model's dtype, as transformers dequantizes into the parameter's dtype */
+    const json_t *dj = json_object_get(root, "dtype");
+    if (!json_is_string(dj))
+        dj = json_object_get(root, "torch_dtype");
+    if (json_is_string(dj)) {
+        const int d = rc_dtype_from_str(json_string_value(dj));
+        if (d == RC_F32 || d == RC_F16)
+            out_dt = (rc_dtype)d;
+    }
+    drop = calloc((size_t)st->ntensors + 1, sizeof *drop);
+    if (!drop) {
+        s = rc_errorf(RC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (fp8) {
+        const json_t *bs = json_object_get(qc, "weight_block_size");
+        if (!json_is_array(bs) || json_array_size(bs) != 2 || !json_is_integer(json_array_get(bs, 0)) ||
+            !json_is_integer(json_array_get(bs, 1))) {
+            s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: quantization_config.weight_block_size is not a pair of integers "
+                                              "(per-tensor FP8 scales are not supported)", path);
+            goto done;
+        }
+        int64_t blk[2];
+        for (int k = 0; k < 2; k++) {
+            blk[k] = (int64_t)json_integer_value(json_array_get(bs, (size_t)k));
+            if (blk[k] < 1 || blk[k] > 65536) {
+                s = rc_errorf(RC_ERR_FORMAT, "%s: quantization_config.weight_block_size[%d] = %lld, expected 1 to 65536",
+                              path, k, (long long)blk[k]);
+                goto done;
+            }
+        }
+        s = quant_fp8(st, path, blk, out_dt, drop);
+    } else {
+        s = quant_mxfp4(st, out_dt, drop);
+    }
+    if (s != RC_OK)
+        goto done;
+    int64_t w = 0;
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        if (drop[i]) {
+            free(st->tensors[i].name);
+            free(st->tensors[i].deq);
+            continue;
+        }
+        st->tensors[w++] = st->tensors[i];
+    }
+    st->ntensors = w;
+    qsort(st->tensors, (size_t)st->ntensors, sizeof *st->tensors, cmp_name);
+done:
+    free(drop);
+    json_decref(root);
+    return s;
+}
+
+static rc_status st_quant_from_dir(rc_safetensors *st, const char *dir)
+{
+    tally_stored(st);
+    char *cfg = rc_path_join(dir, "config.json");
+    if (!cfg)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    rc_status s = RC_OK;
+    if (rc_file_exists(cfg)) {
+        char *text = NULL;
+        size_t len = 0;
+        s = rc_read_file(cfg, &text, &len, 16u << 20);
+        if (s == RC_OK)
+            s = rc_st_apply_quant(st, text, len, cfg);
+        free(text);
+    }
+    free(cfg);
+    return s;
+}
+
+/* the bytes of t as its dtype: the mapped data, or the dequantized values
+ * (computed once) */
+static rc_status st_bytes(const rc_safetensors *st, const rc_st_tensor *t, const unsigned char **p)
+{
+    if (!t->quant) {
+        *p = t->data;
+        return RC_OK;
+    }
+    rc_st_tensor *m = (rc_st_tensor *)t; /* the cache of a const view */
+    if (!m->deq) {
+        int64_t n, nb;
+        rc_numel(t->shape, t->ndim, &n);
+        if (!rc_mul_i64(n, rc_dtype_size((rc_dtype)t->dtype), &nb) || !(m->deq = malloc((size_t)nb)))
+            return rc_errorf(RC_ERR_NOMEM, "%s: tensor \"%s\": out of memory dequantizing", rc_st_path_of(st, t),
+                             t->name);
+        if (t->quant == RC_ST_Q_MXFP4) {
+            rc_mxfp4_dequant(t->data, t->qscale, t->qdim[0], t->qdim[1], t->qdim[2], (rc_dtype)t->dtype, m->deq);
+        } else {
+            const int64_t ns = t->qdim[0] * ceil_div(t->qdim[1], t->qblock[0]) * ceil_div(t->qdim[2], t->qblock[1]);
+            float *sc = malloc((size_t)ns * sizeof *sc);
+            if (!sc) {
+                free(m->deq);
+                m->deq = NULL;
+                return rc_errorf(RC_ERR_NOMEM, "out of memory");
+            }
+            for (int64_t k = 0; k < ns; k++) {
+                if (t->qscale_dtype == RC_F32) {
+                    memcpy(&sc[k], t->qscale + 4 * k, 4);
+                } else {
+                    uint16_t h;
+                    memcpy(&h, t->qscale + 2 * k, 2);
+                    sc[k] = rc_bf16_to_f32(h);
+                }
+            }
+            rc_fp8_block_dequant(t->data, sc, t->qdim[0], t->qdim[1], t->qdim[2], t->qblock[0], t->qblock[1],
+                                 (rc_dtype)t->dtype, m->deq);
+            free(sc);
+        }
+    }
+    *p = m->deq;
+    return RC_OK;
+}
+
+static void st_drop_deq(const rc_st_tensor *t)
+{
+    rc_st_tensor *m = (rc_st_tensor *)t;
+    free(m->deq);
+    m->deq = NULL;
 }

@@ -33,7 +33,26 @@ typedef struct {
     uint64_t begin, end;         /* offsets relative to the data buffer */
     const unsigned char *data;   /* mapped bytes (possibly unaligned) */
     int file;                    /* index into rc_safetensors.files */
+    /* a dequantized weight (quant != 0): dtype, dtype_name and shape are the
+     * dequantized tensor's, data the stored codes (FP8 [..., rows, cols] or
+     * MXFP4 blocks [E, R, G, 16]), qscale the stored scales; the values are
+     * computed on first read into deq (owned) */
+    int quant;                   /* RC_ST_Q_* */
+    int qscale_dtype;            /* scales: RC_F32 / RC_BF16 (FP8), -1 for U8 (MXFP4) */
+    const unsigned char *qscale;
+    int64_t qdim[4];             /* FP8: outer, rows, cols, -; MXFP4: E, R, G, - */
+    int64_t qblock[2];           /* FP8 block size b0, b1 */
+    unsigned char *deq;
 } rc_st_tensor;
+
+enum { RC_ST_Q_NONE, RC_ST_Q_FP8_BLOCK, RC_ST_Q_MXFP4 };
+
+/* the formats as stored on disk, before dequantization: per dtype */
+typedef struct {
+    char dtype_name[16];
+    int64_t count;
+    uint64_t bytes;
+} rc_st_stored;
 
 typedef struct {
     char *path;
@@ -46,14 +65,24 @@ typedef struct {
     int nfiles, files_cap;
     rc_st_tensor *tensors;       /* sorted by name once every file is read */
     int64_t ntensors, tensors_cap;
+    rc_st_stored stored[24];     /* rc_st_open_dir: the stored dtypes, in order of first use */
+    int nstored;
+    char quant_method[16];       /* "" or config.json's quantization_config.quant_method */
 } rc_safetensors;
 
 /* Open one .safetensors file. */
 rc_status rc_st_open_file(const char *path, rc_safetensors **out);
 /* Open a model folder: model.safetensors.index.json if present, else
- * model.safetensors. */
+ * model.safetensors. When DIR/config.json has a quantization_config with
+ * quant_method fp8 (F8_E4M3 weights with <name>_scale_inv, blocks of
+ * weight_block_size) or mxfp4 (<name>_blocks + <name>_scales), those pairs
+ * read as one dequantized weight (src/formats/quant.h; BF16, or config's
+ * dtype when float32 / float16) and the scale tensors are not listed. */
 rc_status rc_st_open_dir(const char *dir, rc_safetensors **out);
 void rc_st_close(rc_safetensors *st);
+/* The dequantization rc_st_open_dir applies, on an open st with the JSON
+ * text of a config.json (path names it in errors). */
+rc_status rc_st_apply_quant(rc_safetensors *st, const char *config_text, size_t len, const char *path);
 
 const rc_st_tensor *rc_st_find(const rc_safetensors *st, const char *name);
 const char *rc_st_path_of(const rc_safetensors *st, const rc_st_tensor *t);
@@ -82,7 +111,10 @@ rc_status rc_st_check_weight(const rc_safetensors *st, const char *name, int ndi
 /* Weight `name` as stored, without a copy: the checks of rc_st_check_weight
  * and, with scan, those of rc_st_read_weight on the stored values (not for
  * F64); *data: the mapped bytes, *dtype: the stored rc_dtype, *aligned: the
- * data is aligned to its element size (usable as an array in place). */
+ * data is aligned to its element size (usable as an array in place). A
+ * dequantized weight (quant) is reported unaligned (to be copied with
+ * rc_st_read_weight_as, which computes it and keeps no copy), with *data
+ * NULL unless scan. */
 rc_status rc_st_weight_view(const rc_safetensors *st, const char *name, int ndim, const int64_t *shape,
                             bool scan, const void **data, int *dtype, bool *aligned);
 /* Drop the mapped pages wholly inside [p, p + n) from memory when the range

@@ -26,4 +26,6 @@ extern "C" void rck_shim_reset(void)
 #include "../../kernels/logprobs.cu"
 #include "../../kernels/gemm.cu"
 #include "../../kernels/fp8.cu"
+#include "../../kernels/moe.cu"
+#include "../../kernels/gdn.cu"
 #include "../../kernels/backend_cuda.cu"

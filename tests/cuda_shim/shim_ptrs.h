@@ -115,6 +115,44 @@ template <typename F> static inline void rck_shim_ptrs(const rc_fp8_epi &a, F &&
     RCK_SHIM_PTR(f, a, bias);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_qk_norm_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, qkv);
+    RCK_SHIM_PTR(f, a, wq);
+    RCK_SHIM_PTR(f, a, wk);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_zero_args &a, F &&f) { RCK_SHIM_PTR(f, a, x); }
+
+template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, logits);
+    RCK_SHIM_PTR(f, a, sel);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_moe_acc_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, y);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, rows);
+    RCK_SHIM_PTR(f, a, widx);
+    RCK_SHIM_PTR(f, a, out);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_gdn_step_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, q);
+    RCK_SHIM_PTR(f, a, k);
+    RCK_SHIM_PTR(f, a, v);
+    RCK_SHIM_PTR(f, a, g);
+    RCK_SHIM_PTR(f, a, beta);
+    RCK_SHIM_PTR(f, a, state);
+    RCK_SHIM_PTR(f, a, out);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
 #undef RCK_SHIM_PTR
 
 #endif

@@ -25,7 +25,7 @@ What it does (tools/bench/README.md explains every column):
 --quick: 2 layers, 4 sequences x 8 tokens, 8-token prompts, a 64 MiB triad, short GEMM timings, one
 HF run per dtype, and the Markdown goes to WORK/bench-quick.md (never docs/): a smoke test.
 
-Needs: python3 with torch and transformers (tools/requirements-fixtures.txt), a C compiler,
+Needs: python3 with torch and transformers (tools/fixtures/requirements.txt), a C compiler,
 pkg-config and libopenblas-dev (tools/install-deps.sh), a built ratiocheck. The parent process
 uses only the standard library; torch is imported in the worker processes it starts.
 """
@@ -502,7 +502,7 @@ def main():
     load_before = os.getloadavg()
     t_start = time.time()
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    rc_version = subprocess.run([rc, "--version"], capture_output=True, text=True).stdout.strip()
+    rc_version = subprocess.run([rc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     log(f"run_bench: {', '.join(models)} x {', '.join(dtypes)} x {', '.join(kernels)} (+ HF: {hf_runs}); "
         f"{S} sequences ({S // 2} prompts x 2 samples), prompt {P} + {G} generated tokens, batch {B}, "
         f"{a.threads} threads, {a.repeats} round(s); {rc_version}; load {load_before[0]:.2f} {load_before[1]:.2f} "

@@ -2,7 +2,7 @@
 # Build every libFuzzer harness tools/fuzz/fuzz_*.c, and the generated seeds.
 #   tools/fuzz/build.sh [OUT]        (OUT defaults to /tmp/rc-fuzz)
 #
-# All project sources (every .c under src/ but src/cli/main.c and the CUDA loader, models/*.c;
+# All project sources (every .c under src/ but the command line src/cli/ and the CUDA loader, models/*.c;
 # src/engine/cuda_stub.c stands in for the CUDA backend) are compiled once with ASan + UBSan and libFuzzer's
 # coverage instrumentation into OUT/librc_fuzz.a; each harness is linked
 # against that archive and every library the project uses (jansson, HDF5,
@@ -41,6 +41,7 @@ cfg_new="$OUT/include/rc_build_config.h.new"
   echo "/* written by tools/fuzz/build.sh, like meson's configure_file() */"
   echo "#pragma once"
   echo "#define RC_HAVE_CUDA 0"
+  echo "#define RC_HAVE_BLAS 1"
   echo "#define RC_SOURCE_DIR \"$ROOT\""
   echo "#define RC_VERSION \"$version\""
 } >"$cfg_new"
@@ -65,9 +66,9 @@ CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DRC_GEMM_PORTABLE_
 LIBS="$(pkg-config --libs $pc_pkgs) -fopenmp -lm -lpthread"
 
 # --- the project as one instrumented archive -------------------------------
-# every .c under src/ and models/ but main.c (src/cli/main.c) and the CUDA
+# every .c under src/ and models/ but the command line (src/cli/) and the CUDA
 # loader (a CUDA build opens the kernels with it; here cuda_stub.c answers)
-mapfile -t lib_srcs < <(find "$ROOT/src" "$ROOT/models" -name '*.c' ! -name main.c ! -name cuda_loader.c | sort)
+mapfile -t lib_srcs < <(find "$ROOT/src" "$ROOT/models" -name '*.c' ! -path '*/src/cli/*' ! -name cuda_loader.c | sort)
 # rebuild an object when its source, any project header, this script or the
 # generated config header is newer than it
 newest_dep="$OUT/.deps-stamp"

@@ -102,6 +102,20 @@ static inline void fz_check_msg(rc_status s, const char *must_name)
     }
 }
 
+/* fz_check_msg where either of two files may be the one at fault (a quantized
+ * checkpoint's error names its config.json or the safetensors file) */
+static inline void fz_check_msg2(rc_status s, const char *name_a, const char *name_b)
+{
+    fz_check_msg(s, NULL);
+    if (s == RC_OK || !getenv("FUZZ_CHECK_MSG") || !atoi(getenv("FUZZ_CHECK_MSG")))
+        return;
+    const char *m = rc_last_error();
+    if (!strstr(m, name_a) && !strstr(m, name_b)) {
+        fprintf(stderr, "error message names neither %s nor %s: %s\n", name_a, name_b, m);
+        abort();
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* JSON-aware mutation                                                       */
 

@@ -76,11 +76,21 @@ static const char *const k_keys[] = {
     "apply_residual_connection_post_layernorm", "slow_but_exact", "d_model", "n_heads", "n_layers",
     "expansion_ratio", "max_seq_len", "no_bias", "attn_config", "alibi", "alibi_bias_max", "clip_qkv",
     "softmax_scale", "qk_ln", "prefix_lm", "logit_scale", "model_max_length", "z_loss_weight", "norm_head",
-    "architectures", NULL};
+    "architectures",
+    /* qwen3, yarn */
+    "layer_types", "max_window_layers", "beta_fast", "beta_slow", "truncate", "attention_factor", "mscale",
+    "mscale_all_dim",
+    /* gemma2, gemma3_text */
+    "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+    "sliding_window_pattern", "rope_local_base_freq", "use_bidirectional_attention", "full_attention",
+    "sliding_attention",
+    /* olmo3, phi3, glm4, longrope */
+    "short_factor", "long_factor", NULL};
 static const char *const k_strings[] = {
     "gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan", "BaiChuanForCausalLM",
     "BaichuanForCausalLM", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
-    "default", "linear", "llama3", "dynamic", "yarn", "line\nbreak", "\xc3\xa9", "", NULL};
+    "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "olmo2", "gemma2", "gemma3_text", "full_attention",
+    "sliding_attention", "attention", "olmo3", "phi3", "glm4", "longrope", "su", "line\nbreak", "\xc3\xa9", "", NULL};
 const fz_json_dict k_config_dict = {k_keys, k_strings};
 
 #ifndef FZ_NO_CONFIG_MAIN

@@ -10,7 +10,11 @@
  *   1. a valid rc_results of a few prompts / samples / tokens / lengths whose
  *      sizes, ids, valid counts, log-probs (NaN, -inf, ...) and optional text
  *      come from the input, written with rc_h5_write: the exact layout the
- *      writer produces;
+ *      writer produces; each with or without score's trainer_logprobs
+ *      (/rollouts/logprob_trainer, with or without logprob_ratiocheck and
+ *      /threeway), --distribution's kl / tv / top1_agree on every length,
+ *      and a MoE run's /routing (1..3 layers, top 1..3 of up to 8 experts,
+ *      a side that recorded none on some tokens);
  *   2. up to 12 edits of that file, reopened read-write with the HDF5 API:
  *      replace a dataset the reader reads (rank 0..3, extents from "what the
  *      attributes say" +-1 to 2^40, type class and size: signed / unsigned /
@@ -20,10 +24,15 @@
  *      input incl. NaN, +-inf, huge and negative), replace a root attribute
  *      (same type choices, scalar, null or 0..300 elements, interesting
  *      integers such as 2^62 + 2 and INT64_MIN, NaN, strings from the input),
- *      patch one element of an integer dataset, delete a dataset, group or
- *      attribute, or "inflate": declare up to 2^24 prompts / sequences /
+ *      patch one element of a dataset (an expert near the count or -2, a
+ *      top-1 flag near {-1, 0, 1}, a layer out of order, NaN / inf / huge
+ *      weights, kl, tv and trainer log-probs), replace an attribute of
+ *      /routing (moe_layers, top_k, experts near the written ones or
+ *      INT64_MIN / 2^62, another type, none), /threeway or /sweep, delete a
+ *      dataset, group or attribute (/routing, /threeway, ...), or "inflate": declare up to 2^24 prompts / sequences /
  *      tokens consistently in the attributes and every dataset (chunked, at
- *      most one chunk written), the small file that declares gigabytes;
+ *      most one chunk written; /routing also with up to 2^24 layers and
+ *      top-k), the small file that declares gigabytes;
  *   3. rc_h5_read on the result, then rc_results_check_replay with a
  *      vocabulary and context taken from the input.
  * Oracles (abort on violation), besides ASan / UBSan:
@@ -33,18 +42,24 @@
  *     the storage bound: about 1032 x 8 x the file size in bytes), every
  *     index in range, and every array is read end to end (ASan checks that
  *     each is as long as its shape says);
+ *   - an accepted /routing has the results' shape, experts -1 or in
+ *     [0, experts), layers increasing, its statistics in range; kl / tv /
+ *     top1_agree on every length or none, top-1 flags in {-1, 0, 1};
+ *     ratiocheck's column only with the trainer's, and then /threeway;
  *   - a file accepted for replay has every id usable as a row index of a
  *     [vocab] log-prob array (read through one, as generate() does) and
  *     prompts that fit the context;
  *   - an accepted file can be written again with rc_h5_write and read back
- *     with the same sizes.
+ *     with the same sizes and the same optional parts, and `diff`'s
+ *     comparison of the two routing records (rc_routing_compare) finds every
+ *     token both recorded and none that differs.
  *
  * Build (until tools/fuzz/build.sh builds every fuzz_*.c against the whole
  * library), from the repository root, with BUILD a meson build folder (for
  * rc_build_config.h):
  *   clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
- *     -Isrc/base -Isrc/formats -Isrc/engine -Isrc/check -Imodels -Itools/fuzz -IBUILD tools/fuzz/fuzz_h5.c src/formats/h5in.c src/formats/h5out.c \
- *     src/check/stats.c src/base/status.c src/base/util.c -o fuzz_h5 $(pkg-config --cflags --libs hdf5-serial jansson) -lm
+ *     -Isrc/base -Isrc/formats -Isrc/engine -Isrc/results -Isrc/check -Imodels -Itools/fuzz -IBUILD tools/fuzz/fuzz_h5.c src/results/h5in.c src/results/h5out.c src/results/h5stream.c src/results/h5path.c \
+ *     src/results/stats.c src/base/status.c src/base/util.c -o fuzz_h5 $(pkg-config --cflags --libs hdf5-serial jansson) -lm
  * Run: ./fuzz_h5 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 CORPUS tools/fuzz/corpus/h5
  * FUZZ_H5_TRACE=1 prints each replaced dataset, inflation, and the reader's
  * and the replay check's verdicts (to see what an input builds).
@@ -63,6 +78,7 @@
 
 #include "fuzz_common.h"
 #include "results.h"
+#include "routing.h"
 #include "status.h"
 #include "util.h"
 
@@ -177,6 +193,76 @@ static void *xcalloc(size_t n, size_t sz)
 
 static const float k_lps[] = {-0.5f, -1.25f, -7.0f, 0.0f, -1e-7f, -30.0f, -INFINITY, NAN};
 
+/* what score, --distribution and a MoE run add: the trainer's (and
+ * ratiocheck's) log-probs with /threeway, each length's kl / tv /
+ * top1_agree, and /routing; each present or not, from the input */
+static void make_extras(fin *in, rc_results *r)
+{
+    const int64_t S = r->n_seq, G = r->gen_len;
+    if (pick(in, 3) == 0) {
+        r->logprob_trainer = xcalloc((size_t)(S * G), sizeof(float));
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t t = 0; t < G; t++)
+                r->logprob_trainer[s * G + t] = t < r->gen_valid[s] ? k_lps[pick(in, 8)] : NAN;
+        if (pick(in, 2)) {
+            r->logprob_ratiocheck = xcalloc((size_t)(S * G), sizeof(float));
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t t = 0; t < G; t++)
+                    r->logprob_ratiocheck[s * G + t] = t < r->gen_valid[s] ? k_lps[pick(in, 8)] : NAN;
+            r->threeway = xcalloc(1, sizeof *r->threeway);
+            snprintf(r->threeway->ratiocheck, sizeof r->threeway->ratiocheck, "%s", any_str(in));
+            rc_threeway_acc a;
+            memset(&a, 0, sizeof a);
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t i = s * G; i < s * G + r->gen_valid[s]; i++)
+                    rc_threeway_add(&a, r->logprob_gen[i], r->logprob_trainer[i], r->logprob_ratiocheck[i],
+                                    r->logprob_ref ? r->logprob_ref[i] : NAN);
+            r->threeway->len = G;
+            rc_threeway_finish(&a, r->threeway);
+        }
+    }
+    if (pick(in, 3) == 0) /* --distribution */
+        for (int i = 0; i < r->n_lens; i++) {
+            rc_len_result *lr = &r->lens[i];
+            const int64_t L = lr->len;
+            lr->dist_kl = xcalloc((size_t)(S * L), sizeof(double));
+            lr->dist_tv = xcalloc((size_t)(S * L), sizeof(double));
+            lr->dist_top1 = xcalloc((size_t)(S * L), sizeof(int32_t));
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t t = 0; t < L; t++) {
+                    const bool v = t < r->gen_valid[s];
+                    lr->dist_kl[s * L + t] = v ? (pick(in, 4) ? (double)pick(in, 100) / 50.0 : any_dbl(in)) : NAN;
+                    lr->dist_tv[s * L + t] = v ? (pick(in, 4) ? (double)pick(in, 100) / 100.0 : any_dbl(in)) : NAN;
+                    lr->dist_top1[s * L + t] = v ? (int32_t)pick(in, 2) : -1;
+                }
+        }
+    if (pick(in, 3) == 0 && S * G > 0) { /* a MoE run's routing record */
+        const int64_t Lm = 1 + pick(in, 3), k = 1 + pick(in, 3), E = k + pick(in, 6);
+        rc_routing *rt;
+        if (rc_routing_create(S, G, Lm, k, E, &rt) != RC_OK)
+            abort();
+        for (int64_t m = 0; m < Lm; m++)
+            rt->layer[m] = (int32_t)(2 * m + pick(in, 2));
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t t = 0; t < r->gen_valid[s]; t++)
+                for (int side = 0; side < 2; side++) {
+                    if (pick(in, 16) == 0)
+                        continue; /* a side that recorded none */
+                    for (int64_t j = 0; j < Lm * k; j++) {
+                        rt->experts[side][(s * G + t) * Lm * k + j] = (int16_t)pick(in, (uint32_t)E);
+                        rt->weights[side][(s * G + t) * Lm * k + j] = (float)pick(in, 100) / 100.0f;
+                    }
+                }
+        const rc_len_result *L = &r->lens[r->n_lens - 1];
+        rc_routing_compute(rt, r->logprob_gen, L->logprob_fwd, L->len);
+        r->routing = rt;
+    }
+    if (g_trace)
+        fprintf(stderr, "made: %lld sequences x %lld, trainer %d, ratiocheck %d, distribution %d, routing %d\n",
+                (long long)S, (long long)G, r->logprob_trainer != NULL, r->logprob_ratiocheck != NULL,
+                r->lens[0].dist_kl != NULL, r->routing != NULL);
+}
+
 static bool make_results(fin *in, rc_results *r, int64_t *lens_out, int *nlens_out)
 {
     memset(r, 0, sizeof *r);
@@ -259,6 +345,7 @@ static bool make_results(fin *in, rc_results *r, int64_t *lens_out, int *nlens_o
         lens_out[i] = lens[i];
     }
     *nlens_out = nl;
+    make_extras(in, r);
     return rc_compute_stats(r) == RC_OK;
 }
 
@@ -276,7 +363,12 @@ static const char *const k_dsets[] = {"/prompts/tokens",         "/prompts/lengt
                                       "/rollouts/prompt_index",  "/rollouts/sample_index", "/rollouts/tokens",
                                       "/rollouts/lengths",       "/rollouts/logprob_gen",
                                       "/rollouts/logprob_gen_processed", "/rollouts/completion",
-                                      "/reference/logprob",      "LEN"};
+                                      "/reference/logprob",      "LEN",
+                                      "/rollouts/logprob_trainer", "/rollouts/logprob_ratiocheck",
+                                      "/rollouts/entropy",       "KL", "TV", "TOP1",
+                                      "/routing/sampler_experts", "/routing/trainer_experts",
+                                      "/routing/sampler_weights", "/routing/trainer_weights",
+                                      "/routing/layer"};
 
 /* a file type; *str: a string type (variable when *vlen) */
 static hid_t any_type(fin *in, bool *str, bool *vlen)
@@ -375,7 +467,16 @@ static herr_t fill_write(fin *in, hid_t obj, bool attr, hid_t t, bool str, bool 
 typedef struct {
     int64_t P, Pmax, S, G, lens[3];
     int nlens;
+    int64_t Lm, k, E; /* /routing's attributes as written (0: none) */
 } shape;
+
+/* "/len_%04lld/SUFFIX" for a length of the file, or one near gen_len */
+static void len_name(fin *in, const shape *sh, const char *suffix, char *name, size_t n, int64_t *L_out)
+{
+    int64_t L = pick(in, 3) ? sh->lens[pick(in, (uint32_t)sh->nlens)] : any_int(in, sh->G);
+    snprintf(name, n, "/len_%04lld/%s", (long long)L, suffix);
+    *L_out = L;
+}
 
 static void ensure_groups(hid_t f, const char *name)
 {
@@ -398,12 +499,23 @@ static void edit_dataset(fin *in, hid_t f, const shape *sh)
 {
     char name[128];
     const char *nm = k_dsets[pick(in, sizeof k_dsets / sizeof k_dsets[0])];
-    int64_t natural[2] = {0, 0};
+    int64_t natural[4] = {0, 0, 0, 0};
     int nat_rank = 1;
-    if (!strcmp(nm, "LEN")) {
-        int64_t L = pick(in, 3) ? sh->lens[pick(in, (uint32_t)sh->nlens)] : any_int(in, sh->G);
-        snprintf(name, sizeof name, "/len_%04lld/logprob_forward", (long long)L);
+    static const char *const lsuf[4][2] = {{"LEN", "logprob_forward"}, {"KL", "kl"}, {"TV", "tv"}, {"TOP1", "top1_agree"}};
+    int li = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(nm, lsuf[i][0]))
+            li = i;
+    if (li >= 0) {
+        int64_t L;
+        len_name(in, sh, lsuf[li][1], name, sizeof name, &L);
         natural[0] = sh->S, natural[1] = L, nat_rank = 2;
+    } else if (!strcmp(nm, "/routing/layer")) {
+        snprintf(name, sizeof name, "%s", nm);
+        natural[0] = sh->Lm;
+    } else if (!strncmp(nm, "/routing/", 9)) {
+        snprintf(name, sizeof name, "%s", nm);
+        natural[0] = sh->S, natural[1] = sh->G, natural[2] = sh->Lm, natural[3] = sh->k, nat_rank = 4;
     } else {
         snprintf(name, sizeof name, "%s", nm);
         if (strstr(nm, "/prompts/tokens"))
@@ -420,11 +532,11 @@ static void edit_dataset(fin *in, hid_t f, const shape *sh)
     if (pick(in, 6) == 0)
         return; /* just deleted */
     ensure_groups(f, name);
-    int rank = pick(in, 5) ? nat_rank : (int)pick(in, 4);
-    hsize_t dims[3] = {1, 1, 1}, maxd[3];
+    int rank = pick(in, 5) ? nat_rank : (int)pick(in, 5);
+    hsize_t dims[4] = {1, 1, 1, 1}, maxd[4];
     uint64_t n = 1;
     for (int i = 0; i < rank; i++) {
-        int64_t v = any_int(in, i < 2 ? natural[i] : 1);
+        int64_t v = any_int(in, i < nat_rank ? natural[i] : 1);
         if (v < 0)
             v = v == INT64_MIN ? 0 : -v;
         if (v > ((int64_t)1 << 40))
@@ -439,7 +551,7 @@ static void edit_dataset(fin *in, hid_t f, const shape *sh)
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     unsigned lay = pick(in, 3), flt = 0;
     if (lay == 1 && rank > 0) {
-        hsize_t ch[3];
+        hsize_t ch[4];
         for (int i = 0; i < rank; i++)
             ch[i] = dims[i] == 0 ? 1 : (dims[i] < 64 ? dims[i] : 1 + pick(in, 64));
         H5Pset_chunk(dcpl, rank, ch);
@@ -474,8 +586,9 @@ static void edit_dataset(fin *in, hid_t f, const shape *sh)
     bool write = ds >= 0 && n <= 4096 && pick(in, 5) && !(flt & 24);
     if (g_trace) {
         int nf = H5Pget_nfilters(dcpl);
-        fprintf(stderr, "dataset %s: rank %d [%llu %llu %llu] class %d size %zu layout %u filters", name, rank,
+        fprintf(stderr, "dataset %s: rank %d [%llu %llu %llu %llu] class %d size %zu layout %u filters", name, rank,
                 (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
+                (unsigned long long)dims[3],
                 (int)H5Tget_class(t), H5Tget_size(t), lay);
         for (int i = 0; i < nf; i++)
             fprintf(stderr, " %d", (int)H5Pget_filter2(dcpl, (unsigned)i, NULL, NULL, NULL, 0, NULL, NULL));
@@ -578,11 +691,28 @@ static bool has_unsafe_filter(hid_t ds)
 
 /* set one element of a small integer dataset (never one with n-bit or
  * scale-offset: see edit_dataset) */
-static void edit_element(fin *in, hid_t f)
+static void edit_element(fin *in, hid_t f, const shape *sh)
 {
-    static const char *const names[] = {"/prompts/tokens", "/prompts/lengths", "/rollouts/prompt_index",
-                                        "/rollouts/sample_index", "/rollouts/tokens", "/rollouts/lengths"};
-    const char *name = names[pick(in, 6)];
+    static const char *const names[] = {"/prompts/tokens",          "/prompts/lengths",
+                                        "/rollouts/prompt_index",   "/rollouts/sample_index",
+                                        "/rollouts/tokens",         "/rollouts/lengths",
+                                        "/routing/sampler_experts", "/routing/trainer_experts",
+                                        "/routing/layer",           "TOP1",
+                                        "/routing/sampler_weights", "/routing/trainer_weights",
+                                        "/rollouts/logprob_trainer", "/rollouts/logprob_ratiocheck",
+                                        "KL",                       "TV"};
+    const uint32_t which = pick(in, 16);
+    const bool flt = which >= 10;
+    char name[128];
+    int64_t L;
+    if (!strcmp(names[which], "TOP1"))
+        len_name(in, sh, "top1_agree", name, sizeof name, &L);
+    else if (!strcmp(names[which], "KL") || !strcmp(names[which], "TV"))
+        len_name(in, sh, which == 14 ? "kl" : "tv", name, sizeof name, &L);
+    else
+        snprintf(name, sizeof name, "%s", names[which]);
+    /* near what breaks it: an expert near the count, a top-1 flag near {-1, 0, 1}, a layer near the last */
+    const int64_t near = which == 6 || which == 7 ? sh->E : which == 8 ? 2 * sh->Lm : which == 9 ? 1 : 0;
     if (H5Lexists(f, name, H5P_DEFAULT) <= 0)
         return;
     hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
@@ -590,11 +720,18 @@ static void edit_element(fin *in, hid_t f)
     hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : 0;
     if (ds >= 0 && has_unsafe_filter(ds))
         n = 0; /* edit_dataset made it for the reader to refuse: no data through n-bit / scale-offset */
-    if (n > 0 && n <= 4096) {
+    if (n > 0 && n <= 4096 && !flt) {
         int64_t *v = xcalloc((size_t)n, sizeof *v);
         if (H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) {
-            v[pick(in, (uint32_t)n)] = any_int(in, 0);
+            v[pick(in, (uint32_t)n)] = any_int(in, near);
             H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+        }
+        free(v);
+    } else if (n > 0 && n <= 4096) {
+        double *v = xcalloc((size_t)n, sizeof *v);
+        if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) {
+            v[pick(in, (uint32_t)n)] = pick(in, 2) ? any_dbl(in) : (double)pick(in, 400) / 10.0;
+            H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
         }
         free(v);
     }
@@ -602,6 +739,59 @@ static void edit_element(fin *in, hid_t f)
         H5Sclose(sp);
     if (ds >= 0)
         H5Dclose(ds);
+}
+
+/* replace an attribute of /routing (moe_layers, top_k, experts), /threeway
+ * (ratiocheck) or /sweep (settings): an integer near the written one, a
+ * value of another type, or none */
+static void edit_group_attr(fin *in, hid_t f, const shape *sh)
+{
+    static const struct {
+        const char *g, *a;
+    } k[] = {{"/routing", "moe_layers"}, {"/routing", "top_k"},  {"/routing", "experts"},
+             {"/threeway", "ratiocheck"}, {"/sweep", "settings"}, {"/threeway", "len"}};
+    const uint32_t w = pick(in, 6);
+    if (H5Lexists(f, k[w].g, H5P_DEFAULT) <= 0) {
+        if (pick(in, 4))
+            return;
+        hid_t g = H5Gcreate2(f, k[w].g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT); /* a group the writer did not write */
+        if (g < 0)
+            return;
+        H5Gclose(g);
+    }
+    hid_t g = H5Gopen2(f, k[w].g, H5P_DEFAULT);
+    if (g < 0)
+        return;
+    if (H5Aexists(g, k[w].a) > 0)
+        H5Adelete(g, k[w].a);
+    const unsigned how = pick(in, 6);
+    if (how == 0) { /* just deleted */
+        H5Gclose(g);
+        return;
+    }
+    bool str = false, vlen = false;
+    hid_t t = how < 4 ? H5Tcopy(H5T_STD_I64LE) : any_type(in, &str, &vlen);
+    hsize_t n = pick(in, 8) ? 1 : (hsize_t)pick(in, 3);
+    hid_t sp = n == 1 && pick(in, 2) ? H5Screate(H5S_SCALAR) : n ? H5Screate_simple(1, &n, NULL) : H5Screate(H5S_NULL);
+    hid_t a = H5Acreate2(g, k[w].a, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    if (a >= 0 && n > 0) {
+        if (how < 4) {
+            const int64_t near = w == 0 ? sh->Lm : w == 1 ? sh->k : w == 2 ? sh->E : w == 5 ? sh->G : 1;
+            int64_t v[2];
+            for (hsize_t i = 0; i < n; i++)
+                v[i] = any_int(in, near);
+            H5Awrite(a, H5T_NATIVE_INT64, v);
+        } else {
+            fill_write(in, a, true, t, str, vlen, (size_t)n);
+        }
+    }
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Gclose(g);
+    if (g_trace)
+        fprintf(stderr, "attribute %s %s: how %u, %llu values\n", k[w].g, k[w].a, how, (unsigned long long)n);
 }
 
 /* Declare bigger sizes consistently: num_prompts, num_sequences and gen_len
@@ -640,32 +830,73 @@ static void edit_inflate(fin *in, hid_t f, shape *sh)
         }
         H5Sclose(sp);
     }
-    char lname[64];
+    char lname[64], kname[64], tname[64], oname[64];
     snprintf(lname, sizeof lname, "/len_%04lld/logprob_forward", (long long)L);
+    snprintf(kname, sizeof kname, "/len_%04lld/kl", (long long)L);
+    snprintf(tname, sizeof tname, "/len_%04lld/tv", (long long)L);
+    snprintf(oname, sizeof oname, "/len_%04lld/top1_agree", (long long)L);
+    /* /routing's layers and top-k: as written, or more */
+    const int64_t Lm = sh->Lm && pick(in, 2) ? sh->Lm : big[pick(in, 6)], K = sh->k && pick(in, 2) ? sh->k : big[pick(in, 5)];
+    const bool dist = H5Lexists(f, "/len_0001", H5P_DEFAULT) > 0 && pick(in, 2); /* the first length's kl decides */
+    /* optional: recreated when present (the first 9 always) */
     const struct {
         const char *n;
         int rank;
-        int64_t d0, d1;
+        int64_t d[4];
         hid_t t;
-    } ds[] = {{"/prompts/tokens", 2, P, Pm, H5T_STD_I32LE},
-              {"/prompts/lengths", 1, P, 0, H5T_STD_I32LE},
-              {"/rollouts/prompt_index", 1, S, 0, H5T_STD_I32LE},
-              {"/rollouts/sample_index", 1, S, 0, H5T_STD_I32LE},
-              {"/rollouts/lengths", 1, S, 0, H5T_STD_I32LE},
-              {"/rollouts/tokens", 2, S, G, H5T_STD_I32LE},
-              {"/rollouts/logprob_gen", 2, S, G, H5T_IEEE_F32LE},
-              {"/rollouts/logprob_gen_processed", 2, S, G, H5T_IEEE_F32LE},
-              {"/reference/logprob", 2, S, G, H5T_IEEE_F64LE},
-              {lname, 2, S, L, H5T_IEEE_F32LE}};
+    } ds[] = {{"/prompts/tokens", 2, {P, Pm}, H5T_STD_I32LE},
+              {"/prompts/lengths", 1, {P}, H5T_STD_I32LE},
+              {"/rollouts/prompt_index", 1, {S}, H5T_STD_I32LE},
+              {"/rollouts/sample_index", 1, {S}, H5T_STD_I32LE},
+              {"/rollouts/lengths", 1, {S}, H5T_STD_I32LE},
+              {"/rollouts/tokens", 2, {S, G}, H5T_STD_I32LE},
+              {"/rollouts/logprob_gen", 2, {S, G}, H5T_IEEE_F32LE},
+              {"/rollouts/logprob_gen_processed", 2, {S, G}, H5T_IEEE_F32LE},
+              {lname, 2, {S, L}, H5T_IEEE_F32LE},
+              {"/reference/logprob", 2, {S, G}, H5T_IEEE_F64LE},
+              {"/rollouts/logprob_trainer", 2, {S, G}, H5T_IEEE_F32LE},
+              {"/rollouts/logprob_ratiocheck", 2, {S, G}, H5T_IEEE_F32LE},
+              {"/rollouts/entropy", 2, {S, G}, H5T_IEEE_F32LE},
+              {kname, 2, {S, L}, H5T_IEEE_F64LE},
+              {tname, 2, {S, L}, H5T_IEEE_F64LE},
+              {oname, 2, {S, L}, H5T_STD_I32LE},
+              {"/routing/sampler_experts", 4, {S, G, Lm, K}, H5T_STD_I16LE},
+              {"/routing/trainer_experts", 4, {S, G, Lm, K}, H5T_STD_I16LE},
+              {"/routing/sampler_weights", 4, {S, G, Lm, K}, H5T_IEEE_F32LE},
+              {"/routing/trainer_weights", 4, {S, G, Lm, K}, H5T_IEEE_F32LE},
+              {"/routing/layer", 1, {Lm}, H5T_STD_I32LE}};
+    if (H5Lexists(f, "/routing", H5P_DEFAULT) > 0) {
+        hid_t g = H5Gopen2(f, "/routing", H5P_DEFAULT);
+        static const char *const an[3] = {"moe_layers", "top_k", "experts"};
+        const int64_t av[3] = {Lm, K, sh->E > K ? sh->E : K};
+        for (int i = 0; g >= 0 && i < 3; i++) {
+            if (H5Aexists(g, an[i]) > 0)
+                H5Adelete(g, an[i]);
+            hid_t sp = H5Screate(H5S_SCALAR);
+            hid_t a = H5Acreate2(g, an[i], H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+            if (a >= 0) {
+                H5Awrite(a, H5T_NATIVE_INT64, &av[i]);
+                H5Aclose(a);
+            }
+            H5Sclose(sp);
+        }
+        if (g >= 0)
+            H5Gclose(g);
+    }
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
-        if (i == 8 && H5Lexists(f, "/reference", H5P_DEFAULT) <= 0)
+        const bool kl = i >= 13 && i <= 15;
+        if (i >= 9 && !(kl && dist) && H5Lexists(f, ds[i].n, H5P_DEFAULT) <= 0)
             continue;
         if (H5Lexists(f, ds[i].n, H5P_DEFAULT) > 0)
             H5Ldelete(f, ds[i].n, H5P_DEFAULT);
         ensure_groups(f, ds[i].n);
-        hsize_t dims[2] = {(hsize_t)ds[i].d0, (hsize_t)ds[i].d1}, maxd[2] = {H5S_UNLIMITED, H5S_UNLIMITED};
-        hsize_t ch[2] = {dims[0] < 256 ? (dims[0] ? dims[0] : 1) : 256,
-                         dims[1] < 64 ? (dims[1] ? dims[1] : 1) : 64};
+        hsize_t dims[4], maxd[4], ch[4];
+        for (int j = 0; j < 4; j++) {
+            dims[j] = (hsize_t)ds[i].d[j];
+            maxd[j] = H5S_UNLIMITED;
+            const hsize_t cap = j == 0 ? 256 : j == 1 ? 64 : 4; /* a first chunk of at most 2^18 cells */
+            ch[j] = dims[j] < cap ? (dims[j] ? dims[j] : 1) : cap;
+        }
         hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
         H5Pset_chunk(dcpl, ds[i].rank, ch);
         if (deflate) {
@@ -679,13 +910,16 @@ static void edit_inflate(fin *in, hid_t f, shape *sh)
         hid_t sp = H5Screate_simple(ds[i].rank, dims, maxd);
         hid_t d = H5Dcreate2(f, ds[i].n, ds[i].t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         if (d >= 0 && pick(in, 2)) { /* the first chunk, zeros */
-            hsize_t start[2] = {0, 0}, cnt[2] = {ch[0] < dims[0] ? ch[0] : dims[0], ch[1] < dims[1] ? ch[1] : dims[1]};
-            if (ds[i].rank == 1)
-                cnt[1] = 1;
-            if (cnt[0] > 0 && cnt[1] > 0) {
+            hsize_t start[4] = {0, 0, 0, 0}, cnt[4];
+            size_t cells = 1;
+            for (int j = 0; j < 4; j++) {
+                cnt[j] = j < ds[i].rank ? (ch[j] < dims[j] ? ch[j] : dims[j]) : 1;
+                cells *= (size_t)cnt[j];
+            }
+            if (cells > 0) {
                 hid_t ms = H5Screate_simple(ds[i].rank, cnt, NULL);
                 H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, cnt, NULL);
-                double *z = xcalloc((size_t)(cnt[0] * cnt[1]), sizeof *z);
+                double *z = xcalloc(cells, sizeof *z);
                 H5Dwrite(d, H5T_NATIVE_DOUBLE, ms, sp, H5P_DEFAULT, z);
                 free(z);
                 H5Sclose(ms);
@@ -700,6 +934,8 @@ static void edit_inflate(fin *in, hid_t f, shape *sh)
         fprintf(stderr, "inflate: P %lld x %lld, S %lld x %lld, deflate %d\n", (long long)P, (long long)Pm,
                 (long long)S, (long long)G, deflate);
     sh->P = P, sh->S = S, sh->G = G, sh->Pmax = Pm, sh->nlens = 1, sh->lens[0] = L;
+    if (sh->Lm)
+        sh->Lm = Lm, sh->k = K, sh->E = sh->E > K ? sh->E : K;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -779,6 +1015,49 @@ static void check_accepted(const rc_results *r, uint64_t file_size)
             acc += (double)r->lens[i].logprob_fwd[k];
         for (int64_t t = 0; t < L; t++)
             acc += (double)r->lens[i].pos_count[t];
+        /* --distribution: on every length or none, top-1 flags in {-1, 0, 1} */
+        const rc_len_result *lr = &r->lens[i];
+        if (!lr->dist_kl != !r->lens[0].dist_kl || !lr->dist_tv != !lr->dist_kl || !lr->dist_top1 != !lr->dist_kl)
+            abort();
+        for (int64_t k = 0; lr->dist_kl && k < S * L; k++) {
+            if (lr->dist_top1[k] < -1 || lr->dist_top1[k] > 1)
+                abort();
+            acc += lr->dist_kl[k] + lr->dist_tv[k];
+        }
+        for (int64_t t = 0; lr->pos_kl_mean && t < L; t++)
+            acc += lr->pos_kl_mean[t] + lr->pos_tv_mean[t] + lr->pos_top1_agree[t];
+    }
+    /* score's columns: ratiocheck's only with the trainer's, and then the three-way summary */
+    if ((r->logprob_ratiocheck && !r->logprob_trainer) || (!r->threeway != !r->logprob_ratiocheck))
+        abort();
+    for (int64_t i = 0; r->logprob_trainer && i < S * G; i++)
+        acc += (double)r->logprob_trainer[i] + (r->logprob_ratiocheck ? (double)r->logprob_ratiocheck[i] : 0.0);
+    if (r->threeway && (memchr(r->threeway->ratiocheck, 0, sizeof r->threeway->ratiocheck) == NULL ||
+                        memchr(r->threeway->summary, 0, sizeof r->threeway->summary) == NULL))
+        abort();
+    /* /routing: the results' shape, experts -1 or in [0, experts), layers increasing */
+    const rc_routing *rt = r->routing;
+    if (rt) {
+        if (rt->n_seq != S || rt->gen_len != G || rt->n_layers < 1 || rt->top_k < 1 || rt->n_experts < rt->top_k ||
+            rt->n_experts > INT16_MAX)
+            abort();
+        const int64_t n = S * G * rt->n_layers * rt->top_k;
+        for (int side = 0; side < 2; side++)
+            for (int64_t i = 0; i < n; i++) {
+                if (rt->experts[side][i] < -1 || rt->experts[side][i] >= rt->n_experts)
+                    abort();
+                acc += (double)rt->weights[side][i];
+            }
+        for (int64_t m = 0; m < rt->n_layers; m++) {
+            if (rt->layer[m] < 0 || (m > 0 && rt->layer[m] <= rt->layer[m - 1]))
+                abort();
+            acc += (double)(rt->layer_flips[m] + rt->layer_miles[m] + rt->layer_first[m]);
+        }
+        for (int64_t i = 0; i < S * G; i++)
+            if (rt->token_flips[i] < -1 || rt->token_flips[i] > rt->n_layers)
+                abort();
+        if (rt->st.tokens_flip > rt->st.tokens || rt->st.first_layer < -1 || rt->st.miles_layer < -1)
+            abort();
     }
     g_sink = acc;
 }
@@ -809,6 +1088,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&sh, 0, sizeof sh);
     bool made = make_results(&in, &r, sh.lens, &sh.nlens);
     sh.P = r.n_prompts, sh.Pmax = r.prompt_max, sh.S = r.n_seq, sh.G = r.gen_len;
+    if (r.routing)
+        sh.Lm = r.routing->n_layers, sh.k = r.routing->top_k, sh.E = r.routing->n_experts;
     rc_status s = made ? rc_h5_write(&r, g_path, true) : RC_ERR_INTERNAL;
     rc_results_free(&r);
     if (s != RC_OK) {
@@ -821,7 +1102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     int edits = (int)pick(&in, 13);
     for (int e = 0; e < edits; e++) {
-        switch (pick(&in, 12)) {
+        switch (pick(&in, 14)) {
         case 0:
         case 1:
         case 2:
@@ -831,11 +1112,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 6:
         case 7: edit_attr(&in, f, &sh); break;
         case 8:
-        case 9: edit_element(&in, f); break;
+        case 9: edit_element(&in, f, &sh); break;
         case 10: edit_inflate(&in, f, &sh); break;
-        default: { /* delete a group */
-            static const char *const groups[] = {"/prompts", "/rollouts", "/reference", "/cross_length"};
-            H5Ldelete(f, groups[pick(&in, 4)], H5P_DEFAULT);
+        case 11:
+        case 12: edit_group_attr(&in, f, &sh); break;
+        default: { /* delete a group (or one of the optional datasets) */
+            static const char *const groups[] = {"/prompts",          "/rollouts",
+                                                 "/reference",        "/cross_length",
+                                                 "/routing",          "/threeway",
+                                                 "/rollouts/logprob_trainer", "/rollouts/logprob_ratiocheck",
+                                                 "/routing/layer",    "/sweep"};
+            H5Ldelete(f, groups[pick(&in, 10)], H5P_DEFAULT);
             break;
         }
         }
@@ -884,9 +1171,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc_results back;
     s = rc_h5_read(g_path2, &back);
     if (s != RC_OK || back.n_seq != r.n_seq || back.gen_len != r.gen_len || back.n_lens != r.n_lens ||
-        back.prompt_max != r.prompt_max) {
+        back.prompt_max != r.prompt_max || !back.routing != !r.routing || !back.threeway != !r.threeway ||
+        !back.logprob_trainer != !r.logprob_trainer || !back.lens[0].dist_kl != !r.lens[0].dist_kl) {
         fprintf(stderr, "the written copy does not read back: %s\n", rc_last_error());
         abort();
+    }
+    /* diff's comparison of the copy's routing with the original's: every token both recorded, none differing */
+    for (int side = 0; r.routing && side < 2; side++) {
+        int64_t tok = -1, dif = -1, want = 0;
+        if (rc_routing_compare(r.routing, back.routing, side, &tok, &dif) != RC_OK)
+            abort();
+        for (int64_t i = 0; i < r.n_seq * r.gen_len; i++)
+            want += r.routing->experts[side][i * r.routing->n_layers * r.routing->top_k] >= 0;
+        if (tok != want || dif != 0)
+            abort();
     }
     rc_results_free(&back);
     rc_results_free(&r);

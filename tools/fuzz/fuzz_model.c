@@ -1,11 +1,11 @@
 /* libFuzzer harness (c): rc_model_load on a real fixture whose config.json is
  * replaced by the input.
  *
- * One scratch model folder per supported model_type is made at start-up
- * from data/fixtures (neox_parallel, llama_gqa, mistral_headdim, qwen2_bias
- * with its three shards and index, gpt2_learned, bloom_alibi, mpt_alibi,
- * baichuan_13b); the input's "model_type" picks the folder (llama's when it
- * names none of them). Seed the corpus with
+ * One scratch model folder per model_type is made at start-up from
+ * data/fixtures: the rows of tests/fixtures.h marked for it (qwen2_bias with
+ * its three shards and index); the input's "model_type" picks the folder
+ * (llama's when it names none of them); one more folder, quant/fp8 (FP8
+ * block-scaled weights), for an input with a quantization_config. Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
  *
@@ -23,11 +23,13 @@
 #define FZ_NO_CONFIG_MAIN
 #include "fuzz_config.c"
 
-#define N_DIRS 8
+#include "tests/fixtures.h"
+
+#define N_DIRS (RC_N_FIXTURE_MODELS + 1) /* at most: the rows marked for fuzzing, and quant/fp8 */
 static char g_dirs[N_DIRS][600];
-static const char *const k_fixtures[N_DIRS] = {"neox_parallel", "llama_gqa",   "mistral_headdim", "qwen2_bias",
-                                               "gpt2_learned",  "bloom_alibi", "mpt_alibi",       "baichuan_13b"};
-static const char *const k_types[N_DIRS] = {"gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan"};
+static const char *k_fixtures[N_DIRS]; /* the marked rows' folders and model types, g_n of them */
+static const char *k_types[N_DIRS];
+static int g_n, g_llama, g_quant;
 static const char *const k_files[] = {"model.safetensors", "model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
                                       "model-00003-of-00003.safetensors", "model.safetensors.index.json",
@@ -41,8 +43,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         exit(2);
     }
     const char *base = fz_scratch_dir("model");
-    for (int i = 0; i < N_DIRS; i++) {
-        snprintf(g_dirs[i], sizeof g_dirs[i], "%s/%s", base, k_fixtures[i]);
+    for (int r = 0; r < RC_N_FIXTURE_MODELS; r++) {
+        if (!rc_fixture_models[r].fuzz)
+            continue;
+        if (strcmp(rc_fixture_models[r].model_type, "llama") == 0)
+            g_llama = g_n;
+        k_fixtures[g_n] = rc_fixture_models[r].name;
+        k_types[g_n++] = rc_fixture_models[r].model_type;
+    }
+    g_quant = g_n;
+    k_fixtures[g_n] = "quant/fp8";
+    k_types[g_n++] = "";
+    for (int i = 0; i < g_n; i++) {
+        snprintf(g_dirs[i], sizeof g_dirs[i], "%s/d%d", base, i);
         if (mkdir(g_dirs[i], 0700) != 0) {
             perror(g_dirs[i]);
             abort();
@@ -66,12 +79,14 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
 static int pick_dir(const uint8_t *data, size_t size)
 {
     json_t *j = json_loadb((const char *)data, size, 0, NULL);
-    int d = 1;
+    int d = g_llama;
     if (j) {
         const char *mt = json_string_value(json_object_get(j, "model_type"));
-        for (int i = 0; mt && i < N_DIRS; i++)
-            if (strcmp(mt, k_types[i]) == 0)
+        for (int i = 0; mt && i < g_n; i++)
+            if (k_types[i][0] && strcmp(mt, k_types[i]) == 0)
                 d = i;
+        if (json_object_get(j, "quantization_config")) /* the FP8 block-scaled llama */
+            d = g_quant;
         json_decref(j);
     }
     return d;

@@ -80,7 +80,7 @@ static void check(const char *path, const rc_prompt_limits *lim) { check_with(pa
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const rc_prompt_limits ctx = {0, 256, 50};
+    const rc_prompt_limits ctx = {0, 256, 50, NULL};
     fz_write(g_txt, data, size);
     check(g_txt, &ctx);
     fz_write(g_jsonl, data, size);

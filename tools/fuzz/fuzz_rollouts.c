@@ -7,7 +7,9 @@
  * the lengths; every prompt 1..prompt_max tokens, prompt + response <= 256;
  * every id in [0, 4096); every log-prob finite and <= RC_LOGPROB_POS_TOL;
  * prompt_max / resp_max the largest lengths; the padded tables hold exactly
- * the rollouts (-1 / NaN after them). On failure: the set is empty. With
+ * the rollouts (-1 / NaN after them); with trainer_logprobs (every record
+ * or none) the same checks on them, and the two columns compared without a
+ * model (rc_score_logged_results, then every statistic). On failure: the set is empty. With
  * FUZZ_CHECK_MSG=1 every error is one line naming the file. Run with
  * -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10.
  * Seeds: tools/fuzz/corpus/rollouts/ (the shapes of data/fixtures/score/).
@@ -27,7 +29,7 @@ static const char *const k_keys[] = {
     "prompt_ids", "response_ids", "logprobs", "temperature", "top_p", "top_k", "logprobs_kind", "choices",
     "outputs", "prompt_token_ids", "token_ids", "token_logprobs", "tokens", "content", "token", "logprob",
     "meta_info", "output_token_logprobs", "input_token_logprobs", "input_ids", "output_ids", "prompt_tokens",
-    "index", "text", NULL};
+    "index", "text", "trainer_logprobs", NULL};
 static const char *const k_strings[] = {"raw", "processed", "token_id:3", "token_id:4096", "token_id:", "token_id:-1",
                                         "3", "NaN", "", NULL};
 static const fz_json_dict k_dict = {k_keys, k_strings};
@@ -69,10 +71,11 @@ static void check(rc_rollout_format f)
             if (s.tok[k] < 0 || s.tok[k] >= 4096)
                 abort();
         for (int64_t k = s.lp_off[i]; k < s.lp_off[i + 1]; k++)
-            if (!isfinite(s.lp[k]) || s.lp[k] > RC_LOGPROB_POS_TOL)
+            if (!isfinite(s.lp[k]) || s.lp[k] > RC_LOGPROB_POS_TOL ||
+                (s.has_trainer && (!isfinite(s.tlp[k]) || s.tlp[k] > RC_LOGPROB_POS_TOL)))
                 abort();
     }
-    if (pm != s.prompt_max || rm != s.resp_max)
+    if (pm != s.prompt_max || rm != s.resp_max || s.has_trainer != (s.tlp != NULL))
         abort();
     /* the same file in chunks of 3 rollouts: the same rollouts, in order */
     rc_rollout_reader *R = NULL;
@@ -89,7 +92,9 @@ static void check(rc_rollout_format f)
             const int64_t g = done + i;
             if (g >= s.n || c->plen[i] != s.plen[g] || c->rlen[i] != s.rlen[g] || c->line[i] != s.line[g] ||
                 memcmp(c->tok + c->tok_off[i], s.tok + s.tok_off[g], (size_t)(c->plen[i] + c->rlen[i]) * 4) ||
-                memcmp(c->lp + c->lp_off[i], s.lp + s.lp_off[g], (size_t)c->rlen[i] * 4))
+                memcmp(c->lp + c->lp_off[i], s.lp + s.lp_off[g], (size_t)c->rlen[i] * 4) ||
+                c->has_trainer != s.has_trainer ||
+                (s.has_trainer && memcmp(c->tlp + c->lp_off[i], s.tlp + s.lp_off[g], (size_t)c->rlen[i] * 4)))
                 abort();
         }
         done += c->n;
@@ -107,8 +112,25 @@ static void check(rc_rollout_format f)
                     abort();
             for (int64_t t = 0; t < in.resp_max; t++)
                 if ((t < in.valid[i]) != (in.tokens[i * in.resp_max + t] >= 0) ||
-                    (t < in.valid[i]) != !isnan(in.logprobs[i * in.resp_max + t]))
+                    (t < in.valid[i]) != !isnan(in.logprobs[i * in.resp_max + t]) ||
+                    (in.trainer_logprobs && (t < in.valid[i]) != !isnan(in.trainer_logprobs[i * in.resp_max + t])))
                     abort();
+        }
+        if ((in.trainer_logprobs != NULL) != s.has_trainer)
+            abort();
+        if (in.trainer_logprobs) { /* both sides logged: every statistic, no model */
+            const int64_t lens[2] = {in.resp_max > 1 ? in.resp_max / 2 : 1, in.resp_max};
+            const int nl = lens[0] < lens[1] ? 2 : 1;
+            const rc_stat_params sp = {0};
+            rc_results r;
+            rc_status s2 = rc_score_logged_results(&in, nl, nl == 2 ? lens : lens + 1, &sp, &r);
+            if (s2 == RC_OK)
+                s2 = rc_compute_stats(&r);
+            if (s2 != RC_OK && s2 != RC_ERR_NOMEM)
+                abort();
+            if (s2 == RC_OK && r.lens[r.n_lens - 1].st.count != s.lp_off[s.n])
+                abort();
+            rc_results_free(&r);
         }
         rc_score_inputs_free(&in);
     }

@@ -6,6 +6,10 @@
  * ASan sees any read past the mapping; rc_st_read_weight must give the same
  * bits as rc_st_read_f32 and refuse exactly the tensors holding NaN or Inf.
  *
+ * Each file that opens is then read again as a quantized checkpoint's
+ * (rc_st_apply_quant with an FP8 16 x 16 block and an MXFP4
+ * quantization_config): the checks refuse or every dequantized tensor reads.
+ *
  * The custom mutator knows the layout (u64 header length, JSON header, data):
  * half the time it edits the header JSON, rewrites the length and resizes the
  * data to what the offsets ask for, so that deep validation is reached.
@@ -101,6 +105,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc_st_close(st);
     } else if (st) {
         abort(); /* *out must stay NULL on failure */
+    }
+    /* the same file as a quantized checkpoint's (FP8 blocks, MXFP4): the
+     * dequantized tensors read like any other */
+    static const char *const k_quant[] = {
+        "{\"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [16, 16]}}",
+        "{\"dtype\": \"float32\", \"quantization_config\": {\"quant_method\": \"mxfp4\"}}"};
+    for (size_t q = 0; s == RC_OK && q < sizeof k_quant / sizeof k_quant[0]; q++) {
+        rc_safetensors *qs = NULL;
+        if (rc_st_open_file(g_path, &qs) != RC_OK)
+            abort(); /* it opened above */
+        rc_status sq = rc_st_apply_quant(qs, k_quant[q], strlen(k_quant[q]), "config.json");
+        fz_check_msg2(sq, "config.json", g_path); /* the config or a malformed tensor of the file */
+        if (sq == RC_OK)
+            read_all(qs);
+        rc_st_close(qs);
     }
     return 0;
 }

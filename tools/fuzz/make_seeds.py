@@ -137,3 +137,25 @@ if os.path.exists(qidx):
         put("index", f"qwen2_bias-{tag}.json", json.dumps({"metadata": {}, "weight_map": m}).encode())
 
 print("seeds in", base)
+
+# quantized weights (src/formats/quant.h): fuzz_safetensors also reads every
+# input with an FP8 [16, 16] and an MXFP4 quantization_config; fuzz_model
+# loads data/fixtures/quant/fp8 for a config with a quantization_config
+fp8_n, fp8_s = 20 * 40, 2 * 3
+fp8_hdr = {"w.weight": {"dtype": "F8_E4M3", "shape": [20, 40], "data_offsets": [0, fp8_n]},
+           "w.weight_scale_inv": {"dtype": "F32", "shape": [2, 3], "data_offsets": [fp8_n, fp8_n + 4 * fp8_s]}}
+fp8_q = bytes((i * 37) & 0x7E for i in range(fp8_n))
+put("safetensors", "synthetic-fp8-blocks", st_file(fp8_hdr, fp8_q + struct.pack("<6f", *[0.01 * (k + 1) for k in range(6)])))
+put("safetensors", "synthetic-fp8-hostile-scale",
+    st_file(fp8_hdr, fp8_q + struct.pack("<6f", 0.01, float("nan"), 0.0, -1.0, float("inf"), 1e-3)))
+put("safetensors", "synthetic-mxfp4", st_file(
+    {"e.down_proj_blocks": {"dtype": "U8", "shape": [1, 2, 1, 16], "data_offsets": [0, 32]},
+     "e.down_proj_scales": {"dtype": "U8", "shape": [1, 2, 1], "data_offsets": [32, 34]}},
+    bytes((i * 29) & 0xFF for i in range(32)) + bytes([127, 254])))
+qcfg = os.path.join(fx, "quant", "fp8", "config.json")
+with open(qcfg, "rb") as f:
+    put("model", "quant-fp8.json", f.read())
+with open(qcfg) as f:
+    c = json.load(f)
+c["quantization_config"]["weight_block_size"] = [16, 32]
+put("model", "quant-fp8-bad-block.json", json.dumps(c, indent=2, sort_keys=True).encode())

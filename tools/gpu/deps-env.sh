@@ -7,7 +7,9 @@
 #
 # For each capability ("group" in DEBS_DIR/MANIFEST): pkgconfig (a pkg-config program), jansson,
 # openblas, hdf5, pcre2, utf8proc, check, the machine's own copy is used when it has one
-# (pkg-config --exists ...); the missing ones are unpacked into a prefix and exported.  When the
+# (pkg-config --exists ...); the missing ones are unpacked into a prefix and exported (a group
+# MANIFEST does not carry -- openblas unless fetch-debs.sh ran with FETCH_DEBS_BLAS=1 -- is left
+# to the build: the GPU check builds with meson -Dblas=disabled).  When the
 # machine has every group, nothing is read (DEBS_DIR and its MANIFEST may be absent) and nothing
 # is exported but RC_DEPS_GROUPS="".
 #   PKG_CONFIG_PATH  gets PREFIX/pc first: the .pc files of the unpacked groups only, their paths
@@ -99,6 +101,20 @@ _rcd_main() {
     case "$pv" in '#'*|'') continue ;; esac
     M_PKG+=("${pv%%=*}"); M_GROUPS+=("$groups"); M_ROLE+=("$role"); M_FILE+=("$file"); M_SHA+=("$sha")
   done < "$manifest"
+  # a group MANIFEST does not carry (openblas: the GPU check builds with meson -Dblas=disabled) is
+  # left to the build, which says what it lacks
+  local -a insel=() absent=()
+  for g in "${sel[@]}"; do
+    if [[ " ${M_GROUPS[*]//,/ } " == *" $g "* ]]; then insel+=("$g"); else absent+=("$g"); fi
+  done
+  if [ ${#absent[@]} -gt 0 ]; then
+    [ -n "${RC_DEPS_QUIET:-}" ] || echo "deps-env: not in $manifest, left to the build: ${absent[*]}"
+  fi
+  sel=(${insel[@]+"${insel[@]}"})
+  if [ ${#sel[@]} -eq 0 ]; then
+    export RC_DEPS_GROUPS=""
+    return 0
+  fi
 
   # ---- packages to unpack: those of a selected group
   local -a pk_root=() pk_clos=()

@@ -6,10 +6,13 @@
 # Usage: bash tools/gpu/fetch-debs.sh [DIR]      (DIR defaults to .debs at the repository root)
 #        FETCH_DEBS_SLIM=0 bash tools/gpu/fetch-debs.sh    the Debian files as they are (no repacking)
 #        FETCH_DEBS_IMAGE_BASE=0 bash tools/gpu/fetch-debs.sh   fetch IMAGE_BASE (below) too
+#        FETCH_DEBS_BLAS=1 bash tools/gpu/fetch-debs.sh   OpenBLAS too (and its libgfortran5 /
+#                                         libquadmath0), for a build with meson's default -Dblas=enabled
 #
 # The folder travels to the GPU machine with the working tree (64 MiB in all), so it holds only
-# what a bare CUDA image lacks: 37 packages, 8.8 MiB from the archive of 2026-12-05 (bash
-# tools/gpu/gpu_check.sh --stage size measures what travels).
+# what a bare CUDA image lacks, for the GPU check's build (meson -Dblas=disabled: no OpenBLAS):
+# 33 packages, 3.9 MiB from the archive of 2026-12-05 (37 packages, 8.8 MiB with FETCH_DEBS_BLAS=1;
+# bash tools/gpu/gpu_check.sh --stage size measures what travels).
 #
 # No root needed (`apt-get download`).  Idempotent: a file already in DIR whose SHA256 is the one
 # recorded in DIR/MANIFEST (and, for a download, apt's) is kept; .deb files no longer wanted are
@@ -33,7 +36,8 @@
 # 24.04 image with Python 3 and apt has -- OpenSSL 3 (python3's ssl module), GnuTLS 3 and its
 # nettle / hogweed / gmp / p11-kit / tasn1 / ffi (apt's https), zlib, zstd (apt, libsystemd) --
 # all needed only below HDF5's libcurl4.  deps-env.sh stops with the missing sonames where a
-# machine lacks one of them.  Everything else, libquadmath0 and libgfortran5 included, is fetched.
+# machine lacks one of them.  Everything else is fetched (with FETCH_DEBS_BLAS=1, OpenBLAS's
+# libgfortran5 and libquadmath0 too).
 #
 # Slimming (default; FETCH_DEBS_SLIM=0 turns it off): every package is repacked without what a
 # build never reads: static libraries (lib*.a; check's libcheck*.a is kept: Check is
@@ -59,8 +63,6 @@ ROOTS=(
   "pkgconfig|dev|pkgconf"
   "jansson|dev|libjansson-dev"
   "jansson|lib|libjansson4"
-  "openblas|dev|libopenblas-pthread-dev"
-  "openblas|lib|libopenblas0-pthread"
   "hdf5|dev|libhdf5-dev"
   "hdf5|lib|libhdf5-103-1 libhdf5-hl-100"
   "pcre2|dev|libpcre2-dev"
@@ -71,6 +73,11 @@ ROOTS=(
   "check|lib|libsubunit0"
 )
 # (the seed model's corpus is in the repository: tools/gpu/kjv-excerpt.txt.xz)
+# OpenBLAS only on request: the GPU check builds with meson -Dblas=disabled (its CUDA suite compares
+# CUDA with the CPU engine / invariant kernels, never with --kernels blas)
+if [ "${FETCH_DEBS_BLAS:-0}" = 1 ]; then
+  ROOTS+=("openblas|dev|libopenblas-pthread-dev" "openblas|lib|libopenblas0-pthread")
+fi
 BASE=" libc6 libc-bin libgcc-s1 libstdc++6 gcc-12-base libgomp1 libcrypt1
        libsasl2-modules-db libdb5.3 readline-common debconf dpkg "
 BASE_SONAMES=" libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2

@@ -146,8 +146,10 @@ stage_size() {
         sum "  not a git checkout (on the device machine the tree has already travelled)"
         return 0
     fi
-    read -r n tree < <(git -C "$ROOT" ls-files -z -co --exclude-standard |
-        (cd "$ROOT" && xargs -0 -r stat -L -c %s 2>/dev/null) | awk '{n++; s+=$1} END {print n+0, s+0}')
+    # "SIZE PATH" per file that travels: the total, and the largest folders (two levels down)
+    git -C "$ROOT" ls-files -z -co --exclude-standard |
+        (cd "$ROOT" && xargs -0 -r stat -L -c '%s %n' 2>/dev/null) >"$RES/tree-sizes.txt"
+    read -r n tree < <(awk '{n++; s+=$1} END {print n+0, s+0}' "$RES/tree-sizes.txt")
     for c in $carry; do
         local b=0
         if [ -e "$ROOT/$c" ]; then
@@ -164,6 +166,9 @@ stage_size() {
         'BEGIN {printf "travels: %.1f MiB (%d files of the working tree %.1f MiB%s); limit %d MiB here, 64 MiB at the device tool", a/1048576, n, t/1048576, x, l}')
     echo "$msg"
     sum "  $msg"
+    sum "  largest: $(awk '{p = $2; k = split(p, a, "/"); d = (k > 2) ? (a[1] "/" a[2]) : ((k > 1) ? a[1] : "(top)"); s[d] += $1}
+        END {for (d in s) printf "%d %s\n", s[d], d}' "$RES/tree-sizes.txt" | sort -rn | head -6 |
+        awk '{printf "%s%s %.1f", (NR > 1 ? ", " : ""), $2, $1 / 1048576} END {print " MiB"}')"
     if [ "$total" -gt $((limit_mib * 1048576)) ]; then
         sum "  REFUSED: over $limit_mib MiB; carry less (RC_GPU_CARRY) or ignore large untracked files"
         return 3
@@ -183,7 +188,7 @@ stage_build() {
     local opt=-Dcuda=enabled
     if [ "$DRY" = 1 ] && ! command -v nvcc >/dev/null; then opt=-Dcuda=auto; fi
     if [ ! -f "$BUILD/build.ninja" ]; then
-        tmo 120 meson setup "$BUILD" "$opt" -Dbuildtype=release >"$RES/meson-setup.txt" 2>&1 ||
+        tmo 120 meson setup "$BUILD" "$opt" -Dblas=disabled -Dbuildtype=release >"$RES/meson-setup.txt" 2>&1 ||
             { tail -30 "$RES/meson-setup.txt"; sum "  meson setup failed: $(grep -m1 -iE 'error' "$RES/meson-setup.txt")"; return 1; }
     fi
     local t want=() have

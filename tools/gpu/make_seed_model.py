@@ -20,7 +20,7 @@ Inputs
         the tokenizer (4000 tokens, <|endoftext|> = id 0 = bos = eos) and bos/eos ids.
     --corpus: the KJV text, any of
         - a plain text file: the output of `bible -l0 Genesis1:1-Revelation22:21`
-          (tools/get_corpus.sh; "Book N" heading lines, "  N verse" lines), or any
+          (tools/fixtures/get_corpus.sh; "Book N" heading lines, "  N verse" lines), or any
           other UTF-8 text (then split into documents at blank lines);
         - Debian's bible-kjv-text data file bible.data (it is *not* plain text: it is
           the Bible Retrieval System's windowed LZW format; decoded here in pure
@@ -91,7 +91,7 @@ Versions
     written for: Python 3.12, torch 2.11 (cu130), transformers 5.17, tokenizers 0.23,
     safetensors 0.8, numpy (the GPU image); tested on the CPU with Python 3.11.7,
     torch 2.15.0, transformers 5.24.0, tokenizers 0.23.3, safetensors 0.8.0,
-    numpy 2.4.6.  See tools/gpu/requirements-gpu.txt.
+    numpy 2.4.6.  See tools/gpu/requirements.txt.
 """
 
 import argparse
@@ -319,7 +319,7 @@ def load_corpus(path):
             if para.strip():
                 docs.append([para.strip()])
         desc["format"] = "plain text, one document per blank-line-separated paragraph"
-    # One verse per line, no verse numbers or headings: as tools/train_default_model.py.
+    # One verse per line, no verse numbers or headings: as tools/fixtures/train_default_model.py.
     docs = ["\n".join(d) for d in docs if d]
     desc["documents"] = len(docs)
     desc["chars"] = sum(map(len, docs))

@@ -1,0 +1,358 @@
+/* ratiocheck inspect: a model folder described, with a memory and speed estimate. */
+#include "cli.h"
+
+static const char *act_name(rc_act a)
+{
+    switch (a) {
+    case RC_ACT_GELU_ERF: return "gelu (erf)";
+    case RC_ACT_GELU_TANH: return "gelu (tanh)";
+    case RC_ACT_GELU_NEW: return "gelu_new";
+    case RC_ACT_GELU_BLOOM: return "gelu (BLOOM's tanh)";
+    case RC_ACT_SILU: return "silu";
+    }
+    return "?";
+}
+
+static const char *rope_name(rc_rope_type t)
+{
+    switch (t) {
+    case RC_ROPE_DEFAULT: return "default";
+    case RC_ROPE_LINEAR: return "linear";
+    case RC_ROPE_LLAMA3: return "llama3";
+    case RC_ROPE_YARN: return "yarn";
+    case RC_ROPE_LONGROPE: return "longrope";
+    }
+    return "?";
+}
+
+/* ---- inspect -------------------------------------------------------------- */
+
+typedef struct {
+    const char *model, *dtype;
+    int64_t batch, seqs, tokens;
+    bool json, help, no_speed;
+} inspect_opts;
+
+static const opt_spec k_inspect_opts[] = {
+    {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0, 0, 0, 0},
+    {"dtype", 0, "fp32|fp16|bf16", "the run's dtype, for the memory estimate (default bf16)", "Memory estimate:",
+     op_path, offsetof(inspect_opts, dtype), 0, 0, 0, 0, 0},
+    {"batch", 0, "N", "sequences decoded together (default 32, as run)", NULL, op_i64, offsetof(inspect_opts, batch),
+     1, 1 << 20, 0, 0, 0},
+    {"seqs", 0, "N", "sequences re-scored in one forward (run's --forward-batch,\nby default all of them; default 64)",
+     NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20, 0, 0, 0},
+    {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
+     offsetof(inspect_opts, tokens), 1, RC_LIM_POS, 0, 0, 0},
+    {"no-speed", 0, NULL, "skip the speed estimate (it times GEMMs for about a second)", NULL, op_flag,
+     offsetof(inspect_opts, no_speed), 0, 0, 0, 0, 0},
+    {"json", 0, NULL, "print one JSON object", "Output:", op_flag, offsetof(inspect_opts, json), 0, 0, 0, 0, 0},
+    OPT_HELP(inspect_opts),
+};
+
+
+/* This machine's GEMM rate (GFLOP/s) at M rows, K = hidden, N = min(inner,
+ * 2048): the median of a few calls of the CPU backend's engine kernels after
+ * one warm-up; 0 when a call fails. */
+static double gemm_rate(rc_backend *be, int64_t M, int64_t K, int64_t N, const float *x, rc_wt W, float *y)
+{
+    double t[5];
+    int n = 0;
+    if (be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y) != RC_OK)
+        return 0.0;
+    const double t_end = mono_now() + 0.4;
+    for (; n < 5 && (n < 2 || mono_now() < t_end); n++) {
+        double t0 = mono_now();
+        if (be->ops->matmul(be, x, M, K, W, N, NULL, RC_F32, RC_F32, y) != RC_OK)
+            return 0.0;
+        t[n] = mono_now() - t0;
+    }
+    for (int i = 1; i < n; i++) /* sort */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double v = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = v;
+        }
+    return 2.0 * (double)M * (double)K * (double)N / (t[n / 2] > 1e-9 ? t[n / 2] : 1e-9) / 1e9;
+}
+
+/* The speed estimate of inspect: GEMM FLOPs per token of the model (every
+ * layer's projections and the LM head) over the GEMM rate measured now at
+ * the decode batch and at a re-score-sized M. GEMMs only: attention,
+ * norms, activations and sampling come on top (measured: about half of the
+ * bundled model's check, a third of a SmolLM2-135M-shaped generation). */
+typedef struct {
+    double gflop_per_token, gflops_decode, gflops_forward, s_per_1k_decode, s_per_1k_forward;
+    int64_t m_decode, m_forward;
+} speed_estimate;
+
+static rc_status estimate_speed(const rc_config *k, int64_t batch, rc_dtype dt, speed_estimate *se)
+{
+    const int64_t H = k->hidden, I = k->intermediate;
+    double layers = 0.0; /* every layer's GEMM FLOPs per token (MoE: the experts a token runs) */
+    for (int64_t l = 0; l < k->n_layers; l++) {
+        int64_t we;
+        double f;
+        rc_layer_cost(k, l, &we, &f);
+        layers += f;
+    }
+    se->gflop_per_token = (layers + 2.0 * (double)k->vocab * (double)H) / 1e9;
+    const int64_t N = I < 2048 ? I : 2048, Mf = 288;
+    se->m_decode = batch < 256 ? batch : 256;
+    se->m_forward = Mf;
+    rc_backend *be = NULL;
+    float *x = NULL, *y = NULL;
+    void *W = NULL, *W16 = NULL;
+    rc_status s = rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be);
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&x, Mf * H, sizeof(float), "speed estimate");
+    if (s == RC_OK)
+        s = rc_alloc_aligned(&W, N * H, sizeof(float), "speed estimate");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&y, Mf * N, sizeof(float), "speed estimate");
+    if (s == RC_OK) {
+        for (int64_t i = 0; i < Mf * H; i++)
+            x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+        for (int64_t i = 0; i < N * H; i++)
+            ((float *)W)[i] = (float)((i * 104729) % 2001 - 1000) * 1e-5f;
+        /* the weights as a run of dtype dt holds them: 2 bytes for bf16 / fp16 */
+        rc_wt w = rc_wt_f32(W);
+        if (dt != RC_F32 && (s = rc_alloc_aligned(&W16, N * H, 2, "speed estimate")) == RC_OK) {
+            rc_wt_convert(w, 0, N * H, dt, dt, W16);
+            w = (rc_wt){W16, dt, false};
+        }
+        se->gflops_decode = s == RC_OK ? gemm_rate(be, se->m_decode, H, N, x, w, y) : 0.0;
+        se->gflops_forward = s == RC_OK ? gemm_rate(be, Mf, H, N, x, w, y) : 0.0;
+        if (s == RC_OK && !(se->gflops_decode > 0.0 && se->gflops_forward > 0.0))
+            s = rc_errorf(RC_ERR_INTERNAL, "inspect: timing the GEMMs failed: %s", rc_last_error());
+        se->s_per_1k_decode = 1000.0 * se->gflop_per_token / se->gflops_decode;
+        se->s_per_1k_forward = 1000.0 * se->gflop_per_token / se->gflops_forward;
+    }
+    free(x);
+    free(W);
+    free(W16);
+    free(y);
+    if (be)
+        rc_backend_destroy(be);
+    return s;
+}
+
+
+int cmd_inspect(int argc, char **argv, const char *cmdline)
+{
+    inspect_opts io = {.dtype = "bf16", .batch = 32, .seqs = 64, .tokens = 256};
+    int code = parse_opts(argc, argv, k_inspect_opts, sizeof k_inspect_opts / sizeof k_inspect_opts[0], &io,
+                          offsetof(inspect_opts, help),
+                          "Usage: ratiocheck inspect --model DIR [--json] [--dtype D --batch N --seqs N --tokens N]\n\n"
+                          "The model's architecture as ratiocheck reads it, the memory a run\nwith these sizes "
+                          "allocates and an estimate of its speed on this machine.\nReads config.json and the "
+                          "safetensors headers, never the weights.\n\n");
+    if (code >= 0)
+        return code;
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (!io.model)
+        return usage_error("%s: --model DIR is required", "inspect");
+    const char *model = io.model;
+    const int json = io.json;
+    rc_model *m;
+    rc_status st = rc_model_load_headers(model, &m);
+    if (st != RC_OK)
+        return fail(st);
+    const rc_config *k = &m->cfg;
+    char pc[32];
+    rc_numerics num = rc_numerics_fp32();
+    rc_engine_mem em;
+    st = rc_dtype_parse_cli(io.dtype, &num.dt);
+    if (st == RC_OK) /* as a run in this dtype holds the model's load-time copies */
+        st = rc_model_narrow(m, num.dt);
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
+    speed_estimate se = {0};
+    if (!io.no_speed && (st = estimate_speed(k, io.batch, num.dt, &se)) != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
+    /* what a run holds: the model's weights it reads in place from the mapped
+     * files and the model's arena (layout fixes), then the engine the run
+     * creates (rollout.c: max(batch, seqs) slots, tokens positions, rows for
+     * the larger of the decode prefill and the forward batch) */
+    const int64_t slots = io.batch > io.seqs ? io.batch : io.seqs;
+    int64_t rows;
+    if (!rc_mul_i64(slots, io.tokens, &rows))
+        rows = INT64_MAX;
+    st = rc_engine_mem_estimate(m, &num, true, RC_KERNELS_ENGINE, slots, io.tokens, rows, &em);
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
+    const int64_t model_bytes = m->arena_bytes + em.weights_in_place;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (json) {
+        printf("{\"model\": ");
+        rc_json_str(stdout, model);
+        printf(", \"model_type\": ");
+        rc_json_str(stdout, k->model_type);
+        printf(", \"family\": ");
+        rc_json_str(stdout, k->arch->family);
+        printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+               "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
+               "\"positions\": \"%s\", \"norm_head\": %s, \"stored_dtype\": ",
+               (long long)k->n_layers, (long long)k->hidden, (long long)k->n_heads, (long long)k->n_kv_heads,
+               (long long)k->head_dim, (long long)k->intermediate, (long long)k->vocab, (long long)k->max_pos,
+               (long long)m->n_params,
+               k->pos == RC_POS_ROTARY ? "rotary" : k->pos == RC_POS_ALIBI ? "alibi" : "learned",
+               k->norm_head ? "true" : "false");
+        rc_json_str(stdout, m->stored_dtype);
+        printf(", \"memory\": {\"dtype\": \"%s\", \"batch\": %lld, \"seqs\": %lld, \"tokens\": %lld, "
+               "\"model_bytes\": %lld, \"weights_copy_bytes\": %lld, \"kv_cache_bytes\": %lld, "
+               "\"activation_bytes\": %lld, \"total_bytes\": %lld}",
+               rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs, (long long)io.tokens,
+               (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
+               (long long)(model_bytes + em.total));
+        if (!io.no_speed)
+            printf(", \"speed\": {\"gemm_gflop_per_token\": %.6g, \"decode_m\": %lld, \"decode_gflops\": %.4g, "
+                   "\"forward_m\": %lld, \"forward_gflops\": %.4g, \"decode_s_per_1k_tokens\": %.4g, "
+                   "\"forward_s_per_1k_tokens\": %.4g, \"gemm_only\": true}",
+                   se.gflop_per_token, (long long)se.m_decode, se.gflops_decode, (long long)se.m_forward,
+                   se.gflops_forward, se.s_per_1k_decode, se.s_per_1k_forward);
+        printf(", \"per_layer\": [");
+        for (int64_t l = 0; l < k->n_layers; l++) { /* what --layers N keeps: the first N of these */
+            int64_t we;
+            double f;
+            rc_layer_cost(k, l, &we, &f);
+            printf("%s{\"layer\": %lld, \"moe\": %s, \"weight_bytes\": %lld, \"gemm_gflop_per_token\": %.6g", l ? ", " : "",
+                   (long long)l, rc_layer_is_moe(k, l) ? "true" : "false", (long long)(we * rc_dtype_size(num.dt)),
+                   f / 1e9);
+            if (!io.no_speed)
+                printf(", \"decode_s_per_1k_tokens\": %.4g", 1000.0 * f / 1e9 / se.gflops_decode);
+            printf("}");
+        }
+        printf("], \"stored\": [");
+        for (int i = 0; i < m->nstored; i++)
+            printf("%s{\"dtype\": \"%s\", \"tensors\": %lld, \"bytes\": %llu}", i ? ", " : "",
+                   m->stored[i].dtype_name, (long long)m->stored[i].count, (unsigned long long)m->stored[i].bytes);
+        printf("], \"quant_method\": ");
+        if (m->quant_method[0])
+            printf("\"%s\"", m->quant_method);
+        else
+            printf("null");
+        printf("}\n");
+    } else {
+        printf("model          ");
+        rc_term_str(stdout, model);
+        printf("\narchitecture   ");
+        rc_term_str(stdout, k->model_type);
+        printf(" (family %s)\n", k->arch->family);
+        printf("layers         %lld\n", (long long)k->n_layers);
+        printf("hidden         %lld\n", (long long)k->hidden);
+        printf("heads          %lld\n", (long long)k->n_heads);
+        printf("kv heads       %lld\n", (long long)k->n_kv_heads);
+        printf("head_dim       %lld\n", (long long)k->head_dim);
+        printf("intermediate   %lld\n", (long long)k->intermediate);
+        printf("vocab          %lld\n", (long long)k->vocab);
+        printf("max positions  %lld\n", (long long)k->max_pos);
+        printf("norm           %s, eps %g%s%s\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps,
+               k->norm_w_offset ? ", weight (1 + w) in fp32" : "",
+               k->sandwich_norm ? ", four per layer (before and after attention and MLP)" : "");
+        printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
+        printf("residual       %s\n", k->parallel_residual ? "parallel" : "sequential");
+        if (k->n_experts > 0) { /* mixture of experts */
+            int64_t n_moe = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_moe += rc_layer_is_moe(k, l);
+            printf("experts        %lld, top %lld%s, expert inner %lld", (long long)k->n_experts, (long long)k->top_k,
+                   k->norm_topk_prob ? " renormalised" : "", (long long)k->moe_intermediate);
+            if (k->shared_intermediate > 0)
+                printf(", shared expert %lld", (long long)k->shared_intermediate);
+            printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
+        }
+        if (k->pos == RC_POS_ROTARY) {
+            printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
+                   k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
+                   k->rope_f32 ? " (fp32 inside)" : "");
+            if (k->rope_theta_local > 0)
+                printf("rope (local)   default, theta %g on the sliding-window layers\n", k->rope_theta_local);
+        } else if (k->pos == RC_POS_ALIBI) {
+            static const char *const slopes[] = {"BLOOM", "Baichuan", "MPT"};
+            static const char *const add[] = {"fused into the scaled scores", "added in the model dtype",
+                                              "added in fp32"};
+            printf("positions      ALiBi, %s slopes, bias from %s, %s\n", slopes[k->alibi_slopes],
+                   k->alibi_from_last_key ? "the last key" : "key position 0", add[k->alibi_add]);
+        } else {
+            printf("positions      learned, %lld\n", (long long)k->max_pos);
+        }
+        if (k->embed_norm)
+            printf("embedding norm yes\n");
+        if (k->clip_qkv > 0)
+            printf("clip_qkv       %g\n", k->clip_qkv);
+        if (k->score_div || k->attn_f32)
+            printf("scores         %s%s\n", k->score_div ? "divided by sqrt(head_dim)" : "",
+                   k->attn_f32 ? ", fp32 (SDPA)" : "");
+        if (k->norm_head)
+            printf("lm head        NormHead (rows L2-normalised)\n");
+        if (k->sliding_window > 0) {
+            int64_t n_win = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_win += rc_layer_window(k, l) > 0;
+            printf("sliding window %lld on %lld of %lld layers\n", (long long)k->sliding_window, (long long)n_win,
+                   (long long)k->n_layers);
+        }
+        if (k->embed_scale > 0)
+            printf("embedding      times %g (rounded to the dtype)\n", k->embed_scale);
+        if (k->softmax_scale > 0 || k->attn_softcap > 0 || k->final_softcap > 0) {
+            printf("scores         scale %g", k->softmax_scale > 0 ? k->softmax_scale : 1.0 / sqrt((double)k->head_dim));
+            if (k->attn_softcap > 0)
+                printf(", soft-capped at %g", k->attn_softcap);
+            if (k->final_softcap > 0)
+                printf("; logits soft-capped at %g", k->final_softcap);
+            printf("\n");
+        }
+        printf("tied embedding %s\n", k->tie_embeddings ? "yes" : "no");
+        printf("parameters     %s (%lld)\n", rc_fmt_count(pc, sizeof pc, m->n_params), (long long)m->n_params);
+        printf("stored dtype   ");
+        rc_term_str(stdout, m->stored_dtype);
+        printf("\n");
+        printf("stored formats");
+        for (int i = 0; i < m->nstored; i++)
+            printf("%s %s %lld tensors %.3g MiB", i ? "," : "", m->stored[i].dtype_name,
+                   (long long)m->stored[i].count, (double)m->stored[i].bytes / (1024.0 * 1024.0));
+        printf("\n");
+        if (m->quant_method[0])
+            printf("quantization   %s, dequantized on load as transformers does (docs/numerics.md)\n",
+                   m->quant_method);
+        printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
+               "%lld tokens each:\n",
+               (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
+               (long long)io.tokens);
+        printf("               weights %.2f GiB (the checkpoint's, read in place or copied at load) + %.2f GiB "
+               "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB\n",
+               (double)model_bytes / gib, (double)em.weights_copy / gib, rc_dtype_str(num.dt), (double)em.kv_cache / gib,
+               (double)em.activations / gib);
+        if (!io.no_speed)
+            printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "
+                   "re-scored tokens on this machine:\n"
+                   "               GEMMs only (%.3g GFLOP per token at %.0f / %.0f GFLOP/s measured just now); "
+                   "attention, norms and sampling add to it\n",
+                   se.s_per_1k_decode, (long long)se.m_decode, se.s_per_1k_forward, se.gflop_per_token,
+                   se.gflops_decode, se.gflops_forward);
+        /* per decoder layer, once per kind (dense / MoE): what --layers N adds per layer */
+        for (int moe = 0; moe < 2; moe++)
+            for (int64_t l = 0; l < k->n_layers; l++) {
+                if (rc_layer_is_moe(k, l) != (moe == 1))
+                    continue;
+                int64_t we;
+                double f;
+                rc_layer_cost(k, l, &we, &f);
+                printf("%s %.3g MiB of %s weights, %.3g GEMM GFLOP per token", moe ? "per MoE layer " : "per layer     ",
+                       (double)(we * rc_dtype_size(num.dt)) / (1024.0 * 1024.0), rc_dtype_str(num.dt), f / 1e9);
+                if (!io.no_speed)
+                    printf(", about %.3g s per 1k decoded tokens", 1000.0 * f / 1e9 / se.gflops_decode);
+                printf(" (--layers N runs the first N)\n");
+                break;
+            }
+    }
+    rc_model_free(m);
+    return 0;
+}

@@ -1,0 +1,353 @@
+/* The mixture-of-experts MLP (moe.h) and the CPU backend's MoE ops. */
+#include "moe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- CPU ops (backend_cpu.c's table points here) ---------------------------- */
+
+rc_status rc_cpu_zero(rc_backend *be, float *x, int64_t n)
+{
+    (void)be;
+    if (n > 0)
+        memset(x, 0, (size_t)n * sizeof *x);
+    return RC_OK;
+}
+
+rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+                           rc_dtype w_dt, float *sel, float *w)
+{
+    (void)be;
+    if (E < 1 || top_k < 1 || top_k > E)
+        return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
+    float *p;
+    RC_TRY(rc_alloc_aligned((void **)&p, E, sizeof *p, "MoE routing scratch"));
+    for (int64_t r = 0; r < M; r++)
+        rco_moe_route_row(logits + r * E, E, top_k, renorm, w_dt, p, sel + r * top_k, w + r * top_k);
+    free(p);
+    return RC_OK;
+}
+
+rc_status rc_cpu_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
+                                const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out)
+{
+    (void)be;
+#pragma omp parallel for schedule(static) if (n * H > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        const float s = sigmoid ? rco_moe_sigmoid(w[widx[i]], dt) : w[widx[i]];
+        float *o = out + rows[i] * H;
+        const float *yi = y + i * H;
+        for (int64_t j = 0; j < H; j++)
+            o[j] = rco_moe_acc(o[j], yi[j], s, dt);
+    }
+    return RC_OK;
+}
+
+/* ---- the layer ------------------------------------------------------------------ */
+
+struct rc_moe_scratch {
+    int64_t max_rows;
+    /* backend memory */
+    float *logits; /* [rows, E] the router's output */
+    float *sel, *w; /* [rows, k] */
+    float *xin;    /* [rows, H] one expert's input rows */
+    float *g, *u;  /* [rows, max(Im, Is)] gate and up outputs */
+    float *y;      /* [rows, H] one expert's output */
+    float *sig;    /* [rows] the shared expert's gate logits */
+    float *route;  /* [rows, 2E] the routing as the trace captures it (rc_moe_route_capture) */
+    /* host */
+    float *sel_host, *w_host; /* [rows, k] */
+    int64_t *rows_e;          /* [rows] one expert's rows, in torch.where's order */
+    int64_t *widx_e;          /* [rows] their weights' index (row * k + j) */
+    int64_t *iota;            /* [rows] 0, 1, ... */
+};
+
+static int64_t moe_inner(const rc_config *c)
+{
+    return c->moe_intermediate > c->shared_intermediate ? c->moe_intermediate : c->shared_intermediate;
+}
+
+bool rc_moe_scratch_size(const rc_config *c, int64_t R, int64_t *backend_floats, int64_t *host_bytes)
+{
+    *backend_floats = *host_bytes = 0;
+    if (c->n_experts <= 0)
+        return true;
+    const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, I = moe_inner(c);
+    int64_t t, b = 0, h = 0;
+    bool ok = rc_mul_i64(R, E, &t) && rc_add_i64(b, t, &b) && rc_mul_i64(R, 2 * k, &t) && rc_add_i64(b, t, &b) &&
+              rc_mul_i64(R, 2 * H, &t) && rc_add_i64(b, t, &b) && rc_mul_i64(R, 2 * I, &t) &&
+              rc_add_i64(b, t, &b) && rc_add_i64(b, R, &b) && rc_mul_i64(R, 2 * E, &t) && rc_add_i64(b, t, &b);
+    ok = ok && rc_mul_i64(R, 2 * k * 4, &t) && rc_add_i64(h, t, &h) && rc_mul_i64(R, 3 * 8, &t) &&
+         rc_add_i64(h, t, &h);
+    *backend_floats = b;
+    *host_bytes = h;
+    return ok;
+}
+
+void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s)
+{
+    if (!s)
+        return;
+    float *bufs[] = {s->logits, s->sel, s->w, s->xin, s->g, s->u, s->y, s->sig, s->route};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            be->ops->free(be, bufs[i]);
+    free(s->sel_host);
+    free(s->w_host);
+    free(s->rows_e);
+    free(s->widx_e);
+    free(s->iota);
+    free(s);
+}
+
+rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t R, rc_moe_scratch **out)
+{
+    *out = NULL;
+    int64_t bf, hb;
+    if (!rc_moe_scratch_size(c, R, &bf, &hb))
+        return rc_errorf(RC_ERR_NOMEM, "MoE scratch size overflows");
+    if (!be->ops->moe_route || !be->ops->moe_accumulate || !be->ops->zero)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s has no MoE ops", be->ops->name);
+    rc_moe_scratch *s = calloc(1, sizeof *s);
+    if (!s)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    s->max_rows = R;
+    const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, I = moe_inner(c);
+    rc_status st = RC_OK;
+    float **bufs[] = {&s->logits, &s->sel, &s->w, &s->xin, &s->g, &s->u, &s->y, &s->sig, &s->route};
+    const int64_t n[] = {R * E, R * k, R * k, R * H, R * I, R * I, R * H, R, R * 2 * E};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && st == RC_OK; i++)
+        st = be->ops->alloc(be, n[i] > 0 ? n[i] : 1, bufs[i]);
+    if (st == RC_OK)
+        st = rc_alloc_aligned((void **)&s->sel_host, R * k, sizeof(float), "MoE routing");
+    if (st == RC_OK)
+        st = rc_alloc_aligned((void **)&s->w_host, R * k, sizeof(float), "MoE routing");
+    if (st == RC_OK)
+        st = rc_alloc_aligned((void **)&s->rows_e, R, sizeof(int64_t), "MoE routing");
+    if (st == RC_OK)
+        st = rc_alloc_aligned((void **)&s->widx_e, R, sizeof(int64_t), "MoE routing");
+    if (st == RC_OK)
+        st = rc_alloc_aligned((void **)&s->iota, R, sizeof(int64_t), "MoE routing");
+    if (st != RC_OK) {
+        rc_moe_scratch_free(be, s);
+        return st;
+    }
+    for (int64_t i = 0; i < R; i++)
+        s->iota[i] = i;
+    *out = s;
+    return RC_OK;
+}
+
+/* rows [r0, r0 + rows) of W [*, K] as a weight of its own */
+static rc_wt wt_rows(rc_wt W, int64_t r0, int64_t K)
+{
+    W.p = (const unsigned char *)W.p + r0 * K * rc_dtype_size(W.dt);
+    return W;
+}
+
+/* SwiGLU of n rows x [n, H] with gate rows Wg and up rows Wu [I, H] and down
+ * Wd [H, I]: y = R(down(R(R(silu(R(gate x))) * R(up x)))) (LlamaMLP, the
+ * experts' act_fn(gate) * up) */
+static rc_status swiglu(rc_backend *be, const rc_config *c, const float *x, int64_t n, rc_wt Wg, rc_wt Wu, rc_wt Wd,
+                        int64_t I, const rc_moe_rounding *r, rc_moe_scratch *s, float *y)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t H = c->hidden;
+    RC_TRY(op->matmul(be, x, n, H, Wg, I, NULL, r->in_norm, r->linear, s->g));
+    RC_TRY(op->matmul(be, x, n, H, Wu, I, NULL, r->in_norm, r->linear, s->u));
+    RC_TRY(op->act_mul(be, c->act, s->g, s->u, n * I, r->act, r->act));
+    return op->matmul(be, s->g, n, I, Wd, H, NULL, r->in_act, r->linear, y);
+}
+
+/* routing=replay: the rows with recorded experts take them, their weights
+ * recomputed from this side's logits (rco_moe_route_forced_row, on the host
+ * for every backend); the others keep the op's routing */
+static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_batch_desc *bd, int64_t l, int64_t n,
+                                int64_t row0, rc_dtype w_dt, rc_moe_scratch *s, const rc_routing_hook *hook)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k;
+    float *rec = NULL, *lg = NULL, *p = NULL;
+    rc_status st;
+    if ((st = rc_alloc_aligned((void **)&rec, n * k, sizeof *rec, "MoE replay")) != RC_OK ||
+        (st = rc_alloc_aligned((void **)&lg, n * E, sizeof *lg, "MoE replay")) != RC_OK ||
+        (st = rc_alloc_aligned((void **)&p, E, sizeof *p, "MoE replay")) != RC_OK)
+        goto done;
+    if ((st = hook->replay(hook->ctx, bd, l, row0, n, k, rec)) != RC_OK ||
+        (st = op->download(be, s->logits, n * E, lg)) != RC_OK ||
+        (st = op->download(be, s->w, n * k, s->w_host)) != RC_OK)
+        goto done;
+    for (int64_t i = 0; i < n; i++) {
+        if (rec[i * k] < 0.0f)
+            continue;
+        for (int64_t j = 0; j < k; j++)
+            if (!(rec[i * k + j] >= 0.0f && rec[i * k + j] < (float)E)) {
+                st = rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: replayed expert %g of %lld", (long long)l,
+                               (double)rec[i * k + j], (long long)E);
+                goto done;
+            }
+        memcpy(s->sel_host + i * k, rec + i * k, (size_t)k * sizeof *rec);
+        rco_moe_route_forced_row(lg + i * E, E, k, c->norm_topk_prob, w_dt, p, rec + i * k, s->w_host + i * k);
+    }
+    if ((st = op->upload(be, s->sel_host, n * k, RC_F32, s->sel)) == RC_OK)
+        st = op->upload(be, s->w_host, n * k, RC_F32, s->w);
+done:
+    free(rec);
+    free(lg);
+    free(p);
+    return st;
+}
+
+rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weights *L, int64_t l, const float *h,
+                         int64_t n, const rc_batch_desc *bd, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
+                         const rc_routing_hook *hook, float *out)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, Im = c->moe_intermediate;
+    if (!s || n > s->max_rows)
+        return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: %lld rows without scratch for them", (long long)l,
+                         (long long)n);
+    /* the router: logits in the dtype (router=fp32: unrounded), then softmax / top-k / weights (cast to the
+     * logits' dtype: transformers' .to(router_logits.dtype); Mixtral keeps them fp32) */
+    const rc_dtype w_dt = c->moe_weights_f32 || r->router_f32 ? RC_F32 : r->linear;
+    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->router_f32 ? RC_F32 : r->linear, s->logits));
+    RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, w_dt, s->sel, s->w));
+    RC_TRY(op->download(be, s->sel, n * k, s->sel_host));
+    if (hook && hook->fn) { /* the router's own choice (under replay too: what miles' R3 check compares) */
+        RC_TRY(op->download(be, s->w, n * k, s->w_host));
+        RC_TRY(hook->fn(hook->ctx, bd, l, row0, n, k, s->sel_host, s->w_host));
+    }
+    if (r->replay && hook && hook->replay)
+        RC_TRY(replay_routing(be, c, bd, l, n, row0, w_dt, s, hook));
+    RC_TRY(op->zero(be, out, n * H));
+    /* the experts in index order (Qwen2MoeExperts' loop over expert_hit),
+     * each over the rows that chose it in torch.where(expert_mask[e])'s
+     * order: by top-k position, then row; each row's contributions are
+     * added to out in expert order */
+    for (int64_t e = 0; e < E; e++) {
+        int64_t m = 0;
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t i = 0; i < n; i++)
+                if ((int64_t)s->sel_host[i * k + j] == e) {
+                    s->rows_e[m] = i;
+                    s->widx_e[m++] = i * k + j;
+                }
+        if (m == 0)
+            continue;
+        RC_TRY(op->gather_rows(be, h, H, s->rows_e, m, s->xin));
+        const rc_wt Wg = wt_rows(L->w_exp_gu, e * 2 * Im, H), Wu = wt_rows(L->w_exp_gu, e * 2 * Im + Im, H);
+        const rc_wt Wd = wt_rows(L->w_exp_down, e * H, Im);
+        RC_TRY(swiglu(be, c, s->xin, m, Wg, Wu, Wd, Im, r, s, s->y));
+        RC_TRY(op->moe_accumulate(be, s->y, m, H, s->rows_e, s->w, s->widx_e, false, r->linear, out));
+    }
+    if (c->shared_intermediate > 0) {
+        /* Qwen2-MoE: out = R(out + R(R(sigmoid(shared_expert_gate(h))) * shared_expert(h))) */
+        RC_TRY(swiglu(be, c, h, n, L->w_sh_gate, L->w_sh_up, L->w_sh_down, c->shared_intermediate, r, s, s->y));
+        RC_TRY(op->matmul(be, h, n, H, L->w_sh_sig, 1, NULL, r->in_norm, r->linear, s->sig));
+        RC_TRY(op->moe_accumulate(be, s->y, n, H, s->iota, s->sig, s->iota, true, r->linear, out));
+    }
+    return RC_OK;
+}
+
+rc_status rc_moe_route_capture(rc_backend *be, const rc_config *c, rc_moe_scratch *s, int64_t n, const float **out)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t E = c->n_experts, k = c->top_k;
+    float *h = NULL;
+    RC_TRY(op->download(be, s->w, n * k, s->w_host));
+    RC_TRY(rc_calloc((void **)&h, n * 2 * E, sizeof *h, "MoE routing capture"));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t e = (int64_t)s->sel_host[i * k + j];
+            h[i * 2 * E + e] = 1.0f;
+            h[i * 2 * E + E + e] = s->w_host[i * k + j];
+        }
+    rc_status st = op->upload(be, h, n * 2 * E, RC_F32, s->route);
+    free(h);
+    *out = s->route;
+    return st;
+}
+
+/* ---- fp64 reference ----------------------------------------------------------------- */
+
+static double silu64(double x) { return x / (1.0 + exp(-x)); }
+
+static rc_status swiglu64(const rc_config *c, const double *x, int64_t n, rc_wt Wg, rc_wt Wu, rc_wt Wd, int64_t I,
+                          rc_mm64_fn mm64, double *g, double *u, double *y)
+{
+    const int64_t H = c->hidden;
+    RC_TRY(mm64(x, n, H, Wg, I, (rc_wt){0}, g));
+    RC_TRY(mm64(x, n, H, Wu, I, (rc_wt){0}, u));
+    for (int64_t i = 0; i < n * I; i++)
+        g[i] = silu64(g[i]) * u[i];
+    return mm64(g, n, I, Wd, H, (rc_wt){0}, y);
+}
+
+rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const double *h, int64_t n,
+                           rc_mm64_fn mm64, double *out)
+{
+    const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, Im = c->moe_intermediate;
+    const int64_t I = moe_inner(c);
+    double *lg = NULL, *g = NULL, *u = NULL, *y = NULL;
+    int64_t *sel = NULL;
+    rc_status s;
+    if ((s = rc_calloc((void **)&lg, E + 1, sizeof *lg, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&g, I, sizeof *g, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&u, I, sizeof *u, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&y, H, sizeof *y, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&sel, k, sizeof *sel, "fp64 reference")) != RC_OK)
+        goto done;
+    for (int64_t r = 0; r < n && s == RC_OK; r++) {
+        const double *x = h + r * H;
+        double *o = out + r * H;
+        for (int64_t i = 0; i < H; i++)
+            o[i] = 0.0;
+        if ((s = mm64(x, 1, H, L->w_router, E, (rc_wt){0}, lg)) != RC_OK)
+            break;
+        double mx = lg[0], sum = 0.0, wsum = 0.0;
+        for (int64_t e = 1; e < E; e++)
+            mx = lg[e] > mx ? lg[e] : mx;
+        for (int64_t e = 0; e < E; e++)
+            sum += exp(lg[e] - mx);
+        for (int64_t j = 0; j < k; j++) { /* the k largest, lower index first among equals */
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++) {
+                bool taken = false;
+                for (int64_t i = 0; i < j; i++)
+                    taken = taken || sel[i] == e;
+                if (!taken && (best < 0 || lg[e] > lg[best]))
+                    best = e;
+            }
+            sel[j] = best;
+            wsum += exp(lg[best] - mx) / sum;
+        }
+        for (int64_t j = 0; j < k && s == RC_OK; j++) {
+            const int64_t e = sel[j];
+            double wt = exp(lg[e] - mx) / sum;
+            if (c->norm_topk_prob)
+                wt /= wsum;
+            s = swiglu64(c, x, 1, wt_rows(L->w_exp_gu, e * 2 * Im, H), wt_rows(L->w_exp_gu, e * 2 * Im + Im, H),
+                         wt_rows(L->w_exp_down, e * H, Im), Im, mm64, g, u, y);
+            for (int64_t i = 0; i < H; i++)
+                o[i] += wt * y[i];
+        }
+        if (s == RC_OK && c->shared_intermediate > 0) {
+            double gl = 0.0;
+            s = swiglu64(c, x, 1, L->w_sh_gate, L->w_sh_up, L->w_sh_down, c->shared_intermediate, mm64, g, u, y);
+            if (s == RC_OK)
+                s = mm64(x, 1, H, L->w_sh_sig, 1, (rc_wt){0}, &gl);
+            const double sg = 1.0 / (1.0 + exp(-gl));
+            for (int64_t i = 0; s == RC_OK && i < H; i++)
+                o[i] += sg * y[i];
+        }
+    }
+done:
+    free(lg);
+    free(g);
+    free(u);
+    free(y);
+    free(sel);
+    return s;
+}

@@ -1,0 +1,75 @@
+/* The mixture-of-experts MLP of one layer (Qwen2-MoE, Mixtral), run by the
+ * forward pass over a chunk of rows: the router GEMM, the routing op
+ * (moe_route), each expert's SwiGLU over the rows routed to it (grouped by
+ * expert, so the M of each expert's GEMMs is the number of rows of the call
+ * that chose it), the weighted sums (moe_accumulate) in transformers' order,
+ * and Qwen2-MoE's shared expert. docs/numerics.md "Mixture of experts". */
+#ifndef RC_MOE_H
+#define RC_MOE_H
+
+#include "backend.h"
+
+/* Where the routing of a MoE layer can be recorded, and where a replaying
+ * side (R3, routing=replay) gets its experts from. fn: called once per layer
+ * and row chunk with the experts the layer used and their weights (host
+ * arrays, [n][top_k], experts as exact integers in floats, weights as the op
+ * computed them) for rows [row0, row0 + n) of the call bd (under replay, the
+ * router's own choice before the replayed experts replace it). replay: on a side
+ * with rc_moe_rounding.replay, called before the experts run to fill
+ * experts [n][top_k] with the recorded experts of those rows (a row whose
+ * first entry is negative has none and keeps its own routing). */
+typedef struct {
+    rc_status (*fn)(void *ctx, const rc_batch_desc *bd, int64_t layer, int64_t row0, int64_t n, int64_t top_k,
+                    const float *experts, const float *weights);
+    rc_status (*replay)(void *ctx, const rc_batch_desc *bd, int64_t layer, int64_t row0, int64_t n, int64_t top_k,
+                        float *experts);
+    void *ctx;
+} rc_routing_hook;
+
+/* Scratch of the MoE layers for up to max_rows rows (backend memory and host
+ * index arrays), allocated once per engine. */
+typedef struct rc_moe_scratch rc_moe_scratch;
+
+/* floats of backend memory and bytes of host memory the scratch takes (false
+ * when a size overflows) */
+bool rc_moe_scratch_size(const rc_config *c, int64_t max_rows, int64_t *backend_floats, int64_t *host_bytes);
+rc_status rc_moe_scratch_create(rc_backend *be, const rc_config *c, int64_t max_rows, rc_moe_scratch **out);
+void rc_moe_scratch_free(rc_backend *be, rc_moe_scratch *s);
+
+/* The rounding of a MoE layer: every GEMM output and the accumulations in
+ * linear (the model dtype), the SwiGLU product in act, GEMM inputs fed as
+ * in_norm (the norm's output) and in_act (the SwiGLU product). */
+typedef struct {
+    rc_dtype linear, act, in_norm, in_act;
+    bool router_f32; /* router=fp32: the router's logits unrounded (fp32) and its weights kept fp32 */
+    bool replay;     /* routing=replay: the experts from the hook's replay, the weights recomputed */
+} rc_moe_rounding;
+
+/* out [n, hidden] = the MoE MLP of layer l (a MoE layer of c) over the
+ * normalised rows h [n, hidden] (rows [row0, row0 + n) of the call bd; hook:
+ * NULL or where the routing goes and, with r->replay, comes from). */
+rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weights *L, int64_t l, const float *h,
+                         int64_t n, const rc_batch_desc *bd, int64_t row0, const rc_moe_rounding *r, rc_moe_scratch *s,
+                         const rc_routing_hook *hook, float *out);
+
+/* After rc_moe_forward over n rows: the routing it used as rows of 2E floats
+ * in backend memory (*out, the scratch's): [0, E) 1 where the expert was
+ * chosen, else 0; [E, 2E) its weight, 0 where not chosen (the trace's route
+ * op: element e < E differs when the two sides' expert sets do). */
+rc_status rc_moe_route_capture(rc_backend *be, const rc_config *c, rc_moe_scratch *s, int64_t n, const float **out);
+
+/* The same in double (the fp64 reference, forward64.c): softmax, top-k,
+ * weights and sums in double, no rounding. mm64: its GEMM. */
+typedef rc_status (*rc_mm64_fn)(const double *x, int64_t M, int64_t K, rc_wt W, int64_t N, rc_wt bias, double *y);
+rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const double *h, int64_t n,
+                           rc_mm64_fn mm64, double *out);
+
+/* The CPU backend's MoE ops (backend.h: zero, moe_route, moe_accumulate),
+ * the CUDA kernels' twins. */
+rc_status rc_cpu_zero(rc_backend *be, float *x, int64_t n);
+rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+                           rc_dtype w_dt, float *sel, float *w);
+rc_status rc_cpu_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
+                                const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
+
+#endif

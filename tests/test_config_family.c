@@ -1,0 +1,360 @@
+/* test_config_family.c: test_config's family structure tests: keys with aliases, weight
+ * lists, tables, helpers (test_config.c holds the fixtures and the suite). */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../models/common.h" /* the layout helpers the family files share */
+#include "model.h"
+#include "util.h"
+#include "status.h"
+
+#include "testutil.h"
+#include "test_config.h"
+
+/* ------------------------------------------------------------------------ */
+/* the family structure: keys with aliases, weight lists, tables, helpers    */
+
+static json_t *obj_sq(const char *json_sq)
+{
+    char *text = dq(json_sq);
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    ck_assert_msg(root != NULL, "test JSON does not parse: %s: %s", err.text, text);
+    free(text);
+    return root;
+}
+
+START_TEST(test_int_alias_reader)
+{
+    static const char *const keys[] = {"hidden_size", "n_embd", "n_embed", NULL};
+    int64_t v = 0;
+    bool present = true;
+    json_t *r = obj_sq("{'n_embd': 768}");
+    ck_assert_int_eq(rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present), RC_OK);
+    ck_assert(present);
+    ck_assert_int_eq(v, 768);
+    json_decref(r);
+    r = obj_sq("{'n_embed': 64, 'hidden_size': null}"); /* null counts as absent */
+    ck_assert_int_eq(rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present), RC_OK);
+    ck_assert_int_eq(v, 64);
+    json_decref(r);
+    r = obj_sq("{'other': 1}");
+    ck_assert_int_eq(rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 7, &v, &present), RC_OK);
+    ck_assert(!present);
+    ck_assert_int_eq(v, 7);
+    json_decref(r);
+    /* two aliases at once: ambiguous, named both */
+    r = obj_sq("{'hidden_size': 64, 'n_embd': 64}");
+    rc_clear_error();
+    expect_msg_(__FILE__, __LINE__, rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present),
+                RC_ERR_FORMAT, CFG, "\"hidden_size\" and \"n_embd\" are both given", (char *)NULL);
+    json_decref(r);
+    /* the range check names the alias that was read */
+    r = obj_sq("{'n_embed': 0}");
+    rc_clear_error();
+    expect_msg_(__FILE__, __LINE__, rc_config_get_int_alias(r, CFG, keys, 1, 1 << 20, 0, &v, &present),
+                RC_ERR_FORMAT, CFG, "\"n_embed\" = 0 is out of range", (char *)NULL);
+    json_decref(r);
+}
+END_TEST
+
+/* The new families' published config keys (GPT-2's n_embd / n_layer /
+ * n_head / n_positions / n_inner, BLOOM's n_embed or hidden_size, MPT's
+ * d_model / attn_config, Baichuan's two position encodings and Baichuan2's
+ * NormHead) and what each family's forward details become. */
+START_TEST(test_new_family_configs)
+{
+    rc_config c;
+    parse_ok("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'n_positions':64,'n_inner':null,"
+             "'vocab_size':272,'activation_function':'gelu_new','layer_norm_epsilon':1e-5}",
+             &c);
+    ck_assert(c.pos == RC_POS_LEARNED && c.rotary_dim == 0 && c.tie_embeddings && c.norm == RC_NORM_LAYER);
+    ck_assert_int_eq(c.intermediate, 256);
+    ck_assert_int_eq(c.head_dim, 16);
+    ck_assert_int_eq(c.max_pos, 64);
+    ck_assert_int_eq(c.act, RC_ACT_GELU_NEW);
+    parse_ok("{'model_type':'bloom','n_embed':96,'n_layer':3,'n_head':6,'vocab_size':304,"
+             "'layer_norm_epsilon':1e-5}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.embed_norm && c.alibi_slopes == RC_SLOPES_BLOOM &&
+              c.alibi_add == RC_ALIBI_ADD_FUSED && !c.alibi_from_last_key);
+    ck_assert_int_eq(c.intermediate, 384);
+    parse_ok("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'expansion_ratio':4,'max_seq_len':64,"
+             "'vocab_size':288,'no_bias':true,'attn_config':{'alibi':true,'alibi_bias_max':12,'clip_qkv':0.5}}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && !c.norm_bias && c.alibi_slopes == RC_SLOPES_MPT && c.alibi_from_last_key);
+    /* HF's MptModel computes with alibi_bias_max 8 whatever the config says */
+    ck_assert(c.alibi_bias_max == 8.0 && c.clip_qkv == 0.5 && c.max_pos == 64);
+    parse_ok("{'model_type':'baichuan','hidden_size':64,'num_hidden_layers':2,'num_attention_heads':4,"
+             "'intermediate_size':128,'vocab_size':300,'max_position_embeddings':512}",
+             &c);
+    ck_assert(c.pos == RC_POS_ROTARY && c.rotary_dim == 16 && !c.norm_head && c.score_div);
+    parse_ok("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
+             "'intermediate_size':128,'vocab_size':300,'model_max_length':512,'z_loss_weight':0}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.rotary_dim == 0 && c.norm_head && c.alibi_slopes == RC_SLOPES_BAICHUAN &&
+              c.alibi_add == RC_ALIBI_ADD_MODEL_DT);
+    ck_assert_int_eq(c.max_pos, 512);
+    /* published Baichuan2-13B: no marker but the vocabulary size */
+    parse_ok("{'model_type':'baichuan','architectures':['BaichuanForCausalLM'],'hidden_size':5120,"
+             "'num_hidden_layers':40,'num_attention_heads':40,'intermediate_size':13696,'vocab_size':125696,"
+             "'model_max_length':4096}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.norm_head && c.head_dim == 128);
+    /* Baichuan-13B: same keys, 64000 vocabulary, no NormHead; an explicit norm_head key wins */
+    parse_ok("{'model_type':'baichuan','architectures':['BaichuanForCausalLM'],'hidden_size':5120,"
+             "'num_hidden_layers':40,'num_attention_heads':40,'intermediate_size':13696,'vocab_size':64000,"
+             "'model_max_length':4096}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && !c.norm_head);
+    parse_ok("{'model_type':'baichuan','hidden_size':64,'num_hidden_layers':2,'num_attention_heads':4,"
+             "'intermediate_size':128,'vocab_size':300,'model_max_length':512,'norm_head':true}",
+             &c);
+    ck_assert(c.pos == RC_POS_ALIBI && c.norm_head);
+    /* Baichuan-7B: BaiChuanForCausalLM means RoPE (max_position_embeddings defaults to 4096) */
+    parse_ok("{'model_type':'baichuan','architectures':['BaiChuanForCausalLM'],'hidden_size':64,"
+             "'num_hidden_layers':2,'num_attention_heads':4,'intermediate_size':128,'vocab_size':64000}",
+             &c);
+    ck_assert(c.pos == RC_POS_ROTARY && !c.norm_head && c.max_pos == 4096);
+}
+END_TEST
+
+/* Bad configs of the new families are one line naming the file and the key
+ * (exit 4 for malformed, 5 for what is valid but not supported). */
+START_TEST(test_new_family_bad_configs)
+{
+    /* ALiBi together with rotary settings */
+    EXPECT_REJECT("{'model_type':'bloom','hidden_size':96,'n_layer':3,'n_head':6,'vocab_size':304,"
+                  "'rope_theta':10000}",
+                  RC_ERR_FORMAT, "\"rope_theta\"", "ALiBi", "contradict");
+    EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
+                  "'intermediate_size':128,'vocab_size':300,'model_max_length':512,"
+                  "'rope_scaling':{'type':'linear','factor':2}}",
+                  RC_ERR_FORMAT, "\"rope_scaling\"", "ALiBi");
+    /* alibi_bias_max <= 0 */
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'alibi_bias_max':0}}",
+                  RC_ERR_FORMAT, "alibi_bias_max", "> 0");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'alibi_bias_max':-8}}",
+                  RC_ERR_FORMAT, "alibi_bias_max");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'clip_qkv':-1}}",
+                  RC_ERR_FORMAT, "clip_qkv");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':7}",
+                  RC_ERR_FORMAT, "attn_config", "object");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':6,'vocab_size':288,"
+                  "'attn_config':{'alibi':false}}",
+                  RC_ERR_UNSUPPORTED, "alibi = false");
+    /* heads not dividing hidden */
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':5,'n_positions':64,'vocab_size':272}",
+                  RC_ERR_FORMAT, "n_embd 64", "n_head 5");
+    EXPECT_REJECT("{'model_type':'bloom','hidden_size':96,'n_layer':3,'n_head':7,'vocab_size':304}",
+                  RC_ERR_FORMAT, "hidden_size 96", "n_head 7");
+    EXPECT_REJECT("{'model_type':'mpt','d_model':96,'n_layers':3,'n_heads':5,'vocab_size':288}",
+                  RC_ERR_FORMAT, "d_model 96", "n_heads 5");
+    EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':7,"
+                  "'intermediate_size':128,'vocab_size':300,'model_max_length':512}",
+                  RC_ERR_FORMAT, "hidden_size 96", "num_attention_heads 7");
+    /* which Baichuan is it? */
+    EXPECT_REJECT("{'model_type':'baichuan','hidden_size':96,'num_hidden_layers':2,'num_attention_heads':6,"
+                  "'intermediate_size':128,'vocab_size':300}",
+                  RC_ERR_FORMAT, "max_position_embeddings", "model_max_length");
+    EXPECT_REJECT("{'model_type':'baichuan','architectures':['BaiChuanForCausalLM'],'hidden_size':64,"
+                  "'num_hidden_layers':2,'num_attention_heads':4,'intermediate_size':128,'vocab_size':300,"
+                  "'norm_head':true}",
+                  RC_ERR_FORMAT, "BaiChuanForCausalLM", "NormHead");
+    /* GPT-2 settings HF supports and we do not run: refused, not ignored */
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'n_positions':64,'vocab_size':272,"
+                  "'scale_attn_by_inverse_layer_idx':true}",
+                  RC_ERR_UNSUPPORTED, "scale_attn_by_inverse_layer_idx");
+    EXPECT_REJECT("{'model_type':'gpt2','n_embd':64,'n_layer':3,'n_head':4,'vocab_size':272}", RC_ERR_FORMAT,
+                  "\"n_positions\" is missing");
+}
+END_TEST
+
+START_TEST(test_registry_list)
+{
+    ck_assert_str_eq(rc_arch_supported_list(),
+                     "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4");
+    ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
+    ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
+}
+END_TEST
+
+/* rc_weights_numel (from the lists in model.h) against the per-family sums
+ * the family files computed by hand before the lists. */
+START_TEST(test_weights_numel_matches_families)
+{
+    rc_config c;
+    int64_t n;
+    parse_ok("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':3,"
+             "'intermediate_size':96,'vocab_size':300}",
+             &c);
+    for (int tie = 0; tie < 2; tie++)
+        for (int bias = 0; bias < 2; bias++) {
+            c.tie_embeddings = tie;
+            c.qkv_bias = c.o_bias = bias;
+            int64_t H = c.hidden, I = c.intermediate;
+            int64_t layer = 4 * H + 3 * H * H + H * H + I * H + I + H * I + H + (bias ? 4 * H : 0);
+            ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+            ck_assert_int_eq(n, c.vocab * H * (tie ? 1 : 2) + 2 * H + c.n_layers * layer);
+        }
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_key_value_heads':2,"
+             "'head_dim':24,'num_hidden_layers':2,'intermediate_size':80,'vocab_size':500}",
+             &c);
+    for (int m = 0; m < 8; m++) {
+        c.tie_embeddings = m & 1;
+        c.qkv_bias = (m >> 1) & 1;
+        c.o_bias = c.qkv_bias;
+        c.mlp_bias = (m >> 2) & 1;
+        int64_t H = c.hidden, I = c.intermediate, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
+        int64_t layer = 2 * H + (q + 2 * kv) * H + H * q + 3 * I * H + (c.qkv_bias ? q + 2 * kv : 0) +
+                        (c.o_bias ? H : 0) + (c.mlp_bias ? 2 * I + H : 0);
+        ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+        ck_assert_int_eq(n, c.vocab * H * (c.tie_embeddings ? 1 : 2) + H + c.n_layers * layer);
+    }
+}
+END_TEST
+
+/* A config whose weights just exceed the allocation limit (RC_MAX_ALLOC
+ * bytes in fp32) only through its biases and norms is refused: the old check
+ * estimated the size without them (fuzz_config found a config accepted with
+ * 275,088,670,720 weights). Here the estimate without biases and norms is
+ * exactly 2^38 weights (85 layers x 3,221,225,472 + 2 x 32768 x 16384). */
+START_TEST(test_weights_too_large_by_biases)
+{
+    rc_config c;
+    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':85,"
+                  "'intermediate_size':65536,'vocab_size':32768}",
+                  RC_ERR_FORMAT, "model sizes are too large");
+    /* one layer fewer fits, and the exact count is what the arena gets */
+    parse_ok("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':84,"
+             "'intermediate_size':65536,'vocab_size':32768}",
+             &c);
+    int64_t n = -1;
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    ck_assert_int_le(n, RC_MAX_ALLOC / 4);
+}
+END_TEST
+
+/* Every family table: field ids in range, and every field the lists say is
+ * present under the family's forward details has a tensor. */
+START_TEST(test_family_tables_cover_fields)
+{
+    const rc_arch *const *all = rc_arch_all();
+    ck_assert_ptr_eq(all[0], rc_arch_for_model_type("gpt_neox"));
+    ck_assert_ptr_eq(all[1], rc_arch_for_model_type("llama"));
+    for (size_t i = 0; all[i]; i++) {
+        const rc_arch *a = all[i];
+        ck_assert_ptr_eq(rc_arch_for_model_type(a->model_types[0]), a);
+        ck_assert_ptr_nonnull(a->keys);
+        ck_assert_str_eq(a->keys[0].keys[0], "vocab_size");
+        bool model_seen[RC_N_MODEL_WEIGHTS] = {0}, layer_seen[RC_N_LAYER_WEIGHTS] = {0};
+        for (const rc_tensor_spec *t = a->model_tensors; t->name; t++) {
+            ck_assert(t->field >= 0 && t->field < RC_N_MODEL_WEIGHTS);
+            model_seen[t->field] = true;
+        }
+        for (const rc_tensor_spec *t = a->layer_tensors; t->name; t++) {
+            ck_assert(t->field >= 0 && t->field < RC_N_LAYER_WEIGHTS);
+            layer_seen[t->field] = true;
+        }
+        ck_assert_msg(model_seen[RC_MW_embed] && model_seen[RC_MW_lnf_w] &&
+                          (model_seen[RC_MW_lm_head] || a->forward.head == RC_HEAD_TIED),
+                      "%s", a->family);
+        ck_assert_msg(layer_seen[RC_LW_ln1_w] && layer_seen[RC_LW_ln2_w] && layer_seen[RC_LW_w_qkv] &&
+                          layer_seen[RC_LW_w_o],
+                      "%s", a->family);
+        /* a dense MLP in every family that can have a dense layer (Mixtral's are all MoE: its experts and
+         * router come from rc_expert_spec) */
+        const bool all_moe = a->experts && strcmp(a->family, "mixtral") == 0;
+        ck_assert_msg(all_moe || (layer_seen[RC_LW_w_up] && layer_seen[RC_LW_w_down]), "%s", a->family);
+        ck_assert_int_eq(layer_seen[RC_LW_w_gate], a->forward.mlp == RC_MLP_GATED && !all_moe);
+        if (a->experts)
+            ck_assert(a->experts->router && a->experts->per_expert && a->experts->gate && a->experts->up &&
+                      a->experts->down && a->experts->fused_gate_up && a->experts->fused_down);
+        ck_assert_int_eq(model_seen[RC_MW_lnf_b], a->forward.norm_bias);
+    }
+}
+END_TEST
+
+START_TEST(test_layout_helpers)
+{
+    /* 2 heads of head_dim 2: stored rows per head q0 q1 k0 k1 v0 v1 */
+    rc_config c;
+    memset(&c, 0, sizeof c);
+    c.n_heads = 2;
+    c.head_dim = 2;
+    float w[12 * 2], b[12];
+    uint16_t w16[12 * 2]; /* the same layout in 2-byte elements (a bf16 / fp16 checkpoint's copy) */
+    for (int r = 0; r < 12; r++) {
+        w[2 * r] = (float)r;
+        w[2 * r + 1] = (float)(100 + r);
+        w16[2 * r] = (uint16_t)r;
+        w16[2 * r + 1] = (uint16_t)(100 + r);
+        b[r] = (float)r;
+    }
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, w, 4, 12, 2), RC_OK);
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, w16, 2, 12, 2), RC_OK);
+    ck_assert_int_eq(rc_qkv_deinterleave_per_head(&c, b, 4, 12, 1), RC_OK);
+    /* all Q (head 0 then head 1), then K, then V */
+    const int want[12] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
+    for (int r = 0; r < 12; r++) {
+        ck_assert(w[2 * r] == (float)want[r] && w[2 * r + 1] == (float)(100 + want[r]));
+        ck_assert(w16[2 * r] == want[r] && w16[2 * r + 1] == 100 + want[r]);
+        ck_assert(b[r] == (float)want[r]);
+    }
+    /* Conv1D [in 2, out 3] -> [out 3, in 2] */
+    float m[6] = {1, 2, 3, 4, 5, 6};
+    uint16_t m16[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert_int_eq(rc_conv1d_transpose(&c, m, 4, 2, 3), RC_OK);
+    ck_assert_int_eq(rc_conv1d_transpose(&c, m16, 2, 2, 3), RC_OK);
+    const float t[6] = {1, 4, 2, 5, 3, 6};
+    for (int i = 0; i < 6; i++)
+        ck_assert(m[i] == t[i] && m16[i] == (uint16_t)t[i]);
+}
+END_TEST
+
+START_TEST(test_family_forward_defaults)
+{
+    rc_config c;
+    parse_ok("{'model_type':'gpt_neox','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300}",
+             &c);
+    ck_assert(c.norm == RC_NORM_LAYER && c.norm_bias && c.parallel_residual && !c.gated_mlp &&
+              !c.tie_embeddings && c.pos == RC_POS_ROTARY && c.act == RC_ACT_GELU_ERF);
+    parse_ok("{'model_type':'llama','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':1,"
+             "'intermediate_size':128,'vocab_size':300}",
+             &c);
+    ck_assert(c.norm == RC_NORM_RMS && !c.norm_bias && !c.parallel_residual && c.gated_mlp &&
+              !c.tie_embeddings && c.pos == RC_POS_ROTARY && c.act == RC_ACT_SILU);
+}
+END_TEST
+
+void family_tests_in_family_structure(TCase *tc)
+{
+    tcase_add_test(tc, test_int_alias_reader);
+    tcase_add_test(tc, test_registry_list);
+    tcase_add_test(tc, test_weights_numel_matches_families);
+    tcase_add_test(tc, test_new_family_configs);
+    tcase_add_test(tc, test_new_family_bad_configs);
+    tcase_add_test(tc, test_weights_too_large_by_biases);
+    tcase_add_test(tc, test_family_tables_cover_fields);
+}
+
+void family_tests_in_family_structure_2(TCase *tc)
+{
+    tcase_add_test(tc, test_layout_helpers);
+    tcase_add_test(tc, test_family_forward_defaults);
+}

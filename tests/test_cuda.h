@@ -1,0 +1,29 @@
+/* test_cuda.h: what test_cuda.c (the tolerances, the helpers, the op twins and the suite) and its
+ * section files test_cuda_model.c, test_cuda_errors.c share. */
+#ifndef RC_TEST_CUDA_H
+#define RC_TEST_CUDA_H
+
+#include <check.h>
+
+#include "backend.h"
+#include "model.h"
+
+#ifdef RC_TEST_EMULATE
+#define TEST_NAME "cuda_host"
+#else
+#define TEST_NAME "cuda"
+#endif
+
+rc_status test_backend_create(rc_kernels k, rc_backend **out);
+float frand(float scale);
+extern const rc_dtype k_dts[3];
+const char *dt_name(rc_dtype dt);
+
+void model_tests_in_op_twins(TCase *tc);
+void model_tests_in_model(TCase *tc);
+void errors_tests_in_host(TCase *tc);
+#ifdef RC_TEST_EMULATE
+void errors_tests_in_model(TCase *tc);
+#endif
+
+#endif

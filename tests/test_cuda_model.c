@@ -1,0 +1,602 @@
+/* test_cuda_model.c: test_cuda's whole-model tests (test_cuda.c holds the tolerances, the
+ * helpers, the op twins and the suite; tests/meson.build builds both files twice). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "fp8w.h"
+#include "model.h"
+#include "prompts.h"
+#include "rc_cuda.h"
+#include "rck_threads.h"
+#ifdef RC_TEST_EMULATE
+#include "shim_control.h"
+#endif
+#include "results.h"
+#include "rollout.h"
+#include "safetensors.h"
+#include "util.h"
+
+#include "fixtures.h"
+#include "testutil.h"
+
+#include "test_cuda.h"
+
+/* ---- whole model -------------------------------------------------------------- */
+
+/* the HF reference fixtures: tests/fixtures.h */
+#define N_FIXTURES RC_N_FIXTURE_MODELS
+
+/* Full forward of the fixture's sequences on the backend under test vs HF
+ * fp32 (same limit as the CPU: 1e-5), and cached greedy decode of the same
+ * tokens vs that full forward. Loop index: fixture * 2 + kernels. */
+START_TEST(test_fixture_vs_hf)
+{
+    const char *name = rc_fixture_models[_i / 2].name;
+    const rc_kernels kern = _i % 2 ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    char *rp = rc_path_join(dir, "reference.safetensors");
+    rc_safetensors *ref;
+    ck_assert_msg(rc_st_open_file(rp, &ref) == RC_OK, "%s", rc_last_error());
+    const rc_st_tensor *tt = rc_st_find(ref, "tokens");
+    ck_assert(tt != NULL);
+    const int64_t B = tt->shape[0], T = tt->shape[1], V = m->cfg.vocab;
+    int32_t *tokens = malloc(sizeof(int32_t) * B * T), *lengths = malloc(sizeof(int32_t) * B);
+    float *fwd32 = malloc(sizeof(float) * B * T * V);
+    ck_assert(rc_st_read_i32(ref, "tokens", 2, (int64_t[]){B, T}, tokens) == RC_OK);
+    ck_assert(rc_st_read_i32(ref, "lengths", 1, (int64_t[]){B}, lengths) == RC_OK);
+    ck_assert(rc_st_read_f32(ref, "forward_logprobs_f32", 3, (int64_t[]){B, T, V}, fwd32) == RC_OK);
+    int64_t lens[64], total = 0;
+    for (int64_t b = 0; b < B; b++)
+        total += lens[b] = lengths[b];
+    int32_t *tok = malloc(sizeof(int32_t) * total);
+    for (int64_t b = 0, o = 0; b < B; b++)
+        for (int64_t t = 0; t < lens[b]; t++)
+            tok[o++] = tokens[b * T + t];
+    rc_backend *be;
+    ck_assert_msg(test_backend_create(kern, &be) == RC_OK, "%s", rc_last_error());
+    rc_numerics num = rc_numerics_fp32();
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, &num, B, T, total, &e) == RC_OK, "%s", rc_last_error());
+    float *out = malloc(sizeof(float) * total * V);
+    ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
+    double d32 = 0;
+    for (int64_t b = 0, o = 0; b < B; b++)
+        for (int64_t t = 0; t < lens[b]; t++, o++)
+            for (int64_t v = 0; v < V; v++) {
+                double dd = fabs((double)out[o * V + v] - (double)fwd32[(b * T + t) * V + v]);
+                d32 = dd > d32 ? dd : d32;
+            }
+    /* the CPU backend, same kernel strategy, same tokens */
+    rc_backend *cpu;
+    ck_assert(rc_backend_cpu_create(0, kern, &cpu) == RC_OK);
+    rc_engine *ec;
+    ck_assert(rc_engine_create(m, cpu, &num, B, T, total, &ec) == RC_OK);
+    float *cout = malloc(sizeof(float) * total * V);
+    ck_assert(rc_full_forward(ec, tok, lens, B, cout) == RC_OK);
+    double dcpu = 0;
+    for (int64_t i = 0; i < total * V; i++) {
+        double dd = fabs((double)cout[i] - (double)out[i]);
+        dcpu = dd > dcpu ? dd : dcpu;
+    }
+    rc_engine_free(ec);
+    rc_backend_destroy(cpu);
+    free(cout);
+    /* cached decode: every sequence token by token, all sequences per step */
+    float *dec = malloc(sizeof(float) * total * V);
+    rc_engine *e2;
+    ck_assert(rc_engine_create(m, be, &num, B, T, total, &e2) == RC_OK);
+    int64_t maxlen = 0;
+    for (int64_t b = 0; b < B; b++)
+        maxlen = lens[b] > maxlen ? lens[b] : maxlen;
+    int64_t off[64];
+    for (int64_t b = 0, o = 0; b < B; o += lens[b], b++)
+        off[b] = o;
+    for (int64_t t = 0; t < maxlen; t++) {
+        int64_t slots[64], starts[64], n_new[64], rows[64], nb = 0;
+        int32_t stok[64];
+        for (int64_t b = 0; b < B; b++)
+            if (t < lens[b]) {
+                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
+                stok[nb] = tok[off[b] + t];
+                nb++;
+            }
+        float *lp = malloc(sizeof(float) * nb * V);
+        ck_assert_msg(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
+        free(lp);
+    }
+    double dc = 0;
+    int64_t same_bits = 0;
+    for (int64_t i = 0; i < total * V; i++) {
+        double dd = fabs((double)dec[i] - (double)out[i]);
+        dc = dd > dc ? dd : dc;
+        same_bits += memcmp(&dec[i], &out[i], sizeof(float)) == 0;
+    }
+    printf("%-10s %-16s %-9s full forward vs HF fp32 max|dlogp| %.3e, vs CPU %.3e; cached decode vs full forward "
+           "%.3e (%lld of %lld bitwise equal)\n",
+           TEST_NAME, name, rc_kernels_name(kern), d32, dcpu, dc, (long long)same_bits, (long long)(total * V));
+    /* 1e-5: tests/test_forward.c's fp32 bound for the CPU backend on the same fixtures */
+    printf("%-10s %-16s %-9s measured max %.3e bound %.3e (fp32 full forward vs HF fp32)\n", TEST_NAME, name,
+           rc_kernels_name(kern), d32, 1e-5);
+#ifdef RC_TEST_EMULATE
+    /* same code, same compiler, fixed order: bitwise under invariant */
+    const double dcpu_bound = kern == RC_KERNELS_INVARIANT ? 0.0 : 1e-5;
+#else
+    const double dcpu_bound = 1e-5;
+#endif
+    printf("%-10s %-16s %-9s measured max %.3e bound %.3e (fp32 full forward vs the CPU backend)\n", TEST_NAME, name,
+           rc_kernels_name(kern), dcpu, dcpu_bound);
+    ck_assert_msg(d32 <= 1e-5, "%s: full forward vs HF fp32 differs by %g", name, d32);
+    ck_assert_msg(dcpu <= dcpu_bound, "%s: full forward vs the CPU backend differs by %g > %g", name, dcpu,
+                  dcpu_bound);
+    if (kern == RC_KERNELS_INVARIANT)
+        ck_assert_msg(same_bits == total * V, "%s: invariant decode vs full forward not bitwise (max %g)", name, dc);
+    else
+        ck_assert_msg(dc <= 1e-5, "%s: cached decode vs full forward differs by %g", name, dc);
+    rc_engine_free(e);
+    rc_engine_free(e2);
+    rc_backend_destroy(be);
+    rc_model_free(m);
+    rc_st_close(ref);
+    free(rp), free(tokens), free(lengths), free(fwd32), free(tok), free(out), free(dec);
+}
+END_TEST
+
+/* the two sequences of the twin tests (7 and 5 tokens, packed) */
+static const int32_t k_twin_tok[12] = {1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10, 12};
+static const int64_t k_twin_lens[2] = {7, 5};
+
+/* The twin sequences of model m under num, invariant kernels: the full
+ * forward on this backend (out[0]) and on the CPU (out[1]), and the cached
+ * decode on this backend, both sequences one token per step (dec); each
+ * [12][vocab], malloc'd (twin_free). dcpu: max |out[0] - out[1]|; same: how
+ * many decode values equal out[0]'s bit for bit. */
+typedef struct {
+    float *out[2], *dec;
+    double dcpu;
+    int64_t same;
+} twin_result;
+
+static void twin_free(twin_result *r)
+{
+    free(r->out[0]);
+    free(r->out[1]);
+    free(r->dec);
+}
+
+static twin_result twin_runs(const rc_model *m, const rc_numerics *num)
+{
+    twin_result r = {{NULL, NULL}, NULL, 0, 0};
+    float **out = r.out, **dec = &r.dec;
+    double *dcpu = &r.dcpu;
+    int64_t *same = &r.same;
+    const int64_t V = m->cfg.vocab;
+    rc_backend *be[2];
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be[0]) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[1]) == RC_OK);
+    for (int k = 0; k < 2; k++) {
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, be[k], num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+        out[k] = malloc(sizeof(float) * 12 * V);
+        ck_assert_msg(rc_full_forward(e, k_twin_tok, k_twin_lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
+        rc_engine_free(e);
+    }
+    *dec = malloc(sizeof(float) * 12 * V);
+    rc_engine *e2;
+    ck_assert(rc_engine_create(m, be[0], num, 2, 16, 32, &e2) == RC_OK);
+    for (int64_t t = 0; t < 7; t++) {
+        int64_t slots[2], starts[2], n_new[2], rows[2], nb = 0, off[2] = {0, 7};
+        int32_t stok[2];
+        float lp[2 * 512];
+        ck_assert(V <= 512);
+        for (int64_t b = 0; b < 2; b++)
+            if (t < k_twin_lens[b]) {
+                slots[nb] = b, starts[nb] = t, n_new[nb] = 1, rows[nb] = nb;
+                stok[nb] = k_twin_tok[off[b] + t];
+                nb++;
+            }
+        ck_assert_msg(rc_engine_step(e2, slots, starts, n_new, nb, stok, rows, nb, lp, NULL, NULL) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(*dec + (off[slots[i]] + t) * V, lp + i * V, sizeof(float) * V);
+    }
+    rc_engine_free(e2);
+    *dcpu = 0;
+    *same = 0;
+    for (int64_t i = 0; i < 12 * V; i++) {
+        const double d = fabs((double)out[0][i] - (double)out[1][i]);
+        *dcpu = d > *dcpu ? d : *dcpu;
+        *same += memcmp(&(*dec)[i], &out[0][i], sizeof(float)) == 0;
+    }
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+    return r;
+}
+
+/* The whole-model bound of a twin: bitwise in the host build (same code,
+ * fixed order). On a GPU the invariant kernels differ from the CPU's only
+ * where CUDA's math library rounds an fp32 expf / erff / logf differently,
+ * a last-bit flip of an intermediate that the bf16 roundings carry to the
+ * log-probs: some of the roundings the bf16 dtype makes anyway. The bound is
+ * the whole bf16 rounding's effect on the same model and tokens, measured on
+ * the CPU: max |bf16 forward - fp32 forward| with invariant kernels, the
+ * twin's numerics but plain weights (the fp8 weights are the same on both
+ * sides). To be measured on a GPU. */
+static double twin_bound(const rc_model *m, const rc_numerics *num, const char **why)
+{
+#ifdef RC_TEST_EMULATE
+    (void)m;
+    (void)num;
+    *why = "host build: bitwise";
+    return 0.0;
+#else
+    const int64_t V = m->cfg.vocab;
+    rc_numerics nums[2] = {*num, rc_numerics_fp32()};
+    nums[0].wq = (rc_wq_numerics){0};
+    float *out[2];
+    for (int k = 0; k < 2; k++) {
+        rc_backend *cpu;
+        ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+        rc_engine *e;
+        ck_assert_msg(rc_engine_create(m, cpu, &nums[k], 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+        out[k] = malloc(sizeof(float) * 12 * V);
+        ck_assert(out[k] != NULL);
+        ck_assert_msg(rc_full_forward(e, k_twin_tok, k_twin_lens, 2, out[k]) == RC_OK, "%s", rc_last_error());
+        rc_engine_free(e);
+        rc_backend_destroy(cpu);
+    }
+    double d = 0;
+    for (int64_t i = 0; i < 12 * V; i++)
+        d = fmax(d, fabs((double)out[0][i] - (double)out[1][i]));
+    free(out[0]);
+    free(out[1]);
+    *why = "the CPU's bf16 vs fp32 forward, to be measured";
+    return d;
+#endif
+}
+
+/* mode=autocast (fp32 masters under torch.autocast; _i 0, 1) and Megatron's
+ * fp32 residual stream (residual=fp32; _i 2, 3) on this backend: the full forward of two rotary fixtures in bf16 with invariant kernels equals
+ * the CPU backend's bit for bit in the host build (same code, fixed order;
+ * on a GPU bounded by twin_bound, to be measured), and the cached decode equals the full forward bit for bit. */
+START_TEST(test_autocast_twin)
+{
+    const char *name = _i % 2 ? "llama_gqa" : "neox_parallel";
+    const char *mode = _i < 2 ? "autocast" : "residual=fp32";
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mode = _i < 2 ? RC_PREC_AUTOCAST : RC_PREC_PURE;
+    num.residual_f32 = _i >= 2;
+    twin_result r = twin_runs(m, &num);
+    const double dcpu = r.dcpu;
+    printf("%-10s %-14s %s bf16 invariant: full forward vs CPU max|dlogp| %.3e; cached decode vs full "
+           "forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, mode, dcpu, (long long)r.same, (long long)(12 * V));
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s bf16 invariant: measured max %.3e bound %.3e (full forward vs CPU; %s)\n", TEST_NAME,
+           name, mode, dcpu, bound, why);
+    ck_assert_msg(dcpu <= bound, "%s: %s vs CPU differs by %g > %g", name, mode, dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
+/* Gemma's (1 + w) norm weights, embedding scale and soft-capping in bf16 and fp16 (_i: fixture _i / 2,
+ * bf16 or fp16): the GPU engine's full forward with invariant kernels equals the CPU's bit for bit in
+ * the host build (the (1 + w) weights are uploaded in fp32, not rounded to the dtype with the rest;
+ * on a GPU bounded by twin_bound, to be measured), and the cached decode equals the full forward */
+START_TEST(test_gemma_half_twin)
+{
+    const char *name = _i / 2 ? "gemma3_local" : "gemma2_softcap";
+    const rc_dtype dt = _i % 2 ? RC_F16 : RC_BF16;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = dt;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-14s %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+           "full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, dt_name(dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s %s: vs CPU differs by %g > %g", name, dt_name(dt), r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
+/* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
+ * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
+ * random fp32 weights, written into dir (config.json, model.safetensors):
+ * what block weights need, which no fixture has. */
+static void write_block_model(const char *dir)
+{
+    static const char *const kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
+                                        "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    static const int64_t shapes[][2] = {{128, 0}, {128, 0}, {128, 128}, {128, 128}, {128, 128},
+                                        {128, 128}, {256, 128}, {256, 128}, {128, 256}};
+    char path[4200], name[96], *hdr = malloc(1 << 14);
+    ck_assert(hdr != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 128, "
+          "\"intermediate_size\": 256, \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"head_dim\": 64, "
+          "\"num_hidden_layers\": 2, \"vocab_size\": 128, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+          "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": true, "
+          "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n", f);
+    ck_assert(fclose(f) == 0);
+    /* the tensors in header order: embedding, the layers', the final norm */
+    int64_t n_t = 0, off = 0, sizes[32];
+    size_t h = (size_t)snprintf(hdr, 1 << 14, "{");
+    for (int t = -1; t <= 2 * 9; t++) {
+        int64_t r, c;
+        if (t < 0)
+            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = 128, c = 128;
+        else if (t == 18)
+            snprintf(name, sizeof name, "model.norm.weight"), r = 128, c = 0;
+        else
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, kinds[t % 9]), r = shapes[t % 9][0],
+                                                                                      c = shapes[t % 9][1];
+        sizes[n_t++] = r * (c ? c : 1);
+        if (c)
+            h += (size_t)snprintf(hdr + h, (1 << 14) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
+                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
+        else
+            h += (size_t)snprintf(hdr + h, (1 << 14) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
+                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
+                                  (long long)(off + 4 * r));
+        off += 4 * sizes[n_t - 1];
+    }
+    h += (size_t)snprintf(hdr + h, (1 << 14) - h, "}");
+    while (h % 8)
+        hdr[h++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    const uint64_t hl = h;
+    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
+    for (int64_t t = 0; t < n_t; t++) {
+        const bool norm = t == n_t - 1 || (t > 0 && (t - 1) % 9 < 2);
+        for (int64_t i = 0; i < sizes[t]; i++) {
+            const float v = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.15f);
+            ck_assert(fwrite(&v, 4, 1, f) == 1);
+        }
+    }
+    ck_assert(fclose(f) == 0);
+    free(hdr);
+}
+
+/* --sampler weights=fp8 on this backend, whole model: the full forward of a
+ * GQA fixture (llama_gqa; block weights: write_block_model's Llama, whose
+ * sizes are multiples of 128) in bf16 with invariant kernels under each
+ * weight scale and activation mode equals the CPU backend's bit for bit in the host build (on
+ * a GPU the difference is bounded as test_autocast_twin's: twin_bound, to be
+ * measured); per token and W8A16 are
+ * row-local, so the cached decode equals the full forward bit for bit too
+ * (per tensor: the scale is the call's, the decode's differs by design).
+ * Loop index: the mode. */
+START_TEST(test_fp8w_twin)
+{
+    static const rc_wq_numerics modes[] = {{RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TENSOR},
+                                           {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_NONE},
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE},
+                                           {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN},
+                                           {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_NONE}};
+    static const char *const names[] = {"tensor/token", "channel/tensor", "tensor/none", "channel/token",
+                                        "channel/none", "block/group",    "block/none"};
+    const rc_wq_numerics wq = modes[_i];
+    char dir[4096], tmp[64] = "";
+    if (wq.scale == RC_WSCALE_BLOCK) {
+        ck_assert(rc_test_mkdtemp(tmp, sizeof tmp, "/tmp/rc_test_fp8w_") != NULL);
+        write_block_model(tmp);
+        snprintf(dir, sizeof dir, "%s", tmp);
+    } else {
+        rc_test_source_path(dir, sizeof dir, "data/fixtures/llama_gqa");
+    }
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    if (tmp[0])
+        rc_test_rm_rf(tmp);
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.wq = wq;
+    twin_result r = twin_runs(m, &num);
+    const double dcpu = r.dcpu;
+    /* the fp8 weights changed the result: not the plain bf16 forward */
+    rc_numerics nb16 = num;
+    nb16.wq = (rc_wq_numerics){0};
+    rc_backend *cpu;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+    rc_engine *e3;
+    float *plain = malloc(sizeof(float) * 12 * V);
+    ck_assert(rc_engine_create(m, cpu, &nb16, 2, 16, 32, &e3) == RC_OK);
+    ck_assert(rc_full_forward(e3, k_twin_tok, k_twin_lens, 2, plain) == RC_OK);
+    rc_engine_free(e3);
+    rc_backend_destroy(cpu);
+    double dplain = 0;
+    for (int64_t i = 0; i < 12 * V; i++) {
+        const double dp = fabs((double)plain[i] - (double)r.out[1][i]);
+        dplain = dp > dplain ? dp : dplain;
+    }
+    printf("%-10s fp8 weights %-14s bf16 invariant: full forward vs CPU max|dlogp| %.3e (vs plain bf16 %.3e); "
+           "cached decode vs full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, names[_i], dcpu, dplain, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(dplain > 0, "%s: fp8 weights left the bf16 log-probs unchanged", names[_i]);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s fp8 weights %-14s bf16 invariant: measured max %.3e bound %.3e (full forward vs CPU; %s)\n",
+           TEST_NAME, names[_i], dcpu, bound, why);
+    ck_assert_msg(dcpu <= bound, "%s: fp8 weights vs CPU differs by %g > %g", names[_i], dcpu, bound);
+    if (wq.act != RC_ACTQ_TENSOR)
+        ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    free(plain);
+    rc_model_free(m);
+}
+END_TEST
+
+/* Tensor parallelism on the backend under test: the engine's row-parallel
+ * layers (K-slice GEMMs into device partials, the reduce's adds, the
+ * Megatron bias rows gathered) give the CPU's log-probs, invariant kernels,
+ * full forward of a few sequences: fp32 (the GPU's limit as above, 1e-5) and,
+ * in the host build, bf16 too, both bitwise there. */
+START_TEST(test_tp_forward)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/neox_parallel");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab, lens[3] = {5, 3, 7}, total = 15;
+    int32_t tok[15];
+    for (int i = 0; i < 15; i++)
+        tok[i] = (int32_t)((i * 37 + 11) % V);
+    const struct {
+        int tp;
+        rc_tp_reduce mode;
+        bool trainer;
+    } cases[] = {{2, RC_TP_REDUCE_FP32, false}, {4, RC_TP_REDUCE_RING, true}, {4, RC_TP_REDUCE_CHAIN, false}};
+    rc_backend *be, *cpu;
+    ck_assert_msg(test_backend_create(RC_KERNELS_INVARIANT, &be) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &cpu) == RC_OK);
+    float *out = malloc(sizeof(float) * total * V), *cout = malloc(sizeof(float) * total * V);
+#ifdef RC_TEST_EMULATE
+    const int n_dt = 2;
+#else
+    const int n_dt = 1;
+#endif
+    for (int di = 0; di < n_dt; di++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            rc_numerics num = rc_numerics_fp32();
+            num.dt = di ? RC_BF16 : RC_F32;
+            num.tp = cases[ci].tp;
+            num.tp_reduce = cases[ci].mode;
+            num.tp_trainer = cases[ci].trainer;
+            rc_engine *e, *ec;
+            ck_assert_msg(rc_engine_create(m, be, &num, 3, 8, total, &e) == RC_OK, "%s", rc_last_error());
+            ck_assert_msg(rc_full_forward(e, tok, lens, 3, out) == RC_OK, "%s", rc_last_error());
+            ck_assert(rc_engine_create(m, cpu, &num, 3, 8, total, &ec) == RC_OK);
+            ck_assert(rc_full_forward(ec, tok, lens, 3, cout) == RC_OK);
+            double d = 0;
+            for (int64_t i = 0; i < total * V; i++)
+                d = fmax(d, fabs((double)out[i] - (double)cout[i]));
+            printf("%-10s tp=%d %-5s %s %s: full forward vs CPU max|dlogp| %.3e\n", TEST_NAME, cases[ci].tp,
+                   rc_tp_reduce_name(cases[ci].mode), cases[ci].trainer ? "trainer" : "sampler", dt_name(num.dt), d);
+#ifdef RC_TEST_EMULATE
+            ck_assert_msg(d == 0, "tp=%d: host build vs CPU differs by %g", cases[ci].tp, d);
+#else
+            ck_assert_msg(d <= 1e-5, "tp=%d: GPU vs CPU differs by %g", cases[ci].tp, d);
+#endif
+            rc_engine_free(e);
+            rc_engine_free(ec);
+        }
+    free(out), free(cout);
+    rc_backend_destroy(be);
+    rc_backend_destroy(cpu);
+    rc_model_free(m);
+}
+END_TEST
+
+/* The ratio check on the bundled model with invariant kernels: every ratio
+ * exactly 1 in fp32, bf16 and fp16; engine kernels run and give finite
+ * ratios (printed next to the CPU engine's). */
+START_TEST(test_ratio_default_model)
+{
+    const rc_dtype dt = k_dts[_i];
+    char p[4096];
+    rc_model *m;
+    rc_prompts pr;
+    rc_test_source_path(p, sizeof p, "data/models/pythia-rc-tiny");
+    ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+    rc_test_source_path(p, sizeof p, "data/prompts/default.ids");
+    ck_assert_msg(rc_prompts_load_ids(p, &pr) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg c;
+    memset(&c, 0, sizeof c);
+    c.n_prompts = pr.n < 4 ? pr.n : 4;
+    c.prompt_max = pr.max_len;
+    c.prompt_tokens = pr.tokens;
+    c.prompt_len = pr.len;
+    c.samples = 2;
+    c.batch = 8;
+    c.n_lens = 2;
+    c.lens[0] = 6;
+    c.lens[1] = 12;
+    c.seed = 3;
+    c.sampling.top_k = 0;
+    c.sampling.top_p = 1.0;
+    c.num = rc_numerics_fp32();
+    c.num.dt = dt;
+    for (int k = 0; k < 2; k++) {
+        rc_kernels kern = k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
+        rc_backend *be, *cpu;
+        ck_assert_msg(test_backend_create(kern, &be) == RC_OK, "%s", rc_last_error());
+        ck_assert(rc_backend_cpu_create(0, kern, &cpu) == RC_OK);
+        rc_results r, rc;
+        memset(&r, 0, sizeof r);
+        memset(&rc, 0, sizeof rc);
+        rc_status s = rc_run_check(m, be, NULL, &c, NULL, NULL, NULL, &r);
+        ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+        ck_assert(rc_run_check(m, cpu, NULL, &c, NULL, NULL, NULL, &rc) == RC_OK);
+        for (int i = 0; i < r.n_lens; i++) {
+            printf("%-10s %s %-9s L=%lld ratio mean %.6f std %.3e min %.5f max %.5f identical %.3f | cpu std %.3e\n",
+                   TEST_NAME, dt_name(dt), rc_kernels_name(kern), (long long)r.lens[i].len, r.lens[i].st.mean,
+                   r.lens[i].st.std, r.lens[i].st.min, r.lens[i].st.max, r.lens[i].st.identical_frac,
+                   rc.lens[i].st.std);
+            ck_assert(isfinite(r.lens[i].st.mean) && isfinite(r.lens[i].st.std));
+            if (kern == RC_KERNELS_INVARIANT) {
+                ck_assert_msg(r.lens[i].st.identical_frac == 1.0, "%s invariant: %g of log-probs identical",
+                              dt_name(dt), r.lens[i].st.identical_frac);
+                ck_assert(r.lens[i].st.min == 1.0 && r.lens[i].st.max == 1.0);
+            }
+        }
+        rc_results_free(&r);
+        rc_results_free(&rc);
+        rc_backend_destroy(be);
+        rc_backend_destroy(cpu);
+    }
+    rc_prompts_free(&pr);
+    rc_model_free(m);
+}
+END_TEST
+
+void model_tests_in_op_twins(TCase *tc)
+{
+    tcase_add_test(tc, test_tp_forward);
+}
+
+void model_tests_in_model(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_fixture_vs_hf, 0, 2 * N_FIXTURES);
+    tcase_add_loop_test(tc, test_ratio_default_model, 0, 3);
+    tcase_add_loop_test(tc, test_autocast_twin, 0, 4);
+    tcase_add_loop_test(tc, test_gemma_half_twin, 0, 4);
+    tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
+}
