@@ -467,7 +467,9 @@ START_TEST(test_gemm_pair_order)
     uint16_t probe_a[32] = {0}, probe_b[32] = {0};
     float probe_acc[16] = {0};
     const bool have = rc_cpu_dpbf16_raw(probe_a, probe_b, probe_acc);
-    printf("gemm pair order: path %s (CPU %s vdpbf16ps)\n", path, have ? "has" : "lacks");
+    printf("gemm pair order: path %s (CPU %s vdpbf16ps); kernels at M = 1, 64, 1024: %s; %s; %s\n", path,
+           have ? "has" : "lacks", rc_cpu_gemm_pairs_kernel(1), rc_cpu_gemm_pairs_kernel(64),
+           rc_cpu_gemm_pairs_kernel(1024));
     if (portable)
         ck_assert_str_eq(path, "plain C");
     else if (no_bf16 || !have)

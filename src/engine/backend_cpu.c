@@ -40,6 +40,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "cpu_ops.h"
@@ -573,14 +574,22 @@ AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *
  * values) and zero-padded to Kp = K rounded up to 32, so every 32-element
  * step reads whole registers; W read as stored (bf16, its last step masked
  * past K) or, stored as fp32, packed like x. Every chunk starts at a multiple
- * of 32, so the zero padding is the order's own. Two instruction paths:
+ * of 32, so the zero padding is the order's own. Three kernels:
  *   dp:  vdpbf16ps, one per 32 elements and output (AVX512-BF16);
  *   emu: the same two steps with vfmadd231ps under MXCSR DAZ | FTZ (flush
  *        denormal inputs and results to zeros of their sign, tininess after
  *        rounding: rco_dpbf16_step), the odd elements (each 32-bit word's
- *        high half) first, then the even ones (the low half shifted up).
- * Which one runs is decided once (gemm_pairs_path): each is used only after
- * it gave rco_gemm_dot_pairs's bits on the check vectors. */
+ *        high half) first, then the even ones (the low half shifted up);
+ *   emf: emu's steps on operands widened once to fp32, each block of 32 as
+ *        its 16 odd elements then its 16 even ones (gemm_pairs_emf), so the
+ *        inner loop has no shifts or masks: the fp32 kernel's instructions.
+ * Which instruction path is trusted is decided once (gemm_pairs_path: each
+ * is used only after it gave rco_gemm_dot_pairs's bits on the check
+ * vectors); which kernel runs a GEMM, by its rows and the CPU's speed
+ * (gemm_pairs_route). On Intel Sapphire Rapids vdpbf16ps issues once per two
+ * cycles and occupies both FMA ports meanwhile: 32 multiply-adds per two
+ * cycles against 64 for two FMAs, so there the FMAs do the compute-bound
+ * GEMMs. */
 #define AVX512BF16_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
 
 /* 32 bf16 of W from element k (mk: the elements before W's end) */
@@ -664,11 +673,43 @@ ukp_chunk_emu(const int mr, const int nr, const uint16_t *x, int64_t ldx, const 
     }
 }
 
+/* the emulation on operands widened once (gemm_pairs_widen): each 32-element
+ * block holds the odd elements' fp32 values (16), then the even ones' (16),
+ * so the inner loop is the fp32 kernel's: a load and one FMA per output and
+ * 16 elements, the same count as the 16-lane fp32 order */
+AVX512_FN static inline __attribute__((always_inline)) void
+ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const float *W, int64_t ldw, int64_t kw,
+              int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+    (void)kw; /* widened operands are padded to a multiple of 32 */
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k < k1; k += 16) { /* odd half, then even half of each block */
+        __m512 wf[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            wf[j] = _mm512_loadu_ps(W + j * ldw + k);
+            __asm__("" : "+v"(wf[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_loadu_ps(x + i * ldx + k);
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, wf[j], acc[i][j]);
+        }
+    }
+}
+
 /* rco_gemm_dot_pairs of mr x nr outputs: ukernel's two merges over the pair
  * chunks; a NaN becomes the quiet NaN 0x7fc00000 */
-#define UKP_KERNEL(NAME, CHUNK, ATTR)                                                                               \
+#define UKP_KERNEL(NAME, CHUNK, ATTR, T)                                                                            \
     ATTR static inline __attribute__((always_inline)) void NAME(                                                    \
-        const int mr, const int nr, const int lanes, const uint16_t *x, int64_t ldx, int64_t Kp, const uint16_t *W, \
+        const int mr, const int nr, const int lanes, const T *x, int64_t ldx, int64_t Kp, const T *W,               \
         int64_t ldw, int64_t kw, int64_t C, float out[UK_MR][UK_NR])                                                \
     {                                                                                                               \
         __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];                                                                \
@@ -699,15 +740,16 @@ ukp_chunk_emu(const int mr, const int nr, const uint16_t *x, int64_t ldx, const 
                 if (out[i][j] != out[i][j])                                                                         \
                     out[i][j] = rc_bits_f32(0x7fc00000u);                                                           \
     }
-UKP_KERNEL(ukp_kernel_dp, ukp_chunk_dp, AVX512BF16_FN)
-UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
+UKP_KERNEL(ukp_kernel_dp, ukp_chunk_dp, AVX512BF16_FN, uint16_t)
+UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN, uint16_t)
+UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
 #undef UKP_KERNEL
 
 /* rows [m0, m1) x columns [n0, n1) of the pair-order GEMM: x packed [M, Kp],
  * W's row n at W + n * ldw with kw elements */
-#define UKP_BLOCK(NAME, KERNEL, ATTR)                                                                               \
+#define UKP_BLOCK(NAME, KERNEL, ATTR, T)                                                                            \
     ATTR static inline __attribute__((always_inline)) void NAME##_body(                                             \
-        const int lanes, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw, int64_t w_n0,   \
+        const int lanes, const T *x, int64_t Kp, const T *W, int64_t ldw, int64_t kw, int64_t w_n0,                 \
         const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
         int64_t C)                                                                                                  \
     {                                                                                                               \
@@ -716,7 +758,7 @@ UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
             const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
             for (int64_t n = n0; n < n1; n += NR) {                                                                 \
                 const int nr = n1 - n < NR ? (int)(n1 - n) : NR;                                                    \
-                const uint16_t *xm = x + m * Kp, *Wn = W + (n - w_n0) * ldw; /* W's first row is w_n0 */           \
+                const T *xm = x + m * Kp, *Wn = W + (n - w_n0) * ldw; /* W's first row is w_n0 */                  \
                 float out[UK_MR][UK_NR];                                                                            \
                 if (lanes) {                                                                                        \
                     switch (mr * 8 + nr) {                                                                          \
@@ -738,14 +780,14 @@ UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
             }                                                                                                       \
         }                                                                                                           \
     }                                                                                                               \
-    ATTR static __attribute__((noinline)) void NAME##_sums(const uint16_t *x, int64_t Kp, const uint16_t *W,        \
+    ATTR static __attribute__((noinline)) void NAME##_sums(const T *x, int64_t Kp, const T *W,                      \
                                                            int64_t ldw, int64_t kw, int64_t w_n0, const float *bias, \
                                                            rc_dtype out_dt, float *y, int64_t N, int64_t m0,        \
                                                            int64_t m1, int64_t n0, int64_t n1, int64_t C)           \
     {                                                                                                               \
         NAME##_body(0, x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                             \
     }                                                                                                               \
-    ATTR static __attribute__((noinline)) void NAME##_lanes(const uint16_t *x, int64_t Kp, const uint16_t *W,       \
+    ATTR static __attribute__((noinline)) void NAME##_lanes(const T *x, int64_t Kp, const T *W,                     \
                                                             int64_t ldw, int64_t kw, int64_t w_n0, const float *bias,\
                                                             rc_dtype out_dt, float *y, int64_t N, int64_t m0,       \
                                                             int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
@@ -757,8 +799,9 @@ UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN)
 #define UKP_ROW_L(KERNEL, MR) UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3)
 #define UKP_ROW_S(KERNEL, MR)                                                                                       \
     UKP_CASE(KERNEL, 0, MR, 1) UKP_CASE(KERNEL, 0, MR, 2) UKP_CASE(KERNEL, 0, MR, 3) UKP_CASE(KERNEL, 0, MR, 4)
-UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN)
-UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN)
+UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t)
+UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN, uint16_t)
+UKP_BLOCK(gemm_pairs_emf, ukp_kernel_emf, AVX512_FN, float)
 #undef UKP_BLOCK
 #undef UKP_CASE
 #undef UKP_ROW_L
@@ -781,6 +824,70 @@ static void gemm_pairs_block(int dp, const uint16_t *x, int64_t Kp, const uint16
     (lanes ? gemm_pairs_emu_lanes : gemm_pairs_emu_sums)(x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0,
                                                          n1, o.chunk);
     _mm_setcsr(csr);
+}
+
+/* The emulation on widened operands (gemm_pairs_widen's layout), MXCSR's
+ * DAZ and FTZ set for the block as gemm_pairs_block's emu */
+static void gemm_pairs_block_emf(const float *x, int64_t Kp, const float *W, int64_t w_n0, const float *bias,
+                                 rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                                 rco_gemm_order o)
+{
+    const bool lanes = !o.sums && o.chunk < Kp;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
+    (lanes ? gemm_pairs_emf_lanes : gemm_pairs_emf_sums)(x, Kp, W, Kp, Kp, w_n0, bias, out_dt, y, N, m0, m1, n0, n1,
+                                                         o.chunk);
+    _mm_setcsr(csr);
+}
+
+/* Seconds for r rounds of 12 independent vdpbf16ps (dp) or, for the same
+ * multiply-adds, of 24 independent vfmadd231ps */
+AVX512BF16_FN static double dpbf16_rate_time(int dp, int r)
+{
+    __m512 a[24];
+    for (int i = 0; i < 24; i++)
+        a[i] = _mm512_set1_ps((float)i);
+    const __m512i u = _mm512_set1_epi32(0x3f803f80), v = _mm512_set1_epi32(0x3f7f3f7f);
+    const __m512 f = _mm512_set1_ps(0.5f), g = _mm512_set1_ps(0.25f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (dp) {
+        for (int k = 0; k < r; k++)
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) {
+                a[i] = _mm512_dpbf16_ps(a[i], (__m512bh)u, (__m512bh)v);
+                __asm__("" ::"v"(a[i]));
+            }
+    } else {
+        for (int k = 0; k < r; k++)
+#pragma GCC unroll 24
+            for (int i = 0; i < 24; i++) {
+                a[i] = _mm512_fmadd_ps(a[i], f, g);
+                __asm__("" ::"v"(a[i]));
+            }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    __m512 sum = a[0];
+    for (int i = 1; i < 24; i++)
+        sum = _mm512_add_ps(sum, a[i]);
+    volatile float sink = _mm512_reduce_add_ps(sum); /* keeps the loops */
+    (void)sink;
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+/* Whether vdpbf16ps does this CPU's bf16 multiply-adds faster than pairs of
+ * FMAs (AMD Zen 4: twice as fast; Intel Sapphire Rapids: half as fast, one
+ * per two cycles on the FMA ports). The fastest of 7 tries of each, about
+ * 2 us apiece; which way it goes changes only the speed, never the bits */
+static bool dpbf16_faster(void)
+{
+    double tdp = 1e9, tfma = 1e9;
+    for (int t = 0; t < 7; t++) {
+        const double a = dpbf16_rate_time(1, 256), b = dpbf16_rate_time(0, 256);
+        tdp = a < tdp ? a : tdp;
+        tfma = b < tfma ? b : tfma;
+    }
+    return tdp < tfma;
 }
 
 AVX512BF16_FN static void dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
@@ -827,6 +934,83 @@ static float wt_at(rc_wt W, int64_t i)
 }
 
 #ifdef RC_GEMM_AVX512
+/* n values from src (its element i at src + i) widened into one row of the
+ * emulation's layout: per block of 32, the odd elements' bf16 values as
+ * fp32, then the even ones'; zeros past n, up to Kp */
+static void gemm_pairs_widen(rc_wt W, int64_t off, const float *src, int64_t n, int64_t Kp, float *dst)
+{
+    for (int64_t b = 0; b < Kp; b += 32)
+        for (int j = 0; j < 16; j++) {
+            const int64_t e = b + 2 * j, od = e + 1;
+            float ve = 0.0f, vo = 0.0f;
+            if (src) {
+                ve = e < n ? rc_bf16_to_f32(rc_f32_to_bf16(src[e])) : 0.0f;
+                vo = od < n ? rc_bf16_to_f32(rc_f32_to_bf16(src[od])) : 0.0f;
+            } else if (W.dt == RC_BF16) {
+                const uint16_t *w = (const uint16_t *)W.p + off;
+                ve = e < n ? rc_bf16_to_f32(w[e]) : 0.0f;
+                vo = od < n ? rc_bf16_to_f32(w[od]) : 0.0f;
+            } else {
+                ve = e < n ? rc_bf16_to_f32(rc_f32_to_bf16(wt_at(W, off + e))) : 0.0f;
+                vo = od < n ? rc_bf16_to_f32(rc_f32_to_bf16(wt_at(W, off + od))) : 0.0f;
+            }
+            dst[b + j] = vo;
+            dst[b + 16 + j] = ve;
+        }
+}
+
+/* gemm_pairs_widen of a bf16 row: each 32-bit word's high half (the odd
+ * element) and its low half shifted up (the even one) are their fp32 values */
+AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_t Kp, float *dst)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t b = 0; b < Kp; b += 32) {
+        const __m512i v = ukp_loadw(w, b, n);
+        _mm512_storeu_si512((void *)(dst + b), _mm512_and_si512(v, hi));
+        _mm512_storeu_si512((void *)(dst + b + 16), _mm512_slli_epi32(v, 16));
+    }
+}
+
+/* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
+ * rows widened once, W one column block at a time into this thread's panel,
+ * read there by every row block; the same steps as gemm_pairs' paths (the
+ * same bits), with the fp32 kernel's instruction count */
+static rc_status gemm_pairs_emf(const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw, int64_t N,
+                                const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
+{
+    const int64_t Kp = (K + 31) / 32 * 32;
+    float *xf = NULL, *panels = NULL;
+    RC_TRY(rc_alloc_aligned((void **)&xf, M * Kp, sizeof *xf, "matmul operands"));
+    rc_status st = rc_alloc_aligned((void **)&panels, (int64_t)omp_get_max_threads() * GEMM_N_BLOCK * Kp,
+                                    sizeof *panels, "matmul panels");
+    if (st != RC_OK) {
+        free(xf);
+        return st;
+    }
+#pragma omp parallel for schedule(static) if (M * Kp >= 65536)
+    for (int64_t m = 0; m < M; m++)
+        gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
+    const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (int64_t bn = 0; bn < nb; bn++) {
+        const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+        float *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
+        for (int64_t n = n0; n < n1; n++) {
+            if (W.dt == RC_BF16)
+                gemm_pairs_widen_bf16((const uint16_t *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
+            else
+                gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
+        }
+        for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
+            const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+            gemm_pairs_block_emf(xf, Kp, pan, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+        }
+    }
+    free(panels);
+    free(xf);
+    return RC_OK;
+}
+
 /* y[M, N] = R(x . W^T + bias) in the pair order o on path 2 (vdpbf16ps) or
  * 1 (emulated): x's rows packed once as bf16, padded to Kp; W read as stored
  * when bf16, else packed the same way */
@@ -918,9 +1102,14 @@ static bool gemm_pairs_check(int path)
         else
             w[i - M * K] = v;
     }
-    for (int sums = 0; sums < 2; sums++) {
-        const rco_gemm_order o = {32, sums, 1};
-        if (gemm_pairs(path, x, K, M, K, rc_wt_f32(w), K, N, NULL, RC_F32, y, o) != RC_OK)
+    for (int t = 0; t < (path == 2 ? 2 : 6); t++) { /* path 1: emu and emf, fp32 and bf16 weights */
+        const rco_gemm_order o = {32, t % 2, 1};
+        uint16_t wb[N * K];
+        for (int i = 0; i < N * K; i++)
+            wb[i] = rc_f32_to_bf16(w[i]);
+        const rc_wt wt = t >= 4 ? (rc_wt){wb, RC_BF16, false} : rc_wt_f32(w);
+        if ((t < 2 ? gemm_pairs(path, x, K, M, K, wt, K, N, NULL, RC_F32, y, o)
+                   : gemm_pairs_emf(x, K, M, K, wt, K, N, NULL, RC_F32, y, o)) != RC_OK)
             return false;
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++)
@@ -954,10 +1143,53 @@ static int gemm_pairs_path(void)
     return path;
 }
 
+#ifdef RC_GEMM_AVX512
+enum { PAIRS_DP, PAIRS_EMU, PAIRS_EMF };
+
+/* Which kernel computes a pair-order GEMM of M rows (path: gemm_pairs_path,
+ * 1 or 2); all give the same bits. vdpbf16ps wherever it is the faster
+ * multiply-add (dpbf16_faster), else for M <= UK_MR (decode: bound by reading
+ * the weights, which it reads at 2 bytes); otherwise the emulation: on
+ * widened operands (emf) for M <= 256, where the FMAs bound it, and on
+ * bf16 operands (emu) for M > 256, where its operands' bytes do. The
+ * environment variable RC_PAIRS_ROUTE (dp, emu or emf) forces one kernel for
+ * every M (dp only on path 2), for the tests. */
+static int gemm_pairs_route(int path, int64_t M)
+{
+    static int forced = -2, dp_fast = -1;
+    if (forced == -2) {
+        const char *r = getenv("RC_PAIRS_ROUTE");
+        forced = !r ? -1 : !strcmp(r, "dp") ? PAIRS_DP : !strcmp(r, "emu") ? PAIRS_EMU : !strcmp(r, "emf") ? PAIRS_EMF : -1;
+    }
+    if (forced >= 0 && (forced != PAIRS_DP || path == 2))
+        return forced;
+    if (path == 2) {
+        if (dp_fast < 0)
+            dp_fast = dpbf16_faster();
+        if (dp_fast || M <= UK_MR)
+            return PAIRS_DP;
+    }
+    return M <= UK_MR || M > 256 ? PAIRS_EMU : PAIRS_EMF;
+}
+#endif
+
 const char *rc_cpu_gemm_pairs_path(void)
 {
     static const char *const names[] = {"plain C", "AVX-512 FMA emulation", "vdpbf16ps"};
     return names[gemm_pairs_path()];
+}
+
+const char *rc_cpu_gemm_pairs_kernel(int64_t M)
+{
+#ifdef RC_GEMM_AVX512
+    static const char *const names[] = {"vdpbf16ps", "FMA emulation on bf16 operands",
+                                        "FMA emulation on widened operands"};
+    if (gemm_pairs_path() > 0)
+        return names[gemm_pairs_route(gemm_pairs_path(), M)];
+#else
+    (void)M;
+#endif
+    return "plain C";
 }
 
 int rc_cpu_dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
@@ -1034,8 +1266,12 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
 #endif
     const rco_gemm_order C = rco_gemm_order_dt(be->kernels == RC_KERNELS_INVARIANT, M, K, in_dt);
 #ifdef RC_GEMM_AVX512
-    if (C.pairs && gemm_pairs_path() > 0)
-        return gemm_pairs(gemm_pairs_path(), x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+    if (C.pairs && gemm_pairs_path() > 0) {
+        const int route = gemm_pairs_route(gemm_pairs_path(), M);
+        if (route == PAIRS_EMF)
+            return gemm_pairs_emf(x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+        return gemm_pairs(route == PAIRS_DP ? 2 : 1, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+    }
 #endif
     const bool avx512 = gemm_use_avx512() && !C.pairs; /* the pair order without its SIMD paths: the twin */
     float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */

@@ -38,5 +38,9 @@ int rc_cpu_dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
  * path checked against the twin first; RC_NO_AVX512BF16=1 skips the
  * instruction). */
 const char *rc_cpu_gemm_pairs_path(void);
+/* The kernel a pair-order GEMM of M rows runs on that path (the same bits on
+ * each): "vdpbf16ps", "FMA emulation on bf16 operands", "FMA emulation on
+ * widened operands" or "plain C". */
+const char *rc_cpu_gemm_pairs_kernel(int64_t M);
 
 #endif

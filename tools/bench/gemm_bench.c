@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu_ops.h"
 
 static int g_cpu_time;
 
@@ -154,7 +155,9 @@ int main(int argc, char **argv)
                 if (printf("%-18s %-10s %10.1f %10.1f %7.2f\n", argv[i], st[v].name, g[v], g_bl, g[v] / g_bl) < 0)
                     return 1;
             }
-            if (k == 1 && nst == 3 && printf("%-18s engine / engine-fma: %.2f\n", argv[i], g[1] / g[2]) < 0)
+            if (k == 1 && nst == 3 &&
+                printf("%-18s engine / engine-fma: %.2f (pair order: %s)\n", argv[i], g[1] / g[2],
+                       rc_cpu_gemm_pairs_kernel((int64_t)M)) < 0)
                 return 1;
         }
         free(x);
