@@ -1124,6 +1124,8 @@ static bool gemm_pairs_check(int path)
  * RC_NO_AVX512BF16 is set); 1, the same steps emulated with AVX-512 FMAs; 0,
  * the plain-C twin. A path is taken only after it gave the twin's bits on
  * gemm_pairs_check's vectors (a few microseconds). */
+static bool g_pairs_emu_ok; /* the emulation's kernels (emu, emf) gave the twin's bits */
+
 static int gemm_pairs_path(void)
 {
     static int path = -1;
@@ -1132,9 +1134,10 @@ static int gemm_pairs_path(void)
 #ifdef RC_GEMM_AVX512
         if (gemm_use_avx512()) {
             const char *no = getenv("RC_NO_AVX512BF16");
+            g_pairs_emu_ok = gemm_pairs_check(1);
             if (!(no && *no && strcmp(no, "0")) && __builtin_cpu_supports("avx512bf16") && gemm_pairs_check(2))
                 p = 2;
-            else if (gemm_pairs_check(1))
+            else if (g_pairs_emu_ok)
                 p = 1;
         }
 #endif
@@ -1147,7 +1150,8 @@ static int gemm_pairs_path(void)
 enum { PAIRS_DP, PAIRS_EMU, PAIRS_EMF };
 
 /* Which kernel computes a pair-order GEMM of M rows (path: gemm_pairs_path,
- * 1 or 2); all give the same bits. vdpbf16ps wherever it is the faster
+ * 1 or 2); all give the same bits (the emulation's kernels run on path 2
+ * only when they passed their check too). vdpbf16ps wherever it is the faster
  * multiply-add (dpbf16_faster), else for M <= UK_MR (decode: bound by reading
  * the weights, which it reads at 2 bytes); otherwise the emulation: on
  * widened operands (emf) for M <= 256, where the FMAs bound it, and on
@@ -1161,6 +1165,8 @@ static int gemm_pairs_route(int path, int64_t M)
         const char *r = getenv("RC_PAIRS_ROUTE");
         forced = !r ? -1 : !strcmp(r, "dp") ? PAIRS_DP : !strcmp(r, "emu") ? PAIRS_EMU : !strcmp(r, "emf") ? PAIRS_EMF : -1;
     }
+    if (path == 2 && !g_pairs_emu_ok)
+        return PAIRS_DP;
     if (forced >= 0 && (forced != PAIRS_DP || path == 2))
         return forced;
     if (path == 2) {
