@@ -879,14 +879,20 @@ AVX512BF16_FN static double dpbf16_rate_time(int dp, int r)
  * FMAs (AMD Zen 4: twice as fast; Intel Sapphire Rapids: half as fast, one
  * per two cycles on the FMA ports). The fastest of 7 tries of each, about
  * 2 us apiece; which way it goes changes only the speed, never the bits */
-static bool dpbf16_faster(void)
+static void dpbf16_rates(double *tdp, double *tfma)
 {
-    double tdp = 1e9, tfma = 1e9;
+    *tdp = *tfma = 1e9;
     for (int t = 0; t < 7; t++) {
         const double a = dpbf16_rate_time(1, 256), b = dpbf16_rate_time(0, 256);
-        tdp = a < tdp ? a : tdp;
-        tfma = b < tfma ? b : tfma;
+        *tdp = a < *tdp ? a : *tdp;
+        *tfma = b < *tfma ? b : *tfma;
     }
+}
+
+static bool dpbf16_faster(void)
+{
+    double tdp, tfma;
+    dpbf16_rates(&tdp, &tfma);
     return tdp < tfma;
 }
 
@@ -1196,6 +1202,21 @@ const char *rc_cpu_gemm_pairs_kernel(int64_t M)
     (void)M;
 #endif
     return "plain C";
+}
+
+int rc_cpu_dpbf16_rate(double *dp_ns, double *fma_ns)
+{
+#ifdef RC_GEMM_AVX512
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
+        double tdp, tfma;
+        dpbf16_rates(&tdp, &tfma);
+        *dp_ns = tdp * 1e9 / (256.0 * 12.0);
+        *fma_ns = tfma * 1e9 / (256.0 * 12.0);
+        return 1;
+    }
+#endif
+    *dp_ns = *fma_ns = 0.0;
+    return 0;
 }
 
 int rc_cpu_dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])

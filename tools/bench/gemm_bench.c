@@ -9,7 +9,8 @@
  * bf16 operands declared (`engine`, the pair order: vdpbf16ps or its
  * emulation, docs/numerics.md) and as fp32 operands (`engine-fma`, the
  * 16-lane fp32 FMA order on the same values), so the two orders' ratio comes
- * from one run on the same machine state.
+ * from one run on the same machine state. It first prints the start-up timing
+ * that picks the pair order's kernel (rc_cpu_dpbf16_rate).
  * --cpu-time: time with the process's CPU clock instead of the wall clock
  * (with --threads 1, the time the thread ran: other jobs on a loaded machine
  * take cores, not this clock).
@@ -86,6 +87,12 @@ int main(int argc, char **argv)
                {1, bf16 ? RC_BF16 : RC_F32, "engine"},
                {1, RC_F32, "engine-fma"}};
     const int nst = bf16 ? 3 : 2;
+    double dp_ns, fma_ns;
+    if (bf16 && rc_cpu_dpbf16_rate(&dp_ns, &fma_ns) &&
+        printf("32 multiply-adds (16 lanes x 2): one vdpbf16ps %.3f ns (12 independent chains), two vfmadd231ps "
+               "%.3f ns (24)\n",
+               dp_ns, fma_ns) < 0)
+        return 1;
     printf("%-18s %-10s %10s %10s %7s\n", "M:K:N", "kernels", "rc GF/s", "blas GF/s", "rc/blas");
     for (; i < argc; i++) {
         long long M, K, N;
