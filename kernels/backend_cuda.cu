@@ -535,15 +535,40 @@ rc_status cuda_zero(rc_backend *be, float *x, int64_t n)
     return rck_zero(rck_zero_args{x}, n);
 }
 
-rc_status cuda_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+rc_status cuda_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, int renorm,
                          rc_dtype w_dt, float *sel, float *w)
 {
     if (E < 1 || top_k < 1 || top_k > E)
         return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(M > 0 ? M * E : 1) * sizeof(float), &p));
-    return rck_moe_route(rck_moe_route_args{logits, sel, w, static_cast<float *>(p), E, top_k, renorm ? 1 : 0, w_dt},
+    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(M > 0 ? 2 * M * E : 1) * sizeof(float), &p)); // 2 E a row
+    return rck_moe_route(rck_moe_route_args{logits, sel, w, static_cast<float *>(p), E, top_k, renorm, w_dt},
                          M);
+}
+
+rc_status cuda_bias_add(rc_backend *be, float *y, int64_t M, int64_t N, const float *bias, rc_dtype out_dt)
+{
+    (void)be;
+    return elementwise(RCK_EW_BIAS, y, bias, y, M * N, out_dt, RC_ACT_SILU, RC_F32, N);
+}
+
+rc_status cuda_swiglu_clamp(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
+                            rc_dtype dt)
+{
+    (void)be;
+    rck_ew_args e{};
+    e.op = RCK_EW_SWIGLU_CLAMP;
+    e.a = gate;
+    e.b = up;
+    e.out = gate;
+    e.n = n;
+    e.n_cols = 1;
+    e.act = RC_ACT_SILU;
+    e.act_dt = RC_F32;
+    e.out_dt = dt;
+    e.c = alpha;
+    e.c2 = limit;
+    return rck_ew(e);
 }
 
 rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
@@ -605,6 +630,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_moe_route,
     cuda_moe_accumulate,
     cuda_gdn_step,
+    cuda_bias_add,
+    cuda_swiglu_clamp,
 };
 
 } // namespace

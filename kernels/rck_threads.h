@@ -80,10 +80,12 @@ typedef struct {
     int64_t n, n_cols;
     rc_act act;
     rc_dtype act_dt, out_dt;
-    float c; /* RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP */
+    float c; /* RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP; RCK_EW_SWIGLU_CLAMP: alpha */
+    float c2; /* RCK_EW_SWIGLU_CLAMP: limit */
 } rck_ew_args;
 
-enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP };
+enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP,
+       RCK_EW_SWIGLU_CLAMP };
 
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
@@ -108,6 +110,9 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
         break;
     case RCK_EW_SOFTCAP:
         a->out[i] = rco_softcap1(a->a[i], a->c, a->out_dt);
+        break;
+    case RCK_EW_SWIGLU_CLAMP: /* a: gate, b: up (gpt-oss) */
+        a->out[i] = rco_swiglu_clamp1(a->a[i], a->b[i], a->c, a->c2, a->out_dt);
         break;
     }
 }
@@ -379,7 +384,7 @@ typedef struct {
 
 RC_HD static inline void rck_zero_thread(const rck_zero_args *a, int64_t i) { a->x[i] = 0.0f; }
 
-/* one row of the routing per thread: rco_moe_route_row with E floats of
+/* one row of the routing per thread: rco_moe_route_row with 2 E floats of
  * scratch per row */
 typedef struct {
     const float *logits;
@@ -391,7 +396,7 @@ typedef struct {
 
 RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64_t r)
 {
-    rco_moe_route_row(a->logits + r * a->E, a->E, a->top_k, a->renorm, a->w_dt, a->scratch + r * a->E,
+    rco_moe_route_row(a->logits + r * a->E, a->E, a->top_k, a->renorm, a->w_dt, a->scratch + r * 2 * a->E,
                       a->sel + r * a->top_k, a->w + r * a->top_k);
 }
 

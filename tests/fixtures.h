@@ -1,6 +1,6 @@
 /* The HF reference fixtures: one folder each under data/fixtures/ (config.json,
  * model.safetensors, reference.safetensors; written by tools/fixtures/make_fixtures.py,
- * make_family_fixtures.py and make_moe_fixtures.py). The one list that
+ * make_family_fixtures.py, make_moe_fixtures.py, make_gptoss_fixtures.py and make_mla_fixtures.py). The one list that
  * tests/test_forward.c, tests/test_cuda.c and tools/fuzz/fuzz_model.c read: a new
  * fixture is one row here.
  *
@@ -35,7 +35,10 @@
     X(gemma3_local, gemma3_text, 1)                                                                                    \
     X(olmo3_sliding, olmo3, 1)                                                                                         \
     X(phi3_longrope, phi3, 1)                                                                                          \
-    X(glm4_partial, glm4, 1)
+    X(glm4_partial, glm4, 1)                                                                                           \
+    X(gptoss_sinks, gpt_oss, 1)                                                                                        \
+    X(deepseek_v3_mla, deepseek_v3, 1)                                                                                 \
+    X(deepseek_v3_qproj, deepseek_v3, 0)
 
 typedef struct {
     const char *name;       /* data/fixtures/NAME */

@@ -1355,6 +1355,7 @@ int main(void)
     text_tests_in_run(tr);
     robust_tests_in_run(tr);
     text_tests_in_run_2(tr);
+    moe_tests_in_run(tr);
     tcase_add_test(tr, test_trace_command);
     tcase_add_test(tr, test_trace_forward_batch);
     suite_add_tcase(s, tr);

@@ -19,5 +19,6 @@ void text_tests_in_run_2(TCase *tc);
 void robust_tests_in_run(TCase *tc);
 void robust_tests_in_robust(TCase *tc);
 void robust_tests_in_rough(TCase *tc);
+void moe_tests_in_run(TCase *tc);
 
 #endif

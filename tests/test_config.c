@@ -613,6 +613,72 @@ START_TEST(test_glm4)
 }
 END_TEST
 
+/* gpt-oss (GptOssConfig): sinks, biases everywhere, every layer MoE with the clamped SwiGLU, layer_types,
+ * YaRN by default */
+START_TEST(test_gpt_oss)
+{
+    rc_config c;
+    /* gpt-oss-20b's keys (layer_types shortened with num_hidden_layers) */
+    parse_ok("{'architectures':['GptOssForCausalLM'],'attention_bias':true,'attention_dropout':0.0,"
+             "'eos_token_id':200002,'experts_per_token':4,'head_dim':64,'hidden_act':'silu','hidden_size':2880,"
+             "'initial_context_length':4096,'initializer_range':0.02,'intermediate_size':2880,"
+             "'layer_types':['sliding_attention','full_attention','sliding_attention','full_attention'],"
+             "'max_position_embeddings':131072,'model_type':'gpt_oss','num_attention_heads':64,"
+             "'num_experts_per_tok':4,'num_hidden_layers':4,'num_key_value_heads':8,'num_local_experts':32,"
+             "'output_router_logits':false,'pad_token_id':199999,'rms_norm_eps':1e-05,"
+             "'rope_scaling':{'beta_fast':32.0,'beta_slow':1.0,'factor':32.0,"
+             "'original_max_position_embeddings':4096,'rope_type':'yarn','truncate':false},'rope_theta':150000,"
+             "'router_aux_loss_coef':0.9,'sliding_window':128,'swiglu_limit':7.0,'tie_word_embeddings':false,"
+             "'use_cache':true,'vocab_size':201088}", &c);
+    ck_assert_str_eq(c.arch->family, "gpt_oss");
+    ck_assert(c.head_dim == 64 && c.n_heads == 64 && c.n_kv_heads == 8 && c.hidden == 2880);
+    ck_assert(c.n_experts == 32 && c.top_k == 4 && c.moe_intermediate == 2880 && c.shared_intermediate == 0);
+    ck_assert(c.attn_sinks && c.moe_bias && c.moe_topk_softmax && c.qkv_bias && c.o_bias && !c.mlp_bias);
+    ck_assert(c.norm_w_f32 && !c.norm_topk_prob && !c.moe_weights_f32 && !c.tie_embeddings);
+    ck_assert(c.swiglu_limit == 7.0 && c.swiglu_alpha == 1.702);
+    ck_assert(c.sliding_window == 128 && c.window_per_layer && c.layer_sliding[0] && !c.layer_sliding[1] &&
+              c.layer_sliding[2] && !c.layer_sliding[3]);
+    ck_assert(c.rope_type == RC_ROPE_YARN && c.rope_factor == 32.0 && !c.rope_truncate &&
+              c.rope_orig_max_pos == 4096 && c.rope_theta == 150000.0 && c.rotary_dim == 64);
+    ck_assert(c.rope_attn_factor == 0.1 * log(32.0) + 1.0);
+    for (int64_t l = 0; l < c.n_layers; l++)
+        ck_assert(rc_layer_is_moe(&c, l));
+    /* GptOssConfig's defaults: head_dim 64, the YaRN rope, even layers sliding, window 128, alpha / limit */
+    parse_ok("{'model_type':'gpt_oss','hidden_size':96,'num_attention_heads':4,'num_key_value_heads':2,"
+             "'num_hidden_layers':3,'intermediate_size':32,'vocab_size':300,'num_local_experts':4,"
+             "'num_experts_per_tok':2}", &c);
+    ck_assert(c.head_dim == 64 && c.rope_type == RC_ROPE_YARN && c.rope_factor == 32.0 && !c.rope_truncate &&
+              c.rope_orig_max_pos == 4096 && c.rope_theta == 150000.0);
+    ck_assert(c.layer_sliding[0] && !c.layer_sliding[1] && c.layer_sliding[2] && c.sliding_window == 128);
+    ck_assert(c.swiglu_alpha == 1.702 && c.swiglu_limit == 7.0 && c.qkv_bias);
+    /* num_experts is the alias transformers' attribute_map gives; head_dim null: hidden / heads */
+    parse_ok("{'model_type':'gpt_oss','hidden_size':96,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'intermediate_size':32,'vocab_size':300,'num_experts':6,'num_experts_per_tok':2,'head_dim':null,"
+             "'swiglu_alpha':2.0,'swiglu_limit':0.5,'attention_bias':false,'sliding_window':null,"
+             "'layer_types':['full_attention','full_attention']}", &c);
+    ck_assert(c.n_experts == 6 && c.head_dim == 24 && c.swiglu_alpha == 2.0 && c.swiglu_limit == 0.5);
+    ck_assert(!c.qkv_bias && !c.o_bias && c.sliding_window == 0 && c.n_kv_heads == 4);
+    /* refused: another activation, more experts per token than experts, a sliding layer without a window */
+    EXPECT_REJECT("{'model_type':'gpt_oss','hidden_size':96,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':32,'vocab_size':300,'num_local_experts':4,'num_experts_per_tok':2,"
+                  "'hidden_act':'gelu'}", RC_ERR_UNSUPPORTED, "hidden_act", "gelu");
+    EXPECT_REJECT("{'model_type':'gpt_oss','hidden_size':96,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':32,'vocab_size':300,'num_local_experts':4,'num_experts_per_tok':5}",
+                  RC_ERR_FORMAT, "num_experts_per_tok 5", "4 experts");
+    EXPECT_REJECT("{'model_type':'gpt_oss','hidden_size':96,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'intermediate_size':32,'vocab_size':300,'num_local_experts':4,'num_experts_per_tok':2,"
+                  "'sliding_window':null}", RC_ERR_FORMAT, "layer 0", "no sliding window");
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/gptoss_sinks"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.head_dim == 16 && m->cfg.sliding_window == 5 && m->cfg.swiglu_limit == 1.5 &&
+              m->cfg.n_experts == 5 && !m->cfg.layer_sliding[1] && m->cfg.layer_sliding[2]);
+    rc_model_free(m);
+}
+END_TEST
+
 /* Where transformers ignores a key, so does ratiocheck: MptMLP is 4 x d_model
  * whatever expansion_ratio says (a folder saved by MptForCausalLM with
  * expansion_ratio 2 holds 4 x d_model weights and loads); an eos_token_id
@@ -984,6 +1050,7 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_olmo3);
     tcase_add_test(ok, test_phi3);
     tcase_add_test(ok, test_glm4);
+    tcase_add_test(ok, test_gpt_oss);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);

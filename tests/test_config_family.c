@@ -187,7 +187,7 @@ START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
                      "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
-                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4");
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4, gpt_oss, deepseek_v3");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -273,15 +273,21 @@ START_TEST(test_family_tables_cover_fields)
         ck_assert_msg(model_seen[RC_MW_embed] && model_seen[RC_MW_lnf_w] &&
                           (model_seen[RC_MW_lm_head] || a->forward.head == RC_HEAD_TIED),
                       "%s", a->family);
-        ck_assert_msg(layer_seen[RC_LW_ln1_w] && layer_seen[RC_LW_ln2_w] && layer_seen[RC_LW_w_qkv] &&
+        /* the fused q/k/v projection, or latent attention's (DeepSeek-V3: q, kv_a with its norm, kv_b) */
+        const bool mla = layer_seen[RC_LW_w_mq] && layer_seen[RC_LW_w_mkva] && layer_seen[RC_LW_mkv_ln_w] &&
+                         layer_seen[RC_LW_w_mkvb];
+        ck_assert_msg(layer_seen[RC_LW_ln1_w] && layer_seen[RC_LW_ln2_w] && (layer_seen[RC_LW_w_qkv] || mla) &&
                           layer_seen[RC_LW_w_o],
                       "%s", a->family);
         /* a dense MLP in every family that can have a dense layer (Mixtral's are all MoE: its experts and
          * router come from rc_expert_spec) */
-        const bool all_moe = a->experts && strcmp(a->family, "mixtral") == 0;
+        const bool all_moe = a->experts && (strcmp(a->family, "mixtral") == 0 || strcmp(a->family, "gpt_oss") == 0);
         ck_assert_msg(all_moe || (layer_seen[RC_LW_w_up] && layer_seen[RC_LW_w_down]), "%s", a->family);
         ck_assert_int_eq(layer_seen[RC_LW_w_gate], a->forward.mlp == RC_MLP_GATED && !all_moe);
-        if (a->experts)
+        if (a->experts && a->experts->fused_transposed_interleaved) /* gpt-oss: fused tensors only, with biases */
+            ck_assert(a->experts->router_fused && a->experts->fused_gate_up && a->experts->fused_down &&
+                      a->experts->router_bias && a->experts->fused_gate_up_bias && a->experts->fused_down_bias);
+        else if (a->experts)
             ck_assert(a->experts->router && a->experts->per_expert && a->experts->gate && a->experts->up &&
                       a->experts->down && a->experts->fused_gate_up && a->experts->fused_down);
         ck_assert_int_eq(model_seen[RC_MW_lnf_b], a->forward.norm_bias);
@@ -342,6 +348,60 @@ START_TEST(test_family_forward_defaults)
 }
 END_TEST
 
+/* DeepSeek-V3: latent attention's keys and what follows from them; the MoE
+ * keys range-checked; a config with MoE layers refused (not loaded yet). */
+#define DSV3_BASE                                                                                                   \
+    "{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"                         \
+    "'num_attention_heads':5,'intermediate_size':56,'kv_lora_rank':40,'qk_nope_head_dim':16,"                     \
+    "'qk_rope_head_dim':8,'v_head_dim':12,'first_k_dense_replace':2,'n_routed_experts':8,'n_group':2,"            \
+    "'topk_group':1,'num_experts_per_tok':2"
+START_TEST(test_deepseek_v3_config)
+{
+    rc_config c;
+    parse_ok(DSV3_BASE ",'q_lora_rank':48}", &c);
+    ck_assert(c.mla && c.q_lora_rank == 48 && c.kv_lora_rank == 40 && c.qk_nope_dim == 16 && c.qk_rope_dim == 8 &&
+              c.v_head_dim == 12);
+    ck_assert_int_eq(c.head_dim, 24); /* the expanded attention's q / k width */
+    ck_assert_int_eq(c.n_kv_heads, 5);
+    ck_assert_int_eq(c.rotary_dim, 8);
+    ck_assert(c.rope_interleave && !c.qkv_bias && !c.o_bias && c.gated_mlp && c.act == RC_ACT_SILU);
+    ck_assert(c.mla_norm_eps == 1e-6 && c.norm_eps == 1e-6 && c.bos_id == 0 && c.max_pos == 4096);
+    ck_assert(c.softmax_scale == pow(24.0, -0.5)); /* no rope scaling: qk_head_dim ** -0.5 */
+    ck_assert_int_eq(c.n_experts, 0);              /* every layer dense */
+    /* weights: embed + head, final norm; per layer 2 norms, q_a (+ norm), q_b, kv_a (+ norm), kv_b, o, MLP */
+    int64_t n;
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    const int64_t layer = 2 * 80 + 48 * 80 + 48 + 5 * 24 * 48 + 48 * 80 + 40 + 5 * 28 * 40 + 80 * 60 + 3 * 56 * 80;
+    ck_assert_int_eq(n, 2 * 128 * 80 + 80 + 2 * layer);
+    /* q_lora_rank null: a plain q_proj; attention_bias; yarn's mscale_all_dim on the softmax scale */
+    parse_ok(DSV3_BASE ",'q_lora_rank':null,'attention_bias':true,'rope_interleave':false,"
+             "'rope_scaling':{'type':'yarn','factor':40,'mscale':1.0,'mscale_all_dim':0.707,"
+             "'original_max_position_embeddings':4096}}",
+             &c);
+    ck_assert(c.q_lora_rank == 0 && c.qkv_bias && c.o_bias && !c.rope_interleave && c.rope_type == RC_ROPE_YARN);
+    const double m = 0.1 * 0.707 * log(40.0) + 1.0;
+    ck_assert(c.softmax_scale == pow(24.0, -0.5) * m * m);
+    /* cos / sin: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) */
+    ck_assert_double_eq_tol(c.rope_attn_factor, (0.1 * log(40.0) + 1.0) / m, 1e-15);
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    const int64_t layer2 = 2 * 80 + 5 * 24 * 80 + 48 * 80 + 48 + 40 + 5 * 28 * 40 + 80 * 60 + 80 + 3 * 56 * 80;
+    ck_assert_int_eq(n, 2 * 128 * 80 + 80 + 2 * layer2);
+    /* MoE layers: refused in one line, exit code 5 */
+    EXPECT_REJECT("{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"
+                  "'num_attention_heads':5,'intermediate_size':56,'first_k_dense_replace':1}",
+                  RC_ERR_UNSUPPORTED, "mixture-of-experts layers", "MoE layers of deepseek_v3 are not loaded yet");
+    EXPECT_REJECT(DSV3_BASE ",'n_group':3}", RC_ERR_FORMAT, "not a multiple of n_group");
+    EXPECT_REJECT(DSV3_BASE ",'topk_group':3}", RC_ERR_FORMAT, "topk_group 3 exceeds n_group 2");
+    EXPECT_REJECT(DSV3_BASE ",'num_experts_per_tok':5}", RC_ERR_FORMAT, "num_experts_per_tok 5 exceeds");
+    EXPECT_REJECT(DSV3_BASE ",'routed_scaling_factor':0}", RC_ERR_FORMAT, "routed_scaling_factor");
+    EXPECT_REJECT(DSV3_BASE ",'scoring_func':'softmax'}", RC_ERR_UNSUPPORTED, "scoring_func \"softmax\"");
+    EXPECT_REJECT(DSV3_BASE ",'topk_method':'greedy'}", RC_ERR_UNSUPPORTED, "topk_method \"greedy\"");
+    EXPECT_REJECT(DSV3_BASE ",'v_head_dim':32}", RC_ERR_UNSUPPORTED, "v_head_dim 32 is wider");
+    EXPECT_REJECT(DSV3_BASE ",'num_key_value_heads':1}", RC_ERR_FORMAT, "num_key_value_heads 1 differs");
+    EXPECT_REJECT(DSV3_BASE ",'qk_rope_head_dim':7}", RC_ERR_FORMAT, "qk_rope_head_dim 7 is odd");
+}
+END_TEST
+
 void family_tests_in_family_structure(TCase *tc)
 {
     tcase_add_test(tc, test_int_alias_reader);
@@ -351,6 +411,7 @@ void family_tests_in_family_structure(TCase *tc)
     tcase_add_test(tc, test_new_family_bad_configs);
     tcase_add_test(tc, test_weights_too_large_by_biases);
     tcase_add_test(tc, test_family_tables_cover_fields);
+    tcase_add_test(tc, test_deepseek_v3_config);
 }
 
 void family_tests_in_family_structure_2(TCase *tc)

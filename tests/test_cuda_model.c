@@ -328,6 +328,35 @@ START_TEST(test_gemma_half_twin)
 }
 END_TEST
 
+/* Latent attention's absorbed form (mla=absorbed: the latent cache, R(q_nope . W_UK), R(o . W_UV^T), built
+ * from the backend's gathers and GEMMs) in bf16 (_i: fixture _i / 2, the absorbed or the expanded form): the
+ * GPU engine's full forward with invariant kernels against the CPU's (bit for bit in the host build; on a
+ * GPU twin_bound), and the cached decode equals the full forward */
+START_TEST(test_mla_twin)
+{
+    const char *name = _i / 2 ? "deepseek_v3_qproj" : "deepseek_v3_mla";
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mla_absorbed = _i % 2 == 0;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s %-17s bf16 %s invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); cached decode vs "
+           "full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, name, num.mla_absorbed ? "absorbed" : "expanded", r.dcpu, bound, why, (long long)r.same,
+           (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s: vs CPU differs by %g > %g", name, r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
 /* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
  * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
  * random fp32 weights, written into dir (config.json, model.safetensors):
@@ -598,5 +627,6 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_ratio_default_model, 0, 3);
     tcase_add_loop_test(tc, test_autocast_twin, 0, 4);
     tcase_add_loop_test(tc, test_gemma_half_twin, 0, 4);
+    tcase_add_loop_test(tc, test_mla_twin, 0, 4);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
 }

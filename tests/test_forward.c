@@ -64,10 +64,12 @@ static bool fp64_bound(const char *name)
  * moves the mean; the max over a fixture is one element's rounding). Their
  * max is beyond HF fp32's on some path (olmo3_sliding's OpenBLAS full forward
  * 1.53x, phi3_longrope's and glm4_partial's up to 1.14x), their mean on every
- * path 0.72-0.99 of HF's (docs/numerics.md "Later families"). */
+ * path 0.72-0.99 of HF's (docs/numerics.md "Later families"); gptoss_sinks's
+ * max 1.46x (OpenBLAS full forward) and 1.17x (engine cached), its mean
+ * 0.62-0.996 of HF's (docs/numerics.md "gpt-oss"). */
 static bool fp64_mean_bound(const char *name)
 {
-    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial"};
+    static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "gptoss_sinks"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;

@@ -310,6 +310,7 @@ rc_results *build(int64_t np, int64_t pmax, int64_t ns, int64_t gl, const int64_
     r->verdict.level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_WARN;
     r->verdict.level[RC_OBJ_SEQUENCE_IS] = RC_VERDICT_OK;
     r->verdict.level[RC_OBJ_GSPO] = RC_VERDICT_FAIL;
+    r->verdict.level[RC_OBJ_ROUTING] = RC_VERDICT_NONE; /* no routing record: no line */
     snprintf(r->verdict.reason[RC_OBJ_TOKEN_PPO], sizeof r->verdict.reason[0], "1.5%% of tokens clipped");
     snprintf(r->verdict.reason[RC_OBJ_GSPO], sizeof r->verdict.reason[0], "r\xc3\xa9" "ason \xe2\x86\x92" " 50%%");
     r->verdict.len = nlens > 0 ? lens[nlens - 1] : -1;

@@ -33,20 +33,32 @@ static void load_ref(const char *name, hf_ref *r)
     rc_test_source_path(p, sizeof p, "data/fixtures/dtype/%s.safetensors", name);
     rc_safetensors *st;
     ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
-    const rc_st_tensor *t = rc_st_find(st, "logprobs");
-    ck_assert(t && t->ndim == 3);
-    r->B = t->shape[0];
-    r->T = t->shape[1];
-    r->V = t->shape[2];
+    /* logprobs [sum(lengths), V]: sequence b's lengths[b] rows after those of 0..b-1; expanded
+     * here to [B, T, V] with NaN past lengths[b] */
+    const rc_st_tensor *t = rc_st_find(st, "logprobs"), *tt = rc_st_find(st, "tokens");
+    ck_assert(t && t->ndim == 2 && tt && tt->ndim == 2);
+    r->B = tt->shape[0];
+    r->T = tt->shape[1];
+    r->V = t->shape[1];
     r->tokens = malloc(sizeof(int32_t) * r->B * r->T);
     r->lengths = malloc(sizeof(int32_t) * r->B);
-    r->lp = malloc(sizeof(float) * r->B * r->T * r->V);
-    ck_assert(rc_st_read_f32(st, "logprobs", 3, t->shape, r->lp) == RC_OK);
     ck_assert(rc_st_read_i32(st, "tokens", 2, (int64_t[]){r->B, r->T}, r->tokens) == RC_OK);
     ck_assert(rc_st_read_i32(st, "lengths", 1, (int64_t[]){r->B}, r->lengths) == RC_OK);
     r->total = 0;
-    for (int64_t b = 0; b < r->B; b++)
+    for (int64_t b = 0; b < r->B; b++) {
+        ck_assert(r->lengths[b] >= 0 && r->lengths[b] <= r->T);
         r->total += r->lengths[b];
+    }
+    ck_assert_msg(t->shape[0] == r->total, "%s: %lld logprobs rows for %lld tokens", p, (long long)t->shape[0],
+                  (long long)r->total);
+    float *packed = malloc(sizeof(float) * (size_t)(r->total * r->V + 1));
+    ck_assert(rc_st_read_f32(st, "logprobs", 2, t->shape, packed) == RC_OK);
+    r->lp = malloc(sizeof(float) * r->B * r->T * r->V);
+    for (int64_t i = 0; i < r->B * r->T * r->V; i++)
+        r->lp[i] = NAN;
+    for (int64_t b = 0, o = 0; b < r->B; o += r->lengths[b], b++)
+        memcpy(r->lp + b * r->T * r->V, packed + o * r->V, sizeof(float) * (size_t)(r->lengths[b] * r->V));
+    free(packed);
     rc_st_close(st);
 }
 

@@ -897,7 +897,9 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         dc.t1 = dc.w;
         s = dist_replay(&rc, &dc, out);
     }
-    if (s == RC_OK && (cfg->trainer || cfg->given_logprobs)) { /* the trainer's own engine for the full forward */
+    /* latent attention: the sides' forms differ (the sampler absorbed, the trainer expanded by default) */
+    const bool mla_own = m->cfg.mla && cfg->num.mla_absorbed != cfg->num_trainer.mla_absorbed;
+    if (s == RC_OK && (cfg->trainer || cfg->given_logprobs || mla_own)) { /* the trainer's own engine */
         rc_engine_free(e);
         e = NULL;
         s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &cfg->num_trainer, slots,

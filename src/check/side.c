@@ -21,6 +21,7 @@ static const char *const k_lpdt_names[] = {"fp32", "same"};                     
 static const char *const k_f32_names[] = {"dtype", "fp32"};                           /* residual_f32, lm-head */
 static const char *const k_weights_names[] = {"dtype", "fp8"};                        /* rc_wquant */
 static const char *const k_routing_names[] = {"own", "replay"};                       /* route_replay */
+static const char *const k_mla_names[] = {"expanded", "absorbed"};                    /* mla_absorbed */
 
 typedef enum {
     K_DTYPE,   /* rc_dtype: fp32 / fp16 / bf16 (base/dtype.c's names) */
@@ -133,6 +134,12 @@ static const side_key k_keys[] = {
     /* R3 (rollout routing replay): the trainer takes the sampler's experts and recomputes their weights */
     {"routing", K_BOOL, F(route_replay), S_TRAINER, S_TRAINER, R_OTHER_SIDE, false, "own or replay",
      NAMES(k_routing_names), 0, 0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(route_replay), NULL, 0},
+    /* latent attention (DeepSeek-V3): the sampler decodes from the latent cache with absorbed weights as vLLM /
+     * SGLang do, the trainer expands K and V as transformers does (docs/mla.md). Not part of the sides'
+     * equality: a model without latent attention ignores it, and one with it gets the trainer its own engine
+     * when the forms differ (rollout.c) */
+    {"mla", K_BOOL, F(mla_absorbed), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "expanded or absorbed",
+     NAMES(k_mla_names), 0, 0, 1, 0, P_NOT_DEFAULT, E_NONE, N(mla_absorbed), NULL, 0},
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 #undef F

@@ -29,6 +29,8 @@ typedef struct {
     rc_tp_reduce tp_reduce; /* the all-reduce of its row-parallel layers (sampler: fp32, trainer: ring) */
     rc_wq_numerics wq;     /* sampler: fp8 weights of the linear layers (weights=fp8) */
     bool residual_f32;     /* residual=fp32: Megatron's --fp32-residual-connection */
+    bool mla_absorbed;     /* mla=absorbed: latent attention's absorbed decode (vLLM / SGLang; the sampler's
+                            * default), else expanded (transformers, the trainer's); only latent-attention models */
     bool router_f32;       /* router=fp32: MoE router logits (and weights) in fp32 */
     bool route_replay;     /* trainer, routing=replay: the sampler's experts replayed (R3) */
 } rc_side;

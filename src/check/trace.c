@@ -51,6 +51,9 @@ rc_status rc_trace_create(const rc_config *c, int64_t run_seqs, const int64_t *s
     if (n_seq < 1 || run_seqs < 1 || max_pos < 1)
         return rc_errorf(RC_ERR_INTERNAL, "trace: %lld sequences of %lld, %lld positions", (long long)n_seq,
                          (long long)run_seqs, (long long)max_pos);
+    if (c->mla) /* the derived scores assume one attention shape on both sides; MLA's forms differ */
+        return rc_errorf(RC_ERR_UNSUPPORTED, "trace: %s uses latent attention (MLA), whose ops are not traced yet",
+                         c->model_type);
     rc_trace *t = calloc(1, sizeof *t);
     if (!t)
         return rc_errorf(RC_ERR_NOMEM, "out of memory (trace)");
@@ -198,6 +201,8 @@ static rc_status derive_attention(rc_trace *t, int side, int64_t k, int64_t laye
     if (!sa->have || !rb->v)
         return RC_OK;
     const rc_attn_params *ap = &sa->ap;
+    if (ap->sinks) /* gpt-oss: the sinks are per layer, the captured parameters layer 0's: not derived */
+        return RC_OK;
     const int64_t nh = ap->n_heads, nkv = ap->n_kv_heads, d = ap->head_dim, T = t->max_pos, W = rb->width;
     const int64_t group = nh / nkv;
     int64_t width;

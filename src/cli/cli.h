@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "forward.h"
 #include "fp8w.h"
+#include "gate.h"
 #include "model.h"
 #include "print.h"
 #include "prompts.h"
@@ -132,19 +133,9 @@ int parse_opts_cmd(int argc, char **argv, const opt_spec *t, size_t n, void *dst
 /* --len: N,N,... or ranges A:B:xK / A:B:+K */
 rc_status parse_lens(const char *v, rc_rollout_cfg *cfg);
 
-#define MAX_GATES 16
+#define MAX_GATES RC_MAX_GATES
 #define MAX_SWEEP 64
-typedef struct {
-    char metric[48];
-    double limit;
-} gate;
-/* a --fail-above metric of the whole run: "verdict" (the worst objective's
- * level: 0 OK, 1 WARN, 2 FAIL) or "verdict.OBJECTIVE"; -1 for a metric of
- * each length */
-int gate_verdict_objective(const char *metric);
-/* metric's value: of length st for a metric of each length, of the verdict v
- * for a verdict metric */
-double gate_value(const rc_verdict *v, const rc_len_stats *st, const char *metric);
+typedef rc_gate gate; /* --fail-above's rows (gate.h) */
 
 /* Everything the run's options set. */
 typedef struct run_opts {

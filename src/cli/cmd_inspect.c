@@ -256,18 +256,32 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("norm           %s, eps %g%s%s\n", k->norm == RC_NORM_LAYER ? "LayerNorm" : "RMSNorm", k->norm_eps,
                k->norm_w_offset ? ", weight (1 + w) in fp32" : "",
                k->sandwich_norm ? ", four per layer (before and after attention and MLP)" : "");
-        printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
+        if (k->swiglu_limit > 0) /* gpt-oss's experts */
+            printf("activation     clamped SwiGLU, (clamp(up, -%g, %g) + 1) * g * sigmoid(%g g), g = min(gate, %g)\n",
+                   k->swiglu_limit, k->swiglu_limit, k->swiglu_alpha, k->swiglu_limit);
+        else
+            printf("activation     %s%s\n", act_name(k->act), k->gated_mlp ? ", gated (SwiGLU)" : "");
         printf("residual       %s\n", k->parallel_residual ? "parallel" : "sequential");
         if (k->n_experts > 0) { /* mixture of experts */
             int64_t n_moe = 0;
             for (int64_t l = 0; l < k->n_layers; l++)
                 n_moe += rc_layer_is_moe(k, l);
             printf("experts        %lld, top %lld%s, expert inner %lld", (long long)k->n_experts, (long long)k->top_k,
-                   k->norm_topk_prob ? " renormalised" : "", (long long)k->moe_intermediate);
+                   k->moe_topk_softmax ? " of the logits, softmax over them"
+                   : k->norm_topk_prob ? " renormalised"
+                                       : "",
+                   (long long)k->moe_intermediate);
+            if (k->moe_bias)
+                printf(", router and expert biases");
             if (k->shared_intermediate > 0)
                 printf(", shared expert %lld", (long long)k->shared_intermediate);
             printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
         }
+        if (k->mla) /* latent attention: the expanded heads above; the sides' forms (docs/mla.md) */
+            printf("attention      latent (MLA): q_lora_rank %lld, kv_lora_rank %lld, qk_nope %lld + qk_rope %lld, "
+                   "v_head_dim %lld%s; the sampler absorbed, the trainer expanded by default (mla=)\n",
+                   (long long)k->q_lora_rank, (long long)k->kv_lora_rank, (long long)k->qk_nope_dim,
+                   (long long)k->qk_rope_dim, (long long)k->v_head_dim, k->rope_interleave ? ", interleaved rope" : "");
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
@@ -299,6 +313,8 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("sliding window %lld on %lld of %lld layers\n", (long long)k->sliding_window, (long long)n_win,
                    (long long)k->n_layers);
         }
+        if (k->attn_sinks)
+            printf("attention      a learned sink logit per head in every softmax (self_attn.sinks)\n");
         if (k->embed_scale > 0)
             printf("embedding      times %g (rounded to the dtype)\n", k->embed_scale);
         if (k->softmax_scale > 0 || k->attn_softcap > 0 || k->final_softcap > 0) {

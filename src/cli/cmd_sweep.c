@@ -31,7 +31,7 @@ rc_status parse_vary(const char *v, const run_opts *ro, sweep_setting *out)
 
 /* one field of a side changed (a default setting) */
 typedef enum { SET_DTYPE, SET_LM_HEAD, SET_UPCAST, SET_MODE, SET_KERNELS, SET_PREFILL, SET_TP, SET_KV, SET_BATCH,
-               SET_WEIGHTS, SET_ROUTER, SET_REPLAY } side_change;
+               SET_WEIGHTS, SET_ROUTER, SET_REPLAY, SET_MLA } side_change;
 
 static void change(rc_side *sd, side_change c, int64_t v)
 {
@@ -48,6 +48,7 @@ static void change(rc_side *sd, side_change c, int64_t v)
     case SET_WEIGHTS: sd->wq.kind = (rc_wquant)v; break;
     case SET_ROUTER: sd->router_f32 = v != 0; break;
     case SET_REPLAY: sd->route_replay = v != 0; break;
+    case SET_MLA: sd->mla_absorbed = v != 0; break;
     }
 }
 
@@ -116,6 +117,12 @@ int default_settings(const run_ctx *x, sweep_setting *t)
             n = add_setting(t, n, x, 3, "router", SET_ROUTER, 1);
         if (!tr->route_replay && !x->cfg.given_logprobs)
             n = add_setting(t, n, x, 2, "routing", SET_REPLAY, 1);
+    }
+    if (x->m && x->m->cfg.mla) { /* latent attention: each side in the other's form */
+        if (sm->mla_absorbed)
+            n = add_setting(t, n, x, 1, "mla", SET_MLA, 0);
+        if (!tr->mla_absorbed)
+            n = add_setting(t, n, x, 2, "mla", SET_MLA, 1);
     }
     return n;
 }

@@ -143,6 +143,8 @@ typedef struct {
     float softcap;            /* > 0: scaled scores soft-capped, R(R(tanh(R(s / softcap))) * softcap) in
                                * score_dt (Gemma 2's attn_logit_softcapping); 0: none */
     int64_t sliding_window;   /* 0: none */
+    const float *sinks;       /* [n_heads] fp32 attention sink logits (backend memory; gpt-oss), or NULL:
+                               * one more softmax column per head (rco_softmax_sink) */
     rc_mask_kind mask;
     rc_attn_numerics num;     /* rounding points inside attention */
 } rc_attn_params;
@@ -177,6 +179,8 @@ RC_HD static inline rco_score_spec rc_attn_score_spec(const rc_attn_params *ap, 
     sp.ref = ap->alibi_ref == RC_ALIBI_REF_QUERY ? p : ap->alibi_ref == RC_ALIBI_REF_LAST_KEY ? last_key : 0;
     sp.bias_dt = ap->alibi_bias_dt;
     sp.add_dt = ap->alibi_add_dt;
+    sp.has_sink = ap->sinks != NULL;
+    sp.sink = ap->sinks ? ap->sinks[h] : 0.0f;
     return sp;
 }
 
@@ -339,7 +343,7 @@ typedef struct {
     rc_status (*zero)(rc_backend *be, float *x, int64_t n);
     /* Routing of M rows of router logits [M, E]: rco_moe_route_row per row
      * into sel and w [M, top_k] (backend memory) */
-    rc_status (*moe_route)(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+    rc_status (*moe_route)(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, int renorm,
                            rc_dtype w_dt, float *sel, float *w);
     /* out[rows[i], :] = rco_moe_acc(out[rows[i], :], y[i, :], s_i, dt) for
      * i < n, s_i = w[widx[i]], or rco_moe_sigmoid(w[widx[i]], dt) when
@@ -353,6 +357,12 @@ typedef struct {
     rc_status (*gdn_step)(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
                           const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
                           float *state, float *out);
+    /* y[r, c] = R(y[r, c] + bias[c]) for M rows of N (a bias added after its
+     * GEMM as a tensor op of its own: gpt-oss's experts, x @ W + b) */
+    rc_status (*bias_add)(rc_backend *be, float *y, int64_t M, int64_t N, const float *bias, rc_dtype out_dt);
+    /* gate = rco_swiglu_clamp1(gate, up, alpha, limit, dt) (gpt-oss's experts) */
+    rc_status (*swiglu_clamp)(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
+                              rc_dtype dt);
 } rc_backend_ops;
 
 struct rc_backend {

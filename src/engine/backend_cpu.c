@@ -410,7 +410,7 @@ AVX512_FN static inline void axpy_avx512(float *dst, float p, const float *v, in
 
 /* rco_attn_row with its dots and P.V 16 columns at a time: the same
  * operations in the same order (rco_pv's loops over t are independent), so
- * the same bits; the softmax is rco_softmax's */
+ * the same bits; the softmax is rco_attn_softmax's */
 AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const float *Vh, int64_t nk, int64_t d,
                                       const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt,
                                       rc_dtype out_dt, float *sc, float *ms, float *ls, float *acc, float *part,
@@ -418,7 +418,7 @@ AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const flo
 {
     for (int64_t j = 0; j < nk; j++)
         sc[j] = rco_score_dot(mode == 1 ? dot8_avx512(q, Kh + j * d, d) : dot16_avx512(q, Kh + j * d, d), sp, j);
-    rco_softmax(sc, nk, mode, prob_dt, ms, ls);
+    rco_attn_softmax(sc, nk, mode, sp, prob_dt, ms, ls);
     const int64_t tile = rco_pv_tile(mode, max_keys);
     for (int64_t t = 0; t < d; t++)
         acc[t] = 0.0f;
@@ -1735,6 +1735,8 @@ static const rc_backend_ops k_cpu_ops = {
     .moe_route = rc_cpu_moe_route,
     .moe_accumulate = rc_cpu_moe_accumulate,
     .gdn_step = rc_cpu_gdn_step, /* gdn.c */
+    .bias_add = rc_cpu_bias_add,
+    .swiglu_clamp = rc_cpu_swiglu_clamp,
 };
 
 static void cpu_destroy(rc_backend *be)

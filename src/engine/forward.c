@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fp8w.h"
+#include "mla.h"
 #include "util.h"
 
 #define LOGIT_CHUNK_FLOATS ((int64_t)16 << 20) /* 64 MB of logits per chunk */
@@ -232,11 +233,13 @@ typedef struct {
     int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 7 arrays of max_rows */
 } engine_sizes;
 
-static bool engine_sizes_for(const rc_config *c, rc_kernels k, bool host, int64_t n_slots, int64_t max_len,
-                             int64_t max_rows, engine_sizes *z)
+static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kernels k, bool host, int64_t n_slots,
+                             int64_t max_len, int64_t max_rows, engine_sizes *z)
 {
-    const int64_t H = c->hidden, d = c->head_dim, I = c->intermediate;
-    const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d;
+    const int64_t H = c->hidden, I = c->intermediate;
+    int64_t nkv, d; /* the attention's KV heads and width (latent attention: its form's) */
+    rc_mla_attn_shape(c, num->mla_absorbed, &nkv, &d);
+    const int64_t qkv_w = (c->n_heads + 2 * nkv) * d;
     z->logit_rows = LOGIT_CHUNK_FLOATS / c->vocab;
     if (z->logit_rows < 1)
         z->logit_rows = 1;
@@ -250,7 +253,7 @@ static bool engine_sizes_for(const rc_config *c, rc_kernels k, bool host, int64_
     memcpy(z->dims, dims, sizeof dims);
     if (!rc_mul_i64(7, max_rows, &z->ix_n))
         return false;
-    return rc_numel((int64_t[]){c->n_layers, n_slots, c->n_kv_heads, max_len, d}, 5, &z->kv_n);
+    return rc_numel((int64_t[]){c->n_layers, n_slots, nkv, max_len, d}, 5, &z->kv_n);
 }
 
 /* How an engine holds one weight: in place (the model's storage, read as it
@@ -455,13 +458,18 @@ static rounding rounding_rules(const rc_numerics *n)
  * QKV GEMM's, V the GEMM's; an fp8 cache's dequantised values are too);
  * fp32 otherwise (--upcast rope keeps K fp32) and on a GPU. (The CPU
  * attention checks each stored value.) */
-static rc_dtype engine_kv_dt(const rc_numerics *num, bool host)
+static rc_dtype engine_kv_dt(const rc_config *c, const rc_numerics *num, bool host)
 {
     const rounding rr = rounding_rules(num);
-    return host && num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt ? num->dt : RC_F32;
+    /* the absorbed latent cache holds kv_a_layernorm's output */
+    const bool norm_ok = !(c->mla && num->mla_absorbed) || rr.norm == num->dt;
+    return host && num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok ? num->dt : RC_F32;
 }
 
-static int64_t engine_kv_size(const rc_numerics *num, bool host) { return rc_dtype_size(engine_kv_dt(num, host)); }
+static int64_t engine_kv_size(const rc_config *c, const rc_numerics *num, bool host)
+{
+    return rc_dtype_size(engine_kv_dt(c, num, host));
+}
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
  * so (the CPU reads any stored dtype exactly), else an own fp32 copy (a GPU;
@@ -620,7 +628,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     const rc_config *c = &m->cfg;
     *out = (rc_engine_mem){0, 0, 0, 0, 0};
     engine_sizes z;
-    bool ok = engine_sizes_for(c, kernels, host_memory, n_slots, max_len, max_rows, &z);
+    bool ok = engine_sizes_for(c, num, kernels, host_memory, n_slots, max_len, max_rows, &z);
     /* the weights: place_all's plan (the model's storage dtypes are known
      * without its data), plus the LM head's own copies */
     rc_layer_weights *layers = calloc((size_t)c->n_layers, sizeof *layers);
@@ -648,7 +656,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
         ok = ok && rc_mul_i64(VH, 4, &t) && rc_add_i64(w, t, &w);
     int64_t fw, fs; /* fp8 weights: the quantized copies and the W8A8 scratch */
     ok = ok && rc_fp8w_bytes(c, num, host_memory, z.dims[1][0], &fw, &fs) && rc_add_i64(w, fw, &w);
-    ok = ok && rc_mul_i64(2 * engine_kv_size(num, host_memory), z.kv_n, &kv);
+    ok = ok && rc_mul_i64(2 * engine_kv_size(c, num, host_memory), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
         ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
     ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act); /* int64 indices: 2 floats each */
@@ -657,6 +665,9 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
              rc_mul_i64(2, max_rows, &t) && rc_add_i64(act, t, &act);
     int64_t moe_f, moe_h; /* MoE: the layers' scratch */
     ok = ok && rc_moe_scratch_size(c, z.dims[1][0], &moe_f, &moe_h) && rc_add_i64(act, moe_f, &act);
+    int64_t mla_f, mla_h; /* latent attention: its scratch and absorbed weights, and its host indices */
+    ok = ok && rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
+         rc_add_i64(act, mla_f, &act) && rc_add_i64(moe_h, mla_h, &moe_h);
     ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act) && rc_add_i64(act, moe_h, &act);
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
     if (!ok)
@@ -676,6 +687,7 @@ void rc_engine_free(rc_engine *e)
         e->be->ops->free(e->be, e->tp_parts);
     rc_fp8w_free(e->fp8w);
     rc_moe_scratch_free(e->be, e->moe);
+    rc_mla_free(e->be, e->mla);
     float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
@@ -700,7 +712,7 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
                              "stream is fp32 already)");
         if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm ||
                   c->clip_qkv > 0 || c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 ||
-                  c->sandwich_norm || c->n_experts > 0))
+                  c->sandwich_norm || c->n_experts > 0 || c->mla))
             return rc_errorf(RC_ERR_UNSUPPORTED, "residual=fp32 is emulated for the rotary families (llama, qwen2, "
                              "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     }
@@ -712,7 +724,8 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
         return rc_errorf(RC_ERR_USAGE, "mode=autocast keeps norms, RoPE and softmax in fp32 already; of the upcasts "
                          "only lm-head=fp32 applies");
     if (c && (c->pos != RC_POS_ROTARY || c->rope_f32 || c->attn_f32 || c->norm_head || c->embed_norm || c->clip_qkv > 0 ||
-              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 || c->sandwich_norm || c->n_experts > 0))
+              c->qk_norm != RC_QK_NORM_NONE || c->post_norm || c->norm_w_f32 || c->sandwich_norm || c->n_experts > 0 ||
+              c->mla))
         return rc_errorf(RC_ERR_UNSUPPORTED, "mode=autocast is emulated for the rotary families (llama, qwen2, "
                          "mistral, gpt_neox) only; this model (%s) is not covered", c->model_type);
     return RC_OK;
@@ -746,6 +759,9 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
                       "weights yet", c->model_type);
+    if (s == RC_OK && c->mla && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: latent attention (MLA) is not emulated under tp > 1 or fp8 weights "
+                      "yet", c->model_type);
     if (s == RC_OK && c->n_experts == 0 && (num->router_f32 || num->route_replay))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: router= and routing= set a mixture-of-experts router; this model has "
                       "none", c->model_type);
@@ -766,12 +782,14 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
                          (double)num->kv_scale);
     }
     engine_sizes z;
-    if (!engine_sizes_for(c, be->kernels, be->ops->host_memory, n_slots, max_len, max_rows, &z))
+    if (!engine_sizes_for(c, num, be->kernels, be->ops->host_memory, n_slots, max_len, max_rows, &z))
         s = rc_errorf(RC_ERR_NOMEM, "KV cache size overflows");
     e->logit_rows = z.logit_rows;
-    e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = c->n_kv_heads,
-                          .max_len = max_len, .head_dim = c->head_dim,
-                          .dt = engine_kv_dt(num, be->ops->host_memory), .quant = num->kv_quant,
+    int64_t att_nkv, att_d;
+    rc_mla_attn_shape(c, num->mla_absorbed, &att_nkv, &att_d);
+    e->kv = (rc_kv_cache){.n_layers = c->n_layers, .n_slots = n_slots, .n_kv_heads = att_nkv,
+                          .max_len = max_len, .head_dim = att_d,
+                          .dt = engine_kv_dt(c, num, be->ops->host_memory), .quant = num->kv_quant,
                           .k_scale = num->kv_scale, .v_scale = num->kv_scale, .deq_dt = num->dt};
     const int64_t kv_n = z.kv_n;
     float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
@@ -797,6 +815,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     }
     if (s == RC_OK && c->n_experts > 0)
         s = rc_moe_scratch_create(be, c, e->chunk_rows, &e->moe);
+    if (s == RC_OK && c->mla)
+        s = rc_mla_create(be, m, num->mla_absorbed, num->dt, e->chunk_rows, &e->mla);
     if (s == RC_OK)
         s = engine_weights(e);
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
@@ -941,12 +961,16 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_backend_ops *op = e->be->ops;
     rc_backend *be = e->be;
     const rounding rr = rounding_rules(&e->num);
-    const int64_t R = bd->n_rows, H = c->hidden, I = c->intermediate, d = c->head_dim;
-    const int64_t qkv_w = (c->n_heads + 2 * c->n_kv_heads) * d, att_w = c->n_heads * d;
+    const int64_t R = bd->n_rows, H = c->hidden, I = c->intermediate;
+    int64_t nkv, d; /* latent attention: the shape of its form (mla.h) */
+    rc_mla_attn_shape(c, e->num.mla_absorbed, &nkv, &d);
+    const int64_t qkv_w = (c->n_heads + 2 * nkv) * d, att_w = c->n_heads * d;
     const rc_dtype wd = e->num.dt; /* the weights' values */
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
     ap.rope_mid_dt = rr.rope_mid;
+    ap.n_kv_heads = nkv;
+    ap.head_dim = d;
     const float ap_rope_attn_factor = ap.rope_attn_factor;
     const rc_dtype nmid = c->norm_w_f32 ? RC_F32 : rr.norm_mid; /* OLMo2: (w * x).to(dtype), one rounding */
     /* the attention and MLP inputs: a norm's output, or with post_norm the residual stream itself */
@@ -998,6 +1022,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     for (int64_t l = 0; l < c->n_layers; l++) {
         const rc_layer_weights *L = &e->w.layers[l];
         ap.sliding_window = rc_layer_window(c, l); /* layer_types: sliding and full layers */
+        ap.sinks = c->attn_sinks ? rc_wt_vec(L->sinks) : NULL; /* gpt-oss: this layer's sink logits */
         if (e->w.inv_freq_local) { /* Gemma 3, OLMo3: the sliding layers' own RoPE (default, local base) */
             const bool local = rc_layer_rope_local(c, l);
             ap.inv_freq = local ? e->w.inv_freq_local : e->w.inv_freq;
@@ -1017,22 +1042,40 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 a_in = e->h;
             }
-            RC_TRY(linear(e, l, RC_FP8W_QKV, a_in, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk, rr.linear, e->qkv));
-            if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to the tensor's dtype */
-                RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
-            CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
-            if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
-                const bool all = c->qk_norm == RC_QK_NORM_ALL;
-                RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
-                                   rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
-                                   rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+            if (c->mla) { /* latent attention (mla.c): its projections, the shared rope and attention, o_proj */
+                const rc_mla_rounding mr = {rr.linear, nmid, rr.norm, in_blk, wd};
+                RC_TRY(rc_mla_qkv(be, c, e->mla, L, l, a_in, n, &mr, e->qkv));
+                CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
+                RC_TRY(op->rope(be, e->qkv, &cd, &ap));
+                CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + nkv) * d, qkv_w, ap.rope_dt, &ap);
+                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, rc_mla_att_buf(e->mla)));
+                const float *o_in;
+                RC_TRY(rc_mla_out(be, c, e->mla, L, n, &mr, ap.num.out_dt, &o_in));
+                const int64_t ow = rc_dim_value(c, RC_DIM_O);
+                const rc_dtype o_dt = e->num.mla_absorbed ? rr.linear : ap.num.out_dt;
+                CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, o_in, ow, ow, o_dt, NULL);
+                RC_TRY(linear(e, l, RC_FP8W_O, o_in, n, ow, L->w_o, H, rc_wt_vec(L->b_o), gemm_in(o_dt, wd), rr.linear,
+                              e->tmp));
+            } else {
+                RC_TRY(linear(e, l, RC_FP8W_QKV, a_in, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk, rr.linear,
+                              e->qkv));
+                if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to its dtype */
+                    RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
+                CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
+                if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
+                    const bool all = c->qk_norm == RC_QK_NORM_ALL;
+                    RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
+                                       rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
+                                       rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+                }
+                RC_TRY(op->rope(be, e->qkv, &cd, &ap));
+                CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt,
+                        &ap);
+                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
+                CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
+                RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
+                                  r0 * H, R * H, e->tmp)); /* attn_out */
             }
-            RC_TRY(op->rope(be, e->qkv, &cd, &ap));
-            CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt, &ap);
-            RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
-            CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
-            RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
-                              r0 * H, R * H, e->tmp)); /* attn_out */
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
             if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out); GLM-4: post_self_attn_layernorm */
                 RC_TRY(op->norm(be, c->norm, e->tmp, n, H, rc_wt_vec(L->post_attn_ln_w), NULL, c->norm_eps, nmid,

@@ -92,6 +92,10 @@ typedef struct {
     bool tp_trainer;     /* Megatron / TE's row-parallel layer: the bias added after the reduce, KV heads split
                           * (never replicated); else vLLM / SGLang's: the bias in rank 0's partial */
     rc_wq_numerics wq;   /* the linear layers' weights: in the dtype (default) or fp8 */
+    /* latent attention (mla.h; DeepSeek-V3): false, the expanded K / V of
+     * transformers (a trainer); true, the absorbed decode of vLLM / SGLang
+     * (a latent cache, q_nope . W_UK, o . W_UV) */
+    bool mla_absorbed;
     /* MoE layers (moe.h): router_f32, the router's logits left in fp32 (the bf16 GEMM's fp32 accumulator
      * unrounded) and its weights kept fp32, else logits in the dtype (transformers, vLLM); route_replay, the
      * experts replayed from the engine's routing hook (R3), the weights recomputed */
@@ -230,6 +234,7 @@ typedef struct {
     rc_capture_hook hook;  /* zero: no capture (set by the caller after rc_engine_create) */
     rc_target_hook target; /* zero: targets' log-probs as computed (set by the caller) */
     struct rc_moe_scratch *moe; /* a MoE model's scratch (moe.h), else NULL */
+    struct rc_mla *mla;         /* a latent-attention model's scratch and absorbed weights (mla.h), else NULL */
     rc_routing_hook routing;    /* zero: the routing is not recorded (set by the caller; moe.h) */
 } rc_engine;
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mla.h"
 #include "moe.h"
 #include "util.h"
 
@@ -143,6 +144,8 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     double *slopes = NULL, *head_norm = NULL;
     rc_status s = RC_OK;
     int64_t big = I > qkv_w ? I : qkv_w;
+    if (big < nh * d)
+        big = nh * d;
     if ((s = rc_calloc((void **)&x, n * H, sizeof *x, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&h, n * H, sizeof *h, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&qkv, n * qkv_w, sizeof *qkv, "fp64 reference")) != RC_OK ||
@@ -200,8 +203,12 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             memcpy(h, x, (size_t)(n * H) * sizeof *h);
         else
             norm64(c, x, n, L->ln1_w, L->ln1_b, h);
-        if ((s = mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv)) != RC_OK)
+        if (c->mla) { /* latent attention, expanded (mla.c): the same [Q; K; V] rows */
+            if ((s = rc_mla_qkv64(c, L, h, n, mm64, qkv)) != RC_OK)
+                goto done;
+        } else if ((s = mm64(h, n, H, L->w_qkv, qkv_w, L->b_qkv, qkv)) != RC_OK) {
             goto done;
+        }
         if (c->clip_qkv > 0)
             for (int64_t i = 0; i < n * qkv_w; i++)
                 qkv[i] = fmin(fmax(qkv[i], -c->clip_qkv), c->clip_qkv);
@@ -251,6 +258,11 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                         dot += q[t] * k[t];
                     mx = fmax(mx, capped(dot * scale, c->attn_softcap) + slopes[hd] * (double)(j - r));
                 }
+                /* gpt-oss: the sink logit is one more softmax column, no value */
+                const double sink = c->attn_sinks ? (double)rc_wt_at(L->sinks, hd) : -INFINITY;
+                mx = fmax(mx, sink);
+                if (c->attn_sinks)
+                    sum = exp(sink - mx);
                 for (int64_t j = lo; j <= r; j++) {
                     const double *k = qkv + j * qkv_w + (nh + kh) * d;
                     const double *vv = qkv + j * qkv_w + (nh + nkv + kh) * d;
@@ -265,7 +277,11 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
                 for (int64_t t = 0; t < d; t++)
                     o[t] /= sum;
             }
-        if ((s = mm64(att, n, nh * d, L->w_o, H, L->b_o, t3)) != RC_OK)
+        if (c->mla) { /* each head's first v_head_dim values: the o_proj input (t1 holds n * nh * d) */
+            rc_mla_out64(c, att, n, t1);
+            memcpy(att, t1, (size_t)(n * nh * c->v_head_dim) * sizeof *att);
+        }
+        if ((s = mm64(att, n, rc_dim_value(c, RC_DIM_O), L->w_o, H, L->b_o, t3)) != RC_OK)
             goto done; /* attn_out */
         if (c->post_norm || c->sandwich_norm) {
             norm64(c, t3, n, c->sandwich_norm ? L->post_attn_ln_w : L->ln1_w, L->ln1_b, h);

@@ -138,6 +138,14 @@ int64_t rc_dim_value(const rc_config *c, rc_dim d)
     case RC_DIM_IS: return c->shared_intermediate;
     case RC_DIM_QNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_heads * c->head_dim : c->head_dim;
     case RC_DIM_KNORM: return c->qk_norm == RC_QK_NORM_ALL ? c->n_kv_heads * c->head_dim : c->head_dim;
+    case RC_DIM_NH: return c->n_heads;
+    case RC_DIM_O: return c->n_heads * (c->mla ? c->v_head_dim : c->head_dim);
+    case RC_DIM_MQ: return c->n_heads * (c->qk_nope_dim + c->qk_rope_dim);
+    case RC_DIM_MQIN: return c->q_lora_rank > 0 ? c->q_lora_rank : c->hidden;
+    case RC_DIM_QL: return c->q_lora_rank;
+    case RC_DIM_KVL: return c->kv_lora_rank;
+    case RC_DIM_KVA: return c->kv_lora_rank + c->qk_rope_dim;
+    case RC_DIM_KVB: return c->n_heads * (c->qk_nope_dim + c->v_head_dim);
     }
     return 0;
 }
@@ -161,6 +169,7 @@ bool rc_weight_cond_holds_layer(const rc_config *c, rc_weight_cond w, int64_t l)
     case RC_IF_DENSE_GATED_MLP_BIAS: return !moe && c->gated_mlp && c->mlp_bias;
     case RC_IF_MOE: return moe;
     case RC_IF_SHARED_EXPERT: return moe && c->shared_intermediate > 0;
+    case RC_IF_MOE_BIAS: return moe && c->moe_bias;
     default: return rc_weight_cond_holds(c, w);
     }
 }
@@ -173,6 +182,7 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_DENSE_MLP_BIAS:
     case RC_IF_DENSE_GATED_MLP_BIAS:
     case RC_IF_MOE:
+    case RC_IF_MOE_BIAS:
     case RC_IF_SHARED_EXPERT: /* in any layer */
         for (int64_t l = 0; l < c->n_layers; l++)
             if (rc_weight_cond_holds_layer(c, w, l))
@@ -181,7 +191,13 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_ALWAYS: return true;
     case RC_IF_NORM_BIAS: return c->norm_bias;
     case RC_IF_UNTIED: return !c->tie_embeddings;
-    case RC_IF_QKV_BIAS: return c->qkv_bias;
+    case RC_IF_QKV_BIAS: return c->qkv_bias && !c->mla;
+    case RC_IF_QKV: return !c->mla;
+    case RC_IF_MLA: return c->mla;
+    case RC_IF_MLA_BIAS: return c->mla && c->qkv_bias;
+    case RC_IF_MLA_QLORA: return c->mla && c->q_lora_rank > 0;
+    case RC_IF_MLA_QLORA_BIAS: return c->mla && c->q_lora_rank > 0 && c->qkv_bias;
+    case RC_IF_MLA_QPROJ: return c->mla && c->q_lora_rank <= 0;
     case RC_IF_O_BIAS: return c->o_bias;
     case RC_IF_MLP_BIAS: return c->mlp_bias;
     case RC_IF_GATED: return c->gated_mlp;
@@ -191,6 +207,7 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_EMBED_NORM_BIAS: return c->embed_norm && c->norm_bias;
     case RC_IF_QK_NORM: return c->qk_norm != RC_QK_NORM_NONE;
     case RC_IF_SANDWICH_NORM: return c->sandwich_norm;
+    case RC_IF_SINKS: return c->attn_sinks;
     }
     return false;
 }
@@ -241,6 +258,10 @@ bool rc_layer_cost(const rc_config *c, int64_t l, int64_t *weight_elems, double 
     const double H = (double)c->hidden, q = (double)(c->n_heads * c->head_dim);
     const double qkv = (double)((c->n_heads + 2 * c->n_kv_heads) * c->head_dim);
     double f = H * qkv + q * H;
+    if (c->mla) /* the expanded form's projections: q (through q_lora), kv_a, kv_b, o */
+        f = (c->q_lora_rank > 0 ? (H + q) * (double)c->q_lora_rank : H * q) +
+            H * (double)(c->kv_lora_rank + c->qk_rope_dim) +
+            (double)c->kv_lora_rank * (double)rc_dim_value(c, RC_DIM_KVB) + (double)rc_dim_value(c, RC_DIM_O) * H;
     if (rc_layer_is_moe(c, l))
         f += (double)c->n_experts * H + (double)c->top_k * 3.0 * H * (double)c->moe_intermediate +
              (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + H : 0.0);
@@ -388,6 +409,71 @@ static int experts_dtype(const rc_loader *ld, const rc_arch *a, const char *stem
     return dt < 0 ? -1 : dt;
 }
 
+/* In place on n_mat matrices of rows x cols elements of es bytes: each
+ * transposed (interleave: the transposed rows 0, 2, 4, ... first, then 1, 3,
+ * 5, ...: gpt-oss's gate / up columns into gate rows, then up rows; rows
+ * odd with interleave is an error of the caller). tmp: rows * cols * es bytes. */
+static void transpose_mats(unsigned char *data, int64_t n_mat, int64_t rows, int64_t cols, int es, bool interleave,
+                           unsigned char *tmp)
+{
+    const int64_t half = cols / 2;
+    for (int64_t m = 0; m < n_mat; m++) {
+        unsigned char *a = data + m * rows * cols * es;
+        memcpy(tmp, a, (size_t)(rows * cols * es));
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) {
+                const int64_t r = interleave ? (j % 2) * half + j / 2 : j; /* the output row of column j */
+                memcpy(a + (r * rows + i) * es, tmp + (i * cols + j) * es, (size_t)es);
+            }
+    }
+}
+
+/* gpt-oss's experts (rc_expert_spec.fused_transposed_interleaved): router
+ * weight and bias, gate_up [E, H, 2 Im] and down [E, Im, H] copied into the
+ * layout of w_exp_gu / w_exp_down, their biases de-interleaved likewise. */
+static rc_status load_experts_interleaved(rc_loader *ld, const rc_arch *a, rc_layer_weights *L, const char *stem)
+{
+    const rc_config *c = ld->cfg;
+    const rc_expert_spec *x = a->experts;
+    const int64_t E = c->n_experts, H = c->hidden, Im = c->moe_intermediate;
+    char nb[256], rb[256];
+    void *wd;
+#define EXP_NAME(suffix) (snprintf(nb, sizeof nb, "%s%s", stem, (suffix)), rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb))
+    RC_TRY(loader_get(ld, EXP_NAME(x->router_fused), 2, (int64_t[]){E, H}, false, -1, false, &L->w_router, &wd));
+    if (c->moe_bias)
+        RC_TRY(loader_get(ld, EXP_NAME(x->router_bias), 1, (int64_t[]){E}, false, -1, false, &L->b_router, &wd));
+    rc_status st = RC_OK;
+    unsigned char *tmp = NULL;
+    int64_t big = H * 2 * Im; /* one expert's gate_up (bounded by the config's checked limits) */
+    if (!ld->dry && !(tmp = malloc((size_t)big * 4)))
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    rc_wt w;
+    if ((st = loader_get(ld, EXP_NAME(x->fused_gate_up), 3, (int64_t[]){E, H, 2 * Im}, true, -1, false, &w, &wd)) ==
+        RC_OK) {
+        L->w_exp_gu = w;
+        if (wd)
+            transpose_mats(wd, E, H, 2 * Im, rc_dtype_size(w.dt), true, tmp);
+    }
+    if (st == RC_OK &&
+        (st = loader_get(ld, EXP_NAME(x->fused_down), 3, (int64_t[]){E, Im, H}, true, -1, false, &w, &wd)) == RC_OK) {
+        L->w_exp_down = w;
+        if (wd)
+            transpose_mats(wd, E, Im, H, rc_dtype_size(w.dt), false, tmp);
+    }
+    if (st == RC_OK && c->moe_bias &&
+        (st = loader_get(ld, EXP_NAME(x->fused_gate_up_bias), 2, (int64_t[]){E, 2 * Im}, true, -1, false, &w, &wd)) ==
+            RC_OK) {
+        L->b_exp_gu = w;
+        if (wd) /* each expert's [1, 2 Im] row: a transpose of a row vector with interleave */
+            transpose_mats(wd, E, 1, 2 * Im, rc_dtype_size(w.dt), true, tmp);
+    }
+    if (st == RC_OK && c->moe_bias)
+        st = loader_get(ld, EXP_NAME(x->fused_down_bias), 2, (int64_t[]){E, H}, false, -1, false, &L->b_exp_down, &wd);
+#undef EXP_NAME
+    free(tmp);
+    return st;
+}
+
 /* A MoE layer's router and experts (rc_expert_spec): the fused 3-D tensors
  * used in place when the checkpoint holds them, else one tensor per expert,
  * copied one after the other into w_exp_gu (gate_e, up_e for e = 0, 1, ...:
@@ -406,6 +492,8 @@ static rc_status load_experts(rc_loader *ld, const rc_arch *a, rc_layer_weights 
     snprintf(nb, sizeof nb, "%s%s", stem, fused ? x->router_fused : x->router);
     RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 2, (int64_t[]){E, H}, false, -1,
                       false, &L->w_router, &wd));
+    if (x->fused_transposed_interleaved)
+        return load_experts_interleaved(ld, a, L, stem);
     if (fused) {
         snprintf(nb, sizeof nb, "%s%s", stem, x->fused_gate_up);
         RC_TRY(loader_get(ld, rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb), 3, (int64_t[]){E, 2 * Im, H},

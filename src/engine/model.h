@@ -150,6 +150,19 @@ typedef struct {
     bool norm_head;            /* LM-head rows L2-normalised in the weight dtype (Baichuan2 NormHead) */
     bool rope_f32;             /* RoPE products and sum in fp32 with fp32 cos/sin, rounded once (Baichuan2-7B) */
     bool attn_f32;             /* scores and probabilities in fp32, P.V rounded once (Baichuan2-7B's SDPA) */
+    /* Multi-head latent attention (DeepSeek-V2 / V3, docs/mla.md). mla: q from
+     * q_a_proj -> q_a_layernorm -> q_b_proj (q_lora_rank > 0) or q_proj, K and V
+     * from kv_a_proj_with_mqa's latent (kv_lora_rank) through kv_a_layernorm and
+     * kv_b_proj, plus one shared RoPE key (qk_rope_dim). The expanded
+     * attention it computes is head_dim = qk_nope_dim + qk_rope_dim wide with
+     * n_kv_heads = n_heads and rotary_dim = qk_rope_dim (set by the family);
+     * each head's value has v_head_dim values. mla_norm_eps: the latent
+     * norms' eps (DeepseekV3RMSNorm's default 1e-6, not rms_norm_eps) */
+    bool mla;
+    int64_t q_lora_rank;       /* 0: a plain q_proj */
+    int64_t kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    bool rope_interleave;      /* the checkpoint's RoPE rows are interleaved pairs (undone at load) */
+    double mla_norm_eps;
     /* Mixture of experts (n_experts 0: a dense model; moe.c, docs/models.md) */
     int64_t n_experts;         /* num_experts / num_local_experts */
     int64_t top_k;             /* num_experts_per_tok */
@@ -159,6 +172,17 @@ typedef struct {
     bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
     int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
     uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
+    /* gpt-oss (models/gpt_oss.c, docs/numerics.md "gpt-oss"): a learned logit per
+     * query head in the softmax's denominator (self_attn.sinks); biases on the
+     * router and on every expert's gate / up and down projections (each added
+     * after its GEMM, rounded on its own); routing by the top-k of the logits,
+     * then a softmax over the k chosen; and the experts' clamped SwiGLU
+     * (swiglu_limit > 0): (clamp(up, -l, l) + 1) * g * sigmoid(alpha * g), g =
+     * min(gate, l) */
+    bool attn_sinks;
+    bool moe_bias;
+    bool moe_topk_softmax;
+    double swiglu_alpha, swiglu_limit;
     int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
@@ -196,6 +220,14 @@ typedef enum {
     RC_DIM_IS,  /* shared_intermediate (the shared expert's inner size) */
     RC_DIM_QNORM, /* q_norm's length: head_dim (RC_QK_NORM_HEAD) or n_heads * head_dim (ALL) */
     RC_DIM_KNORM, /* k_norm's length: head_dim (RC_QK_NORM_HEAD) or n_kv_heads * head_dim (ALL) */
+    RC_DIM_NH,  /* n_heads (one value per query head: gpt-oss's attention sinks) */
+    RC_DIM_O,   /* the attention output's width: n_heads * head_dim, or n_heads * v_head_dim (MLA) */
+    RC_DIM_MQ,  /* MLA: n_heads * (qk_nope_dim + qk_rope_dim) (q_b_proj / q_proj rows) */
+    RC_DIM_MQIN,/* MLA: q_b_proj's input, q_lora_rank, or hidden for a plain q_proj */
+    RC_DIM_QL,  /* MLA: q_lora_rank */
+    RC_DIM_KVL, /* MLA: kv_lora_rank */
+    RC_DIM_KVA, /* MLA: kv_lora_rank + qk_rope_dim (kv_a_proj_with_mqa rows) */
+    RC_DIM_KVB, /* MLA: n_heads * (qk_nope_dim + v_head_dim) (kv_b_proj rows) */
 } rc_dim;
 
 typedef enum {
@@ -219,6 +251,14 @@ typedef enum {
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
+    RC_IF_SINKS,          /* cfg->attn_sinks */
+    RC_IF_MOE_BIAS,       /* a mixture-of-experts layer && cfg->moe_bias */
+    RC_IF_QKV,            /* !cfg->mla: the fused q/k/v projection */
+    RC_IF_MLA,            /* cfg->mla */
+    RC_IF_MLA_BIAS,       /* cfg->mla && cfg->qkv_bias (kv_a_proj_with_mqa's bias) */
+    RC_IF_MLA_QLORA,      /* cfg->mla && cfg->q_lora_rank > 0 */
+    RC_IF_MLA_QLORA_BIAS, /* cfg->mla && cfg->q_lora_rank > 0 && cfg->qkv_bias (q_a_proj's bias) */
+    RC_IF_MLA_QPROJ,      /* cfg->mla && cfg->q_lora_rank == 0 (a plain q_proj) */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -240,11 +280,19 @@ typedef enum {
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
     X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
-    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_ALWAYS, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] */ \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_QKV, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] (NULL: MLA) */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
+    X(w_mqa, RC_DIM_QL, RC_DIM_H, RC_IF_MLA_QLORA, MAT)      /* MLA [q_lora, hidden] q_a_proj, or NULL */ \
+    X(b_mqa, RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA_BIAS, VEC) /* MLA [q_lora] q_a_proj bias, or NULL */ \
+    X(mq_ln_w, RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA, VEC)    /* MLA [q_lora] q_a_layernorm, or NULL */ \
+    X(w_mq, RC_DIM_MQ, RC_DIM_MQIN, RC_IF_MLA, MAT)          /* MLA q_b_proj [nh * (rope + nope), q_lora] or q_proj */ \
+    X(w_mkva, RC_DIM_KVA, RC_DIM_H, RC_IF_MLA, MAT)          /* MLA [kv_lora + rope, hidden] kv_a_proj_with_mqa */ \
+    X(b_mkva, RC_DIM_KVA, RC_DIM_1, RC_IF_MLA_BIAS, VEC)     /* MLA [kv_lora + rope] its bias, or NULL */ \
+    X(mkv_ln_w, RC_DIM_KVL, RC_DIM_1, RC_IF_MLA, VEC)        /* MLA [kv_lora] kv_a_layernorm */ \
+    X(w_mkvb, RC_DIM_KVB, RC_DIM_KVL, RC_IF_MLA, MAT)        /* MLA [nh * (nope + v), kv_lora] kv_b_proj */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
     X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
-    X(w_o, RC_DIM_H, RC_DIM_Q, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] */            \
+    X(w_o, RC_DIM_H, RC_DIM_O, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] (MLA: n_heads * v_head_dim) */ \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
     X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
     X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \
@@ -258,7 +306,11 @@ typedef enum {
     X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
     X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
     X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
-    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */ \
+    X(sinks, RC_DIM_NH, RC_DIM_1, RC_IF_SINKS, VEC)             /* [n_heads] attention sink logits (gpt-oss), or NULL */ \
+    X(b_router, RC_DIM_E, RC_DIM_1, RC_IF_MOE_BIAS, VEC)        /* [n_experts] the router's bias, or NULL */ \
+    X(b_exp_gu, RC_DIM_E2IM, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * 2 * moe_inter]: expert e's gate bias, then its up bias */ \
+    X(b_exp_down, RC_DIM_EH, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * hidden]: expert e's down_proj bias */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -424,6 +476,14 @@ typedef struct {
     const char *per_expert;             /* the stem before the expert index: "mlp.experts." */
     const char *gate, *up, *down;       /* after the stem */
     const char *fused_gate_up, *fused_down;
+    /* gpt-oss: the fused tensors only, stored [E, hidden, 2 * moe_inter] with
+     * gate and up interleaved in the last dimension (gate = [..., ::2], up =
+     * [..., 1::2]) and down [E, moe_inter, hidden] (x @ W, not x @ W^T); the
+     * loader copies them into the layout above. */
+    bool fused_transposed_interleaved;
+    /* the biases (cfg->moe_bias): router [E], gate_up [E, 2 * moe_inter]
+     * (interleaved as the weight when fused_transposed_interleaved), down [E, hidden] */
+    const char *router_bias, *fused_gate_up_bias, *fused_down_bias;
 } rc_expert_spec;
 
 struct rc_arch {

@@ -16,17 +16,37 @@ rc_status rc_cpu_zero(rc_backend *be, float *x, int64_t n)
     return RC_OK;
 }
 
-rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, int renorm,
                            rc_dtype w_dt, float *sel, float *w)
 {
     (void)be;
     if (E < 1 || top_k < 1 || top_k > E)
         return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
     float *p;
-    RC_TRY(rc_alloc_aligned((void **)&p, E, sizeof *p, "MoE routing scratch"));
+    RC_TRY(rc_alloc_aligned((void **)&p, 2 * E, sizeof *p, "MoE routing scratch")); /* rco_moe_route_row's 2 E */
     for (int64_t r = 0; r < M; r++)
         rco_moe_route_row(logits + r * E, E, top_k, renorm, w_dt, p, sel + r * top_k, w + r * top_k);
     free(p);
+    return RC_OK;
+}
+
+rc_status rc_cpu_bias_add(rc_backend *be, float *y, int64_t M, int64_t N, const float *bias, rc_dtype out_dt)
+{
+    (void)be;
+#pragma omp parallel for schedule(static) if (M * N > 65536)
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t c = 0; c < N; c++)
+            y[r * N + c] = rc_round_to(y[r * N + c] + bias[c], out_dt);
+    return RC_OK;
+}
+
+rc_status rc_cpu_swiglu_clamp(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
+                              rc_dtype dt)
+{
+    (void)be;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+        gate[i] = rco_swiglu_clamp1(gate[i], up[i], alpha, limit, dt);
     return RC_OK;
 }
 
@@ -161,6 +181,34 @@ static rc_status swiglu(rc_backend *be, const rc_config *c, const float *x, int6
     return op->matmul(be, s->g, n, I, Wd, H, NULL, r->in_act, r->linear, y);
 }
 
+/* gpt-oss's expert (GptOssExperts.forward): gate_up = R(R(x @ W) + b), the
+ * clamped SwiGLU (rco_swiglu_clamp1, in the activation's dtype), then
+ * R(R(glu @ Wd) + bd). bg, bu, bd: the expert's biases (backend memory). */
+static rc_status swiglu_clamped(rc_backend *be, const rc_config *c, const float *x, int64_t n, rc_wt Wg, rc_wt Wu,
+                                rc_wt Wd, const float *bg, const float *bu, const float *bd, int64_t I,
+                                const rc_moe_rounding *r, rc_moe_scratch *s, float *y)
+{
+    const rc_backend_ops *op = be->ops;
+    const int64_t H = c->hidden;
+    if (!op->bias_add || !op->swiglu_clamp)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s has no clamped SwiGLU", op->name);
+    RC_TRY(op->matmul(be, x, n, H, Wg, I, NULL, r->in_norm, r->linear, s->g));
+    RC_TRY(op->bias_add(be, s->g, n, I, bg, r->linear));
+    RC_TRY(op->matmul(be, x, n, H, Wu, I, NULL, r->in_norm, r->linear, s->u));
+    RC_TRY(op->bias_add(be, s->u, n, I, bu, r->linear));
+    /* the limit cast to the dtype, as torch casts a clamp's scalar bound */
+    RC_TRY(op->swiglu_clamp(be, s->g, s->u, n * I, (float)c->swiglu_alpha,
+                            rc_round_to((float)c->swiglu_limit, r->act), r->act));
+    RC_TRY(op->matmul(be, s->g, n, I, Wd, H, NULL, r->in_act, r->linear, y));
+    return op->bias_add(be, y, n, H, bd, r->linear);
+}
+
+/* the routing rule of c for the routing op (rco_moe_route_row's renorm) */
+static int route_rule(const rc_config *c)
+{
+    return c->moe_topk_softmax ? RCO_MOE_TOPK_SOFTMAX : c->norm_topk_prob ? 1 : 0;
+}
+
 /* routing=replay: the rows with recorded experts take them, their weights
  * recomputed from this side's logits (rco_moe_route_forced_row, on the host
  * for every backend); the others keep the op's routing */
@@ -189,7 +237,7 @@ static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_bat
                 goto done;
             }
         memcpy(s->sel_host + i * k, rec + i * k, (size_t)k * sizeof *rec);
-        rco_moe_route_forced_row(lg + i * E, E, k, c->norm_topk_prob, w_dt, p, rec + i * k, s->w_host + i * k);
+        rco_moe_route_forced_row(lg + i * E, E, k, route_rule(c), w_dt, p, rec + i * k, s->w_host + i * k);
     }
     if ((st = op->upload(be, s->sel_host, n * k, RC_F32, s->sel)) == RC_OK)
         st = op->upload(be, s->w_host, n * k, RC_F32, s->w);
@@ -212,8 +260,9 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     /* the router: logits in the dtype (router=fp32: unrounded), then softmax / top-k / weights (cast to the
      * logits' dtype: transformers' .to(router_logits.dtype); Mixtral keeps them fp32) */
     const rc_dtype w_dt = c->moe_weights_f32 || r->router_f32 ? RC_F32 : r->linear;
-    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, NULL, r->in_norm, r->router_f32 ? RC_F32 : r->linear, s->logits));
-    RC_TRY(op->moe_route(be, s->logits, n, E, k, c->norm_topk_prob, w_dt, s->sel, s->w));
+    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, rc_wt_vec(L->b_router), r->in_norm,
+                      r->router_f32 ? RC_F32 : r->linear, s->logits));
+    RC_TRY(op->moe_route(be, s->logits, n, E, k, route_rule(c), w_dt, s->sel, s->w));
     RC_TRY(op->download(be, s->sel, n * k, s->sel_host));
     if (hook && hook->fn) { /* the router's own choice (under replay too: what miles' R3 check compares) */
         RC_TRY(op->download(be, s->w, n * k, s->w_host));
@@ -239,7 +288,13 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
         RC_TRY(op->gather_rows(be, h, H, s->rows_e, m, s->xin));
         const rc_wt Wg = wt_rows(L->w_exp_gu, e * 2 * Im, H), Wu = wt_rows(L->w_exp_gu, e * 2 * Im + Im, H);
         const rc_wt Wd = wt_rows(L->w_exp_down, e * H, Im);
-        RC_TRY(swiglu(be, c, s->xin, m, Wg, Wu, Wd, Im, r, s, s->y));
+        if (c->swiglu_limit > 0) {
+            const float *bgu = rc_wt_vec(L->b_exp_gu), *bdn = rc_wt_vec(L->b_exp_down);
+            RC_TRY(swiglu_clamped(be, c, s->xin, m, Wg, Wu, Wd, bgu + e * 2 * Im, bgu + e * 2 * Im + Im, bdn + e * H,
+                                  Im, r, s, s->y));
+        } else {
+            RC_TRY(swiglu(be, c, s->xin, m, Wg, Wu, Wd, Im, r, s, s->y));
+        }
         RC_TRY(op->moe_accumulate(be, s->y, m, H, s->rows_e, s->w, s->widx_e, false, r->linear, out));
     }
     if (c->shared_intermediate > 0) {
@@ -285,6 +340,45 @@ static rc_status swiglu64(const rc_config *c, const double *x, int64_t n, rc_wt 
     return mm64(g, n, I, Wd, H, (rc_wt){0}, y);
 }
 
+/* gpt-oss's MLP of one row in double: top-k of the router logits lg (bias
+ * included), softmax over them, each expert's R-free x @ W + b, the clamped
+ * SwiGLU, down + bias, weighted sum into o (zeroed by the caller). */
+static rc_status gptoss_mlp64(const rc_config *c, const rc_layer_weights *L, const double *x, const double *lg,
+                              int64_t *sel, rc_mm64_fn mm64, double *g, double *u, double *y, double *o)
+{
+    const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, Im = c->moe_intermediate;
+    const double lim = c->swiglu_limit, alpha = c->swiglu_alpha;
+    for (int64_t j = 0; j < k; j++) { /* the k largest logits, lower index first among equals */
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (int64_t i = 0; i < j; i++)
+                taken = taken || sel[i] == e;
+            if (!taken && (best < 0 || lg[e] > lg[best]))
+                best = e;
+        }
+        sel[j] = best;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; j++)
+        sum += exp(lg[sel[j]] - lg[sel[0]]);
+    for (int64_t j = 0; j < k; j++) {
+        const int64_t e = sel[j];
+        const double wt = exp(lg[e] - lg[sel[0]]) / sum;
+        RC_TRY(mm64(x, 1, H, wt_rows(L->w_exp_gu, e * 2 * Im, H), Im, (rc_wt){0}, g));
+        RC_TRY(mm64(x, 1, H, wt_rows(L->w_exp_gu, e * 2 * Im + Im, H), Im, (rc_wt){0}, u));
+        for (int64_t i = 0; i < Im; i++) {
+            const double gi = fmin(g[i] + (double)rc_wt_at(L->b_exp_gu, e * 2 * Im + i), lim);
+            const double ui = fmin(fmax(u[i] + (double)rc_wt_at(L->b_exp_gu, e * 2 * Im + Im + i), -lim), lim);
+            g[i] = (ui + 1.0) * (gi / (1.0 + exp(-alpha * gi)));
+        }
+        RC_TRY(mm64(g, 1, Im, wt_rows(L->w_exp_down, e * H, Im), H, (rc_wt){0}, y));
+        for (int64_t i = 0; i < H; i++)
+            o[i] += wt * (y[i] + (double)rc_wt_at(L->b_exp_down, e * H + i));
+    }
+    return RC_OK;
+}
+
 rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const double *h, int64_t n,
                            rc_mm64_fn mm64, double *out)
 {
@@ -304,8 +398,12 @@ rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const 
         double *o = out + r * H;
         for (int64_t i = 0; i < H; i++)
             o[i] = 0.0;
-        if ((s = mm64(x, 1, H, L->w_router, E, (rc_wt){0}, lg)) != RC_OK)
+        if ((s = mm64(x, 1, H, L->w_router, E, L->b_router, lg)) != RC_OK)
             break;
+        if (c->moe_topk_softmax) { /* gpt-oss */
+            s = gptoss_mlp64(c, L, x, lg, sel, mm64, g, u, y, o);
+            continue;
+        }
         double mx = lg[0], sum = 0.0, wsum = 0.0;
         for (int64_t e = 1; e < E; e++)
             mx = lg[e] > mx ? lg[e] : mx;

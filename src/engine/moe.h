@@ -67,8 +67,11 @@ rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const 
 /* The CPU backend's MoE ops (backend.h: zero, moe_route, moe_accumulate),
  * the CUDA kernels' twins. */
 rc_status rc_cpu_zero(rc_backend *be, float *x, int64_t n);
-rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, bool renorm,
+rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t E, int64_t top_k, int renorm,
                            rc_dtype w_dt, float *sel, float *w);
+rc_status rc_cpu_bias_add(rc_backend *be, float *y, int64_t M, int64_t N, const float *bias, rc_dtype out_dt);
+rc_status rc_cpu_swiglu_clamp(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
+                              rc_dtype dt);
 rc_status rc_cpu_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
                                 const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
 

@@ -528,6 +528,8 @@ typedef struct {
     rc_dtype bias_dt;  /* rounding of slope * distance */
     rc_dtype add_dt;   /* RCO_ALIBI_ADD: rounding of score + bias */
     float softcap;     /* > 0: the scaled score soft-capped (rco_softcap1 in score_dt); 0: none */
+    int has_sink;      /* 1: sink (a value of score_dt) is one more softmax column (rco_softmax_sink) */
+    float sink;
 } rco_score_spec;
 
 /* Soft-capping as Gemma 2 writes it, x / cap; tanh; * cap, one tensor op
@@ -634,6 +636,51 @@ RC_HD static inline void rco_softmax(float *sc, int64_t n, int mode, rc_dtype pr
         sc[j] = rc_round_to(expf(sc[j] - m) / l, prob_dt);
 }
 
+/* In place: scores -> probabilities with an attention sink (gpt-oss's
+ * learned per-head logit, one more column of the softmax that is dropped
+ * after it). Mode 0 (invariant) as GptOss's eager_attention_forward: m =
+ * max(scores, sink); each column (the sink last) y = R_score(s - m) (the
+ * subtraction is a tensor op in the dtype); sum of exp(y) in order, the sink
+ * last; p = R_prob(exp(y) / sum) computed in fp32 (the softmax in the dtype
+ * computes in fp32, rounds once). Modes 1 and 2 (engine prefill / decode: a
+ * flash kernel's online softmax) the keys' statistics as rco_softmax_stats,
+ * then the sink merged last: m' = max(m, sink), l' = l exp(m - m') +
+ * exp(sink - m'), p = R_prob(exp(s - m') / l'). */
+RC_HD static inline void rco_softmax_sink(float *sc, int64_t n, int mode, float sink, rc_dtype score_dt,
+                                          rc_dtype prob_dt, float *ms, float *ls)
+{
+    if (mode == 0) {
+        float m = sink;
+        for (int64_t j = 0; j < n; j++)
+            m = sc[j] > m ? sc[j] : m;
+        float l = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            sc[j] = rc_round_to(sc[j] - m, score_dt);
+            l += expf(sc[j]);
+        }
+        l += expf(rc_round_to(sink - m, score_dt));
+        for (int64_t j = 0; j < n; j++)
+            sc[j] = rc_round_to(expf(sc[j]) / l, prob_dt);
+        return;
+    }
+    float m, l;
+    rco_softmax_stats(sc, n, mode, ms, ls, &m, &l);
+    const float m2 = sink > m ? sink : m;
+    l = (m == -INFINITY ? 0.0f : l * expf(m - m2)) + expf(sink - m2);
+    for (int64_t j = 0; j < n; j++)
+        sc[j] = rc_round_to(expf(sc[j] - m2) / l, prob_dt);
+}
+
+/* the softmax of one attention row: rco_softmax, or with the spec's sink rco_softmax_sink */
+RC_HD static inline void rco_attn_softmax(float *sc, int64_t n, int mode, const rco_score_spec *sp, rc_dtype prob_dt,
+                                          float *ms, float *ls)
+{
+    if (sp->has_sink)
+        rco_softmax_sink(sc, n, mode, sp->sink, sp->score_dt, prob_dt, ms, ls);
+    else
+        rco_softmax(sc, n, mode, prob_dt, ms, ls);
+}
+
 /* out[d] = R(sum_j p[j] * V[j, :]) with fp32 accumulation; tile <= 0: in key
  * order, else per tile of keys then added in order. acc, part: d floats. */
 RC_HD static inline void rco_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t tile,
@@ -682,7 +729,7 @@ RC_HD static inline void rco_attn_row(const float *q, const float *Kh, const flo
 {
     for (int64_t j = 0; j < nk; j++)
         sc[j] = rco_score(q, Kh + j * d, d, mode == 1 ? 8 : 16, sp, j);
-    rco_softmax(sc, nk, mode, prob_dt, ms, ls);
+    rco_attn_softmax(sc, nk, mode, sp, prob_dt, ms, ls);
     rco_pv(sc, Vh, nk, d, rco_pv_tile(mode, max_keys), out_dt, acc, part, out);
 }
 
@@ -899,11 +946,227 @@ RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_
  * top_k largest p, largest first (torch.topk; among equal values the lower
  * expert index); with renorm each divided by their sum (added in top-k
  * order); the weights rounded to w_dt (the dtype: .to(router_logits.dtype);
- * fp32: Mixtral keeps them). p: E floats of scratch. sel: the expert
- * indices as floats. */
+ * fp32: Mixtral keeps them). renorm RCO_MOE_TOPK_SOFTMAX (gpt-oss): torch.topk
+ * of the logits themselves (rco_topk_cpu, its order among equal logits),
+ * then rco_moe_softmax_k over the k. p: 2 E floats of scratch. sel: the
+ * expert indices as floats. */
+#define RCO_MOE_TOPK_SOFTMAX 2 /* renorm's third value: gpt-oss's router (rco_moe_route_row) */
+
+/* ---- torch.topk on the CPU, ties included -------------------------------------
+ * PyTorch's CPU topk (aten/src/ATen/native/cpu/SortingKernel.cpp,
+ * topk_impl_loop, largest=True, sorted=True) fills (value, index) pairs in
+ * index order and runs the C++ standard library on them with the comparator
+ * c(x, y) = (isnan(x) && !isnan(y)) || x > y (values only): std::partial_sort
+ * of the first k when k * 64 <= n, else std::nth_element at k - 1 followed by
+ * std::sort of the first k - 1. Among equal values the order is whatever
+ * those algorithms leave, so the chosen set at a tie on the k-th value depends
+ * on them: this is libstdc++'s code path for them (introselect with a
+ * median-of-three pivot and an unguarded partition, insertion sort below 4
+ * elements; heap select and sort_heap; std::sort below 17 elements is an
+ * insertion sort), which the published Linux wheels are built with.
+ * tests/test_gptoss.c checks it on bf16 logits with ties. */
+typedef struct {
+    float v;
+    float i; /* the index, exact as a float below 2^24 */
+} rco_vi;
+
+RC_HD static inline int rco_topk_cmp(rco_vi x, rco_vi y)
+{
+    return (x.v != x.v && !(y.v != y.v)) || x.v > y.v;
+}
+
+RC_HD static inline void rco_vi_swap(rco_vi *a, rco_vi *b)
+{
+    const rco_vi t = *a;
+    *a = *b;
+    *b = t;
+}
+
+RC_HD static inline void rco_insertion_sort(rco_vi *f, int64_t n)
+{
+    for (int64_t i = 1; i < n; i++) {
+        const rco_vi val = f[i];
+        if (rco_topk_cmp(val, f[0])) {
+            for (int64_t j = i; j > 0; j--)
+                f[j] = f[j - 1];
+            f[0] = val;
+        } else { /* unguarded linear insert */
+            int64_t last = i;
+            while (rco_topk_cmp(val, f[last - 1])) {
+                f[last] = f[last - 1];
+                last--;
+            }
+            f[last] = val;
+        }
+    }
+}
+
+/* __unguarded_partition_pivot on [f, f + n): the median of f[1], f[n / 2],
+ * f[n - 1] moved to f[0], then the unguarded partition of [1, n) around it;
+ * returns the cut */
+RC_HD static inline int64_t rco_partition_pivot(rco_vi *f, int64_t n)
+{
+    rco_vi *a = f + 1, *b = f + n / 2, *c = f + n - 1;
+    if (rco_topk_cmp(*a, *b)) {
+        if (rco_topk_cmp(*b, *c))
+            rco_vi_swap(f, b);
+        else if (rco_topk_cmp(*a, *c))
+            rco_vi_swap(f, c);
+        else
+            rco_vi_swap(f, a);
+    } else if (rco_topk_cmp(*a, *c)) {
+        rco_vi_swap(f, a);
+    } else if (rco_topk_cmp(*b, *c)) {
+        rco_vi_swap(f, c);
+    } else {
+        rco_vi_swap(f, b);
+    }
+    int64_t lo = 1, hi = n;
+    for (;;) {
+        while (rco_topk_cmp(f[lo], f[0]))
+            lo++;
+        hi--;
+        while (rco_topk_cmp(f[0], f[hi]))
+            hi--;
+        if (!(lo < hi))
+            return lo;
+        rco_vi_swap(f + lo, f + hi);
+        lo++;
+    }
+}
+
+RC_HD static inline void rco_push_heap(rco_vi *f, int64_t hole, int64_t top, rco_vi val)
+{
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && rco_topk_cmp(f[parent], val)) {
+        f[hole] = f[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    f[hole] = val;
+}
+
+RC_HD static inline void rco_adjust_heap(rco_vi *f, int64_t hole, int64_t len, rco_vi val)
+{
+    const int64_t top = hole;
+    int64_t child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (rco_topk_cmp(f[child], f[child - 1]))
+            child--;
+        f[hole] = f[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        f[hole] = f[child - 1];
+        hole = child - 1;
+    }
+    rco_push_heap(f, hole, top, val);
+}
+
+RC_HD static inline void rco_pop_heap(rco_vi *f, int64_t len, rco_vi *result)
+{
+    const rco_vi val = *result;
+    *result = f[0];
+    rco_adjust_heap(f, 0, len, val);
+}
+
+/* std::partial_sort(f, f + k, f + n): heap select, then sort_heap */
+RC_HD static inline void rco_partial_sort(rco_vi *f, int64_t k, int64_t n)
+{
+    if (k >= 2)
+        for (int64_t parent = (k - 2) / 2;; parent--) {
+            rco_adjust_heap(f, parent, k, f[parent]);
+            if (parent == 0)
+                break;
+        }
+    for (int64_t i = k; i < n; i++)
+        if (rco_topk_cmp(f[i], f[0]))
+            rco_pop_heap(f, k, f + i);
+    for (int64_t last = k; last > 1;) {
+        last--;
+        rco_pop_heap(f, last, f + last);
+    }
+}
+
+/* std::nth_element(f, f + nth, f + n): introselect */
+RC_HD static inline void rco_nth_element(rco_vi *f, int64_t nth, int64_t n)
+{
+    int64_t lg = 0;
+    for (int64_t m = n; m > 1; m >>= 1)
+        lg++;
+    int64_t depth = 2 * lg, first = 0, last = n;
+    while (last - first > 3) {
+        if (depth == 0) { /* __heap_select(first, nth + 1, last), then iter_swap(first, nth) */
+            rco_vi *g = f + first;
+            const int64_t m = nth + 1 - first, len = last - first;
+            if (m >= 2)
+                for (int64_t parent = (m - 2) / 2;; parent--) {
+                    rco_adjust_heap(g, parent, m, g[parent]);
+                    if (parent == 0)
+                        break;
+                }
+            for (int64_t i = m; i < len; i++)
+                if (rco_topk_cmp(g[i], g[0]))
+                    rco_pop_heap(g, m, g + i);
+            rco_vi_swap(f + first, f + nth);
+            return;
+        }
+        depth--;
+        const int64_t cut = first + rco_partition_pivot(f + first, last - first);
+        if (cut <= nth)
+            first = cut;
+        else
+            last = cut;
+    }
+    rco_insertion_sort(f + first, last - first);
+}
+
+/* torch.topk(x, k) of n values on the CPU (largest, sorted): sel / val get
+ * the indices (as floats) and values; pairs: n of scratch */
+RC_HD static inline void rco_topk_cpu(const float *x, int64_t n, int64_t k, rco_vi *pairs, float *sel, float *val)
+{
+    for (int64_t j = 0; j < n; j++) {
+        pairs[j].v = x[j];
+        pairs[j].i = (float)j;
+    }
+    if (k * 64 <= n) {
+        rco_partial_sort(pairs, k, n);
+    } else {
+        rco_nth_element(pairs, k - 1, n);
+        rco_insertion_sort(pairs, k - 1); /* std::sort of k - 1 <= 16 elements */
+    }
+    for (int64_t j = 0; j < k; j++) {
+        sel[j] = pairs[j].i;
+        val[j] = pairs[j].v;
+    }
+}
+
+/* the softmax of the k values w (largest first) in place, as a softmax in
+ * fp32 over them (w[0] is their max): exp(w - w[0]) in order, their sum in
+ * order, each divided by it, rounded to w_dt */
+RC_HD static inline void rco_moe_softmax_k(float *w, int64_t top_k, rc_dtype w_dt)
+{
+    float mx = w[0], sum = 0.0f;
+    for (int64_t j = 1; j < top_k; j++)
+        mx = w[j] > mx ? w[j] : mx;
+    for (int64_t j = 0; j < top_k; j++) {
+        w[j] = expf(w[j] - mx);
+        sum += w[j];
+    }
+    for (int64_t j = 0; j < top_k; j++)
+        w[j] = rc_round_to(w[j] / sum, w_dt);
+}
+
 RC_HD static inline void rco_moe_route_row(const float *logits, int64_t E, int64_t top_k, int renorm, rc_dtype w_dt,
                                            float *p, float *sel, float *w)
 {
+    if (renorm == RCO_MOE_TOPK_SOFTMAX) { /* GptOssTopKRouter: torch.topk(logits), then softmax over the k */
+        rco_topk_cpu(logits, E, top_k, (rco_vi *)p, sel, w);
+        rco_moe_softmax_k(w, top_k, w_dt);
+        return;
+    }
     float mx = logits[0];
     for (int64_t e = 1; e < E; e++)
         mx = logits[e] > mx ? logits[e] : mx;
@@ -947,6 +1210,12 @@ RC_HD static inline void rco_moe_route_row(const float *logits, int64_t E, int64
 RC_HD static inline void rco_moe_route_forced_row(const float *logits, int64_t E, int64_t top_k, int renorm,
                                                   rc_dtype w_dt, float *p, const float *sel, float *w)
 {
+    if (renorm == RCO_MOE_TOPK_SOFTMAX) { /* gpt-oss: the softmax over the recorded experts' logits */
+        for (int64_t j = 0; j < top_k; j++)
+            w[j] = logits[(int64_t)sel[j]];
+        rco_moe_softmax_k(w, top_k, w_dt);
+        return;
+    }
     float mx = logits[0];
     for (int64_t e = 1; e < E; e++)
         mx = logits[e] > mx ? logits[e] : mx;
@@ -978,6 +1247,21 @@ RC_HD static inline float rco_moe_acc(float acc, float y, float s, rc_dtype dt)
 {
     const float prod = y * s;
     return rc_round_to(acc + rc_round_to(prod, dt), dt);
+}
+
+/* gpt-oss's clamped SwiGLU (GptOssExperts._apply_gate) of one gate / up
+ * pair (values of dt), one rounding to dt per tensor op (a Python float enters
+ * as fp32): g = min(gate, limit), u = clamp(up, -limit, limit) (limit: the
+ * bound cast to dt, as torch casts a clamp's scalar); glu = R(g * R(sigmoid(R(g
+ * * alpha)))), sigmoid in fp32 as 1 / (1 + exp(-x)); out = R(R(u + 1) * glu). */
+RC_HD static inline float rco_swiglu_clamp1(float gate, float up, float alpha, float limit, rc_dtype dt)
+{
+    const float g = gate > limit ? limit : gate; /* NaN stays NaN, as torch.clamp */
+    const float u = up < -limit ? -limit : up > limit ? limit : up;
+    const float ga = rc_round_to(g * alpha, dt);
+    const float sg = rc_round_to(1.0f / (1.0f + expf(-ga)), dt);
+    const float glu = rc_round_to(g * sg, dt);
+    return rc_round_to(rc_round_to(u + 1.0f, dt) * glu, dt);
 }
 
 /* Qwen2-MoE's shared-expert gate: R(sigmoid(g)) of the gate logit g (a value

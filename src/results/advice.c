@@ -88,7 +88,7 @@ static double cause_effect(const rc_cause *c, int o)
 void rc_verdict_next_step(const rc_results *r, int o, char *buf, size_t n)
 {
     buf[0] = '\0';
-    if (r->verdict.level[o] == RC_VERDICT_OK)
+    if (r->verdict.level[o] <= RC_VERDICT_OK || !rc_objectives[o].causes)
         return;
     const rc_cause *best = NULL, *exact = NULL;
     for (size_t i = 0; i < rc_n_causes; i++) {
@@ -120,14 +120,7 @@ void rc_verdict_next_step(const rc_results *r, int o, char *buf, size_t n)
 
 double rc_objective_metric(const rc_len_stats *st, int o)
 {
-    if (o == RC_OBJ_TOKEN_PPO)
-        return st->k3;
-    if (o == RC_OBJ_GSPO)
-        return st->seq_frac_outside_band;
-    double w = 0;
-    for (int k = 0; k < RC_N_SEQ_CORR; k++)
-        w = fmax(w, st->seq_corr_below[k] + st->seq_corr_above[k]);
-    return w;
+    return rc_objectives[o].value(st);
 }
 
 /* k3's noise floor: 2 standard errors of the mean over sequences of each
@@ -166,18 +159,19 @@ static double k3_noise(const rc_results *r)
 
 void rc_sweep_recommend(const rc_results *r, rc_sweep_rec rec[RC_N_OBJECTIVES])
 {
-    static const char *const metric[RC_N_OBJECTIVES] = {"k3", "largest sequence-correction mask",
-                                                         "seq_frac_outside_band"};
     const rc_len_stats *b = rc_results_longest(r);
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
         rc_sweep_rec *e = &rec[o];
         memset(e, 0, sizeof *e);
-        e->metric = metric[o];
+        e->metric = rc_objectives[o].metric;
         e->base = b ? rc_objective_metric(b, o) : NAN;
-        const double ns = b ? (double)b->seq_count : 0;
-        e->noise = o == RC_OBJ_TOKEN_PPO ? k3_noise(r)
-                   : ns > 0            ? 2.0 * sqrt(e->base * (1.0 - e->base) / ns)
-                                       : NAN;
+        /* a fraction's noise floor: binomial over what it is a fraction of */
+        const double ns = !b                                            ? 0
+                          : rc_objectives[o].noise == RC_NOISE_ROUTING_TOKENS ? (double)b->rt.tokens
+                                                                            : (double)b->seq_count;
+        e->noise = rc_objectives[o].noise == RC_NOISE_K3 ? k3_noise(r)
+                   : ns > 0                              ? 2.0 * sqrt(e->base * (1.0 - e->base) / ns)
+                                                         : NAN;
         if (!(e->base > 0))
             continue;
         for (int i = 0; i < r->n_sweep; i++) {

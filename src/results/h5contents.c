@@ -116,7 +116,7 @@ rc_status write_len_attrs(const h5w *w, hid_t g, const char *o, const rc_len_res
                 f = &rc_len_fields[i];
         if (!f)
             break;
-        if ((f->where & RC_LF_DIST) && !s->dist) /* no distribution pass */
+        if (!rc_len_field_present(s, f)) /* no distribution pass, no routing record */
             continue;
         if (f->kind == RC_LF_CORRECTIONS) {
             for (size_t k = 0; k < rc_n_corr_stats; k++)
@@ -379,8 +379,10 @@ rc_status write_verdict(const h5w *w, const rc_results *r)
     rc_status st = RC_OK;
     for (int i = 0; i < RC_N_OBJECTIVES && st == RC_OK; i++) {
         char name[64];
-        st = attr_str(w, g, o, rc_objective_names[i], rc_verdict_name(v->level[i]));
-        snprintf(name, sizeof name, "%s_reason", rc_objective_names[i]);
+        if (v->level[i] == RC_VERDICT_NONE) /* no such line (routing without a MoE layer) */
+            continue;
+        st = attr_str(w, g, o, rc_objectives[i].name, rc_verdict_name(v->level[i]));
+        snprintf(name, sizeof name, "%s_reason", rc_objectives[i].name);
         if (st == RC_OK)
             st = attr_str(w, g, o, name, v->reason[i]);
     }

@@ -829,12 +829,12 @@ rc_status rc_h5_read(const char *path, rc_results *out)
     if (st == RC_OK)
         st = read_all(&r, out);
     H5Fclose(r.f); /* H5F_CLOSE_STRONG: also whatever an error path left open */
-    if (st == RC_OK)
-        st = rc_compute_stats(out);
     if (st == RC_OK && out->routing && out->n_lens > 0) { /* the routing record's statistics, at the longest length */
         const rc_len_result *L = &out->lens[out->n_lens - 1];
         rc_routing_compute(out->routing, out->logprob_gen, L->logprob_fwd, L->len);
     }
+    if (st == RC_OK) /* with the routing record's, per length, and its verdict line */
+        st = rc_compute_stats(out);
     for (int i = 0; st == RC_OK && i < out->n_sweep; i++)
         if (out->sweep[i].res)
             st = rc_compute_stats(out->sweep[i].res);

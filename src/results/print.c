@@ -75,7 +75,6 @@ void rc_json_num(FILE *f, const char *key, double v, bool comma)
 }
 
 
-static const char *const k_objective_labels[RC_N_OBJECTIVES] = {"token PPO", "sequence IS", "GSPO"};
 
 static bool has_reference(const rc_results *r);
 static void print_reference_json(const rc_results *r);
@@ -91,7 +90,7 @@ static void print_len_json(const rc_results *r, const rc_len_stats *st, unsigned
         const rc_len_field *f = &rc_len_fields[i];
         if (!(f->where & where) && !(ref && (f->where & RC_LF_JSON_REF)))
             continue;
-        if ((f->where & RC_LF_DIST) && !st->dist) /* no distribution pass */
+        if (!rc_len_field_present(st, f)) /* no distribution pass, no routing record */
             continue;
         if (!first)
             fputs(", ", stdout);
@@ -149,9 +148,12 @@ static void print_sweep_json(const rc_results *r)
     rc_sweep_rec rec[RC_N_OBJECTIVES];
     rc_sweep_recommend(r, rec);
     printf(", \"recommended\": {");
-    for (int o = 0; o < RC_N_OBJECTIVES; o++) {
+    for (int o = 0, first = 1; o < RC_N_OBJECTIVES; o++) {
         const rc_sweep_rec *e = &rec[o];
-        printf("%s\"%s\": {\"metric\": ", o ? ", " : "", rc_objective_names[o]);
+        if (r->verdict.level[o] == RC_VERDICT_NONE) /* no such line (routing without a MoE layer) */
+            continue;
+        printf("%s\"%s\": {\"metric\": ", first ? "" : ", ", rc_objectives[o].name);
+        first = 0;
         rc_json_str(stdout, e->metric);
         printf(", ");
         rc_json_num(stdout, "base", e->base, true);
@@ -265,7 +267,9 @@ void rc_print_json(const rc_results *r, const char *out_path, int gates, const r
     const rc_verdict *v = &r->verdict;
     printf(", \"verdict\": {");
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
-        printf("\"%s\": {\"level\": \"%s\", \"reason\": ", rc_objective_names[o], rc_verdict_name(v->level[o]));
+        if (v->level[o] == RC_VERDICT_NONE) /* no such line (routing without a MoE layer) */
+            continue;
+        printf("\"%s\": {\"level\": \"%s\", \"reason\": ", rc_objectives[o].name, rc_verdict_name(v->level[o]));
         rc_json_str(stdout, v->reason[o]);
         char next[320];
         rc_verdict_next_step(r, o, next, sizeof next);
@@ -363,6 +367,9 @@ static void print_columns(const rc_results *r, int table, const rc_len_stats *st
                 }
         if (!f)
             return;
+        const rc_len_stats *base = table == RC_LF_TAB_SWEEP ? rc_results_longest(r) : NULL;
+        if (base && !rc_len_field_present(base, f)) /* a sweep column the base has no values for */
+            continue;
         const int width = atoi(c->fmt + 1);
         char cell[64];
         if (!st) {
@@ -506,10 +513,13 @@ static void print_sweep_table(const rc_results *r)
     rc_sweep_rec rec[RC_N_OBJECTIVES];
     rc_sweep_recommend(r, rec);
     printf("recommended per objective (the settings that lower its metric by more than the noise floor, 2 standard "
-           "errors over the sequences; best first):\n");
+           "errors over the sequences%s; best first):\n",
+           r->verdict.level[RC_OBJ_ROUTING] != RC_VERDICT_NONE ? " (routing's: over the routing record's tokens)" : "");
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
         const rc_sweep_rec *e = &rec[o];
-        printf("  %-12s %s %.3g (noise floor %.2g): ", k_objective_labels[o], e->metric, e->base, e->noise);
+        if (r->verdict.level[o] == RC_VERDICT_NONE) /* no such line (routing without a MoE layer) */
+            continue;
+        printf("  %-12s %s %.3g (noise floor %.2g): ", rc_objectives[o].label, e->metric, e->base, e->noise);
         if (!(e->base > 0))
             printf("nothing to reduce\n");
         else if (e->n == 0)
@@ -770,7 +780,9 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
     const rc_verdict *v = &r->verdict;
     printf("\nverdict (docs/verdict.md: each gate and band with its source)\n");
     for (int o = 0; o < RC_N_OBJECTIVES; o++) {
-        printf("  %-12s %-4s  %s\n", k_objective_labels[o], rc_verdict_name(v->level[o]), v->reason[o]);
+        if (v->level[o] == RC_VERDICT_NONE) /* no such line (routing without a MoE layer) */
+            continue;
+        printf("  %-12s %-4s  %s\n", rc_objectives[o].label, rc_verdict_name(v->level[o]), v->reason[o]);
         char next[320];
         rc_verdict_next_step(r, o, next, sizeof next);
         if (next[0])

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "routing.h"
 #include "status.h"
 
 #define RC_N_QUANTILES 5
@@ -183,6 +184,12 @@ struct rc_len_stats {
     double kl_mean, kl_std, kl_min, kl_max; /* population std */
     double tv_mean, tv_std, tv_min, tv_max;
     double top1_agree;          /* fraction of tokens whose two argmax are the same id */
+    /* a mixture-of-experts run's routing record (docs/routing.md) over the
+     * valid tokens t < L, log r at L (rc_routing_len_stats; at the longest
+     * length the record's own statistics). routing false (and these zero)
+     * without a record. */
+    bool routing;
+    rc_routing_stats rt;
 };
 
 /* The statistics of one length by name, in one table (stats.c), in the
@@ -204,8 +211,9 @@ typedef enum {
     RC_LF_STRATA,      /* the strata (--json's "strata") */
 } rc_len_field_kind;
 /* RC_LF_DIST: a whole-distribution row (docs/statistics.md "Distribution"): written, printed and gated only
- * for a length with the distribution pass (rc_len_stats.dist) */
-enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8, RC_LF_DIST = 16 };
+ * for a length with the distribution pass (rc_len_stats.dist); RC_LF_ROUTING: a routing row
+ * (docs/routing.md), only for a length with a routing record (rc_len_stats.routing) */
+enum { RC_LF_H5 = 1, RC_LF_JSON = 2, RC_LF_JSON_REF = 4, RC_LF_SWEEP = 8, RC_LF_DIST = 16, RC_LF_ROUTING = 32 };
 enum { RC_LF_TAB_TOKENS = 1, RC_LF_TAB_SEQS = 2, RC_LF_TAB_SWEEP = 3, RC_LF_TAB_DIST = 4 }; /* the printed tables */
 typedef struct rc_len_stats rc_len_stats;
 typedef struct {
@@ -215,7 +223,7 @@ typedef struct {
     const char *fmt;    /* its cell, e.g. "%10.3e" (the width is the header's); "%9s": "at N" / "none" */
     size_t param_off;
 } rc_len_column;
-typedef struct {
+typedef struct rc_len_field_s {
     const char *name;     /* the /len_NNNN attribute and the JSON key */
     const char *json_key; /* when it differs from name, else NULL */
     const char *gate;     /* the --fail-above metric (larger is worse), or NULL */
@@ -230,6 +238,9 @@ extern const rc_len_field rc_len_fields[];
 extern const size_t rc_n_len_fields;
 /* the value of row f in st (I64 fields as double) */
 double rc_len_value(const rc_len_stats *st, const rc_len_field *f);
+/* whether row f has a value in st (a whole-distribution row needs the distribution pass, a routing row the
+ * routing record) */
+bool rc_len_field_present(const rc_len_stats *st, const rc_len_field *f);
 /* the row of a --fail-above metric (its gate name, or the key of a number
  * --json prints for each length), or NULL */
 const rc_len_field *rc_len_gate(const char *metric);
@@ -307,11 +318,31 @@ typedef struct {
 #define RC_GATE_MULT_PROB_ERR 1.05 /* NeMo-RL token_mult_prob_error */
 #define RC_GATE_MISMATCH_KL 0.015  /* prime-rl mismatch_kl (= k3) merge bar */
 #define RC_VERDICT_FAIL_FRAC 0.10
-typedef enum { RC_VERDICT_OK = 0, RC_VERDICT_WARN = 1, RC_VERDICT_FAIL = 2 } rc_verdict_level;
-enum { RC_OBJ_TOKEN_PPO, RC_OBJ_SEQUENCE_IS, RC_OBJ_GSPO, RC_N_OBJECTIVES };
-extern const char *const rc_objective_names[RC_N_OBJECTIVES]; /* "token_ppo", "sequence_is", "gspo" */
-const char *rc_verdict_name(rc_verdict_level v);              /* "OK", "WARN", "FAIL" */
+/* RC_VERDICT_NONE: the line does not apply to the run (routing without a MoE layer): not printed, written or
+ * gated */
+typedef enum { RC_VERDICT_NONE = -1, RC_VERDICT_OK = 0, RC_VERDICT_WARN = 1, RC_VERDICT_FAIL = 2 } rc_verdict_level;
+enum { RC_OBJ_TOKEN_PPO, RC_OBJ_SEQUENCE_IS, RC_OBJ_GSPO, RC_OBJ_ROUTING, RC_N_OBJECTIVES };
+const char *rc_verdict_name(rc_verdict_level v);              /* "OK", "WARN", "FAIL" ("none") */
+typedef struct rc_verdict rc_verdict;
+typedef struct rc_results rc_results;
+/* How a sweep row's effect on an objective is told from noise (advice.c):
+ * 2 standard errors of k3's mean over sequences, of a fraction of the
+ * sequences, or of a fraction of the routing record's tokens */
+typedef enum { RC_NOISE_K3, RC_NOISE_SEQS, RC_NOISE_ROUTING_TOKENS } rc_noise_kind;
+/* The verdict's lines, one row per objective (stats.c rc_objectives; docs/verdict.md): its name (the JSON
+ * key, the /verdict attribute, --fail-above verdict.NAME), its label in the table, the function that sets its
+ * level and reason from the statistics, and the metric the sweep ranks its settings by (smaller is better;
+ * NaN where the length has none), with its noise floor. --fail-on and --fail-above verdict see every row. */
 typedef struct {
+    const char *name, *label;
+    void (*judge)(const rc_results *r, rc_verdict *v, int o);
+    const char *metric;
+    double (*value)(const rc_len_stats *st);
+    rc_noise_kind noise;
+    bool causes; /* a WARN / FAIL line is followed by a row of rc_causes (advice.c) */
+} rc_objective;
+extern const rc_objective rc_objectives[RC_N_OBJECTIVES];
+struct rc_verdict {
     rc_verdict_level level[RC_N_OBJECTIVES];
     char reason[RC_N_OBJECTIVES][448]; /* what decided it, with the numbers */
     /* at the longest length: the token with the largest |log r| and the
@@ -319,7 +350,7 @@ typedef struct {
     int64_t len;
     int64_t worst_token_seq, worst_token_pos, worst_seq;
     double worst_token_ratio, worst_seq_ratio;
-} rc_verdict;
+};
 
 /* ratiocheck score with trainer_logprobs and --model (docs/score.md "Three
  * columns"): the three log-probs of every valid token t < the longest
@@ -374,7 +405,6 @@ void rc_threeway_finish(const rc_threeway_acc *a, rc_threeway *tw);
 
 /* One setting of `ratiocheck sweep`: the same rollouts replayed with one
  * variable changed from the base (README "Sweep"). */
-typedef struct rc_results rc_results;
 typedef struct {
     char name[96];       /* "trainer: lm-head=fp32"; "base again" for the noise floor */
     char sampler[192];   /* the sides this setting ran with */

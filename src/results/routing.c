@@ -91,14 +91,16 @@ static int64_t overlap(const int16_t *a, const int16_t *b, int64_t k, int64_t *s
     return n;
 }
 
-void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64_t len)
+/* the statistics over the tokens t < tmax into st; per layer into lf (flips), lm (no expert in
+ * common), lfirst (first flips), each [n_layers] and zeroed here; token_flips [n_seq, gen_len] or NULL */
+static void routing_stats(const rc_routing *r, const float *gen, const float *fwd, int64_t len, int64_t tmax,
+                          rc_routing_stats *st, int64_t *lf, int64_t *lm, int64_t *lfirst, int32_t *token_flips)
 {
     const int64_t S = r->n_seq, G = r->gen_len, Lm = r->n_layers, k = r->top_k;
-    rc_routing_stats *st = &r->st;
     memset(st, 0, sizeof *st);
-    memset(r->layer_flips, 0, (size_t)Lm * sizeof(int64_t));
-    memset(r->layer_miles, 0, (size_t)Lm * sizeof(int64_t));
-    memset(r->layer_first, 0, (size_t)Lm * sizeof(int64_t));
+    memset(lf, 0, (size_t)Lm * sizeof(int64_t));
+    memset(lm, 0, (size_t)Lm * sizeof(int64_t));
+    memset(lfirst, 0, (size_t)Lm * sizeof(int64_t));
     st->first_layer = st->miles_layer = -1;
     st->len = len;
     int64_t pairs = 0, flips = 0, n_flip_lr = 0, n_same_lr = 0, first_m = -1;
@@ -107,8 +109,9 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
     for (int64_t s = 0; s < S; s++)
         for (int64_t t = 0; t < G; t++) {
             const int16_t *a = r->experts[0] + (s * G + t) * Lm * k, *b = r->experts[1] + (s * G + t) * Lm * k;
-            r->token_flips[s * G + t] = -1;
-            if (a[0] < 0 || b[0] < 0)
+            if (token_flips)
+                token_flips[s * G + t] = -1;
+            if (t >= tmax || a[0] < 0 || b[0] < 0)
                 continue;
             int32_t nf = 0;
             for (int64_t m = 0; m < Lm; m++) {
@@ -116,18 +119,19 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
                 ov += (double)o / (double)k;
                 if (o < k) {
                     if (nf == 0) {
-                        r->layer_first[m]++;
+                        lfirst[m]++;
                         first_m = first_m < 0 || m < first_m ? m : first_m;
                     }
                     nf++;
-                    r->layer_flips[m]++;
+                    lf[m]++;
                 }
                 if (o == 0)
-                    r->layer_miles[m]++;
+                    lm[m]++;
             }
             pairs += Lm;
             flips += nf;
-            r->token_flips[s * G + t] = nf;
+            if (token_flips)
+                token_flips[s * G + t] = nf;
             st->tokens++;
             st->tokens_flip += nf > 0;
             const double lr = t < len ? (double)fwd[s * len + t] - (double)gen[s * G + t] : NAN;
@@ -147,7 +151,7 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
     st->mean_overlap = pairs ? ov / (double)pairs : NAN;
     st->miles_mismatch = st->tokens ? 0.0 : NAN;
     for (int64_t m = 0; m < Lm && st->tokens; m++) {
-        const double f = (double)r->layer_miles[m] / (double)st->tokens;
+        const double f = (double)lm[m] / (double)st->tokens;
         if (st->miles_layer < 0 || f > st->miles_mismatch) {
             st->miles_mismatch = f;
             st->miles_layer = r->layer[m];
@@ -157,6 +161,22 @@ void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64
     st->abs_lr_flip = n_flip_lr ? lr_flip / (double)n_flip_lr : NAN;
     st->abs_lr_same = n_same_lr ? lr_same / (double)n_same_lr : NAN;
     st->share_abs_lr_flip = lr_flip + lr_same > 0.0 ? lr_flip / (lr_flip + lr_same) : NAN;
+}
+
+void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64_t len)
+{
+    routing_stats(r, gen, fwd, len, r->gen_len, &r->st, r->layer_flips, r->layer_miles, r->layer_first,
+                  r->token_flips);
+}
+
+rc_status rc_routing_len_stats(const rc_routing *r, const float *gen, const float *fwd, int64_t len,
+                               rc_routing_stats *st)
+{
+    int64_t *w = NULL;
+    RC_TRY(rc_calloc((void **)&w, 3 * r->n_layers, sizeof *w, "routing statistics"));
+    routing_stats(r, gen, fwd, len, len, st, w, w + r->n_layers, w + 2 * r->n_layers, NULL);
+    free(w);
+    return RC_OK;
 }
 
 rc_status rc_routing_compare(const rc_routing *a, const rc_routing *b, int side, int64_t *tokens, int64_t *differ)
@@ -210,10 +230,9 @@ void rc_routing_print(const rc_routing *r)
                (long long)r->layer_first[m], (long long)r->layer_miles[m]);
     printf("  |log r| (L=%lld): mean %.4g with a flip, %.4g without; tokens with a flip hold %.4g%% of the sum\n",
            (long long)st->len, st->abs_lr_flip, st->abs_lr_same, 100.0 * st->share_abs_lr_flip);
-    printf("  %-12s %-4s  miles' R3 check: %.4g%% of a layer's tokens share no expert (layer %lld), "
-           "at most %g%%\n",
-           "routing", rc_routing_verdict(r), 100.0 * st->miles_mismatch, (long long)st->miles_layer,
-           100.0 * RC_ROUTING_MILES_MAX);
+    printf("  miles' R3 check: %.4g%% of a layer's tokens share no expert (layer %lld), at most %g%%: the "
+           "verdict's routing line\n",
+           100.0 * st->miles_mismatch, (long long)st->miles_layer, 100.0 * RC_ROUTING_MILES_MAX);
 }
 
 /* "key": v (null when not finite), then ", " when comma: print.h's rc_json_num (print.c includes routing.h,

@@ -59,6 +59,11 @@ void rc_routing_free(rc_routing *r);
  * longest length len (fwd, gen: [n_seq, len] and [n_seq, gen_len] rows,
  * NaN where not valid). */
 void rc_routing_compute(rc_routing *r, const float *gen, const float *fwd, int64_t len);
+/* The same statistics over the tokens t < len only, with log r = fwd - gen at
+ * that length (fwd: [n_seq, len]): a length's routing statistics (the
+ * results' rc_len_stats.rt); at the longest length they equal r->st. */
+rc_status rc_routing_len_stats(const rc_routing *r, const float *gen, const float *fwd, int64_t len,
+                               rc_routing_stats *st);
 /* Two runs' routing records over the same tokens (`ratiocheck diff`): of the tokens where both runs recorded
  * side `side` (0: the sampler, 1: the trainer), *tokens, and *differ of them whose experts differ between the
  * runs in some MoE layer (sets, as a flip: an order that differs over the same set is not one). RC_ERR_USAGE

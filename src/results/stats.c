@@ -229,6 +229,8 @@ static double top1_disagree(const rc_len_stats *s) { return 1.0 - s->top1_agree;
 #define DST(pos, label, fmt) {RC_LF_TAB_DIST, pos, label, fmt, 0}
 #define H5J (RC_LF_H5 | RC_LF_JSON)
 #define H5JS (RC_LF_H5 | RC_LF_JSON | RC_LF_SWEEP)
+#define RTF(field, where) RC_LF_F64, offsetof(rc_len_stats, rt.field), NULL, (where) | RC_LF_ROUTING
+#define RTI(field, where) RC_LF_I64, offsetof(rc_len_stats, rt.field), NULL, (where) | RC_LF_ROUTING
 const rc_len_field rc_len_fields[] = {
     {"count", NULL, NULL, I64(count, H5J), {TOK(1, "tokens", "%8lld")}, 1},
     {"mean", NULL, NULL, F64(mean, H5J), {TOK(2, "mean", "%10.6f")}, 2},
@@ -282,17 +284,31 @@ const rc_len_field rc_len_fields[] = {
     {"max_abs_dev", NULL, "max_abs_dev", RC_LF_DERIVED, 0, max_abs_dev, 0, {{0}}, 0},
     {"nonidentical_frac", NULL, "nonidentical_frac", RC_LF_DERIVED, 0, nonidentical, 0, {{0}}, 0},
     /* whole-distribution agreement (--distribution): only for a length with the distribution pass */
-    {"dist_count", NULL, NULL, I64(dist_count, H5J | RC_LF_DIST), {DST(1, "tokens", "%8lld")}, 42},
-    {"kl_mean", NULL, "kl_mean", F64(kl_mean, H5JS | RC_LF_DIST), {DST(2, "KL mean", "%10.3e")}, 43},
-    {"kl_std", NULL, NULL, F64(kl_std, H5J | RC_LF_DIST), {DST(3, "KL std", "%10.3e")}, 44},
-    {"kl_min", NULL, NULL, F64(kl_min, H5J | RC_LF_DIST), {{0}}, 45},
+    {"dist_count", NULL, NULL, I64(dist_count, H5JS | RC_LF_DIST), {DST(1, "tokens", "%8lld")}, 42},
+    {"kl_mean", NULL, "kl_mean", F64(kl_mean, H5JS | RC_LF_DIST), {DST(2, "KL mean", "%10.3e"), SWP(7, "KL mean", "%10.3e")},
+     43},
+    {"kl_std", NULL, NULL, F64(kl_std, H5JS | RC_LF_DIST), {DST(3, "KL std", "%10.3e")}, 44},
+    {"kl_min", NULL, NULL, F64(kl_min, H5JS | RC_LF_DIST), {{0}}, 45},
     {"kl_max", NULL, "kl_max", F64(kl_max, H5JS | RC_LF_DIST), {DST(4, "KL max", "%10.3e")}, 46},
     {"tv_mean", NULL, "tv_mean", F64(tv_mean, H5JS | RC_LF_DIST), {DST(5, "TV mean", "%10.3e")}, 47},
-    {"tv_std", NULL, NULL, F64(tv_std, H5J | RC_LF_DIST), {DST(6, "TV std", "%10.3e")}, 48},
-    {"tv_min", NULL, NULL, F64(tv_min, H5J | RC_LF_DIST), {{0}}, 49},
+    {"tv_std", NULL, NULL, F64(tv_std, H5JS | RC_LF_DIST), {DST(6, "TV std", "%10.3e")}, 48},
+    {"tv_min", NULL, NULL, F64(tv_min, H5JS | RC_LF_DIST), {{0}}, 49},
     {"tv_max", NULL, "tv_max", F64(tv_max, H5JS | RC_LF_DIST), {DST(7, "TV max", "%10.3e")}, 50},
     {"top1_agree", NULL, NULL, F64(top1_agree, H5JS | RC_LF_DIST), {DST(8, "top-1 agree", "%11.5f")}, 51},
     {"top1_disagree", NULL, "top1_disagree", RC_LF_DERIVED, 0, top1_disagree, RC_LF_DIST, {{0}}, 0},
+    /* a mixture-of-experts run's routing record (docs/routing.md): only for a length with one */
+    {"routing_tokens", NULL, NULL, RTI(tokens, H5JS), {{0}}, 52},
+    {"routing_tokens_flip", NULL, NULL, RTI(tokens_flip, H5JS), {{0}}, 53},
+    {"routing_share_flip", NULL, "routing_share_flip", RTF(share_flip, H5JS), {SWP(8, "flips", "%9.5f")}, 54},
+    {"routing_decision_share", NULL, "routing_decision_share", RTF(decision_share, H5JS), {{0}}, 55},
+    {"routing_mean_overlap", NULL, NULL, RTF(mean_overlap, H5JS), {{0}}, 56},
+    {"routing_miles_mismatch", NULL, "routing_miles_mismatch", RTF(miles_mismatch, H5JS),
+     {SWP(9, "no common", "%10.5f")}, 57},
+    {"routing_miles_layer", NULL, NULL, RTI(miles_layer, H5JS), {{0}}, 58},
+    {"routing_first_layer", NULL, NULL, RTI(first_layer, H5JS), {{0}}, 59},
+    {"routing_abs_log_ratio_flip", NULL, NULL, RTF(abs_lr_flip, H5JS), {{0}}, 60},
+    {"routing_abs_log_ratio_same", NULL, NULL, RTF(abs_lr_same, H5JS), {{0}}, 61},
+    {"routing_share_abs_log_ratio_flip", NULL, NULL, RTF(share_abs_lr_flip, H5JS), {{0}}, 62},
 };
 #undef F64
 #undef I64
@@ -302,6 +318,8 @@ const rc_len_field rc_len_fields[] = {
 #undef DST
 #undef H5J
 #undef H5JS
+#undef RTF
+#undef RTI
 const size_t rc_n_len_fields = sizeof rc_len_fields / sizeof rc_len_fields[0];
 _Static_assert(RC_N_QUANTILES == 5 && RC_N_THRESHOLDS == 4, "one rc_len_fields row per quantile and threshold");
 
@@ -323,6 +341,11 @@ double rc_len_value(const rc_len_stats *st, const rc_len_field *f)
     case RC_LF_STRATA: break;
     }
     return NAN;
+}
+
+bool rc_len_field_present(const rc_len_stats *st, const rc_len_field *f)
+{
+    return !((f->where & RC_LF_DIST) && !st->dist) && !((f->where & RC_LF_ROUTING) && !st->routing);
 }
 
 const rc_len_field *rc_len_gate(const char *metric)
@@ -1024,11 +1047,9 @@ static void growth(rc_results *r)
         g->cap_length = exp((2.0 * log(target) - b) / a);
 }
 
-const char *const rc_objective_names[RC_N_OBJECTIVES] = {"token_ppo", "sequence_is", "gspo"};
-
 const char *rc_verdict_name(rc_verdict_level v)
 {
-    return v == RC_VERDICT_FAIL ? "FAIL" : v == RC_VERDICT_WARN ? "WARN" : "OK";
+    return v == RC_VERDICT_FAIL ? "FAIL" : v == RC_VERDICT_WARN ? "WARN" : v == RC_VERDICT_OK ? "OK" : "none";
 }
 
 /* the level of a fraction of things clipped / masked at step 0 */
@@ -1079,40 +1100,26 @@ static void fmt_pair(double x, double y, int prec, char *a, char *b, size_t n)
     }
 }
 
-static void verdict(rc_results *r, const acc_len *W)
+/* token-level PPO: the published gates, then the clip fraction */
+static void judge_token_ppo(const rc_results *r, rc_verdict *v, int o)
 {
-    rc_verdict *v = &r->verdict;
-    memset(v, 0, sizeof *v);
-    v->len = -1;
-    v->worst_token_seq = v->worst_token_pos = v->worst_seq = -1;
-    v->worst_token_ratio = v->worst_seq_ratio = NAN;
-    int64_t tokens = 0;
-    for (int i = 0; i < r->n_lens; i++)
-        tokens += r->lens[i].st.count;
-    if (tokens == 0) { /* nothing scored: nothing to judge */
-        for (int o = 0; o < RC_N_OBJECTIVES; o++)
-            snprintf(v->reason[o], sizeof v->reason[o], "no valid tokens");
-        return;
-    }
-    const rc_stat_params *P = &r->stat;
-    /* token-level PPO: the published gates, then the clip fraction */
     const int ic = worst_len(r, offsetof(rc_len_stats, clipfrac)), ik = worst_len(r, offsetof(rc_len_stats, k3)),
               im = worst_len(r, offsetof(rc_len_stats, mult_prob_err));
     const rc_len_stats *c = &r->lens[ic].st, *k = &r->lens[ik].st, *m = &r->lens[im].st;
-    char *why = v->reason[RC_OBJ_TOKEN_PPO];
+    char *why = v->reason[o];
     const size_t wn = sizeof v->reason[0];
     if (m->mult_prob_err > RC_GATE_MULT_PROB_ERR) {
-        v->level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_FAIL;
+        v->level[o] = RC_VERDICT_FAIL;
         char a[32], b[32];
         fmt_pair(m->mult_prob_err, RC_GATE_MULT_PROB_ERR, 4, a, b, sizeof a);
         snprintf(why, wn, "mean exp|log r| %s > %s (NeMo-RL's gate) at L=%lld", a, b, (long long)r->lens[im].len);
     } else if (k->k3 > RC_GATE_MISMATCH_KL) {
-        v->level[RC_OBJ_TOKEN_PPO] = RC_VERDICT_FAIL;
+        v->level[o] = RC_VERDICT_FAIL;
         char a[32], b[32];
         fmt_pair(k->k3, RC_GATE_MISMATCH_KL, 3, a, b, sizeof a);
         snprintf(why, wn, "k3 %s > %s (prime-rl's mismatch_kl bar) at L=%lld", a, b, (long long)r->lens[ik].len);
     } else {
-        v->level[RC_OBJ_TOKEN_PPO] = frac_level(c->clipfrac);
+        v->level[o] = frac_level(c->clipfrac);
         char where[64];
         if (c->clipfrac > 0)
             snprintf(where, sizeof where, "%.3g%% of tokens clipped at step 0 at L=%lld", 100.0 * c->clipfrac,
@@ -1126,53 +1133,63 @@ static void verdict(rc_results *r, const acc_len *W)
                  k->k3 < RC_GATE_MISMATCH_KL ? "<" : "<=", b, c3, m->mult_prob_err < RC_GATE_MULT_PROB_ERR ? "<" : "<=",
                  d);
     }
-    /* sequence IS: every published sequence-level correction on both of its
-     * bounds (rc_seq_corrs), the worst at its worst length */
-    {
-        char *o = v->reason[RC_OBJ_SEQUENCE_IS];
-        size_t used = 0;
-        double worst = 0;
-        for (int j = 0; j < RC_N_SEQ_CORR; j++) {
-            const rc_seq_corr *sc = &rc_seq_corrs[j];
-            int il = 0;
-            double f = -1;
-            for (int i = 0; i < r->n_lens; i++) {
-                const double x = r->lens[i].st.seq_corr_below[j] + r->lens[i].st.seq_corr_above[j];
-                if (x > f) {
-                    f = x;
-                    il = i;
-                }
+}
+
+/* sequence IS: every published sequence-level correction on both of its
+ * bounds (rc_seq_corrs), the worst at its worst length */
+static void judge_sequence_is(const rc_results *r, rc_verdict *v, int ob)
+{
+    const rc_stat_params *P = &r->stat;
+    char *o = v->reason[ob];
+    const size_t wn = sizeof v->reason[0];
+    size_t used = 0;
+    double worst = 0;
+    for (int j = 0; j < RC_N_SEQ_CORR; j++) {
+        const rc_seq_corr *sc = &rc_seq_corrs[j];
+        int il = 0;
+        double f = -1;
+        for (int i = 0; i < r->n_lens; i++) {
+            const double x = r->lens[i].st.seq_corr_below[j] + r->lens[i].st.seq_corr_above[j];
+            if (x > f) {
+                f = x;
+                il = i;
             }
-            const rc_len_stats *q = &r->lens[il].st;
-            worst = fmax(worst, f);
-            const double hi = sc->hi > 0 ? sc->hi : P->seq_cap;
-            int w;
-            if (sc->lo > 0 && f > 0)
-                w = snprintf(o + used, wn - used, "%s%s %s [%g, %g] %.3g%% (%.3g%% below, %.3g%% above)",
-                             used ? "; " : "", sc->name, sc->of, sc->lo, hi, 100.0 * f, 100.0 * q->seq_corr_below[j],
-                             100.0 * q->seq_corr_above[j]);
-            else if (sc->lo > 0)
-                w = snprintf(o + used, wn - used, "%s%s %s [%g, %g] 0%%", used ? "; " : "", sc->name, sc->of, sc->lo,
-                             hi);
-            else
-                w = snprintf(o + used, wn - used, "%s%s %s > %g %.3g%%", used ? "; " : "", sc->name, sc->of, hi,
-                             100.0 * f);
-            used = w > 0 && (size_t)w < wn - used ? used + (size_t)w : wn - 1;
         }
-        const int il = longest_len(r); /* the range at the longest length */
-        snprintf(o + used, wn - used, " of sequences (worst L; e^S %.3g to %.3g at L=%lld)",
-                 exp(r->lens[il].st.seq_sum_min), exp(r->lens[il].st.seq_sum_max), (long long)r->lens[il].len);
-        v->level[RC_OBJ_SEQUENCE_IS] = frac_level(worst);
+        const rc_len_stats *q = &r->lens[il].st;
+        worst = fmax(worst, f);
+        const double hi = sc->hi > 0 ? sc->hi : P->seq_cap;
+        int w;
+        if (sc->lo > 0 && f > 0)
+            w = snprintf(o + used, wn - used, "%s%s %s [%g, %g] %.3g%% (%.3g%% below, %.3g%% above)",
+                         used ? "; " : "", sc->name, sc->of, sc->lo, hi, 100.0 * f, 100.0 * q->seq_corr_below[j],
+                         100.0 * q->seq_corr_above[j]);
+        else if (sc->lo > 0)
+            w = snprintf(o + used, wn - used, "%s%s %s [%g, %g] 0%%", used ? "; " : "", sc->name, sc->of, sc->lo,
+                         hi);
+        else
+            w = snprintf(o + used, wn - used, "%s%s %s > %g %.3g%%", used ? "; " : "", sc->name, sc->of, hi,
+                         100.0 * f);
+        used = w > 0 && (size_t)w < wn - used ? used + (size_t)w : wn - 1;
     }
-    /* GSPO: against the clip fraction its own paper reports in normal training */
+    const int il = longest_len(r); /* the range at the longest length */
+    snprintf(o + used, wn - used, " of sequences (worst L; e^S %.3g to %.3g at L=%lld)",
+             exp(r->lens[il].st.seq_sum_min), exp(r->lens[il].st.seq_sum_max), (long long)r->lens[il].len);
+    v->level[ob] = frac_level(worst);
+}
+
+/* GSPO: against the clip fraction its own paper reports in normal training */
+static void judge_gspo(const rc_results *r, rc_verdict *v, int o)
+{
+    const rc_stat_params *P = &r->stat;
+    const size_t wn = sizeof v->reason[0];
     const int ib = worst_len(r, offsetof(rc_len_stats, seq_frac_outside_band));
     const rc_len_stats *b = &r->lens[ib].st;
     const double fb = b->seq_frac_outside_band;
-    v->level[RC_OBJ_GSPO] = fb > RC_GSPO_FAIL_FRAC         ? RC_VERDICT_FAIL
-                            : fb > RC_GSPO_PAPER_CLIPFRAC ? RC_VERDICT_WARN
-                                                          : RC_VERDICT_OK;
+    v->level[o] = fb > RC_GSPO_FAIL_FRAC         ? RC_VERDICT_FAIL
+                  : fb > RC_GSPO_PAPER_CLIPFRAC ? RC_VERDICT_WARN
+                                                : RC_VERDICT_OK;
     if (fb > 0)
-        snprintf(v->reason[RC_OBJ_GSPO], wn,
+        snprintf(v->reason[o], wn,
                  "%.3g%% of sequences have |e^M - 1| > %g at L=%lld (e^M %.6g to %.6g): %s the ~%.0f%% GSPO's paper "
                  "clips in normal training; %s",
                  100.0 * fb, P->seq_eps, (long long)r->lens[ib].len, exp(b->seq_mean_min), exp(b->seq_mean_max),
@@ -1180,7 +1197,71 @@ static void verdict(rc_results *r, const acc_len *W)
                  fb > RC_GSPO_FAIL_FRAC ? "most sequences lose their clip side's gradient before any learning"
                                         : "its gradient is mostly intact");
     else
-        snprintf(v->reason[RC_OBJ_GSPO], wn, "every sequence has |e^M - 1| <= %g", P->seq_eps);
+        snprintf(v->reason[o], wn, "every sequence has |e^M - 1| <= %g", P->seq_eps);
+}
+
+/* routing (a MoE run): miles' R3 check on the routing record at the longest
+ * length (every generated token: the record's own statistics), WARN past
+ * RC_ROUTING_MILES_MAX; no line without a record */
+static void judge_routing(const rc_results *r, rc_verdict *v, int o)
+{
+    const rc_len_result *lr = &r->lens[longest_len(r)];
+    const rc_routing_stats *rt = &lr->st.rt;
+    if (!lr->st.routing) {
+        v->level[o] = RC_VERDICT_NONE;
+        snprintf(v->reason[o], sizeof v->reason[o], "no routing record (no mixture-of-experts layer)");
+        return;
+    }
+    v->level[o] = rt->miles_mismatch > RC_ROUTING_MILES_MAX ? RC_VERDICT_WARN : RC_VERDICT_OK;
+    char a[32], b[32];
+    fmt_pair(100.0 * rt->miles_mismatch, 100.0 * RC_ROUTING_MILES_MAX, 4, a, b, sizeof a);
+    int w = snprintf(v->reason[o], sizeof v->reason[o],
+                     "%s%% of layer %lld's tokens share no expert between the sides %s %s%% (miles' R3 check) at "
+                     "L=%lld; %.4g%% of the tokens flip in some layer",
+                     a, (long long)rt->miles_layer, rt->miles_mismatch > RC_ROUTING_MILES_MAX ? ">" : "<=", b,
+                     (long long)lr->len, 100.0 * rt->share_flip);
+    if (w > 0 && (size_t)w < sizeof v->reason[o] && rt->first_layer >= 0)
+        snprintf(v->reason[o] + w, sizeof v->reason[o] - (size_t)w, ", first in layer %lld",
+                 (long long)rt->first_layer);
+}
+
+static double metric_k3(const rc_len_stats *st) { return st->k3; }
+static double metric_gspo(const rc_len_stats *st) { return st->seq_frac_outside_band; }
+static double metric_seq_corr(const rc_len_stats *st)
+{
+    double w = 0;
+    for (int k = 0; k < RC_N_SEQ_CORR; k++)
+        w = fmax(w, st->seq_corr_below[k] + st->seq_corr_above[k]);
+    return w;
+}
+static double metric_routing(const rc_len_stats *st) { return st->routing ? st->rt.miles_mismatch : NAN; }
+
+const rc_objective rc_objectives[RC_N_OBJECTIVES] = {
+    {"token_ppo", "token PPO", judge_token_ppo, "k3", metric_k3, RC_NOISE_K3, true},
+    {"sequence_is", "sequence IS", judge_sequence_is, "largest sequence-correction mask", metric_seq_corr,
+     RC_NOISE_SEQS, true},
+    {"gspo", "GSPO", judge_gspo, "seq_frac_outside_band", metric_gspo, RC_NOISE_SEQS, true},
+    {"routing", "routing", judge_routing, "routing_miles_mismatch", metric_routing, RC_NOISE_ROUTING_TOKENS, false},
+};
+
+static void verdict(rc_results *r, const acc_len *W)
+{
+    rc_verdict *v = &r->verdict;
+    memset(v, 0, sizeof *v);
+    v->len = -1;
+    v->worst_token_seq = v->worst_token_pos = v->worst_seq = -1;
+    v->worst_token_ratio = v->worst_seq_ratio = NAN;
+    int64_t tokens = 0;
+    for (int i = 0; i < r->n_lens; i++)
+        tokens += r->lens[i].st.count;
+    if (tokens == 0) { /* nothing scored: nothing to judge */
+        for (int o = 0; o < RC_N_OBJECTIVES; o++)
+            snprintf(v->reason[o], sizeof v->reason[o], "no valid tokens");
+        v->level[RC_OBJ_ROUTING] = RC_VERDICT_NONE;
+        return;
+    }
+    for (int o = 0; o < RC_N_OBJECTIVES; o++)
+        rc_objectives[o].judge(r, v, o);
     /* the worst token and sequence at the longest length (accumulated) */
     v->len = W->L;
     v->worst_token_seq = W->wt_seq;
@@ -1213,6 +1294,11 @@ rc_status rc_stats_acc_finish(rc_stats_acc *a, rc_results *r)
                              (long long)r->lens[i].len, (long long)a->len[i].L);
         RC_TRY(acc_len_finish(a, &a->len[i], &r->lens[i]));
         RC_TRY(rc_dist_stats(&r->lens[i], r->n_seq));
+        rc_len_stats *st = &r->lens[i].st;
+        memset(&st->rt, 0, sizeof st->rt);
+        st->routing = r->routing && r->logprob_gen && r->lens[i].logprob_fwd;
+        if (st->routing) /* the routing record over this length's tokens */
+            RC_TRY(rc_routing_len_stats(r->routing, r->logprob_gen, r->lens[i].logprob_fwd, r->lens[i].len, &st->rt));
     }
     free(r->cross);
     r->cross = NULL;

@@ -123,6 +123,10 @@ LEN_ATTRS = ["len", "count", "mean", "std", "min", "max",
 # --distribution (docs/statistics.md "Distribution"): only in a length with the per-token kl / tv / top1_agree
 DIST_ATTRS = ["dist_count", "kl_mean", "kl_std", "kl_min", "kl_max", "tv_mean", "tv_std", "tv_min", "tv_max",
               "top1_agree"]
+# a mixture-of-experts run (docs/routing.md): the routing record's statistics over the tokens t < L
+ROUTING_ATTRS = ["routing_tokens", "routing_tokens_flip", "routing_share_flip", "routing_decision_share",
+                 "routing_mean_overlap", "routing_miles_mismatch", "routing_miles_layer", "routing_first_layer",
+                 "routing_abs_log_ratio_flip", "routing_abs_log_ratio_same", "routing_share_abs_log_ratio_flip"]
 
 
 def check_dist(L, g, valid):
@@ -421,8 +425,13 @@ def main(path, nonzero=False):
             close(f"L={L} pos_ratio_std", g["pos_ratio_std"][...],
                   np.nanstd(np.where(valid, r, np.nan), axis=0))
         check_dist(L, g, valid)
-        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS, DIST_ATTRS)",
-                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS) - set(DIST_ATTRS)), [])
+        if "routing" in f:
+            check_len_routing(f, gen, gen_len, fwd, L, a)
+        else:
+            equal(f"L={L}: no routing attributes without /routing", [k for k in ROUTING_ATTRS if k in a], [])
+        checks_equal(f"L={L}: every attribute recomputed here (LEN_ATTRS, CORR_KEYS, DIST_ATTRS, ROUTING_ATTRS)",
+                     sorted(set(a.keys()) - set(LEN_ATTRS) - set(CORR_KEYS) - set(DIST_ATTRS) - set(ROUTING_ATTRS)),
+                     [])
         check_corrections(f"L={L}", {k: a[k] for k in CORR_KEYS if k in a},
                           numpy_corrections(gen, gen_len, fwd, L), nonzero_at)
         check_strata(f"L={L} strata/prob", file_strata(g["strata/prob"]),
@@ -442,6 +451,12 @@ def main(path, nonzero=False):
     v = f["verdict"].attrs
     for obj in ("token_ppo", "sequence_is", "gspo"):
         checks_equal(f"verdict {obj}", v[obj], expected[obj])
+    if "routing" in f:  # docs/verdict.md: miles' R3 check at the longest length, WARN past 1%
+        Lm_ = max(lens)
+        rs = numpy_routing(f, gen, gen_len, f[f"len_{Lm_:04d}/logprob_forward"][...], Lm_)
+        checks_equal("verdict routing", v["routing"], "WARN" if rs["routing_miles_mismatch"] > 0.01 else "OK")
+    else:
+        equal("verdict: no routing line without /routing", "routing" in v, False)
     for key in ("len", "worst_token_sequence", "worst_token_position", "worst_sequence"):
         close(f"verdict {key}", v[key], expected[key])
     close("verdict worst_token_ratio", v["worst_token_ratio"], expected["worst_token_ratio"])
@@ -472,6 +487,46 @@ def main(path, nonzero=False):
         print("MISMATCH", msg)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
+
+
+def numpy_routing(f, gen, gen_len, fwd, L):
+    """A length's routing statistics (the ROUTING_ATTRS) over the valid tokens t < L, |log r| at L."""
+    g = f["routing"]
+    a, b = g["sampler_experts"][...].astype(np.int64), g["trainer_experts"][...].astype(np.int64)
+    S, G, Lm, k = a.shape
+    layer = g["layer"][...]
+    valid = (a[:, :, 0, 0] >= 0) & (b[:, :, 0, 0] >= 0) & (np.arange(G)[None, :] < L)
+    common = (a[..., :, None] == b[..., None, :]).any(axis=-1).sum(axis=-1)  # [S, G, Lm]
+    flip = (common < k) & valid[..., None]
+    none = (common == 0) & valid[..., None]
+    n = int(valid.sum())
+    tok_flip = flip.any(axis=-1)
+    first = np.where(tok_flip, flip.argmax(axis=-1), Lm)
+    per_layer = none.sum(axis=(0, 1)) / n if n else np.full(Lm, np.nan)
+    lr = np.full((S, G), np.nan)
+    lr[:, :L] = fwd.astype(np.float64) - gen[:, :L].astype(np.float64)
+    ok = valid & ~np.isnan(lr)
+    x = np.abs(lr)
+    xf, xs = x[ok & tok_flip], x[ok & ~tok_flip]
+    tot = xf.sum() + xs.sum()
+    return {"routing_tokens": n, "routing_tokens_flip": int(tok_flip.sum()),
+            "routing_share_flip": tok_flip.sum() / n if n else np.nan,
+            "routing_decision_share": flip.sum() / (n * Lm) if n else np.nan,
+            "routing_mean_overlap": (common / k)[valid].mean() if n else np.nan,
+            "routing_miles_mismatch": per_layer.max() if n else np.nan,
+            "routing_miles_layer": int(layer[per_layer.argmax()]) if n else -1,
+            "routing_first_layer": int(layer[first.min()]) if tok_flip.any() else -1,
+            "routing_abs_log_ratio_flip": xf.mean() if xf.size else np.nan,
+            "routing_abs_log_ratio_same": xs.mean() if xs.size else np.nan,
+            "routing_share_abs_log_ratio_flip": xf.sum() / tot if tot > 0 else np.nan}
+
+
+def check_len_routing(f, gen, gen_len, fwd, L, a):
+    for key, want in numpy_routing(f, gen, gen_len, fwd, L).items():
+        if isinstance(want, int):
+            checks_equal(f"L={L} {key}", int(a[key]), want)
+        else:
+            close(f"L={L} {key}", a[key], want)
 
 
 # docs/routing.md: a flip is a (token, layer) whose two top-k expert sets differ; miles' R3 check
@@ -599,6 +654,13 @@ def check_report_json(json_path, path, nonzero=False):
     want = numpy_verdict(f, gen, gen_len, lens)
     for obj in ("token_ppo", "sequence_is", "gspo"):
         checks_equal(f"report verdict {obj}", j["verdict"][obj]["level"], want[obj])
+    if "routing" in f:  # miles' R3 check at the longest length (docs/verdict.md)
+        Lm_ = max(lens)
+        rs = numpy_routing(f, gen, gen_len, f[f"len_{Lm_:04d}/logprob_forward"][...], Lm_)
+        checks_equal("report verdict routing", j["verdict"]["routing"]["level"],
+                     "WARN" if rs["routing_miles_mismatch"] > 0.01 else "OK")
+    else:
+        equal("report verdict: no routing line without /routing", "routing" in j["verdict"], False)
     close("report verdict worst_token_ratio", j["verdict"]["worst_token"]["ratio"], want["worst_token_ratio"])
     close("report verdict worst_sequence_ratio", j["verdict"]["worst_sequence"]["seq_ratio"],
           want["worst_sequence_ratio"])

@@ -43,7 +43,9 @@
  *     index in range, and every array is read end to end (ASan checks that
  *     each is as long as its shape says);
  *   - an accepted /routing has the results' shape, experts -1 or in
- *     [0, experts), layers increasing, its statistics in range; kl / tv /
+ *     [0, experts), layers increasing, its statistics in range, every
+ *     length's routing statistics (the record's at the longest length) and
+ *     the verdict's routing line (none without a record); kl / tv /
  *     top1_agree on every length or none, top-1 flags in {-1, 0, 1};
  *     ratiocheck's column only with the trainer's, and then /threeway;
  *   - a file accepted for replay has every id usable as a row index of a
@@ -1059,6 +1061,38 @@ static void check_accepted(const rc_results *r, uint64_t file_size)
         if (rt->st.tokens_flip > rt->st.tokens || rt->st.first_layer < -1 || rt->st.miles_layer < -1)
             abort();
     }
+    /* each length's routing statistics (the tokens t < L) exactly with a record, within its counts; at the
+     * longest length, when it is the generated length, the record's own; the verdict's routing line with a
+     * record only */
+    for (int i = 0; i < r->n_lens; i++) {
+        const rc_len_stats *st = &r->lens[i].st;
+        if (st->routing != (rt != NULL))
+            abort();
+        if (!rt)
+            continue;
+        if (st->rt.tokens > rt->st.tokens || st->rt.tokens_flip > st->rt.tokens ||
+            (st->rt.tokens > 0) != (st->rt.share_flip >= 0.0) || st->rt.len != r->lens[i].len)
+            abort();
+        if (i == r->n_lens - 1 && r->lens[i].len == G) {
+            const rc_routing_stats *a = &st->rt, *b = &rt->st;
+            const double x[] = {a->share_flip, a->decision_share, a->mean_overlap, a->miles_mismatch, a->abs_lr_flip,
+                                a->abs_lr_same, a->share_abs_lr_flip};
+            const double y[] = {b->share_flip, b->decision_share, b->mean_overlap, b->miles_mismatch, b->abs_lr_flip,
+                                b->abs_lr_same, b->share_abs_lr_flip};
+            for (size_t q = 0; q < sizeof x / sizeof x[0]; q++)
+                if (!(x[q] == y[q] || (isnan(x[q]) && isnan(y[q]))))
+                    abort();
+            if (a->tokens != b->tokens || a->tokens_flip != b->tokens_flip || a->miles_layer != b->miles_layer ||
+                a->first_layer != b->first_layer)
+                abort();
+        }
+    }
+    int64_t scored = 0;
+    for (int i = 0; i < r->n_lens; i++)
+        scored += r->lens[i].st.count;
+    const rc_verdict_level lv = r->verdict.level[RC_OBJ_ROUTING];
+    if (rt && scored > 0 ? lv != RC_VERDICT_OK && lv != RC_VERDICT_WARN : lv != RC_VERDICT_NONE)
+        abort();
     g_sink = acc;
 }
 

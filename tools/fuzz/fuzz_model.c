@@ -4,8 +4,9 @@
  * One scratch model folder per model_type is made at start-up from
  * data/fixtures: the rows of tests/fixtures.h marked for it (qwen2_bias with
  * its three shards and index); the input's "model_type" picks the folder
- * (llama's when it names none of them); one more folder, quant/fp8 (FP8
- * block-scaled weights), for an input with a quantization_config. Seed the corpus with
+ * (llama's when it names none of them); two more folders for an input with a
+ * quantization_config: quant/fp8 (FP8 block-scaled weights), and gptoss_mxfp4
+ * (a gpt_oss with MXFP4 experts) when its quant_method is mxfp4. Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
  *
@@ -25,11 +26,11 @@
 
 #include "tests/fixtures.h"
 
-#define N_DIRS (RC_N_FIXTURE_MODELS + 1) /* at most: the rows marked for fuzzing, and quant/fp8 */
+#define N_DIRS (RC_N_FIXTURE_MODELS + 2) /* at most: the rows marked for fuzzing, quant/fp8 and gptoss_mxfp4 */
 static char g_dirs[N_DIRS][600];
 static const char *k_fixtures[N_DIRS]; /* the marked rows' folders and model types, g_n of them */
 static const char *k_types[N_DIRS];
-static int g_n, g_llama, g_quant;
+static int g_n, g_llama, g_quant, g_mxfp4;
 static const char *const k_files[] = {"model.safetensors", "model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
                                       "model-00003-of-00003.safetensors", "model.safetensors.index.json",
@@ -53,6 +54,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     g_quant = g_n;
     k_fixtures[g_n] = "quant/fp8";
+    k_types[g_n++] = "";
+    g_mxfp4 = g_n;
+    k_fixtures[g_n] = "gptoss_mxfp4";
     k_types[g_n++] = "";
     for (int i = 0; i < g_n; i++) {
         snprintf(g_dirs[i], sizeof g_dirs[i], "%s/d%d", base, i);
@@ -85,8 +89,11 @@ static int pick_dir(const uint8_t *data, size_t size)
         for (int i = 0; mt && i < g_n; i++)
             if (k_types[i][0] && strcmp(mt, k_types[i]) == 0)
                 d = i;
-        if (json_object_get(j, "quantization_config")) /* the FP8 block-scaled llama */
-            d = g_quant;
+        const json_t *q = json_object_get(j, "quantization_config");
+        if (q) { /* the FP8 block-scaled llama, or the gpt_oss with MXFP4 experts */
+            const char *qm = json_string_value(json_object_get(q, "quant_method"));
+            d = qm && strcmp(qm, "mxfp4") == 0 ? g_mxfp4 : g_quant;
+        }
         json_decref(j);
     }
     return d;
@@ -120,8 +127,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             acc += m->w.inv_freq[j];
         for (int64_t l = 0; l < m->cfg.n_layers; l++) { /* the first and last element of two weights */
             const int64_t H = m->cfg.hidden, qkv = (m->cfg.n_heads + 2 * m->cfg.n_kv_heads) * m->cfg.head_dim;
-            acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
-            acc += rc_wt_at(m->w.layers[l].w_down, 0) + rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+            if (m->cfg.mla) { /* latent attention: q_b_proj / q_proj and kv_b_proj instead of the fused QKV */
+                const rc_layer_weights *L = &m->w.layers[l];
+                const int64_t nq = rc_dim_value(&m->cfg, RC_DIM_MQ) * rc_dim_value(&m->cfg, RC_DIM_MQIN);
+                const int64_t nkv = rc_dim_value(&m->cfg, RC_DIM_KVB) * m->cfg.kv_lora_rank;
+                acc += rc_wt_at(L->w_mq, 0) + rc_wt_at(L->w_mq, nq - 1) + rc_wt_at(L->w_mkvb, nkv - 1);
+            } else {
+                acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
+            }
+            if (rc_layer_is_moe(&m->cfg, l)) { /* the experts' down_proj (a MoE layer has no dense MLP) */
+                const int64_t n = m->cfg.n_experts * H * m->cfg.moe_intermediate;
+                acc += rc_wt_at(m->w.layers[l].w_exp_down, 0) + rc_wt_at(m->w.layers[l].w_exp_down, n - 1);
+            } else {
+                acc += rc_wt_at(m->w.layers[l].w_down, 0) +
+                       rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+            }
         }
         if (m->cfg.pos == RC_POS_ALIBI) {
             if (!m->w.alibi_slopes)

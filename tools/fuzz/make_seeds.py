@@ -152,6 +152,26 @@ put("safetensors", "synthetic-mxfp4", st_file(
     {"e.down_proj_blocks": {"dtype": "U8", "shape": [1, 2, 1, 16], "data_offsets": [0, 32]},
      "e.down_proj_scales": {"dtype": "U8", "shape": [1, 2, 1], "data_offsets": [32, 34]}},
     bytes((i * 29) & 0xFF for i in range(32)) + bytes([127, 254])))
+# gpt-oss's experts as published: gate_up / down blocks and scales with their bf16 biases, and the same
+# with a scale of 255 (e8m0 NaN) and with 15-byte blocks (truncated)
+for tag, sc, blk in (("", 127, 16), ("-nan-scale", 255, 16), ("-short-blocks", 127, 15)):
+    hdr, data, off = {}, b"", 0
+    for nm, (E, R, G) in (("gate_up_proj", (2, 4, 1)), ("down_proj", (2, 2, 1))):
+        p = "model.layers.0.mlp.experts." + nm
+        nb, ns, nbias = E * R * G * blk, E * R * G, 2 * E * R
+        hdr[p + "_blocks"] = {"dtype": "U8", "shape": [E, R, G, blk], "data_offsets": [off, off + nb]}
+        hdr[p + "_scales"] = {"dtype": "U8", "shape": [E, R, G], "data_offsets": [off + nb, off + nb + ns]}
+        hdr[p + "_bias"] = {"dtype": "BF16", "shape": [E, R], "data_offsets": [off + nb + ns, off + nb + ns + nbias]}
+        data += bytes((i * 29 + 7) & 0xFF for i in range(nb)) + bytes([127] * (ns - 1) + [sc]) + \
+            struct.pack("<%dH" % (E * R), *([0x3DCD] * (E * R)))
+        off += nb + ns + nbias
+    put("safetensors", "synthetic-mxfp4-gptoss" + tag, st_file(hdr, data))
+mcfg = os.path.join(fx, "gptoss_mxfp4", "config.json")
+if os.path.exists(mcfg):
+    with open(mcfg) as f:
+        c = json.load(f)
+    c["swiglu_limit"] = 0.5
+    put("model", "gptoss_mxfp4-limit.json", json.dumps(c, indent=2, sort_keys=True).encode())
 qcfg = os.path.join(fx, "quant", "fp8", "config.json")
 with open(qcfg, "rb") as f:
     put("model", "quant-fp8.json", f.read())

@@ -764,7 +764,8 @@ def table_note(ax, runs, extra=()):
                 fontsize=FONT, family="monospace")
 
 
-VERDICT_ROWS = [("token_ppo", "token PPO"), ("sequence_is", "sequence IS"), ("gspo", "GSPO")]
+VERDICT_ROWS = [("token_ppo", "token PPO"), ("sequence_is", "sequence IS"), ("gspo", "GSPO"),
+                ("routing", "routing")]  # routing: a mixture-of-experts run only
 VERDICT_COLORS = {"OK": "#2ca02c", "WARN": "#ff7f0e", "FAIL": "#d62728"}
 
 

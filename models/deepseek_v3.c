@@ -1,0 +1,302 @@
+/* DeepSeek-V3 family: transformers' DeepseekV3ForCausalLM
+ * (models/deepseek_v3/modeling_deepseek_v3.py), the architecture of
+ * DeepSeek-V3 / R1, Kimi-K2 and Moonlight.
+ *
+ * Multi-head latent attention (docs/mla.md): per layer
+ *   q       = q_b_proj(q_a_layernorm(q_a_proj(x)))   (q_lora_rank; or q_proj(x) when null)
+ *   ckv     = kv_a_proj_with_mqa(x) = [latent (kv_lora_rank), k_rope (qk_rope_head_dim)]
+ *   latent  = kv_a_layernorm(latent)                 (RMSNorm, eps 1e-6: DeepseekV3RMSNorm's default)
+ *   [k_nope, v] per head = kv_b_proj(latent)         (qk_nope_head_dim, v_head_dim)
+ *   RoPE on q's last qk_rope_head_dim values of each head and on k_rope (one
+ *   key shared by the heads); rope_interleave: those values are interleaved
+ *   pairs (HF rotates the even / odd slices: the de-interleaved rotate_half,
+ *   bit for bit), undone here on the weight rows at load;
+ *   softmax scale qk_head_dim ** -0.5, times mscale^2 with mscale =
+ *   0.1 mscale_all_dim ln(factor) + 1 when the rope has a type and
+ *   mscale_all_dim (yarn_apply_mscale); o_proj over n_heads * v_head_dim.
+ * The engine computes each head with its RoPE values first, [rope, nope]
+ * (q_b_proj / q_proj rows moved at load; a dot product's terms reordered,
+ * which exact arithmetic does not see), so that the shared rope kernel
+ * rotates the leading rotary_dim values as for every other family.
+ * attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj (q_proj, q_b_proj
+ * and kv_b_proj never have one).
+ *
+ * Layers below first_k_dense_replace have Llama's gated SiLU MLP
+ * (intermediate_size); the others are mixture-of-experts layers (the sigmoid
+ * router with e_score_correction_bias and group-limited top-k, shared
+ * experts), which this family does not load yet: such a config is refused.
+ * Its MoE keys are parsed and range-checked all the same (deepseek_moe_keys).
+ *
+ * config.json (DeepseekV3Config defaults where a key is absent):
+ *   q_lora_rank (1536, null: q_proj), kv_lora_rank (512), qk_nope_head_dim
+ *   (128), qk_rope_head_dim (64), v_head_dim (128), num_key_value_heads
+ *   (must equal num_attention_heads: the expanded K / V have one head per
+ *   query head), rms_norm_eps (1e-6), hidden_act (silu), attention_bias
+ *   (false), rope_interleave (true), tie_word_embeddings (false),
+ *   max_position_embeddings (4096), rope (theta 10000; yarn with mscale,
+ *   mscale_all_dim), first_k_dense_replace (3).
+ * Tensors (after "model.layers.{i}."):
+ *   self_attn.q_a_proj.weight [q_lora, H] (+ .bias), self_attn.q_a_layernorm.weight [q_lora],
+ *   self_attn.q_b_proj.weight [nh * (nope + rope), q_lora]  or  self_attn.q_proj.weight [nh * (nope + rope), H]
+ *   self_attn.kv_a_proj_with_mqa.weight [kv_lora + rope, H] (+ .bias), self_attn.kv_a_layernorm.weight [kv_lora]
+ *   self_attn.kv_b_proj.weight [nh * (nope + v), kv_lora]
+ *   self_attn.o_proj.weight [H, nh * v] (+ .bias)
+ *   input_layernorm, post_attention_layernorm, mlp.{gate,up,down}_proj as Llama's. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_util.h"
+#include "common.h"
+#include "model.h"
+
+static const char *const k_types[] = {"deepseek_v3", NULL};
+static const char *const k_prefixes[] = {"model.", "", NULL};
+
+/* rows [r0, r0 + n) of a [rows, cols] matrix of es-byte elements: the
+ * interleaved pairs (x0, x1), (x2, x3), ... moved to rotate_half's layout
+ * (x0, x2, ..., x1, x3, ...), as HF's q[..., 0::2] / q[..., 1::2] slices */
+static void deinterleave_rows(unsigned char *data, int64_t r0, int64_t n, int64_t row_bytes, unsigned char *tmp)
+{
+    const int64_t half = n / 2;
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t src = j < half ? 2 * j : 2 * (j - half) + 1;
+        memcpy(tmp + j * row_bytes, data + (r0 + src) * row_bytes, (size_t)row_bytes);
+    }
+    memcpy(data + r0 * row_bytes, tmp, (size_t)(n * row_bytes));
+}
+
+/* q_b_proj / q_proj rows [nh][nope + rope] -> [nh][rope + nope], the rope
+ * rows de-interleaved when rope_interleave */
+static rc_status mla_q_rows(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols)
+{
+    const int64_t dn = cfg->qk_nope_dim, dr = cfg->qk_rope_dim, d = dn + dr;
+    if (d <= 0 || rows != cfg->n_heads * d)
+        return rc_errorf(RC_ERR_INTERNAL, "MLA q rows: %lld rows for %lld heads of %lld", (long long)rows,
+                         (long long)cfg->n_heads, (long long)d);
+    const int64_t rb = cols * elem_size;
+    unsigned char *tmp = malloc((size_t)(d * rb));
+    if (!tmp)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    unsigned char *b = data;
+    for (int64_t h = 0; h < cfg->n_heads; h++) {
+        unsigned char *head = b + h * d * rb;
+        memcpy(tmp, head + dn * rb, (size_t)(dr * rb)); /* rope rows first */
+        memcpy(tmp + dr * rb, head, (size_t)(dn * rb));
+        memcpy(head, tmp, (size_t)(d * rb));
+        if (cfg->rope_interleave)
+            deinterleave_rows(head, 0, dr, rb, tmp);
+    }
+    free(tmp);
+    return RC_OK;
+}
+
+/* kv_a_proj_with_mqa rows (or its bias) [kv_lora + rope]: the rope rows
+ * de-interleaved when rope_interleave, the order kept */
+static rc_status mla_kva_rows(const rc_config *cfg, void *data, int elem_size, int64_t rows, int64_t cols)
+{
+    if (rows != cfg->kv_lora_rank + cfg->qk_rope_dim)
+        return rc_errorf(RC_ERR_INTERNAL, "MLA kv_a rows: %lld", (long long)rows);
+    if (!cfg->rope_interleave)
+        return RC_OK;
+    const int64_t rb = cols * elem_size;
+    unsigned char *tmp = malloc((size_t)(cfg->qk_rope_dim * rb));
+    if (!tmp)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    deinterleave_rows(data, cfg->kv_lora_rank, cfg->qk_rope_dim, rb, tmp);
+    free(tmp);
+    return RC_OK;
+}
+
+/* The MoE keys of a DeepSeek-V3 config, parsed and range-checked (the
+ * router's settings; DeepseekV3Config's defaults). The MoE layers are not
+ * run yet: nothing here reaches rc_config but the dense-layer count. */
+typedef struct {
+    int64_t n_routed, n_shared, moe_inter, n_group, topk_group, top_k, first_dense;
+    double routed_scaling;
+    bool norm_topk;
+} deepseek_moe_keys;
+
+static rc_status deepseek_moe_parse(const json_t *root, const char *path, const rc_config *cfg,
+                                    deepseek_moe_keys *k)
+{
+    static const char *const routed_keys[] = {"n_routed_experts", "num_local_experts", NULL};
+    RC_TRY(rc_config_get_int_alias(root, path, routed_keys, 1, 1 << 16, 256, &k->n_routed, NULL));
+    RC_TRY(rc_json_get_int(root, "n_shared_experts", path, 0, 1 << 16, 1, &k->n_shared, NULL));
+    RC_TRY(rc_json_get_int(root, "moe_intermediate_size", path, 1, RC_LIM_INTER, 2048, &k->moe_inter, NULL));
+    RC_TRY(rc_json_get_int(root, "n_group", path, 1, 1 << 16, 8, &k->n_group, NULL));
+    RC_TRY(rc_json_get_int(root, "topk_group", path, 1, 1 << 16, 4, &k->topk_group, NULL));
+    RC_TRY(rc_json_get_int(root, "num_experts_per_tok", path, 1, 1 << 16, 8, &k->top_k, NULL));
+    RC_TRY(rc_json_get_int(root, "first_k_dense_replace", path, 0, RC_LIM_LAYERS, 3, &k->first_dense, NULL));
+    RC_TRY(rc_json_get_num(root, "routed_scaling_factor", path, 1e-6, 1e6, 2.5, &k->routed_scaling, NULL));
+    RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, true, &k->norm_topk, NULL));
+    if (k->n_routed % k->n_group != 0)
+        return rc_errorf(RC_ERR_FORMAT, "%s: n_routed_experts %lld is not a multiple of n_group %lld", path,
+                         (long long)k->n_routed, (long long)k->n_group);
+    if (k->n_routed / k->n_group < 2) /* each group scores as the sum of its top 2 */
+        return rc_errorf(RC_ERR_FORMAT, "%s: n_group %lld leaves fewer than 2 of the %lld experts per group", path,
+                         (long long)k->n_group, (long long)k->n_routed);
+    if (k->topk_group > k->n_group)
+        return rc_errorf(RC_ERR_FORMAT, "%s: topk_group %lld exceeds n_group %lld", path, (long long)k->topk_group,
+                         (long long)k->n_group);
+    if (k->top_k > k->topk_group * (k->n_routed / k->n_group))
+        return rc_errorf(RC_ERR_FORMAT, "%s: num_experts_per_tok %lld exceeds the %lld experts of the topk_group "
+                         "groups", path, (long long)k->top_k, (long long)(k->topk_group * (k->n_routed / k->n_group)));
+    /* the published configs' router description: what transformers computes is noaux_tc with sigmoid scores */
+    const char *s;
+    bool present;
+    RC_TRY(rc_json_get_str(root, "topk_method", path, "noaux_tc", &s, &present));
+    if (strcmp(s, "noaux_tc") != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: topk_method \"%.32s\" is not supported for %s (supported: noaux_tc, "
+                         "what transformers' DeepseekV3TopkRouter computes)", path, s, cfg->model_type);
+    RC_TRY(rc_json_get_str(root, "scoring_func", path, "sigmoid", &s, &present));
+    if (strcmp(s, "sigmoid") != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: scoring_func \"%.32s\" is not supported for %s (supported: sigmoid)",
+                         path, s, cfg->model_type);
+    return RC_OK;
+}
+
+/* yarn_get_mscale(scale, mscale) in Python floats */
+static double yarn_get_mscale(double scale, double mscale)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+static rc_status deepseek_v3_parse(const json_t *root, const char *path, rc_config *cfg)
+{
+    bool present;
+    /* the MoE keys first: a config with MoE layers is refused whatever else it holds */
+    deepseek_moe_keys mk;
+    RC_TRY(deepseek_moe_parse(root, path, cfg, &mk));
+    if (mk.first_dense < cfg->n_layers)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: layers %lld to %lld of this %s model are mixture-of-experts layers "
+                         "(first_k_dense_replace %lld < num_hidden_layers %lld); the MoE layers of deepseek_v3 are not "
+                         "loaded yet (all-dense configs are)", path, (long long)mk.first_dense,
+                         (long long)cfg->n_layers - 1, cfg->model_type, (long long)mk.first_dense,
+                         (long long)cfg->n_layers);
+    /* latent attention sizes */
+    cfg->mla = true;
+    RC_TRY(rc_json_get_int(root, "q_lora_rank", path, 1, RC_LIM_HIDDEN, 1536, &cfg->q_lora_rank, &present));
+    if (!present && json_object_get(root, "q_lora_rank")) /* null: a plain q_proj */
+        cfg->q_lora_rank = 0;
+    RC_TRY(rc_json_get_int(root, "kv_lora_rank", path, 1, RC_LIM_HIDDEN, 512, &cfg->kv_lora_rank, NULL));
+    RC_TRY(rc_json_get_int(root, "qk_nope_head_dim", path, 0, RC_LIM_HEAD_DIM, 128, &cfg->qk_nope_dim, NULL));
+    RC_TRY(rc_json_get_int(root, "qk_rope_head_dim", path, 2, RC_LIM_HEAD_DIM, 64, &cfg->qk_rope_dim, NULL));
+    RC_TRY(rc_json_get_int(root, "v_head_dim", path, 1, RC_LIM_HEAD_DIM, 128, &cfg->v_head_dim, NULL));
+    if (cfg->qk_rope_dim % 2 != 0)
+        return rc_errorf(RC_ERR_FORMAT, "%s: qk_rope_head_dim %lld is odd (RoPE rotates pairs)", path,
+                         (long long)cfg->qk_rope_dim);
+    const int64_t dqk = cfg->qk_nope_dim + cfg->qk_rope_dim;
+    if (dqk > RC_LIM_HEAD_DIM || cfg->kv_lora_rank + cfg->qk_rope_dim > RC_LIM_HEAD_DIM)
+        return rc_errorf(RC_ERR_FORMAT, "%s: qk_nope_head_dim + qk_rope_head_dim (%lld) or kv_lora_rank + "
+                         "qk_rope_head_dim (%lld) exceeds %d", path, (long long)dqk,
+                         (long long)(cfg->kv_lora_rank + cfg->qk_rope_dim), RC_LIM_HEAD_DIM);
+    if (cfg->v_head_dim > dqk) /* the expanded attention holds each value head in a q/k head's width */
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: v_head_dim %lld is wider than qk_nope_head_dim + qk_rope_head_dim "
+                         "%lld: not supported", path, (long long)cfg->v_head_dim, (long long)dqk);
+    int64_t nkv;
+    RC_TRY(rc_json_get_int(root, "num_key_value_heads", path, 1, RC_LIM_HEADS, cfg->n_heads, &nkv, NULL));
+    if (nkv != cfg->n_heads) /* expand_kv makes one K / V head per query head; repeat_kv would not fit */
+        return rc_errorf(RC_ERR_FORMAT, "%s: num_key_value_heads %lld differs from num_attention_heads %lld (latent "
+                         "attention expands one key and value head per query head)", path, (long long)nkv,
+                         (long long)cfg->n_heads);
+    cfg->n_kv_heads = cfg->n_heads;
+    const char *act;
+    RC_TRY(rc_json_get_str(root, "hidden_act", path, "silu", &act, NULL));
+    if (strcmp(act, "silu") != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: hidden_act \"%.32s\" is not supported for %s (supported: silu)",
+                         path, act, cfg->model_type);
+    cfg->act = RC_ACT_SILU;
+    RC_TRY(rc_config_get_norm_eps(root, path, "rms_norm_eps", 1e-6, &cfg->norm_eps));
+    cfg->mla_norm_eps = 1e-6; /* q_a_layernorm / kv_a_layernorm: DeepseekV3RMSNorm(rank), eps not passed */
+    RC_TRY(rc_json_get_bool(root, "tie_word_embeddings", path, false, &cfg->tie_embeddings, NULL));
+    bool ab;
+    RC_TRY(rc_json_get_bool(root, "attention_bias", path, false, &ab, NULL));
+    cfg->qkv_bias = cfg->o_bias = ab; /* q_a_proj, kv_a_proj_with_mqa, o_proj */
+    cfg->mlp_bias = false;
+    RC_TRY(rc_json_get_bool(root, "rope_interleave", path, true, &cfg->rope_interleave, NULL));
+    /* RoPE over qk_rope_head_dim (DeepseekV3Config.head_dim = qk_rope_head_dim) */
+    cfg->head_dim = cfg->qk_rope_dim;
+    RC_TRY(rc_config_parse_rope(root, path, cfg, 10000.0, 1.0, NULL, NULL));
+    if (cfg->rotary_dim != cfg->qk_rope_dim)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: partial_rotary_factor below 1 for %s (transformers rotates all "
+                         "qk_rope_head_dim values): not supported", path, cfg->model_type);
+    cfg->head_dim = dqk;
+    /* the softmax scale: qk_head_dim ** -0.5, times mscale^2 (yarn_apply_mscale) */
+    const json_t *rp = json_object_get(root, "rope_parameters");
+    if (!rp || !json_is_object(rp))
+        rp = json_object_get(root, "rope_scaling");
+    double scale = pow((double)dqk, -0.5);
+    if (cfg->rope_type != RC_ROPE_DEFAULT && rp && json_is_object(rp)) {
+        double msa, factor;
+        RC_TRY(rc_json_get_num(rp, "mscale_all_dim", path, -1e6, 1e6, 0.0, &msa, NULL));
+        if (msa != 0.0) {
+            RC_TRY(rc_json_get_num(rp, "factor", path, 1e-6, 1e6, 0.0, &factor, &present));
+            if (!present)
+                return rc_errorf(RC_ERR_FORMAT, "%s: rope scaling with mscale_all_dim needs \"factor\"", path);
+            const double m = yarn_get_mscale(factor, msa);
+            scale = scale * m * m;
+        }
+    }
+    if (!(scale > 0.0) || !isfinite((float)scale))
+        return rc_errorf(RC_ERR_FORMAT, "%s: the softmax scale %g (mscale_all_dim) is not a positive fp32 value",
+                         path, scale);
+    cfg->softmax_scale = scale;
+    return RC_OK;
+}
+
+/* Integer keys, read in this order (then eos_token_id, then deepseek_v3_parse). */
+static const rc_config_key k_keys[] = {
+    RC_KEY(vocab, 1, RC_LIM_VOCAB, true, 0, "vocab_size"),
+    RC_KEY(hidden, 1, RC_LIM_HIDDEN, true, 0, "hidden_size"),
+    RC_KEY(n_layers, 1, RC_LIM_LAYERS, true, 0, "num_hidden_layers"),
+    RC_KEY(n_heads, 1, RC_LIM_HEADS, true, 0, "num_attention_heads"),
+    RC_KEY(intermediate, 1, RC_LIM_INTER, true, 0, "intermediate_size"),
+    RC_KEY(max_pos, 1, RC_LIM_POS, false, 4096, "max_position_embeddings"),
+    RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, 0, "bos_token_id"),
+    {{NULL}, 0, 0, 0, false, 0},
+};
+
+static const rc_tensor_spec k_model_tensors[] = {
+    RC_LLAMA_MODEL_TENSORS,
+    {0, NULL, 0, 0, 0, false, NULL},
+};
+
+/* The MoE layers' tensors (router, experts, shared experts) join this table
+ * with RC_IF_MOE conditions once the router runs; the dense MLP is read with
+ * RC_IF_DENSE already. */
+static const rc_tensor_spec k_layer_tensors[] = {
+    {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
+    {RC_LW_w_mqa, "self_attn.q_a_proj.weight", RC_DIM_QL, RC_DIM_H, RC_IF_MLA_QLORA, false, NULL},
+    {RC_LW_b_mqa, "self_attn.q_a_proj.bias", RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA_BIAS, false, NULL},
+    {RC_LW_mq_ln_w, "self_attn.q_a_layernorm.weight", RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA, false, NULL},
+    {RC_LW_w_mq, "self_attn.q_b_proj.weight", RC_DIM_MQ, RC_DIM_QL, RC_IF_MLA_QLORA, false, mla_q_rows},
+    {RC_LW_w_mq, "self_attn.q_proj.weight", RC_DIM_MQ, RC_DIM_H, RC_IF_MLA_QPROJ, false, mla_q_rows},
+    {RC_LW_w_mkva, "self_attn.kv_a_proj_with_mqa.weight", RC_DIM_KVA, RC_DIM_H, RC_IF_MLA, false, mla_kva_rows},
+    {RC_LW_b_mkva, "self_attn.kv_a_proj_with_mqa.bias", RC_DIM_KVA, RC_DIM_1, RC_IF_MLA_BIAS, false, mla_kva_rows},
+    {RC_LW_mkv_ln_w, "self_attn.kv_a_layernorm.weight", RC_DIM_KVL, RC_DIM_1, RC_IF_MLA, false, NULL},
+    {RC_LW_w_mkvb, "self_attn.kv_b_proj.weight", RC_DIM_KVB, RC_DIM_KVL, RC_IF_MLA, false, NULL},
+    {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_O, RC_ALWAYS, false, NULL},
+    {RC_LW_b_o, "self_attn.o_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, false, NULL},
+    RC_LLAMA_MLP_TENSORS(RC_IF_DENSE),
+    {0, NULL, 0, 0, 0, false, NULL},
+};
+
+const rc_arch rc_arch_deepseek_v3 = {
+    .family = "deepseek_v3",
+    .model_types = k_types,
+    .keys = k_keys,
+    .forward = {.norm = RC_NORM_RMS,
+                .norm_bias = false,
+                .residual = RC_RESIDUAL_SEQUENTIAL,
+                .pos = RC_POS_ROTARY,
+                .mlp = RC_MLP_GATED,
+                .act = RC_ACT_SILU,
+                .head = RC_HEAD_UNTIED},
+    .prefixes = k_prefixes,
+    .layer_stem = "layers.",
+    .model_tensors = k_model_tensors,
+    .layer_tensors = k_layer_tensors,
+    .parse_config = deepseek_v3_parse,
+};
