@@ -586,10 +586,10 @@ AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *
  * Which instruction path is trusted is decided once (gemm_pairs_path: each
  * is used only after it gave rco_gemm_dot_pairs's bits on the check
  * vectors); which kernel runs a GEMM, by its rows and the CPU's speed
- * (gemm_pairs_route). On Intel Sapphire Rapids vdpbf16ps issues once per two
- * cycles and occupies both FMA ports meanwhile: 32 multiply-adds per two
- * cycles against 64 for two FMAs, so there the FMAs do the compute-bound
- * GEMMs. */
+ * (gemm_pairs_route). On an Intel Xeon with AVX512-FP16 and AMX (Sapphire
+ * Rapids or later) vdpbf16ps was measured at one per two cycles, occupying
+ * both FMA ports meanwhile: 32 multiply-adds per two cycles against 64 for
+ * two FMAs, so there the FMAs do the compute-bound GEMMs. */
 #define AVX512BF16_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
 
 /* 32 bf16 of W from element k (mk: the elements before W's end) */
@@ -876,8 +876,8 @@ AVX512BF16_FN static double dpbf16_rate_time(int dp, int r)
 }
 
 /* Whether vdpbf16ps does this CPU's bf16 multiply-adds faster than pairs of
- * FMAs (AMD Zen 4: twice as fast; Intel Sapphire Rapids: half as fast, one
- * per two cycles on the FMA ports). The fastest of 7 tries of each, about
+ * FMAs (half as fast on the Intel Xeon above; expected faster where 512-bit
+ * FMAs are split in two, AMD Zen 4). The fastest of 7 tries of each, about
  * 2 us apiece; which way it goes changes only the speed, never the bits */
 static void dpbf16_rates(double *tdp, double *tfma)
 {
