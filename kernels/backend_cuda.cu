@@ -51,7 +51,7 @@ struct cuda_backend {
     int64_t n_allocs = 0, cap_allocs = 0;
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
-    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn, ws_wide, ws_kvw, ws_slot;
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -114,7 +114,7 @@ void cuda_destroy(rc_backend *be)
         cudaFree(c->shadows[i].data);
     for (int64_t i = 0; i < c->n_allocs; i++)
         cudaFree(c->allocs[i].p);
-    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe, &c->ws_gdn};
+    workspace *ws[] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp, &c->ws_tgt, &c->ws_fp8, &c->ws_moe, &c->ws_gdn, &c->ws_wide, &c->ws_kvw, &c->ws_slot};
     for (workspace *w : ws)
         if (w->p)
             cudaFree(w->p);
@@ -204,22 +204,34 @@ template <typename T> rc_status to_device(workspace *w, const T *host, int64_t n
     return RC_OK;
 }
 
-// the device holds weights as fp32 (forward.c plan_weight): other storage is a caller's error
-rc_status device_f32(rc_wt w, const char *op, const float **out)
+// a weight as the device holds it (forward.c plan_weight): fp32, or a GEMM
+// operand / embedding table at its dtype's width (bf16 / fp16 bits)
+struct dev_w {
+    const float *f32;     // RC_F32 storage, else nullptr
+    const uint16_t *h16;  // RC_BF16 / RC_F16 storage, else nullptr
+    rc_dtype dt;
+};
+
+rc_status device_w(rc_wt w, const char *op, dev_w *out)
 {
-    if (w.dt != RC_F32)
-        return rc_errorf(RC_ERR_INTERNAL, "%s: the CUDA backend takes fp32 weights, not %s", op, rc_dtype_name(w.dt));
-    *out = static_cast<const float *>(w.p);
+    *out = dev_w{nullptr, nullptr, w.dt};
+    if (w.dt == RC_F32)
+        out->f32 = static_cast<const float *>(w.p);
+    else if (w.dt == RC_BF16 || w.dt == RC_F16)
+        out->h16 = static_cast<const uint16_t *>(w.p);
+    else
+        return rc_errorf(RC_ERR_INTERNAL, "%s: the CUDA backend takes fp32, bf16 or fp16 weights, not %s", op,
+                         rc_dtype_name(w.dt));
     return RC_OK;
 }
 
 rc_status cuda_embed(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt tablew, int64_t hidden, float *out)
 {
-    const float *table = nullptr;
-    RC_TRY(device_f32(tablew, "embed", &table));
+    dev_w t{};
+    RC_TRY(device_w(tablew, "embed", &t));
     int32_t *dtok = nullptr;
     RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
-    return rck_embed(rck_embed_args{dtok, table, out, n, hidden});
+    return rck_embed(rck_embed_args{dtok, t.f32, out, n, hidden, t.h16, t.dt});
 }
 
 rc_status cuda_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows, int64_t n,
@@ -292,31 +304,50 @@ rc_status cuda_gemm(rc_backend *be, const float *x, int64_t M, int64_t K, int64_
                     const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     cuda_backend *c = cb(be);
-    const float *W = nullptr;
-    RC_TRY(device_f32(Ww, "matmul", &W));
+    dev_w w{};
+    RC_TRY(device_w(Ww, "matmul", &w));
     if (k0 < 0 || Ks < 1 || k0 > K - Ks)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
                          (long long)Ks, (long long)K);
     if (M == 0 || N == 0)
         return RC_OK;
     if (be->kernels == RC_KERNELS_INVARIANT) {
+        if (w.h16) { // 2-byte weights read as stored, widened in registers (no transposed copy)
+            return rck_gemm_invariant(
+                rck_gemm_args{x + k0, nullptr, bias, y, M, Ks, N, out_dt, nullptr, K, K, w.h16 + k0, w.dt});
+        }
+        const float *W = w.f32;
         const void *wt = nullptr;
         RC_TRY(weight_shadow(c, W, N, K, SHADOW_TRANSPOSED, &wt));
         // the slice of the transposed copy Wt[K, N] is its rows [k0, k0 + Ks): contiguous
         return rck_gemm_invariant(rck_gemm_args{x + k0, W + k0, bias, y, M, Ks, N, out_dt,
-                                                static_cast<const float *>(wt) + k0 * N, K, K});
+                                                static_cast<const float *>(wt) + k0 * N, K, K, nullptr, RC_F32});
     }
-    const alloc_rec *wa = find_alloc(c, W);
-    if ((in_dt == RC_BF16 || in_dt == RC_F16) && wa && wa->values == in_dt) {
-        const void *wbits = nullptr;
-        RC_TRY(weight_shadow(c, W, N, K, in_dt == RC_BF16 ? SHADOW_BF16 : SHADOW_F16, &wbits));
+    const bool half_in = in_dt == RC_BF16 || in_dt == RC_F16;
+    if (w.h16 && half_in && in_dt == w.dt) { // the weight's own bits; x converted (exact: its values are in_dt's)
         void *xb = nullptr;
         RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
         RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
-        RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0,
-                               static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y));
+        RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0, w.h16 + k0, in_dt, M, Ks, N, K, y));
+    } else if (w.h16) { // fp32 activations (or the other 2-byte dtype): the weight widened for one fp32 GEMM
+        void *wf = nullptr;
+        RC_TRY(ws_get(&c->ws_wide, (size_t)(N * K) * sizeof(float), &wf));
+        RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(wf), N * K, w.dt}));
+        RC_TRY(rck_gemm_cublas(c->blas, x + k0, static_cast<const float *>(wf) + k0, RC_F32, M, Ks, N, K, y));
     } else {
-        RC_TRY(rck_gemm_cublas(c->blas, x + k0, W + k0, RC_F32, M, Ks, N, K, y));
+        const float *W = w.f32;
+        const alloc_rec *wa = find_alloc(c, W);
+        if (half_in && wa && wa->values == in_dt) {
+            const void *wbits = nullptr;
+            RC_TRY(weight_shadow(c, W, N, K, in_dt == RC_BF16 ? SHADOW_BF16 : SHADOW_F16, &wbits));
+            void *xb = nullptr;
+            RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
+            RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
+            RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0,
+                                   static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y));
+        } else {
+            RC_TRY(rck_gemm_cublas(c->blas, x + k0, W + k0, RC_F32, M, Ks, N, K, y));
+        }
     }
     if (bias || out_dt != RC_F32)
         RC_TRY(elementwise(RCK_EW_BIAS, y, bias, y, M * N, out_dt, RC_ACT_SILU, RC_F32, N));
@@ -382,8 +413,9 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
 {
     cuda_backend *c = cb(be);
     RC_TRY(whole_call(bd, "attention"));
-    if (kv->dt != RC_F32 || !kv->k || !kv->v)
-        return rc_errorf(RC_ERR_INTERNAL, "attention: the CUDA backend's KV cache is fp32, not %s",
+    const bool half = kv->dt != RC_F32;
+    if (half ? !(kv->k16 && kv->v16 && (kv->dt == RC_BF16 || kv->dt == RC_F16)) : !(kv->k && kv->v))
+        return rc_errorf(RC_ERR_INTERNAL, "attention: KV cache storage does not match its dtype %s",
                          rc_dtype_name(kv->dt));
     rck_attn_args a{};
     RC_TRY(rck_attn_args_from_params(*ap, "attention", &a));
@@ -391,8 +423,14 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     const int64_t slot_stride = nkv * T * d;
     RC_TRY(batch_to_device(c, bd, &a.bd));
     a.qkv = const_cast<float *>(qkv);
-    a.k_cache = kv->k + layer * kv->n_slots * slot_stride;
-    a.v_cache = kv->v + layer * kv->n_slots * slot_stride;
+    if (half) {
+        a.k16 = kv->k16 + layer * kv->n_slots * slot_stride;
+        a.v16 = kv->v16 + layer * kv->n_slots * slot_stride;
+        a.kv_dt = kv->dt;
+    } else {
+        a.k_cache = kv->k + layer * kv->n_slots * slot_stride;
+        a.v_cache = kv->v + layer * kv->n_slots * slot_stride;
+    }
     a.out = out;
     a.T = T;
     a.invariant = be->kernels == RC_KERNELS_INVARIANT;
@@ -407,6 +445,29 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         if (bd->start[b] + bd->n_new[b] > a.max_keys)
             a.max_keys = bd->start[b] + bd->n_new[b];
     RC_TRY(rck_kv_store(a, bd->n_rows));
+    if (half) { // the call's sequences' keys and values [0, max_keys) widened once, as the CPU widens them
+        const int64_t S = bd->n_seq, Tw = a.max_keys;
+        void *w = nullptr;
+        RC_TRY(ws_get(&c->ws_kvw, (size_t)(2 * S * nkv * Tw * d > 0 ? 2 * S * nkv * Tw * d : 1) * sizeof(float),
+                      &w));
+        float *kw = static_cast<float *>(w), *vw = kw + S * nkv * Tw * d;
+        RC_TRY(rck_kv_widen(rck_kv_widen_args{a.k16, a.v16, kw, vw, a.bd.slot, nkv, T, Tw, d, kv->dt}, S));
+        // the attention kernel reads sequence b's rows at "slot" b of the widened copy, Tw rows apart
+        int64_t *iota = static_cast<int64_t *>(malloc((size_t)(S > 0 ? S : 1) * sizeof(int64_t)));
+        if (!iota)
+            return rc_errorf(RC_ERR_NOMEM, "out of memory");
+        for (int64_t b = 0; b < S; b++)
+            iota[b] = b;
+        int64_t *dslot = nullptr;
+        rc_status st = to_device(&c->ws_slot, iota, S, &dslot);
+        free(iota);
+        RC_TRY(st);
+        a.bd.slot = dslot;
+        a.k_cache = kw;
+        a.v_cache = vw;
+        a.T = Tw;
+        a.k16 = a.v16 = nullptr;
+    }
     const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, attn_scratch_floats());
     void *scratch = nullptr;
     RC_TRY(ws_get(&c->ws_att, (size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float), &scratch));
@@ -447,9 +508,15 @@ rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, in
 rc_status cuda_normalize_rows(rc_backend *be, rc_wt Ww, int64_t M, int64_t H, float eps, rc_dtype out_dt,
                               float *out)
 {
-    (void)be;
-    const float *W = nullptr;
-    RC_TRY(device_f32(Ww, "normalize_rows", &W));
+    dev_w w{};
+    RC_TRY(device_w(Ww, "normalize_rows", &w));
+    const float *W = w.f32;
+    if (w.h16) { // widened into a workspace first (the CPU's rows are fp32 here too)
+        void *p = nullptr;
+        RC_TRY(ws_get(&cb(be)->ws_wide, (size_t)(M * H > 0 ? M * H : 1) * sizeof(float), &p));
+        RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(p), M * H, w.dt}));
+        W = static_cast<const float *>(p);
+    }
     return rck_normalize(rck_normalize_args{W, out, M, H, eps, out_dt});
 }
 
@@ -584,6 +651,21 @@ rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t
     return rck_moe_acc(rck_moe_acc_args{y, w, d, d + n, out, H, sigmoid ? 1 : 0, dt}, n * H);
 }
 
+rc_status cuda_moe_route_grouped(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                 const rco_grouped_router *g, float *sel, float *w)
+{
+    if (!rco_grouped_router_ok(g))
+        return rc_errorf(RC_ERR_INTERNAL, "moe_route_grouped: top %lld of %lld experts in %lld groups, best %lld",
+                         (long long)g->top_k, (long long)g->E, (long long)g->n_group, (long long)g->topk_group);
+    const int64_t per = 2 * (g->E + g->n_group);
+    int64_t floats = 0;
+    if (M < 0 || __builtin_mul_overflow(M, per, &floats))
+        return rc_errorf(RC_ERR_NOMEM, "moe_route_grouped: scratch for %lld rows", (long long)M);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    return rck_moe_route_grouped(rck_moe_route_grouped_args{logits, bias, sel, w, static_cast<float *>(p), *g}, M);
+}
+
 rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, const float *k, const float *v,
                         const float *g, const float *beta, int64_t n, rc_dtype out_dt, rc_dtype state_dt,
                         float *state, float *out)
@@ -632,6 +714,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_gdn_step,
     cuda_bias_add,
     cuda_swiglu_clamp,
+    cuda_moe_route_grouped,
 };
 
 } // namespace

@@ -6,6 +6,7 @@
 
 RCK_DEFINE_KERNEL(k_round, rck_round_args, rck_round_thread)
 RCK_DEFINE_KERNEL(k_to_half, rck_to_half_args, rck_to_half_thread)
+RCK_DEFINE_KERNEL(k_widen, rck_widen_args, rck_widen_thread)
 RCK_DEFINE_KERNEL(k_embed, rck_embed_args, rck_embed_thread)
 RCK_DEFINE_KERNEL(k_gather, rck_gather_args, rck_gather_thread)
 RCK_DEFINE_KERNEL(k_ew, rck_ew_args, rck_ew_thread)
@@ -19,6 +20,12 @@ rc_status rck_round(const rck_round_args &a)
 rc_status rck_to_half(const rck_to_half_args &a)
 {
     RCK_LAUNCH(k_to_half, a, a.n);
+    return RC_OK;
+}
+
+rc_status rck_widen(const rck_widen_args &a)
+{
+    RCK_LAUNCH(k_widen, a, a.n);
     return RC_OK;
 }
 

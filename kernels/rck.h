@@ -72,6 +72,7 @@ rc_status rck_after_launch(const char *kernel, const char *file, int line);
 // launchers (elementwise.cu, norm.cu, rope.cu, attention.cu, logprobs.cu, gemm.cu, fp8.cu)
 rc_status rck_round(const rck_round_args &a);
 rc_status rck_to_half(const rck_to_half_args &a);
+rc_status rck_widen(const rck_widen_args &a);
 rc_status rck_embed(const rck_embed_args &a);
 rc_status rck_gather(const rck_gather_args &a);
 rc_status rck_ew(const rck_ew_args &a);
@@ -86,6 +87,8 @@ rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rc
 rc_status rck_rope(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch);
+// a 2-byte cache's rows [0, Tw) of the call's n_seq sequences widened to fp32 for rck_attn
+rc_status rck_kv_widen(const rck_kv_widen_args &a, int64_t n_seq);
 rc_status rck_logprobs(const rck_lp_args &a);
 // fp8 weights (fp8.cu): a call's activations to fp8 values and scales; one epilogue step
 rc_status rck_fp8_quant_act(const rck_fp8_act_args &a);
@@ -95,6 +98,7 @@ rc_status rck_gemm_invariant(const rck_gemm_args &a);
 rc_status rck_zero(const rck_zero_args &a, int64_t n);
 rc_status rck_moe_route(const rck_moe_route_args &a, int64_t M);
 rc_status rck_moe_acc(const rck_moe_acc_args &a, int64_t n);
+rc_status rck_moe_route_grouped(const rck_moe_route_grouped_args &a, int64_t M);
 // Gated DeltaNet (gdn.cu): one recurrent step, n = sequences x value heads threads
 rc_status rck_gdn_step(const rck_gdn_step_args &a, int64_t n);
 rc_status rck_transpose(const rck_transpose_args &a);

@@ -43,18 +43,41 @@ RC_HD static inline void rck_to_half_thread(const rck_to_half_args *a, int64_t i
     a->bits[i] = a->dt == RC_BF16 ? rc_f32_to_bf16(a->x[i]) : rc_f32_to_f16(a->x[i]);
 }
 
-/* out[r, j] = table[tokens[r], j]; thread i = r * hidden + j */
+/* element i of a bf16 / fp16 array as fp32 (exact), as the CPU widens its 2-byte weights */
+RC_HD static inline float rck_wide(const uint16_t *p, int64_t i, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_bf16_to_f32(p[i]) : rc_f16_to_f32(p[i]);
+}
+
+/* x[i] = bits[i] widened to fp32 (exact) */
+typedef struct {
+    const uint16_t *bits;
+    float *x;
+    int64_t n;
+    rc_dtype dt;
+} rck_widen_args;
+
+RC_HD static inline void rck_widen_thread(const rck_widen_args *a, int64_t i)
+{
+    a->x[i] = rck_wide(a->bits, i, a->dt);
+}
+
+/* out[r, j] = table[tokens[r], j]; thread i = r * hidden + j; the table is
+ * fp32 (table) or 2-byte (table16 of dtype tdt, widened) */
 typedef struct {
     const int32_t *tokens;
     const float *table;
     float *out;
     int64_t n_rows, hidden;
+    const uint16_t *table16;
+    rc_dtype tdt;
 } rck_embed_args;
 
 RC_HD static inline void rck_embed_thread(const rck_embed_args *a, int64_t i)
 {
     int64_t r = i / a->hidden, j = i % a->hidden;
-    a->out[i] = a->table[(int64_t)a->tokens[r] * a->hidden + j];
+    const int64_t k = (int64_t)a->tokens[r] * a->hidden + j;
+    a->out[i] = a->table16 ? rck_wide(a->table16, k, a->tdt) : a->table[k];
 }
 
 /* dst[k, j] = src[rows[k], j]; thread i = k * row_len + j */
@@ -179,15 +202,29 @@ typedef struct {
     rc_dtype out_dt;
     const float *Wt; /* [K, N] or NULL */
     int64_t ldx, ldw; /* rows of x and W this far apart (a K-slice of a wider GEMM); 0: K */
+    const uint16_t *W16; /* set: the weight W[N, K] as stored, bf16 / fp16 (w_dt), widened in registers */
+    rc_dtype w_dt;
 } rck_gemm_args;
+
+/* rco_gemm_dot (one chunk: the invariant order) with b a row of 2-byte
+ * weights, each widened exactly as it is read: the same products in the same
+ * order as rco_gemm_dot over the row widened first (the CPU portable kernel) */
+RC_HD static inline float rck_gemm_dot16(const float *a, const uint16_t *b, rc_dtype dt, int64_t K)
+{
+    float acc[16] = {0};
+    for (int64_t k = 0; k < K; k++)
+        acc[k & 15] = fmaf(a[k], rck_wide(b, k, dt), acc[k & 15]);
+    return rco_tree16(acc);
+}
 
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
     const int64_t ldx = a->ldx > 0 ? a->ldx : a->K, ldw = a->ldw > 0 ? a->ldw : a->K;
     const rco_gemm_order o = rco_gemm_order_for(1, a->M, a->K);
-    float v = a->Wt ? rco_gemm_dot(a->x + m * ldx, a->Wt + n, a->K, a->N, o)
-                    : rco_gemm_dot(a->x + m * ldx, a->W + n * ldw, a->K, 1, o);
+    float v = a->W16  ? rck_gemm_dot16(a->x + m * ldx, a->W16 + n * ldw, a->w_dt, a->K)
+              : a->Wt ? rco_gemm_dot(a->x + m * ldx, a->Wt + n, a->K, a->N, o)
+                      : rco_gemm_dot(a->x + m * ldx, a->W + n * ldw, a->K, 1, o);
     a->y[i] = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
 }
 
@@ -220,7 +257,29 @@ typedef struct {
     rc_kv_quant kv_quant; /* what the stored keys and values become (rco_kv_value) */
     float k_scale, v_scale;
     rc_dtype kv_deq_dt;
+    uint16_t *k16, *v16; /* set: the store writes this layer's cache at kv_dt's width (bf16 / fp16) instead */
+    rc_dtype kv_dt;
 } rck_attn_args;
+
+/* the 2-byte cache's rows [0, Tw) of the call's sequences widened (exactly)
+ * for the attention kernel, as the CPU widens them: kw, vw [S][nkv][Tw][d];
+ * thread i = ((b * nkv + h) * Tw + t) * d + j */
+typedef struct {
+    const uint16_t *k16, *v16; /* this layer's [n_slots][nkv][T][d] */
+    float *kw, *vw;
+    const int64_t *slot; /* [S] */
+    int64_t nkv, T, Tw, d;
+    rc_dtype dt;
+} rck_kv_widen_args;
+
+RC_HD static inline void rck_kv_widen_thread(const rck_kv_widen_args *a, int64_t i)
+{
+    const int64_t j = i % a->d, t = (i / a->d) % a->Tw, h = (i / (a->d * a->Tw)) % a->nkv,
+                  b = i / (a->d * a->Tw * a->nkv);
+    const int64_t src = ((a->slot[b] * a->nkv + h) * a->T + t) * a->d + j;
+    a->kw[i] = rck_wide(a->k16, src, a->dt);
+    a->vw[i] = rck_wide(a->v16, src, a->dt);
+}
 
 /* floats of scratch one attention thread needs */
 RC_HD static inline int64_t rck_attn_scratch(int64_t max_keys, int64_t d)
@@ -229,7 +288,8 @@ RC_HD static inline int64_t rck_attn_scratch(int64_t max_keys, int64_t d)
 }
 
 /* RoPE: thread i = (r * (nh + nkv) + h) * half + j rotates pair j of head h
- * (Q heads, then K heads) of row r */
+ * (Q heads, then K heads) of row r, and rounds the head's dims from
+ * 2 half + j on, every half-th, that RoPE passes */
 RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
 {
     const int64_t half = a->rotary_half, heads = a->nh + a->nkv;
@@ -238,6 +298,8 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
     float c, s;
     rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->ap.rope_attn_factor, a->cs_dt, &c, &s);
     rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
+    for (int64_t t = 2 * half + j; t < a->d; t += half) /* the dims that pass, rounded as the rotated ones */
+        v[t] = rc_round_to(v[t], a->rope_dt);
 }
 
 /* K and V of the new rows into the cache: thread i = (r * nkv + h) * d + t */
@@ -247,8 +309,15 @@ RC_HD static inline void rck_kv_store_thread(const rck_attn_args *a, int64_t i)
     const int64_t b = a->bd.seq_of_row[r], p = a->bd.pos[r];
     const float *row = a->qkv + r * (a->nh + 2 * a->nkv) * d;
     const int64_t off = a->bd.slot[b] * a->nkv * a->T * d + h * a->T * d + p * d + t;
-    a->k_cache[off] = rco_kv_value(row[(a->nh + h) * d + t], a->kv_quant, a->k_scale, a->kv_deq_dt);
-    a->v_cache[off] = rco_kv_value(row[(a->nh + a->nkv + h) * d + t], a->kv_quant, a->v_scale, a->kv_deq_dt);
+    const float kx = rco_kv_value(row[(a->nh + h) * d + t], a->kv_quant, a->k_scale, a->kv_deq_dt);
+    const float vx = rco_kv_value(row[(a->nh + a->nkv + h) * d + t], a->kv_quant, a->v_scale, a->kv_deq_dt);
+    if (a->k16) { /* values of kv_dt (forward.c engine_kv_dt): their bit patterns, exact */
+        a->k16[off] = a->kv_dt == RC_BF16 ? rc_f32_to_bf16(kx) : rc_f32_to_f16(kx);
+        a->v16[off] = a->kv_dt == RC_BF16 ? rc_f32_to_bf16(vx) : rc_f32_to_f16(vx);
+    } else {
+        a->k_cache[off] = kx;
+        a->v_cache[off] = vx;
+    }
 }
 
 /* attention of one (row, head): thread i = (r - row_begin) * nh + h; the
@@ -398,6 +467,20 @@ RC_HD static inline void rck_moe_route_thread(const rck_moe_route_args *a, int64
 {
     rco_moe_route_row(a->logits + r * a->E, a->E, a->top_k, a->renorm, a->w_dt, a->scratch + r * 2 * a->E,
                       a->sel + r * a->top_k, a->w + r * a->top_k);
+}
+
+/* one row of the grouped sigmoid router per thread: rco_moe_route_grouped_row
+ * with 2 (E + n_group) floats of scratch per row */
+typedef struct {
+    const float *logits, *bias;
+    float *sel, *w, *scratch;
+    rco_grouped_router g;
+} rck_moe_route_grouped_args;
+
+RC_HD static inline void rck_moe_route_grouped_thread(const rck_moe_route_grouped_args *a, int64_t r)
+{
+    rco_moe_route_grouped_row(a->logits + r * a->g.E, a->bias, &a->g, a->scratch + r * 2 * (a->g.E + a->g.n_group),
+                              a->sel + r * a->g.top_k, a->w + r * a->g.top_k);
 }
 
 /* one output element per thread: out[rows[i], j] = rco_moe_acc(...) (the

@@ -149,3 +149,71 @@ rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, c
     cfg->window_per_layer = true;
     return RC_OK;
 }
+
+const rc_expert_spec rc_grouped_moe_experts = {
+    .router = "mlp.gate.weight",
+    .router_fused = "mlp.gate.weight",
+    .per_expert = "mlp.experts.",
+    .gate = "gate_proj.weight",
+    .up = "up_proj.weight",
+    .down = "down_proj.weight",
+    .fused_gate_up = "mlp.experts.gate_up_proj",
+    .fused_down = "mlp.experts.down_proj",
+};
+
+rc_status rc_grouped_moe_parse(const json_t *root, const char *path, rc_config *cfg, const rc_grouped_moe_defaults *d)
+{
+    int64_t n_shared, first_dense;
+    RC_TRY(rc_json_get_int(root, "n_shared_experts", path, 0, RC_LIM_INTER, d->n_shared, &n_shared, NULL));
+    RC_TRY(rc_json_get_int(root, "first_k_dense_replace", path, 0, RC_LIM_LAYERS, d->first_dense, &first_dense, NULL));
+    RC_TRY(rc_json_get_num(root, "routed_scaling_factor", path, 0.0, 1e30, d->routed_scale, &cfg->routed_scale, NULL));
+    if (!(cfg->routed_scale > 0.0) || !isfinite((double)(float)cfg->routed_scale))
+        return rc_errorf(RC_ERR_FORMAT, "%s: routed_scaling_factor %g is not a positive fp32 number", path,
+                         cfg->routed_scale);
+    RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, d->norm_topk_prob, &cfg->norm_topk_prob, NULL));
+    if (!rc_mul_i64(n_shared, cfg->moe_intermediate, &cfg->shared_intermediate) ||
+        cfg->shared_intermediate > RC_LIM_INTER)
+        return rc_errorf(RC_ERR_FORMAT, "%s: n_shared_experts %lld x moe_intermediate_size %lld is too large", path,
+                         (long long)n_shared, (long long)cfg->moe_intermediate);
+    const int64_t E = cfg->n_experts, G = cfg->n_group;
+    if (E % G != 0 || E / G < 2)
+        return rc_errorf(RC_ERR_FORMAT, "%s: %lld experts do not make n_group %lld groups of two or more", path,
+                         (long long)E, (long long)G);
+    if (cfg->topk_group > G)
+        return rc_errorf(RC_ERR_FORMAT, "%s: topk_group %lld exceeds n_group %lld", path, (long long)cfg->topk_group,
+                         (long long)G);
+    if (cfg->top_k > cfg->topk_group * (E / G))
+        return rc_errorf(RC_ERR_FORMAT, "%s: num_experts_per_tok %lld exceeds the %lld experts of topk_group %lld "
+                         "groups", path, (long long)cfg->top_k, (long long)(cfg->topk_group * (E / G)),
+                         (long long)cfg->topk_group);
+    cfg->router = RC_ROUTER_SIGMOID_GROUPED;
+    cfg->router_gate_f32 = true; /* _keep_in_fp32_modules_strict: gate.weight, e_score_correction_bias */
+    cfg->router_bias = true;
+    cfg->moe_weights_f32 = true; /* topk_weights stay fp32: expert output * fp32 weight, then .to(dtype) */
+    cfg->shared_ungated = true;
+    cfg->sparse_step = 1;
+    memset(cfg->mlp_only, 0, sizeof cfg->mlp_only);
+    for (int64_t l = 0; l < first_dense && l < cfg->n_layers && l < RC_LIM_LAYERS; l++)
+        cfg->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
+    return RC_OK;
+}
+
+/* mlp_only_layers: a list of layer indices, as a bit set */
+rc_status rc_parse_mlp_only(const json_t *root, const char *path, rc_config *cfg)
+{
+    memset(cfg->mlp_only, 0, sizeof cfg->mlp_only);
+    const json_t *mo = json_object_get(root, "mlp_only_layers");
+    if (!mo || json_is_null(mo))
+        return RC_OK;
+    if (!json_is_array(mo))
+        return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers is not a list", path);
+    for (size_t i = 0; i < json_array_size(mo); i++) {
+        const json_t *v = json_array_get(mo, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= cfg->n_layers)
+            return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers[%zu] is not a layer index in [0, %lld)", path, i,
+                             (long long)cfg->n_layers);
+        const int64_t l = (int64_t)json_integer_value(v);
+        cfg->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    return RC_OK;
+}

@@ -84,6 +84,49 @@ rc_status rc_gemma_parse(const json_t *root, const char *path, rc_config *cfg, c
         {RC_LW_w_up, "mlp.up_proj.weight", RC_DIM_I, RC_DIM_H, COND, false, NULL},                                \
         {RC_LW_w_down, "mlp.down_proj.weight", RC_DIM_H, RC_DIM_I, COND, false, NULL}
 
+/* mlp_only_layers (Qwen2-MoE, Qwen3-MoE, Qwen3-Next): a list of layer indices into cfg->mlp_only, a bit set;
+ * absent or null: none */
+rc_status rc_parse_mlp_only(const json_t *root, const char *path, rc_config *cfg);
+
+/* The DeepSeek-V3-style MoE that GLM-4.5 shares (models/glm4_moe.c; the
+ * deepseek_v3 family, models/deepseek_v3.c, calls it the same way): the grouped sigmoid router
+ * (rc_router_kind RC_ROUTER_SIGMOID_GROUPED, its gate and
+ * e_score_correction_bias kept fp32, the weights fp32), shared experts
+ * without a gate, and dense first layers. Reads, with the defaults given:
+ *   n_shared_experts       (shared_intermediate = it x moe_intermediate_size)
+ *   first_k_dense_replace  (layers below it dense: cfg->mlp_only)
+ *   routed_scaling_factor  (a number > 0)
+ *   norm_topk_prob
+ * and checks n_group / topk_group (read by the family's key table into
+ * cfg->n_group, cfg->topk_group) against n_experts and top_k: equal groups of
+ * at least two experts, topk_group <= n_group, top_k <= the experts of
+ * topk_group groups (else RC_ERR_FORMAT naming the file and the keys). */
+typedef struct {
+    int64_t n_shared;       /* n_shared_experts */
+    int64_t first_dense;    /* first_k_dense_replace */
+    double routed_scale;    /* routed_scaling_factor */
+    bool norm_topk_prob;
+} rc_grouped_moe_defaults;
+rc_status rc_grouped_moe_parse(const json_t *root, const char *path, rc_config *cfg, const rc_grouped_moe_defaults *d);
+
+/* The grouped MoE's tensors as transformers' Glm4MoeMoE and DeepseekV3MoE
+ * name them (after "model.layers.{i}."): mlp.gate.e_score_correction_bias
+ * [E] and the shared experts mlp.shared_experts.{gate,up,down}_proj.weight
+ * [n_shared x Im, H] / [H, n_shared x Im] (rows for the layer table); the
+ * router mlp.gate.weight [E, H] and the experts, per expert
+ * mlp.experts.{e}.{gate,up,down}_proj.weight or fused as v5 saves them
+ * (mlp.experts.gate_up_proj [E, 2 Im, H], mlp.experts.down_proj [E, H, Im]),
+ * through rc_grouped_moe_experts (the family's rc_arch.experts). */
+#define RC_GROUPED_MOE_TENSORS                                                                                    \
+    {RC_LW_e_bias, "mlp.gate.e_score_correction_bias", RC_DIM_E, RC_DIM_1, RC_IF_ROUTER_BIAS, false, NULL},       \
+        {RC_LW_w_sh_gate, "mlp.shared_experts.gate_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,  \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_up, "mlp.shared_experts.up_proj.weight", RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, false,      \
+         NULL},                                                                                                   \
+        {RC_LW_w_sh_down, "mlp.shared_experts.down_proj.weight", RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, false,  \
+         NULL}
+extern const rc_expert_spec rc_grouped_moe_experts;
+
 /* OLMo 2's keys and tensors (models/olmo2.c), which OLMo 3 shares */
 rc_status rc_olmo2_parse_common(const json_t *root, const char *path, rc_config *cfg);
 extern const rc_config_key rc_olmo2_keys[];

@@ -22,10 +22,14 @@
  * and kv_b_proj never have one).
  *
  * Layers below first_k_dense_replace have Llama's gated SiLU MLP
- * (intermediate_size); the others are mixture-of-experts layers (the sigmoid
- * router with e_score_correction_bias and group-limited top-k, shared
- * experts), which this family does not load yet: such a config is refused.
- * Its MoE keys are parsed and range-checked all the same (deepseek_moe_keys).
+ * (intermediate_size); the others are mixture-of-experts layers as
+ * DeepseekV3MoE computes them, the same module as GLM-4.5's (models/glm4_moe.c):
+ * the grouped sigmoid router (fp32 gate, e_score_correction_bias for the
+ * choice only, n_group / topk_group group-limited top-k, norm_topk_prob,
+ * routed_scaling_factor; rc_grouped_moe_parse in models/common.c),
+ * n_routed_experts experts of moe_intermediate_size, top
+ * num_experts_per_tok, and n_shared_experts x moe_intermediate_size of shared
+ * experts added without a gate (deepseek_moe_parse).
  *
  * config.json (DeepseekV3Config defaults where a key is absent):
  *   q_lora_rank (1536, null: q_proj), kv_lora_rank (512), qk_nope_head_dim
@@ -34,14 +38,22 @@
  *   query head), rms_norm_eps (1e-6), hidden_act (silu), attention_bias
  *   (false), rope_interleave (true), tie_word_embeddings (false),
  *   max_position_embeddings (4096), rope (theta 10000; yarn with mscale,
- *   mscale_all_dim), first_k_dense_replace (3).
+ *   mscale_all_dim), first_k_dense_replace (3), n_routed_experts (256; alias
+ *   num_local_experts), num_experts_per_tok (8), moe_intermediate_size
+ *   (2048), n_shared_experts (1), n_group (8), topk_group (4),
+ *   norm_topk_prob (true), routed_scaling_factor (2.5), topk_method
+ *   (noaux_tc), scoring_func (sigmoid), moe_layer_freq (1).
  * Tensors (after "model.layers.{i}."):
  *   self_attn.q_a_proj.weight [q_lora, H] (+ .bias), self_attn.q_a_layernorm.weight [q_lora],
  *   self_attn.q_b_proj.weight [nh * (nope + rope), q_lora]  or  self_attn.q_proj.weight [nh * (nope + rope), H]
  *   self_attn.kv_a_proj_with_mqa.weight [kv_lora + rope, H] (+ .bias), self_attn.kv_a_layernorm.weight [kv_lora]
  *   self_attn.kv_b_proj.weight [nh * (nope + v), kv_lora]
  *   self_attn.o_proj.weight [H, nh * v] (+ .bias)
- *   input_layernorm, post_attention_layernorm, mlp.{gate,up,down}_proj as Llama's. */
+ *   input_layernorm, post_attention_layernorm, mlp.{gate,up,down}_proj as Llama's (dense layers);
+ *   MoE layers: RC_GROUPED_MOE_TENSORS and rc_grouped_moe_experts (models/common.h): mlp.gate.weight [E, H],
+ *   mlp.gate.e_score_correction_bias [E], mlp.experts.{e}.{gate,up,down}_proj.weight (or the fused
+ *   mlp.experts.gate_up_proj [E, 2 Im, H] / mlp.experts.down_proj [E, H, Im]),
+ *   mlp.shared_experts.{gate,up,down}_proj.weight. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,51 +120,41 @@ static rc_status mla_kva_rows(const rc_config *cfg, void *data, int elem_size, i
     return RC_OK;
 }
 
-/* The MoE keys of a DeepSeek-V3 config, parsed and range-checked (the
- * router's settings; DeepseekV3Config's defaults). The MoE layers are not
- * run yet: nothing here reaches rc_config but the dense-layer count. */
-typedef struct {
-    int64_t n_routed, n_shared, moe_inter, n_group, topk_group, top_k, first_dense;
-    double routed_scaling;
-    bool norm_topk;
-} deepseek_moe_keys;
-
-static rc_status deepseek_moe_parse(const json_t *root, const char *path, const rc_config *cfg,
-                                    deepseek_moe_keys *k)
+/* The MoE settings (docs/routing.md "Routers"): the grouped sigmoid router
+ * that GLM-4.5 shares (rc_grouped_moe_parse), with DeepseekV3Config's
+ * defaults. transformers' DeepseekV3TopkRouter computes noaux_tc with sigmoid
+ * scores whatever topk_method / scoring_func say; the published configs name
+ * exactly that, and anything else is refused by name rather than run as
+ * something it is not. moe_layer_freq (in DeepSeek's own configs, read by its
+ * remote modeling code, not by transformers): a value other than 1 would make
+ * the two disagree on which layers are MoE, so it is refused. A config whose
+ * layers are all dense (first_k_dense_replace >= num_hidden_layers) keeps no
+ * experts (n_experts 0). */
+static rc_status deepseek_moe_parse(const json_t *root, const char *path, rc_config *cfg)
 {
-    static const char *const routed_keys[] = {"n_routed_experts", "num_local_experts", NULL};
-    RC_TRY(rc_config_get_int_alias(root, path, routed_keys, 1, 1 << 16, 256, &k->n_routed, NULL));
-    RC_TRY(rc_json_get_int(root, "n_shared_experts", path, 0, 1 << 16, 1, &k->n_shared, NULL));
-    RC_TRY(rc_json_get_int(root, "moe_intermediate_size", path, 1, RC_LIM_INTER, 2048, &k->moe_inter, NULL));
-    RC_TRY(rc_json_get_int(root, "n_group", path, 1, 1 << 16, 8, &k->n_group, NULL));
-    RC_TRY(rc_json_get_int(root, "topk_group", path, 1, 1 << 16, 4, &k->topk_group, NULL));
-    RC_TRY(rc_json_get_int(root, "num_experts_per_tok", path, 1, 1 << 16, 8, &k->top_k, NULL));
-    RC_TRY(rc_json_get_int(root, "first_k_dense_replace", path, 0, RC_LIM_LAYERS, 3, &k->first_dense, NULL));
-    RC_TRY(rc_json_get_num(root, "routed_scaling_factor", path, 1e-6, 1e6, 2.5, &k->routed_scaling, NULL));
-    RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, true, &k->norm_topk, NULL));
-    if (k->n_routed % k->n_group != 0)
-        return rc_errorf(RC_ERR_FORMAT, "%s: n_routed_experts %lld is not a multiple of n_group %lld", path,
-                         (long long)k->n_routed, (long long)k->n_group);
-    if (k->n_routed / k->n_group < 2) /* each group scores as the sum of its top 2 */
-        return rc_errorf(RC_ERR_FORMAT, "%s: n_group %lld leaves fewer than 2 of the %lld experts per group", path,
-                         (long long)k->n_group, (long long)k->n_routed);
-    if (k->topk_group > k->n_group)
-        return rc_errorf(RC_ERR_FORMAT, "%s: topk_group %lld exceeds n_group %lld", path, (long long)k->topk_group,
-                         (long long)k->n_group);
-    if (k->top_k > k->topk_group * (k->n_routed / k->n_group))
-        return rc_errorf(RC_ERR_FORMAT, "%s: num_experts_per_tok %lld exceeds the %lld experts of the topk_group "
-                         "groups", path, (long long)k->top_k, (long long)(k->topk_group * (k->n_routed / k->n_group)));
-    /* the published configs' router description: what transformers computes is noaux_tc with sigmoid scores */
     const char *s;
-    bool present;
-    RC_TRY(rc_json_get_str(root, "topk_method", path, "noaux_tc", &s, &present));
+    RC_TRY(rc_json_get_str(root, "topk_method", path, "noaux_tc", &s, NULL));
     if (strcmp(s, "noaux_tc") != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: topk_method \"%.32s\" is not supported for %s (supported: noaux_tc, "
                          "what transformers' DeepseekV3TopkRouter computes)", path, s, cfg->model_type);
-    RC_TRY(rc_json_get_str(root, "scoring_func", path, "sigmoid", &s, &present));
+    RC_TRY(rc_json_get_str(root, "scoring_func", path, "sigmoid", &s, NULL));
     if (strcmp(s, "sigmoid") != 0)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: scoring_func \"%.32s\" is not supported for %s (supported: sigmoid)",
                          path, s, cfg->model_type);
+    int64_t freq;
+    RC_TRY(rc_json_get_int(root, "moe_layer_freq", path, 1, RC_LIM_LAYERS, 1, &freq, NULL));
+    if (freq != 1)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: moe_layer_freq %lld is not supported for %s (supported: 1; "
+                         "transformers makes every layer from first_k_dense_replace on a MoE layer)", path,
+                         (long long)freq, cfg->model_type);
+    static const rc_grouped_moe_defaults k_moe = {.n_shared = 1, .first_dense = 3, .routed_scale = 2.5,
+                                                  .norm_topk_prob = true};
+    RC_TRY(rc_grouped_moe_parse(root, path, cfg, &k_moe));
+    bool any_moe = false;
+    for (int64_t l = 0; l < cfg->n_layers && l < RC_LIM_LAYERS; l++)
+        any_moe = any_moe || !((cfg->mlp_only[l / 64] >> (l % 64)) & 1u);
+    if (!any_moe)
+        cfg->n_experts = 0;
     return RC_OK;
 }
 
@@ -165,15 +167,6 @@ static double yarn_get_mscale(double scale, double mscale)
 static rc_status deepseek_v3_parse(const json_t *root, const char *path, rc_config *cfg)
 {
     bool present;
-    /* the MoE keys first: a config with MoE layers is refused whatever else it holds */
-    deepseek_moe_keys mk;
-    RC_TRY(deepseek_moe_parse(root, path, cfg, &mk));
-    if (mk.first_dense < cfg->n_layers)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "%s: layers %lld to %lld of this %s model are mixture-of-experts layers "
-                         "(first_k_dense_replace %lld < num_hidden_layers %lld); the MoE layers of deepseek_v3 are not "
-                         "loaded yet (all-dense configs are)", path, (long long)mk.first_dense,
-                         (long long)cfg->n_layers - 1, cfg->model_type, (long long)mk.first_dense,
-                         (long long)cfg->n_layers);
     /* latent attention sizes */
     cfg->mla = true;
     RC_TRY(rc_json_get_int(root, "q_lora_rank", path, 1, RC_LIM_HIDDEN, 1536, &cfg->q_lora_rank, &present));
@@ -242,7 +235,7 @@ static rc_status deepseek_v3_parse(const json_t *root, const char *path, rc_conf
         return rc_errorf(RC_ERR_FORMAT, "%s: the softmax scale %g (mscale_all_dim) is not a positive fp32 value",
                          path, scale);
     cfg->softmax_scale = scale;
-    return RC_OK;
+    return deepseek_moe_parse(root, path, cfg);
 }
 
 /* Integer keys, read in this order (then eos_token_id, then deepseek_v3_parse). */
@@ -254,6 +247,11 @@ static const rc_config_key k_keys[] = {
     RC_KEY(intermediate, 1, RC_LIM_INTER, true, 0, "intermediate_size"),
     RC_KEY(max_pos, 1, RC_LIM_POS, false, 4096, "max_position_embeddings"),
     RC_KEY(bos_id, 0, RC_LIM_VOCAB, false, 0, "bos_token_id"),
+    RC_KEY(n_experts, 1, 1 << 16, false, 256, "n_routed_experts", "num_local_experts"),
+    RC_KEY(top_k, 1, 1 << 16, false, 8, "num_experts_per_tok"),
+    RC_KEY(moe_intermediate, 1, RC_LIM_INTER, false, 2048, "moe_intermediate_size"),
+    RC_KEY(n_group, 1, 1 << 16, false, 8, "n_group"),
+    RC_KEY(topk_group, 1, 1 << 16, false, 4, "topk_group"),
     {{NULL}, 0, 0, 0, false, 0},
 };
 
@@ -262,9 +260,6 @@ static const rc_tensor_spec k_model_tensors[] = {
     {0, NULL, 0, 0, 0, false, NULL},
 };
 
-/* The MoE layers' tensors (router, experts, shared experts) join this table
- * with RC_IF_MOE conditions once the router runs; the dense MLP is read with
- * RC_IF_DENSE already. */
 static const rc_tensor_spec k_layer_tensors[] = {
     {RC_LW_ln1_w, "input_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
     {RC_LW_ln2_w, "post_attention_layernorm.weight", RC_DIM_H, RC_DIM_1, RC_ALWAYS, false, NULL},
@@ -280,6 +275,7 @@ static const rc_tensor_spec k_layer_tensors[] = {
     {RC_LW_w_o, "self_attn.o_proj.weight", RC_DIM_H, RC_DIM_O, RC_ALWAYS, false, NULL},
     {RC_LW_b_o, "self_attn.o_proj.bias", RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, false, NULL},
     RC_LLAMA_MLP_TENSORS(RC_IF_DENSE),
+    RC_GROUPED_MOE_TENSORS,
     {0, NULL, 0, 0, 0, false, NULL},
 };
 
@@ -299,4 +295,5 @@ const rc_arch rc_arch_deepseek_v3 = {
     .model_tensors = k_model_tensors,
     .layer_tensors = k_layer_tensors,
     .parse_config = deepseek_v3_parse,
+    .experts = &rc_grouped_moe_experts,
 };

@@ -32,7 +32,6 @@
 
 static const char *const k_prefixes[] = {"model.", "", NULL};
 
-static rc_status parse_mlp_only(const json_t *root, const char *path, rc_config *cfg);
 
 /* the Llama keys both families share: GQA, head_dim, silu, eps, tied head, rope */
 static rc_status moe_parse_common(const json_t *root, const char *path, rc_config *cfg, int64_t kv_default)
@@ -74,28 +73,8 @@ static rc_status qwen2_moe_parse(const json_t *root, const char *path, rc_config
                          cfg->model_type);
     RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, false, &cfg->norm_topk_prob, NULL));
     cfg->moe_weights_f32 = false; /* router_top_value.to(router_logits.dtype) */
-    RC_TRY(parse_mlp_only(root, path, cfg));
+    RC_TRY(rc_parse_mlp_only(root, path, cfg));
     return moe_parse_common(root, path, cfg, cfg->n_heads); /* absent: no GQA (Qwen2MoeConfig says 16; published configs give it) */
-}
-
-/* mlp_only_layers: a list of layer indices, as a bit set */
-static rc_status parse_mlp_only(const json_t *root, const char *path, rc_config *cfg)
-{
-    memset(cfg->mlp_only, 0, sizeof cfg->mlp_only);
-    const json_t *mo = json_object_get(root, "mlp_only_layers");
-    if (!mo || json_is_null(mo))
-        return RC_OK;
-    if (!json_is_array(mo))
-        return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers is not a list", path);
-    for (size_t i = 0; i < json_array_size(mo); i++) {
-        const json_t *v = json_array_get(mo, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= cfg->n_layers)
-            return rc_errorf(RC_ERR_FORMAT, "%s: mlp_only_layers[%zu] is not a layer index in [0, %lld)", path, i,
-                             (long long)cfg->n_layers);
-        const int64_t l = (int64_t)json_integer_value(v);
-        cfg->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
-    }
-    return RC_OK;
 }
 
 static rc_status qwen3_moe_parse(const json_t *root, const char *path, rc_config *cfg)
@@ -113,7 +92,7 @@ static rc_status qwen3_moe_parse(const json_t *root, const char *path, rc_config
     RC_TRY(rc_json_get_bool(root, "norm_topk_prob", path, false, &cfg->norm_topk_prob, NULL));
     cfg->moe_weights_f32 = false;
     cfg->shared_intermediate = 0;
-    RC_TRY(parse_mlp_only(root, path, cfg));
+    RC_TRY(rc_parse_mlp_only(root, path, cfg));
     RC_TRY(moe_parse_common(root, path, cfg, cfg->n_heads < 4 ? cfg->n_heads : 4)); /* Qwen3MoeConfig: 4 */
     if (cfg->rotary_dim != cfg->head_dim)
         return rc_errorf(RC_ERR_UNSUPPORTED, "%s: partial_rotary_factor below 1 for %s (transformers rotates the "

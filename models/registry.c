@@ -23,12 +23,15 @@ extern const rc_arch rc_arch_phi3;
 extern const rc_arch rc_arch_glm4;
 extern const rc_arch rc_arch_gpt_oss;
 extern const rc_arch rc_arch_deepseek_v3;
+extern const rc_arch rc_arch_glm4_moe;
+extern const rc_arch rc_arch_qwen3_next;
 
 static const rc_arch *const k_archs[] = {&rc_arch_gpt_neox, &rc_arch_llama, &rc_arch_gpt2, &rc_arch_bloom,
                                          &rc_arch_mpt, &rc_arch_baichuan, &rc_arch_qwen3, &rc_arch_olmo2,
                                          &rc_arch_qwen2_moe, &rc_arch_mixtral, &rc_arch_qwen3_moe, &rc_arch_gemma2,
                                          &rc_arch_gemma3_text, &rc_arch_olmo3, &rc_arch_phi3, &rc_arch_glm4,
-                                         &rc_arch_gpt_oss, &rc_arch_deepseek_v3, NULL};
+                                         &rc_arch_gpt_oss, &rc_arch_deepseek_v3,
+                                         &rc_arch_glm4_moe, &rc_arch_qwen3_next, NULL};
 
 const rc_arch *rc_arch_for_model_type(const char *model_type)
 {

@@ -45,7 +45,7 @@ run one_len --dtype bf16 --num-prompts 4 --samples 2 --len 6   # growth n/a: one
 printf '5 17 99 140 3\n250 8 61 33\n12 200 7\n77 78 79 80 81 82\n' > "$tmp/moe.ids"
 moe() {
   local name=$1 model=$2; shift 2
-  "$RC" --model "$SRC/data/fixtures/$model" --backend cpu --prompts "$tmp/moe.ids" -q --out "$tmp/$name.h5" "$@" \
+  "$RC" --model "$SRC/data/fixtures/$model" --backend cpu --prompts "${MOE_IDS:-$tmp/moe.ids}" -q --out "$tmp/$name.h5" "$@" \
     > "$tmp/$name.txt" || { echo "ratiocheck $* failed"; status=1; return; }
   echo "== $name: $model $*"
   "$PY" "$SRC/tools/checks/check_results.py" "$tmp/$name.h5" || status=1
@@ -103,6 +103,11 @@ sys.exit(0 if got == want and want is not None else 1)
 PYEOF
 moe moe_replay qwen2_moe --samples 3 --len 8,20 --stop-at-eos --temperature 1.5 --sampler dtype=fp16 \
   --trainer dtype=bf16,routing=replay,router=fp32,prefill-chunk=3
+# GLM-4.5's grouped sigmoid router (vocabulary 250): the record of both sides, and under the trainer's replay
+printf '5 17 99 140 3\n200 8 61 33\n12 200 7\n77 78 79 80 81 82\n' > "$tmp/glm.ids"
+MOE_IDS="$tmp/glm.ids" moe moe_glm4 glm4_moe --samples 4 --len 12,24 --sampler dtype=bf16 --trainer dtype=fp32
+MOE_IDS="$tmp/glm.ids" moe moe_glm4_replay glm4_moe --samples 3 --len 8,20 --temperature 1.5 --sampler dtype=bf16 \
+  --trainer dtype=fp32,routing=replay
 # --distribution: the KL / TV / top-1 summaries from the per-token datasets (fp16 log-probs, a trainer
 # of its own, sequences stopped at EOS, the sampler's rows held 3 positions at a time)
 RATIOCHECK_DIST_WINDOW=3 run dist --dtype fp16 --logprob-dtype same --trainer lm-head=fp32,micro-batch=3 \

@@ -821,6 +821,7 @@ START_TEST(test_hostile_templates)
         "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
         "{{ 'x' * 9000000000000000000 }}",
         "{{ range(1000000)|list }}",
+        "{{ [1, 2.5, 'ab', [[]]] * 2000000 }}", /* 8M values, about 46 MB of text past the output's 16 MiB */
         "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
         "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}"
         "{{ ns.l|tojson }}{{ ns.l == ns.l }}",

@@ -99,6 +99,10 @@ START_TEST(test_inspect)
      * fp32's. (Before the narrowing: the model's fp32 QKV 98,304 bytes + 255,744 copied.) */
     ck_assert_ptr_nonnull(strstr(g_out, "\"model_bytes\": 49152, \"weights_copy_bytes\": 206592, "
                                         "\"kv_cache_bytes\": 307200,"));
+    /* the same run on one GPU: every weight copied to the device, the fused QKV too (49,152 + 206,592
+     * bytes), the KV cache at 2 bytes as on the CPU */
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device_memory\": {\"gpus\": 1, \"per_gpu_bytes\": "));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"weights_bytes\": 255744, \"kv_cache_bytes\": 307200,"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --dtype fp8"), 2);
     ck_assert_int_eq(run("inspect --model data/fixtures/baichuan2_13b --json"), 0);
     ck_assert_ptr_nonnull(strstr(g_out, "\"positions\": \"alibi\", \"norm_head\": true"));

@@ -578,6 +578,128 @@ START_TEST(test_phi3)
 }
 END_TEST
 
+/* GLM-4.5 (Glm4MoeConfig): the grouped sigmoid router and its keys, shared experts without a gate,
+ * dense first layers, partial rotary 0.5 by default, optional q/k norm; rejected router sizes */
+#define GLM4_MOE_MIN "'model_type':'glm4_moe','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':4," \
+                     "'intermediate_size':96,'vocab_size':300"
+START_TEST(test_glm4_moe)
+{
+    rc_config c;
+    /* GLM-4.5's config keys and sizes, but 8 layers, not its 92 (355B weights: the loader refuses a model whose
+     * fp32 weights would pass RC_MAX_ALLOC unless --layers N keeps fewer; test_weights_too_large_by_biases) */
+    parse_ok("{'architectures':['Glm4MoeForCausalLM'],'attention_bias':true,'attention_dropout':0.0,"
+             "'pad_token_id':151329,'eos_token_id':[151329,151336,151338],'head_dim':128,'hidden_act':'silu',"
+             "'hidden_size':5120,'partial_rotary_factor':0.5,'initializer_range':0.02,'intermediate_size':12288,"
+             "'max_position_embeddings':131072,'model_type':'glm4_moe','moe_intermediate_size':1536,"
+             "'norm_topk_prob':true,'num_attention_heads':96,'n_group':1,'topk_group':1,'n_routed_experts':160,"
+             "'n_shared_experts':1,'routed_scaling_factor':2.5,'num_experts_per_tok':8,'first_k_dense_replace':3,"
+             "'num_hidden_layers':8,'num_key_value_heads':8,'rms_norm_eps':1e-05,'rope_theta':1000000,"
+             "'num_nextn_predict_layers':1,'tie_word_embeddings':false,'torch_dtype':'bfloat16',"
+             "'use_cache':true,'use_qk_norm':true,'vocab_size':151552}", &c);
+    ck_assert_str_eq(c.arch->family, "glm4_moe");
+    ck_assert(c.router == RC_ROUTER_SIGMOID_GROUPED && c.router_gate_f32 && c.router_bias && c.moe_weights_f32);
+    ck_assert(c.n_experts == 160 && c.top_k == 8 && c.n_group == 1 && c.topk_group == 1 && c.routed_scale == 2.5);
+    ck_assert(c.norm_topk_prob && c.shared_ungated && c.shared_intermediate == 1536 && c.moe_intermediate == 1536);
+    ck_assert(!rc_layer_is_moe(&c, 0) && !rc_layer_is_moe(&c, 2) && rc_layer_is_moe(&c, 3) && rc_layer_is_moe(&c, 7));
+    ck_assert(c.rotary_dim == 64 && c.head_dim == 128 && c.n_kv_heads == 8 && c.qk_norm == RC_QK_NORM_HEAD);
+    ck_assert(c.qkv_bias && !c.o_bias && !c.sandwich_norm && !c.tie_embeddings && c.n_layers == 8);
+    ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_ROUTER_BIAS, 3) &&
+              !rc_weight_cond_holds_layer(&c, RC_IF_ROUTER_BIAS, 2));
+    ck_assert(rc_weight_cond_holds_layer(&c, RC_IF_SHARED_EXPERT, 3) && !rc_weight_cond_holds(&c, RC_IF_SHARED_GATE));
+    ck_assert(rc_layer_weight_keeps_f32(&c, RC_LW_w_router) && rc_layer_weight_keeps_f32(&c, RC_LW_e_bias) &&
+              !rc_layer_weight_keeps_f32(&c, RC_LW_w_qkv));
+    /* Glm4MoeConfig's defaults: 128 experts top-8, one shared expert, layer 0 dense, eps 1e-5, no bias,
+     * no q/k norm, rotary 0.5, head_dim hidden // heads */
+    parse_ok("{" GLM4_MOE_MIN "}", &c);
+    ck_assert(c.n_experts == 128 && c.top_k == 8 && c.moe_intermediate == 1408 && c.shared_intermediate == 1408);
+    ck_assert(c.n_group == 1 && c.topk_group == 1 && c.routed_scale == 1.0 && c.norm_topk_prob);
+    ck_assert(!rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1) && c.norm_eps == 1e-5 && !c.qkv_bias);
+    ck_assert(c.qk_norm == RC_QK_NORM_NONE && c.head_dim == 16 && c.rotary_dim == 8 && c.n_kv_heads == 4);
+    /* DeepSeek-V3's grouping, no shared expert, every layer dense past the model, num_local_experts (v5's name) */
+    parse_ok("{" GLM4_MOE_MIN ",'num_local_experts':256,'n_group':8,'topk_group':4,'num_experts_per_tok':8,"
+             "'n_shared_experts':0,'first_k_dense_replace':9,'norm_topk_prob':false}", &c);
+    ck_assert(c.n_experts == 256 && c.n_group == 8 && c.topk_group == 4 && c.shared_intermediate == 0);
+    ck_assert(!c.norm_topk_prob && !rc_layer_is_moe(&c, 3) && !rc_weight_cond_holds(&c, RC_IF_MOE));
+    /* the fixtures' own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/glm4_moe"), &m) == RC_OK);
+    ck_assert(m->cfg.rotary_dim == 12 && m->cfg.head_dim == 24 && m->cfg.n_group == 2 && m->cfg.topk_group == 1);
+    ck_assert(m->cfg.shared_intermediate == 40 && !rc_layer_is_moe(&m->cfg, 0) && rc_layer_is_moe(&m->cfg, 1));
+    ck_assert(rc_weight_cond_holds_layer(&m->cfg, RC_IF_ROUTER_BIAS, 1) &&
+              !rc_weight_cond_holds_layer(&m->cfg, RC_IF_ROUTER_BIAS, 0) &&
+              !rc_weight_cond_holds(&m->cfg, RC_IF_SHARED_GATE) && m->w.layers[1].e_bias.dt == RC_F32);
+    rc_model_free(m);
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/glm4_moe_air_fused"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.tie_embeddings && m->cfg.qk_norm == RC_QK_NORM_NONE && !m->cfg.norm_topk_prob);
+    ck_assert(m->cfg.routed_scale == 2.5 && !rc_layer_is_moe(&m->cfg, 1) && rc_layer_is_moe(&m->cfg, 2));
+    rc_model_free(m);
+    /* rejected: groups that do not divide the experts or hold one, topk_group, top_k past the kept groups,
+     * a scale that is not a positive number, another activation */
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'n_routed_experts':8,'n_group':3}", RC_ERR_FORMAT, "8 experts",
+                  "n_group 3");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'n_routed_experts':8,'n_group':8,'num_experts_per_tok':1}", RC_ERR_FORMAT,
+                  "groups of two");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'n_routed_experts':8,'n_group':2,'topk_group':3}", RC_ERR_FORMAT,
+                  "topk_group 3 exceeds n_group 2");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'n_routed_experts':8,'n_group':4,'topk_group':1,'num_experts_per_tok':3}",
+                  RC_ERR_FORMAT, "num_experts_per_tok 3 exceeds the 2 experts");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'routed_scaling_factor':0}", RC_ERR_FORMAT, "routed_scaling_factor");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'routed_scaling_factor':1e300}", RC_ERR_FORMAT, "routed_scaling_factor");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'hidden_act':'gelu'}", RC_ERR_UNSUPPORTED, "hidden_act");
+    EXPECT_REJECT("{" GLM4_MOE_MIN ",'num_experts_per_tok':200}", RC_ERR_FORMAT, "num_experts_per_tok 200");
+}
+END_TEST
+
+/* Qwen3-Next (Qwen3NextConfig): full_attention_interval or layer_types, the linear layers' sizes, (1 + w)
+ * norms, the attention output gate, partial rotary 0.25 by default, the MoE with its shared expert */
+START_TEST(test_qwen3_next)
+{
+    rc_config c;
+    /* Qwen3-Next-80B-A3B-Instruct's keys (its config.json, without the unused ones) */
+    parse_ok("{'architectures':['Qwen3NextForCausalLM'],'decoder_sparse_step':1,'eos_token_id':151645,"
+             "'full_attention_interval':4,'head_dim':256,'hidden_act':'silu','hidden_size':2048,"
+             "'intermediate_size':5120,'linear_conv_kernel_dim':4,'linear_key_head_dim':128,"
+             "'linear_num_key_heads':16,'linear_num_value_heads':32,'linear_value_head_dim':128,"
+             "'max_position_embeddings':262144,'mlp_only_layers':[],'model_type':'qwen3_next',"
+             "'moe_intermediate_size':512,'norm_topk_prob':true,'num_attention_heads':16,'num_experts':512,"
+             "'num_experts_per_tok':10,'num_hidden_layers':48,'num_key_value_heads':2,'partial_rotary_factor':0.25,"
+             "'rms_norm_eps':1e-06,'rope_theta':10000000,'shared_expert_intermediate_size':512,"
+             "'tie_word_embeddings':false,'vocab_size':151936}", &c);
+    ck_assert_str_eq(c.arch->family, "qwen3_next");
+    ck_assert(c.n_linear == 36 && c.layer_linear[0] && c.layer_linear[2] && !c.layer_linear[3] && !c.layer_linear[47]);
+    ck_assert(c.lin_hk == 16 && c.lin_hv == 32 && c.lin_dk == 128 && c.lin_dv == 128 && c.lin_conv_k == 4);
+    ck_assert(c.rotary_dim == 64 && c.head_dim == 256 && c.n_kv_heads == 2 && c.attn_out_gate);
+    ck_assert(c.norm_w_offset && c.norm_w_f32 && c.qk_norm == RC_QK_NORM_HEAD && c.norm_topk_prob);
+    ck_assert(c.n_experts == 512 && c.top_k == 10 && c.shared_intermediate == 512 && c.moe_intermediate == 512);
+    /* defaults: interval 4, partial 0.25, head_dim 256 */
+    parse_ok("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':6,"
+             "'vocab_size':300,'num_experts':4,'num_experts_per_tok':2}", &c);
+    ck_assert(c.n_linear == 5 && !c.layer_linear[3] && c.rotary_dim == 64 && c.lin_hv == 32);
+    /* layer_types wins */
+    parse_ok("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+             "'vocab_size':300,'num_experts':4,'num_experts_per_tok':2,'full_attention_interval':1,"
+             "'layer_types':['full_attention','linear_attention']}", &c);
+    ck_assert(c.n_linear == 1 && !c.layer_linear[0] && c.layer_linear[1]);
+    EXPECT_REJECT("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300,'layer_types':['full_attention','sliding_attention']}", RC_ERR_UNSUPPORTED,
+                  "sliding_attention");
+    EXPECT_REJECT("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300,'linear_num_key_heads':3,'linear_num_value_heads':4}", RC_ERR_UNSUPPORTED,
+                  "not a multiple of 3 key heads");
+    EXPECT_REJECT("{'model_type':'qwen3_next','hidden_size':64,'num_attention_heads':4,'num_hidden_layers':2,"
+                  "'vocab_size':300,'attention_bias':true}", RC_ERR_UNSUPPORTED, "attention_bias");
+    /* the fixture's own config.json */
+    char dir[4096];
+    rc_model *m;
+    ck_assert(rc_model_load_headers(rc_test_source_path(dir, sizeof dir, "data/fixtures/qnext_hybrid"), &m) ==
+              RC_OK);
+    ck_assert(m->cfg.rotary_dim == 6 && m->cfg.n_linear == 2 && m->cfg.lin_dk == 12 && m->cfg.lin_dv == 20);
+    rc_model_free(m);
+}
+END_TEST
+
 /* GLM-4 (Glm4Config): four norms, partial rotary 0.5 by default, q/k/v biases by default,
  * the three EOS ids when eos_token_id is absent or null */
 START_TEST(test_glm4)
@@ -1051,6 +1173,8 @@ static Suite *config_suite(void)
     tcase_add_test(ok, test_phi3);
     tcase_add_test(ok, test_glm4);
     tcase_add_test(ok, test_gpt_oss);
+    tcase_add_test(ok, test_glm4_moe);
+    tcase_add_test(ok, test_qwen3_next);
     tcase_add_test(ok, test_llama_v5_rope_parameters_llama3);
     tcase_add_test(ok, test_llama_linear_old_form);
     tcase_add_test(ok, test_llama_attention_bias);

@@ -187,7 +187,7 @@ START_TEST(test_registry_list)
 {
     ck_assert_str_eq(rc_arch_supported_list(),
                      "gpt_neox, llama, mistral, qwen2, gpt2, bloom, mpt, baichuan, qwen3, olmo2, qwen2_moe, mixtral, "
-                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4, gpt_oss, deepseek_v3");
+                     "qwen3_moe, gemma2, gemma3_text, olmo3, phi3, glm4, gpt_oss, deepseek_v3, glm4_moe, qwen3_next");
     ck_assert_ptr_eq(rc_arch_for_model_type("mistral"), rc_arch_for_model_type("llama"));
     ck_assert_ptr_null(rc_arch_for_model_type("falcon"));
 }
@@ -233,19 +233,50 @@ END_TEST
  * estimated the size without them (fuzz_config found a config accepted with
  * 275,088,670,720 weights). Here the estimate without biases and norms is
  * exactly 2^38 weights (85 layers x 3,221,225,472 + 2 x 32768 x 16384). */
+/* A config whose fp32 weights pass RC_MAX_ALLOC (1 TiB) parses (--layers N may keep fewer layers), and the
+ * loader refuses it before it opens a weight file: the folder below has no safetensors file, so a refusal for
+ * the size (RC_ERR_FORMAT) rather than for the missing files (RC_ERR_IO) shows the order; with --layers 1 the
+ * size passes and the missing files are what stops it. A config whose weight count overflows 64-bit byte
+ * counts is refused when parsed. */
 START_TEST(test_weights_too_large_by_biases)
 {
     rc_config c;
-    EXPECT_REJECT("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':85,"
-                  "'intermediate_size':65536,'vocab_size':32768}",
-                  RC_ERR_FORMAT, "model sizes are too large");
-    /* one layer fewer fits, and the exact count is what the arena gets */
-    parse_ok("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':84,"
+    static const char big[] = "{\"model_type\":\"gpt_neox\",\"hidden_size\":16384,\"num_attention_heads\":128,"
+                              "\"num_hidden_layers\":85,\"intermediate_size\":65536,\"vocab_size\":32768}";
+    parse_ok("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':85,"
              "'intermediate_size':65536,'vocab_size':32768}",
              &c);
     int64_t n = -1;
     ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    ck_assert_int_gt(n, RC_MAX_ALLOC / 4); /* 85 layers: past the limit, by the biases and norms */
+    char dir[4096], path[4200];
+    rc_test_fresh_dir(dir, sizeof dir, "/tmp");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(big, f);
+    fclose(f);
+    rc_model *m = NULL;
+    ck_assert_int_eq(rc_model_load_headers(dir, &m), RC_ERR_FORMAT);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "model sizes are too large"));
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "--layers N"));
+    ck_assert_int_eq(rc_model_load_layers(dir, 1, true, &m), RC_ERR_IO);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_null(strstr(rc_last_error(), "model sizes are too large"));
+    remove(path);
+    rmdir(dir);
+    /* one layer fewer fits, and the exact count is what the arena gets */
+    parse_ok("{'model_type':'gpt_neox','hidden_size':16384,'num_attention_heads':128,'num_hidden_layers':84,"
+             "'intermediate_size':65536,'vocab_size':32768}",
+             &c);
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
     ck_assert_int_le(n, RC_MAX_ALLOC / 4);
+    /* 65536 experts of 3 x 2^20 x 2^22 in 4096 layers: past 64 bits, refused at parse */
+    EXPECT_REJECT("{'model_type':'glm4_moe','hidden_size':1048576,'num_attention_heads':4096,'num_hidden_layers':4096,"
+                  "'intermediate_size':64,'vocab_size':300,'n_routed_experts':65536,'moe_intermediate_size':4194304,"
+                  "'first_k_dense_replace':0}",
+                  RC_ERR_FORMAT, "model sizes are too large");
 }
 END_TEST
 
@@ -349,7 +380,8 @@ START_TEST(test_family_forward_defaults)
 END_TEST
 
 /* DeepSeek-V3: latent attention's keys and what follows from them; the MoE
- * keys range-checked; a config with MoE layers refused (not loaded yet). */
+ * keys (the grouped sigmoid router) range-checked; MoE layers from
+ * first_k_dense_replace on. */
 #define DSV3_BASE                                                                                                   \
     "{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"                         \
     "'num_attention_heads':5,'intermediate_size':56,'kv_lora_rank':40,'qk_nope_head_dim':16,"                     \
@@ -386,19 +418,101 @@ START_TEST(test_deepseek_v3_config)
     ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
     const int64_t layer2 = 2 * 80 + 5 * 24 * 80 + 48 * 80 + 48 + 40 + 5 * 28 * 40 + 80 * 60 + 80 + 3 * 56 * 80;
     ck_assert_int_eq(n, 2 * 128 * 80 + 80 + 2 * layer2);
-    /* MoE layers: refused in one line, exit code 5 */
-    EXPECT_REJECT("{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"
-                  "'num_attention_heads':5,'intermediate_size':56,'first_k_dense_replace':1}",
-                  RC_ERR_UNSUPPORTED, "mixture-of-experts layers", "MoE layers of deepseek_v3 are not loaded yet");
-    EXPECT_REJECT(DSV3_BASE ",'n_group':3}", RC_ERR_FORMAT, "not a multiple of n_group");
+    /* MoE layers (first_k_dense_replace 1 of 2): the grouped sigmoid router with DeepseekV3Config's defaults */
+    parse_ok("{'model_type':'deepseek_v3','vocab_size':128,'hidden_size':80,'num_hidden_layers':2,"
+             "'num_attention_heads':5,'intermediate_size':56,'first_k_dense_replace':1}",
+             &c);
+    ck_assert_int_eq(c.n_experts, 256);
+    ck_assert_int_eq(c.top_k, 8);
+    ck_assert_int_eq(c.moe_intermediate, 2048);
+    ck_assert_int_eq(c.n_group, 8);
+    ck_assert_int_eq(c.topk_group, 4);
+    ck_assert_int_eq(c.shared_intermediate, 2048);
+    ck_assert(c.router == RC_ROUTER_SIGMOID_GROUPED && c.router_gate_f32 && c.router_bias && c.moe_weights_f32 &&
+              c.shared_ungated && c.norm_topk_prob && c.routed_scale == 2.5);
+    ck_assert(!rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1));
+    parse_ok(DSV3_BASE ",'first_k_dense_replace':0,'n_shared_experts':2,'moe_intermediate_size':12,"
+             "'routed_scaling_factor':1.5,'norm_topk_prob':false,'moe_layer_freq':1}",
+             &c);
+    ck_assert(c.n_experts == 8 && c.top_k == 2 && c.n_group == 2 && c.topk_group == 1);
+    ck_assert(c.shared_intermediate == 24 && c.routed_scale == 1.5 && !c.norm_topk_prob);
+    ck_assert(rc_layer_is_moe(&c, 0) && rc_layer_is_moe(&c, 1));
+    EXPECT_REJECT(DSV3_BASE ",'n_group':3}", RC_ERR_FORMAT, "do not make n_group 3 groups");
     EXPECT_REJECT(DSV3_BASE ",'topk_group':3}", RC_ERR_FORMAT, "topk_group 3 exceeds n_group 2");
     EXPECT_REJECT(DSV3_BASE ",'num_experts_per_tok':5}", RC_ERR_FORMAT, "num_experts_per_tok 5 exceeds");
     EXPECT_REJECT(DSV3_BASE ",'routed_scaling_factor':0}", RC_ERR_FORMAT, "routed_scaling_factor");
     EXPECT_REJECT(DSV3_BASE ",'scoring_func':'softmax'}", RC_ERR_UNSUPPORTED, "scoring_func \"softmax\"");
     EXPECT_REJECT(DSV3_BASE ",'topk_method':'greedy'}", RC_ERR_UNSUPPORTED, "topk_method \"greedy\"");
+    /* the same refusals on a config with MoE layers (DeepSeek-V2's softmax / greedy router is another model) */
+    EXPECT_REJECT(DSV3_BASE ",'first_k_dense_replace':1,'scoring_func':'softmax'}", RC_ERR_UNSUPPORTED,
+                  "scoring_func \"softmax\"", "supported: sigmoid");
+    EXPECT_REJECT(DSV3_BASE ",'first_k_dense_replace':1,'topk_method':'group_limited_greedy'}", RC_ERR_UNSUPPORTED,
+                  "topk_method \"group_limited_greedy\"", "supported: noaux_tc");
+    EXPECT_REJECT(DSV3_BASE ",'first_k_dense_replace':1,'moe_layer_freq':2}", RC_ERR_UNSUPPORTED,
+                  "moe_layer_freq 2");
     EXPECT_REJECT(DSV3_BASE ",'v_head_dim':32}", RC_ERR_UNSUPPORTED, "v_head_dim 32 is wider");
     EXPECT_REJECT(DSV3_BASE ",'num_key_value_heads':1}", RC_ERR_FORMAT, "num_key_value_heads 1 differs");
     EXPECT_REJECT(DSV3_BASE ",'qk_rope_head_dim':7}", RC_ERR_FORMAT, "qk_rope_head_dim 7 is odd");
+}
+END_TEST
+
+/* DeepSeek-V3's published config.json (deepseek-ai/DeepSeek-V3, as on its model card): it parses with its MoE
+ * layers; its 61 layers of fp32 weights (2.7 TB) pass the loader's 1 TiB limit, its first 4 do not (the
+ * counts by the formula of the weight lists; transformers' DeepseekV3ForCausalLM built on the meta device from
+ * this config counts the same 671,026,419,200, and 15,111,101,696 for 4 layers) */
+START_TEST(test_deepseek_v3_published_layers)
+{
+    static const char cfg[] =
+        "{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"attention_bias\":false,\"attention_dropout\":0.0,"
+        "\"bos_token_id\":0,\"eos_token_id\":1,\"ep_size\":1,\"first_k_dense_replace\":3,"
+        "\"hidden_act\":\"silu\",\"hidden_size\":7168,\"initializer_range\":0.02,\"intermediate_size\":18432,"
+        "\"kv_lora_rank\":512,\"max_position_embeddings\":163840,\"model_type\":\"deepseek_v3\","
+        "\"moe_intermediate_size\":2048,\"moe_layer_freq\":1,\"n_group\":8,\"n_routed_experts\":256,"
+        "\"n_shared_experts\":1,\"norm_topk_prob\":true,\"num_attention_heads\":128,"
+        "\"num_experts_per_tok\":8,\"num_hidden_layers\":61,\"num_key_value_heads\":128,"
+        "\"num_nextn_predict_layers\":1,\"q_lora_rank\":1536,\"qk_nope_head_dim\":128,"
+        "\"qk_rope_head_dim\":64,\"rms_norm_eps\":1e-06,\"rope_scaling\":{\"beta_fast\":32,\"beta_slow\":1,"
+        "\"factor\":40,\"mscale\":1.0,\"mscale_all_dim\":1.0,\"original_max_position_embeddings\":4096,"
+        "\"type\":\"yarn\"},\"rope_theta\":10000,\"routed_scaling_factor\":2.5,\"scoring_func\":\"sigmoid\","
+        "\"tie_word_embeddings\":false,\"topk_group\":4,\"topk_method\":\"noaux_tc\","
+        "\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"v_head_dim\":128,\"vocab_size\":129280}";
+    json_error_t je;
+    json_t *root = json_loads(cfg, 0, &je);
+    ck_assert_ptr_nonnull(root);
+    rc_config c;
+    rc_status s = rc_config_parse(root, "config.json", &c);
+    json_decref(root);
+    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+    ck_assert(c.n_layers == 61 && c.n_experts == 256 && c.top_k == 8 && c.n_group == 8 && c.topk_group == 4);
+    ck_assert(!rc_layer_is_moe(&c, 2) && rc_layer_is_moe(&c, 3) && rc_layer_is_moe(&c, 60));
+    const int64_t H = 7168, nh = 128, QL = 1536, KVL = 512, dn = 128, dr = 64, dv = 128, V = 129280, I = 18432,
+                  E = 256, Im = 2048;
+    const int64_t attn = 2 * H + QL * H + QL + nh * (dn + dr) * QL + (KVL + dr) * H + KVL + nh * (dn + dv) * KVL +
+                         H * nh * dv;
+    const int64_t dense = attn + 3 * I * H, moe = attn + E * H + E + E * 3 * Im * H + 3 * Im * H;
+    int64_t n;
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    ck_assert_int_eq(n, 2 * V * H + H + 3 * dense + 58 * moe);
+    ck_assert_int_gt(n, RC_MAX_ALLOC / 4);
+    c.n_layers = 4; /* --layers 4 */
+    ck_assert_int_eq(rc_weights_numel(&c, &n), RC_OK);
+    ck_assert_int_eq(n, 2 * V * H + H + 3 * dense + moe);
+    ck_assert_int_le(n, RC_MAX_ALLOC / 4);
+    /* the loader: refused for the size without --layers, past it with --layers 4 (no weight files here) */
+    char dir[4096], path[4200];
+    rc_test_fresh_dir(dir, sizeof dir, "/tmp");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(cfg, f);
+    fclose(f);
+    rc_model *m = NULL;
+    ck_assert_int_eq(rc_model_load_headers(dir, &m), RC_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "model sizes are too large"));
+    ck_assert_int_eq(rc_model_load_layers(dir, 4, true, &m), RC_ERR_IO);
+    ck_assert_ptr_null(m);
+    remove(path);
+    rmdir(dir);
 }
 END_TEST
 
@@ -412,6 +526,7 @@ void family_tests_in_family_structure(TCase *tc)
     tcase_add_test(tc, test_weights_too_large_by_biases);
     tcase_add_test(tc, test_family_tables_cover_fields);
     tcase_add_test(tc, test_deepseek_v3_config);
+    tcase_add_test(tc, test_deepseek_v3_published_layers);
 }
 
 void family_tests_in_family_structure_2(TCase *tc)

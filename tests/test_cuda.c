@@ -101,6 +101,9 @@ static const tol_row k_tol[] = {
     {"moe_route", 0, 0, 4, 1},        /* softmax's expf, as act; the experts chosen must agree exactly */
     {"moe_accumulate", 0, 0, 0, 0},   /* + and * only */
     {"moe_shared", 0, 0, 4, 1},       /* the shared expert's sigmoid gate: expf */
+    /* the grouped sigmoid router: expf in each score, then the renormalising sum, a division and the scale;
+     * the experts chosen must agree exactly */
+    {"moe_route_grouped", 0, 0, 8, 1},
     /* Gated DeltaNet's recurrent step: one expf per step (the decay) scales every state value, and the
      * sums over dk cancel: 4 fp32 ulps of the largest value; once rounded, a one-ulp flip */
     {"gdn_step", 0, 0, 4, 1},
@@ -470,6 +473,73 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/* 2-byte weights as an engine holds them on the device (forward.c plan_weight: the dtype's bit
+ * patterns): the GEMM (whole and K-slice, activations in the weight's dtype and in fp32) and the
+ * embedding gather against the CPU reading the same bits. Both backends widen exactly; the
+ * comparison is the table's for each op. */
+START_TEST(test_matmul_2byte)
+{
+    begin_checks();
+    const int64_t shapes[][3] = {{1, 64, 48}, {3, 100, 37}, {17, 256, 129}, {300, 96, 33}, {5, 1, 7}};
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 1; di < 3; di++)
+                for (int xf = 0; xf < 2; xf++) {
+                    const int64_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+                    const rc_dtype dt = k_dts[di], in_dt = xf ? RC_F32 : dt;
+                    ck_assert(dt == RC_BF16 || dt == RC_F16);
+                    float *x = rand_vec(M * K, 1.0f, in_dt), *W = rand_vec(N * K, 0.2f, dt), *b = rand_vec(N, 1.0f, dt);
+                    uint16_t *bits = calloc((size_t)(N * K + 1), sizeof *bits);
+                    for (int64_t i = 0; i < N * K; i++)
+                        bits[i] = dt == RC_BF16 ? rc_f32_to_bf16(W[i]) : rc_f32_to_f16(W[i]);
+                    float *dW; /* the bits as the engine's arena holds them: uploaded as bytes */
+                    ck_assert(p.t->ops->alloc(p.t, (N * K + 1) / 2, &dW) == RC_OK);
+                    ck_assert(p.t->ops->upload(p.t, (const float *)bits, (N * K + 1) / 2, RC_F32, dW) == RC_OK);
+                    const rc_wt wt = {dW, dt, false}, wc = {bits, dt, false};
+                    float *dx = dev_copy(p.t, x, M * K), *db = dev_copy(p.t, b, N), *dy;
+                    ck_assert(p.t->ops->alloc(p.t, M * N, &dy) == RC_OK);
+                    float *cy = malloc((size_t)(M * N) * sizeof *cy);
+                    rc_status s = p.t->ops->matmul(p.t, dx, M, K, wt, N, db, in_dt, dt, dy);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->matmul(p.c, x, M, K, wc, N, b, in_dt, dt, cy) == RC_OK);
+                    float *g = host_copy(p.t, dy, M * N);
+                    char what[96];
+                    snprintf(what, sizeof what, "M=%lld K=%lld N=%lld %s weights at 2 bytes, %s input +bias",
+                             (long long)M, (long long)K, (long long)N, dt_name(dt), dt_name(in_dt));
+                    compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
+                    free(g);
+                    const int64_t k0 = K / 3, Ks = K - k0 - K / 5;
+                    s = p.t->ops->matmul_kslice(p.t, dx, M, K, k0, Ks, wt, N, NULL, in_dt, dt, dy);
+                    ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+                    ck_assert(p.c->ops->matmul_kslice(p.c, x, M, K, k0, Ks, wc, N, NULL, in_dt, dt, cy) == RC_OK);
+                    g = host_copy(p.t, dy, M * N);
+                    snprintf(what, sizeof what, "M=%lld K=%lld [%lld, +%lld) N=%lld %s weights at 2 bytes, %s input",
+                             (long long)M, (long long)K, (long long)k0, (long long)Ks, (long long)N, dt_name(dt),
+                             dt_name(in_dt));
+                    compare(k ? "matmul_invariant" : "matmul_engine", what, g, cy, M * N, dt);
+                    if (si == 1 && xf == 0) { /* the same bits as an embedding table [N, K] */
+                        int32_t tok[9];
+                        for (int i = 0; i < 9; i++)
+                            tok[i] = (int32_t)((i * 5 + 2) % N);
+                        float *de, *ce = malloc(9 * (size_t)K * sizeof *ce);
+                        ck_assert(p.t->ops->alloc(p.t, 9 * K, &de) == RC_OK);
+                        ck_assert(p.t->ops->embed(p.t, tok, 9, wt, K, de) == RC_OK);
+                        ck_assert(p.c->ops->embed(p.c, tok, 9, wc, K, ce) == RC_OK);
+                        float *ge = host_copy(p.t, de, 9 * K);
+                        compare("embed", "9 rows of a 2-byte table", ge, ce, 9 * K, RC_F32);
+                        p.t->ops->free(p.t, de);
+                        free(ce), free(ge);
+                    }
+                    p.t->ops->free(p.t, dW), p.t->ops->free(p.t, dx), p.t->ops->free(p.t, db), p.t->ops->free(p.t, dy);
+                    free(x), free(W), free(b), free(bits), free(cy), free(g);
+                }
+        free_pair(&p);
+    }
+    end_checks();
+}
+END_TEST
+
 /* fp8 weights' linear (--sampler weights=fp8) against the CPU's: every
  * weight scale and activation mode, bf16 and fp16, with and without bias,
  * decode-sized and prefill-sized M; K = 256 (two 128-deep slices), N = 136
@@ -698,6 +768,44 @@ START_TEST(test_moe_ops)
             free(g), free(lg), free(sel), free(w), free(gsel), free(gw), free(y), free(out), free(sy), free(sg);
             p.t->ops->free(p.t, dlg), p.t->ops->free(p.t, dsel), p.t->ops->free(p.t, dw);
             p.t->ops->free(p.t, dy), p.t->ops->free(p.t, dout), p.t->ops->free(p.t, dsy), p.t->ops->free(p.t, dsg);
+        }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
+/* The grouped sigmoid router (moe.cu) against its CPU twin: the experts
+ * exactly, the weights; with and without the bias, renormalised or not, fp32
+ * weights (transformers) and weights rounded to the dtype */
+START_TEST(test_moe_grouped_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    for (int di = 0; di < 3; di++)
+        for (int v = 0; v < 4; v++) {
+            const rc_dtype dt = k_dts[di];
+            enum { M = 29 };
+            const int64_t E = 24, k = 5;
+            const rco_grouped_router g = {E, k, v < 2 ? 4 : 1, v < 2 ? 2 : 1, v != 1, v == 3 ? 1.0f : 2.5f,
+                                          v == 2 ? dt : RC_F32};
+            float *lg = rand_vec(M * E, 3.0f, RC_F32), *bias = rand_vec(E, 0.1f, RC_F32);
+            float *dlg = dev_copy(p.t, lg, M * E), *dbias = dev_copy(p.t, bias, E), *dsel, *dw;
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dsel) == RC_OK);
+            ck_assert(p.t->ops->alloc(p.t, M * k, &dw) == RC_OK);
+            float *sel = malloc(sizeof(float) * M * k), *w = malloc(sizeof(float) * M * k);
+            const float *b = v == 3 ? NULL : bias, *db = v == 3 ? NULL : dbias;
+            ck_assert_msg(p.t->ops->moe_route_grouped(p.t, dlg, db, M, &g, dsel, dw) == RC_OK, "%s",
+                          rc_last_error());
+            ck_assert(p.c->ops->moe_route_grouped(p.c, lg, b, M, &g, sel, w) == RC_OK);
+            float *gsel = host_copy(p.t, dsel, M * k), *gw = host_copy(p.t, dw, M * k);
+            for (int64_t i = 0; i < M * k; i++)
+                ck_assert_msg(gsel[i] == sel[i], "moe_route_grouped %d: row %lld slot %lld expert %g, CPU %g", v,
+                              (long long)(i / k), (long long)(i % k), (double)gsel[i], (double)sel[i]);
+            char what[64];
+            snprintf(what, sizeof what, "%s, case %d", dt_name(g.w_dt), v);
+            compare("moe_route_grouped", what, gw, w, M * k, g.w_dt);
+            free(lg), free(bias), free(sel), free(w), free(gsel), free(gw);
+            p.t->ops->free(p.t, dlg), p.t->ops->free(p.t, dbias), p.t->ops->free(p.t, dsel), p.t->ops->free(p.t, dw);
         }
     free_pair(&p);
     end_checks();
@@ -1130,12 +1238,14 @@ int main(void)
     tcase_add_test(ops, test_norm);
     tcase_add_test(ops, test_qk_norm);
     tcase_add_test(ops, test_matmul);
+    tcase_add_test(ops, test_matmul_2byte);
     tcase_add_test(ops, test_matmul_reupload);
     tcase_add_test(ops, test_rope_attention);
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_scale_softcap);
     tcase_add_test(ops, test_moe_ops);
+    tcase_add_test(ops, test_moe_grouped_ops);
     tcase_add_test(ops, test_gdn_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);

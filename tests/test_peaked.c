@@ -82,10 +82,8 @@ static void load(const char *name, peaked *f)
     f->fwd64 = malloc(sizeof(double) * B * T * V);
     ck_assert(rc_st_read_i32(f->ref, "tokens", 2, (int64_t[]){B, T}, f->tokens) == RC_OK);
     ck_assert(rc_st_read_i32(f->ref, "lengths", 1, (int64_t[]){B}, f->lengths) == RC_OK);
-    ck_assert_msg(rc_st_read_f32(f->ref, "forward_logprobs_f32", 3, (int64_t[]){B, T, V}, f->fwd32) == RC_OK, "%s",
-                  rc_last_error());
-    ck_assert_msg(rc_st_read_f64(f->ref, "forward_logprobs_f64", 3, (int64_t[]){B, T, V}, f->fwd64) == RC_OK, "%s",
-                  rc_last_error());
+    rc_test_read_rows(f->ref, "forward_logprobs_f32", f->lengths, B, T, V, false, f->fwd32);
+    rc_test_read_rows(f->ref, "forward_logprobs_f64", f->lengths, B, T, V, true, f->fwd64);
     ck_assert(rc_st_read_f64(f->ref, "hf_f32_err", 1, (int64_t[]){1}, &f->hf_err) == RC_OK);
     for (int64_t b = 0; b < B; b++)
         ck_assert(f->lengths[b] >= 1 && f->lengths[b] <= T);

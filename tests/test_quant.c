@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "fp8w.h"
 #include "model.h"
 #include "quant.h"
 #include "safetensors.h"
@@ -98,12 +99,19 @@ START_TEST(test_fp8_folder_weights)
 }
 END_TEST
 
+/* the FP8 folders and their dequantized copies: the one-layer Llama in
+ * 16 x 16 blocks, the two-layer Qwen3 in 32 x 16 blocks (partial blocks) */
+static const char *const k_fp8_dirs[][2] = {
+    {"data/fixtures/quant/fp8", "data/fixtures/quant/fp8_bf16"},
+    {"data/fixtures/quant/fp8_qwen3", "data/fixtures/quant/fp8_qwen3_bf16"},
+};
+
 /* a run on the FP8 folder equals a run on its dequantized copy bitwise */
 START_TEST(test_fp8_folder_run)
 {
     char p8[4096], pb[4096];
-    rc_test_source_path(p8, sizeof p8, "data/fixtures/quant/fp8");
-    rc_test_source_path(pb, sizeof pb, "data/fixtures/quant/fp8_bf16");
+    rc_test_source_path(p8, sizeof p8, "%s", k_fp8_dirs[_i][0]);
+    rc_test_source_path(pb, sizeof pb, "%s", k_fp8_dirs[_i][1]);
     rc_backend *be;
     ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be) == RC_OK);
     rc_model *m[2];
@@ -133,8 +141,8 @@ START_TEST(test_fp8_folder_run)
             diff += rc_f32_bits(out[0][i]) != rc_f32_bits(out[1][i]);
             finite += isfinite(out[0][i]);
         }
-        printf("fp8 folder run (%s): %lld of %lld log-probs differ from the bf16 copy's\n", d ? "fp32" : "bf16",
-               (long long)diff, (long long)(R * V));
+        printf("fp8 folder run %s (%s): %lld of %lld log-probs differ from the bf16 copy's\n", k_fp8_dirs[_i][0],
+               d ? "fp32" : "bf16", (long long)diff, (long long)(R * V));
         ck_assert_int_eq(finite, R * V);
         ck_assert_int_eq(diff, 0);
         free(out[0]);
@@ -435,13 +443,307 @@ START_TEST(test_mxfp4_folder)
 }
 END_TEST
 
+static void read_f32(const rc_st_tensor *t, int64_t n, float *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == RC_BF16) {
+            uint16_t h;
+            memcpy(&h, t->data + 2 * i, 2);
+            out[i] = rc_bf16_to_f32(h);
+        } else {
+            memcpy(&out[i], t->data + 4 * i, 4);
+        }
+    }
+}
+
+static int64_t bf16_ulps(float a, float b)
+{
+    const int32_t x = (int32_t)(rc_f32_bits(a) >> 16), y = (int32_t)(rc_f32_bits(b) >> 16);
+    const int64_t ox = x < 0 ? -(int64_t)(x & 0x7FFF) : x, oy = y < 0 ? -(int64_t)(y & 0x7FFF) : y;
+    return ox > oy ? ox - oy : oy - ox;
+}
+
+/* weights=as-stored's linear against the explicit torch emulation of the
+ * block-FP8 GEMM (asstored_ops.safetensors): the 1 x b1 activation groups'
+ * fp8 values and scales bitwise, the outputs within one bf16 ulp (the fp32
+ * sum inside a K slice: exact then rounded once there, the kernel's order
+ * here; the count that differs is printed) */
+START_TEST(test_asstored_ops)
+{
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/quant/asstored_ops.safetensors");
+    rc_safetensors *st;
+    ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be) == RC_OK);
+    int ncases = 0;
+    for (int c = 0;; c++) {
+        char nm[7][32];
+        const char *suf[] = {"block", "x", "w", "s", "xq", "sx", "y"};
+        const rc_st_tensor *t[7];
+        for (int j = 0; j < 7; j++) {
+            snprintf(nm[j], sizeof nm[j], "c%d_%s", c, suf[j]);
+            t[j] = rc_st_find(st, nm[j]);
+        }
+        if (!t[0])
+            break;
+        int32_t blk[2];
+        memcpy(blk, t[0]->data, 8);
+        const int64_t M = t[1]->shape[0], K = t[1]->shape[1], N = t[2]->shape[0], b0 = blk[0], b1 = blk[1];
+        const int64_t ns = t[3]->shape[0] * t[3]->shape[1];
+        ck_assert(t[3]->shape[0] == (N + b0 - 1) / b0 && t[3]->shape[1] == K / b1);
+        float *x = malloc(sizeof(float) * (size_t)(M * K)), *q = malloc(sizeof(float) * (size_t)(N * K));
+        float *s = malloc(sizeof(float) * (size_t)ns), *y = malloc(sizeof(float) * (size_t)(M * N));
+        float *xq = malloc(sizeof(float) * (size_t)(M * K)), *sx = malloc(sizeof(float) * (size_t)(M * K / b1));
+        read_f32(t[1], M * K, x);
+        read_f32(t[3], ns, s);
+        for (int64_t i = 0; i < N * K; i++)
+            q[i] = rc_e4m3fn_to_f32(t[2]->data[i]);
+        ck_assert_msg(rc_fp8w_stored_linear_once(be, x, M, K, q, s, N, b0, b1, RC_BF16, y, xq, sx) == RC_OK, "%s",
+                      rc_last_error());
+        for (int64_t i = 0; i < M * K; i++)
+            ck_assert_msg(rc_f32_bits(xq[i]) == rc_f32_bits(rc_e4m3fn_to_f32(t[4]->data[i])),
+                          "case %d: xq[%lld] %g", c, (long long)i, (double)xq[i]);
+        float *want = malloc(sizeof(float) * (size_t)(M * N));
+        read_f32(t[5], M * K / b1, want);
+        for (int64_t i = 0; i < M * K / b1; i++)
+            ck_assert_msg(rc_f32_bits(sx[i]) == rc_f32_bits(want[i]), "case %d: sx[%lld] %g, torch %g", c,
+                          (long long)i, (double)sx[i], (double)want[i]);
+        read_f32(t[6], M * N, want);
+        int64_t nd = 0, mu = 0;
+        for (int64_t i = 0; i < M * N; i++) {
+            const int64_t u = bf16_ulps(y[i], want[i]);
+            nd += u != 0;
+            mu = u > mu ? u : mu;
+        }
+        printf("as-stored block GEMM case %d (M %lld, K %lld, N %lld, blocks [%lld, %lld]): %lld of %lld outputs "
+               "differ from the emulation, max %lld bf16 ulp\n", c, (long long)M, (long long)K, (long long)N,
+               (long long)b0, (long long)b1, (long long)nd, (long long)(M * N), (long long)mu);
+        ck_assert_int_le(mu, 1);
+        free(x), free(q), free(s), free(y), free(xq), free(sx), free(want);
+        ncases++;
+    }
+    ck_assert_int_ge(ncases, 3);
+    rc_backend_destroy(be);
+    rc_st_close(st);
+}
+END_TEST
+
+/* weights=as-stored on an engine: the FP8 folders run (finite log-probs, not
+ * those of the dequantized weights), a folder that is not FP8 is a usage
+ * error naming it */
+START_TEST(test_asstored_engine)
+{
+    char p[4096];
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be) == RC_OK);
+    for (int k = 0; k < 3; k++) {
+        rc_test_source_path(p, sizeof p, "%s", k < 2 ? k_fp8_dirs[k][0] : k_fp8_dirs[0][1]);
+        rc_model *m;
+        ck_assert_msg(rc_model_load(p, &m) == RC_OK, "%s", rc_last_error());
+        const int64_t B = 1, L = 12, V = m->cfg.vocab;
+        int32_t tok[12];
+        int64_t lens[1] = {L};
+        for (int64_t i = 0; i < L; i++)
+            tok[i] = (int32_t)((i * 37 + 5) % V);
+        rc_numerics num = rc_numerics_fp32();
+        num.dt = RC_BF16;
+        float *out[2];
+        for (int w = 0; w < 2; w++) {
+            num.wq = (rc_wq_numerics){w ? RC_WQ_STORED : RC_WQ_NONE, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN};
+            rc_engine *e;
+            const rc_status s = rc_engine_create(m, be, &num, B, L, L, &e);
+            if (k == 2 && w) {
+                ck_assert_int_eq(s, RC_ERR_USAGE);
+                ck_assert_msg(strstr(rc_last_error(), "fp8_bf16") && strstr(rc_last_error(), "not an FP8"), "%s",
+                              rc_last_error());
+                out[1] = NULL;
+                continue;
+            }
+            ck_assert_msg(s == RC_OK, "%s", rc_last_error());
+            out[w] = malloc(sizeof(float) * (size_t)(L * V));
+            ck_assert(rc_full_forward(e, tok, lens, B, out[w]) == RC_OK);
+            rc_engine_free(e);
+        }
+        if (k < 2) {
+            int64_t finite = 0, diff = 0;
+            for (int64_t i = 0; i < L * V; i++) {
+                finite += isfinite(out[1][i]);
+                diff += rc_f32_bits(out[0][i]) != rc_f32_bits(out[1][i]);
+            }
+            printf("as-stored run %s: %lld of %lld log-probs differ from the dequantized weights' run\n", p,
+                   (long long)diff, (long long)(L * V));
+            ck_assert_int_eq(finite, L * V);
+            ck_assert_int_gt(diff, 0);
+        }
+        free(out[0]);
+        free(out[1]);
+        rc_model_free(m);
+    }
+    rc_backend_destroy(be);
+}
+END_TEST
+
+/* the CLI: weights=as-stored in the run's sampler spec and its log-probs
+ * apart from the trainer's; the folder's note; a folder that is not FP8
+ * (exit 2, named); the trainer refuses it (exit 5); inspect's memory line */
+START_TEST(test_asstored_cli)
+{
+    static char out[1 << 16], err[1 << 14];
+    const char *run = "--out none --model data/fixtures/quant/fp8_qwen3 --prompts data/fixtures/quant/prompts96.ids "
+                      "--num-prompts 4 --len 8";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --sampler dtype=bf16,weights=as-stored", run);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "weights=as-stored  trainer") != NULL, "%s", out); /* no weight-scale= / act= */
+    ck_assert_msg(strstr(err, "FP8 block checkpoint ([32, 16] blocks)") != NULL, "%s", err);
+    ck_assert_msg(strstr(out, "1.000000   0.000e+00") == NULL, "%s", out); /* the ratio is not exactly 1 */
+    ck_assert_int_eq(rc_test_run_cli("", "--out none -q --model data/fixtures/quant/fp8_bf16 --prompts "
+                                         "data/fixtures/quant/prompts96.ids --len 4 --sampler weights=as-stored",
+                                     out, sizeof out, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "data/fixtures/quant/fp8_bf16 is not an FP8 checkpoint") != NULL, "%s", err);
+    snprintf(args, sizeof args, "%s -q --trainer weights=as-stored", run);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 5);
+    ck_assert_msg(strstr(err, "weights=as-stored is the sampler's") != NULL, "%s", err);
+    snprintf(args, sizeof args, "%s -q --sampler dtype=fp32,weights=as-stored", run);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 2);
+    ck_assert_int_eq(rc_test_run_cli("", "inspect --model data/fixtures/quant/fp8_qwen3", out, sizeof out, err,
+                                     sizeof err), 0);
+    ck_assert_msg(strstr(out, "[32, 16] block scales (--sampler weights=as-stored)") != NULL, "%s", out);
+    /* 14 weights: stored 36864 bytes of fp8 (the sum of the fixture's F8_E4M3 shapes), dequantized twice that */
+    char p[4096];
+    rc_test_source_path(p, sizeof p, "data/fixtures/quant/fp8_qwen3");
+    rc_safetensors *st;
+    ck_assert(rc_st_open_dir(p, &st) == RC_OK);
+    int64_t nq = 0, codes = 0;
+    for (int64_t i = 0; i < st->ntensors; i++)
+        if (st->tensors[i].quant == RC_ST_Q_FP8_BLOCK) {
+            nq++;
+            codes += st->tensors[i].qdim[1] * st->tensors[i].qdim[2];
+        }
+    rc_st_close(st);
+    char want[256];
+    snprintf(want, sizeof want, "%lld quantized tensors: stored %.4g MiB", (long long)nq, codes / 1048576.0);
+    ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+    snprintf(want, sizeof want, "dequantized to 2 bytes %.4g MiB", 2 * codes / 1048576.0);
+    ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+    /* the default sweep on an FP8 folder has the sampler's weights=as-stored row; not on a plain folder */
+    const char *sw = "sweep -q --out none --prompts data/fixtures/quant/prompts96.ids --num-prompts 4 --len 8 --model";
+    snprintf(args, sizeof args, "%s data/fixtures/quant/fp8_qwen3", sw);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\nsampler: weights=as-stored ") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s data/fixtures/quant/fp8_bf16", sw);
+    ck_assert_int_eq(rc_test_run_cli("", args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "weights=as-stored") == NULL && strstr(out, "\nsampler: weights=fp8 ") != NULL, "%s",
+                  out);
+    /* --layers 1: the first layer's 7 of them */
+    ck_assert_int_eq(rc_test_run_cli("", "inspect --no-speed --layers 1 --model data/fixtures/quant/fp8_qwen3", out,
+                                     sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "layers         1 of 2 (--layers)") != NULL, "%s", out);
+    snprintf(want, sizeof want, "%lld quantized tensors: stored %.4g MiB", (long long)nq / 2, codes / 2 / 1048576.0);
+    ck_assert_msg(strstr(out, want) != NULL, "%s not in %s", want, out);
+}
+END_TEST
+
+/* a copy of fp8_qwen3 in g_tmp with n bytes at tensor `name`'s byte `at`
+ * replaced by v (name NULL: none), config.json's weight_block_size set to
+ * block (NULL: as is), model.safetensors cut to `keep` bytes (< 0: whole) */
+static void qwen3_hostile(const char *name, int64_t at, const void *v, size_t n, const char *block, int64_t keep)
+{
+    char p[4096], q[4200];
+    rc_test_source_path(p, sizeof p, "data/fixtures/quant/fp8_qwen3");
+    rc_safetensors *st;
+    ck_assert(rc_st_open_dir(p, &st) == RC_OK);
+    int64_t off = -1;
+    if (name) {
+        /* the scale tensors are not listed: find them in the file's header by name */
+        const rc_st_tensor *t = rc_st_find(st, name);
+        if (t)
+            off = (int64_t)(t->data - st->files[t->file].map);
+        else {
+            rc_safetensors *raw;
+            snprintf(q, sizeof q, "%s/model.safetensors", p);
+            ck_assert(rc_st_open_file(q, &raw) == RC_OK);
+            t = rc_st_find(raw, name);
+            ck_assert_msg(t != NULL, "%s", name);
+            off = (int64_t)(t->data - raw->files[t->file].map);
+            rc_st_close(raw);
+        }
+    }
+    rc_st_close(st);
+    char *b;
+    size_t len;
+    snprintf(q, sizeof q, "%s/model.safetensors", p);
+    slurp(q, &b, &len);
+    if (off >= 0)
+        memcpy(b + off + at, v, n);
+    snprintf(q, sizeof q, "%s/model.safetensors", g_tmp);
+    write_bytes(q, b, keep >= 0 ? (size_t)keep : len);
+    free(b);
+    snprintf(q, sizeof q, "%s/config.json", p);
+    slurp(q, &b, &len);
+    char *c = b;
+    char *nb = NULL;
+    if (block) {
+        char *w = strstr(b, "\"weight_block_size\": [");
+        ck_assert(w != NULL);
+        char *e = strchr(w, ']');
+        nb = malloc(len + 64);
+        snprintf(nb, len + 64, "%.*s\"weight_block_size\": %s%s", (int)(w - b), b, block, e + 1);
+        c = nb;
+    }
+    snprintf(q, sizeof q, "%s/config.json", g_tmp);
+    write_bytes(q, c, strlen(c));
+    free(b);
+    free(nb);
+}
+
+/* hostile FP8 folders under weights=as-stored: exit 4, one line naming the
+ * file (a NaN fp8 code, scales NaN / Inf / 0, a scale grid of another block
+ * size, a truncated file) */
+START_TEST(test_asstored_hostile)
+{
+    static char out[1 << 14], err[1 << 14];
+    const uint8_t nan8 = 0x7F;
+    const float bad[] = {NAN, INFINITY, 0.0f};
+    struct {
+        const char *name, *block;
+        const void *v;
+        size_t n;
+        int64_t keep;
+    } cases[] = {
+        {"model.layers.1.self_attn.o_proj.weight", NULL, &nan8, 1, -1},
+        {"model.layers.0.mlp.down_proj.weight_scale_inv", NULL, &bad[0], 4, -1},
+        {"model.layers.0.mlp.down_proj.weight_scale_inv", NULL, &bad[1], 4, -1},
+        {"model.layers.1.self_attn.q_proj.weight_scale_inv", NULL, &bad[2], 4, -1},
+        {NULL, "[16, 16]", NULL, 0, -1},
+        {NULL, NULL, NULL, 0, 40000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qwen3_hostile(cases[i].name, 4, cases[i].v, cases[i].n, cases[i].block, cases[i].keep);
+        char args[4096];
+        snprintf(args, sizeof args, "--out none -q --model '%s' --prompts data/fixtures/quant/prompts96.ids --len 4 "
+                 "--sampler weights=as-stored", g_tmp);
+        const int rc = rc_test_run_cli("", args, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 4, "case %zu: exit %d: %s", i, rc, err);
+        ck_assert_msg(strstr(err, g_tmp) != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+                      "case %zu: not one line naming the file: %s", i, err);
+        printf("as-stored hostile case %zu: %s", i, err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant");
     TCase *tc = tcase_create("quant");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_add_test(tc, test_fp8_folder_weights);
-    tcase_add_test(tc, test_fp8_folder_run);
+    tcase_add_loop_test(tc, test_fp8_folder_run, 0, 2);
+    tcase_add_test(tc, test_asstored_ops);
+    tcase_add_test(tc, test_asstored_engine);
+    tcase_add_test(tc, test_asstored_cli);
+    tcase_add_test(tc, test_asstored_hostile);
     tcase_add_test(tc, test_mxfp4_op);
     tcase_add_test(tc, test_fp8_op_ragged);
     tcase_add_test(tc, test_e4m3_codes);

@@ -10,7 +10,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,38 @@ static inline float *rc_test_st_f32(rc_safetensors *st, const char *name, int64_
     ck_assert(v != NULL);
     ck_assert_msg(rc_st_read_f32(st, name, t->ndim, t->shape, v) == RC_OK, "%s", rc_last_error());
     return v;
+}
+
+/* Per-position log-probs stored packed, [sum(lengths), V] (sequence b's lengths[b] rows after
+ * those of 0..b-1, no padding), expanded into dst [B, T, V] with NaN past lengths[b], the padded
+ * layout the suites index. f64 picks the dtype of dst (double, else float). The packed shape is
+ * computed from lengths, never typed; a length outside 0..T fails the test. */
+static inline void rc_test_read_rows(rc_safetensors *st, const char *name, const int32_t *lengths, int64_t B,
+                                     int64_t T, int64_t V, bool f64, void *dst)
+{
+    int64_t total = 0, cells;
+    for (int64_t b = 0; b < B; b++) {
+        ck_assert_msg(lengths[b] >= 0 && lengths[b] <= T, "%s: lengths[%lld] = %d outside 0..%lld", name,
+                      (long long)b, lengths[b], (long long)T);
+        total += lengths[b];
+    }
+    ck_assert(rc_numel((int64_t[]){B, T, V}, 3, &cells));
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *packed = malloc(es * (size_t)(total * V + 1)), *out = dst;
+    ck_assert(packed != NULL);
+    const int64_t shape[2] = {total, V};
+    rc_status rc = f64 ? rc_st_read_f64(st, name, 2, shape, (double *)(void *)packed)
+                       : rc_st_read_f32(st, name, 2, shape, (float *)(void *)packed);
+    ck_assert_msg(rc == RC_OK, "%s", rc_last_error());
+    for (int64_t i = 0; i < cells; i++) {
+        if (f64)
+            ((double *)dst)[i] = NAN;
+        else
+            ((float *)dst)[i] = NAN;
+    }
+    for (int64_t b = 0, o = 0; b < B; o += lengths[b], b++)
+        memcpy(out + es * (size_t)(b * T * V), packed + es * (size_t)(o * V), es * (size_t)(lengths[b] * V));
+    free(packed);
 }
 #endif
 

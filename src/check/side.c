@@ -19,9 +19,11 @@ static const char *const k_kv_names[] = {"auto", "fp8_e4m3", "fp8_e5m2"};       
 static const char *const k_mode_names[] = {"pure", "autocast"};                       /* rc_precision */
 static const char *const k_lpdt_names[] = {"fp32", "same"};                           /* lp_same false / true */
 static const char *const k_f32_names[] = {"dtype", "fp32"};                           /* residual_f32, lm-head */
-static const char *const k_weights_names[] = {"dtype", "fp8"};                        /* rc_wquant */
+static const char *const k_weights_names[] = {"dtype", "fp8", "as-stored"};           /* rc_wquant */
 static const char *const k_routing_names[] = {"own", "replay"};                       /* route_replay */
 static const char *const k_mla_names[] = {"expanded", "absorbed"};                    /* mla_absorbed */
+static const char *const k_state_names[] = {"fp32", "dtype"};                         /* state_dtype */
+static const char *const k_onoff_names[] = {"off", "on"};                             /* prefix_cache */
 
 typedef enum {
     K_DTYPE,   /* rc_dtype: fp32 / fp16 / bf16 (base/dtype.c's names) */
@@ -121,7 +123,7 @@ static const side_key k_keys[] = {
      0, RC_TP_REDUCE_FP32, RC_TP_REDUCE_RING, P_WITH_PREVIOUS, E_NONE, N(tp_reduce), NULL, 0},
     /* weights=dtype (or the dtype's name) | fp8 (fp8_e4m3); FSDP / Megatron trainers compute with the bf16 (or
      * fp32) masters: fp8 weights are the rollout engine's */
-    {"weights", K_WEIGHTS, F(wq.kind), S_SAMPLER, S_BOTH, R_OTHER_SIDE, false, "dtype, bf16, fp16, fp32 or fp8",
+    {"weights", K_WEIGHTS, F(wq.kind), S_SAMPLER, S_BOTH, R_OTHER_SIDE, false, "dtype, bf16, fp16, fp32, fp8 or as-stored",
      NAMES(k_weights_names), 0, 0, RC_WQ_NONE, RC_WQ_NONE, P_NOT_DEFAULT, E_FIELD, N(wq.kind), NULL, 0},
     {"weight-scale", K_ENUM, F(wq.scale), S_SAMPLER, S_SAMPLER, R_WQ, true, NULL, NAMES(k_wscale_names), 0,
      0, RC_WSCALE_TENSOR, RC_WSCALE_TENSOR, P_WITH_PREVIOUS, E_WQ, N(wq.scale), NULL, 0},
@@ -140,6 +142,15 @@ static const side_key k_keys[] = {
      * when the forms differ (rollout.c) */
     {"mla", K_BOOL, F(mla_absorbed), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "expanded or absorbed",
      NAMES(k_mla_names), 0, 0, 1, 0, P_NOT_DEFAULT, E_NONE, N(mla_absorbed), NULL, 0},
+    /* hybrid linear attention (docs/linear-attention-cache.md): the recurrent state's precision (vLLM's
+     * mamba_ssm_cache_dtype), the chunked form's chunk (transformers' and FLA's 64), and the sampler's prefix
+     * cache (SGLang: a prompt's state restored from a stored copy in the dtype) */
+    {"state", K_BOOL, F(state_dtype), S_BOTH, S_BOTH, R_OTHER_SIDE, false, "fp32 or dtype", NAMES(k_state_names), 0,
+     0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(state_dtype), NULL, 0},
+    {"chunk", K_I64, F(gdn_chunk), S_BOTH, S_BOTH, R_OTHER_SIDE, false, NULL, NULL, 0, 1, 1 << 16,
+     RC_GDN_CHUNK_DEFAULT, RC_GDN_CHUNK_DEFAULT, P_NOT_DEFAULT, E_FIELD, N(gdn_chunk), NULL, 0},
+    {"prefix-cache", K_BOOL, F(prefix_cache), S_SAMPLER, S_SAMPLER, R_OTHER_SIDE, false, "on or off",
+     NAMES(k_onoff_names), 0, 0, 0, 0, P_NOT_DEFAULT, E_FIELD, N(prefix_cache), NULL, 0},
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 #undef F
@@ -293,6 +304,11 @@ static rc_status parse_value(const side_key *k, const char *opt, const char *wha
                 return rc_errorf(RC_ERR_UNSUPPORTED, "%s: weights=fp8 is the sampler's (an fp8 rollout engine); "
                                  "the trainer's fp8 training (Transformer Engine recipes) is not emulated", opt);
             *ifield(sd, k) = RC_WQ_FP8;
+        } else if (!strcmp(v, "as-stored")) { /* an FP8 block checkpoint's own weights: the rollout engine's */
+            if (trainer)
+                return rc_errorf(RC_ERR_UNSUPPORTED, "%s: weights=as-stored is the sampler's (vLLM / SGLang serving "
+                                 "the FP8 checkpoint); the trainer computes with the dequantized weights", opt);
+            *ifield(sd, k) = RC_WQ_STORED;
         } else if (!strcmp(v, "dtype")) {
             *ifield(sd, k) = RC_WQ_NONE;
         } else if (rc_dtype_parse_cli(v, &wd) == RC_OK) {
@@ -432,7 +448,9 @@ void rc_side_str(const rc_side *sd, bool trainer, char *buf, size_t n)
         case P_NEVER: shown = false; continue;
         case P_ALWAYS: shown = true; break;
         case P_NOT_DEFAULT: shown = mine && !is_default(key, sd, trainer); break;
-        case P_WITH_PREVIOUS: break; /* as the row before */
+        case P_WITH_PREVIOUS: /* as the row before; weights=as-stored has its checkpoint's scales */
+            shown = shown && !(key->eq == E_WQ && sd->wq.kind == RC_WQ_STORED);
+            break;
         }
         if (!shown)
             continue;
@@ -493,7 +511,7 @@ rc_numerics rc_side_numerics(const rc_side *sd, const rc_numerics *base, bool tr
         if (k->num_off == NO_NUM)
             continue;
         const size_t sz = k->kind == K_BOOL ? sizeof(bool) : k->kind == K_SCALE ? sizeof(float)
-                        : k->kind == K_UPCAST ? sizeof(unsigned) : sizeof(int);
+                        : k->kind == K_UPCAST ? sizeof(unsigned) : k->kind == K_I64 ? sizeof(int64_t) : sizeof(int);
         memcpy((char *)&n + k->num_off, (const char *)sd + k->off, sz);
     }
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
@@ -522,7 +540,7 @@ rc_status rc_side_check(const char *who, const rc_side *sd)
 {
     /* the model-free checks of the engine's own (the model's at load) */
     const rc_numerics n = rc_side_numerics(sd, &(rc_numerics){.temperature = 1.0f}, false);
-    rc_status st = sd->wq.kind == RC_WQ_FP8 ? rc_fp8w_supported(NULL, &n) : RC_OK;
+    rc_status st = sd->wq.kind != RC_WQ_NONE ? rc_fp8w_supported(NULL, &n) : RC_OK;
     if (st == RC_OK)
         st = rc_autocast_supported(NULL, &n);
     return st == RC_OK ? RC_OK : rc_error_prefix(st, "%s", who);

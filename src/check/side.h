@@ -33,6 +33,10 @@ typedef struct {
                             * default), else expanded (transformers, the trainer's); only latent-attention models */
     bool router_f32;       /* router=fp32: MoE router logits (and weights) in fp32 */
     bool route_replay;     /* trainer, routing=replay: the sampler's experts replayed (R3) */
+    bool state_dtype;      /* hybrid models, state=dtype: the linear layers' recurrent state kept in the dtype */
+    int64_t gdn_chunk;     /* hybrid models, chunk=N: the chunked form's chunk (64) */
+    bool prefix_cache;     /* sampler, hybrid models, prefix-cache=on: a prompt's state restored from a copy in
+                            * the dtype (SGLang's prefix cache) */
 } rc_side;
 
 /* every key at its default (the trainer's tp-reduce: ring, NCCL's; the sampler's: fp32, vLLM's) */

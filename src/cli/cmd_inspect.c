@@ -29,12 +29,14 @@ static const char *rope_name(rc_rope_type t)
 
 typedef struct {
     const char *model, *dtype;
-    int64_t batch, seqs, tokens;
+    int64_t batch, seqs, tokens, layers;
     bool json, help, no_speed;
 } inspect_opts;
 
 static const opt_spec k_inspect_opts[] = {
     {"model", 'm', "DIR", "Hugging Face model folder (required)", NULL, op_path, offsetof(inspect_opts, model), 0, 0, 0, 0, 0},
+    {"layers", 0, "N", "describe and size the first N decoder layers only, as\nrun --layers N loads them (default all)",
+     NULL, op_i64, offsetof(inspect_opts, layers), 1, 4096, 0, 0, 0},
     {"dtype", 0, "fp32|fp16|bf16", "the run's dtype, for the memory estimate (default bf16)", "Memory estimate:",
      op_path, offsetof(inspect_opts, dtype), 0, 0, 0, 0, 0},
     {"batch", 0, "N", "sequences decoded together (default 32, as run)", NULL, op_i64, offsetof(inspect_opts, batch),
@@ -155,7 +157,7 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
     const char *model = io.model;
     const int json = io.json;
     rc_model *m;
-    rc_status st = rc_model_load_headers(model, &m);
+    rc_status st = io.layers > 0 ? rc_model_load_layers(model, io.layers, true, &m) : rc_model_load_headers(model, &m);
     if (st != RC_OK)
         return fail(st);
     const rc_config *k = &m->cfg;
@@ -187,6 +189,15 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         rc_model_free(m);
         return fail(st);
     }
+    /* the same run with --backend cuda: everything the engine holds is in one GPU's memory (the model's
+     * weights copied at the dtype's width, the KV cache, the activations); the backend's workspaces and
+     * cuBLAS's come on top (docs/gpu.md) */
+    rc_engine_mem dm;
+    st = rc_engine_mem_estimate(m, &num, false, RC_KERNELS_ENGINE, slots, io.tokens, rows, &dm);
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
     const int64_t model_bytes = m->arena_bytes + em.weights_in_place;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (json) {
@@ -196,6 +207,7 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         rc_json_str(stdout, k->model_type);
         printf(", \"family\": ");
         rc_json_str(stdout, k->arch->family);
+        printf(", \"layers_model\": %lld", (long long)k->n_layers_model);
         printf(", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"intermediate\": %lld, \"vocab\": %lld, \"max_positions\": %lld, \"parameters\": %lld, "
                "\"positions\": \"%s\", \"norm_head\": %s, \"stored_dtype\": ",
@@ -211,6 +223,9 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs, (long long)io.tokens,
                (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
                (long long)(model_bytes + em.total));
+        printf(", \"device_memory\": {\"gpus\": 1, \"per_gpu_bytes\": %lld, \"weights_bytes\": %lld, "
+               "\"kv_cache_bytes\": %lld, \"activation_bytes\": %lld}",
+               (long long)dm.total, (long long)dm.weights_copy, (long long)dm.kv_cache, (long long)dm.activations);
         if (!io.no_speed)
             printf(", \"speed\": {\"gemm_gflop_per_token\": %.6g, \"decode_m\": %lld, \"decode_gflops\": %.4g, "
                    "\"forward_m\": %lld, \"forward_gflops\": %.4g, \"decode_s_per_1k_tokens\": %.4g, "
@@ -238,6 +253,12 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("\"%s\"", m->quant_method);
         else
             printf("null");
+        if (m->quant_method[0])
+            printf(", \"quantized\": {\"tensors\": %lld, \"stored_bytes\": %llu, \"scale_bytes\": %llu, "
+                   "\"dequantized_bytes\": %llu, \"block\": [%lld, %lld]}",
+                   (long long)m->qsizes.tensors, (unsigned long long)m->qsizes.code_bytes,
+                   (unsigned long long)m->qsizes.scale_bytes, (unsigned long long)m->qsizes.deq_bytes,
+                   (long long)m->qsizes.block[0], (long long)m->qsizes.block[1]);
         printf("}\n");
     } else {
         printf("model          ");
@@ -245,7 +266,10 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("\narchitecture   ");
         rc_term_str(stdout, k->model_type);
         printf(" (family %s)\n", k->arch->family);
-        printf("layers         %lld\n", (long long)k->n_layers);
+        if (k->n_layers != k->n_layers_model)
+            printf("layers         %lld of %lld (--layers)\n", (long long)k->n_layers, (long long)k->n_layers_model);
+        else
+            printf("layers         %lld\n", (long long)k->n_layers);
         printf("hidden         %lld\n", (long long)k->hidden);
         printf("heads          %lld\n", (long long)k->n_heads);
         printf("kv heads       %lld\n", (long long)k->n_kv_heads);
@@ -274,14 +298,28 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             if (k->moe_bias)
                 printf(", router and expert biases");
             if (k->shared_intermediate > 0)
-                printf(", shared expert %lld", (long long)k->shared_intermediate);
+                printf(", shared expert %lld%s", (long long)k->shared_intermediate,
+                       k->shared_ungated ? " (no gate)" : "");
             printf("; %lld of %lld layers MoE\n", (long long)n_moe, (long long)k->n_layers);
+            if (k->router == RC_ROUTER_SIGMOID_GROUPED)
+                printf("router         sigmoid, fp32%s, %lld groups of %lld, best %lld kept, weights x %g\n",
+                       k->router_bias ? ", e_score_correction_bias for the choice" : "", (long long)k->n_group,
+                       (long long)(k->n_experts / k->n_group), (long long)k->topk_group, k->routed_scale);
         }
         if (k->mla) /* latent attention: the expanded heads above; the sides' forms (docs/mla.md) */
             printf("attention      latent (MLA): q_lora_rank %lld, kv_lora_rank %lld, qk_nope %lld + qk_rope %lld, "
                    "v_head_dim %lld%s; the sampler absorbed, the trainer expanded by default (mla=)\n",
                    (long long)k->q_lora_rank, (long long)k->kv_lora_rank, (long long)k->qk_nope_dim,
                    (long long)k->qk_rope_dim, (long long)k->v_head_dim, k->rope_interleave ? ", interleaved rope" : "");
+        if (k->n_linear > 0) { /* hybrid linear attention */
+            int64_t n_lin = 0;
+            for (int64_t l = 0; l < k->n_layers; l++)
+                n_lin += rc_layer_is_linear(k, l);
+            printf("linear attn    Gated DeltaNet in %lld of %lld layers: %lld key / %lld value heads of %lld / %lld, "
+                   "conv %lld%s\n", (long long)n_lin, (long long)k->n_layers, (long long)k->lin_hk,
+                   (long long)k->lin_hv, (long long)k->lin_dk, (long long)k->lin_dv, (long long)k->lin_conv_k,
+                   k->attn_out_gate ? "; attention output gate" : "");
+        }
         if (k->pos == RC_POS_ROTARY) {
             printf("rope           %s, theta %g, rotary dims %lld of %lld%s\n", rope_name(k->rope_type),
                    k->rope_theta, (long long)k->rotary_dim, (long long)k->head_dim,
@@ -335,17 +373,34 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("%s %s %lld tensors %.3g MiB", i ? "," : "", m->stored[i].dtype_name,
                    (long long)m->stored[i].count, (double)m->stored[i].bytes / (1024.0 * 1024.0));
         printf("\n");
-        if (m->quant_method[0])
-            printf("quantization   %s, dequantized on load as transformers does (docs/numerics.md)\n",
-                   m->quant_method);
+        if (m->quant_method[0]) {
+            const rc_quant_sizes *q = &m->qsizes;
+            const double mib = 1024.0 * 1024.0;
+            printf("quantization   %s: both sides read the weights dequantized as transformers does (the default; "
+                   "docs/numerics.md)", m->quant_method);
+            if (!strcmp(m->quant_method, "fp8"))
+                printf(", or the sampler the stored fp8 weights and [%lld, %lld] block scales (--sampler "
+                       "weights=as-stored)", (long long)q->block[0], (long long)q->block[1]);
+            printf("\n               %lld quantized tensors: stored %.4g MiB + scales %.4g MiB (the serving "
+                   "engine's), dequantized to 2 bytes %.4g MiB (the trainer's)\n",
+                   (long long)q->tensors, (double)q->code_bytes / mib, (double)q->scale_bytes / mib,
+                   (double)q->deq_bytes / mib);
+        }
         printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
                "%lld tokens each:\n",
                (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
                (long long)io.tokens);
         printf("               weights %.2f GiB (the checkpoint's, read in place or copied at load) + %.2f GiB "
-               "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB\n",
+               "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB",
                (double)model_bytes / gib, (double)em.weights_copy / gib, rc_dtype_str(num.dt), (double)em.kv_cache / gib,
                (double)em.activations / gib);
+        if (em.state_cache > 0) /* a hybrid model's linear layers: conv and recurrent states per sequence */
+            printf(", state cache %.2f GiB", (double)em.state_cache / gib);
+        printf("\n");
+        printf("GPU memory     %.2f GiB on one GPU with --backend cuda: weights %.2f GiB, KV cache %.2f GiB, "
+               "activations %.2f GiB (the backend's workspaces come on top)\n",
+               (double)dm.total / gib, (double)dm.weights_copy / gib, (double)dm.kv_cache / gib,
+               (double)dm.activations / gib);
         if (!io.no_speed)
             printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "
                    "re-scored tokens on this machine:\n"

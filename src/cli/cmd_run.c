@@ -92,6 +92,11 @@ rc_status run_load(run_ctx *x)
         return st;
     const rc_config *mc = &x->m->cfg;
     warn_eos(ro->model_dir, mc);
+    if (!ro->quiet && !strcmp(x->m->quant_method, "fp8"))
+        fprintf(stderr, "ratiocheck: %s is an FP8 block checkpoint ([%lld, %lld] blocks): unless --sampler "
+                "weights=as-stored (the stored fp8 weights, as vLLM / SGLang serve them), both sides read its weights "
+                "dequantized as transformers does\n", ro->model_dir, (long long)x->m->qsizes.block[0],
+                (long long)x->m->qsizes.block[1]);
     char *tp = rc_path_join(ro->model_dir, "tokenizer.json");
     bool have_tok = false;
     st = tp ? optional_file(tp, &have_tok) : rc_errorf(RC_ERR_NOMEM, "out of memory");

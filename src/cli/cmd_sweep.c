@@ -31,7 +31,8 @@ rc_status parse_vary(const char *v, const run_opts *ro, sweep_setting *out)
 
 /* one field of a side changed (a default setting) */
 typedef enum { SET_DTYPE, SET_LM_HEAD, SET_UPCAST, SET_MODE, SET_KERNELS, SET_PREFILL, SET_TP, SET_KV, SET_BATCH,
-               SET_WEIGHTS, SET_ROUTER, SET_REPLAY, SET_MLA } side_change;
+               SET_WEIGHTS, SET_ROUTER, SET_REPLAY, SET_MLA,
+               SET_STATE, SET_CHUNK, SET_PREFIX } side_change;
 
 static void change(rc_side *sd, side_change c, int64_t v)
 {
@@ -49,6 +50,9 @@ static void change(rc_side *sd, side_change c, int64_t v)
     case SET_ROUTER: sd->router_f32 = v != 0; break;
     case SET_REPLAY: sd->route_replay = v != 0; break;
     case SET_MLA: sd->mla_absorbed = v != 0; break;
+    case SET_STATE: sd->state_dtype = v != 0; break;
+    case SET_CHUNK: sd->gdn_chunk = v; break;
+    case SET_PREFIX: sd->prefix_cache = v != 0; break;
     }
 }
 
@@ -112,8 +116,11 @@ int default_settings(const run_ctx *x, sweep_setting *t)
         n = add_setting(t, n, x, 2, "micro-batch", SET_BATCH, 1);
     if (sm->wq.kind != RC_WQ_FP8) /* an fp8 rollout engine: vLLM's online fp8 (per-tensor weights, per-token acts) */
         n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_FP8);
+    if (sm->wq.kind != RC_WQ_STORED && x->m && !strcmp(x->m->quant_method, "fp8")) /* the FP8 checkpoint as served */
+        n = add_setting(t, n, x, 1, "weights", SET_WEIGHTS, RC_WQ_STORED);
     if (x->m && x->m->cfg.n_experts > 0) { /* MoE: the router in fp32, and R3's replay (it needs the sampler's run) */
-        if (!sm->router_f32 || !tr->router_f32)
+        if ((!sm->router_f32 || !tr->router_f32) && !x->m->cfg.router_gate_f32) /* a router kept fp32 (GLM-4.5):
+                                                                                 * router=fp32 changes nothing */
             n = add_setting(t, n, x, 3, "router", SET_ROUTER, 1);
         if (!tr->route_replay && !x->cfg.given_logprobs)
             n = add_setting(t, n, x, 2, "routing", SET_REPLAY, 1);
@@ -123,6 +130,21 @@ int default_settings(const run_ctx *x, sweep_setting *t)
             n = add_setting(t, n, x, 1, "mla", SET_MLA, 0);
         if (!tr->mla_absorbed)
             n = add_setting(t, n, x, 2, "mla", SET_MLA, 1);
+    }
+    bool hybrid = false; /* linear-attention layers: the state's precision, the chunk, the prefix cache */
+    for (int64_t l = 0; x->m && l < x->m->cfg.n_layers; l++)
+        hybrid = hybrid || rc_layer_is_linear(&x->m->cfg, l);
+    if (hybrid) {
+        if (!sm->state_dtype)
+            n = add_setting(t, n, x, 1, "state", SET_STATE, 1);
+        static const int64_t chunks[] = {16, 32, 128};
+        for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++)
+            if (tr->gdn_chunk != chunks[i])
+                n = add_setting(t, n, x, 2, "chunk", SET_CHUNK, chunks[i]);
+        if (sm->gdn_chunk != 16)
+            n = add_setting(t, n, x, 1, "chunk", SET_CHUNK, 16);
+        if (!sm->prefix_cache)
+            n = add_setting(t, n, x, 1, "prefix-cache", SET_PREFIX, 1);
     }
     return n;
 }

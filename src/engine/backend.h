@@ -4,7 +4,7 @@
  *
  * Activations are float32 arrays; weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
- * to fp32 where they are read; a GPU backend takes fp32 only). The dtype
+ * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
  * takes the dtype its output is rounded to (RC_F32: not rounded; RC_BF16 /
  * RC_F16: rounded to nearest-even into that dtype's values). Which op rounds
@@ -49,7 +49,7 @@ typedef struct {
 static inline int64_t rc_bd_row_hi(const rc_batch_desc *bd) { return bd->row_hi > 0 ? bd->row_hi : bd->n_rows; }
 
 /* KV cache: for each layer, K and V of [n_slots, n_kv_heads, max_len, head_dim],
- * stored as dt: RC_F32 in k / v; RC_BF16 or RC_F16 (a host backend, when
+ * stored as dt: RC_F32 in k / v; RC_BF16 or RC_F16 (any backend, when
  * every cached value is a value of that dtype) in k16 / v16. quant: what a
  * new key or value becomes when stored (rco_kv_value: as it is, or vLLM's
  * fp8 round trip with k_scale / v_scale, dequantised to deq_dt); attention
@@ -363,6 +363,11 @@ typedef struct {
     /* gate = rco_swiglu_clamp1(gate, up, alpha, limit, dt) (gpt-oss's experts) */
     rc_status (*swiglu_clamp)(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
                               rc_dtype dt);
+    /* The grouped sigmoid router (DeepSeek-V3, GLM-4.5) over M rows of fp32
+     * router logits [M, E]: rco_moe_route_grouped_row per row into sel and w
+     * [M, top_k]; bias: [E] e_score_correction_bias or NULL (backend memory) */
+    rc_status (*moe_route_grouped)(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                   const rco_grouped_router *g, float *sel, float *w);
 } rc_backend_ops;
 
 struct rc_backend {

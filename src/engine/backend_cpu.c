@@ -1382,6 +1382,9 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
             float *v = qkv + (r - lo) * row_len + h * d;
             for (int64_t j = 0; j < half; j++)
                 rco_rope_pair(v + j, v + j + half, c[j], s[j], mid_dt, out_dt);
+            for (int64_t t = rd; t < d; t++) /* the dims that pass: the same dtype as the rotated ones (a q/k
+                                              * norm kept fp32 by --upcast norm leaves fp32 values there) */
+                v[t] = rc_round_to(v[t], out_dt);
         }
     }
     return RC_OK;
@@ -1734,6 +1737,7 @@ static const rc_backend_ops k_cpu_ops = {
     .zero = rc_cpu_zero, /* the MoE ops: moe.c */
     .moe_route = rc_cpu_moe_route,
     .moe_accumulate = rc_cpu_moe_accumulate,
+    .moe_route_grouped = rc_cpu_moe_route_grouped,
     .gdn_step = rc_cpu_gdn_step, /* gdn.c */
     .bias_add = rc_cpu_bias_add,
     .swiglu_clamp = rc_cpu_swiglu_clamp,

@@ -217,6 +217,32 @@ static int64_t chunk_rows_for(int64_t max_rows, rc_kernels k, bool host)
     return !host || k == RC_KERNELS_BLAS || max_rows <= cap ? max_rows : cap;
 }
 
+/* the Gated DeltaNet layers among the layers the forward runs (--layers N: the first N) */
+static int64_t linear_layers(const rc_config *c)
+{
+    int64_t n = 0;
+    for (int64_t l = 0; l < c->n_layers; l++)
+        n += rc_layer_is_linear(c, l);
+    return n;
+}
+
+/* a hybrid model's state cache and scratch, in floats: conv and recurrent states of n_slots, the scratch
+ * rows of max_rows (in_proj_qkvz, in_proj_ba, the mixers' outputs, the attention gate). false on overflow. */
+static bool hybrid_sizes(const rc_config *c, int64_t n_slots, int64_t max_rows, int64_t *state_n, int64_t *scratch_n)
+{
+    *state_n = *scratch_n = 0;
+    const int64_t nl = linear_layers(c);
+    if (nl == 0 && !c->attn_out_gate)
+        return true;
+    int64_t per = 0, rec = 0, conv = 0, w = 0;
+    return rc_mul_i64(rc_dim_value(c, RC_DIM_LCONV), c->lin_conv_k, &conv) &&
+           rc_numel((int64_t[]){c->lin_hv, c->lin_dk, c->lin_dv}, 3, &rec) && rc_add_i64(conv, rec, &per) &&
+           rc_numel((int64_t[]){nl, n_slots, per}, 3, state_n) &&
+           rc_add_i64(rc_dim_value(c, RC_DIM_LQKVZ), rc_dim_value(c, RC_DIM_LBA), &w) &&
+           rc_add_i64(w, rc_dim_value(c, RC_DIM_LV), &w) &&
+           rc_add_i64(w, c->attn_out_gate ? c->n_heads * c->head_dim : 0, &w) && rc_mul_i64(max_rows, w, scratch_n);
+}
+
 /* rows of the next chunk when `left` rows remain */
 static int64_t next_chunk(int64_t left, int64_t chunk_rows)
 {
@@ -245,7 +271,8 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
         z->logit_rows = 1;
     if (z->logit_rows > max_rows)
         z->logit_rows = max_rows;
-    const int64_t cr = chunk_rows_for(max_rows, k, host), lr = z->logit_rows;
+    /* a hybrid model's call runs whole: a linear layer's sequence cannot be cut into row chunks */
+    const int64_t cr = linear_layers(c) > 0 ? max_rows : chunk_rows_for(max_rows, k, host), lr = z->logit_rows;
     /* mlp_b: the gate's output, only a gated MLP has one (1 float otherwise: every buffer exists) */
     const int64_t dims[ENGINE_BUFS][2] = {{max_rows, H}, {cr, H}, {cr, qkv_w}, {cr, c->n_heads * d},
                                           {cr, I},       {cr, c->gated_mlp ? I : 1}, {cr, H}, {lr, c->vocab},
@@ -253,7 +280,8 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
     memcpy(z->dims, dims, sizeof dims);
     if (!rc_mul_i64(7, max_rows, &z->ix_n))
         return false;
-    return rc_numel((int64_t[]){c->n_layers, n_slots, nkv, max_len, d}, 5, &z->kv_n);
+    const int64_t kv_layers = c->n_layers - linear_layers(c); /* K and V for the attention layers only */
+    return rc_numel((int64_t[]){kv_layers > 0 ? kv_layers : 1, n_slots, nkv, max_len, d}, 5, &z->kv_n);
 }
 
 /* How an engine holds one weight: in place (the model's storage, read as it
@@ -262,7 +290,9 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
  * they need no rounding (stored in the run's dtype, or any dtype in an fp32
  * run), else copied at the run dtype's width; vectors (VEC) and the BLAS
  * strategy's weights (sgemm reads fp32) are fp32 arrays. A GPU backend gets
- * fp32 copies of everything (rounded in one upload). */
+ * copies of everything (one upload): a GEMM weight at the run dtype's width
+ * when that is bf16 / fp16 (its kernels widen it in registers), fp32 else and
+ * for vectors. */
 typedef struct {
     bool copy;
     rc_dtype store;
@@ -272,7 +302,7 @@ static weight_plan plan_weight(rc_weight_kind kind, rc_dtype src_dt, rc_dtype ro
 {
     const bool exact = round_dt == RC_F32 || src_dt == round_dt; /* the values need no rounding */
     if (!host)
-        return (weight_plan){true, RC_F32};
+        return (weight_plan){true, kind == RC_WK_MAT && (round_dt == RC_BF16 || round_dt == RC_F16) ? round_dt : RC_F32};
     if (kind == RC_WK_VEC || k == RC_KERNELS_BLAS)
         return (weight_plan){!(exact && src_dt == RC_F32), RC_F32};
     return exact ? (weight_plan){false, src_dt} : (weight_plan){true, round_dt};
@@ -306,13 +336,14 @@ static bool autocast_keeps_fp32_layer(rc_layer_weight_id id)
 }
 
 static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool present, int64_t n, bool keep32,
-                  bool plus_one)
+                  bool plus_one, bool always32)
 {
     *dst = (rc_wt){NULL, RC_F32, false};
     if (!present)
         return;
     int64_t bytes;
-    const rc_dtype round_dt = x->autocast && keep32 ? RC_F32 : x->round_dt;
+    /* always32: the family keeps the weight's stored values in every run (a router kept fp32) */
+    const rc_dtype round_dt = (x->autocast && keep32) || always32 ? RC_F32 : x->round_dt;
     weight_plan pl = plan_weight(kind, src.dt, round_dt, x->host, x->kernels);
     plus_one = plus_one && x->plus_one && kind == RC_WK_VEC;
     if (plus_one) /* Gemma's (1.0 + self.weight.float()): fp32, from the weight's value in the run's dtype */
@@ -337,10 +368,9 @@ static void place(place_ctx *x, rc_wt *dst, rc_wt src, rc_weight_kind kind, bool
     if (x->host) { /* rounded now, stored at its width */
         rc_wt_convert(src, 0, n, round_dt, pl.store, x->arena + off);
         *dst = (rc_wt){x->arena + off, pl.store, false};
-    } else { /* staged as fp32 values rounded as this weight's rule says (the upload rounds a pure model's
-              * again, which changes nothing and tells the GPU backend their dtype) */
-        rc_wt_convert(src, 0, n, round_dt, RC_F32, x->arena + off);
-        *dst = (rc_wt){x->dev + off / 4, RC_F32, false};
+    } else { /* staged rounded as this weight's rule says, stored as the plan says, uploaded as bytes */
+        rc_wt_convert(src, 0, n, round_dt, pl.store, x->arena + off);
+        *dst = (rc_wt){(unsigned char *)x->dev + off, pl.store, false};
     }
     if (plus_one) {
         float *f = (float *)(x->arena + off);
@@ -366,14 +396,14 @@ static void place_all(place_ctx *x, rc_weights *dst)
     if (RC_MW_##f != RC_MW_lm_head || x->head)                                                                  \
         place(x, &dst->f, m->w.f, RC_WK_##kind, rc_weight_cond_holds(c, present),                              \
               rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_model(RC_MW_##f),              \
-              RC_MW_##f == RC_MW_lnf_w);
+              RC_MW_##f == RC_MW_lnf_w, false);
     RC_MODEL_WEIGHT_FIELDS(PLACE_MODEL_)
 #undef PLACE_MODEL_
     for (int64_t l = 0; l < c->n_layers; l++) {
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
     place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds_layer(c, present, l),     \
           rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f),               \
-          norm_weight_layer(RC_LW_##f));
+          norm_weight_layer(RC_LW_##f), rc_layer_weight_keeps_f32(c, RC_LW_##f));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
     }
@@ -456,14 +486,18 @@ static rounding rounding_rules(const rc_numerics *n)
 /* The KV cache's dtype: the run's dtype on the CPU when the rounding rules
  * make every cached key and value a value of it (K is RoPE's output or the
  * QKV GEMM's, V the GEMM's; an fp8 cache's dequantised values are too);
- * fp32 otherwise (--upcast rope keeps K fp32) and on a GPU. (The CPU
+ * fp32 otherwise (--upcast rope keeps K fp32). The same on a GPU, whose
+ * attention widens the keys and values it reads as the CPU's does. (The CPU
  * attention checks each stored value.) */
 static rc_dtype engine_kv_dt(const rc_config *c, const rc_numerics *num, bool host)
 {
+    (void)host;
     const rounding rr = rounding_rules(num);
     /* the absorbed latent cache holds kv_a_layernorm's output */
     const bool norm_ok = !(c->mla && num->mla_absorbed) || rr.norm == num->dt;
-    return host && num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok ? num->dt : RC_F32;
+    /* a q / k norm's output in the dims RoPE leaves alone (partial rotary) keeps the norm's rounding */
+    const bool normed = c->qk_norm != RC_QK_NORM_NONE && c->rotary_dim < c->head_dim && rr.norm != num->dt;
+    return num->dt != RC_F32 && rr.rope == num->dt && rr.linear == num->dt && norm_ok && !normed ? num->dt : RC_F32;
 }
 
 static int64_t engine_kv_size(const rc_config *c, const rc_numerics *num, bool host)
@@ -483,31 +517,6 @@ static bool lm_head_own_copy(const rc_model *m, const rc_numerics *num, bool hos
 static bool autocast_tied_head(const rc_numerics *num)
 {
     return num->mode == RC_PREC_AUTOCAST && !(num->upcast & RC_UPCAST_LM_HEAD);
-}
-
-/* A GPU engine's (1 + w) norm weights (norm_w_offset), uploaded from the fp32
- * staging copy (staged: the arena's image) without the dtype's rounding that
- * the one upload of every weight applies */
-static rc_status upload_plus_one(rc_engine *e, const float *staged)
-{
-    const rc_config *c = &e->model->cfg;
-    rc_backend *be = e->be;
-    const float *base = e->w_arena;
-    rc_status s = RC_OK;
-    if (e->w.lnf_w.p)
-        s = be->ops->upload(be, staged + ((const float *)e->w.lnf_w.p - base), c->hidden, RC_F32,
-                            (float *)e->w.lnf_w.p);
-    for (int64_t l = 0; l < c->n_layers && s == RC_OK; l++) {
-#define PLUS_ONE_UP_(f, rows, cols, present, kind)                                                               \
-    if (s == RC_OK && norm_weight_layer(RC_LW_##f) && e->w.layers[l].f.p) {                                     \
-        const float *dst_ = (const float *)e->w.layers[l].f.p;                                                    \
-        s = be->ops->upload(be, staged + (dst_ - base), rc_dim_value(c, rows) * rc_dim_value(c, cols), RC_F32,   \
-                            (float *)dst_);                                                                       \
-    }
-        RC_LAYER_WEIGHT_FIELDS(PLUS_ONE_UP_)
-#undef PLUS_ONE_UP_
-    }
-    return s;
 }
 
 static rc_status engine_weights(rc_engine *e)
@@ -534,7 +543,7 @@ static rc_status engine_weights(rc_engine *e)
         if (host) {
             x.arena = (unsigned char *)e->w_arena;
         } else {
-            RC_TRY(rc_alloc_aligned((void **)&x.arena, total, 1, "weight staging"));
+            RC_TRY(rc_alloc_aligned((void **)&x.arena, (total + 3) / 4 * 4, 1, "weight staging"));
             x.dev = e->w_arena;
         }
     }
@@ -542,13 +551,10 @@ static rc_status engine_weights(rc_engine *e)
     x.fill = true;
     place_all(&x, &e->w);
     rc_status s = RC_OK;
-    if (!host) { /* weights rounded to the dtype once, in one upload (a GPU backend then knows their dtype;
-                  * under autocast the arena mixes fp32 and rounded values: uploaded as they are) */
+    if (!host) { /* the staged image (each weight rounded by its rule, GEMM weights at the dtype's width,
+                  * Gemma's fp32(1 + w)) in one upload of its bytes, nothing rounded again */
         if (total > 0)
-            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4,
-                                x.autocast ? RC_F32 : e->num.dt, e->w_arena);
-        if (s == RC_OK && c->norm_w_offset && total > 0) /* fp32(1 + w) is no value of the dtype: again, unrounded */
-            s = upload_plus_one(e, (const float *)x.arena);
+            s = be->ops->upload(be, (const float *)x.arena, (total + 3) / 4, RC_F32, e->w_arena);
         free(x.arena);
         RC_TRY(s);
     }
@@ -626,7 +632,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out)
 {
     const rc_config *c = &m->cfg;
-    *out = (rc_engine_mem){0, 0, 0, 0, 0};
+    *out = (rc_engine_mem){0, 0, 0, 0, 0, 0};
     engine_sizes z;
     bool ok = engine_sizes_for(c, num, kernels, host_memory, n_slots, max_len, max_rows, &z);
     /* the weights: place_all's plan (the model's storage dtypes are known
@@ -668,11 +674,14 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     int64_t mla_f, mla_h; /* latent attention: its scratch and absorbed weights, and its host indices */
     ok = ok && rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
          rc_add_i64(act, mla_f, &act) && rc_add_i64(moe_h, mla_h, &moe_h);
+    int64_t st_n = 0, sc_n = 0, st = 0; /* a hybrid model's states (and their slots' counters) and scratch */
+    ok = ok && hybrid_sizes(c, n_slots, max_rows, &st_n, &sc_n) && rc_add_i64(act, sc_n, &act) &&
+         rc_mul_i64(4, st_n, &st) && (st_n == 0 || rc_add_i64(st, 8 * n_slots, &st));
     ok = ok && rc_mul_i64(4, act, &act) && rc_add_i64(act, fs, &act) && rc_add_i64(act, moe_h, &act);
-    ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total);
+    ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && rc_add_i64(total, st, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
-    *out = (rc_engine_mem){w, x.in_place, kv, act, total};
+    *out = (rc_engine_mem){w, x.in_place, kv, act, total, st};
     return RC_OK;
 }
 
@@ -688,7 +697,11 @@ void rc_engine_free(rc_engine *e)
     rc_fp8w_free(e->fp8w);
     rc_moe_scratch_free(e->be, e->moe);
     rc_mla_free(e->be, e->mla);
-    float *bufs[] = {e->x, e->h, e->qkv, e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
+    free(e->st.kind);
+    free(e->st.index);
+    free(e->st.absorbed);
+    float *bufs[] = {e->st.conv, e->st.state, e->gdn_qkvz, e->gdn_ba, e->gdn_out, e->attn_gate, e->x, e->h, e->qkv,
+                     e->att, e->mlp_a, e->mlp_b, e->tmp, e->logits, e->mlp_c, e->lt, e->lh,
                      e->kv.k ? e->kv.k : (float *)e->kv.k16, e->kv.v ? e->kv.v : (float *)e->kv.v16,
                      e->w_arena, e->lm_head_own, e->inv_freq_own, e->slopes_own};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -731,6 +744,43 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
     return RC_OK;
 }
 
+/* a hybrid model's cache kinds, states and scratch (host memory: the CPU backend) */
+static rc_status hybrid_create(rc_engine *e, int64_t n_slots, int64_t max_rows)
+{
+    const rc_config *c = &e->model->cfg;
+    rc_state_cache *kv = &e->st;
+    int64_t st_n, sc_n;
+    if (!hybrid_sizes(c, n_slots, max_rows, &st_n, &sc_n))
+        return rc_errorf(RC_ERR_NOMEM, "state cache size overflows");
+    RC_TRY(rc_calloc((void **)&kv->kind, (size_t)c->n_layers, sizeof *kv->kind, "cache kinds"));
+    RC_TRY(rc_calloc((void **)&kv->index, (size_t)c->n_layers, sizeof *kv->index, "cache kinds"));
+    RC_TRY(rc_calloc((void **)&kv->absorbed, (size_t)n_slots, sizeof *kv->absorbed, "state cache"));
+    int64_t n_kv = 0, n_st = 0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        kv->kind[l] = rc_layer_is_linear(c, l) ? RC_CACHE_STATE : RC_CACHE_KV;
+        kv->index[l] = kv->kind[l] == RC_CACHE_STATE ? n_st++ : n_kv++;
+    }
+    e->kv.n_layers = n_kv > 0 ? n_kv : 1; /* (one unused layer when every layer is linear: sized so) */
+    kv->n_state_layers = n_st;
+    kv->n_slots = n_slots;
+    kv->gd = (rc_gdn_dims){c->lin_hk, c->lin_hv, c->lin_dk, c->lin_dv};
+    kv->conv_c = rc_dim_value(c, RC_DIM_LCONV);
+    kv->conv_k = c->lin_conv_k;
+    kv->state_dt = e->num.state_dtype ? e->num.dt : RC_F32;
+    const int64_t conv_n = n_st * n_slots * kv->conv_c * kv->conv_k; /* within st_n, checked above */
+    rc_backend *be = e->be;
+    RC_TRY(be->ops->alloc(be, conv_n, &kv->conv));
+    RC_TRY(be->ops->alloc(be, st_n - conv_n, &kv->state));
+    memset(kv->conv, 0, sizeof *kv->conv * (size_t)conv_n);
+    memset(kv->state, 0, sizeof *kv->state * (size_t)(st_n - conv_n));
+    RC_TRY(be->ops->alloc(be, max_rows * rc_dim_value(c, RC_DIM_LQKVZ), &e->gdn_qkvz));
+    RC_TRY(be->ops->alloc(be, max_rows * rc_dim_value(c, RC_DIM_LBA), &e->gdn_ba));
+    RC_TRY(be->ops->alloc(be, max_rows * rc_dim_value(c, RC_DIM_LV), &e->gdn_out));
+    if (c->attn_out_gate)
+        RC_TRY(be->ops->alloc(be, max_rows * c->n_heads * c->head_dim, &e->attn_gate));
+    return RC_OK;
+}
+
 rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics *num,
                            int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine **out)
 {
@@ -756,7 +806,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     rc_status s = rc_autocast_supported(c, num);
     if (s == RC_OK)
         s = rc_tp_check(c, num);
-    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
+    if (s == RC_OK && c->n_experts > 0 && (num->tp > 1 || num->wq.kind != RC_WQ_NONE))
         s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not emulated under tp > 1 or fp8 "
                       "weights yet", c->model_type);
     if (s == RC_OK && c->mla && (num->tp > 1 || num->wq.kind == RC_WQ_FP8))
@@ -767,7 +817,18 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
                       "none", c->model_type);
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
-    if (s == RC_OK && num->tp > 1 && num->wq.kind == RC_WQ_FP8 && num->wq.act != RC_ACTQ_NONE)
+    if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate) &&
+        (!be->ops->host_memory || num->tp > 1 || num->wq.kind == RC_WQ_FP8 || num->mode == RC_PREC_AUTOCAST ||
+         num->residual_f32))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: hybrid linear-attention models run on the CPU backend, without tp, fp8 "
+                      "weights, autocast or residual=fp32 (not emulated yet)", c->model_type);
+    if (s == RC_OK && (num->gdn_chunk < 0 || num->gdn_chunk > (1 << 16)))
+        s = rc_errorf(RC_ERR_USAGE, "invalid numerics (chunk %lld)", (long long)num->gdn_chunk);
+    if (s == RC_OK && linear_layers(c) == 0 &&
+        (num->state_dtype || num->prefix_cache || (num->gdn_chunk != 0 && num->gdn_chunk != RC_GDN_CHUNK_DEFAULT)))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: state=, chunk= and prefix-cache= set the linear-attention layers of a "
+                      "hybrid model; this model has none", c->model_type);
+    if (s == RC_OK && num->tp > 1 && num->wq.kind != RC_WQ_NONE && num->wq.act != RC_ACTQ_NONE)
         s = rc_errorf(RC_ERR_UNSUPPORTED, "fp8 weights with fp8 activations (W8A8) under tp=%d are not emulated yet "
                       "(weight-only act=none is)", num->tp);
     if (s != RC_OK) {
@@ -821,6 +882,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = engine_weights(e);
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
         s = rc_fp8w_create(be, c, num, e->chunk_rows, &e->w, &e->fp8w);
+    else if (s == RC_OK && num->wq.kind == RC_WQ_STORED) /* the checkpoint's fp8 weights and block scales */
+        s = rc_fp8w_create_stored(be, m, num, e->chunk_rows, &e->fp8w);
     const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
     if (s == RC_OK)
         s = be->ops->alloc(be, kv_floats, &e->kv.k);
@@ -831,6 +894,8 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         e->kv.v16 = (uint16_t *)e->kv.v;
         e->kv.k = e->kv.v = NULL;
     }
+    if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate))
+        s = hybrid_create(e, n_slots, max_rows);
     if (s != RC_OK) {
         rc_engine_free(e);
         return s;
@@ -954,6 +1019,52 @@ static rc_status capture(const rc_engine *e, const rc_batch_desc *bd, int64_t la
             RC_TRY(capture(e, __VA_ARGS__));    \
     } while (0)
 
+/* A Gated DeltaNet layer's token mixer over the call's rows (one row chunk: the whole call), from its
+ * input rows a_in to out_proj's output in e->tmp: in_proj_qkvz and in_proj_ba (GEMMs), then per sequence
+ * the mixer (gdn.c) from its slot's states, which it updates: a fresh sequence (start 0) from zeros, the
+ * chunked form over a call's tokens and the recurrent step for one cached token, as transformers runs it
+ * with a cache (the full forward is a fresh call of the whole sequence); prefix_cache splits a fresh
+ * sequence's call (the state after all but its last token rounded to the dtype, the last token chunked
+ * from it); invariant kernels run the recurrent form throughout. */
+static rc_status gdn_block(rc_engine *e, const rc_batch_desc *bd, int64_t l, const float *a_in, int64_t n,
+                           rc_dtype in_blk, rc_dtype in_att, rc_dtype lin_dt)
+{
+    const rc_config *c = &e->model->cfg;
+    const rc_layer_weights *L = &e->w.layers[l];
+    rc_backend *be = e->be;
+    rc_state_cache *kv = &e->st;
+    const int64_t H = c->hidden, W = rc_dim_value(c, RC_DIM_LQKVZ), B = rc_dim_value(c, RC_DIM_LBA);
+    const int64_t LV = rc_dim_value(c, RC_DIM_LV), CK = kv->conv_c * kv->conv_k;
+    const int64_t SN = kv->gd.hv * kv->gd.dk * kv->gd.dv, li = kv->index[l];
+    const rc_dtype dt = e->num.dt;
+    const int64_t chunk = e->num.gdn_chunk > 0 ? e->num.gdn_chunk : RC_GDN_CHUNK_DEFAULT;
+    const rc_gdn_form form = be->kernels == RC_KERNELS_INVARIANT ? RC_GDN_FORM_RECURRENT : RC_GDN_FORM_HF;
+    if (n != bd->n_rows)
+        return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet layer over %lld of a call's %lld rows", (long long)n,
+                         (long long)bd->n_rows);
+    RC_TRY(be->ops->matmul(be, a_in, n, H, L->w_lin_qkvz, W, NULL, in_blk, lin_dt, e->gdn_qkvz));
+    RC_TRY(be->ops->matmul(be, a_in, n, H, L->w_lin_ba, B, NULL, in_blk, lin_dt, e->gdn_ba));
+    const float eps = (float)c->norm_eps;
+    for (int64_t b = 0; b < bd->n_seq; b++) {
+        const int64_t slot = bd->slot[b], r = bd->row0[b], T = bd->n_new[b];
+        float *conv = kv->conv + (li * kv->n_slots + slot) * CK, *S = kv->state + (li * kv->n_slots + slot) * SN;
+        const bool fresh = bd->start[b] == 0;
+#define GDN_RUN(r_, T_, fresh_, sdt_, form_)                                                                     \
+    rc_gdn_mixer_form(&kv->gd, e->gdn_qkvz + (r_) * W, e->gdn_ba + (r_) * B, (T_), rc_wt_vec(L->lin_conv_w),     \
+                      kv->conv_k, rc_wt_vec(L->lin_A_log), rc_wt_vec(L->lin_dt_bias), rc_wt_vec(L->lin_norm_w),   \
+                      eps, chunk, dt, (sdt_), (fresh_), (form_), conv, S, e->gdn_out + (r_) * LV)
+        if (fresh && e->num.prefix_cache && T > 1) { /* the stored prefix's state in the dtype, then the rest */
+            RC_TRY(GDN_RUN(r, T - 1, true, dt, form));
+            RC_TRY(GDN_RUN(r + T - 1, 1, false, kv->state_dt,
+                           form == RC_GDN_FORM_RECURRENT ? form : RC_GDN_FORM_EXTEND));
+        } else {
+            RC_TRY(GDN_RUN(r, T, fresh, kv->state_dt, form));
+        }
+#undef GDN_RUN
+    }
+    return be->ops->matmul(be, e->gdn_out, n, LV, L->w_lin_out, H, NULL, in_att, lin_dt, e->tmp);
+}
+
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
     const rc_model *m = e->model;
@@ -1042,13 +1153,22 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 a_in = e->h;
             }
+            if (rc_layer_is_linear(c, l)) { /* Gated DeltaNet: its mixer's output projection into tmp */
+                RC_TRY(gdn_block(e, bd, l, a_in, n, in_blk, in_att, rr.linear));
+                /* the trace: in_proj_qkvz as the layer's qkv, the mixer's output (the gated norm's) as its attn */
+                const int64_t wq = rc_dim_value(c, RC_DIM_LQKVZ), wv = rc_dim_value(c, RC_DIM_LV);
+                CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->gdn_qkvz, wq, wq, rr.linear, NULL);
+                CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->gdn_out, wv, wv, e->num.dt, NULL);
+                CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
+                goto residual;
+            }
             if (c->mla) { /* latent attention (mla.c): its projections, the shared rope and attention, o_proj */
                 const rc_mla_rounding mr = {rr.linear, nmid, rr.norm, in_blk, wd};
                 RC_TRY(rc_mla_qkv(be, c, e->mla, L, l, a_in, n, &mr, e->qkv));
                 CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
                 RC_TRY(op->rope(be, e->qkv, &cd, &ap));
                 CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + nkv) * d, qkv_w, ap.rope_dt, &ap);
-                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, rc_mla_att_buf(e->mla)));
+                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, e->st.index ? e->st.index[l] : l, rc_mla_att_buf(e->mla)));
                 const float *o_in;
                 RC_TRY(rc_mla_out(be, c, e->mla, L, n, &mr, ap.num.out_dt, &o_in));
                 const int64_t ow = rc_dim_value(c, RC_DIM_O);
@@ -1071,7 +1191,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(op->rope(be, e->qkv, &cd, &ap));
                 CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt,
                         &ap);
-                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, l, e->att));
+                RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, e->st.index ? e->st.index[l] : l, e->att));
+                if (c->attn_out_gate) { /* Qwen3-Next: attn_output * sigmoid(gate), each rounded to the dtype */
+                    RC_TRY(op->matmul(be, a_in, n, H, L->w_q_gate, att_w, NULL, in_blk, rr.linear, e->attn_gate));
+                    for (int64_t i = 0; i < n * att_w; i++)
+                        e->att[i] = rc_round_to(e->att[i] * rco_moe_sigmoid(e->attn_gate[i], rr.linear), ap.num.out_dt);
+                }
                 CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
                 RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
                                   r0 * H, R * H, e->tmp)); /* attn_out */
@@ -1085,6 +1210,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                 rr.norm, e->tmp));
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->tmp, H, H, rr.norm, NULL);
             }
+        residual:
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
                 RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
@@ -1190,11 +1316,19 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
         else if (targets && (targets[i] < 0 || targets[i] >= c->vocab))
             s = rc_errorf(RC_ERR_USAGE, "target token id %d is outside the vocabulary", targets[i]);
     }
+    for (int64_t b = 0; b < n_seq && s == RC_OK && e->st.absorbed; b++) /* a state slot continues in order */
+        if (starts[b] != 0 && starts[b] != e->st.absorbed[slots[b]])
+            s = rc_errorf(RC_ERR_INTERNAL, "sequence %lld: slot %lld's linear-attention state holds %lld tokens, the "
+                          "call starts at position %lld", (long long)b, (long long)slots[b],
+                          (long long)e->st.absorbed[slots[b]], (long long)starts[b]);
     rc_batch_desc bd = {.n_seq = n_seq, .slot = slots, .start = starts, .n_new = n_new,
                         .row0 = row0, .n_rows = R, .pos = pos, .seq_of_row = seq_of_row};
     const rounding rr = rounding_rules(&e->num);
     if (s == RC_OK)
         s = run_layers(e, &bd, tokens);
+    for (int64_t b = 0; b < n_seq && e->st.absorbed; b++) /* a failed call leaves the slot to restart at 0 */
+        if (slots[b] >= 0 && slots[b] < e->kv.n_slots)
+            e->st.absorbed[slots[b]] = s == RC_OK ? starts[b] + n_new[b] : -1;
     /* final norm + LM head + log-softmax, on the requested rows, in chunks */
     const rc_backend_ops *op = e->be->ops;
     const int64_t H = c->hidden, V = c->vocab;

@@ -59,7 +59,9 @@ const char *rc_tp_reduce_name(rc_tp_reduce r);
  * default where CUTLASS runs fp8; 1 x 128 groups with block weights),
  * dynamic per TENSOR, or NONE (W8A16: the weights dequantized to the dtype,
  * R(q * R(s)), and the plain linear rule). */
-typedef enum { RC_WQ_NONE, RC_WQ_FP8 } rc_wquant;
+/* STORED: an FP8 block checkpoint's own fp8 weights and block scales
+ * (fp8w.h rc_fp8w_create_stored), 1 x (block depth) activation groups */
+typedef enum { RC_WQ_NONE, RC_WQ_FP8, RC_WQ_STORED } rc_wquant;
 typedef enum { RC_WSCALE_TENSOR, RC_WSCALE_CHANNEL, RC_WSCALE_BLOCK } rc_wscale;
 typedef enum { RC_ACTQ_TOKEN, RC_ACTQ_TENSOR, RC_ACTQ_NONE } rc_actquant;
 typedef struct {
@@ -101,6 +103,14 @@ typedef struct {
      * experts replayed from the engine's routing hook (R3), the weights recomputed */
     bool router_f32;
     bool route_replay;
+    /* Gated DeltaNet layers (hybrid models; docs/linear-attention-cache.md): state_dtype, the recurrent state
+     * kept in the dtype (rounded at the end of every call) instead of fp32; gdn_chunk, the chunked form's chunk
+     * (0: 64, transformers' and FLA's); prefix_cache, a fresh sequence's state after all its tokens but the
+     * last restored from a copy in the dtype and the last token run through the chunked form from it
+     * (SGLang's prefix cache) */
+    bool state_dtype;
+    int64_t gdn_chunk;
+    bool prefix_cache;
 } rc_numerics;
 
 /* RC_OK when model c can run with num's TP degree; else RC_ERR_UNSUPPORTED
@@ -204,6 +214,27 @@ typedef struct {
     float *buf;
 } rc_target_hook;
 
+/* A hybrid model's cache beside the KV cache (docs/linear-attention-cache.md):
+ * kind[l] of each layer the forward runs (RC_CACHE_KV or RC_CACHE_STATE) and
+ * index[l], its place among the layers of its kind; the KV cache holds K and
+ * V of the KV layers only (a layer's attention is called with its index).
+ * Per state layer and slot: the conv state [conv_c][conv_k] (values of the
+ * dtype: the conv's last inputs) and the recurrent state [hv][dk][dv]
+ * (values of state_dt), fp32 arrays in host memory. absorbed[slot]: the
+ * tokens 0 .. absorbed - 1 the slot's states hold, in order; a call that
+ * starts a slot neither at 0 nor at absorbed is refused. kind NULL: a model
+ * without linear layers. */
+enum { RC_CACHE_KV = 0, RC_CACHE_STATE = 1 };
+typedef struct {
+    unsigned char *kind;
+    int64_t *index;
+    int64_t n_state_layers, n_slots, conv_c, conv_k;
+    rc_gdn_dims gd;
+    rc_dtype state_dt;
+    float *conv, *state;
+    int64_t *absorbed;
+} rc_state_cache;
+
 typedef struct {
     const rc_model *model;
     rc_backend *be;
@@ -216,6 +247,7 @@ typedef struct {
     float *slopes_own;   /* ALiBi slopes in the backend's memory (GPU), else NULL */
     struct rc_fp8w *fp8w; /* num.wq FP8: the quantized linear layers and their scratch (fp8w.h), else NULL */
     rc_kv_cache kv;
+    rc_state_cache st;   /* a hybrid model's linear layers (kind NULL otherwise) */
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
@@ -236,6 +268,9 @@ typedef struct {
     struct rc_moe_scratch *moe; /* a MoE model's scratch (moe.h), else NULL */
     struct rc_mla *mla;         /* a latent-attention model's scratch and absorbed weights (mla.h), else NULL */
     rc_routing_hook routing;    /* zero: the routing is not recorded (set by the caller; moe.h) */
+    /* a hybrid model's scratch [max_rows] rows: in_proj_qkvz, in_proj_ba and the mixer's outputs, and the
+     * attention output gate (NULL otherwise) */
+    float *gdn_qkvz, *gdn_ba, *gdn_out, *attn_gate;
 } rc_engine;
 
 /* Create an engine for up to n_slots sequences of up to max_len tokens and
@@ -251,6 +286,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
  * (rc_model.arena_bytes) comes on top. m may be loaded headers only. */
 typedef struct {
     int64_t weights_copy, weights_in_place, kv_cache, activations, total;
+    int64_t state_cache; /* a hybrid model's conv and recurrent states (in total too) */
 } rc_engine_mem;
 rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, rc_kernels kernels,
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out);

@@ -131,6 +131,106 @@ static double act64(rc_act a, double x)
     return x;
 }
 
+/* A Gated DeltaNet layer's mixer in double (Qwen3NextGatedDeltaNet without a cache, the gated delta rule
+ * in its recurrent form, token by token: the exact value both of the engine's forms approach): h [n][H]
+ * the layer's input rows, out [n][H] out_proj's output. */
+static rc_status gdn64(const rc_config *c, const rc_layer_weights *L, const double *hin, int64_t n, double *out)
+{
+    const int64_t H = c->hidden, hk = c->lin_hk, hv = c->lin_hv, dk = c->lin_dk, dv = c->lin_dv, K = c->lin_conv_k;
+    const int64_t rep = hv / hk, W = 2 * hk * dk + 2 * hv * dv, C = 2 * hk * dk + hv * dv;
+    double *qkvz = NULL, *ba = NULL, *mixed = NULL, *conv = NULL, *S = NULL, *o = NULL;
+    rc_status s;
+    if ((s = rc_calloc((void **)&qkvz, n * W, sizeof *qkvz, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&ba, n * 2 * hv, sizeof *ba, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&mixed, n * C, sizeof *mixed, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&conv, n * C, sizeof *conv, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&S, hv * dk * dv, sizeof *S, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&o, n * hv * dv, sizeof *o, "fp64 reference")) != RC_OK ||
+        (s = mm64(hin, n, H, L->w_lin_qkvz, W, (rc_wt){0}, qkvz)) != RC_OK ||
+        (s = mm64(hin, n, H, L->w_lin_ba, 2 * hv, (rc_wt){0}, ba)) != RC_OK)
+        goto done;
+    /* fix_query_key_value_ordering: per key head q, k, its value heads' v and z; b, a */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t kh = 0; kh < hk; kh++) {
+            const double *src = qkvz + t * W + kh * (2 * dk + 2 * rep * dv);
+            for (int64_t i = 0; i < dk; i++) {
+                mixed[t * C + kh * dk + i] = src[i];
+                mixed[t * C + hk * dk + kh * dk + i] = src[dk + i];
+            }
+            for (int64_t i = 0; i < rep * dv; i++)
+                mixed[t * C + 2 * hk * dk + kh * rep * dv + i] = src[2 * dk + i];
+        }
+    /* the causal depthwise conv (K - 1 zeros before the sequence) and SiLU */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t ch = 0; ch < C; ch++) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < K; j++) {
+                const int64_t src = t - (K - 1) + j;
+                if (src >= 0)
+                    acc += mixed[src * C + ch] * (double)rc_wt_at(L->lin_conv_w, ch * K + j);
+            }
+            conv[t * C + ch] = acc / (1.0 + exp(-acc));
+        }
+    /* l2norm of q and k (eps 1e-6), q / sqrt(dk); g, beta; the recurrent form */
+    for (int64_t t = 0; t < n; t++) {
+        double *ct = conv + t * C;
+        for (int64_t hd = 0; hd < 2 * hk; hd++) {
+            double ss = 0.0;
+            for (int64_t i = 0; i < dk; i++)
+                ss += ct[hd * dk + i] * ct[hd * dk + i];
+            const double r = 1.0 / sqrt(ss + 1e-6) / (hd < hk ? sqrt((double)dk) : 1.0);
+            for (int64_t i = 0; i < dk; i++)
+                ct[hd * dk + i] *= r;
+        }
+        for (int64_t h = 0; h < hv; h++) {
+            const int64_t kh = h / rep, j = h % rep;
+            const double b = ba[t * 2 * hv + kh * 2 * rep + j], a = ba[t * 2 * hv + kh * 2 * rep + rep + j];
+            const double beta = 1.0 / (1.0 + exp(-b));
+            const double x = a + (double)rc_wt_at(L->lin_dt_bias, h);
+            const double g = -exp((double)rc_wt_at(L->lin_A_log, h)) * (x > 20.0 ? x : log1p(exp(x)));
+            const double *q = ct + kh * dk, *k = ct + hk * dk + kh * dk, *v = ct + 2 * hk * dk + h * dv;
+            double *Sh = S + h * dk * dv, *oh = o + (t * hv + h) * dv;
+            const double dec = exp(g);
+            for (int64_t i = 0; i < dk * dv; i++)
+                Sh[i] *= dec;
+            for (int64_t jv = 0; jv < dv; jv++) {
+                double kv = 0.0;
+                for (int64_t i = 0; i < dk; i++)
+                    kv += Sh[i * dv + jv] * k[i];
+                const double delta = (v[jv] - kv) * beta;
+                for (int64_t i = 0; i < dk; i++)
+                    Sh[i * dv + jv] += k[i] * delta;
+            }
+            for (int64_t jv = 0; jv < dv; jv++) {
+                double acc = 0.0;
+                for (int64_t i = 0; i < dk; i++)
+                    acc += Sh[i * dv + jv] * q[i];
+                oh[jv] = acc;
+            }
+        }
+    }
+    /* the gated RMSNorm: rms(o) * w * silu(z) */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < hv; h++) {
+            double *oh = o + (t * hv + h) * dv, ss = 0.0;
+            const double *z = qkvz + t * W + (h / rep) * (2 * dk + 2 * rep * dv) + 2 * dk + rep * dv + (h % rep) * dv;
+            for (int64_t i = 0; i < dv; i++)
+                ss += oh[i] * oh[i];
+            const double r = 1.0 / sqrt(ss / (double)dv + c->norm_eps);
+            for (int64_t i = 0; i < dv; i++)
+                oh[i] = oh[i] * r * (double)rc_wt_at(L->lin_norm_w, i) * (z[i] / (1.0 + exp(-z[i])));
+        }
+    s = mm64(o, n, hv * dv, L->w_lin_out, H, (rc_wt){0}, out);
+done:
+    free(qkvz);
+    free(ba);
+    free(mixed);
+    free(conv);
+    free(S);
+    free(o);
+    return s;
+}
+
 rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, double temperature, const int64_t *rows,
                        const int32_t *targets, int64_t n_out, double *out)
 {
@@ -144,8 +244,7 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
     double *slopes = NULL, *head_norm = NULL;
     rc_status s = RC_OK;
     int64_t big = I > qkv_w ? I : qkv_w;
-    if (big < nh * d)
-        big = nh * d;
+    big = big > nh * d ? big : nh * d; /* t1: the attention gate; MLA's o_proj input */
     if ((s = rc_calloc((void **)&x, n * H, sizeof *x, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&h, n * H, sizeof *h, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&qkv, n * qkv_w, sizeof *qkv, "fp64 reference")) != RC_OK ||
@@ -203,6 +302,11 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             memcpy(h, x, (size_t)(n * H) * sizeof *h);
         else
             norm64(c, x, n, L->ln1_w, L->ln1_b, h);
+        if (rc_layer_is_linear(c, l)) { /* Gated DeltaNet */
+            if ((s = gdn64(c, L, h, n, t3)) != RC_OK)
+                goto done;
+            goto residual;
+        }
         if (c->mla) { /* latent attention, expanded (mla.c): the same [Q; K; V] rows */
             if ((s = rc_mla_qkv64(c, L, h, n, mm64, qkv)) != RC_OK)
                 goto done;
@@ -281,8 +385,15 @@ rc_status rc_forward64(const rc_model *m, const int32_t *tokens, int64_t n, doub
             rc_mla_out64(c, att, n, t1);
             memcpy(att, t1, (size_t)(n * nh * c->v_head_dim) * sizeof *att);
         }
+        if (c->attn_out_gate) { /* Qwen3-Next: attn_output * sigmoid(gate) */
+            if ((s = mm64(h, n, H, L->w_q_gate, nh * d, (rc_wt){0}, t1)) != RC_OK)
+                goto done;
+            for (int64_t i = 0; i < n * nh * d; i++)
+                att[i] /= 1.0 + exp(-t1[i]);
+        }
         if ((s = mm64(att, n, rc_dim_value(c, RC_DIM_O), L->w_o, H, L->b_o, t3)) != RC_OK)
             goto done; /* attn_out */
+    residual:
         if (c->post_norm || c->sandwich_norm) {
             norm64(c, t3, n, c->sandwich_norm ? L->post_attn_ln_w : L->ln1_w, L->ln1_b, h);
             memcpy(t3, h, (size_t)(n * H) * sizeof *h);

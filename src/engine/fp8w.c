@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant.h"
+#include "safetensors.h"
 #include "util.h"
 
 _Static_assert(RC_FP8_BLOCK == RCO_FP8W_BLOCK, "the block size of forward.h and ops_inline.h");
@@ -80,18 +82,24 @@ void rc_fp8w_quant_weight(const float *w, int64_t N, int64_t K, rc_wscale mode, 
     }
 }
 
+/* x [M, K] in 1 x B groups (K a multiple of B): per_token_group_quant_fp8 */
+static void quant_act_groups(const float *x, int64_t M, int64_t K, int64_t B, float *q, float *sa)
+{
+    const int64_t G = K / B;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t g = 0; g < G; g++) {
+            const float *xg = x + m * K + g * B;
+            const float sc = rco_fp8w_scale_group(amax_of(xg, B));
+            for (int64_t k = 0; k < B; k++)
+                q[m * K + g * B + k] = rco_fp8w_quant_div(xg[k], sc);
+            sa[m * G + g] = sc;
+        }
+}
+
 void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, bool groups, float *q, float *sa)
 {
     if (groups) { /* 1 x 128: K is a multiple of 128 (checked by rc_fp8w_supported) */
-        const int64_t B = RC_FP8_BLOCK, G = K / B;
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t g = 0; g < G; g++) {
-                const float *xg = x + m * K + g * B;
-                const float sc = rco_fp8w_scale_group(amax_of(xg, B));
-                for (int64_t k = 0; k < B; k++)
-                    q[m * K + g * B + k] = rco_fp8w_quant_div(xg[k], sc);
-                sa[m * G + g] = sc;
-            }
+        quant_act_groups(x, M, K, RC_FP8_BLOCK, q, sa);
     } else if (mode == RC_ACTQ_TENSOR) {
         rc_fp8w_quant_weight(x, M, K, RC_WSCALE_TENSOR, NULL, q, sa);
     } else {
@@ -106,6 +114,7 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
  * backend then feeds cuBLAS bf16 operands; W8A16's R(q * R(s)) as the dtype). */
 typedef struct {
     int64_t N, K;
+    int64_t bn, bk; /* block scales: the block's rows and depth (128 x 128 unless stored otherwise) */
     uint16_t *q;   /* host W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
     float *s;      /* host: the weight scales (rc_fp8w_quant_weight's layout) */
     uint16_t *deq; /* host W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
@@ -161,7 +170,7 @@ static rc_status mat_fill_device(rc_backend *be, fp8w_mat *m, const float *q, co
     const int64_t N = m->N, K = m->K;
     if (wq->act != RC_ACTQ_NONE) {
         RC_TRY(dev_put(be, q, N * K, RC_BF16, &m->dq));
-        return dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds);
+        return dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds); /* blocks: 128 x 128 here */
     }
     float *deq;
     RC_TRY(rc_alloc_aligned((void **)&deq, N * K, sizeof *deq, "fp8 dequantized weights"));
@@ -177,7 +186,10 @@ static rc_status mat_fill_device(rc_backend *be, fp8w_mat *m, const float *q, co
 static rc_status mat_fill(rc_backend *be, fp8w_mat *m, const float *q, const float *s, int64_t N, int64_t K,
                           const rc_wq_numerics *wq, rc_dtype dt)
 {
-    const int64_t ns = n_scales(N, K, wq->scale), B = RC_FP8_BLOCK;
+    if (!m->bn)
+        m->bn = m->bk = RC_FP8_BLOCK;
+    const int64_t B = m->bk;
+    const int64_t ns = wq->scale == RC_WSCALE_BLOCK ? ceil_div(N, m->bn) * ceil_div(K, m->bk) : n_scales(N, K, wq->scale);
     m->N = N;
     m->K = K;
     if (!be->ops->host_memory)
@@ -217,13 +229,14 @@ static void mat_free(rc_backend *be, fp8w_mat *m)
 
 /* the W8A8 scratch of `rows` rows for GEMMs up to kmax deep and nmax wide, in
  * the backend's memory (the x slice only on the host) */
-static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, fp8w_scratch *sc)
+static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, int64_t bk,
+                               fp8w_scratch *sc)
 {
     *sc = (fp8w_scratch){0};
     RC_TRY(be->ops->alloc(be, rows * kmax, &sc->xq));
-    RC_TRY(be->ops->alloc(be, rows * (kmax / RC_FP8_BLOCK + 1), &sc->sa));
+    RC_TRY(be->ops->alloc(be, rows * (kmax / bk + 1), &sc->sa));
     if (be->ops->host_memory)
-        RC_TRY(be->ops->alloc(be, rows * RC_FP8_BLOCK, &sc->xs));
+        RC_TRY(be->ops->alloc(be, rows * bk, &sc->xs));
     return be->ops->alloc(be, rows * nmax, &sc->part);
 }
 
@@ -260,7 +273,7 @@ static rc_status fp8w_scaled_gemm(rc_backend *be, const fp8w_mat *m, rc_wscale w
 static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float *xq, const float *sa, int64_t M,
                                  const float *bias, rc_dtype out_dt, float *xs, float *part, float *y)
 {
-    const int64_t N = m->N, K = m->K, B = RC_FP8_BLOCK, kb = K / B;
+    const int64_t N = m->N, K = m->K, B = m->bk, kb = K / B;
     for (int64_t k = 0; k < kb; k++) {
         for (int64_t r = 0; r < M; r++)
             memcpy(xs + r * B, xq + r * K + k * B, (size_t)B * sizeof *xs);
@@ -269,7 +282,7 @@ static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float 
         for (int64_t r = 0; r < M; r++)
             for (int64_t n = 0; n < N; n++)
                 y[r * N + n] = rco_fp8w_block_acc(k ? y[r * N + n] : 0.0f, part[r * N + n], sa[r * kb + k],
-                                                  m->s[(n / B) * kb + k]);
+                                                  m->s[(n / m->bn) * kb + k]);
     }
     for (int64_t r = 0; r < M; r++)
         for (int64_t n = 0; n < N; n++)
@@ -318,7 +331,10 @@ static rc_status fp8w_run(rc_backend *be, const fp8w_mat *m, const rc_wq_numeric
     if (!be->ops->host_memory)
         return fp8w_run_device(be, m, wq, x, M, bias, out_dt, sc, y);
     const bool block = wq->scale == RC_WSCALE_BLOCK;
-    rc_fp8w_quant_act(x, M, m->K, wq->act, block, sc->xq, sc->sa);
+    if (block)
+        quant_act_groups(x, M, m->K, m->bk, sc->xq, sc->sa);
+    else
+        rc_fp8w_quant_act(x, M, m->K, wq->act, false, sc->xq, sc->sa);
     if (block)
         return fp8w_block_gemm(be, m, sc->xq, sc->sa, M, bias, out_dt, sc->xs, sc->part, y);
     return fp8w_scaled_gemm(be, m, wq->scale, wq->act, sc->xq, sc->sa, M, bias, out_dt, y);
@@ -327,6 +343,14 @@ static rc_status fp8w_run(rc_backend *be, const fp8w_mat *m, const rc_wq_numeric
 rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num)
 {
     const rc_wq_numerics *wq = &num->wq;
+    if (wq->kind == RC_WQ_STORED) {
+        if (num->dt != RC_BF16 && num->dt != RC_F16)
+            return rc_errorf(RC_ERR_USAGE, "weights=as-stored needs dtype=bf16 or fp16 (vLLM's fp8 linear layers "
+                             "take bf16 / fp16 activations)");
+        if (num->mode == RC_PREC_AUTOCAST)
+            return rc_errorf(RC_ERR_USAGE, "weights=as-stored and mode=autocast cannot be combined");
+        return RC_OK; /* the block and the shapes: with the checkpoint (rc_fp8w_create_stored) */
+    }
     if (wq->kind != RC_WQ_FP8)
         return RC_OK;
     if (num->dt != RC_BF16 && num->dt != RC_F16)
@@ -377,6 +401,12 @@ bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_
                    int64_t *scratch)
 {
     *weights = *scratch = 0;
+    if (num->wq.kind == RC_WQ_STORED) { /* as the 128 x 128 block rule with the stored values (the scales of
+                                         * smaller blocks are not counted) */
+        rc_numerics n = *num;
+        n.wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+        return rc_fp8w_bytes(c, &n, host, rows, weights, scratch);
+    }
     if (num->wq.kind != RC_WQ_FP8)
         return true;
     int64_t per_layer = 0, kmax = 0, nmax = 0, t;
@@ -408,9 +438,20 @@ static rc_status read_weight(rc_backend *be, const rc_wt *W, int64_t n, float *o
         rc_wt_convert(*W, 0, n, RC_F32, RC_F32, out);
         return RC_OK;
     }
-    if (W->dt != RC_F32)
+    if (W->dt == RC_F32)
+        return be->ops->download(be, (const float *)W->p, n, out);
+    if (W->dt != RC_BF16 && W->dt != RC_F16)
         return rc_errorf(RC_ERR_INTERNAL, "fp8 weights: a device weight of %s", rc_dtype_name(W->dt));
-    return be->ops->download(be, (const float *)W->p, n, out);
+    /* a 2-byte weight (forward.c plan_weight): its bits into the front of out, widened in place from the
+     * back (element i's 4 bytes cover bits 2i and 2i + 1, read already) */
+    RC_TRY(be->ops->download(be, (const float *)W->p, (n + 1) / 2, out));
+    unsigned char *b = (unsigned char *)out;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, 2);
+        out[i] = W->dt == RC_BF16 ? rc_bf16_to_f32(h) : rc_f16_to_f32(h);
+    }
+    return RC_OK;
 }
 
 rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
@@ -473,7 +514,140 @@ rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *
     free(q);
     free(sc);
     if (s == RC_OK && num->wq.act != RC_ACTQ_NONE)
-        s = scratch_alloc(be, rows, f->kmax, f->nmax, &f->sc);
+        s = scratch_alloc(be, rows, f->kmax, f->nmax, RC_FP8_BLOCK, &f->sc);
+    if (s != RC_OK) {
+        rc_fp8w_free(f);
+        return s;
+    }
+    *out = f;
+    return RC_OK;
+}
+
+/* the stored FP8 pieces of layer weight `which` (HF names): q / k / v for
+ * the fused QKV, else one */
+static int stored_parts(rc_fp8w_which wh, const char *const **names)
+{
+    static const char *const qkv[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+    static const char *const o[] = {"self_attn.o_proj"}, *const up[] = {"mlp.up_proj"},
+                             *const gate[] = {"mlp.gate_proj"}, *const down[] = {"mlp.down_proj"};
+    *names = wh == RC_FP8W_QKV ? qkv : wh == RC_FP8W_O ? o : wh == RC_FP8W_UP ? up : wh == RC_FP8W_GATE ? gate : down;
+    return wh == RC_FP8W_QKV ? 3 : 1;
+}
+
+/* The fp8 codes and block scales of one stored weight (fused QKV: the
+ * pieces' rows, and their scale rows, one after another) as values into q
+ * [N][K] and s [ceil(N / bn)][K / bk]; bn, bk: the block (every piece's
+ * the same) */
+static rc_status stored_mat(const rc_safetensors *st, int64_t l, rc_fp8w_which wh, int64_t N, int64_t K, float *q,
+                            float *s, int64_t *bn, int64_t *bk)
+{
+    const char *const *names;
+    const int np = stored_parts(wh, &names);
+    int64_t row = 0, srow = 0;
+    for (int p = 0; p < np; p++) {
+        char name[256];
+        snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)l, names[p]);
+        const rc_st_tensor *t = rc_st_find(st, name);
+        if (!t || t->quant != RC_ST_Q_FP8_BLOCK || t->qdim[0] != 1)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: the checkpoint has no FP8 block weight \"%s\" "
+                             "(the stored linear layers of a dense decoder with separate q / k / v and gate / up "
+                             "projections are read as stored)", name);
+        const char *tp = rc_st_path_of(st, t);
+        const int64_t rows = t->qdim[1], cols = t->qdim[2], b0 = t->qblock[0], b1 = t->qblock[1];
+        if (p == 0) {
+            *bn = b0;
+            *bk = b1;
+        }
+        if (cols != K || row + rows > N || b0 != *bn || b1 != *bk)
+            return rc_errorf(RC_ERR_FORMAT, "%s: \"%s\" has shape [%lld, %lld], expected %lld columns", tp, name,
+                             (long long)rows, (long long)cols, (long long)K);
+        /* vLLM / SGLang: per_token_group_quant_fp8 takes K in whole groups of the block's depth, and a merged
+         * layer's parts (QKV; gate + up) each fill whole blocks of rows (validate_fp8_block_shape) */
+        if (K % b1 != 0)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: \"%s\" is %lld deep, not a multiple of the "
+                             "block's %lld (the activations are quantized in 1 x %lld groups)", name, (long long)K,
+                             (long long)b1, (long long)b1);
+        if ((wh == RC_FP8W_QKV || wh == RC_FP8W_UP || wh == RC_FP8W_GATE) && rows % b0 != 0)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored: \"%s\" has %lld rows, not a multiple of the "
+                             "block's %lld (a merged layer's parts fill whole blocks, as vLLM requires)", name,
+                             (long long)rows, (long long)b0);
+        for (int64_t i = 0; i < rows * cols; i++) {
+            const uint8_t c = t->data[i];
+            if ((c & 0x7F) == 0x7F)
+                return rc_errorf(RC_ERR_FORMAT, "%s: F8_E4M3 tensor \"%s\" element %lld is NaN", tp, name,
+                                 (long long)i);
+            q[row * K + i] = rc_e4m3fn_to_f32(c);
+        }
+        const int64_t sr = (rows + b0 - 1) / b0, sc = K / b1;
+        for (int64_t i = 0; i < sr * sc; i++) {
+            if (t->qscale_dtype == RC_F32) {
+                memcpy(&s[srow * sc + i], t->qscale + 4 * i, 4);
+            } else {
+                uint16_t h;
+                memcpy(&h, t->qscale + 2 * i, 2);
+                s[srow * sc + i] = rc_bf16_to_f32(h);
+            }
+        }
+        row += rows;
+        srow += sr;
+    }
+    if (row != N)
+        return rc_errorf(RC_ERR_FORMAT, "weights=as-stored: layer %lld's stored weights have %lld rows, expected %lld",
+                         (long long)l, (long long)row, (long long)N);
+    return RC_OK;
+}
+
+rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_numerics *num, int64_t rows,
+                                rc_fp8w **out)
+{
+    *out = NULL;
+    const rc_config *c = &mdl->cfg;
+    if (strcmp(mdl->quant_method, "fp8") != 0 || !mdl->st)
+        return rc_errorf(RC_ERR_USAGE, "weights=as-stored: %s is not an FP8 checkpoint (its config.json has no "
+                         "quantization_config with quant_method fp8)", mdl->dir);
+    rc_fp8w *f = calloc(1, sizeof *f);
+    if (!f)
+        return rc_errorf(RC_ERR_NOMEM, "out of memory");
+    f->be = be;
+    f->wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+    f->dt = num->dt;
+    f->n_layers = c->n_layers;
+    f->rows = rows;
+    rc_status s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
+    float *q = NULL, *sc = NULL;
+    int64_t big = 0, bk_min = 0;
+    for (int wh = 0; wh < RC_FP8W_N; wh++) {
+        int64_t N, K;
+        if (which_shape(c, (rc_fp8w_which)wh, &N, &K)) {
+            f->kmax = K > f->kmax ? K : f->kmax;
+            f->nmax = N > f->nmax ? N : f->nmax;
+            big = N * K > big ? N * K : big;
+        }
+    }
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&q, big, sizeof *q, "fp8 stored weights");
+    if (s == RC_OK)
+        s = rc_alloc_aligned((void **)&sc, big, sizeof *sc, "fp8 stored weights");
+    for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++)
+        for (int wh = 0; s == RC_OK && wh < RC_FP8W_N; wh++) {
+            int64_t N, K, bn = 0, bk = 0;
+            if (!which_shape(c, (rc_fp8w_which)wh, &N, &K))
+                continue;
+            s = stored_mat(mdl->st, l, (rc_fp8w_which)wh, N, K, q, sc, &bn, &bk);
+            if (s == RC_OK && !be->ops->host_memory && (bn != RC_FP8_BLOCK || bk != RC_FP8_BLOCK))
+                s = rc_errorf(RC_ERR_UNSUPPORTED, "weights=as-stored on the %s backend: blocks of [%lld, %lld] "
+                              "(its fp8 kernels take 128 x 128)", be->ops->name, (long long)bn, (long long)bk);
+            fp8w_mat *m = &f->m[l * RC_FP8W_N + wh];
+            m->bn = bn;
+            m->bk = bk;
+            if (s == RC_OK)
+                s = mat_fill(be, m, q, sc, N, K, &f->wq, num->dt);
+            bk_min = bk_min == 0 || bk < bk_min ? bk : bk_min;
+        }
+    free(q);
+    free(sc);
+    if (s == RC_OK)
+        s = scratch_alloc(be, rows, f->kmax, f->nmax, bk_min, &f->sc);
     if (s != RC_OK) {
         rc_fp8w_free(f);
         return s;
@@ -534,7 +708,7 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
     if (s == RC_OK && wq->act == RC_ACTQ_NONE) {
         s = be->ops->matmul(be, xa, M, K, host ? (rc_wt){m.deq, dt, false} : rc_wt_f32(m.ddeq), N, ba, dt, dt, ya);
     } else if (s == RC_OK) {
-        s = scratch_alloc(be, M, K, N, &scr);
+        s = scratch_alloc(be, M, K, N, RC_FP8_BLOCK, &scr);
         if (s == RC_OK)
             s = fp8w_run(be, &m, wq, xa, M, ba, dt, &scr, ya);
     }
@@ -549,4 +723,28 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
     free(q);
     free(sc);
     return s;
+}
+
+rc_status rc_fp8w_stored_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *q,
+                                     const float *s, int64_t N, int64_t b0, int64_t b1, rc_dtype dt, float *y,
+                                     float *xq, float *sx)
+{
+    if (!be->ops->host_memory || b0 < 1 || b1 < 1 || K % b1 != 0)
+        return rc_errorf(RC_ERR_UNSUPPORTED, "fp8 stored block GEMM: a host backend and K a multiple of %lld",
+                         (long long)b1);
+    const rc_wq_numerics wq = {RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+    fp8w_mat m = {.bn = b0, .bk = b1};
+    fp8w_scratch scr = {0};
+    rc_status st = mat_fill(be, &m, q, s, N, K, &wq, dt);
+    if (st == RC_OK)
+        st = scratch_alloc(be, M, K, N, b1, &scr);
+    if (st == RC_OK)
+        st = fp8w_run(be, &m, &wq, x, M, NULL, dt, &scr, y);
+    if (st == RC_OK && xq) {
+        memcpy(xq, scr.xq, (size_t)(M * K) * sizeof *xq);
+        memcpy(sx, scr.sa, (size_t)(M * (K / b1)) * sizeof *sx);
+    }
+    scratch_free(be, &scr);
+    mat_free(be, &m);
+    return st;
 }

@@ -37,6 +37,15 @@ rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num);
  * scratch, in be's memory). The object keeps be, which must outlive it. */
 rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
                          rc_fp8w **out);
+/* weights=as-stored: the layers' fp8 codes and block scales of an FP8
+ * checkpoint (m's quant_method fp8, its files open) as stored, no
+ * requantization; activations per token in 1 x (block depth) groups and the
+ * block GEMM, as vLLM / SGLang serve a block-FP8 checkpoint
+ * (docs/numerics.md). RC_ERR_USAGE when m is not an FP8 checkpoint,
+ * RC_ERR_UNSUPPORTED for a layout vLLM refuses too (a GEMM depth that is not
+ * a multiple of the block's, a merged layer's part that is not whole blocks). */
+rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *m, const rc_numerics *num, int64_t rows,
+                                rc_fp8w **out);
 void rc_fp8w_free(rc_fp8w *f);
 /* bytes the object holds for this model: the quantized weights and scales
  * (host: 2-byte values; a device backend: fp32 arrays), and the W8A8 scratch
@@ -66,5 +75,13 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
  * array host memory, on any backend (a device's copies made and freed here). */
 rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *w, int64_t N,
                               const float *bias, const rc_wq_numerics *wq, rc_dtype dt, float *y);
+
+/* weights=as-stored's linear on host arrays: stored fp8 values q [N, K] and
+ * block scales s [ceil(N / b0)][K / b1], x [M, K] (values of dt) quantized in
+ * 1 x b1 groups (into xq [M, K] and sx [M][K / b1] when not NULL), the block
+ * GEMM, y [M, N] rounded to dt. A host-memory backend. */
+rc_status rc_fp8w_stored_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *q,
+                                     const float *s, int64_t N, int64_t b0, int64_t b1, rc_dtype dt, float *y,
+                                     float *xq, float *sx);
 
 #endif

@@ -191,16 +191,19 @@ rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, c
         return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet: %lld tokens", (long long)T);
     const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk, C = chunk;
     const int64_t nc = (T + C - 1) / C, Tp = nc * C; /* padded as transformers pads: (C - T % C) % C zeros */
-    /* scratch: per padded token qn, kn, kb [dk], vb [dv], cum; per chunk P, ut, attn [C][C], nv, vnew, tmp
-     * [C][dv], kcd, dkb, qd, kd [C][dk], e1 [C]; S [dk][dv], sq [dk] */
+    /* scratch: per padded token qn, kn, kb [dk], vb [dv], cum; per chunk P, ut, attn [C][C], nv, vnew [C][dv],
+     * tmp [max(C, dk)][dv] (the state's update key^T @ v_new is [dk][dv]), kcd, dkb, qd, kd [C][dk], e1 [C];
+     * S [dk][dv], sq [dk] */
+    const int64_t tr = C > dk ? C : dk;
     int64_t per_tok = 3 * dk + dv + 1, n;
-    if (!rc_mul_i64(per_tok, Tp, &n) || !rc_add_i64(n, 3 * C * C + 3 * C * dv + 4 * C * dk + C + dk * dv + dk, &n))
+    if (!rc_mul_i64(per_tok, Tp, &n) ||
+        !rc_add_i64(n, 3 * C * C + 2 * C * dv + tr * dv + 4 * C * dk + C + dk * dv + dk, &n))
         return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: scratch for %lld tokens", (long long)T);
     float *buf;
     RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "chunked delta rule scratch"));
     float *qn = buf, *kn = qn + Tp * dk, *kb = kn + Tp * dk, *vb = kb + Tp * dk, *cum = vb + Tp * dv;
     float *P = cum + Tp, *ut = P + C * C, *attn = ut + C * C, *nv = attn + C * C, *vnew = nv + C * dv;
-    float *tmp = vnew + C * dv, *kcd = tmp + C * dv, *dkb = kcd + C * dk, *qd = dkb + C * dk, *kd = qd + C * dk;
+    float *tmp = vnew + C * dv, *kcd = tmp + tr * dv, *dkb = kcd + C * dk, *qd = dkb + C * dk, *kd = qd + C * dk;
     float *e1 = kd + C * dk, *S = e1 + C, *sq = S + dk * dv;
     const float scale = q_mul(dk);
     for (int64_t h = 0; h < hv; h++) {
@@ -493,11 +496,14 @@ rc_status rc_gdn_mixer(const rc_gdn_dims *d, const float *qkvz, const float *ba,
     return s;
 }
 
-rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
-                              int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
-                              int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, float *conv_state,
-                              float *state, float *out)
+rc_status rc_gdn_mixer_form(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                            int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                            int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, rc_gdn_form form,
+                            float *conv_state, float *state, float *out)
 {
+    if ((unsigned)form > RC_GDN_FORM_RECURRENT)
+        return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet: form %d", (int)form);
+    const bool step = T == 1 && !fresh && form == RC_GDN_FORM_HF; /* causal_conv1d_update and the recurrent step */
     RC_TRY(rc_gdn_dims_check(d));
     const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, C = 2 * hk * dk + hv * dv;
     int64_t n;
@@ -511,7 +517,7 @@ rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const flo
     if (fresh)
         memset(conv_state, 0, sizeof *conv_state * (size_t)(C * K));
     rc_status s = RC_OK;
-    if (T == 1 && !fresh)
+    if (step)
         rc_gdn_conv_step(mixed, C, conv_w, K, dt, conv_state, conv);
     else
         s = rc_gdn_conv(mixed, T, C, conv_w, K, dt, conv, conv_state);
@@ -522,8 +528,10 @@ rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const flo
     }
     if (s == RC_OK) {
         rc_gdn_gates(a, b, T, hv, A_log, dt_bias, dt, g, beta);
-        if (T == 1 && !fresh) {
-            s = rc_gdn_recurrent(d, q, k, v, g, beta, 1, dt, state_dt, state, mixed);
+        if (fresh && form == RC_GDN_FORM_RECURRENT)
+            memset(state, 0, sizeof *state * (size_t)(hv * dk * dv));
+        if (step || form == RC_GDN_FORM_RECURRENT) {
+            s = rc_gdn_recurrent(d, q, k, v, g, beta, T, dt, state_dt, state, mixed);
         } else {
             s = rc_gdn_chunked(d, q, k, v, g, beta, T, chunk, dt, fresh ? NULL : state, state, mixed);
             for (int64_t i = 0; s == RC_OK && i < hv * dk * dv; i++)
@@ -534,4 +542,13 @@ rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const flo
         s = rc_gdn_gated_rmsnorm(mixed, z, T * hv, dv, norm_w, eps, dt, out);
     free(buf);
     return s;
+}
+
+rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                              int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                              int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, float *conv_state,
+                              float *state, float *out)
+{
+    return rc_gdn_mixer_form(d, qkvz, ba, T, conv_w, K, A_log, dt_bias, norm_w, eps, chunk, dt, state_dt, fresh,
+                             RC_GDN_FORM_HF, conv_state, state, out);
 }

@@ -127,6 +127,20 @@ rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const flo
                               int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, float *conv_state,
                               float *state, float *out);
 
+/* Which form a cached call runs: HF, as rc_gdn_mixer_cached (one cached
+ * token: the conv step and the recurrent step; else the conv over the cached
+ * columns and the chunked form); EXTEND, the chunked form whatever T (an
+ * engine's extend of a prefix-cache hit: SGLang runs the rest of a prompt
+ * after a restored state through chunk_gated_delta_rule, one token
+ * included); RECURRENT, the conv over the cached columns and the recurrent
+ * form whatever T (the invariant kernels: one algorithm however a sequence
+ * is cut into calls). */
+typedef enum { RC_GDN_FORM_HF, RC_GDN_FORM_EXTEND, RC_GDN_FORM_RECURRENT } rc_gdn_form;
+rc_status rc_gdn_mixer_form(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
+                            int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
+                            int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, rc_gdn_form form,
+                            float *conv_state, float *state, float *out);
+
 /* The exact reference: the recurrent form in double (l2norm, scaling and
  * state in double; exp, log1p from the C library in double). q, k, v, g,
  * beta as above (g, beta already computed), state [hv][dk][dv] in/out. */

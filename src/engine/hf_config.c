@@ -412,14 +412,18 @@ rc_status rc_config_finish(const char *path, rc_config *cfg)
     if (cfg->bos_id >= cfg->vocab)
         return rc_errorf(RC_ERR_FORMAT, "%s: bos_token_id %lld is not below vocab_size %lld", path,
                          (long long)cfg->bos_id, (long long)cfg->vocab);
-    /* Every weight size must fit in 64 bits (and in our allocation limit)
-     * before anything is allocated: the exact count from the weight lists
-     * (model.h), biases and norms included */
+    /* Every weight size must fit in 64 bits, and the whole model in 1024
+     * times the allocation limit (fp32 weights of 1 PiB; DeepSeek-V3's are
+     * 2.7 TB): the exact count from the weight lists (model.h), biases and
+     * norms included. The allocation limit itself (RC_MAX_ALLOC) is checked
+     * by the loader on the layers it loads (--layers N keeps the first N),
+     * before it opens a weight file (model_load in model.c). */
     int64_t total = 0;
-    if (rc_weights_numel(cfg, &total) != RC_OK || total > RC_MAX_ALLOC / (int64_t)sizeof(float)) {
+    const int64_t most = RC_MAX_ALLOC / (int64_t)sizeof(float) * 1024;
+    if (rc_weights_numel(cfg, &total) != RC_OK || total > most) {
         rc_clear_error();
-        return rc_errorf(RC_ERR_FORMAT, "%s: model sizes are too large (weights would exceed %lld bytes)",
-                         path, (long long)RC_MAX_ALLOC);
+        return rc_errorf(RC_ERR_FORMAT, "%s: model sizes are too large (weights would exceed %lld bytes as fp32)",
+                         path, (long long)(most * (int64_t)sizeof(float)));
     }
     return RC_OK;
 }

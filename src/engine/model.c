@@ -146,6 +146,13 @@ int64_t rc_dim_value(const rc_config *c, rc_dim d)
     case RC_DIM_KVL: return c->kv_lora_rank;
     case RC_DIM_KVA: return c->kv_lora_rank + c->qk_rope_dim;
     case RC_DIM_KVB: return c->n_heads * (c->qk_nope_dim + c->v_head_dim);
+    case RC_DIM_LQKVZ: return 2 * c->lin_hk * c->lin_dk + 2 * c->lin_hv * c->lin_dv;
+    case RC_DIM_LBA: return 2 * c->lin_hv;
+    case RC_DIM_LCONV: return 2 * c->lin_hk * c->lin_dk + c->lin_hv * c->lin_dv;
+    case RC_DIM_LK: return c->lin_conv_k;
+    case RC_DIM_LHV: return c->lin_hv;
+    case RC_DIM_LDV: return c->lin_dv;
+    case RC_DIM_LV: return c->lin_hv * c->lin_dv;
     }
     return 0;
 }
@@ -159,10 +166,22 @@ bool rc_layer_is_moe(const rc_config *c, int64_t l)
     return !mlp_only && (l + 1) % step == 0;
 }
 
+bool rc_layer_weight_keeps_f32(const rc_config *c, int id)
+{
+    return c->router_gate_f32 && (id == RC_LW_w_router || id == RC_LW_e_bias);
+}
+
 bool rc_weight_cond_holds_layer(const rc_config *c, rc_weight_cond w, int64_t l)
 {
-    const bool moe = rc_layer_is_moe(c, l);
+    const bool moe = rc_layer_is_moe(c, l), lin = rc_layer_is_linear(c, l);
     switch (w) {
+    case RC_IF_ATTN: return !lin;
+    case RC_IF_QKV: return !lin && !c->mla; /* the fused q/k/v projection (MLA has its own) */
+    case RC_IF_LINEAR: return lin;
+    case RC_IF_ATTN_GATE: return !lin && c->attn_out_gate;
+    case RC_IF_QKV_BIAS: /* the attention layer's tensors */
+    case RC_IF_O_BIAS:
+    case RC_IF_QK_NORM: return !lin && rc_weight_cond_holds(c, w);
     case RC_IF_DENSE: return !moe;
     case RC_IF_DENSE_GATED: return !moe && c->gated_mlp;
     case RC_IF_DENSE_MLP_BIAS: return !moe && c->mlp_bias;
@@ -170,6 +189,8 @@ bool rc_weight_cond_holds_layer(const rc_config *c, rc_weight_cond w, int64_t l)
     case RC_IF_MOE: return moe;
     case RC_IF_SHARED_EXPERT: return moe && c->shared_intermediate > 0;
     case RC_IF_MOE_BIAS: return moe && c->moe_bias;
+    case RC_IF_SHARED_GATE: return moe && c->shared_intermediate > 0 && !c->shared_ungated;
+    case RC_IF_ROUTER_BIAS: return moe && c->router_bias;
     default: return rc_weight_cond_holds(c, w);
     }
 }
@@ -183,7 +204,13 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_DENSE_GATED_MLP_BIAS:
     case RC_IF_MOE:
     case RC_IF_MOE_BIAS:
-    case RC_IF_SHARED_EXPERT: /* in any layer */
+    case RC_IF_SHARED_EXPERT:
+    case RC_IF_SHARED_GATE:
+    case RC_IF_ROUTER_BIAS:
+    case RC_IF_QKV:
+    case RC_IF_ATTN:
+    case RC_IF_LINEAR:
+    case RC_IF_ATTN_GATE: /* in any layer */
         for (int64_t l = 0; l < c->n_layers; l++)
             if (rc_weight_cond_holds_layer(c, w, l))
                 return true;
@@ -192,7 +219,6 @@ bool rc_weight_cond_holds(const rc_config *c, rc_weight_cond w)
     case RC_IF_NORM_BIAS: return c->norm_bias;
     case RC_IF_UNTIED: return !c->tie_embeddings;
     case RC_IF_QKV_BIAS: return c->qkv_bias && !c->mla;
-    case RC_IF_QKV: return !c->mla;
     case RC_IF_MLA: return c->mla;
     case RC_IF_MLA_BIAS: return c->mla && c->qkv_bias;
     case RC_IF_MLA_QLORA: return c->mla && c->q_lora_rank > 0;
@@ -257,14 +283,18 @@ bool rc_layer_cost(const rc_config *c, int64_t l, int64_t *weight_elems, double 
 {
     const double H = (double)c->hidden, q = (double)(c->n_heads * c->head_dim);
     const double qkv = (double)((c->n_heads + 2 * c->n_kv_heads) * c->head_dim);
-    double f = H * qkv + q * H;
+    double f = H * qkv + q * H + (c->attn_out_gate ? H * q : 0.0);
     if (c->mla) /* the expanded form's projections: q (through q_lora), kv_a, kv_b, o */
         f = (c->q_lora_rank > 0 ? (H + q) * (double)c->q_lora_rank : H * q) +
             H * (double)(c->kv_lora_rank + c->qk_rope_dim) +
             (double)c->kv_lora_rank * (double)rc_dim_value(c, RC_DIM_KVB) + (double)rc_dim_value(c, RC_DIM_O) * H;
+    if (rc_layer_is_linear(c, l)) /* Gated DeltaNet: in_proj_qkvz, in_proj_ba, out_proj */
+        f = H * (double)(rc_dim_value(c, RC_DIM_LQKVZ) + rc_dim_value(c, RC_DIM_LBA)) +
+            (double)rc_dim_value(c, RC_DIM_LV) * H;
     if (rc_layer_is_moe(c, l))
         f += (double)c->n_experts * H + (double)c->top_k * 3.0 * H * (double)c->moe_intermediate +
-             (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + H : 0.0);
+             (c->shared_intermediate > 0 ? 3.0 * H * (double)c->shared_intermediate + (c->shared_ungated ? 0.0 : H)
+                                         : 0.0);
     else
         f += (c->gated_mlp ? 3.0 : 2.0) * H * (double)c->intermediate;
     *flop_per_token = 2.0 * f;
@@ -330,7 +360,7 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         snprintf(nb, sizeof nb, "%s%s", stem, t->name);
         const char *name = rc_loader_resolve(ld, a->prefixes, nb, rb, sizeof rb);
         int64_t rows = rc_dim_value(c, t->rows), cols = rc_dim_value(c, t->cols);
-        int ndim = t->cols == RC_DIM_1 ? 1 : 2;
+        int ndim = t->cols == RC_DIM_1 ? 1 : t->piece == RC_PIECE_MID1 ? 3 : 2;
         rc_wt *dst = field_ptr(base, &fields[t->field]);
         if (t->piece == RC_PIECE_HALF1) { /* the rest of the HALF0 entry's tensor, nothing read */
             if (!half0_name || strcmp(half0_name, t->name) != 0)
@@ -351,7 +381,16 @@ static rc_status load_table(rc_loader *ld, const rc_arch *a, const rc_tensor_spe
         int64_t file_rows = rows;
         if (halves && !rc_mul_i64(rows, 2, &file_rows))
             return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\": expected size overflows", name);
-        RC_TRY(loader_get(ld, name, ndim, (int64_t[]){file_rows, cols}, t->fix || fused, fused ? fused_dt : -1,
+        const int64_t shape[3] = {file_rows, 1, cols};
+        int as_dt = fused ? fused_dt : -1;
+        if (append && fused_dt < 0) { /* appended to a HALF1 piece: in that piece's storage dtype */
+            const rc_st_tensor *x = rc_st_find(ld->st, name);
+            if (x && (int)dst->dt != RC_F32 && x->dtype != (int)dst->dt)
+                return rc_errorf(RC_ERR_FORMAT, "tensor \"%s\" is %s where the rest of %s is %s", name,
+                                 rc_dtype_name((rc_dtype)x->dtype), fields[t->field].name, rc_dtype_name(dst->dt));
+            as_dt = (int)dst->dt;
+        }
+        RC_TRY(loader_get(ld, name, ndim, ndim == 3 ? shape : (int64_t[]){file_rows, cols}, t->fix || fused, as_dt,
                           append, &w, &wdata));
         if (append) {
             if ((!dst->p && !ld->dry) || start != prev_end)
@@ -554,7 +593,8 @@ static bool narrow_table(const rc_model *m, const field_info *f, int n, void *ba
                                                                     f[i].offset == offsetof(rc_weights, lm_head)))
             continue; /* absent, used in place, or the tied head (the embedding's storage, moved with it) */
         int64_t numel, bytes;
-        const bool narrow = layer && f[i].kind == RC_WK_MAT && w->dt != dt;
+        const bool narrow = layer && f[i].kind == RC_WK_MAT && w->dt != dt &&
+                            !rc_layer_weight_keeps_f32(c, (int)(&f[i] - k_layer_fields));
         const rc_dtype to = narrow ? dt : w->dt;
         *n_narrow += narrow;
         if (!rc_mul_i64(rc_dim_value(c, f[i].rows), rc_dim_value(c, f[i].cols), &numel) ||
@@ -797,6 +837,33 @@ rc_status rc_model_dir_check(const char *dir)
     return rc_errorf(RC_ERR_IO, "%s: %s", dir, strerror(errno));
 }
 
+/* the quantized tensors of layers [0, n_layers) and of no layer */
+static void quant_sizes(const rc_safetensors *st, int64_t n_layers, rc_quant_sizes *q)
+{
+    *q = (rc_quant_sizes){0};
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        const rc_st_tensor *t = &st->tensors[i];
+        long long l;
+        if (t->quant == RC_ST_Q_NONE || (sscanf(t->name, "model.layers.%lld.", &l) == 1 && l >= n_layers))
+            continue;
+        int64_t n;
+        rc_numel(t->shape, t->ndim, &n); /* each fits its file */
+        q->tensors++;
+        q->deq_bytes += 2 * (uint64_t)n;
+        if (t->quant == RC_ST_Q_FP8_BLOCK) {
+            const uint64_t ns = (uint64_t)t->qdim[0] * (uint64_t)((t->qdim[1] + t->qblock[0] - 1) / t->qblock[0]) *
+                                (uint64_t)((t->qdim[2] + t->qblock[1] - 1) / t->qblock[1]);
+            q->code_bytes += (uint64_t)n;
+            q->scale_bytes += ns * (t->qscale_dtype == RC_F32 ? 4u : 2u);
+            q->block[0] = t->qblock[0];
+            q->block[1] = t->qblock[1];
+        } else { /* MXFP4: half a byte a value, a byte per 32 */
+            q->code_bytes += (uint64_t)n / 2;
+            q->scale_bytes += (uint64_t)n / 32;
+        }
+    }
+}
+
 static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_model **out)
 {
     *out = NULL;
@@ -822,6 +889,16 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     }
     if (n_layers > 0)
         m->cfg.n_layers = n_layers;
+    /* the allocation limit on the weights this load keeps (fp32: the widest
+     * the engine holds them), before a weight file is opened */
+    int64_t n_keep;
+    if (rc_weights_numel(&m->cfg, &n_keep) != RC_OK || n_keep > RC_MAX_ALLOC / (int64_t)sizeof(float)) {
+        rc_clear_error();
+        s = rc_errorf(RC_ERR_FORMAT, "%s/config.json: model sizes are too large (the weights of %lld layers would "
+                      "exceed %lld bytes as fp32%s)", dir, (long long)m->cfg.n_layers, (long long)RC_MAX_ALLOC,
+                      n_layers > 0 ? "" : "; --layers N loads the first N layers only");
+        goto fail;
+    }
     s = rc_st_open_dir(dir, &st);
     if (s != RC_OK)
         goto fail;
@@ -873,6 +950,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     memcpy(m->stored, st->stored, sizeof m->stored);
     m->nstored = st->nstored;
     memcpy(m->quant_method, st->quant_method, sizeof m->quant_method);
+    quant_sizes(st, c->n_layers, &m->qsizes);
     if (dry) {
         /* the storage dtypes stay (inspect's plan of an engine's copies), no data */
         rc_st_close(st);

@@ -48,6 +48,13 @@ typedef enum { RC_SLOPES_BLOOM, RC_SLOPES_BAICHUAN, RC_SLOPES_MPT } rc_alibi_slo
  * fp32 table promotes the sum). */
 typedef enum { RC_ALIBI_ADD_FUSED, RC_ALIBI_ADD_MODEL_DT, RC_ALIBI_ADD_F32 } rc_alibi_add;
 typedef enum { RC_MLP_PLAIN, RC_MLP_GATED } rc_mlp_kind;
+/* A MoE router (moe.c, docs/routing.md "Routers"): SOFTMAX, softmax over the
+ * logits then top-k (Qwen2-MoE, Qwen3-MoE, Mixtral); SIGMOID_GROUPED,
+ * DeepSeek-V3's and GLM-4.5's: sigmoid scores, the selection-only bias
+ * (e_score_correction_bias), group-limited top-k (n_group, topk_group), the
+ * weights taken from the unbiased scores, renormalised (norm_topk_prob) and
+ * scaled (routed_scaling_factor) */
+typedef enum { RC_ROUTER_SOFTMAX, RC_ROUTER_SIGMOID_GROUPED } rc_router_kind;
 typedef enum { RC_RESIDUAL_SEQUENTIAL, RC_RESIDUAL_PARALLEL } rc_residual_kind;
 typedef enum { RC_HEAD_UNTIED, RC_HEAD_TIED } rc_head_kind;
 
@@ -171,6 +178,13 @@ typedef struct {
     bool norm_topk_prob;       /* the top-k weights renormalised to sum 1 */
     bool moe_weights_f32;      /* the routing weights stay fp32 (Mixtral) instead of cast to the dtype */
     int64_t sparse_step;       /* decoder_sparse_step: layer l is MoE when (l + 1) % step == 0 */
+    rc_router_kind router;     /* the routing rule (softmax or DeepSeek's grouped sigmoid) */
+    int64_t n_group, topk_group; /* SIGMOID_GROUPED: experts in n_group groups, top-k among the best topk_group */
+    double routed_scale;       /* SIGMOID_GROUPED: routed_scaling_factor, multiplied into the weights (fp32) */
+    bool router_gate_f32;      /* the router's weight kept fp32 and its GEMM in fp32 whatever the dtype
+                                * (transformers' _keep_in_fp32_modules_strict "gate.weight") */
+    bool router_bias;          /* e_score_correction_bias [n_experts] (fp32), added to the scores for the choice */
+    bool shared_ungated;       /* the shared expert(s) added without Qwen2-MoE's sigmoid gate */
     uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */
     /* gpt-oss (models/gpt_oss.c, docs/numerics.md "gpt-oss"): a learned logit per
      * query head in the softmax's denominator (self_attn.sinks); biases on the
@@ -183,6 +197,15 @@ typedef struct {
     bool moe_bias;
     bool moe_topk_softmax;
     double swiglu_alpha, swiglu_limit;
+    /* Hybrid linear attention (Qwen3-Next; gdn.h, docs/linear-attention-cache.md): layer_linear[l] 1 for a
+     * Gated DeltaNet layer (layer_types "linear_attention"), 0 for full attention; n_linear of them */
+    int64_t n_linear;
+    unsigned char layer_linear[RC_LIM_LAYERS];
+    int64_t lin_hk, lin_hv, lin_dk, lin_dv; /* linear_num_key_heads, linear_num_value_heads, head dims */
+    int64_t lin_conv_k;        /* linear_conv_kernel_dim */
+    /* full-attention layers: q_proj also gives a gate per head, the attention output multiplied by its sigmoid
+     * before o_proj (Qwen3NextAttention) */
+    bool attn_out_gate;
     int64_t n_layers_model;    /* the checkpoint's num_hidden_layers; n_layers is less under --layers N */
     int64_t bos_id;          /* -1: none */
     int64_t eos_ids[RC_MAX_EOS];
@@ -228,6 +251,13 @@ typedef enum {
     RC_DIM_KVL, /* MLA: kv_lora_rank */
     RC_DIM_KVA, /* MLA: kv_lora_rank + qk_rope_dim (kv_a_proj_with_mqa rows) */
     RC_DIM_KVB, /* MLA: n_heads * (qk_nope_dim + v_head_dim) (kv_b_proj rows) */
+    RC_DIM_LQKVZ, /* Gated DeltaNet in_proj_qkvz rows: 2 lin_hk lin_dk + 2 lin_hv lin_dv */
+    RC_DIM_LBA,   /* in_proj_ba rows: 2 lin_hv */
+    RC_DIM_LCONV, /* the conv's channels: 2 lin_hk lin_dk + lin_hv lin_dv */
+    RC_DIM_LK,    /* lin_conv_k */
+    RC_DIM_LHV,   /* lin_hv */
+    RC_DIM_LDV,   /* lin_dv */
+    RC_DIM_LV,    /* lin_hv * lin_dv (out_proj's input) */
 } rc_dim;
 
 typedef enum {
@@ -249,16 +279,21 @@ typedef enum {
     RC_IF_DENSE_GATED_MLP_BIAS, /* a dense layer && cfg->gated_mlp && cfg->mlp_bias */
     RC_IF_MOE,            /* a mixture-of-experts layer */
     RC_IF_SHARED_EXPERT,  /* a MoE layer with a shared expert */
+    RC_IF_SHARED_GATE,    /* a MoE layer with a shared expert and its sigmoid gate (!cfg->shared_ungated) */
+    RC_IF_ROUTER_BIAS,    /* a MoE layer whose router has e_score_correction_bias (cfg->router_bias) */
     RC_IF_QK_NORM,        /* cfg->qk_norm != RC_QK_NORM_NONE */
     RC_IF_SANDWICH_NORM,  /* cfg->sandwich_norm */
     RC_IF_SINKS,          /* cfg->attn_sinks */
     RC_IF_MOE_BIAS,       /* a mixture-of-experts layer && cfg->moe_bias */
-    RC_IF_QKV,            /* !cfg->mla: the fused q/k/v projection */
+    RC_IF_QKV,            /* a full-attention layer && !cfg->mla: the fused q/k/v projection */
     RC_IF_MLA,            /* cfg->mla */
     RC_IF_MLA_BIAS,       /* cfg->mla && cfg->qkv_bias (kv_a_proj_with_mqa's bias) */
     RC_IF_MLA_QLORA,      /* cfg->mla && cfg->q_lora_rank > 0 */
     RC_IF_MLA_QLORA_BIAS, /* cfg->mla && cfg->q_lora_rank > 0 && cfg->qkv_bias (q_a_proj's bias) */
     RC_IF_MLA_QPROJ,      /* cfg->mla && cfg->q_lora_rank == 0 (a plain q_proj) */
+    RC_IF_ATTN,           /* a full-attention layer (every layer but a hybrid model's linear ones) */
+    RC_IF_LINEAR,         /* a Gated DeltaNet layer */
+    RC_IF_ATTN_GATE,      /* a full-attention layer && cfg->attn_out_gate */
 } rc_weight_cond;
 
 /* Per-model weights (rc_weights). */
@@ -280,7 +315,7 @@ typedef enum {
     X(ln2_b, RC_DIM_H, RC_DIM_1, RC_IF_NORM_BIAS, VEC)       /* [hidden], NULL for RMSNorm */              \
     X(post_attn_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC) /* [hidden] norm of the attention output, or NULL */ \
     X(post_mlp_ln_w, RC_DIM_H, RC_DIM_1, RC_IF_SANDWICH_NORM, VEC)  /* [hidden] norm of the MLP output, or NULL */ \
-    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_QKV, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] (NULL: MLA) */ \
+    X(w_qkv, RC_DIM_QKV, RC_DIM_H, RC_IF_QKV, MAT)           /* [(n_heads + 2*n_kv_heads) * head_dim, hidden] (NULL: MLA, linear layers) */ \
     X(b_qkv, RC_DIM_QKV, RC_DIM_1, RC_IF_QKV_BIAS, VEC)      /* [(n_heads + 2*n_kv_heads) * head_dim] or NULL */ \
     X(w_mqa, RC_DIM_QL, RC_DIM_H, RC_IF_MLA_QLORA, MAT)      /* MLA [q_lora, hidden] q_a_proj, or NULL */ \
     X(b_mqa, RC_DIM_QL, RC_DIM_1, RC_IF_MLA_QLORA_BIAS, VEC) /* MLA [q_lora] q_a_proj bias, or NULL */ \
@@ -292,7 +327,8 @@ typedef enum {
     X(w_mkvb, RC_DIM_KVB, RC_DIM_KVL, RC_IF_MLA, MAT)        /* MLA [nh * (nope + v), kv_lora] kv_b_proj */ \
     X(q_norm_w, RC_DIM_QNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_heads * head_dim], or NULL */ \
     X(k_norm_w, RC_DIM_KNORM, RC_DIM_1, RC_IF_QK_NORM, VEC)  /* [head_dim] or [n_kv_heads * head_dim], or NULL */ \
-    X(w_o, RC_DIM_H, RC_DIM_O, RC_ALWAYS, MAT)               /* [hidden, n_heads * head_dim] (MLA: n_heads * v_head_dim) */ \
+    X(w_o, RC_DIM_H, RC_DIM_O, RC_IF_ATTN, MAT)              /* [hidden, n_heads * head_dim] (MLA: n_heads * v_head_dim) */ \
+    X(w_q_gate, RC_DIM_Q, RC_DIM_H, RC_IF_ATTN_GATE, MAT)    /* [n_heads * head_dim, hidden] the output gate's rows of q_proj */ \
     X(b_o, RC_DIM_H, RC_DIM_1, RC_IF_O_BIAS, VEC)            /* [hidden] or NULL */                        \
     X(w_up, RC_DIM_I, RC_DIM_H, RC_IF_DENSE, MAT)            /* [intermediate, hidden] (neox dense_h_to_4h, llama up_proj) */ \
     X(b_up, RC_DIM_I, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)       /* [intermediate] or NULL */                  \
@@ -301,16 +337,24 @@ typedef enum {
     X(w_down, RC_DIM_H, RC_DIM_I, RC_IF_DENSE, MAT)          /* [hidden, intermediate] */                  \
     X(b_down, RC_DIM_H, RC_DIM_1, RC_IF_DENSE_MLP_BIAS, VEC)     /* [hidden] or NULL */ \
     X(w_router, RC_DIM_E, RC_DIM_H, RC_IF_MOE, MAT)          /* [n_experts, hidden] (mlp.gate) */          \
+    X(e_bias, RC_DIM_E, RC_DIM_1, RC_IF_ROUTER_BIAS, VEC)    /* [n_experts] e_score_correction_bias, or NULL */ \
     X(w_exp_gu, RC_DIM_E2IM, RC_DIM_H, RC_IF_MOE, MAT)       /* [n_experts * 2 * moe_inter, hidden]: expert e's gate rows, then its up rows */ \
     X(w_exp_down, RC_DIM_EH, RC_DIM_IM, RC_IF_MOE, MAT)      /* [n_experts * hidden, moe_inter]: expert e's down_proj */ \
     X(w_sh_gate, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT) /* [shared_inter, hidden] shared_expert.gate_proj */ \
     X(w_sh_up, RC_DIM_IS, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [shared_inter, hidden] */                 \
     X(w_sh_down, RC_DIM_H, RC_DIM_IS, RC_IF_SHARED_EXPERT, MAT) /* [hidden, shared_inter] */                 \
-    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_EXPERT, MAT)   /* [1, hidden] shared_expert_gate */ \
+    X(w_sh_sig, RC_DIM_1, RC_DIM_H, RC_IF_SHARED_GATE, MAT)     /* [1, hidden] shared_expert_gate, or NULL */ \
     X(sinks, RC_DIM_NH, RC_DIM_1, RC_IF_SINKS, VEC)             /* [n_heads] attention sink logits (gpt-oss), or NULL */ \
     X(b_router, RC_DIM_E, RC_DIM_1, RC_IF_MOE_BIAS, VEC)        /* [n_experts] the router's bias, or NULL */ \
     X(b_exp_gu, RC_DIM_E2IM, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * 2 * moe_inter]: expert e's gate bias, then its up bias */ \
-    X(b_exp_down, RC_DIM_EH, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * hidden]: expert e's down_proj bias */
+    X(b_exp_down, RC_DIM_EH, RC_DIM_1, RC_IF_MOE_BIAS, VEC)     /* [n_experts * hidden]: expert e's down_proj bias */ \
+    X(w_lin_qkvz, RC_DIM_LQKVZ, RC_DIM_H, RC_IF_LINEAR, MAT)  /* Gated DeltaNet in_proj_qkvz (per key head: q, k, v, z) */ \
+    X(w_lin_ba, RC_DIM_LBA, RC_DIM_H, RC_IF_LINEAR, MAT)      /* in_proj_ba (per key head: b, a) */        \
+    X(lin_conv_w, RC_DIM_LCONV, RC_DIM_LK, RC_IF_LINEAR, VEC) /* conv1d.weight [channels, kernel] */        \
+    X(lin_dt_bias, RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, VEC)   /* dt_bias [lin_hv] */                         \
+    X(lin_A_log, RC_DIM_LHV, RC_DIM_1, RC_IF_LINEAR, VEC)     /* A_log [lin_hv] */                           \
+    X(lin_norm_w, RC_DIM_LDV, RC_DIM_1, RC_IF_LINEAR, VEC)    /* the gated RMSNorm's weight [lin_dv] */      \
+    X(w_lin_out, RC_DIM_H, RC_DIM_LV, RC_IF_LINEAR, MAT)      /* out_proj [hidden, lin_hv * lin_dv] */
 
 /* One weight tensor's storage: row-major elements of dt (RC_F32, RC_BF16 or
  * RC_F16); p NULL when the weight is absent. A model's weights point into the
@@ -382,6 +426,14 @@ RC_STATIC_ASSERT((0 RC_MODEL_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_MODEL_WEIGHT
                      (0 RC_LAYER_WEIGHT_FIELDS(RC_WEIGHT_ONE_)) == RC_N_LAYER_WEIGHTS,
                  "field id enums out of step with the lists");
 
+/* the weights a quantized checkpoint stores quantized, over the layers
+ * loaded: as stored (codes and scales) and dequantized (2-byte values) */
+typedef struct {
+    int64_t tensors;
+    uint64_t code_bytes, scale_bytes, deq_bytes;
+    int64_t block[2];       /* FP8: weight_block_size (the last quantized tensor's) */
+} rc_quant_sizes;
+
 typedef struct {
     char *dir;
     rc_config cfg;
@@ -396,6 +448,7 @@ typedef struct {
     rc_st_stored stored[24]; /* the files' tensors by stored dtype (before any dequantization) */
     int nstored;
     char quant_method[16];  /* config.json's quantization_config.quant_method, or "" */
+    rc_quant_sizes qsizes;  /* the quantized weights of the layers loaded (inspect's memory lines) */
 } rc_model;
 
 /* Weight-loading context (model.c). */
@@ -437,7 +490,9 @@ typedef struct {
  * tensor; HALF1: the next entry, the second half of the same tensor; Phi-3's
  * and GLM-4's gate_up_proj: gate rows, then up rows). WHOLE and APPEND are
  * false and true, as the tables write them. */
-typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1 } rc_piece;
+/* MID1: the whole field, from a file tensor of shape [rows, 1, cols] (a
+ * depthwise Conv1d weight, Qwen3-Next's conv1d [channels, 1, kernel]). */
+typedef enum { RC_PIECE_WHOLE = 0, RC_PIECE_APPEND = 1, RC_PIECE_HALF0, RC_PIECE_HALF1, RC_PIECE_MID1 } rc_piece;
 
 /* One checkpoint tensor the family reads into a weight field. */
 typedef struct {
@@ -510,6 +565,16 @@ bool rc_weight_cond_holds_layer(const rc_config *cfg, rc_weight_cond w, int64_t 
 /* layer l is a mixture-of-experts layer (Qwen2MoeDecoderLayer's rule: not in
  * mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0) */
 bool rc_layer_is_moe(const rc_config *cfg, int64_t l);
+/* a decoder layer's weight field id keeps its stored values in every run
+ * (never rounded to the run's dtype): the router and its selection bias of a
+ * family whose transformers class keeps them fp32 (cfg->router_gate_f32:
+ * _keep_in_fp32_modules_strict "gate.weight", "e_score_correction_bias") */
+bool rc_layer_weight_keeps_f32(const rc_config *cfg, int id);
+/* layer l is a Gated DeltaNet layer (cfg->layer_linear) */
+static inline bool rc_layer_is_linear(const rc_config *cfg, int64_t l)
+{
+    return cfg->n_linear > 0 && l >= 0 && l < RC_LIM_LAYERS && cfg->layer_linear[l];
+}
 
 
 /* Decoder layer l's weights (elements, every field the layer holds: all of a

@@ -50,6 +50,27 @@ rc_status rc_cpu_swiglu_clamp(rc_backend *be, float *gate, const float *up, int6
     return RC_OK;
 }
 
+rc_status rc_moe_grouped_check(const rco_grouped_router *g)
+{
+    if (!rco_grouped_router_ok(g))
+        return rc_errorf(RC_ERR_INTERNAL, "moe_route_grouped: top %lld of %lld experts in %lld groups, best %lld",
+                         (long long)g->top_k, (long long)g->E, (long long)g->n_group, (long long)g->topk_group);
+    return RC_OK;
+}
+
+rc_status rc_cpu_moe_route_grouped(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                   const rco_grouped_router *g, float *sel, float *w)
+{
+    (void)be;
+    RC_TRY(rc_moe_grouped_check(g));
+    float *p;
+    RC_TRY(rc_alloc_aligned((void **)&p, 2 * (g->E + g->n_group), sizeof *p, "MoE routing scratch"));
+    for (int64_t r = 0; r < M; r++)
+        rco_moe_route_grouped_row(logits + r * g->E, bias, g, p, sel + r * g->top_k, w + r * g->top_k);
+    free(p);
+    return RC_OK;
+}
+
 rc_status rc_cpu_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
                                 const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out)
 {
@@ -209,6 +230,13 @@ static int route_rule(const rc_config *c)
     return c->moe_topk_softmax ? RCO_MOE_TOPK_SOFTMAX : c->norm_topk_prob ? 1 : 0;
 }
 
+/* the grouped sigmoid router's sizes and constants, its weights rounded to w_dt */
+static rco_grouped_router grouped_router(const rc_config *c, rc_dtype w_dt)
+{
+    return (rco_grouped_router){c->n_experts, c->top_k, c->n_group, c->topk_group, c->norm_topk_prob ? 1 : 0,
+                                (float)c->routed_scale, w_dt};
+}
+
 /* routing=replay: the rows with recorded experts take them, their weights
  * recomputed from this side's logits (rco_moe_route_forced_row, on the host
  * for every backend); the others keep the op's routing */
@@ -237,7 +265,12 @@ static rc_status replay_routing(rc_backend *be, const rc_config *c, const rc_bat
                 goto done;
             }
         memcpy(s->sel_host + i * k, rec + i * k, (size_t)k * sizeof *rec);
-        rco_moe_route_forced_row(lg + i * E, E, k, route_rule(c), w_dt, p, rec + i * k, s->w_host + i * k);
+        if (c->router == RC_ROUTER_SIGMOID_GROUPED) {
+            const rco_grouped_router g = grouped_router(c, w_dt);
+            rco_moe_route_grouped_forced_row(lg + i * E, &g, rec + i * k, s->w_host + i * k);
+        } else {
+            rco_moe_route_forced_row(lg + i * E, E, k, route_rule(c), w_dt, p, rec + i * k, s->w_host + i * k);
+        }
     }
     if ((st = op->upload(be, s->sel_host, n * k, RC_F32, s->sel)) == RC_OK)
         st = op->upload(be, s->w_host, n * k, RC_F32, s->w);
@@ -257,12 +290,21 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     if (!s || n > s->max_rows)
         return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: %lld rows without scratch for them", (long long)l,
                          (long long)n);
-    /* the router: logits in the dtype (router=fp32: unrounded), then softmax / top-k / weights (cast to the
-     * logits' dtype: transformers' .to(router_logits.dtype); Mixtral keeps them fp32) */
-    const rc_dtype w_dt = c->moe_weights_f32 || r->router_f32 ? RC_F32 : r->linear;
-    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, rc_wt_vec(L->b_router), r->in_norm,
-                      r->router_f32 ? RC_F32 : r->linear, s->logits));
-    RC_TRY(op->moe_route(be, s->logits, n, E, k, route_rule(c), w_dt, s->sel, s->w));
+    /* the router: logits in the dtype (router=fp32, or a family that keeps its router fp32: unrounded), then
+     * softmax / top-k / weights (cast to the logits' dtype: transformers' .to(router_logits.dtype); Mixtral
+     * keeps them fp32), or the grouped sigmoid router (fp32 throughout) */
+    const bool f32 = r->router_f32 || c->router_gate_f32;
+    const rc_dtype w_dt = c->moe_weights_f32 || f32 ? RC_F32 : r->linear;
+    RC_TRY(op->matmul(be, h, n, H, L->w_router, E, rc_wt_vec(L->b_router), r->in_norm, f32 ? RC_F32 : r->linear,
+                      s->logits));
+    if (c->router == RC_ROUTER_SIGMOID_GROUPED) {
+        if (!op->moe_route_grouped)
+            return rc_errorf(RC_ERR_UNSUPPORTED, "backend %s has no grouped MoE router", op->name);
+        const rco_grouped_router g = grouped_router(c, w_dt);
+        RC_TRY(op->moe_route_grouped(be, s->logits, rc_wt_vec(L->e_bias), n, &g, s->sel, s->w));
+    } else {
+        RC_TRY(op->moe_route(be, s->logits, n, E, k, route_rule(c), w_dt, s->sel, s->w));
+    }
     RC_TRY(op->download(be, s->sel, n * k, s->sel_host));
     if (hook && hook->fn) { /* the router's own choice (under replay too: what miles' R3 check compares) */
         RC_TRY(op->download(be, s->w, n * k, s->w_host));
@@ -298,8 +340,10 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
         RC_TRY(op->moe_accumulate(be, s->y, m, H, s->rows_e, s->w, s->widx_e, false, r->linear, out));
     }
     if (c->shared_intermediate > 0) {
-        /* Qwen2-MoE: out = R(out + R(R(sigmoid(shared_expert_gate(h))) * shared_expert(h))) */
         RC_TRY(swiglu(be, c, h, n, L->w_sh_gate, L->w_sh_up, L->w_sh_down, c->shared_intermediate, r, s, s->y));
+        if (c->shared_ungated) /* DeepSeek-V3, GLM-4.5: out = R(out + shared_experts(h)) */
+            return op->add(be, out, s->y, n * H, r->linear, out);
+        /* Qwen2-MoE: out = R(out + R(R(sigmoid(shared_expert_gate(h))) * shared_expert(h))) */
         RC_TRY(op->matmul(be, h, n, H, L->w_sh_sig, 1, NULL, r->in_norm, r->linear, s->sig));
         RC_TRY(op->moe_accumulate(be, s->y, n, H, s->iota, s->sig, s->iota, true, r->linear, out));
     }
@@ -379,18 +423,98 @@ static rc_status gptoss_mlp64(const rc_config *c, const rc_layer_weights *L, con
     return RC_OK;
 }
 
+/* the grouped sigmoid router in double (rco_moe_route_grouped_row's steps, no
+ * rounding): lg [E] the logits, sc [3 E + n_group] scratch, sel [k] the
+ * experts, w [k] their weights */
+static void grouped64(const rc_config *c, rc_wt bias, const double *lg, double *sc, int64_t *sel, double *w)
+{
+    const int64_t E = c->n_experts, G = c->n_group, per = E / G, k = c->top_k;
+    double *ch = sc + E, *keep = sc + 2 * E, *gs = sc + 3 * E;
+    for (int64_t e = 0; e < E; e++) {
+        sc[e] = 1.0 / (1.0 + exp(-lg[e]));
+        ch[e] = sc[e] + (bias.p ? (double)rc_wt_at(bias, e) : 0.0);
+    }
+    for (int64_t q = 0; q < G; q++) {
+        int64_t i1 = -1, i2 = -1;
+        for (int64_t e = q * per; e < (q + 1) * per; e++) {
+            if (i1 < 0 || ch[e] > ch[i1]) {
+                i2 = i1;
+                i1 = e;
+            } else if (i2 < 0 || ch[e] > ch[i2]) {
+                i2 = e;
+            }
+        }
+        gs[q] = ch[i1] + ch[i2];
+    }
+    for (int64_t e = 0; e < E; e++)
+        keep[e] = 0.0;
+    for (int64_t j = 0; j < c->topk_group; j++) { /* the best groups, lower index first among equals */
+        int64_t best = -1;
+        for (int64_t q = 0; q < G; q++)
+            if (keep[q * per] == 0.0 && (best < 0 || gs[q] > gs[best]))
+                best = q;
+        for (int64_t e = best * per; e < (best + 1) * per; e++)
+            keep[e] = 1.0;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            bool taken = keep[e] == 0.0;
+            for (int64_t i = 0; i < j; i++)
+                taken = taken || sel[i] == e;
+            if (!taken && (best < 0 || ch[e] > ch[best]))
+                best = e;
+        }
+        sel[j] = best;
+        w[j] = sc[best];
+        sum += w[j];
+    }
+    for (int64_t j = 0; j < k; j++)
+        w[j] = (c->norm_topk_prob ? w[j] / (sum + 1e-20) : w[j]) * c->routed_scale;
+}
+
+/* the softmax routers in double: the k largest logits (lower index first
+ * among equals), their probabilities, renormalised with norm_topk_prob */
+static void softmax64(const rc_config *c, const double *lg, int64_t *sel, double *w)
+{
+    const int64_t E = c->n_experts, k = c->top_k;
+    double mx = lg[0], sum = 0.0, wsum = 0.0;
+    for (int64_t e = 1; e < E; e++)
+        mx = lg[e] > mx ? lg[e] : mx;
+    for (int64_t e = 0; e < E; e++)
+        sum += exp(lg[e] - mx);
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (int64_t i = 0; i < j; i++)
+                taken = taken || sel[i] == e;
+            if (!taken && (best < 0 || lg[e] > lg[best]))
+                best = e;
+        }
+        sel[j] = best;
+        w[j] = exp(lg[best] - mx) / sum;
+        wsum += w[j];
+    }
+    if (c->norm_topk_prob)
+        for (int64_t j = 0; j < k; j++)
+            w[j] /= wsum;
+}
+
 rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const double *h, int64_t n,
                            rc_mm64_fn mm64, double *out)
 {
     const int64_t E = c->n_experts, k = c->top_k, H = c->hidden, Im = c->moe_intermediate;
     const int64_t I = moe_inner(c);
-    double *lg = NULL, *g = NULL, *u = NULL, *y = NULL;
+    double *lg = NULL, *g = NULL, *u = NULL, *y = NULL, *wts = NULL;
     int64_t *sel = NULL;
     rc_status s;
-    if ((s = rc_calloc((void **)&lg, E + 1, sizeof *lg, "fp64 reference")) != RC_OK ||
+    if ((s = rc_calloc((void **)&lg, 4 * E + c->n_group + 1, sizeof *lg, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&g, I, sizeof *g, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&u, I, sizeof *u, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&y, H, sizeof *y, "fp64 reference")) != RC_OK ||
+        (s = rc_calloc((void **)&wts, k, sizeof *wts, "fp64 reference")) != RC_OK ||
         (s = rc_calloc((void **)&sel, k, sizeof *sel, "fp64 reference")) != RC_OK)
         goto done;
     for (int64_t r = 0; r < n && s == RC_OK; r++) {
@@ -404,39 +528,23 @@ rc_status rc_moe_forward64(const rc_config *c, const rc_layer_weights *L, const 
             s = gptoss_mlp64(c, L, x, lg, sel, mm64, g, u, y, o);
             continue;
         }
-        double mx = lg[0], sum = 0.0, wsum = 0.0;
-        for (int64_t e = 1; e < E; e++)
-            mx = lg[e] > mx ? lg[e] : mx;
-        for (int64_t e = 0; e < E; e++)
-            sum += exp(lg[e] - mx);
-        for (int64_t j = 0; j < k; j++) { /* the k largest, lower index first among equals */
-            int64_t best = -1;
-            for (int64_t e = 0; e < E; e++) {
-                bool taken = false;
-                for (int64_t i = 0; i < j; i++)
-                    taken = taken || sel[i] == e;
-                if (!taken && (best < 0 || lg[e] > lg[best]))
-                    best = e;
-            }
-            sel[j] = best;
-            wsum += exp(lg[best] - mx) / sum;
-        }
+        if (c->router == RC_ROUTER_SIGMOID_GROUPED)
+            grouped64(c, L->e_bias, lg, lg + E, sel, wts);
+        else
+            softmax64(c, lg, sel, wts);
         for (int64_t j = 0; j < k && s == RC_OK; j++) {
             const int64_t e = sel[j];
-            double wt = exp(lg[e] - mx) / sum;
-            if (c->norm_topk_prob)
-                wt /= wsum;
             s = swiglu64(c, x, 1, wt_rows(L->w_exp_gu, e * 2 * Im, H), wt_rows(L->w_exp_gu, e * 2 * Im + Im, H),
                          wt_rows(L->w_exp_down, e * H, Im), Im, mm64, g, u, y);
             for (int64_t i = 0; i < H; i++)
-                o[i] += wt * y[i];
+                o[i] += wts[j] * y[i];
         }
         if (s == RC_OK && c->shared_intermediate > 0) {
             double gl = 0.0;
             s = swiglu64(c, x, 1, L->w_sh_gate, L->w_sh_up, L->w_sh_down, c->shared_intermediate, mm64, g, u, y);
-            if (s == RC_OK)
+            if (s == RC_OK && !c->shared_ungated)
                 s = mm64(x, 1, H, L->w_sh_sig, 1, (rc_wt){0}, &gl);
-            const double sg = 1.0 / (1.0 + exp(-gl));
+            const double sg = c->shared_ungated ? 1.0 : 1.0 / (1.0 + exp(-gl)); /* DeepSeek, GLM: ungated */
             for (int64_t i = 0; s == RC_OK && i < H; i++)
                 o[i] += sg * y[i];
         }
@@ -446,6 +554,7 @@ done:
     free(g);
     free(u);
     free(y);
+    free(wts);
     free(sel);
     return s;
 }

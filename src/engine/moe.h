@@ -1,9 +1,11 @@
-/* The mixture-of-experts MLP of one layer (Qwen2-MoE, Mixtral), run by the
- * forward pass over a chunk of rows: the router GEMM, the routing op
- * (moe_route), each expert's SwiGLU over the rows routed to it (grouped by
+/* The mixture-of-experts MLP of one layer (Qwen2-MoE, Mixtral, Qwen3-MoE,
+ * GLM-4.5), run by the forward pass over a chunk of rows: the router GEMM,
+ * the routing op (moe_route; the grouped sigmoid router: moe_route_grouped),
+ * each expert's SwiGLU over the rows routed to it (grouped by
  * expert, so the M of each expert's GEMMs is the number of rows of the call
  * that chose it), the weighted sums (moe_accumulate) in transformers' order,
- * and Qwen2-MoE's shared expert. docs/numerics.md "Mixture of experts". */
+ * and the shared expert (Qwen2-MoE's gated one, GLM-4.5's ungated ones).
+ * docs/numerics.md "Mixture of experts". */
 #ifndef RC_MOE_H
 #define RC_MOE_H
 
@@ -72,6 +74,11 @@ rc_status rc_cpu_moe_route(rc_backend *be, const float *logits, int64_t M, int64
 rc_status rc_cpu_bias_add(rc_backend *be, float *y, int64_t M, int64_t N, const float *bias, rc_dtype out_dt);
 rc_status rc_cpu_swiglu_clamp(rc_backend *be, float *gate, const float *up, int64_t n, float alpha, float limit,
                               rc_dtype dt);
+rc_status rc_cpu_moe_route_grouped(rc_backend *be, const float *logits, const float *bias, int64_t M,
+                                   const rco_grouped_router *g, float *sel, float *w);
+/* the checks every backend makes on a grouped router's sizes (RC_ERR_INTERNAL
+ * naming them: the config reader refuses such a model first) */
+rc_status rc_moe_grouped_check(const rco_grouped_router *g);
 rc_status rc_cpu_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t H, const int64_t *rows,
                                 const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out);
 

@@ -1239,6 +1239,121 @@ RC_HD static inline void rco_moe_route_forced_row(const float *logits, int64_t E
         w[j] = rc_round_to(w[j], w_dt);
 }
 
+/* DeepSeek-V3's / GLM-4.5's router (rc_router_kind RC_ROUTER_SIGMOID_GROUPED):
+ * its sizes and constants, as the kernels and the CPU twin read them. */
+typedef struct {
+    int64_t E, top_k;          /* experts, experts chosen per row */
+    int64_t n_group, topk_group; /* E / n_group experts per group; the best topk_group groups stay */
+    int renorm;                /* norm_topk_prob */
+    float scale;               /* routed_scaling_factor as fp32 */
+    rc_dtype w_dt;             /* the weights' rounding (fp32: transformers keeps them) */
+} rco_grouped_router;
+
+/* the sizes a grouped router needs: equal groups of at least two experts
+ * (torch's topk(2) per group), topk_group of the n_group groups, and top_k no
+ * more than the experts those groups hold */
+static inline int rco_grouped_router_ok(const rco_grouped_router *g)
+{
+    return g->E >= 2 && g->n_group >= 1 && g->E % g->n_group == 0 && g->E / g->n_group >= 2 && g->topk_group >= 1 &&
+           g->topk_group <= g->n_group && g->top_k >= 1 && g->top_k <= g->topk_group * (g->E / g->n_group);
+}
+
+/* the larger of two candidates: a higher value, or the same value at a lower index */
+RC_HD static inline int rco_route_better(float a, int64_t ia, float b, int64_t ib)
+{
+    return a > b || (a == b && ia < ib);
+}
+
+/* One row of the grouped sigmoid router (transformers' DeepseekV3TopkRouter /
+ * Glm4MoeTopkRouter after the fp32 router GEMM), in fp32:
+ *   s[e] = 1 / (1 + exp(-logit[e]))             (sigmoid)
+ *   c[e] = s[e] + bias[e]                          (bias NULL: 0; the choice only)
+ *   group g's score = the sum of its two largest c (larger + smaller)
+ *   the topk_group best groups stay, the others' c become -inf
+ *   sel = the top_k largest c, largest first (equal values: the lower index
+ *         first; torch.topk(sorted=False) leaves its own order, which only the
+ *         renormalising sum below sees)
+ *   w[j] = s[sel[j]]; with renorm w[j] / (sum of w in sel's order + 1e-20f);
+ *   then w[j] * scale, rounded to w_dt.
+ * Groups are ranked the same way (a higher score, or the lower group index).
+ * scratch: 2 * (E + n_group) floats. */
+RC_HD static inline void rco_moe_route_grouped_row(const float *logits, const float *bias,
+                                                   const rco_grouped_router *g, float *scratch, float *sel, float *w)
+{
+    const int64_t E = g->E, G = g->n_group, per = E / G;
+    float *s = scratch, *c = scratch + E, *gs = scratch + 2 * E, *kept = scratch + 2 * E + G;
+    for (int64_t e = 0; e < E; e++) {
+        s[e] = 1.0f / (1.0f + expf(-logits[e]));
+        c[e] = bias ? s[e] + bias[e] : s[e];
+    }
+    for (int64_t q = 0; q < G; q++) { /* the two largest of the group */
+        int64_t i1 = -1, i2 = -1;
+        for (int64_t e = q * per; e < (q + 1) * per; e++) {
+            if (i1 < 0 || rco_route_better(c[e], e, c[i1], i1)) {
+                i2 = i1;
+                i1 = e;
+            } else if (i2 < 0 || rco_route_better(c[e], e, c[i2], i2)) {
+                i2 = e;
+            }
+        }
+        gs[q] = i2 >= 0 ? c[i1] + c[i2] : c[i1];
+        kept[q] = 0.0f;
+    }
+    for (int64_t j = 0; j < g->topk_group; j++) { /* the best groups (one is left while j < n_group) */
+        int64_t best = -1;
+        for (int64_t q = 0; q < G; q++)
+            if (kept[q] == 0.0f && (best < 0 || rco_route_better(gs[q], q, gs[best], best)))
+                best = q;
+        kept[best] = 1.0f;
+    }
+    for (int64_t q = 0; q < G; q++)
+        if (kept[q] == 0.0f)
+            for (int64_t e = q * per; e < (q + 1) * per; e++)
+                c[e] = -INFINITY;
+    for (int64_t j = 0; j < g->top_k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t i = 0; i < j; i++)
+                taken |= (int64_t)sel[i] == e;
+            if (!taken && (best < 0 || rco_route_better(c[e], e, c[best], best)))
+                best = e;
+        }
+        sel[j] = (float)best;
+        w[j] = s[best];
+    }
+    if (g->renorm) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < g->top_k; j++)
+            sum += w[j];
+        sum = sum + 1e-20f;
+        for (int64_t j = 0; j < g->top_k; j++)
+            w[j] = w[j] / sum;
+    }
+    for (int64_t j = 0; j < g->top_k; j++)
+        w[j] = rc_round_to(w[j] * g->scale, g->w_dt);
+}
+
+/* The grouped router's weights under routing replay: the experts given (sel,
+ * top_k of them, in the recorded order), w[j] = sigmoid(logit[sel[j]]) (the
+ * unbiased score), renormalised and scaled as rco_moe_route_grouped_row does. */
+RC_HD static inline void rco_moe_route_grouped_forced_row(const float *logits, const rco_grouped_router *g,
+                                                          const float *sel, float *w)
+{
+    for (int64_t j = 0; j < g->top_k; j++)
+        w[j] = 1.0f / (1.0f + expf(-logits[(int64_t)sel[j]]));
+    if (g->renorm) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < g->top_k; j++)
+            sum += w[j];
+        sum = sum + 1e-20f;
+        for (int64_t j = 0; j < g->top_k; j++)
+            w[j] = w[j] / sum;
+    }
+    for (int64_t j = 0; j < g->top_k; j++)
+        w[j] = rc_round_to(w[j] * g->scale, g->w_dt);
+}
+
 /* One element of an expert's (or the shared expert's) contribution added to
  * the output: R(acc + R(y * s)), y the expert's output (a value of dt), s its
  * weight (a value of dt, or fp32 for Mixtral: the product then rounds to fp32

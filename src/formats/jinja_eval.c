@@ -548,9 +548,9 @@ static bool exec_body(ctx *C, const node *b)
             if (v.t == V_STR) {
                 if (!emit(C, v.u.s.p, v.u.s.n))
                     return false;
-            } else {
-                jv s;
-                if (!to_str(C, &v, &s) || !emit(C, s.u.s.p, s.u.s.n))
+            } else { /* printed straight into the output, so a value too long for it stops at the limit */
+                const size_t n0 = C->out->n;
+                if (!rcj_print(C, C->out, &v) || !emit(C, NULL, 0) || !rcj_step(C, C->out->n - n0))
                     return false;
             }
             break;

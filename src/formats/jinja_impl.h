@@ -412,6 +412,7 @@ bool veq(const jv *a, const jv *b, int depth);
 bool vcmp(ctx *C, const jv *a, const jv *b, int *r, int depth);
 bool sb_done(ctx *C, sbuf *b, jv *out);
 bool to_str(ctx *C, const jv *v, jv *out);
+bool rcj_print(ctx *C, sbuf *b, const jv *v);
 bool vjson(ctx *C, sbuf *b, const jv *v, const jopt *o, int depth);
 bool from_json(ctx *C, const json_t *j, jv *out, int depth);
 bool var_lookup(const ctx *C, const char *s, size_t n, jv *out);

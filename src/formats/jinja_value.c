@@ -396,6 +396,8 @@ static bool vtext(ctx *C, sbuf *b, const jv *v, bool top, int depth)
 {
     if (depth > 200)
         return rcj_fail(C, RC_ERR_UNSUPPORTED, "values nested too deeply to print");
+    if (b->over) /* past the buffer's limit: the caller reports it; printing more is wasted work */
+        return true;
     if (!rcj_step(C, 0))
         return false;
     char t[64];
@@ -422,7 +424,7 @@ static bool vtext(ctx *C, sbuf *b, const jv *v, bool top, int depth)
         return rcj_step(C, v->u.s.n);
     case V_LIST:
         sb_str(b, v->tup ? "(" : "[");
-        for (size_t i = 0; i < v->u.l->n; i++) {
+        for (size_t i = 0; i < v->u.l->n && !b->over; i++) {
             if (i)
                 sb_str(b, ", ");
             if (!vtext(C, b, &v->u.l->v[i], false, depth + 1))
@@ -433,7 +435,7 @@ static bool vtext(ctx *C, sbuf *b, const jv *v, bool top, int depth)
     case V_DICT:
     case V_NS:
         sb_str(b, v->t == V_NS ? "<Namespace {" : "{");
-        for (size_t i = 0; i < v->u.d->n; i++) {
+        for (size_t i = 0; i < v->u.d->n && !b->over; i++) {
             if (i)
                 sb_str(b, ", ");
             if (!vtext(C, b, &v->u.d->k[i], false, depth + 1))
@@ -461,6 +463,12 @@ bool sb_done(ctx *C, sbuf *b, jv *out)
         memcpy(p, b->p, b->n);
     free(b->p);
     return p != NULL;
+}
+
+/* str(v) appended to b (a rendering's output): stops once b is past its limit */
+bool rcj_print(ctx *C, sbuf *b, const jv *v)
+{
+    return vtext(C, b, v, true, 0);
 }
 
 /* str(v) as a value */

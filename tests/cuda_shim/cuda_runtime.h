@@ -139,6 +139,10 @@ template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes)
         return cudaErrorMemoryAllocation;
     *(size_t *)raw = bytes;
     g_shim.in_use += bytes;
+    rck_shim_count(RCK_SHIM_ALLOCS);
+    rck_shim_set(RCK_SHIM_ALLOC_BYTES, (long long)g_shim.in_use);
+    if ((long long)g_shim.in_use > rck_shim_get(RCK_SHIM_ALLOC_PEAK))
+        rck_shim_set(RCK_SHIM_ALLOC_PEAK, (long long)g_shim.in_use);
     *p = (T *)((char *)raw + 256);
     memset((char *)raw + 256, 0xFF, bytes); // poison: NaN in every float type, -1 in every int
     g_shim.live[(uintptr_t)*p] = bytes;
@@ -156,6 +160,7 @@ static inline cudaError_t cudaFree(void *p)
         g_shim.live.erase(it);
         char *raw = (char *)p - 256;
         g_shim.in_use -= *(size_t *)raw;
+        rck_shim_set(RCK_SHIM_ALLOC_BYTES, (long long)g_shim.in_use);
         free(raw);
     }
     return cudaSuccess;

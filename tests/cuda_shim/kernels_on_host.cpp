@@ -15,6 +15,7 @@ extern "C" void rck_shim_reset(void)
 {
     for (int i = 0; i < RCK_SHIM_N; i++)
         g_shim_values[i] = 0;
+    g_shim_values[RCK_SHIM_ALLOC_BYTES] = g_shim_values[RCK_SHIM_ALLOC_PEAK] = (long long)g_shim.in_use;
     g_shim.last = cudaSuccess;
 }
 

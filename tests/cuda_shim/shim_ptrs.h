@@ -27,6 +27,13 @@ template <typename F> static inline void rck_shim_ptrs(const rck_embed_args &a, 
     RCK_SHIM_PTR(f, a, tokens);
     RCK_SHIM_PTR(f, a, table);
     RCK_SHIM_PTR(f, a, out);
+    RCK_SHIM_PTR(f, a, table16);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_widen_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, bits);
+    RCK_SHIM_PTR(f, a, x);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_gather_args &a, F &&f)
@@ -64,6 +71,7 @@ template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F
     RCK_SHIM_PTR(f, a, bias);
     RCK_SHIM_PTR(f, a, y);
     RCK_SHIM_PTR(f, a, Wt);
+    RCK_SHIM_PTR(f, a, W16);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_transpose_args &a, F &&f)
@@ -88,6 +96,17 @@ template <typename F> static inline void rck_shim_ptrs(const rck_attn_args &a, F
     RCK_SHIM_PTR(f, a, scratch);
     RCK_SHIM_PTR(f, a, ap.inv_freq);
     RCK_SHIM_PTR(f, a, ap.alibi_slopes);
+    RCK_SHIM_PTR(f, a, k16);
+    RCK_SHIM_PTR(f, a, v16);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_kv_widen_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, k16);
+    RCK_SHIM_PTR(f, a, v16);
+    RCK_SHIM_PTR(f, a, kw);
+    RCK_SHIM_PTR(f, a, vw);
+    RCK_SHIM_PTR(f, a, slot);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_lp_args &a, F &&f)
@@ -127,6 +146,15 @@ template <typename F> static inline void rck_shim_ptrs(const rck_zero_args &a, F
 template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, logits);
+    RCK_SHIM_PTR(f, a, sel);
+    RCK_SHIM_PTR(f, a, w);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_moe_route_grouped_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, logits);
+    RCK_SHIM_PTR(f, a, bias);
     RCK_SHIM_PTR(f, a, sel);
     RCK_SHIM_PTR(f, a, w);
     RCK_SHIM_PTR(f, a, scratch);

@@ -85,12 +85,17 @@ static const char *const k_keys[] = {
     "sliding_window_pattern", "rope_local_base_freq", "use_bidirectional_attention", "full_attention",
     "sliding_attention",
     /* olmo3, phi3, glm4, longrope */
-    "short_factor", "long_factor", NULL};
+    "short_factor", "long_factor",
+    /* MoE: qwen2_moe, mixtral, qwen3_moe, glm4_moe */
+    "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "qkv_bias",
+    "n_routed_experts", "n_shared_experts", "n_group", "topk_group", "first_k_dense_replace",
+    "routed_scaling_factor", "use_qk_norm", "num_nextn_predict_layers", NULL};
 static const char *const k_strings[] = {
     "gpt_neox", "llama", "mistral", "qwen2", "gpt2", "bloom", "mpt", "baichuan", "BaiChuanForCausalLM",
     "BaichuanForCausalLM", "gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu",
     "default", "linear", "llama3", "dynamic", "yarn", "qwen3", "olmo2", "gemma2", "gemma3_text", "full_attention",
-    "sliding_attention", "attention", "olmo3", "phi3", "glm4", "longrope", "su", "line\nbreak", "\xc3\xa9", "", NULL};
+    "sliding_attention", "attention", "olmo3", "phi3", "glm4", "longrope", "qwen2_moe", "mixtral", "qwen3_moe", "glm4_moe", "su", "line\nbreak", "\xc3\xa9", "", NULL};
 const fz_json_dict k_config_dict = {k_keys, k_strings};
 
 #ifndef FZ_NO_CONFIG_MAIN
@@ -132,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t nw = -1;
     if (rc_weights_numel(&cfg, &nw) != RC_OK)
         return 0;
-    if (nw < 0 || nw > RC_MAX_ALLOC / 4) {
+    if (nw < 0 || nw > RC_MAX_ALLOC / 4 * 1024) { /* rc_config_finish's bound (the loader's is RC_MAX_ALLOC) */
         fprintf(stderr, "accepted config needs %lld floats of weights\n", (long long)nw);
         abort();
     }

@@ -5,7 +5,8 @@
  * data/fixtures: the rows of tests/fixtures.h marked for it (qwen2_bias with
  * its three shards and index); the input's "model_type" picks the folder
  * (llama's when it names none of them); two more folders for an input with a
- * quantization_config: quant/fp8 (FP8 block-scaled weights), and gptoss_mxfp4
+ * quantization_config: quant/fp8 (FP8 block-scaled weights, also read by an
+ * engine under weights=as-stored: the stored codes and scales), and gptoss_mxfp4
  * (a gpt_oss with MXFP4 experts) when its quant_method is mxfp4. Seed the corpus with
  * the fixtures' config.json files: the JSON-aware mutator then changes one
  * field at a time, so most inputs stay valid JSON.
@@ -24,6 +25,8 @@
 #define FZ_NO_CONFIG_MAIN
 #include "fuzz_config.c"
 
+#include "backend.h"
+#include "forward.h"
 #include "tests/fixtures.h"
 
 #define N_DIRS (RC_N_FIXTURE_MODELS + 2) /* at most: the rows marked for fuzzing, quant/fp8 and gptoss_mxfp4 */
@@ -126,21 +129,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int64_t j = 0; j < m->cfg.rotary_dim / 2; j++)
             acc += m->w.inv_freq[j];
         for (int64_t l = 0; l < m->cfg.n_layers; l++) { /* the first and last element of two weights */
-            const int64_t H = m->cfg.hidden, qkv = (m->cfg.n_heads + 2 * m->cfg.n_kv_heads) * m->cfg.head_dim;
-            if (m->cfg.mla) { /* latent attention: q_b_proj / q_proj and kv_b_proj instead of the fused QKV */
-                const rc_layer_weights *L = &m->w.layers[l];
-                const int64_t nq = rc_dim_value(&m->cfg, RC_DIM_MQ) * rc_dim_value(&m->cfg, RC_DIM_MQIN);
-                const int64_t nkv = rc_dim_value(&m->cfg, RC_DIM_KVB) * m->cfg.kv_lora_rank;
+            const rc_config *c = &m->cfg;
+            const rc_layer_weights *L = &m->w.layers[l];
+            const int64_t H = c->hidden, qkv = (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+            if (rc_layer_is_linear(c, l)) { /* a Gated DeltaNet layer: its in and out projections, its conv */
+                if (!L->w_lin_qkvz.p || !L->w_lin_out.p || !L->lin_conv_w.p || L->w_qkv.p)
+                    abort();
+                acc += rc_wt_at(L->w_lin_qkvz, rc_dim_value(c, RC_DIM_LQKVZ) * H - 1);
+                acc += rc_wt_at(L->w_lin_out, H * rc_dim_value(c, RC_DIM_LV) - 1);
+                acc += rc_wt_at(L->lin_conv_w, rc_dim_value(c, RC_DIM_LCONV) * c->lin_conv_k - 1);
+            } else if (c->mla) { /* latent attention: q_b_proj / q_proj and kv_b_proj instead of the fused QKV */
+                const int64_t nq = rc_dim_value(c, RC_DIM_MQ) * rc_dim_value(c, RC_DIM_MQIN);
+                const int64_t nkv = rc_dim_value(c, RC_DIM_KVB) * c->kv_lora_rank;
                 acc += rc_wt_at(L->w_mq, 0) + rc_wt_at(L->w_mq, nq - 1) + rc_wt_at(L->w_mkvb, nkv - 1);
             } else {
-                acc += rc_wt_at(m->w.layers[l].w_qkv, 0) + rc_wt_at(m->w.layers[l].w_qkv, qkv * H - 1);
+                acc += rc_wt_at(L->w_qkv, 0) + rc_wt_at(L->w_qkv, qkv * H - 1);
             }
-            if (rc_layer_is_moe(&m->cfg, l)) { /* the experts' down_proj (a MoE layer has no dense MLP) */
-                const int64_t n = m->cfg.n_experts * H * m->cfg.moe_intermediate;
-                acc += rc_wt_at(m->w.layers[l].w_exp_down, 0) + rc_wt_at(m->w.layers[l].w_exp_down, n - 1);
-            } else {
-                acc += rc_wt_at(m->w.layers[l].w_down, 0) +
-                       rc_wt_at(m->w.layers[l].w_down, H * m->cfg.intermediate - 1);
+            if (!rc_layer_is_moe(c, l)) {
+                acc += rc_wt_at(L->w_down, 0) + rc_wt_at(L->w_down, H * c->intermediate - 1);
+            } else { /* a MoE layer: the router and every expert's down_proj */
+                const int64_t E = c->n_experts;
+                acc += rc_wt_at(L->w_router, 0) + rc_wt_at(L->w_router, E * H - 1);
+                acc += rc_wt_at(L->w_exp_down, 0) + rc_wt_at(L->w_exp_down, E * H * c->moe_intermediate - 1);
+                if (c->router_bias)
+                    acc += rc_wt_at(L->e_bias, E - 1);
             }
         }
         if (m->cfg.pos == RC_POS_ALIBI) {
@@ -152,6 +164,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m->cfg.pos == RC_POS_LEARNED)
             acc += rc_wt_at(m->w.wpe, m->cfg.max_pos * m->cfg.hidden - 1);
         (void)acc;
+        if (!strcmp(m->quant_method, "fp8")) { /* the stored fp8 weights, as weights=as-stored reads them */
+            static rc_backend *be;
+            if (!be && rc_backend_cpu_create(1, RC_KERNELS_INVARIANT, &be) != RC_OK)
+                abort();
+            rc_numerics num = rc_numerics_fp32();
+            num.dt = RC_BF16;
+            num.wq.kind = RC_WQ_STORED;
+            rc_engine *e = NULL;
+            const int64_t len = m->cfg.max_pos < 4 ? m->cfg.max_pos : 4;
+            if (rc_engine_create(m, be, &num, 1, len, len, &e) == RC_OK)
+                rc_engine_free(e);
+        }
         rc_model_free(m);
     } else if (m) {
         abort();

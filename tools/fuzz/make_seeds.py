@@ -148,6 +148,16 @@ fp8_q = bytes((i * 37) & 0x7E for i in range(fp8_n))
 put("safetensors", "synthetic-fp8-blocks", st_file(fp8_hdr, fp8_q + struct.pack("<6f", *[0.01 * (k + 1) for k in range(6)])))
 put("safetensors", "synthetic-fp8-hostile-scale",
     st_file(fp8_hdr, fp8_q + struct.pack("<6f", 0.01, float("nan"), 0.0, -1.0, float("inf"), 1e-3)))
+put("safetensors", "synthetic-fp8-nan-code", st_file(fp8_hdr, bytes([0x7F]) + fp8_q[1:] + struct.pack("<6f", *[0.01] * 6)))
+put("safetensors", "synthetic-fp8-bf16-scales", st_file(
+    {"w.weight": fp8_hdr["w.weight"],
+     "w.weight_scale_inv": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [fp8_n, fp8_n + 2 * fp8_s]}},
+    fp8_q + struct.pack("<6H", *[0x3C23] * 6)))
+put("safetensors", "synthetic-fp8-scale-grid", st_file(  # a [32, 16] grid under the [16, 16] config
+    {"w.weight": fp8_hdr["w.weight"],
+     "w.weight_scale_inv": {"dtype": "F32", "shape": [1, 3], "data_offsets": [fp8_n, fp8_n + 12]}},
+    fp8_q + struct.pack("<3f", 0.01, 0.02, 0.03)))
+put("safetensors", "synthetic-fp8-truncated", st_file(fp8_hdr, fp8_q + struct.pack("<6f", *[0.01] * 6))[:-9])
 put("safetensors", "synthetic-mxfp4", st_file(
     {"e.down_proj_blocks": {"dtype": "U8", "shape": [1, 2, 1, 16], "data_offsets": [0, 32]},
      "e.down_proj_scales": {"dtype": "U8", "shape": [1, 2, 1], "data_offsets": [32, 34]}},
