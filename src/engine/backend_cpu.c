@@ -369,69 +369,101 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
 
 /* rco_dot16 / rco_dot8 on one register of lanes: each lane's products
  * multiplied then added (no fma), lanes past the end untouched, the same tree */
-AVX512_FN static inline float dot16_avx512(const float *a, const float *b, int64_t n)
+/* 8 values from element i of V (fp32, or bf16 / fp16 widened exactly),
+ * masked as uk_loadw_mask */
+AVX512_FN static inline __attribute__((always_inline)) __m256 uk_loadw8_mask(const int wdt, const void *W, int64_t i,
+                                                                           __mmask8 mk)
+{
+    if (wdt == RC_BF16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(mk, (const uint16_t *)W + i)), 16));
+    if (wdt == RC_F16)
+        return _mm512_castps512_ps256(
+            _mm512_cvtph_ps(_mm256_zextsi128_si256(_mm_maskz_loadu_epi16(mk, (const uint16_t *)W + i))));
+    return _mm256_maskz_loadu_ps(mk, (const float *)W + i);
+}
+
+/* element i of V as a float */
+static inline __attribute__((always_inline)) float uk_at(const int wdt, const void *W, int64_t i)
+{
+    if (wdt == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)W)[i]);
+    if (wdt == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)W)[i]);
+    return ((const float *)W)[i];
+}
+
+/* the dots of q (fp32) with b's n elements (b stored as bdt: its exact fp32
+ * values), 16 or 8 lanes */
+AVX512_FN static inline __attribute__((always_inline)) float dot16_avx512(const int bdt, const float *a, const void *b,
+                                                                        int64_t n)
 {
     __m512 acc = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= n; k += 16)
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k)));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + k), uk_loadw(bdt, b, k)));
     if (k < n) {
         const __mmask16 mk = (__mmask16)((1u << (n - k)) - 1u);
-        acc = _mm512_mask_add_ps(acc, mk, acc,
-                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k)));
+        acc = _mm512_mask_add_ps(acc, mk, acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, a + k), uk_loadw_mask(bdt, b, k, mk)));
     }
     return tree16_512(acc);
 }
 
-AVX512_FN static inline float dot8_avx512(const float *a, const float *b, int64_t n)
+AVX512_FN static inline __attribute__((always_inline)) float dot8_avx512(const int bdt, const float *a, const void *b,
+                                                                       int64_t n)
 {
     __m256 acc = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 8 <= n; k += 8)
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k)));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), uk_loadw8_mask(bdt, b, k, (__mmask8)0xff)));
     if (k < n) {
         const __mmask8 mk = (__mmask8)((1u << (n - k)) - 1u);
-        acc = _mm256_mask_add_ps(acc, mk, acc,
-                                 _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, a + k), _mm256_maskz_loadu_ps(mk, b + k)));
+        acc = _mm256_mask_add_ps(acc, mk, acc, _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, a + k), uk_loadw8_mask(bdt, b, k, mk)));
     }
     return tree8_256(acc);
 }
 
 /* dst[0..d) += p * v[0..d), multiplied then added, 16 columns at a time */
-AVX512_FN static inline void axpy_avx512(float *dst, float p, const float *v, int64_t d)
+AVX512_FN static inline __attribute__((always_inline)) void axpy_avx512(const int vdt, float *dst, float p, const void *v,
+                                                                      int64_t d)
 {
     const __m512 pp = _mm512_set1_ps(p);
     int64_t t = 0;
     for (; t + 16 <= d; t += 16)
-        _mm512_storeu_ps(dst + t, _mm512_add_ps(_mm512_loadu_ps(dst + t), _mm512_mul_ps(pp, _mm512_loadu_ps(v + t))));
+        _mm512_storeu_ps(dst + t, _mm512_add_ps(_mm512_loadu_ps(dst + t), _mm512_mul_ps(pp, uk_loadw(vdt, v, t))));
     for (; t < d; t++)
-        dst[t] += p * v[t];
+        dst[t] += p * uk_at(vdt, v, t);
 }
 
 /* rco_attn_row with its dots and P.V 16 columns at a time: the same
  * operations in the same order (rco_pv's loops over t are independent), so
- * the same bits; the softmax is rco_attn_softmax's */
-AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const float *Vh, int64_t nk, int64_t d,
-                                      const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt,
-                                      rc_dtype out_dt, float *sc, float *ms, float *ls, float *acc, float *part,
-                                      float *out)
+ * the same bits; the softmax is rco_attn_softmax's. Keys and values stored as
+ * kdt (fp32, or a 2-byte cache read in place: each value widened exactly in
+ * registers, the same values as a widened copy). */
+AVX512_FN static inline __attribute__((always_inline)) void
+attn_row_avx512_body(const int kdt, const float *q, const void *Kh, const void *Vh, int64_t nk, int64_t d,
+                     const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt, rc_dtype out_dt, float *sc,
+                     float *ms, float *ls, float *acc, float *part, float *out)
 {
+    const int64_t es = kdt == RC_F32 ? 4 : 2; /* bytes per stored value */
+    const char *K = (const char *)Kh, *V = (const char *)Vh;
     for (int64_t j = 0; j < nk; j++)
-        sc[j] = rco_score_dot(mode == 1 ? dot8_avx512(q, Kh + j * d, d) : dot16_avx512(q, Kh + j * d, d), sp, j);
+        sc[j] = rco_score_dot(mode == 1 ? dot8_avx512(kdt, q, K + j * d * es, d) : dot16_avx512(kdt, q, K + j * d * es, d),
+                              sp, j);
     rco_attn_softmax(sc, nk, mode, sp, prob_dt, ms, ls);
     const int64_t tile = rco_pv_tile(mode, max_keys);
     for (int64_t t = 0; t < d; t++)
         acc[t] = 0.0f;
     if (tile <= 0) {
         for (int64_t j = 0; j < nk; j++)
-            axpy_avx512(acc, sc[j], Vh + j * d, d);
+            axpy_avx512(kdt, acc, sc[j], V + j * d * es, d);
     } else {
         for (int64_t t0 = 0; t0 < nk; t0 += tile) {
             const int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
             for (int64_t t = 0; t < d; t++)
                 part[t] = 0.0f;
             for (int64_t j = t0; j < t1; j++)
-                axpy_avx512(part, sc[j], Vh + j * d, d);
+                axpy_avx512(kdt, part, sc[j], V + j * d * es, d);
             for (int64_t t = 0; t < d; t++)
                 acc[t] += part[t];
         }
@@ -439,6 +471,18 @@ AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const flo
     for (int64_t t = 0; t < d; t++)
         out[t] = rc_round_to(acc[t], out_dt);
 }
+
+#define ATTN_ROW_INSTANCE(NAME, KDT)                                                                                \
+    AVX512_FN static void NAME(const float *q, const void *Kh, const void *Vh, int64_t nk, int64_t d,              \
+                               const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt,              \
+                               rc_dtype out_dt, float *sc, float *ms, float *ls, float *acc, float *part, float *out) \
+    {                                                                                                               \
+        attn_row_avx512_body(KDT, q, Kh, Vh, nk, d, sp, mode, max_keys, prob_dt, out_dt, sc, ms, ls, acc, part, out); \
+    }
+ATTN_ROW_INSTANCE(attn_row_avx512, RC_F32)
+ATTN_ROW_INSTANCE(attn_row_avx512_bf16, RC_BF16)
+ATTN_ROW_INSTANCE(attn_row_avx512_f16, RC_F16)
+#undef ATTN_ROW_INSTANCE
 
 /* rco_exp64 on 8 lanes: the same operations (fma, scalef = ldexp: exact, or
  * rounded once into the subnormals), so the same bits */
@@ -977,43 +1021,72 @@ AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_
     }
 }
 
+/* Prefetch (into L2) line l of the rows [n0, n1) of W, each K 2-byte
+ * elements, rows ldw apart: the next column block's weights, a slice at a
+ * time while the current block computes */
+static inline void gemm_prefetch_rows(const uint16_t *W, int64_t ldw, int64_t K, int64_t n0, int64_t l0, int64_t l1)
+{
+    const int64_t lpr = (K * 2 + 63) / 64; /* lines per row */
+    for (int64_t l = l0; l < l1; l++)
+        _mm_prefetch((const char *)(W + (n0 + l / lpr) * ldw) + (l % lpr) * 64, _MM_HINT_T1);
+}
+
 /* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
  * rows widened once, W one column block at a time into this thread's panel,
  * read there by every row block; the same steps as gemm_pairs' paths (the
- * same bits), with the fp32 kernel's instruction count */
-static rc_status gemm_pairs_emf(const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw, int64_t N,
-                                const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
+ * same bits), with the fp32 kernel's instruction count. One parallel region:
+ * x widened (static), then the column blocks taken one at a time from a
+ * shared counter, each thread claiming its next block before it computes the
+ * current one and prefetching the next one's bf16 weights while it computes
+ * (the rows in slices of UK_MR rows), so the weights stream from memory
+ * behind the FMAs. Operands and panels in be's scratch (be NULL: allocated). */
+static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W,
+                                int64_t ldw, int64_t N, const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
 {
     const int64_t Kp = (K + 31) / 32 * 32;
-    float *xf = NULL, *panels = NULL;
-    RC_TRY(rc_alloc_aligned((void **)&xf, M * Kp, sizeof *xf, "matmul operands"));
-    rc_status st = rc_alloc_aligned((void **)&panels, (int64_t)omp_get_max_threads() * GEMM_N_BLOCK * Kp,
-                                    sizeof *panels, "matmul panels");
-    if (st != RC_OK) {
-        free(xf);
-        return st;
+    const int64_t xn = (M * Kp + 15) / 16 * 16, pn = (int64_t)omp_get_max_threads() * GEMM_N_BLOCK * Kp;
+    float *buf = NULL, *own = NULL;
+    if (be)
+        RC_TRY(cpu_scratch(be, xn + pn, &buf));
+    else {
+        RC_TRY(rc_alloc_aligned((void **)&own, xn + pn, sizeof *own, "matmul operands"));
+        buf = own;
     }
-#pragma omp parallel for schedule(static) if (M * Kp >= 65536)
-    for (int64_t m = 0; m < M; m++)
-        gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
+    float *const xf = buf, *const panels = buf + xn;
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
-    for (int64_t bn = 0; bn < nb; bn++) {
-        const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+    const bool lanes = !o.sums && o.chunk < Kp;
+    const int64_t MR = lanes ? UK_MR_L : UK_MR, tiles = (M + MR - 1) / MR;
+    const bool pf = W.dt == RC_BF16;
+    int64_t next = 0; /* the next unclaimed column block */
+#pragma omp parallel if (nb > 1 || M * Kp >= 65536)
+    {
+#pragma omp for schedule(static)
+        for (int64_t m = 0; m < M; m++)
+            gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
         float *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
-        for (int64_t n = n0; n < n1; n++) {
-            if (W.dt == RC_BF16)
-                gemm_pairs_widen_bf16((const uint16_t *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
-            else
-                gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
-        }
-        for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
-            const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
-            gemm_pairs_block_emf(xf, Kp, pan, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+        int64_t bn = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+        while (bn < nb) {
+            const int64_t bnext = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            for (int64_t n = n0; n < n1; n++) {
+                if (W.dt == RC_BF16)
+                    gemm_pairs_widen_bf16((const uint16_t *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
+                else
+                    gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
+            }
+            /* the next block's lines, spread over this block's row tiles */
+            const int64_t pn0 = bnext * GEMM_N_BLOCK, pn1 = pn0 + GEMM_N_BLOCK < N ? pn0 + GEMM_N_BLOCK : N;
+            const int64_t lines = pf && bnext < nb ? (pn1 - pn0) * ((K * 2 + 63) / 64) : 0;
+            for (int64_t t = 0; t < tiles; t++) {
+                const int64_t m0 = t * MR, m1 = m0 + MR < M ? m0 + MR : M;
+                if (lines)
+                    gemm_prefetch_rows((const uint16_t *)W.p, ldw, K, pn0, lines * t / tiles, lines * (t + 1) / tiles);
+                gemm_pairs_block_emf(xf, Kp, pan, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+            }
+            bn = bnext;
         }
     }
-    free(panels);
-    free(xf);
+    free(own);
     return RC_OK;
 }
 
@@ -1115,7 +1188,7 @@ static bool gemm_pairs_check(int path)
             wb[i] = rc_f32_to_bf16(w[i]);
         const rc_wt wt = t >= 4 ? (rc_wt){wb, RC_BF16, false} : rc_wt_f32(w);
         if ((t < 2 ? gemm_pairs(path, x, K, M, K, wt, K, N, NULL, RC_F32, y, o)
-                   : gemm_pairs_emf(x, K, M, K, wt, K, N, NULL, RC_F32, y, o)) != RC_OK)
+                   : gemm_pairs_emf(NULL, x, K, M, K, wt, K, N, NULL, RC_F32, y, o)) != RC_OK)
             return false;
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++)
@@ -1296,7 +1369,7 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     if (C.pairs && gemm_pairs_path() > 0) {
         const int route = gemm_pairs_route(gemm_pairs_path(), M);
         if (route == PAIRS_EMF)
-            return gemm_pairs_emf(x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+            return gemm_pairs_emf(be, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
         return gemm_pairs(route == PAIRS_DP ? 2 : 1, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
     }
 #endif
@@ -1415,10 +1488,34 @@ void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t ti
 }
 
 /* Store rows of K or V values (exact values of dt) into a 2-byte cache */
+#ifdef RC_GEMM_AVX512
+/* kv_store16's leading elements, 16 at a time, while every one of a group is
+ * a bf16 value and not a NaN (its low 16 bits zero): rc_f32_to_bf16 of such
+ * a value is its high half, which is stored; returns how many were stored */
+AVX512_FN static int64_t kv_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n)
+{
+    const __m512i lo16 = _mm512_set1_epi32(0xffff), abs = _mm512_set1_epi32(0x7fffffff),
+                  inf = _mm512_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512((const void *)(src + i));
+        if (_mm512_test_epi32_mask(u, lo16) || _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf))
+            break;
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+    }
+    return i;
+}
+#endif
+
 static bool kv_store16(uint16_t *dst, const float *src, int64_t n, rc_dtype dt)
 {
     bool exact = true;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i0 = 0;
+#ifdef RC_GEMM_AVX512
+    if (dt == RC_BF16 && gemm_use_avx512())
+        i0 = kv_store_bf16_avx512(dst, src, n);
+#endif
+    for (int64_t i = i0; i < n; i++) {
         const uint16_t h = dt == RC_BF16 ? rc_f32_to_bf16(src[i]) : rc_f32_to_f16(src[i]);
         exact &= (dt == RC_BF16 ? rc_bf16_to_f32(h) : rc_f16_to_f32(h)) == src[i] || src[i] != src[i];
         dst[i] = h;
@@ -1536,6 +1633,23 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         const int64_t base = layer0 + bd->slot[b] * slot_stride + kvh * T * d;
         const int64_t lo0 = rco_attn_lo(bd->start[b] + i0, ap->sliding_window);
         const int64_t end = bd->start[b] + i1; /* keys [lo0, end) cover every row of the item */
+#ifdef RC_GEMM_AVX512
+        if (half && avx512 && i1 - i0 == 1) { /* one query row (decode): the 2-byte keys and values read in place,
+                                               * each read once, widened in registers (the same values) */
+            const uint16_t *K16 = kv->k16 + base, *V16 = kv->v16 + base;
+            const int64_t r = bd->row0[b] + i0, p = bd->pos[r];
+            const int64_t klo = rco_attn_lo(p, ap->sliding_window);
+            for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
+                const rco_score_spec sp =
+                    rc_attn_score_spec(ap, ap->alibi_slopes, h, p, klo, bd->start[b] + bd->n_new[b] - 1);
+                (kv->dt == RC_BF16 ? attn_row_avx512_bf16 : attn_row_avx512_f16)(
+                    qkv + (r - lo) * row_len + h * d, K16 + klo * d, V16 + klo * d, p - klo + 1, d, &sp,
+                    rco_attn_mode(invariant, bd->n_new[b]), max_keys, an->prob_dt, an->out_dt, sc, ms, ls, acc,
+                    acc + d, out + (r - lo) * nh * d + h * d);
+            }
+            continue;
+        }
+#endif
         const float *K0, *V0; /* key lo0's row */
         if (half) {
             float *kw = acc + 2 * d, *vw = kw + max_keys * d;
