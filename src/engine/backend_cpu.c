@@ -1021,14 +1021,17 @@ AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_
     }
 }
 
-/* Prefetch (into L2) line l of the rows [n0, n1) of W, each K 2-byte
- * elements, rows ldw apart: the next column block's weights, a slice at a
- * time while the current block computes */
-static inline void gemm_prefetch_rows(const uint16_t *W, int64_t ldw, int64_t K, int64_t n0, int64_t l0, int64_t l1)
+/* Prefetch (into L2) lines [l0, l1) of the rows from n0 of W, each K 2-byte
+ * elements (lpr lines), rows ldw apart: the next column block's weights, a
+ * slice at a time while the current block computes (one division per slice) */
+static inline void gemm_prefetch_rows(const uint16_t *W, int64_t ldw, int64_t lpr, int64_t n0, int64_t l0, int64_t l1)
 {
-    const int64_t lpr = (K * 2 + 63) / 64; /* lines per row */
-    for (int64_t l = l0; l < l1; l++)
-        _mm_prefetch((const char *)(W + (n0 + l / lpr) * ldw) + (l % lpr) * 64, _MM_HINT_T1);
+    int64_t r = n0 + l0 / lpr, c = l0 % lpr;
+    for (int64_t l = l0; l < l1; l++) {
+        _mm_prefetch((const char *)(W + r * ldw) + c * 64, _MM_HINT_T1);
+        if (++c == lpr)
+            c = 0, r++;
+    }
 }
 
 /* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
@@ -1076,11 +1079,11 @@ static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int
             }
             /* the next block's lines, spread over this block's row tiles */
             const int64_t pn0 = bnext * GEMM_N_BLOCK, pn1 = pn0 + GEMM_N_BLOCK < N ? pn0 + GEMM_N_BLOCK : N;
-            const int64_t lines = pf && bnext < nb ? (pn1 - pn0) * ((K * 2 + 63) / 64) : 0;
+            const int64_t lpr = (K * 2 + 63) / 64, lines = pf && bnext < nb ? (pn1 - pn0) * lpr : 0;
             for (int64_t t = 0; t < tiles; t++) {
                 const int64_t m0 = t * MR, m1 = m0 + MR < M ? m0 + MR : M;
                 if (lines)
-                    gemm_prefetch_rows((const uint16_t *)W.p, ldw, K, pn0, lines * t / tiles, lines * (t + 1) / tiles);
+                    gemm_prefetch_rows((const uint16_t *)W.p, ldw, lpr, pn0, lines * t / tiles, lines * (t + 1) / tiles);
                 gemm_pairs_block_emf(xf, Kp, pan, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
             }
             bn = bnext;
