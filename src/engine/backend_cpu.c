@@ -1021,28 +1021,13 @@ AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_
     }
 }
 
-/* Prefetch (into L2) lines [l0, l1) of the rows from n0 of W, each K 2-byte
- * elements (lpr lines), rows ldw apart: the next column block's weights, a
- * slice at a time while the current block computes (one division per slice) */
-static inline void gemm_prefetch_rows(const uint16_t *W, int64_t ldw, int64_t lpr, int64_t n0, int64_t l0, int64_t l1)
-{
-    int64_t r = n0 + l0 / lpr, c = l0 % lpr;
-    for (int64_t l = l0; l < l1; l++) {
-        _mm_prefetch((const char *)(W + r * ldw) + c * 64, _MM_HINT_T1);
-        if (++c == lpr)
-            c = 0, r++;
-    }
-}
-
 /* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
  * rows widened once, W one column block at a time into this thread's panel,
  * read there by every row block; the same steps as gemm_pairs' paths (the
- * same bits), with the fp32 kernel's instruction count. One parallel region:
- * x widened (static), then the column blocks taken one at a time from a
- * shared counter, each thread claiming its next block before it computes the
- * current one and prefetching the next one's bf16 weights while it computes
- * (the rows in slices of UK_MR rows), so the weights stream from memory
- * behind the FMAs. Operands and panels in be's scratch (be NULL: allocated). */
+ * same bits), with the fp32 kernel's instruction count. One parallel region
+ * (x widened, static; then the column blocks taken one at a time from a
+ * shared counter): one fork and join per GEMM. Operands and panels in be's
+ * scratch (be NULL: allocated). */
 static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W,
                                 int64_t ldw, int64_t N, const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
 {
@@ -1057,9 +1042,6 @@ static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int
     }
     float *const xf = buf, *const panels = buf + xn;
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK;
-    const bool lanes = !o.sums && o.chunk < Kp;
-    const int64_t MR = lanes ? UK_MR_L : UK_MR, tiles = (M + MR - 1) / MR;
-    const bool pf = W.dt == RC_BF16;
     int64_t next = 0; /* the next unclaimed column block */
 #pragma omp parallel if (nb > 1 || M * Kp >= 65536)
     {
@@ -1067,9 +1049,7 @@ static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int
         for (int64_t m = 0; m < M; m++)
             gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
         float *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
-        int64_t bn = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-        while (bn < nb) {
-            const int64_t bnext = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+        for (int64_t bn; (bn = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < nb;) {
             const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
             for (int64_t n = n0; n < n1; n++) {
                 if (W.dt == RC_BF16)
@@ -1077,16 +1057,10 @@ static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int
                 else
                     gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
             }
-            /* the next block's lines, spread over this block's row tiles */
-            const int64_t pn0 = bnext * GEMM_N_BLOCK, pn1 = pn0 + GEMM_N_BLOCK < N ? pn0 + GEMM_N_BLOCK : N;
-            const int64_t lpr = (K * 2 + 63) / 64, lines = pf && bnext < nb ? (pn1 - pn0) * lpr : 0;
-            for (int64_t t = 0; t < tiles; t++) {
-                const int64_t m0 = t * MR, m1 = m0 + MR < M ? m0 + MR : M;
-                if (lines)
-                    gemm_prefetch_rows((const uint16_t *)W.p, ldw, lpr, pn0, lines * t / tiles, lines * (t + 1) / tiles);
+            for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
+                const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
                 gemm_pairs_block_emf(xf, Kp, pan, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
             }
-            bn = bnext;
         }
     }
     free(own);
