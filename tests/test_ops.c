@@ -1244,5 +1244,9 @@ int main(void)
     tcase_set_timeout(to, 120);
     orders_tests_in_kernel_orders(to);
     suite_add_tcase(s, to);
+    TCase *tp = tcase_create("pair_order");
+    tcase_set_timeout(tp, 120);
+    orders_tests_in_pair_order(tp);
+    suite_add_tcase(s, tp);
     return rc_test_run(s);
 }

@@ -6,5 +6,6 @@
 #include <check.h>
 
 void orders_tests_in_kernel_orders(TCase *tc);
+void orders_tests_in_pair_order(TCase *tc);
 
 #endif

@@ -1,7 +1,8 @@
 /* test_ops_orders.c: test_ops's kernel orders: the GEMM's documented K order, independently
- * written, the 2-byte weights, the activation table and exp64 (test_ops.c holds the fixtures' helpers
- * and the suite). */
+ * written, the 2-byte weights, the activation table, exp64 and the bf16 pair order (test_ops.c
+ * holds the fixtures' helpers and the suite). */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +373,271 @@ START_TEST(test_exp64)
 }
 END_TEST
 
+/* ---- the bf16 pair order (engine GEMMs with bf16 operands) ---------------- */
+
+/* docs/numerics.md's words: a denormal becomes a zero of its sign */
+static float doc_flush(float v)
+{
+    return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
+}
+
+/* one lane over the pair (e, o = e + 1): odd element first, each step an fma
+ * of the flushed operands into the flushed lane, the result flushed */
+static float doc_pair(float lane, float ae, float be, float ao, float bo)
+{
+    lane = doc_flush(fmaf(doc_flush(ao), doc_flush(bo), doc_flush(lane)));
+    return doc_flush(fmaf(doc_flush(ae), doc_flush(be), lane));
+}
+
+/* The pair order from docs/numerics.md (operands already bf16 values): chunks
+ * of C (a multiple of 32), each padded with zeros to a multiple of 32; lane
+ * j takes elements 2j + 1 then 2j of every block of 32; the chunks merge as
+ * doc_dot's; a NaN is returned as 0x7fc00000. */
+static float doc_pairs_dot(const float *a, const float *b, int64_t K, int64_t C, bool sums)
+{
+    float run[16], lane[16], total = 0.0f;
+    for (int64_t c0 = 0; c0 < K; c0 += C) {
+        const int64_t c1 = c0 + C < K ? c0 + C : K;
+        for (int j = 0; j < 16; j++)
+            lane[j] = 0.0f;
+        for (int64_t blk = c0; blk < c1; blk += 32)
+            for (int j = 0; j < 16; j++) {
+                const int64_t e = blk + 2 * j, o = e + 1;
+                lane[j] = doc_pair(lane[j], e < c1 ? a[e] : 0.0f, e < c1 ? b[e] : 0.0f, o < c1 ? a[o] : 0.0f,
+                                   o < c1 ? b[o] : 0.0f);
+            }
+        if (sums) {
+            float t = tree(lane);
+            total = c0 == 0 ? t : total + t;
+        } else {
+            for (int j = 0; j < 16; j++)
+                run[j] = c0 == 0 ? lane[j] : run[j] + lane[j];
+        }
+    }
+    const float v = K == 0 ? 0.0f : sums ? total : tree(run);
+    return v != v ? rc_bits_f32(0x7fc00000u) : v;
+}
+
+/* the engine's pair-order chunk: M <= 16 ceil(K / 4), M <= 256 ceil(K / 2),
+ * each rounded up to 32 (partial sums); larger M tiles of 128 (lanes) */
+static int64_t doc_pairs_chunk(int64_t M, int64_t K, bool *sums)
+{
+    *sums = M <= 256;
+    if (M > 256)
+        return 128;
+    const int64_t slices = M <= 16 ? 4 : 2;
+    const int64_t c = ((K + slices - 1) / slices + 31) / 32 * 32;
+    return c > 0 ? c : 32;
+}
+
+/* a bf16 value: mostly rnd() (times 4 in x), and where `specials` a share of
+ * denormals, values whose products fall near fp32's smallest normal,
+ * infinities and NaNs */
+static float pairs_val(bool specials, float scale)
+{
+    const float v = rnd();
+    if (specials) {
+        const uint64_t r = g_rng >> 40;
+        switch (r % 29) {
+        case 0: return rc_bf16_to_f32((uint16_t)(((r >> 8) & 0x7fu) | ((r >> 16) & 1u) << 15)); /* denormal */
+        case 1:
+        case 2: return rc_round_bf16(ldexpf(v, -63)); /* products near 2^-126 */
+        case 3: return (r >> 8) & 1u ? INFINITY : -INFINITY;
+        case 4: return ((r >> 8) % 7u) ? rc_round_bf16(ldexpf(v, -60)) : NAN;
+        default: break;
+        }
+    }
+    return rc_round_bf16(v * scale);
+}
+
+/* Engine GEMMs with bf16 operands are bitwise docs/numerics.md's pair order,
+ * written out above, on the path this process takes (vdpbf16ps, its FMA
+ * emulation, or the plain-C twin: the meson tests ops_pair_order_* force
+ * each), for every M class, K = 1, odd, with and without a 32-tail, bf16 and
+ * fp32 storage of the weights, K-slices, bias, fp32 and bf16 outputs, with
+ * denormals, infinities and NaNs; and rco_gemm_dot (the plain-C twin, the
+ * CUDA host build's) agrees. */
+START_TEST(test_gemm_pair_order)
+{
+    static const int64_t Ms[] = {1, 5, 16, 17, 256, 257, 301};
+    static const int64_t Ks[] = {1, 2, 15, 31, 32, 33, 77, 130, 257, 576};
+    const int64_t N = 70;
+    const char *path = rc_cpu_gemm_pairs_path();
+    const char *no_bf16 = getenv("RC_NO_AVX512BF16"), *portable = getenv("RC_GEMM_PORTABLE");
+    uint16_t probe_a[32] = {0}, probe_b[32] = {0};
+    float probe_acc[16] = {0};
+    const bool have = rc_cpu_dpbf16_raw(probe_a, probe_b, probe_acc);
+    printf("gemm pair order: path %s (CPU %s vdpbf16ps); kernels at M = 1, 64, 1024: %s; %s; %s\n", path,
+           have ? "has" : "lacks", rc_cpu_gemm_pairs_kernel(1), rc_cpu_gemm_pairs_kernel(64),
+           rc_cpu_gemm_pairs_kernel(1024));
+    if (portable)
+        ck_assert_str_eq(path, "plain C");
+    else if (no_bf16 || !have)
+        ck_assert_str_ne(path, "vdpbf16ps");
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be) == RC_OK);
+    int64_t checked = 0, nonfinite = 0;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+            const int64_t M = Ms[mi], K = Ks[ki];
+            const bool specials = (mi + ki) % 3 == 1;
+            float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+            uint16_t *Wb = malloc(sizeof(uint16_t) * N * K);
+            float *bias = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * M * N);
+            for (int64_t i = 0; i < M * K; i++)
+                x[i] = pairs_val(specials, 4.0f);
+            for (int64_t i = 0; i < N * K; i++) {
+                W[i] = pairs_val(specials, 1.0f);
+                Wb[i] = rc_f32_to_bf16(W[i]);
+            }
+            for (int64_t i = 0; i < N; i++)
+                bias[i] = rc_round_bf16(rnd());
+            bool sums;
+            const int64_t C = doc_pairs_chunk(M, K, &sums);
+            for (int st = 0; st < 2; st++) {
+                const rc_wt wt = st ? (rc_wt){Wb, RC_BF16, false} : rc_wt_f32(W);
+                const rc_dtype out = (mi + ki + (size_t)st) % 2 ? RC_BF16 : RC_F32;
+                const float *b = (mi + ki + (size_t)st) % 3 ? bias : NULL;
+                ck_assert(be->ops->matmul(be, x, M, K, wt, N, b, RC_BF16, out, y) == RC_OK);
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < N; n++) {
+                        const float v = doc_pairs_dot(x + m * K, W + n * K, K, C, sums);
+                        const float want = rc_round_to(b ? v + b[n] : v, out);
+                        if (n % 7 == 0 && st == 0) {
+                            const float r = rco_gemm_dot(x + m * K, W + n * K, K, 1,
+                                                         rco_gemm_order_dt(0, M, K, RC_BF16));
+                            ck_assert_msg(rc_f32_bits(r) == rc_f32_bits(v),
+                                          "rco_gemm_dot pairs M=%lld K=%lld: %a, documented order %a",
+                                          (long long)M, (long long)K, r, v);
+                        }
+                        ck_assert_msg(rc_f32_bits(y[m * N + n]) == rc_f32_bits(want),
+                                      "pairs (%s) M=%lld K=%lld W %s: y[%lld,%lld] = %a, documented order %a", path,
+                                      (long long)M, (long long)K, st ? "bf16" : "fp32", (long long)m, (long long)n,
+                                      y[m * N + n], want);
+                        nonfinite += !isfinite(want);
+                        checked++;
+                    }
+            }
+            /* a K-slice, read in place: the order of a GEMM of depth Ks */
+            if (K >= 3) {
+                const int64_t k0 = K / 3, Kq = K - k0 - K / 5;
+                bool ssum;
+                const int64_t Cs = doc_pairs_chunk(M, Kq, &ssum);
+                ck_assert(be->ops->matmul_kslice(be, x, M, K, k0, Kq, (rc_wt){Wb, RC_BF16, false}, N, NULL, RC_BF16,
+                                                 RC_F32, y) == RC_OK);
+                float *xs = malloc(sizeof(float) * Kq), *ws = malloc(sizeof(float) * Kq);
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < N; n++) {
+                        memcpy(xs, x + m * K + k0, sizeof(float) * Kq);
+                        memcpy(ws, W + n * K + k0, sizeof(float) * Kq);
+                        const float want = doc_pairs_dot(xs, ws, Kq, Cs, ssum);
+                        ck_assert_msg(rc_f32_bits(y[m * N + n]) == rc_f32_bits(want),
+                                      "pairs (%s) M=%lld K=%lld slice [%lld, +%lld): y[%lld,%lld] = %a, documented %a",
+                                      path, (long long)M, (long long)K, (long long)k0, (long long)Kq, (long long)m,
+                                      (long long)n, y[m * N + n], want);
+                        checked++;
+                    }
+                free(xs);
+                free(ws);
+            }
+            free(x); free(W); free(Wb); free(bias); free(y);
+        }
+    printf("gemm pair order (%s): %lld outputs bitwise the documented order (%lld not finite)\n", path,
+           (long long)checked, (long long)nonfinite);
+    ck_assert(nonfinite > 0 && nonfinite < checked / 2);
+    rc_backend_destroy(be);
+}
+END_TEST
+
+/* The instruction itself against the twin's arithmetic (rco_dpbf16_pair),
+ * one lane at a time, on 4,000,000 lanes: bf16 operands with exponents over
+ * the whole range (half the draws) or near 1, 3% zeros and denormals, 1%
+ * infinities and NaNs; accumulators over fp32's whole range (denormals,
+ * infinities and NaNs included), a quarter of them minus the first product
+ * (cancellation). Bitwise, except that two NaNs compare equal (payloads are
+ * not part of the order: the GEMM returns one quiet NaN). Without the
+ * instruction there is nothing to compare, and it says so. */
+static uint64_t g_dp = 0x9e3779b97f4a7c15ull;
+static uint64_t dp_next(void)
+{
+    g_dp ^= g_dp << 13;
+    g_dp ^= g_dp >> 7;
+    g_dp ^= g_dp << 17;
+    return g_dp;
+}
+
+static uint16_t dp_bf16(bool wide)
+{
+    const uint64_t r = dp_next();
+    const unsigned c = (unsigned)(r % 100);
+    const uint32_t e = c < 3 ? 0u : c < 4 ? 255u : wide ? (uint32_t)((r >> 8) % 256) : 110u + (uint32_t)((r >> 8) % 40);
+    return (uint16_t)((((r >> 20) & 1u) << 15) | (e << 7) | ((r >> 24) & 127u));
+}
+
+static float dp_acc(void)
+{
+    const uint64_t r = dp_next();
+    const unsigned c = (unsigned)(r % 100);
+    if (c < 2)
+        return 0.0f;
+    const uint32_t e = c < 10 ? 0u : c < 11 ? 255u : (uint32_t)((r >> 8) % 256);
+    return rc_bits_f32((uint32_t)(((r >> 20) & 1u) << 31 | e << 23 | ((r >> 30) & 0x7fffffu)));
+}
+
+START_TEST(test_dpbf16_twin)
+{
+    uint16_t a[32] = {0}, b[32] = {0};
+    float acc[16], hw[16] = {0};
+    if (!rc_cpu_dpbf16_raw(a, b, hw)) {
+        printf("dpbf16 twin: this CPU has no vdpbf16ps; the GEMM takes path %s\n", rc_cpu_gemm_pairs_path());
+        ck_assert_str_ne(rc_cpu_gemm_pairs_path(), "vdpbf16ps");
+        return;
+    }
+    int64_t lanes = 0, nan = 0, differ = 0, flushed = 0, even_first = 0;
+    for (int64_t it = 0; it < 250000; it++) {
+        const bool wide = it & 1;
+        for (int i = 0; i < 32; i++) {
+            a[i] = dp_bf16(wide);
+            b[i] = dp_bf16(wide);
+        }
+        for (int j = 0; j < 16; j++) {
+            acc[j] = dp_acc();
+            if ((it & 3) == 2 && (dp_next() & 1))
+                acc[j] = -(rc_bf16_to_f32(a[2 * j + 1]) * rc_bf16_to_f32(b[2 * j + 1]));
+            hw[j] = acc[j];
+        }
+        ck_assert(rc_cpu_dpbf16_raw(a, b, hw));
+        for (int j = 0; j < 16; j++) {
+            const float t = rco_dpbf16_pair(acc[j], rc_bf16_to_f32(a[2 * j]), rc_bf16_to_f32(b[2 * j]),
+                                            rc_bf16_to_f32(a[2 * j + 1]), rc_bf16_to_f32(b[2 * j + 1]));
+            const float plain = fmaf(rc_bf16_to_f32(a[2 * j]), rc_bf16_to_f32(b[2 * j]),
+                                     fmaf(rc_bf16_to_f32(a[2 * j + 1]), rc_bf16_to_f32(b[2 * j + 1]), acc[j]));
+            const float swapped = rco_dpbf16_pair(acc[j], rc_bf16_to_f32(a[2 * j + 1]), rc_bf16_to_f32(b[2 * j + 1]),
+                                                  rc_bf16_to_f32(a[2 * j]), rc_bf16_to_f32(b[2 * j]));
+            lanes++;
+            if (t == t && hw[j] == hw[j])
+                even_first += rc_f32_bits(swapped) != rc_f32_bits(hw[j]);
+            if (t != t || hw[j] != hw[j]) {
+                nan++;
+                differ += !(t != t && hw[j] != hw[j]);
+            } else {
+                differ += rc_f32_bits(t) != rc_f32_bits(hw[j]);
+                flushed += rc_f32_bits(plain) != rc_f32_bits(t);
+            }
+            if (differ == 1 && rc_f32_bits(t) != rc_f32_bits(hw[j]))
+                ck_abort_msg("vdpbf16ps %a vs twin %a (acc %a, odd %a * %a, even %a * %a)", hw[j], t, acc[j],
+                             rc_bf16_to_f32(a[2 * j + 1]), rc_bf16_to_f32(b[2 * j + 1]), rc_bf16_to_f32(a[2 * j]),
+                             rc_bf16_to_f32(b[2 * j]));
+        }
+    }
+    printf("dpbf16 twin: %lld lanes, %lld differ (%lld NaN, %lld where flushing changed the plain fma result; "
+           "the even element first would differ on %lld)\n",
+           (long long)lanes, (long long)differ, (long long)nan, (long long)flushed, (long long)even_first);
+    ck_assert_int_eq(differ, 0);
+    ck_assert(flushed > 1000 && nan > 1000 && even_first > 1000); /* the draws tell these apart */
+}
+END_TEST
+
 void orders_tests_in_kernel_orders(TCase *tc)
 {
     tcase_add_test(tc, test_gemm_order);
@@ -379,4 +645,10 @@ void orders_tests_in_kernel_orders(TCase *tc)
     tcase_add_test(tc, test_weights_2byte);
     tcase_add_test(tc, test_exp64);
     tcase_add_test(tc, test_act_table);
+}
+
+void orders_tests_in_pair_order(TCase *tc)
+{
+    tcase_add_test(tc, test_gemm_pair_order);
+    tcase_add_test(tc, test_dpbf16_twin);
 }

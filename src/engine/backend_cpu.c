@@ -9,7 +9,10 @@
  *                        one chunk, any M     (rco_gemm_dot): M <= 16 split-K
  *                                             in 4 slices, M <= 256 in 2,
  *                                             M > 256 K tiles of 128; each
- *                                             chunk's lanes added lane-wise
+ *                                             chunk's lanes added lane-wise;
+ *                                             bf16 operands: each chunk in
+ *                                             pairs, vdpbf16ps's arithmetic
+ *                                             (rco_gemm_dot_pairs)
  *                                             (BLAS: OpenBLAS sgemm)
  *   attention q.k (d)    16 lanes             decode 16 lanes, prefill 8 lanes
  *   softmax max/sum      one pass in order    prefill: key tiles of 64, online
@@ -37,6 +40,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "cpu_ops.h"
@@ -365,69 +369,101 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
 
 /* rco_dot16 / rco_dot8 on one register of lanes: each lane's products
  * multiplied then added (no fma), lanes past the end untouched, the same tree */
-AVX512_FN static inline float dot16_avx512(const float *a, const float *b, int64_t n)
+/* 8 values from element i of V (fp32, or bf16 / fp16 widened exactly),
+ * masked as uk_loadw_mask */
+AVX512_FN static inline __attribute__((always_inline)) __m256 uk_loadw8_mask(const int wdt, const void *W, int64_t i,
+                                                                           __mmask8 mk)
+{
+    if (wdt == RC_BF16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(mk, (const uint16_t *)W + i)), 16));
+    if (wdt == RC_F16)
+        return _mm512_castps512_ps256(
+            _mm512_cvtph_ps(_mm256_zextsi128_si256(_mm_maskz_loadu_epi16(mk, (const uint16_t *)W + i))));
+    return _mm256_maskz_loadu_ps(mk, (const float *)W + i);
+}
+
+/* element i of V as a float */
+static inline __attribute__((always_inline)) float uk_at(const int wdt, const void *W, int64_t i)
+{
+    if (wdt == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)W)[i]);
+    if (wdt == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)W)[i]);
+    return ((const float *)W)[i];
+}
+
+/* the dots of q (fp32) with b's n elements (b stored as bdt: its exact fp32
+ * values), 16 or 8 lanes */
+AVX512_FN static inline __attribute__((always_inline)) float dot16_avx512(const int bdt, const float *a, const void *b,
+                                                                        int64_t n)
 {
     __m512 acc = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= n; k += 16)
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k)));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + k), uk_loadw(bdt, b, k)));
     if (k < n) {
         const __mmask16 mk = (__mmask16)((1u << (n - k)) - 1u);
-        acc = _mm512_mask_add_ps(acc, mk, acc,
-                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k)));
+        acc = _mm512_mask_add_ps(acc, mk, acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, a + k), uk_loadw_mask(bdt, b, k, mk)));
     }
     return tree16_512(acc);
 }
 
-AVX512_FN static inline float dot8_avx512(const float *a, const float *b, int64_t n)
+AVX512_FN static inline __attribute__((always_inline)) float dot8_avx512(const int bdt, const float *a, const void *b,
+                                                                       int64_t n)
 {
     __m256 acc = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 8 <= n; k += 8)
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k)));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), uk_loadw8_mask(bdt, b, k, (__mmask8)0xff)));
     if (k < n) {
         const __mmask8 mk = (__mmask8)((1u << (n - k)) - 1u);
-        acc = _mm256_mask_add_ps(acc, mk, acc,
-                                 _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, a + k), _mm256_maskz_loadu_ps(mk, b + k)));
+        acc = _mm256_mask_add_ps(acc, mk, acc, _mm256_mul_ps(_mm256_maskz_loadu_ps(mk, a + k), uk_loadw8_mask(bdt, b, k, mk)));
     }
     return tree8_256(acc);
 }
 
 /* dst[0..d) += p * v[0..d), multiplied then added, 16 columns at a time */
-AVX512_FN static inline void axpy_avx512(float *dst, float p, const float *v, int64_t d)
+AVX512_FN static inline __attribute__((always_inline)) void axpy_avx512(const int vdt, float *dst, float p, const void *v,
+                                                                      int64_t d)
 {
     const __m512 pp = _mm512_set1_ps(p);
     int64_t t = 0;
     for (; t + 16 <= d; t += 16)
-        _mm512_storeu_ps(dst + t, _mm512_add_ps(_mm512_loadu_ps(dst + t), _mm512_mul_ps(pp, _mm512_loadu_ps(v + t))));
+        _mm512_storeu_ps(dst + t, _mm512_add_ps(_mm512_loadu_ps(dst + t), _mm512_mul_ps(pp, uk_loadw(vdt, v, t))));
     for (; t < d; t++)
-        dst[t] += p * v[t];
+        dst[t] += p * uk_at(vdt, v, t);
 }
 
 /* rco_attn_row with its dots and P.V 16 columns at a time: the same
  * operations in the same order (rco_pv's loops over t are independent), so
- * the same bits; the softmax is rco_attn_softmax's */
-AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const float *Vh, int64_t nk, int64_t d,
-                                      const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt,
-                                      rc_dtype out_dt, float *sc, float *ms, float *ls, float *acc, float *part,
-                                      float *out)
+ * the same bits; the softmax is rco_attn_softmax's. Keys and values stored as
+ * kdt (fp32, or a 2-byte cache read in place: each value widened exactly in
+ * registers, the same values as a widened copy). */
+AVX512_FN static inline __attribute__((always_inline)) void
+attn_row_avx512_body(const int kdt, const float *q, const void *Kh, const void *Vh, int64_t nk, int64_t d,
+                     const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt, rc_dtype out_dt, float *sc,
+                     float *ms, float *ls, float *acc, float *part, float *out)
 {
+    const int64_t es = kdt == RC_F32 ? 4 : 2; /* bytes per stored value */
+    const char *K = (const char *)Kh, *V = (const char *)Vh;
     for (int64_t j = 0; j < nk; j++)
-        sc[j] = rco_score_dot(mode == 1 ? dot8_avx512(q, Kh + j * d, d) : dot16_avx512(q, Kh + j * d, d), sp, j);
+        sc[j] = rco_score_dot(mode == 1 ? dot8_avx512(kdt, q, K + j * d * es, d) : dot16_avx512(kdt, q, K + j * d * es, d),
+                              sp, j);
     rco_attn_softmax(sc, nk, mode, sp, prob_dt, ms, ls);
     const int64_t tile = rco_pv_tile(mode, max_keys);
     for (int64_t t = 0; t < d; t++)
         acc[t] = 0.0f;
     if (tile <= 0) {
         for (int64_t j = 0; j < nk; j++)
-            axpy_avx512(acc, sc[j], Vh + j * d, d);
+            axpy_avx512(kdt, acc, sc[j], V + j * d * es, d);
     } else {
         for (int64_t t0 = 0; t0 < nk; t0 += tile) {
             const int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
             for (int64_t t = 0; t < d; t++)
                 part[t] = 0.0f;
             for (int64_t j = t0; j < t1; j++)
-                axpy_avx512(part, sc[j], Vh + j * d, d);
+                axpy_avx512(kdt, part, sc[j], V + j * d * es, d);
             for (int64_t t = 0; t < d; t++)
                 acc[t] += part[t];
         }
@@ -435,6 +471,18 @@ AVX512_FN static void attn_row_avx512(const float *q, const float *Kh, const flo
     for (int64_t t = 0; t < d; t++)
         out[t] = rc_round_to(acc[t], out_dt);
 }
+
+#define ATTN_ROW_INSTANCE(NAME, KDT)                                                                                \
+    AVX512_FN static void NAME(const float *q, const void *Kh, const void *Vh, int64_t nk, int64_t d,              \
+                               const rco_score_spec *sp, int mode, int64_t max_keys, rc_dtype prob_dt,              \
+                               rc_dtype out_dt, float *sc, float *ms, float *ls, float *acc, float *part, float *out) \
+    {                                                                                                               \
+        attn_row_avx512_body(KDT, q, Kh, Vh, nk, d, sp, mode, max_keys, prob_dt, out_dt, sc, ms, ls, acc, part, out); \
+    }
+ATTN_ROW_INSTANCE(attn_row_avx512, RC_F32)
+ATTN_ROW_INSTANCE(attn_row_avx512_bf16, RC_BF16)
+ATTN_ROW_INSTANCE(attn_row_avx512_f16, RC_F16)
+#undef ATTN_ROW_INSTANCE
 
 /* rco_exp64 on 8 lanes: the same operations (fma, scalef = ldexp: exact, or
  * rounded once into the subnormals), so the same bits */
@@ -564,6 +612,339 @@ AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *
         gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     }
 }
+
+/* ---- the bf16 pair order (rco_gemm_dot_pairs) -------------------------------
+ * Operands packed as bf16: x's rows rounded (rc_f32_to_bf16, exact for bf16
+ * values) and zero-padded to Kp = K rounded up to 32, so every 32-element
+ * step reads whole registers; W read as stored (bf16, its last step masked
+ * past K) or, stored as fp32, packed like x. Every chunk starts at a multiple
+ * of 32, so the zero padding is the order's own. Three kernels:
+ *   dp:  vdpbf16ps, one per 32 elements and output (AVX512-BF16);
+ *   emu: the same two steps with vfmadd231ps under MXCSR DAZ | FTZ (flush
+ *        denormal inputs and results to zeros of their sign, tininess after
+ *        rounding: rco_dpbf16_step), the odd elements (each 32-bit word's
+ *        high half) first, then the even ones (the low half shifted up);
+ *   emf: emu's steps on operands widened once to fp32, each block of 32 as
+ *        its 16 odd elements then its 16 even ones (gemm_pairs_emf), so the
+ *        inner loop has no shifts or masks: the fp32 kernel's instructions.
+ * Which instruction path is trusted is decided once (gemm_pairs_path: each
+ * is used only after it gave rco_gemm_dot_pairs's bits on the check
+ * vectors); which kernel runs a GEMM, by its rows and the CPU's speed
+ * (gemm_pairs_route). On an Intel Xeon with AVX512-FP16 and AMX (Sapphire
+ * Rapids or later) vdpbf16ps was measured at one per two cycles, occupying
+ * both FMA ports meanwhile: 32 multiply-adds per two cycles against 64 for
+ * two FMAs, so there the FMAs do the compute-bound GEMMs. */
+#define AVX512BF16_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+
+/* 32 bf16 of W from element k (mk: the elements before W's end) */
+AVX512_FN static inline __attribute__((always_inline)) __m512i ukp_loadw(const uint16_t *W, int64_t k, int64_t kend)
+{
+    if (k + 32 <= kend)
+        return _mm512_loadu_si512((const void *)(W + k));
+    const __mmask32 mk = (__mmask32)((1ull << (kend - k)) - 1ull);
+    return _mm512_maskz_loadu_epi16(mk, W + k);
+}
+
+/* acc = the 16 lanes of chunk [k, k1) (k1 <= Kp) for mr x nr outputs; x
+ * rows ldx apart (padded), W rows ldw apart with kw elements each */
+AVX512BF16_FN static inline __attribute__((always_inline)) void
+ukp_chunk_dp(const int mr, const int nr, const uint16_t *x, int64_t ldx, const uint16_t *W, int64_t ldw, int64_t kw,
+             int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k < k1; k += 32) {
+        __m512i w[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            w[j] = ukp_loadw(W + j * ldw, k, kw);
+            __asm__("" : "+v"(w[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512i a = _mm512_loadu_si512((const void *)(x + i * ldx + k));
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)a, (__m512bh)w[j]);
+        }
+    }
+}
+
+AVX512_FN static inline __attribute__((always_inline)) void
+ukp_chunk_emu(const int mr, const int nr, const uint16_t *x, int64_t ldx, const uint16_t *W, int64_t ldw, int64_t kw,
+              int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k < k1; k += 32) {
+        __m512i w[UK_NR];
+        __m512 wf[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            w[j] = ukp_loadw(W + j * ldw, k, kw);
+            wf[j] = _mm512_castsi512_ps(_mm512_and_si512(w[j], hi)); /* the odd elements */
+            __asm__("" : "+v"(wf[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(x + i * ldx + k)), hi));
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, wf[j], acc[i][j]);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            wf[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w[j], 16)); /* then the even ones */
+            __asm__("" : "+v"(wf[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512((const void *)(x + i * ldx + k)), 16));
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, wf[j], acc[i][j]);
+        }
+    }
+}
+
+/* the emulation on operands widened once (gemm_pairs_widen): each 32-element
+ * block holds the odd elements' fp32 values (16), then the even ones' (16),
+ * so the inner loop is the fp32 kernel's: a load and one FMA per output and
+ * 16 elements, the same count as the 16-lane fp32 order */
+AVX512_FN static inline __attribute__((always_inline)) void
+ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const float *W, int64_t ldw, int64_t kw,
+              int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+    (void)kw; /* widened operands are padded to a multiple of 32 */
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (; k < k1; k += 16) { /* odd half, then even half of each block */
+        __m512 wf[UK_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) {
+            wf[j] = _mm512_loadu_ps(W + j * ldw + k);
+            __asm__("" : "+v"(wf[j]));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_loadu_ps(x + i * ldx + k);
+            __asm__("" : "+v"(a));
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, wf[j], acc[i][j]);
+        }
+    }
+}
+
+/* rco_gemm_dot_pairs of mr x nr outputs: ukernel's two merges over the pair
+ * chunks; a NaN becomes the quiet NaN 0x7fc00000 */
+#define UKP_KERNEL(NAME, CHUNK, ATTR, T)                                                                            \
+    ATTR static inline __attribute__((always_inline)) void NAME(                                                    \
+        const int mr, const int nr, const int lanes, const T *x, int64_t ldx, int64_t Kp, const T *W,               \
+        int64_t ldw, int64_t kw, int64_t C, float out[UK_MR][UK_NR])                                                \
+    {                                                                                                               \
+        __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];                                                                \
+        CHUNK(mr, nr, x, ldx, W, ldw, kw, 0, C < Kp ? C : Kp, tot);                                                 \
+        if (!lanes) {                                                                                               \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) out[i][j] =          \
+                tree16_512(tot[i][j]);                                                                              \
+            for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
+                CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
+                                                                                              j < nr; j++)          \
+                    out[i][j] += tree16_512(acc[i][j]);                                                             \
+            }                                                                                                       \
+        } else {                                                                                                    \
+            for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
+                CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
+                                                                                              j < nr; j++)          \
+                    tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);                                                \
+            }                                                                                                       \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) out[i][j] =          \
+                tree16_512(tot[i][j]);                                                                              \
+        }                                                                                                           \
+        for (int i = 0; i < mr; i++)                                                                                \
+            for (int j = 0; j < nr; j++)                                                                            \
+                if (out[i][j] != out[i][j])                                                                         \
+                    out[i][j] = rc_bits_f32(0x7fc00000u);                                                           \
+    }
+UKP_KERNEL(ukp_kernel_dp, ukp_chunk_dp, AVX512BF16_FN, uint16_t)
+UKP_KERNEL(ukp_kernel_emu, ukp_chunk_emu, AVX512_FN, uint16_t)
+UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
+#undef UKP_KERNEL
+
+/* rows [m0, m1) x columns [n0, n1) of the pair-order GEMM: x packed [M, Kp],
+ * W's row n at W + n * ldw with kw elements */
+#define UKP_BLOCK(NAME, KERNEL, ATTR, T)                                                                            \
+    ATTR static inline __attribute__((always_inline)) void NAME##_body(                                             \
+        const int lanes, const T *x, int64_t Kp, const T *W, int64_t ldw, int64_t kw, int64_t w_n0,                 \
+        const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
+        int64_t C)                                                                                                  \
+    {                                                                                                               \
+        const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;                                       \
+        for (int64_t m = m0; m < m1; m += MR) {                                                                     \
+            const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
+            for (int64_t n = n0; n < n1; n += NR) {                                                                 \
+                const int nr = n1 - n < NR ? (int)(n1 - n) : NR;                                                    \
+                const T *xm = x + m * Kp, *Wn = W + (n - w_n0) * ldw; /* W's first row is w_n0 */                  \
+                float out[UK_MR][UK_NR];                                                                            \
+                if (lanes) {                                                                                        \
+                    switch (mr * 8 + nr) {                                                                          \
+                        UKP_ROW_L(KERNEL, 1) UKP_ROW_L(KERNEL, 2) UKP_ROW_L(KERNEL, 3) UKP_ROW_L(KERNEL, 4)         \
+                    default: break;                                                                                 \
+                    }                                                                                               \
+                } else {                                                                                            \
+                    switch (mr * 8 + nr) {                                                                          \
+                        UKP_ROW_S(KERNEL, 1) UKP_ROW_S(KERNEL, 2) UKP_ROW_S(KERNEL, 3) UKP_ROW_S(KERNEL, 4)         \
+                        UKP_ROW_S(KERNEL, 5) UKP_ROW_S(KERNEL, 6)                                                   \
+                    default: break;                                                                                 \
+                    }                                                                                               \
+                }                                                                                                   \
+                for (int i = 0; i < mr; i++)                                                                        \
+                    for (int j = 0; j < nr; j++) {                                                                  \
+                        float v = out[i][j];                                                                        \
+                        y[(m + i) * N + n + j] = rc_round_to(bias ? v + bias[n + j] : v, out_dt);                   \
+                    }                                                                                               \
+            }                                                                                                       \
+        }                                                                                                           \
+    }                                                                                                               \
+    ATTR static __attribute__((noinline)) void NAME##_sums(const T *x, int64_t Kp, const T *W,                      \
+                                                           int64_t ldw, int64_t kw, int64_t w_n0, const float *bias, \
+                                                           rc_dtype out_dt, float *y, int64_t N, int64_t m0,        \
+                                                           int64_t m1, int64_t n0, int64_t n1, int64_t C)           \
+    {                                                                                                               \
+        NAME##_body(0, x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                             \
+    }                                                                                                               \
+    ATTR static __attribute__((noinline)) void NAME##_lanes(const T *x, int64_t Kp, const T *W,                     \
+                                                            int64_t ldw, int64_t kw, int64_t w_n0, const float *bias,\
+                                                            rc_dtype out_dt, float *y, int64_t N, int64_t m0,       \
+                                                            int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
+    {                                                                                                               \
+        NAME##_body(1, x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);                             \
+    }
+#define UKP_CASE(KERNEL, L, MR, NR)                                                                                 \
+    case (MR) * 8 + (NR): KERNEL(MR, NR, L, xm, Kp, Kp, Wn, ldw, kw, C, out); break;
+#define UKP_ROW_L(KERNEL, MR) UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3)
+#define UKP_ROW_S(KERNEL, MR)                                                                                       \
+    UKP_CASE(KERNEL, 0, MR, 1) UKP_CASE(KERNEL, 0, MR, 2) UKP_CASE(KERNEL, 0, MR, 3) UKP_CASE(KERNEL, 0, MR, 4)
+UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t)
+UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN, uint16_t)
+UKP_BLOCK(gemm_pairs_emf, ukp_kernel_emf, AVX512_FN, float)
+#undef UKP_BLOCK
+#undef UKP_CASE
+#undef UKP_ROW_L
+#undef UKP_ROW_S
+
+/* One block of the pair-order GEMM on path dp (1) or emu (0); emu sets
+ * MXCSR's DAZ and FTZ for the block and restores the thread's own after */
+static void gemm_pairs_block(int dp, const uint16_t *x, int64_t Kp, const uint16_t *W, int64_t ldw, int64_t kw,
+                             int64_t w_n0, const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0,
+                             int64_t m1, int64_t n0, int64_t n1, rco_gemm_order o)
+{
+    const bool lanes = !o.sums && o.chunk < Kp;
+    if (dp) {
+        (lanes ? gemm_pairs_dp_lanes : gemm_pairs_dp_sums)(x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0,
+                                                          n1, o.chunk);
+        return;
+    }
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
+    (lanes ? gemm_pairs_emu_lanes : gemm_pairs_emu_sums)(x, Kp, W, ldw, kw, w_n0, bias, out_dt, y, N, m0, m1, n0,
+                                                         n1, o.chunk);
+    _mm_setcsr(csr);
+}
+
+/* The emulation on widened operands (gemm_pairs_widen's layout), MXCSR's
+ * DAZ and FTZ set for the block as gemm_pairs_block's emu */
+static void gemm_pairs_block_emf(const float *x, int64_t Kp, const float *W, int64_t w_n0, const float *bias,
+                                 rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                                 rco_gemm_order o)
+{
+    const bool lanes = !o.sums && o.chunk < Kp;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
+    (lanes ? gemm_pairs_emf_lanes : gemm_pairs_emf_sums)(x, Kp, W, Kp, Kp, w_n0, bias, out_dt, y, N, m0, m1, n0, n1,
+                                                         o.chunk);
+    _mm_setcsr(csr);
+}
+
+/* Seconds for r rounds of 12 independent vdpbf16ps (dp) or, for the same
+ * multiply-adds, of 24 independent vfmadd231ps */
+AVX512BF16_FN static double dpbf16_rate_time(int dp, int r)
+{
+    __m512 a[24];
+    for (int i = 0; i < 24; i++)
+        a[i] = _mm512_set1_ps((float)i);
+    const __m512i u = _mm512_set1_epi32(0x3f803f80), v = _mm512_set1_epi32(0x3f7f3f7f);
+    const __m512 f = _mm512_set1_ps(0.5f), g = _mm512_set1_ps(0.25f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (dp) {
+        for (int k = 0; k < r; k++)
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) {
+                a[i] = _mm512_dpbf16_ps(a[i], (__m512bh)u, (__m512bh)v);
+                __asm__("" ::"v"(a[i]));
+            }
+    } else {
+        for (int k = 0; k < r; k++)
+#pragma GCC unroll 24
+            for (int i = 0; i < 24; i++) {
+                a[i] = _mm512_fmadd_ps(a[i], f, g);
+                __asm__("" ::"v"(a[i]));
+            }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    __m512 sum = a[0];
+    for (int i = 1; i < 24; i++)
+        sum = _mm512_add_ps(sum, a[i]);
+    volatile float sink = _mm512_reduce_add_ps(sum); /* keeps the loops */
+    (void)sink;
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+/* Whether vdpbf16ps does this CPU's bf16 multiply-adds faster than pairs of
+ * FMAs (half as fast on the Intel Xeon above; expected faster where 512-bit
+ * FMAs are split in two, AMD Zen 4). The fastest of 7 tries of each, about
+ * 2 us apiece; which way it goes changes only the speed, never the bits */
+static void dpbf16_rates(double *tdp, double *tfma)
+{
+    *tdp = *tfma = 1e9;
+    for (int t = 0; t < 7; t++) {
+        const double a = dpbf16_rate_time(1, 256), b = dpbf16_rate_time(0, 256);
+        *tdp = a < *tdp ? a : *tdp;
+        *tfma = b < *tfma ? b : *tfma;
+    }
+}
+
+static bool dpbf16_faster(void)
+{
+    double tdp, tfma;
+    dpbf16_rates(&tdp, &tfma);
+    return tdp < tfma;
+}
+
+AVX512BF16_FN static void dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
+{
+    _mm512_storeu_ps(acc, _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512((const void *)a),
+                                           (__m512bh)_mm512_loadu_si512((const void *)b)));
+}
 #endif
 
 static bool gemm_use_avx512(void)
@@ -592,6 +973,315 @@ static void widen16(float *dst, const uint16_t *src, int64_t n, rc_dtype dt)
     rc_wt_convert((rc_wt){src, dt, false}, 0, n, RC_F32, RC_F32, dst);
 }
 
+/* the value of W's element i as a float (fp32, bf16 or fp16 storage) */
+static float wt_at(rc_wt W, int64_t i)
+{
+    if (W.dt == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)W.p)[i]);
+    if (W.dt == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)W.p)[i]);
+    return ((const float *)W.p)[i];
+}
+
+#ifdef RC_GEMM_AVX512
+/* n values from src (its element i at src + i) widened into one row of the
+ * emulation's layout: per block of 32, the odd elements' bf16 values as
+ * fp32, then the even ones'; zeros past n, up to Kp */
+static void gemm_pairs_widen(rc_wt W, int64_t off, const float *src, int64_t n, int64_t Kp, float *dst)
+{
+    for (int64_t b = 0; b < Kp; b += 32)
+        for (int j = 0; j < 16; j++) {
+            const int64_t e = b + 2 * j, od = e + 1;
+            float ve = 0.0f, vo = 0.0f;
+            if (src) {
+                ve = e < n ? rc_bf16_to_f32(rc_f32_to_bf16(src[e])) : 0.0f;
+                vo = od < n ? rc_bf16_to_f32(rc_f32_to_bf16(src[od])) : 0.0f;
+            } else if (W.dt == RC_BF16) {
+                const uint16_t *w = (const uint16_t *)W.p + off;
+                ve = e < n ? rc_bf16_to_f32(w[e]) : 0.0f;
+                vo = od < n ? rc_bf16_to_f32(w[od]) : 0.0f;
+            } else {
+                ve = e < n ? rc_bf16_to_f32(rc_f32_to_bf16(wt_at(W, off + e))) : 0.0f;
+                vo = od < n ? rc_bf16_to_f32(rc_f32_to_bf16(wt_at(W, off + od))) : 0.0f;
+            }
+            dst[b + j] = vo;
+            dst[b + 16 + j] = ve;
+        }
+}
+
+/* gemm_pairs_widen of a bf16 row: each 32-bit word's high half (the odd
+ * element) and its low half shifted up (the even one) are their fp32 values */
+AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_t Kp, float *dst)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t b = 0; b < Kp; b += 32) {
+        const __m512i v = ukp_loadw(w, b, n);
+        _mm512_storeu_si512((void *)(dst + b), _mm512_and_si512(v, hi));
+        _mm512_storeu_si512((void *)(dst + b + 16), _mm512_slli_epi32(v, 16));
+    }
+}
+
+/* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
+ * rows widened once, W one column block at a time into this thread's panel,
+ * read there by every row block; the same steps as gemm_pairs' paths (the
+ * same bits), with the fp32 kernel's instruction count. One parallel region
+ * (x widened, static; then the column blocks taken one at a time from a
+ * shared counter): one fork and join per GEMM. Operands and panels in be's
+ * scratch (be NULL: allocated). */
+static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W,
+                                int64_t ldw, int64_t N, const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
+{
+    const int64_t Kp = (K + 31) / 32 * 32;
+    const int64_t xn = (M * Kp + 15) / 16 * 16, pn = (int64_t)omp_get_max_threads() * GEMM_N_BLOCK * Kp;
+    float *buf = NULL, *own = NULL;
+    if (be)
+        RC_TRY(cpu_scratch(be, xn + pn, &buf));
+    else {
+        RC_TRY(rc_alloc_aligned((void **)&own, xn + pn, sizeof *own, "matmul operands"));
+        buf = own;
+    }
+    float *const xf = buf, *const panels = buf + xn;
+    const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK;
+    int64_t next = 0; /* the next unclaimed column block */
+#pragma omp parallel if (nb > 1 || M * Kp >= 65536)
+    {
+#pragma omp for schedule(static)
+        for (int64_t m = 0; m < M; m++)
+            gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
+        float *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
+        for (int64_t bn; (bn = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < nb;) {
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            for (int64_t n = n0; n < n1; n++) {
+                if (W.dt == RC_BF16)
+                    gemm_pairs_widen_bf16((const uint16_t *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
+                else
+                    gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
+            }
+            for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
+                const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+                gemm_pairs_block_emf(xf, Kp, pan, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+            }
+        }
+    }
+    free(own);
+    return RC_OK;
+}
+
+/* y[M, N] = R(x . W^T + bias) in the pair order o on path 2 (vdpbf16ps) or
+ * 1 (emulated): x's rows packed once as bf16, padded to Kp; W read as stored
+ * when bf16, else packed the same way */
+static rc_status gemm_pairs(int path, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw,
+                            int64_t N, const float *bias, rc_dtype out_dt, float *y, rco_gemm_order o)
+{
+    const int64_t Kp = (K + 31) / 32 * 32;
+    uint16_t *xb = NULL, *wb = NULL;
+    RC_TRY(rc_alloc_aligned((void **)&xb, M * Kp, sizeof *xb, "matmul operands"));
+#pragma omp parallel for schedule(static) if (M * Kp >= 65536)
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < Kp; k++)
+            xb[m * Kp + k] = k < K ? rc_f32_to_bf16(x[m * ldx + k]) : 0;
+    const uint16_t *Wp = (const uint16_t *)W.p;
+    int64_t lw = ldw, kw = K;
+    if (W.dt != RC_BF16) {
+        rc_status st = rc_alloc_aligned((void **)&wb, N * Kp, sizeof *wb, "matmul operands");
+        if (st != RC_OK) {
+            free(xb);
+            return st;
+        }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < Kp; k++)
+                wb[n * Kp + k] = k < K ? rc_f32_to_bf16(wt_at(W, n * ldw + k)) : 0;
+        Wp = wb, lw = Kp, kw = Kp;
+    }
+    const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
+    if (M > UK_MR && !wb) { /* more than one register tile of rows: a column block of W copied once into a
+                             * panel (GEMM_N_BLOCK x Kp, zero-padded, this thread's) and read there by every
+                             * row block (the same values: the results do not change) */
+        uint16_t *panels = NULL;
+        rc_status st = rc_alloc_aligned((void **)&panels, (int64_t)omp_get_max_threads() * GEMM_N_BLOCK * Kp,
+                                        sizeof *panels, "matmul panels");
+        if (st != RC_OK) {
+            free(xb);
+            return st;
+        }
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+        for (int64_t bn = 0; bn < nb; bn++) {
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            uint16_t *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
+            for (int64_t n = n0; n < n1; n++) {
+                memcpy(pan + (n - n0) * Kp, Wp + n * lw, (size_t)K * sizeof *pan);
+                memset(pan + (n - n0) * Kp + K, 0, (size_t)(Kp - K) * sizeof *pan);
+            }
+            for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
+                const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+                gemm_pairs_block(path == 2, xb, Kp, pan, Kp, Kp, n0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+            }
+        }
+        free(panels);
+        free(xb);
+        return RC_OK;
+    }
+#pragma omp parallel for schedule(dynamic, 1) collapse(2) if (mb * nb > 1)
+    for (int64_t bm = 0; bm < mb; bm++)
+        for (int64_t bn = 0; bn < nb; bn++) {
+            const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
+            const int64_t m0 = bm * GEMM_M_BLOCK, m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
+            gemm_pairs_block(path == 2, xb, Kp, Wp, lw, kw, 0, bias, out_dt, y, N, m0, m1, n0, n1, o);
+        }
+    free(xb);
+    free(wb);
+    return RC_OK;
+}
+
+/* Path `path` against the plain-C twin on check vectors: moderate and wide
+ * exponents, denormal operands, products at the edge of fp32's normal
+ * range, infinities, zeros; K = 77 (a tail, three 32-blocks), both merges.
+ * True when every output has the twin's bits. */
+static bool gemm_pairs_check(int path)
+{
+    enum { M = 3, N = 5, K = 77 };
+    float x[M * K], w[N * K], y[M * N];
+    uint32_t r = 0x2545f491u;
+    for (int i = 0; i < M * K + N * K; i++) {
+        r = r * 1664525u + 1013904223u;
+        const int row = i < M * K ? i / K : (i - M * K) / K, wide = i >= M * K ? row >= 3 : row == 2;
+        uint32_t e = wide ? (r >> 8) % 255u : 107u + (r >> 8) % 41u;
+        if (i >= M * K && row == 4)
+            e = 60u + (r >> 8) % 8u; /* products near 2^-126 */
+        if ((r >> 3) % 23u == 0)
+            e = 0; /* zero or denormal */
+        if (wide && (r >> 3) % 37u == 1)
+            e = 255u, r &= ~(0x7fu << 16); /* an infinity */
+        const float v = rc_bf16_to_f32((uint16_t)(((r >> 31) << 15) | (e << 7) | ((r >> 16) & 0x7fu)));
+        if (i < M * K)
+            x[i] = v;
+        else
+            w[i - M * K] = v;
+    }
+    for (int t = 0; t < (path == 2 ? 2 : 6); t++) { /* path 1: emu and emf, fp32 and bf16 weights */
+        const rco_gemm_order o = {32, t % 2, 1};
+        uint16_t wb[N * K];
+        for (int i = 0; i < N * K; i++)
+            wb[i] = rc_f32_to_bf16(w[i]);
+        const rc_wt wt = t >= 4 ? (rc_wt){wb, RC_BF16, false} : rc_wt_f32(w);
+        if ((t < 2 ? gemm_pairs(path, x, K, M, K, wt, K, N, NULL, RC_F32, y, o)
+                   : gemm_pairs_emf(NULL, x, K, M, K, wt, K, N, NULL, RC_F32, y, o)) != RC_OK)
+            return false;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                if (rc_f32_bits(y[m * N + n]) != rc_f32_bits(rco_gemm_dot_pairs(x + m * K, w + n * K, K, 1, o)))
+                    return false;
+    }
+    return true;
+}
+#endif
+
+/* The pair order's path, decided once: 2, vdpbf16ps (AVX512-BF16, unless
+ * RC_NO_AVX512BF16 is set); 1, the same steps emulated with AVX-512 FMAs; 0,
+ * the plain-C twin. A path is taken only after it gave the twin's bits on
+ * gemm_pairs_check's vectors (a few microseconds). */
+static bool g_pairs_emu_ok; /* the emulation's kernels (emu, emf) gave the twin's bits */
+
+static int gemm_pairs_path(void)
+{
+    static int path = -1;
+    if (path < 0) {
+        int p = 0;
+#ifdef RC_GEMM_AVX512
+        if (gemm_use_avx512()) {
+            const char *no = getenv("RC_NO_AVX512BF16");
+            g_pairs_emu_ok = gemm_pairs_check(1);
+            if (!(no && *no && strcmp(no, "0")) && __builtin_cpu_supports("avx512bf16") && gemm_pairs_check(2))
+                p = 2;
+            else if (g_pairs_emu_ok)
+                p = 1;
+        }
+#endif
+        path = p;
+    }
+    return path;
+}
+
+#ifdef RC_GEMM_AVX512
+enum { PAIRS_DP, PAIRS_EMU, PAIRS_EMF };
+
+/* Which kernel computes a pair-order GEMM of M rows (path: gemm_pairs_path,
+ * 1 or 2); all give the same bits (the emulation's kernels run on path 2
+ * only when they passed their check too). vdpbf16ps wherever it is the faster
+ * multiply-add (dpbf16_faster), else for M <= UK_MR (decode: bound by reading
+ * the weights, which it reads at 2 bytes); otherwise the emulation: on
+ * widened operands (emf) for M <= 256, where the FMAs bound it, and on
+ * bf16 operands (emu) for M > 256, where its operands' bytes do. The
+ * environment variable RC_PAIRS_ROUTE (dp, emu or emf) forces one kernel for
+ * every M (dp only on path 2), for the tests. */
+static int gemm_pairs_route(int path, int64_t M)
+{
+    static int forced = -2, dp_fast = -1;
+    if (forced == -2) {
+        const char *r = getenv("RC_PAIRS_ROUTE");
+        forced = !r ? -1 : !strcmp(r, "dp") ? PAIRS_DP : !strcmp(r, "emu") ? PAIRS_EMU : !strcmp(r, "emf") ? PAIRS_EMF : -1;
+    }
+    if (path == 2 && !g_pairs_emu_ok)
+        return PAIRS_DP;
+    if (forced >= 0 && (forced != PAIRS_DP || path == 2))
+        return forced;
+    if (path == 2) {
+        if (dp_fast < 0)
+            dp_fast = dpbf16_faster();
+        if (dp_fast || M <= UK_MR)
+            return PAIRS_DP;
+    }
+    return M <= UK_MR || M > 256 ? PAIRS_EMU : PAIRS_EMF;
+}
+#endif
+
+const char *rc_cpu_gemm_pairs_path(void)
+{
+    static const char *const names[] = {"plain C", "AVX-512 FMA emulation", "vdpbf16ps"};
+    return names[gemm_pairs_path()];
+}
+
+const char *rc_cpu_gemm_pairs_kernel(int64_t M)
+{
+#ifdef RC_GEMM_AVX512
+    static const char *const names[] = {"vdpbf16ps", "FMA emulation on bf16 operands",
+                                        "FMA emulation on widened operands"};
+    if (gemm_pairs_path() > 0)
+        return names[gemm_pairs_route(gemm_pairs_path(), M)];
+#else
+    (void)M;
+#endif
+    return "plain C";
+}
+
+int rc_cpu_dpbf16_rate(double *dp_ns, double *fma_ns)
+{
+#ifdef RC_GEMM_AVX512
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
+        double tdp, tfma;
+        dpbf16_rates(&tdp, &tfma);
+        *dp_ns = tdp * 1e9 / (256.0 * 12.0);
+        *fma_ns = tfma * 1e9 / (256.0 * 12.0);
+        return 1;
+    }
+#endif
+    *dp_ns = *fma_ns = 0.0;
+    return 0;
+}
+
+int rc_cpu_dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16])
+{
+#ifdef RC_GEMM_AVX512
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
+        dpbf16_raw(a, b, acc);
+        return 1;
+    }
+#else
+    (void)a, (void)b, (void)acc;
+#endif
+    return 0;
+}
+
 static rc_status cpu_download(rc_backend *be, const float *src, int64_t n, float *host)
 {
     (void)be;
@@ -613,7 +1303,7 @@ static rc_status cpu_gather_rows(rc_backend *be, const float *src, int64_t row_l
  * passes its first column and the whole GEMM's K). The order over the K
  * columns is that of a GEMM of depth K, whatever the strides. */
 static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M, int64_t K, rc_wt W, int64_t ldw,
-                          int64_t N, const float *bias, rc_dtype out_dt, float *y)
+                          int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     if (M == 0 || N == 0)
         return RC_OK;
@@ -651,8 +1341,16 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     if (be->kernels == RC_KERNELS_BLAS) /* refused at creation */
         return rc_errorf(RC_ERR_INTERNAL, "matmul: %s", rc_blas_missing_msg);
 #endif
-    const rco_gemm_order C = rco_gemm_order_for(be->kernels == RC_KERNELS_INVARIANT, M, K);
-    const bool avx512 = gemm_use_avx512();
+    const rco_gemm_order C = rco_gemm_order_dt(be->kernels == RC_KERNELS_INVARIANT, M, K, in_dt);
+#ifdef RC_GEMM_AVX512
+    if (C.pairs && gemm_pairs_path() > 0) {
+        const int route = gemm_pairs_route(gemm_pairs_path(), M);
+        if (route == PAIRS_EMF)
+            return gemm_pairs_emf(be, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+        return gemm_pairs(route == PAIRS_DP ? 2 : 1, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
+    }
+#endif
+    const bool avx512 = gemm_use_avx512() && !C.pairs; /* the pair order without its SIMD paths: the twin */
     float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */
     if (!avx512 && W.dt != RC_F32)
         RC_TRY(rc_alloc_aligned((void **)&wrows, (int64_t)omp_get_max_threads() * K, sizeof *wrows, "matmul rows"));
@@ -693,19 +1391,17 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
 static rc_status cpu_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
                             const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    (void)in_dt; /* fp32 arithmetic on the values either way */
-    return cpu_gemm(be, x, K, M, K, W, K, N, bias, out_dt, y);
+    return cpu_gemm(be, x, K, M, K, W, K, N, bias, in_dt, out_dt, y);
 }
 
 static rc_status cpu_matmul_kslice(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
                                    rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    (void)in_dt;
     if (k0 < 0 || Ks < 1 || k0 > K - Ks)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
                          (long long)Ks, (long long)K);
     const rc_wt Ws = {(const unsigned char *)W.p + k0 * rc_dtype_size(W.dt), W.dt, W.mapped};
-    return cpu_gemm(be, x + k0, K, M, Ks, Ws, K, N, bias, out_dt, y);
+    return cpu_gemm(be, x + k0, K, M, Ks, Ws, K, N, bias, in_dt, out_dt, y);
 }
 
 void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, rc_dtype out_dt)
@@ -769,10 +1465,34 @@ void rc_cpu_pv(const float *p, const float *V, int64_t nk, int64_t d, int64_t ti
 }
 
 /* Store rows of K or V values (exact values of dt) into a 2-byte cache */
+#ifdef RC_GEMM_AVX512
+/* kv_store16's leading elements, 16 at a time, while every one of a group is
+ * a bf16 value and not a NaN (its low 16 bits zero): rc_f32_to_bf16 of such
+ * a value is its high half, which is stored; returns how many were stored */
+AVX512_FN static int64_t kv_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n)
+{
+    const __m512i lo16 = _mm512_set1_epi32(0xffff), abs = _mm512_set1_epi32(0x7fffffff),
+                  inf = _mm512_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512((const void *)(src + i));
+        if (_mm512_test_epi32_mask(u, lo16) || _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf))
+            break;
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+    }
+    return i;
+}
+#endif
+
 static bool kv_store16(uint16_t *dst, const float *src, int64_t n, rc_dtype dt)
 {
     bool exact = true;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i0 = 0;
+#ifdef RC_GEMM_AVX512
+    if (dt == RC_BF16 && gemm_use_avx512())
+        i0 = kv_store_bf16_avx512(dst, src, n);
+#endif
+    for (int64_t i = i0; i < n; i++) {
         const uint16_t h = dt == RC_BF16 ? rc_f32_to_bf16(src[i]) : rc_f32_to_f16(src[i]);
         exact &= (dt == RC_BF16 ? rc_bf16_to_f32(h) : rc_f16_to_f32(h)) == src[i] || src[i] != src[i];
         dst[i] = h;
@@ -890,6 +1610,23 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
         const int64_t base = layer0 + bd->slot[b] * slot_stride + kvh * T * d;
         const int64_t lo0 = rco_attn_lo(bd->start[b] + i0, ap->sliding_window);
         const int64_t end = bd->start[b] + i1; /* keys [lo0, end) cover every row of the item */
+#ifdef RC_GEMM_AVX512
+        if (half && avx512 && i1 - i0 == 1) { /* one query row (decode): the 2-byte keys and values read in place,
+                                               * each read once, widened in registers (the same values) */
+            const uint16_t *K16 = kv->k16 + base, *V16 = kv->v16 + base;
+            const int64_t r = bd->row0[b] + i0, p = bd->pos[r];
+            const int64_t klo = rco_attn_lo(p, ap->sliding_window);
+            for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
+                const rco_score_spec sp =
+                    rc_attn_score_spec(ap, ap->alibi_slopes, h, p, klo, bd->start[b] + bd->n_new[b] - 1);
+                (kv->dt == RC_BF16 ? attn_row_avx512_bf16 : attn_row_avx512_f16)(
+                    qkv + (r - lo) * row_len + h * d, K16 + klo * d, V16 + klo * d, p - klo + 1, d, &sp,
+                    rco_attn_mode(invariant, bd->n_new[b]), max_keys, an->prob_dt, an->out_dt, sc, ms, ls, acc,
+                    acc + d, out + (r - lo) * nh * d + h * d);
+            }
+            continue;
+        }
+#endif
         const float *K0, *V0; /* key lo0's row */
         if (half) {
             float *kw = acc + 2 * d, *vw = kw + max_keys * d;

@@ -30,4 +30,22 @@ void rc_cpu_rope_apply(float *v, const float *c, const float *s, int64_t half, r
  * the same bits); the sampler's exps. */
 void rc_exp64_floats(const float *x, int64_t n, double *out);
 
+/* One vdpbf16ps on raw registers (acc[j] += the pair (2j, 2j+1) of a and b,
+ * rco_dpbf16_pair's arithmetic): 1, or 0 without the instruction. */
+int rc_cpu_dpbf16_raw(const uint16_t a[32], const uint16_t b[32], float acc[16]);
+/* The path engine bf16 GEMMs take for the pair order (rco_gemm_dot_pairs):
+ * "vdpbf16ps", "AVX-512 FMA emulation" or "plain C" (decided once, each SIMD
+ * path checked against the twin first; RC_NO_AVX512BF16=1 skips the
+ * instruction). */
+const char *rc_cpu_gemm_pairs_path(void);
+/* The kernel a pair-order GEMM of M rows runs on that path (the same bits on
+ * each): "vdpbf16ps", "FMA emulation on bf16 operands", "FMA emulation on
+ * widened operands" or "plain C". */
+const char *rc_cpu_gemm_pairs_kernel(int64_t M);
+/* The start-up timing behind that choice: the time of one vdpbf16ps and of
+ * two vfmadd231ps (the same 32 multiply-adds), in 12 and 24 independent
+ * chains, the fastest of 7 tries, in ns: 1, or 0 (zeros) without the
+ * instruction. */
+int rc_cpu_dpbf16_rate(double *dp_ns, double *fma_ns);
+
 #endif

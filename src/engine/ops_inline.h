@@ -277,10 +277,90 @@ RC_HD static inline float rco_dot8(const float *a, const float *b, int64_t n)
 typedef struct {
     int64_t chunk;   /* C */
     int sums;        /* 1: sums merge (split-K), 0: lanes merge */
+    int pairs;       /* 1: the bf16 pair order within a chunk (rco_gemm_dot_pairs) */
 } rco_gemm_order;
+
+/* ---- the bf16 pair order ----------------------------------------------------
+ * Engine GEMMs with bf16 operands accumulate each chunk in pairs, the
+ * arithmetic of the AVX512-BF16 dot-product instruction (vdpbf16ps, one
+ * register of 16 fp32 lanes): the chunk is padded with zeros to a multiple of
+ * 32, and lane j takes, from every block of 32 elements starting at b, the
+ * pair (b + 2j, b + 2j + 1) in two steps, the odd element first:
+ *   lane = F(fma(D(a[b+2j+1]), D(w[b+2j+1]), D(lane)))
+ *   lane = F(fma(D(a[b+2j]),   D(w[b+2j]),   D(lane)))
+ * where the operands are rounded to bf16 first (exact for bf16 values), D
+ * flushes a denormal input to a zero of its sign and F a denormal result
+ * (after rounding) to a zero of its sign; the fma rounds once (the product of
+ * two bf16 values has 16 significant bits, so only a product outside fp32's
+ * normal range is affected by it). The lanes then merge as rco_gemm_dot's
+ * (one tree per chunk and the chunk sums added in order, or running lanes
+ * and one tree at the end). A NaN result is returned as the quiet NaN
+ * 0x7fc00000, whatever its payload (the instruction and fmaf pick payloads
+ * differently; the GEMM's value is NaN either way). */
+#define RCO_FLT_MIN 1.17549435082228750797e-38f
+
+/* a denormal to a zero of its sign; every other value (NaN too) unchanged */
+RC_HD static inline float rco_flush(float x)
+{
+    return fabsf(x) < RCO_FLT_MIN ? copysignf(0.0f, x) : x;
+}
+
+/* one step of a lane: the instruction's half for one element (a lane the
+ * order holds is never denormal; one given from outside is flushed too, as
+ * the instruction flushes its accumulator input) */
+RC_HD static inline float rco_dpbf16_step(float acc, float a, float b)
+{
+    return rco_flush(fmaf(rco_flush(a), rco_flush(b), rco_flush(acc)));
+}
+
+/* one lane over one pair: odd element first, then even (operands as given:
+ * the caller rounds them to bf16) */
+RC_HD static inline float rco_dpbf16_pair(float acc, float a_even, float b_even, float a_odd, float b_odd)
+{
+    return rco_dpbf16_step(rco_dpbf16_step(acc, a_odd, b_odd), a_even, b_even);
+}
+
+/* the 16 lanes of one chunk [k0, k1) in the pair order */
+RC_HD static inline void rco_pairs_chunk(const float *a, const float *b, int64_t sb, int64_t k0, int64_t k1,
+                                         float acc[16])
+{
+    for (int j = 0; j < 16; j++)
+        acc[j] = 0.0f;
+    for (int64_t t = k0; t < k1; t += 32)
+        for (int j = 0; j < 16; j++) {
+            const int64_t e = t + 2 * j, o = e + 1;
+            const float ae = e < k1 ? rc_round_bf16(a[e]) : 0.0f, be = e < k1 ? rc_round_bf16(b[e * sb]) : 0.0f;
+            const float ao = o < k1 ? rc_round_bf16(a[o]) : 0.0f, bo = o < k1 ? rc_round_bf16(b[o * sb]) : 0.0f;
+            acc[j] = rco_dpbf16_pair(acc[j], ae, be, ao, bo);
+        }
+}
+
+/* rco_gemm_dot in the pair order (o.pairs; o.chunk a multiple of 32) */
+RC_HD static inline float rco_gemm_dot_pairs(const float *a, const float *b, int64_t K, int64_t sb,
+                                             rco_gemm_order o)
+{
+    const int64_t C = o.chunk;
+    float tot[16] = {0}, sum = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += C) {
+        const int64_t k1 = K - k0 < C ? K : k0 + C;
+        float acc[16];
+        rco_pairs_chunk(a, b, sb, k0, k1, acc);
+        if (o.sums) {
+            float part = rco_tree16(acc);
+            sum = k0 == 0 ? part : sum + part;
+        } else {
+            for (int j = 0; j < 16; j++)
+                tot[j] = k0 == 0 ? acc[j] : tot[j] + acc[j];
+        }
+    }
+    const float v = o.sums ? sum : rco_tree16(tot);
+    return v != v ? rc_bits_f32(0x7fc00000u) : v;
+}
 
 RC_HD static inline float rco_gemm_dot(const float *a, const float *b, int64_t K, int64_t sb, rco_gemm_order o)
 {
+    if (o.pairs)
+        return rco_gemm_dot_pairs(a, b, K, sb, o);
     const int64_t C = o.chunk;
     float tot[16] = {0}, sum = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += C) {
@@ -308,12 +388,14 @@ RC_HD static inline float rco_gemm_dot(const float *a, const float *b, int64_t K
  *                        rounded up to 16, sums merge
  *   engine, M <= 256     split-K in 2 slices: C = ceil(K / 2) rounded up to 16,
  *                        sums merge
- *   engine, M > 256      K tiles of RC_ENGINE_K_TILE, lanes merge */
+ *   engine, M > 256      K tiles of RC_ENGINE_K_TILE, lanes merge
+ * (engine GEMMs with bf16 operands: rco_gemm_order_dt, the pair order) */
 RC_HD static inline rco_gemm_order rco_gemm_order_for(int invariant, int64_t M, int64_t K)
 {
     rco_gemm_order o;
     int64_t slices = invariant ? 1 : M <= RC_ENGINE_SMALL_M ? RC_ENGINE_SPLIT_K : M <= RC_ENGINE_LARGE_M ? 2 : 0;
     o.sums = slices > 1;
+    o.pairs = 0;
     if (slices == 0) {
         o.chunk = RC_ENGINE_K_TILE;
         return o;
@@ -321,6 +403,21 @@ RC_HD static inline rco_gemm_order rco_gemm_order_for(int invariant, int64_t M, 
     int64_t c = (K + slices - 1) / slices;
     c = (c + 15) / 16 * 16;
     o.chunk = c > 0 ? c : 16;
+    return o;
+}
+
+/* The order of a GEMM whose operands are both in_dt: engine GEMMs with bf16
+ * operands take the pair order (rco_gemm_dot_pairs) with the same M classes,
+ * their split-K slice length rounded up to 32 instead of 16 (K tiles of 128
+ * as they are); everything else is rco_gemm_order_for's. */
+RC_HD static inline rco_gemm_order rco_gemm_order_dt(int invariant, int64_t M, int64_t K, rc_dtype in_dt)
+{
+    rco_gemm_order o = rco_gemm_order_for(invariant, M, K);
+    if (invariant || in_dt != RC_BF16)
+        return o;
+    o.pairs = 1;
+    if (o.sums)
+        o.chunk = (o.chunk + 31) / 32 * 32;
     return o;
 }
 

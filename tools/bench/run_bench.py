@@ -447,6 +447,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=1, help="rounds of every run [1]")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every tool [all CPUs]")
     ap.add_argument("--ratiocheck", default=os.path.join(ROOT, "build", "src", "ratiocheck"))
+    ap.add_argument("--ratiocheck-b", help="a second ratiocheck binary, run beside the first (A, B in even rounds, "
+                    "B, A in odd ones) for every kernel strategy: its rows are the strategy's name + '@' + --label-b")
+    ap.add_argument("--label-b", default="b", help="the second binary's label in the tables [b]")
     ap.add_argument("--work", default="/tmp/rc-bench", help="models, prompts, ceilings binary, JSON [/tmp/rc-bench]")
     ap.add_argument("--doc", help="Markdown output [docs/bench.md; --quick: WORK/bench-quick.md]")
     ap.add_argument("--no-doc", action="store_true", help="write no Markdown")
@@ -490,6 +493,8 @@ def main():
         ap.error("--seqs: an even number >= 2 (seqs/2 prompts x 2 samples)")
     if G < 1 or P < 1 or B < 1 or a.repeats < 1 or a.threads < 1:
         ap.error("--len, --prompt-len, --batch, --repeats and --threads must be positive")
+    if a.ratiocheck_b and not os.access(a.ratiocheck_b, os.X_OK):
+        ap.error(f"--ratiocheck-b {a.ratiocheck_b}: not an executable")
     if not os.access(a.ratiocheck, os.X_OK):
         ap.error(f"--ratiocheck {a.ratiocheck}: not an executable (build it: meson setup build && ninja -C build)")
     work = os.path.abspath(a.work)
@@ -498,6 +503,8 @@ def main():
                                          os.path.join(ROOT, "docs", "bench.md")))
     json_path = a.json or os.path.join(work, "bench-quick.json" if q else "bench.json")
     rc = os.path.abspath(a.ratiocheck)
+    rc_b = os.path.abspath(a.ratiocheck_b) if a.ratiocheck_b else None
+    tools_rc = list(kernels) + ([k + "@" + a.label_b for k in kernels] if rc_b else [])
     env = child_env(a.threads)
     load_before = os.getloadavg()
     t_start = time.time()
@@ -568,14 +575,14 @@ def main():
             f"wall {run['wall']:.1f} s  RSS {run['peak_rss'] / 2**30:.2f} GiB  "
             f"ratio mean {fmt(run.get('ratio_mean'), '.6f')}  load {run['load_before']:.2f}")
 
-    def run_rc(m, dt, k, rnd):
-        cmd = [rc, "--model", model_dirs[m], "--prompts", prompts, "--dtype", dt, "--kernels", k, "--len", str(G),
+    def run_rc(m, dt, k, rnd, binary=None, label=None):
+        cmd = [binary or rc, "--model", model_dirs[m], "--prompts", prompts, "--dtype", dt, "--kernels", k, "--len", str(G),
                "--samples", "2", "--batch", str(B), "--seed", str(a.seed), "--threads", str(a.threads),
                "--out", "none", "--json", "-q"]
         load = os.getloadavg()[0]
         code, out, err, wall, rss = run_child(cmd, env)
-        run = {"model": m, "dtype": dt, "tool": k, "round": rnd, "wall": wall, "peak_rss": rss, "load_before": load,
-               "command": shlex.join(cmd)}
+        run = {"model": m, "dtype": dt, "tool": label or k, "round": rnd, "wall": wall, "peak_rss": rss,
+               "load_before": load, "command": shlex.join(cmd)}
         try:
             if code != 0:
                 raise ValueError(f"exit {code}: {err.strip()[-500:]}")
@@ -618,7 +625,12 @@ def main():
                 order = kernels if rnd % 2 == 0 else kernels[::-1]  # balance drift over rounds
                 hf_done = False
                 for k in order:
-                    r_a = run_rc(m, dt, k, rnd)
+                    if rc_b:  # the two binaries side by side, their order alternating by round
+                        pair = [(None, None), (rc_b, k + "@" + a.label_b)]
+                        for binary, label in (pair if rnd % 2 == 0 else pair[::-1]):
+                            r_a = run_rc(m, dt, k, rnd, binary, label)
+                    else:
+                        r_a = run_rc(m, dt, k, rnd)
                     if hf_runs == "paired" or (hf_runs == "once" and not hf_done):
                         r_b = run_hf(m, dt, rnd)
                         hf_done = True
@@ -652,7 +664,7 @@ def main():
     rows = []
     for m in models:
         for dt in dtypes:
-            for tool in kernels + (["hf"] if hf_runs != "none" else []):
+            for tool in tools_rc + (["hf"] if hf_runs != "none" else []):
                 rs = [r for r in runs if r["model"] == m and r["dtype"] == dt and r["tool"] == tool]
                 good = [r for r in rs if not r.get("error")]
                 row = {"model": m, "dtype": dt, "tool": tool, "n": len(good), "failed": len(rs) - len(good)}
@@ -668,7 +680,8 @@ def main():
                 rows.append(row)
 
     result = {"started": started, "seconds": total_s, "argv": sys.argv[1:], "machine": machine_info(),
-              "load_before": load_before, "load_after": load_after, "ratiocheck": rc, "ratiocheck_version": rc_version,
+              "load_before": load_before, "load_after": load_after, "ratiocheck": rc, "ratiocheck_b": rc_b,
+              "ratiocheck_version": rc_version,
               "versions": versions, "settings": {"seqs": S, "prompts": S // 2, "samples": 2, "prompt_len": P,
                                                  "gen": G, "batch": B, "threads": a.threads, "repeats": a.repeats,
                                                  "hf_runs": hf_runs, "seed": a.seed, "quick": q,
