@@ -7,9 +7,13 @@
  *    router (top-k of the logits, softmax over the k: GptOssTopKRouter) and the
  *    clamped SwiGLU (rco_swiglu_clamp1: GptOssExperts._apply_gate);
  *  - the MXFP4 folder (experts as *_blocks / *_scales) reads bitwise as its
- *    copy with transformers' dequantized experts, a bf16 run on both gives
- *    bitwise equal log-probs, and an fp32 run matches the fp32 log-probs of the
- *    model transformers builds from the MXFP4 folder (<= 1e-5);
+ *    copy with transformers' dequantized experts (kept as the 64-bit FNV-1a
+ *    hash of each tensor, gptoss_mxfp4/deq, written by
+ *    tools/fixtures/deq_hashes.py; checked with tests/testutil_deq.h), bf16
+ *    and fp32 runs on it and on the bf16 folder rebuilt from our
+ *    dequantization give bitwise equal log-probs, and the fp32 run matches the
+ *    fp32 log-probs of the model transformers builds from the MXFP4 folder
+ *    (<= 1e-5);
  *  - a hostile scale in the MXFP4 folder (255: e8m0 NaN; 254: a value
  *    overflowing to Inf) is refused with RC_ERR_FORMAT naming the file. */
 #include <check.h>
@@ -26,6 +30,7 @@
 #include "util.h"
 
 #include "testutil.h"
+#include "testutil_deq.h"
 
 static rc_safetensors *open_ops(void)
 {
@@ -182,46 +187,37 @@ START_TEST(test_swiglu_clamp_bf16)
 }
 END_TEST
 
-/* every tensor of the bf16 copy reads bitwise the same from the MXFP4 folder */
+static char g_tmp[1024];
+static void tmp_setup(void) { rc_test_fresh_dir(g_tmp, sizeof g_tmp, "/tmp"); }
+static void tmp_teardown(void) { rc_test_rm_rf(g_tmp); }
+
+/* every tensor of the MXFP4 folder hashes as transformers' dequantized copy's
+ * (gptoss_mxfp4/deq/tensors.txt), read as bf16, and reads as fp32 as its
+ * widening */
 START_TEST(test_mxfp4_folder_weights)
 {
-    char pq[4096], pb[4096];
+    char pq[4096], pr[4096];
     rc_test_source_path(pq, sizeof pq, "data/fixtures/gptoss_mxfp4");
-    rc_test_source_path(pb, sizeof pb, "data/fixtures/gptoss_mxfp4/bf16");
-    rc_safetensors *a, *b;
-    ck_assert_msg(rc_st_open_dir(pq, &a) == RC_OK, "%s", rc_last_error());
-    ck_assert_msg(rc_st_open_dir(pb, &b) == RC_OK, "%s", rc_last_error());
-    ck_assert_int_eq(a->ntensors, b->ntensors);
-    ck_assert_str_eq(a->quant_method, "mxfp4");
-    int64_t nq = 0;
-    for (int64_t i = 0; i < b->ntensors; i++) {
-        const rc_st_tensor *tb = &b->tensors[i], *ta = rc_st_find(a, tb->name);
-        ck_assert_msg(ta != NULL, "%s missing from the MXFP4 folder", tb->name);
-        nq += ta->quant == RC_ST_Q_MXFP4;
-        int64_t n;
-        ck_assert(rc_numel(tb->shape, tb->ndim, &n));
-        uint16_t *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
-        ck_assert_msg(rc_st_read_weight_as(a, tb->name, tb->ndim, tb->shape, RC_BF16, x) == RC_OK, "%s",
-                      rc_last_error());
-        ck_assert(rc_st_read_weight_as(b, tb->name, tb->ndim, tb->shape, RC_BF16, y) == RC_OK);
-        ck_assert_msg(memcmp(x, y, 2 * (size_t)n) == 0, "%s differs", tb->name);
-        free(x);
-        free(y);
-    }
-    printf("mxfp4 folder: %lld tensors (%lld MXFP4 expert tensors) bitwise the dequantized copy's\n",
-           (long long)b->ntensors, (long long)nq);
+    rc_test_source_path(pr, sizeof pr, "data/fixtures/gptoss_mxfp4/deq");
+    int64_t nt, nq;
+    const int64_t nvals = rc_test_deq_folder(pq, "mxfp4", pr, g_tmp, &nt, &nq);
+    printf("mxfp4 folder: %lld tensors (%lld MXFP4 expert tensors), %lld values hash as the dequantized copy's\n",
+           (long long)nt, (long long)nq, (long long)nvals);
     ck_assert_int_eq(nq, 2 * 3); /* gate_up and down of each of the 3 layers */
-    rc_st_close(a);
-    rc_st_close(b);
 }
 END_TEST
 
-/* runs on the MXFP4 folder: fp32 against transformers' dequantized model, bf16 bitwise its bf16 copy */
+/* runs on the MXFP4 folder: fp32 against transformers' dequantized model,
+ * bf16 and fp32 bitwise its bf16 copy (rebuilt from our dequantization once
+ * every tensor hashes as transformers') */
 START_TEST(test_mxfp4_folder_run)
 {
     char pq[4096], pb[4096], pr[4096];
     rc_test_source_path(pq, sizeof pq, "data/fixtures/gptoss_mxfp4");
-    rc_test_source_path(pb, sizeof pb, "data/fixtures/gptoss_mxfp4/bf16");
+    rc_test_source_path(pr, sizeof pr, "data/fixtures/gptoss_mxfp4/deq");
+    int64_t nt;
+    rc_test_deq_folder(pq, "mxfp4", pr, g_tmp, &nt, NULL);
+    snprintf(pb, sizeof pb, "%s", g_tmp);
     rc_test_source_path(pr, sizeof pr, "data/fixtures/gptoss_mxfp4/hf_logprobs.safetensors");
     rc_safetensors *ref;
     ck_assert_msg(rc_st_open_file(pr, &ref) == RC_OK, "%s", rc_last_error());
@@ -276,10 +272,6 @@ START_TEST(test_mxfp4_folder_run)
     rc_st_close(ref);
 }
 END_TEST
-
-static char g_tmp[1024];
-static void tmp_setup(void) { rc_test_fresh_dir(g_tmp, sizeof g_tmp, "/tmp"); }
-static void tmp_teardown(void) { rc_test_rm_rf(g_tmp); }
 
 /* the MXFP4 folder copied into g_tmp with byte off of model.safetensors set to v */
 static void hostile_copy(int64_t off, uint8_t v)

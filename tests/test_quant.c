@@ -10,7 +10,8 @@
  *    moe_fp8/deepseek_v3_fp8_deq, written by tools/fixtures/deq_hashes.py from
  *    the generators): every tensor we dequantize
  *    hashes as transformers', and the bf16 folder rebuilt from them (HF's
- *    config.json beside them) is the copy the run is compared with;
+ *    config.json beside them, by tests/testutil_deq.h) is the copy the run
+ *    is compared with;
  *  - MXFP4 blocks and scales dequantize bitwise as
  *    convert_moe_packed_tensors (bf16 and fp32, the Inf of overflowing scales
  *    included), and an FP8 weight the blocks do not divide as the documented
@@ -33,6 +34,7 @@
 #include "util.h"
 
 #include "testutil.h"
+#include "testutil_deq.h"
 
 static char g_tmp[1024];
 
@@ -106,109 +108,6 @@ START_TEST(test_fp8_folder_weights)
 }
 END_TEST
 
-static uint64_t fnv1a64(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001B3ull;
-    return h;
-}
-
-/* The FP8 folder fp8 against the hashes of transformers' dequantized copy
- * (ref/tensors.txt: hash, dtype, shape, name per line): the folder holds
- * exactly those tensors, each read as bf16 hashes as transformers' bytes and
- * reads as fp32 as their widening. Writes the copy rebuilt from our
- * dequantization (ref/config.json, model.safetensors) to out; returns the
- * number of values. */
-static int64_t deq_folder_from_hashes(const char *fp8, const char *ref, const char *out, int64_t *ntensors)
-{
-    char p[4200];
-    rc_safetensors *a;
-    ck_assert_msg(rc_st_open_dir(fp8, &a) == RC_OK, "%s", rc_last_error());
-    ck_assert_str_eq(a->quant_method, "fp8");
-    char *txt, *cfg;
-    size_t ntxt, ncfg;
-    snprintf(p, sizeof p, "%s/tensors.txt", ref);
-    slurp(p, &txt, &ntxt);
-    snprintf(p, sizeof p, "%s/config.json", ref);
-    slurp(p, &cfg, &ncfg);
-    snprintf(p, sizeof p, "%s/config.json", out);
-    write_bytes(p, cfg, ncfg);
-    free(cfg);
-    const size_t cap = 1u << 16;
-    char *hdr = malloc(cap);
-    size_t hl = (size_t)snprintf(hdr, cap, "{");
-    unsigned char *data = NULL;
-    uint64_t nd = 0;
-    int64_t nt = 0, nvals = 0;
-    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
-        char hex[20], dt[16], shp[128], name[256];
-        ck_assert_msg(sscanf(line, "%19s %15s %127s %255s", hex, dt, shp, name) == 4, "%s: bad line %s", ref, line);
-        ck_assert_str_eq(dt, "BF16");
-        const uint64_t want = strtoull(hex, NULL, 16);
-        int64_t shape[RC_ST_MAX_DIMS];
-        int nd_ = 0;
-        for (char *q = shp; *q;) {
-            ck_assert(nd_ < RC_ST_MAX_DIMS);
-            shape[nd_++] = strtoll(q, &q, 10);
-            if (*q == 'x')
-                q++;
-        }
-        const rc_st_tensor *ta = rc_st_find(a, name);
-        ck_assert_msg(ta != NULL, "%s missing from the FP8 folder", name);
-        ck_assert_str_eq(ta->dtype_name, "BF16");
-        ck_assert_int_eq(ta->ndim, nd_);
-        for (int d = 0; d < nd_; d++)
-            ck_assert_int_eq(ta->shape[d], shape[d]);
-        int64_t n;
-        ck_assert(rc_numel(shape, nd_, &n));
-        uint16_t *x = malloc(2 * (size_t)n);
-        float *fx = malloc(4 * (size_t)n);
-        ck_assert_msg(rc_st_read_weight_as(a, name, nd_, shape, RC_BF16, x) == RC_OK, "%s", rc_last_error());
-        ck_assert(rc_st_read_weight(a, name, nd_, shape, fx) == RC_OK);
-        data = realloc(data, nd + 2 * (uint64_t)n);
-        ck_assert(data != NULL);
-        for (int64_t i = 0; i < n; i++) { /* little-endian, as the hash was taken */
-            data[nd + 2 * (uint64_t)i] = (unsigned char)(x[i] & 0xFF);
-            data[nd + 2 * (uint64_t)i + 1] = (unsigned char)(x[i] >> 8);
-            ck_assert_msg(rc_f32_bits(fx[i]) == (uint32_t)x[i] << 16, "%s element %lld differs as fp32", name,
-                          (long long)i);
-        }
-        const uint64_t got = fnv1a64(data + nd, 2 * (size_t)n);
-        ck_assert_msg(got == want, "%s: dequantized bf16 hash %016llx, transformers' %016llx", name,
-                      (unsigned long long)got, (unsigned long long)want);
-        hl += (size_t)snprintf(hdr + hl, cap - hl, "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[", nt ? "," : "", name);
-        for (int d = 0; d < nd_; d++)
-            hl += (size_t)snprintf(hdr + hl, cap - hl, "%s%lld", d ? "," : "", (long long)shape[d]);
-        hl += (size_t)snprintf(hdr + hl, cap - hl, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)nd,
-                               (unsigned long long)(nd + 2 * (uint64_t)n));
-        ck_assert(hl + 8 < cap);
-        nd += 2 * (uint64_t)n;
-        nvals += n;
-        nt++;
-        free(x);
-        free(fx);
-    }
-    ck_assert_int_eq(nt, a->ntensors); /* no tensor of the folder unaccounted for */
-    hdr[hl++] = '}';
-    while (hl % 8)
-        hdr[hl++] = ' ';
-    snprintf(p, sizeof p, "%s/model.safetensors", out);
-    FILE *f = fopen(p, "wb");
-    ck_assert_msg(f != NULL, "%s", p);
-    unsigned char le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-    ck_assert(fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, hl, f) == hl && fwrite(data, 1, nd, f) == nd);
-    fclose(f);
-    free(hdr);
-    free(data);
-    free(txt);
-    rc_st_close(a);
-    *ntensors = nt;
-    return nvals;
-}
-
 /* every tensor of the Qwen3 and MoE DeepSeek-V3 FP8 folders hashes as
  * transformers' dequantized copy's */
 START_TEST(test_fp8_hashed_folder_weights)
@@ -222,7 +121,7 @@ START_TEST(test_fp8_hashed_folder_weights)
         rc_test_source_path(p8, sizeof p8, "%s", dirs[k][0]);
         rc_test_source_path(pr, sizeof pr, "%s", dirs[k][1]);
         int64_t nt;
-        const int64_t nvals = deq_folder_from_hashes(p8, pr, g_tmp, &nt);
+        const int64_t nvals = rc_test_deq_folder(p8, "fp8", pr, g_tmp, &nt, NULL);
         printf("fp8 folder %s: %lld tensors, %lld values hash as transformers' dequantized copy's\n", dirs[k][0],
                (long long)nt, (long long)nvals);
         ck_assert_int_gt(nvals, 0);
@@ -251,7 +150,7 @@ START_TEST(test_fp8_folder_run)
         char pr[4096];
         int64_t nt;
         rc_test_source_path(pr, sizeof pr, "%s", k_fp8_dirs[_i][2]);
-        deq_folder_from_hashes(p8, pr, g_tmp, &nt);
+        rc_test_deq_folder(p8, "fp8", pr, g_tmp, &nt, NULL);
         snprintf(pb, sizeof pb, "%s", g_tmp);
     } else {
         rc_test_source_path(pb, sizeof pb, "%s", k_fp8_dirs[_i][1]);

@@ -14,6 +14,9 @@
 # 33 packages, 3.9 MiB from the archive of 2026-12-05 (37 packages, 8.8 MiB with FETCH_DEBS_BLAS=1;
 # bash tools/gpu/gpu_check.sh --stage size measures what travels).
 #
+# Fetching into the default .debs also writes tools/gpu/debs.size (committed): the folder's byte
+# count, which the size stage adds where .debs is absent (a clone, CI).
+#
 # No root needed (`apt-get download`).  Idempotent: a file already in DIR whose SHA256 is the one
 # recorded in DIR/MANIFEST (and, for a download, apt's) is kept; .deb files no longer wanted are
 # removed; DIR/MANIFEST is rewritten.
@@ -301,3 +304,14 @@ for l in "${lines[@]}"; do
   printf '%-26s %-32s %9s  %-24s %s\n' "${pv%%=*}" "${pv#*=}" "$s" "$g" "$r"
 done
 echo "total: $total bytes ($(awk -v t="$total" 'BEGIN{printf "%.2f MiB", t/1048576}')) in ${#lines[@]} packages, in $DIR"
+
+# the folder's size as gpu_check.sh --stage size counts it (every file, MANIFEST included), recorded
+# in the repository for a checkout without .debs (CI): its size stage adds this figure
+if [ "$(cd "$DIR" && pwd -P)" = "$(cd "$REPO" && pwd -P)/.debs" ]; then
+  bytes="$(find -L "$DIR" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')"
+  {
+    echo "# bytes in .debs, every file (the sum gpu_check.sh --stage size counts), written by tools/gpu/fetch-debs.sh"
+    echo "$bytes"
+  } > "$HERE/debs.size"
+  echo "recorded $bytes bytes in tools/gpu/debs.size (commit it)"
+fi

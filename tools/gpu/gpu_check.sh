@@ -10,7 +10,8 @@
 #
 # Stages (run in this order, whatever order --stage lists them in):
 #   size    what would travel to the device machine: tracked and untracked-not-ignored files plus
-#           the carried folders (RC_GPU_CARRY, default ".debs"); over RC_GPU_TREE_MIB (default 60;
+#           the carried folders (RC_GPU_CARRY, default ".debs"; where .debs is absent, as in a clone,
+#           the size tools/gpu/fetch-debs.sh recorded in tools/gpu/debs.size); over RC_GPU_TREE_MIB (default 60;
 #           the device tool refuses above 64 MiB) the script stops here with exit 3 and the numbers.
 #           Runs first by default where $OUT is unset (not on the device machine).
 #   deps    C libraries the machine lacks, from .debs (tools/gpu/deps-env.sh; nothing is read when
@@ -159,6 +160,18 @@ stage_size() {
         if [ -e "$ROOT/$c" ]; then
             b=$(find -L "$ROOT/$c" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')
             line="$line, $c $(awk -v b="$b" 'BEGIN {printf "%.1f", b/1048576}') MiB"
+            if [ "$c" = .debs ] && [ -f "$ROOT/tools/gpu/debs.size" ] &&
+                [ "$(grep -v '^#' "$ROOT/tools/gpu/debs.size" | head -1)" != "$b" ]; then
+                line="$line (tools/gpu/debs.size records another size: rerun tools/gpu/fetch-debs.sh and commit it)"
+            fi
+        elif [ "$c" = .debs ] && [ -f "$ROOT/tools/gpu/debs.size" ]; then
+            # a checkout without .debs (CI): the size fetch-debs.sh recorded when it fetched
+            b=$(grep -v '^#' "$ROOT/tools/gpu/debs.size" | head -1)
+            if ! [[ "$b" =~ ^[0-9]{1,12}$ ]]; then
+                sum "  tools/gpu/debs.size: no byte count (rerun tools/gpu/fetch-debs.sh)"
+                return 1
+            fi
+            line="$line, $c $(awk -v b="$b" 'BEGIN {printf "%.1f", b/1048576}') MiB as recorded in tools/gpu/debs.size"
         else
             line="$line, $c absent"
         fi
