@@ -384,7 +384,10 @@ static void write_wide_model(const char *dir)
     ck_assert(f != NULL);
     const uint64_t hl = h;
     ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
-    float *buf = malloc(sizeof(float) * WV * WH);
+    int64_t most = 0; /* the largest tensor's floats */
+    for (int64_t t = 0; t < n_t; t++)
+        most = sizes[t] > most ? sizes[t] : most;
+    float *buf = malloc(sizeof(float) * (size_t)most);
     ck_assert(buf != NULL);
     for (int64_t t = 0; t < n_t; t++) {
         const bool norm = t == n_t - 2 || (t > 0 && t < n_t - 2 && (t - 1) % 9 < 2);
