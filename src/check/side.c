@@ -201,8 +201,7 @@ static bool is_default(const side_key *k, const rc_side *sd, bool trainer)
     rc_side *s = (rc_side *)(uintptr_t)sd;
     const double def = trainer ? k->def_trainer : k->def_sampler;
     switch (k->kind) {
-    case K_BOOL: /* router: dtype given is not the default (DeepSeek-V3 keeps its gate fp32 unless told) */
-        return *bfield(s, k) == (def != 0) && !(k->off == offsetof(rc_side, router_f32) && sd->router_dtype);
+    case K_BOOL: return *bfield(s, k) == (def != 0);
     case K_I64: return *lfield(s, k) == (int64_t)def;
     case K_SCALE: return *ffield(s, k) == (float)def;
     case K_UPCAST:
