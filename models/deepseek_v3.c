@@ -235,7 +235,9 @@ static rc_status deepseek_v3_parse(const json_t *root, const char *path, rc_conf
         return rc_errorf(RC_ERR_FORMAT, "%s: the softmax scale %g (mscale_all_dim) is not a positive fp32 value",
                          path, scale);
     cfg->softmax_scale = scale;
-    return deepseek_moe_parse(root, path, cfg);
+    RC_TRY(deepseek_moe_parse(root, path, cfg));
+    cfg->router_gate_engine_dt = true; /* vLLM's DeepseekV2MoE: a gate in the model dtype (router=dtype) */
+    return RC_OK;
 }
 
 /* Integer keys, read in this order (then eos_token_id, then deepseek_v3_parse). */

@@ -429,6 +429,34 @@ START_TEST(test_glm4_moe_half_twin)
 }
 END_TEST
 
+/* router=dtype on DeepSeek-V3 (vLLM's default gate: the router weight rounded to the dtype, its logits rounded
+ * once; _i: bf16 or fp16): the GPU engine uploads the rounded router weight as the CPU engine places it, so its full
+ * forward with invariant kernels equals the CPU's bit for bit in the host build (on a GPU bounded by twin_bound),
+ * and the cached decode equals the full forward */
+START_TEST(test_router_dtype_twin)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/deepseek_v3_moe");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.router_gate_f32 && m->cfg.router_gate_engine_dt);
+    const int64_t V = m->cfg.vocab;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = _i ? RC_F16 : RC_BF16;
+    num.router_dtype = true;
+    twin_result r = twin_runs(m, &num);
+    const char *why;
+    const double bound = twin_bound(m, &num, &why);
+    printf("%-10s deepseek_v3_moe %s router=dtype invariant: measured max %.3e bound %.3e (full forward vs CPU; %s); "
+           "cached decode vs full forward %lld of %lld bitwise equal\n",
+           TEST_NAME, dt_name(num.dt), r.dcpu, bound, why, (long long)r.same, (long long)(12 * V));
+    ck_assert_msg(r.dcpu <= bound, "%s: vs CPU differs by %g > %g", dt_name(num.dt), r.dcpu, bound);
+    ck_assert_int_eq(r.same, 12 * V);
+    twin_free(&r);
+    rc_model_free(m);
+}
+END_TEST
+
 /* weights=as-stored on a DeepSeek-V3 FP8 checkpoint (data/fixtures/moe_fp8/deepseek_v3_fp8: 128 x 128
  * blocks, two MoE layers whose experts run by the fused-MoE rule, moe.c experts_fused_fp8), bf16 with
  * invariant kernels, latent attention absorbed or expanded by _i: the GPU engine's full forward equals the
@@ -731,6 +759,7 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_mla_twin, 0, 4);
     tcase_add_loop_test(tc, test_mla_engine_twin, 0, 2);
     tcase_add_loop_test(tc, test_glm4_moe_half_twin, 0, 4);
+    tcase_add_loop_test(tc, test_router_dtype_twin, 0, 2);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
     tcase_add_loop_test(tc, test_moe_asstored_twin, 0, 2);
 }

@@ -315,6 +315,100 @@ START_TEST(test_grouped_route_vs_torch)
 }
 END_TEST
 
+/* ---- DeepSeek-V3's gate in bf16 (vLLM's default): data/fixtures/grouped_router_gate_dt/ ---- */
+
+static const char *const k_dtcases[] = {"dsv3_gate_e256k8_g8", "kimi_gate_e64k6_g1", "odd_gate_e12k3_g3"};
+#define N_DTCASES (int)(sizeof k_dtcases / sizeof k_dtcases[0])
+
+static float *dtget(rc_safetensors *st, int c, const char *what, int64_t want)
+{
+    char name[128];
+    int64_t n;
+    snprintf(name, sizeof name, "%s.%s", k_dtcases[c], what);
+    float *v = rc_test_st_f32(st, name, &n);
+    ck_assert_msg(n == want, "%s: %lld values, want %lld", name, (long long)n, (long long)want);
+    return v;
+}
+
+static void dtget_i32(rc_safetensors *st, int c, const char *what, int64_t n, int32_t *out)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", k_dtcases[c], what);
+    const rc_st_tensor *t = rc_st_find(st, name);
+    ck_assert_msg(t != NULL, "%s missing", name);
+    int64_t m;
+    ck_assert(rc_numel(t->shape, t->ndim, &m) && m == n);
+    ck_assert_msg(rc_st_read_i32(st, name, t->ndim, t->shape, out) == RC_OK, "%s", rc_last_error());
+}
+
+/* the engine's router=dtype on DeepSeek-V3 (moe.c with a bf16 gate weight): the grouped route on torch's bf16
+ * logits (F.linear in bf16) gives transformers' DeepseekV3TopkRouter's experts on them (as a set per row; the
+ * cases have no tie at the boundary) and its fp32 weights within GROUPED_MAX_ULP (the sigmoid's exp, as above);
+ * the engine's bf16 GEMM (fp32 accumulation in its own order, rounded once) gives torch's logits or, where the two
+ * fp32 sums fall on either side of a bf16 rounding boundary, the neighbouring bf16 value (counted) */
+START_TEST(test_gate_dt_vs_torch)
+{
+    char p[4096];
+    rc_safetensors *st;
+    rc_test_source_path(p, sizeof p, "data/fixtures/grouped_router_gate_dt/gate_dt_bf16.safetensors");
+    ck_assert_msg(rc_st_open_file(p, &st) == RC_OK, "%s", rc_last_error());
+    rc_backend *be;
+    ck_assert(rc_backend_cpu_create(1, RC_KERNELS_ENGINE, &be) == RC_OK);
+    int32_t meta[7];
+    dtget_i32(st, _i, "meta", 7, meta);
+    float *sc = dtget(st, _i, "scale", 1);
+    const rco_grouped_router g = {meta[0], meta[1], meta[2], meta[3], meta[4], sc[0], RC_F32};
+    free(sc);
+    const int64_t E = g.E, k = g.top_k, H = meta[5], T = meta[6];
+    float *x = dtget(st, _i, "x", T * H), *gw = dtget(st, _i, "gate_w", E * H), *tl = dtget(st, _i, "logits", T * E);
+    float *bias = dtget(st, _i, "e_bias", E), *tw = dtget(st, _i, "topk_w", T * k);
+    int32_t *ti = malloc(sizeof(int32_t) * (size_t)(T * k)), *ties = malloc(sizeof(int32_t) * (size_t)T);
+    dtget_i32(st, _i, "topk_idx", T * k, ti);
+    dtget_i32(st, _i, "ties", T, ties);
+    uint16_t *w16 = malloc(sizeof(uint16_t) * (size_t)(E * H));
+    rc_wt_convert((rc_wt){gw, RC_F32, false}, 0, E * H, RC_BF16, RC_BF16, w16);
+    float *lg = malloc(sizeof(float) * (size_t)(T * E)), *sel = malloc(sizeof(float) * (size_t)(T * k));
+    float *w = malloc(sizeof(float) * (size_t)(T * k)), *a = malloc(sizeof(float) * (size_t)k);
+    float *b = malloc(sizeof(float) * (size_t)k);
+    ck_assert(be->ops->matmul(be, x, T, H, (rc_wt){w16, RC_BF16, false}, E, NULL, RC_BF16, RC_BF16, lg) == RC_OK);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < T * E; i++) {
+        const int64_t u = llabs((long long)rc_f32_bits(lg[i]) - (long long)rc_f32_bits(tl[i]));
+        ck_assert_msg(u == 0 || u == 1 << 16, "%s logit %lld: %.9g, torch's %.9g", k_dtcases[_i], (long long)i,
+                      (double)lg[i], (double)tl[i]);
+        diff += u != 0;
+    }
+    ck_assert(be->ops->moe_route_grouped(be, tl, bias, T, &g, sel, w) == RC_OK);
+    int64_t max_ulp = 0, tie_rows = 0;
+    for (int64_t t = 0; t < T; t++) {
+        tie_rows += ties[t] != 0;
+        for (int64_t j = 0; j < k; j++) {
+            bool found = false;
+            for (int64_t i = 0; i < k; i++)
+                found = found || (int64_t)sel[t * k + i] == ti[t * k + j];
+            ck_assert_msg(found || ties[t], "%s row %lld: expert %d of torch's not chosen", k_dtcases[_i],
+                          (long long)t, ti[t * k + j]);
+        }
+        memcpy(a, w + t * k, sizeof(float) * (size_t)k);
+        memcpy(b, tw + t * k, sizeof(float) * (size_t)k);
+        qsort(a, (size_t)k, sizeof *a, cmp_float);
+        qsort(b, (size_t)k, sizeof *b, cmp_float);
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t u = llabs((long long)rc_f32_bits(a[j]) - (long long)rc_f32_bits(b[j]));
+            max_ulp = u > max_ulp ? u : max_ulp;
+        }
+    }
+    printf("gate in bf16 %s: %lld of %lld logits a bf16 ulp from torch's F.linear, %lld rows tie, "
+           "weights max %lld fp32 ulp from DeepseekV3TopkRouter's\n",
+           k_dtcases[_i], (long long)diff, (long long)(T * E), (long long)tie_rows, (long long)max_ulp);
+    ck_assert_int_le(max_ulp, GROUPED_MAX_ULP);
+    free(x), free(gw), free(tl), free(bias), free(tw), free(ti), free(ties), free(w16), free(lg), free(sel);
+    free(w), free(a), free(b);
+    rc_backend_destroy(be);
+    rc_st_close(st);
+}
+END_TEST
+
 /* accumulate the experts' outputs in index order with the given fp32 weights (sel / w: [T, k]), then the
  * shared experts' output, in bf16; returns the outputs that differ from the block's */
 static int64_t grouped_block(rc_backend *be, rc_safetensors *st, int c, int64_t T, int64_t H, int64_t E, int64_t k,
@@ -442,6 +536,7 @@ static Suite *moe_suite(void)
     tcase_add_loop_test(tc, test_moe_accumulate_vs_torch, 0, N_CASES);
     tcase_add_loop_test(tc, test_grouped_route_vs_torch, 0, N_GCASES);
     tcase_add_loop_test(tc, test_grouped_block_vs_torch, 0, N_GCASES);
+    tcase_add_loop_test(tc, test_gate_dt_vs_torch, 0, N_DTCASES);
     tcase_add_test(tc, test_grouped_route_nonfinite);
     suite_add_tcase(s, tc);
     return s;

@@ -653,7 +653,7 @@ START_TEST(test_moe_asstored_ops)
             L.e_bias = rc_wt_f32(ebias);
         route_seen seen = {0};
         const rc_routing_hook hook = {see_route, NULL, &seen};
-        const rc_moe_rounding r = {RC_BF16, RC_BF16, RC_BF16, RC_BF16, false, false, rc_fp8w_expert_cb, f};
+        const rc_moe_rounding r = {RC_BF16, RC_BF16, RC_BF16, RC_BF16, false, false, rc_fp8w_expert_cb, f, false};
         ck_assert_msg(rc_moe_forward(be, cfg, &L, 0, h, M, NULL, 0, &r, sc, &hook, y) == RC_OK, "%s",
                       rc_last_error());
         ck_assert_int_eq(seen.n, M);

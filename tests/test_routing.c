@@ -213,11 +213,14 @@ static void load_moe(void)
 
 static void free_moe(void) { rc_model_free(g_moe); }
 
-/* 6 prompts x 2 samples, 20 tokens, on the sides sm / tr */
-static void run_sides(const char *sampler, const char *trainer, rc_results *r)
+/* 6 prompts x 2 samples, 20 tokens, on the sides sm / tr, of model m (the prompts' tokens modulo its vocabulary) */
+static void run_sides_on(rc_model *m, const char *sampler, const char *trainer, rc_results *r)
 {
-    static const int32_t toks[6 * 5] = {5, 17, 99, 140, 3, 250, 8, 61, 33, -1, 12, 200, 7, -1, -1,
-                                        77, 78, 79, 80, 81, 4, 90, -1, -1, -1, 150, 160, 170, 180, -1};
+    static const int32_t toks0[6 * 5] = {5, 17, 99, 140, 3, 250, 8, 61, 33, -1, 12, 200, 7, -1, -1,
+                                         77, 78, 79, 80, 81, 4, 90, -1, -1, -1, 150, 160, 170, 180, -1};
+    int32_t toks[6 * 5];
+    for (int i = 0; i < 6 * 5; i++)
+        toks[i] = toks0[i] < 0 ? toks0[i] : (int32_t)(toks0[i] % m->cfg.vocab);
     static const int32_t lens[6] = {5, 4, 3, 5, 2, 4};
     rc_side sm, tr;
     rc_side_defaults(false, &sm);
@@ -242,11 +245,16 @@ static void run_sides(const char *sampler, const char *trainer, rc_results *r)
     rc_backend *be = NULL;
     ck_assert(rc_backend_cpu_create(1, sm.kernels, &be) == RC_OK);
     memset(r, 0, sizeof *r);
-    ck_assert_msg(rc_run_check(g_moe, be, NULL, &cfg, NULL, NULL, NULL, r) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_run_check(m, be, NULL, &cfg, NULL, NULL, NULL, r) == RC_OK, "%s", rc_last_error());
     rc_backend_destroy(be);
     ck_assert(r->routing != NULL);
     ck_assert_int_eq(r->routing->n_layers, 2); /* qwen3_moe fixture: mlp_only_layers [0] of 3 */
     ck_assert_int_eq(r->routing->layer[0], 1);
+}
+
+static void run_sides(const char *sampler, const char *trainer, rc_results *r)
+{
+    run_sides_on(g_moe, sampler, trainer, r);
 }
 
 static double sum_abs_log_ratio(const rc_results *r)
@@ -345,6 +353,59 @@ START_TEST(test_routing_file_round_trip)
 }
 END_TEST
 
+/* same bits (NaN where a token is not valid) */
+static int64_t n_bits_differ(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    return d;
+}
+
+/* router=dtype: DeepSeek-V3's gate as vLLM computes it by default (weight and logits in the dtype). Batch-
+ * invariant bf16 sides in the same (expanded) MLA form agree bitwise: no flip, every routing weight the same, every
+ * ratio 1; the sampler's router=dtype against the trainer's fp32 gate (transformers', the family's default and
+ * router=fp32) moves its routing weights and log-probs. GLM-4.5's router, fp32 in every stack, ignores it: the
+ * same log-probs and routing bitwise */
+START_TEST(test_router_dtype_gate)
+{
+    char p[4096];
+    rc_model *ds, *glm;
+    rc_test_source_path(p, sizeof p, "data/fixtures/deepseek_v3_moe");
+    ck_assert_msg(rc_model_load(p, &ds) == RC_OK, "%s", rc_last_error());
+    rc_test_source_path(p, sizeof p, "data/fixtures/glm4_moe");
+    ck_assert_msg(rc_model_load(p, &glm) == RC_OK, "%s", rc_last_error());
+    ck_assert(ds->cfg.router_gate_engine_dt && !glm->cfg.router_gate_engine_dt);
+    rc_results base, gate, g32, gdt;
+    run_sides_on(ds, "dtype=bf16,kernels=invariant,mla=expanded", "dtype=bf16,kernels=invariant", &base);
+    run_sides_on(ds, "dtype=bf16,kernels=invariant,mla=expanded,router=dtype",
+                 "dtype=bf16,kernels=invariant,router=fp32", &gate);
+    const rc_routing *rb = base.routing, *rg = gate.routing;
+    const int64_t n = rb->n_seq * rb->gen_len * rb->n_layers * rb->top_k;
+    ck_assert_int_eq(rb->st.tokens_flip, 0);
+    ck_assert_int_eq(n_bits_differ(rb->weights[0], rb->weights[1], n), 0);
+    ck_assert(sum_abs_log_ratio(&base) == 0.0);
+    const int64_t w_diff = n_bits_differ(rg->weights[0], rg->weights[1], n);
+    const double a = sum_abs_log_ratio(&gate);
+    printf("deepseek_v3 sampler router=dtype against the trainer's fp32 gate: %lld of %lld routing weights differ, "
+           "%lld of %lld tokens flip in some layer, sum |log r| %.6g (0 with the fp32 gate on both sides)\n",
+           (long long)w_diff, (long long)n, (long long)rg->st.tokens_flip, (long long)rg->st.tokens, a);
+    ck_assert_int_gt(w_diff, 0);
+    ck_assert(a > 0.0);
+    run_sides_on(glm, "dtype=bf16", "dtype=bf16", &g32);
+    run_sides_on(glm, "dtype=bf16,router=dtype", "dtype=bf16", &gdt);
+    const int64_t m = g32.routing->n_seq * g32.routing->gen_len * g32.routing->n_layers * g32.routing->top_k;
+    ck_assert_int_eq(n_bits_differ(g32.routing->weights[0], gdt.routing->weights[0], m), 0);
+    ck_assert(!memcmp(g32.routing->experts[0], gdt.routing->experts[0], (size_t)m * sizeof(int16_t)));
+    const rc_len_result *L0 = &g32.lens[g32.n_lens - 1], *L1 = &gdt.lens[gdt.n_lens - 1];
+    ck_assert(!memcmp(L0->logprob_fwd, L1->logprob_fwd, (size_t)(g32.n_seq * L0->len) * sizeof *L0->logprob_fwd));
+    ck_assert(!memcmp(g32.logprob_gen, gdt.logprob_gen, (size_t)(g32.n_seq * g32.gen_len) * sizeof *g32.logprob_gen));
+    rc_results_free(&base), rc_results_free(&gate), rc_results_free(&g32), rc_results_free(&gdt);
+    rc_model_free(ds);
+    rc_model_free(glm);
+}
+END_TEST
+
 /* a dense model refuses router= and routing= */
 START_TEST(test_dense_refuses)
 {
@@ -374,6 +435,7 @@ static Suite *suite(void)
     TCase *tr = tcase_create("run");
     tcase_add_test(tr, test_side_keys);
     tcase_add_test(tr, test_dense_refuses);
+    tcase_add_test(tr, test_router_dtype_gate);
     tcase_add_unchecked_fixture(tr, load_moe, free_moe);
     tcase_add_test(tr, test_replay_invariant_sides);
     tcase_add_test(tr, test_replay_bf16_fp32);

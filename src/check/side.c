@@ -291,6 +291,8 @@ static rc_status parse_value(const side_key *k, const char *opt, const char *wha
                              k->names[2]);
         if (k->kind == K_BOOL)
             *bfield(sd, k) = found == 1;
+        if (k->off == offsetof(rc_side, router_f32)) /* router=dtype, given: not the family's default */
+            sd->router_dtype = found == 0;
         else if (k->kind == K_LM_HEAD)
             ps->lm_head = found;
         else
@@ -498,7 +500,7 @@ bool rc_side_equal(const rc_side *a, const rc_side *b)
             break;
         }
     }
-    return true;
+    return a->router_dtype == b->router_dtype; /* router=dtype given (the field beside router_f32) */
 }
 
 /* the engine numerics of a side: each key's field into its numerics field,
@@ -515,6 +517,7 @@ rc_numerics rc_side_numerics(const rc_side *sd, const rc_numerics *base, bool tr
         memcpy((char *)&n + k->num_off, (const char *)sd + k->off, sz);
     }
     n.logprob_dt = sd->lp_same ? sd->dt : RC_F32;
+    n.router_dtype = sd->router_dtype && !sd->router_f32;
     n.mla_absorbed = sd->mla_form != 0; /* absorbed, or engine: the latent cache and absorbed decode */
     n.mla_prefill_expanded = sd->mla_form == 2;
     n.tp = (int)sd->tp;

@@ -34,6 +34,8 @@ typedef struct {
                             * cache), 2 engine (vLLM / SGLang: a prefill expanded, a decode step absorbed; the
                             * sampler's default) */
     bool router_f32;       /* router=fp32: MoE router logits (and weights) in fp32 */
+    bool router_dtype;     /* router=dtype given: also a router transformers keeps fp32 in the dtype where vLLM
+                            * computes it so (DeepSeek-V3's gate; docs/routing.md) */
     bool route_replay;     /* trainer, routing=replay: the sampler's experts replayed (R3) */
     bool state_dtype;      /* hybrid models, state=dtype: the linear layers' recurrent state kept in the dtype */
     int64_t gdn_chunk;     /* hybrid models, chunk=N: the chunked form's chunk (64) */

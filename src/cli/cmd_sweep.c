@@ -47,7 +47,10 @@ static void change(rc_side *sd, side_change c, int64_t v)
     case SET_KV: sd->kv_quant = (rc_kv_quant)v; break;
     case SET_BATCH: sd->batch = v; break;
     case SET_WEIGHTS: sd->wq.kind = (rc_wquant)v; break;
-    case SET_ROUTER: sd->router_f32 = v != 0; break;
+    case SET_ROUTER: /* 1: router=fp32; 0: router=dtype, given (DeepSeek-V3's gate as vLLM computes it) */
+        sd->router_f32 = v != 0;
+        sd->router_dtype = v == 0;
+        break;
     case SET_REPLAY: sd->route_replay = v != 0; break;
     case SET_MLA: sd->mla_form = (int)v; break;
     case SET_STATE: sd->state_dtype = v != 0; break;
@@ -122,6 +125,8 @@ int default_settings(const run_ctx *x, sweep_setting *t)
         if ((!sm->router_f32 || !tr->router_f32) && !x->m->cfg.router_gate_f32) /* a router kept fp32 (GLM-4.5):
                                                                                  * router=fp32 changes nothing */
             n = add_setting(t, n, x, 3, "router", SET_ROUTER, 1);
+        if (!sm->router_dtype && x->m->cfg.router_gate_engine_dt) /* DeepSeek-V3: vLLM's gate in the dtype */
+            n = add_setting(t, n, x, 1, "router", SET_ROUTER, 0);
         if (!tr->route_replay && !x->cfg.given_logprobs)
             n = add_setting(t, n, x, 2, "routing", SET_REPLAY, 1);
     }

@@ -80,7 +80,7 @@ void print_opts_usage(FILE *f, const opt_cmd *cmd, const opt_spec *t, size_t n)
         if (section)
             fprintf(f, "%s\n", section);
         section = NULL;
-        char head[96], help[1024];
+        char head[96], help[2048];
         int w = o->short_name ? snprintf(head, sizeof head, "  -%c, --%s", o->short_name, o->name)
                               : snprintf(head, sizeof head, "  --%s", o->name);
         if (o->metavar)
@@ -468,7 +468,7 @@ static const opt_spec k_run_opts[] = {
      "replay the prompts and generated tokens of an earlier run\ninstead of sampling (so `ratiocheck diff` can compare runs)",
      NULL, op_path, RO(replay), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
     {"sampler", 0, "SPEC", "the sampler's side (cached generation): KEY=VALUE,... of\ndtype, kernels, upcast "
-     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), residual=fp32|dtype\n(Megatron's --fp32-residual-connection), batch,\nprefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce), weights=dtype|fp8|as-stored (fp8\ne4m3 linear layers, as an fp8 rollout engine; as-stored:\nan FP8 block checkpoint's own weights and scales) with\nweight-scale=tensor|channel|block and\nact=dynamic-token|dynamic-tensor|none (W8A16) (default:\nthe options above; fp8: tensor, dynamic-token); MoE models:\nrouter=fp32|dtype (the router's logits and weights,\ndefault dtype); hybrid models: state=fp32|dtype (the linear\nlayers' recurrent state), chunk=N (their chunked form,\ndefault 64), prefix-cache=on|off (the prompt's state\nrestored from a copy in the dtype)", "Two sides:",
+     "(ops joined with +), lm-head=fp32|dtype,\nlogprob-dtype, mode=pure|autocast (autocast: fp32 master\nweights under torch.autocast), residual=fp32|dtype\n(Megatron's --fp32-residual-connection), batch,\nprefill-chunk,\nkv-cache=auto|fp8_e4m3|fp8_e5m2 (vLLM's fp8 KV cache),\nkv-scale=S (its k/v scale, default 1), tp=N (tensor\nparallel), tp-reduce=fp32|ring|chain|seq (default fp32:\nvLLM's custom all-reduce), weights=dtype|fp8|as-stored (fp8\ne4m3 linear layers, as an fp8 rollout engine; as-stored:\nan FP8 block checkpoint's own weights and scales) with\nweight-scale=tensor|channel|block and\nact=dynamic-token|dynamic-tensor|none (W8A16) (default:\nthe options above; fp8: tensor, dynamic-token); MoE models:\nrouter=fp32|dtype (the router's logits and weights,\ndefault dtype; DeepSeek-V3: default fp32 as transformers,\ndtype: its gate as vLLM's default); hybrid models:\nstate=fp32|dtype (the linear layers' recurrent state),\nchunk=N (their chunked form, default 64),\nprefix-cache=on|off (the prompt's state restored from a\ncopy in the dtype)", "Two sides:",
      op_path, RO(sampler_spec), 0, 0, RUN_SWEEP, CMD_SCORE, 0},
     {"trainer", 0, "SPEC", "the trainer's side (full forward), the same keys with\nmicro-batch instead of batch (prefill-chunk: the forward\nin calls of N tokens through a KV cache; tp: Megatron's,\nbias after the reduce, default tp-reduce=ring: NCCL;\nkv-cache is the sampler's; MoE models: routing=replay,\nR3's replay of the sampler's experts; hybrid models:\nstate, chunk; prefix-cache is the sampler's), e.g. "
      "dtype=bf16,lm-head=fp32", NULL, op_path, RO(trainer_spec), 0, 0, 0, 0, 0},
@@ -537,7 +537,7 @@ const opt_cmd k_cmd_sweep = {
     "the longest prompt), sampler tp=2 / 4 / 8, both tp=2, sampler\n"
     "kv-cache=fp8_e4m3, sampler batch=1, trainer micro-batch=1, sampler\n"
     "weights=fp8 (and weights=as-stored on an FP8 checkpoint); MoE models: both\n"
-    "router=fp32, trainer routing=replay. A\n"
+    "router=fp32 (DeepSeek-V3: sampler router=dtype), trainer routing=replay. A\n"
     "setting the model or backend cannot run is listed as skipped with the reason.\n"
     "Every option of the run command applies to the base.\n"
     "\n",

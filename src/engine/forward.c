@@ -356,7 +356,16 @@ typedef struct {
     unsigned char *s_arena[RC_MAX_DEVICES];
     float *s_dev[RC_MAX_DEVICES];
     int64_t *layer_bytes;
+    bool router_dt; /* the router's weight rounded to the dtype though the family keeps it fp32 (router_gate_dt) */
 } place_ctx;
+
+/* router=dtype on a family whose router transformers keeps fp32 and vLLM computes in the dtype (DeepSeek-V3):
+ * the gate's weight rounded to the dtype once, its logits rounded to the dtype (vLLM's GateLinear) */
+static bool router_gate_dt(const rc_config *c, const rc_numerics *num)
+{
+    return num->router_dtype && !num->router_f32 && c->router_gate_f32 && c->router_gate_engine_dt &&
+           num->dt != RC_F32;
+}
 
 /* the copies of device s from here on (a layer split) */
 static void place_stage(place_ctx *x, int s)
@@ -462,7 +471,8 @@ static void place_all(place_ctx *x, rc_weights *dst)
 #define PLACE_LAYER_(f, rows, cols, present, kind)                                                              \
     place(x, &dst->layers[l].f, m->w.layers[l].f, RC_WK_##kind, rc_weight_cond_holds_layer(c, present, l),     \
           rc_dim_value(c, rows) * rc_dim_value(c, cols), autocast_keeps_fp32_layer(RC_LW_##f),               \
-          norm_weight_layer(RC_LW_##f), rc_layer_weight_keeps_f32(c, RC_LW_##f));
+          norm_weight_layer(RC_LW_##f),                                                                       \
+          rc_layer_weight_keeps_f32(c, RC_LW_##f) && !(x->router_dt && RC_LW_##f == RC_LW_w_router));
         RC_LAYER_WEIGHT_FIELDS(PLACE_LAYER_)
 #undef PLACE_LAYER_
         if (x->layer_bytes)
@@ -609,7 +619,7 @@ static rc_status engine_weights(rc_engine *e)
     place_ctx x = {.m = m, .round_dt = e->num.dt, .host = host, .fill = false, .kernels = be->kernels,
                    .head = !(e->num.upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
                    .autocast = e->num.mode == RC_PREC_AUTOCAST, .ok = true, .plus_one = c->norm_w_offset,
-                   .n_stages = e->n_stages, .l0 = e->stage_l0};
+                   .n_stages = e->n_stages, .l0 = e->stage_l0, .router_dt = router_gate_dt(c, &e->num)};
     rc_weights plan = e->w;
     place_all(&x, &plan); /* sizes only */
     if (!x.ok)
@@ -740,7 +750,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     rc_weights plan = {.layers = layers};
     place_ctx x = {.m = m, .round_dt = num->dt, .host = host_memory, .fill = false, .kernels = kernels,
                    .head = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
-                   .autocast = num->mode == RC_PREC_AUTOCAST, .ok = true};
+                   .autocast = num->mode == RC_PREC_AUTOCAST, .ok = true, .router_dt = router_gate_dt(c, num)};
     place_all(&x, &plan);
     free(layers);
     int64_t w = x.used, kv = 0, act = 0, t, total = 0, VH = 0;
@@ -958,7 +968,8 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
     rc_weights plan = {.layers = layers};
     place_ctx x = {.m = m, .round_dt = num->dt, .host = false, .fill = false, .kernels = kernels,
                    .head = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->tie_embeddings,
-                   .autocast = num->mode == RC_PREC_AUTOCAST, .ok = true, .layer_bytes = lb};
+                   .autocast = num->mode == RC_PREC_AUTOCAST, .ok = true, .layer_bytes = lb,
+                   .router_dt = router_gate_dt(c, num)};
     place_all(&x, &plan);
     free(layers);
     int64_t layer_sum = 0;
@@ -1739,7 +1750,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
                 const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay,
-                                            rc_fp8w_expert_cb, rc_fp8w_has_experts(e->fp8w) ? e->fp8w : NULL};
+                                            rc_fp8w_expert_cb, rc_fp8w_has_experts(e->fp8w) ? e->fp8w : NULL,
+                                            router_gate_dt(c, &e->num)};
                 RC_TRY(rc_moe_forward(be, c, L, l, m_in, n, bd, r0, &mr, e->moe, &e->routing, e->mlp_c));
                 if (e->hook.fn) { /* the trace: the routing the layer used */
                     const float *route;

@@ -108,6 +108,10 @@ typedef struct {
      * experts replayed from the engine's routing hook (R3), the weights recomputed */
     bool router_f32;
     bool route_replay;
+    /* router=dtype given explicitly: a family whose router transformers keeps fp32 and vLLM computes in the
+     * dtype (cfg router_gate_engine_dt, DeepSeek-V3) takes vLLM's gate: its weight rounded to the dtype, its
+     * logits rounded once (docs/routing.md "DeepSeek-V3's gate in the engines"); other families ignore it */
+    bool router_dtype;
     /* Gated DeltaNet layers (hybrid models; docs/linear-attention-cache.md): state_dtype, the recurrent state
      * kept in the dtype (rounded at the end of every call) instead of fp32; gdn_chunk, the chunked form's chunk
      * (0: 64, transformers' and FLA's); prefix_cache, a fresh sequence's state after all its tokens but the

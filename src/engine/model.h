@@ -199,6 +199,9 @@ typedef struct {
     double routed_scale;       /* SIGMOID_GROUPED: routed_scaling_factor, multiplied into the weights (fp32) */
     bool router_gate_f32;      /* the router's weight kept fp32 and its GEMM in fp32 whatever the dtype
                                 * (transformers' _keep_in_fp32_modules_strict "gate.weight") */
+    bool router_gate_engine_dt; /* with router_gate_f32: router=dtype computes the gate as vLLM's default does
+                                 * (DeepSeek-V3: GateLinear with out_dtype None): the weight rounded to the dtype,
+                                 * the logits rounded once to it; GLM-4.5 keeps the gate fp32 (docs/routing.md) */
     bool router_bias;          /* e_score_correction_bias [n_experts] (fp32), added to the scores for the choice */
     bool shared_ungated;       /* the shared expert(s) added without Qwen2-MoE's sigmoid gate */
     uint64_t mlp_only[RC_LIM_LAYERS / 64]; /* mlp_only_layers as a bit set */

@@ -378,9 +378,11 @@ rc_status rc_moe_forward(rc_backend *be, const rc_config *c, const rc_layer_weig
     /* the router: logits in the dtype (router=fp32, or a family that keeps its router fp32: unrounded), then
      * softmax / top-k / weights (cast to the logits' dtype: transformers' .to(router_logits.dtype); Mixtral
      * keeps them fp32), or the grouped sigmoid router (fp32 throughout) */
-    const bool f32 = r->router_f32 || c->router_gate_f32;
+    const bool kept32 = r->router_f32 || c->router_gate_f32;
+    /* vLLM's DeepSeek-V3 gate (router=dtype): the bf16 GEMM's logits rounded to the dtype, the rest as kept32 */
+    const bool f32 = kept32 && !(r->router_gate_dt && c->router_gate_engine_dt && !r->router_f32);
     /* the fused MoE kernel reads fp32 weights (vLLM's topk_weights) */
-    const rc_dtype w_dt = c->moe_weights_f32 || f32 || r->fp8 ? RC_F32 : r->linear;
+    const rc_dtype w_dt = c->moe_weights_f32 || kept32 || r->fp8 ? RC_F32 : r->linear;
     if (r->fp8 && (!s->cbuf || r->replay || !r->fp8_linear))
         return rc_errorf(RC_ERR_INTERNAL, "MoE layer %lld: the fused rule without its scratch, or with replay",
                          (long long)l);

@@ -56,6 +56,8 @@ typedef struct {
     rc_status (*fp8_linear)(void *fp8, rc_backend *be, int64_t l, int64_t e, int part, const float *x, int64_t M,
                             const float *rw, rc_dtype out_dt, float *y);
     void *fp8;
+    bool router_gate_dt; /* a router kept fp32 computed as vLLM's gate (numerics router_dtype on a family with
+                          * router_gate_engine_dt): the logits rounded to linear, the weight already rounded */
 } rc_moe_rounding;
 
 /* out [n, hidden] = the MoE MLP of layer l (a MoE layer of c) over the
