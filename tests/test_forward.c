@@ -53,13 +53,15 @@ static const char *fx_name(int i) { return rc_fixture_models[i].name; }
  * data/fixtures/gptoss_sinks). gemma3_local is held
  * on its cached path only: its full forward is 1.842e-6 (invariant kernels)
  * and 2.289e-6 (engine) from HF fp64 where HF's fp32 is 1.790e-6, while the
- * OpenBLAS full forward (1.523e-6) and every cached path are within it. q35_moe (Qwen3.5-MoE text) is
- * within it on every path. */
+ * OpenBLAS full forward (1.523e-6) and every cached path are within it. q35_moe and q35_dense (Qwen3.5
+ * text, weights stored in bf16) are within it on every path (q35_moe's max 0.57-1.00 of HF's, its OpenBLAS
+ * full forward equal to HF's 2.944e-6; q35_dense's 0.76-0.94; build/fp64_criterion data/fixtures/q35_moe,
+ * q35_dense). */
 static bool fp64_bound(const char *name)
 {
     static const char *const k[] = {"qwen3_yarn", "qwen2_moe", "gemma2_softcap", "gemma3_local",
                                     "glm4_moe", "deepseek_v3_moe", "q35_moe", "qwen3_moe",
-                                    "gptoss_sinks"};
+                                    "gptoss_sinks", "q35_dense"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;
@@ -80,13 +82,11 @@ static bool fp64_bound(const char *name)
  * is measured layer by layer, over other seeds of each fixture and against
  * HF's own fp32 in another summation order: docs/testing.md, "The fp64
  * criterion's max form". glm4_moe_air_fused is held to neither (its OpenBLAS
- * full forward's mean is 1.026x HF's, as the same section measures). q35_dense's
- * max 1.02x (OpenBLAS full forward: 8.832e-7 against 8.642e-7), its mean
- * 0.77-0.87 of HF's. */
+ * full forward's mean is 1.026x HF's, as the same section measures). */
 static bool fp64_mean_bound(const char *name)
 {
     static const char *const k[] = {"olmo3_sliding", "phi3_longrope", "glm4_partial", "mixtral_fused",
-                                    "gemma3_local", "qnext_hybrid", "q35_dense"};
+                                    "gemma3_local", "qnext_hybrid"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(name, k[i]) == 0)
             return true;
