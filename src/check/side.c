@@ -289,10 +289,10 @@ static rc_status parse_value(const side_key *k, const char *opt, const char *wha
         if (found < 0)
             return rc_errorf(RC_ERR_USAGE, "%s: '%s' is not one of %s, %s, %s", what, v, k->names[0], k->names[1],
                              k->names[2]);
-        if (k->kind == K_BOOL)
-            *bfield(sd, k) = found == 1;
         if (k->off == offsetof(rc_side, router_f32)) /* router=dtype, given: not the family's default */
             sd->router_dtype = found == 0;
+        if (k->kind == K_BOOL)
+            *bfield(sd, k) = found == 1;
         else if (k->kind == K_LM_HEAD)
             ps->lm_head = found;
         else
