@@ -25,6 +25,7 @@
 #include "testutil.h"
 
 #include "test_cuda.h"
+#include "testutil_llama.h"
 
 /* enough devices for n: the host build makes them, a GPU machine has them or the test is skipped */
 static bool have_devices(int n)
@@ -320,85 +321,12 @@ END_TEST
 
 #ifdef RC_TEST_EMULATE
 /* A Llama whose weights outweigh a small batch's activations, as at real sizes (hidden 512, 8 heads of 64, 2 KV
- * heads, intermediate 1536, vocab 1024, 4 layers, an untied head): random fp32 weights written into dir. Its
- * tensors' element counts: per layer wide[], the model's own (embedding, head, final norm) own_n. */
+ * heads, intermediate 1536, vocab 1024, 4 layers, an untied head): random fp32 weights written into dir. */
 enum { WH = 512, WI = 1536, WV = 1024, WL = 4, WNH = 8, WNKV = 2, WD = 64 };
-static const char *const k_wide_kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
-                                           "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
-static const int64_t k_wide_shapes[9][2] = {{WH, 0},       {WH, 0},  {WNH * WD, WH}, {WNKV * WD, WH}, {WNKV * WD, WH},
-                                            {WH, WNH * WD}, {WI, WH}, {WI, WH},       {WH, WI}};
+static const rc_test_llama k_wide = {.hidden = WH, .intermediate = WI, .heads = WNH, .kv_heads = WNKV, .head_dim = WD,
+                                     .layers = WL, .vocab = WV, .tied = false, .scale = 0.05f};
 
-static int64_t wide_layer_n(void)
-{
-    int64_t n = 0;
-    for (int k = 0; k < 9; k++)
-        n += k_wide_shapes[k][0] * (k_wide_shapes[k][1] ? k_wide_shapes[k][1] : 1);
-    return n;
-}
-
-static void write_wide_model(const char *dir)
-{
-    char path[4200], name[96], *hdr = malloc(1 << 15);
-    ck_assert(hdr != NULL);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fprintf(f, "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
-            "\"intermediate_size\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-            "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
-            "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, "
-            "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
-            WH, WI, WNH, WNKV, WD, WL, WV);
-    ck_assert(fclose(f) == 0);
-    /* the tensors in header order: embedding, the layers', the final norm, the head */
-    int64_t n_t = 0, off = 0, sizes[64];
-    size_t h = (size_t)snprintf(hdr, 1 << 15, "{");
-    for (int t = -1; t <= 9 * WL + 1; t++) {
-        int64_t r, c;
-        if (t < 0)
-            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = WV, c = WH;
-        else if (t == 9 * WL)
-            snprintf(name, sizeof name, "model.norm.weight"), r = WH, c = 0;
-        else if (t == 9 * WL + 1)
-            snprintf(name, sizeof name, "lm_head.weight"), r = WV, c = WH;
-        else
-            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, k_wide_kinds[t % 9]),
-                r = k_wide_shapes[t % 9][0], c = k_wide_shapes[t % 9][1];
-        sizes[n_t++] = r * (c ? c : 1);
-        if (c)
-            h += (size_t)snprintf(hdr + h, (1 << 15) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
-                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
-                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
-        else
-            h += (size_t)snprintf(hdr + h, (1 << 15) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
-                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
-                                  (long long)(off + 4 * r));
-        off += 4 * sizes[n_t - 1];
-    }
-    h += (size_t)snprintf(hdr + h, (1 << 15) - h, "}");
-    while (h % 8)
-        hdr[h++] = ' ';
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    f = fopen(path, "wb");
-    ck_assert(f != NULL);
-    const uint64_t hl = h;
-    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
-    int64_t most = 0; /* the largest tensor's floats */
-    for (int64_t t = 0; t < n_t; t++)
-        most = sizes[t] > most ? sizes[t] : most;
-    float *buf = malloc(sizeof(float) * (size_t)most);
-    ck_assert(buf != NULL);
-    for (int64_t t = 0; t < n_t; t++) {
-        const bool norm = t == n_t - 2 || (t > 0 && t < n_t - 2 && (t - 1) % 9 < 2);
-        for (int64_t i = 0; i < sizes[t]; i++)
-            buf[i] = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.05f);
-        ck_assert(fwrite(buf, sizeof(float), (size_t)sizes[t], f) == (size_t)sizes[t]);
-    }
-    ck_assert(fclose(f) == 0);
-    free(buf);
-    free(hdr);
-}
+static void write_wide_model(const char *dir) { rc_test_write_llama(dir, &k_wide); }
 
 /* The whole device memory of a bf16 run -- weights, KV cache, activations and every workspace of the backend
  * (cuBLAS operands, attention scratch, the full log-probs), the shim's allocation peak -- at most 1.5 x the
@@ -415,7 +343,7 @@ START_TEST(test_device_memory_whole)
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
     const int64_t B = 4, T = 16, rows = B * T;
-    const long long layer_n = wide_layer_n(), own_n = 2LL * WV * WH + WH;
+    const long long layer_n = rc_test_llama_layer_n(&k_wide), own_n = 2LL * WV * WH + WH;
     ck_assert_int_eq(m->n_params, WL * layer_n + own_n); /* every tensor counted */
     const long long kv_layer = 2LL * 2 * B * WNKV * T * WD; /* K and V of one layer at 2 bytes */
     rc_numerics num = rc_numerics_fp32();
