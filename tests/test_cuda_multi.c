@@ -14,7 +14,9 @@
 #include "backend.h"
 #include "forward.h"
 #include "model.h"
+#include "place.h"
 #include "rc_cuda.h"
+#include "rollout.h"
 #ifdef RC_TEST_EMULATE
 #include "shim_control.h"
 #endif
@@ -67,13 +69,25 @@ typedef struct {
     int64_t split[RC_MAX_DEVICES + 1];
 } multi_result;
 
+/* created (host build, NULL: not asked): the bytes the engine allocated on each device */
 static void multi_run(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
-                      multi_result *r)
+                      multi_result *r, long long *created)
 {
     const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
     rc_backend *be = backend_n(k, n, split);
     rc_engine *e;
+#ifdef RC_TEST_EMULATE
+    long long before[RC_MAX_DEVICES];
+    for (int d = 0; d < n; d++)
+        before[d] = rck_shim_device_bytes(d);
+#endif
     ck_assert_msg(rc_engine_create(m, be, num, MB, MT, MB * MT, &e) == RC_OK, "%s", rc_last_error());
+#ifdef RC_TEST_EMULATE
+    for (int d = 0; created && d < n; d++)
+        created[d] = rck_shim_device_bytes(d) - before[d];
+#else
+    ck_assert_ptr_null(created);
+#endif
     ck_assert_int_eq(e->n_stages, n);
     memcpy(r->split, e->stage_l0, sizeof e->stage_l0);
     int32_t tok[MB * MT];
@@ -135,7 +149,7 @@ START_TEST(test_multi_gpu_bitwise)
     num.dt = inv ? RC_F32 : RC_BF16;
     const rc_kernels k = inv ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
     multi_result one;
-    multi_run(m, &num, k, 1, NULL, &one);
+    multi_run(m, &num, k, 1, NULL, &one, NULL);
     int count = 3;
 #ifndef RC_TEST_EMULATE
     char devname[256];
@@ -152,7 +166,7 @@ START_TEST(test_multi_gpu_bitwise)
 #ifdef RC_TEST_EMULATE
         rck_shim_reset();
 #endif
-        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r);
+        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
         char split[64] = "";
         for (int d = 0; d < cases[c].n; d++)
             snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
@@ -392,6 +406,135 @@ START_TEST(test_device_memory_whole)
 }
 END_TEST
 
+/* Latent attention in the sampler's default form, mla=engine (the prefill expanded, decode absorbed): each GPU
+ * holds the expanded prefill's scratch, row mix and K / V cache of its own layers (forward.c mla_x_create), and
+ * the per-GPU estimate (rc_layer_split, inspect --gpus N) counts them there. deepseek_v3_mla in bf16 on 1 and 2
+ * fake devices: on each device the estimate covers every byte the engine allocated; the peak of a full forward
+ * and a cached prefill with 3 decode steps adds the backend's workspaces, which the estimate leaves out; the
+ * split run's log-probs are the one-device run's bitwise. */
+START_TEST(test_device_memory_mla_engine)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", "deepseek_v3_mla");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.mla);
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mla_absorbed = num.mla_prefill_expanded = true;
+    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    multi_result r[2];
+    for (int n = 1; n <= 2; n++) {
+        rck_shim_set(RCK_SHIM_DEVICES, n);
+        int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+        ck_assert_msg(rc_layer_split(m, &num, RC_KERNELS_ENGINE, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) ==
+                          RC_OK, "%s", rc_last_error());
+        rck_shim_reset();
+        long long created[RC_MAX_DEVICES];
+        multi_run(m, &num, RC_KERNELS_ENGINE, n, NULL, &r[n - 1], created);
+        for (int d = 0; d < n; d++) {
+            ck_assert_int_eq(r[n - 1].split[d + 1], l0[d + 1]); /* the engine's split is the estimate's */
+            const long long peak = rck_shim_device_peak(d);
+            printf("%-10s deepseek_v3_mla bf16 mla=engine, %d GPU%s, GPU %d (layers %lld-%lld): estimate %lld bytes, "
+                   "the engine allocated %lld (estimate - that %lld), peak %lld (workspaces %lld)\n",
+                   TEST_NAME, n, n > 1 ? "s" : "", d, (long long)l0[d], (long long)l0[d + 1] - 1, (long long)est[d],
+                   created[d], (long long)est[d] - created[d], peak, peak - created[d]);
+            ck_assert_msg(created[d] <= est[d], "GPU %d of %d: the engine allocated %lld > the estimate %lld", d, n,
+                          created[d], (long long)est[d]);
+            ck_assert(peak >= created[d]);
+        }
+    }
+    ck_assert(memcmp(r[0].full, r[1].full, sizeof(float) * R * V) == 0);
+    ck_assert(memcmp(r[0].dec, r[1].dec, sizeof(float) * 4 * MB * V) == 0);
+    multi_free(&r[0]);
+    multi_free(&r[1]);
+    rc_model_free(m);
+}
+END_TEST
+
+/* The number of GPUs chosen by the estimate (place.h rc_gpu_plan_make, what run does without --gpus): the wide
+ * Llama with the fake devices' budgets set from its estimate. One byte less than its one-GPU estimate on each of
+ * 2 devices: 2 GPUs, the default split, and the log-probs of the full forward and the cached decode bitwise those
+ * of one device with the default 16 GiB; exactly its estimate, or the default budget: one GPU; less than the
+ * fuller GPU's share of the 2-GPU split: no fit (RC_ERR_NOMEM, one line, nothing allocated); --gpus 1 on a device
+ * one byte short: refused by name. */
+START_TEST(test_multi_gpu_auto)
+{
+    char dir[64];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_auto_") != NULL);
+    write_wide_model(dir);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    rc_test_rm_rf(dir);
+    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    const rc_engine_shape eng = {num, RC_KERNELS_ENGINE, MB, MT, MB * MT, RC_PHASE_GENERATE | RC_PHASE_FORWARD};
+    rck_shim_set(RCK_SHIM_DEVICES, 2);
+    int64_t l0_1[2], need1[1], l0_2[3], need2[2];
+    ck_assert(rc_gpu_need(m, &eng, 1, 1, NULL, l0_1, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, &eng, 1, 2, NULL, l0_2, need2) == RC_OK);
+    const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
+    ck_assert(fuller < need1[0]);
+    multi_result one, two;
+    rc_gpu_plan plan;
+    /* the default budget: one GPU */
+    ck_assert_msg(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(plan.n_dev, 1);
+    ck_assert(plan.automatic && plan.need_one == need1[0]);
+    multi_run(m, &num, RC_KERNELS_ENGINE, 1, NULL, &one, NULL);
+    /* one byte short of the one-GPU estimate on every device: 2 GPUs */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
+    ck_assert_msg(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(plan.n_dev, 2);
+    ck_assert(plan.automatic);
+    ck_assert_int_eq(plan.l0[1], l0_2[1]);
+    ck_assert_int_eq(plan.free_b[1], need1[0] - 1);
+    char text[192];
+    rc_gpu_plan_str(&plan, text, sizeof text);
+    printf("%-10s wide Llama, budget %lld bytes a device (one-GPU estimate %lld, 2-GPU %lld / %lld): %s\n", TEST_NAME,
+           (long long)need1[0] - 1, (long long)need1[0], (long long)need2[0], (long long)need2[1], text);
+    rck_shim_reset();
+    multi_run(m, &num, RC_KERNELS_ENGINE, plan.n_dev, NULL, &two, NULL); /* within the budget */
+    ck_assert_int_eq(two.split[1], plan.l0[1]);
+    for (int d = 0; d < 2; d++)
+        ck_assert(rck_shim_device_peak(d) > 0 && rck_shim_device_peak(d) <= need1[0] - 1);
+    ck_assert_msg(memcmp(one.full, two.full, sizeof(float) * R * V) == 0, "2 GPUs chosen: full forward differs");
+    ck_assert_msg(memcmp(one.dec, two.dec, sizeof(float) * 4 * MB * V) == 0, "2 GPUs chosen: decode differs");
+    multi_free(&one);
+    multi_free(&two);
+    /* exactly the estimate: one GPU */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0]);
+    ck_assert(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK);
+    ck_assert_int_eq(plan.n_dev, 1);
+    /* one device, one byte short: no fit */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
+    rck_shim_set(RCK_SHIM_DEVICES, 1);
+    ck_assert_int_eq(rc_gpu_plan_make(m, &eng, 1, 1, 0, NULL, rc_cuda_mem_info, &plan), RC_ERR_NOMEM);
+    printf("%-10s no fit: %s\n", TEST_NAME, rc_last_error());
+    ck_assert(strchr(rc_last_error(), '\n') == NULL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "too little GPU memory: the run needs"));
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "1 GPU is visible"));
+    /* 2 devices, each one byte short of the fuller GPU's share: no fit */
+    rck_shim_set(RCK_SHIM_DEVICES, 2);
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, fuller - 1);
+    ck_assert_int_eq(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan), RC_ERR_NOMEM);
+    printf("%-10s no fit: %s\n", TEST_NAME, rc_last_error());
+    ck_assert(strchr(rc_last_error(), '\n') == NULL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "split over 2 GPUs"));
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_ALLOC_BYTES), 0);
+    /* --gpus 1 on a device one byte short; --gpus 2 where both fit */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
+    ck_assert_int_eq(rc_gpu_plan_make(m, &eng, 1, 2, 1, NULL, rc_cuda_mem_info, &plan), RC_ERR_NOMEM);
+    printf("%-10s --gpus 1: %s\n", TEST_NAME, rc_last_error());
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "too little GPU memory for --gpus 1"));
+    ck_assert(rc_gpu_plan_make(m, &eng, 1, 2, 2, NULL, rc_cuda_mem_info, &plan) == RC_OK);
+    ck_assert(plan.n_dev == 2 && !plan.automatic && plan.checked);
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, 0);
+    rc_model_free(m);
+}
+END_TEST
+
 /* The CLI over the host build with 2 and 3 fake devices (RCK_SHIM_DEVICES in its environment): --gpus and
  * --layer-split give the statistics of one device to the digit, the device is named "N x ..."; --gpus on the
  * CPU, more GPUs than visible and a split that does not add up are refused by name */
@@ -507,6 +650,84 @@ START_TEST(test_multi_gpu_cli)
     ck_assert_ptr_nonnull(strstr(g_out, "--layer-split gives 2 GPUs' layers, --gpus 3"));
 }
 END_TEST
+
+/* The CLI chooses the GPUs (run without --gpus on the fake devices, RCK_SHIM_MEMORY their budgets): the bundled
+ * model with 3 prompts of 5 token ids, 2 samples, --len 4,8 in bf16, whose engine the test sizes as run does
+ * (rc_run_engine_shapes) and estimates (rc_gpu_need). The default budget: one GPU, said in gpu_split; one byte
+ * less than the one-GPU estimate on each of 2 devices: the stderr line, 2 GPUs named in device and gpu_split,
+ * the statistics of one GPU to the digit; less than the fuller GPU's share: exit 7 with one line and no output
+ * file; --gpus 1 one byte short: exit 7 naming it. */
+START_TEST(test_multi_gpu_auto_cli)
+{
+    char pdir[64], pf[128], h5[128], model[4096], args[1024], env[128];
+    ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_cli_") != NULL);
+    snprintf(pf, sizeof pf, "%s/p.ids", pdir);
+    snprintf(h5, sizeof h5, "%s/out.h5", pdir);
+    FILE *f = fopen(pf, "w");
+    ck_assert(f != NULL);
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+    ck_assert(fclose(f) == 0);
+    rc_test_source_path(model, sizeof model, "data/models/pythia-rc-tiny");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
+    cfg.num = rc_numerics_fp32();
+    cfg.num.dt = RC_BF16;
+    cfg.num_trainer = cfg.num;
+    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
+    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
+    ck_assert_int_eq(n_eng, 1);
+    int64_t l0[3], need1[1], need2[2];
+    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
+    rc_model_free(m);
+    const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
+    char need_s[32], free_s[32], split_s[64];
+    rc_bytes_pair_str(need1[0], need1[0] - 1, need_s, free_s, sizeof need_s);
+    snprintf(split_s, sizeof split_s, "(0-%lld, %lld-%lld)", (long long)l0[1] - 1, (long long)l0[1], (long long)l0[2] - 1);
+    const char *common = "--len 4,8 --samples 2 -q --backend cuda --json --dtype bf16";
+    /* the default budget: one GPU */
+    snprintf(args, sizeof args, "--prompts %s %s --out none", pf, common);
+    ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s", g_out);
+    char *one = stats_of(g_out);
+    ck_assert_ptr_null(strstr(g_out, "layers split over"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device\": \"host emulation"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"1 GPU (automatic: "));
+    /* one byte short of the one-GPU estimate: 2 GPUs */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)need1[0] - 1);
+    ck_assert_msg(cli_env(env, args) == 0, "%s", g_out);
+    char line[256];
+    snprintf(line, sizeof line, "ratiocheck: the model needs %s on one GPU, GPU 0 has %s free: layers split over 2 "
+             "GPUs %s\n", need_s, free_s, split_s);
+    ck_assert_msg(strstr(g_out, line) != NULL, "'%s' lacks '%s'", g_out, line);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device\": \"2 x host emulation"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"2 GPUs, layers "));
+    char *two = stats_of(g_out);
+    ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
+    printf("%-10s CLI without --gpus, %s: %.*s: the statistics of one GPU to the digit\n", TEST_NAME, env,
+           (int)(strchr(g_out, '\n') - g_out), g_out);
+    free(one);
+    free(two);
+    /* no fit: exit 7, one line, no output file */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)fuller - 1);
+    snprintf(args, sizeof args, "--prompts %s %s --out %s", pf, common, h5);
+    ck_assert_int_eq(cli_env(env, args), 7);
+    printf("%-10s CLI no fit (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "ratiocheck: CUDA backend: too little GPU memory: the run needs"));
+    ck_assert_ptr_eq(strchr(g_out, '\n'), g_out + strlen(g_out) - 1); /* one line */
+    ck_assert_int_ne(access(h5, F_OK), 0);
+    /* --gpus 1 one byte short */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)need1[0] - 1);
+    snprintf(args, sizeof args, "--prompts %s %s --out %s --gpus 1", pf, common, h5);
+    ck_assert_int_eq(cli_env(env, args), 7);
+    printf("%-10s CLI --gpus 1 (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "too little GPU memory for --gpus 1: the run needs"));
+    ck_assert_ptr_eq(strchr(g_out, '\n'), g_out + strlen(g_out) - 1);
+    ck_assert_int_ne(access(h5, F_OK), 0);
+    rc_test_rm_rf(pdir);
+}
+END_TEST
 #endif
 
 void multi_tests(TCase *tc)
@@ -517,5 +738,8 @@ void multi_tests(TCase *tc)
     tcase_add_test(tc, test_multi_gpu_faults);
     tcase_add_test(tc, test_multi_gpu_cli);
     tcase_add_test(tc, test_device_memory_whole);
+    tcase_add_test(tc, test_device_memory_mla_engine);
+    tcase_add_test(tc, test_multi_gpu_auto);
+    tcase_add_test(tc, test_multi_gpu_auto_cli);
 #endif
 }
