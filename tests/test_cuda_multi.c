@@ -5,6 +5,7 @@
  * devices when there are enough of them (otherwise each says it is skipped and why). A split changes where
  * the layers run, not their arithmetic: every log-prob is bitwise the one-device run's. */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,6 +710,14 @@ START_TEST(test_multi_gpu_auto_cli)
            (int)(strchr(g_out, '\n') - g_out), g_out);
     free(one);
     free(two);
+    /* the estimate fits 2 GPUs by one byte, the backend's workspaces do not: exit 8 saying what to give */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=3 RCK_SHIM_MEMORY=%lld", (long long)fuller);
+    snprintf(args, sizeof args, "--prompts %s %s --out none", pf, common);
+    ck_assert_int_eq(cli_env(env, args), 8);
+    printf("%-10s CLI a workspace short (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "layers split over 2 GPUs"));
+    ck_assert_ptr_nonnull(strstr(g_out, "was chosen by the estimate, which leaves out the backend's workspaces: give "
+                                        "--gpus 3\n"));
     /* no fit: exit 7, one line, no output file */
     snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)fuller - 1);
     snprintf(args, sizeof args, "--prompts %s %s --out %s", pf, common, h5);
@@ -725,6 +734,13 @@ START_TEST(test_multi_gpu_auto_cli)
     ck_assert_ptr_nonnull(strstr(g_out, "too little GPU memory for --gpus 1: the run needs"));
     ck_assert_ptr_eq(strchr(g_out, '\n'), g_out + strlen(g_out) - 1);
     ck_assert_int_ne(access(h5, F_OK), 0);
+    DIR *dd = opendir(pdir); /* nothing but the prompts there */
+    ck_assert(dd != NULL);
+    int n_files = 0;
+    for (struct dirent *de; (de = readdir(dd)) != NULL;)
+        n_files += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(dd);
+    ck_assert_int_eq(n_files, 1);
     rc_test_rm_rf(pdir);
 }
 END_TEST

@@ -199,6 +199,7 @@ typedef struct {
     char device[128];          /* as rc_results.device */
     int n_visible;             /* the CUDA GPUs visible (use_cuda) */
     bool placed;               /* run_place_gpus has run */
+    bool gpus_auto;            /* it chose the number of GPUs */
     char gpu_split[192];       /* as rc_results.gpu_split */
     int n_threads;
     rc_model *m;

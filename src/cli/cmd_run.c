@@ -248,6 +248,7 @@ rc_status run_place_gpus(run_ctx *x)
                             x->ro.n_split > 0 ? x->ro.layer_split : NULL, rc_cuda_mem_info, &plan));
     if (plan.checked)
         rc_gpu_plan_str(&plan, x->gpu_split, sizeof x->gpu_split);
+    x->gpus_auto = plan.automatic;
     if (plan.automatic && plan.n_dev > 1) {
         x->ro.gpus = plan.n_dev;
         char one[sizeof x->device], need[32], fr[32], split[160];
@@ -272,7 +273,21 @@ rc_status run_compute(run_ctx *x)
     x->cfg.trainer_be = x->trainer_be;
     if (st == RC_OK && x->cfg.reference == 32) /* the reference runs where the check runs */
         st = backend_for(x, RC_KERNELS_INVARIANT, &x->ref_be);
-    return st == RC_OK ? run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res) : st;
+    if (st == RC_OK)
+        st = run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res);
+    if (st == RC_ERR_DEVICE && x->gpus_auto && strstr(rc_last_error(), "too little GPU memory")) {
+        /* the estimate fitted, a workspace did not: say what to give instead */
+        char msg[1024];
+        const int n = ro->gpus > 1 ? (int)ro->gpus : 1;
+        snprintf(msg, sizeof msg, "%s", rc_last_error());
+        if (n < x->n_visible && n < RC_MAX_DEVICES)
+            st = rc_errorf(st, "%s; the number of GPUs (%d) was chosen by the estimate, which leaves out the backend's "
+                           "workspaces: give --gpus %d", msg, n, n + 1);
+        else
+            st = rc_errorf(st, "%s; the estimate, which leaves out the backend's workspaces, fitted %d GPU%s: "
+                           "give a smaller --batch / --forward-batch", msg, n, n > 1 ? "s" : "");
+    }
+    return st;
 }
 
 /* The run's settings, prompt texts and completions into the results, and
