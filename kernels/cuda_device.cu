@@ -101,3 +101,18 @@ extern "C" rc_status rc_cuda_probe(int *n_devices, char *name, size_t name_len)
                  (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     return RC_OK;
 }
+
+extern "C" rc_status rc_cuda_mem_info(int dev, size_t *free_b, size_t *total_b)
+{
+    *free_b = *total_b = 0;
+    int prev = 0;
+    RCK_CUDA(cudaGetDevice(&prev));
+    RCK_CUDA(cudaSetDevice(dev));
+    cudaError_t e = cudaMemGetInfo(free_b, total_b);
+    cudaError_t e2 = cudaSetDevice(prev); // the current device as it was
+    if (e != cudaSuccess)
+        return rck_cuda_fail(e, "cudaMemGetInfo(free_b, total_b)", __FILE__, __LINE__);
+    if (e2 != cudaSuccess)
+        return rck_cuda_fail(e2, "cudaSetDevice(prev)", __FILE__, __LINE__);
+    return RC_OK;
+}

@@ -27,6 +27,7 @@
 #include "testutil.h"
 
 #include "test_cuda.h"
+#include "testutil_llama.h"
 
 /* ---- whole model -------------------------------------------------------------- */
 
@@ -492,62 +493,9 @@ END_TEST
  * what block weights need, which no fixture has. */
 static void write_block_model(const char *dir)
 {
-    static const char *const kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
-                                        "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
-    static const int64_t shapes[][2] = {{128, 0}, {128, 0}, {128, 128}, {128, 128}, {128, 128},
-                                        {128, 128}, {256, 128}, {256, 128}, {128, 256}};
-    char path[4200], name[96], *hdr = malloc(1 << 14);
-    ck_assert(hdr != NULL);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 128, "
-          "\"intermediate_size\": 256, \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"head_dim\": 64, "
-          "\"num_hidden_layers\": 2, \"vocab_size\": 128, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
-          "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": true, "
-          "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n", f);
-    ck_assert(fclose(f) == 0);
-    /* the tensors in header order: embedding, the layers', the final norm */
-    int64_t n_t = 0, off = 0, sizes[32];
-    size_t h = (size_t)snprintf(hdr, 1 << 14, "{");
-    for (int t = -1; t <= 2 * 9; t++) {
-        int64_t r, c;
-        if (t < 0)
-            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = 128, c = 128;
-        else if (t == 18)
-            snprintf(name, sizeof name, "model.norm.weight"), r = 128, c = 0;
-        else
-            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, kinds[t % 9]), r = shapes[t % 9][0],
-                                                                                      c = shapes[t % 9][1];
-        sizes[n_t++] = r * (c ? c : 1);
-        if (c)
-            h += (size_t)snprintf(hdr + h, (1 << 14) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
-                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
-                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
-        else
-            h += (size_t)snprintf(hdr + h, (1 << 14) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
-                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
-                                  (long long)(off + 4 * r));
-        off += 4 * sizes[n_t - 1];
-    }
-    h += (size_t)snprintf(hdr + h, (1 << 14) - h, "}");
-    while (h % 8)
-        hdr[h++] = ' ';
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    f = fopen(path, "wb");
-    ck_assert(f != NULL);
-    const uint64_t hl = h;
-    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
-    for (int64_t t = 0; t < n_t; t++) {
-        const bool norm = t == n_t - 1 || (t > 0 && (t - 1) % 9 < 2);
-        for (int64_t i = 0; i < sizes[t]; i++) {
-            const float v = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.15f);
-            ck_assert(fwrite(&v, 4, 1, f) == 1);
-        }
-    }
-    ck_assert(fclose(f) == 0);
-    free(hdr);
+    const rc_test_llama s = {.hidden = 128, .intermediate = 256, .heads = 2, .kv_heads = 2, .head_dim = 64,
+                             .layers = 2, .vocab = 128, .tied = true, .scale = 0.15f};
+    rc_test_write_llama(dir, &s);
 }
 
 /* --sampler weights=fp8 on this backend, whole model: the full forward of a

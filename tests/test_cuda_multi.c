@@ -5,6 +5,7 @@
  * devices when there are enough of them (otherwise each says it is skipped and why). A split changes where
  * the layers run, not their arithmetic: every log-prob is bitwise the one-device run's. */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@
 #include "backend.h"
 #include "forward.h"
 #include "model.h"
+#include "place.h"
 #include "rc_cuda.h"
+#include "rollout.h"
 #ifdef RC_TEST_EMULATE
 #include "shim_control.h"
 #endif
@@ -25,6 +28,7 @@
 #include "testutil.h"
 
 #include "test_cuda.h"
+#include "testutil_llama.h"
 
 /* enough devices for n: the host build makes them, a GPU machine has them or the test is skipped */
 static bool have_devices(int n)
@@ -66,13 +70,25 @@ typedef struct {
     int64_t split[RC_MAX_DEVICES + 1];
 } multi_result;
 
+/* created (host build, NULL: not asked): the bytes the engine allocated on each device */
 static void multi_run(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
-                      multi_result *r)
+                      multi_result *r, long long *created)
 {
     const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
     rc_backend *be = backend_n(k, n, split);
     rc_engine *e;
+#ifdef RC_TEST_EMULATE
+    long long before[RC_MAX_DEVICES];
+    for (int d = 0; d < n; d++)
+        before[d] = rck_shim_device_bytes(d);
+#endif
     ck_assert_msg(rc_engine_create(m, be, num, MB, MT, MB * MT, &e) == RC_OK, "%s", rc_last_error());
+#ifdef RC_TEST_EMULATE
+    for (int d = 0; created && d < n; d++)
+        created[d] = rck_shim_device_bytes(d) - before[d];
+#else
+    ck_assert_ptr_null(created);
+#endif
     ck_assert_int_eq(e->n_stages, n);
     memcpy(r->split, e->stage_l0, sizeof e->stage_l0);
     int32_t tok[MB * MT];
@@ -134,7 +150,7 @@ START_TEST(test_multi_gpu_bitwise)
     num.dt = inv ? RC_F32 : RC_BF16;
     const rc_kernels k = inv ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
     multi_result one;
-    multi_run(m, &num, k, 1, NULL, &one);
+    multi_run(m, &num, k, 1, NULL, &one, NULL);
     int count = 3;
 #ifndef RC_TEST_EMULATE
     char devname[256];
@@ -151,7 +167,7 @@ START_TEST(test_multi_gpu_bitwise)
 #ifdef RC_TEST_EMULATE
         rck_shim_reset();
 #endif
-        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r);
+        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
         char split[64] = "";
         for (int d = 0; d < cases[c].n; d++)
             snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
@@ -320,85 +336,12 @@ END_TEST
 
 #ifdef RC_TEST_EMULATE
 /* A Llama whose weights outweigh a small batch's activations, as at real sizes (hidden 512, 8 heads of 64, 2 KV
- * heads, intermediate 1536, vocab 1024, 4 layers, an untied head): random fp32 weights written into dir. Its
- * tensors' element counts: per layer wide[], the model's own (embedding, head, final norm) own_n. */
+ * heads, intermediate 1536, vocab 1024, 4 layers, an untied head): random fp32 weights written into dir. */
 enum { WH = 512, WI = 1536, WV = 1024, WL = 4, WNH = 8, WNKV = 2, WD = 64 };
-static const char *const k_wide_kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
-                                           "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
-static const int64_t k_wide_shapes[9][2] = {{WH, 0},       {WH, 0},  {WNH * WD, WH}, {WNKV * WD, WH}, {WNKV * WD, WH},
-                                            {WH, WNH * WD}, {WI, WH}, {WI, WH},       {WH, WI}};
+static const rc_test_llama k_wide = {.hidden = WH, .intermediate = WI, .heads = WNH, .kv_heads = WNKV, .head_dim = WD,
+                                     .layers = WL, .vocab = WV, .tied = false, .scale = 0.05f};
 
-static int64_t wide_layer_n(void)
-{
-    int64_t n = 0;
-    for (int k = 0; k < 9; k++)
-        n += k_wide_shapes[k][0] * (k_wide_shapes[k][1] ? k_wide_shapes[k][1] : 1);
-    return n;
-}
-
-static void write_wide_model(const char *dir)
-{
-    char path[4200], name[96], *hdr = malloc(1 << 15);
-    ck_assert(hdr != NULL);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fprintf(f, "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
-            "\"intermediate_size\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-            "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
-            "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, "
-            "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
-            WH, WI, WNH, WNKV, WD, WL, WV);
-    ck_assert(fclose(f) == 0);
-    /* the tensors in header order: embedding, the layers', the final norm, the head */
-    int64_t n_t = 0, off = 0, sizes[64];
-    size_t h = (size_t)snprintf(hdr, 1 << 15, "{");
-    for (int t = -1; t <= 9 * WL + 1; t++) {
-        int64_t r, c;
-        if (t < 0)
-            snprintf(name, sizeof name, "model.embed_tokens.weight"), r = WV, c = WH;
-        else if (t == 9 * WL)
-            snprintf(name, sizeof name, "model.norm.weight"), r = WH, c = 0;
-        else if (t == 9 * WL + 1)
-            snprintf(name, sizeof name, "lm_head.weight"), r = WV, c = WH;
-        else
-            snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, k_wide_kinds[t % 9]),
-                r = k_wide_shapes[t % 9][0], c = k_wide_shapes[t % 9][1];
-        sizes[n_t++] = r * (c ? c : 1);
-        if (c)
-            h += (size_t)snprintf(hdr + h, (1 << 15) - h, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%lld, %lld], "
-                                  "\"data_offsets\": [%lld, %lld]}", t < 0 ? "" : ", ", name, (long long)r,
-                                  (long long)c, (long long)off, (long long)(off + 4 * r * c));
-        else
-            h += (size_t)snprintf(hdr + h, (1 << 15) - h, ", \"%s\": {\"dtype\": \"F32\", \"shape\": [%lld], "
-                                  "\"data_offsets\": [%lld, %lld]}", name, (long long)r, (long long)off,
-                                  (long long)(off + 4 * r));
-        off += 4 * sizes[n_t - 1];
-    }
-    h += (size_t)snprintf(hdr + h, (1 << 15) - h, "}");
-    while (h % 8)
-        hdr[h++] = ' ';
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    f = fopen(path, "wb");
-    ck_assert(f != NULL);
-    const uint64_t hl = h;
-    ck_assert(fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h);
-    int64_t most = 0; /* the largest tensor's floats */
-    for (int64_t t = 0; t < n_t; t++)
-        most = sizes[t] > most ? sizes[t] : most;
-    float *buf = malloc(sizeof(float) * (size_t)most);
-    ck_assert(buf != NULL);
-    for (int64_t t = 0; t < n_t; t++) {
-        const bool norm = t == n_t - 2 || (t > 0 && t < n_t - 2 && (t - 1) % 9 < 2);
-        for (int64_t i = 0; i < sizes[t]; i++)
-            buf[i] = norm ? 1.0f + frand(0.1f) : frand(t == 0 ? 1.0f : 0.05f);
-        ck_assert(fwrite(buf, sizeof(float), (size_t)sizes[t], f) == (size_t)sizes[t]);
-    }
-    ck_assert(fclose(f) == 0);
-    free(buf);
-    free(hdr);
-}
+static void write_wide_model(const char *dir) { rc_test_write_llama(dir, &k_wide); }
 
 /* The whole device memory of a bf16 run -- weights, KV cache, activations and every workspace of the backend
  * (cuBLAS operands, attention scratch, the full log-probs), the shim's allocation peak -- at most 1.5 x the
@@ -415,7 +358,7 @@ START_TEST(test_device_memory_whole)
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
     const int64_t B = 4, T = 16, rows = B * T;
-    const long long layer_n = wide_layer_n(), own_n = 2LL * WV * WH + WH;
+    const long long layer_n = rc_test_llama_layer_n(&k_wide), own_n = 2LL * WV * WH + WH;
     ck_assert_int_eq(m->n_params, WL * layer_n + own_n); /* every tensor counted */
     const long long kv_layer = 2LL * 2 * B * WNKV * T * WD; /* K and V of one layer at 2 bytes */
     rc_numerics num = rc_numerics_fp32();
@@ -461,6 +404,135 @@ START_TEST(test_device_memory_whole)
     free(out);
     rc_model_free(m);
     rc_test_rm_rf(dir);
+}
+END_TEST
+
+/* Latent attention in the sampler's default form, mla=engine (the prefill expanded, decode absorbed): each GPU
+ * holds the expanded prefill's scratch, row mix and K / V cache of its own layers (forward.c mla_x_create), and
+ * the per-GPU estimate (rc_layer_split, inspect --gpus N) counts them there. deepseek_v3_mla in bf16 on 1 and 2
+ * fake devices: on each device the estimate covers every byte the engine allocated; the peak of a full forward
+ * and a cached prefill with 3 decode steps adds the backend's workspaces, which the estimate leaves out; the
+ * split run's log-probs are the one-device run's bitwise. */
+START_TEST(test_device_memory_mla_engine)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", "deepseek_v3_mla");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.mla);
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.mla_absorbed = num.mla_prefill_expanded = true;
+    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    multi_result r[2];
+    for (int n = 1; n <= 2; n++) {
+        rck_shim_set(RCK_SHIM_DEVICES, n);
+        int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+        ck_assert_msg(rc_layer_split(m, &num, RC_KERNELS_ENGINE, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) ==
+                          RC_OK, "%s", rc_last_error());
+        rck_shim_reset();
+        long long created[RC_MAX_DEVICES];
+        multi_run(m, &num, RC_KERNELS_ENGINE, n, NULL, &r[n - 1], created);
+        for (int d = 0; d < n; d++) {
+            ck_assert_int_eq(r[n - 1].split[d + 1], l0[d + 1]); /* the engine's split is the estimate's */
+            const long long peak = rck_shim_device_peak(d);
+            printf("%-10s deepseek_v3_mla bf16 mla=engine, %d GPU%s, GPU %d (layers %lld-%lld): estimate %lld bytes, "
+                   "the engine allocated %lld (estimate - that %lld), peak %lld (workspaces %lld)\n",
+                   TEST_NAME, n, n > 1 ? "s" : "", d, (long long)l0[d], (long long)l0[d + 1] - 1, (long long)est[d],
+                   created[d], (long long)est[d] - created[d], peak, peak - created[d]);
+            ck_assert_msg(created[d] <= est[d], "GPU %d of %d: the engine allocated %lld > the estimate %lld", d, n,
+                          created[d], (long long)est[d]);
+            ck_assert(peak >= created[d]);
+        }
+    }
+    ck_assert(memcmp(r[0].full, r[1].full, sizeof(float) * R * V) == 0);
+    ck_assert(memcmp(r[0].dec, r[1].dec, sizeof(float) * 4 * MB * V) == 0);
+    multi_free(&r[0]);
+    multi_free(&r[1]);
+    rc_model_free(m);
+}
+END_TEST
+
+/* The number of GPUs chosen by the estimate (place.h rc_gpu_plan_make, what run does without --gpus): the wide
+ * Llama with the fake devices' budgets set from its estimate. One byte less than its one-GPU estimate on each of
+ * 2 devices: 2 GPUs, the default split, and the log-probs of the full forward and the cached decode bitwise those
+ * of one device with the default 16 GiB; exactly its estimate, or the default budget: one GPU; less than the
+ * fuller GPU's share of the 2-GPU split: no fit (RC_ERR_NOMEM, one line, nothing allocated); --gpus 1 on a device
+ * one byte short: refused by name. */
+START_TEST(test_multi_gpu_auto)
+{
+    char dir[64];
+    ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_auto_") != NULL);
+    write_wide_model(dir);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    rc_test_rm_rf(dir);
+    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    const rc_engine_shape eng = {num, RC_KERNELS_ENGINE, MB, MT, MB * MT, RC_PHASE_GENERATE | RC_PHASE_FORWARD};
+    rck_shim_set(RCK_SHIM_DEVICES, 2);
+    int64_t l0_1[2], need1[1], l0_2[3], need2[2];
+    ck_assert(rc_gpu_need(m, &eng, 1, 1, NULL, l0_1, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, &eng, 1, 2, NULL, l0_2, need2) == RC_OK);
+    const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
+    ck_assert(fuller < need1[0]);
+    multi_result one, two;
+    rc_gpu_plan plan;
+    /* the default budget: one GPU */
+    ck_assert_msg(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(plan.n_dev, 1);
+    ck_assert(plan.automatic && plan.need_one == need1[0]);
+    multi_run(m, &num, RC_KERNELS_ENGINE, 1, NULL, &one, NULL);
+    /* one byte short of the one-GPU estimate on every device: 2 GPUs */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
+    ck_assert_msg(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK, "%s", rc_last_error());
+    ck_assert_int_eq(plan.n_dev, 2);
+    ck_assert(plan.automatic);
+    ck_assert_int_eq(plan.l0[1], l0_2[1]);
+    ck_assert_int_eq(plan.free_b[1], need1[0] - 1);
+    char text[192];
+    rc_gpu_plan_str(&plan, text, sizeof text);
+    printf("%-10s wide Llama, budget %lld bytes a device (one-GPU estimate %lld, 2-GPU %lld / %lld): %s\n", TEST_NAME,
+           (long long)need1[0] - 1, (long long)need1[0], (long long)need2[0], (long long)need2[1], text);
+    rck_shim_reset();
+    multi_run(m, &num, RC_KERNELS_ENGINE, plan.n_dev, NULL, &two, NULL); /* within the budget */
+    ck_assert_int_eq(two.split[1], plan.l0[1]);
+    for (int d = 0; d < 2; d++)
+        ck_assert(rck_shim_device_peak(d) > 0 && rck_shim_device_peak(d) <= need1[0] - 1);
+    ck_assert_msg(memcmp(one.full, two.full, sizeof(float) * R * V) == 0, "2 GPUs chosen: full forward differs");
+    ck_assert_msg(memcmp(one.dec, two.dec, sizeof(float) * 4 * MB * V) == 0, "2 GPUs chosen: decode differs");
+    multi_free(&one);
+    multi_free(&two);
+    /* exactly the estimate: one GPU */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0]);
+    ck_assert(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK);
+    ck_assert_int_eq(plan.n_dev, 1);
+    /* one device, one byte short: no fit */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
+    rck_shim_set(RCK_SHIM_DEVICES, 1);
+    ck_assert_int_eq(rc_gpu_plan_make(m, &eng, 1, 1, 0, NULL, rc_cuda_mem_info, &plan), RC_ERR_NOMEM);
+    printf("%-10s no fit: %s\n", TEST_NAME, rc_last_error());
+    ck_assert(strchr(rc_last_error(), '\n') == NULL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "too little GPU memory: the run needs"));
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "1 GPU is visible"));
+    /* 2 devices, each one byte short of the fuller GPU's share: no fit */
+    rck_shim_set(RCK_SHIM_DEVICES, 2);
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, fuller - 1);
+    ck_assert_int_eq(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan), RC_ERR_NOMEM);
+    printf("%-10s no fit: %s\n", TEST_NAME, rc_last_error());
+    ck_assert(strchr(rc_last_error(), '\n') == NULL);
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "split over 2 GPUs"));
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_ALLOC_BYTES), 0);
+    /* --gpus 1 on a device one byte short; --gpus 2 where both fit */
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
+    ck_assert_int_eq(rc_gpu_plan_make(m, &eng, 1, 2, 1, NULL, rc_cuda_mem_info, &plan), RC_ERR_NOMEM);
+    printf("%-10s --gpus 1: %s\n", TEST_NAME, rc_last_error());
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "too little GPU memory for --gpus 1"));
+    ck_assert(rc_gpu_plan_make(m, &eng, 1, 2, 2, NULL, rc_cuda_mem_info, &plan) == RC_OK);
+    ck_assert(plan.n_dev == 2 && !plan.automatic && plan.checked);
+    rck_shim_set(RCK_SHIM_MEMORY_BYTES, 0);
+    rc_model_free(m);
 }
 END_TEST
 
@@ -579,6 +651,99 @@ START_TEST(test_multi_gpu_cli)
     ck_assert_ptr_nonnull(strstr(g_out, "--layer-split gives 2 GPUs' layers, --gpus 3"));
 }
 END_TEST
+
+/* The CLI chooses the GPUs (run without --gpus on the fake devices, RCK_SHIM_MEMORY their budgets): the bundled
+ * model with 3 prompts of 5 token ids, 2 samples, --len 4,8 in bf16, whose engine the test sizes as run does
+ * (rc_run_engine_shapes) and estimates (rc_gpu_need). The default budget: one GPU, said in gpu_split; one byte
+ * less than the one-GPU estimate on each of 2 devices: the stderr line, 2 GPUs named in device and gpu_split,
+ * the statistics of one GPU to the digit; less than the fuller GPU's share: exit 7 with one line and no output
+ * file; --gpus 1 one byte short: exit 7 naming it. */
+START_TEST(test_multi_gpu_auto_cli)
+{
+    char pdir[64], pf[128], h5[128], model[4096], args[1024], env[128];
+    ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_cli_") != NULL);
+    snprintf(pf, sizeof pf, "%s/p.ids", pdir);
+    snprintf(h5, sizeof h5, "%s/out.h5", pdir);
+    FILE *f = fopen(pf, "w");
+    ck_assert(f != NULL);
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+    ck_assert(fclose(f) == 0);
+    rc_test_source_path(model, sizeof model, "data/models/pythia-rc-tiny");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
+    cfg.num = rc_numerics_fp32();
+    cfg.num.dt = RC_BF16;
+    cfg.num_trainer = cfg.num;
+    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
+    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
+    ck_assert_int_eq(n_eng, 1);
+    int64_t l0[3], need1[1], need2[2];
+    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
+    rc_model_free(m);
+    const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
+    char need_s[32], free_s[32], split_s[64];
+    rc_bytes_pair_str(need1[0], need1[0] - 1, need_s, free_s, sizeof need_s);
+    snprintf(split_s, sizeof split_s, "(0-%lld, %lld-%lld)", (long long)l0[1] - 1, (long long)l0[1], (long long)l0[2] - 1);
+    const char *common = "--len 4,8 --samples 2 -q --backend cuda --json --dtype bf16";
+    /* the default budget: one GPU */
+    snprintf(args, sizeof args, "--prompts %s %s --out none", pf, common);
+    ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s", g_out);
+    char *one = stats_of(g_out);
+    ck_assert_ptr_null(strstr(g_out, "layers split over"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device\": \"host emulation"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"1 GPU (automatic: "));
+    /* one byte short of the one-GPU estimate: 2 GPUs */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)need1[0] - 1);
+    ck_assert_msg(cli_env(env, args) == 0, "%s", g_out);
+    char line[256];
+    snprintf(line, sizeof line, "ratiocheck: the model needs %s on one GPU, GPU 0 has %s free: layers split over 2 "
+             "GPUs %s\n", need_s, free_s, split_s);
+    ck_assert_msg(strstr(g_out, line) != NULL, "'%s' lacks '%s'", g_out, line);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device\": \"2 x host emulation"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"2 GPUs, layers "));
+    char *two = stats_of(g_out);
+    ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
+    printf("%-10s CLI without --gpus, %s: %.*s: the statistics of one GPU to the digit\n", TEST_NAME, env,
+           (int)(strchr(g_out, '\n') - g_out), g_out);
+    free(one);
+    free(two);
+    /* the estimate fits 2 GPUs by one byte, the backend's workspaces do not: exit 8 saying what to give */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=3 RCK_SHIM_MEMORY=%lld", (long long)fuller);
+    snprintf(args, sizeof args, "--prompts %s %s --out none", pf, common);
+    ck_assert_int_eq(cli_env(env, args), 8);
+    printf("%-10s CLI a workspace short (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "layers split over 2 GPUs"));
+    ck_assert_ptr_nonnull(strstr(g_out, "was chosen by the estimate, which leaves out the backend's workspaces: give "
+                                        "--gpus 3\n"));
+    /* no fit: exit 7, one line, no output file */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)fuller - 1);
+    snprintf(args, sizeof args, "--prompts %s %s --out %s", pf, common, h5);
+    ck_assert_int_eq(cli_env(env, args), 7);
+    printf("%-10s CLI no fit (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "ratiocheck: CUDA backend: too little GPU memory: the run needs"));
+    ck_assert_ptr_eq(strchr(g_out, '\n'), g_out + strlen(g_out) - 1); /* one line */
+    ck_assert_int_ne(access(h5, F_OK), 0);
+    /* --gpus 1 one byte short */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)need1[0] - 1);
+    snprintf(args, sizeof args, "--prompts %s %s --out %s --gpus 1", pf, common, h5);
+    ck_assert_int_eq(cli_env(env, args), 7);
+    printf("%-10s CLI --gpus 1 (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "too little GPU memory for --gpus 1: the run needs"));
+    ck_assert_ptr_eq(strchr(g_out, '\n'), g_out + strlen(g_out) - 1);
+    ck_assert_int_ne(access(h5, F_OK), 0);
+    DIR *dd = opendir(pdir); /* nothing but the prompts there */
+    ck_assert(dd != NULL);
+    int n_files = 0;
+    for (struct dirent *de; (de = readdir(dd)) != NULL;)
+        n_files += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(dd);
+    ck_assert_int_eq(n_files, 1);
+    rc_test_rm_rf(pdir);
+}
+END_TEST
 #endif
 
 void multi_tests(TCase *tc)
@@ -589,5 +754,8 @@ void multi_tests(TCase *tc)
     tcase_add_test(tc, test_multi_gpu_faults);
     tcase_add_test(tc, test_multi_gpu_cli);
     tcase_add_test(tc, test_device_memory_whole);
+    tcase_add_test(tc, test_device_memory_mla_engine);
+    tcase_add_test(tc, test_multi_gpu_auto);
+    tcase_add_test(tc, test_multi_gpu_auto_cli);
 #endif
 }

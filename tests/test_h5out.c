@@ -647,7 +647,7 @@ static hid_t open_group(hid_t f, const char *name)
 static const char *const k_root_attrs[] = {
     "format",        "format_version", "version",      "command_line",  "model_path",
     "model_type",    "layers",         "dtype",          "kernels",      "upcast",        "alibi_bias",    "logprob_dtype", "sampler", "trainer",
-    "reference",     "backend",        "device",        "created",      "threads",       "seed",
+    "reference",     "backend",        "device",        "gpu_split",    "created",      "threads",       "seed",
     "top_k",         "samples",        "batch",        "forward_batch", "num_prompts",
     "num_sequences", "gen_len",        "temperature",  "top_p",         "stop_at_eos",
     "clip_eps_low",  "clip_eps_high",  "seq_eps",      "seq_cap",

@@ -760,6 +760,47 @@ done:
     return s;
 }
 
+/* The sizes of a run's engines over S sequences: B decoded together, FB per full forward, the cache slots, the
+ * generation's prefill rows and the forward's rows (rc_run_check's, and rc_run_engine_shapes') */
+static void run_engine_sizes(const rc_rollout_cfg *cfg, int64_t S, int64_t *B, int64_t *FB, int64_t *slots,
+                             int64_t *rows_gen, int64_t *rows_fwd)
+{
+    const int64_t G = cfg->lens[cfg->n_lens - 1];
+    *B = cfg->batch < S ? cfg->batch : S;
+    *FB = cfg->forward_batch > 0 && cfg->forward_batch < S ? cfg->forward_batch : S;
+    *slots = *B > *FB ? *B : *FB;
+    *rows_gen = *B * cfg->prompt_max;
+    *rows_fwd = *FB * (cfg->prompt_max + G);
+}
+
+int rc_run_engine_shapes(const rc_model *m, const rc_rollout_cfg *cfg, rc_kernels sampler_k, rc_kernels trainer_k,
+                         rc_engine_shape *out)
+{
+    int64_t S = 0, B, FB, slots, rows_gen, rows_fwd;
+    if (cfg->n_lens < 1 || cfg->n_lens > RC_MAX_LENS || !rc_mul_i64(cfg->n_prompts, cfg->samples, &S) || S < 1 ||
+        S > (1 << 24))
+        return 0; /* rc_run_check refuses it */
+    run_engine_sizes(cfg, S, &B, &FB, &slots, &rows_gen, &rows_fwd);
+    const int64_t len = cfg->prompt_max + cfg->lens[cfg->n_lens - 1], rows = rows_gen > rows_fwd ? rows_gen : rows_fwd;
+    int n = 0;
+    if (!cfg->given_logprobs) /* the generation's engine */
+        out[n++] = (rc_engine_shape){cfg->num, sampler_k, slots, len, rows, RC_PHASE_GENERATE};
+    const bool mla_own = m->cfg.mla && (cfg->num.mla_absorbed != cfg->num_trainer.mla_absorbed ||
+                                        cfg->num.mla_prefill_expanded != cfg->num_trainer.mla_prefill_expanded);
+    if (cfg->trainer || cfg->given_logprobs || mla_own) /* the trainer's own, after the generation's is freed */
+        out[n++] = (rc_engine_shape){cfg->num_trainer, trainer_k, slots, len, rows, RC_PHASE_FORWARD};
+    else if (n > 0)
+        out[0].phases |= RC_PHASE_FORWARD;
+    if (cfg->distribution && !cfg->given_logprobs && cfg->forward_chunk == 0 && !cfg->trainer_truncates)
+        out[n++] = (rc_engine_shape){cfg->num, sampler_k, S, len, rows, RC_PHASE_GENERATE | RC_PHASE_FORWARD};
+    if (cfg->reference == 32) {
+        rc_numerics ref = rc_numerics_fp32();
+        ref.temperature = cfg->num.temperature;
+        out[n++] = (rc_engine_shape){ref, RC_KERNELS_INVARIANT, FB, len, rows_fwd, RC_PHASE_REFERENCE};
+    }
+    return n;
+}
+
 rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, const rc_rollout_cfg *cfg,
                        rc_progress_fn progress, void *progress_ctx, volatile int *interrupted,
                        rc_results *out)
@@ -817,8 +858,8 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
                                  (long long)sq, (long long)t, (int)id, (long long)mc->vocab);
         }
     }
-    const int64_t B = cfg->batch < S ? cfg->batch : S;
-    const int64_t FB = cfg->forward_batch > 0 && cfg->forward_batch < S ? cfg->forward_batch : S;
+    int64_t B, FB, slots, rows_gen, rows_fwd;
+    run_engine_sizes(cfg, S, &B, &FB, &slots, &rows_gen, &rows_fwd);
 
     rc_status s = RC_OK;
     out->stat = cfg->stat; /* the statistics' thresholds (zero: the defaults) */
@@ -874,8 +915,6 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
 
     double t0 = now_s();
     rc_engine *e = NULL;
-    const int64_t slots = B > FB ? B : FB;
-    const int64_t rows_gen = B * cfg->prompt_max, rows_fwd = FB * (cfg->prompt_max + G);
     if (cfg->given_logprobs && !cfg->forced_tokens)
         return rc_errorf(RC_ERR_INTERNAL, "given log-probs without their tokens");
     if (cfg->given_logprobs) /* ratiocheck score: no sampler engine, the trainer's below */

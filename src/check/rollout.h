@@ -100,4 +100,20 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
                        rc_progress_fn progress, void *progress_ctx, volatile int *interrupted,
                        rc_results *out);
 
+/* An engine a run creates (rc_engine_create's numerics, kernels and sizes) and the phases it lives through:
+ * the device memory of a run is, on each GPU, the most that the engines of one phase hold together. */
+enum { RC_PHASE_GENERATE = 1, RC_PHASE_FORWARD = 2, RC_PHASE_REFERENCE = 4 };
+typedef struct {
+    rc_numerics num;
+    rc_kernels kernels;
+    int64_t n_slots, max_len, max_rows;
+    unsigned phases; /* RC_PHASE_* bits */
+} rc_engine_shape;
+#define RC_RUN_MAX_ENGINES 4
+
+/* The engines rc_run_check creates for cfg (the sampler's kernels, the trainer's) into out[RC_RUN_MAX_ENGINES]:
+ * how many (0 for a cfg it refuses). */
+int rc_run_engine_shapes(const rc_model *m, const rc_rollout_cfg *cfg, rc_kernels sampler_k, rc_kernels trainer_k,
+                         rc_engine_shape *out);
+
 #endif

@@ -27,6 +27,7 @@
 #include "fp8w.h"
 #include "gate.h"
 #include "model.h"
+#include "place.h"
 #include "print.h"
 #include "prompts.h"
 #include "rc_build_config.h"
@@ -196,6 +197,10 @@ typedef struct {
     char out_default[4096];
     bool use_cuda;
     char device[128];          /* as rc_results.device */
+    int n_visible;             /* the CUDA GPUs visible (use_cuda) */
+    bool placed;               /* run_place_gpus has run */
+    bool gpus_auto;            /* it chose the number of GPUs */
+    char gpu_split[192];       /* as rc_results.gpu_split */
     int n_threads;
     rc_model *m;
     rc_tokenizer *tok;
@@ -214,6 +219,7 @@ rc_status side_backends(const run_ctx *x, const rc_side *sm, const rc_side *tr, 
                         rc_backend **tbe);
 rc_status run_check_polled(const run_ctx *x, rc_backend *be, rc_backend *ref_be, const rc_rollout_cfg *cfg,
                            rc_results *out);
+rc_status run_place_gpus(run_ctx *x);
 rc_status run_compute(run_ctx *x);
 rc_status decode_completions(const rc_tokenizer *tok, rc_results *res);
 rc_status run_settings(run_ctx *x, const char *cmdline);

@@ -176,6 +176,9 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
     const rc_config *k = &m->cfg;
     char pc[32];
     rc_numerics num = rc_numerics_fp32();
+    if (k->mla) /* the sampler's default form, mla=engine: both caches and both forms' scratch, on each GPU those
+                 * of its layers; the trainer's expanded engine, which replaces it, holds less (docs/mla.md) */
+        num.mla_absorbed = num.mla_prefill_expanded = true;
     rc_engine_mem em;
     st = rc_dtype_parse_cli(io.dtype, &num.dt);
     if (st == RC_OK) /* as a run in this dtype holds the model's load-time copies */

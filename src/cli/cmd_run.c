@@ -16,6 +16,7 @@ rc_status run_prepare(run_ctx *x)
         int nd;
         rc_status st = rc_cuda_probe(&nd, x->device, sizeof x->device);
         x->use_cuda = st == RC_OK;
+        x->n_visible = nd;
         if (want_cuda && st != RC_OK) /* the reason, before any work */
             return st;
         rc_clear_error();
@@ -229,17 +230,64 @@ rc_status run_check_polled(const run_ctx *x, rc_backend *be, rc_backend *ref_be,
     return st;
 }
 
+/* The GPUs the run's layers are split over (CUDA backend), before any device memory is taken: --gpus N /
+ * --layer-split as given, each GPU's estimate checked against its free memory; without them the fewest GPUs
+ * whose split fits (place.h; docs/gpu.md "Choosing the number of GPUs"). A split chosen so is said on stderr;
+ * the plan goes into the results (gpu_split). */
+rc_status run_place_gpus(run_ctx *x)
+{
+    if (!x->use_cuda || !x->m || x->placed)
+        return RC_OK;
+    x->placed = true;
+    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
+    const int n_eng = rc_run_engine_shapes(x->m, &x->cfg, x->ro.sampler.kernels, x->ro.trainer.kernels, eng);
+    if (n_eng == 0)
+        return RC_OK; /* rc_run_check refuses the settings, by its own message */
+    rc_gpu_plan plan;
+    RC_TRY(rc_gpu_plan_make(x->m, eng, n_eng, x->n_visible, (int)x->ro.gpus,
+                            x->ro.n_split > 0 ? x->ro.layer_split : NULL, rc_cuda_mem_info, &plan));
+    if (plan.checked)
+        rc_gpu_plan_str(&plan, x->gpu_split, sizeof x->gpu_split);
+    x->gpus_auto = plan.automatic;
+    if (plan.automatic && plan.n_dev > 1) {
+        x->ro.gpus = plan.n_dev;
+        char one[sizeof x->device], need[32], fr[32], split[160];
+        memcpy(one, x->device, sizeof one);
+        snprintf(x->device, sizeof x->device, "%d x %.100s", plan.n_dev, one);
+        rc_bytes_pair_str(plan.need_one, plan.free_b[0], need, fr, sizeof need);
+        rc_gpu_split_str(&plan, split, sizeof split);
+        fprintf(stderr, "ratiocheck: the model needs %s on one GPU, GPU 0 has %s free: layers split over %d GPUs (%s)\n",
+                need, fr, plan.n_dev, split);
+    }
+    return RC_OK;
+}
+
 rc_status run_compute(run_ctx *x)
 {
     const run_opts *ro = &x->ro;
     x->n_threads = ro->threads > 0 ? (int)ro->threads : omp_get_num_procs();
     if (x->use_cuda)
         omp_set_num_threads(x->n_threads); /* host work: sampling, the fp64 reference */
+    RC_TRY(run_place_gpus(x));
     rc_status st = side_backends(x, &ro->sampler, &ro->trainer, &x->be, &x->trainer_be);
     x->cfg.trainer_be = x->trainer_be;
     if (st == RC_OK && x->cfg.reference == 32) /* the reference runs where the check runs */
         st = backend_for(x, RC_KERNELS_INVARIANT, &x->ref_be);
-    return st == RC_OK ? run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res) : st;
+    if (st == RC_OK)
+        st = run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res);
+    if (st == RC_ERR_DEVICE && x->gpus_auto && strstr(rc_last_error(), "too little GPU memory")) {
+        /* the estimate fitted, a workspace did not: say what to give instead */
+        char msg[1024];
+        const int n = ro->gpus > 1 ? (int)ro->gpus : 1;
+        snprintf(msg, sizeof msg, "%s", rc_last_error());
+        if (n < x->n_visible && n < RC_MAX_DEVICES)
+            st = rc_errorf(st, "%s; the number of GPUs (%d) was chosen by the estimate, which leaves out the backend's "
+                           "workspaces: give --gpus %d", msg, n, n + 1);
+        else
+            st = rc_errorf(st, "%s; the estimate, which leaves out the backend's workspaces, fitted %d GPU%s: "
+                           "give a smaller --batch / --forward-batch", msg, n, n > 1 ? "s" : "");
+    }
+    return st;
 }
 
 /* The run's settings, prompt texts and completions into the results, and
@@ -290,6 +338,7 @@ rc_status run_settings(run_ctx *x, const char *cmdline)
     if (x->be)
         snprintf(res->backend, sizeof res->backend, "%s", x->be->ops->name);
     snprintf(res->device, sizeof res->device, "%s", x->use_cuda ? x->device : "");
+    snprintf(res->gpu_split, sizeof res->gpu_split, "%s", x->use_cuda ? x->gpu_split : "");
     time_t now = time(NULL);
     struct tm tmv;
     gmtime_r(&now, &tmv);

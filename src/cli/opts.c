@@ -436,8 +436,10 @@ static const opt_spec k_run_opts[] = {
      "back: without a usable GPU it exits 8 with the reason",
      NULL, op_backend, 0, 0, 0, 0, 0, 0},
     {"gpus", 0, "N",
-     "split the model's layers over N GPUs (--backend cuda;\ndefault 1): each GPU holds a contiguous range of\n"
-     "layers with their KV cache, the activations move\nbetween GPUs, the results are bitwise one GPU's",
+     "split the model's layers over N GPUs (--backend cuda):\neach GPU holds a contiguous range of layers with\n"
+     "their KV cache, the activations move between GPUs,\nthe results are bitwise one GPU's. Default: one GPU\n"
+     "when the run's memory estimate (inspect --gpus N)\nfits GPU 0's free memory, else the fewest GPUs whose\n"
+     "split fits (said on stderr; none fits: exit 7);\n--gpus 1 forces one GPU (exit 7 if it does not fit)",
      NULL, op_i64, RO(gpus), 1, RC_MAX_DEVICES, 0, 0, 0},
     {"layer-split", 0, "LIST",
      "layers per GPU with --gpus, e.g. 15,17 (default: even\nby weight bytes; GPU 0 also holds the embedding and\n"

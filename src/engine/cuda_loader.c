@@ -30,12 +30,14 @@
 typedef rc_status (*probe_fn)(int *, char *, size_t);
 typedef rc_status (*create_fn)(rc_kernels, rc_backend **);
 typedef rc_status (*error_fn)(int, int, const char *, const char *, int);
+typedef rc_status (*mem_fn)(int, size_t *, size_t *);
 
 static struct {
     void *handle;
     probe_fn probe;
     create_fn create;
     error_fn error;
+    mem_fn mem;
 } g_mod;
 
 static rc_status load_module(void)
@@ -71,11 +73,12 @@ static rc_status load_module(void)
         (void)dlerror();
         /* POSIX's way from dlsym's object pointer to a function pointer */
         void *p = dlsym(h, "rc_cuda_probe"), *c = dlsym(h, "rc_backend_cuda_create"),
-             *e = dlsym(h, "rc_cuda_error_for_test");
+             *e = dlsym(h, "rc_cuda_error_for_test"), *mi = dlsym(h, "rc_cuda_mem_info");
         memcpy(&g_mod.probe, &p, sizeof p);
         memcpy(&g_mod.create, &c, sizeof c);
         memcpy(&g_mod.error, &e, sizeof e);
-        if (!g_mod.probe || !g_mod.create || !g_mod.error) {
+        memcpy(&g_mod.mem, &mi, sizeof mi);
+        if (!g_mod.probe || !g_mod.create || !g_mod.error || !g_mod.mem) {
             dlclose(h);
             memset(&g_mod, 0, sizeof g_mod);
             return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %s is not ratiocheck's CUDA module", paths[i]);
@@ -134,4 +137,12 @@ rc_status rc_cuda_error_for_test(int cuda_error, int cublas_status, const char *
 {
     RC_TRY(load_module());
     return g_mod.error(cuda_error, cublas_status, call, file, line);
+}
+
+rc_status rc_cuda_mem_info(int dev, size_t *free_b, size_t *total_b)
+{
+    *free_b = *total_b = 0;
+    int n;
+    RC_TRY(rc_cuda_probe(&n, NULL, 0));
+    return g_mod.mem(dev, free_b, total_b);
 }

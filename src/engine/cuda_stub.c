@@ -25,3 +25,11 @@ rc_status rc_cuda_error_for_test(int cuda_error, int cublas_status, const char *
     (void)cublas_status;
     return rc_errorf(RC_ERR_DEVICE, "CUDA backend: %s failed at %s:%d (built without CUDA)", call, file, line);
 }
+
+rc_status rc_cuda_mem_info(int dev, size_t *free_b, size_t *total_b)
+{
+    (void)dev;
+    *free_b = *total_b = 0;
+    int n;
+    return rc_cuda_probe(&n, NULL, 0);
+}

@@ -1015,8 +1015,11 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
          rc_add_i64(other_act, moe_f, &other_act) &&
          rc_mla_scratch_size(c, num->mla_absorbed, z.dims[1][0], &mla_f, &mla_h) &&
          rc_add_i64(other_act, mla_f, &other_act) &&
-         rc_add_i64(other_act, c->rotary_dim + (m->w.alibi_slopes ? c->n_heads : 0), &other_act) &&
-         rc_mul_i64(4, other_act, &other_act);
+         rc_add_i64(other_act, c->rotary_dim + (m->w.alibi_slopes ? c->n_heads : 0), &other_act);
+    if (ok && mla_mixed(c, num)) /* mla=engine: the expanded prefill's scratch and row mix (mla_x_create) */
+        ok = rc_mla_scratch_size(c, false, z.dims[1][0], &mla_f, &mla_h) && rc_add_i64(other_act, mla_f, &other_act) &&
+             rc_mul_i64(3 * z.dims[1][0], c->n_heads * c->v_head_dim, &t) && rc_add_i64(other_act, t, &other_act);
+    ok = ok && rc_mul_i64(4, other_act, &other_act);
     for (int d = 0; ok && d < n_dev; d++) {
         int64_t w = d == 0 ? head : 0, k = 0, b = 0;
         for (int64_t l = l0[d]; l < l0[d + 1]; l++)
@@ -1163,7 +1166,10 @@ static rc_status mla_x_create(rc_engine *e, const rc_model *m, int64_t n_slots, 
     e->kv_x = (rc_kv_cache){.n_layers = e->kv.n_layers, .n_slots = n_slots, .n_kv_heads = nkv, .max_len = max_len,
                             .head_dim = d, .dt = engine_kv_dt(c, &nx), .quant = RC_KV_AUTO,
                             .k_scale = 1.0f, .v_scale = 1.0f, .deq_dt = e->num.dt};
-    const int64_t fl = e->kv_x.dt == RC_F32 ? n : n / 2 + 1;
+    /* a layer split: device 0's cache holds its own layers only, as its KV cache */
+    const int64_t per_layer = n / (c->n_layers > 0 ? c->n_layers : 1);
+    const int64_t n0 = e->n_stages > 1 ? per_layer * e->stage_l0[1] : n;
+    const int64_t fl = e->kv_x.dt == RC_F32 ? n0 : n0 / 2 + 1;
     RC_TRY(rc_mla_create(be, m, false, e->num.dt, e->chunk_rows, &e->mla_x));
     RC_TRY(be->ops->alloc(be, fl, &e->kv_x.k));
     RC_TRY(be->ops->alloc(be, fl, &e->kv_x.v));
@@ -1178,7 +1184,6 @@ static rc_status mla_x_create(rc_engine *e, const rc_model *m, int64_t n_slots, 
     }
     RC_TRY(be->ops->alloc(be, 3 * e->chunk_rows * c->n_heads * c->v_head_dim, &e->mla_mix));
     /* a layer split: each other device's own scratch, row mix and cache of its layers (stage_fields swaps them) */
-    const int64_t per_layer = n / (c->n_layers > 0 ? c->n_layers : 1);
     for (int g = 1; g < e->n_stages; g++) {
         struct rc_engine_stage *st = &e->stage[g];
         const int64_t nd = per_layer * (e->stage_l0[g + 1] - e->stage_l0[g]);

@@ -29,6 +29,10 @@ bool rc_cuda_compiled(void);
  * refused). RC_ERR_DEVICE with the reason when no device is usable. */
 rc_status rc_backend_cuda_create(rc_kernels kernels, rc_backend **out);
 
+/* Device dev's free and total memory in bytes (cudaMemGetInfo on it; the current device is left as it
+ * was): what the run's automatic GPU count compares the estimate with. */
+rc_status rc_cuda_mem_info(int dev, size_t *free_b, size_t *total_b);
+
 /* The message the backend gives for a failed CUDA call (cuda_error, when
  * cublas_status is 0) or cuBLAS call (cublas_status): lets the CPU test suite
  * check the error path without a device. */

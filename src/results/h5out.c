@@ -36,6 +36,8 @@
  *                           /reference/logprob holds its values)
  *   backend           str   "cpu" or "cuda"
  *   device            str   the GPU's name, compute capability and memory ("" on the CPU)
+ *   gpu_split         str   the GPUs the layers ran on and why ("2 GPUs, layers 0-15,
+ *                           16-31 (automatic: ...)"; "" on the CPU); absent in older files
  *   created           str   ISO 8601 UTC time stamp
  *   threads, seed, top_k, samples, batch, forward_batch       i64
  *   num_prompts (P), num_sequences (S), gen_len (T)            i64

@@ -697,6 +697,10 @@ void rc_print_table(const rc_results *r, const char *out_path, int gates, unsign
         rc_term_str(stdout, r->backend);
         printf(": ");
         rc_term_str(stdout, r->device);
+        if (r->gpu_split[0]) {
+            printf(", ");
+            rc_term_str(stdout, r->gpu_split);
+        }
         putchar('\n');
     }
     if (logged) /* the file's temperature, top-k and top-p: in the sampler's text */

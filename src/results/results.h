@@ -433,6 +433,7 @@ struct rc_results {
     char trainer[160];
     char backend[16];    /* "cpu" or "cuda" */
     char device[128];    /* the GPU ("NVIDIA H200 (sm_90, 140 GiB)"); "" on the CPU */
+    char gpu_split[192]; /* the GPUs the layers ran on ("2 GPUs, layers 0-15, 16-31 (automatic: ...)"); "" on the CPU */
     char created[32];    /* ISO 8601 UTC */
     int64_t threads, seed, top_k, samples, batch, forward_batch;
     double temperature, top_p;

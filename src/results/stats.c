@@ -39,6 +39,8 @@ const rc_setting rc_settings[] = {
     SET("backend", "backend", RC_SET_TEXT, backend, sizeof(((rc_results *)0)->backend), false),
     /* files before the CUDA backend have no device */
     SET("device", "device", RC_SET_TEXT, device, sizeof(((rc_results *)0)->device), true),
+    /* the GPUs the layers ran on and why (files before it have none) */
+    SET("gpu_split", "gpu_split", RC_SET_TEXT, gpu_split, sizeof(((rc_results *)0)->gpu_split), true),
     SET("created", "created", RC_SET_TEXT, created, sizeof(((rc_results *)0)->created), false),
     SET("threads", "threads", RC_SET_I64, threads, 0, false),
     SET("seed", "seed", RC_SET_I64, seed, 0, false),

@@ -140,10 +140,27 @@ static inline void rck_shim_bad(const char *call, const char *what, const void *
 
 static const size_t k_shim_total = (size_t)1 << 34; // "16 GiB"
 
+// device dev's memory: RCK_SHIM_MEMORY_BYTES where set (for every device, or RCK_SHIM_MEMORY_DEVICE's only), else
+// the environment's RCK_SHIM_MEMORY (the CLI over the host build: bytes per device, comma-separated, the last one
+// for the devices after it), else 16 GiB
 static inline size_t shim_budget(int dev)
 {
     long long b = rck_shim_get(RCK_SHIM_MEMORY_BYTES), only = rck_shim_get(RCK_SHIM_MEMORY_DEVICE);
-    return b > 0 && (only == 0 || only == dev + 1) ? (size_t)b : k_shim_total;
+    if (b > 0)
+        return only == 0 || only == dev + 1 ? (size_t)b : k_shim_total;
+    const char *env = getenv("RCK_SHIM_MEMORY");
+    long long v = 0;
+    for (int d = 0; env && *env && d <= dev; d++) {
+        char *end = nullptr;
+        const long long x = strtoll(env, &end, 10);
+        if (end == env)
+            break;
+        v = x;
+        env = *end == ',' ? end + 1 : end;
+        if (*end != ',')
+            break;
+    }
+    return v > 0 ? (size_t)v : k_shim_total;
 }
 
 static inline bool rck_shim_check_current(const char *call, const char *what, const void *p, size_t bytes)
