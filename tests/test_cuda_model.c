@@ -487,10 +487,10 @@ START_TEST(test_moe_asstored_twin)
 END_TEST
 
 /* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
- * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
- * random fp32 weights, written into dir (config.json, model.safetensors):
- * what block weights need, which no fixture has. */
-static void write_block_model(const char *dir)
+ * 64, 2 KV heads, intermediate 256, vocab 128, `layers` layers (1 to 3), tied
+ * embeddings), random fp32 weights, written into dir (config.json,
+ * model.safetensors): what block weights need, which no fixture has. */
+void write_block_model_n(const char *dir, int layers)
 {
     static const char *const kinds[] = {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
                                         "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -498,24 +498,26 @@ static void write_block_model(const char *dir)
     static const int64_t shapes[][2] = {{128, 0}, {128, 0}, {128, 128}, {128, 128}, {128, 128},
                                         {128, 128}, {256, 128}, {256, 128}, {128, 256}};
     char path[4200], name[96], *hdr = malloc(1 << 14);
-    ck_assert(hdr != NULL);
+    ck_assert(hdr != NULL && layers >= 1 && layers <= 3);
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     ck_assert(f != NULL);
     fputs("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 128, "
           "\"intermediate_size\": 256, \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"head_dim\": 64, "
-          "\"num_hidden_layers\": 2, \"vocab_size\": 128, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+          "\"num_hidden_layers\": ", f);
+    fprintf(f, "%d", layers);
+    fputs(", \"vocab_size\": 128, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
           "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": true, "
           "\"attention_bias\": false, \"mlp_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n", f);
     ck_assert(fclose(f) == 0);
     /* the tensors in header order: embedding, the layers', the final norm */
     int64_t n_t = 0, off = 0, sizes[32];
     size_t h = (size_t)snprintf(hdr, 1 << 14, "{");
-    for (int t = -1; t <= 2 * 9; t++) {
+    for (int t = -1; t <= layers * 9; t++) {
         int64_t r, c;
         if (t < 0)
             snprintf(name, sizeof name, "model.embed_tokens.weight"), r = 128, c = 128;
-        else if (t == 18)
+        else if (t == layers * 9)
             snprintf(name, sizeof name, "model.norm.weight"), r = 128, c = 0;
         else
             snprintf(name, sizeof name, "model.layers.%d.%s.weight", t / 9, kinds[t % 9]), r = shapes[t % 9][0],
@@ -549,6 +551,8 @@ static void write_block_model(const char *dir)
     ck_assert(fclose(f) == 0);
     free(hdr);
 }
+
+static void write_block_model(const char *dir) { write_block_model_n(dir, 2); }
 
 /* --sampler weights=fp8 on this backend, whole model: the full forward of a
  * GQA fixture (llama_gqa; block weights: write_block_model's Llama, whose
