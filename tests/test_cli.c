@@ -146,6 +146,55 @@ START_TEST(test_inspect)
 END_TEST
 
 
+/* inspect --weights: the sampler's fp8 copies in the GPU estimate, each layer's on its GPU.
+ * --weights as-stored on the DeepSeek-V3 FP8 checkpoint and --weights fp8 on llama_gqa, --gpus 2 with the
+ * split 1,2: the two GPUs' weights add up to the one-GPU estimate's, and each GPU's weights exceed the plain
+ * run's on the same split (its layers' copies are its own, not all on GPU 0); refused by name (exit 2):
+ * as-stored on a checkpoint that is not FP8, fp8 in fp32 */
+static void inspect_weights_json(const char *args, int64_t *one, int64_t split[2])
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "inspect --json --no-speed --dtype bf16 %s", args);
+    ck_assert_msg(run(cmd) == 0, "%s: %s", cmd, g_err);
+    json_error_t err;
+    json_t *j = json_loads(g_out, 0, &err);
+    ck_assert_msg(j != NULL, "%s: %s", cmd, err.text);
+    json_t *dm = json_object_get(j, "device_memory"), *sp = json_object_get(dm, "split");
+    ck_assert(dm && json_array_size(sp) == 2);
+    *one = json_integer_value(json_object_get(dm, "weights_bytes"));
+    for (size_t d = 0; d < 2; d++)
+        split[d] = json_integer_value(json_object_get(json_array_get(sp, d), "weights_bytes"));
+    json_decref(j);
+}
+
+START_TEST(test_inspect_fp8_split)
+{
+    static const char *const cases[][2] = {{"data/fixtures/moe_fp8/deepseek_v3_fp8", "as-stored"},
+                                           {"data/fixtures/llama_gqa", "fp8"}};
+    for (size_t i = 0; i < 2; i++) {
+        char args[512];
+        int64_t one8, sp8[2], one0, sp0[2];
+        snprintf(args, sizeof args, "--model %s --gpus 2 --layer-split 1,2 --weights %s", cases[i][0], cases[i][1]);
+        inspect_weights_json(args, &one8, sp8);
+        ck_assert_ptr_nonnull(strstr(g_out, cases[i][1][0] == 'a' ? "\"weights\": \"as-stored\"" : "\"weights\": \"fp8\""));
+        snprintf(args, sizeof args, "--model %s --gpus 2 --layer-split 1,2", cases[i][0]);
+        inspect_weights_json(args, &one0, sp0);
+        printf("inspect --weights %s %s --gpus 2 (1,2): GPU weights %lld + %lld bytes (plain %lld + %lld), one GPU "
+               "%lld\n", cases[i][1], cases[i][0], (long long)sp8[0], (long long)sp8[1], (long long)sp0[0],
+               (long long)sp0[1], (long long)one8);
+        ck_assert_int_eq(sp8[0] + sp8[1], one8);
+        ck_assert(one8 > one0);
+        ck_assert(sp8[0] > sp0[0] && sp8[1] > sp0[1]);
+    }
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --weights as-stored --no-speed"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "is not an FP8 checkpoint"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --weights fp8 --dtype fp32 --no-speed"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "weights=fp8 needs dtype=bf16 or fp16"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --weights int4 --no-speed"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--weights int4: dtype, fp8 or as-stored"));
+}
+END_TEST
+
 /* Every command's --help comes from its option table: the usage line, then
  * each option with its help text; an unknown option is exit 2 */
 START_TEST(test_command_help_tables)
@@ -1355,6 +1404,7 @@ int main(void)
     tcase_add_test(tc, test_inspect);
     tcase_add_test(tc, test_command_help_tables);
     tcase_add_test(tc, test_inspect_errors);
+    tcase_add_test(tc, test_inspect_fp8_split);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("run");
     tcase_add_checked_fixture(tr, run_setup, run_teardown);

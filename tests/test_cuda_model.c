@@ -488,15 +488,18 @@ START_TEST(test_moe_asstored_twin)
 END_TEST
 
 /* A Llama whose every GEMM size is a multiple of 128 (hidden 128, 2 heads of
- * 64, 2 KV heads, intermediate 256, vocab 128, 2 layers, tied embeddings),
- * random fp32 weights, written into dir (config.json, model.safetensors):
- * what block weights need, which no fixture has. */
-static void write_block_model(const char *dir)
+ * 64, 2 KV heads, intermediate 256, vocab 128, `layers` layers (1 to 3), tied
+ * embeddings), random fp32 weights, written into dir (config.json,
+ * model.safetensors): what block weights need, which no fixture has. */
+void write_block_model_n(const char *dir, int layers)
 {
+    ck_assert(layers >= 1 && layers <= 3);
     const rc_test_llama s = {.hidden = 128, .intermediate = 256, .heads = 2, .kv_heads = 2, .head_dim = 64,
-                             .layers = 2, .vocab = 128, .tied = true, .scale = 0.15f};
+                             .layers = layers, .vocab = 128, .tied = true, .scale = 0.15f};
     rc_test_write_llama(dir, &s);
 }
+
+static void write_block_model(const char *dir) { write_block_model_n(dir, 2); }
 
 /* --sampler weights=fp8 on this backend, whole model: the full forward of a
  * GQA fixture (llama_gqa; block weights: write_block_model's Llama, whose

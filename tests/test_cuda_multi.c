@@ -204,7 +204,7 @@ START_TEST(test_multi_gpu_bitwise)
 END_TEST
 
 /* What a split refuses, by name: a split that does not add up to the model's layers, a GPU without a layer,
- * more GPUs than layers, a hybrid model, fp8 weights */
+ * more GPUs than layers, a hybrid model (the CUDA backend runs none, on one GPU or several) */
 START_TEST(test_multi_gpu_refused)
 {
     if (!have_devices(2))
@@ -225,11 +225,6 @@ START_TEST(test_multi_gpu_refused)
     ck_assert_int_eq(rc_engine_create(m, be, &num, 2, 8, 16, &e), RC_ERR_USAGE);
     ck_assert_ptr_nonnull(strstr(rc_last_error(), "GPU 1 gets 0 layers"));
     be->layer_split[0] = 0;
-    num.wq.kind = RC_WQ_FP8;
-    ck_assert_int_eq(rc_engine_create(m, be, &num, 2, 8, 16, &e), RC_ERR_UNSUPPORTED);
-    printf("%-10s refused: %s\n", TEST_NAME, rc_last_error());
-    ck_assert_ptr_nonnull(strstr(rc_last_error(), "fp8 weights"));
-    num.wq.kind = RC_WQ_NONE;
     int64_t l0[RC_MAX_DEVICES + 1];
     ck_assert_int_eq(rc_layer_split(m, &num, RC_KERNELS_ENGINE, 4, NULL, 2, 8, 16, l0, NULL, NULL, NULL),
                      RC_ERR_USAGE);
@@ -242,6 +237,209 @@ START_TEST(test_multi_gpu_refused)
     ck_assert_ptr_nonnull(strstr(rc_last_error(), "CPU backend"));
     rc_model_free(m);
     rc_backend_destroy(be);
+}
+END_TEST
+
+/* fp8 weights over a split: weights=as-stored on DeepSeek-V3's FP8 block checkpoint (latent attention, a dense
+ * first layer, two MoE layers whose experts run the fused FP8 path) and weights=fp8 on dense Llamas -- per
+ * tensor with per-token activations and per channel weight-only (W8A16: the layers' weights replaced by
+ * the dequantized copies) on llama_gqa, 128 x 128 blocks on a 3-layer Llama whose GEMM sizes are multiples
+ * of 128 (write_block_model_n) -- in bf16 with engine and with invariant kernels (_i: case, then kernels) */
+typedef struct {
+    const char *fixture; /* NULL: the block Llama */
+    rc_wq_numerics wq;
+    const char *label;
+} fp8_case;
+static const fp8_case k_fp8_cases[] = {
+    {"moe_fp8/deepseek_v3_fp8", {RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN}, "as-stored"},
+    {"llama_gqa", {RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN}, "fp8 tensor/token"},
+    {"llama_gqa", {RC_WQ_FP8, RC_WSCALE_CHANNEL, RC_ACTQ_NONE}, "fp8 channel/none"},
+    {NULL, {RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN}, "fp8 block/group"},
+};
+#define N_FP8 ((int)(sizeof k_fp8_cases / sizeof k_fp8_cases[0]))
+
+static rc_model *fp8_case_model(const fp8_case *fc)
+{
+    char dir[4096], tmp[64] = "";
+    if (fc->fixture) {
+        rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", fc->fixture);
+    } else {
+        ck_assert(rc_test_mkdtemp(tmp, sizeof tmp, "/tmp/rc_test_multi_fp8_") != NULL);
+        write_block_model_n(tmp, 3);
+        snprintf(dir, sizeof dir, "%s", tmp);
+    }
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    if (tmp[0])
+        rc_test_rm_rf(tmp);
+    return m;
+}
+
+#ifdef RC_TEST_EMULATE
+/* the bytes an engine allocates on each of n devices at its creation (the device memory it holds before any
+ * call: weights, fp8 copies, KV cache, buffers) */
+static void created_bytes(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
+                          long long *out)
+{
+    rck_shim_reset();
+    rc_backend *be = backend_n(k, n, split);
+    long long before[RC_MAX_DEVICES];
+    for (int d = 0; d < n; d++)
+        before[d] = rck_shim_device_bytes(d);
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, num, MB, MT, MB * MT, &e) == RC_OK, "%s", rc_last_error());
+    for (int d = 0; d < n; d++)
+        out[d] = rck_shim_device_bytes(d) - before[d];
+    rc_engine_free(e);
+    rc_backend_destroy(be);
+}
+#endif
+
+/* every full-forward and decode log-prob over 2 devices (the default split, and L - 1, 1 and 1, L - 1 where
+ * they differ from it) and 3 (1, 1, L - 2)
+ * bitwise the one device's; in the host build every device held memory and no pointer strayed (each layer's
+ * fp8 copies and scratch are its device's: a kernel or cuBLAS call reading another device's memory is one
+ * counted line there), and with the split L - 1, 1 what the fp8 weights add on each device -- the engine's
+ * bytes with them less without -- is positive and at most what rc_layer_split's estimate adds there */
+START_TEST(test_multi_gpu_fp8)
+{
+    const fp8_case *fc = &k_fp8_cases[_i % N_FP8];
+    const bool inv = _i >= N_FP8;
+    if (!have_devices(3) && !have_devices(2))
+        return;
+    rc_model *m = fp8_case_model(fc);
+    const int64_t L = m->cfg.n_layers, V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    ck_assert_int_ge(L, 3);
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    num.wq = fc->wq;
+    const rc_kernels k = inv ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
+    multi_result one;
+    multi_run(m, &num, k, 1, NULL, &one, NULL);
+    int count = 3;
+#ifndef RC_TEST_EMULATE
+    char devname[256];
+    ck_assert(rc_cuda_probe(&count, devname, sizeof devname) == RC_OK);
+#endif
+    struct {
+        int n;
+        int64_t split[3];
+    } cases[] = {{2, {0}}, {2, {L - 1, 1}}, {2, {1, L - 1}}, {3, {1, 1, L - 2}}};
+    int64_t even1 = 0; /* the default split's layers on device 0: the given 2-device split equal to it is skipped */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c].n > count || (c > 0 && cases[c].n == 2 && cases[c].split[0] == even1))
+            continue;
+        multi_result r;
+#ifdef RC_TEST_EMULATE
+        rck_shim_reset();
+#endif
+        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
+        char split[64] = "";
+        for (int d = 0; d < cases[c].n; d++)
+            snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
+                     (long long)(r.split[d + 1] - r.split[d]));
+#ifdef RC_TEST_EMULATE
+        for (int d = 0; d < cases[c].n; d++)
+            ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", fc->label, d);
+        ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
+        ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
+#endif
+        if (cases[c].split[0])
+            for (int d = 0; d < cases[c].n; d++)
+                ck_assert_int_eq(r.split[d + 1] - r.split[d], cases[c].split[d]);
+        if (c == 0)
+            even1 = r.split[1];
+        ck_assert_msg(memcmp(one.full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
+                      fc->label, cases[c].n, split);
+        ck_assert_msg(memcmp(one.dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
+                      fc->label, cases[c].n, split);
+        printf("%-10s %-24s %-16s %s %d devices, layers %-6s: bitwise\n", TEST_NAME,
+               fc->fixture ? fc->fixture : "block llama (3 layers)", fc->label,
+               inv ? "bf16 invariant" : "bf16 engine", cases[c].n, split);
+        multi_free(&r);
+    }
+    multi_free(&one);
+#ifdef RC_TEST_EMULATE
+    /* where the copies are, against the estimate: the same split (L - 1, 1) with and without fp8 weights */
+    const int64_t sp[2] = {L - 1, 1};
+    rc_numerics plain = num;
+    plain.wq = (rc_wq_numerics){0};
+    long long got8[2], got0[2];
+    created_bytes(m, &num, k, 2, sp, got8);
+    created_bytes(m, &plain, k, 2, sp, got0);
+    int64_t l0[RC_MAX_DEVICES + 1], b8[2], b0[2];
+    ck_assert_msg(rc_layer_split(m, &num, k, 2, sp, MB, MT, MB * MT, l0, b8, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    ck_assert_msg(rc_layer_split(m, &plain, k, 2, sp, MB, MT, MB * MT, l0, b0, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int d = 0; d < 2; d++) {
+        const long long meas = got8[d] - got0[d], est = (long long)(b8[d] - b0[d]);
+        printf("%-10s %-16s layers %lld,%lld: device %d holds %lld bytes more with fp8 weights, estimate %lld\n",
+               TEST_NAME, fc->label, (long long)sp[0], (long long)sp[1], d, meas, est);
+        ck_assert_msg(meas > 0 && meas <= est, "%s: device %d: %lld bytes measured, %lld estimated", fc->label, d, meas,
+                      est);
+    }
+#endif
+    rc_model_free(m);
+}
+END_TEST
+
+/* inspect --gpus N on the hybrid models (qnext_hybrid, q35_moe; _i): each device's share of the estimate holds
+ * the KV cache of its attention layers and the conv and recurrent states of its linear-attention layers. The
+ * attention layers' KV caches add up to the one-device estimate's, each a layer's share; moving the boundary
+ * of a 2-device split by one layer moves that layer's bytes from device 1 to device 0, and when it is a
+ * linear-attention layer, its states: n_slots x (conv channels x kernel + value heads x key dim x value dim)
+ * floats, computed from the config. (The CUDA backend runs no hybrid model: this is the estimate only.) */
+START_TEST(test_multi_gpu_hybrid_estimate)
+{
+    static const char *const names[] = {"qnext_hybrid", "q35_moe"};
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", names[_i]);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const rc_config *c = &m->cfg;
+    const int64_t L = c->n_layers, slots = 3, len = 16, rows = 48;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    int64_t n_att = 0, n_lin = 0;
+    for (int64_t l = 0; l < L; l++) {
+        n_lin += rc_layer_is_linear(c, l);
+        n_att += !rc_layer_is_linear(c, l);
+    }
+    ck_assert(n_lin > 0 && n_att > 0 && L >= 3);
+    const int64_t per_state = slots *
+                              (rc_dim_value(c, RC_DIM_LCONV) * c->lin_conv_k + c->lin_hv * c->lin_dk * c->lin_dv) * 4;
+    int64_t l0[RC_MAX_DEVICES + 1], b1[1], w1[1], k1[1];
+    ck_assert_msg(rc_layer_split(m, &num, RC_KERNELS_ENGINE, 1, NULL, slots, len, rows, l0, b1, w1, k1) == RC_OK,
+                  "%s", rc_last_error());
+    int64_t prev_b[2] = {0, 0}, prev_w[2] = {0, 0};
+    for (int64_t a = 1; a < L; a++) {
+        const int64_t sp[2] = {a, L - a};
+        int64_t b[2], w[2], kv[2];
+        ck_assert_msg(rc_layer_split(m, &num, RC_KERNELS_ENGINE, 2, sp, slots, len, rows, l0, b, w, kv) == RC_OK,
+                      "%s", rc_last_error());
+        ck_assert_int_eq(w[0] + w[1], w1[0]);
+        ck_assert_int_eq(kv[0] + kv[1], k1[0]);
+        int64_t att0 = 0;
+        for (int64_t l = 0; l < a; l++)
+            att0 += !rc_layer_is_linear(c, l);
+        ck_assert_int_eq(kv[0], k1[0] / n_att * att0);
+        if (a > 1) { /* layer a - 1 moved from device 1 to device 0 */
+            const int64_t lin = rc_layer_is_linear(c, a - 1) ? per_state : 0;
+            const int64_t kvl = rc_layer_is_linear(c, a - 1) ? 0 : k1[0] / n_att, wl = w[0] - prev_w[0];
+            ck_assert_int_eq(prev_w[1] - w[1], wl);
+            ck_assert_int_eq(b[0] - prev_b[0], wl + kvl + lin);
+            ck_assert_int_eq(prev_b[1] - b[1], wl + kvl + lin);
+        }
+        printf("%-10s %s --gpus 2 layers %lld,%lld: %lld + %lld bytes (KV %lld + %lld), one GPU %lld\n", TEST_NAME,
+               names[_i], (long long)sp[0], (long long)sp[1], (long long)b[0], (long long)b[1], (long long)kv[0],
+               (long long)kv[1], (long long)b1[0]);
+        prev_b[0] = b[0];
+        prev_b[1] = b[1];
+        prev_w[0] = w[0];
+        prev_w[1] = w[1];
+    }
+    rc_model_free(m);
 }
 END_TEST
 
@@ -744,15 +942,53 @@ START_TEST(test_multi_gpu_auto_cli)
     rc_test_rm_rf(pdir);
 }
 END_TEST
+
+/* fp8 weights through the CLI over 2 fake devices: weights=as-stored on the DeepSeek-V3 FP8 checkpoint and
+ * weights=fp8 (per tensor) on the bundled model, --gpus 2 (and an odd --layer-split) give one GPU's statistics
+ * to the digit */
+START_TEST(test_multi_gpu_fp8_cli)
+{
+    static const struct {
+        const char *args, *splits[2];
+    } runs[] = {
+        {"--model data/fixtures/moe_fp8/deepseek_v3_fp8 --prompts data/fixtures/moe_fp8/prompts.ids --len 4,8 "
+         "--samples 2 --sampler weights=as-stored",
+         {"--gpus 2", "--gpus 2 --layer-split 1,2"}},
+        {"--num-prompts 3 --len 4,8 --samples 2 --sampler weights=fp8", {"--gpus 2", "--gpus 2 --layer-split 5,1"}},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, "%s -q --backend cuda --json --out none --dtype bf16", runs[i].args);
+        ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s: %s", args, g_out);
+        char *one = stats_of(g_out);
+        ck_assert_ptr_null(strstr(one, "\"std\": 0,"));
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args, "%s -q --backend cuda --json --out none --dtype bf16 %s", runs[i].args,
+                     runs[i].splits[k]);
+            ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s: %s", args, g_out);
+            ck_assert_ptr_nonnull(strstr(g_out, "\"device\": \"2 x host emulation"));
+            char *got = stats_of(g_out);
+            ck_assert_msg(!strcmp(got, one), "%s:\n%s\none GPU:\n%s", args, got, one);
+            printf("%-10s CLI %s %s: the statistics of one GPU to the digit\n", TEST_NAME,
+                   strstr(runs[i].args, "--sampler"), runs[i].splits[k]);
+            free(got);
+        }
+        free(one);
+    }
+}
+END_TEST
 #endif
 
 void multi_tests(TCase *tc)
 {
     tcase_add_loop_test(tc, test_multi_gpu_bitwise, 0, 2 * N_MULTI);
     tcase_add_test(tc, test_multi_gpu_refused);
+    tcase_add_loop_test(tc, test_multi_gpu_fp8, 0, 2 * N_FP8);
+    tcase_add_loop_test(tc, test_multi_gpu_hybrid_estimate, 0, 2);
 #ifdef RC_TEST_EMULATE
     tcase_add_test(tc, test_multi_gpu_faults);
     tcase_add_test(tc, test_multi_gpu_cli);
+    tcase_add_test(tc, test_multi_gpu_fp8_cli);
     tcase_add_test(tc, test_device_memory_whole);
     tcase_add_test(tc, test_device_memory_mla_engine);
     tcase_add_test(tc, test_multi_gpu_auto);

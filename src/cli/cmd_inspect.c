@@ -28,7 +28,7 @@ static const char *rope_name(rc_rope_type t)
 /* ---- inspect -------------------------------------------------------------- */
 
 typedef struct {
-    const char *model, *dtype;
+    const char *model, *dtype, *weights; /* weights: NULL, dtype, fp8 or as-stored (the sampler's) */
     int64_t batch, seqs, tokens, layers;
     int64_t gpus, layer_split[RC_MAX_DEVICES]; /* --gpus (0: one), --layer-split (n_split counts) */
     int n_split;
@@ -54,6 +54,9 @@ static const opt_spec k_inspect_opts[] = {
      NULL, op_i64, offsetof(inspect_opts, seqs), 1, 1 << 20, 0, 0, 0},
     {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
      offsetof(inspect_opts, tokens), 1, RC_LIM_POS, 0, 0, 0},
+    {"weights", 0, "dtype|fp8|as-stored", "the sampler's linear weights, as --sampler weights=:\nfp8 quantized "
+     "(per-tensor scales) or an FP8 checkpoint's\nas stored; their copies are counted (default dtype)", NULL, op_path,
+     offsetof(inspect_opts, weights), 0, 0, 0, 0, 0},
     {"gpus", 0, "N", "the GPU memory of a run with --gpus N: each GPU's share\nof the layer split (default 1)", NULL,
      op_i64, offsetof(inspect_opts, gpus), 1, RC_MAX_DEVICES, 0, 0, 0},
     {"layer-split", 0, "LIST", "layers per GPU, as run --layer-split (default: even by\nweight bytes)", NULL,
@@ -152,6 +155,24 @@ static rc_status estimate_speed(const rc_config *k, int64_t batch, rc_dtype dt, 
 }
 
 
+/* --weights: the sampler's fp8 weights in num (weights=fp8: its default per-tensor scales and per-token
+ * activations; as-stored: an FP8 checkpoint's block codes and scales), checked as a run checks them */
+static rc_status inspect_weights(const rc_model *m, const char *v, rc_numerics *num)
+{
+    if (!v || !strcmp(v, "dtype"))
+        return RC_OK;
+    if (!strcmp(v, "fp8"))
+        num->wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN};
+    else if (!strcmp(v, "as-stored"))
+        num->wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+    else
+        return rc_errorf(RC_ERR_USAGE, "--weights %s: dtype, fp8 or as-stored", v);
+    if (num->wq.kind == RC_WQ_STORED && strcmp(m->quant_method, "fp8") != 0)
+        return rc_errorf(RC_ERR_USAGE, "--weights as-stored: %s is not an FP8 checkpoint (its config.json has no "
+                         "quantization_config with quant_method fp8)", m->dir);
+    return rc_fp8w_supported(&m->cfg, num);
+}
+
 int cmd_inspect(int argc, char **argv, const char *cmdline)
 {
     inspect_opts io = {.dtype = "bf16", .batch = 32, .seqs = 64, .tokens = 256};
@@ -181,6 +202,8 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         num.mla_absorbed = num.mla_prefill_expanded = true;
     rc_engine_mem em;
     st = rc_dtype_parse_cli(io.dtype, &num.dt);
+    if (st == RC_OK)
+        st = inspect_weights(m, io.weights, &num);
     if (st == RC_OK) /* as a run in this dtype holds the model's load-time copies */
         st = rc_model_narrow(m, num.dt);
     if (st != RC_OK) {
@@ -252,6 +275,8 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                k->pos == RC_POS_ROTARY ? "rotary" : k->pos == RC_POS_ALIBI ? "alibi" : "learned",
                k->norm_head ? "true" : "false");
         rc_json_str(stdout, m->stored_dtype);
+        if (num.wq.kind != RC_WQ_NONE) /* --weights: the sampler's fp8 copies are in the estimates below */
+            printf(", \"weights\": \"%s\"", num.wq.kind == RC_WQ_STORED ? "as-stored" : "fp8");
         printf(", \"memory\": {\"dtype\": \"%s\", \"batch\": %lld, \"seqs\": %lld, \"tokens\": %lld, "
                "\"model_bytes\": %lld, \"weights_copy_bytes\": %lld, \"kv_cache_bytes\": %lld, "
                "\"activation_bytes\": %lld, \"total_bytes\": %lld}",
@@ -440,10 +465,13 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                    (long long)q->tensors, (double)q->code_bytes / mib, (double)q->scale_bytes / mib,
                    (double)q->deq_bytes / mib);
         }
-        printf("memory         %.2f GiB for a %s run, %lld sequences decoded and %lld re-scored together, "
+        printf("memory         %.2f GiB for a %s run%s, %lld sequences decoded and %lld re-scored together, "
                "%lld tokens each:\n",
-               (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt), (long long)io.batch, (long long)io.seqs,
-               (long long)io.tokens);
+               (double)(model_bytes + em.total) / gib, rc_dtype_str(num.dt),
+               num.wq.kind == RC_WQ_STORED ? " with the stored fp8 weights"
+               : num.wq.kind == RC_WQ_FP8  ? " with fp8 weights"
+                                           : "",
+               (long long)io.batch, (long long)io.seqs, (long long)io.tokens);
         printf("               weights %.2f GiB (the checkpoint's, read in place or copied at load) + %.2f GiB "
                "(rounded to %s), KV cache %.2f GiB, activations %.2f GiB",
                (double)model_bytes / gib, (double)em.weights_copy / gib, rc_dtype_str(num.dt), (double)em.kv_cache / gib,

@@ -921,6 +921,50 @@ static void stage_free(rc_engine *e, struct rc_engine_stage *st)
             be->ops->free(be, bufs[i]);
 }
 
+/* A layer split's estimate under fp8 weights: each layer's quantized copies (rc_fp8w_layer_bytes) added to
+ * its bytes lb[l] (they live on the layer's device); *scratch, the W8A8 scratch of `rows` rows each device
+ * holds (bytes). false on overflow. */
+static bool split_fp8_bytes(const rc_config *c, const rc_numerics *num, int64_t rows, int64_t *lb, int64_t *scratch)
+{
+    int64_t fw, t;
+    *scratch = 0;
+    if (num->wq.kind == RC_WQ_NONE)
+        return true;
+    if (!rc_fp8w_bytes(c, num, false, rows, &fw, scratch))
+        return false;
+    for (int64_t l = 0; lb && l < c->n_layers; l++)
+        if (!rc_fp8w_layer_bytes(c, num, false, l, &t) || !rc_add_i64(lb[l], t, &lb[l]))
+            return false;
+    return true;
+}
+
+/* A hybrid model's share of device d in a layer split l0 over n_dev devices: *kv, the KV cache of its attention
+ * layers; *extra, the conv and recurrent states of its linear-attention layers (device 0: and the slots'
+ * counters) and, on the devices past 0, their own linear-attention scratch (device 0's is in all's
+ * activations). One device: all's KV and state caches. false on overflow. */
+static bool split_hybrid_share(const rc_config *c, const rc_engine_mem *all, int64_t n_slots, int64_t max_rows,
+                               int n_dev, const int64_t *l0, int d, int64_t *kv, int64_t *extra)
+{
+    *kv = all->kv_cache;
+    *extra = all->state_cache;
+    if (n_dev == 1)
+        return true;
+    const int64_t nl = linear_layers(c), na = c->n_layers - nl;
+    int64_t lin = 0, att = 0, st_n, sc_n, t;
+    for (int64_t l = l0[d]; l < l0[d + 1]; l++) {
+        lin += rc_layer_is_linear(c, l);
+        att += !rc_layer_is_linear(c, l);
+    }
+    /* (every layer linear: the one unused KV layer the engine sizes is device 0's) */
+    *kv = na > 0 ? all->kv_cache / na * att : d == 0 ? all->kv_cache : 0;
+    if (!hybrid_sizes(c, n_slots, max_rows, &st_n, &sc_n))
+        return false;
+    const int64_t counters = st_n > 0 ? 8 * n_slots : 0;
+    *extra = nl > 0 ? (all->state_cache - counters) / nl * lin : 0;
+    return rc_add_i64(*extra, d == 0 ? counters : 0, extra) &&
+           (d == 0 || (rc_mul_i64(4, sc_n, &t) && rc_add_i64(*extra, t, extra)));
+}
+
 rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels kernels, int n_dev,
                          const int64_t *given, int64_t n_slots, int64_t max_len, int64_t max_rows, int64_t *l0,
                          int64_t *bytes, int64_t *weights, int64_t *kv)
@@ -933,12 +977,6 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
     l0[n_dev] = L;
     if (n_dev == 1 && !bytes && !weights && !kv)
         return RC_OK;
-    if (n_dev > 1 && (linear_layers(c) > 0 || c->attn_out_gate))
-        return rc_errorf(RC_ERR_UNSUPPORTED, "--gpus %d: %s: hybrid linear-attention models run on the CPU backend "
-                         "only", n_dev, c->model_type);
-    if (n_dev > 1 && num->wq.kind != RC_WQ_NONE)
-        return rc_errorf(RC_ERR_UNSUPPORTED, "--gpus %d: fp8 weights (weights=fp8 / as-stored fp8) are not split "
-                         "over several GPUs yet; use --gpus 1", n_dev);
     if (n_dev > L)
         return rc_errorf(RC_ERR_USAGE, "--gpus %d: the model runs %lld layers, and each GPU holds at least one",
                          n_dev, (long long)L);
@@ -972,6 +1010,11 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
                    .router_dt = router_gate_dt(c, num)};
     place_all(&x, &plan);
     free(layers);
+    int64_t fp8_scratch = 0; /* fp8 weights: each layer's copies with its bytes */
+    if (!split_fp8_bytes(c, num, 1, lb, &fp8_scratch)) {
+        free(lb);
+        return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+    }
     int64_t layer_sum = 0;
     for (int64_t l = 0; l < L; l++)
         layer_sum += lb[l];
@@ -1020,14 +1063,21 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
         ok = rc_mla_scratch_size(c, false, z.dims[1][0], &mla_f, &mla_h) && rc_add_i64(other_act, mla_f, &other_act) &&
              rc_mul_i64(3 * z.dims[1][0], c->n_heads * c->v_head_dim, &t) && rc_add_i64(other_act, t, &other_act);
     ok = ok && rc_mul_i64(4, other_act, &other_act);
+    /* fp8 weights: each device's own W8A8 scratch */
+    ok = ok && split_fp8_bytes(c, num, z.dims[1][0], NULL, &fp8_scratch) &&
+         rc_add_i64(other_act, fp8_scratch, &other_act);
+    const bool hybrid = linear_layers(c) > 0 || c->attn_out_gate;
     for (int d = 0; ok && d < n_dev; d++) {
-        int64_t w = d == 0 ? head : 0, k = 0, b = 0;
+        int64_t w = d == 0 ? head : 0, k = 0, b = 0, hy = 0;
         for (int64_t l = l0[d]; l < l0[d + 1]; l++)
             w += lb[l];
         /* (one device: the estimate's own KV cache, a hybrid model's attention layers only) */
         ok = (n_dev == 1 ? (k = all.kv_cache, true) : rc_mul_i64(all.kv_cache / L, l0[d + 1] - l0[d], &k)) &&
              rc_add_i64(w, k, &b) &&
              rc_add_i64(b, d == 0 ? all.activations + all.state_cache : other_act, &b);
+        if (ok && hybrid) /* its attention layers' KV cache, its linear layers' states, its own scratch */
+            ok = split_hybrid_share(c, &all, n_slots, max_rows, n_dev, l0, d, &k, &hy) && rc_add_i64(w, k, &b) &&
+                 rc_add_i64(b, d == 0 ? all.activations : other_act, &b) && rc_add_i64(b, hy, &b);
         if (weights)
             weights[d] = w;
         if (kv)
@@ -1252,9 +1302,6 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = rc_errorf(RC_ERR_UNSUPPORTED, "fp8 weights with fp8 activations (W8A8) under tp=%d are not emulated yet "
                       "(weight-only act=none is)", num->tp);
     e->n_stages = be->n_devices > 1 ? be->n_devices : 1;
-    if (s == RC_OK && e->n_stages > 1 && num->wq.kind != RC_WQ_NONE)
-        s = rc_errorf(RC_ERR_UNSUPPORTED, "--gpus %d: fp8 weights (weights=fp8 / as-stored fp8) are not split over "
-                      "several GPUs yet; use --gpus 1", e->n_stages);
     if (s == RC_OK && e->n_stages > 1 && !(be->ops->set_device && be->ops->copy_peer))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s has no devices to split over", be->ops->name);
     if (s == RC_OK)
@@ -1313,10 +1360,11 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         s = rc_mla_create(be, m, num->mla_absorbed, num->dt, e->chunk_rows, &e->mla);
     if (s == RC_OK)
         s = engine_weights(e);
+    /* (a layer split: each layer's quantized copies on its device, each device its own scratch) */
     if (s == RC_OK && num->wq.kind == RC_WQ_FP8) /* the linear layers quantized from the dtype's weights */
-        s = rc_fp8w_create(be, c, num, e->chunk_rows, &e->w, &e->fp8w);
+        s = rc_fp8w_create_split(be, c, num, e->chunk_rows, &e->w, e->n_stages, e->stage_l0, &e->fp8w);
     else if (s == RC_OK && num->wq.kind == RC_WQ_STORED) /* the checkpoint's fp8 weights and block scales */
-        s = rc_fp8w_create_stored(be, m, num, e->chunk_rows, &e->fp8w);
+        s = rc_fp8w_create_stored_split(be, m, num, e->chunk_rows, e->n_stages, e->stage_l0, &e->fp8w);
     /* a layer split: device 0's KV cache holds its layers only, each other device's its own (stage_create) */
     const int64_t kv_per_layer = e->n_stages > 1 ? kv_n / c->n_layers : 0;
     const int64_t kv_floats0 = e->n_stages > 1 ? kv_per_layer * e->stage_l0[1] : kv_n;

@@ -141,8 +141,61 @@ struct rc_fp8w {
     fp8w_mat *ex;
     int64_t n_ex;
     int64_t rows, kmax, nmax;
-    fp8w_scratch sc;
+    /* a layer split (forward.c): device d holds layers [l0[d], l0[d + 1]) -- their quantized copies -- and its
+     * own scratch sc[d]; n_dev 1: one device, sc[0] */
+    int n_dev;
+    int64_t l0[RC_MAX_DEVICES + 1];
+    fp8w_scratch sc[RC_MAX_DEVICES];
 };
+
+/* the device holding layer l */
+static int dev_of(const rc_fp8w *f, int64_t l)
+{
+    int d = 0;
+    while (d + 1 < f->n_dev && l >= f->l0[d + 1])
+        d++;
+    return d;
+}
+
+/* f's layer split from n_dev and l0 (NULL, or n_dev 1: one device); RC_ERR_INTERNAL for a split that does not
+ * cover the model's layers in order */
+static rc_status split_set(rc_fp8w *f, rc_backend *be, int n_dev, const int64_t *l0)
+{
+    f->n_dev = 1;
+    f->l0[0] = 0;
+    f->l0[1] = f->n_layers;
+    if (!l0 || n_dev <= 1)
+        return RC_OK;
+    if (n_dev > RC_MAX_DEVICES || l0[0] != 0 || l0[n_dev] != f->n_layers || !be->ops->set_device)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 weights: a split over %d devices of %lld layers", n_dev,
+                         (long long)f->n_layers);
+    for (int d = 0; d < n_dev; d++)
+        if (l0[d + 1] <= l0[d])
+            return rc_errorf(RC_ERR_INTERNAL, "fp8 weights: device %d holds no layer", d);
+    f->n_dev = n_dev;
+    memcpy(f->l0, l0, sizeof *l0 * (size_t)(n_dev + 1));
+    return RC_OK;
+}
+
+/* layer l's device made current (a split; one device: nothing to do) */
+static rc_status to_layer_device(rc_fp8w *f, rc_backend *be, int64_t l)
+{
+    return f->n_dev > 1 ? be->ops->set_device(be, dev_of(f, l)) : RC_OK;
+}
+
+static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, int64_t bk,
+                               fp8w_scratch *sc);
+
+/* each device's W8A8 scratch, on it; device 0 current after */
+static rc_status scratch_alloc_all(rc_fp8w *f, rc_backend *be, int64_t bk)
+{
+    for (int d = 0; d < f->n_dev; d++) {
+        if (f->n_dev > 1)
+            RC_TRY(be->ops->set_device(be, d));
+        RC_TRY(scratch_alloc(be, f->rows, f->kmax, f->nmax, bk, &f->sc[d]));
+    }
+    return f->n_dev > 1 ? be->ops->set_device(be, 0) : RC_OK;
+}
 
 static int64_t n_scales(int64_t N, int64_t K, rc_wscale mode)
 {
@@ -429,37 +482,20 @@ static rc_wt *which_wt(rc_layer_weights *L, rc_fp8w_which wh)
                                                          : wh == RC_FP8W_GATE ? &L->w_gate : &L->w_down;
 }
 
-bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *weights,
-                   int64_t *scratch)
+/* The quantized copies of one layer: dense, what every layer holds (weights=as-stored: as the 128 x 128 block
+ * rule with the stored values; the scales of smaller blocks are not counted), and experts, what a MoE layer
+ * holds besides under weights=as-stored (its experts' values and 128 x 128 block scales); scratch, the W8A8
+ * scratch of `rows` rows. false on overflow. */
+static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *dense,
+                        int64_t *experts, int64_t *scratch)
 {
-    *weights = *scratch = 0;
-    if (num->wq.kind == RC_WQ_STORED) { /* as the 128 x 128 block rule with the stored values (the scales of
-                                         * smaller blocks are not counted) */
-        rc_numerics n = *num;
-        n.wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
-        if (!rc_fp8w_bytes(c, &n, host, rows, weights, scratch))
-            return false;
-        /* the experts of the MoE layers: their values and 128 x 128 block scales */
-        int64_t per = 0, t, moe_layers = 0;
-        const int64_t el = host ? 2 : 4;
-        bool ok = true;
-        for (int64_t e = 0; e < n_expert_slots(c); e += c->n_experts)
-            for (int p = 0; p < RC_FP8W_EX_N; p++) {
-                int64_t N, K;
-                char nm[96];
-                expert_part(c, e, (rc_fp8w_expart)p, &N, &K, nm, sizeof nm);
-                const int64_t copies = e < c->n_experts ? c->n_experts : 1;
-                ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) &&
-                     rc_add_i64(t, 4 * ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK), &t) &&
-                     rc_mul_i64(t, copies, &t) && rc_add_i64(per, t, &per);
-            }
-        for (int64_t l = 0; l < c->n_layers; l++)
-            moe_layers += rc_layer_is_moe(c, l);
-        return ok && rc_mul_i64(per, moe_layers, &t) && rc_add_i64(*weights, t, weights);
-    }
-    if (num->wq.kind != RC_WQ_FP8)
+    *dense = *experts = *scratch = 0;
+    rc_wq_numerics wq = num->wq;
+    if (wq.kind == RC_WQ_STORED)
+        wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
+    else if (wq.kind != RC_WQ_FP8)
         return true;
-    int64_t per_layer = 0, kmax = 0, nmax = 0, t;
+    int64_t kmax = 0, nmax = 0, t;
     const int64_t el = host ? 2 : 4; /* a device backend holds fp32 arrays */
     bool ok = true;
     for (int wh = 0; wh < RC_FP8W_N; wh++) {
@@ -468,16 +504,47 @@ bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_
             continue;
         kmax = K > kmax ? K : kmax;
         nmax = N > nmax ? N : nmax;
-        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) && rc_add_i64(per_layer, t, &per_layer) &&
-             rc_add_i64(per_layer, 4 * n_scales(N, K, num->wq.scale), &per_layer);
+        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) && rc_add_i64(*dense, t, dense) &&
+             rc_add_i64(*dense, 4 * n_scales(N, K, wq.scale), dense);
     }
-    ok = ok && rc_mul_i64(per_layer, c->n_layers, weights);
-    if (num->wq.act != RC_ACTQ_NONE) { /* xq, sa, xs (host), part; a device's per-tensor amax of each row */
+    if (wq.act != RC_ACTQ_NONE) { /* xq, sa, xs (host), part; a device's per-tensor amax of each row */
         int64_t f = 0;
         ok = ok && rc_add_i64(kmax, kmax / RC_FP8_BLOCK + 1 + RC_FP8_BLOCK + nmax + 1, &f) &&
              rc_mul_i64(f, rows, &f) && rc_mul_i64(f, 4, scratch);
     }
+    if (num->wq.kind != RC_WQ_STORED)
+        return ok;
+    for (int64_t e = 0; e < n_expert_slots(c); e += c->n_experts)
+        for (int p = 0; p < RC_FP8W_EX_N; p++) {
+            int64_t N, K;
+            char nm[96];
+            expert_part(c, e, (rc_fp8w_expart)p, &N, &K, nm, sizeof nm);
+            const int64_t copies = e < c->n_experts ? c->n_experts : 1;
+            ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) &&
+                 rc_add_i64(t, 4 * ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK), &t) &&
+                 rc_mul_i64(t, copies, &t) && rc_add_i64(*experts, t, experts);
+        }
     return ok;
+}
+
+bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *weights,
+                   int64_t *scratch)
+{
+    int64_t dense, experts, t, moe_layers = 0;
+    *weights = 0;
+    if (!bytes_parts(c, num, host, rows, &dense, &experts, scratch))
+        return false;
+    for (int64_t l = 0; l < c->n_layers; l++)
+        moe_layers += rc_layer_is_moe(c, l);
+    return rc_mul_i64(dense, c->n_layers, weights) && rc_mul_i64(experts, moe_layers, &t) &&
+           rc_add_i64(*weights, t, weights);
+}
+
+bool rc_fp8w_layer_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t l, int64_t *bytes)
+{
+    int64_t experts, scratch;
+    return bytes_parts(c, num, host, 1, bytes, &experts, &scratch) &&
+           rc_add_i64(*bytes, rc_layer_is_moe(c, l) ? experts : 0, bytes);
 }
 
 /* n values of an engine weight (values of the dtype) into the host array
@@ -507,6 +574,12 @@ static rc_status read_weight(rc_backend *be, const rc_wt *W, int64_t n, float *o
 rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
                          rc_fp8w **out)
 {
+    return rc_fp8w_create_split(be, c, num, rows, w, 1, NULL, out);
+}
+
+rc_status rc_fp8w_create_split(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows,
+                               rc_weights *w, int n_dev, const int64_t *l0, rc_fp8w **out)
+{
     *out = NULL;
     rc_fp8w *f = calloc(1, sizeof *f);
     if (!f)
@@ -516,7 +589,9 @@ rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *
     f->dt = num->dt;
     f->n_layers = c->n_layers;
     f->rows = rows;
-    rc_status s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
+    rc_status s = split_set(f, be, n_dev, l0);
+    if (s == RC_OK)
+        s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
     float *wf = NULL, *q = NULL, *sc = NULL;
     int64_t big = 0;
     for (int wh = 0; wh < RC_FP8W_N; wh++) {
@@ -535,6 +610,7 @@ rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *
         s = rc_alloc_aligned((void **)&sc, big, sizeof *sc, "fp8 quantization");
     for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++) {
         rc_layer_weights *L = &w->layers[l];
+        s = to_layer_device(f, be, l); /* the copies on the device of the layer (its weights are read there) */
         /* per tensor, vLLM quantizes a fused layer as one: its merged gate_up_proj shares one amax */
         float gu_amax = 0.0f;
         const bool shared = c->gated_mlp && num->wq.scale == RC_WSCALE_TENSOR;
@@ -564,7 +640,9 @@ rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *
     free(q);
     free(sc);
     if (s == RC_OK && num->wq.act != RC_ACTQ_NONE)
-        s = scratch_alloc(be, rows, f->kmax, f->nmax, RC_FP8_BLOCK, &f->sc);
+        s = scratch_alloc_all(f, be, RC_FP8_BLOCK);
+    else if (s == RC_OK && f->n_dev > 1)
+        s = be->ops->set_device(be, 0);
     if (s != RC_OK) {
         rc_fp8w_free(f);
         return s;
@@ -670,6 +748,12 @@ static rc_status stored_experts_supported(const rc_config *c, rc_dtype dt)
 rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_numerics *num, int64_t rows,
                                 rc_fp8w **out)
 {
+    return rc_fp8w_create_stored_split(be, mdl, num, rows, 1, NULL, out);
+}
+
+rc_status rc_fp8w_create_stored_split(rc_backend *be, const rc_model *mdl, const rc_numerics *num, int64_t rows,
+                                      int n_dev, const int64_t *l0, rc_fp8w **out)
+{
     *out = NULL;
     const rc_config *c = &mdl->cfg;
     if (strcmp(mdl->quant_method, "fp8") != 0 || !mdl->st)
@@ -685,7 +769,9 @@ rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_nu
     f->n_layers = c->n_layers;
     f->rows = rows;
     f->n_ex = n_expert_slots(c);
-    rc_status s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
+    rc_status s = split_set(f, be, n_dev, l0);
+    if (s == RC_OK)
+        s = rc_calloc((void **)&f->m, c->n_layers * RC_FP8W_N, sizeof *f->m, "fp8 layers");
     if (s == RC_OK && f->n_ex > 0)
         s = rc_calloc((void **)&f->ex, c->n_layers * f->n_ex * RC_FP8W_EX_N, sizeof *f->ex, "fp8 experts");
     float *q = NULL, *sc = NULL;
@@ -714,6 +800,7 @@ rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_nu
         s = rc_alloc_aligned((void **)&sc, big, sizeof *sc, "fp8 stored weights");
     for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++) {
         const bool moe = rc_layer_is_moe(c, l);
+        s = to_layer_device(f, be, l); /* the layer's codes and scales on its device */
         /* the slots of this layer: the dense weights, then (MoE layers) every expert's three */
         const int64_t n_slot = RC_FP8W_N + (moe ? f->n_ex * RC_FP8W_EX_N : 0);
         for (int64_t i = 0; s == RC_OK && i < n_slot; i++) {
@@ -753,7 +840,7 @@ rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *mdl, const rc_nu
     free(q);
     free(sc);
     if (s == RC_OK)
-        s = scratch_alloc(be, rows, f->kmax, f->nmax, bk_min > 0 ? bk_min : RC_FP8_BLOCK, &f->sc);
+        s = scratch_alloc_all(f, be, bk_min > 0 ? bk_min : RC_FP8_BLOCK);
     if (s != RC_OK) {
         rc_fp8w_free(f);
         return s;
@@ -772,7 +859,8 @@ void rc_fp8w_free(rc_fp8w *f)
         mat_free(f->be, &f->ex[i]);
     free(f->m);
     free(f->ex);
-    scratch_free(f->be, &f->sc);
+    for (int d = 0; d < RC_MAX_DEVICES; d++)
+        scratch_free(f->be, &f->sc[d]);
     free(f);
 }
 
@@ -788,7 +876,7 @@ rc_status rc_fp8w_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which wh
     const fp8w_mat *m = &f->m[l * RC_FP8W_N + which];
     if (!m->N)
         return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: layer %lld has no stored weight %d", (long long)l, (int)which);
-    return fp8w_run(be, m, &f->wq, x, M, bias, NULL, out_dt, &f->sc, y);
+    return fp8w_run(be, m, &f->wq, x, M, bias, NULL, out_dt, &f->sc[dev_of(f, l)], y);
 }
 
 bool rc_fp8w_has(const rc_fp8w *f, int64_t l, rc_fp8w_which which)
@@ -812,7 +900,7 @@ rc_status rc_fp8w_expert_linear(rc_backend *be, rc_fp8w *f, int64_t l, int64_t e
         return rc_errorf(RC_ERR_INTERNAL, "fp8 expert linear: layer %lld, expert %lld, part %d, %lld rows",
                          (long long)l, (long long)e, (int)part, (long long)M);
     const fp8w_mat *m = &f->ex[(l * f->n_ex + e) * RC_FP8W_EX_N + part];
-    return fp8w_run(be, m, &f->wq, x, M, NULL, rw, out_dt, &f->sc, y);
+    return fp8w_run(be, m, &f->wq, x, M, NULL, rw, out_dt, &f->sc[dev_of(f, l)], y);
 }
 
 rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t K, const float *w, int64_t N,

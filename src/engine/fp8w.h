@@ -50,6 +50,16 @@ rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *
  * a multiple of the block's, a merged layer's part that is not whole blocks). */
 rc_status rc_fp8w_create_stored(rc_backend *be, const rc_model *m, const rc_numerics *num, int64_t rows,
                                 rc_fp8w **out);
+/* The same over a layer split (forward.c, docs/gpu.md "Several GPUs"): device d (be->ops->set_device) holds
+ * the quantized copies of layers [l0[d], l0[d + 1]) and its own W8A8 scratch; rc_fp8w_linear and
+ * rc_fp8w_expert_linear run on the layer's device (the caller makes it current). n_dev 1 or l0 NULL: one
+ * device, as rc_fp8w_create / rc_fp8w_create_stored. Device 0 is current after. */
+rc_status rc_fp8w_create_split(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows,
+                               rc_weights *w, int n_dev, const int64_t *l0, rc_fp8w **out);
+rc_status rc_fp8w_create_stored_split(rc_backend *be, const rc_model *m, const rc_numerics *num, int64_t rows,
+                                      int n_dev, const int64_t *l0, rc_fp8w **out);
+/* bytes of the quantized copies of layer l alone (rc_fp8w_bytes' weights are their sum over the layers) */
+bool rc_fp8w_layer_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t l, int64_t *bytes);
 void rc_fp8w_free(rc_fp8w *f);
 /* bytes the object holds for this model: the quantized weights and scales
  * (host: 2-byte values; a device backend: fp32 arrays), and the W8A8 scratch
