@@ -23,6 +23,7 @@ void model_tests_in_op_twins(TCase *tc);
 void model_tests_in_model(TCase *tc);
 void errors_tests_in_host(TCase *tc);
 void multi_tests(TCase *tc); /* test_cuda_multi.c: one model over several devices */
+void act_tests(TCase *tc);   /* test_cuda_act.c: the MLP's activations at the dtype's width */
 #ifdef RC_TEST_EMULATE
 void errors_tests_in_model(TCase *tc);
 #endif
