@@ -1,8 +1,10 @@
 // A host stand-in for the cuBLAS calls the CUDA backend makes (see
 // cuda_runtime.h here). cublasGemmEx computes the column-major GEMM with
 // operands of the given type (fp32, or bf16 / fp16 bit patterns), an fp32
-// sum in k order: a stand-in for cuBLAS's own order, not a copy of it; its
-// three matrices must be device memory over their whole extents.
+// sum in k order: a stand-in for cuBLAS's own order, not a copy of it; the
+// output fp32, or of the 2-byte operands' type (alpha * sum + beta * C in
+// fp32, rounded to nearest-even); its three matrices must be device memory
+// over their whole extents.
 #ifndef RC_CUDA_SHIM_CUBLAS_H
 #define RC_CUDA_SHIM_CUBLAS_H
 
