@@ -371,9 +371,14 @@ rc_status weight_shadow(cuda_backend *c, const float *W, int64_t rows, int64_t c
 
 // y[M, N] = R(x[:, k0:k0+Ks] . W[:, k0:k0+Ks]^T + bias) for x[M, K], W[N, K]
 // (k0 = 0, Ks = K: the whole GEMM). The weight's shadows are of the whole W;
-// a K-slice reads its columns in place (leading dimension K).
-rc_status cuda_gemm(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks, rc_wt Ww, int64_t N,
-                    const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+// a K-slice reads its columns in place (leading dimension K). x_st, y_st: how
+// x and y are held (RC_F32 floats, or 2-byte bits of in_dt / out_dt: an
+// activation at the dtype's width, rc_backend_ops.matmul_st); a 2-byte x is
+// cuBLAS's operand as it is, a 2-byte y its output type (with a bias: y first
+// holds the bias and the GEMM adds it with beta = 1, the same fp32 sum as the
+// bias step after an fp32 output).
+rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, int64_t K, int64_t k0, int64_t Ks,
+                    rc_wt Ww, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, void *yv, rc_dtype y_st)
 {
     cuda_backend *c = cb(be);
     dev_w w{};
@@ -381,31 +386,53 @@ rc_status cuda_gemm(rc_backend *be, const float *x, int64_t M, int64_t K, int64_
     if (k0 < 0 || Ks < 1 || k0 > K - Ks)
         return rc_errorf(RC_ERR_INTERNAL, "matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
                          (long long)Ks, (long long)K);
+    const bool x16 = x_st != RC_F32, y16 = y_st != RC_F32;
+    if ((x16 && (x_st != in_dt || !w.h16 || w.dt != in_dt)) || (y16 && (y_st != out_dt || !w.h16 || w.dt != out_dt)))
+        return rc_errorf(RC_ERR_INTERNAL, "matmul: 2-byte activations (x %s, y %s) need %s weights at 2 bytes, "
+                         "in_dt %s, out_dt %s", rc_dtype_name(x_st), rc_dtype_name(y_st), rc_dtype_name(w.dt),
+                         rc_dtype_name(in_dt), rc_dtype_name(out_dt));
+    const float *x = x16 ? nullptr : static_cast<const float *>(xv);
+    const uint16_t *xh = x16 ? static_cast<const uint16_t *>(xv) : nullptr;
+    float *y = y16 ? nullptr : static_cast<float *>(yv);
     if (M == 0 || N == 0)
         return RC_OK;
     if (be->kernels == RC_KERNELS_INVARIANT) {
         if (w.h16) { // 2-byte weights read as stored, widened in registers (no transposed copy)
-            return rck_gemm_invariant(
-                rck_gemm_args{x + k0, nullptr, bias, y, M, Ks, N, out_dt, nullptr, K, K, w.h16 + k0, w.dt});
+            return rck_gemm_invariant(rck_gemm_args{x16 ? nullptr : x + k0, nullptr, bias, y, M, Ks, N, out_dt,
+                                                    nullptr, K, K, w.h16 + k0, w.dt, x16 ? xh + k0 : nullptr, x_st,
+                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr});
         }
         const float *W = w.f32;
         const void *wt = nullptr;
         RC_TRY(weight_shadow(c, W, N, K, SHADOW_TRANSPOSED, &wt));
         // the slice of the transposed copy Wt[K, N] is its rows [k0, k0 + Ks): contiguous
         return rck_gemm_invariant(rck_gemm_args{x + k0, W + k0, bias, y, M, Ks, N, out_dt,
-                                                static_cast<const float *>(wt) + k0 * N, K, K, nullptr, RC_F32});
+                                                static_cast<const float *>(wt) + k0 * N, K, K, nullptr, RC_F32,
+                                                nullptr, RC_F32, nullptr});
     }
     const bool half_in = in_dt == RC_BF16 || in_dt == RC_F16;
     if (w.h16 && half_in && in_dt == w.dt) { // the weight's own bits; x converted (exact: its values are in_dt's)
-        void *xb = nullptr;
-        RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
-        RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
-        RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0, w.h16 + k0, in_dt, M, Ks, N, K, y));
+        const void *xb = xh;
+        if (!x16) {
+            void *p = nullptr;
+            RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &p));
+            RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(p), M * K, in_dt}));
+            xb = p;
+        }
+        if (y16) { // the dtype's bits out of cuBLAS: its fp32 result rounded to nearest-even, + bias first
+            if (bias)
+                RC_TRY(rck_bias16(rck_bias16_args{bias, static_cast<uint16_t *>(yv), M * N, N, out_dt}));
+            return rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0, w.h16 + k0, in_dt, M, Ks, N, K,
+                                   yv, out_dt, bias ? 1.0f : 0.0f);
+        }
+        RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0, w.h16 + k0, in_dt, M, Ks, N, K, y,
+                               RC_F32, 0.0f));
     } else if (w.h16) { // fp32 activations (or the other 2-byte dtype): the weight widened for one fp32 GEMM
         void *wf = nullptr;
         RC_TRY(ws_get(&c->ws_wide, (size_t)(N * K) * sizeof(float), &wf));
         RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(wf), N * K, w.dt}));
-        RC_TRY(rck_gemm_cublas(c->blas, x + k0, static_cast<const float *>(wf) + k0, RC_F32, M, Ks, N, K, y));
+        RC_TRY(rck_gemm_cublas(c->blas, x + k0, static_cast<const float *>(wf) + k0, RC_F32, M, Ks, N, K, y, RC_F32,
+                               0.0f));
     } else {
         const float *W = w.f32;
         const alloc_rec *wa = find_alloc(c, W);
@@ -416,9 +443,9 @@ rc_status cuda_gemm(rc_backend *be, const float *x, int64_t M, int64_t K, int64_
             RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
             RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
             RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0,
-                                   static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y));
+                                   static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y, RC_F32, 0.0f));
         } else {
-            RC_TRY(rck_gemm_cublas(c->blas, x + k0, W + k0, RC_F32, M, Ks, N, K, y));
+            RC_TRY(rck_gemm_cublas(c->blas, x + k0, W + k0, RC_F32, M, Ks, N, K, y, RC_F32, 0.0f));
         }
     }
     if (bias || out_dt != RC_F32)
@@ -429,13 +456,19 @@ rc_status cuda_gemm(rc_backend *be, const float *x, int64_t M, int64_t K, int64_
 rc_status cuda_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, rc_wt Ww, int64_t N,
                       const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    return cuda_gemm(be, x, M, K, 0, K, Ww, N, bias, in_dt, out_dt, y);
+    return cuda_gemm(be, x, RC_F32, M, K, 0, K, Ww, N, bias, in_dt, out_dt, y, RC_F32);
 }
 
 rc_status cuda_matmul_kslice(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks, rc_wt Ww,
                              int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    return cuda_gemm(be, x, M, K, k0, Ks, Ww, N, bias, in_dt, out_dt, y);
+    return cuda_gemm(be, x, RC_F32, M, K, k0, Ks, Ww, N, bias, in_dt, out_dt, y, RC_F32);
+}
+
+rc_status cuda_matmul_st(rc_backend *be, const void *x, rc_dtype x_st, int64_t M, int64_t K, rc_wt Ww, int64_t N,
+                         const float *bias, rc_dtype in_dt, rc_dtype out_dt, void *y, rc_dtype y_st)
+{
+    return cuda_gemm(be, x, x_st, M, K, 0, K, Ww, N, bias, in_dt, out_dt, y, y_st);
 }
 
 // The batch descriptor in device memory: one copy of the packed int64 arrays.
@@ -603,6 +636,48 @@ rc_status cuda_act_mul(rc_backend *be, rc_act act, float *gate, const float *up,
 {
     (void)be;
     return elementwise(RCK_EW_ACT_MUL, gate, up, gate, n, out_dt, act, act_dt);
+}
+
+// the activation kernels over operands held at 2 bytes (st) or as floats (RC_F32)
+rc_status cuda_act_st(rc_backend *be, rc_act act, void *x, int64_t n, rc_dtype out_dt, rc_dtype st)
+{
+    if (st == RC_F32)
+        return cuda_act(be, act, static_cast<float *>(x), n, out_dt);
+    if (st != out_dt)
+        return rc_errorf(RC_ERR_INTERNAL, "act: 2-byte %s storage of %s values", rc_dtype_name(st),
+                         rc_dtype_name(out_dt));
+    rck_ew_args e{};
+    e.op = RCK_EW_ACT;
+    e.n = n;
+    e.n_cols = 1;
+    e.act = act;
+    e.out_dt = out_dt;
+    e.a16 = static_cast<const uint16_t *>(x);
+    e.out16 = static_cast<uint16_t *>(x);
+    e.st = st;
+    return rck_ew(e);
+}
+
+rc_status cuda_act_mul_st(rc_backend *be, rc_act act, void *gate, const void *up, int64_t n, rc_dtype act_dt,
+                          rc_dtype out_dt, rc_dtype st)
+{
+    if (st == RC_F32)
+        return cuda_act_mul(be, act, static_cast<float *>(gate), static_cast<const float *>(up), n, act_dt, out_dt);
+    if (st != out_dt)
+        return rc_errorf(RC_ERR_INTERNAL, "act_mul: 2-byte %s storage of %s values", rc_dtype_name(st),
+                         rc_dtype_name(out_dt));
+    rck_ew_args e{};
+    e.op = RCK_EW_ACT_MUL;
+    e.n = n;
+    e.n_cols = 1;
+    e.act = act;
+    e.act_dt = act_dt;
+    e.out_dt = out_dt;
+    e.a16 = static_cast<const uint16_t *>(gate);
+    e.b16 = static_cast<const uint16_t *>(up);
+    e.out16 = static_cast<uint16_t *>(gate);
+    e.st = st;
+    return rck_ew(e);
 }
 
 rc_status cuda_add(rc_backend *be, const float *x, const float *y, int64_t n, rc_dtype out_dt, float *out)
@@ -856,6 +931,9 @@ const rc_backend_ops k_cuda_ops = {
     cuda_use_devices,
     cuda_set_device,
     cuda_copy_peer,
+    cuda_matmul_st,
+    cuda_act_st,
+    cuda_act_mul_st,
 };
 
 } // namespace

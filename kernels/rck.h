@@ -102,10 +102,13 @@ rc_status rck_moe_route_grouped(const rck_moe_route_grouped_args &a, int64_t M);
 // Gated DeltaNet (gdn.cu): one recurrent step, n = sequences x value heads threads
 rc_status rck_gdn_step(const rck_gdn_step_args &a, int64_t n);
 rc_status rck_transpose(const rck_transpose_args &a);
-// y[M, N] = x[M, K] . W[N, K]^T through cublasGemmEx, fp32 compute and
-// output; x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns),
-// their rows ld elements apart (K; more for a K-slice of a wider GEMM).
+// y[M, N] = x[M, K] . W[N, K]^T + beta y through cublasGemmEx, fp32 compute;
+// x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns), their rows
+// ld elements apart (K; more for a K-slice of a wider GEMM); y of type y_dt
+// (RC_F32, or in_dt's 2-byte type: the fp32 result rounded to nearest-even)
 rc_status rck_gemm_cublas(cublasHandle_t h, const void *x, const void *W, rc_dtype in_dt, int64_t M, int64_t K,
-                          int64_t N, int64_t ld, float *y);
+                          int64_t N, int64_t ld, void *y, rc_dtype y_dt, float beta);
+// y[i] = bias[i % n_cols] as 2-byte bits (a cuBLAS GEMM's C operand, beta = 1)
+rc_status rck_bias16(const rck_bias16_args &a);
 
 #endif

@@ -38,9 +38,15 @@ typedef struct {
     rc_dtype dt;
 } rck_to_half_args;
 
+/* the bf16 / fp16 bit pattern of x (exact when x is a value of dt: the 2-byte storage of a value) */
+RC_HD static inline uint16_t rck_half(float x, rc_dtype dt)
+{
+    return dt == RC_BF16 ? rc_f32_to_bf16(x) : rc_f32_to_f16(x);
+}
+
 RC_HD static inline void rck_to_half_thread(const rck_to_half_args *a, int64_t i)
 {
-    a->bits[i] = a->dt == RC_BF16 ? rc_f32_to_bf16(a->x[i]) : rc_f32_to_f16(a->x[i]);
+    a->bits[i] = rck_half(a->x[i], a->dt);
 }
 
 /* element i of a bf16 / fp16 array as fp32 (exact), as the CPU widens its 2-byte weights */
@@ -95,7 +101,10 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
 }
 
 /* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
- * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c) */
+ * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c). a16, b16, out16 (RCK_EW_ACT,
+ * RCK_EW_ACT_MUL): set in place of a, b, out when that operand is held at 2 bytes (the bit patterns of
+ * st, every value one of it), read widened and written as the bits of the rounded value: the same
+ * arithmetic on the same values */
 typedef struct {
     int op; /* RCK_EW_* */
     const float *a, *b;
@@ -105,6 +114,9 @@ typedef struct {
     rc_dtype act_dt, out_dt;
     float c; /* RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP; RCK_EW_SWIGLU_CLAMP: alpha */
     float c2; /* RCK_EW_SWIGLU_CLAMP: limit */
+    const uint16_t *a16, *b16;
+    uint16_t *out16;
+    rc_dtype st;
 } rck_ew_args;
 
 enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW_SCALE, RCK_EW_SOFTCAP,
@@ -116,12 +128,24 @@ RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
     case RCK_EW_ADD:
         a->out[i] = rc_round_to(a->a[i] + a->b[i], a->out_dt);
         break;
-    case RCK_EW_ACT:
-        a->out[i] = rco_act_dt(a->act, a->a[i], a->out_dt);
+    case RCK_EW_ACT: {
+        const float v = rco_act_dt(a->act, a->a16 ? rck_wide(a->a16, i, a->st) : a->a[i], a->out_dt);
+        if (a->out16)
+            a->out16[i] = rck_half(v, a->st);
+        else
+            a->out[i] = v;
         break;
-    case RCK_EW_ACT_MUL:
-        a->out[i] = rc_round_to(rco_act_dt(a->act, a->a[i], a->act_dt) * a->b[i], a->out_dt);
+    }
+    case RCK_EW_ACT_MUL: {
+        const float g = a->a16 ? rck_wide(a->a16, i, a->st) : a->a[i];
+        const float u = a->b16 ? rck_wide(a->b16, i, a->st) : a->b[i];
+        const float v = rc_round_to(rco_act_dt(a->act, g, a->act_dt) * u, a->out_dt);
+        if (a->out16)
+            a->out16[i] = rck_half(v, a->st);
+        else
+            a->out[i] = v;
         break;
+    }
     case RCK_EW_BIAS: /* a: the GEMM's fp32 result, b: bias or NULL */
         a->out[i] = rc_round_to(a->b ? a->a[i] + a->b[i % a->n_cols] : a->a[i], a->out_dt);
         break;
@@ -204,6 +228,11 @@ typedef struct {
     int64_t ldx, ldw; /* rows of x and W this far apart (a K-slice of a wider GEMM); 0: K */
     const uint16_t *W16; /* set: the weight W[N, K] as stored, bf16 / fp16 (w_dt), widened in registers */
     rc_dtype w_dt;
+    /* activations held at 2 bytes (bits of out_dt / x_dt, with W16): x16 set in place of x, y16 in place of
+     * y (the rounded value's bits) */
+    const uint16_t *x16;
+    rc_dtype x_dt;
+    uint16_t *y16;
 } rck_gemm_args;
 
 /* rco_gemm_dot (one chunk: the invariant order) with b a row of 2-byte
@@ -217,15 +246,44 @@ RC_HD static inline float rck_gemm_dot16(const float *a, const uint16_t *b, rc_d
     return rco_tree16(acc);
 }
 
+/* rck_gemm_dot16 with a a row of 2-byte activations (of adt), each widened exactly as it is read: the same
+ * products in the same order */
+RC_HD static inline float rck_gemm_dot16x(const uint16_t *a, rc_dtype adt, const uint16_t *b, rc_dtype dt, int64_t K)
+{
+    float acc[16] = {0};
+    for (int64_t k = 0; k < K; k++)
+        acc[k & 15] = fmaf(rck_wide(a, k, adt), rck_wide(b, k, dt), acc[k & 15]);
+    return rco_tree16(acc);
+}
+
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
     const int64_t ldx = a->ldx > 0 ? a->ldx : a->K, ldw = a->ldw > 0 ? a->ldw : a->K;
     const rco_gemm_order o = rco_gemm_order_for(1, a->M, a->K);
-    float v = a->W16  ? rck_gemm_dot16(a->x + m * ldx, a->W16 + n * ldw, a->w_dt, a->K)
+    float v = a->x16  ? rck_gemm_dot16x(a->x16 + m * ldx, a->x_dt, a->W16 + n * ldw, a->w_dt, a->K)
+              : a->W16 ? rck_gemm_dot16(a->x + m * ldx, a->W16 + n * ldw, a->w_dt, a->K)
               : a->Wt ? rco_gemm_dot(a->x + m * ldx, a->Wt + n, a->K, a->N, o)
                       : rco_gemm_dot(a->x + m * ldx, a->W + n * ldw, a->K, 1, o);
-    a->y[i] = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
+    v = rc_round_to(a->bias ? v + a->bias[n] : v, a->out_dt);
+    if (a->y16)
+        a->y16[i] = rck_half(v, a->out_dt);
+    else
+        a->y[i] = v;
+}
+
+/* y[i] = bits of bias[i % n_cols] (a value of dt): the C operand of a cuBLAS GEMM whose 2-byte output gets
+ * its bias added by the GEMM's beta = 1 (the same fp32 sum as the bias step after an fp32-output GEMM) */
+typedef struct {
+    const float *bias;
+    uint16_t *y;
+    int64_t n, n_cols;
+    rc_dtype dt;
+} rck_bias16_args;
+
+RC_HD static inline void rck_bias16_thread(const rck_bias16_args *a, int64_t i)
+{
+    a->y[i] = rck_half(a->bias[i % a->n_cols], a->dt);
 }
 
 /* y[c, r] = x[r, c] for x[rows, cols]; thread i = c * rows + r */

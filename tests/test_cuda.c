@@ -1265,6 +1265,7 @@ int main(void)
     TCase *multi = tcase_create("multi"); /* several devices: fake ones in the host build, real ones on a GPU */
     tcase_set_timeout(multi, 600);
     multi_tests(multi);
+    act_tests(multi);
     suite_add_tcase(s, multi);
 #ifdef RC_TEST_EMULATE
     return rc_test_run(s);

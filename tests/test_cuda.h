@@ -25,6 +25,7 @@ void errors_tests_in_host(TCase *tc);
 void multi_tests(TCase *tc); /* test_cuda_multi.c: one model over several devices */
 /* test_cuda_model.c: a Llama of `layers` layers (1 to 3) whose GEMM sizes are multiples of 128, written into dir */
 void write_block_model_n(const char *dir, int layers);
+void act_tests(TCase *tc);   /* test_cuda_act.c: the MLP's activations at the dtype's width */
 #ifdef RC_TEST_EMULATE
 void errors_tests_in_model(TCase *tc);
 #endif

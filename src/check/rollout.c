@@ -919,8 +919,12 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
         return rc_errorf(RC_ERR_INTERNAL, "given log-probs without their tokens");
     if (cfg->given_logprobs) /* ratiocheck score: no sampler engine, the trainer's below */
         s = given(&rc, out);
-    else
-        s = rc_engine_create(m, be, &cfg->num, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd,
+    /* a capture hook (the trace) reads the activation buffers as floats: fp32 storage (no result changes) */
+    rc_numerics num_s = cfg->num, num_t = cfg->num_trainer;
+    num_s.act_f32 = num_s.act_f32 || cfg->capture != NULL;
+    num_t.act_f32 = num_t.act_f32 || cfg->capture != NULL;
+    if (!cfg->given_logprobs)
+        s = rc_engine_create(m, be, &num_s, slots, cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd,
                              &e);
     if (s == RC_OK && e)
         e->hook = (rc_capture_hook){cfg->capture, cfg->capture_ctx, 0, 0};
@@ -942,7 +946,7 @@ rc_status rc_run_check(const rc_model *m, rc_backend *be, rc_backend *ref_be, co
     if (s == RC_OK && (cfg->trainer || cfg->given_logprobs || mla_own)) { /* the trainer's own engine */
         rc_engine_free(e);
         e = NULL;
-        s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &cfg->num_trainer, slots,
+        s = rc_engine_create(m, cfg->trainer_be ? cfg->trainer_be : be, &num_t, slots,
                              cfg->prompt_max + G, rows_gen > rows_fwd ? rows_gen : rows_fwd, &e);
     }
     if (s == RC_OK) /* the full forward: the trainer's side (its own engine, or the shared one) */

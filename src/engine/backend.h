@@ -2,7 +2,8 @@
  * is written once against it; backend_cpu.c is the reference implementation
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
- * Activations are float32 arrays; weights passed to matmul, embed and
+ * Activations are float32 arrays (a device backend may hold the MLP's at the
+ * dtype's width: matmul_st, act_st, act_mul_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -379,6 +380,18 @@ typedef struct {
     rc_status (*use_devices)(rc_backend *be, int n);
     rc_status (*set_device)(rc_backend *be, int dev);
     rc_status (*copy_peer)(rc_backend *be, float *dst, int dst_dev, const float *src, int src_dev, int64_t n);
+    /* Activations held at the dtype's width (forward.c engine_mlp_st; docs/gpu.md "Activations at the
+     * dtype's width"); NULL on a backend that holds every activation as fp32 (the CPU). Each is its fp32
+     * op (matmul, act, act_mul) with an operand's storage given: x_st, y_st, st RC_F32 (a float array) or
+     * RC_BF16 / RC_F16 (that dtype's 2-byte bit patterns, every value one of it; a 2-byte y gets the bits
+     * of the rounded value, so y_st is then out_dt). The same arithmetic on the same values: the results
+     * are those of the fp32 op. matmul_st's 2-byte operands need W at the dtype's width (RC_ERR_INTERNAL
+     * otherwise). */
+    rc_status (*matmul_st)(rc_backend *be, const void *x, rc_dtype x_st, int64_t M, int64_t K, rc_wt W, int64_t N,
+                           const float *bias, rc_dtype in_dt, rc_dtype out_dt, void *y, rc_dtype y_st);
+    rc_status (*act_st)(rc_backend *be, rc_act act, void *x, int64_t n, rc_dtype out_dt, rc_dtype st);
+    rc_status (*act_mul_st)(rc_backend *be, rc_act act, void *gate, const void *up, int64_t n, rc_dtype act_dt,
+                            rc_dtype out_dt, rc_dtype st);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -273,9 +273,13 @@ static bool mla_x_kv(const rc_config *c, const rc_numerics *num, int64_t n_slots
  * one of K and V. false when a size overflows. */
 typedef struct {
     int64_t dims[ENGINE_BUFS][2];
+    int64_t floats[ENGINE_BUFS]; /* what each takes, in floats (a 2-byte buffer: half its elements, rounded up) */
+    rc_dtype mlp_st;             /* mlp_a and mlp_b's storage (engine_mlp_st) */
     int64_t logit_rows, kv_n;
     int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 7 arrays of max_rows */
 } engine_sizes;
+
+static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool host);
 
 static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kernels k, bool host, int64_t n_slots,
                              int64_t max_len, int64_t max_rows, engine_sizes *z)
@@ -302,6 +306,13 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
                                           {cr, I},       {cr, c->gated_mlp ? I : 1}, {cr, H}, {lr, c->vocab},
                                           {cr, H},       {lr, H}, {lr, H}};
     memcpy(z->dims, dims, sizeof dims);
+    z->mlp_st = engine_mlp_st(c, num, host);
+    for (int i = 0; i < ENGINE_BUFS; i++) {
+        if (!rc_mul_i64(dims[i][0], dims[i][1], &z->floats[i]))
+            return false;
+        if ((i == 4 || i == 5) && z->mlp_st != RC_F32) /* mlp_a, mlp_b at 2 bytes */
+            z->floats[i] = z->floats[i] / 2 + z->floats[i] % 2;
+    }
     if (!rc_mul_i64(7, max_rows, &z->ix_n))
         return false;
     const int64_t kv_layers = c->n_layers - linear_layers(c); /* K and V for the attention layers only */
@@ -578,6 +589,25 @@ static int64_t engine_kv_size(const rc_config *c, const rc_numerics *num)
     return rc_dtype_size(engine_kv_dt(c, num));
 }
 
+/* How the MLP's intermediate buffers mlp_a and mlp_b hold their values -- the activations that take the
+ * most device memory, rows x intermediate each: at the dtype's width on a GPU (its 2-byte ops,
+ * rc_backend_ops.matmul_st, act_st, act_mul_st) when every value they hold is a value of the dtype and
+ * every op that writes or reads them has a 2-byte form there: the up / gate GEMMs' and the activation's
+ * outputs are rounded to the dtype (rr.linear, rr.act), the GEMMs' input is one too (the norm's output, or
+ * with post_norm the residual stream: a GEMM of 2-byte operands, whose output cuBLAS writes in their type),
+ * the weights are in the dtype (no fp8 weights, whose GEMMs quantize fp32 rows), no TP partials (tp > 1:
+ * K slices of fp32 rows) and no capture hook (act_f32: the trace reads the buffers as floats). fp32
+ * otherwise, and on the CPU (host memory). One rule for the engine and its memory estimate; the results
+ * are the same either way (the ops' arithmetic is the same on the same values). */
+static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool host)
+{
+    const rounding rr = rounding_rules(num);
+    const rc_dtype dt = num->dt, in = c->post_norm ? rr.residual : rr.norm;
+    const bool two = !host && !num->act_f32 && (dt == RC_BF16 || dt == RC_F16) && num->wq.kind == RC_WQ_NONE &&
+                     num->tp <= 1 && rr.linear == dt && rr.act == dt && in == dt;
+    return two ? dt : RC_F32;
+}
+
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
  * so (the CPU reads any stored dtype exactly), else an own fp32 copy (a GPU;
  * the blas strategy over a 2-byte checkpoint: sgemm reads fp32) */
@@ -771,7 +801,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     ok = ok && rc_fp8w_bytes(c, num, host_memory, z.dims[1][0], &fw, &fs) && rc_add_i64(w, fw, &w);
     ok = ok && rc_mul_i64(2 * engine_kv_size(c, num), z.kv_n, &kv);
     for (int i = 0; ok && i < ENGINE_BUFS; i++)
-        ok = rc_mul_i64(z.dims[i][0], z.dims[i][1], &t) && rc_add_i64(act, t, &act);
+        ok = rc_add_i64(act, z.floats[i], &act);
     ok = ok && rc_mul_i64(2, z.ix_n, &t) && rc_add_i64(act, t, &act); /* int64 indices: 2 floats each */
     if (num->tp > 1) /* the row-parallel partials, and max_rows zero indices */
         ok = ok && rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(act, t, &act) &&
@@ -875,7 +905,7 @@ static rc_status stage_create(rc_engine *e, int s, const engine_sizes *z, int64_
     float **bufs[] = {&st->x, &st->h, &st->qkv, &st->att, &st->mlp_a, &st->mlp_b, &st->tmp, &st->mlp_c};
     const int which[] = {0, 1, 2, 3, 4, 5, 6, 8}; /* their rows of engine_sizes.dims */
     for (int i = 0; i < 8; i++)
-        RC_TRY(be->ops->alloc(be, z->dims[which[i]][0] * z->dims[which[i]][1], bufs[i]));
+        RC_TRY(be->ops->alloc(be, z->floats[which[i]], bufs[i]));
     if (e->num.tp > 1)
         RC_TRY(be->ops->alloc(be, (int64_t)e->num.tp * e->chunk_rows * c->hidden, &st->tp_parts));
     if (c->n_experts > 0)
@@ -1051,7 +1081,7 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
     bool ok = engine_sizes_for(c, num, kernels, false, n_slots, max_len, max_rows, &z);
     const int which[] = {0, 1, 2, 3, 4, 5, 6, 8};
     for (int i = 0; ok && i < 8; i++)
-        ok = rc_mul_i64(z.dims[which[i]][0], z.dims[which[i]][1], &t) && rc_add_i64(other_act, t, &other_act);
+        ok = rc_add_i64(other_act, z.floats[which[i]], &other_act);
     if (ok && num->tp > 1)
         ok = rc_numel((int64_t[]){num->tp, z.dims[1][0], c->hidden}, 3, &t) && rc_add_i64(other_act, t, &other_act);
     ok = ok && rc_moe_scratch_size(c, z.dims[1][0], num->wq.kind == RC_WQ_STORED, &moe_f, &moe_h) &&
@@ -1336,13 +1366,11 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
                                  &e->tmp, &e->logits, &e->mlp_c, &e->lt,  &e->lh};
     e->chunk_rows = z.dims[1][0];
-    for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++) {
-        int64_t n;
-        if (!rc_mul_i64(z.dims[i][0], z.dims[i][1], &n))
-            s = rc_errorf(RC_ERR_NOMEM, "activation size overflows");
-        else
-            s = be->ops->alloc(be, n, bufs[i]);
-    }
+    e->mlp_st = z.mlp_st;
+    if (s == RC_OK && e->mlp_st != RC_F32 && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st))
+        s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
+    for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
+        s = be->ops->alloc(be, z.floats[i], bufs[i]);
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&e->ix, z.ix_n, sizeof *e->ix, "engine index scratch");
     if (s == RC_OK && num->tp > 1) { /* the row-parallel partials; zero_rows: calloc'd zeros */
@@ -1479,6 +1507,41 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
         return rc_row_parallel_linear(e->be, &e->num, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, e->tp_parts,
                                       e->tp_zero_rows, y);
     return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
+}
+
+/* The MLP's ops over mlp_a / mlp_b as the engine holds them (e->mlp_st): linear, row_linear and the
+ * backend's act / act_mul when fp32, else their 2-byte forms (matmul_st, act_st, act_mul_st; engine_mlp_st
+ * holds them to plain GEMMs in the dtype). mlp_up's x and mlp_down's y are fp32 rows (the norm's output,
+ * mlp_c); mlp_up's y and mlp_down's x are the MLP buffers. */
+static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
+                        int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    if (e->mlp_st == RC_F32)
+        return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
+    return e->be->ops->matmul_st(e->be, x, RC_F32, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
+}
+
+static rc_status mlp_down(rc_engine *e, int64_t l, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
+                          const float *bias, rc_dtype in_dt, rc_dtype out_dt, int64_t elem0, int64_t numel, float *y)
+{
+    if (e->mlp_st == RC_F32)
+        return row_linear(e, l, RC_FP8W_DOWN, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, y);
+    return e->be->ops->matmul_st(e->be, x, e->mlp_st, M, K, W, N, bias, in_dt, out_dt, y, RC_F32);
+}
+
+static rc_status mlp_act(rc_engine *e, rc_act act, float *x, int64_t n, rc_dtype out_dt)
+{
+    if (e->mlp_st == RC_F32)
+        return e->be->ops->act(e->be, act, x, n, out_dt);
+    return e->be->ops->act_st(e->be, act, x, n, out_dt, e->mlp_st);
+}
+
+static rc_status mlp_act_mul(rc_engine *e, rc_act act, float *gate, const float *up, int64_t n, rc_dtype act_dt,
+                             rc_dtype out_dt)
+{
+    if (e->mlp_st == RC_F32)
+        return e->be->ops->act_mul(e->be, act, gate, up, n, act_dt, out_dt);
+    return e->be->ops->act_mul_st(e->be, act, gate, up, n, act_dt, out_dt, e->mlp_st);
 }
 
 static const char *const k_trace_op_names[RC_TOP_COUNT] = {
@@ -1637,6 +1700,8 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
+    if (e->hook.fn && e->mlp_st != RC_F32) /* the hook reads every buffer as floats */
+        return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32");
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
     const rc_backend_ops *op = e->be->ops;
@@ -1816,21 +1881,21 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
                 continue;
             }
-            RC_TRY(linear(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
+            RC_TRY(mlp_up(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
-                RC_TRY(linear(e, l, RC_FP8W_GATE, m_in, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
+                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
                               e->mlp_b));
                 CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
-                RC_TRY(op->act_mul(be, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
+                RC_TRY(mlp_act_mul(e, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
                 CAPTURE(bd, l, RC_TOP_ACT, r0, n, NULL, e->mlp_b, I, I, rr.act, NULL);
-                RC_TRY(row_linear(e, l, RC_FP8W_DOWN, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act,
-                                  rr.linear, r0 * H, R * H, e->mlp_c));
+                RC_TRY(mlp_down(e, l, e->mlp_b, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear, r0 * H,
+                                R * H, e->mlp_c));
             } else {
-                RC_TRY(op->act(be, c->act, e->mlp_a, n * I, rr.act));
+                RC_TRY(mlp_act(e, c->act, e->mlp_a, n * I, rr.act));
                 CAPTURE(bd, l, RC_TOP_ACT, r0, n, NULL, e->mlp_a, I, I, rr.act, NULL);
-                RC_TRY(row_linear(e, l, RC_FP8W_DOWN, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act,
-                                  rr.linear, r0 * H, R * H, e->mlp_c));
+                RC_TRY(mlp_down(e, l, e->mlp_a, n, I, L->w_down, H, rc_wt_vec(L->b_down), in_act, rr.linear, r0 * H,
+                                R * H, e->mlp_c));
             }
             CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
             if (c->sandwich_norm) /* Gemma: x + post_feedforward_layernorm(mlp_out); GLM-4: post_mlp_layernorm */

@@ -120,6 +120,10 @@ typedef struct {
     bool state_dtype;
     int64_t gdn_chunk;
     bool prefix_cache;
+    /* every activation buffer held as fp32, even where a GPU would hold the MLP's at the dtype's width
+     * (forward.c engine_mlp_st): set for a run whose capture hook reads the buffers (the trace), and by the
+     * tests that compare the two storages; changes no result */
+    bool act_f32;
 } rc_numerics;
 
 /* RC_OK when model c can run with num's TP degree; else RC_ERR_UNSUPPORTED
@@ -268,6 +272,8 @@ typedef struct {
     /* scratch activations, sized for max_rows packed rows */
     int64_t max_rows;
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
+    rc_dtype mlp_st;    /* how mlp_a and mlp_b hold their values: RC_F32 (floats), or the dtype's 2-byte bits
+                         * (forward.c engine_mlp_st; docs/gpu.md "Activations at the dtype's width") */
     float *mlp_c;       /* the MLP's output rows of one chunk */
     float *lt, *lh;     /* the LM head's input rows: gathered from x, normalised [logit_rows, hidden] */
     int64_t chunk_rows; /* rows of h, qkv, att, tmp, mlp_*: a call runs in row chunks of at most this many

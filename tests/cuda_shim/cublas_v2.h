@@ -1,8 +1,10 @@
 // A host stand-in for the cuBLAS calls the CUDA backend makes (see
 // cuda_runtime.h here). cublasGemmEx computes the column-major GEMM with
 // operands of the given type (fp32, or bf16 / fp16 bit patterns), an fp32
-// sum in k order: a stand-in for cuBLAS's own order, not a copy of it; its
-// three matrices must be device memory over their whole extents.
+// sum in k order: a stand-in for cuBLAS's own order, not a copy of it; the
+// output fp32, or of the 2-byte operands' type (alpha * sum + beta * C in
+// fp32, rounded to nearest-even); its three matrices must be device memory
+// over their whole extents.
 #ifndef RC_CUDA_SHIM_CUBLAS_H
 #define RC_CUDA_SHIM_CUBLAS_H
 
@@ -95,7 +97,9 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
         rck_shim_count(RCK_SHIM_HALF_GEMMS);
     if (rck_shim_get(RCK_SHIM_FAIL_GEMM))
         return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F || at != bt || m < 0 || n < 0 || k < 0)
+    // cuBLAS's combinations for CUBLAS_COMPUTE_32F that the backend uses: fp32 or 2-byte operands with an
+    // fp32 output, or 2-byte operands with an output of their type
+    if ((ct != CUDA_R_32F && ct != at) || compute != CUBLAS_COMPUTE_32F || at != bt || m < 0 || n < 0 || k < 0)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     // every matrix in device memory over its whole extent (column-major, ld apart)
     if (m > 0 && n > 0 && k > 0) {
@@ -104,7 +108,7 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
         const int64_t b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
         const size_t a_bytes = (size_t)((a_cols - 1) * (int64_t)lda + a_rows) * es;
         const size_t b_bytes = (size_t)((b_cols - 1) * (int64_t)ldb + b_rows) * es;
-        const size_t c_bytes = (size_t)((int64_t)(n - 1) * ldc + m) * 4;
+        const size_t c_bytes = (size_t)((int64_t)(n - 1) * ldc + m) * (ct == CUDA_R_32F ? 4 : 2);
         bool ok = true;
         if (!rck_shim_check_current("cublasGemmEx", "A", A, a_bytes)) {
             ok = false;
@@ -119,7 +123,6 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
             return CUBLAS_STATUS_INVALID_VALUE;
     }
     const float al = *(const float *)alpha, be = *(const float *)beta;
-    float *c = (float *)C;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float s = 0.0f;
@@ -128,8 +131,12 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
                 float b = rck_shim_elem(B, bt, tb == CUBLAS_OP_N ? (int64_t)j * ldb + p : (int64_t)p * ldb + j);
                 s += a * b;
             }
-            float *cij = c + (int64_t)j * ldc + i;
-            *cij = al * s + (be != 0.0f ? be * *cij : 0.0f);
+            const int64_t ij = (int64_t)j * ldc + i;
+            const float v = al * s + (be != 0.0f ? be * rck_shim_elem(C, ct, ij) : 0.0f);
+            if (ct == CUDA_R_32F) // a 2-byte output: the fp32 value rounded to nearest-even, as cuBLAS stores it
+                ((float *)C)[ij] = v;
+            else
+                ((uint16_t *)C)[ij] = ct == CUDA_R_16BF ? rc_f32_to_bf16(v) : rc_f32_to_f16(v);
         }
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -48,6 +48,9 @@ template <typename F> static inline void rck_shim_ptrs(const rck_ew_args &a, F &
     RCK_SHIM_PTR(f, a, a);
     RCK_SHIM_PTR(f, a, b);
     RCK_SHIM_PTR(f, a, out);
+    RCK_SHIM_PTR(f, a, a16);
+    RCK_SHIM_PTR(f, a, b16);
+    RCK_SHIM_PTR(f, a, out16);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_normalize_args &a, F &&f)
@@ -72,6 +75,14 @@ template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F
     RCK_SHIM_PTR(f, a, y);
     RCK_SHIM_PTR(f, a, Wt);
     RCK_SHIM_PTR(f, a, W16);
+    RCK_SHIM_PTR(f, a, x16);
+    RCK_SHIM_PTR(f, a, y16);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_bias16_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, bias);
+    RCK_SHIM_PTR(f, a, y);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_transpose_args &a, F &&f)

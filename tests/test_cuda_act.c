@@ -1,0 +1,330 @@
+/* test_cuda_act.c: the MLP's intermediate activations held at the dtype's width on the device (forward.c
+ * engine_mlp_st; the backend's matmul_st, act_st, act_mul_st; docs/gpu.md "Activations at the dtype's
+ * width"). Storage changes no result: a run whose mlp_a / mlp_b are 2-byte gives every full-forward and
+ * cached-decode log-prob bitwise the same run's with them fp32 (rc_numerics.act_f32), and takes less device
+ * memory by exactly those buffers' halves. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "dtype.h"
+#include "forward.h"
+#include "model.h"
+#ifdef RC_TEST_EMULATE
+#include "shim_control.h"
+#endif
+#include "util.h"
+
+#include "testutil.h"
+
+#include "test_cuda.h"
+
+enum { AB = 3, AT = 12 };
+static const int64_t k_alens[AB] = {7, 5, 9}; /* the full forward's sequences */
+
+typedef struct {
+    float *full; /* [sum(k_alens), V]: the full forward */
+    float *dec;  /* [4][AB][V]: a prefill of 4 tokens per slot, then 3 decode steps, each slot's last row */
+    rc_dtype mlp_st;
+    long long peak; /* the device's peak bytes over the run (host build), else 0 */
+    int64_t est;    /* rc_engine_mem_estimate's activations for the engine's sizes */
+} act_result;
+
+static void act_run(const rc_model *m, const rc_numerics *num, rc_kernels k, act_result *r)
+{
+    const int64_t V = m->cfg.vocab, R = k_alens[0] + k_alens[1] + k_alens[2];
+    rc_backend *be;
+    ck_assert_msg(test_backend_create(k, &be) == RC_OK, "%s", rc_last_error());
+    rc_engine_mem mem;
+    ck_assert_msg(rc_engine_mem_estimate(m, num, false, k, AB, AT, AB * AT, &mem) == RC_OK, "%s", rc_last_error());
+    r->est = mem.activations;
+#ifdef RC_TEST_EMULATE
+    rck_shim_reset();
+#endif
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, num, AB, AT, AB * AT, &e) == RC_OK, "%s", rc_last_error());
+    r->mlp_st = e->mlp_st;
+    int32_t tok[AB * AT];
+    for (int64_t i = 0; i < AB * AT; i++)
+        tok[i] = (int32_t)((i * 7 + 3) % V);
+    r->full = malloc(sizeof(float) * R * V);
+    r->dec = malloc(sizeof(float) * 4 * AB * V);
+    ck_assert(r->full && r->dec);
+    ck_assert_msg(rc_full_forward(e, tok, k_alens, AB, r->full) == RC_OK, "%s", rc_last_error());
+    const int64_t slots[AB] = {0, 1, 2};
+    int64_t starts[AB] = {0, 0, 0}, n_new[AB] = {4, 4, 4};
+    const int64_t last[AB] = {3, 7, 11}, one[AB] = {0, 1, 2};
+    ck_assert_msg(rc_engine_step(e, slots, starts, n_new, AB, tok, last, AB, r->dec, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int step = 1; step < 4; step++) {
+        int32_t t1[AB];
+        for (int b = 0; b < AB; b++) {
+            starts[b] = 3 + step;
+            n_new[b] = 1;
+            t1[b] = (int32_t)((b * 5 + step * 3 + 1) % V);
+        }
+        ck_assert_msg(rc_engine_step(e, slots, starts, n_new, AB, t1, one, AB, r->dec + step * AB * V, NULL, NULL) ==
+                          RC_OK,
+                      "%s", rc_last_error());
+    }
+#ifdef RC_TEST_EMULATE
+    r->peak = rck_shim_device_peak(0);
+#else
+    r->peak = 0;
+#endif
+    rc_engine_free(e);
+    rc_backend_destroy(be);
+}
+
+static void act_free(act_result *r)
+{
+    free(r->full);
+    free(r->dec);
+}
+
+/* the bytes mlp_a and mlp_b save at 2 bytes for an engine of AB * AT rows (computed from the config:
+ * rows x intermediate each, the gate's buffer only in a gated MLP; a 2-byte buffer is allocated in whole
+ * floats) */
+static int64_t mlp_saving(const rc_config *c)
+{
+    const int64_t rows = AB * AT, I = c->intermediate;
+    int64_t save = 0;
+    for (int b = 0; b < 2; b++) {
+        const int64_t n = b == 0 || c->gated_mlp ? rows * I : rows; /* mlp_b: 1 float a row without a gate */
+        save += 4 * n - 4 * (n / 2 + n % 2);
+    }
+    return save;
+}
+
+/* a fixture under numerics num and kernels k, once with fp32 activation storage and once as the engine
+ * chooses: bitwise equal log-probs; the storage is the dtype's width exactly when two (and then the
+ * estimate and the shim's peak fall by mlp_saving), else fp32 in both */
+static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, bool two)
+{
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t V = m->cfg.vocab, R = k_alens[0] + k_alens[1] + k_alens[2];
+    rc_numerics n32 = *num, n16 = *num;
+    n32.act_f32 = true;
+    n16.act_f32 = false;
+    act_result a, b;
+    act_run(m, &n32, k, &a);
+    act_run(m, &n16, k, &b);
+    ck_assert_int_eq(a.mlp_st, RC_F32);
+    ck_assert_msg(b.mlp_st == (two ? num->dt : RC_F32), "%s %s: mlp storage %s", name, dt_name(num->dt),
+                  dt_name(b.mlp_st));
+    ck_assert_msg(memcmp(a.full, b.full, sizeof(float) * R * V) == 0, "%s %s %s: full forward differs", name,
+                  dt_name(num->dt), rc_kernels_name(k));
+    ck_assert_msg(memcmp(a.dec, b.dec, sizeof(float) * 4 * AB * V) == 0, "%s %s %s: cached decode differs", name,
+                  dt_name(num->dt), rc_kernels_name(k));
+    const int64_t save = two ? mlp_saving(&m->cfg) : 0;
+    ck_assert_msg(a.est - b.est == save, "%s: estimate %lld - %lld, expected %lld less", name, (long long)a.est,
+                  (long long)b.est, (long long)save);
+#ifdef RC_TEST_EMULATE
+    /* the device's peak: the buffers' saving, and at least that (the 2-byte down GEMM's input needs no
+     * converted copy) */
+    if (two)
+        ck_assert_msg(a.peak - b.peak >= save, "%s: peak %lld - %lld < %lld", name, a.peak, b.peak, (long long)save);
+    else
+        ck_assert_int_eq(a.peak, b.peak);
+#endif
+    act_free(&a);
+    act_free(&b);
+    rc_model_free(m);
+}
+
+/* dense (GQA), MoE (top-k; the grouped router with a dense first layer), ALiBi with biases and a non-gated
+ * GELU MLP, learned positions with biases, a parallel residual, OLMo2's post-norm (the MLP reads the
+ * residual stream), Gemma 3 (gated GELU, sandwich norms), Qwen2's biases */
+static const char *const k_act_fixtures[] = {"llama_gqa",    "qwen3_moe",      "deepseek_v3_moe", "bloom_alibi",
+                                             "gpt2_learned", "neox_parallel",  "olmo2_postnorm",  "gemma3_local",
+                                             "qwen2_bias"};
+#define N_ACT ((int)(sizeof k_act_fixtures / sizeof k_act_fixtures[0]))
+
+/* _i: fixture, then bf16 engine / fp16 engine / bf16 invariant */
+START_TEST(test_act16_bitwise)
+{
+    const int v = _i / N_ACT;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = v == 1 ? RC_F16 : RC_BF16;
+    act_compare(k_act_fixtures[_i % N_ACT], &num, v == 2 ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE, true);
+}
+END_TEST
+
+/* the rule (engine_mlp_st): residual=fp32 and autocast keep the MLP's values in the dtype (2 bytes, the same
+ * results); --upcast norm (an fp32 GEMM input: cuBLAS writes no 2-byte output from fp32 operands), an fp32
+ * run, TP partials and fp8 weights keep them fp32 */
+START_TEST(test_act16_rule)
+{
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    rc_numerics r = num;
+    r.residual_f32 = true;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, true);
+    r = num;
+    r.mode = RC_PREC_AUTOCAST;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, true);
+    r = num;
+    r.upcast = RC_UPCAST_NORM;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    r = rc_numerics_fp32();
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    r = num;
+    r.tp = 2;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    r = num;
+    r.wq.kind = RC_WQ_FP8;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+}
+END_TEST
+
+/* n values of dt (rounded from frand) as fp32 on the host, and their 2-byte bits */
+static float *rand_dt(int64_t n, float scale, rc_dtype dt, uint16_t **bits)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    *bits = malloc((size_t)n * sizeof **bits);
+    ck_assert(v && *bits);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = rc_round_to(frand(scale), dt);
+        (*bits)[i] = dt == RC_BF16 ? rc_f32_to_bf16(v[i]) : rc_f32_to_f16(v[i]);
+    }
+    return v;
+}
+
+/* device buffers: n floats, or n 2-byte elements (whole floats), uploaded as bytes */
+static float *dev_f32(rc_backend *be, const float *host, int64_t n)
+{
+    float *d;
+    ck_assert(be->ops->alloc(be, n, &d) == RC_OK);
+    if (host)
+        ck_assert(be->ops->upload(be, host, n, RC_F32, d) == RC_OK);
+    return d;
+}
+
+static float *dev_16(rc_backend *be, const uint16_t *bits, int64_t n)
+{
+    float *d;
+    const int64_t nf = n / 2 + n % 2;
+    ck_assert(be->ops->alloc(be, nf, &d) == RC_OK);
+    if (bits) {
+        uint16_t *pad = calloc((size_t)(2 * nf), sizeof *pad);
+        ck_assert(pad != NULL);
+        memcpy(pad, bits, (size_t)n * sizeof *bits);
+        ck_assert(be->ops->upload(be, (const float *)pad, nf, RC_F32, d) == RC_OK);
+        free(pad);
+    }
+    return d;
+}
+
+/* a 2-byte device buffer's n elements widened on the host */
+static float *host_16(rc_backend *be, const float *d, int64_t n, rc_dtype dt)
+{
+    const int64_t nf = n / 2 + n % 2;
+    uint16_t *bits = malloc((size_t)(2 * nf) * sizeof *bits);
+    float *v = malloc((size_t)n * sizeof *v);
+    ck_assert(bits && v);
+    ck_assert(be->ops->download(be, d, nf, (float *)bits) == RC_OK);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = dt == RC_BF16 ? rc_bf16_to_f32(bits[i]) : rc_f16_to_f32(bits[i]);
+    free(bits);
+    return v;
+}
+
+static float *host_f32(rc_backend *be, const float *d, int64_t n)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    ck_assert(v && be->ops->download(be, d, n, v) == RC_OK);
+    return v;
+}
+
+/* The 2-byte ops against the fp32 ops on the same backend, bitwise: matmul_st writing a 2-byte y (with and
+ * without a bias) and reading a 2-byte x; act_st and act_mul_st over 2-byte operands; over odd shapes,
+ * bf16 and fp16, engine (cuBLAS) and invariant kernels. A 2-byte x or y with weights not at the dtype's
+ * width is refused. */
+START_TEST(test_act16_ops)
+{
+    const int64_t shapes[][3] = {{1, 64, 48}, {3, 100, 37}, {17, 256, 129}, {70, 96, 33}, {5, 1, 7}};
+    const rc_act acts[] = {RC_ACT_SILU, RC_ACT_GELU_ERF, RC_ACT_GELU_TANH};
+    for (int k = 0; k < 2; k++) {
+        rc_backend *be;
+        ck_assert_msg(test_backend_create(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE, &be) == RC_OK, "%s",
+                      rc_last_error());
+        ck_assert(be->ops->matmul_st && be->ops->act_st && be->ops->act_mul_st);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 2; di++) {
+                const int64_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+                const rc_dtype dt = di ? RC_F16 : RC_BF16;
+                uint16_t *xb, *wb, *bb, *ub;
+                float *x = rand_dt(M * K, 1.0f, dt, &xb), *W = rand_dt(N * K, 0.2f, dt, &wb);
+                float *b = rand_dt(N, 1.0f, dt, &bb), *u = rand_dt(M * N, 2.0f, dt, &ub);
+                float *dW = dev_16(be, wb, N * K), *dx = dev_f32(be, x, M * K), *dx16 = dev_16(be, xb, M * K);
+                float *db = dev_f32(be, b, N), *dy = dev_f32(be, NULL, M * N), *dy16 = dev_16(be, NULL, M * N);
+                const rc_wt wt = {dW, dt, false};
+                for (int bias = 0; bias < 2; bias++) {
+                    const float *bp = bias ? db : NULL;
+                    ck_assert_msg(be->ops->matmul(be, dx, M, K, wt, N, bp, dt, dt, dy) == RC_OK, "%s",
+                                  rc_last_error());
+                    float *ref = host_f32(be, dy, M * N);
+                    /* a 2-byte y from fp32 rows, and from 2-byte rows */
+                    for (int xin = 0; xin < 2; xin++) {
+                        ck_assert_msg(be->ops->matmul_st(be, xin ? (const void *)dx16 : dx, xin ? dt : RC_F32, M, K,
+                                                         wt, N, bp, dt, dt, dy16, dt) == RC_OK,
+                                      "%s", rc_last_error());
+                        float *got = host_16(be, dy16, M * N, dt);
+                        ck_assert_msg(memcmp(got, ref, sizeof(float) * M * N) == 0,
+                                      "matmul_st %s %s M=%lld K=%lld N=%lld bias %d x16 %d: y differs", dt_name(dt),
+                                      k ? "invariant" : "engine", (long long)M, (long long)K, (long long)N, bias, xin);
+                        free(got);
+                    }
+                    /* a 2-byte x, an fp32 y */
+                    ck_assert_msg(be->ops->matmul_st(be, dx16, dt, M, K, wt, N, bp, dt, dt, dy, RC_F32) == RC_OK,
+                                  "%s", rc_last_error());
+                    float *got = host_f32(be, dy, M * N);
+                    ck_assert_msg(memcmp(got, ref, sizeof(float) * M * N) == 0, "matmul_st %s x16: y differs",
+                                  dt_name(dt));
+                    free(got);
+                    free(ref);
+                }
+                /* act(gate) * up and act(x), each over the GEMM's output as gate / x */
+                float *du = dev_f32(be, u, M * N), *du16 = dev_16(be, ub, M * N);
+                for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
+                    ck_assert(be->ops->matmul(be, dx, M, K, wt, N, NULL, dt, dt, dy) == RC_OK);
+                    ck_assert(be->ops->matmul_st(be, dx, RC_F32, M, K, wt, N, NULL, dt, dt, dy16, dt) == RC_OK);
+                    ck_assert(be->ops->act_mul(be, acts[ai], dy, du, M * N, dt, dt) == RC_OK);
+                    ck_assert_msg(be->ops->act_mul_st(be, acts[ai], dy16, du16, M * N, dt, dt, dt) == RC_OK, "%s",
+                                  rc_last_error());
+                    float *r1 = host_f32(be, dy, M * N), *g1 = host_16(be, dy16, M * N, dt);
+                    ck_assert_msg(memcmp(r1, g1, sizeof(float) * M * N) == 0, "act_mul_st %s act %d differs",
+                                  dt_name(dt), (int)acts[ai]);
+                    ck_assert(be->ops->act(be, acts[ai], dy, M * N, dt) == RC_OK);
+                    ck_assert(be->ops->act_st(be, acts[ai], dy16, M * N, dt, dt) == RC_OK);
+                    float *r2 = host_f32(be, dy, M * N), *g2 = host_16(be, dy16, M * N, dt);
+                    ck_assert_msg(memcmp(r2, g2, sizeof(float) * M * N) == 0, "act_st %s act %d differs",
+                                  dt_name(dt), (int)acts[ai]);
+                    free(r1), free(g1), free(r2), free(g2);
+                }
+                /* refused: a 2-byte y from fp32 weights, a 2-byte x of the other dtype */
+                ck_assert(be->ops->matmul_st(be, dx, RC_F32, M, K, rc_wt_f32(dx), K, NULL, dt, dt, dy16, dt) ==
+                          RC_ERR_INTERNAL);
+                ck_assert(be->ops->matmul_st(be, dx16, di ? RC_BF16 : RC_F16, M, K, wt, N, NULL, dt, dt, dy, RC_F32) ==
+                          RC_ERR_INTERNAL);
+                float *bufs[] = {dW, dx, dx16, db, dy, dy16, du, du16};
+                for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+                    be->ops->free(be, bufs[i]);
+                free(x), free(W), free(b), free(u), free(xb), free(wb), free(bb), free(ub);
+            }
+        rc_backend_destroy(be);
+    }
+}
+END_TEST
+
+void act_tests(TCase *tc)
+{
+    tcase_add_test(tc, test_act16_ops);
+    tcase_add_loop_test(tc, test_act16_bitwise, 0, 3 * N_ACT);
+    tcase_add_test(tc, test_act16_rule);
+}
