@@ -1,8 +1,9 @@
 /* amx_probe: what AMX's TDPBF16PS computes, bit for bit, and how fast an
  * AMX bf16 GEMM runs (docs/bench.md, "AMX").
  *
- *   amx_probe [--tiles N] [--seed S]                 the twins
- *   amx_probe --bench [--threads T] [--reps R] M:K:N ...   the rate
+ *   amx_probe [--tiles N] [--seed S] [--dump C FILE]        the twins
+ *   amx_probe --bench [--threads T] [--reps R] M:K:N ...    the rate
+ *   amx_probe --raw < cases                                 one instruction per line
  *
  * Build (by hand; not part of meson: it needs a CPU with AMX to say anything):
  *   cc -std=c11 -O2 -Wall -Wextra -pedantic -fopenmp tools/bench/amx_probe.c -lm -o build/amx_probe
@@ -14,36 +15,47 @@
  * Twins. Every tile product C[16][16] += A[16][2P] . B[P][16 pairs] (palette
  * 1; A's row m holds P pairs, B's row k holds pair k of each of the 16
  * columns, the VNNI layout) is compared, output by output and bitwise (two
- * NaNs match whatever their payloads; the payloads are counted apart), with
- * candidate scalar computations of dst[m][n] from acc = C[m][n] and the pairs
- * (ae, be), (ao, bo) = (A[m][2k], B[k][2n]), (A[m][2k+1], B[k][2n+1]),
- * k = 0 .. P-1 in order:
- *   eo   per pair fma(even) then fma(odd) into acc (the SDM's pseudocode);
- *   oe   per pair fma(odd) then fma(even) (the engine's bf16 pair order);
- *   pair per pair acc + ae*be + ao*bo summed exactly, rounded once;
- *   row  acc + all 2P products of the instruction summed exactly, rounded once;
- *   pr2  per pair ae*be + ao*bo rounded once, then added to acc (two roundings);
- * each with denormal flushing: none, DAZ (bf16 inputs and acc in), FTZ
- * (every rounded result, tininess after rounding), DAZ+FTZ; and vdpbf16ps
- * (AVX512-BF16) chained over the pairs in the same order as oe (acc row m,
- * pair k of A broadcast, B's row k), where the CPU has it. Cases: P = 1
- * (K = 2 per instruction), P = 5 with K = 9 (the odd tail padded with zeros),
- * P = 16 (whole 32-element rows, K = 31 padded in half of them) and three
- * P = 16 instructions into one accumulator tile without storing it; operand
- * classes wide (exponents over the whole range, zeros, denormals, infinities,
- * NaNs), narrow (rounding-heavy), cancelling (odd products near minus the
- * even ones, acc near minus the sum), low (denormal inputs, denormal
- * products and accumulators), high (overflowing products), specials-heavy
- * and mixed. Prints, per candidate, matches and mismatches and the first
- * mismatch in hex.
+ * NaNs match whatever their payloads; the NaNs' signs are counted apart),
+ * with candidate scalar computations of dst[m][n] from acc = C[m][n] and the
+ * pairs (ae, be), (ao, bo) = (A[m][2k], B[k][2n]), (A[m][2k+1], B[k][2n+1]),
+ * k = 0 .. P-1:
+ *   eo    per pair fma(even) then fma(odd) into acc (the SDM's pseudocode);
+ *   oe    per pair fma(odd) then fma(even) (the engine's bf16 pair order);
+ *   pair  per pair acc + ae*be + ao*bo summed exactly, rounded once;
+ *   row   acc + the instruction's 2P products summed exactly, rounded once;
+ *   pr2   per pair ae*be + ao*bo rounded once, then added to acc;
+ * each with every combination of DAZ (bf16 inputs and acc flushed to zeros
+ * of their sign), FTZ (every rounded result below FLT_MIN, after rounding)
+ * and PFZ (every product below FLT_MIN); and
+ *   split the even products summed in k order into one fp32 sum E (E = the
+ *         first product rounded, then E = round(E + next product), the
+ *         products exact with an unbounded exponent), the odd ones into O
+ *         alike, then round(E + O), then round(acc + that): every rounding
+ *         to nearest even with FTZ, DAZ on the inputs, a product with a zero
+ *         factor +0 (the exact sums of zeros as IEEE's);
+ * and vdpbf16ps (AVX512-BF16) chained over the pairs as oe (acc row m, A's
+ * pair k broadcast, B's row k), where the CPU has it. Cases: P = 1 (K = 2
+ * per instruction), P = 5 with K = 9 (the odd tail padded with zeros), P = 16
+ * (whole 32-element rows; K = 31 padded in half of them) and three P = 16
+ * instructions into one accumulator tile without storing it; operand classes
+ * wide (exponents over the whole range, zeros, denormals, infinities, NaNs),
+ * narrow (rounding-heavy), cancel (odd products near minus the even ones,
+ * acc near minus the sum), low (denormal inputs, denormal products and
+ * accumulators), high (overflowing products and sums), special (zeros,
+ * denormals, infinities, NaNs), mixed, and order (1s with +B and -B at two
+ * random places among the products and acc: which terms are absorbed shows
+ * the order of the sums). Prints per candidate the matches and mismatches,
+ * and each candidate's first mismatch in hex; exits 1 if no candidate
+ * matched every output. --dump C FILE writes every mismatch of candidate C
+ * (its row in the table, from 0; -1: every output) one per line.
  *
  * Rate. --bench times a plain AMX GEMM Y[M,N] = X[M,K] W[N,K]^T (fp32 out),
  * X bf16 row-major as given, W packed once (untimed, as a loaded model's
  * weights would be) into 16 x 32 VNNI tiles; 32 x 32 outputs per step (2 A,
- * 2 B, 4 C tiles), column blocks of 256 shared by the threads, rows split
- * between them. Prints the median GFLOP/s of R calls (wall clock) and checks
- * 4096 sampled outputs bitwise against the eo + DAZ + FTZ twin chained over K
- * (the twin the probe finds on the CPUs it ran on). */
+ * 2 B, 4 C tiles), column blocks of 256, rows split between the threads.
+ * Prints the median GFLOP/s of R calls (wall clock) and which candidates
+ * (DAZ+FTZ kinds and split), chained over K 32 at a time from acc = 0, give
+ * 1024 sampled outputs bitwise. */
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <immintrin.h>
@@ -56,6 +68,11 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef AMX_PROBE_ENGINE /* meson's build: ratiocheck's engine GEMM timed beside the AMX GEMM */
+#include "backend.h"
+#include "cpu_ops.h"
+#endif
 
 #define AMX_FN __attribute__((target("amx-tile,amx-bf16")))
 #define DP_FN __attribute__((target("avx512f,avx512bf16")))
@@ -272,8 +289,10 @@ static const char *const kind_name[NKIND] = {
     "row: acc + the instruction's 2P products exact, one rounding",
     "pr2: even + odd rounded once, then added to acc",
     "split: even sum, odd sum (k order), their sum, then + acc"};
+static const char *const kind_short[NKIND] = {"eo", "oe", "pair", "row", "pr2", "split"};
 #define NFL 8 /* flushing: bit 0 DAZ, bit 1 FTZ, bit 2 PFZ (products below FLT_MIN to zero) */
-static const char *const flush_name[NFL] = {"none", "DAZ", "FTZ", "DAZ+FTZ", "PFZ", "DAZ+PFZ", "FTZ+PFZ", "DAZ+FTZ+PFZ"};
+static const char *const flush_name[NFL] = {"none", "DAZ",     "FTZ",     "DAZ+FTZ",
+                                            "PFZ",  "DAZ+PFZ", "FTZ+PFZ", "DAZ+FTZ+PFZ"};
 /* candidates: every kind but split with every flushing, then split with its own (DAZ+FTZ, products exact, a zero
  * factor giving +0) */
 #define NCAND (C_SPLIT * NFL + 1)
@@ -551,7 +570,8 @@ DP_FN static void dp_case(tcase *t)
             for (int p = 0; p < t->P; p++) {
                 uint32_t pair;
                 memcpy(&pair, t->a[s] + m * 2 * t->P + 2 * p, 4);
-                const __m512i a = _mm512_set1_epi32((int)pair), b = _mm512_loadu_si512((const void *)(t->b[s] + p * 32));
+                const __m512i a = _mm512_set1_epi32((int)pair);
+                const __m512i b = _mm512_loadu_si512((const void *)(t->b[s] + p * 32));
                 acc = _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
             }
         _mm512_storeu_ps(t->dp + m * 16, acc);
@@ -694,7 +714,7 @@ static int twins(long long tiles)
         }
     if (!exact)
         printf("exact twin: none of the candidates\n");
-    return 0;
+    return exact ? 0 : 1;
 }
 
 /* --raw: cases from stdin, one a line: "P ACC A0 .. A(2P-1) B0 .. B(2P-1)" in hex
@@ -791,10 +811,12 @@ static void amx_gemm(const uint16_t *X, const uint16_t *Wp, float *Y, int64_t M,
     }
 }
 
+static int g_cpu_time; /* --cpu-time: the process's CPU clock */
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(g_cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -804,7 +826,7 @@ static int cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int bench(const char *shape, int reps)
+static int bench(const char *shape, int reps, int with_engine)
 {
     long long M, K, N;
     if (sscanf(shape, "%lld:%lld:%lld", &M, &K, &N) != 3 || M < 32 || K < 32 || N < 32 || M % 32 || K % 32 ||
@@ -835,40 +857,89 @@ static int bench(const char *shape, int reps)
                 for (int n = 0; n < 16; n++)
                     for (int e = 0; e < 2; e++)
                         Wp[((nb * KB + kb) * 16 + p) * 32 + 2 * n + e] = W[(nb * 16 + n) * K + kb * 32 + 2 * p + e];
-    double t[64];
+    double t[64], te[64], ratio[64];
     if (reps > 64)
         reps = 64;
-    amx_gemm(X, Wp, Y, M, K, N); /* warm-up */
-    for (int r = 0; r < reps; r++) {
-        const double t0 = now();
-        amx_gemm(X, Wp, Y, M, K, N);
-        t[r] = now() - t0;
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmpd);
+    amx_gemm(X, Wp, Y, M, K, N); /* warm-up; its outputs are the ones checked below */
     const double flop = 2.0 * (double)M * (double)K * (double)N;
-    /* 4096 sampled outputs against every candidate chained over K (32 per instruction) */
-    long long ok[NCAND] = {0};
-    uint64_t saved = g_rng;
+    /* NS sampled outputs against each kind's DAZ+FTZ candidate and split, chained over K (32 per instruction) */
+    enum { NS = 1024 };
+    int ok[NCAND] = {0};
+    const uint64_t saved = g_rng;
     g_rng = 12345;
-    for (int i = 0; i < 4096; i++) {
+    for (int i = 0; i < NS; i++) {
         const long long m = (long long)(rnd() % (uint64_t)M), n = (long long)(rnd() % (uint64_t)N);
         for (int c = 0; c < NCAND; c++) {
+            if (cand_fl(c) != 3)
+                continue;
             float acc = 0.0f;
             for (long long kb = 0; kb < KB; kb++)
-                acc = instr(cand_kind(c), cand_fl(c), acc, X + m * K + kb * 32, W + n * K + kb * 32, 2, 16);
+                acc = instr(cand_kind(c), 3, acc, X + m * K + kb * 32, W + n * K + kb * 32, 2, 16);
             ok[c] += same(acc, Y[m * N + n]);
         }
     }
     g_rng = saved;
-    printf("amx %-18s %8.1f GFLOP/s (median of %d; best %.1f) threads %d; sampled outputs equal to:", shape,
-           flop / t[reps / 2] / 1e9, reps, flop / t[0] / 1e9, omp_get_max_threads());
+#ifdef AMX_PROBE_ENGINE
+    float *xf = with_engine ? malloc(sizeof *xf * (size_t)(M * K)) : NULL;
+    rc_backend *be = NULL;
+    if (with_engine) {
+        if (!xf) {
+            fprintf(stderr, "amx_probe: out of memory for %s\n", shape);
+            return 1;
+        }
+        for (long long j = 0; j < M * K; j++)
+            xf[j] = bf(X[j]);
+        if (rc_backend_cpu_create(omp_get_max_threads(), RC_KERNELS_ENGINE, &be) != RC_OK ||
+            be->ops->matmul(be, xf, 32, K, (rc_wt){W, RC_BF16, false}, N, NULL, RC_BF16, RC_F32, Y) != RC_OK) {
+            fprintf(stderr, "amx_probe: %s\n", rc_last_error()); /* (a warm-up: the pair order's start-up check) */
+            return 1;
+        }
+    }
+    const rc_wt w16 = {W, RC_BF16, false};
+#endif
+    for (int r = 0; r < reps; r++) { /* AMX, engine in even rounds; engine, AMX in odd ones */
+        te[r] = 0;
+        for (int v = 0; v < 2; v++) {
+            const int amx = (v == 0) == (r % 2 == 0);
+            if (!amx && !with_engine)
+                continue;
+            const double t0 = now();
+            if (amx)
+                amx_gemm(X, Wp, Y, M, K, N);
+#ifdef AMX_PROBE_ENGINE
+            else if (be->ops->matmul(be, xf, M, K, w16, N, NULL, RC_BF16, RC_F32, Y) != RC_OK) {
+                fprintf(stderr, "amx_probe: %s\n", rc_last_error());
+                return 1;
+            }
+#endif
+            *(amx ? &t[r] : &te[r]) = now() - t0;
+        }
+        ratio[r] = with_engine ? te[r] / t[r] : 0;
+    }
+#ifdef AMX_PROBE_ENGINE
+    free(xf);
+    if (be)
+        rc_backend_destroy(be);
+#endif
+    qsort(t, (size_t)reps, sizeof *t, cmpd);
+    qsort(te, (size_t)reps, sizeof *te, cmpd);
+    qsort(ratio, (size_t)reps, sizeof *ratio, cmpd);
+    printf("amx %-18s %8.1f GFLOP/s (median of %d; best %.1f) threads %d%s", shape, flop / t[reps / 2] / 1e9, reps,
+           flop / t[0] / 1e9, omp_get_max_threads(), g_cpu_time ? " cpu-time" : "");
+    if (with_engine)
+        printf("; engine %.1f GFLOP/s (best %.1f), amx/engine %.2f (%.2f-%.2f)", flop / te[reps / 2] / 1e9,
+               flop / te[0] / 1e9, ratio[reps / 2], ratio[0], ratio[reps - 1]);
+    printf("; sampled outputs equal to:");
     int any = 0;
     for (int c = 0; c < NCAND; c++)
-        if (ok[c] == 4096) {
-            printf("%s %.*s, %s", any ? ";" : "", 4, kind_name[cand_kind(c)], cand_fl_name(c));
+        if (ok[c] == NS) {
+            printf("%s %s (%s)", any ? ";" : "", kind_short[cand_kind(c)], cand_fl_name(c));
             any = 1;
         }
-    printf("%s\n", any ? " (4096 of 4096)" : " no candidate on all 4096");
+    if (any)
+        printf(" (%d of %d)\n", NS, NS);
+    else
+        printf(" no candidate on all %d\n", NS);
     free(X);
     free(W);
     free(Wp);
@@ -879,7 +950,7 @@ static int bench(const char *shape, int reps)
 int main(int argc, char **argv)
 {
     long long tiles = 16384;
-    int do_bench = 0, reps = 5, threads = 0, i = 1;
+    int do_bench = 0, reps = 5, threads = 0, with_engine = 0, i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--tiles") == 0 && i + 1 < argc)
             tiles = atoll(argv[++i]);
@@ -895,6 +966,12 @@ int main(int argc, char **argv)
             do_bench = 2;
         else if (strcmp(argv[i], "--bench") == 0)
             do_bench = 1;
+        else if (strcmp(argv[i], "--cpu-time") == 0)
+            g_cpu_time = 1;
+#ifdef AMX_PROBE_ENGINE
+        else if (strcmp(argv[i], "--engine") == 0)
+            with_engine = 1;
+#endif
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
@@ -922,7 +999,7 @@ int main(int argc, char **argv)
     if (do_bench == 2)
         return raw();
     for (; i < argc; i++) {
-        const int rc = bench(argv[i], reps);
+        const int rc = bench(argv[i], reps, with_engine);
         if (rc)
             return rc;
     }
