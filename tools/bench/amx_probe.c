@@ -33,6 +33,9 @@
  *         alike, then round(E + O), then round(acc + that): every rounding
  *         to nearest even with FTZ, DAZ on the inputs, a product with a zero
  *         factor +0 (the exact sums of zeros as IEEE's);
+ *   splitf split's two sums as fmaf chains from +0 (sum = fmaf(a, b, sum):
+ *         the exact product plus the sum, rounded once), DAZ and FTZ as
+ *         MXCSR's: the form a kernel on FMAs would take;
  * and vdpbf16ps (AVX512-BF16) chained over the pairs as oe (acc row m, A's
  * pair k broadcast, B's row k), where the CPU has it. Cases: P = 1 (K = 2
  * per instruction), P = 5 with K = 9 (the odd tail padded with zeros), P = 16
@@ -53,9 +56,14 @@
  * X bf16 row-major as given, W packed once (untimed, as a loaded model's
  * weights would be) into 16 x 32 VNNI tiles; 32 x 32 outputs per step (2 A,
  * 2 B, 4 C tiles), column blocks of 256, rows split between the threads.
- * Prints the median GFLOP/s of R calls (wall clock) and which candidates
- * (DAZ+FTZ kinds and split), chained over K 32 at a time from acc = 0, give
- * 1024 sampled outputs bitwise. */
+ * Prints the median GFLOP/s of R calls (wall clock; --cpu-time: the
+ * process's CPU clock) and which candidates (the DAZ+FTZ ones, split,
+ * splitf), chained over K 32 at a time from acc = 0, give 1024 sampled
+ * outputs bitwise. --engine (meson's build only: it links ratiocheck)
+ * alternates each AMX call with ratiocheck's engine bf16 GEMM on the same
+ * operands (bf16 weights as stored, the pair order; the call gemm_bench
+ * --bf16 times), A B in even rounds and B A in odd ones, and prints its rate
+ * and the median (range) of the rounds' engine / AMX time ratios. */
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <immintrin.h>
@@ -281,24 +289,28 @@ static float k_round(const kacc *k, int ftz)
 }
 
 /* ---- the candidates ------------------------------------------------------- */
-enum { C_EO, C_OE, C_PAIR, C_ROW, C_PR2, C_SPLIT, NKIND };
+enum { C_EO, C_OE, C_PAIR, C_ROW, C_PR2, C_SPLIT, C_SPLITF, NKIND };
 static const char *const kind_name[NKIND] = {
     "eo: per pair fma(even) then fma(odd)",
     "oe: per pair fma(odd) then fma(even)",
     "pair: acc + even + odd products exact, one rounding",
     "row: acc + the instruction's 2P products exact, one rounding",
     "pr2: even + odd rounded once, then added to acc",
-    "split: even sum, odd sum (k order), their sum, then + acc"};
-static const char *const kind_short[NKIND] = {"eo", "oe", "pair", "row", "pr2", "split"};
+    "split: even sum, odd sum (k order), their sum, then + acc",
+    "splitf: split with fmaf chains from +0 (flushing as MXCSR's)"};
+static const char *const kind_short[NKIND] = {"eo", "oe", "pair", "row", "pr2", "split", "splitf"};
 #define NFL 8 /* flushing: bit 0 DAZ, bit 1 FTZ, bit 2 PFZ (products below FLT_MIN to zero) */
 static const char *const flush_name[NFL] = {"none", "DAZ",     "FTZ",     "DAZ+FTZ",
                                             "PFZ",  "DAZ+PFZ", "FTZ+PFZ", "DAZ+FTZ+PFZ"};
-/* candidates: every kind but split with every flushing, then split with its own (DAZ+FTZ, products exact, a zero
- * factor giving +0) */
-#define NCAND (C_SPLIT * NFL + 1)
-static int cand_kind(int c) { return c < C_SPLIT * NFL ? c / NFL : C_SPLIT; }
+/* candidates: every kind before split with every flushing, then split with its own (DAZ+FTZ, products exact, a
+ * zero factor giving +0) and splitf (DAZ+FTZ) */
+#define NCAND (C_SPLIT * NFL + 2)
+static int cand_kind(int c) { return c < C_SPLIT * NFL ? c / NFL : C_SPLIT + (c - C_SPLIT * NFL); }
 static int cand_fl(int c) { return c < C_SPLIT * NFL ? c % NFL : 3; }
-static const char *cand_fl_name(int c) { return c < C_SPLIT * NFL ? flush_name[c % NFL] : "DAZ+FTZ, +0"; }
+static const char *cand_fl_name(int c)
+{
+    return c < C_SPLIT * NFL ? flush_name[c % NFL] : c == C_SPLIT * NFL ? "DAZ+FTZ, +0" : "DAZ+FTZ";
+}
 
 /* a case: S instructions of P pairs into one 16 x 16 accumulator tile */
 #define SMAX 3
@@ -347,6 +359,13 @@ static float instr(int kind, int fl, float acc, const uint16_t *a, const uint16_
         k_add_f32(&k, acc, 0);
         k_add_f32(&k, tot, 0);
         return k_round(&k, 1);
+    }
+    if (kind == C_SPLITF) { /* split as FMAs: fmaf(a, b, sum) is the exact product plus sum, rounded once */
+        float sum[2] = {0.0f, 0.0f};
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < P; p++)
+                sum[h] = step_fma(sum[h], a[2 * p + h], b[p * bs + h], 1, 1, 0);
+        return flush(flush(acc) + flush(sum[0] + sum[1]));
     }
     if (kind == C_ROW) {
         kacc k;

@@ -2,7 +2,8 @@
 """bf16 GEMM rates side by side: a plain AMX GEMM and ratiocheck's engine bf16 GEMM in the pair order
 (`build/amx_probe --bench --engine`: the two alternate in one process, the engine called as gemm_bench
 --bf16 calls it) and torch's bf16 linear (torch.nn.functional.linear on bf16 tensors, the layout of HF's
-layers; oneDNN), each round the probe and torch as fresh processes in alternating order
+layers, a fresh output each call; and torch.matmul into one preallocated output, `out=`; both oneDNN,
+whose kernel name is printed), each round the probe and torch as fresh processes in alternating order
 (docs/bench.md, "AMX").
 
     python3 tools/bench/amx_rates.py [--rounds 3] [--threads 2] [--cpu-time] [--reps 3]
@@ -34,21 +35,31 @@ def torch_worker(shapes, threads, reps, cpu_time):
 
     torch.set_num_threads(threads)
     clock = time.process_time if cpu_time else time.perf_counter
+    with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):  # oneDNN names its kernel on stdout
+        F.linear(torch.ones(64, 64, dtype=torch.bfloat16), torch.ones(64, 64, dtype=torch.bfloat16))
+    sys.stdout.flush()
     for s in shapes:
         M, K, N = (int(v) for v in s.split(":"))
         # the same values as gemm_bench and amx_probe, rounded to bf16
         x = ((torch.arange(M * K, dtype=torch.int64) * 7919 % 1000).float() / 1000 - 0.5).to(torch.bfloat16)
         w = ((torch.arange(N * K, dtype=torch.int64) * 104729 % 1000).float() / 1000 - 0.5).to(torch.bfloat16)
         x, w = x.reshape(M, K), w.reshape(N, K)
+        y = torch.empty(M, N, dtype=torch.bfloat16)
         with torch.inference_mode():
             F.linear(x, w)
-            t = []
-            for _ in range(reps):
+            torch.matmul(x, w.t(), out=y)
+            t, t_out = [], []
+            for r in range(reps):  # a fresh output (HF's layers), then into the same output (the GEMM alone)
                 t0 = clock()
-                y = F.linear(x, w)
-                t.append(clock() - t0)
-                del y
-        print(f"torch {s} {2.0 * M * K * N / statistics.median(t) / 1e9:.1f}", flush=True)
+                z = F.linear(x, w)
+                t1 = clock()
+                torch.matmul(x, w.t(), out=y)
+                t2 = clock()
+                t.append(t1 - t0)
+                t_out.append(t2 - t1)
+                del z
+        f = 2.0 * M * K * N / 1e9
+        print(f"torch {s} {f / statistics.median(t):.1f} {f / statistics.median(t_out):.1f}", flush=True)
 
 
 def torch_order(shape, probe, samples=2048):
@@ -129,8 +140,8 @@ def main():
                               str(a.threads), "--reps", str(a.reps)] + ct + a.shapes, env),
     }
     names = list(tools)
-    rates = {n: {s: [] for s in a.shapes} for n in ("amx", "engine", "torch")}
-    amx_twin = {}
+    rates = {n: {s: [] for s in a.shapes} for n in ("amx", "engine", "torch", "torch-out")}
+    amx_twin, onednn = {}, set()
     for r in range(a.rounds):
         order = names if r % 2 == 0 else names[::-1]
         print(f"round {r + 1}: {', '.join(order)}; load {os.getloadavg()[0]:.2f}", flush=True)
@@ -140,6 +151,9 @@ def main():
                 f = line.split()
                 if n == "torch" and f and f[0] == "torch":
                     rates["torch"][f[1]].append(float(f[2]))
+                    rates["torch-out"][f[1]].append(float(f[3]))
+                elif n == "torch" and line.startswith("onednn_verbose") and ",exec,cpu,matmul," in line:
+                    onednn.add(line.split(",exec,cpu,matmul,", 1)[1].split(",")[0])
                 elif f and f[0] == "amx":
                     m = re.search(r"^amx (\S+) +([\d.]+) GFLOP/s.*; engine ([\d.]+) GFLOP/s", line)
                     if not m:
@@ -147,13 +161,13 @@ def main():
                     rates["amx"][m[1]].append(float(m[2]))
                     rates["engine"][m[1]].append(float(m[3]))
                     amx_twin[m[1]] = line.split("equal to:", 1)[-1].strip()
-            for k in (("amx", "engine") if n != "torch" else ("torch",)):
+            for k in (("amx", "engine") if n != "torch" else ("torch", "torch-out")):
                 print(f"  {k}: " + ", ".join(f"{s} {rates[k][s][-1]:.1f}" for s in a.shapes if rates[k][s]),
                       flush=True)
     clock = "1 thread, CPU time" if a.cpu_time else f"{a.threads} threads, wall clock"
     print(f"\nGFLOP/s, median of {a.rounds} rounds ({clock}); ratios: median (range) of the rounds'")
-    print(f"{'M:K:N':<16} {'AMX':>8} {'engine':>8} {'torch':>8}  {'AMX/engine':<18} "
-          f"{'torch/engine':<18} {'AMX/torch':<18}")
+    print(f"{'M:K:N':<16} {'AMX':>8} {'engine':>8} {'torch':>8} {'out=':>8}  {'AMX/engine':<18} "
+          f"{'torch/engine':<18} {'out=/engine':<18} {'AMX/torch':<18}")
 
     def ratio(s, p, q):
         v = [x / y for x, y in zip(rates[p][s], rates[q][s])]
@@ -161,9 +175,10 @@ def main():
 
     for s in a.shapes:
         med = [f"{statistics.median(rates[n][s]):8.1f}" if rates[n][s] else f"{'-':>8}"
-               for n in ("amx", "engine", "torch")]
+               for n in ("amx", "engine", "torch", "torch-out")]
         print(f"{s:<16} {' '.join(med)}  {ratio(s, 'amx', 'engine'):<18} {ratio(s, 'torch', 'engine'):<18} "
-              f"{ratio(s, 'amx', 'torch'):<18}")
+              f"{ratio(s, 'torch-out', 'engine'):<18} {ratio(s, 'amx', 'torch'):<18}")
+    print(f"torch: oneDNN matmul {', '.join(sorted(onednn)) or '(not reported)'}")
     for s in a.shapes:
         print(f"AMX GEMM {s}: sampled outputs equal to {amx_twin.get(s, '-')}")
 
