@@ -987,10 +987,14 @@ int main(int argc, char **argv)
             do_bench = 1;
         else if (strcmp(argv[i], "--cpu-time") == 0)
             g_cpu_time = 1;
+        else if (strcmp(argv[i], "--engine") == 0) {
 #ifdef AMX_PROBE_ENGINE
-        else if (strcmp(argv[i], "--engine") == 0)
             with_engine = 1;
+#else
+            fprintf(stderr, "amx_probe: --engine needs meson's build (build/amx_probe links ratiocheck)\n");
+            return 2;
 #endif
+        }
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
@@ -999,8 +1003,9 @@ int main(int argc, char **argv)
             break;
     }
     if ((do_bench == 1 && i == argc) || (do_bench != 1 && i != argc) || tiles < 16 || reps < 1) {
-        fprintf(stderr, "usage: amx_probe [--tiles N] [--seed S] | amx_probe --bench [--threads T] [--reps R] "
-                        "M:K:N ...\n");
+        fprintf(stderr, "usage: amx_probe [--tiles N] [--seed S] [--dump C FILE]\n"
+                        "       amx_probe --bench [--engine] [--threads T] [--reps R] [--cpu-time] M:K:N ...\n"
+                        "       amx_probe --raw < cases\n");
         return 2;
     }
     if (!have_amx()) {
