@@ -27,12 +27,15 @@
  * each with every combination of DAZ (bf16 inputs and acc flushed to zeros
  * of their sign), FTZ (every rounded result below FLT_MIN, after rounding)
  * and PFZ (every product below FLT_MIN); and
- *   split the even products summed in k order into one fp32 sum E (E = the
- *         first product rounded, then E = round(E + next product), the
- *         products exact with an unbounded exponent), the odd ones into O
- *         alike, then round(E + O), then round(acc + that): every rounding
- *         to nearest even with FTZ, DAZ on the inputs, a product with a zero
- *         factor +0 (the exact sums of zeros as IEEE's);
+ *   split the even products summed in k order into one fp32 sum E (E = +0,
+ *         then E = round(E + next product), the products exact with an
+ *         unbounded exponent), the odd ones into O alike, then
+ *         round(E + O), then round(acc + that): every rounding to nearest
+ *         even with FTZ, DAZ on the inputs, zeros' signs as IEEE's; also
+ *         run as it would be with products below FLT_MIN flushed, with
+ *         products beyond FLT_MAX overflowing to infinities, and with E
+ *         starting from the first product (a zero factor's product +0),
+ *         to show the cases tell these apart;
  *   splitf split's two sums as fmaf chains from +0 (sum = fmaf(a, b, sum):
  *         the exact product plus the sum, rounded once), DAZ and FTZ as
  *         MXCSR's: the form a kernel on FMAs would take;
@@ -45,9 +48,10 @@
  * narrow (rounding-heavy), cancel (odd products near minus the even ones,
  * acc near minus the sum), low (denormal inputs, denormal products and
  * accumulators), high (overflowing products and sums), special (zeros,
- * denormals, infinities, NaNs), mixed, and order (1s with +B and -B at two
- * random places among the products and acc: which terms are absorbed shows
- * the order of the sums). Prints per candidate the matches and mismatches,
+ * denormals, infinities, NaNs), mixed, zero (signed zeros, denormals and
+ * products below FLT_MIN: the signs of zero results), and order (1s with +B
+ * and -B at two random places among the products and acc: which terms are
+ * absorbed shows the order of the sums). Prints per candidate the matches and mismatches,
  * and each candidate's first mismatch in hex; exits 1 if no candidate
  * matched every output. --dump C FILE writes every mismatch of candidate C
  * (its row in the table, from 0; -1: every output) one per line.
@@ -199,7 +203,9 @@ static void k_add_f32(kacc *k, float x, int daz)
         k_add(k, s, mt | 0x800000u, ex - 150);
 }
 
-static void k_add_prod(kacc *k, uint16_t a, uint16_t b, int daz, int pfz)
+/* mode: bit 0 a product below FLT_MIN becomes a zero of its sign, bit 1 a zero factor gives +0, bit 2 a
+ * product beyond FLT_MAX becomes an infinity */
+static void k_add_prod(kacc *k, uint16_t a, uint16_t b, int daz, int mode)
 {
     int sa, sb, ea = 0, eb = 0;
     uint64_t ma = 0, mb = 0;
@@ -218,9 +224,14 @@ static void k_add_prod(kacc *k, uint16_t a, uint16_t b, int daz, int pfz)
         return;
     }
     uint64_t mag = ma * mb;
-    if (pfz == 1 && mag && ea + eb + 63 - __builtin_clzll(mag) < -126)
+    const int zero_factor = mag == 0, top = mag ? ea + eb + 63 - __builtin_clzll(mag) : 0;
+    if ((mode & 1) && mag && top < -126)
         mag = 0; /* a product below FLT_MIN: a zero of its sign */
-    k_add(k, mag == 0 && pfz == 2 ? 0 : sa ^ sb, mag, ea + eb); /* pfz 2: a zero factor gives +0 */
+    if ((mode & 4) && mag && top >= 128) {
+        *((sa ^ sb) ? &k->ninf : &k->pinf) = 1;
+        return;
+    }
+    k_add(k, zero_factor && (mode & 2) ? 0 : sa ^ sb, mag, ea + eb);
 }
 
 static int k_bit(const uint64_t *w, int p) { return p >= 0 && p < 64 * KW ? (int)((w[p >> 6] >> (p & 63)) & 1) : 0; }
@@ -302,14 +313,23 @@ static const char *const kind_short[NKIND] = {"eo", "oe", "pair", "row", "pr2", 
 #define NFL 8 /* flushing: bit 0 DAZ, bit 1 FTZ, bit 2 PFZ (products below FLT_MIN to zero) */
 static const char *const flush_name[NFL] = {"none", "DAZ",     "FTZ",     "DAZ+FTZ",
                                             "PFZ",  "DAZ+PFZ", "FTZ+PFZ", "DAZ+FTZ+PFZ"};
-/* candidates: every kind before split with every flushing, then split with its own (DAZ+FTZ, products exact, a
- * zero factor giving +0) and splitf (DAZ+FTZ) */
-#define NCAND (C_SPLIT * NFL + 2)
-static int cand_kind(int c) { return c < C_SPLIT * NFL ? c / NFL : C_SPLIT + (c - C_SPLIT * NFL); }
-static int cand_fl(int c) { return c < C_SPLIT * NFL ? c % NFL : 3; }
+/* candidates: every kind before split with every flushing; then split with its own (DAZ+FTZ, products exact,
+ * the sums from +0), and as it would be with products below FLT_MIN flushed (fl bit 2), with products beyond
+ * FLT_MAX overflowing (fl bit 3), with the sums starting from the first product, a zero factor giving +0 (fl
+ * bit 4); and splitf (DAZ+FTZ) */
+#define NSPLIT 4
+#define NCAND (C_SPLIT * NFL + NSPLIT + 1)
+static int cand_kind(int c) { return c < C_SPLIT * NFL ? c / NFL : c < C_SPLIT * NFL + NSPLIT ? C_SPLIT : C_SPLITF; }
+static int cand_fl(int c)
+{
+    static const int split_fl[NSPLIT + 1] = {3, 3 | 4, 3 | 8, 3 | 16, 3};
+    return c < C_SPLIT * NFL ? c % NFL : split_fl[c - C_SPLIT * NFL];
+}
 static const char *cand_fl_name(int c)
 {
-    return c < C_SPLIT * NFL ? flush_name[c % NFL] : c == C_SPLIT * NFL ? "DAZ+FTZ, +0" : "DAZ+FTZ";
+    static const char *const split_name[NSPLIT + 1] = {"DAZ+FTZ", "and PFZ", "and overflow", "from e0, 0x=+0",
+                                                       "DAZ+FTZ"};
+    return c < C_SPLIT * NFL ? flush_name[c % NFL] : split_name[c - C_SPLIT * NFL];
 }
 
 /* a case: S instructions of P pairs into one 16 x 16 accumulator tile */
@@ -339,15 +359,16 @@ static float instr(int kind, int fl, float acc, const uint16_t *a, const uint16_
     const int daz = fl & 1, ftz = (fl >> 1) & 1, pfz = (fl >> 2) & 1;
     if (daz)
         acc = flush(acc); /* the accumulator tile as the instruction reads it */
-    if (kind == C_SPLIT) { /* products exact (unbounded exponent), every sum rounded once with FTZ */
+    if (kind == C_SPLIT) { /* products exact (unbounded exponent), every sum rounded once with FTZ, from +0 */
         float sum[2] = {0.0f, 0.0f};
         for (int h = 0; h < 2; h++)
             for (int p = 0; p < P; p++) {
                 kacc k;
                 k_init(&k);
-                if (p > 0)
+                if (p > 0 || !(fl & 16)) /* the sum starts from +0 (fl bit 4: from the first product) */
                     k_add_f32(&k, sum[h], 0);
-                k_add_prod(&k, a[2 * p + h], b[p * bs + h], 1, 2);
+                k_add_prod(&k, a[2 * p + h], b[p * bs + h], 1,
+                           (fl & 4 ? 1 : 0) | (fl & 16 ? 2 : 0) | (fl & 8 ? 4 : 0));
                 sum[h] = k_round(&k, 1);
             }
         kacc k;
@@ -412,8 +433,9 @@ static float candidate(const tcase *t, int m, int n, int kind, int fl)
 }
 
 /* ---- cases ---------------------------------------------------------------- */
-enum { CL_WIDE, CL_NARROW, CL_CANCEL, CL_LOW, CL_HIGH, CL_SPECIAL, CL_MIXED, CL_ORDER, NCLASS };
-static const char *const class_name[NCLASS] = {"wide", "narrow", "cancel", "low", "high", "special", "mixed", "order"};
+enum { CL_WIDE, CL_NARROW, CL_CANCEL, CL_LOW, CL_HIGH, CL_SPECIAL, CL_MIXED, CL_ORDER, CL_ZERO, NCLASS };
+static const char *const class_name[NCLASS] = {"wide",  "narrow", "cancel", "low", "high",
+                                               "special", "mixed", "order",  "zero"};
 
 static uint16_t gen_bf16(int cl)
 {
@@ -440,6 +462,11 @@ static uint16_t gen_bf16(int cl)
     case CL_HIGH: /* products around and above FLT_MAX */
         e = 180 + (int)((r >> 16) % 75);
         break;
+    case CL_ZERO: /* signed zeros, denormals, products below FLT_MIN, a few near 1 */
+        if (c < 350)
+            return (uint16_t)(sign << 15);
+        e = c < 600 ? 0 : c < 900 ? 1 + (int)((r >> 16) % 63) : 120 + (int)((r >> 16) % 8);
+        break;
     default: /* narrow, cancel */
         e = 122 + (int)((r >> 16) % 11);
         break;
@@ -465,6 +492,11 @@ static float gen_acc(int cl)
         break;
     case CL_LOW:
         e = c < 500 ? 0u : (uint32_t)((r >> 8) % 8);
+        break;
+    case CL_ZERO:
+        if (c < 500)
+            return f_of(sign);
+        e = c < 800 ? 0u : 1u + (uint32_t)((r >> 8) % 20);
         break;
     case CL_HIGH:
         e = 240u + (uint32_t)((r >> 8) % 15);
