@@ -198,8 +198,8 @@ def onednn_impls(fn):
 
 def worker_torch_gemm(a):
     """torch's matmul at the given shapes, Y[M,N] = X[M,K] W[N,K]^T (what nn.Linear computes, W as
-    stored), in a.dtype, a.threads threads: one untimed call, one more with oneDNN's verbose output
-    (which implementation runs), then calls until min_time has passed; GFLOP/s of the median call,
+    stored), in a.dtype, a.threads threads: one untimed call, one with oneDNN's verbose output
+    (which implementation runs), two more untimed, then calls until min_time has passed; GFLOP/s of the median call,
     the fastest, and all calls' FLOPs over their time (as ceilings.c)."""
     import torch
 
@@ -215,6 +215,8 @@ def worker_torch_gemm(a):
         call = functools.partial(torch.mm, x, w.t(), out=y)
         call()  # warm-up: threads, oneDNN's primitive cache, the output's pages
         impls = onednn_impls(call)
+        for _ in range(2):  # the verbose call's output is not timed; two more untimed calls after it
+            call()
         rates, total = [], 0.0
         fl = 2.0 * M * K * N
         t_start = time.perf_counter()
