@@ -6,6 +6,7 @@ What it does (tools/bench/README.md explains every column):
      (pkg-config openblas, -fopenmp) and measures the ceilings: sgemm GFLOP/s at each model's
      shapes (re-score M = sequences x (prompt + generated) rows, generation prefill M = batch x
      prompt, decode M = 1, 2, 4, ..., 64 and the decode batch) and memory bandwidth (STREAM triad);
+     then, in a worker process with the same thread count, torch's bf16 matmul at the same shapes;
   2. builds (in --work, never committed) a pythia-160m-shaped GPT-NeoX and a Llama with
      SmolLM2-135M's shape, random weights from transformers' own classes, fp32 safetensors, and a
      prompt file (.ids, random token ids, --seqs / 2 prompts x 2 samples);
@@ -14,8 +15,10 @@ What it does (tools/bench/README.md explains every column):
      (generate() with the KV cache and output_scores, sampled at temperature 1, then one full
      forward over prompt + generated tokens, log-probs from both), interleaved A, B, A, B, each
      in a fresh process whose peak RSS is read from wait4();
-  4. prints every run, the time ratios ratiocheck / HF per phase and for the whole job, the load
-     average before and after, a short table last, and writes a Markdown file (docs/bench.md).
+  4. prints every run, the time ratios ratiocheck / HF per phase and for the whole job, the whole
+     job against the time of its GEMM FLOPs at the best rate measured per shape (the GEMM-FLOP
+     time), each goal met or not (README.md: "The Goals table"), the load average before and
+     after, a short table last, and writes a Markdown file (docs/bench.md).
 
     python3 tools/bench/run_bench.py [--models pythia160m,smollm135m] [--dtypes fp32,bf16]
         [--kernels engine,invariant,blas] [--seqs 64] [--len 128] [--prompt-len 16] [--repeats 1]
