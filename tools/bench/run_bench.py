@@ -6,6 +6,7 @@ What it does (tools/bench/README.md explains every column):
      (pkg-config openblas, -fopenmp) and measures the ceilings: sgemm GFLOP/s at each model's
      shapes (re-score M = sequences x (prompt + generated) rows, generation prefill M = batch x
      prompt, decode M = 1, 2, 4, ..., 64 and the decode batch) and memory bandwidth (STREAM triad);
+     then, in a worker process with the same thread count, torch's bf16 matmul at the same shapes;
   2. builds (in --work, never committed) a pythia-160m-shaped GPT-NeoX and a Llama with
      SmolLM2-135M's shape, random weights from transformers' own classes, fp32 safetensors, and a
      prompt file (.ids, random token ids, --seqs / 2 prompts x 2 samples);
@@ -14,8 +15,10 @@ What it does (tools/bench/README.md explains every column):
      (generate() with the KV cache and output_scores, sampled at temperature 1, then one full
      forward over prompt + generated tokens, log-probs from both), interleaved A, B, A, B, each
      in a fresh process whose peak RSS is read from wait4();
-  4. prints every run, the time ratios ratiocheck / HF per phase and for the whole job, the load
-     average before and after, a short table last, and writes a Markdown file (docs/bench.md).
+  4. prints every run, the time ratios ratiocheck / HF per phase and for the whole job, the whole
+     job against the time of its GEMM FLOPs at the best rate measured per shape (the GEMM-FLOP
+     time), each goal met or not (README.md: "The Goals table"), the load average before and
+     after, a short table last, and writes a Markdown file (docs/bench.md).
 
     python3 tools/bench/run_bench.py [--models pythia160m,smollm135m] [--dtypes fp32,bf16]
         [--kernels engine,invariant,blas] [--seqs 64] [--len 128] [--prompt-len 16] [--repeats 1]
@@ -31,6 +34,7 @@ uses only the standard library; torch is imported in the worker processes it sta
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -161,6 +165,81 @@ def worker_hf(a):
         "torch_threads": torch.get_num_threads()}))
 
 
+def onednn_impls(fn):
+    """Run fn() once with oneDNN's verbose output on, the process's stdout captured at the file
+    descriptor (oneDNN prints from C); -> the distinct implementation names of the primitives it
+    executed (e.g. "brg_matmul:avx512_core_amx"), [] when the call did not go through oneDNN."""
+    import ctypes
+
+    import torch
+
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                fn()
+            libc.fflush(None)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read().decode("utf-8", "replace")
+    impls = []
+    for ln in text.splitlines():
+        f = ln.split(",")
+        # onednn_verbose,[v1,][timestamp,]primitive,exec,cpu,KIND,IMPL,...
+        if f and f[0] == "onednn_verbose" and "exec" in f:
+            i = f.index("exec")
+            if i + 3 < len(f) and f[i + 3] not in impls:
+                impls.append(f"{f[i + 2]}:{f[i + 3]}" if f[i + 2] not in f[i + 3] else f[i + 3])
+    return impls
+
+
+def worker_torch_gemm(a):
+    """torch's matmul at the given shapes, Y[M,N] = X[M,K] W[N,K]^T (what nn.Linear computes, W as
+    stored), in a.dtype, a.threads threads: one untimed call, one with oneDNN's verbose output
+    (which implementation runs), two more untimed, then calls until min_time has passed; GFLOP/s of the median call,
+    the fastest, and all calls' FLOPs over their time (as ceilings.c)."""
+    import torch
+
+    torch.set_num_threads(a["threads"])
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a["dtype"]]
+    gen = torch.Generator().manual_seed(SEED)
+    res = []
+    for M, K, N in a["shapes"]:
+        x = (torch.rand(M, K, generator=gen) - 0.5).to(dtype)
+        w = (torch.rand(N, K, generator=gen) - 0.5).to(dtype)
+        y = torch.empty(M, N, dtype=dtype)
+
+        call = functools.partial(torch.mm, x, w.t(), out=y)
+        call()  # warm-up: threads, oneDNN's primitive cache, the output's pages
+        impls = onednn_impls(call)
+        for _ in range(2):  # the verbose call's output is not timed; two more untimed calls after it
+            call()
+        rates, total = [], 0.0
+        fl = 2.0 * M * K * N
+        t_start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            call()
+            dt = time.perf_counter() - t0
+            total += dt
+            rates.append(fl / max(dt, 1e-9) / 1e9)
+            if time.perf_counter() - t_start >= a["min_time"]:
+                break
+        res.append({"M": M, "K": K, "N": N, "calls": len(rates), "seconds": total,
+                    "gflops": statistics.median(rates), "gflops_best": max(rates),
+                    "gflops_mean": fl * len(rates) / total / 1e9, "onednn": impls})
+        del x, w, y, call
+    print(json.dumps({"dtype": a["dtype"], "torch": torch.__version__, "threads": torch.get_num_threads(),
+                      "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                      "mkldnn": torch.backends.mkldnn.is_available(), "gemm": res}))
+
+
 # =========================================================================== running children
 
 
@@ -283,6 +362,61 @@ class Arith:
         body = self.S * (2 * self.body * T + self.attn_unit * T * (T + 1) // 2)
         return (body / ceil("forward_body") + self.S * 2 * self.head * self.G / ceil("forward_head")) / 1e9
 
+    def gemm_flops(self):
+        """The linear layers' GEMM FLOPs of the job by shape: ({(M, K, N): FLOPs} of the generation,
+        the same of the re-score). Generation, per decode batch b: the prompts' prefill (M = b x P)
+        and their LM head (M = b), then G - 1 decode steps (body and head at M = b); re-score: the
+        body at S x (P + G) rows, the head at S x G. Attention (no weights) is not counted."""
+        gen, fwd = {}, {}
+
+        def add(d, M, shapes, times):
+            for _, k, n, c in shapes:
+                d[(M, k, n)] = d.get((M, k, n), 0) + 2 * M * k * n * c * times
+
+        for b in self.batch_sizes():
+            add(gen, b * self.P, self.body_shapes, 1)
+            add(gen, b, self.head_shapes, 1)
+            add(gen, b, self.body_shapes + self.head_shapes, self.G - 1)
+        add(fwd, self.S * (self.P + self.G), self.body_shapes, 1)
+        add(fwd, self.S * self.G, self.head_shapes, 1)
+        return gen, fwd
+
+
+# GEMM rates that may stand for a dtype's GEMMs in the "GEMM-FLOP time": fp32 sgemm for every dtype
+# (a bf16 / fp16 value is exact in fp32), torch's bf16 matmul for bf16 only (fp32 accumulation of
+# bf16 products: what a bf16 job's GEMM can be, not an fp32 one's).
+RATE_SOURCES = {"fp32": ("sgemm",), "bf16": ("sgemm", "torch_bf16"), "fp16": ("sgemm",)}
+RATE_NAMES = {"sgemm": "OpenBLAS sgemm", "torch_bf16": "torch bf16 matmul"}
+
+
+def gemm_floor(ar, dtype, rates):
+    """The time the job's GEMM FLOPs take, each shape at the best rate measured for it among the
+    dtype's sources (rates: {source: {(M, K, N): GFLOP/s}}): per phase the seconds, GFLOP, and the
+    share of the FLOPs each source was the best rate for."""
+    out = {}
+    for phase, items in zip(("gen", "fwd"), ar.gemm_flops()):
+        t, share = 0.0, {}
+        for shape, fl in items.items():
+            cand = [(rates[s][shape], s) for s in RATE_SOURCES[dtype] if shape in rates.get(s, {})]
+            if not cand:
+                return None
+            g, s = max(cand)
+            t += fl / g / 1e9
+            share[s] = share.get(s, 0) + fl
+        total = sum(items.values())
+        out[phase] = {"seconds": t, "gflop": total / 1e9, "gflops": total / t / 1e9,
+                      "best_share": {s: v / total for s, v in sorted(share.items())}}
+    out["seconds"] = out["gen"]["seconds"] + out["fwd"]["seconds"]
+    return out
+
+
+def best_share_text(share):
+    """{source: share of FLOPs} -> 'torch bf16 matmul' or 'torch bf16 matmul 87%, OpenBLAS sgemm 13%'."""
+    items = sorted(share.items(), key=lambda kv: -kv[1])
+    if len(items) == 1 or items[1][1] < 0.0005:
+        return RATE_NAMES[items[0][0]]
+    return ", ".join(f"{RATE_NAMES[s]} {100 * v:.0f}%" for s, v in items if v >= 0.0005)
+
 
 def ceiling_requests(name, ar):
     """The GEMM shapes to time for a model: {(M, K, N)} with the parts they serve."""
@@ -404,8 +538,9 @@ def model_params(model_dir):
     return n
 
 
-def derive(run, ar, ceil, bw):
-    """Per-run metrics from its times (None where a time is missing or zero)."""
+def derive(run, ar, ceil, bw, ceil_best=None, floor=None):
+    """Per-run metrics from its times (None where a time is missing or zero). ceil_best: the
+    ceilings at the best rate for the run's dtype; floor: gemm_floor() of its model and dtype."""
     d = DTYPE_BYTES[run["dtype"]]
     g, f = run.get("seconds_generate"), run.get("seconds_forward")
     ok = lambda x: x is not None and x > 0  # noqa: E731
@@ -419,9 +554,40 @@ def derive(run, ar, ceil, bw):
     m["gen_bound_pct"] = 100 * ar.gen_bound_s(d, ceil, bw) / g if ok(g) else None
     m["fwd_gflops"] = ar.fwd_flops() / f / 1e9 if ok(f) else None
     m["fwd_ceil_pct"] = 100 * ar.fwd_bound_s(ceil) / f if ok(f) else None
+    m["gen_bound_best_pct"] = 100 * ar.gen_bound_s(d, ceil_best, bw) / g if ok(g) and ceil_best else None
+    m["gemm_s"] = floor["seconds"] if floor else None
+    m["job_over_gemm"] = m["job_s"] / floor["seconds"] if floor and m["job_s"] else None
     rss = run.get("peak_rss")
     m["rss_over_min"] = rss / (ar.weights_bytes(d) + ar.kv_cache_bytes(d)) if rss else None
     return m
+
+
+GOAL_JOB_OVER_GEMM = 1.3  # the whole job <= 1.3 x the time of its GEMM FLOPs at the best rate
+GOAL_DECODE_PCT = 70.0  # generation >= 70% of its bound
+GOAL_RSS = 1.5  # peak RSS <= 1.5 x (weights + KV cache)
+
+
+def goals(row, hf_row):
+    """The goals of one ratiocheck summary row, each {"value", "target", "met"} (met None where a
+    figure is missing): "hf": HF's job time / ratiocheck's >= 2, or >= 3 where the FLOP limit (HF's
+    job time / the job's GEMM-FLOP time, the speed-up a job at the GEMM-FLOP time would have)
+    allows 3; "gemm": job time / GEMM-FLOP time <= 1.3; "decode": gen % of bound >= 70; "rss":
+    peak RSS / (W + KV) <= 1.5."""
+    def goal(value, target, ok):
+        return {"value": value, "target": target, "met": None if value is None else ok(value, target)}
+
+    speedup = 1 / row["x_job"] if row.get("x_job") else None
+    limit = hf_row["job_s"] / row["gemm_s"] if hf_row and hf_row.get("job_s") and row.get("gemm_s") else None
+    g = {"hf": goal(speedup, 3.0 if limit is not None and limit >= 3 else 2.0, lambda v, t: v >= t)}
+    g["hf"]["flop_limit"] = limit
+    g["gemm"] = goal(row.get("job_over_gemm"), GOAL_JOB_OVER_GEMM, lambda v, t: v <= t)
+    g["decode"] = goal(row.get("gen_bound_pct"), GOAL_DECODE_PCT, lambda v, t: v >= t)
+    g["rss"] = goal(row.get("rss_over_min"), GOAL_RSS, lambda v, t: v <= t)
+    return g
+
+
+def met_text(met):
+    return "-" if met is None else ("met" if met else "not met")
 
 
 def med(xs):
@@ -459,6 +625,8 @@ def main():
                          "[paired; --quick once]")
     ap.add_argument("--triad-mib", type=int, help="MiB per triad array [1024; --quick 64]")
     ap.add_argument("--min-time", type=float, help="seconds per GEMM shape in ceilings [0.5; --quick 0.05]")
+    ap.add_argument("--no-torch-gemm", action="store_true",
+                    help="skip timing torch's bf16 matmul at the GEMM shapes (the GEMM-FLOP time is then sgemm's)")
     ap.add_argument("--seed", type=int, default=1, help="sampling seed of both tools [1]")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the harness")
     ap.add_argument("--_worker", nargs=2, help=argparse.SUPPRESS)
@@ -466,7 +634,7 @@ def main():
 
     if a._worker:
         kind, args = a._worker
-        {"make_models": worker_make_models, "hf": worker_hf}[kind](json.loads(args))
+        {"make_models": worker_make_models, "hf": worker_hf, "torch_gemm": worker_torch_gemm}[kind](json.loads(args))
         return
 
     q = a.quick
@@ -558,11 +726,43 @@ def main():
                     f"{ceils[m].model_at(B):.1f}" for m in models)
         + f" ({ceil_json['seconds']:.0f} s)")
 
+    # ---- torch's bf16 matmul at the same shapes, in a worker process (as HF runs), same threads
+    rates = {"sgemm": gemm}
+    torch_gemm = None
+    if not a.no_torch_gemm:
+        t0 = time.time()
+        code, out, err, _, _ = run_child(worker_cmd("torch_gemm", {"shapes": sorted(want), "dtype": "bf16",
+                                                                   "threads": a.threads, "min_time": min_time}), env)
+        try:
+            if code != 0:
+                raise ValueError(f"exit {code}: {err.strip()[-800:]}")
+            torch_gemm = last_json(out)
+            torch_gemm["seconds"] = time.time() - t0
+            rates["torch_bf16"] = {(g["M"], g["K"], g["N"]): g["gflops"] for g in torch_gemm["gemm"]}
+        except (ValueError, KeyError) as e:
+            log(f"  torch bf16 matmul: FAILED ({e}); the GEMM-FLOP time uses sgemm only")
+            torch_gemm = {"error": str(e)}
+    ceils_torch = {m: Ceil(ariths[m], rates["torch_bf16"]) for m in models} if "torch_bf16" in rates else {}
+    best_rates = {dt: {sh: max(rates[s][sh] for s in RATE_SOURCES[dt] if s in rates) for sh in gemm}
+                  for dt in dtypes}
+    ceils_best = {(m, dt): Ceil(ariths[m], best_rates[dt]) for m in models for dt in dtypes}
+    floors = {(m, dt): gemm_floor(ariths[m], dt, rates) for m in models for dt in dtypes}
+    if ceils_torch:
+        impls = sorted({i for g in torch_gemm["gemm"] for i in g["onednn"]})
+        log(f"  torch bf16 matmul ({torch_gemm['cpu_capability']}; oneDNN: {', '.join(impls) or 'not used'}): "
+            + "; ".join(f"{m}: re-score {ceils_torch[m].forward():.1f} GFLOP/s, decode M={B} "
+                        f"{ceils_torch[m].model_at(B):.1f}" for m in models)
+            + f" ({torch_gemm['seconds']:.0f} s)")
+    for (m, dt), fl in floors.items():
+        log(f"  GEMM-FLOP time {m} {dt}: generation {fl['gen']['seconds']:.2f} s ({best_share_text(fl['gen']['best_share'])})"
+            f", re-score {fl['fwd']['seconds']:.2f} s ({best_share_text(fl['fwd']['best_share'])})")
+
     # ---- the runs: per model, round and dtype, A (ratiocheck, one kernel) then B (HF), ...
     runs = []
 
     def record(run):
-        run["metrics"] = derive(run, ariths[run["model"]], ceils[run["model"]], bw)
+        key = (run["model"], run["dtype"])
+        run["metrics"] = derive(run, ariths[run["model"]], ceils[run["model"]], bw, ceils_best[key], floors[key])
         runs.append(run)
         mm = run["metrics"]
         if run.get("error"):
@@ -572,6 +772,7 @@ def main():
             f"({fmt(mm['gen_tok_s'], '.0f')} tok/s, {fmt(mm['gen_gflops'])} GFLOP/s, {fmt(mm['gen_gbps'])} GB/s, "
             f"{fmt(mm['gen_bound_pct'])}% of bound)  forward {run['seconds_forward']:8.2f} s "
             f"({fmt(mm['fwd_tok_s'], '.0f')} tok/s, {fmt(mm['fwd_gflops'])} GFLOP/s, {fmt(mm['fwd_ceil_pct'])}% of sgemm)  "
+            f"job {fmt(mm['job_over_gemm'], '.2f')} x GEMM-FLOP time  "
             f"wall {run['wall']:.1f} s  RSS {run['peak_rss'] / 2**30:.2f} GiB  "
             f"ratio mean {fmt(run.get('ratio_mean'), '.6f')}  load {run['load_before']:.2f}")
 
@@ -671,13 +872,18 @@ def main():
                 for key in ("seconds_generate", "seconds_forward", "wall", "peak_rss"):
                     row[key] = med([r.get(key) for r in good])
                 for key in ("job_s", "gen_tok_s", "fwd_tok_s", "gen_gflops", "gen_gbps", "gen_bound_pct",
-                            "fwd_gflops", "fwd_ceil_pct", "rss_over_min"):
+                            "fwd_gflops", "fwd_ceil_pct", "rss_over_min", "gen_bound_best_pct", "gemm_s",
+                            "job_over_gemm"):
                     row[key] = med([r["metrics"][key] for r in good])
                 for key in ("generate", "forward", "job", "wall"):
                     row["x_" + key] = med([r["vs_hf"][key] for r in good if r.get("vs_hf")])
                 row["ratio_mean"] = med([r.get("ratio_mean") for r in good])
                 row["ratio_std"] = med([r.get("ratio_std") for r in good])
                 rows.append(row)
+    for row in rows:
+        hf_row = next((h for h in rows if h["tool"] == "hf" and h["model"] == row["model"]
+                       and h["dtype"] == row["dtype"]), None)
+        row["goals"] = goals(row, hf_row) if row["tool"] != "hf" and row["n"] else None
 
     result = {"started": started, "seconds": total_s, "argv": sys.argv[1:], "machine": machine_info(),
               "load_before": load_before, "load_after": load_after, "ratiocheck": rc, "ratiocheck_b": rc_b,
@@ -691,13 +897,18 @@ def main():
                              "gemm_params_head": ariths[m].head, "gen_gflop": ariths[m].gen_flops() / 1e9,
                              "fwd_gflop": ariths[m].fwd_flops() / 1e9,
                              "sgemm_forward_gflops": ceils[m].forward(),
-                             "sgemm_ladder": {M: ceils[m].model_at(M) for M in ladders[m]}} for m in models},
+                             "sgemm_ladder": {M: ceils[m].model_at(M) for M in ladders[m]},
+                             "torch_bf16_forward_gflops": ceils_torch[m].forward() if ceils_torch else None,
+                             "torch_bf16_ladder": {M: ceils_torch[m].model_at(M) for M in ladders[m]}
+                             if ceils_torch else None,
+                             "gemm_floor": {dt: floors[(m, dt)] for dt in dtypes}} for m in models},
+              "torch_gemm": torch_gemm,
               "runs": runs, "summary": rows}
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
 
-    md = markdown(result, models, dtypes, ariths, ceils, ladders, bw, doc)
+    md = markdown(result, models, dtypes, ariths, ceils, ceils_torch, ladders, bw, doc)
     if doc:
         os.makedirs(os.path.dirname(os.path.abspath(doc)), exist_ok=True)
         with open(doc, "w") as f:
@@ -710,24 +921,29 @@ def main():
         f"JSON {json_path}" + (f"; Markdown {doc}" if doc else ""))
     log(f"ceilings: triad {bw:.1f} GB/s; sgemm re-score " +
         ", ".join(f"{m} {ceils[m].forward():.1f}" for m in models) + " GFLOP/s")
+    if ceils_torch:
+        log("          torch bf16 matmul re-score " +
+            ", ".join(f"{m} {ceils_torch[m].forward():.1f}" for m in models) + " GFLOP/s")
     hdr = (f"{'model':10} {'dtype':5} {'tool':9} {'gen s':>8} {'fwd s':>8} {'job s':>8} {'gen %bnd':>8} "
-           f"{'fwd %sg':>7} {'RSS GiB':>7} {'RSS/min':>7} {'x HF gen':>8} {'fwd':>6} {'job':>6}")
+           f"{'fwd %sg':>7} {'RSS GiB':>7} {'RSS/min':>7} {'x HF gen':>8} {'fwd':>6} {'job':>6} {'x GEMM':>6}  goals")
     log(hdr)
     log("-" * len(hdr))
     for r in rows:
         if r["n"] == 0:
             log(f"{r['model']:10} {r['dtype']:5} {r['tool']:9} failed")
             continue
+        gl = r.get("goals")
         log(f"{r['model']:10} {r['dtype']:5} {r['tool']:9} {fmt(r['seconds_generate'], '.2f'):>8} "
             f"{fmt(r['seconds_forward'], '.2f'):>8} {fmt(r['job_s'], '.2f'):>8} {fmt(r['gen_bound_pct']):>8} "
             f"{fmt(r['fwd_ceil_pct']):>7} {fmt(r['peak_rss'] and r['peak_rss'] / 2**30, '.2f'):>7} "
             f"{fmt(r['rss_over_min'], '.2f'):>7} {fmt(r['x_generate'], '.2f'):>8} {fmt(r['x_forward'], '.2f'):>6} "
-            f"{fmt(r['x_job'], '.2f'):>6}")
+            f"{fmt(r['x_job'], '.2f'):>6} {fmt(r['job_over_gemm'], '.2f'):>6}  "
+            + (" ".join(f"{k} {met_text(g['met'])}" for k, g in gl.items()) if gl else ""))
     if any(r.get("error") for r in runs):
         sys.exit(1)
 
 
-def markdown(res, models, dtypes, ariths, ceils, ladders, bw, doc):
+def markdown(res, models, dtypes, ariths, ceils, ceils_torch, ladders, bw, doc):
     s, c, mi = res["settings"], res["ceilings"], res["machine"]
     lb, la = res["load_before"], res["load_after"]
     out = []
@@ -760,15 +976,44 @@ def markdown(res, models, dtypes, ariths, ceils, ladders, bw, doc):
       f"{c['triad']['gbps_best']:.1f}), read-only {c['read']['gbps']:.1f} GB/s, {c['triad']['mib_per_array']} MiB "
       "arrays.")
     w("")
-    w("sgemm through the same OpenBLAS (`Y = X W^T`, median call), weighted over each model's GEMM shapes "
-      "(GFLOP/s at M rows):")
+    tg = res.get("torch_gemm") or {}
+    if ceils_torch:
+        impls = sorted({i for g in tg["gemm"] for i in g["onednn"]})
+        no_dnn = sorted({g["M"] for g in tg["gemm"] if not g["onednn"]})
+        w("sgemm through the same OpenBLAS, and torch's bf16 matmul (`torch.mm(x, w.t())` on bf16 tensors, fp32 "
+          f"accumulation, bf16 output; torch {tg['torch']}, CPU capability {tg['cpu_capability']}, {tg['threads']} "
+          f"threads, in a Python worker as HF runs; oneDNN implementation: {', '.join(impls) or 'none'}"
+          + (f"; not through oneDNN at M = {', '.join(map(str, no_dnn))}" if no_dnn and impls else "")
+          + "), both `Y = X W^T` and the median call, weighted over each model's GEMM shapes (GFLOP/s at M rows):")
+    else:
+        why = f" (torch's bf16 matmul failed: {tg['error'][:200]})" if tg.get("error") else ""
+        w("sgemm through the same OpenBLAS (`Y = X W^T`, median call), weighted over each model's GEMM shapes "
+          f"(GFLOP/s at M rows){why}:")
     w("")
     allM = sorted({M for m in models for M in ladders[m]})
-    w("| model | re-score | " + " | ".join(f"M={M}" for M in allM) + " |")
-    w("|---|---:|" + "---:|" * len(allM))
+    w("| model | GEMM | re-score | " + " | ".join(f"M={M}" for M in allM) + " |")
+    w("|---|---|---:|" + "---:|" * len(allM))
     for m in models:
-        cells = [fmt(ceils[m].model_at(M)) if M in ladders[m] else "" for M in allM]
-        w(f"| {m} | {ceils[m].forward():.1f} | " + " | ".join(cells) + " |")
+        for name, cm in (("sgemm", ceils[m]), ("torch bf16", ceils_torch.get(m))):
+            if cm is None:
+                continue
+            cells = [fmt(cm.model_at(M)) if M in ladders[m] else "" for M in allM]
+            w(f"| {m} | {name} | {cm.forward():.1f} | " + " | ".join(cells) + " |")
+    w("")
+    w("**GEMM-FLOP time**: the job's linear-layer GEMM FLOPs, each shape at the best rate measured above for "
+      "it (fp32 and fp16: sgemm; bf16: the faster of sgemm and torch's bf16 matmul), attention not counted:")
+    w("")
+    w("| model | dtype | generation GFLOP | s | best rate | re-score GFLOP | s | best rate | job s |")
+    w("|---|---|---:|---:|---|---:|---:|---|---:|")
+    for m in models:
+        for dt in dtypes:
+            fl = res["models"][m]["gemm_floor"][dt]
+            if fl is None:
+                continue
+            w(f"| {m} | {dt} | {fl['gen']['gflop']:.1f} | {fl['gen']['seconds']:.2f} | "
+              f"{best_share_text(fl['gen']['best_share'])} ({fl['gen']['gflops']:.1f} GFLOP/s) | "
+              f"{fl['fwd']['gflop']:.1f} | {fl['fwd']['seconds']:.2f} | "
+              f"{best_share_text(fl['fwd']['best_share'])} ({fl['fwd']['gflops']:.1f} GFLOP/s) | {fl['seconds']:.2f} |")
     w("")
     w("## Results")
     w("")
@@ -793,6 +1038,31 @@ def markdown(res, models, dtypes, ariths, ceils, ladders, bw, doc):
           f"{fmt(r['fwd_gflops'])} | {fmt(r['fwd_ceil_pct'])} | {fmt(r['job_s'], '.2f')} | "
           f"{fmt(r['peak_rss'] and r['peak_rss'] / 2**30, '.2f')} | {fmt(r['rss_over_min'], '.2f')} | "
           f"{fmt(r['x_generate'], '.2f', '')} | {fmt(r['x_forward'], '.2f', '')} | {fmt(r['x_job'], '.2f', '')} |")
+    w("")
+    w("## Goals")
+    w("")
+    w(f"Per ratiocheck row: HF's job time over ratiocheck's >= 2x, >= 3x where the FLOP limit (HF's job time over "
+      f"the GEMM-FLOP time) is >= 3; the job <= {GOAL_JOB_OVER_GEMM}x its GEMM-FLOP time; generation >= "
+      f"{GOAL_DECODE_PCT:.0f}% of its bound (gen % of bound; beside it the same bound with the compute part at the "
+      f"best rate); peak RSS <= {GOAL_RSS}x (W+KV).")
+    w("")
+    w("| model | dtype | tool | HF / ratiocheck job | FLOP limit | target | met | job s | GEMM-FLOP s | "
+      "job / GEMM-FLOP | met | gen % of bound (best rate) | met | RSS / (W+KV) | met |")
+    w("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|---:|---|")
+    for r in res["summary"]:
+        if r["n"] == 0:
+            continue
+        g = r.get("goals")
+        if g is None:  # HF: its job against the GEMM-FLOP time only
+            w(f"| {r['model']} | {r['dtype']} | {r['tool']} | | | | | {fmt(r['job_s'], '.2f')} | "
+              f"{fmt(r['gemm_s'], '.2f')} | {fmt(r['job_over_gemm'], '.2f')} | | {fmt(r['gen_bound_pct'])} "
+              f"({fmt(r['gen_bound_best_pct'])}) | | {fmt(r['rss_over_min'], '.2f')} | |")
+            continue
+        w(f"| {r['model']} | {r['dtype']} | {r['tool']} | {fmt(g['hf']['value'], '.2f')} | "
+          f"{fmt(g['hf']['flop_limit'], '.2f')} | {g['hf']['target']:.0f} | {met_text(g['hf']['met'])} | "
+          f"{fmt(r['job_s'], '.2f')} | {fmt(r['gemm_s'], '.2f')} | {fmt(r['job_over_gemm'], '.2f')} | "
+          f"{met_text(g['gemm']['met'])} | {fmt(r['gen_bound_pct'])} ({fmt(r['gen_bound_best_pct'])}) | "
+          f"{met_text(g['decode']['met'])} | {fmt(r['rss_over_min'], '.2f')} | {met_text(g['rss']['met'])} |")
     w("")
     w("## Every run, in order")
     w("")
