@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The default check and the quick test suite of two builds, side by side.
 
-Issue 12's goal "the default check (bundled model) and the test suites at least
+A speed goal such as "the default check (bundled model) and the test suites at least
 3x faster than today" is a ratio between two builds on one machine, so both are
 measured in one run, alternating A, B, A, B (A: the old build, B: the new one),
 with the load average printed before each measurement:

@@ -1284,7 +1284,7 @@ def main(argv):
         fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib; run "
              "with /usr/bin/python3)", 1)
     matplotlib.use("Agg")
-    # legible fonts (issue 15): nothing below 10 pt, titles 12 pt
+    # legible fonts: nothing below 10 pt, titles 12 pt
     matplotlib.rcParams.update({"svg.hashsalt": "ratiocheck", "font.size": FONT, "axes.titlesize": TITLE,
                                 "axes.labelsize": FONT, "legend.fontsize": FONT, "xtick.labelsize": FONT,
                                 "ytick.labelsize": FONT, "figure.titlesize": TITLE,
