@@ -594,22 +594,30 @@ AVX512_FN static void gemm_block_avx512_any(rc_wt W, int64_t ldw, const float *x
 }
 
 /* Columns [n0, n1) of every row block of a GEMM with more rows than one
- * register tile and 2-byte weights: the weight rows are widened once into
- * panel (GEMM_N_BLOCK x K floats, this thread's) and the fp32 kernel reads
- * them there for all M rows (the same values: the results do not change). */
+ * register tile: the weight rows copied once into panel (GEMM_N_BLOCK rows
+ * of K floats, ldp = K rounded up to 16 apart, this thread's, 64-byte
+ * aligned) and the fp32 kernel reads them there for all M rows. 2-byte
+ * weights are widened (exactly); fp32 weights are copied when their rows are
+ * not 64-byte aligned (a checkpoint read in place: every 16-float load of an
+ * unaligned row spans two cache lines). The same values in the same order:
+ * the results do not change. */
 AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *x, int64_t ldx, int64_t M,
                                              int64_t K, const float *bias, rc_dtype out_dt, float *y, int64_t N,
                                              int64_t n0, int64_t n1, rco_gemm_order C, float *panel)
 {
-    if (ldw == K) {
-        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
-    } else { /* a K-slice: its rows one by one, packed K apart */
+    const int64_t ldp = (K + 15) / 16 * 16;
+    if (W.dt == RC_F32) {
         for (int64_t n = n0; n < n1; n++)
-            widen16_avx512(panel + (n - n0) * K, (const uint16_t *)W.p + n * ldw, K, W.dt);
+            memcpy(panel + (n - n0) * ldp, (const float *)W.p + n * ldw, (size_t)K * sizeof *panel);
+    } else if (ldw == K && ldp == K) {
+        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
+    } else { /* a K-slice or a K off the 16 grid: its rows one by one, packed ldp apart */
+        for (int64_t n = n0; n < n1; n++)
+            widen16_avx512(panel + (n - n0) * ldp, (const uint16_t *)W.p + n * ldw, K, W.dt);
     }
     for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
         const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
-        gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+        gemm_block_f32(x, ldx, K, panel, ldp, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     }
 }
 
@@ -1354,13 +1362,14 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */
     if (!avx512 && W.dt != RC_F32)
         RC_TRY(rc_alloc_aligned((void **)&wrows, (int64_t)omp_get_max_threads() * K, sizeof *wrows, "matmul rows"));
-    float *panel = NULL; /* the AVX-512 kernel's widened weight panels, one per thread */
-    const int64_t panel_n = GEMM_N_BLOCK * K;
-    if (avx512 && W.dt != RC_F32 && M > UK_MR)
+    float *panel = NULL; /* the AVX-512 kernel's weight panels (widened, or fp32 rows aligned), one per thread */
+    const int64_t panel_n = GEMM_N_BLOCK * ((K + 15) / 16 * 16);
+    const bool w_unaligned = W.dt == RC_F32 && (((uintptr_t)W.p | (uintptr_t)(ldw * 4)) & 63u) != 0;
+    if (avx512 && (W.dt != RC_F32 || w_unaligned) && M > UK_MR)
         RC_TRY(cpu_scratch(be, (int64_t)omp_get_max_threads() * panel_n, &panel));
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
 #ifdef RC_GEMM_AVX512
-    if (panel) { /* a column block of all rows per task: its weights widened once */
+    if (panel) { /* a column block of all rows per task: its weights widened or aligned once */
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t bn = 0; bn < nb; bn++) {
             const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
