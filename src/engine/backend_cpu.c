@@ -308,19 +308,28 @@ ukernel(const int mr, const int nr, const int wdt, const int lanes, const float 
         }
         return;
     }
+    /* lanes merge: the running lanes in memory (L1), so the chunk's tile is
+     * the full UK_MR x UK_NR; stores and loads keep every bit */
+    float run[UK_MR * UK_NR * 16] __attribute__((aligned(64)));
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            _mm512_store_ps(run + (i * UK_NR + j) * 16, tot[i][j]);
     for (int64_t k0 = C; k0 < K; k0 += C) {
         uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
-                tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
+                _mm512_store_ps(run + (i * UK_NR + j) * 16,
+                                _mm512_add_ps(_mm512_load_ps(run + (i * UK_NR + j) * 16), acc[i][j]));
     }
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++)
-            out[i][j] = tree16_512(tot[i][j]);
+            out[i][j] = tree16_512(_mm512_load_ps(run + (i * UK_NR + j) * 16));
 }
 
 AVX512_FN static inline __attribute__((always_inline)) void
@@ -329,7 +338,7 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
                   int64_t n0, int64_t n1, int64_t C)
 {
     const int es = wdt == RC_F32 ? 4 : 2;
-    const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;
+    const int MR = UK_MR, NR = UK_NR;
     for (int64_t m = m0; m < m1; m += MR) {
         const int mr = m1 - m < MR ? (int)(m1 - m) : MR;
         for (int64_t n = n0; n < n1; n += NR) {
@@ -341,8 +350,8 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
                 switch (mr * 8 + nr) { /* every edge shape its own register tile */
 #define UK_CASE(MR, NR) \
     case (MR) * 8 + (NR): ukernel(MR, NR, wdt, 1, xm, ldx, K, Wn, ldw, C, out); break;
-#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3)
-                    UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4)
+#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
+                    UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
 #undef UK_ROW
 #undef UK_CASE
                 default: break;
@@ -776,16 +785,21 @@ ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const flo
                                                                                               j < nr; j++)          \
                     out[i][j] += tree16_512(acc[i][j]);                                                             \
             }                                                                                                       \
-        } else {                                                                                                    \
+        } else { /* the running lanes in memory, as ukernel's */                                                   \
+            float run[UK_MR * UK_NR * 16] __attribute__((aligned(64)));                                             \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++)                      \
+                _mm512_store_ps(run + (i * UK_NR + j) * 16, tot[i][j]);                                             \
             for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
                 CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
                 _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
                                                                                               j < nr; j++)          \
-                    tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);                                                \
+                    _mm512_store_ps(run + (i * UK_NR + j) * 16,                                                     \
+                                    _mm512_add_ps(_mm512_load_ps(run + (i * UK_NR + j) * 16), acc[i][j]));          \
             }                                                                                                       \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++) out[i][j] =          \
-                tree16_512(tot[i][j]);                                                                              \
+                tree16_512(_mm512_load_ps(run + (i * UK_NR + j) * 16));                                             \
         }                                                                                                           \
         for (int i = 0; i < mr; i++)                                                                                \
             for (int j = 0; j < nr; j++)                                                                            \
@@ -805,7 +819,7 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
         const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
         int64_t C)                                                                                                  \
     {                                                                                                               \
-        const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;                                       \
+        const int MR = UK_MR, NR = UK_NR;                                                                           \
         for (int64_t m = m0; m < m1; m += MR) {                                                                     \
             const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
             for (int64_t n = n0; n < n1; n += NR) {                                                                 \
@@ -815,6 +829,7 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
                 if (lanes) {                                                                                        \
                     switch (mr * 8 + nr) {                                                                          \
                         UKP_ROW_L(KERNEL, 1) UKP_ROW_L(KERNEL, 2) UKP_ROW_L(KERNEL, 3) UKP_ROW_L(KERNEL, 4)         \
+                        UKP_ROW_L(KERNEL, 5) UKP_ROW_L(KERNEL, 6)                                                   \
                     default: break;                                                                                 \
                     }                                                                                               \
                 } else {                                                                                            \
@@ -848,7 +863,8 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
     }
 #define UKP_CASE(KERNEL, L, MR, NR)                                                                                 \
     case (MR) * 8 + (NR): KERNEL(MR, NR, L, xm, Kp, Kp, Wn, ldw, kw, C, out); break;
-#define UKP_ROW_L(KERNEL, MR) UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3)
+#define UKP_ROW_L(KERNEL, MR)                                                                                       \
+    UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3) UKP_CASE(KERNEL, 1, MR, 4)
 #define UKP_ROW_S(KERNEL, MR)                                                                                       \
     UKP_CASE(KERNEL, 0, MR, 1) UKP_CASE(KERNEL, 0, MR, 2) UKP_CASE(KERNEL, 0, MR, 3) UKP_CASE(KERNEL, 0, MR, 4)
 UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t)
@@ -1217,9 +1233,10 @@ enum { PAIRS_DP, PAIRS_EMU, PAIRS_EMF };
  * 1 or 2); all give the same bits (the emulation's kernels run on path 2
  * only when they passed their check too). vdpbf16ps wherever it is the faster
  * multiply-add (dpbf16_faster), else for M <= UK_MR (decode: bound by reading
- * the weights, which it reads at 2 bytes); otherwise the emulation: on
- * widened operands (emf) for M <= 256, where the FMAs bound it, and on
- * bf16 operands (emu) for M > 256, where its operands' bytes do. The
+ * the weights, which it reads at 2 bytes); otherwise the emulation on
+ * widened operands (emf): on an Intel Xeon with AMX it ran 1.0-1.25x the
+ * emulation on bf16 operands (emu) at M = 333 and 1024, K = 768 and 3072,
+ * whose shifts and masks take the FMA ports' slots. The
  * environment variable RC_PAIRS_ROUTE (dp, emu or emf) forces one kernel for
  * every M (dp only on path 2), for the tests. */
 static int gemm_pairs_route(int path, int64_t M)
@@ -1239,7 +1256,7 @@ static int gemm_pairs_route(int path, int64_t M)
         if (dp_fast || M <= UK_MR)
             return PAIRS_DP;
     }
-    return M <= UK_MR || M > 256 ? PAIRS_EMU : PAIRS_EMF;
+    return M <= UK_MR ? PAIRS_EMU : PAIRS_EMF;
 }
 #endif
 
