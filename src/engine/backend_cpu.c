@@ -785,7 +785,17 @@ ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const flo
                                                                                               j < nr; j++)          \
                     out[i][j] += tree16_512(acc[i][j]);                                                             \
             }                                                                                                       \
-        } else { /* the running lanes in memory, as ukernel's */                                                   \
+        } else if (mr * nr <= UK_MR_L * UK_NR_L) { /* the running lanes in registers (a constant after inlining) */  \
+            for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
+                CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
+                                                                                              j < nr; j++)          \
+                    tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);                                                \
+            }                                                                                                       \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) out[i][j] =          \
+                tree16_512(tot[i][j]);                                                                              \
+        } else { /* a larger tile: the running lanes in memory, as ukernel's */                                    \
             float run[UK_MR * UK_NR * 16] __attribute__((aligned(64)));                                             \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++)                      \
@@ -813,13 +823,13 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
 
 /* rows [m0, m1) x columns [n0, n1) of the pair-order GEMM: x packed [M, Kp],
  * W's row n at W + n * ldw with kw elements */
-#define UKP_BLOCK(NAME, KERNEL, ATTR, T)                                                                            \
+#define UKP_BLOCK(NAME, KERNEL, ATTR, T, FULL)                                                                      \
     ATTR static inline __attribute__((always_inline)) void NAME##_body(                                             \
         const int lanes, const T *x, int64_t Kp, const T *W, int64_t ldw, int64_t kw, int64_t w_n0,                 \
         const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
         int64_t C)                                                                                                  \
     {                                                                                                               \
-        const int MR = UK_MR, NR = UK_NR;                                                                           \
+        const int MR = lanes && !FULL ? UK_MR_L : UK_MR, NR = lanes && !FULL ? UK_NR_L : UK_NR;                     \
         for (int64_t m = m0; m < m1; m += MR) {                                                                     \
             const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
             for (int64_t n = n0; n < n1; n += NR) {                                                                 \
@@ -867,9 +877,12 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
     UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3) UKP_CASE(KERNEL, 1, MR, 4)
 #define UKP_ROW_S(KERNEL, MR)                                                                                       \
     UKP_CASE(KERNEL, 0, MR, 1) UKP_CASE(KERNEL, 0, MR, 2) UKP_CASE(KERNEL, 0, MR, 3) UKP_CASE(KERNEL, 0, MR, 4)
-UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t)
-UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN, uint16_t)
-UKP_BLOCK(gemm_pairs_emf, ukp_kernel_emf, AVX512_FN, float)
+/* FULL: the lanes merge on the 6 x 4 tile (emf: one register per operand
+ * vector); dp and emu keep 4 x 3 with the running lanes in registers (emu's
+ * split operands take the registers a larger tile needs) */
+UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t, 0)
+UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN, uint16_t, 0)
+UKP_BLOCK(gemm_pairs_emf, ukp_kernel_emf, AVX512_FN, float, 1)
 #undef UKP_BLOCK
 #undef UKP_CASE
 #undef UKP_ROW_L
@@ -1233,13 +1246,14 @@ enum { PAIRS_DP, PAIRS_EMU, PAIRS_EMF };
  * 1 or 2); all give the same bits (the emulation's kernels run on path 2
  * only when they passed their check too). vdpbf16ps wherever it is the faster
  * multiply-add (dpbf16_faster), else for M <= UK_MR (decode: bound by reading
- * the weights, which it reads at 2 bytes); otherwise the emulation on
- * widened operands (emf): on an Intel Xeon with AMX it ran 1.0-1.25x the
- * emulation on bf16 operands (emu) at M = 333 and 1024, K = 768 and 3072,
- * whose shifts and masks take the FMA ports' slots. The
+ * the weights, which it reads at 2 bytes); otherwise the emulation: on
+ * widened operands (emf) where the FMAs bound it (M <= 256, or K <= 1024:
+ * six widened rows of x fit in L1; the shifts and masks of the emulation
+ * on bf16 operands take the FMA ports' slots), on bf16 operands (emu) for
+ * M > 256 and K > 1024, where its operands' bytes do. The
  * environment variable RC_PAIRS_ROUTE (dp, emu or emf) forces one kernel for
  * every M (dp only on path 2), for the tests. */
-static int gemm_pairs_route(int path, int64_t M)
+static int gemm_pairs_route(int path, int64_t M, int64_t K)
 {
     static int forced = -2, dp_fast = -1;
     if (forced == -2) {
@@ -1256,7 +1270,7 @@ static int gemm_pairs_route(int path, int64_t M)
         if (dp_fast || M <= UK_MR)
             return PAIRS_DP;
     }
-    return M <= UK_MR ? PAIRS_EMU : PAIRS_EMF;
+    return M <= UK_MR || (M > 256 && K > 1024) ? PAIRS_EMU : PAIRS_EMF;
 }
 #endif
 
@@ -1266,17 +1280,22 @@ const char *rc_cpu_gemm_pairs_path(void)
     return names[gemm_pairs_path()];
 }
 
-const char *rc_cpu_gemm_pairs_kernel(int64_t M)
+const char *rc_cpu_gemm_pairs_kernel_mk(int64_t M, int64_t K)
 {
 #ifdef RC_GEMM_AVX512
     static const char *const names[] = {"vdpbf16ps", "FMA emulation on bf16 operands",
                                         "FMA emulation on widened operands"};
     if (gemm_pairs_path() > 0)
-        return names[gemm_pairs_route(gemm_pairs_path(), M)];
+        return names[gemm_pairs_route(gemm_pairs_path(), M, K)];
 #else
-    (void)M;
+    (void)M, (void)K;
 #endif
     return "plain C";
+}
+
+const char *rc_cpu_gemm_pairs_kernel(int64_t M)
+{
+    return rc_cpu_gemm_pairs_kernel_mk(M, 768);
 }
 
 int rc_cpu_dpbf16_rate(double *dp_ns, double *fma_ns)
@@ -1369,7 +1388,7 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     const rco_gemm_order C = rco_gemm_order_dt(be->kernels == RC_KERNELS_INVARIANT, M, K, in_dt);
 #ifdef RC_GEMM_AVX512
     if (C.pairs && gemm_pairs_path() > 0) {
-        const int route = gemm_pairs_route(gemm_pairs_path(), M);
+        const int route = gemm_pairs_route(gemm_pairs_path(), M, K);
         if (route == PAIRS_EMF)
             return gemm_pairs_emf(be, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
         return gemm_pairs(route == PAIRS_DP ? 2 : 1, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);

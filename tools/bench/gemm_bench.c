@@ -172,7 +172,7 @@ int main(int argc, char **argv)
             }
             if (k == 1 && nst == 3 &&
                 printf("%-18s engine / engine-fma: %.2f (pair order: %s)\n", argv[i], g[1] / g[2],
-                       rc_cpu_gemm_pairs_kernel((int64_t)M)) < 0)
+                       rc_cpu_gemm_pairs_kernel_mk((int64_t)M, (int64_t)K)) < 0)
                 return 1;
         }
         free(x);
