@@ -236,6 +236,62 @@ AVX512_FN static inline float tree16_512(__m512 v)
                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
+/* tree16_512 of 16 registers at once: the same additions, each with the same
+ * two operands in the same order (lanes j and j + 8, then j + 4, j + 2, j + 1;
+ * the lower lane first), the registers transposed between them by shuffles,
+ * 15 adds and 30 shuffles instead of 16 trees; r[i] = tree16_512(v[i]) */
+AVX512_FN static inline __attribute__((always_inline)) void tree16_x16(const __m512 v[16], float r[16])
+{
+    __m512 t[8], u[4], w[2];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) /* lane j + 8: output 2p in the low half, 2p + 1 in the high half */
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) /* lane j + 4: output 4q + c in 128-bit lane c */
+        u[q] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * q], t[2 * q + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * q], t[2 * q + 1], 0xDD));
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++) /* lane j + 2: elements 0, 1 of lane c output 8q + c; 2, 3 output 8q + 4 + c */
+        w[q] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * q], u[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(u[2 * q], u[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane j + 1: element e of 128-bit lane c is output 4e + c */
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    float o[16] __attribute__((aligned(64)));
+    _mm512_store_ps(o, z);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = o[(i & 3) * 4 + (i >> 2)];
+}
+
+/* r[i * nr + j] = tree16_512(a[i][j]) for an mr x nr tile (constants after
+ * inlining): 16 at a time by tree16_x16, the rest one by one */
+AVX512_FN static inline __attribute__((always_inline)) void trees_tile(const int mr, const int nr,
+                                                                       __m512 a[UK_MR][UK_NR], float *r)
+{
+    const int n = mr * nr;
+    int i0 = 0;
+    if (n >= 8) {
+        for (; i0 < n; i0 += 16) {
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                v[t] = i0 + t < n ? a[(i0 + t) / nr][(i0 + t) % nr] : _mm512_setzero_ps();
+            float o[16];
+            tree16_x16(v, o);
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                if (i0 + t < n)
+                    r[i0 + t] = o[t];
+        }
+        return;
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < n; t++)
+        r[t] = tree16_512(a[t / nr][t % nr]);
+}
+
 /* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
  * UK_MR, nr <= UK_NR, constants after inlining) */
 AVX512_FN static inline __attribute__((always_inline)) void
@@ -292,19 +348,22 @@ ukernel(const int mr, const int nr, const int wdt, const int lanes, const float 
 {
     __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
     uk_chunk(mr, nr, wdt, x, ldx, W, ldw, 0, C < K ? C : K, tot);
+    float r[UK_MR * UK_NR];
     if (!lanes) {
+        trees_tile(mr, nr, tot, r);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
-                out[i][j] = tree16_512(tot[i][j]);
+                out[i][j] = r[i * nr + j];
         for (int64_t k0 = C; k0 < K; k0 += C) {
             uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
+            trees_tile(mr, nr, acc, r);
 #pragma GCC unroll 8
             for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
                 for (int j = 0; j < nr; j++)
-                    out[i][j] += tree16_512(acc[i][j]);
+                    out[i][j] += r[i * nr + j];
         }
         return;
     }
@@ -329,7 +388,13 @@ ukernel(const int mr, const int nr, const int wdt, const int lanes, const float 
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++)
-            out[i][j] = tree16_512(_mm512_load_ps(run + (i * UK_NR + j) * 16));
+            tot[i][j] = _mm512_load_ps(run + (i * UK_NR + j) * 16);
+    trees_tile(mr, nr, tot, r);
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            out[i][j] = r[i * nr + j];
 }
 
 AVX512_FN static inline __attribute__((always_inline)) void
@@ -774,16 +839,19 @@ ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const flo
         int64_t ldw, int64_t kw, int64_t C, float out[UK_MR][UK_NR])                                                \
     {                                                                                                               \
         __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];                                                                \
+        float r[UK_MR * UK_NR];                                                                                     \
         CHUNK(mr, nr, x, ldx, W, ldw, kw, 0, C < Kp ? C : Kp, tot);                                                 \
         if (!lanes) {                                                                                               \
+            trees_tile(mr, nr, tot, r);                                                                             \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++) out[i][j] =          \
-                tree16_512(tot[i][j]);                                                                              \
+                r[i * nr + j];                                                                                      \
             for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
                 CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                trees_tile(mr, nr, acc, r);                                                                         \
                 _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
                                                                                               j < nr; j++)          \
-                    out[i][j] += tree16_512(acc[i][j]);                                                             \
+                    out[i][j] += r[i * nr + j];                                                                     \
             }                                                                                                       \
         } else if (mr * nr <= UK_MR_L * UK_NR_L) { /* the running lanes in registers (a constant after inlining) */  \
             for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
@@ -792,9 +860,10 @@ ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const flo
                                                                                               j < nr; j++)          \
                     tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);                                                \
             }                                                                                                       \
+            trees_tile(mr, nr, tot, r);                                                                             \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++) out[i][j] =          \
-                tree16_512(tot[i][j]);                                                                              \
+                r[i * nr + j];                                                                                      \
         } else { /* a larger tile: the running lanes in memory, as ukernel's */                                    \
             float run[UK_MR * UK_NR * 16] __attribute__((aligned(64)));                                             \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
@@ -808,8 +877,12 @@ ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const flo
                                     _mm512_add_ps(_mm512_load_ps(run + (i * UK_NR + j) * 16), acc[i][j]));          \
             }                                                                                                       \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) tot[i][j] =          \
+                _mm512_load_ps(run + (i * UK_NR + j) * 16);                                                         \
+            trees_tile(mr, nr, tot, r);                                                                             \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++) out[i][j] =          \
-                tree16_512(_mm512_load_ps(run + (i * UK_NR + j) * 16));                                             \
+                r[i * nr + j];                                                                                      \
         }                                                                                                           \
         for (int i = 0; i < mr; i++)                                                                                \
             for (int j = 0; j < nr; j++)                                                                            \
