@@ -1131,6 +1131,31 @@ AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_
     }
 }
 
+/* gemm_pairs_widen of n fp32 values (x's rows, fp32-stored weights): each
+ * rounded to bf16 as rc_f32_to_bf16 (to nearest even, a NaN kept quiet),
+ * 16 at a time, then the odd elements of each 32 and the even ones */
+AVX512_FN static void gemm_pairs_widen_f32(const float *src, int64_t n, int64_t Kp, float *dst)
+{
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i one = _mm512_set1_epi32(1), r7 = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000), q = _mm512_set1_epi32(0x400000);
+    for (int64_t b = 0; b < Kp; b += 32) {
+        __m512i v[2];
+        for (int h = 0; h < 2; h++) {
+            const int64_t k = b + 16 * h, left = n - k;
+            const __mmask16 mk = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+            const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(mk, src + (k < n ? k : 0)));
+            const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+            const __m512i rn = _mm512_add_epi32(_mm512_add_epi32(u, r7), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+            /* the bf16 bits in the high half: rounded, or a NaN's high half with its quiet bit set */
+            v[h] = _mm512_mask_or_epi32(_mm512_and_si512(rn, hi), nan, _mm512_and_si512(u, hi), q);
+        }
+        _mm512_storeu_si512((void *)(dst + b), _mm512_permutex2var_epi32(v[0], odd, v[1]));
+        _mm512_storeu_si512((void *)(dst + b + 16), _mm512_permutex2var_epi32(v[0], even, v[1]));
+    }
+}
+
 /* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
  * rows widened once, W one column block at a time into this thread's panel,
  * read there by every row block; the same steps as gemm_pairs' paths (the
@@ -1157,13 +1182,15 @@ static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int
     {
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
-            gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
+            gemm_pairs_widen_f32(x + m * ldx, K, Kp, xf + m * Kp);
         float *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
         for (int64_t bn; (bn = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < nb;) {
             const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
             for (int64_t n = n0; n < n1; n++) {
                 if (W.dt == RC_BF16)
                     gemm_pairs_widen_bf16((const uint16_t *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
+                else if (W.dt == RC_F32)
+                    gemm_pairs_widen_f32((const float *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
                 else
                     gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
             }
