@@ -236,6 +236,62 @@ AVX512_FN static inline float tree16_512(__m512 v)
                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
+/* tree16_512 of 16 registers at once: the same additions, each with the same
+ * two operands in the same order (lanes j and j + 8, then j + 4, j + 2, j + 1;
+ * the lower lane first), the registers transposed between them by shuffles,
+ * 15 adds and 30 shuffles instead of 16 trees; r[i] = tree16_512(v[i]) */
+AVX512_FN static inline __attribute__((always_inline)) void tree16_x16(const __m512 v[16], float r[16])
+{
+    __m512 t[8], u[4], w[2];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) /* lane j + 8: output 2p in the low half, 2p + 1 in the high half */
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) /* lane j + 4: output 4q + c in 128-bit lane c */
+        u[q] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * q], t[2 * q + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * q], t[2 * q + 1], 0xDD));
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++) /* lane j + 2: elements 0, 1 of lane c output 8q + c; 2, 3 output 8q + 4 + c */
+        w[q] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * q], u[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(u[2 * q], u[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane j + 1: element e of 128-bit lane c is output 4e + c */
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    float o[16] __attribute__((aligned(64)));
+    _mm512_store_ps(o, z);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = o[(i & 3) * 4 + (i >> 2)];
+}
+
+/* r[i * nr + j] = tree16_512(a[i][j]) for an mr x nr tile (constants after
+ * inlining): 16 at a time by tree16_x16, the rest one by one */
+AVX512_FN static inline __attribute__((always_inline)) void trees_tile(const int mr, const int nr,
+                                                                       __m512 a[UK_MR][UK_NR], float *r)
+{
+    const int n = mr * nr;
+    int i0 = 0;
+    if (n >= 8) {
+        for (; i0 < n; i0 += 16) {
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                v[t] = i0 + t < n ? a[(i0 + t) / nr][(i0 + t) % nr] : _mm512_setzero_ps();
+            float o[16];
+            tree16_x16(v, o);
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                if (i0 + t < n)
+                    r[i0 + t] = o[t];
+        }
+        return;
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < n; t++)
+        r[t] = tree16_512(a[t / nr][t % nr]);
+}
+
 /* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
  * UK_MR, nr <= UK_NR, constants after inlining) */
 AVX512_FN static inline __attribute__((always_inline)) void
@@ -292,35 +348,53 @@ ukernel(const int mr, const int nr, const int wdt, const int lanes, const float 
 {
     __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];
     uk_chunk(mr, nr, wdt, x, ldx, W, ldw, 0, C < K ? C : K, tot);
+    float r[UK_MR * UK_NR];
     if (!lanes) {
+        trees_tile(mr, nr, tot, r);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
-                out[i][j] = tree16_512(tot[i][j]);
+                out[i][j] = r[i * nr + j];
         for (int64_t k0 = C; k0 < K; k0 += C) {
             uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
+            trees_tile(mr, nr, acc, r);
 #pragma GCC unroll 8
             for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
                 for (int j = 0; j < nr; j++)
-                    out[i][j] += tree16_512(acc[i][j]);
+                    out[i][j] += r[i * nr + j];
         }
         return;
     }
+    /* lanes merge: the running lanes in memory (L1), so the chunk's tile is
+     * the full UK_MR x UK_NR; stores and loads keep every bit */
+    float run[UK_MR * UK_NR * 16] __attribute__((aligned(64)));
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            _mm512_store_ps(run + (i * UK_NR + j) * 16, tot[i][j]);
     for (int64_t k0 = C; k0 < K; k0 += C) {
         uk_chunk(mr, nr, wdt, x, ldx, W, ldw, k0, K - k0 < C ? K : k0 + C, acc);
 #pragma GCC unroll 8
         for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++)
-                tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);
+                _mm512_store_ps(run + (i * UK_NR + j) * 16,
+                                _mm512_add_ps(_mm512_load_ps(run + (i * UK_NR + j) * 16), acc[i][j]));
     }
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++)
-            out[i][j] = tree16_512(tot[i][j]);
+            tot[i][j] = _mm512_load_ps(run + (i * UK_NR + j) * 16);
+    trees_tile(mr, nr, tot, r);
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            out[i][j] = r[i * nr + j];
 }
 
 AVX512_FN static inline __attribute__((always_inline)) void
@@ -329,7 +403,7 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
                   int64_t n0, int64_t n1, int64_t C)
 {
     const int es = wdt == RC_F32 ? 4 : 2;
-    const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;
+    const int MR = UK_MR, NR = UK_NR;
     for (int64_t m = m0; m < m1; m += MR) {
         const int mr = m1 - m < MR ? (int)(m1 - m) : MR;
         for (int64_t n = n0; n < n1; n += NR) {
@@ -341,8 +415,8 @@ gemm_block_avx512(const int wdt, const int lanes, const float *x, int64_t ldx, i
                 switch (mr * 8 + nr) { /* every edge shape its own register tile */
 #define UK_CASE(MR, NR) \
     case (MR) * 8 + (NR): ukernel(MR, NR, wdt, 1, xm, ldx, K, Wn, ldw, C, out); break;
-#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3)
-                    UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4)
+#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
+                    UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
 #undef UK_ROW
 #undef UK_CASE
                 default: break;
@@ -594,22 +668,30 @@ AVX512_FN static void gemm_block_avx512_any(rc_wt W, int64_t ldw, const float *x
 }
 
 /* Columns [n0, n1) of every row block of a GEMM with more rows than one
- * register tile and 2-byte weights: the weight rows are widened once into
- * panel (GEMM_N_BLOCK x K floats, this thread's) and the fp32 kernel reads
- * them there for all M rows (the same values: the results do not change). */
+ * register tile: the weight rows copied once into panel (GEMM_N_BLOCK rows
+ * of K floats, ldp = K rounded up to 16 apart, this thread's, 64-byte
+ * aligned) and the fp32 kernel reads them there for all M rows. 2-byte
+ * weights are widened (exactly); fp32 weights are copied when their rows are
+ * not 64-byte aligned (a checkpoint read in place: every 16-float load of an
+ * unaligned row spans two cache lines). The same values in the same order:
+ * the results do not change. */
 AVX512_FN static void gemm_cols_avx512_panel(rc_wt W, int64_t ldw, const float *x, int64_t ldx, int64_t M,
                                              int64_t K, const float *bias, rc_dtype out_dt, float *y, int64_t N,
                                              int64_t n0, int64_t n1, rco_gemm_order C, float *panel)
 {
-    if (ldw == K) {
-        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
-    } else { /* a K-slice: its rows one by one, packed K apart */
+    const int64_t ldp = (K + 15) / 16 * 16;
+    if (W.dt == RC_F32) {
         for (int64_t n = n0; n < n1; n++)
-            widen16_avx512(panel + (n - n0) * K, (const uint16_t *)W.p + n * ldw, K, W.dt);
+            memcpy(panel + (n - n0) * ldp, (const float *)W.p + n * ldw, (size_t)K * sizeof *panel);
+    } else if (ldw == K && ldp == K) {
+        widen16_avx512(panel, (const uint16_t *)W.p + n0 * K, (n1 - n0) * K, W.dt);
+    } else { /* a K-slice or a K off the 16 grid: its rows one by one, packed ldp apart */
+        for (int64_t n = n0; n < n1; n++)
+            widen16_avx512(panel + (n - n0) * ldp, (const uint16_t *)W.p + n * ldw, K, W.dt);
     }
     for (int64_t m0 = 0; m0 < M; m0 += GEMM_M_BLOCK) {
         const int64_t m1 = m0 + GEMM_M_BLOCK < M ? m0 + GEMM_M_BLOCK : M;
-        gemm_block_f32(x, ldx, K, panel, K, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
+        gemm_block_f32(x, ldx, K, panel, ldp, n0, bias, out_dt, y, N, m0, m1, n0, n1, C);
     }
 }
 
@@ -757,27 +839,50 @@ ukp_chunk_emf(const int mr, const int nr, const float *x, int64_t ldx, const flo
         int64_t ldw, int64_t kw, int64_t C, float out[UK_MR][UK_NR])                                                \
     {                                                                                                               \
         __m512 tot[UK_MR][UK_NR], acc[UK_MR][UK_NR];                                                                \
+        float r[UK_MR * UK_NR];                                                                                     \
         CHUNK(mr, nr, x, ldx, W, ldw, kw, 0, C < Kp ? C : Kp, tot);                                                 \
         if (!lanes) {                                                                                               \
+            trees_tile(mr, nr, tot, r);                                                                             \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++) out[i][j] =          \
-                tree16_512(tot[i][j]);                                                                              \
+                r[i * nr + j];                                                                                      \
             for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
                 CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                trees_tile(mr, nr, acc, r);                                                                         \
                 _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
                                                                                               j < nr; j++)          \
-                    out[i][j] += tree16_512(acc[i][j]);                                                             \
+                    out[i][j] += r[i * nr + j];                                                                     \
             }                                                                                                       \
-        } else {                                                                                                    \
+        } else if (mr * nr <= UK_MR_L * UK_NR_L) { /* the running lanes in registers (a constant after inlining) */  \
             for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
                 CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
                 _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
                                                                                               j < nr; j++)          \
                     tot[i][j] = _mm512_add_ps(tot[i][j], acc[i][j]);                                                \
             }                                                                                                       \
+            trees_tile(mr, nr, tot, r);                                                                             \
             _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
                                                                                           j++) out[i][j] =          \
-                tree16_512(tot[i][j]);                                                                              \
+                r[i * nr + j];                                                                                      \
+        } else { /* a larger tile: the running lanes in memory, as ukernel's */                                    \
+            float run[UK_MR * UK_NR * 16] __attribute__((aligned(64)));                                             \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++)                      \
+                _mm512_store_ps(run + (i * UK_NR + j) * 16, tot[i][j]);                                             \
+            for (int64_t k0 = C; k0 < Kp; k0 += C) {                                                                \
+                CHUNK(mr, nr, x, ldx, W, ldw, kw, k0, Kp - k0 < C ? Kp : k0 + C, acc);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0;        \
+                                                                                              j < nr; j++)          \
+                    _mm512_store_ps(run + (i * UK_NR + j) * 16,                                                     \
+                                    _mm512_add_ps(_mm512_load_ps(run + (i * UK_NR + j) * 16), acc[i][j]));          \
+            }                                                                                                       \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) tot[i][j] =          \
+                _mm512_load_ps(run + (i * UK_NR + j) * 16);                                                         \
+            trees_tile(mr, nr, tot, r);                                                                             \
+            _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) _Pragma("GCC unroll 8") for (int j = 0; j < nr;    \
+                                                                                          j++) out[i][j] =          \
+                r[i * nr + j];                                                                                      \
         }                                                                                                           \
         for (int i = 0; i < mr; i++)                                                                                \
             for (int j = 0; j < nr; j++)                                                                            \
@@ -791,13 +896,13 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
 
 /* rows [m0, m1) x columns [n0, n1) of the pair-order GEMM: x packed [M, Kp],
  * W's row n at W + n * ldw with kw elements */
-#define UKP_BLOCK(NAME, KERNEL, ATTR, T)                                                                            \
+#define UKP_BLOCK(NAME, KERNEL, ATTR, T, FULL)                                                                      \
     ATTR static inline __attribute__((always_inline)) void NAME##_body(                                             \
         const int lanes, const T *x, int64_t Kp, const T *W, int64_t ldw, int64_t kw, int64_t w_n0,                 \
         const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1,   \
         int64_t C)                                                                                                  \
     {                                                                                                               \
-        const int MR = lanes ? UK_MR_L : UK_MR, NR = lanes ? UK_NR_L : UK_NR;                                       \
+        const int MR = lanes && !FULL ? UK_MR_L : UK_MR, NR = lanes && !FULL ? UK_NR_L : UK_NR;                     \
         for (int64_t m = m0; m < m1; m += MR) {                                                                     \
             const int mr = m1 - m < MR ? (int)(m1 - m) : MR;                                                        \
             for (int64_t n = n0; n < n1; n += NR) {                                                                 \
@@ -807,6 +912,7 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
                 if (lanes) {                                                                                        \
                     switch (mr * 8 + nr) {                                                                          \
                         UKP_ROW_L(KERNEL, 1) UKP_ROW_L(KERNEL, 2) UKP_ROW_L(KERNEL, 3) UKP_ROW_L(KERNEL, 4)         \
+                        UKP_ROW_L(KERNEL, 5) UKP_ROW_L(KERNEL, 6)                                                   \
                     default: break;                                                                                 \
                     }                                                                                               \
                 } else {                                                                                            \
@@ -840,12 +946,16 @@ UKP_KERNEL(ukp_kernel_emf, ukp_chunk_emf, AVX512_FN, float)
     }
 #define UKP_CASE(KERNEL, L, MR, NR)                                                                                 \
     case (MR) * 8 + (NR): KERNEL(MR, NR, L, xm, Kp, Kp, Wn, ldw, kw, C, out); break;
-#define UKP_ROW_L(KERNEL, MR) UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3)
+#define UKP_ROW_L(KERNEL, MR)                                                                                       \
+    UKP_CASE(KERNEL, 1, MR, 1) UKP_CASE(KERNEL, 1, MR, 2) UKP_CASE(KERNEL, 1, MR, 3) UKP_CASE(KERNEL, 1, MR, 4)
 #define UKP_ROW_S(KERNEL, MR)                                                                                       \
     UKP_CASE(KERNEL, 0, MR, 1) UKP_CASE(KERNEL, 0, MR, 2) UKP_CASE(KERNEL, 0, MR, 3) UKP_CASE(KERNEL, 0, MR, 4)
-UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t)
-UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN, uint16_t)
-UKP_BLOCK(gemm_pairs_emf, ukp_kernel_emf, AVX512_FN, float)
+/* FULL: the lanes merge on the 6 x 4 tile (emf: one register per operand
+ * vector); dp and emu keep 4 x 3 with the running lanes in registers (emu's
+ * split operands take the registers a larger tile needs) */
+UKP_BLOCK(gemm_pairs_dp, ukp_kernel_dp, AVX512BF16_FN, uint16_t, 0)
+UKP_BLOCK(gemm_pairs_emu, ukp_kernel_emu, AVX512_FN, uint16_t, 0)
+UKP_BLOCK(gemm_pairs_emf, ukp_kernel_emf, AVX512_FN, float, 1)
 #undef UKP_BLOCK
 #undef UKP_CASE
 #undef UKP_ROW_L
@@ -1021,6 +1131,31 @@ AVX512_FN static void gemm_pairs_widen_bf16(const uint16_t *w, int64_t n, int64_
     }
 }
 
+/* gemm_pairs_widen of n fp32 values (x's rows, fp32-stored weights): each
+ * rounded to bf16 as rc_f32_to_bf16 (to nearest even, a NaN kept quiet),
+ * 16 at a time, then the odd elements of each 32 and the even ones */
+AVX512_FN static void gemm_pairs_widen_f32(const float *src, int64_t n, int64_t Kp, float *dst)
+{
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i one = _mm512_set1_epi32(1), r7 = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000), q = _mm512_set1_epi32(0x400000);
+    for (int64_t b = 0; b < Kp; b += 32) {
+        __m512i v[2];
+        for (int h = 0; h < 2; h++) {
+            const int64_t k = b + 16 * h, left = n - k;
+            const __mmask16 mk = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+            const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(mk, src + (k < n ? k : 0)));
+            const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+            const __m512i rn = _mm512_add_epi32(_mm512_add_epi32(u, r7), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+            /* the bf16 bits in the high half: rounded, or a NaN's high half with its quiet bit set */
+            v[h] = _mm512_mask_or_epi32(_mm512_and_si512(rn, hi), nan, _mm512_and_si512(u, hi), q);
+        }
+        _mm512_storeu_si512((void *)(dst + b), _mm512_permutex2var_epi32(v[0], odd, v[1]));
+        _mm512_storeu_si512((void *)(dst + b + 16), _mm512_permutex2var_epi32(v[0], even, v[1]));
+    }
+}
+
 /* The pair order by the emulation on widened operands (ukp_chunk_emf): x's
  * rows widened once, W one column block at a time into this thread's panel,
  * read there by every row block; the same steps as gemm_pairs' paths (the
@@ -1047,13 +1182,15 @@ static rc_status gemm_pairs_emf(rc_backend *be, const float *x, int64_t ldx, int
     {
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
-            gemm_pairs_widen(W, 0, x + m * ldx, K, Kp, xf + m * Kp);
+            gemm_pairs_widen_f32(x + m * ldx, K, Kp, xf + m * Kp);
         float *pan = panels + (int64_t)omp_get_thread_num() * GEMM_N_BLOCK * Kp;
         for (int64_t bn; (bn = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < nb;) {
             const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;
             for (int64_t n = n0; n < n1; n++) {
                 if (W.dt == RC_BF16)
                     gemm_pairs_widen_bf16((const uint16_t *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
+                else if (W.dt == RC_F32)
+                    gemm_pairs_widen_f32((const float *)W.p + n * ldw, K, Kp, pan + (n - n0) * Kp);
                 else
                     gemm_pairs_widen(W, n * ldw, NULL, K, Kp, pan + (n - n0) * Kp);
             }
@@ -1210,11 +1347,13 @@ enum { PAIRS_DP, PAIRS_EMU, PAIRS_EMF };
  * only when they passed their check too). vdpbf16ps wherever it is the faster
  * multiply-add (dpbf16_faster), else for M <= UK_MR (decode: bound by reading
  * the weights, which it reads at 2 bytes); otherwise the emulation: on
- * widened operands (emf) for M <= 256, where the FMAs bound it, and on
- * bf16 operands (emu) for M > 256, where its operands' bytes do. The
+ * widened operands (emf) where the FMAs bound it (M <= 256, or K <= 1024:
+ * six widened rows of x fit in L1; the shifts and masks of the emulation
+ * on bf16 operands take the FMA ports' slots), on bf16 operands (emu) for
+ * M > 256 and K > 1024, where its operands' bytes do. The
  * environment variable RC_PAIRS_ROUTE (dp, emu or emf) forces one kernel for
  * every M (dp only on path 2), for the tests. */
-static int gemm_pairs_route(int path, int64_t M)
+static int gemm_pairs_route(int path, int64_t M, int64_t K)
 {
     static int forced = -2, dp_fast = -1;
     if (forced == -2) {
@@ -1231,7 +1370,7 @@ static int gemm_pairs_route(int path, int64_t M)
         if (dp_fast || M <= UK_MR)
             return PAIRS_DP;
     }
-    return M <= UK_MR || M > 256 ? PAIRS_EMU : PAIRS_EMF;
+    return M <= UK_MR || (M > 256 && K > 1024) ? PAIRS_EMU : PAIRS_EMF;
 }
 #endif
 
@@ -1241,17 +1380,22 @@ const char *rc_cpu_gemm_pairs_path(void)
     return names[gemm_pairs_path()];
 }
 
-const char *rc_cpu_gemm_pairs_kernel(int64_t M)
+const char *rc_cpu_gemm_pairs_kernel_mk(int64_t M, int64_t K)
 {
 #ifdef RC_GEMM_AVX512
     static const char *const names[] = {"vdpbf16ps", "FMA emulation on bf16 operands",
                                         "FMA emulation on widened operands"};
     if (gemm_pairs_path() > 0)
-        return names[gemm_pairs_route(gemm_pairs_path(), M)];
+        return names[gemm_pairs_route(gemm_pairs_path(), M, K)];
 #else
-    (void)M;
+    (void)M, (void)K;
 #endif
     return "plain C";
+}
+
+const char *rc_cpu_gemm_pairs_kernel(int64_t M)
+{
+    return rc_cpu_gemm_pairs_kernel_mk(M, 768);
 }
 
 int rc_cpu_dpbf16_rate(double *dp_ns, double *fma_ns)
@@ -1344,7 +1488,7 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     const rco_gemm_order C = rco_gemm_order_dt(be->kernels == RC_KERNELS_INVARIANT, M, K, in_dt);
 #ifdef RC_GEMM_AVX512
     if (C.pairs && gemm_pairs_path() > 0) {
-        const int route = gemm_pairs_route(gemm_pairs_path(), M);
+        const int route = gemm_pairs_route(gemm_pairs_path(), M, K);
         if (route == PAIRS_EMF)
             return gemm_pairs_emf(be, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
         return gemm_pairs(route == PAIRS_DP ? 2 : 1, x, ldx, M, K, W, ldw, N, bias, out_dt, y, C);
@@ -1354,13 +1498,14 @@ static rc_status cpu_gemm(rc_backend *be, const float *x, int64_t ldx, int64_t M
     float *wrows = NULL; /* the portable kernel's widened weight row, one per thread */
     if (!avx512 && W.dt != RC_F32)
         RC_TRY(rc_alloc_aligned((void **)&wrows, (int64_t)omp_get_max_threads() * K, sizeof *wrows, "matmul rows"));
-    float *panel = NULL; /* the AVX-512 kernel's widened weight panels, one per thread */
-    const int64_t panel_n = GEMM_N_BLOCK * K;
-    if (avx512 && W.dt != RC_F32 && M > UK_MR)
+    float *panel = NULL; /* the AVX-512 kernel's weight panels (widened, or fp32 rows aligned), one per thread */
+    const int64_t panel_n = GEMM_N_BLOCK * ((K + 15) / 16 * 16);
+    const bool w_unaligned = W.dt == RC_F32 && (((uintptr_t)W.p | (uintptr_t)(ldw * 4)) & 63u) != 0;
+    if (avx512 && (W.dt != RC_F32 || w_unaligned) && M > UK_MR)
         RC_TRY(cpu_scratch(be, (int64_t)omp_get_max_threads() * panel_n, &panel));
     const int64_t nb = (N + GEMM_N_BLOCK - 1) / GEMM_N_BLOCK, mb = (M + GEMM_M_BLOCK - 1) / GEMM_M_BLOCK;
 #ifdef RC_GEMM_AVX512
-    if (panel) { /* a column block of all rows per task: its weights widened once */
+    if (panel) { /* a column block of all rows per task: its weights widened or aligned once */
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t bn = 0; bn < nb; bn++) {
             const int64_t n0 = bn * GEMM_N_BLOCK, n1 = n0 + GEMM_N_BLOCK < N ? n0 + GEMM_N_BLOCK : N;

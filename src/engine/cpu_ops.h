@@ -42,6 +42,8 @@ const char *rc_cpu_gemm_pairs_path(void);
  * each): "vdpbf16ps", "FMA emulation on bf16 operands", "FMA emulation on
  * widened operands" or "plain C". */
 const char *rc_cpu_gemm_pairs_kernel(int64_t M);
+/* the same for a GEMM of M rows and depth K (rc_cpu_gemm_pairs_kernel: K = 768) */
+const char *rc_cpu_gemm_pairs_kernel_mk(int64_t M, int64_t K);
 /* The start-up timing behind that choice: the time of one vdpbf16ps and of
  * two vfmadd231ps (the same 32 multiply-adds), in 12 and 24 independent
  * chains, the fastest of 7 tries, in ns: 1, or 0 (zeros) without the

@@ -1,7 +1,7 @@
 /* gemm_bench: ratiocheck's CPU GEMM (each kernel strategy) against OpenBLAS
  * sgemm at the same shapes, in one process, interleaved (A, B, A, B).
  *
- *   gemm_bench [--threads N] [--min-time S] [--bf16] [--cpu-time] M:K:N ...
+ *   gemm_bench [--threads N] [--min-time S] [--bf16] [--cpu-time] [--w-offset B] M:K:N ...
  *
  * --bf16: a bf16 run's GEMM: operands rounded to bf16 (for both sides; sgemm
  * reads fp32), ratiocheck's weights stored as bf16 (2 bytes, as a bf16 engine
@@ -11,6 +11,9 @@
  * 16-lane fp32 FMA order on the same values), so the two orders' ratio comes
  * from one run on the same machine state. It first prints the start-up timing
  * that picks the pair order's kernel (rc_cpu_dpbf16_rate).
+ * --w-offset B: the fp32 weights B bytes (a multiple of 4) past a 64-byte
+ * boundary, as an fp32 checkpoint read in place (safetensors aligns its data
+ * to 8 bytes; the other buffers are 64-byte aligned, as ratiocheck's).
  * --cpu-time: time with the process's CPU clock instead of the wall clock
  * (with --threads 1, the time the thread ran: other jobs on a loaded machine
  * take cores, not this clock).
@@ -46,7 +49,7 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int threads = 0, bf16 = 0;
+    int threads = 0, bf16 = 0, w_off = 0;
     double min_time = 0.5;
     int i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
@@ -58,13 +61,15 @@ int main(int argc, char **argv)
             bf16 = 1;
         else if (strcmp(argv[i], "--cpu-time") == 0)
             g_cpu_time = 1;
+        else if (strcmp(argv[i], "--w-offset") == 0 && i + 1 < argc)
+            w_off = atoi(argv[++i]) / 4 % 16;
         else {
-            fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] [--bf16] [--cpu-time] M:K:N ...\n");
+            fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] [--bf16] [--cpu-time] [--w-offset B] M:K:N ...\n");
             return 2;
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] [--bf16] [--cpu-time] M:K:N ...\n");
+        fprintf(stderr, "usage: gemm_bench [--threads N] [--min-time S] [--bf16] [--cpu-time] [--w-offset B] M:K:N ...\n");
         return 2;
     }
     if (threads > 0)
@@ -101,7 +106,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "gemm_bench: bad shape '%s' (M:K:N, each >= 1)\n", argv[i]);
             return 2;
         }
-        float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * K * N), *y = malloc(sizeof(float) * M * N);
+        /* 64-byte aligned, as ratiocheck's activation buffers (rc_alloc_aligned) and weight copies */
+        float *x = aligned_alloc(64, (sizeof(float) * M * K + 63) / 64 * 64),
+              *Wbase = aligned_alloc(64, (sizeof(float) * (K * N + 16) + 63) / 64 * 64), *W = Wbase ? Wbase + w_off : NULL,
+              *y = aligned_alloc(64, (sizeof(float) * M * N + 63) / 64 * 64);
         if (!x || !W || !y) {
             fprintf(stderr, "gemm_bench: out of memory for %s\n", argv[i]);
             return 1;
@@ -113,7 +121,7 @@ int main(int argc, char **argv)
         rc_wt w = rc_wt_f32(W);
         uint16_t *W16 = NULL;
         if (bf16) {
-            W16 = malloc(sizeof(uint16_t) * K * N);
+            W16 = aligned_alloc(64, (sizeof(uint16_t) * K * N + 63) / 64 * 64);
             if (!W16) {
                 fprintf(stderr, "gemm_bench: out of memory for %s\n", argv[i]);
                 return 1;
@@ -164,11 +172,11 @@ int main(int argc, char **argv)
             }
             if (k == 1 && nst == 3 &&
                 printf("%-18s engine / engine-fma: %.2f (pair order: %s)\n", argv[i], g[1] / g[2],
-                       rc_cpu_gemm_pairs_kernel((int64_t)M)) < 0)
+                       rc_cpu_gemm_pairs_kernel_mk((int64_t)M, (int64_t)K)) < 0)
                 return 1;
         }
         free(x);
-        free(W);
+        free(Wbase);
         free(W16);
         free(y);
     }
