@@ -422,12 +422,16 @@ START_TEST(test_multi_gpu_fp8)
             ck_assert(rc_fp8w_layer_bytes(&m->cfg, &num, false, l, &est_l));
             ck_assert_int_eq(est_l, per_layer);
         }
-        long long one8[1], one0[1];
+        /* the run without them with fp32 activation buffers, as an fp8 run's (forward.c engine_mlp_st) */
+        rc_numerics plain32 = plain;
+        plain32.act_f32 = true;
+        long long one8[1], one0[1], sp0[2];
         created_bytes(m, &num, k, 1, NULL, one8);
-        created_bytes(m, &plain, k, 1, NULL, one0);
+        created_bytes(m, &plain32, k, 1, NULL, one0);
+        created_bytes(m, &plain32, k, 2, sp, sp0);
         ck_assert_int_eq(one8[0] - one0[0], per_layer * L + scr);
         for (int d = 0; d < 2; d++)
-            ck_assert_int_eq(got8[d] - got0[d], per_layer * sp[d] + scr);
+            ck_assert_int_eq(got8[d] - sp0[d], per_layer * sp[d] + scr);
         printf("%-10s %-16s fp8 copies on the device: %lld bytes a layer (2-byte values; the estimate's), "
                "scratch %lld bytes a device (estimate %lld)\n", TEST_NAME, fc->label, per_layer, scr,
                (long long)est_s);

@@ -221,7 +221,7 @@ static rc_status dev_put(rc_backend *be, const float *host, int64_t n, rc_dtype 
     return be->ops->upload(be, host, n, dt, *out);
 }
 
-/* floats of a device buffer of n 2-byte values (fp8w_bytes counts the same) */
+/* floats of a device buffer of n 2-byte values (bytes_parts counts the same) */
 static int64_t bits_floats(int64_t n) { return n / 2 + n % 2; }
 
 /* m on a device backend from the fp8 values q and scales s: the values as
