@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "fp8w.h"
 #include "model.h"
 #include "place.h"
 #include "rc_cuda.h"
@@ -276,6 +277,33 @@ static rc_model *fp8_case_model(const fp8_case *fc)
 }
 
 #ifdef RC_TEST_EMULATE
+/* weights=fp8 on a dense model: the device bytes of layer l's quantized copies, from the shapes -- each linear
+ * layer's N x K values at 2 bytes (the fp8 values as bf16 bits, W8A16's dequantized copy as the dtype's), in
+ * a buffer of whole floats, and W8A8's fp32 weight scales (1 per tensor, N per channel, one per 128 x 128
+ * block) -- and the W8A8 scratch one device holds for `rows` rows: x's fp8 values [rows][kmax], its scales
+ * [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32 */
+static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq, int64_t rows, long long *layer,
+                                   long long *scratch)
+{
+    const long long H = c->hidden, I = c->intermediate, d = c->head_dim;
+    const long long shapes[5][2] = {{(c->n_heads + 2 * c->n_kv_heads) * d, H}, {H, c->n_heads * d}, {I, H},
+                                    {c->gated_mlp ? I : 0, H}, {H, I}};
+    const bool w8a8 = wq->act != RC_ACTQ_NONE;
+    long long kmax = 0, nmax = 0;
+    *layer = 0;
+    for (int i = 0; i < 5; i++) {
+        const long long N = shapes[i][0], K = shapes[i][1];
+        if (N == 0)
+            continue;
+        kmax = K > kmax ? K : kmax;
+        nmax = N > nmax ? N : nmax;
+        const long long scales = wq->scale == RC_WSCALE_TENSOR ? 1 : wq->scale == RC_WSCALE_CHANNEL ? N
+                                 : ((N + 127) / 128) * ((K + 127) / 128);
+        *layer += (N * K + 1) / 2 * 4 + (w8a8 ? 4 * scales : 0);
+    }
+    *scratch = w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 : 0;
+}
+
 /* the bytes an engine allocates on each of n devices at its creation (the device memory it holds before any
  * call: weights, fp8 copies, KV cache, buffers) */
 static void created_bytes(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
@@ -378,6 +406,35 @@ START_TEST(test_multi_gpu_fp8)
                TEST_NAME, fc->label, (long long)sp[0], (long long)sp[1], d, meas, est);
         ck_assert_msg(meas > 0 && meas <= est, "%s: device %d: %lld bytes measured, %lld estimated", fc->label, d, meas,
                       est);
+    }
+    /* weights=fp8 on a dense Llama: the copies at 2 bytes a value, to the byte -- the shim's bytes with them
+     * less without, on each device of the split and on one device, are the shapes' count (the quantized copies
+     * of the device's layers and its W8A8 scratch), and rc_fp8w_layer_bytes / rc_fp8w_bytes (host false)
+     * give that count's weights */
+    if (fc->wq.kind == RC_WQ_FP8) {
+        long long per_layer, scr;
+        fp8_dense_device_bytes(&m->cfg, &fc->wq, MB * MT, &per_layer, &scr);
+        int64_t est_w, est_s, est_l;
+        ck_assert(rc_fp8w_bytes(&m->cfg, &num, false, MB * MT, &est_w, &est_s));
+        ck_assert_int_eq(est_w, per_layer * L);
+        ck_assert_int_ge(est_s, scr);
+        for (int64_t l = 0; l < L; l++) {
+            ck_assert(rc_fp8w_layer_bytes(&m->cfg, &num, false, l, &est_l));
+            ck_assert_int_eq(est_l, per_layer);
+        }
+        /* the run without them with fp32 activation buffers, as an fp8 run's (forward.c engine_mlp_st) */
+        rc_numerics plain32 = plain;
+        plain32.act_f32 = true;
+        long long one8[1], one0[1], sp0[2];
+        created_bytes(m, &num, k, 1, NULL, one8);
+        created_bytes(m, &plain32, k, 1, NULL, one0);
+        created_bytes(m, &plain32, k, 2, sp, sp0);
+        ck_assert_int_eq(one8[0] - one0[0], per_layer * L + scr);
+        for (int d = 0; d < 2; d++)
+            ck_assert_int_eq(got8[d] - sp0[d], per_layer * sp[d] + scr);
+        printf("%-10s %-16s fp8 copies on the device: %lld bytes a layer (2-byte values; the estimate's), "
+               "scratch %lld bytes a device (estimate %lld)\n", TEST_NAME, fc->label, per_layer, scr,
+               (long long)est_s);
     }
 #endif
     rc_model_free(m);

@@ -109,18 +109,19 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
 
 /* One quantized weight matrix. On the CPU (a host-memory backend) the fp8
  * values as bf16 bits and the dequantized copy at the dtype's width; on a
- * device backend everything in its memory as fp32 arrays, uploaded rounded
- * to the dtype that holds them exactly (the fp8 values as bf16: the CUDA
- * backend then feeds cuBLAS bf16 operands; W8A16's R(q * R(s)) as the dtype). */
+ * device backend the same 2-byte values in its memory (the fp8 values as
+ * bf16 bits, which hold every e4m3 value exactly: the CUDA backend feeds
+ * them to cuBLAS as bf16 operands or widens them in registers; W8A16's
+ * R(q * R(s)) as the dtype's bits) and the W8A8 scales as fp32. */
 typedef struct {
     int64_t N, K;
     int64_t bn, bk; /* block scales: the block's rows and depth (128 x 128 unless stored otherwise) */
     uint16_t *q;   /* host W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
     float *s;      /* host: the weight scales (rc_fp8w_quant_weight's layout) */
     uint16_t *deq; /* host W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
-    float *dq;     /* device W8A8: the fp8 values, [N][K] in every mode */
-    float *ds;     /* device W8A8: the weight scales */
-    float *ddeq;   /* device W8A16: R(q * R(s)), [N][K] */
+    float *dq;     /* device W8A8: the fp8 values as bf16 bits (2 bytes each), [N][K] in every mode */
+    float *ds;     /* device W8A8: the weight scales (fp32) */
+    float *ddeq;   /* device W8A16: R(q * R(s)) as the dtype's bits (2 bytes each), [N][K] */
 } fp8w_mat;
 
 /* W8A8 scratch for `rows` rows: x's fp8 values [rows][kmax], its scales, a
@@ -220,22 +221,27 @@ static rc_status dev_put(rc_backend *be, const float *host, int64_t n, rc_dtype 
     return be->ops->upload(be, host, n, dt, *out);
 }
 
-/* m on a device backend from the fp8 values q and scales s */
+/* floats of a device buffer of n 2-byte values (bytes_parts counts the same) */
+static int64_t bits_floats(int64_t n) { return n / 2 + n % 2; }
+
+/* m on a device backend from the fp8 values q and scales s: the values as
+ * 2-byte bits (W8A8: q as bf16, exact; W8A16: R(q * R(s)) as the dtype's),
+ * staged on the host and copied as bytes */
 static rc_status mat_fill_device(rc_backend *be, fp8w_mat *m, const float *q, const float *s,
                                  const rc_wq_numerics *wq, rc_dtype dt)
 {
-    const int64_t N = m->N, K = m->K;
-    if (wq->act != RC_ACTQ_NONE) {
-        RC_TRY(dev_put(be, q, N * K, RC_BF16, &m->dq));
-        return dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds); /* blocks: 128 x 128 here */
-    }
-    float *deq;
-    RC_TRY(rc_alloc_aligned((void **)&deq, N * K, sizeof *deq, "fp8 dequantized weights"));
+    const int64_t N = m->N, K = m->K, nf = bits_floats(N * K);
+    const bool w8a8 = wq->act != RC_ACTQ_NONE;
+    uint16_t *bits;
+    RC_TRY(rc_alloc_aligned((void **)&bits, 2 * nf, sizeof *bits, "fp8 weights"));
+    bits[2 * nf - 1] = 0; /* an odd count's last half float */
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++)
-            deq[n * K + k] = deq_value(q, s, n, k, K, wq->scale, dt);
-    rc_status st = dev_put(be, deq, N * K, dt, &m->ddeq);
-    free(deq);
+            bits[n * K + k] = w8a8 ? rc_f32_to_bf16(q[n * K + k]) : to_bits(deq_value(q, s, n, k, K, wq->scale, dt), dt);
+    rc_status st = dev_put(be, (const float *)bits, nf, RC_F32, w8a8 ? &m->dq : &m->ddeq);
+    free(bits);
+    if (st == RC_OK && w8a8)
+        st = dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds); /* blocks: 128 x 128 here */
     return st;
 }
 
@@ -364,7 +370,7 @@ static rc_status fp8w_run_device(rc_backend *be, const fp8w_mat *m, const rc_wq_
         return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: the %s backend has no fp8 kernels", be->ops->name);
     const rc_fp8_act mode = block ? RC_FP8_ACT_GROUP : wq->act == RC_ACTQ_TENSOR ? RC_FP8_ACT_TENSOR : RC_FP8_ACT_TOKEN;
     RC_TRY(be->ops->fp8_quant_act(be, x, M, K, mode, sc->xq, sc->sa));
-    const rc_wt w = rc_wt_f32(m->dq);
+    const rc_wt w = {m->dq, RC_BF16, false};
     if (!block) {
         RC_TRY(be->ops->matmul(be, sc->xq, M, K, w, N, NULL, RC_BF16, RC_F32, y));
         const rc_fp8_epi e = {.kind = RC_FP8_EPI_SCALED, .y = y, .sx = sc->sa, .sw = m->ds,
@@ -485,7 +491,9 @@ static rc_wt *which_wt(rc_layer_weights *L, rc_fp8w_which wh)
 /* The quantized copies of one layer: dense, what every layer holds (weights=as-stored: as the 128 x 128 block
  * rule with the stored values; the scales of smaller blocks are not counted), and experts, what a MoE layer
  * holds besides under weights=as-stored (its experts' values and 128 x 128 block scales); scratch, the W8A8
- * scratch of `rows` rows. false on overflow. */
+ * scratch of `rows` rows. Each matrix's values take 2 bytes (the fp8 values as bf16, W8A16's dequantized
+ * copy as the dtype; a device buffer rounded up to whole floats, as mat_fill_device allocates it), its scales
+ * 4 (W8A16 on a device keeps none). false on overflow. */
 static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *dense,
                         int64_t *experts, int64_t *scratch)
 {
@@ -496,7 +504,7 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
     else if (wq.kind != RC_WQ_FP8)
         return true;
     int64_t kmax = 0, nmax = 0, t;
-    const int64_t el = host ? 2 : 4; /* a device backend holds fp32 arrays */
+    const bool dev_scales = wq.act != RC_ACTQ_NONE; /* a device's W8A16 holds the dequantized copy alone */
     bool ok = true;
     for (int wh = 0; wh < RC_FP8W_N; wh++) {
         int64_t N, K;
@@ -504,8 +512,9 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
             continue;
         kmax = K > kmax ? K : kmax;
         nmax = N > nmax ? N : nmax;
-        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) && rc_add_i64(*dense, t, dense) &&
-             rc_add_i64(*dense, 4 * n_scales(N, K, wq.scale), dense);
+        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(host ? t : bits_floats(t), host ? 2 : 4, &t) &&
+             rc_add_i64(*dense, t, dense) &&
+             rc_add_i64(*dense, host || dev_scales ? 4 * n_scales(N, K, wq.scale) : 0, dense);
     }
     if (wq.act != RC_ACTQ_NONE) { /* xq, sa, xs (host), part; a device's per-tensor amax of each row */
         int64_t f = 0;
@@ -520,7 +529,7 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
             char nm[96];
             expert_part(c, e, (rc_fp8w_expart)p, &N, &K, nm, sizeof nm);
             const int64_t copies = e < c->n_experts ? c->n_experts : 1;
-            ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(t, el, &t) &&
+            ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(host ? t : bits_floats(t), host ? 2 : 4, &t) &&
                  rc_add_i64(t, 4 * ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK), &t) &&
                  rc_mul_i64(t, copies, &t) && rc_add_i64(*experts, t, experts);
         }
@@ -548,7 +557,7 @@ bool rc_fp8w_layer_bytes(const rc_config *c, const rc_numerics *num, bool host, 
 }
 
 /* n values of an engine weight (values of the dtype) into the host array
- * out: read in place on the CPU, copied back from a device's fp32 array */
+ * out: read in place on the CPU, copied back from a device (an fp32 or 2-byte array) */
 static rc_status read_weight(rc_backend *be, const rc_wt *W, int64_t n, float *out)
 {
     if (be->ops->host_memory) {
@@ -633,7 +642,7 @@ rc_status rc_fp8w_create_split(rc_backend *be, const rc_config *c, const rc_nume
             if (s == RC_OK && m->deq) /* W8A16: the plain linear over the dequantized weights */
                 *W = (rc_wt){m->deq, num->dt, false};
             else if (s == RC_OK && m->ddeq)
-                *W = rc_wt_f32(m->ddeq);
+                *W = (rc_wt){m->ddeq, num->dt, false};
         }
     }
     free(wf);
@@ -929,7 +938,7 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
     const float *xa = host ? x : dx, *ba = host ? bias : db;
     float *ya = host ? y : dy;
     if (s == RC_OK && wq->act == RC_ACTQ_NONE) {
-        s = be->ops->matmul(be, xa, M, K, host ? (rc_wt){m.deq, dt, false} : rc_wt_f32(m.ddeq), N, ba, dt, dt, ya);
+        s = be->ops->matmul(be, xa, M, K, (rc_wt){host ? (const void *)m.deq : (const void *)m.ddeq, dt, false}, N, ba, dt, dt, ya);
     } else if (s == RC_OK) {
         s = scratch_alloc(be, M, K, N, RC_FP8_BLOCK, &scr);
         if (s == RC_OK)
