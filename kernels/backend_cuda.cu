@@ -400,7 +400,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
         if (w.h16) { // 2-byte weights read as stored, widened in registers (no transposed copy)
             return rck_gemm_invariant(rck_gemm_args{x16 ? nullptr : x + k0, nullptr, bias, y, M, Ks, N, out_dt,
                                                     nullptr, K, K, w.h16 + k0, w.dt, x16 ? xh + k0 : nullptr, x_st,
-                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr});
+                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr, nullptr});
         }
         const float *W = w.f32;
         const void *wt = nullptr;
@@ -408,7 +408,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
         // the slice of the transposed copy Wt[K, N] is its rows [k0, k0 + Ks): contiguous
         return rck_gemm_invariant(rck_gemm_args{x + k0, W + k0, bias, y, M, Ks, N, out_dt,
                                                 static_cast<const float *>(wt) + k0 * N, K, K, nullptr, RC_F32,
-                                                nullptr, RC_F32, nullptr});
+                                                nullptr, RC_F32, nullptr, nullptr});
     }
     const bool half_in = in_dt == RC_BF16 || in_dt == RC_F16;
     if (w.h16 && half_in && in_dt == w.dt) { // the weight's own bits; x converted (exact: its values are in_dt's)
@@ -463,6 +463,41 @@ rc_status cuda_matmul_kslice(rc_backend *be, const float *x, int64_t M, int64_t 
                              int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     return cuda_gemm(be, x, RC_F32, M, K, k0, Ks, Ww, N, bias, in_dt, out_dt, y, RC_F32);
+}
+
+// fp8 e4m3 weights held as 1-byte codes (rc_backend_ops.fp8_matmul): invariant kernels widen each code in
+// registers (rck_gemm_dot8: rck_gemm_dot16's products and order); engine kernels widen the codes into the
+// 2-byte workspace wb (when widen) and run cuda_gemm's bf16 path over it, the operands of a bf16 weight
+rc_status cuda_fp8_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
+                          const void *codes, int64_t N, void *wb, bool widen, float *y)
+{
+    if (k0 < 0 || Ks < 1 || k0 > K - Ks)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 matmul: K-slice [%lld, +%lld) outside K = %lld", (long long)k0,
+                         (long long)Ks, (long long)K);
+    const uint8_t *q = static_cast<const uint8_t *>(codes);
+    if (be->kernels == RC_KERNELS_INVARIANT) {
+        if (M == 0 || N == 0)
+            return RC_OK;
+        rck_gemm_args a{};
+        a.x = x + k0;
+        a.y = y;
+        a.M = M;
+        a.K = Ks;
+        a.N = N;
+        a.out_dt = RC_F32;
+        a.ldx = K;
+        a.ldw = K;
+        a.w_dt = RC_BF16;
+        a.x_dt = RC_F32;
+        a.W8 = q + k0;
+        return rck_gemm_invariant(a);
+    }
+    if (!wb)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 matmul: engine kernels need a 2-byte workspace");
+    if (widen)
+        RC_TRY(rck_fp8_widen(rck_fp8_widen_args{q, static_cast<uint16_t *>(wb), N * K}));
+    return cuda_gemm(be, x, RC_F32, M, K, k0, Ks, rc_wt{wb, RC_BF16, false}, N, nullptr, RC_BF16, RC_F32, y,
+                     RC_F32);
 }
 
 rc_status cuda_matmul_st(rc_backend *be, const void *x, rc_dtype x_st, int64_t M, int64_t K, rc_wt Ww, int64_t N,
@@ -934,6 +969,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_matmul_st,
     cuda_act_st,
     cuda_act_mul_st,
+    cuda_fp8_matmul,
 };
 
 } // namespace

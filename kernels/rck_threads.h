@@ -213,6 +213,18 @@ RC_HD static inline void rck_qk_norm_thread(const rck_qk_norm_args *a, int64_t i
                     a->rms_lanes, a->mid_dt, a->out_dt);
 }
 
+/* bits[i] = the bf16 bit pattern of float8_e4m3fn code codes[i] (exact) */
+typedef struct {
+    const uint8_t *codes;
+    uint16_t *bits;
+    int64_t n;
+} rck_fp8_widen_args;
+
+RC_HD static inline void rck_fp8_widen_thread(const rck_fp8_widen_args *a, int64_t i)
+{
+    a->bits[i] = rc_f32_to_bf16(rc_fp8_to_f32(a->codes[i], RC_FP8_E4M3));
+}
+
 /* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
  * y[m, n] = R(rco_gemm_dot(x[m, :], W[n, :], one chunk) + bias[n]) -- the
  * CPU invariant order,
@@ -233,6 +245,9 @@ typedef struct {
     const uint16_t *x16;
     rc_dtype x_dt;
     uint16_t *y16;
+    /* set (with x, in place of W16): the weight W[N, K] as float8_e4m3fn codes (fp8w.c's device W8A8
+     * weights), each widened in registers; x and y fp32 */
+    const uint8_t *W8;
 } rck_gemm_args;
 
 /* rco_gemm_dot (one chunk: the invariant order) with b a row of 2-byte
@@ -256,12 +271,23 @@ RC_HD static inline float rck_gemm_dot16x(const uint16_t *a, rc_dtype adt, const
     return rco_tree16(acc);
 }
 
+/* rck_gemm_dot16 with b a row of float8_e4m3fn codes, each widened exactly as it is read (every e4m3 value
+ * is an fp32 and a bf16 value): the products and the order of rck_gemm_dot16 over the codes held as bf16 */
+RC_HD static inline float rck_gemm_dot8(const float *a, const uint8_t *b, int64_t K)
+{
+    float acc[16] = {0};
+    for (int64_t k = 0; k < K; k++)
+        acc[k & 15] = fmaf(a[k], rc_fp8_to_f32(b[k], RC_FP8_E4M3), acc[k & 15]);
+    return rco_tree16(acc);
+}
+
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
     const int64_t ldx = a->ldx > 0 ? a->ldx : a->K, ldw = a->ldw > 0 ? a->ldw : a->K;
     const rco_gemm_order o = rco_gemm_order_for(1, a->M, a->K);
-    float v = a->x16  ? rck_gemm_dot16x(a->x16 + m * ldx, a->x_dt, a->W16 + n * ldw, a->w_dt, a->K)
+    float v = a->W8   ? rck_gemm_dot8(a->x + m * ldx, a->W8 + n * ldw, a->K)
+              : a->x16 ? rck_gemm_dot16x(a->x16 + m * ldx, a->x_dt, a->W16 + n * ldw, a->w_dt, a->K)
               : a->W16 ? rck_gemm_dot16(a->x + m * ldx, a->W16 + n * ldw, a->w_dt, a->K)
               : a->Wt ? rco_gemm_dot(a->x + m * ldx, a->Wt + n, a->K, a->N, o)
                       : rco_gemm_dot(a->x + m * ldx, a->W + n * ldw, a->K, 1, o);

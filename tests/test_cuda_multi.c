@@ -278,18 +278,19 @@ static rc_model *fp8_case_model(const fp8_case *fc)
 
 #ifdef RC_TEST_EMULATE
 /* weights=fp8 on a dense model: the device bytes of layer l's quantized copies, from the shapes -- each linear
- * layer's N x K values at 2 bytes (the fp8 values as bf16 bits, W8A16's dequantized copy as the dtype's), in
- * a buffer of whole floats, and W8A8's fp32 weight scales (1 per tensor, N per channel, one per 128 x 128
- * block) -- and the W8A8 scratch one device holds for `rows` rows: x's fp8 values [rows][kmax], its scales
- * [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32 */
-static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq, int64_t rows, long long *layer,
-                                   long long *scratch)
+ * layer's N x K values (W8A8: the float8_e4m3fn codes at 1 byte; W8A16: the dequantized copy at the dtype's 2
+ * bytes), in a buffer of whole floats, and W8A8's fp32 weight scales (1 per tensor, N per channel, one per
+ * 128 x 128 block) -- and the W8A8 scratch one device holds for `rows` rows: x's fp8 values [rows][kmax], its
+ * scales [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32, and under engine kernels the 2-byte
+ * workspace of the largest layer's N x K values (its codes widened for cuBLAS), in whole floats */
+static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq, bool engine, int64_t rows,
+                                   long long *layer, long long *scratch)
 {
     const long long H = c->hidden, I = c->intermediate, d = c->head_dim;
     const long long shapes[5][2] = {{(c->n_heads + 2 * c->n_kv_heads) * d, H}, {H, c->n_heads * d}, {I, H},
                                     {c->gated_mlp ? I : 0, H}, {H, I}};
     const bool w8a8 = wq->act != RC_ACTQ_NONE;
-    long long kmax = 0, nmax = 0;
+    long long kmax = 0, nmax = 0, wmax = 0;
     *layer = 0;
     for (int i = 0; i < 5; i++) {
         const long long N = shapes[i][0], K = shapes[i][1];
@@ -297,11 +298,12 @@ static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq,
             continue;
         kmax = K > kmax ? K : kmax;
         nmax = N > nmax ? N : nmax;
+        wmax = N * K > wmax ? N * K : wmax;
         const long long scales = wq->scale == RC_WSCALE_TENSOR ? 1 : wq->scale == RC_WSCALE_CHANNEL ? N
                                  : ((N + 127) / 128) * ((K + 127) / 128);
-        *layer += (N * K + 1) / 2 * 4 + (w8a8 ? 4 * scales : 0);
+        *layer += w8a8 ? (N * K + 3) / 4 * 4 + 4 * scales : (N * K + 1) / 2 * 4;
     }
-    *scratch = w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 : 0;
+    *scratch = w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 + (engine ? (wmax + 1) / 2 * 4 : 0) : 0;
 }
 
 /* the bytes an engine allocates on each of n devices at its creation (the device memory it holds before any
@@ -407,13 +409,13 @@ START_TEST(test_multi_gpu_fp8)
         ck_assert_msg(meas > 0 && meas <= est, "%s: device %d: %lld bytes measured, %lld estimated", fc->label, d, meas,
                       est);
     }
-    /* weights=fp8 on a dense Llama: the copies at 2 bytes a value, to the byte -- the shim's bytes with them
+    /* weights=fp8 on a dense Llama: the copies at 1 byte a value (W8A8's codes; W8A16's 2), to the byte -- the shim's bytes with them
      * less without, on each device of the split and on one device, are the shapes' count (the quantized copies
      * of the device's layers and its W8A8 scratch), and rc_fp8w_layer_bytes / rc_fp8w_bytes (host false)
      * give that count's weights */
     if (fc->wq.kind == RC_WQ_FP8) {
         long long per_layer, scr;
-        fp8_dense_device_bytes(&m->cfg, &fc->wq, MB * MT, &per_layer, &scr);
+        fp8_dense_device_bytes(&m->cfg, &fc->wq, !inv, MB * MT, &per_layer, &scr);
         int64_t est_w, est_s, est_l;
         ck_assert(rc_fp8w_bytes(&m->cfg, &num, false, MB * MT, &est_w, &est_s));
         ck_assert_int_eq(est_w, per_layer * L);
@@ -432,7 +434,7 @@ START_TEST(test_multi_gpu_fp8)
         ck_assert_int_eq(one8[0] - one0[0], per_layer * L + scr);
         for (int d = 0; d < 2; d++)
             ck_assert_int_eq(got8[d] - sp0[d], per_layer * sp[d] + scr);
-        printf("%-10s %-16s fp8 copies on the device: %lld bytes a layer (2-byte values; the estimate's), "
+        printf("%-10s %-16s fp8 copies on the device: %lld bytes a layer (the estimate's), "
                "scratch %lld bytes a device (estimate %lld)\n", TEST_NAME, fc->label, per_layer, scr,
                (long long)est_s);
     }

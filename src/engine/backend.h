@@ -392,6 +392,15 @@ typedef struct {
     rc_status (*act_st)(rc_backend *be, rc_act act, void *x, int64_t n, rc_dtype out_dt, rc_dtype st);
     rc_status (*act_mul_st)(rc_backend *be, rc_act act, void *gate, const void *up, int64_t n, rc_dtype act_dt,
                             rc_dtype out_dt, rc_dtype st);
+    /* fp8 weights held as 1-byte codes on a device (fp8w.c); NULL on a host-memory backend. y[M, N] = the
+     * fp32 GEMM (no bias, not rounded) of x[:, k0:k0+Ks] (x [M, K], fp32 arrays of e4m3 values) and the
+     * columns [k0, k0 + Ks) of the weight held as float8_e4m3fn codes [N][K]: matmul_kslice's result with
+     * in_dt RC_BF16 over the codes' values as a bf16 weight, to the bit. wb: a workspace of N * K 2-byte
+     * values the backend may widen the codes into (engine kernels: cuBLAS's bf16 operand), widened when
+     * widen is true; a K-slice that follows passes false and reads it as left. Invariant kernels read the
+     * codes, each widened in registers (wb may be NULL). */
+    rc_status (*fp8_matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
+                            const void *codes, int64_t N, void *wb, bool widen, float *y);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -109,26 +109,27 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
 
 /* One quantized weight matrix. On the CPU (a host-memory backend) the fp8
  * values as bf16 bits and the dequantized copy at the dtype's width; on a
- * device backend the same 2-byte values in its memory (the fp8 values as
- * bf16 bits, which hold every e4m3 value exactly: the CUDA backend feeds
- * them to cuBLAS as bf16 operands or widens them in registers; W8A16's
- * R(q * R(s)) as the dtype's bits) and the W8A8 scales as fp32. */
+ * device backend W8A8's fp8 values as float8_e4m3fn codes, 1 byte each (the
+ * backend's fp8_matmul widens them exactly: in registers, or into a 2-byte
+ * workspace for cuBLAS's bf16 operands), W8A16's R(q * R(s)) as the dtype's
+ * bits, and the W8A8 scales as fp32. */
 typedef struct {
     int64_t N, K;
     int64_t bn, bk; /* block scales: the block's rows and depth (128 x 128 unless stored otherwise) */
     uint16_t *q;   /* host W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
     float *s;      /* host: the weight scales (rc_fp8w_quant_weight's layout) */
     uint16_t *deq; /* host W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
-    float *dq;     /* device W8A8: the fp8 values as bf16 bits (2 bytes each), [N][K] in every mode */
+    float *dq;     /* device W8A8: the fp8 values as float8_e4m3fn codes (1 byte each), [N][K] in every mode */
     float *ds;     /* device W8A8: the weight scales (fp32) */
     float *ddeq;   /* device W8A16: R(q * R(s)) as the dtype's bits (2 bytes each), [N][K] */
 } fp8w_mat;
 
 /* W8A8 scratch for `rows` rows: x's fp8 values [rows][kmax], its scales, a
- * block GEMM's x slice (host only) and partial sums [rows][nmax]; backend
- * memory */
+ * block GEMM's x slice (host only) and partial sums [rows][nmax]; on a device
+ * under engine kernels the 2-byte workspace one weight's codes are widened
+ * into for a call (wmax values: the largest weight's N * K); backend memory */
 typedef struct {
-    float *xq, *sa, *xs, *part;
+    float *xq, *sa, *xs, *part, *wb;
 } fp8w_scratch;
 
 struct rc_fp8w {
@@ -141,7 +142,7 @@ struct rc_fp8w {
      * the shared experts); n_ex 0 when the model has none */
     fp8w_mat *ex;
     int64_t n_ex;
-    int64_t rows, kmax, nmax;
+    int64_t rows, kmax, nmax, wmax;
     /* a layer split (forward.c): device d holds layers [l0[d], l0[d + 1]) -- their quantized copies -- and its
      * own scratch sc[d]; n_dev 1: one device, sc[0] */
     int n_dev;
@@ -184,7 +185,7 @@ static rc_status to_layer_device(rc_fp8w *f, rc_backend *be, int64_t l)
     return f->n_dev > 1 ? be->ops->set_device(be, dev_of(f, l)) : RC_OK;
 }
 
-static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, int64_t bk,
+static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, int64_t wmax, int64_t bk,
                                fp8w_scratch *sc);
 
 /* each device's W8A8 scratch, on it; device 0 current after */
@@ -193,7 +194,7 @@ static rc_status scratch_alloc_all(rc_fp8w *f, rc_backend *be, int64_t bk)
     for (int d = 0; d < f->n_dev; d++) {
         if (f->n_dev > 1)
             RC_TRY(be->ops->set_device(be, d));
-        RC_TRY(scratch_alloc(be, f->rows, f->kmax, f->nmax, bk, &f->sc[d]));
+        RC_TRY(scratch_alloc(be, f->rows, f->kmax, f->nmax, f->wmax, bk, &f->sc[d]));
     }
     return f->n_dev > 1 ? be->ops->set_device(be, 0) : RC_OK;
 }
@@ -223,23 +224,33 @@ static rc_status dev_put(rc_backend *be, const float *host, int64_t n, rc_dtype 
 
 /* floats of a device buffer of n 2-byte values (bytes_parts counts the same) */
 static int64_t bits_floats(int64_t n) { return n / 2 + n % 2; }
+/* floats of a device buffer of n 1-byte codes (bytes_parts counts the same) */
+static int64_t code_floats(int64_t n) { return n / 4 + (n % 4 != 0); }
 
-/* m on a device backend from the fp8 values q and scales s: the values as
- * 2-byte bits (W8A8: q as bf16, exact; W8A16: R(q * R(s)) as the dtype's),
- * staged on the host and copied as bytes */
+/* m on a device backend from the fp8 values q and scales s: W8A8's values
+ * as float8_e4m3fn codes (exact: q holds e4m3 values), W8A16's R(q * R(s))
+ * as the dtype's 2-byte bits; staged on the host and copied as bytes */
 static rc_status mat_fill_device(rc_backend *be, fp8w_mat *m, const float *q, const float *s,
                                  const rc_wq_numerics *wq, rc_dtype dt)
 {
-    const int64_t N = m->N, K = m->K, nf = bits_floats(N * K);
+    const int64_t N = m->N, K = m->K;
     const bool w8a8 = wq->act != RC_ACTQ_NONE;
-    uint16_t *bits;
-    RC_TRY(rc_alloc_aligned((void **)&bits, 2 * nf, sizeof *bits, "fp8 weights"));
-    bits[2 * nf - 1] = 0; /* an odd count's last half float */
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++)
-            bits[n * K + k] = w8a8 ? rc_f32_to_bf16(q[n * K + k]) : to_bits(deq_value(q, s, n, k, K, wq->scale, dt), dt);
-    rc_status st = dev_put(be, (const float *)bits, nf, RC_F32, w8a8 ? &m->dq : &m->ddeq);
-    free(bits);
+    const int64_t nf = w8a8 ? code_floats(N * K) : bits_floats(N * K);
+    float *buf;
+    RC_TRY(rc_alloc_aligned((void **)&buf, nf, sizeof *buf, "fp8 weights"));
+    buf[nf - 1] = 0.0f; /* the last float's unused bytes */
+    if (w8a8) {
+        uint8_t *codes = (uint8_t *)buf;
+        for (int64_t i = 0; i < N * K; i++)
+            codes[i] = rc_f32_to_fp8(q[i], RC_FP8_E4M3, RC_FP8_SATFINITE); /* exact */
+    } else {
+        uint16_t *bits = (uint16_t *)buf;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++)
+                bits[n * K + k] = to_bits(deq_value(q, s, n, k, K, wq->scale, dt), dt);
+    }
+    rc_status st = dev_put(be, buf, nf, RC_F32, w8a8 ? &m->dq : &m->ddeq);
+    free(buf);
     if (st == RC_OK && w8a8)
         st = dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds); /* blocks: 128 x 128 here */
     return st;
@@ -292,7 +303,7 @@ static void mat_free(rc_backend *be, fp8w_mat *m)
 
 /* the W8A8 scratch of `rows` rows for GEMMs up to kmax deep and nmax wide, in
  * the backend's memory (the x slice only on the host) */
-static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, int64_t bk,
+static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64_t nmax, int64_t wmax, int64_t bk,
                                fp8w_scratch *sc)
 {
     *sc = (fp8w_scratch){0};
@@ -300,12 +311,14 @@ static rc_status scratch_alloc(rc_backend *be, int64_t rows, int64_t kmax, int64
     RC_TRY(be->ops->alloc(be, rows * (kmax / bk + 1), &sc->sa));
     if (be->ops->host_memory)
         RC_TRY(be->ops->alloc(be, rows * bk, &sc->xs));
+    if (!be->ops->host_memory && be->kernels != RC_KERNELS_INVARIANT) /* the codes widened for cuBLAS */
+        RC_TRY(be->ops->alloc(be, bits_floats(wmax), &sc->wb));
     return be->ops->alloc(be, rows * nmax, &sc->part);
 }
 
 static void scratch_free(rc_backend *be, fp8w_scratch *sc)
 {
-    float *p[] = {sc->xq, sc->sa, sc->xs, sc->part};
+    float *p[] = {sc->xq, sc->sa, sc->xs, sc->part, sc->wb};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         if (p[i])
             be->ops->free(be, p[i]);
@@ -356,23 +369,24 @@ static rc_status fp8w_block_gemm(rc_backend *be, const fp8w_mat *m, const float 
 
 /* The same on a device backend (the CUDA backend: kernels/fp8.cu), every
  * array in its memory: x quantized by its kernel; tensor / channel: the
- * backend's matmul of the fp8 values (bf16 operands: cuBLAS under engine
- * kernels, the fixed-order kernel under invariant), then the epilogue;
- * block: per 128-deep K slice the backend's K-slice matmul (the weight read
- * in place) and the accumulation step, then the output step. */
+ * backend's fp8_matmul of the codes (engine kernels: widened into the
+ * scratch's 2-byte workspace, cuBLAS's bf16 operands; invariant: the
+ * fixed-order kernel widening each code in registers), then the epilogue;
+ * block: per 128-deep K slice the backend's fp8_matmul of the slice (the
+ * codes widened once, with the first slice) and the accumulation step, then
+ * the output step. */
 static rc_status fp8w_run_device(rc_backend *be, const fp8w_mat *m, const rc_wq_numerics *wq, const float *x,
                                  int64_t M, const float *bias, const float *rw, rc_dtype out_dt,
                                  const fp8w_scratch *sc, float *y)
 {
     const int64_t N = m->N, K = m->K, B = RC_FP8_BLOCK;
     const bool block = wq->scale == RC_WSCALE_BLOCK;
-    if (!be->ops->fp8_quant_act || !be->ops->fp8_epilogue)
+    if (!be->ops->fp8_quant_act || !be->ops->fp8_epilogue || !be->ops->fp8_matmul)
         return rc_errorf(RC_ERR_INTERNAL, "fp8 linear: the %s backend has no fp8 kernels", be->ops->name);
     const rc_fp8_act mode = block ? RC_FP8_ACT_GROUP : wq->act == RC_ACTQ_TENSOR ? RC_FP8_ACT_TENSOR : RC_FP8_ACT_TOKEN;
     RC_TRY(be->ops->fp8_quant_act(be, x, M, K, mode, sc->xq, sc->sa));
-    const rc_wt w = {m->dq, RC_BF16, false};
     if (!block) {
-        RC_TRY(be->ops->matmul(be, sc->xq, M, K, w, N, NULL, RC_BF16, RC_F32, y));
+        RC_TRY(be->ops->fp8_matmul(be, sc->xq, M, K, 0, K, m->dq, N, sc->wb, true, y));
         const rc_fp8_epi e = {.kind = RC_FP8_EPI_SCALED, .y = y, .sx = sc->sa, .sw = m->ds,
                               .sx_tensor = wq->act == RC_ACTQ_TENSOR, .sw_tensor = wq->scale == RC_WSCALE_TENSOR,
                               .bias = bias, .M = M, .N = N, .out_dt = out_dt};
@@ -380,7 +394,7 @@ static rc_status fp8w_run_device(rc_backend *be, const fp8w_mat *m, const rc_wq_
     }
     const int64_t kb = K / B;
     for (int64_t k = 0; k < kb; k++) {
-        RC_TRY(be->ops->matmul_kslice(be, sc->xq, M, K, k * B, B, w, N, NULL, RC_BF16, RC_F32, sc->part));
+        RC_TRY(be->ops->fp8_matmul(be, sc->xq, M, K, k * B, B, m->dq, N, sc->wb, k == 0, sc->part));
         const rc_fp8_epi e = {.kind = RC_FP8_EPI_BLOCK_ACC, .y = y, .part = sc->part, .sx = sc->sa, .sw = m->ds,
                               .M = M, .N = N, .kb = kb, .k = k};
         RC_TRY(be->ops->fp8_epilogue(be, &e));
@@ -491,9 +505,11 @@ static rc_wt *which_wt(rc_layer_weights *L, rc_fp8w_which wh)
 /* The quantized copies of one layer: dense, what every layer holds (weights=as-stored: as the 128 x 128 block
  * rule with the stored values; the scales of smaller blocks are not counted), and experts, what a MoE layer
  * holds besides under weights=as-stored (its experts' values and 128 x 128 block scales); scratch, the W8A8
- * scratch of `rows` rows. Each matrix's values take 2 bytes (the fp8 values as bf16, W8A16's dequantized
- * copy as the dtype; a device buffer rounded up to whole floats, as mat_fill_device allocates it), its scales
- * 4 (W8A16 on a device keeps none). false on overflow. */
+ * scratch of `rows` rows. Each matrix's values take 2 bytes on the host (the fp8 values as bf16, W8A16's
+ * dequantized copy as the dtype's) and on a device W8A8's 1 (float8_e4m3fn codes), W8A16's 2 (a device buffer
+ * rounded up to whole floats, as mat_fill_device allocates it); its scales 4 (W8A16 on a device keeps none).
+ * A device's W8A8 scratch adds the 2-byte workspace of the largest matrix (engine kernels widen its codes
+ * there; counted for invariant kernels too, which allocate none). false on overflow. */
 static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *dense,
                         int64_t *experts, int64_t *scratch)
 {
@@ -503,8 +519,8 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
         wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
     else if (wq.kind != RC_WQ_FP8)
         return true;
-    int64_t kmax = 0, nmax = 0, t;
-    const bool dev_scales = wq.act != RC_ACTQ_NONE; /* a device's W8A16 holds the dequantized copy alone */
+    int64_t kmax = 0, nmax = 0, wmax = 0, t;
+    const bool w8a8 = wq.act != RC_ACTQ_NONE; /* a device's W8A16 holds the dequantized copy alone */
     bool ok = true;
     for (int wh = 0; wh < RC_FP8W_N; wh++) {
         int64_t N, K;
@@ -512,14 +528,25 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
             continue;
         kmax = K > kmax ? K : kmax;
         nmax = N > nmax ? N : nmax;
-        ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(host ? t : bits_floats(t), host ? 2 : 4, &t) &&
+        ok = ok && rc_mul_i64(N, K, &t);
+        wmax = ok && t > wmax ? t : wmax;
+        ok = ok && rc_mul_i64(host ? t : w8a8 ? code_floats(t) : bits_floats(t), host ? 2 : 4, &t) &&
              rc_add_i64(*dense, t, dense) &&
-             rc_add_i64(*dense, host || dev_scales ? 4 * n_scales(N, K, wq.scale) : 0, dense);
+             rc_add_i64(*dense, host || w8a8 ? 4 * n_scales(N, K, wq.scale) : 0, dense);
     }
-    if (wq.act != RC_ACTQ_NONE) { /* xq, sa, xs (host), part; a device's per-tensor amax of each row */
+    for (int64_t e = 0; num->wq.kind == RC_WQ_STORED && e < n_expert_slots(c); e += c->n_experts)
+        for (int p = 0; p < RC_FP8W_EX_N; p++) { /* the experts' matrices: the workspace's size */
+            int64_t N, K;
+            char nm[96];
+            expert_part(c, e, (rc_fp8w_expart)p, &N, &K, nm, sizeof nm);
+            ok = ok && rc_mul_i64(N, K, &t);
+            wmax = ok && t > wmax ? t : wmax;
+        }
+    if (w8a8) { /* xq, sa, xs (host), part; a device's per-tensor amax of each row; a device's workspace */
         int64_t f = 0;
         ok = ok && rc_add_i64(kmax, kmax / RC_FP8_BLOCK + 1 + RC_FP8_BLOCK + nmax + 1, &f) &&
-             rc_mul_i64(f, rows, &f) && rc_mul_i64(f, 4, scratch);
+             rc_mul_i64(f, rows, &f) && rc_mul_i64(f, 4, scratch) &&
+             rc_add_i64(*scratch, host ? 0 : 4 * bits_floats(wmax), scratch);
     }
     if (num->wq.kind != RC_WQ_STORED)
         return ok;
@@ -529,7 +556,7 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
             char nm[96];
             expert_part(c, e, (rc_fp8w_expart)p, &N, &K, nm, sizeof nm);
             const int64_t copies = e < c->n_experts ? c->n_experts : 1;
-            ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(host ? t : bits_floats(t), host ? 2 : 4, &t) &&
+            ok = ok && rc_mul_i64(N, K, &t) && rc_mul_i64(host ? t : code_floats(t), host ? 2 : 4, &t) &&
                  rc_add_i64(t, 4 * ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK), &t) &&
                  rc_mul_i64(t, copies, &t) && rc_add_i64(*experts, t, experts);
         }
@@ -613,6 +640,7 @@ rc_status rc_fp8w_create_split(rc_backend *be, const rc_config *c, const rc_nume
     }
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&wf, big, sizeof *wf, "fp8 quantization");
+    f->wmax = big;
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&q, big, sizeof *q, "fp8 quantization");
     if (s == RC_OK)
@@ -805,6 +833,7 @@ rc_status rc_fp8w_create_stored_split(rc_backend *be, const rc_model *mdl, const
     }
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&q, big, sizeof *q, "fp8 stored weights");
+    f->wmax = big;
     if (s == RC_OK)
         s = rc_alloc_aligned((void **)&sc, big, sizeof *sc, "fp8 stored weights");
     for (int64_t l = 0; s == RC_OK && l < c->n_layers; l++) {
@@ -940,7 +969,7 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
     if (s == RC_OK && wq->act == RC_ACTQ_NONE) {
         s = be->ops->matmul(be, xa, M, K, (rc_wt){host ? (const void *)m.deq : (const void *)m.ddeq, dt, false}, N, ba, dt, dt, ya);
     } else if (s == RC_OK) {
-        s = scratch_alloc(be, M, K, N, RC_FP8_BLOCK, &scr);
+        s = scratch_alloc(be, M, K, N, N * K, RC_FP8_BLOCK, &scr);
         if (s == RC_OK)
             s = fp8w_run(be, &m, wq, xa, M, ba, NULL, dt, &scr, ya);
     }
@@ -969,7 +998,7 @@ rc_status rc_fp8w_stored_linear_once(rc_backend *be, const float *x, int64_t M, 
     fp8w_scratch scr = {0};
     rc_status st = mat_fill(be, &m, q, s, N, K, &wq, dt);
     if (st == RC_OK)
-        st = scratch_alloc(be, M, K, N, b1, &scr);
+        st = scratch_alloc(be, M, K, N, N * K, b1, &scr);
     if (st == RC_OK)
         st = fp8w_run(be, &m, &wq, x, M, NULL, rw, dt, &scr, y);
     if (st == RC_OK && xq) {

@@ -3,8 +3,9 @@
  * the quantized GEMM with its scales, as vLLM's fp8 linear methods compute
  * them (README "Numerics: fp8 weights", docs/research/fp8-weights.md).
  * The GEMMs are the backend's matmul over fp8 values (exact in bf16, exact
- * products in fp32; held as bf16 bits, 2 bytes each, on the CPU and on a
- * device alike), in the kernel strategy's order; the quantization and the
+ * products in fp32; held as bf16 bits, 2 bytes each, on the CPU, and as
+ * float8_e4m3fn codes, 1 byte each, on a device, whose fp8_matmul widens
+ * them exactly), in the kernel strategy's order; the quantization and the
  * scales are computed here on the CPU, and on a device backend (CUDA) by its
  * fp8 kernels (backend.h fp8_quant_act / fp8_epilogue; kernels/fp8.cu), the
  * same scalar rules (ops_inline.h rco_fp8w_*). */
@@ -63,10 +64,12 @@ rc_status rc_fp8w_create_stored_split(rc_backend *be, const rc_model *m, const r
 bool rc_fp8w_layer_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t l, int64_t *bytes);
 void rc_fp8w_free(rc_fp8w *f);
 /* bytes the object holds for this model: the quantized weights and scales
- * (2-byte values on the host and on a device backend alike: the fp8 values
- * as bf16, W8A16's dequantized copy as the dtype; a device buffer rounded up
- * to whole floats), and the W8A8 scratch of `rows` rows (checked
- * arithmetic; false on overflow) */
+ * (on the host 2-byte values: the fp8 values as bf16, W8A16's dequantized
+ * copy as the dtype; on a device backend (host false) W8A8's fp8 values as
+ * 1-byte codes and W8A16's dequantized copy at 2 bytes, each buffer rounded
+ * up to whole floats), and the W8A8 scratch of `rows` rows (on a device
+ * with the 2-byte workspace engine kernels widen the largest matrix's codes
+ * into) (checked arithmetic; false on overflow) */
 bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *weights,
                    int64_t *scratch);
 /* true when the layers' GEMMs go through rc_fp8w_linear (W8A8) */

@@ -36,6 +36,12 @@ template <typename F> static inline void rck_shim_ptrs(const rck_widen_args &a, 
     RCK_SHIM_PTR(f, a, x);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_fp8_widen_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, codes);
+    RCK_SHIM_PTR(f, a, bits);
+}
+
 template <typename F> static inline void rck_shim_ptrs(const rck_gather_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, src);
@@ -77,6 +83,7 @@ template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F
     RCK_SHIM_PTR(f, a, W16);
     RCK_SHIM_PTR(f, a, x16);
     RCK_SHIM_PTR(f, a, y16);
+    RCK_SHIM_PTR(f, a, W8);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_bias16_args &a, F &&f)
