@@ -136,14 +136,14 @@ START_TEST(test_gemm_order)
 }
 END_TEST
 
-/* K past two K blocks of the AVX-512 kernel (the lanes carried between K
- * blocks): every M class, K on and off the 16 grid and the block grid, fp32
+/* K past two K blocks of the AVX-512 kernel (a chunk's lanes carried between
+ * K blocks): every M class, K on and off the 16 grid and the block grid, fp32
  * weights (rows aligned and not) and bf16 weights (widened to the panel, or
  * read in place for a few rows), bitwise the documented order. */
 START_TEST(test_gemm_order_kblocks)
 {
     static const int64_t Ms[] = {3, 17, 257, 301};
-    static const int64_t Ks[] = {1025, 1536, 3079};
+    static const int64_t Ks[] = {2049, 3072, 3079};
     const int64_t N = 70;
     rc_backend *be[2];
     ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[0]) == RC_OK);
