@@ -136,6 +136,57 @@ START_TEST(test_gemm_order)
 }
 END_TEST
 
+/* K past two K blocks of the AVX-512 kernel (a chunk's lanes carried between
+ * K blocks): every M class, K on and off the 16 grid and the block grid, fp32
+ * weights (rows aligned and not) and bf16 weights (widened to the panel, or
+ * read in place for a few rows), bitwise the documented order. */
+START_TEST(test_gemm_order_kblocks)
+{
+    static const int64_t Ms[] = {3, 17, 257, 301};
+    static const int64_t Ks[] = {2049, 3072, 3079};
+    const int64_t N = 70;
+    rc_backend *be[2];
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_INVARIANT, &be[0]) == RC_OK);
+    ck_assert(rc_backend_cpu_create(0, RC_KERNELS_ENGINE, &be[1]) == RC_OK);
+    int64_t checked = 0;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+            const int64_t M = Ms[mi], K = Ks[ki];
+            float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+            float *Wr = malloc(sizeof(float) * N * K), *y = malloc(sizeof(float) * M * N);
+            uint16_t *Wb = malloc(sizeof(uint16_t) * N * K);
+            for (int64_t i = 0; i < M * K; i++)
+                x[i] = rnd();
+            for (int64_t i = 0; i < N * K; i++) {
+                W[i] = rnd();
+                Wb[i] = rc_f32_to_bf16(W[i]);
+                Wr[i] = rc_bf16_to_f32(Wb[i]);
+            }
+            for (int k = 0; k < 2; k++)
+                for (int wb = 0; wb < 2; wb++) {
+                    bool sums;
+                    const int64_t C = doc_chunk(k == 0, M, K, &sums);
+                    const rc_wt wt = wb ? (rc_wt){Wb, RC_BF16, false} : rc_wt_f32(W);
+                    const float *Wv = wb ? Wr : W;
+                    ck_assert(be[k]->ops->matmul(be[k], x, M, K, wt, N, NULL, RC_F32, RC_F32, y) == RC_OK);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            const float want = doc_dot(x + m * K, Wv + n * K, K, C, sums, false);
+                            ck_assert_msg(rc_f32_bits(y[m * N + n]) == rc_f32_bits(want),
+                                          "%s %s M=%lld K=%lld: y[%lld,%lld] = %a, documented order %a",
+                                          k ? "engine" : "invariant", wb ? "bf16" : "fp32", (long long)M,
+                                          (long long)K, (long long)m, (long long)n, y[m * N + n], want);
+                            checked++;
+                        }
+                }
+            free(x); free(W); free(Wr); free(Wb); free(y);
+        }
+    printf("gemm order over K blocks: %lld outputs bitwise the documented order\n", (long long)checked);
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+}
+END_TEST
+
 /* The fused multiply-add changes nothing for bf16 and fp16 operands: their
  * products are exact in fp32 (8 x 8 and 11 x 11 significant bits), so the
  * documented order gives the same bits with the product rounded first. */
@@ -641,6 +692,7 @@ END_TEST
 void orders_tests_in_kernel_orders(TCase *tc)
 {
     tcase_add_test(tc, test_gemm_order);
+    tcase_add_test(tc, test_gemm_order_kblocks);
     tcase_add_test(tc, test_gemm_fma_neutral);
     tcase_add_test(tc, test_weights_2byte);
     tcase_add_test(tc, test_exp64);

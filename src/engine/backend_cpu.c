@@ -167,6 +167,15 @@ static rc_status cpu_scratch(rc_backend *be, int64_t n, float **out)
 #ifndef GEMM_N_BLOCK
 #define GEMM_N_BLOCK 64
 #endif
+/* K blocks of the AVX-512 kernel's sums merge (invariant and split-K orders)
+ * when K > 2 * GEMM_K_BLOCK (a multiple of 16), GEMM_KN_GROUP columns (a
+ * multiple of UK_NR) at a time */
+#ifndef GEMM_K_BLOCK
+#define GEMM_K_BLOCK 1024
+#endif
+#ifndef GEMM_KN_GROUP
+#define GEMM_KN_GROUP 32
+#endif
 #define UK_MR 6 /* gemm_block_avx512's switches have a case for every mr <= 6, nr <= 4 */
 #define UK_NR 4
 #define UK_MR_L 4 /* lanes merge: 2 x 12 accumulators + 3 weights + 1 input in 32 registers */
@@ -292,17 +301,13 @@ AVX512_FN static inline __attribute__((always_inline)) void trees_tile(const int
         r[t] = tree16_512(a[t / nr][t % nr]);
 }
 
-/* acc = the 16 lanes of one K chunk [k, k1) for mr x nr outputs (mr <=
- * UK_MR, nr <= UK_NR, constants after inlining) */
+/* acc += the 16 lanes of K [k, k1) for mr x nr outputs (mr <= UK_MR, nr <=
+ * UK_NR, constants after inlining), k on the chunk's 16 grid; uk_chunk: acc =
+ * the lanes of one K chunk [k, k1) */
 AVX512_FN static inline __attribute__((always_inline)) void
-uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, const void *W, int64_t ldw, int64_t k,
-         int64_t k1, __m512 acc[UK_MR][UK_NR])
+uk_chunk_on(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, const void *W, int64_t ldw,
+            int64_t k, int64_t k1, __m512 acc[UK_MR][UK_NR])
 {
-#pragma GCC unroll 8
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < nr; j++)
-            acc[i][j] = _mm512_setzero_ps();
     for (; k + 16 <= k1; k += 16) {
         __m512 w[UK_NR];
 #pragma GCC unroll 8
@@ -333,6 +338,18 @@ uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t ldx,
                 acc[i][j] = _mm512_mask3_fmadd_ps(a, w[j], acc[i][j], mk);
         }
     }
+}
+
+AVX512_FN static inline __attribute__((always_inline)) void
+uk_chunk(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, const void *W, int64_t ldw, int64_t k,
+         int64_t k1, __m512 acc[UK_MR][UK_NR])
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    uk_chunk_on(mr, nr, wdt, x, ldx, W, ldw, k, k1, acc);
 }
 
 /* out = rco_gemm_dot of mr x nr outputs (depth K; rows of x and W ldx and ldw
@@ -395,6 +412,101 @@ ukernel(const int mr, const int nr, const int wdt, const int lanes, const float 
 #pragma GCC unroll 8
         for (int j = 0; j < nr; j++)
             out[i][j] = r[i * nr + j];
+}
+
+/* ukernel's sums merge (one chunk included) over the K block [ka, kb) only
+ * (ka, kb on the 16 grid), the outputs' state between K blocks in st
+ * (UK_KB_ST floats: the lanes of the chunk under way as full 16-lane
+ * registers, then the partial sums of the chunks done), stored and loaded as
+ * they are, so every output's operations are ukernel's, in its order, to the
+ * bit: a chunk may span K blocks, its lanes carried, never reduced early.
+ * out is written when kb == K. (The lanes merge, K blocks on its chunk grid
+ * with the running lanes carried, measured slower than ukernel's: not used.) */
+#define UK_KB_ST (UK_MR * UK_NR * 16 + (UK_MR * UK_NR + 15) / 16 * 16) /* 64-byte multiple */
+AVX512_FN static inline __attribute__((always_inline)) void
+ukernel_kb(const int mr, const int nr, const int wdt, const float *x, int64_t ldx, int64_t K,
+           const void *W, int64_t ldw, int64_t C, int64_t ka, int64_t kb, float *st, float out[UK_MR][UK_NR])
+{
+    __m512 acc[UK_MR][UK_NR];
+    float *sums = st + UK_MR * UK_NR * 16;
+    for (int64_t k = ka; k < kb;) {
+        const int64_t c0 = k / C * C, c1 = K - c0 < C ? K : c0 + C, e = c1 < kb ? c1 : kb;
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = k == c0 ? _mm512_setzero_ps() : _mm512_load_ps(st + (i * UK_NR + j) * 16);
+        uk_chunk_on(mr, nr, wdt, x, ldx, W, ldw, k, e, acc);
+        if (e < c1) { /* the chunk goes on in the next K block */
+#pragma GCC unroll 8
+            for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+                for (int j = 0; j < nr; j++)
+                    _mm512_store_ps(st + (i * UK_NR + j) * 16, acc[i][j]);
+            return;
+        }
+        float r[UK_MR * UK_NR];
+        trees_tile(mr, nr, acc, r);
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++)
+                sums[i * UK_NR + j] = c0 == 0 ? r[i * nr + j] : sums[i * UK_NR + j] + r[i * nr + j];
+        k = e;
+    }
+    if (kb < K)
+        return;
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++)
+            out[i][j] = sums[i * UK_NR + j];
+}
+
+/* gemm_block_avx512 in K blocks (K > 2 * GEMM_K_BLOCK): per row tile, a K
+ * block over GEMM_KN_GROUP columns at a time, so the tile's rows of x stay in
+ * L1 over the column tiles; each output's state carried by ukernel_kb */
+AVX512_FN static inline __attribute__((always_inline)) void
+gemm_block_avx512_kb(const int wdt, const float *x, int64_t ldx, int64_t K, const void *W,
+                     int64_t ldw, int64_t w_n0, const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0,
+                     int64_t m1, int64_t n0, int64_t n1, int64_t C)
+{
+    const int es = wdt == RC_F32 ? 4 : 2;
+    const int MR = UK_MR, NR = UK_NR;
+    const int64_t KB = GEMM_K_BLOCK;
+    float st[GEMM_KN_GROUP / UK_NR * UK_KB_ST] __attribute__((aligned(64)));
+    for (int64_t m = m0; m < m1; m += MR) {
+        const int mr = m1 - m < MR ? (int)(m1 - m) : MR;
+        const float *xm = x + m * ldx;
+        for (int64_t g0 = n0; g0 < n1; g0 += GEMM_KN_GROUP) {
+            const int64_t g1 = n1 - g0 < GEMM_KN_GROUP ? n1 : g0 + GEMM_KN_GROUP;
+            for (int64_t ka = 0; ka < K; ka += KB) {
+                const int64_t kb = K - ka < KB ? K : ka + KB;
+                for (int64_t n = g0; n < g1; n += NR) {
+                    const int nr = g1 - n < NR ? (int)(g1 - n) : NR;
+                    const void *Wn = (const char *)W + (size_t)((n - w_n0) * ldw) * (size_t)es;
+                    float *sn = st + (n - g0) / NR * UK_KB_ST;
+                    float out[UK_MR][UK_NR];
+                    switch (mr * 8 + nr) {
+#define UK_CASE(MR, NR) \
+    case (MR) * 8 + (NR): ukernel_kb(MR, NR, wdt, xm, ldx, K, Wn, ldw, C, ka, kb, sn, out); break;
+#define UK_ROW(MR) UK_CASE(MR, 1) UK_CASE(MR, 2) UK_CASE(MR, 3) UK_CASE(MR, 4)
+                        UK_ROW(1) UK_ROW(2) UK_ROW(3) UK_ROW(4) UK_ROW(5) UK_ROW(6)
+#undef UK_ROW
+#undef UK_CASE
+                    default: break;
+                    }
+                    if (kb < K)
+                        continue;
+                    for (int i = 0; i < mr; i++)
+                        for (int j = 0; j < nr; j++) {
+                            float v = out[i][j];
+                            y[(m + i) * N + n + j] = rc_round_to(bias ? v + bias[n + j] : v, out_dt);
+                        }
+                }
+            }
+        }
+    }
 }
 
 AVX512_FN static inline __attribute__((always_inline)) void
@@ -640,11 +752,19 @@ AVX512_FN static void widen16_avx512(float *dst, const uint16_t *src, int64_t n,
     {                                                                                                             \
         gemm_block_avx512(WDT, 1, x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);               \
     }                                                                                                             \
+    AVX512_FN static __attribute__((noinline)) void NAME##_kb_sums(                                           \
+        const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0, const float *bias,     \
+        rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t C)          \
+    {                                                                                                             \
+        gemm_block_avx512_kb(WDT, x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, C);               \
+    }                                                                                                             \
     AVX512_FN static void NAME(const float *x, int64_t ldx, int64_t K, const void *W, int64_t ldw, int64_t w_n0,  \
                                const float *bias, rc_dtype out_dt, float *y, int64_t N, int64_t m0, int64_t m1,   \
                                int64_t n0, int64_t n1, rco_gemm_order o)                                          \
     {                                                                                                             \
-        if (o.sums || o.chunk >= K)                                                                               \
+        if (K > 2 * GEMM_K_BLOCK && (o.sums || o.chunk >= K))                                                     \
+            NAME##_kb_sums(x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, o.chunk);                 \
+        else if (o.sums || o.chunk >= K)                                                                          \
             NAME##_sums(x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, o.chunk);                    \
         else                                                                                                      \
             NAME##_lanes(x, ldx, K, W, ldw, w_n0, bias, out_dt, y, N, m0, m1, n0, n1, o.chunk);                   \
