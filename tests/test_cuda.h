@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "forward.h"
 
 #ifdef RC_TEST_EMULATE
 #define TEST_NAME "cuda_host"
@@ -25,6 +26,9 @@ void errors_tests_in_host(TCase *tc);
 void multi_tests(TCase *tc); /* test_cuda_multi.c: one model over several devices */
 /* test_cuda_model.c: a Llama of `layers` layers (1 to 3) whose GEMM sizes are multiples of 128, written into dir */
 void write_block_model_n(const char *dir, int layers);
+/* test_cuda_multi.c: the full forward and a cached prefill + 3 decode steps of a fixed batch (3 sequences of
+ * 7, 5, 9 tokens; 12 positions) on e, into fresh buffers */
+void cuda_test_forward_decode(rc_engine *e, int64_t V, float **full_out, float **dec_out);
 void act_tests(TCase *tc);   /* test_cuda_act.c: the MLP's activations at the dtype's width */
 #ifdef RC_TEST_EMULATE
 void errors_tests_in_model(TCase *tc);

@@ -34,7 +34,7 @@ typedef struct {
 
 static void act_run(const rc_model *m, const rc_numerics *num, rc_kernels k, act_result *r)
 {
-    const int64_t V = m->cfg.vocab, R = k_alens[0] + k_alens[1] + k_alens[2];
+    const int64_t V = m->cfg.vocab;
     rc_backend *be;
     ck_assert_msg(test_backend_create(k, &be) == RC_OK, "%s", rc_last_error());
     rc_engine_mem mem;
@@ -46,29 +46,7 @@ static void act_run(const rc_model *m, const rc_numerics *num, rc_kernels k, act
     rc_engine *e;
     ck_assert_msg(rc_engine_create(m, be, num, AB, AT, AB * AT, &e) == RC_OK, "%s", rc_last_error());
     r->mlp_st = e->mlp_st;
-    int32_t tok[AB * AT];
-    for (int64_t i = 0; i < AB * AT; i++)
-        tok[i] = (int32_t)((i * 7 + 3) % V);
-    r->full = malloc(sizeof(float) * R * V);
-    r->dec = malloc(sizeof(float) * 4 * AB * V);
-    ck_assert(r->full && r->dec);
-    ck_assert_msg(rc_full_forward(e, tok, k_alens, AB, r->full) == RC_OK, "%s", rc_last_error());
-    const int64_t slots[AB] = {0, 1, 2};
-    int64_t starts[AB] = {0, 0, 0}, n_new[AB] = {4, 4, 4};
-    const int64_t last[AB] = {3, 7, 11}, one[AB] = {0, 1, 2};
-    ck_assert_msg(rc_engine_step(e, slots, starts, n_new, AB, tok, last, AB, r->dec, NULL, NULL) == RC_OK, "%s",
-                  rc_last_error());
-    for (int step = 1; step < 4; step++) {
-        int32_t t1[AB];
-        for (int b = 0; b < AB; b++) {
-            starts[b] = 3 + step;
-            n_new[b] = 1;
-            t1[b] = (int32_t)((b * 5 + step * 3 + 1) % V);
-        }
-        ck_assert_msg(rc_engine_step(e, slots, starts, n_new, AB, t1, one, AB, r->dec + step * AB * V, NULL, NULL) ==
-                          RC_OK,
-                      "%s", rc_last_error());
-    }
+    cuda_test_forward_decode(e, V, &r->full, &r->dec);
 #ifdef RC_TEST_EMULATE
     r->peak = rck_shim_device_peak(0);
 #else

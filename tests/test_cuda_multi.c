@@ -71,11 +71,42 @@ typedef struct {
     int64_t split[RC_MAX_DEVICES + 1];
 } multi_result;
 
+/* The engine's full forward of k_lens' 3 sequences (full: [sum(k_lens), V]) and a cached prefill of 4 tokens
+ * each plus 3 one-token decode steps (dec: [4][3][V]), the token ids a fixed function of the position: the run
+ * test_cuda_multi.c and test_cuda_act.c compare bitwise between placements and storages */
+void cuda_test_forward_decode(rc_engine *e, int64_t V, float **full_out, float **dec_out)
+{
+    const int64_t R = k_lens[0] + k_lens[1] + k_lens[2];
+    int32_t tok[MB * MT];
+    for (int64_t i = 0; i < MB * MT; i++)
+        tok[i] = (int32_t)((i * 7 + 3) % V);
+    *full_out = malloc(sizeof(float) * R * V);
+    *dec_out = malloc(sizeof(float) * 4 * MB * V);
+    ck_assert(*full_out && *dec_out);
+    ck_assert_msg(rc_full_forward(e, tok, k_lens, MB, *full_out) == RC_OK, "%s", rc_last_error());
+    const int64_t slots[MB] = {0, 1, 2};
+    int64_t starts[MB] = {0, 0, 0}, n_new[MB] = {4, 4, 4};
+    const int64_t last[MB] = {3, 7, 11}, one[MB] = {0, 1, 2};
+    ck_assert_msg(rc_engine_step(e, slots, starts, n_new, MB, tok, last, MB, *dec_out, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int step = 1; step < 4; step++) {
+        int32_t t1[MB];
+        for (int b = 0; b < MB; b++) {
+            starts[b] = 3 + step;
+            n_new[b] = 1;
+            t1[b] = (int32_t)((b * 5 + step * 3 + 1) % V);
+        }
+        ck_assert_msg(rc_engine_step(e, slots, starts, n_new, MB, t1, one, MB, *dec_out + step * MB * V, NULL, NULL) ==
+                          RC_OK,
+                      "%s", rc_last_error());
+    }
+}
+
 /* created (host build, NULL: not asked): the bytes the engine allocated on each device */
 static void multi_run(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
                       multi_result *r, long long *created)
 {
-    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    const int64_t V = m->cfg.vocab;
     rc_backend *be = backend_n(k, n, split);
     rc_engine *e;
 #ifdef RC_TEST_EMULATE
@@ -92,29 +123,7 @@ static void multi_run(const rc_model *m, const rc_numerics *num, rc_kernels k, i
 #endif
     ck_assert_int_eq(e->n_stages, n);
     memcpy(r->split, e->stage_l0, sizeof e->stage_l0);
-    int32_t tok[MB * MT];
-    for (int64_t i = 0; i < MB * MT; i++)
-        tok[i] = (int32_t)((i * 7 + 3) % V);
-    r->full = malloc(sizeof(float) * R * V);
-    r->dec = malloc(sizeof(float) * 4 * MB * V);
-    ck_assert(r->full && r->dec);
-    ck_assert_msg(rc_full_forward(e, tok, k_lens, MB, r->full) == RC_OK, "%s", rc_last_error());
-    const int64_t slots[MB] = {0, 1, 2};
-    int64_t starts[MB] = {0, 0, 0}, n_new[MB] = {4, 4, 4};
-    const int64_t last[MB] = {3, 7, 11}, one[MB] = {0, 1, 2};
-    ck_assert_msg(rc_engine_step(e, slots, starts, n_new, MB, tok, last, MB, r->dec, NULL, NULL) == RC_OK, "%s",
-                  rc_last_error());
-    for (int step = 1; step < 4; step++) {
-        int32_t t1[MB];
-        for (int b = 0; b < MB; b++) {
-            starts[b] = 3 + step;
-            n_new[b] = 1;
-            t1[b] = (int32_t)((b * 5 + step * 3 + 1) % V);
-        }
-        ck_assert_msg(rc_engine_step(e, slots, starts, n_new, MB, t1, one, MB, r->dec + step * MB * V, NULL, NULL) ==
-                          RC_OK,
-                      "%s", rc_last_error());
-    }
+    cuda_test_forward_decode(e, V, &r->full, &r->dec);
     ck_assert_int_eq(e->cur_stage, 0);
     rc_engine_free(e);
     rc_backend_destroy(be);
