@@ -4,8 +4,12 @@
  * Gemma3ForConditionalGeneration holding a text fixture's weights and a vision tower) gives the text
  * fixture's log-probs bit for bit, full forward and cached greedy decode, and so is within 1e-5 of that
  * fixture's HF fp32 reference (which the script checked HF's wrapper class reproduces bit for bit); inspect
- * names the wrapper and the tensors it ignores, counted from the folder's own safetensors header. */
+ * names the wrapper and the tensors it ignores, counted from the folder's own safetensors header; an FP8 copy
+ * of each Qwen3.5 folder written here (every matrix of the text model and of the vision tower as F8_E4M3 in
+ * 16 x 16 blocks) has inspect count the text model's quantized tensors of the layers read (--layers N) and
+ * none of the vision tower's, as the test counts them from the copy's header. */
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +47,99 @@ static rc_engine *engine(rc_model *m, int64_t len)
     rc_numerics num = rc_numerics_fp32();
     ck_assert_msg(rc_engine_create(m, g_be, &num, 1, len, len, &e) == RC_OK, "%s", rc_last_error());
     return e;
+}
+
+/* dir/config.json: the wrapper's with quantization_config fp8 in 16 x 16 blocks; dir/model.safetensors: its
+ * tensors, each matrix (2 or 3 dimensions: expert stacks) but the embeddings, the head, the norms and the
+ * convolutions as F8_E4M3 codes (zeros: inspect reads the headers and checks the scales) with an F32
+ * weight_scale_inv of ones, [..., ceil(rows / 16), ceil(cols / 16)] */
+static void write_fp8_copy(const char *wrapper, const char *dir)
+{
+    char path[4096], out[4200];
+    json_error_t jerr;
+    json_t *cfg = json_load_file(rc_test_source_path(path, sizeof path, "data/fixtures/%s/config.json", wrapper), 0,
+                                 &jerr);
+    ck_assert_msg(cfg != NULL, "%s: %s", path, jerr.text);
+    json_object_set_new(cfg, "quantization_config",
+                        json_pack("{s:s, s:s, s:[i, i]}", "quant_method", "fp8", "activation_scheme", "dynamic",
+                                  "weight_block_size", 16, 16));
+    snprintf(out, sizeof out, "%s/config.json", dir);
+    ck_assert(json_dump_file(cfg, out, JSON_INDENT(2)) == 0);
+    json_decref(cfg);
+    rc_safetensors *st;
+    ck_assert(rc_st_open_file(rc_test_source_path(path, sizeof path, "data/fixtures/%s/model.safetensors", wrapper),
+                              &st) == RC_OK);
+    json_t *hdr = json_object();
+    int64_t off = 0;
+    bool *q = calloc((size_t)st->ntensors, sizeof *q);
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        const rc_st_tensor *t = &st->tensors[i];
+        q[i] = (t->ndim == 2 || t->ndim == 3) && !strstr(t->name, "embed") && !strstr(t->name, "lm_head") &&
+               !strstr(t->name, "norm") && !strstr(t->name, "conv");
+        json_t *shape = json_array();
+        int64_t n = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            json_array_append_new(shape, json_integer(t->shape[d]));
+            n *= t->shape[d];
+        }
+        const int64_t bytes = q[i] ? n : (int64_t)(t->end - t->begin);
+        json_object_set_new(hdr, t->name, json_pack("{s:s, s:o, s:[I, I]}", "dtype", q[i] ? "F8_E4M3" : t->dtype_name,
+                                                    "shape", shape, "data_offsets", (json_int_t)off,
+                                                    (json_int_t)(off + bytes)));
+        off += bytes;
+        if (q[i]) {
+            json_t *ss = json_array();
+            int64_t ns = 1;
+            for (int d = 0; d < t->ndim; d++) {
+                const int64_t v = d < t->ndim - 2 ? t->shape[d] : (t->shape[d] + 15) / 16;
+                json_array_append_new(ss, json_integer(v));
+                ns *= v;
+            }
+            char sname[1024];
+            snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
+            json_object_set_new(hdr, sname, json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", ss,
+                                                       "data_offsets", (json_int_t)off, (json_int_t)(off + 4 * ns)));
+            off += 4 * ns;
+        }
+    }
+    char *text = json_dumps(hdr, JSON_COMPACT | JSON_SORT_KEYS);
+    ck_assert(text != NULL);
+    size_t hlen = strlen(text);
+    const size_t pad = (8 - hlen % 8) % 8;
+    snprintf(out, sizeof out, "%s/model.safetensors", dir);
+    FILE *f = fopen(out, "wb");
+    ck_assert(f != NULL);
+    const uint64_t h64 = hlen + pad;
+    ck_assert(fwrite(&h64, 8, 1, f) == 1 && fwrite(text, 1, hlen, f) == hlen);
+    for (size_t k = 0; k < pad; k++)
+        fputc(' ', f);
+    /* the data: each tensor at its offsets, the codes zeros, the scales ones */
+    unsigned char *data = calloc((size_t)off + 1, 1);
+    ck_assert(data != NULL);
+    for (int64_t i = 0; i < st->ntensors; i++) {
+        const rc_st_tensor *t = &st->tensors[i];
+        const json_t *e = json_object_get(hdr, t->name);
+        const int64_t b = json_integer_value(json_array_get(json_object_get(e, "data_offsets"), 0));
+        if (!q[i]) {
+            memcpy(data + b, t->data, (size_t)(t->end - t->begin));
+            continue;
+        }
+        char sname[1024];
+        snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
+        const json_t *se = json_object_get(hdr, sname);
+        const int64_t sb = json_integer_value(json_array_get(json_object_get(se, "data_offsets"), 0)),
+                      se_ = json_integer_value(json_array_get(json_object_get(se, "data_offsets"), 1));
+        const float one = 1.0f;
+        for (int64_t k = sb; k < se_; k += 4)
+            memcpy(data + k, &one, 4);
+    }
+    ck_assert((int64_t)fwrite(data, 1, (size_t)off, f) == off);
+    ck_assert(fclose(f) == 0);
+    free(data);
+    free(text);
+    free(q);
+    json_decref(hdr);
+    rc_st_close(st);
 }
 
 /* the full forward of every reference sequence and the cached greedy decode of every prompt (HF fp32's tokens)
@@ -132,6 +229,60 @@ START_TEST(test_inspect)
 }
 END_TEST
 
+/* the FP8 copy of a Qwen3.5 wrapper folder: inspect's quantized tensors, with and without --layers, are the text
+ * model's of the layers read, counted here from the copy's own header (rc_st_open_dir: the F8_E4M3 weights with
+ * their scales); the vision tower's, quantized too, are not among them */
+START_TEST(test_inspect_fp8)
+{
+    static const char *const k_q35[] = {"q35_dense_vl", "q35_moe_vl"};
+    char dir[1024];
+    rc_test_fresh_dir(dir, sizeof dir, "/tmp");
+    write_fp8_copy(k_q35[_i], dir);
+    rc_safetensors *st;
+    ck_assert_msg(rc_st_open_dir(dir, &st) == RC_OK, "%s", rc_last_error());
+    rc_model *m;
+    ck_assert_msg(rc_model_load_headers(dir, &m) == RC_OK, "%s", rc_last_error());
+    const int64_t L = m->cfg.n_layers;
+    rc_model_free(m);
+    ck_assert_int_ge(L, 2);
+    const char *text = "model.language_model.";
+    int64_t vision = 0;
+    for (int64_t i = 0; i < st->ntensors; i++)
+        vision += st->tensors[i].quant == RC_ST_Q_FP8_BLOCK && strncmp(st->tensors[i].name, text, strlen(text)) != 0;
+    ck_assert_msg(vision > 0, "%s: no quantized tensor outside the text model", k_q35[_i]);
+    int64_t prev = 0;
+    for (int64_t n = 1; n <= L; n++) {
+        int64_t nq = 0, codes = 0, scales = 0;
+        for (int64_t i = 0; i < st->ntensors; i++) {
+            const rc_st_tensor *t = &st->tensors[i];
+            long long l;
+            if (t->quant != RC_ST_Q_FP8_BLOCK || strncmp(t->name, text, strlen(text)) != 0 ||
+                (sscanf(t->name + strlen(text), "layers.%lld.", &l) == 1 && l >= n))
+                continue;
+            nq++;
+            codes += t->qdim[0] * t->qdim[1] * t->qdim[2];
+            scales += 4 * t->qdim[0] * ((t->qdim[1] + 15) / 16) * ((t->qdim[2] + 15) / 16);
+        }
+        ck_assert_int_gt(nq, prev);
+        prev = nq;
+        static char out[16384], err[4096];
+        char args[1536], want[512];
+        snprintf(args, sizeof args, "inspect --no-speed --model '%s'%s", dir, n < L ? " --layers " : "");
+        if (n < L)
+            snprintf(args + strlen(args), sizeof args - strlen(args), "%lld", (long long)n);
+        ck_assert_msg(rc_test_run_cli("", args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+        snprintf(want, sizeof want, "%lld quantized tensors: stored %.4g MiB + scales %.4g MiB (the serving engine's), "
+                 "dequantized to 2 bytes %.4g MiB", (long long)nq, codes / 1048576.0, scales / 1048576.0,
+                 2 * codes / 1048576.0);
+        ck_assert_msg(strstr(out, want) != NULL, "%s (%s): %s not in %s", k_q35[_i], args, want, out);
+        printf("%-13s fp8 copy, layers %lld of %lld: %s (%lld vision tensors left out)\n", k_q35[_i], (long long)n,
+               (long long)L, want, (long long)vision);
+    }
+    rc_st_close(st);
+    rc_test_rm_rf(dir);
+}
+END_TEST
+
 static Suite *wrapper_suite(void)
 {
     Suite *s = suite_create("wrapper");
@@ -139,6 +290,7 @@ static Suite *wrapper_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_same_logprobs, 0, N_PAIRS);
     tcase_add_loop_test(tc, test_inspect, 0, N_PAIRS);
+    tcase_add_loop_test(tc, test_inspect_fp8, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

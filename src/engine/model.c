@@ -853,14 +853,29 @@ rc_status rc_model_dir_check(const char *dir)
     return rc_errorf(RC_ERR_IO, "%s: %s", dir, strerror(errno));
 }
 
-/* the quantized tensors of layers [0, n_layers) and of no layer */
-static void quant_sizes(const rc_safetensors *st, int64_t n_layers, rc_quant_sizes *q)
+/* the quantized tensors of the text model's layers [0, n_layers) and of no layer: a name is read after the
+ * config's first non-empty prefix it begins with (rc_config_prefixes: "model." of a family, a wrapper's
+ * "model.language_model." ...); in a wrapper folder a tensor under none of them (vision tower, projector,
+ * MTP layers) is not the text model's and not counted, as n_params counts */
+static void quant_sizes(const rc_safetensors *st, const rc_config *cfg, int64_t n_layers, rc_quant_sizes *q)
 {
     *q = (rc_quant_sizes){0};
     for (int64_t i = 0; i < st->ntensors; i++) {
         const rc_st_tensor *t = &st->tensors[i];
+        if (t->quant == RC_ST_Q_NONE)
+            continue;
+        const char *rest = NULL;
+        for (const char *const *p = rc_config_prefixes(cfg); *p && !rest; p++)
+            if ((*p)[0] && strncmp(t->name, *p, strlen(*p)) == 0)
+                rest = t->name + strlen(*p);
+        if (!rest) {
+            if (cfg->wrapper && strcmp(t->name, "lm_head.weight") != 0)
+                continue;
+            rest = t->name;
+        }
         long long l;
-        if (t->quant == RC_ST_Q_NONE || (sscanf(t->name, "model.layers.%lld.", &l) == 1 && l >= n_layers))
+        if ((sscanf(rest, "layers.%lld.", &l) == 1 || sscanf(t->name, "model.layers.%lld.", &l) == 1) &&
+            l >= n_layers)
             continue;
         int64_t n;
         rc_numel(t->shape, t->ndim, &n); /* each fits its file */
@@ -985,7 +1000,7 @@ static rc_status model_load(const char *dir, bool dry, int64_t n_layers, rc_mode
     memcpy(m->stored, st->stored, sizeof m->stored);
     m->nstored = st->nstored;
     memcpy(m->quant_method, st->quant_method, sizeof m->quant_method);
-    quant_sizes(st, c->n_layers, &m->qsizes);
+    quant_sizes(st, c, c->n_layers, &m->qsizes);
     if (dry) {
         /* the storage dtypes stay (inspect's plan of an engine's copies), no data */
         rc_st_close(st);
