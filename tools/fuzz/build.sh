@@ -114,5 +114,8 @@ for h in "${harnesses[@]}"; do
   built+=("$name")
 done
 printf '%s\n' "${built[@]}" >"$OUT/harnesses.txt"
+# the fixture files stored as .xz (data/fixtures/.gitignore) unpacked, as meson's build does:
+# the seeds and fuzz_model read data/fixtures
+python3 "$ROOT/tools/fixtures/pack_fixtures.py" unpack
 python3 "$ROOT/tools/fuzz/make_seeds.py" "$ROOT" "$OUT"
 echo "build.sh: built ${built[*]} in $OUT"

@@ -16,7 +16,8 @@
 #           Runs first by default where $OUT is unset (not on the device machine).
 #   deps    C libraries the machine lacks, from .debs (tools/gpu/deps-env.sh; nothing is read when
 #           the machine has them all). Always runs.
-#   build   meson -Dcuda=enabled, then ninja: ratiocheck, the CUDA module, test_cuda
+#   build   meson -Dcuda=enabled, then ninja: ratiocheck, the CUDA module, test_cuda, and the
+#           fixture files stored as .xz unpacked (fixtures.stamp: tools/fixtures/pack_fixtures.py)
 #   libs    ldd over the objects that link the CUDA runtime and cuBLAS (the module, test_cuda)
 #           and ratiocheck; a missing library is named (and the toolkit's lib folder put on
 #           LD_LIBRARY_PATH when that finds it); then one --backend cuda run, whose one-line error
@@ -210,7 +211,8 @@ stage_build() {
     fi
     local t want=() have
     have=$(ninja -C "$BUILD" -t targets all 2>/dev/null | cut -d: -f1)
-    local targets="src/ratiocheck kernels/libratiocheck_cuda.so tests/test_cuda tests/libcuda.so.1"
+    # fixtures.stamp: the fixture files stored as .xz unpacked (tools/fixtures/pack_fixtures.py)
+    local targets="fixtures.stamp src/ratiocheck kernels/libratiocheck_cuda.so tests/test_cuda tests/libcuda.so.1"
     [ "$DRY" = 1 ] && targets="$targets tests/test_cuda_host tests/ratiocheck_cuda_host"
     for t in $targets; do
         grep -qx "$t" <<<"$have" && want+=("$t")
