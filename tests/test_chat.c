@@ -198,7 +198,7 @@ START_TEST(test_render_vs_hf)
         size_t k;
         const json_t *res;
         json_array_foreach(json_object_get(t, "results"), k, res) raised += json_object_get(res, "raised") != NULL;
-        /* the reasoning conversations, and the enable_thinking runs */
+        /* the reasoning conversations, and the keyword-argument runs (enable_thinking; gpt-oss: builtin_tools ...) */
         rc_chat *c;
         ck_assert_msg(rc_chat_load(tok, &c) == RC_OK, "%s: %s", name, rc_last_error());
         rc_chat_set_time(c, &tm);
@@ -219,13 +219,13 @@ START_TEST(test_render_vs_hf)
         }
         ck_assert_int_eq(ks, kt);
         rc_chat_free(c);
-        printf("chat %s (%s): %d/%d conversations, %d/%d reasoning ones, %d/%d enable_thinking runs give "
+        printf("chat %s (%s): %d/%d conversations, %d/%d reasoning ones, %d/%d keyword-argument runs give "
                "transformers' text and ids (or its refusal)\n",
                name, json_string_value(json_object_get(t, "template_file")), same, total, rs, rt, ks, kt);
         rc_tokenizer_free(tok);
         templates++;
     }
-    printf("chat: %d templates, %d refusals by raise_exception, %d enable_thinking runs compared\n", templates, raised,
+    printf("chat: %d templates, %d refusals by raise_exception, %d keyword-argument runs compared\n", templates, raised,
            thinking);
     ck_assert_int_ge(templates, 25);
     ck_assert_int_gt(raised, 0);
@@ -486,7 +486,7 @@ START_TEST(test_refused)
         rc_tokenizer_free(tok);
         refused++;
     }
-    ck_assert_int_ge(refused, 6);
+    ck_assert_int_ge(refused, 4); /* gemma4, deepseek_v3_2, seed_oss, ministral3 */
 }
 END_TEST
 
@@ -652,10 +652,10 @@ START_TEST(test_template_files)
     ck_assert_msg(strstr(rc_last_error(), "needs the model's chat template, and ") && strstr(rc_last_error(), "/list has none"),
                   "%s", rc_last_error());
     /* chat_template.jinja replaces the config's template */
-    static const char k_refused[] = "{% macro m() %}x{% endmacro %}{{ m() }}";
+    static const char k_refused[] = "{% filter upper %}x{% endfilter %}";
     make_folder(tj, sizeof tj, "jinja", "qwen2", k_refused, false, NULL);
     ck_assert_int_eq(chat_of(tj, &c), RC_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(rc_last_error(), "chat template: unsupported Jinja construct 'macro' in ") &&
+    ck_assert_msg(strstr(rc_last_error(), "chat template: unsupported Jinja construct 'filter' in ") &&
                       strstr(rc_last_error(), "jinja/tokenizer_config.json (line 1)"),
                   "%s", rc_last_error());
     put(tj, "chat_template.jinja", k_chatml);
@@ -777,7 +777,7 @@ START_TEST(test_hostile_templates)
         "{% endif %}",
         "{% for m in messages %}{% endif %}",
         "{% raw %}{{ x }}{% endraw %}",
-        "{% macro m() %}{% endmacro %}",
+        "{% macro m() %}{{ caller() }}{% endmacro %}",
         "{% call m() %}{% endcall %}",
         "{% filter upper %}x{% endfilter %}",
         "{% include 'a' %}",
@@ -812,7 +812,10 @@ START_TEST(test_hostile_templates)
                       "%s", rc_last_error());
     }
     ck_assert_int_eq(parse_str(bad[8], strlen(bad[8])), RC_ERR_UNSUPPORTED);
-    ck_assert_str_eq(rc_last_error(), "chat template: unsupported Jinja construct 'macro' in t.jinja (line 1); give "
+    ck_assert_str_eq(rc_last_error(), "chat template: unsupported Jinja construct 'caller' in t.jinja (line 1); give "
+                                      "{\"tokens\": [...]} or {\"prompt\": \"...\"} instead");
+    ck_assert_int_eq(parse_str(bad[9], strlen(bad[9])), RC_ERR_UNSUPPORTED);
+    ck_assert_str_eq(rc_last_error(), "chat template: unsupported Jinja construct 'call' in t.jinja (line 1); give "
                                       "{\"tokens\": [...]} or {\"prompt\": \"...\"} instead");
     /* templates that parse and fail in rendering, within the limits: steps, memory, output, range, nesting */
     static const char *const heavy[] = {
@@ -831,6 +834,9 @@ START_TEST(test_hostile_templates)
         "{{ 'a' < 1 }}",
         "{{ strftime_now('%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c%c') }}",
         "{% for i in none %}{% endfor %}",
+        /* macros: endless recursion (nesting), a call tree of 2^40 calls (steps) */
+        "{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}",
+        "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(40) }}",
     };
     for (size_t i = 0; i < sizeof heavy / sizeof heavy[0]; i++) {
         double secs;

@@ -35,7 +35,7 @@ struct tm;
 /* Parse a template (len bytes; `what` names its file in messages). bos / eos
  * are the bos_token / eos_token strings (NULL: not set). RC_ERR_UNSUPPORTED
  * for a construct outside the subset ("chat template: unsupported Jinja
- * construct 'macro' in WHAT (line N); give ... instead"), a syntax error, or a
+ * construct 'call' in WHAT (line N); give ... instead"), a syntax error, or a
  * special-token variable the template reads and ratiocheck does not pass;
  * RC_ERR_FORMAT for text that is not UTF-8. */
 rc_status rc_chat_parse(const char *tmpl, size_t len, const char *what, const char *bos, const char *eos,

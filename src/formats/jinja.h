@@ -8,7 +8,7 @@
  * chat_template.jinja) and are untrusted: parsing and rendering are bounded
  * (template size, nesting, steps, memory, output) and every failure is one
  * line naming the file. A construct outside the subset is refused by name at
- * parse time ("chat template: unsupported Jinja construct 'macro' in FILE
+ * parse time ("chat template: unsupported Jinja construct 'call' in FILE
  * (line N)"), whether or not a conversation would reach it.
  *
  * The subset (docs/chat-templates.md lists it in full):
@@ -16,12 +16,16 @@
  *               loop.index / index0 / revindex / revindex0 / first / last /
  *               length / previtem / nextitem / depth / depth0), set (names,
  *               namespace attributes, tuples, {% set x %}...{% endset %}),
- *               break, continue, generation, comments, whitespace control;
+ *               break, continue, generation, macro (parameters with
+ *               defaults; called by its name, positionally or by keyword,
+ *               itself included; its body sees its parameters and the
+ *               template's variables, not its caller's loop variables),
+ *               comments, whitespace control;
  *   expressions literals (strings with Python's escapes, integers, floats,
  *               true / false / none, lists, tuples, dicts), arithmetic,
  *               ~, comparisons (chained), in / not in, and / or / not,
  *               x if c else y, attributes, subscripts and slices, filters,
- *               tests, calls of the functions and methods below;
+ *               tests, calls of the functions, methods and macros;
  *   filters     abs capitalize count d default first float indent int items
  *               join last length list lower map reject rejectattr replace
  *               reverse round safe select selectattr string title tojson trim
@@ -34,9 +38,10 @@
  *   methods     str: strip lstrip rstrip split startswith endswith upper
  *               lower title capitalize replace find join; dict: items keys
  *               values get.
- * Refused: macro, call, filter blocks, include, import, extends, block, with,
- * raw, autoescape, do, recursive loops, loop.cycle / loop.changed, other
- * filters, tests, functions and methods. */
+ * Refused: call blocks (and caller / varargs / kwargs in a macro), filter
+ * blocks, include, import, extends, block, with, raw, autoescape, do,
+ * recursive loops, loop.cycle / loop.changed, other filters, tests, functions
+ * and methods. */
 #ifndef RC_JINJA_H
 #define RC_JINJA_H
 
@@ -54,6 +59,7 @@
 #define RC_JINJA_MAX_MEMORY ((size_t)256 << 20) /* bytes of values made while rendering */
 #define RC_JINJA_MAX_STEPS 20000000            /* evaluation steps of one rendering */
 #define RC_JINJA_MAX_RANGE 100000              /* items of range(), as jinja2's sandbox */
+#define RC_JINJA_MAX_MACROS 64                 /* macros one template defines (names) */
 
 typedef struct rc_jinja rc_jinja;
 

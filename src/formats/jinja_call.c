@@ -612,7 +612,7 @@ bool run_test(ctx *C, int id, const jv *v, const args *a, bool *r)
     case T_MAPPING: *r = v->t == V_DICT; return true;
     case T_ITERABLE: *r = v->t == V_STR || v->t == V_LIST || v->t == V_DICT || v->t == V_UNDEF; return true;
     case T_SEQUENCE: *r = v->t == V_STR || v->t == V_LIST || v->t == V_DICT || v->t == V_UNDEF; return true;
-    case T_CALLABLE: *r = v->t == V_FUNC || v->t == V_METHOD; return true;
+    case T_CALLABLE: *r = v->t == V_FUNC || v->t == V_METHOD || v->t == V_MACRO; return true;
     case T_ODD:
     case T_EVEN:
         if (!need_int(C, v, k_tests[id]))

@@ -324,7 +324,7 @@ bool ev(ctx *C, const node *x, jv *r)
     }
     case E_CALL: {
         if (x->a->k == E_NAME)
-            return call_function(C, x, r);
+            return x->id == FN_MACRO ? call_macro(C, x, r) : call_function(C, x, r);
         jv self;
         if (!ev(C, x->a->a, &self))
             return false;
@@ -471,6 +471,8 @@ static bool emit(ctx *C, const char *s, size_t n)
     return rcj_step(C, n);
 }
 
+static bool for_frames(ctx *C, const node *x, jlist *it, size_t saved_base, size_t saved_nv);
+
 static bool exec_for(ctx *C, const node *x)
 {
     jv seq;
@@ -482,6 +484,14 @@ static bool exec_for(ctx *C, const node *x)
     if (!to_items(C, &seq, &it))
         return false;
     size_t saved_base = C->base, saved_nv = C->nv;
+    C->frames++;
+    const bool ok = for_frames(C, x, it, saved_base, saved_nv);
+    C->frames--;
+    return ok;
+}
+
+static bool for_frames(ctx *C, const node *x, jlist *it, size_t saved_base, size_t saved_nv)
+{
     /* the loop filter sees the loop variables but not loop */
     if (x->c) {
         jv fl;
@@ -601,10 +611,90 @@ static bool exec_body(ctx *C, const node *b)
             if (!exec_body(C, x->a))
                 return false;
             break;
+        case S_MACRO: { /* the name holds the macro from here on, in this scope */
+            jv m = {.t = V_MACRO};
+            m.u.mac = x;
+            if (!var_set(C, x->s, x->sn, &m))
+                return false;
+            break;
+        }
         default: return rcj_fail(C, RC_ERR_INTERNAL, "an unknown statement");
         }
     }
     return true;
+}
+
+/* a call of a macro by its name: the arguments bound to its parameters (positional, then by name, then the
+ * defaults, evaluated in the macro's frame after the parameters before them; a parameter left without one is
+ * undefined), its body rendered in a frame of its own that sees the template's variables and not its caller's
+ * loop or macro variables, the text it writes the call's value (a str) */
+bool call_macro(ctx *C, const node *x, jv *r)
+{
+    jv m = k_undef;
+    const bool found = var_lookup(C, x->a->s, x->a->sn, &m);
+    if (!found || m.t != V_MACRO) {
+        if (found)
+            return rcj_fail(C, RC_ERR_UNSUPPORTED, "'%.*s' is a %s, not a macro", (int)(x->a->sn > 60 ? 60 : x->a->sn),
+                            x->a->s, type_name(&m));
+        jv u = undef_named(x->a->s, x->a->sn);
+        return undefined_error(C, &u);
+    }
+    const node *mac = m.u.mac;
+    const int nm = (int)(mac->sn > 60 ? 60 : mac->sn);
+    args a;
+    if (!eval_args(C, x, &a, 0))
+        return false;
+    if (a.np > mac->nk)
+        return rcj_fail(C, RC_ERR_UNSUPPORTED, "macro '%.*s' takes not more than %zu argument(s)", nm, mac->s, mac->nk);
+    for (size_t k = 0; k < a.nkw; k++) {
+        size_t j = 0;
+        while (j < mac->nk && !(mac->kids[j]->sn == a.kl[k] && !memcmp(mac->kids[j]->s, a.kn[k], a.kl[k])))
+            j++;
+        if (j == mac->nk)
+            return rcj_fail(C, RC_ERR_UNSUPPORTED, "macro '%.*s' has no parameter '%.*s'", nm, mac->s,
+                            (int)(a.kl[k] > 60 ? 60 : a.kl[k]), a.kn[k]);
+        if (j < a.np)
+            return rcj_fail(C, RC_ERR_UNSUPPORTED, "macro '%.*s' got multiple values for parameter '%.*s'", nm, mac->s,
+                            (int)(a.kl[k] > 60 ? 60 : a.kl[k]), a.kn[k]);
+    }
+    if (C->frames >= RC_JINJA_MAX_DEPTH)
+        return rcj_fail(C, RC_ERR_UNSUPPORTED, "macro calls nested more than %d deep", RC_JINJA_MAX_DEPTH);
+    const size_t saved_base = C->base, saved_nv = C->nv, saved_lo = C->gap_lo, saved_hi = C->gap_hi;
+    sbuf cap = {.max = RC_JINJA_MAX_MEMORY}, *saved_out = C->out;
+    C->frames++;
+    C->gap_lo = C->root_n;
+    C->gap_hi = C->nv;
+    C->base = C->nv;
+    bool ok = true;
+    for (size_t j = 0; j < mac->nk && ok; j++) {
+        const node *p = mac->kids[j];
+        jv v = undef_named(p->s, p->sn);
+        bool given = j < a.np;
+        if (given)
+            v = a.pos[j];
+        for (size_t k = 0; k < a.nkw && !given; k++)
+            if (p->sn == a.kl[k] && !memcmp(p->s, a.kn[k], a.kl[k])) {
+                v = a.kv[k];
+                given = true;
+            }
+        if (!given && p->k == E_KWARG)
+            ok = ev(C, p->a, &v);
+        ok = ok && var_set(C, p->s, p->sn, &v);
+    }
+    C->out = &cap;
+    ok = ok && exec_body(C, mac->c);
+    C->out = saved_out;
+    C->flow = 0;
+    C->frames--;
+    C->nv = saved_nv;
+    C->base = saved_base;
+    C->gap_lo = saved_lo;
+    C->gap_hi = saved_hi;
+    if (!ok) {
+        free(cap.p);
+        return false;
+    }
+    return sb_done(C, &cap, r);
 }
 
 rc_status rc_jinja_render(const rc_jinja *t, const json_t *vars, char **text, size_t *len)

@@ -85,6 +85,7 @@ typedef enum {
     S_BREAK,
     S_CONTINUE,
     S_GENERATION,
+    S_MACRO, /* s: the name; kids: the parameters (E_NAME, or E_KWARG with its default in a); c: the body */
     /* expressions */
     E_LIT,
     E_NAME,
@@ -248,6 +249,8 @@ enum {
  * name is a compile error in jinja2 too, refused the same way) */
 static const char *const k_functions[] = {"range", "namespace", "raise_exception", "strftime_now", "dict"};
 enum { FN_RANGE, FN_NAMESPACE, FN_RAISE, FN_STRFTIME, FN_DICT };
+/* E_CALL's id for a call of a macro by its name (functions are 0.., methods 100 + M_*) */
+enum { FN_MACRO = 99 };
 static const char *const k_methods[] = {"strip", "lstrip", "rstrip", "split",      "startswith", "endswith", "upper",
                                         "lower", "title",  "capitalize", "replace", "find",      "join",     "items",
                                         "keys",  "values", "get"};
@@ -277,7 +280,7 @@ enum {
 /* values                                                                   */
 /* ======================================================================== */
 
-typedef enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP, V_FUNC, V_METHOD } vtype;
+typedef enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP, V_FUNC, V_METHOD, V_MACRO } vtype;
 
 struct jlist;
 struct jdict;
@@ -299,6 +302,7 @@ typedef struct jv {
             int id;
             struct jv *self;
         } m;                         /* FUNC (id), METHOD (id, receiver) */
+        const struct node *mac;      /* MACRO: its S_MACRO statement */
     } u;
 } jv;
 
@@ -335,6 +339,11 @@ typedef struct {
     sbuf *out;
     var *vars;
     size_t nv, cv, base;
+    /* macros: the template's own variables are vars [0, root_n) (those of the render call, then those the top
+     * level sets while no loop or macro frame is open: frames == 0); a macro's body sees them and its own frame,
+     * and vars [gap_lo, gap_hi) (its caller's loop and macro frames) are hidden from it (jinja2's scoping) */
+    size_t root_n, gap_lo, gap_hi;
+    int frames;
     int64_t steps;
     int flow; /* 1 break, 2 continue */
     int line;
@@ -440,5 +449,6 @@ bool apply_filter(ctx *C, int id, const jv *v, const args *a, jv *r);
 /* jinja_eval.c */
 bool binary(ctx *C, int op, const jv *a, const jv *b, jv *r);
 bool ev(ctx *C, const node *x, jv *r);
+bool call_macro(ctx *C, const node *x, jv *r);
 
 #endif

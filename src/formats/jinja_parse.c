@@ -13,7 +13,19 @@ typedef struct {
     int depth, bdepth, eline;
     char err[400];
     rc_status st;
+    /* the macros defined so far (a call by one of these names calls the macro), and how many macro bodies the
+     * parser is inside */
+    const tok *macros[RC_JINJA_MAX_MACROS];
+    int nmacros, in_macro;
 } parser;
+
+static bool is_macro(const parser *P, const char *s, size_t n)
+{
+    for (int i = 0; i < P->nmacros; i++)
+        if (P->macros[i]->n == n && !memcmp(P->macros[i]->p, s, n))
+            return true;
+    return false;
+}
 
 static bool pfail(parser *P, rc_status st, const char *fmt, ...)
 {
@@ -240,6 +252,12 @@ static node *p_primary(parser *P)
             x->k = E_NAME;
             x->s = t->p;
             x->sn = t->n;
+            /* the names jinja2 gives a macro's body (its caller's block, extra arguments) */
+            static const char *const mnames[] = {"caller", "varargs", "kwargs"};
+            if (P->in_macro && FIND(mnames, t->p, t->n) >= 0) {
+                unsupported(P, "construct", t->p, t->n);
+                return NULL;
+            }
             if (!note_name(P, t->p, t->n))
                 return NULL;
         }
@@ -380,7 +398,9 @@ static node *p_call(parser *P, node *callee)
     if (!y)
         return NULL;
     y->a = callee;
-    if (callee->k == E_NAME) {
+    if (callee->k == E_NAME && is_macro(P, callee->s, callee->sn)) {
+        y->id = FN_MACRO;
+    } else if (callee->k == E_NAME) {
         int f = FIND(k_functions, callee->s, callee->sn);
         if (f < 0) {
             static const char *const jinja_globals[] = {"lipsum", "cycler", "joiner", "caller", "super", "self",
@@ -832,7 +852,7 @@ static bool end_block(parser *P)
 /* statements until a block tag whose first word is one of `ends` (NULL-terminated); *which its index */
 static node *p_body(parser *P, const char *const *ends, int *which);
 
-static const char *const k_refused_tags[] = {"macro",  "call",    "filter", "include", "import", "from",
+static const char *const k_refused_tags[] = {"call",    "filter", "include", "import", "from",
                                              "extends", "block",  "with",   "raw",     "autoescape", "do",
                                              "endraw", "trans",   "pluralize", "print"};
 
@@ -964,6 +984,90 @@ static node *p_stmt(parser *P)
             if (!end_block(P))
                 return NULL;
         }
+    } else if (name_is(t, "macro")) {
+        /* {% macro name(p, q=default, ...) %}body{% endmacro %} */
+        if (!(x = mk(P, S_MACRO)))
+            return NULL;
+        P->at++;
+        const tok *nm = cur(P);
+        if (nm->k != T_NAME) {
+            pfail(P, RC_ERR_UNSUPPORTED, "a macro without a name");
+            return NULL;
+        }
+        x->s = nm->p;
+        x->sn = nm->n;
+        P->at++;
+        if (!expect_op(P, "("))
+            return NULL;
+        kids k = {0};
+        bool with_default = false;
+        while (!op_is(cur(P), ")")) {
+            if (k.n && !expect_op(P, ","))
+                break;
+            if (op_is(cur(P), ")"))
+                break;
+            const tok *pt = cur(P);
+            if (pt->k != T_NAME) {
+                pfail(P, RC_ERR_UNSUPPORTED, "expected a parameter name in macro '%.*s'", (int)(x->sn > 60 ? 60 : x->sn),
+                      x->s);
+                break;
+            }
+            static const char *const mnames[] = {"caller", "varargs", "kwargs"};
+            if (FIND(mnames, pt->p, pt->n) >= 0) {
+                unsupported(P, "construct", pt->p, pt->n);
+                break;
+            }
+            bool dup = false;
+            for (size_t i = 0; i < k.n; i++)
+                dup = dup || (k.v[i]->sn == pt->n && !memcmp(k.v[i]->s, pt->p, pt->n));
+            if (dup) {
+                pfail(P, RC_ERR_UNSUPPORTED, "a parameter named twice in macro '%.*s'", (int)(x->sn > 60 ? 60 : x->sn),
+                      x->s);
+                break;
+            }
+            node *pn = mk(P, E_NAME);
+            if (!pn)
+                break;
+            pn->s = pt->p;
+            pn->sn = pt->n;
+            P->at++;
+            if (op_is(cur(P), "=")) {
+                P->at++;
+                pn->k = E_KWARG;
+                if (!(pn->a = p_expr(P, true)))
+                    break;
+                with_default = true;
+            } else if (with_default) {
+                pfail(P, RC_ERR_UNSUPPORTED, "a parameter without a default after one with a default in macro '%.*s'",
+                      (int)(x->sn > 60 ? 60 : x->sn), x->s);
+                break;
+            }
+            if (!kadd(P, &k, pn, 0))
+                break;
+        }
+        if (!kput(P, &k, x)) /* frees k, and fails after an error above */
+            return NULL;
+        P->at++; /* ')' */
+        if (!end_block(P))
+            return NULL;
+        /* known from here on, its own body included (a macro may call itself) */
+        if (!is_macro(P, x->s, x->sn)) {
+            if (P->nmacros == RC_JINJA_MAX_MACROS) {
+                pfail(P, RC_ERR_UNSUPPORTED, "more than %d macros", RC_JINJA_MAX_MACROS);
+                return NULL;
+            }
+            P->macros[P->nmacros++] = nm;
+        }
+        static const char *const ends[] = {"endmacro", NULL};
+        int w;
+        P->in_macro++;
+        x->c = p_body(P, ends, &w);
+        P->in_macro--;
+        if (!x->c)
+            return NULL;
+        P->at++;
+        if (!end_block(P))
+            return NULL;
     } else if (name_is(t, "break") || name_is(t, "continue")) {
         if (!(x = mk(P, name_is(t, "break") ? S_BREAK : S_CONTINUE)))
             return NULL;
@@ -1043,7 +1147,7 @@ static node *p_body(parser *P, const char *const *ends, int *which)
                 *which = hit;
                 break;
             }
-            static const char *const stray[] = {"elif", "else", "endif", "endfor", "endset", "endgeneration"};
+            static const char *const stray[] = {"elif", "else", "endif", "endfor", "endset", "endgeneration", "endmacro"};
             if (w->k == T_NAME && FIND(stray, w->p, w->n) >= 0) {
                 P->at++;
                 pfail(P, RC_ERR_UNSUPPORTED, "an unexpected '%.*s'", (int)w->n, w->p);

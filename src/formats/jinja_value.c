@@ -152,6 +152,7 @@ const char *type_name(const jv *v)
     case V_DICT: return "dict";
     case V_NS: return "Namespace";
     case V_LOOP: return "LoopContext";
+    case V_MACRO: return "Macro";
     default: return "function";
     }
 }
@@ -685,11 +686,18 @@ bool from_json(ctx *C, const json_t *j, jv *out, int depth)
 
 bool var_lookup(const ctx *C, const char *s, size_t n, jv *out)
 {
-    for (size_t i = C->nv; i-- > 0;)
+    for (size_t i = C->nv; i-- > 0;) {
+        if (i < C->gap_hi && i >= C->gap_lo) { /* a macro's caller's frames */
+            if (C->gap_lo == 0)
+                break;
+            i = C->gap_lo;
+            continue;
+        }
         if (C->vars[i].len == n && !memcmp(C->vars[i].name, s, n)) {
             *out = C->vars[i].v;
             return true;
         }
+    }
     return false;
 }
 
@@ -712,6 +720,8 @@ bool var_set(ctx *C, const char *s, size_t n, const jv *v)
     C->vars[C->nv].len = n;
     C->vars[C->nv].v = *v;
     C->nv++;
+    if (C->frames == 0)
+        C->root_n = C->nv;
     return true;
 }
 
