@@ -986,7 +986,7 @@ static rc_status stage_create(rc_engine *e, int s, const engine_sizes *z, int64_
         st->alibi_slopes = st->slopes_own;
     }
     const int64_t kv_n = kv_per_layer * kv_layers_in(c, e->stage_l0[s], e->stage_l0[s + 1]);
-    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : (kv_n + 1) / 2; /* 2-byte elements */
     if (kv_n > 0) { /* (a hybrid model's device of linear-attention layers only: none) */
         RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_k));
         RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_v));
@@ -1370,10 +1370,9 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
     if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate) &&
-        (!be->ops->host_memory || num->tp > 1 || num->wq.kind == RC_WQ_FP8 || num->mode == RC_PREC_AUTOCAST ||
-         num->residual_f32))
-        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: hybrid linear-attention models run on the CPU backend, without tp, fp8 "
-                      "weights, autocast or residual=fp32 (not emulated yet)", c->model_type);
+        (num->tp > 1 || num->wq.kind == RC_WQ_FP8 || num->mode == RC_PREC_AUTOCAST || num->residual_f32))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: hybrid linear-attention models run without tp, fp8 weights, autocast "
+                      "or residual=fp32 (not emulated yet)", c->model_type);
     if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate) &&
         !(be->ops->gdn_mixer && be->ops->gate_mul && be->ops->zero))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s has no Gated DeltaNet ops", be->ops->name);
@@ -1451,7 +1450,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     /* a layer split: device 0's KV cache holds its layers only, each other device's its own (stage_create) */
     const int64_t kv_per_layer = e->n_stages > 1 ? kv_n / kv_layers_in(c, 0, c->n_layers) : 0;
     const int64_t kv_floats0 = e->n_stages > 1 ? kv_per_layer * kv_layers_in(c, 0, e->stage_l0[1]) : kv_n;
-    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_floats0 : kv_floats0 / 2 + 1;
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_floats0 : (kv_floats0 + 1) / 2;
     for (int d = 1; s == RC_OK && d < e->n_stages; d++)
         s = stage_create(e, d, &z, kv_per_layer);
     if (s == RC_OK && kv_floats0 > 0) /* (a hybrid model's device 0 of linear-attention layers only: none) */
