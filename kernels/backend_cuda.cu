@@ -866,7 +866,8 @@ rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, co
 
 // a hybrid model's mixer for one sequence (gdn.h rc_gdn_mixer_args; CPU twin rc_cpu_gdn_mixer): the conv's
 // outputs, the gates and each thread's scratch in the gdn workspace; the delta rule's value heads in launches
-// whose scratch stays within the attention scratch's limit (a chunk of 4096 needs ~200 MB a head)
+// whose scratch stays within the attention scratch's limit (a chunk of 4096 needs ~200 MB a head); the gated
+// norm's scratch (dv floats a (token, head): at most tokens x C) where the conv's outputs were, read no more
 rc_status cuda_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m)
 {
     rco_gdn_mix a;
@@ -877,8 +878,7 @@ rc_status cuda_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m)
     int64_t th = 0, fixed = 0, sc = 0, t = 0, floats = 0;
     bool bad = __builtin_mul_overflow(a.T, a.hv, &th) || __builtin_mul_overflow(a.T, C, &fixed) ||
                __builtin_mul_overflow(th, 2, &t) || __builtin_add_overflow(fixed, t, &fixed) ||
-               __builtin_mul_overflow(th, a.dv, &sc) || __builtin_mul_overflow(nh, rs, &t);
-    sc = sc > t ? sc : t;
+               __builtin_mul_overflow(nh, rs, &sc);
     sc = sc > C * a.K ? sc : C * a.K;
     if (bad || __builtin_add_overflow(fixed, sc, &floats))
         return rc_errorf(RC_ERR_NOMEM, "gdn_mixer: scratch for %lld tokens", (long long)a.T);
@@ -896,6 +896,7 @@ rc_status cuda_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m)
         RC_TRY(rck_gdn_mix(2, x, a.hv - h0 < nh ? a.hv - h0 : nh));
     }
     x.per = a.dv;
+    x.scratch = a.conv;
     return rck_gdn_mix(3, x, th);
 }
 
