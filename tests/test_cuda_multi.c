@@ -1132,6 +1132,65 @@ START_TEST(test_multi_gpu_auto_cli)
 }
 END_TEST
 
+/* The automatic choice on a hybrid model (qnext_hybrid; place.c rc_gpu_plan_make through rc_layer_split, which
+ * places the linear layers' states on their GPU): with the default budget one GPU; one byte less than the one-GPU
+ * estimate on each of 3 fake devices splits the layers over 2 GPUs, said on stderr with the estimate's split.
+ * The estimate leaves out the backend's workspaces, at the fixture's size larger than the engine (the mixer's
+ * among them: test_device_memory_hybrid), so that run stops in a workspace with exit 8 saying what to give, as
+ * any model's does (test_multi_gpu_auto_cli); where they fit, it gives one GPU's statistics to the digit
+ * (test_multi_gpu_cli runs the hybrid split through the CLI). */
+START_TEST(test_multi_gpu_auto_hybrid_cli)
+{
+    char pdir[64], pf[128], model[4096], args[1024], env[128];
+    ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_hyb_") != NULL);
+    snprintf(pf, sizeof pf, "%s/p.ids", pdir);
+    FILE *f = fopen(pf, "w");
+    ck_assert(f != NULL);
+    for (int i = 0; i < 3; i++) /* token ids within the fixture's vocabulary of 128 */
+        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+    ck_assert(fclose(f) == 0);
+    rc_test_source_path(model, sizeof model, "data/fixtures/qnext_hybrid");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
+    cfg.num = rc_numerics_fp32();
+    cfg.num.dt = RC_BF16;
+    cfg.num_trainer = cfg.num;
+    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
+    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
+    int64_t l0[3], need1[1], need2[2];
+    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
+    rc_model_free(m);
+    const char *common = "--model data/fixtures/qnext_hybrid --len 4,8 --samples 2 -q --backend cuda --json "
+                         "--dtype bf16 --out none";
+    snprintf(args, sizeof args, "--prompts %s %s", pf, common);
+    ck_assert_msg(cli_env("RCK_SHIM_DEVICES=3", args) == 0, "%s", g_out);
+    char *one = stats_of(g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"1 GPU (automatic: "));
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=3 RCK_SHIM_MEMORY=%lld", (long long)need1[0] - 1);
+    const int rc = cli_env(env, args);
+    printf("%-10s CLI qnext_hybrid without --gpus, %s (2-GPU estimate %lld / %lld): exit %d: %.*s\n", TEST_NAME, env,
+           (long long)need2[0], (long long)need2[1], rc, (int)(strchr(g_out, '\n') ? strchr(g_out, '\n') - g_out : 0),
+           g_out);
+    char line[160];
+    snprintf(line, sizeof line, "GPU 0 has %lld bytes free: layers split over 2 GPUs (0-%lld, %lld-%lld)\n",
+             (long long)need1[0] - 1, (long long)l0[1] - 1, (long long)l0[1], (long long)l0[2] - 1);
+    ck_assert_msg(strstr(g_out, line) != NULL, "'%s' lacks '%s'", g_out, line);
+    if (rc == 0) {
+        ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"2 GPUs, layers "));
+        char *two = stats_of(g_out);
+        ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
+        free(two);
+    } else {
+        ck_assert_int_eq(rc, 8);
+        ck_assert_ptr_nonnull(strstr(g_out, "was chosen by the estimate, which leaves out the backend's workspaces"));
+    }
+    free(one);
+    rc_test_rm_rf(pdir);
+}
+END_TEST
+
 /* fp8 weights through the CLI over 2 fake devices: weights=as-stored on the DeepSeek-V3 FP8 checkpoint and
  * weights=fp8 (per tensor) on the bundled model, --gpus 2 (and an odd --layer-split) give one GPU's statistics
  * to the digit */
@@ -1183,5 +1242,6 @@ void multi_tests(TCase *tc)
     tcase_add_loop_test(tc, test_device_memory_hybrid, 0, 3);
     tcase_add_test(tc, test_multi_gpu_auto);
     tcase_add_test(tc, test_multi_gpu_auto_cli);
+    tcase_add_test(tc, test_multi_gpu_auto_hybrid_cli);
 #endif
 }
