@@ -864,6 +864,48 @@ rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, co
                         threads);
 }
 
+// a hybrid model's mixer for one sequence (gdn.h rc_gdn_mixer_args; CPU twin rc_cpu_gdn_mixer): the conv's
+// outputs, the gates and each thread's scratch in the gdn workspace; the delta rule's value heads in launches
+// whose scratch stays within the attention scratch's limit (a chunk of 4096 needs ~200 MB a head); the gated
+// norm's scratch (dv floats a (token, head): at most tokens x C) where the conv's outputs were, read no more
+rc_status cuda_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m)
+{
+    rco_gdn_mix a;
+    RC_TRY(rc_gdn_mix_prepare(m, &a));
+    const int64_t C = 2 * a.hk * a.dk + a.hv * a.dv, rs = rco_gdn_mix_rule_scratch(&a);
+    int64_t nh = attn_scratch_floats() / rs;
+    nh = nh < 1 ? 1 : nh > a.hv ? a.hv : nh;
+    int64_t th = 0, fixed = 0, sc = 0, t = 0, floats = 0;
+    bool bad = __builtin_mul_overflow(a.T, a.hv, &th) || __builtin_mul_overflow(a.T, C, &fixed) ||
+               __builtin_mul_overflow(th, 2, &t) || __builtin_add_overflow(fixed, t, &fixed) ||
+               __builtin_mul_overflow(nh, rs, &sc);
+    sc = sc > C * a.K ? sc : C * a.K;
+    if (bad || __builtin_add_overflow(fixed, sc, &floats))
+        return rc_errorf(RC_ERR_NOMEM, "gdn_mixer: scratch for %lld tokens", (long long)a.T);
+    void *p = nullptr;
+    RC_TRY(ws_get(&cb(be)->ws_gdn, (size_t)floats * sizeof(float), &p));
+    a.conv = static_cast<float *>(p);
+    a.g = a.conv + a.T * C;
+    a.beta = a.g + th;
+    rck_gdn_mix_args x{a, a.beta + th, a.K, 0};
+    RC_TRY(rck_gdn_mix(0, x, C));
+    RC_TRY(rck_gdn_mix(1, x, th));
+    x.per = rs;
+    for (int64_t h0 = 0; h0 < a.hv; h0 += nh) {
+        x.h0 = h0;
+        RC_TRY(rck_gdn_mix(2, x, a.hv - h0 < nh ? a.hv - h0 : nh));
+    }
+    x.per = a.dv;
+    x.scratch = a.conv;
+    return rck_gdn_mix(3, x, th);
+}
+
+rc_status cuda_gate_mul(rc_backend *be, float *x, const float *gate, int64_t n, rc_dtype gate_dt, rc_dtype out_dt)
+{
+    (void)be;
+    return rck_gate_mul(rck_gate_mul_args{x, gate, gate_dt, out_dt}, n);
+}
+
 // ---- several devices (backend.h use_devices, set_device, copy_peer) ----
 rc_status cuda_use_devices(rc_backend *be, int n)
 {
@@ -970,6 +1012,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_act_st,
     cuda_act_mul_st,
     cuda_fp8_matmul,
+    cuda_gdn_mixer,
+    cuda_gate_mul,
 };
 
 } // namespace

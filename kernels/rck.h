@@ -102,6 +102,9 @@ rc_status rck_moe_acc(const rck_moe_acc_args &a, int64_t n);
 rc_status rck_moe_route_grouped(const rck_moe_route_grouped_args &a, int64_t M);
 // Gated DeltaNet (gdn.cu): one recurrent step, n = sequences x value heads threads
 rc_status rck_gdn_step(const rck_gdn_step_args &a, int64_t n);
+// a mixer's stage (0 conv, 1 gates, 2 the delta rule, 3 the gated norm) over n threads; the output gate
+rc_status rck_gdn_mix(int stage, const rck_gdn_mix_args &a, int64_t n);
+rc_status rck_gate_mul(const rck_gate_mul_args &a, int64_t n);
 rc_status rck_transpose(const rck_transpose_args &a);
 // y[M, N] = x[M, K] . W[N, K]^T + beta y through cublasGemmEx, fp32 compute;
 // x and W of type in_dt (RC_F32, RC_BF16 or RC_F16 bit patterns), their rows

@@ -607,4 +607,43 @@ RC_HD static inline void rck_gdn_step_thread(const rck_gdn_step_args *a, int64_t
                             a->scratch + i * a->scratch_per, a->out + i * a->dv);
 }
 
+
+/* The mixer of one sequence's call (gdn.cu; CPU twin: src/engine/gdn.c
+ * rc_cpu_gdn_mixer): four launches over the same arguments, each thread one
+ * of ops_inline.h's rco_gdn_mix_* with `per` floats of scratch of its own --
+ * conv: one channel; gate: one (token, value head); rule: value head h0 + i
+ * (the chunked or recurrent form over the call's tokens, serially); norm:
+ * one (token, value head) */
+typedef struct {
+    rco_gdn_mix m;
+    float *scratch;
+    int64_t per, h0;
+} rck_gdn_mix_args;
+
+RC_HD static inline void rck_gdn_mix_conv_thread(const rck_gdn_mix_args *a, int64_t i)
+{
+    rco_gdn_mix_conv(&a->m, i, a->scratch + i * a->per);
+}
+RC_HD static inline void rck_gdn_mix_gate_thread(const rck_gdn_mix_args *a, int64_t i) { rco_gdn_mix_gate(&a->m, i); }
+RC_HD static inline void rck_gdn_mix_rule_thread(const rck_gdn_mix_args *a, int64_t i)
+{
+    rco_gdn_mix_rule(&a->m, a->h0 + i, a->scratch + i * a->per);
+}
+RC_HD static inline void rck_gdn_mix_norm_thread(const rck_gdn_mix_args *a, int64_t i)
+{
+    rco_gdn_mix_norm(&a->m, i, a->scratch + i * a->per);
+}
+
+/* x[i] = rco_gate_sigmoid_mul(x[i], gate[i], ...) (the attention output gate) */
+typedef struct {
+    float *x;
+    const float *gate;
+    rc_dtype gate_dt, out_dt;
+} rck_gate_mul_args;
+
+RC_HD static inline void rck_gate_mul_thread(const rck_gate_mul_args *a, int64_t i)
+{
+    a->x[i] = rco_gate_sigmoid_mul(a->x[i], a->gate[i], a->gate_dt, a->out_dt);
+}
+
 #endif

@@ -107,6 +107,11 @@ static const tol_row k_tol[] = {
     /* Gated DeltaNet's recurrent step: one expf per step (the decay) scales every state value, and the
      * sums over dk cancel: 4 fp32 ulps of the largest value; once rounded, a one-ulp flip */
     {"gdn_step", 0, 0, 4, 1},
+    /* a Gated DeltaNet layer's mixer (conv, gates, the chunked or recurrent rule, the gated norm): expf in
+     * the conv's SiLU, the gates, the chunk's decays and the norm's gate; the triangular solves and the
+     * scan carry a flipped ulp through the chunk. The GPU bound is a guess, to be measured */
+    {"gdn_mixer", 0, 0, 64, 2},
+    {"gate_mul", 0, 0, 4, 1}, /* the attention output gate: one expf in the sigmoid */
     {"normalize_rows", 0, 0, 0, 0},   /* sqrtf and / are IEEE on both */
     {"act", 0, 0, 4, 1},
     {"act_mul", 0, 0, 4, 2},
@@ -718,6 +723,73 @@ START_TEST(test_gdn_ops)
 }
 END_TEST
 
+/* A Gated DeltaNet layer's mixer (gdn_mixer, kernels/gdn.cu) and the attention output gate (gate_mul) against
+ * their CPU twins (src/engine/gdn.c): 2 key heads and 4 value heads (GQA), head dims 12 / 10 and 20 / 40, a
+ * conv of 4 taps; per form (transformers' with a cache, the engine's extend, the recurrent form) a sequence in
+ * three calls -- a fresh prefill of 21 tokens (chunks of 8: two whole and a padded one), a one-token call (the
+ * decode step), a cached call of 9 tokens -- every output, the conv state and the recurrent state compared
+ * after each call, the state kept in fp32 and in the dtype. */
+START_TEST(test_gdn_mixer_ops)
+{
+    begin_checks();
+    pair p = make_pair(RC_KERNELS_ENGINE);
+    const int64_t dims[2][2] = {{12, 10}, {20, 40}}, K = 4, calls[3] = {21, 1, 9};
+    for (int di = 0; di < 3; di++)
+        for (int c = 0; c < 2; c++)
+            for (int form = 0; form < 3; form++)
+                for (int sd = 0; sd < (k_dts[di] == RC_F32 ? 1 : 2); sd++) {
+                    const rc_dtype dt = k_dts[di], sdt = sd ? dt : RC_F32;
+                    const rc_gdn_dims d = {2, 4, dims[c][0], dims[c][1]};
+                    const int64_t C = 2 * d.hk * d.dk + d.hv * d.dv, W = C + d.hv * d.dv, B = 2 * d.hv;
+                    const int64_t SN = d.hv * d.dk * d.dv, LV = d.hv * d.dv;
+                    float *w = rand_vec(C * K, 0.5f, dt), *al = rand_vec(d.hv, 1.0f, dt);
+                    float *db = rand_vec(d.hv, 1.0f, dt), *nw = rand_vec(d.dv, 1.0f, dt);
+                    float *cs = rand_vec(C * K, 1.0f, dt), *ss = rand_vec(SN, 1.0f, sdt); /* (fresh: zeroed) */
+                    float *dw = dev_copy(p.t, w, C * K), *dal = dev_copy(p.t, al, d.hv), *ddb = dev_copy(p.t, db, d.hv);
+                    float *dnw = dev_copy(p.t, nw, d.dv), *dcs = dev_copy(p.t, cs, C * K), *dss = dev_copy(p.t, ss, SN);
+                    for (int call = 0; call < 3; call++) {
+                        const int64_t T = calls[call];
+                        float *qkvz = rand_vec(T * W, 2.0f, dt), *ba = rand_vec(T * B, 2.0f, dt);
+                        float *o = malloc(sizeof(float) * (size_t)(T * LV)), *dout;
+                        float *dq = dev_copy(p.t, qkvz, T * W), *dba = dev_copy(p.t, ba, T * B);
+                        ck_assert(p.t->ops->alloc(p.t, T * LV, &dout) == RC_OK);
+                        rc_gdn_mixer_args a = {d, dq, dba, T, dw, K, dal, ddb, dnw, 1e-6f, 8, dt, sdt, call == 0,
+                                               (rc_gdn_form)form, dcs, dss, dout};
+                        ck_assert_msg(p.t->ops->gdn_mixer(p.t, &a) == RC_OK, "%s", rc_last_error());
+                        a = (rc_gdn_mixer_args){d, qkvz, ba, T, w, K, al, db, nw, 1e-6f, 8, dt, sdt, call == 0,
+                                                (rc_gdn_form)form, cs, ss, o};
+                        ck_assert_msg(p.c->ops->gdn_mixer(p.c, &a) == RC_OK, "%s", rc_last_error());
+                        float *go = host_copy(p.t, dout, T * LV), *gc = host_copy(p.t, dcs, C * K);
+                        float *gs = host_copy(p.t, dss, SN);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s dk %lld dv %lld form %d state %s call %d (%lld tokens)",
+                                 dt_name(dt), (long long)d.dk, (long long)d.dv, form, dt_name(sdt), call, (long long)T);
+                        compare("gdn_mixer", what, go, o, T * LV, dt);
+                        compare("gdn_mixer", "conv state", gc, cs, C * K, dt);
+                        compare("gdn_mixer", "recurrent state", gs, ss, SN, sdt);
+                        free(go), free(gc), free(gs), free(qkvz), free(ba), free(o);
+                        p.t->ops->free(p.t, dq), p.t->ops->free(p.t, dba), p.t->ops->free(p.t, dout);
+                    }
+                    free(w), free(al), free(db), free(nw), free(cs), free(ss);
+                    p.t->ops->free(p.t, dw), p.t->ops->free(p.t, dal), p.t->ops->free(p.t, ddb);
+                    p.t->ops->free(p.t, dnw), p.t->ops->free(p.t, dcs), p.t->ops->free(p.t, dss);
+                }
+    for (int di = 0; di < 3; di++) { /* the output gate: the sigmoid in the GEMM's dtype, the product in the dtype */
+        const int64_t n = 1000;
+        float *x = rand_vec(n, 4.0f, k_dts[di]), *g = rand_vec(n, 8.0f, k_dts[di]);
+        float *dx = dev_copy(p.t, x, n), *dg = dev_copy(p.t, g, n);
+        ck_assert(p.t->ops->gate_mul(p.t, dx, dg, n, k_dts[di], k_dts[di]) == RC_OK);
+        ck_assert(p.c->ops->gate_mul(p.c, x, g, n, k_dts[di], k_dts[di]) == RC_OK);
+        float *gx = host_copy(p.t, dx, n);
+        compare("gate_mul", dt_name(k_dts[di]), gx, x, n, k_dts[di]);
+        free(gx), free(x), free(g);
+        p.t->ops->free(p.t, dx), p.t->ops->free(p.t, dg);
+    }
+    free_pair(&p);
+    end_checks();
+}
+END_TEST
+
 /* The MoE ops (moe.cu) against their CPU twins (src/engine/moe.c): routing
  * (the experts exactly, the weights), the weighted accumulation of one
  * expert's rows and Qwen2-MoE's sigmoid-gated shared expert. */
@@ -1247,6 +1319,7 @@ int main(void)
     tcase_add_test(ops, test_moe_ops);
     tcase_add_test(ops, test_moe_grouped_ops);
     tcase_add_test(ops, test_gdn_ops);
+    tcase_add_test(ops, test_gdn_mixer_ops);
     tcase_add_test(ops, test_logprobs);
     tcase_add_test(ops, test_fp8w_linear);
     tcase_add_test(ops, test_fp8w_refused);

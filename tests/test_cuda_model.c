@@ -67,19 +67,6 @@ START_TEST(test_fixture_vs_hf)
     ck_assert_msg(test_backend_create(kern, &be) == RC_OK, "%s", rc_last_error());
     rc_numerics num = rc_numerics_fp32();
     rc_engine *e;
-    if (m->cfg.n_linear > 0) { /* a hybrid model's linear layers run on the host: refused by name */
-        ck_assert(rc_engine_create(m, be, &num, B, T, total, &e) == RC_ERR_UNSUPPORTED);
-        ck_assert_ptr_nonnull(strstr(rc_last_error(), "CPU backend"));
-        rc_backend_destroy(be);
-        free(tok);
-        free(tokens);
-        free(lengths);
-        free(fwd32);
-        free(rp);
-        rc_st_close(ref);
-        rc_model_free(m);
-        return;
-    }
     ck_assert_msg(rc_engine_create(m, be, &num, B, T, total, &e) == RC_OK, "%s", rc_last_error());
     float *out = malloc(sizeof(float) * total * V);
     ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
@@ -280,6 +267,106 @@ static double twin_bound(const rc_model *m, const rc_numerics *num, const char *
     return d;
 #endif
 }
+
+/* the hybrid fixtures (Gated DeltaNet layers and gated attention) */
+static const char *const k_hybrid_fixtures[] = {"qnext_hybrid", "q35_moe", "q35_dense"};
+#define N_HYBRID ((int)(sizeof k_hybrid_fixtures / sizeof k_hybrid_fixtures[0]))
+
+/* The twin sequences on backend be: the full forward (full) and a cached run (cached) -- a prefill of each
+ * sequence's first 4 tokens in one call, then one token per sequence per step -- each [12][vocab] */
+static void hybrid_runs(const rc_model *m, const rc_numerics *num, rc_backend *be, float *full, float *cached)
+{
+    const int64_t V = m->cfg.vocab, off[2] = {0, 7};
+    rc_engine *e;
+    ck_assert_msg(rc_engine_create(m, be, num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+    ck_assert_msg(rc_full_forward(e, k_twin_tok, k_twin_lens, 2, full) == RC_OK, "%s", rc_last_error());
+    rc_engine_free(e);
+    ck_assert_msg(rc_engine_create(m, be, num, 2, 16, 32, &e) == RC_OK, "%s", rc_last_error());
+    const int64_t slots[2] = {0, 1}, pre_starts[2] = {0, 0}, pre_n[2] = {4, 4}, rows[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    int32_t pre[8];
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 4; t++)
+            pre[b * 4 + t] = k_twin_tok[off[b] + t];
+    float *lp = malloc(sizeof(float) * 8 * V);
+    ck_assert(lp != NULL);
+    ck_assert_msg(rc_engine_step(e, slots, pre_starts, pre_n, 2, pre, rows, 8, lp, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int b = 0; b < 2; b++)
+        memcpy(cached + off[b] * V, lp + b * 4 * V, sizeof(float) * 4 * V);
+    for (int64_t t = 4; t < 7; t++) {
+        int64_t sl[2], st[2], nn[2], rr[2], nb = 0;
+        int32_t tok[2];
+        for (int64_t b = 0; b < 2; b++)
+            if (t < k_twin_lens[b]) {
+                sl[nb] = b, st[nb] = t, nn[nb] = 1, rr[nb] = nb;
+                tok[nb] = k_twin_tok[off[b] + t];
+                nb++;
+            }
+        ck_assert_msg(rc_engine_step(e, sl, st, nn, nb, tok, rr, nb, lp, NULL, NULL) == RC_OK, "%s", rc_last_error());
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(cached + (off[sl[i]] + t) * V, lp + i * V, sizeof(float) * V);
+    }
+    free(lp);
+    rc_engine_free(e);
+}
+
+/* The hybrid models on this backend against the CPU backend (_i: fixture, then one of 4 settings): the full
+ * forward and a cached run (a 4-token prefill, then decode) of the twin sequences. In bf16 with invariant kernels
+ * (the recurrent form throughout), the state in fp32 and, with prefix-cache=on, in the dtype: bitwise the CPU's
+ * in the host build (on a GPU bounded by twin_bound, to be measured). In fp32 with engine kernels (the chunked
+ * form; chunks of 64, and of 2 with prefix-cache=on and the state in the dtype): within test_fixture_vs_hf's
+ * 1e-5 of the CPU (cuBLAS's sums are not the CPU's). */
+START_TEST(test_hybrid_twin)
+{
+    const char *name = k_hybrid_fixtures[_i / 4];
+    const int v = _i % 4;
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.n_linear > 0);
+    const int64_t V = m->cfg.vocab;
+    const bool inv = v < 2;
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = inv ? RC_BF16 : RC_F32;
+    num.state_dtype = v % 2 == 1;
+    num.prefix_cache = v % 2 == 1;
+    num.gdn_chunk = v == 3 ? 2 : 0;
+    const rc_kernels k = inv ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
+    float *out[2][2];
+    rc_backend *be[2];
+    ck_assert_msg(test_backend_create(k, &be[0]) == RC_OK, "%s", rc_last_error());
+    ck_assert(rc_backend_cpu_create(0, k, &be[1]) == RC_OK);
+    for (int b = 0; b < 2; b++) {
+        out[b][0] = malloc(sizeof(float) * 12 * V);
+        out[b][1] = malloc(sizeof(float) * 12 * V);
+        ck_assert(out[b][0] && out[b][1]);
+        hybrid_runs(m, &num, be[b], out[b][0], out[b][1]);
+    }
+    double d[2] = {0, 0};
+    int64_t same[2] = {0, 0};
+    for (int r = 0; r < 2; r++)
+        for (int64_t i = 0; i < 12 * V; i++) {
+            d[r] = fmax(d[r], fabs((double)out[0][r][i] - (double)out[1][r][i]));
+            same[r] += memcmp(&out[0][r][i], &out[1][r][i], sizeof(float)) == 0;
+        }
+    const char *why = "test_fixture_vs_hf's bound";
+    const double bound = inv ? twin_bound(m, &num, &why) : 1e-5;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s state=%s chunk=%lld prefix-cache=%s", inv ? "bf16" : "fp32",
+             rc_kernels_name(k), num.state_dtype ? "dtype" : "fp32", (long long)(num.gdn_chunk ? num.gdn_chunk : 64),
+             num.prefix_cache ? "on" : "off");
+    printf("%-10s %-14s %s: vs CPU full forward max|dlogp| %.3e (%lld of %lld bitwise), cached prefill + decode "
+           "%.3e (%lld bitwise); bound %.3e (%s)\n", TEST_NAME, name, what, d[0], (long long)same[0],
+           (long long)(12 * V), d[1], (long long)same[1], bound, why);
+    ck_assert_msg(d[0] <= bound && d[1] <= bound, "%s %s: vs the CPU %g / %g > %g", name, what, d[0], d[1], bound);
+    for (int b = 0; b < 2; b++)
+        free(out[b][0]), free(out[b][1]);
+    rc_backend_destroy(be[0]);
+    rc_backend_destroy(be[1]);
+    rc_model_free(m);
+}
+END_TEST
 
 /* mode=autocast (fp32 masters under torch.autocast; _i 0, 1) and Megatron's
  * fp32 residual stream (residual=fp32; _i 2, 3) on this backend: the full forward of two rotary fixtures in bf16 with invariant kernels equals
@@ -713,4 +800,5 @@ void model_tests_in_model(TCase *tc)
     tcase_add_loop_test(tc, test_router_dtype_twin, 0, 2);
     tcase_add_loop_test(tc, test_fp8w_twin, 0, 7);
     tcase_add_loop_test(tc, test_moe_asstored_twin, 0, 2);
+    tcase_add_loop_test(tc, test_hybrid_twin, 0, 4 * N_HYBRID);
 }

@@ -137,9 +137,11 @@ static void multi_free(multi_result *r)
 
 /* the fixtures split: a dense model, MoE models (top-k routing, the grouped sigmoid router with a shared
  * expert), latent attention, ALiBi (slopes on every device), the sliding layers' own RoPE table, a parallel
- * residual, sink logits */
-static const char *const k_multi_fixtures[] = {"llama_gqa",       "qwen3_moe",   "deepseek_v3_moe", "deepseek_v3_mla",
-                                               "bloom_alibi",     "gemma3_local", "neox_parallel",  "gptoss_sinks"};
+ * residual, sink logits, the hybrid models (Gated DeltaNet layers whose conv and recurrent states live on their
+ * device, gated attention) */
+static const char *const k_multi_fixtures[] = {"llama_gqa",    "qwen3_moe",    "deepseek_v3_moe", "deepseek_v3_mla",
+                                               "bloom_alibi",  "gemma3_local", "neox_parallel",   "gptoss_sinks",
+                                               "qnext_hybrid", "q35_moe",      "q35_dense"};
 #define N_MULTI ((int)(sizeof k_multi_fixtures / sizeof k_multi_fixtures[0]))
 
 /* _i: fixture (N_MULTI), then bf16 engine / fp32 invariant. Each split -- 2 devices evenly by weight bytes,
@@ -214,7 +216,7 @@ START_TEST(test_multi_gpu_bitwise)
 END_TEST
 
 /* What a split refuses, by name: a split that does not add up to the model's layers, a GPU without a layer,
- * more GPUs than layers, a hybrid model (the CUDA backend runs none, on one GPU or several) */
+ * more GPUs than layers; a hybrid model under what it is not emulated with (tp here), on several GPUs as on one */
 START_TEST(test_multi_gpu_refused)
 {
     if (!have_devices(2))
@@ -240,11 +242,12 @@ START_TEST(test_multi_gpu_refused)
                      RC_ERR_USAGE);
     ck_assert_ptr_nonnull(strstr(rc_last_error(), "--gpus 4: the model runs 3 layers"));
     rc_model_free(m);
-    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", "qnext_hybrid");
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", "q35_dense");
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    num.tp = 2;
     ck_assert_int_eq(rc_engine_create(m, be, &num, 2, 8, 16, &e), RC_ERR_UNSUPPORTED);
     printf("%-10s refused: %s\n", TEST_NAME, rc_last_error());
-    ck_assert_ptr_nonnull(strstr(rc_last_error(), "CPU backend"));
+    ck_assert_ptr_nonnull(strstr(rc_last_error(), "hybrid linear-attention models run without tp"));
     rc_model_free(m);
     rc_backend_destroy(be);
 }
@@ -457,7 +460,7 @@ END_TEST
  * attention layers' KV caches add up to the one-device estimate's, each a layer's share; moving the boundary
  * of a 2-device split by one layer moves that layer's bytes from device 1 to device 0, and when it is a
  * linear-attention layer, its states: n_slots x (conv channels x kernel + value heads x key dim x value dim)
- * floats, computed from the config. (The CUDA backend runs no hybrid model: this is the estimate only.) */
+ * floats, computed from the config. (test_device_memory_hybrid: what the engine allocates against it.) */
 START_TEST(test_multi_gpu_hybrid_estimate)
 {
     static const char *const names[] = {"qnext_hybrid", "q35_moe"};
@@ -747,6 +750,48 @@ START_TEST(test_device_memory_mla_engine)
 }
 END_TEST
 
+/* The hybrid models split (qnext_hybrid, q35_moe, q35_dense; _i) in bf16 on 1, 2 and 3 fake devices (the
+ * estimate's split): on each device the estimate (rc_layer_split, inspect --gpus N) covers every byte the engine
+ * allocated -- its layers' weights, the KV cache of its attention layers, the conv and recurrent states of its
+ * linear-attention layers, its buffers and scratch (device 0's estimate also counts the host's index arrays and
+ * the slots' counters) --; the peak adds the backend's workspaces (the mixer's among them), which the estimate
+ * leaves out. test_multi_gpu_bitwise runs the same splits for the log-probs. */
+START_TEST(test_device_memory_hybrid)
+{
+    static const char *const names[] = {"qnext_hybrid", "q35_moe", "q35_dense"};
+    char dir[4096];
+    rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", names[_i]);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+    ck_assert(m->cfg.n_linear > 0);
+    rc_numerics num = rc_numerics_fp32();
+    num.dt = RC_BF16;
+    for (int n = 1; n <= 3; n++) {
+        rck_shim_set(RCK_SHIM_DEVICES, n);
+        int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+        ck_assert_msg(rc_layer_split(m, &num, RC_KERNELS_ENGINE, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) ==
+                          RC_OK, "%s", rc_last_error());
+        rck_shim_reset();
+        long long created[RC_MAX_DEVICES];
+        multi_result r;
+        multi_run(m, &num, RC_KERNELS_ENGINE, n, NULL, &r, created);
+        for (int d = 0; d < n; d++) {
+            ck_assert_int_eq(r.split[d + 1], l0[d + 1]); /* the engine's split is the estimate's */
+            const long long peak = rck_shim_device_peak(d);
+            printf("%-10s %-12s bf16, %d GPU%s, GPU %d (layers %lld-%lld): estimate %lld bytes, the engine allocated "
+                   "%lld (estimate - that %lld), peak %lld (workspaces %lld)\n",
+                   TEST_NAME, names[_i], n, n > 1 ? "s" : "", d, (long long)l0[d], (long long)l0[d + 1] - 1,
+                   (long long)est[d], created[d], (long long)est[d] - created[d], peak, peak - created[d]);
+            ck_assert_msg(created[d] <= est[d], "GPU %d of %d: the engine allocated %lld > the estimate %lld", d, n,
+                          created[d], (long long)est[d]);
+            ck_assert(peak >= created[d]);
+        }
+        multi_free(&r);
+    }
+    rc_model_free(m);
+}
+END_TEST
+
 /* The number of GPUs chosen by the estimate (place.h rc_gpu_plan_make, what run does without --gpus): the wide
  * Llama with the fake devices' budgets set from its estimate. One byte less than its one-GPU estimate on each of
  * 2 devices: 2 GPUs, the default split, and the log-probs of the full forward and the cached decode bitwise those
@@ -911,6 +956,54 @@ START_TEST(test_multi_gpu_cli)
         free(st[1]);
         rc_test_rm_rf(pdir);
     }
+    /* a hybrid model (Gated DeltaNet layers, their states on their GPU), the sampler's state in the dtype with
+     * its prefix cache, chunks of 16: 2 and 3 GPUs give one GPU's statistics to the digit; and its trace over 2
+     * GPUs (the linear layers' states captured, the state before a prompt's last token computed on the device
+     * from zeros) the one-GPU trace */
+    {
+        char hdir[64], pf[128];
+        ck_assert(rc_test_mkdtemp(hdir, sizeof hdir, "/tmp/rc_test_multi_hyb_") != NULL);
+        snprintf(pf, sizeof pf, "%s/p.ids", hdir);
+        FILE *f = fopen(pf, "w");
+        ck_assert(f != NULL);
+        for (int i = 0; i < 4; i++) /* token ids within the fixture's vocabulary of 128 */
+            fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+        fclose(f);
+        char *st[3];
+        for (int k = 0; k < 3; k++) {
+            snprintf(args, sizeof args,
+                     "--model data/fixtures/qnext_hybrid --prompts %s --len 4,8 --samples 2 -q --backend cuda "
+                     "--json --out none --dtype bf16 --sampler state=dtype,prefix-cache=on,chunk=16%s", pf,
+                     k == 1 ? " --gpus 2" : k == 2 ? " --gpus 3" : "");
+            ck_assert_msg(cli_env("RCK_SHIM_DEVICES=3", args) == 0, "%s: %s", args, g_out);
+            st[k] = stats_of(g_out);
+        }
+        ck_assert_ptr_null(strstr(st[0], "\"std\": 0,"));
+        for (int k = 1; k < 3; k++)
+            ck_assert_msg(!strcmp(st[0], st[k]), "qnext_hybrid --gpus %d:\n%s\none GPU:\n%s", k + 1, st[k], st[0]);
+        printf("%-10s CLI qnext_hybrid (state=dtype, prefix-cache=on, chunk=16) --gpus 2, --gpus 3: the statistics "
+               "of one GPU to the digit\n", TEST_NAME);
+        for (int k = 0; k < 3; k++)
+            free(st[k]);
+        snprintf(args, sizeof args, "--model data/fixtures/qnext_hybrid --prompts %s --len 4 --samples 1 -q "
+                 "--backend cuda --dtype bf16 --out %s/a.h5", pf, hdir);
+        ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s", g_out);
+        char *ht[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(args, sizeof args, "trace %s/a.h5 --backend cuda --json --out none%s", hdir, k ? " --gpus 2" : "");
+            ck_assert_msg(cli_env("RCK_SHIM_DEVICES=2", args) == 0, "%s: %s", args, g_out);
+            char *sec = strstr(g_out, "\"seconds\": "), *first = strstr(g_out, "\"first\"");
+            ck_assert_msg(sec && first && first > sec, "%s", g_out);
+            memmove(sec, first, strlen(first) + 1); /* the timing cut out */
+            ht[k] = strdup(g_out);
+        }
+        ck_assert_msg(!strcmp(ht[0], ht[1]), "qnext_hybrid trace --gpus 2:\n%s\none GPU:\n%s", ht[1], ht[0]);
+        printf("%-10s CLI qnext_hybrid trace --gpus 2: the one-GPU trace (%zu bytes of JSON)\n", TEST_NAME,
+               strlen(ht[0]));
+        free(ht[0]);
+        free(ht[1]);
+        rc_test_rm_rf(hdir);
+    }
     /* trace --gpus 2: every op's capture of the split run, downloaded from the GPU that computed it, is the one
      * GPU trace's (the JSON but its timing) */
     char dir[64];
@@ -1039,6 +1132,65 @@ START_TEST(test_multi_gpu_auto_cli)
 }
 END_TEST
 
+/* The automatic choice on a hybrid model (qnext_hybrid; place.c rc_gpu_plan_make through rc_layer_split, which
+ * places the linear layers' states on their GPU): with the default budget one GPU; one byte less than the one-GPU
+ * estimate on each of 3 fake devices splits the layers over 2 GPUs, said on stderr with the estimate's split.
+ * The estimate leaves out the backend's workspaces, at the fixture's size larger than the engine (the mixer's
+ * among them: test_device_memory_hybrid), so that run stops in a workspace with exit 8 saying what to give, as
+ * any model's does (test_multi_gpu_auto_cli); where they fit, it gives one GPU's statistics to the digit
+ * (test_multi_gpu_cli runs the hybrid split through the CLI). */
+START_TEST(test_multi_gpu_auto_hybrid_cli)
+{
+    char pdir[64], pf[128], model[4096], args[1024], env[128];
+    ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_hyb_") != NULL);
+    snprintf(pf, sizeof pf, "%s/p.ids", pdir);
+    FILE *f = fopen(pf, "w");
+    ck_assert(f != NULL);
+    for (int i = 0; i < 3; i++) /* token ids within the fixture's vocabulary of 128 */
+        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+    ck_assert(fclose(f) == 0);
+    rc_test_source_path(model, sizeof model, "data/fixtures/qnext_hybrid");
+    rc_model *m;
+    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
+    cfg.num = rc_numerics_fp32();
+    cfg.num.dt = RC_BF16;
+    cfg.num_trainer = cfg.num;
+    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
+    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
+    int64_t l0[3], need1[1], need2[2];
+    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
+    rc_model_free(m);
+    const char *common = "--model data/fixtures/qnext_hybrid --len 4,8 --samples 2 -q --backend cuda --json "
+                         "--dtype bf16 --out none";
+    snprintf(args, sizeof args, "--prompts %s %s", pf, common);
+    ck_assert_msg(cli_env("RCK_SHIM_DEVICES=3", args) == 0, "%s", g_out);
+    char *one = stats_of(g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"1 GPU (automatic: "));
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=3 RCK_SHIM_MEMORY=%lld", (long long)need1[0] - 1);
+    const int rc = cli_env(env, args);
+    printf("%-10s CLI qnext_hybrid without --gpus, %s (2-GPU estimate %lld / %lld): exit %d: %.*s\n", TEST_NAME, env,
+           (long long)need2[0], (long long)need2[1], rc, (int)(strchr(g_out, '\n') ? strchr(g_out, '\n') - g_out : 0),
+           g_out);
+    char line[160];
+    snprintf(line, sizeof line, "GPU 0 has %lld bytes free: layers split over 2 GPUs (0-%lld, %lld-%lld)\n",
+             (long long)need1[0] - 1, (long long)l0[1] - 1, (long long)l0[1], (long long)l0[2] - 1);
+    ck_assert_msg(strstr(g_out, line) != NULL, "'%s' lacks '%s'", g_out, line);
+    if (rc == 0) {
+        ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"2 GPUs, layers "));
+        char *two = stats_of(g_out);
+        ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
+        free(two);
+    } else {
+        ck_assert_int_eq(rc, 8);
+        ck_assert_ptr_nonnull(strstr(g_out, "was chosen by the estimate, which leaves out the backend's workspaces"));
+    }
+    free(one);
+    rc_test_rm_rf(pdir);
+}
+END_TEST
+
 /* fp8 weights through the CLI over 2 fake devices: weights=as-stored on the DeepSeek-V3 FP8 checkpoint and
  * weights=fp8 (per tensor) on the bundled model, --gpus 2 (and an odd --layer-split) give one GPU's statistics
  * to the digit */
@@ -1087,7 +1239,9 @@ void multi_tests(TCase *tc)
     tcase_add_test(tc, test_multi_gpu_fp8_cli);
     tcase_add_test(tc, test_device_memory_whole);
     tcase_add_test(tc, test_device_memory_mla_engine);
+    tcase_add_loop_test(tc, test_device_memory_hybrid, 0, 3);
     tcase_add_test(tc, test_multi_gpu_auto);
     tcase_add_test(tc, test_multi_gpu_auto_cli);
+    tcase_add_test(tc, test_multi_gpu_auto_hybrid_cli);
 #endif
 }

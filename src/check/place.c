@@ -142,7 +142,7 @@ rc_status rc_gpu_plan_make(const rc_model *m, const rc_engine_shape *eng, int n_
         rc_status s = rc_gpu_need(m, eng, n_eng, n, NULL, t.l0, t.need);
         if (s != RC_OK && n == 1)
             return s;
-        if (s != RC_OK) { /* this run is not split (a hybrid model, fp8 weights): one GPU only */
+        if (s != RC_OK) { /* this run cannot be split (rc_layer_split refused it): one GPU only */
             snprintf(why, sizeof why, "; it cannot be split over GPUs: %s", rc_last_error());
             rc_clear_error();
             break;

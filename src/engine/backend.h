@@ -401,6 +401,12 @@ typedef struct {
      * codes, each widened in registers (wb may be NULL). */
     rc_status (*fp8_matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
                             const void *codes, int64_t N, void *wb, bool widen, float *y);
+    /* Hybrid linear-attention models (gdn.h): gdn_mixer, a Gated DeltaNet layer's mixer for one sequence's
+     * call (rc_gdn_mixer_args: from in_proj_qkvz / in_proj_ba's outputs to out_proj's input, the slot's
+     * conv and recurrent states updated; CPU: rc_cpu_gdn_mixer); gate_mul, x[i] = R_out(x[i] *
+     * R_gate(sigmoid(gate[i]))) (the attention output gate; rco_gate_sigmoid_mul) */
+    rc_status (*gdn_mixer)(rc_backend *be, const rc_gdn_mixer_args *a);
+    rc_status (*gate_mul)(rc_backend *be, float *x, const float *gate, int64_t n, rc_dtype gate_dt, rc_dtype out_dt);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -2097,6 +2097,8 @@ static const rc_backend_ops k_cpu_ops = {
     .gdn_step = rc_cpu_gdn_step, /* gdn.c */
     .bias_add = rc_cpu_bias_add,
     .swiglu_clamp = rc_cpu_swiglu_clamp,
+    .gdn_mixer = rc_cpu_gdn_mixer, /* gdn.c */
+    .gate_mul = rc_cpu_gate_mul,
 };
 
 static void cpu_destroy(rc_backend *be)

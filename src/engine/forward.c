@@ -633,6 +633,8 @@ struct rc_engine_stage {
     rc_mla *mla_x;                      /* mla=engine: the expanded prefill's scratch, */
     float *kv_x_k, *kv_x_v, *mla_mix;   /* its K / V cache of this device's layers and the row mix */
     float *w_arena;                     /* its layers' weights (not swapped: the weights point into it) */
+    /* a hybrid model: the conv and recurrent states of its linear-attention layers, its own scratch */
+    float *st_conv, *st_state, *gdn_qkvz, *gdn_ba, *gdn_out, *attn_gate;
 };
 
 static rc_status engine_weights(rc_engine *e)
@@ -849,6 +851,8 @@ static void stage_fields(rc_engine *e, int s)
     STAGE_SWAP_(inv_freq, w.inv_freq); STAGE_SWAP_(inv_freq_local, w.inv_freq_local);
     STAGE_SWAP_(alibi_slopes, w.alibi_slopes); STAGE_SWAP_(moe, moe); STAGE_SWAP_(mla, mla);
     STAGE_SWAP_(mla_x, mla_x); STAGE_SWAP_(mla_mix, mla_mix);
+    STAGE_SWAP_(st_conv, st.conv); STAGE_SWAP_(st_state, st.state); STAGE_SWAP_(gdn_qkvz, gdn_qkvz);
+    STAGE_SWAP_(gdn_ba, gdn_ba); STAGE_SWAP_(gdn_out, gdn_out); STAGE_SWAP_(attn_gate, attn_gate);
 #undef STAGE_SWAP_
     if (e->mla_x) { /* mla=engine: the expanded prefill's cache of this device's layers */
         o->kv_x_k = e->kv_x.k ? e->kv_x.k : (float *)e->kv_x.k16;
@@ -886,10 +890,61 @@ static rc_status stage_enter(rc_engine *e, int s, int64_t n)
     return RC_OK;
 }
 
-/* device s's KV cache index of layer l */
+/* the layers of [l0, l1) that hold a KV cache: all of them, or a hybrid model's attention layers (one, device
+ * 0's, when every layer is linear: the unused layer the cache is sized for) */
+static int64_t kv_layers_in(const rc_config *c, int64_t l0, int64_t l1)
+{
+    if (linear_layers(c) == 0)
+        return l1 - l0;
+    int64_t n = 0;
+    for (int64_t l = l0; l < l1; l++)
+        n += !rc_layer_is_linear(c, l);
+    return linear_layers(c) == c->n_layers && l0 == 0 ? 1 : n;
+}
+
+/* the current device's KV cache index of layer l */
 static int64_t kv_index(const rc_engine *e, int64_t l)
 {
-    return (e->st.index ? e->st.index[l] : l) - e->stage_l0[e->cur_stage];
+    const int64_t l0 = e->stage_l0[e->cur_stage];
+    return e->st.index ? e->st.index[l] - kv_layers_in(&e->model->cfg, 0, l0) : l - l0;
+}
+
+/* the current device's state cache index of linear-attention layer l */
+static int64_t state_index(const rc_engine *e, int64_t l)
+{
+    int64_t n = 0;
+    for (int64_t j = 0; j < e->stage_l0[e->cur_stage]; j++)
+        n += rc_layer_is_linear(&e->model->cfg, j);
+    return e->st.index[l] - n;
+}
+
+/* A hybrid model's buffers on the current device for its layers [l0, l1): the conv and recurrent states of
+ * their linear-attention layers (every slot's, zeroed; none: NULL) and the scratch rows of max_rows (in_proj_qkvz,
+ * in_proj_ba, the mixers' outputs, the attention gate): the floats hybrid_sizes counts */
+static rc_status hybrid_buffers(rc_engine *e, int64_t l0, int64_t l1, float **conv, float **state, float **qkvz,
+                                float **ba, float **out, float **gate)
+{
+    const rc_config *c = &e->model->cfg;
+    rc_backend *be = e->be;
+    int64_t lin = 0, cn, sn;
+    for (int64_t l = l0; l < l1; l++)
+        lin += rc_layer_is_linear(c, l);
+    /* (within hybrid_sizes' total, checked) */
+    cn = lin * e->kv.n_slots * rc_dim_value(c, RC_DIM_LCONV) * c->lin_conv_k;
+    sn = lin * e->kv.n_slots * c->lin_hv * c->lin_dk * c->lin_dv;
+    if (lin > 0) {
+        RC_TRY(be->ops->alloc(be, cn, conv));
+        RC_TRY(be->ops->alloc(be, sn, state));
+        RC_TRY(be->ops->zero(be, *conv, cn));
+        RC_TRY(be->ops->zero(be, *state, sn));
+    }
+    const int64_t rows = e->max_rows;
+    RC_TRY(be->ops->alloc(be, rows * rc_dim_value(c, RC_DIM_LQKVZ), qkvz));
+    RC_TRY(be->ops->alloc(be, rows * rc_dim_value(c, RC_DIM_LBA), ba));
+    RC_TRY(be->ops->alloc(be, rows * rc_dim_value(c, RC_DIM_LV), out));
+    if (c->attn_out_gate)
+        RC_TRY(be->ops->alloc(be, rows * c->n_heads * c->head_dim, gate));
+    return RC_OK;
 }
 
 /* device s's buffers (s >= 1), allocated on it: the activations of engine_sizes (all but the LM head's),
@@ -930,10 +985,15 @@ static rc_status stage_create(rc_engine *e, int s, const engine_sizes *z, int64_
         RC_TRY(be->ops->upload(be, m->w.alibi_slopes, c->n_heads, RC_F32, st->slopes_own));
         st->alibi_slopes = st->slopes_own;
     }
-    const int64_t kv_n = kv_per_layer * (e->stage_l0[s + 1] - e->stage_l0[s]);
-    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : kv_n / 2 + 1;
-    RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_k));
-    RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_v));
+    const int64_t kv_n = kv_per_layer * kv_layers_in(c, e->stage_l0[s], e->stage_l0[s + 1]);
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_n : (kv_n + 1) / 2; /* 2-byte elements */
+    if (kv_n > 0) { /* (a hybrid model's device of linear-attention layers only: none) */
+        RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_k));
+        RC_TRY(be->ops->alloc(be, kv_floats, &st->kv_v));
+    }
+    if (linear_layers(c) > 0 || c->attn_out_gate) /* its linear layers' states, its own scratch */
+        RC_TRY(hybrid_buffers(e, e->stage_l0[s], e->stage_l0[s + 1], &st->st_conv, &st->st_state, &st->gdn_qkvz,
+                              &st->gdn_ba, &st->gdn_out, &st->attn_gate));
     return be->ops->set_device(be, 0);
 }
 
@@ -945,7 +1005,8 @@ static void stage_free(rc_engine *e, struct rc_engine_stage *st)
     rc_mla_free(be, st->mla_x);
     float *bufs[] = {st->x,     st->h,     st->qkv,          st->att,        st->mlp_a, st->mlp_b, st->tmp,
                      st->mlp_c, st->tp_parts, st->kv_k, st->kv_v, st->inv_freq_own, st->slopes_own, st->w_arena,
-                     st->kv_x_k, st->kv_x_v, st->mla_mix};
+                     st->kv_x_k, st->kv_x_v, st->mla_mix, st->st_conv, st->st_state, st->gdn_qkvz, st->gdn_ba,
+                     st->gdn_out, st->attn_gate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -1192,7 +1253,8 @@ rc_status rc_autocast_supported(const rc_config *c, const rc_numerics *num)
     return RC_OK;
 }
 
-/* a hybrid model's cache kinds, states and scratch (host memory: the CPU backend) */
+/* a hybrid model's cache kinds, and device 0's states and scratch (backend memory; a layer split: the other
+ * devices' in stage_create) */
 static rc_status hybrid_create(rc_engine *e, int64_t n_slots, int64_t max_rows)
 {
     const rc_config *c = &e->model->cfg;
@@ -1215,18 +1277,8 @@ static rc_status hybrid_create(rc_engine *e, int64_t n_slots, int64_t max_rows)
     kv->conv_c = rc_dim_value(c, RC_DIM_LCONV);
     kv->conv_k = c->lin_conv_k;
     kv->state_dt = e->num.state_dtype ? e->num.dt : RC_F32;
-    const int64_t conv_n = n_st * n_slots * kv->conv_c * kv->conv_k; /* within st_n, checked above */
-    rc_backend *be = e->be;
-    RC_TRY(be->ops->alloc(be, conv_n, &kv->conv));
-    RC_TRY(be->ops->alloc(be, st_n - conv_n, &kv->state));
-    memset(kv->conv, 0, sizeof *kv->conv * (size_t)conv_n);
-    memset(kv->state, 0, sizeof *kv->state * (size_t)(st_n - conv_n));
-    RC_TRY(be->ops->alloc(be, max_rows * rc_dim_value(c, RC_DIM_LQKVZ), &e->gdn_qkvz));
-    RC_TRY(be->ops->alloc(be, max_rows * rc_dim_value(c, RC_DIM_LBA), &e->gdn_ba));
-    RC_TRY(be->ops->alloc(be, max_rows * rc_dim_value(c, RC_DIM_LV), &e->gdn_out));
-    if (c->attn_out_gate)
-        RC_TRY(be->ops->alloc(be, max_rows * c->n_heads * c->head_dim, &e->attn_gate));
-    return RC_OK;
+    return hybrid_buffers(e, 0, e->n_stages > 1 ? e->stage_l0[1] : c->n_layers, &kv->conv, &kv->state, &e->gdn_qkvz,
+                          &e->gdn_ba, &e->gdn_out, &e->attn_gate);
 }
 
 /* mla=engine: the expanded form's projections (its own scratch), its K / V
@@ -1318,10 +1370,12 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     if (s == RC_OK)
         s = rc_fp8w_supported(c, num);
     if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate) &&
-        (!be->ops->host_memory || num->tp > 1 || num->wq.kind == RC_WQ_FP8 || num->mode == RC_PREC_AUTOCAST ||
-         num->residual_f32))
-        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: hybrid linear-attention models run on the CPU backend, without tp, fp8 "
-                      "weights, autocast or residual=fp32 (not emulated yet)", c->model_type);
+        (num->tp > 1 || num->wq.kind == RC_WQ_FP8 || num->mode == RC_PREC_AUTOCAST || num->residual_f32))
+        s = rc_errorf(RC_ERR_UNSUPPORTED, "%s: hybrid linear-attention models run without tp, fp8 weights, autocast "
+                      "or residual=fp32 (not emulated yet)", c->model_type);
+    if (s == RC_OK && (linear_layers(c) > 0 || c->attn_out_gate) &&
+        !(be->ops->gdn_mixer && be->ops->gate_mul && be->ops->zero))
+        s = rc_errorf(RC_ERR_INTERNAL, "backend %s has no Gated DeltaNet ops", be->ops->name);
     if (s == RC_OK && (num->gdn_chunk < 0 || num->gdn_chunk > (1 << 16)))
         s = rc_errorf(RC_ERR_USAGE, "invalid numerics (chunk %lld)", (long long)num->gdn_chunk);
     if (s == RC_OK && linear_layers(c) == 0 &&
@@ -1394,14 +1448,14 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     else if (s == RC_OK && num->wq.kind == RC_WQ_STORED) /* the checkpoint's fp8 weights and block scales */
         s = rc_fp8w_create_stored_split(be, m, num, e->chunk_rows, e->n_stages, e->stage_l0, &e->fp8w);
     /* a layer split: device 0's KV cache holds its layers only, each other device's its own (stage_create) */
-    const int64_t kv_per_layer = e->n_stages > 1 ? kv_n / c->n_layers : 0;
-    const int64_t kv_floats0 = e->n_stages > 1 ? kv_per_layer * e->stage_l0[1] : kv_n;
-    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_floats0 : kv_floats0 / 2 + 1;
+    const int64_t kv_per_layer = e->n_stages > 1 ? kv_n / kv_layers_in(c, 0, c->n_layers) : 0;
+    const int64_t kv_floats0 = e->n_stages > 1 ? kv_per_layer * kv_layers_in(c, 0, e->stage_l0[1]) : kv_n;
+    const int64_t kv_floats = e->kv.dt == RC_F32 ? kv_floats0 : (kv_floats0 + 1) / 2;
     for (int d = 1; s == RC_OK && d < e->n_stages; d++)
         s = stage_create(e, d, &z, kv_per_layer);
-    if (s == RC_OK)
+    if (s == RC_OK && kv_floats0 > 0) /* (a hybrid model's device 0 of linear-attention layers only: none) */
         s = be->ops->alloc(be, kv_floats, &e->kv.k);
-    if (s == RC_OK)
+    if (s == RC_OK && kv_floats0 > 0)
         s = be->ops->alloc(be, kv_floats, &e->kv.v);
     if (s == RC_OK && e->kv.dt != RC_F32) { /* the same buffers, 2-byte elements */
         e->kv.k16 = (uint16_t *)e->kv.k;
@@ -1586,7 +1640,7 @@ static rc_status gdn_block(rc_engine *e, const rc_batch_desc *bd, int64_t l, con
     rc_state_cache *kv = &e->st;
     const int64_t H = c->hidden, W = rc_dim_value(c, RC_DIM_LQKVZ), B = rc_dim_value(c, RC_DIM_LBA);
     const int64_t LV = rc_dim_value(c, RC_DIM_LV), CK = kv->conv_c * kv->conv_k;
-    const int64_t SN = kv->gd.hv * kv->gd.dk * kv->gd.dv, li = kv->index[l];
+    const int64_t SN = kv->gd.hv * kv->gd.dk * kv->gd.dv;
     const rc_dtype dt = e->num.dt;
     const int64_t chunk = e->num.gdn_chunk > 0 ? e->num.gdn_chunk : RC_GDN_CHUNK_DEFAULT;
     const rc_gdn_form form = be->kernels == RC_KERNELS_INVARIANT ? RC_GDN_FORM_RECURRENT : RC_GDN_FORM_HF;
@@ -1595,15 +1649,18 @@ static rc_status gdn_block(rc_engine *e, const rc_batch_desc *bd, int64_t l, con
                          (long long)bd->n_rows);
     RC_TRY(be->ops->matmul(be, a_in, n, H, L->w_lin_qkvz, W, NULL, in_blk, lin_dt, e->gdn_qkvz));
     RC_TRY(be->ops->matmul(be, a_in, n, H, L->w_lin_ba, B, NULL, in_blk, lin_dt, e->gdn_ba));
-    const float eps = (float)c->norm_eps;
+    const int64_t li = state_index(e, l);
+    rc_gdn_mixer_args ma = {.d = kv->gd, .K = kv->conv_k, .conv_w = rc_wt_vec(L->lin_conv_w),
+                            .A_log = rc_wt_vec(L->lin_A_log), .dt_bias = rc_wt_vec(L->lin_dt_bias),
+                            .norm_w = rc_wt_vec(L->lin_norm_w), .eps = (float)c->norm_eps, .chunk = chunk, .dt = dt};
     for (int64_t b = 0; b < bd->n_seq; b++) {
         const int64_t slot = bd->slot[b], r = bd->row0[b], T = bd->n_new[b];
         float *conv = kv->conv + (li * kv->n_slots + slot) * CK, *S = kv->state + (li * kv->n_slots + slot) * SN;
         const bool fresh = bd->start[b] == 0;
-#define GDN_RUN(r_, T_, fresh_, sdt_, form_)                                                                     \
-    rc_gdn_mixer_form(&kv->gd, e->gdn_qkvz + (r_) * W, e->gdn_ba + (r_) * B, (T_), rc_wt_vec(L->lin_conv_w),     \
-                      kv->conv_k, rc_wt_vec(L->lin_A_log), rc_wt_vec(L->lin_dt_bias), rc_wt_vec(L->lin_norm_w),   \
-                      eps, chunk, dt, (sdt_), (fresh_), (form_), conv, S, e->gdn_out + (r_) * LV)
+#define GDN_RUN(r_, T_, fresh_, sdt_, form_, conv_, S_, out_)                                                    \
+    (ma.qkvz = e->gdn_qkvz + (r_) * W, ma.ba = e->gdn_ba + (r_) * B, ma.T = (T_), ma.fresh = (fresh_),           \
+     ma.state_dt = (sdt_), ma.form = (form_), ma.conv_state = (conv_), ma.state = (S_), ma.out = (out_),         \
+     be->ops->gdn_mixer(be, &ma))
         /* trace (a capture hook): the state after the call, at its last position (the call's M: its tokens);
          * for a fresh call of several tokens also the state one token earlier, as the call's own arithmetic
          * reaches it (a full forward holds no state before its end): the prefix cache's stored state, else
@@ -1612,37 +1669,35 @@ static rc_status gdn_block(rc_engine *e, const rc_batch_desc *bd, int64_t l, con
                           .n = 1, .row0 = r + T - 1, .rows = NULL, .call_rows = T, .data = S, .width = SN,
                           .stride = SN, .dt = kv->state_dt, .ap = NULL, .kv = NULL};
         if (fresh && e->num.prefix_cache && T > 1) { /* the stored prefix's state in the dtype, then the rest */
-            RC_TRY(GDN_RUN(r, T - 1, true, dt, form));
+            RC_TRY(GDN_RUN(r, T - 1, true, dt, form, conv, S, e->gdn_out + r * LV));
             if (e->hook.fn) {
                 rc_capture c1 = cap;
                 c1.row0 = r + T - 2, c1.call_rows = T - 1, c1.dt = dt;
                 RC_TRY(e->hook.fn(e->hook.ctx, be, &c1));
             }
-            RC_TRY(GDN_RUN(r + T - 1, 1, false, kv->state_dt,
-                           form == RC_GDN_FORM_RECURRENT ? form : RC_GDN_FORM_EXTEND));
+            RC_TRY(GDN_RUN(r + T - 1, 1, false, kv->state_dt, form == RC_GDN_FORM_RECURRENT ? form : RC_GDN_FORM_EXTEND,
+                           conv, S, e->gdn_out + (r + T - 1) * LV));
         } else {
-            if (e->hook.fn && fresh && T > 1) {
+            if (e->hook.fn && fresh && T > 1) { /* (states and outputs of its own, in the backend's memory) */
                 float *cs = NULL, *ss = NULL, *os = NULL;
-                rc_status st = rc_alloc_aligned((void **)&cs, CK, sizeof *cs, "trace state copy");
+                rc_status st = be->ops->alloc(be, CK, &cs);
                 if (st == RC_OK)
-                    st = rc_alloc_aligned((void **)&ss, SN, sizeof *ss, "trace state copy");
+                    st = be->ops->alloc(be, SN, &ss);
                 if (st == RC_OK)
-                    st = rc_alloc_aligned((void **)&os, (T - 1) * LV, sizeof *os, "trace state copy");
+                    st = be->ops->alloc(be, (T - 1) * LV, &os);
                 if (st == RC_OK)
-                    st = rc_gdn_mixer_form(&kv->gd, e->gdn_qkvz + r * W, e->gdn_ba + r * B, T - 1,
-                                           rc_wt_vec(L->lin_conv_w), kv->conv_k, rc_wt_vec(L->lin_A_log),
-                                           rc_wt_vec(L->lin_dt_bias), rc_wt_vec(L->lin_norm_w), eps, chunk, dt,
-                                           kv->state_dt, true, form, cs, ss, os);
+                    st = GDN_RUN(r, T - 1, true, kv->state_dt, form, cs, ss, os);
                 rc_capture c1 = cap;
                 c1.row0 = r + T - 2, c1.call_rows = T - 1, c1.data = ss;
                 if (st == RC_OK)
                     st = e->hook.fn(e->hook.ctx, be, &c1);
-                free(cs);
-                free(ss);
-                free(os);
+                float *tmp[] = {cs, ss, os};
+                for (int i = 0; i < 3; i++)
+                    if (tmp[i])
+                        be->ops->free(be, tmp[i]);
                 RC_TRY(st);
             }
-            RC_TRY(GDN_RUN(r, T, fresh, kv->state_dt, form));
+            RC_TRY(GDN_RUN(r, T, fresh, kv->state_dt, form, conv, S, e->gdn_out + r * LV));
         }
 #undef GDN_RUN
         if (e->hook.fn)
@@ -1837,8 +1892,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(op->attention(be, e->qkv, &cd, &ap, &e->kv, kv_index(e, l), e->att));
                 if (c->attn_out_gate) { /* Qwen3-Next: attn_output * sigmoid(gate), each rounded to the dtype */
                     RC_TRY(op->matmul(be, a_in, n, H, L->w_q_gate, att_w, NULL, in_blk, rr.linear, e->attn_gate));
-                    for (int64_t i = 0; i < n * att_w; i++)
-                        e->att[i] = rc_round_to(e->att[i] * rco_moe_sigmoid(e->attn_gate[i], rr.linear), ap.num.out_dt);
+                    RC_TRY(op->gate_mul(be, e->att, e->attn_gate, n * att_w, rr.linear, ap.num.out_dt));
                 }
                 CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
                 RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,

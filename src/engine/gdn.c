@@ -9,10 +9,6 @@
 #include "ops_inline.h"
 #include "util.h"
 
-/* MKL's order for the small triangular solves (measured, docs/numerics.md):
- * rows in blocks of this many */
-#define RC_GDN_TRSM_BLOCK 48
-
 rc_status rc_gdn_dims_check(const rc_gdn_dims *d)
 {
     if (d->hk < 1 || d->hv < 1 || d->dk < 1 || d->dv < 1)
@@ -62,36 +58,17 @@ rc_status rc_gdn_conv(const float *x, int64_t T, int64_t C, const float *w, int6
 {
     float *taps;
     RC_TRY(rc_alloc_aligned((void **)&taps, K, sizeof *taps, "conv scratch"));
-    for (int64_t c = 0; c < C; c++) {
-        float *st = state ? state + c * K : NULL;
-        for (int64_t t = 0; t < T; t++) {
-            for (int64_t k = 0; k < K; k++) {
-                const int64_t s = t - (K - 1) + k; /* before the call: the state's columns, or zeros */
-                taps[k] = s >= 0 ? x[s * C + c] : st ? st[K + s] : 0.0f;
-            }
-            out[t * C + c] = rco_gdn_conv_out(taps, w + c * K, K, dt);
-        }
-        if (st) { /* the last K inputs: the state's tail, then the call's */
-            for (int64_t k = 0; k < K; k++) {
-                const int64_t s = T - K + k;
-                taps[k] = s >= 0 ? x[s * C + c] : st[K + s];
-            }
-            memcpy(st, taps, sizeof *st * (size_t)K);
-        }
-    }
+    for (int64_t c = 0; c < C; c++)
+        rco_gdn_conv_channel(x + c, C, T, w + c * K, K, dt, out + c, C, state ? state + c * K : NULL, false, false,
+                             taps);
     free(taps);
     return RC_OK;
 }
 
 void rc_gdn_conv_step(const float *x, int64_t C, const float *w, int64_t K, rc_dtype dt, float *state, float *out)
 {
-    for (int64_t c = 0; c < C; c++) {
-        float *st = state + c * K;
-        for (int64_t k = 0; k + 1 < K; k++)
-            st[k] = st[k + 1];
-        st[K - 1] = x[c];
-        out[c] = rco_gdn_conv_out(st, w + c * K, K, dt);
-    }
+    for (int64_t c = 0; c < C; c++)
+        rco_gdn_conv_channel(x + c, C, 1, w + c * K, K, dt, out + c, C, state + c * K, false, true, NULL);
 }
 
 /* the query's scaling: Python's dk ** 0.5 (recurrent: a division) and
@@ -112,10 +89,9 @@ rc_status rc_gdn_recurrent(const rc_gdn_dims *d, const float *q, const float *k,
     RC_TRY(rc_alloc_aligned((void **)&scratch, rc_gdn_step_scratch(d), sizeof *scratch, "recurrent scratch"));
     const float div = rc_gdn_qdiv(dk);
     for (int64_t h = 0; h < hv; h++)
-        for (int64_t t = 0; t < T; t++)
-            rco_gdn_recurrent_token(state + h * dk * dv, q + (t * hk + h / rep) * dk, k + (t * hk + h / rep) * dk,
-                                    v + (t * hv + h) * dv, g[t * hv + h], beta[t * hv + h], dk, dv, div, out_dt,
-                                    t == T - 1, state_dt, scratch, out + (t * hv + h) * dv);
+        rco_gdn_recurrent_head(state + h * dk * dv, false, q + (h / rep) * dk, hk * dk, k + (h / rep) * dk, hk * dk,
+                               v + h * dv, hv * dv, g + h, beta + h, hv, T, dk, dv, div, out_dt, state_dt, scratch,
+                               out + h * dv, hv * dv);
     free(scratch);
     return RC_OK;
 }
@@ -139,47 +115,6 @@ rc_status rc_cpu_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, 
     return RC_OK;
 }
 
-/* C[M][N] = A B with A[i][kk] at A[i * ar + kk * ak], B[kk][j] at
- * B[kk * bk + j]: each output a chain of fused multiply-adds from 0 in kk
- * order (MKL's sgemm at these sizes, measured) */
-static void mm_chain(const float *A, int64_t ar, int64_t ak, const float *B, int64_t bk, int64_t M, int64_t K,
-                     int64_t N, float *Cm)
-{
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            float acc = 0.0f;
-            for (int64_t kk = 0; kk < K; kk++)
-                acc = fmaf(A[i * ar + kk * ak], B[kk * bk + j], acc);
-            Cm[i * N + j] = acc;
-        }
-}
-
-/* X [M][N] = L^-1 X for L [M][M] unit lower triangular (its diagonal and
- * upper part not read): torch.linalg.solve_triangular(upper=False,
- * unitriangular=True) as MKL's strsm computes it here: rows in blocks of 48;
- * a block first subtracts the product of its rows of L with all earlier
- * solved rows (one fused multiply-add chain from 0 per output, then one
- * subtraction), then substitutes forward inside the block, column by column
- * (x_i = fma(-L[i][c], x_c, x_i) for c ascending). */
-static void trsm_unit_lower(const float *L, int64_t M, float *X, int64_t N)
-{
-    for (int64_t s = 0; s < M; s += RC_GDN_TRSM_BLOCK) {
-        const int64_t e = s + RC_GDN_TRSM_BLOCK < M ? s + RC_GDN_TRSM_BLOCK : M;
-        if (s > 0)
-            for (int64_t i = s; i < e; i++)
-                for (int64_t j = 0; j < N; j++) {
-                    float acc = 0.0f;
-                    for (int64_t c = 0; c < s; c++)
-                        acc = fmaf(L[i * M + c], X[c * N + j], acc);
-                    X[i * N + j] = X[i * N + j] - acc;
-                }
-        for (int64_t c = s; c < e; c++)
-            for (int64_t i = c + 1; i < e; i++)
-                for (int64_t j = 0; j < N; j++)
-                    X[i * N + j] = fmaf(-L[i * M + c], X[c * N + j], X[i * N + j]);
-    }
-}
-
 rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, const float *v, const float *g,
                          const float *beta, int64_t T, int64_t chunk, rc_dtype out_dt, const float *init,
                          float *final_state, float *out)
@@ -189,103 +124,15 @@ rc_status rc_gdn_chunked(const rc_gdn_dims *d, const float *q, const float *k, c
         return rc_errorf(RC_ERR_UNSUPPORTED, "Gated DeltaNet: chunk size %lld (1 to 4096)", (long long)chunk);
     if (T < 0 || T > ((int64_t)1 << 40))
         return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet: %lld tokens", (long long)T);
-    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk, C = chunk;
-    const int64_t nc = (T + C - 1) / C, Tp = nc * C; /* padded as transformers pads: (C - T % C) % C zeros */
-    /* scratch: per padded token qn, kn, kb [dk], vb [dv], cum; per chunk P, ut, attn [C][C], nv, vnew [C][dv],
-     * tmp [max(C, dk)][dv] (the state's update key^T @ v_new is [dk][dv]), kcd, dkb, qd, kd [C][dk], e1 [C];
-     * S [dk][dv], sq [dk] */
-    const int64_t tr = C > dk ? C : dk;
-    int64_t per_tok = 3 * dk + dv + 1, n;
-    if (!rc_mul_i64(per_tok, Tp, &n) ||
-        !rc_add_i64(n, 3 * C * C + 2 * C * dv + tr * dv + 4 * C * dk + C + dk * dv + dk, &n))
-        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: scratch for %lld tokens", (long long)T);
-    float *buf;
-    RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "chunked delta rule scratch"));
-    float *qn = buf, *kn = qn + Tp * dk, *kb = kn + Tp * dk, *vb = kb + Tp * dk, *cum = vb + Tp * dv;
-    float *P = cum + Tp, *ut = P + C * C, *attn = ut + C * C, *nv = attn + C * C, *vnew = nv + C * dv;
-    float *tmp = vnew + C * dv, *kcd = tmp + tr * dv, *dkb = kcd + C * dk, *qd = dkb + C * dk, *kd = qd + C * dk;
-    float *e1 = kd + C * dk, *S = e1 + C, *sq = S + dk * dv;
+    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, rep = hv / hk, SN = dk * dv;
+    float *buf; /* one value head's: the chunk's padded tokens, its products, the state */
+    RC_TRY(rc_alloc_aligned((void **)&buf, rco_gdn_chunk_scratch(chunk, dk, dv), sizeof *buf,
+                            "chunked delta rule scratch"));
     const float scale = q_mul(dk);
-    for (int64_t h = 0; h < hv; h++) {
-        const int64_t kh = h / rep;
-        /* fp32, l2norm, scaling, padding, beta applied */
-        memset(buf, 0, sizeof *buf * (size_t)(per_tok * Tp));
-        for (int64_t t = 0; t < T; t++) {
-            rco_gdn_l2norm_row(q + (t * hk + kh) * dk, dk, sq, qn + t * dk);
-            for (int64_t i = 0; i < dk; i++)
-                qn[t * dk + i] = qn[t * dk + i] * scale;
-            rco_gdn_l2norm_row(k + (t * hk + kh) * dk, dk, sq, kn + t * dk);
-            const float bt = beta[t * hv + h];
-            for (int64_t j = 0; j < dv; j++)
-                vb[t * dv + j] = v[(t * hv + h) * dv + j] * bt;
-            for (int64_t i = 0; i < dk; i++)
-                kb[t * dk + i] = kn[t * dk + i] * bt;
-        }
-        /* the decay's cumulative sum in each chunk: torch's CPU cumsum accumulates in double */
-        for (int64_t c = 0; c < nc; c++) {
-            double acc = 0.0;
-            for (int64_t i = 0; i < C; i++) {
-                const int64_t t = c * C + i;
-                acc += t < T ? (double)g[t * hv + h] : 0.0;
-                cum[t] = (float)acc;
-            }
-        }
-        if (init)
-            memcpy(S, init + h * dk * dv, sizeof *S * (size_t)(dk * dv));
-        else
-            memset(S, 0, sizeof *S * (size_t)(dk * dv));
-        for (int64_t c = 0; c < nc; c++) {
-            const float *cc = cum + c * C, *qc = qn + c * C * dk, *kc = kn + c * C * dk;
-            const float *kbc = kb + c * C * dk, *vbc = vb + c * C * dv;
-            for (int64_t i = 0; i < C; i++) {
-                e1[i] = expf(cc[i]);
-                for (int64_t j = 0; j < C; j++)
-                    P[i * C + j] = j <= i ? expf(cc[i] - cc[j]) : 0.0f; /* -inf masked, then exp */
-            }
-            /* ut = (k_beta @ key^T) * P; attn = (q @ key^T) * P: B[kk][j] = key[j][kk] */
-            for (int64_t i = 0; i < C; i++)
-                for (int64_t j = 0; j < C; j++) {
-                    float a1 = 0.0f, a2 = 0.0f;
-                    for (int64_t kk = 0; kk < dk; kk++) {
-                        a1 = fmaf(kbc[i * dk + kk], kc[j * dk + kk], a1);
-                        a2 = fmaf(qc[i * dk + kk], kc[j * dk + kk], a2);
-                    }
-                    ut[i * C + j] = a1 * P[i * C + j];
-                    attn[i * C + j] = a2 * P[i * C + j];
-                }
-            for (int64_t i = 0; i < C; i++)
-                for (int64_t kk = 0; kk < dk; kk++)
-                    dkb[i * dk + kk] = kbc[i * dk + kk] * e1[i];
-            memcpy(nv, vbc, sizeof *nv * (size_t)(C * dv));
-            trsm_unit_lower(ut, C, nv, dv);
-            memcpy(kcd, dkb, sizeof *kcd * (size_t)(C * dk));
-            trsm_unit_lower(ut, C, kcd, dk);
-            for (int64_t i = 0; i < C; i++)
-                for (int64_t kk = 0; kk < dk; kk++) {
-                    qd[i * dk + kk] = qc[i * dk + kk] * e1[i];
-                    kd[i * dk + kk] = kc[i * dk + kk] * expf(cc[C - 1] - cc[i]);
-                }
-            const float cd = expf(cc[C - 1]);
-            /* the scan: v_new = new_values - k_cumdecay @ S; out = q @ S + attn @ v_new;
-             * S = S * decay + key^T @ v_new */
-            mm_chain(kcd, dk, 1, S, dv, C, dk, dv, tmp);
-            for (int64_t i = 0; i < C * dv; i++)
-                vnew[i] = nv[i] - tmp[i];
-            mm_chain(qd, dk, 1, S, dv, C, dk, dv, tmp);
-            mm_chain(attn, C, 1, vnew, dv, C, C, dv, nv); /* nv is free now */
-            for (int64_t i = 0; i < C; i++) {
-                const int64_t t = c * C + i;
-                if (t < T)
-                    for (int64_t j = 0; j < dv; j++)
-                        out[(t * hv + h) * dv + j] = rc_round_to(tmp[i * dv + j] + nv[i * dv + j], out_dt);
-            }
-            mm_chain(kd, 1, dk, vnew, dv, dk, C, dv, tmp);
-            for (int64_t i = 0; i < dk * dv; i++)
-                S[i] = S[i] * cd + tmp[i];
-        }
-        if (final_state)
-            memcpy(final_state + h * dk * dv, S, sizeof *S * (size_t)(dk * dv));
-    }
+    for (int64_t h = 0; h < hv; h++)
+        rco_gdn_chunked_head(q + (h / rep) * dk, hk * dk, k + (h / rep) * dk, hk * dk, v + h * dv, hv * dv, g + h,
+                             beta + h, hv, T, chunk, dk, dv, scale, out_dt, init ? init + h * SN : NULL,
+                             final_state ? final_state + h * SN : NULL, RC_F32, out + h * dv, hv * dv, buf);
     free(buf);
     return RC_OK;
 }
@@ -496,52 +343,73 @@ rc_status rc_gdn_mixer(const rc_gdn_dims *d, const float *qkvz, const float *ba,
     return s;
 }
 
+float rc_gdn_qmul(int64_t dk) { return q_mul(dk); }
+
+rc_status rc_gdn_mix_prepare(const rc_gdn_mixer_args *m, rco_gdn_mix *a)
+{
+    if ((unsigned)m->form > RC_GDN_FORM_RECURRENT)
+        return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet: form %d", (int)m->form);
+    RC_TRY(rc_gdn_dims_check(&m->d));
+    if (m->T < 1 || m->T > ((int64_t)1 << 40) || m->K < 1)
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: mixer scratch for %lld tokens", (long long)m->T);
+    /* causal_conv1d_update and the recurrent step for one cached token */
+    const bool step = m->T == 1 && !m->fresh && m->form == RC_GDN_FORM_HF;
+    if (!(step || m->form == RC_GDN_FORM_RECURRENT) && (m->chunk < 1 || m->chunk > 4096))
+        return rc_errorf(RC_ERR_UNSUPPORTED, "Gated DeltaNet: chunk size %lld (1 to 4096)", (long long)m->chunk);
+    *a = (rco_gdn_mix){.qkvz = m->qkvz, .ba = m->ba, .conv_w = m->conv_w, .A_log = m->A_log, .dt_bias = m->dt_bias,
+                       .norm_w = m->norm_w, .conv_state = m->conv_state, .state = m->state, .out = m->out,
+                       .hk = m->d.hk, .hv = m->d.hv, .dk = m->d.dk, .dv = m->d.dv, .T = m->T, .K = m->K,
+                       .chunk = m->chunk, .eps = m->eps, .qdiv = rc_gdn_qdiv(m->d.dk), .scale = q_mul(m->d.dk),
+                       .dt = m->dt, .state_dt = m->state_dt, .fresh = m->fresh, .step = step,
+                       .recurrent = step || m->form == RC_GDN_FORM_RECURRENT};
+    return RC_OK;
+}
+
+rc_status rc_cpu_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m)
+{
+    (void)be;
+    rco_gdn_mix a;
+    RC_TRY(rc_gdn_mix_prepare(m, &a));
+    const int64_t hk = a.hk, hv = a.hv, dk = a.dk, dv = a.dv, T = a.T, C = 2 * hk * dk + hv * dv;
+    const int64_t rs = rco_gdn_mix_rule_scratch(&a);
+    int64_t n, sn = rs > a.K ? rs : a.K;
+    sn = sn > dv ? sn : dv;
+    if (!rc_mul_i64(T, C + 2 * hv, &n) || !rc_add_i64(n, sn, &n))
+        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: mixer scratch for %lld tokens", (long long)T);
+    float *buf; /* the conv's outputs [T][C], g, beta [T][hv], one thread's scratch */
+    RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "Gated DeltaNet mixer scratch"));
+    a.conv = buf;
+    a.g = a.conv + T * C;
+    a.beta = a.g + T * hv;
+    float *scratch = a.beta + T * hv;
+    for (int64_t c = 0; c < C; c++)
+        rco_gdn_mix_conv(&a, c, scratch);
+    for (int64_t i = 0; i < T * hv; i++)
+        rco_gdn_mix_gate(&a, i);
+    for (int64_t h = 0; h < hv; h++)
+        rco_gdn_mix_rule(&a, h, scratch);
+    for (int64_t i = 0; i < T * hv; i++)
+        rco_gdn_mix_norm(&a, i, scratch);
+    free(buf);
+    return RC_OK;
+}
+
+rc_status rc_cpu_gate_mul(rc_backend *be, float *x, const float *gate, int64_t n, rc_dtype gate_dt, rc_dtype out_dt)
+{
+    (void)be;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rco_gate_sigmoid_mul(x[i], gate[i], gate_dt, out_dt);
+    return RC_OK;
+}
+
 rc_status rc_gdn_mixer_form(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,
                             int64_t K, const float *A_log, const float *dt_bias, const float *norm_w, float eps,
                             int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, rc_gdn_form form,
                             float *conv_state, float *state, float *out)
 {
-    if ((unsigned)form > RC_GDN_FORM_RECURRENT)
-        return rc_errorf(RC_ERR_INTERNAL, "Gated DeltaNet: form %d", (int)form);
-    const bool step = T == 1 && !fresh && form == RC_GDN_FORM_HF; /* causal_conv1d_update and the recurrent step */
-    RC_TRY(rc_gdn_dims_check(d));
-    const int64_t hk = d->hk, hv = d->hv, dk = d->dk, dv = d->dv, C = 2 * hk * dk + hv * dv;
-    int64_t n;
-    if (T < 1 || K < 1 || !rc_mul_i64(T, 2 * C + 2 * hk * dk + 2 * hv * dv + 4 * hv, &n))
-        return rc_errorf(RC_ERR_NOMEM, "Gated DeltaNet: mixer scratch for %lld tokens", (long long)T);
-    float *buf;
-    RC_TRY(rc_alloc_aligned((void **)&buf, n, sizeof *buf, "Gated DeltaNet mixer scratch"));
-    float *mixed = buf, *conv = mixed + T * C, *q = conv + T * C, *k = q + T * hk * dk, *v = k + T * hk * dk;
-    float *z = v + T * hv * dv, *b = z + T * hv * dv, *a = b + T * hv, *g = a + T * hv, *beta = g + T * hv;
-    rc_gdn_split_qkvz(d, qkvz, ba, T, mixed, z, b, a);
-    if (fresh)
-        memset(conv_state, 0, sizeof *conv_state * (size_t)(C * K));
-    rc_status s = RC_OK;
-    if (step)
-        rc_gdn_conv_step(mixed, C, conv_w, K, dt, conv_state, conv);
-    else
-        s = rc_gdn_conv(mixed, T, C, conv_w, K, dt, conv, conv_state);
-    for (int64_t t = 0; s == RC_OK && t < T; t++) {
-        memcpy(q + t * hk * dk, conv + t * C, sizeof *q * (size_t)(hk * dk));
-        memcpy(k + t * hk * dk, conv + t * C + hk * dk, sizeof *k * (size_t)(hk * dk));
-        memcpy(v + t * hv * dv, conv + t * C + 2 * hk * dk, sizeof *v * (size_t)(hv * dv));
-    }
-    if (s == RC_OK) {
-        rc_gdn_gates(a, b, T, hv, A_log, dt_bias, dt, g, beta);
-        if (fresh && form == RC_GDN_FORM_RECURRENT)
-            memset(state, 0, sizeof *state * (size_t)(hv * dk * dv));
-        if (step || form == RC_GDN_FORM_RECURRENT) {
-            s = rc_gdn_recurrent(d, q, k, v, g, beta, T, dt, state_dt, state, mixed);
-        } else {
-            s = rc_gdn_chunked(d, q, k, v, g, beta, T, chunk, dt, fresh ? NULL : state, state, mixed);
-            for (int64_t i = 0; s == RC_OK && i < hv * dk * dv; i++)
-                state[i] = rc_round_to(state[i], state_dt);
-        }
-    }
-    if (s == RC_OK)
-        s = rc_gdn_gated_rmsnorm(mixed, z, T * hv, dv, norm_w, eps, dt, out);
-    free(buf);
-    return s;
+    const rc_gdn_mixer_args m = {*d, qkvz, ba, T, conv_w, K, A_log, dt_bias, norm_w, eps, chunk, dt, state_dt, fresh,
+                                 form, conv_state, state, out};
+    return rc_cpu_gdn_mixer(NULL, &m);
 }
 
 rc_status rc_gdn_mixer_cached(const rc_gdn_dims *d, const float *qkvz, const float *ba, int64_t T, const float *conv_w,

@@ -141,6 +141,37 @@ rc_status rc_gdn_mixer_form(const rc_gdn_dims *d, const float *qkvz, const float
                             int64_t chunk, rc_dtype dt, rc_dtype state_dt, bool fresh, rc_gdn_form form,
                             float *conv_state, float *state, float *out);
 
+/* The mixer of one sequence's call as a backend op (gdn_mixer): the
+ * arguments of rc_gdn_mixer_form, every array in the backend's memory.
+ * rc_cpu_gdn_mixer runs it on host arrays (rc_gdn_mixer_form is it); the
+ * CUDA twin (kernels/gdn.cu) runs the same per-thread functions
+ * (ops_inline.h rco_gdn_mix_*) one thread per channel, (token, head) and
+ * value head. */
+typedef struct {
+    rc_gdn_dims d;
+    const float *qkvz, *ba;
+    int64_t T;
+    const float *conv_w;
+    int64_t K;
+    const float *A_log, *dt_bias, *norm_w;
+    float eps;
+    int64_t chunk;
+    rc_dtype dt, state_dt;
+    bool fresh;
+    rc_gdn_form form;
+    float *conv_state, *state, *out;
+} rc_gdn_mixer_args;
+rc_status rc_cpu_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m);
+/* the threads' view of a call (ops_inline.h), checked: RC_ERR_* naming the problem */
+struct rco_gdn_mix;
+rc_status rc_gdn_mix_prepare(const rc_gdn_mixer_args *m, struct rco_gdn_mix *a);
+/* f32(dk ** -0.5), the chunked form's query scale */
+float rc_gdn_qmul(int64_t dk);
+
+/* x[i] = R_out(x[i] * R_gate(sigmoid(gate[i]))) (the backend op gate_mul:
+ * Qwen3-Next's attention output gate, rco_gate_sigmoid_mul) */
+rc_status rc_cpu_gate_mul(rc_backend *be, float *x, const float *gate, int64_t n, rc_dtype gate_dt, rc_dtype out_dt);
+
 /* The exact reference: the recurrent form in double (l2norm, scaling and
  * state in double; exp, log1p from the C library in double). q, k, v, g,
  * beta as above (g, beta already computed), state [hv][dk][dv] in/out. */

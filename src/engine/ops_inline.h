@@ -1593,4 +1593,318 @@ RC_HD static inline void rco_gdn_recurrent_token(float *S, const float *q, const
             S[i] = rc_round_to(S[i], state_dt);
 }
 
+
+/* ---- the Gated DeltaNet mixer, one thread's work each (gdn.c's loops; the
+ * CUDA kernels of kernels/gdn.cu run the same functions, one thread per
+ * channel, (token, head) or value head) ---- */
+
+/* MKL's order for the small triangular solves (measured, docs/numerics.md):
+ * rows in blocks of this many */
+#define RC_GDN_TRSM_BLOCK 48
+
+/* The offset, in a token's row of in_proj_qkvz's output [hk][2 dk + 2 rep dv],
+ * of channel c of the conv's input (every q head, every k head, every v head:
+ * Qwen3NextGatedDeltaNet.fix_query_key_value_ordering), rep = hv / hk */
+RC_HD static inline int64_t rco_gdn_mixed_src(int64_t hk, int64_t hv, int64_t dk, int64_t dv, int64_t c)
+{
+    const int64_t rep = hv / hk, w = 2 * dk + 2 * rep * dv;
+    if (c < hk * dk)
+        return (c / dk) * w + c % dk;
+    if (c < 2 * hk * dk)
+        return ((c - hk * dk) / dk) * w + dk + (c - hk * dk) % dk;
+    c -= 2 * hk * dk;
+    return (c / (rep * dv)) * w + 2 * dk + c % (rep * dv);
+}
+
+/* the offset of value head h's z (the gated norm's gate) in a token's row of
+ * in_proj_qkvz's output, and of its b in a token's row of in_proj_ba's
+ * [hk][2 rep] (b, then a: rep further) */
+RC_HD static inline int64_t rco_gdn_z_src(int64_t hk, int64_t hv, int64_t dk, int64_t dv, int64_t h)
+{
+    const int64_t rep = hv / hk, w = 2 * dk + 2 * rep * dv;
+    return (h / rep) * w + 2 * dk + rep * dv + (h % rep) * dv;
+}
+RC_HD static inline int64_t rco_gdn_b_src(int64_t hk, int64_t hv, int64_t h)
+{
+    const int64_t rep = hv / hk;
+    return (h / rep) * 2 * rep + h % rep;
+}
+
+/* One channel of the causal depthwise conv + SiLU (rco_gdn_conv_out per
+ * token) over T tokens: x[t * xs] the channel's inputs, w [K] its weights,
+ * out[t * os]; st NULL (the full forward: zeros before the sequence) or the
+ * channel's conv state [K] (the last K inputs before the call; zeroed first
+ * when fresh; updated to the last K inputs after it). step: one cached token
+ * (causal_conv1d_update: the state shifted by one, x last, the output from
+ * the state). taps: K floats of scratch. */
+RC_HD static inline void rco_gdn_conv_channel(const float *x, int64_t xs, int64_t T, const float *w, int64_t K,
+                                              rc_dtype dt, float *out, int64_t os, float *st, bool fresh, bool step,
+                                              float *taps)
+{
+    if (st && fresh)
+        for (int64_t k = 0; k < K; k++)
+            st[k] = 0.0f;
+    if (step) {
+        for (int64_t k = 0; k + 1 < K; k++)
+            st[k] = st[k + 1];
+        st[K - 1] = x[0];
+        out[0] = rco_gdn_conv_out(st, w, K, dt);
+        return;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t s = t - (K - 1) + k; /* before the call: the state's columns, or zeros */
+            taps[k] = s >= 0 ? x[s * xs] : st ? st[K + s] : 0.0f;
+        }
+        out[t * os] = rco_gdn_conv_out(taps, w, K, dt);
+    }
+    if (st) { /* the last K inputs: the state's tail, then the call's */
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t s = T - K + k;
+            taps[k] = s >= 0 ? x[s * xs] : st[K + s];
+        }
+        for (int64_t k = 0; k < K; k++)
+            st[k] = taps[k];
+    }
+}
+
+/* C[M][N] = A B with A[i][kk] at A[i * ar + kk * ak], B[kk][j] at
+ * B[kk * bk + j]: each output a chain of fused multiply-adds from 0 in kk
+ * order (MKL's sgemm at these sizes, measured) */
+RC_HD static inline void rco_gdn_mm_chain(const float *A, int64_t ar, int64_t ak, const float *B, int64_t bk,
+                                          int64_t M, int64_t K, int64_t N, float *Cm)
+{
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int64_t kk = 0; kk < K; kk++)
+                acc = fmaf(A[i * ar + kk * ak], B[kk * bk + j], acc);
+            Cm[i * N + j] = acc;
+        }
+}
+
+/* X [M][N] = L^-1 X for L [M][M] unit lower triangular (its diagonal and
+ * upper part not read): torch.linalg.solve_triangular(upper=False,
+ * unitriangular=True) as MKL's strsm computes it here: rows in blocks of 48;
+ * a block first subtracts the product of its rows of L with all earlier
+ * solved rows (one fused multiply-add chain from 0 per output, then one
+ * subtraction), then substitutes forward inside the block, column by column
+ * (x_i = fma(-L[i][c], x_c, x_i) for c ascending). */
+RC_HD static inline void rco_gdn_trsm_unit_lower(const float *L, int64_t M, float *X, int64_t N)
+{
+    for (int64_t s = 0; s < M; s += RC_GDN_TRSM_BLOCK) {
+        const int64_t e = s + RC_GDN_TRSM_BLOCK < M ? s + RC_GDN_TRSM_BLOCK : M;
+        if (s > 0)
+            for (int64_t i = s; i < e; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    float acc = 0.0f;
+                    for (int64_t c = 0; c < s; c++)
+                        acc = fmaf(L[i * M + c], X[c * N + j], acc);
+                    X[i * N + j] = X[i * N + j] - acc;
+                }
+        for (int64_t c = s; c < e; c++)
+            for (int64_t i = c + 1; i < e; i++)
+                for (int64_t j = 0; j < N; j++)
+                    X[i * N + j] = fmaf(-L[i * M + c], X[c * N + j], X[i * N + j]);
+    }
+}
+
+/* the floats of scratch one value head of the chunked form needs (chunks of C) */
+RC_HD static inline int64_t rco_gdn_chunk_scratch(int64_t C, int64_t dk, int64_t dv)
+{
+    const int64_t tr = C > dk ? C : dk;
+    return C * (3 * dk + dv + 1) + 3 * C * C + 2 * C * dv + tr * dv + 4 * C * dk + C + dk * dv + dk;
+}
+
+/* The chunked form (torch_chunk_gated_delta_rule, use_qk_l2norm_in_kernel)
+ * for one value head over T tokens in chunks of C, the length padded to a
+ * multiple of C with zeros as transformers pads it: q[t * qs], k[t * ks] the
+ * raw query and key of its key head (dk), v[t * vs] its value (dv), g[t *
+ * gs], beta[t * gs] its gates; init NULL (zeros) or its initial state
+ * [dk][dv]; final_state NULL or the state after the last (padded) chunk,
+ * rounded to state_dt (may be init); out[t * os] the output (dv values of
+ * out_dt). buf: rco_gdn_chunk_scratch floats. */
+RC_HD static inline void rco_gdn_chunked_head(const float *q, int64_t qs, const float *k, int64_t ks, const float *v,
+                                              int64_t vs, const float *g, const float *beta, int64_t gs, int64_t T,
+                                              int64_t C, int64_t dk, int64_t dv, float scale, rc_dtype out_dt,
+                                              const float *init, float *final_state, rc_dtype state_dt, float *out,
+                                              int64_t os, float *buf)
+{
+    const int64_t nc = (T + C - 1) / C, tr = C > dk ? C : dk;
+    /* per chunk token qn, kn, kb [C][dk], vb [C][dv], cum [C]; P, ut, attn [C][C], nv, vnew [C][dv],
+     * tmp [max(C, dk)][dv] (the state's update key^T @ v_new is [dk][dv]), kcd, dkb, qd, kd [C][dk], e1 [C];
+     * S [dk][dv], sq [dk] */
+    float *qn = buf, *kn = qn + C * dk, *kb = kn + C * dk, *vb = kb + C * dk, *cum = vb + C * dv;
+    float *P = cum + C, *ut = P + C * C, *attn = ut + C * C, *nv = attn + C * C, *vnew = nv + C * dv;
+    float *tmp = vnew + C * dv, *kcd = tmp + tr * dv, *dkb = kcd + C * dk, *qd = dkb + C * dk, *kd = qd + C * dk;
+    float *e1 = kd + C * dk, *S = e1 + C, *sq = S + dk * dv;
+    for (int64_t i = 0; i < dk * dv; i++)
+        S[i] = init ? init[i] : 0.0f;
+    for (int64_t c = 0; c < nc; c++) {
+        /* fp32, l2norm, scaling, padding, beta applied */
+        for (int64_t i = 0; i < C * (3 * dk + dv); i++)
+            buf[i] = 0.0f;
+        double acc = 0.0; /* the decay's cumulative sum in the chunk: torch's CPU cumsum accumulates in double */
+        for (int64_t i = 0; i < C; i++) {
+            const int64_t t = c * C + i;
+            if (t < T) {
+                rco_gdn_l2norm_row(q + t * qs, dk, sq, qn + i * dk);
+                for (int64_t j = 0; j < dk; j++)
+                    qn[i * dk + j] = qn[i * dk + j] * scale;
+                rco_gdn_l2norm_row(k + t * ks, dk, sq, kn + i * dk);
+                const float bt = beta[t * gs];
+                for (int64_t j = 0; j < dv; j++)
+                    vb[i * dv + j] = v[t * vs + j] * bt;
+                for (int64_t j = 0; j < dk; j++)
+                    kb[i * dk + j] = kn[i * dk + j] * bt;
+            }
+            acc += t < T ? (double)g[t * gs] : 0.0;
+            cum[i] = (float)acc;
+        }
+        const float *cc = cum, *qc = qn, *kc = kn, *kbc = kb, *vbc = vb;
+        for (int64_t i = 0; i < C; i++) {
+            e1[i] = expf(cc[i]);
+            for (int64_t j = 0; j < C; j++)
+                P[i * C + j] = j <= i ? expf(cc[i] - cc[j]) : 0.0f; /* -inf masked, then exp */
+        }
+        /* ut = (k_beta @ key^T) * P; attn = (q @ key^T) * P: B[kk][j] = key[j][kk] */
+        for (int64_t i = 0; i < C; i++)
+            for (int64_t j = 0; j < C; j++) {
+                float a1 = 0.0f, a2 = 0.0f;
+                for (int64_t kk = 0; kk < dk; kk++) {
+                    a1 = fmaf(kbc[i * dk + kk], kc[j * dk + kk], a1);
+                    a2 = fmaf(qc[i * dk + kk], kc[j * dk + kk], a2);
+                }
+                ut[i * C + j] = a1 * P[i * C + j];
+                attn[i * C + j] = a2 * P[i * C + j];
+            }
+        for (int64_t i = 0; i < C; i++)
+            for (int64_t kk = 0; kk < dk; kk++)
+                dkb[i * dk + kk] = kbc[i * dk + kk] * e1[i];
+        for (int64_t i = 0; i < C * dv; i++)
+            nv[i] = vbc[i];
+        rco_gdn_trsm_unit_lower(ut, C, nv, dv);
+        for (int64_t i = 0; i < C * dk; i++)
+            kcd[i] = dkb[i];
+        rco_gdn_trsm_unit_lower(ut, C, kcd, dk);
+        for (int64_t i = 0; i < C; i++)
+            for (int64_t kk = 0; kk < dk; kk++) {
+                qd[i * dk + kk] = qc[i * dk + kk] * e1[i];
+                kd[i * dk + kk] = kc[i * dk + kk] * expf(cc[C - 1] - cc[i]);
+            }
+        const float cd = expf(cc[C - 1]);
+        /* the scan: v_new = new_values - k_cumdecay @ S; out = q @ S + attn @ v_new;
+         * S = S * decay + key^T @ v_new */
+        rco_gdn_mm_chain(kcd, dk, 1, S, dv, C, dk, dv, tmp);
+        for (int64_t i = 0; i < C * dv; i++)
+            vnew[i] = nv[i] - tmp[i];
+        rco_gdn_mm_chain(qd, dk, 1, S, dv, C, dk, dv, tmp);
+        rco_gdn_mm_chain(attn, C, 1, vnew, dv, C, C, dv, nv); /* nv is free now */
+        for (int64_t i = 0; i < C; i++) {
+            const int64_t t = c * C + i;
+            if (t < T)
+                for (int64_t j = 0; j < dv; j++)
+                    out[t * os + j] = rc_round_to(tmp[i * dv + j] + nv[i * dv + j], out_dt);
+        }
+        rco_gdn_mm_chain(kd, 1, dk, vnew, dv, dk, C, dv, tmp);
+        for (int64_t i = 0; i < dk * dv; i++)
+            S[i] = S[i] * cd + tmp[i];
+    }
+    if (final_state)
+        for (int64_t i = 0; i < dk * dv; i++)
+            final_state[i] = rc_round_to(S[i], state_dt);
+}
+
+/* The recurrent form for one value head over T tokens (strides as
+ * rco_gdn_chunked_head), from its state S [dk][dv] (zeroed first when
+ * fresh), which ends rounded to state_dt; scratch: dk * dv + 3 * dk + 2 * dv
+ * floats (rco_gdn_recurrent_token) */
+RC_HD static inline void rco_gdn_recurrent_head(float *S, bool fresh, const float *q, int64_t qs, const float *k,
+                                                int64_t ks, const float *v, int64_t vs, const float *g,
+                                                const float *beta, int64_t gs, int64_t T, int64_t dk, int64_t dv,
+                                                float qdiv, rc_dtype out_dt, rc_dtype state_dt, float *scratch,
+                                                float *out, int64_t os)
+{
+    if (fresh)
+        for (int64_t i = 0; i < dk * dv; i++)
+            S[i] = 0.0f;
+    for (int64_t t = 0; t < T; t++)
+        rco_gdn_recurrent_token(S, q + t * qs, k + t * ks, v + t * vs, g[t * gs], beta[t * gs], dk, dv, qdiv, out_dt,
+                                t == T - 1, state_dt, scratch, out + t * os);
+}
+
+/* attn_output * sigmoid(gate) (Qwen3-Next's attention output gate): the
+ * sigmoid of the gate rounded to gate_dt, the product to out_dt */
+RC_HD static inline float rco_gate_sigmoid_mul(float x, float gate, rc_dtype gate_dt, rc_dtype out_dt)
+{
+    return rc_round_to(x * rco_moe_sigmoid(gate, gate_dt), out_dt);
+}
+
+
+/* One call of a Gated DeltaNet layer's mixer for one sequence (gdn.c
+ * rc_gdn_mixer_form; kernels/gdn.cu), as the stages' threads see it:
+ * in_proj_qkvz's and in_proj_ba's outputs qkvz [T][hk][2 dk + 2 rep dv], ba
+ * [T][hk][2 rep]; the layer's conv_w [C][K], A_log, dt_bias [hv], norm_w
+ * [dv]; the slot's conv state [C][K] and recurrent state [hv][dk][dv]; out
+ * [T][hv][dv]; scratch conv [T][C] (the conv's outputs: q, k, v), g, beta
+ * [T][hv]. C = 2 hk dk + hv dv. step: one cached token (the conv step and
+ * the recurrent step); recurrent: the recurrent form, else the chunked one
+ * in chunks of `chunk` (from the state unless fresh). */
+typedef struct rco_gdn_mix {
+    const float *qkvz, *ba, *conv_w, *A_log, *dt_bias, *norm_w;
+    float *conv_state, *state, *out, *conv, *g, *beta;
+    int64_t hk, hv, dk, dv, T, K, chunk;
+    float eps, qdiv, scale;
+    rc_dtype dt, state_dt;
+    bool fresh, step, recurrent;
+} rco_gdn_mix;
+
+/* stage 1, channel c (scratch: K floats): the causal conv + SiLU of its
+ * inputs, its conv state zeroed (fresh), updated */
+RC_HD static inline void rco_gdn_mix_conv(const rco_gdn_mix *a, int64_t c, float *taps)
+{
+    const int64_t C = 2 * a->hk * a->dk + a->hv * a->dv, W = 2 * a->hk * a->dk + 2 * a->hv * a->dv;
+    rco_gdn_conv_channel(a->qkvz + rco_gdn_mixed_src(a->hk, a->hv, a->dk, a->dv, c), W, a->T, a->conv_w + c * a->K,
+                         a->K, a->dt, a->conv + c, C, a->conv_state + c * a->K, a->fresh, a->step, taps);
+}
+
+/* stage 2, i = token * hv + value head: its gates g, beta */
+RC_HD static inline void rco_gdn_mix_gate(const rco_gdn_mix *a, int64_t i)
+{
+    const int64_t t = i / a->hv, h = i % a->hv, rep = a->hv / a->hk;
+    const float *b = a->ba + t * 2 * a->hv + rco_gdn_b_src(a->hk, a->hv, h);
+    rco_gdn_gate(b[rep], b[0], a->A_log[h], a->dt_bias[h], a->dt, &a->g[i], &a->beta[i]);
+}
+
+/* the scratch floats of stage 3's thread */
+RC_HD static inline int64_t rco_gdn_mix_rule_scratch(const rco_gdn_mix *a)
+{
+    return a->recurrent ? a->dk * a->dv + 3 * a->dk + 2 * a->dv : rco_gdn_chunk_scratch(a->chunk, a->dk, a->dv);
+}
+
+/* stage 3, value head h: the delta rule over the call's tokens into out */
+RC_HD static inline void rco_gdn_mix_rule(const rco_gdn_mix *a, int64_t h, float *scratch)
+{
+    const int64_t C = 2 * a->hk * a->dk + a->hv * a->dv, kh = h / (a->hv / a->hk), SN = a->dk * a->dv;
+    const float *q = a->conv + kh * a->dk, *k = a->conv + a->hk * a->dk + kh * a->dk;
+    const float *v = a->conv + 2 * a->hk * a->dk + h * a->dv;
+    float *S = a->state + h * SN, *o = a->out + h * a->dv;
+    if (a->recurrent)
+        rco_gdn_recurrent_head(S, a->fresh, q, C, k, C, v, C, a->g + h, a->beta + h, a->hv, a->T, a->dk, a->dv,
+                               a->qdiv, a->dt, a->state_dt, scratch, o, a->hv * a->dv);
+    else
+        rco_gdn_chunked_head(q, C, k, C, v, C, a->g + h, a->beta + h, a->hv, a->T, a->chunk, a->dk, a->dv, a->scale,
+                             a->dt, a->fresh ? (const float *)0 : S, S, a->state_dt, o, a->hv * a->dv, scratch);
+}
+
+/* stage 4, i = token * hv + value head (scratch: dv floats): the gated
+ * RMSNorm of its output, in place, gated by its z */
+RC_HD static inline void rco_gdn_mix_norm(const rco_gdn_mix *a, int64_t i, float *sq)
+{
+    const int64_t t = i / a->hv, h = i % a->hv, W = 2 * a->hk * a->dk + 2 * a->hv * a->dv;
+    float *x = a->out + i * a->dv;
+    rco_gdn_gated_rmsnorm_row(x, a->qkvz + t * W + rco_gdn_z_src(a->hk, a->hv, a->dk, a->dv, h), a->dv, a->norm_w,
+                              a->eps, a->dt, sq, x);
+}
+
 #endif

@@ -199,6 +199,29 @@ template <typename F> static inline void rck_shim_ptrs(const rck_gdn_step_args &
     RCK_SHIM_PTR(f, a, scratch);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_gdn_mix_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, m.qkvz);
+    RCK_SHIM_PTR(f, a, m.ba);
+    RCK_SHIM_PTR(f, a, m.conv_w);
+    RCK_SHIM_PTR(f, a, m.A_log);
+    RCK_SHIM_PTR(f, a, m.dt_bias);
+    RCK_SHIM_PTR(f, a, m.norm_w);
+    RCK_SHIM_PTR(f, a, m.conv_state);
+    RCK_SHIM_PTR(f, a, m.state);
+    RCK_SHIM_PTR(f, a, m.out);
+    RCK_SHIM_PTR(f, a, m.conv);
+    RCK_SHIM_PTR(f, a, m.g);
+    RCK_SHIM_PTR(f, a, m.beta);
+    RCK_SHIM_PTR(f, a, scratch);
+}
+
+template <typename F> static inline void rck_shim_ptrs(const rck_gate_mul_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, x);
+    RCK_SHIM_PTR(f, a, gate);
+}
+
 #undef RCK_SHIM_PTR
 
 #endif

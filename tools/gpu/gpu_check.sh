@@ -26,7 +26,8 @@
 #           host, model); its "measured max" lines and its Check totals go to the summary
 #   multi   several GPUs for one model (--gpus): test_cuda's case multi (every fixture split over
 #           2 and 3 GPUs bitwise one GPU's) and ratiocheck --gpus 2 against --gpus 1 (the same
-#           statistics to the digit); skipped with a line saying so on a machine with one GPU
+#           statistics to the digit; the bundled model, then the hybrid fixture qnext_hybrid);
+#           skipped with a line saying so on a machine with one GPU
 #   seed    a pythia-160m-shaped GPT-NeoX (make_seed_model.py, trained for RC_TRAIN_SECONDS on
 #           tools/gpu/kjv-excerpt.txt.xz), the bundled prompts, --len 20,40,50, fp32/fp16/bf16:
 #           ratiocheck (engine and invariant kernels), HF transformers (hf_seed.py) on the same GPU
@@ -377,6 +378,20 @@ stage_multi() {
         sum "  ratiocheck --gpus 2: the statistics of --gpus 1 to the digit"
     else
         sum "  ratiocheck --gpus 2: the statistics DIFFER from --gpus 1 (or a run failed; log.txt)"
+        echo "--gpus 1: $a"; echo "--gpus 2: $b"
+        return 1
+    fi
+    # a hybrid model (Gated DeltaNet layers: their states on their GPU), the sampler's state in the dtype
+    # with its prefix cache: the same on 2 GPUs as on 1 (the fixture has no tokenizer: token-id prompts)
+    local ids=$RES/qnext_prompts.ids hargs
+    printf '3 17 40 90 7\n4 22 41 93 9\n5 27 42 96 11\n' >"$ids"
+    hargs="--model data/fixtures/qnext_hybrid --prompts $ids --len 4,8 --samples 2 -q --backend cuda --json --out none --dtype bf16 --sampler state=dtype,prefix-cache=on"
+    a=$([ -n "$env" ] && export "$env"; tmo 60 "$cli" $hargs 2>&1 | sed -n 's/.*\("lens".*\)"seconds_generate".*/\1/p')
+    b=$([ -n "$env" ] && export "$env"; tmo 60 "$cli" $hargs --gpus 2 2>&1 | sed -n 's/.*\("lens".*\)"seconds_generate".*/\1/p')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+        sum "  ratiocheck qnext_hybrid --gpus 2: the statistics of --gpus 1 to the digit"
+    else
+        sum "  ratiocheck qnext_hybrid --gpus 2: the statistics DIFFER from --gpus 1 (or a run failed; log.txt)"
         echo "--gpus 1: $a"; echo "--gpus 2: $b"
         return 1
     fi
