@@ -16,6 +16,7 @@
 
 #include <new>
 
+#include "cuda_ws.h"
 #include "rc_cuda.h"
 #include "rck.h"
 
@@ -62,6 +63,7 @@ struct cuda_backend {
         workspace ws[n_ws];
     } slot[RC_MAX_DEVICES] = {};
     int n_dev = 1, cur = 0;
+    void *blas_ws[RC_MAX_DEVICES] = {}; // each device's cuBLAS workspace (engine kernels; rc_cuws_blas_bytes)
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -93,19 +95,31 @@ rc_status switch_device(cuda_backend *c, int d)
     return RC_OK;
 }
 
-// attention scratch per launch, in floats: 256 MB, or RC_CUDA_ATTN_SCRATCH_MB
-// (rows are split into launches so that it is not exceeded)
-int64_t attn_scratch_floats()
+// Before the first cuBLAS call on the current device: its handle gets a workspace of rc_cuws_blas_bytes
+// (cublasSetWorkspace), so cuBLAS allocates none of its own and the device-memory estimate counts it exactly
+// (engine kernels: the invariant ones call no cuBLAS); held until the backend is destroyed
+rc_status blas_ready(cuda_backend *c)
 {
-    const char *v = getenv("RC_CUDA_ATTN_SCRATCH_MB");
-    double mb = v ? strtod(v, nullptr) : 0.0;
-    if (!(mb > 0.0 && mb < 1e6))
-        mb = 256.0;
-    return (int64_t)(mb * 1048576.0 / sizeof(float));
+    if (c->blas_ws[c->cur])
+        return RC_OK;
+    const int64_t bytes = rc_cuws_blas_bytes();
+    void *p = nullptr;
+    RCK_CUDA(cudaMalloc(&p, (size_t)bytes));
+    c->blas_ws[c->cur] = p;
+    RCK_BLAS(cublasSetWorkspace(c->blas, p, (size_t)bytes));
+    return RC_OK;
 }
 
-rc_status ws_get(workspace *w, size_t bytes, void **out)
+// attention scratch per launch, in floats: 256 MB, or RC_CUDA_ATTN_SCRATCH_MB
+// (rows are split into launches so that it is not exceeded)
+int64_t attn_scratch_floats() { return rc_cuws_attn_cap_floats(); }
+
+// a workspace of at least `bytes` (a size of cuda_ws.h), grown to rc_cuws_held(bytes) when smaller
+rc_status ws_get(workspace *w, int64_t bytes64, void **out)
 {
+    if (bytes64 < 0 || (uint64_t)bytes64 > SIZE_MAX / 2)
+        return rc_errorf(RC_ERR_NOMEM, "CUDA backend: a workspace of %lld bytes is too large", (long long)bytes64);
+    const size_t bytes = (size_t)bytes64;
     if (bytes > w->bytes) {
         if (w->p) {
             RCK_CUDA(cudaDeviceSynchronize()); // no kernel may still read it
@@ -113,7 +127,7 @@ rc_status ws_get(workspace *w, size_t bytes, void **out)
             w->p = nullptr;
             w->bytes = 0;
         }
-        size_t want = bytes + bytes / 4;
+        const size_t want = (size_t)rc_cuws_held(bytes64);
         RCK_CUDA(cudaMalloc(&w->p, want));
         w->bytes = want;
     }
@@ -165,6 +179,8 @@ void cuda_destroy(rc_backend *be)
                 cudaFree(w->p);
         if (c->blas)
             cublasDestroy(c->blas);
+        if (c->blas_ws[d])
+            cudaFree(c->blas_ws[d]);
     }
     free(c->allocs);
     free(c->shadows);
@@ -269,7 +285,7 @@ rc_status cuda_download(rc_backend *be, const float *src, int64_t n, float *host
 template <typename T> rc_status to_device(workspace *w, const T *host, int64_t n, T **dev)
 {
     void *p = nullptr;
-    RC_TRY(ws_get(w, (size_t)(n > 0 ? n : 1) * sizeof(T), &p));
+    RC_TRY(ws_get(w, rc_cuws_elems(n, (int64_t)sizeof(T)), &p));
     if (n > 0)
         RCK_CUDA(cudaMemcpy(p, host, (size_t)n * sizeof(T), cudaMemcpyHostToDevice));
     *dev = static_cast<T *>(p);
@@ -411,11 +427,12 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
                                                 nullptr, RC_F32, nullptr, nullptr});
     }
     const bool half_in = in_dt == RC_BF16 || in_dt == RC_F16;
+    RC_TRY(blas_ready(c));
     if (w.h16 && half_in && in_dt == w.dt) { // the weight's own bits; x converted (exact: its values are in_dt's)
         const void *xb = xh;
         if (!x16) {
             void *p = nullptr;
-            RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &p));
+            RC_TRY(ws_get(&c->ws_half, rc_cuws_half_bytes(M, K), &p));
             RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(p), M * K, in_dt}));
             xb = p;
         }
@@ -429,7 +446,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
                                RC_F32, 0.0f));
     } else if (w.h16) { // fp32 activations (or the other 2-byte dtype): the weight widened for one fp32 GEMM
         void *wf = nullptr;
-        RC_TRY(ws_get(&c->ws_wide, (size_t)(N * K) * sizeof(float), &wf));
+        RC_TRY(ws_get(&c->ws_wide, rc_cuws_wide_bytes(N * K), &wf));
         RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(wf), N * K, w.dt}));
         RC_TRY(rck_gemm_cublas(c->blas, x + k0, static_cast<const float *>(wf) + k0, RC_F32, M, Ks, N, K, y, RC_F32,
                                0.0f));
@@ -440,7 +457,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
             const void *wbits = nullptr;
             RC_TRY(weight_shadow(c, W, N, K, in_dt == RC_BF16 ? SHADOW_BF16 : SHADOW_F16, &wbits));
             void *xb = nullptr;
-            RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
+            RC_TRY(ws_get(&c->ws_half, rc_cuws_half_bytes(M, K), &xb));
             RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
             RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0,
                                    static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y, RC_F32, 0.0f));
@@ -588,8 +605,7 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     if (half) { // the call's sequences' keys and values [0, max_keys) widened once, as the CPU widens them
         const int64_t S = bd->n_seq, Tw = a.max_keys;
         void *w = nullptr;
-        RC_TRY(ws_get(&c->ws_kvw, (size_t)(2 * S * nkv * Tw * d > 0 ? 2 * S * nkv * Tw * d : 1) * sizeof(float),
-                      &w));
+        RC_TRY(ws_get(&c->ws_kvw, rc_cuws_kvw_bytes(S, nkv, Tw, d), &w));
         float *kw = static_cast<float *>(w), *vw = kw + S * nkv * Tw * d;
         RC_TRY(rck_kv_widen(rck_kv_widen_args{a.k16, a.v16, kw, vw, a.bd.slot, nkv, T, Tw, d, kv->dt}, S));
         // the attention kernel reads sequence b's rows at "slot" b of the widened copy, Tw rows apart
@@ -608,9 +624,11 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         a.T = Tw;
         a.k16 = a.v16 = nullptr;
     }
-    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, attn_scratch_floats());
-    void *scratch = nullptr;
-    RC_TRY(ws_get(&c->ws_att, (size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float), &scratch));
+    const int64_t cap = attn_scratch_floats();
+    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, cap);
+    void *scratch = nullptr; // (at least per launch's rows x nh x rck_attn_scratch floats)
+    RC_TRY(ws_get(&c->ws_att, rc_cuws_attn_bytes(bd->n_rows, a.nh, a.max_keys, d, cap, RC_SOFTMAX_MAX_CHUNKS),
+                  &scratch));
     a.scratch = static_cast<float *>(scratch);
     for (int64_t r0 = 0; r0 < bd->n_rows; r0 += per) {
         a.row_begin = r0;
@@ -653,7 +671,7 @@ rc_status cuda_normalize_rows(rc_backend *be, rc_wt Ww, int64_t M, int64_t H, fl
     const float *W = w.f32;
     if (w.h16) { // widened into a workspace first (the CPU's rows are fp32 here too)
         void *p = nullptr;
-        RC_TRY(ws_get(&cb(be)->ws_wide, (size_t)(M * H > 0 ? M * H : 1) * sizeof(float), &p));
+        RC_TRY(ws_get(&cb(be)->ws_wide, rc_cuws_wide_bytes(M * H), &p));
         RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(p), M * H, w.dt}));
         W = static_cast<const float *>(p);
     }
@@ -731,7 +749,7 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
         return RC_OK;
     void *p = nullptr;
     // [M, V] full log-probs (if asked), then [M] target log-probs
-    RC_TRY(ws_get(&c->ws_lp, (size_t)((full_out ? M * V : 0) + M) * sizeof(float), &p));
+    RC_TRY(ws_get(&c->ws_lp, rc_cuws_lp_bytes(M, V, full_out != nullptr), &p));
     float *dev = static_cast<float *>(p);
     if (full_out)
         a.full = dev;
@@ -761,7 +779,7 @@ rc_status cuda_fp8_quant_act(rc_backend *be, const float *x, int64_t M, int64_t 
     rck_fp8_act_args a{x, q, sa, nullptr, M, K, mode};
     if (mode == RC_FP8_ACT_TENSOR) {
         void *p = nullptr;
-        RC_TRY(ws_get(&cb(be)->ws_fp8, (size_t)(M > 0 ? M : 1) * sizeof(float), &p));
+        RC_TRY(ws_get(&cb(be)->ws_fp8, rc_cuws_fp8_bytes(M), &p));
         a.amax = static_cast<float *>(p);
     }
     return rck_fp8_quant_act(a);
@@ -790,7 +808,7 @@ rc_status cuda_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t
     if (E < 1 || top_k < 1 || top_k > E)
         return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(M > 0 ? 2 * M * E : 1) * sizeof(float), &p)); // 2 E a row
+    RC_TRY(ws_get(&cb(be)->ws_moe, rc_cuws_moe_bytes(M, E, 0), &p)); // 2 E a row
     return rck_moe_route(rck_moe_route_args{logits, sel, w, static_cast<float *>(p), E, top_k, renorm, w_dt},
                          M);
 }
@@ -824,7 +842,7 @@ rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t
                               const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out)
 {
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_idx, (size_t)(n > 0 ? 2 * n : 1) * sizeof(int64_t), &p));
+    RC_TRY(ws_get(&cb(be)->ws_idx, rc_cuws_i64_bytes(2 * n), &p));
     int64_t *d = static_cast<int64_t *>(p);
     if (n > 0) {
         RCK_CUDA(cudaMemcpy(d, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
@@ -839,12 +857,10 @@ rc_status cuda_moe_route_grouped(rc_backend *be, const float *logits, const floa
     if (!rco_grouped_router_ok(g))
         return rc_errorf(RC_ERR_INTERNAL, "moe_route_grouped: top %lld of %lld experts in %lld groups, best %lld",
                          (long long)g->top_k, (long long)g->E, (long long)g->n_group, (long long)g->topk_group);
-    const int64_t per = 2 * (g->E + g->n_group);
-    int64_t floats = 0;
-    if (M < 0 || __builtin_mul_overflow(M, per, &floats))
+    if (M < 0)
         return rc_errorf(RC_ERR_NOMEM, "moe_route_grouped: scratch for %lld rows", (long long)M);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    RC_TRY(ws_get(&cb(be)->ws_moe, rc_cuws_moe_bytes(M, g->E, g->n_group), &p));
     return rck_moe_route_grouped(rck_moe_route_grouped_args{logits, bias, sel, w, static_cast<float *>(p), *g}, M);
 }
 
@@ -854,11 +870,11 @@ rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, co
 {
     RC_TRY(rc_gdn_dims_check(d));
     const int64_t per = rc_gdn_step_scratch(d);
-    int64_t threads = 0, floats = 0;
-    if (n < 0 || __builtin_mul_overflow(n, d->hv, &threads) || __builtin_mul_overflow(threads, per, &floats))
+    int64_t threads = 0;
+    if (n < 0 || __builtin_mul_overflow(n, d->hv, &threads))
         return rc_errorf(RC_ERR_NOMEM, "gdn_step: scratch for %lld sequences", (long long)n);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_gdn, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    RC_TRY(ws_get(&cb(be)->ws_gdn, rc_cuws_gdn_bytes(n, d->hv, per), &p));
     return rck_gdn_step(rck_gdn_step_args{q, k, v, g, beta, state, out, static_cast<float *>(p), d->hk, d->hv, d->dk,
                                           d->dv, per, rc_gdn_qdiv(d->dk), out_dt, state_dt},
                         threads);

@@ -769,7 +769,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out)
 {
     const rc_config *c = &m->cfg;
-    *out = (rc_engine_mem){0, 0, 0, 0, 0, 0};
+    *out = (rc_engine_mem){0, 0, 0, 0, 0, 0, 0};
     engine_sizes z;
     bool ok = engine_sizes_for(c, num, kernels, host_memory, n_slots, max_len, max_rows, &z);
     /* the weights: place_all's plan (the model's storage dtypes are known
@@ -829,8 +829,119 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && rc_add_i64(total, st, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
-    *out = (rc_engine_mem){w, x.in_place, kv, act, total, st};
+    *out = (rc_engine_mem){w, x.in_place, kv, act, total, st, 0};
+    if (!host_memory) { /* the CUDA backend's workspaces on one GPU */
+        int64_t ws[RC_CUWS_N];
+        RC_TRY(rc_cuda_ws_bytes(m, num, kernels, n_slots, max_len, max_rows, 0, c->n_layers, true, ws));
+        out->workspaces = rc_cuda_ws_total(ws);
+    }
     return RC_OK;
+}
+
+/* ---- the CUDA backend's workspaces (cuda_ws.h; docs/gpu.md "Choosing the number of GPUs") ---- */
+
+static int64_t ws_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels k, int64_t n_slots,
+                           int64_t max_len, int64_t max_rows, int64_t l_lo, int64_t l_hi, bool dev0,
+                           int64_t ws[RC_CUWS_N])
+{
+    const rc_config *c = &m->cfg;
+    for (int i = 0; i < RC_CUWS_N; i++)
+        ws[i] = 0;
+    engine_sizes z;
+    if (!engine_sizes_for(c, num, k, false, n_slots, max_len, max_rows, &z))
+        return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+    const rc_dtype dt = num->dt;
+    const bool engine = k == RC_KERNELS_ENGINE, dt2 = dt == RC_BF16 || dt == RC_F16;
+    /* a call's rows (one pass over all rows on a GPU), sequences (rc_full_forward: at most the slots and the
+     * rows), keys (the cache's positions); the LM head's rows per logit chunk */
+    const int64_t R = z.dims[1][0], lr = z.logit_rows, S = n_slots < R ? n_slots : R, T = max_len;
+    const int64_t V = c->vocab, H = c->hidden, cap = rc_cuws_attn_cap_floats();
+    const rounding rr = rounding_rules(num);
+    const bool kv2 = engine_kv_dt(c, num) != RC_F32;
+    bool attn = false, moe = false;
+    for (int64_t l = l_lo; l < l_hi; l++) {
+        attn = attn || !rc_layer_is_linear(c, l);
+        moe = moe || rc_layer_is_moe(c, l);
+    }
+    /* the host's index arrays: the batch descriptor (the most: 4 a sequence, 2 a row), the tokens, row lists
+     * of at most the call's rows (a MoE expert's rows and their weights' indices: two lists) */
+    ws[RC_CUWS_IDX] = rc_cuws_held(ws_max(rc_cuws_batch_bytes(S, R), rc_cuws_i64_bytes(2 * R)));
+    /* attention: each form the engine runs (latent attention's absorbed decode and expanded prefill) */
+    for (int form = 0; attn && form < (mla_mixed(c, num) ? 2 : 1); form++) {
+        int64_t nkv, d;
+        rc_mla_attn_shape(c, form == 0 ? num->mla_absorbed : false, &nkv, &d);
+        ws[RC_CUWS_ATT] =
+            ws_max(ws[RC_CUWS_ATT], rc_cuws_held(rc_cuws_attn_bytes(R, c->n_heads, T, d, cap, RC_SOFTMAX_MAX_CHUNKS)));
+        if (kv2) {
+            ws[RC_CUWS_KVW] = ws_max(ws[RC_CUWS_KVW], rc_cuws_held(rc_cuws_kvw_bytes(S, nkv, T, d)));
+            ws[RC_CUWS_SLOT] = rc_cuws_held(rc_cuws_slot_bytes(S));
+        }
+    }
+    /* the GEMMs: every input is [rows, a weight's columns]; engine kernels copy an fp32 one to 2 bytes for
+     * cuBLAS (not the MLP's down projection over 2-byte mlp_a), widen a 2-byte weight whose input is not in the
+     * dtype (a rounding rule kept fp32); invariant kernels and cuBLAS over fp32 weights make an own copy of
+     * each fp32 weight once (transposed / at 2 bytes), held while the engine lives */
+    const bool widen = engine && dt2 &&
+                       (num->mode == RC_PREC_AUTOCAST || rr.norm != dt || rr.attn.out_dt != dt || rr.act != dt ||
+                        rr.linear != dt || rr.residual != dt || (dev0 && rr.norm_final != dt));
+    int64_t kmax = 0, nmax = 0, shadow = 0;
+    for (int64_t l = l_lo; l < l_hi; l++) {
+#define WS_LAYER_(f, rows, cols, present, kind)                                                                   \
+    if (RC_WK_##kind == RC_WK_MAT && rc_weight_cond_holds_layer(c, present, l)) {                                \
+        const int64_t nr = rc_dim_value(c, rows), nc = rc_dim_value(c, cols);                                    \
+        const bool f32w = !dt2 || (rc_layer_weight_keeps_f32(c, RC_LW_##f) &&                                    \
+                                   !(router_gate_dt(c, num) && RC_LW_##f == RC_LW_w_router));                    \
+        if (!(RC_LW_##f == RC_LW_w_down && z.mlp_st != RC_F32))                                                  \
+            kmax = ws_max(kmax, nc);                                                                             \
+        if (!f32w)                                                                                               \
+            nmax = ws_max(nmax, rc_cuws_mul(nr, nc));                                                            \
+        else if (!engine)                                                                                        \
+            shadow = rc_cuws_add(shadow, rc_cuws_elems(rc_cuws_mul(nr, nc), 4));                                 \
+    }
+        RC_LAYER_WEIGHT_FIELDS(WS_LAYER_)
+#undef WS_LAYER_
+    }
+    int64_t half = rc_cuws_half_bytes(R, kmax);
+    const int64_t VH = rc_cuws_mul(V, H);
+    if (dev0) { /* the LM head: lr rows of H; the head's own copies */
+        half = ws_max(half, rc_cuws_half_bytes(lr, H));
+        const bool up_head = num->upcast & RC_UPCAST_LM_HEAD;
+        const bool head2 = dt2 && !up_head && !c->norm_head && !(c->tie_embeddings && autocast_tied_head(num));
+        if (head2)
+            nmax = ws_max(nmax, VH);
+        else if (!engine) /* an fp32 head (the dtype's, --upcast lm_head's, NormHead's, autocast's R(E)) */
+            shadow = rc_cuws_add(shadow, rc_cuws_elems(VH, 4));
+        else if (dt2 && c->tie_embeddings && autocast_tied_head(num) && !c->norm_head) /* R(E) at 2 bytes */
+            shadow = rc_cuws_add(shadow, rc_cuws_elems(VH, 2));
+        if (c->norm_head && dt2 && !up_head) /* NormHead: the 2-byte head widened once */
+            ws[RC_CUWS_WIDE] = rc_cuws_held(rc_cuws_wide_bytes(VH));
+        ws[RC_CUWS_LP] = rc_cuws_held(rc_cuws_lp_bytes(lr, V, 1));
+        ws[RC_CUWS_TGT] = rc_cuws_held(rc_cuws_i32_bytes(lr));
+        ws[RC_CUWS_IDX] = ws_max(ws[RC_CUWS_IDX], rc_cuws_held(rc_cuws_i32_bytes(R))); /* the tokens */
+    }
+    if (engine && dt2)
+        ws[RC_CUWS_HALF] = rc_cuws_held(half);
+    if (widen)
+        ws[RC_CUWS_WIDE] = ws_max(ws[RC_CUWS_WIDE], rc_cuws_held(rc_cuws_wide_bytes(nmax)));
+    if (num->wq.kind != RC_WQ_NONE) /* fp8 activations per tensor: an amax a row */
+        ws[RC_CUWS_FP8] = rc_cuws_held(rc_cuws_fp8_bytes(R));
+    if (moe)
+        ws[RC_CUWS_MOE] = rc_cuws_held(rc_cuws_moe_bytes(R, c->n_experts, c->n_group > 0 ? c->n_group : 0));
+    if (engine)
+        ws[RC_CUWS_BLAS] = rc_cuws_blas_bytes(); /* exactly its size: not a growing workspace */
+    ws[RC_CUWS_SHADOW] = shadow;
+    /* (a hybrid model's Gated DeltaNet scratch, RC_CUWS_GDN: the CUDA backend refuses hybrid models) */
+    return RC_OK;
+}
+
+int64_t rc_cuda_ws_total(const int64_t ws[RC_CUWS_N])
+{
+    int64_t t = 0;
+    for (int i = 0; i < RC_CUWS_N; i++)
+        t = rc_cuws_add(t, ws[i]);
+    return t;
 }
 
 /* ---- a layer split over several devices (rc_engine.stage; docs/gpu.md "Several GPUs") ---- */
@@ -1108,6 +1219,10 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
         if (ok && hybrid) /* its attention layers' KV cache, its linear layers' states, its own scratch */
             ok = split_hybrid_share(c, &all, n_slots, max_rows, n_dev, l0, d, &k, &hy) && rc_add_i64(w, k, &b) &&
                  rc_add_i64(b, d == 0 ? all.activations : other_act, &b) && rc_add_i64(b, hy, &b);
+        int64_t ws[RC_CUWS_N]; /* the backend's workspaces on the device */
+        if (ok && rc_cuda_ws_bytes(m, num, kernels, n_slots, max_len, max_rows, l0[d], l0[d + 1], d == 0, ws) != RC_OK)
+            ok = false;
+        ok = ok && rc_add_i64(b, rc_cuda_ws_total(ws), &b);
         if (weights)
             weights[d] = w;
         if (kv)
