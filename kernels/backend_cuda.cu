@@ -416,7 +416,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
         if (w.h16) { // 2-byte weights read as stored, widened in registers (no transposed copy)
             return rck_gemm_invariant(rck_gemm_args{x16 ? nullptr : x + k0, nullptr, bias, y, M, Ks, N, out_dt,
                                                     nullptr, K, K, w.h16 + k0, w.dt, x16 ? xh + k0 : nullptr, x_st,
-                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr, nullptr});
+                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr, nullptr, nullptr, 0});
         }
         const float *W = w.f32;
         const void *wt = nullptr;
@@ -424,7 +424,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
         // the slice of the transposed copy Wt[K, N] is its rows [k0, k0 + Ks): contiguous
         return rck_gemm_invariant(rck_gemm_args{x + k0, W + k0, bias, y, M, Ks, N, out_dt,
                                                 static_cast<const float *>(wt) + k0 * N, K, K, nullptr, RC_F32,
-                                                nullptr, RC_F32, nullptr, nullptr});
+                                                nullptr, RC_F32, nullptr, nullptr, nullptr, 0});
     }
     const bool half_in = in_dt == RC_BF16 || in_dt == RC_F16;
     RC_TRY(blas_ready(c));
@@ -515,6 +515,55 @@ rc_status cuda_fp8_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, 
         RC_TRY(rck_fp8_widen(rck_fp8_widen_args{q, static_cast<uint16_t *>(wb), N * K}));
     return cuda_gemm(be, x, RC_F32, M, K, k0, Ks, rc_wt{wb, RC_BF16, false}, N, nullptr, RC_BF16, RC_F32, y,
                      RC_F32);
+}
+
+// W8A16 held as 1-byte codes (rc_backend_ops.fp8_dequant): the 2-byte copy of the weight, dt's bits of
+// R(q * rs) (rck_fp8_deq_thread), in wb
+rc_status cuda_fp8_dequant(rc_backend *be, const void *codes, const float *rs, int scale_mode, rc_dtype dt,
+                           int64_t N, int64_t K, void *wb)
+{
+    (void)be;
+    if (!wb || (dt != RC_BF16 && dt != RC_F16) || scale_mode < 0 || scale_mode > 2)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 dequant: a 2-byte workspace of bf16 / fp16 (%s), scales %d",
+                         rc_dtype_name(dt), scale_mode);
+    if (N * K == 0)
+        return RC_OK;
+    return rck_fp8_deq(rck_fp8_deq_args{static_cast<const uint8_t *>(codes), rs, static_cast<uint16_t *>(wb), N, K,
+                                        scale_mode, dt});
+}
+
+// W8A16 held as 1-byte codes (rc_backend_ops.fp8_deq_matmul): invariant kernels dequantize each code in
+// registers (rck_gemm_dot8d: rck_gemm_dot16's products and order over the 2-byte copy's values); engine kernels
+// dequantize the weight into wb, then cuda_gemm over it as a 2-byte weight of dt, the plain matmul's operands
+rc_status cuda_fp8_deq_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const void *codes,
+                              const float *rs, int scale_mode, rc_dtype dt, int64_t N, const float *bias,
+                              rc_dtype in_dt, rc_dtype out_dt, void *wb, float *y)
+{
+    if ((dt != RC_BF16 && dt != RC_F16) || scale_mode < 0 || scale_mode > 2)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 dequant matmul: weights of %s, scales %d", rc_dtype_name(dt),
+                         scale_mode);
+    if (be->kernels == RC_KERNELS_INVARIANT) {
+        if (M == 0 || N == 0)
+            return RC_OK;
+        rck_gemm_args a{};
+        a.x = x;
+        a.bias = bias;
+        a.y = y;
+        a.M = M;
+        a.K = K;
+        a.N = N;
+        a.out_dt = out_dt;
+        a.ldx = K;
+        a.ldw = K;
+        a.w_dt = dt;
+        a.x_dt = RC_F32;
+        a.W8 = static_cast<const uint8_t *>(codes);
+        a.W8s = rs;
+        a.w8_mode = scale_mode;
+        return rck_gemm_invariant(a);
+    }
+    RC_TRY(cuda_fp8_dequant(be, codes, rs, scale_mode, dt, N, K, wb));
+    return cuda_gemm(be, x, RC_F32, M, K, 0, K, rc_wt{wb, dt, false}, N, bias, in_dt, out_dt, y, RC_F32);
 }
 
 rc_status cuda_matmul_st(rc_backend *be, const void *x, rc_dtype x_st, int64_t M, int64_t K, rc_wt Ww, int64_t N,
@@ -986,6 +1035,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_act_st,
     cuda_act_mul_st,
     cuda_fp8_matmul,
+    cuda_fp8_deq_matmul,
+    cuda_fp8_dequant,
 };
 
 } // namespace

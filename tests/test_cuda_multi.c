@@ -259,8 +259,8 @@ END_TEST
 
 /* fp8 weights over a split: weights=as-stored on DeepSeek-V3's FP8 block checkpoint (latent attention, a dense
  * first layer, two MoE layers whose experts run the fused FP8 path) and weights=fp8 on dense Llamas -- per
- * tensor with per-token activations and per channel weight-only (W8A16: the layers' weights replaced by
- * the dequantized copies) on llama_gqa, 128 x 128 blocks on a 3-layer Llama whose GEMM sizes are multiples
+ * tensor with per-token activations and per channel weight-only (W8A16: the layers' codes dequantized per
+ * call) on llama_gqa, 128 x 128 blocks on a 3-layer Llama whose GEMM sizes are multiples
  * of 128 (write_block_model_n) -- in bf16 with engine and with invariant kernels (_i: case, then kernels) */
 typedef struct {
     const char *fixture; /* NULL: the block Llama */
@@ -294,11 +294,12 @@ static rc_model *fp8_case_model(const fp8_case *fc)
 
 #ifdef RC_TEST_EMULATE
 /* weights=fp8 on a dense model: the device bytes of layer l's quantized copies, from the shapes -- each linear
- * layer's N x K values (W8A8: the float8_e4m3fn codes at 1 byte; W8A16: the dequantized copy at the dtype's 2
- * bytes), in a buffer of whole floats, and W8A8's fp32 weight scales (1 per tensor, N per channel, one per
- * 128 x 128 block) -- and the W8A8 scratch one device holds for `rows` rows: x's fp8 values [rows][kmax], its
- * scales [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32, and under engine kernels the 2-byte
- * workspace of the largest layer's N x K values (its codes widened for cuBLAS), in whole floats */
+ * layer's N x K values as float8_e4m3fn codes at 1 byte (W8A8 and W8A16), in a buffer of whole floats, and
+ * the fp32 weight scales (1 per tensor, N per channel, one per 128 x 128 block; W8A16's rounded to the dtype)
+ * -- and the scratch one device holds for `rows` rows: W8A8's x's fp8 values [rows][kmax], its scales
+ * [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32, and under engine kernels (W8A16: that
+ * alone) the 2-byte workspace of the largest layer's N x K values (its codes widened, or dequantized, for
+ * cuBLAS), in whole floats */
 static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq, bool engine, int64_t rows,
                                    long long *layer, long long *scratch)
 {
@@ -317,9 +318,9 @@ static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq,
         wmax = N * K > wmax ? N * K : wmax;
         const long long scales = wq->scale == RC_WSCALE_TENSOR ? 1 : wq->scale == RC_WSCALE_CHANNEL ? N
                                  : ((N + 127) / 128) * ((K + 127) / 128);
-        *layer += w8a8 ? (N * K + 3) / 4 * 4 + 4 * scales : (N * K + 1) / 2 * 4;
+        *layer += (N * K + 3) / 4 * 4 + 4 * scales;
     }
-    *scratch = w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 + (engine ? (wmax + 1) / 2 * 4 : 0) : 0;
+    *scratch = (w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 : 0) + (engine ? (wmax + 1) / 2 * 4 : 0);
 }
 
 /* the bytes an engine allocates on each of n devices at its creation (the device memory it holds before any
@@ -425,7 +426,7 @@ START_TEST(test_multi_gpu_fp8)
         ck_assert_msg(meas > 0 && meas <= est, "%s: device %d: %lld bytes measured, %lld estimated", fc->label, d, meas,
                       est);
     }
-    /* weights=fp8 on a dense Llama: the copies at 1 byte a value (W8A8's codes; W8A16's 2), to the byte -- the shim's bytes with them
+    /* weights=fp8 on a dense Llama: the copies at 1 byte a value (the codes, W8A16's too), to the byte -- the shim's bytes with them
      * less without, on each device of the split and on one device, are the shapes' count (the quantized copies
      * of the device's layers and its W8A8 scratch), and rc_fp8w_layer_bytes / rc_fp8w_bytes (host false)
      * give that count's weights */

@@ -55,7 +55,8 @@ static const opt_spec k_inspect_opts[] = {
     {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
      offsetof(inspect_opts, tokens), 1, RC_LIM_POS, 0, 0, 0},
     {"weights", 0, "dtype|fp8|as-stored", "the sampler's linear weights, as --sampler weights=:\nfp8 quantized "
-     "(per-tensor scales) or an FP8 checkpoint's\nas stored; their copies are counted (default dtype)", NULL, op_path,
+     "(per-tensor scales; fp8,weight-scale=S,act=A as\n--sampler's, act=none: W8A16) or an FP8 checkpoint's\nas "
+     "stored; their copies are counted (default dtype)", NULL, op_path,
      offsetof(inspect_opts, weights), 0, 0, 0, 0, 0},
     {"gpus", 0, "N", "the GPU memory of a run with --gpus N: each GPU's share\nof the layer split (default 1)", NULL,
      op_i64, offsetof(inspect_opts, gpus), 1, RC_MAX_DEVICES, 0, 0, 0},
@@ -161,12 +162,35 @@ static rc_status inspect_weights(const rc_model *m, const char *v, rc_numerics *
 {
     if (!v || !strcmp(v, "dtype"))
         return RC_OK;
-    if (!strcmp(v, "fp8"))
+    if (!strncmp(v, "fp8", 3) && (v[3] == '\0' || v[3] == ',')) {
         num->wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN};
-    else if (!strcmp(v, "as-stored"))
+        /* fp8,weight-scale=S,act=A: --sampler's keys (tensor | channel | block; dynamic-token | dynamic-tensor |
+         * none, W8A16) */
+        static const char *const scales[] = {"tensor", "channel", "block"}; /* rc_wscale */
+        static const char *const acts[] = {"dynamic-token", "dynamic-tensor", "none"}; /* rc_actquant */
+        for (const char *p = v + 3; *p == ',';) {
+            const char *key = p + 1, *end = strchr(key, ',');
+            const size_t n = end ? (size_t)(end - key) : strlen(key);
+            bool ok = false;
+            for (int i = 0; i < 3 && !ok; i++) {
+                char a[64], b[64];
+                snprintf(a, sizeof a, "weight-scale=%s", scales[i]);
+                snprintf(b, sizeof b, "act=%s", acts[i]);
+                if (strlen(a) == n && !strncmp(key, a, n))
+                    num->wq.scale = (rc_wscale)i, ok = true;
+                else if (strlen(b) == n && !strncmp(key, b, n))
+                    num->wq.act = (rc_actquant)i, ok = true;
+            }
+            if (!ok)
+                return rc_errorf(RC_ERR_USAGE, "--weights %s: after fp8, weight-scale=tensor|channel|block and "
+                                 "act=dynamic-token|dynamic-tensor|none (as --sampler's)", v);
+            p = key + n;
+        }
+    } else if (!strcmp(v, "as-stored"))
         num->wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
     else
-        return rc_errorf(RC_ERR_USAGE, "--weights %s: dtype, fp8 or as-stored", v);
+        return rc_errorf(RC_ERR_USAGE, "--weights %s: dtype, fp8 or as-stored (fp8,weight-scale=S,act=A: "
+                         "--sampler's keys)", v);
     if (num->wq.kind == RC_WQ_STORED && strcmp(m->quant_method, "fp8") != 0)
         return rc_errorf(RC_ERR_USAGE, "--weights as-stored: %s is not an FP8 checkpoint (its config.json has no "
                          "quantization_config with quant_method fp8)", m->dir);
@@ -284,8 +308,11 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                k->pos == RC_POS_ROTARY ? "rotary" : k->pos == RC_POS_ALIBI ? "alibi" : "learned",
                k->norm_head ? "true" : "false");
         rc_json_str(stdout, m->stored_dtype);
-        if (num.wq.kind != RC_WQ_NONE) /* --weights: the sampler's fp8 copies are in the estimates below */
-            printf(", \"weights\": \"%s\"", num.wq.kind == RC_WQ_STORED ? "as-stored" : "fp8");
+        if (num.wq.kind != RC_WQ_NONE) { /* --weights as given (as-stored, fp8[,weight-scale=S,act=A]): the
+                                          * sampler's fp8 copies are in the estimates below */
+            printf(", \"weights\": ");
+            rc_json_str(stdout, io.weights);
+        }
         printf(", \"memory\": {\"dtype\": \"%s\", \"batch\": %lld, \"seqs\": %lld, \"tokens\": %lld, "
                "\"model_bytes\": %lld, \"weights_copy_bytes\": %lld, \"kv_cache_bytes\": %lld, "
                "\"activation_bytes\": %lld, \"total_bytes\": %lld}",

@@ -1602,12 +1602,15 @@ static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
 
 /* A linear layer of layer l (which): the backend's matmul, or under
  * weights=fp8 with quantized activations the fp8 GEMM (fp8w.c). (W8A16's
- * dequantized weights are in e->w: the plain matmul.) */
+ * dequantized weights are in e->w: the plain matmul; on a device, its codes
+ * dequantized per call: the same matmul.) */
 static rc_status linear(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
                         int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     if (rc_fp8w_w8a8(e->fp8w) && rc_fp8w_has(e->fp8w, l, which))
         return rc_fp8w_linear(e->be, e->fp8w, l, which, x, M, bias, out_dt, y);
+    if (rc_fp8w_deq_device(e->fp8w) && rc_fp8w_has(e->fp8w, l, which))
+        return rc_fp8w_deq_linear(e->be, e->fp8w, l, which, x, M, bias, in_dt, out_dt, y);
     return e->be->ops->matmul(e->be, x, M, K, W, N, bias, in_dt, out_dt, y);
 }
 
@@ -1618,6 +1621,8 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
                             rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, int64_t elem0,
                             int64_t numel, float *y)
 {
+    if (e->num.tp > 1 && rc_fp8w_deq_device(e->fp8w) && rc_fp8w_has(e->fp8w, l, which)) /* W8A16's copy */
+        RC_TRY(rc_fp8w_deq_weight(e->be, e->fp8w, l, which, &W));
     if (e->num.tp > 1)
         return rc_row_parallel_linear(e->be, &e->num, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, e->tp_parts,
                                       e->tp_zero_rows, y);
