@@ -135,6 +135,57 @@ static void multi_free(multi_result *r)
     free(r->dec);
 }
 
+/* One split of a case loop (test_multi_gpu_bitwise, test_multi_gpu_fp8): the engine over n devices (split: the
+ * layers per device, or NULL: the default split) runs the full forward and the cached decode, and every log-prob
+ * is bitwise (memcmp) the one-device run's `one`; each device holds at least one layer, the given split's when
+ * given; in the host build (the shim's counters reset first) every device held memory and peaked at most at its
+ * estimate (rc_layer_split's, inspect --gpus N's, with the backend's workspaces), the residual stream was copied
+ * between devices, no pointer strayed (a layer's weights, copies or scratch on another device would be a counted
+ * line there). label names the case in the messages and the printed line; the split run's layers per device go
+ * to l0 (n + 1 values) */
+static void run_split_case(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
+                           const multi_result *one, const char *label, int64_t *l0)
+{
+    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    multi_result r;
+#ifdef RC_TEST_EMULATE
+    rck_shim_reset();
+#endif
+    multi_run(m, num, k, n, split, &r, NULL);
+    char sp[64] = "";
+    for (int d = 0; d < n; d++)
+        snprintf(sp + strlen(sp), sizeof sp - strlen(sp), "%s%lld", d ? "," : "", (long long)(r.split[d + 1] - r.split[d]));
+#ifdef RC_TEST_EMULATE
+    int64_t el0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+    ck_assert_msg(rc_layer_split(m, num, k, n, split, MB, MT, MB * MT, el0, est, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int d = 0; d < n; d++) {
+        ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", label, d);
+        ck_assert_msg(rck_shim_device_peak(d) <= est[d], "%s: device %d of %d: peak %lld > estimate %lld", label, d,
+                      n, rck_shim_device_peak(d), (long long)est[d]);
+    }
+    ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
+    printf("%-10s %s %d devices, layers %-6s peak bytes per device:", TEST_NAME, label, n, sp);
+    for (int d = 0; d < n; d++)
+        printf(" %lld (%.3f of the estimate)", rck_shim_device_peak(d), (double)rck_shim_device_peak(d) / est[d]);
+    printf(", %lld peer copies: bitwise\n", rck_shim_get(RCK_SHIM_PEER_COPIES));
+#else
+    printf("%-10s %s %d GPUs, layers %s: bitwise\n", TEST_NAME, label, n, sp);
+#endif
+    for (int d = 0; d < n; d++)
+        ck_assert_int_ge(r.split[d + 1] - r.split[d], 1);
+    if (split)
+        for (int d = 0; d < n; d++)
+            ck_assert_int_eq(r.split[d + 1] - r.split[d], split[d]);
+    ck_assert_msg(memcmp(one->full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
+                  label, n, sp);
+    ck_assert_msg(memcmp(one->dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
+                  label, n, sp);
+    memcpy(l0, r.split, sizeof(int64_t) * (size_t)(n + 1));
+    multi_free(&r);
+}
+
 /* the fixtures split: a dense model, MoE models (top-k routing, the grouped sigmoid router with a shared
  * expert), latent attention, ALiBi (slopes on every device), the sliding layers' own RoPE table, a parallel
  * residual, sink logits */
@@ -155,7 +206,7 @@ START_TEST(test_multi_gpu_bitwise)
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
-    const int64_t L = m->cfg.n_layers, V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    const int64_t L = m->cfg.n_layers;
     rc_numerics num = rc_numerics_fp32();
     num.dt = inv ? RC_F32 : RC_BF16;
     const rc_kernels k = inv ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
@@ -170,50 +221,13 @@ START_TEST(test_multi_gpu_bitwise)
         int n;
         int64_t split[3];
     } cases[] = {{2, {0}}, {2, {L - 1, 1}}, {3, {1, 1, L - 2}}};
+    char label[64];
+    snprintf(label, sizeof label, "%-16s %s", name, inv ? "fp32 invariant" : "bf16 engine");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (cases[c].n > count || (cases[c].n == 3 && L < 3))
             continue;
-        multi_result r;
-#ifdef RC_TEST_EMULATE
-        rck_shim_reset();
-#endif
-        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
-        char split[64] = "";
-        for (int d = 0; d < cases[c].n; d++)
-            snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
-                     (long long)(r.split[d + 1] - r.split[d]));
-#ifdef RC_TEST_EMULATE
-        /* every device held memory, at most its estimate (inspect --gpus N's, the backend's workspaces in it);
-         * the residual stream crossed between them, no pointer strayed */
-        int64_t el0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
-        ck_assert_msg(rc_layer_split(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, MB, MT,
-                                     MB * MT, el0, est, NULL, NULL) == RC_OK, "%s", rc_last_error());
-        for (int d = 0; d < cases[c].n; d++) {
-            ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", name, d);
-            ck_assert_msg(rck_shim_device_peak(d) <= est[d], "%s: device %d of %d: peak %lld > estimate %lld", name, d,
-                          cases[c].n, rck_shim_device_peak(d), (long long)est[d]);
-        }
-        ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
-        ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
-        printf("%-10s %-16s %s %d devices, layers %-6s peak bytes per device:", TEST_NAME, name,
-               inv ? "fp32 invariant" : "bf16 engine", cases[c].n, split);
-        for (int d = 0; d < cases[c].n; d++)
-            printf(" %lld (%.3f of the estimate)", rck_shim_device_peak(d), (double)rck_shim_device_peak(d) / est[d]);
-        printf(", %lld peer copies: bitwise\n", rck_shim_get(RCK_SHIM_PEER_COPIES));
-#else
-        printf("%-10s %-16s %s %d GPUs, layers %s: bitwise\n", TEST_NAME, name, inv ? "fp32 invariant" : "bf16 engine",
-               cases[c].n, split);
-#endif
-        for (int d = 0; d < cases[c].n; d++)
-            ck_assert_int_ge(r.split[d + 1] - r.split[d], 1);
-        if (cases[c].split[0])
-            for (int d = 0; d < cases[c].n; d++)
-                ck_assert_int_eq(r.split[d + 1] - r.split[d], cases[c].split[d]);
-        ck_assert_msg(memcmp(one.full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
-                      name, cases[c].n, split);
-        ck_assert_msg(memcmp(one.dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
-                      name, cases[c].n, split);
-        multi_free(&r);
+        int64_t l0[RC_MAX_DEVICES + 1];
+        run_split_case(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &one, label, l0);
     }
     multi_free(&one);
     rc_model_free(m);
@@ -355,7 +369,7 @@ START_TEST(test_multi_gpu_fp8)
     if (!have_devices(3) && !have_devices(2))
         return;
     rc_model *m = fp8_case_model(fc);
-    const int64_t L = m->cfg.n_layers, V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    const int64_t L = m->cfg.n_layers;
     ck_assert_int_ge(L, 3);
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
@@ -373,37 +387,16 @@ START_TEST(test_multi_gpu_fp8)
         int64_t split[3];
     } cases[] = {{2, {0}}, {2, {L - 1, 1}}, {2, {1, L - 1}}, {3, {1, 1, L - 2}}};
     int64_t even1 = 0; /* the default split's layers on device 0: the given 2-device split equal to it is skipped */
+    char label[96];
+    snprintf(label, sizeof label, "%-24s %-16s %s", fc->fixture ? fc->fixture : "block llama (3 layers)", fc->label,
+             inv ? "bf16 invariant" : "bf16 engine");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (cases[c].n > count || (c > 0 && cases[c].n == 2 && cases[c].split[0] == even1))
             continue;
-        multi_result r;
-#ifdef RC_TEST_EMULATE
-        rck_shim_reset();
-#endif
-        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
-        char split[64] = "";
-        for (int d = 0; d < cases[c].n; d++)
-            snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
-                     (long long)(r.split[d + 1] - r.split[d]));
-#ifdef RC_TEST_EMULATE
-        for (int d = 0; d < cases[c].n; d++)
-            ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", fc->label, d);
-        ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
-        ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
-#endif
-        if (cases[c].split[0])
-            for (int d = 0; d < cases[c].n; d++)
-                ck_assert_int_eq(r.split[d + 1] - r.split[d], cases[c].split[d]);
+        int64_t l0[RC_MAX_DEVICES + 1];
+        run_split_case(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &one, label, l0);
         if (c == 0)
-            even1 = r.split[1];
-        ck_assert_msg(memcmp(one.full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
-                      fc->label, cases[c].n, split);
-        ck_assert_msg(memcmp(one.dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
-                      fc->label, cases[c].n, split);
-        printf("%-10s %-24s %-16s %s %d devices, layers %-6s: bitwise\n", TEST_NAME,
-               fc->fixture ? fc->fixture : "block llama (3 layers)", fc->label,
-               inv ? "bf16 invariant" : "bf16 engine", cases[c].n, split);
-        multi_free(&r);
+            even1 = l0[1];
     }
     multi_free(&one);
 #ifdef RC_TEST_EMULATE
