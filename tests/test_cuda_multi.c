@@ -765,6 +765,28 @@ START_TEST(test_device_memory_mla_engine)
     ck_assert(memcmp(r[0].dec, r[1].dec, sizeof(float) * 4 * MB * V) == 0);
     multi_free(&r[0]);
     multi_free(&r[1]);
+    /* the absorbed form alone (mla=absorbed) in fp32 with invariant kernels: the invariant GEMM's transposed copy
+     * of each layer's fp32 W_UK (a GEMM weight per head) is the backend's, in the estimate: on 1 and 2 devices
+     * each device's peak at most its estimate, the split bitwise one device */
+    rc_numerics inv = rc_numerics_fp32();
+    inv.mla_absorbed = true;
+    for (int n = 1; n <= 2; n++) {
+        rck_shim_set(RCK_SHIM_DEVICES, n);
+        int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+        ck_assert(rc_layer_split(m, &inv, RC_KERNELS_INVARIANT, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) == RC_OK);
+        rck_shim_reset();
+        multi_run(m, &inv, RC_KERNELS_INVARIANT, n, NULL, &r[n - 1], NULL);
+        for (int d = 0; d < n; d++) {
+            const long long peak = rck_shim_device_peak(d);
+            printf("%-10s deepseek_v3_mla fp32 invariant mla=absorbed, %d GPU%s, GPU %d: estimate %lld bytes, peak %lld "
+                   "(%.3f)\n", TEST_NAME, n, n > 1 ? "s" : "", d, (long long)est[d], peak, (double)peak / est[d]);
+            ck_assert_msg(peak <= est[d], "GPU %d of %d: peak %lld > the estimate %lld", d, n, peak, (long long)est[d]);
+        }
+    }
+    ck_assert(memcmp(r[0].full, r[1].full, sizeof(float) * R * V) == 0);
+    ck_assert(memcmp(r[0].dec, r[1].dec, sizeof(float) * 4 * MB * V) == 0);
+    multi_free(&r[0]);
+    multi_free(&r[1]);
     rc_model_free(m);
 }
 END_TEST

@@ -929,6 +929,22 @@ rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels
         ws[RC_CUWS_FP8] = rc_cuws_held(rc_cuws_fp8_bytes(R));
     if (moe)
         ws[RC_CUWS_MOE] = rc_cuws_held(rc_cuws_moe_bytes(R, c->n_experts, c->n_group > 0 ? c->n_group : 0));
+    if (c->mla && attn) { /* latent attention: the gathers' index lists (rc_mla_scratch_size's host bytes) */
+        for (int form = 0; form < (mla_mixed(c, num) ? 2 : 1); form++) {
+            int64_t f, hb;
+            if (!rc_mla_scratch_size(c, form == 0 ? num->mla_absorbed : false, R, &f, &hb))
+                return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+            ws[RC_CUWS_IDX] = ws_max(ws[RC_CUWS_IDX], rc_cuws_held(hb));
+        }
+        /* the absorbed form's fp32 W_UK of each layer (mla.c uk_t), one GEMM weight a head: the invariant GEMM's
+         * transposed copy of those of the device's layers; cuBLAS's bf16 copy when the one layer's upload made
+         * the buffer's values the dtype's */
+        const int64_t uk = rc_cuws_mul(c->n_heads, rc_cuws_mul(c->kv_lora_rank, c->qk_nope_dim));
+        if (num->mla_absorbed && !engine)
+            shadow = rc_cuws_add(shadow, rc_cuws_mul(rc_cuws_mul(uk, l_hi - l_lo), 4));
+        else if (num->mla_absorbed && dt2 && c->n_layers == 1)
+            shadow = rc_cuws_add(shadow, rc_cuws_mul(uk, 2));
+    }
     if (engine)
         ws[RC_CUWS_BLAS] = rc_cuws_blas_bytes(); /* exactly its size: not a growing workspace */
     ws[RC_CUWS_SHADOW] = shadow;
