@@ -791,6 +791,70 @@ START_TEST(test_device_memory_mla_engine)
 }
 END_TEST
 
+/* The backend's workspaces in the estimate under the numerics that change which ones a run takes, on 1 and 2 fake
+ * devices (the default split): each device's peak of a full forward and a cached decode at most its estimate
+ * (rc_layer_split's, inspect --gpus N's). bf16 engine kernels with --upcast norm (a 2-byte weight widened for
+ * an fp32-input GEMM), --upcast rope (an fp32 KV cache: no widened keys and values), --upcast lm_head (the
+ * fp32 head), autocast on a tied head (its bf16 copy for cuBLAS), fp16, tp=2 (K-sliced partials), fp32 engine
+ * kernels, and bf16 invariant kernels (no cuBLAS, no workspace for it) on llama_gqa; Baichuan2's NormHead (the
+ * head widened once) on baichuan2_7b. cuBLAS's fixed workspace set to 1 MiB (RC_CUDA_CUBLAS_WORKSPACE_MB), so
+ * that the rest of the estimate is what the peak is compared with. */
+START_TEST(test_device_memory_numerics)
+{
+    ck_assert_int_eq(setenv("RC_CUDA_CUBLAS_WORKSPACE_MB", "1", 1), 0);
+    static const struct {
+        const char *fixture, *label;
+        rc_dtype dt;
+        unsigned upcast;
+        rc_precision mode;
+        int tp;
+        rc_kernels k;
+    } cases[] = {
+        {"llama_gqa", "bf16 --upcast norm", RC_BF16, RC_UPCAST_NORM, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 --upcast rope", RC_BF16, RC_UPCAST_ROPE, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 --upcast lm_head", RC_BF16, RC_UPCAST_LM_HEAD, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 autocast", RC_BF16, 0, RC_PREC_AUTOCAST, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "fp16", RC_F16, 0, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 tp=2", RC_BF16, 0, RC_PREC_PURE, 2, RC_KERNELS_ENGINE},
+        {"llama_gqa", "fp32 engine", RC_F32, 0, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 invariant", RC_BF16, 0, RC_PREC_PURE, 1, RC_KERNELS_INVARIANT},
+        {"baichuan2_7b", "bf16 NormHead", RC_BF16, 0, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[4096];
+        rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", cases[i].fixture);
+        rc_model *m;
+        ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+        rc_numerics num = rc_numerics_fp32();
+        num.dt = cases[i].dt;
+        num.upcast = cases[i].upcast;
+        num.mode = cases[i].mode;
+        num.tp = cases[i].tp;
+        for (int n = 1; n <= 2; n++) {
+            rck_shim_set(RCK_SHIM_DEVICES, n);
+            int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+            ck_assert(rc_layer_split(m, &num, cases[i].k, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) == RC_OK);
+            rck_shim_reset();
+            multi_result r;
+            multi_run(m, &num, cases[i].k, n, NULL, &r, NULL);
+            for (int d = 0; d < n; d++) {
+                const long long peak = rck_shim_device_peak(d);
+                printf("%-10s %-12s %-22s %d GPU%s, GPU %d: peak %lld bytes, estimate %lld (%.3f)\n", TEST_NAME,
+                       cases[i].fixture, cases[i].label, n, n > 1 ? "s" : " ", d, peak, (long long)est[d],
+                       (double)peak / est[d]);
+                ck_assert_msg(peak <= est[d], "%s, GPU %d of %d: peak %lld > the estimate %lld", cases[i].label, d, n,
+                              peak, (long long)est[d]);
+            }
+            ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS_NO_WS), 0);
+            ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
+            multi_free(&r);
+        }
+        rc_model_free(m);
+    }
+    ck_assert_int_eq(unsetenv("RC_CUDA_CUBLAS_WORKSPACE_MB"), 0);
+}
+END_TEST
+
 /* The number of GPUs chosen by the estimate (place.h rc_gpu_plan_make, what run does without --gpus): the wide
  * Llama with the fake devices' budgets set from its estimate. One byte less than its one-GPU estimate on each of
  * 2 devices: 2 GPUs, the default split, and the log-probs of the full forward and the cached decode bitwise those
@@ -1165,6 +1229,7 @@ void multi_tests(TCase *tc)
     tcase_add_test(tc, test_multi_gpu_fp8_cli);
     tcase_add_test(tc, test_device_memory_whole);
     tcase_add_test(tc, test_device_memory_mla_engine);
+    tcase_add_test(tc, test_device_memory_numerics);
     tcase_add_test(tc, test_multi_gpu_auto);
     tcase_add_test(tc, test_multi_gpu_auto_cli);
 #endif
