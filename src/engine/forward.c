@@ -948,7 +948,13 @@ rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels
     if (engine)
         ws[RC_CUWS_BLAS] = rc_cuws_blas_bytes(); /* exactly its size: not a growing workspace */
     ws[RC_CUWS_SHADOW] = shadow;
-    /* (a hybrid model's Gated DeltaNet scratch, RC_CUWS_GDN: the CUDA backend refuses hybrid models) */
+    bool linear = false;
+    for (int64_t l = l_lo; l < l_hi; l++)
+        linear = linear || rc_layer_is_linear(c, l);
+    if (linear) { /* a hybrid model's Gated DeltaNet decode step: per sequence and value head */
+        const rc_gdn_dims gd = {c->lin_hk, c->lin_hv, c->lin_dk, c->lin_dv};
+        ws[RC_CUWS_GDN] = rc_cuws_held(rc_cuws_gdn_bytes(S, c->lin_hv, rc_gdn_step_scratch(&gd)));
+    }
     return RC_OK;
 }
 
