@@ -881,6 +881,22 @@ START_TEST(test_multi_gpu_auto)
     ck_assert(rc_gpu_need(m, &eng, 1, 2, NULL, l0_2, need2) == RC_OK);
     const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
     ck_assert(fuller < need1[0]);
+    { /* the backend's workspaces are one set per GPU and backend, shared by its engines: two engines of the
+       * same kernels in one phase need twice the engine less one set of workspaces; the fp32 reference's own
+       * backend (RC_PHASE_REFERENCE) brings its own set */
+        int64_t ws[RC_CUWS_N], one_l0[2], both[1], ref[1];
+        ck_assert(rc_cuda_ws_bytes(m, &num, RC_KERNELS_ENGINE, MB, MT, MB * MT, 0, m->cfg.n_layers, true, ws) == RC_OK);
+        const int64_t shared = rc_cuda_ws_total(ws) - ws[RC_CUWS_SHADOW];
+        ck_assert_int_gt(shared, rc_cuws_blas_bytes()); /* cuBLAS's and more */
+        const rc_engine_shape two_eng[2] = {eng, eng};
+        ck_assert(rc_gpu_need(m, two_eng, 2, 1, NULL, one_l0, both) == RC_OK);
+        ck_assert_int_eq(both[0], 2 * need1[0] - shared);
+        rc_engine_shape with_ref[2] = {eng, eng};
+        with_ref[1].phases = RC_PHASE_REFERENCE;
+        ck_assert(rc_gpu_need(m, with_ref, 2, 1, NULL, one_l0, ref) == RC_OK);
+        ck_assert_int_eq(ref[0], need1[0] + shared); /* another phase: its engine not at the same time, its
+                                                      * backend's workspaces held all along */
+    }
     multi_result one, two;
     rc_gpu_plan plan;
     /* the default budget: one GPU */
