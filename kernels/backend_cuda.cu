@@ -16,6 +16,7 @@
 
 #include <new>
 
+#include "cuda_ws.h"
 #include "rc_cuda.h"
 #include "rck.h"
 
@@ -62,6 +63,7 @@ struct cuda_backend {
         workspace ws[n_ws];
     } slot[RC_MAX_DEVICES] = {};
     int n_dev = 1, cur = 0;
+    void *blas_ws[RC_MAX_DEVICES] = {}; // each device's cuBLAS workspace (engine kernels; rc_cuws_blas_bytes)
 };
 
 cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
@@ -93,19 +95,31 @@ rc_status switch_device(cuda_backend *c, int d)
     return RC_OK;
 }
 
-// attention scratch per launch, in floats: 256 MB, or RC_CUDA_ATTN_SCRATCH_MB
-// (rows are split into launches so that it is not exceeded)
-int64_t attn_scratch_floats()
+// Before the first cuBLAS call on the current device: its handle gets a workspace of rc_cuws_blas_bytes
+// (cublasSetWorkspace), so cuBLAS allocates none of its own and the device-memory estimate counts it exactly
+// (engine kernels: the invariant ones call no cuBLAS); held until the backend is destroyed
+rc_status blas_ready(cuda_backend *c)
 {
-    const char *v = getenv("RC_CUDA_ATTN_SCRATCH_MB");
-    double mb = v ? strtod(v, nullptr) : 0.0;
-    if (!(mb > 0.0 && mb < 1e6))
-        mb = 256.0;
-    return (int64_t)(mb * 1048576.0 / sizeof(float));
+    if (c->blas_ws[c->cur])
+        return RC_OK;
+    const int64_t bytes = rc_cuws_blas_bytes();
+    void *p = nullptr;
+    RCK_CUDA(cudaMalloc(&p, (size_t)bytes));
+    c->blas_ws[c->cur] = p;
+    RCK_BLAS(cublasSetWorkspace(c->blas, p, (size_t)bytes));
+    return RC_OK;
 }
 
-rc_status ws_get(workspace *w, size_t bytes, void **out)
+// attention scratch per launch, in floats: 256 MB, or RC_CUDA_ATTN_SCRATCH_MB
+// (rows are split into launches so that it is not exceeded)
+int64_t attn_scratch_floats() { return rc_cuws_attn_cap_floats(); }
+
+// a workspace of at least `bytes` (a size of cuda_ws.h), grown to rc_cuws_held(bytes) when smaller
+rc_status ws_get(workspace *w, int64_t bytes64, void **out)
 {
+    if (bytes64 < 0 || (uint64_t)bytes64 > SIZE_MAX / 2)
+        return rc_errorf(RC_ERR_NOMEM, "CUDA backend: a workspace of %lld bytes is too large", (long long)bytes64);
+    const size_t bytes = (size_t)bytes64;
     if (bytes > w->bytes) {
         if (w->p) {
             RCK_CUDA(cudaDeviceSynchronize()); // no kernel may still read it
@@ -113,7 +127,7 @@ rc_status ws_get(workspace *w, size_t bytes, void **out)
             w->p = nullptr;
             w->bytes = 0;
         }
-        size_t want = bytes + bytes / 4;
+        const size_t want = (size_t)rc_cuws_held(bytes64);
         RCK_CUDA(cudaMalloc(&w->p, want));
         w->bytes = want;
     }
@@ -165,6 +179,8 @@ void cuda_destroy(rc_backend *be)
                 cudaFree(w->p);
         if (c->blas)
             cublasDestroy(c->blas);
+        if (c->blas_ws[d])
+            cudaFree(c->blas_ws[d]);
     }
     free(c->allocs);
     free(c->shadows);
@@ -269,7 +285,7 @@ rc_status cuda_download(rc_backend *be, const float *src, int64_t n, float *host
 template <typename T> rc_status to_device(workspace *w, const T *host, int64_t n, T **dev)
 {
     void *p = nullptr;
-    RC_TRY(ws_get(w, (size_t)(n > 0 ? n : 1) * sizeof(T), &p));
+    RC_TRY(ws_get(w, rc_cuws_elems(n, (int64_t)sizeof(T)), &p));
     if (n > 0)
         RCK_CUDA(cudaMemcpy(p, host, (size_t)n * sizeof(T), cudaMemcpyHostToDevice));
     *dev = static_cast<T *>(p);
@@ -400,7 +416,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
         if (w.h16) { // 2-byte weights read as stored, widened in registers (no transposed copy)
             return rck_gemm_invariant(rck_gemm_args{x16 ? nullptr : x + k0, nullptr, bias, y, M, Ks, N, out_dt,
                                                     nullptr, K, K, w.h16 + k0, w.dt, x16 ? xh + k0 : nullptr, x_st,
-                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr, nullptr});
+                                                    y16 ? static_cast<uint16_t *>(yv) : nullptr, nullptr, nullptr, 0});
         }
         const float *W = w.f32;
         const void *wt = nullptr;
@@ -408,14 +424,15 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
         // the slice of the transposed copy Wt[K, N] is its rows [k0, k0 + Ks): contiguous
         return rck_gemm_invariant(rck_gemm_args{x + k0, W + k0, bias, y, M, Ks, N, out_dt,
                                                 static_cast<const float *>(wt) + k0 * N, K, K, nullptr, RC_F32,
-                                                nullptr, RC_F32, nullptr, nullptr});
+                                                nullptr, RC_F32, nullptr, nullptr, nullptr, 0});
     }
     const bool half_in = in_dt == RC_BF16 || in_dt == RC_F16;
+    RC_TRY(blas_ready(c));
     if (w.h16 && half_in && in_dt == w.dt) { // the weight's own bits; x converted (exact: its values are in_dt's)
         const void *xb = xh;
         if (!x16) {
             void *p = nullptr;
-            RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &p));
+            RC_TRY(ws_get(&c->ws_half, rc_cuws_half_bytes(M, K), &p));
             RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(p), M * K, in_dt}));
             xb = p;
         }
@@ -429,7 +446,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
                                RC_F32, 0.0f));
     } else if (w.h16) { // fp32 activations (or the other 2-byte dtype): the weight widened for one fp32 GEMM
         void *wf = nullptr;
-        RC_TRY(ws_get(&c->ws_wide, (size_t)(N * K) * sizeof(float), &wf));
+        RC_TRY(ws_get(&c->ws_wide, rc_cuws_wide_bytes(N * K), &wf));
         RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(wf), N * K, w.dt}));
         RC_TRY(rck_gemm_cublas(c->blas, x + k0, static_cast<const float *>(wf) + k0, RC_F32, M, Ks, N, K, y, RC_F32,
                                0.0f));
@@ -440,7 +457,7 @@ rc_status cuda_gemm(rc_backend *be, const void *xv, rc_dtype x_st, int64_t M, in
             const void *wbits = nullptr;
             RC_TRY(weight_shadow(c, W, N, K, in_dt == RC_BF16 ? SHADOW_BF16 : SHADOW_F16, &wbits));
             void *xb = nullptr;
-            RC_TRY(ws_get(&c->ws_half, (size_t)(M * K) * sizeof(uint16_t), &xb));
+            RC_TRY(ws_get(&c->ws_half, rc_cuws_half_bytes(M, K), &xb));
             RC_TRY(rck_to_half(rck_to_half_args{x, static_cast<uint16_t *>(xb), M * K, in_dt}));
             RC_TRY(rck_gemm_cublas(c->blas, static_cast<const uint16_t *>(xb) + k0,
                                    static_cast<const uint16_t *>(wbits) + k0, in_dt, M, Ks, N, K, y, RC_F32, 0.0f));
@@ -498,6 +515,55 @@ rc_status cuda_fp8_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, 
         RC_TRY(rck_fp8_widen(rck_fp8_widen_args{q, static_cast<uint16_t *>(wb), N * K}));
     return cuda_gemm(be, x, RC_F32, M, K, k0, Ks, rc_wt{wb, RC_BF16, false}, N, nullptr, RC_BF16, RC_F32, y,
                      RC_F32);
+}
+
+// W8A16 held as 1-byte codes (rc_backend_ops.fp8_dequant): the 2-byte copy of the weight, dt's bits of
+// R(q * rs) (rck_fp8_deq_thread), in wb
+rc_status cuda_fp8_dequant(rc_backend *be, const void *codes, const float *rs, int scale_mode, rc_dtype dt,
+                           int64_t N, int64_t K, void *wb)
+{
+    (void)be;
+    if (!wb || (dt != RC_BF16 && dt != RC_F16) || scale_mode < 0 || scale_mode > 2)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 dequant: a 2-byte workspace of bf16 / fp16 (%s), scales %d",
+                         rc_dtype_name(dt), scale_mode);
+    if (N * K == 0)
+        return RC_OK;
+    return rck_fp8_deq(rck_fp8_deq_args{static_cast<const uint8_t *>(codes), rs, static_cast<uint16_t *>(wb), N, K,
+                                        scale_mode, dt});
+}
+
+// W8A16 held as 1-byte codes (rc_backend_ops.fp8_deq_matmul): invariant kernels dequantize each code in
+// registers (rck_gemm_dot8d: rck_gemm_dot16's products and order over the 2-byte copy's values); engine kernels
+// dequantize the weight into wb, then cuda_gemm over it as a 2-byte weight of dt, the plain matmul's operands
+rc_status cuda_fp8_deq_matmul(rc_backend *be, const float *x, int64_t M, int64_t K, const void *codes,
+                              const float *rs, int scale_mode, rc_dtype dt, int64_t N, const float *bias,
+                              rc_dtype in_dt, rc_dtype out_dt, void *wb, float *y)
+{
+    if ((dt != RC_BF16 && dt != RC_F16) || scale_mode < 0 || scale_mode > 2)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 dequant matmul: weights of %s, scales %d", rc_dtype_name(dt),
+                         scale_mode);
+    if (be->kernels == RC_KERNELS_INVARIANT) {
+        if (M == 0 || N == 0)
+            return RC_OK;
+        rck_gemm_args a{};
+        a.x = x;
+        a.bias = bias;
+        a.y = y;
+        a.M = M;
+        a.K = K;
+        a.N = N;
+        a.out_dt = out_dt;
+        a.ldx = K;
+        a.ldw = K;
+        a.w_dt = dt;
+        a.x_dt = RC_F32;
+        a.W8 = static_cast<const uint8_t *>(codes);
+        a.W8s = rs;
+        a.w8_mode = scale_mode;
+        return rck_gemm_invariant(a);
+    }
+    RC_TRY(cuda_fp8_dequant(be, codes, rs, scale_mode, dt, N, K, wb));
+    return cuda_gemm(be, x, RC_F32, M, K, 0, K, rc_wt{wb, dt, false}, N, bias, in_dt, out_dt, y, RC_F32);
 }
 
 rc_status cuda_matmul_st(rc_backend *be, const void *x, rc_dtype x_st, int64_t M, int64_t K, rc_wt Ww, int64_t N,
@@ -588,8 +654,7 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     if (half) { // the call's sequences' keys and values [0, max_keys) widened once, as the CPU widens them
         const int64_t S = bd->n_seq, Tw = a.max_keys;
         void *w = nullptr;
-        RC_TRY(ws_get(&c->ws_kvw, (size_t)(2 * S * nkv * Tw * d > 0 ? 2 * S * nkv * Tw * d : 1) * sizeof(float),
-                      &w));
+        RC_TRY(ws_get(&c->ws_kvw, rc_cuws_kvw_bytes(S, nkv, Tw, d), &w));
         float *kw = static_cast<float *>(w), *vw = kw + S * nkv * Tw * d;
         RC_TRY(rck_kv_widen(rck_kv_widen_args{a.k16, a.v16, kw, vw, a.bd.slot, nkv, T, Tw, d, kv->dt}, S));
         // the attention kernel reads sequence b's rows at "slot" b of the widened copy, Tw rows apart
@@ -608,9 +673,11 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         a.T = Tw;
         a.k16 = a.v16 = nullptr;
     }
-    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, attn_scratch_floats());
-    void *scratch = nullptr;
-    RC_TRY(ws_get(&c->ws_att, (size_t)(per * a.nh * rck_attn_scratch(a.max_keys, d)) * sizeof(float), &scratch));
+    const int64_t cap = attn_scratch_floats();
+    const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, cap);
+    void *scratch = nullptr; // (at least per launch's rows x nh x rck_attn_scratch floats)
+    RC_TRY(ws_get(&c->ws_att, rc_cuws_attn_bytes(bd->n_rows, a.nh, a.max_keys, d, cap, RC_SOFTMAX_MAX_CHUNKS),
+                  &scratch));
     a.scratch = static_cast<float *>(scratch);
     for (int64_t r0 = 0; r0 < bd->n_rows; r0 += per) {
         a.row_begin = r0;
@@ -653,7 +720,7 @@ rc_status cuda_normalize_rows(rc_backend *be, rc_wt Ww, int64_t M, int64_t H, fl
     const float *W = w.f32;
     if (w.h16) { // widened into a workspace first (the CPU's rows are fp32 here too)
         void *p = nullptr;
-        RC_TRY(ws_get(&cb(be)->ws_wide, (size_t)(M * H > 0 ? M * H : 1) * sizeof(float), &p));
+        RC_TRY(ws_get(&cb(be)->ws_wide, rc_cuws_wide_bytes(M * H), &p));
         RC_TRY(rck_widen(rck_widen_args{w.h16, static_cast<float *>(p), M * H, w.dt}));
         W = static_cast<const float *>(p);
     }
@@ -731,7 +798,7 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
         return RC_OK;
     void *p = nullptr;
     // [M, V] full log-probs (if asked), then [M] target log-probs
-    RC_TRY(ws_get(&c->ws_lp, (size_t)((full_out ? M * V : 0) + M) * sizeof(float), &p));
+    RC_TRY(ws_get(&c->ws_lp, rc_cuws_lp_bytes(M, V, full_out != nullptr), &p));
     float *dev = static_cast<float *>(p);
     if (full_out)
         a.full = dev;
@@ -761,7 +828,7 @@ rc_status cuda_fp8_quant_act(rc_backend *be, const float *x, int64_t M, int64_t 
     rck_fp8_act_args a{x, q, sa, nullptr, M, K, mode};
     if (mode == RC_FP8_ACT_TENSOR) {
         void *p = nullptr;
-        RC_TRY(ws_get(&cb(be)->ws_fp8, (size_t)(M > 0 ? M : 1) * sizeof(float), &p));
+        RC_TRY(ws_get(&cb(be)->ws_fp8, rc_cuws_fp8_bytes(M), &p));
         a.amax = static_cast<float *>(p);
     }
     return rck_fp8_quant_act(a);
@@ -790,7 +857,7 @@ rc_status cuda_moe_route(rc_backend *be, const float *logits, int64_t M, int64_t
     if (E < 1 || top_k < 1 || top_k > E)
         return rc_errorf(RC_ERR_INTERNAL, "moe_route: top %lld of %lld experts", (long long)top_k, (long long)E);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(M > 0 ? 2 * M * E : 1) * sizeof(float), &p)); // 2 E a row
+    RC_TRY(ws_get(&cb(be)->ws_moe, rc_cuws_moe_bytes(M, E, 0), &p)); // 2 E a row
     return rck_moe_route(rck_moe_route_args{logits, sel, w, static_cast<float *>(p), E, top_k, renorm, w_dt},
                          M);
 }
@@ -824,7 +891,7 @@ rc_status cuda_moe_accumulate(rc_backend *be, const float *y, int64_t n, int64_t
                               const float *w, const int64_t *widx, bool sigmoid, rc_dtype dt, float *out)
 {
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_idx, (size_t)(n > 0 ? 2 * n : 1) * sizeof(int64_t), &p));
+    RC_TRY(ws_get(&cb(be)->ws_idx, rc_cuws_i64_bytes(2 * n), &p));
     int64_t *d = static_cast<int64_t *>(p);
     if (n > 0) {
         RCK_CUDA(cudaMemcpy(d, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
@@ -839,12 +906,10 @@ rc_status cuda_moe_route_grouped(rc_backend *be, const float *logits, const floa
     if (!rco_grouped_router_ok(g))
         return rc_errorf(RC_ERR_INTERNAL, "moe_route_grouped: top %lld of %lld experts in %lld groups, best %lld",
                          (long long)g->top_k, (long long)g->E, (long long)g->n_group, (long long)g->topk_group);
-    const int64_t per = 2 * (g->E + g->n_group);
-    int64_t floats = 0;
-    if (M < 0 || __builtin_mul_overflow(M, per, &floats))
+    if (M < 0)
         return rc_errorf(RC_ERR_NOMEM, "moe_route_grouped: scratch for %lld rows", (long long)M);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_moe, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    RC_TRY(ws_get(&cb(be)->ws_moe, rc_cuws_moe_bytes(M, g->E, g->n_group), &p));
     return rck_moe_route_grouped(rck_moe_route_grouped_args{logits, bias, sel, w, static_cast<float *>(p), *g}, M);
 }
 
@@ -854,11 +919,11 @@ rc_status cuda_gdn_step(rc_backend *be, const rc_gdn_dims *d, const float *q, co
 {
     RC_TRY(rc_gdn_dims_check(d));
     const int64_t per = rc_gdn_step_scratch(d);
-    int64_t threads = 0, floats = 0;
-    if (n < 0 || __builtin_mul_overflow(n, d->hv, &threads) || __builtin_mul_overflow(threads, per, &floats))
+    int64_t threads = 0;
+    if (n < 0 || __builtin_mul_overflow(n, d->hv, &threads))
         return rc_errorf(RC_ERR_NOMEM, "gdn_step: scratch for %lld sequences", (long long)n);
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_gdn, (size_t)(floats > 0 ? floats : 1) * sizeof(float), &p));
+    RC_TRY(ws_get(&cb(be)->ws_gdn, rc_cuws_gdn_bytes(n, d->hv, per), &p));
     return rck_gdn_step(rck_gdn_step_args{q, k, v, g, beta, state, out, static_cast<float *>(p), d->hk, d->hv, d->dk,
                                           d->dv, per, rc_gdn_qdiv(d->dk), out_dt, state_dt},
                         threads);
@@ -872,18 +937,12 @@ rc_status cuda_gdn_mixer(rc_backend *be, const rc_gdn_mixer_args *m)
 {
     rco_gdn_mix a;
     RC_TRY(rc_gdn_mix_prepare(m, &a));
-    const int64_t C = 2 * a.hk * a.dk + a.hv * a.dv, rs = rco_gdn_mix_rule_scratch(&a);
-    int64_t nh = attn_scratch_floats() / rs;
+    const int64_t C = 2 * a.hk * a.dk + a.hv * a.dv, rs = rco_gdn_mix_rule_scratch(&a), cap = attn_scratch_floats();
+    int64_t nh = cap / rs;
     nh = nh < 1 ? 1 : nh > a.hv ? a.hv : nh;
-    int64_t th = 0, fixed = 0, sc = 0, t = 0, floats = 0;
-    bool bad = __builtin_mul_overflow(a.T, a.hv, &th) || __builtin_mul_overflow(a.T, C, &fixed) ||
-               __builtin_mul_overflow(th, 2, &t) || __builtin_add_overflow(fixed, t, &fixed) ||
-               __builtin_mul_overflow(nh, rs, &sc);
-    sc = sc > C * a.K ? sc : C * a.K;
-    if (bad || __builtin_add_overflow(fixed, sc, &floats))
-        return rc_errorf(RC_ERR_NOMEM, "gdn_mixer: scratch for %lld tokens", (long long)a.T);
+    const int64_t th = a.T * a.hv; // (within the bytes below, which saturate: a failed ws_get)
     void *p = nullptr;
-    RC_TRY(ws_get(&cb(be)->ws_gdn, (size_t)floats * sizeof(float), &p));
+    RC_TRY(ws_get(&cb(be)->ws_gdn, rc_cuws_gdn_mixer_bytes(a.T, a.hk, a.hv, a.dk, a.dv, a.K, rs, cap), &p));
     a.conv = static_cast<float *>(p);
     a.g = a.conv + a.T * C;
     a.beta = a.g + th;
@@ -1014,6 +1073,8 @@ const rc_backend_ops k_cuda_ops = {
     cuda_fp8_matmul,
     cuda_gdn_mixer,
     cuda_gate_mul,
+    cuda_fp8_deq_matmul,
+    cuda_fp8_dequant,
 };
 
 } // namespace

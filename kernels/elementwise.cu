@@ -8,6 +8,7 @@ RCK_DEFINE_KERNEL(k_round, rck_round_args, rck_round_thread)
 RCK_DEFINE_KERNEL(k_to_half, rck_to_half_args, rck_to_half_thread)
 RCK_DEFINE_KERNEL(k_widen, rck_widen_args, rck_widen_thread)
 RCK_DEFINE_KERNEL(k_fp8_widen, rck_fp8_widen_args, rck_fp8_widen_thread)
+RCK_DEFINE_KERNEL(k_fp8_deq, rck_fp8_deq_args, rck_fp8_deq_thread)
 RCK_DEFINE_KERNEL(k_embed, rck_embed_args, rck_embed_thread)
 RCK_DEFINE_KERNEL(k_gather, rck_gather_args, rck_gather_thread)
 RCK_DEFINE_KERNEL(k_ew, rck_ew_args, rck_ew_thread)
@@ -33,6 +34,12 @@ rc_status rck_widen(const rck_widen_args &a)
 rc_status rck_fp8_widen(const rck_fp8_widen_args &a)
 {
     RCK_LAUNCH(k_fp8_widen, a, a.n);
+    return RC_OK;
+}
+
+rc_status rck_fp8_deq(const rck_fp8_deq_args &a)
+{
+    RCK_LAUNCH(k_fp8_deq, a, a.N * a.K);
     return RC_OK;
 }
 

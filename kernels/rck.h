@@ -74,6 +74,7 @@ rc_status rck_round(const rck_round_args &a);
 rc_status rck_to_half(const rck_to_half_args &a);
 rc_status rck_widen(const rck_widen_args &a);
 rc_status rck_fp8_widen(const rck_fp8_widen_args &a);
+rc_status rck_fp8_deq(const rck_fp8_deq_args &a);
 rc_status rck_embed(const rck_embed_args &a);
 rc_status rck_gather(const rck_gather_args &a);
 rc_status rck_ew(const rck_ew_args &a);

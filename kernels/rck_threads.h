@@ -225,6 +225,27 @@ RC_HD static inline void rck_fp8_widen_thread(const rck_fp8_widen_args *a, int64
     a->bits[i] = rc_f32_to_bf16(rc_fp8_to_f32(a->codes[i], RC_FP8_E4M3));
 }
 
+/* W8A16: bits[i] = dt's bits of W'[n][k] = R(q * R(s)) (rco_fp8w_deq) for i = n * K + k, from the
+ * float8_e4m3fn codes [N][K] and the scales rounded to dt (rs, laid out by scale_mode: rco_fp8w_scale_at):
+ * the dequantized copy the CPU holds, to the bit */
+typedef struct {
+    const uint8_t *codes;
+    const float *rs;
+    uint16_t *bits;
+    int64_t N, K;
+    int scale_mode;
+    rc_dtype dt;
+} rck_fp8_deq_args;
+
+RC_HD static inline void rck_fp8_deq_thread(const rck_fp8_deq_args *a, int64_t i)
+{
+    const int64_t n = i / a->K, k = i % a->K;
+    const float w = rco_fp8w_deq(rc_fp8_to_f32(a->codes[i], RC_FP8_E4M3), a->rs[rco_fp8w_scale_at(n, k, a->K,
+                                                                                                   a->scale_mode)],
+                                 a->dt);
+    a->bits[i] = a->dt == RC_F16 ? rc_f32_to_f16(w) : rc_f32_to_bf16(w);
+}
+
 /* Fixed-order GEMM (--kernels invariant): thread i = m * N + n computes
  * y[m, n] = R(rco_gemm_dot(x[m, :], W[n, :], one chunk) + bias[n]) -- the
  * CPU invariant order,
@@ -248,6 +269,10 @@ typedef struct {
     /* set (with x, in place of W16): the weight W[N, K] as float8_e4m3fn codes (fp8w.c's device W8A8
      * weights), each widened in registers; x and y fp32 */
     const uint8_t *W8;
+    /* set with W8 (W8A16, the whole K): each code dequantized in registers to R(q * rs) in w_dt (rco_fp8w_deq),
+     * rs the scales rounded to w_dt, laid out by w8_mode (rco_fp8w_scale_at) */
+    const float *W8s;
+    int w8_mode;
 } rck_gemm_args;
 
 /* rco_gemm_dot (one chunk: the invariant order) with b a row of 2-byte
@@ -281,12 +306,26 @@ RC_HD static inline float rck_gemm_dot8(const float *a, const uint8_t *b, int64_
     return rco_tree16(acc);
 }
 
+/* rck_gemm_dot16 over W8A16's dequantized row n: each code widened and dequantized as it is read to the
+ * value the 2-byte copy would hold (rco_fp8w_deq), so the same products in the same order */
+RC_HD static inline float rck_gemm_dot8d(const float *a, const uint8_t *b, const float *rs, int mode, int64_t n,
+                                         rc_dtype dt, int64_t K)
+{
+    float acc[16] = {0};
+    for (int64_t k = 0; k < K; k++)
+        acc[k & 15] = fmaf(a[k], rco_fp8w_deq(rc_fp8_to_f32(b[k], RC_FP8_E4M3), rs[rco_fp8w_scale_at(n, k, K, mode)],
+                                              dt),
+                           acc[k & 15]);
+    return rco_tree16(acc);
+}
+
 RC_HD static inline void rck_gemm_inv_thread(const rck_gemm_args *a, int64_t i)
 {
     int64_t m = i / a->N, n = i % a->N;
     const int64_t ldx = a->ldx > 0 ? a->ldx : a->K, ldw = a->ldw > 0 ? a->ldw : a->K;
     const rco_gemm_order o = rco_gemm_order_for(1, a->M, a->K);
-    float v = a->W8   ? rck_gemm_dot8(a->x + m * ldx, a->W8 + n * ldw, a->K)
+    float v = a->W8s  ? rck_gemm_dot8d(a->x + m * ldx, a->W8 + n * ldw, a->W8s, a->w8_mode, n, a->w_dt, a->K)
+              : a->W8 ? rck_gemm_dot8(a->x + m * ldx, a->W8 + n * ldw, a->K)
               : a->x16 ? rck_gemm_dot16x(a->x16 + m * ldx, a->x_dt, a->W16 + n * ldw, a->w_dt, a->K)
               : a->W16 ? rck_gemm_dot16(a->x + m * ldx, a->W16 + n * ldw, a->w_dt, a->K)
               : a->Wt ? rco_gemm_dot(a->x + m * ldx, a->Wt + n, a->K, a->N, o)

@@ -147,10 +147,11 @@ END_TEST
 
 
 /* inspect --weights: the sampler's fp8 copies in the GPU estimate, each layer's on its GPU.
- * --weights as-stored on the DeepSeek-V3 FP8 checkpoint and --weights fp8 on llama_gqa, --gpus 2 with the
- * split 1,2: the two GPUs' weights add up to the one-GPU estimate's, and each GPU's weights exceed the plain
- * run's on the same split (its layers' copies are its own, not all on GPU 0); refused by name (exit 2):
- * as-stored on a checkpoint that is not FP8, fp8 in fp32 */
+ * --weights as-stored on the DeepSeek-V3 FP8 checkpoint and --weights fp8 (and W8A16, with --sampler's keys
+ * fp8,weight-scale=channel,act=none) on llama_gqa, --gpus 2 with the split 1,2: the two GPUs' weights add up to
+ * the one-GPU estimate's, and each GPU's weights exceed the plain run's on the same split (its layers' copies
+ * are its own, not all on GPU 0); refused by name (exit 2): as-stored on a checkpoint that is not FP8, fp8 in
+ * fp32, a key that is not --sampler's */
 static void inspect_weights_json(const char *args, int64_t *one, int64_t split[2])
 {
     char cmd[1024];
@@ -170,13 +171,15 @@ static void inspect_weights_json(const char *args, int64_t *one, int64_t split[2
 START_TEST(test_inspect_fp8_split)
 {
     static const char *const cases[][2] = {{"data/fixtures/moe_fp8/deepseek_v3_fp8", "as-stored"},
-                                           {"data/fixtures/llama_gqa", "fp8"}};
-    for (size_t i = 0; i < 2; i++) {
-        char args[512];
+                                           {"data/fixtures/llama_gqa", "fp8"},
+                                           {"data/fixtures/llama_gqa", "fp8,weight-scale=channel,act=none"}};
+    for (size_t i = 0; i < 3; i++) {
+        char args[512], key[128];
         int64_t one8, sp8[2], one0, sp0[2];
         snprintf(args, sizeof args, "--model %s --gpus 2 --layer-split 1,2 --weights %s", cases[i][0], cases[i][1]);
         inspect_weights_json(args, &one8, sp8);
-        ck_assert_ptr_nonnull(strstr(g_out, cases[i][1][0] == 'a' ? "\"weights\": \"as-stored\"" : "\"weights\": \"fp8\""));
+        snprintf(key, sizeof key, "\"weights\": \"%s\"", cases[i][1]);
+        ck_assert_ptr_nonnull(strstr(g_out, key));
         snprintf(args, sizeof args, "--model %s --gpus 2 --layer-split 1,2", cases[i][0]);
         inspect_weights_json(args, &one0, sp0);
         printf("inspect --weights %s %s --gpus 2 (1,2): GPU weights %lld + %lld bytes (plain %lld + %lld), one GPU "
@@ -192,6 +195,8 @@ START_TEST(test_inspect_fp8_split)
     ck_assert_ptr_nonnull(strstr(g_err, "weights=fp8 needs dtype=bf16 or fp16"));
     ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --weights int4 --no-speed"), 2);
     ck_assert_ptr_nonnull(strstr(g_err, "--weights int4: dtype, fp8 or as-stored"));
+    ck_assert_int_eq(run("inspect --model data/fixtures/llama_gqa --weights fp8,act=half --no-speed"), 2);
+    ck_assert_ptr_nonnull(strstr(g_err, "--weights fp8,act=half: after fp8, weight-scale="));
 }
 END_TEST
 

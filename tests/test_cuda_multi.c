@@ -135,6 +135,57 @@ static void multi_free(multi_result *r)
     free(r->dec);
 }
 
+/* One split of a case loop (test_multi_gpu_bitwise, test_multi_gpu_fp8): the engine over n devices (split: the
+ * layers per device, or NULL: the default split) runs the full forward and the cached decode, and every log-prob
+ * is bitwise (memcmp) the one-device run's `one`; each device holds at least one layer, the given split's when
+ * given; in the host build (the shim's counters reset first) every device held memory and peaked at most at its
+ * estimate (rc_layer_split's, inspect --gpus N's, with the backend's workspaces), the residual stream was copied
+ * between devices, no pointer strayed (a layer's weights, copies or scratch on another device would be a counted
+ * line there). label names the case in the messages and the printed line; the split run's layers per device go
+ * to l0 (n + 1 values) */
+static void run_split_case(const rc_model *m, const rc_numerics *num, rc_kernels k, int n, const int64_t *split,
+                           const multi_result *one, const char *label, int64_t *l0)
+{
+    const int64_t V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    multi_result r;
+#ifdef RC_TEST_EMULATE
+    rck_shim_reset();
+#endif
+    multi_run(m, num, k, n, split, &r, NULL);
+    char sp[64] = "";
+    for (int d = 0; d < n; d++)
+        snprintf(sp + strlen(sp), sizeof sp - strlen(sp), "%s%lld", d ? "," : "", (long long)(r.split[d + 1] - r.split[d]));
+#ifdef RC_TEST_EMULATE
+    int64_t el0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+    ck_assert_msg(rc_layer_split(m, num, k, n, split, MB, MT, MB * MT, el0, est, NULL, NULL) == RC_OK, "%s",
+                  rc_last_error());
+    for (int d = 0; d < n; d++) {
+        ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", label, d);
+        ck_assert_msg(rck_shim_device_peak(d) <= est[d], "%s: device %d of %d: peak %lld > estimate %lld", label, d,
+                      n, rck_shim_device_peak(d), (long long)est[d]);
+    }
+    ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
+    printf("%-10s %s %d devices, layers %-6s peak bytes per device:", TEST_NAME, label, n, sp);
+    for (int d = 0; d < n; d++)
+        printf(" %lld (%.3f of the estimate)", rck_shim_device_peak(d), (double)rck_shim_device_peak(d) / est[d]);
+    printf(", %lld peer copies: bitwise\n", rck_shim_get(RCK_SHIM_PEER_COPIES));
+#else
+    printf("%-10s %s %d GPUs, layers %s: bitwise\n", TEST_NAME, label, n, sp);
+#endif
+    for (int d = 0; d < n; d++)
+        ck_assert_int_ge(r.split[d + 1] - r.split[d], 1);
+    if (split)
+        for (int d = 0; d < n; d++)
+            ck_assert_int_eq(r.split[d + 1] - r.split[d], split[d]);
+    ck_assert_msg(memcmp(one->full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
+                  label, n, sp);
+    ck_assert_msg(memcmp(one->dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
+                  label, n, sp);
+    memcpy(l0, r.split, sizeof(int64_t) * (size_t)(n + 1));
+    multi_free(&r);
+}
+
 /* the fixtures split: a dense model, MoE models (top-k routing, the grouped sigmoid router with a shared
  * expert), latent attention, ALiBi (slopes on every device), the sliding layers' own RoPE table, a parallel
  * residual, sink logits, the hybrid models (Gated DeltaNet layers whose conv and recurrent states live on their
@@ -157,7 +208,7 @@ START_TEST(test_multi_gpu_bitwise)
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
-    const int64_t L = m->cfg.n_layers, V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    const int64_t L = m->cfg.n_layers;
     rc_numerics num = rc_numerics_fp32();
     num.dt = inv ? RC_F32 : RC_BF16;
     const rc_kernels k = inv ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE;
@@ -172,43 +223,13 @@ START_TEST(test_multi_gpu_bitwise)
         int n;
         int64_t split[3];
     } cases[] = {{2, {0}}, {2, {L - 1, 1}}, {3, {1, 1, L - 2}}};
+    char label[64];
+    snprintf(label, sizeof label, "%-16s %s", name, inv ? "fp32 invariant" : "bf16 engine");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (cases[c].n > count || (cases[c].n == 3 && L < 3))
             continue;
-        multi_result r;
-#ifdef RC_TEST_EMULATE
-        rck_shim_reset();
-#endif
-        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
-        char split[64] = "";
-        for (int d = 0; d < cases[c].n; d++)
-            snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
-                     (long long)(r.split[d + 1] - r.split[d]));
-#ifdef RC_TEST_EMULATE
-        /* every device held memory, the residual stream crossed between them, no pointer strayed */
-        for (int d = 0; d < cases[c].n; d++)
-            ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", name, d);
-        ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
-        ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
-        printf("%-10s %-16s %s %d devices, layers %-6s peak bytes per device:", TEST_NAME, name,
-               inv ? "fp32 invariant" : "bf16 engine", cases[c].n, split);
-        for (int d = 0; d < cases[c].n; d++)
-            printf(" %lld", rck_shim_device_peak(d));
-        printf(", %lld peer copies: bitwise\n", rck_shim_get(RCK_SHIM_PEER_COPIES));
-#else
-        printf("%-10s %-16s %s %d GPUs, layers %s: bitwise\n", TEST_NAME, name, inv ? "fp32 invariant" : "bf16 engine",
-               cases[c].n, split);
-#endif
-        for (int d = 0; d < cases[c].n; d++)
-            ck_assert_int_ge(r.split[d + 1] - r.split[d], 1);
-        if (cases[c].split[0])
-            for (int d = 0; d < cases[c].n; d++)
-                ck_assert_int_eq(r.split[d + 1] - r.split[d], cases[c].split[d]);
-        ck_assert_msg(memcmp(one.full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
-                      name, cases[c].n, split);
-        ck_assert_msg(memcmp(one.dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
-                      name, cases[c].n, split);
-        multi_free(&r);
+        int64_t l0[RC_MAX_DEVICES + 1];
+        run_split_case(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &one, label, l0);
     }
     multi_free(&one);
     rc_model_free(m);
@@ -255,8 +276,8 @@ END_TEST
 
 /* fp8 weights over a split: weights=as-stored on DeepSeek-V3's FP8 block checkpoint (latent attention, a dense
  * first layer, two MoE layers whose experts run the fused FP8 path) and weights=fp8 on dense Llamas -- per
- * tensor with per-token activations and per channel weight-only (W8A16: the layers' weights replaced by
- * the dequantized copies) on llama_gqa, 128 x 128 blocks on a 3-layer Llama whose GEMM sizes are multiples
+ * tensor with per-token activations and per channel weight-only (W8A16: the layers' codes dequantized per
+ * call) on llama_gqa, 128 x 128 blocks on a 3-layer Llama whose GEMM sizes are multiples
  * of 128 (write_block_model_n) -- in bf16 with engine and with invariant kernels (_i: case, then kernels) */
 typedef struct {
     const char *fixture; /* NULL: the block Llama */
@@ -290,11 +311,12 @@ static rc_model *fp8_case_model(const fp8_case *fc)
 
 #ifdef RC_TEST_EMULATE
 /* weights=fp8 on a dense model: the device bytes of layer l's quantized copies, from the shapes -- each linear
- * layer's N x K values (W8A8: the float8_e4m3fn codes at 1 byte; W8A16: the dequantized copy at the dtype's 2
- * bytes), in a buffer of whole floats, and W8A8's fp32 weight scales (1 per tensor, N per channel, one per
- * 128 x 128 block) -- and the W8A8 scratch one device holds for `rows` rows: x's fp8 values [rows][kmax], its
- * scales [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32, and under engine kernels the 2-byte
- * workspace of the largest layer's N x K values (its codes widened for cuBLAS), in whole floats */
+ * layer's N x K values as float8_e4m3fn codes at 1 byte (W8A8 and W8A16), in a buffer of whole floats, and
+ * the fp32 weight scales (1 per tensor, N per channel, one per 128 x 128 block; W8A16's rounded to the dtype)
+ * -- and the scratch one device holds for `rows` rows: W8A8's x's fp8 values [rows][kmax], its scales
+ * [rows][kmax / 128 + 1] and the partial sums [rows][nmax], fp32, and under engine kernels (W8A16: that
+ * alone) the 2-byte workspace of the largest layer's N x K values (its codes widened, or dequantized, for
+ * cuBLAS), in whole floats */
 static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq, bool engine, int64_t rows,
                                    long long *layer, long long *scratch)
 {
@@ -313,9 +335,9 @@ static void fp8_dense_device_bytes(const rc_config *c, const rc_wq_numerics *wq,
         wmax = N * K > wmax ? N * K : wmax;
         const long long scales = wq->scale == RC_WSCALE_TENSOR ? 1 : wq->scale == RC_WSCALE_CHANNEL ? N
                                  : ((N + 127) / 128) * ((K + 127) / 128);
-        *layer += w8a8 ? (N * K + 3) / 4 * 4 + 4 * scales : (N * K + 1) / 2 * 4;
+        *layer += (N * K + 3) / 4 * 4 + 4 * scales;
     }
-    *scratch = w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 + (engine ? (wmax + 1) / 2 * 4 : 0) : 0;
+    *scratch = (w8a8 ? (long long)rows * (kmax + kmax / 128 + 1 + nmax) * 4 : 0) + (engine ? (wmax + 1) / 2 * 4 : 0);
 }
 
 /* the bytes an engine allocates on each of n devices at its creation (the device memory it holds before any
@@ -350,7 +372,7 @@ START_TEST(test_multi_gpu_fp8)
     if (!have_devices(3) && !have_devices(2))
         return;
     rc_model *m = fp8_case_model(fc);
-    const int64_t L = m->cfg.n_layers, V = m->cfg.vocab, R = k_lens[0] + k_lens[1] + k_lens[2];
+    const int64_t L = m->cfg.n_layers;
     ck_assert_int_ge(L, 3);
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
@@ -368,37 +390,16 @@ START_TEST(test_multi_gpu_fp8)
         int64_t split[3];
     } cases[] = {{2, {0}}, {2, {L - 1, 1}}, {2, {1, L - 1}}, {3, {1, 1, L - 2}}};
     int64_t even1 = 0; /* the default split's layers on device 0: the given 2-device split equal to it is skipped */
+    char label[96];
+    snprintf(label, sizeof label, "%-24s %-16s %s", fc->fixture ? fc->fixture : "block llama (3 layers)", fc->label,
+             inv ? "bf16 invariant" : "bf16 engine");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (cases[c].n > count || (c > 0 && cases[c].n == 2 && cases[c].split[0] == even1))
             continue;
-        multi_result r;
-#ifdef RC_TEST_EMULATE
-        rck_shim_reset();
-#endif
-        multi_run(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &r, NULL);
-        char split[64] = "";
-        for (int d = 0; d < cases[c].n; d++)
-            snprintf(split + strlen(split), sizeof split - strlen(split), "%s%lld", d ? "," : "",
-                     (long long)(r.split[d + 1] - r.split[d]));
-#ifdef RC_TEST_EMULATE
-        for (int d = 0; d < cases[c].n; d++)
-            ck_assert_msg(rck_shim_device_peak(d) > 0, "%s: device %d never used", fc->label, d);
-        ck_assert_int_gt(rck_shim_get(RCK_SHIM_PEER_COPIES), 0);
-        ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
-#endif
-        if (cases[c].split[0])
-            for (int d = 0; d < cases[c].n; d++)
-                ck_assert_int_eq(r.split[d + 1] - r.split[d], cases[c].split[d]);
+        int64_t l0[RC_MAX_DEVICES + 1];
+        run_split_case(m, &num, k, cases[c].n, cases[c].split[0] ? cases[c].split : NULL, &one, label, l0);
         if (c == 0)
-            even1 = r.split[1];
-        ck_assert_msg(memcmp(one.full, r.full, sizeof(float) * R * V) == 0, "%s: %d devices (%s): full forward differs",
-                      fc->label, cases[c].n, split);
-        ck_assert_msg(memcmp(one.dec, r.dec, sizeof(float) * 4 * MB * V) == 0, "%s: %d devices (%s): decode differs",
-                      fc->label, cases[c].n, split);
-        printf("%-10s %-24s %-16s %s %d devices, layers %-6s: bitwise\n", TEST_NAME,
-               fc->fixture ? fc->fixture : "block llama (3 layers)", fc->label,
-               inv ? "bf16 invariant" : "bf16 engine", cases[c].n, split);
-        multi_free(&r);
+            even1 = l0[1];
     }
     multi_free(&one);
 #ifdef RC_TEST_EMULATE
@@ -421,7 +422,7 @@ START_TEST(test_multi_gpu_fp8)
         ck_assert_msg(meas > 0 && meas <= est, "%s: device %d: %lld bytes measured, %lld estimated", fc->label, d, meas,
                       est);
     }
-    /* weights=fp8 on a dense Llama: the copies at 1 byte a value (W8A8's codes; W8A16's 2), to the byte -- the shim's bytes with them
+    /* weights=fp8 on a dense Llama: the copies at 1 byte a value (the codes, W8A16's too), to the byte -- the shim's bytes with them
      * less without, on each device of the split and on one device, are the shapes' count (the quantized copies
      * of the device's layers and its W8A8 scratch), and rc_fp8w_layer_bytes / rc_fp8w_bytes (host false)
      * give that count's weights */
@@ -460,7 +461,9 @@ END_TEST
  * attention layers' KV caches add up to the one-device estimate's, each a layer's share; moving the boundary
  * of a 2-device split by one layer moves that layer's bytes from device 1 to device 0, and when it is a
  * linear-attention layer, its states: n_slots x (conv channels x kernel + value heads x key dim x value dim)
- * floats, computed from the config. (test_device_memory_hybrid: what the engine allocates against it.) */
+ * floats, computed from the config (each device's share less the backend's workspaces there, rc_cuda_ws_bytes,
+ * which depend on the kinds of layers a device holds: test_multi_gpu_auto). (test_device_memory_hybrid: what the
+ * engine allocates against it.) */
 START_TEST(test_multi_gpu_hybrid_estimate)
 {
     static const char *const names[] = {"qnext_hybrid", "q35_moe"};
@@ -489,6 +492,12 @@ START_TEST(test_multi_gpu_hybrid_estimate)
         int64_t b[2], w[2], kv[2];
         ck_assert_msg(rc_layer_split(m, &num, RC_KERNELS_ENGINE, 2, sp, slots, len, rows, l0, b, w, kv) == RC_OK,
                       "%s", rc_last_error());
+        for (int d = 0; d < 2; d++) {
+            int64_t ws[RC_CUWS_N];
+            ck_assert(rc_cuda_ws_bytes(m, &num, RC_KERNELS_ENGINE, slots, len, rows, l0[d], l0[d + 1], d == 0, ws) ==
+                      RC_OK);
+            b[d] -= rc_cuda_ws_total(ws);
+        }
         ck_assert_int_eq(w[0] + w[1], w1[0]);
         ck_assert_int_eq(kv[0] + kv[1], k1[0]);
         int64_t att0 = 0;
@@ -618,9 +627,13 @@ static void write_wide_model(const char *dir) { rc_test_write_llama(dir, &k_wide
  * head, position and dimension), on a model whose weights outweigh the activations as at real sizes, one full
  * forward of 4 sequences of 16 tokens and their cached decode; inspect's estimate (its GPU memory line) within
  * the same bound. Split over 2 fake devices: each device's peak at most 1.5 x its own reference (its layers'
- * elements, device 0 also the embedding, final norm and head, and its layers' KV cache). */
+ * elements, device 0 also the embedding, final norm and head, and its layers' KV cache), and at most the
+ * device's estimate (inspect --gpus N's, the backend's workspaces in it). cuBLAS's workspace, a fixed 32 MiB a
+ * device that does not grow with the model, is set to 1 MiB here (RC_CUDA_CUBLAS_WORKSPACE_MB): at this model's
+ * 26 MB it would be the largest item, at a 7B model's 24 GiB it is 0.13%. */
 START_TEST(test_device_memory_whole)
 {
+    ck_assert_int_eq(setenv("RC_CUDA_CUBLAS_WORKSPACE_MB", "1", 1), 0);
     char dir[64];
     ck_assert(rc_test_mkdtemp(dir, sizeof dir, "/tmp/rc_test_wide_") != NULL);
     write_wide_model(dir);
@@ -672,10 +685,17 @@ START_TEST(test_device_memory_whole)
             else
                 ck_assert_msg(memcmp(ref_out, out, sizeof(float) * rows * WV) == 0,
                               "%d device(s), %s activations: log-probs differ", n, f32 ? "fp32" : "2-byte");
+            int64_t el0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+            ck_assert(rc_layer_split(m, f32 ? &num32 : &num, RC_KERNELS_ENGINE, n, NULL, B, T, rows, el0, est, NULL,
+                                     NULL) == RC_OK);
+            ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS_NO_WS), 0); /* cuBLAS always had its workspace */
+            ck_assert_int_eq(rck_shim_get(RCK_SHIM_BLAS_WS_BYTES), 1 << 20);
             for (int d = 0; d < n; d++) {
                 const int64_t l0 = e->stage_l0[d], l1 = e->stage_l0[d + 1];
                 const long long ref = 2LL * ((l1 - l0) * layer_n + (d == 0 ? own_n : 0)) + (l1 - l0) * kv_layer;
                 const long long peak = rck_shim_device_peak(d);
+                ck_assert_msg(peak <= est[d], "GPU %d of %d: peak %lld > the estimate %lld", d, n, peak,
+                              (long long)est[d]);
                 if (f32) {
                     peak32[d] = peak;
                     continue;
@@ -701,15 +721,16 @@ START_TEST(test_device_memory_whole)
     free(ref_out);
     rc_model_free(m);
     rc_test_rm_rf(dir);
+    ck_assert_int_eq(unsetenv("RC_CUDA_CUBLAS_WORKSPACE_MB"), 0);
 }
 END_TEST
 
 /* Latent attention in the sampler's default form, mla=engine (the prefill expanded, decode absorbed): each GPU
  * holds the expanded prefill's scratch, row mix and K / V cache of its own layers (forward.c mla_x_create), and
  * the per-GPU estimate (rc_layer_split, inspect --gpus N) counts them there. deepseek_v3_mla in bf16 on 1 and 2
- * fake devices: on each device the estimate covers every byte the engine allocated; the peak of a full forward
- * and a cached prefill with 3 decode steps adds the backend's workspaces, which the estimate leaves out; the
- * split run's log-probs are the one-device run's bitwise. */
+ * fake devices: on each device the estimate covers every byte the engine allocated, and the peak of a full
+ * forward and a cached prefill with 3 decode steps, which adds the backend's workspaces; the split run's
+ * log-probs are the one-device run's bitwise. */
 START_TEST(test_device_memory_mla_engine)
 {
     char dir[4096];
@@ -740,6 +761,29 @@ START_TEST(test_device_memory_mla_engine)
             ck_assert_msg(created[d] <= est[d], "GPU %d of %d: the engine allocated %lld > the estimate %lld", d, n,
                           created[d], (long long)est[d]);
             ck_assert(peak >= created[d]);
+            ck_assert_msg(peak <= est[d], "GPU %d of %d: peak %lld > the estimate %lld", d, n, peak, (long long)est[d]);
+        }
+    }
+    ck_assert(memcmp(r[0].full, r[1].full, sizeof(float) * R * V) == 0);
+    ck_assert(memcmp(r[0].dec, r[1].dec, sizeof(float) * 4 * MB * V) == 0);
+    multi_free(&r[0]);
+    multi_free(&r[1]);
+    /* the absorbed form alone (mla=absorbed) in fp32 with invariant kernels: the invariant GEMM's transposed copy
+     * of each layer's fp32 W_UK (a GEMM weight per head) is the backend's, in the estimate: on 1 and 2 devices
+     * each device's peak at most its estimate, the split bitwise one device */
+    rc_numerics inv = rc_numerics_fp32();
+    inv.mla_absorbed = true;
+    for (int n = 1; n <= 2; n++) {
+        rck_shim_set(RCK_SHIM_DEVICES, n);
+        int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+        ck_assert(rc_layer_split(m, &inv, RC_KERNELS_INVARIANT, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) == RC_OK);
+        rck_shim_reset();
+        multi_run(m, &inv, RC_KERNELS_INVARIANT, n, NULL, &r[n - 1], NULL);
+        for (int d = 0; d < n; d++) {
+            const long long peak = rck_shim_device_peak(d);
+            printf("%-10s deepseek_v3_mla fp32 invariant mla=absorbed, %d GPU%s, GPU %d: estimate %lld bytes, peak %lld "
+                   "(%.3f)\n", TEST_NAME, n, n > 1 ? "s" : "", d, (long long)est[d], peak, (double)peak / est[d]);
+            ck_assert_msg(peak <= est[d], "GPU %d of %d: peak %lld > the estimate %lld", d, n, peak, (long long)est[d]);
         }
     }
     ck_assert(memcmp(r[0].full, r[1].full, sizeof(float) * R * V) == 0);
@@ -754,8 +798,9 @@ END_TEST
  * estimate's split): on each device the estimate (rc_layer_split, inspect --gpus N) covers every byte the engine
  * allocated -- its layers' weights, the KV cache of its attention layers, the conv and recurrent states of its
  * linear-attention layers, its buffers and scratch (device 0's estimate also counts the host's index arrays and
- * the slots' counters) --; the peak adds the backend's workspaces (the mixer's among them), which the estimate
- * leaves out. test_multi_gpu_bitwise runs the same splits for the log-probs. */
+ * the slots' counters) --, and the peak of a full forward and a cached decode, which adds the backend's
+ * workspaces (the mixer's among them), is at most the estimate, which counts them. test_multi_gpu_bitwise runs
+ * the same splits for the log-probs. */
 START_TEST(test_device_memory_hybrid)
 {
     static const char *const names[] = {"qnext_hybrid", "q35_moe", "q35_dense"};
@@ -785,6 +830,7 @@ START_TEST(test_device_memory_hybrid)
             ck_assert_msg(created[d] <= est[d], "GPU %d of %d: the engine allocated %lld > the estimate %lld", d, n,
                           created[d], (long long)est[d]);
             ck_assert(peak >= created[d]);
+            ck_assert_msg(peak <= est[d], "GPU %d of %d: peak %lld > the estimate %lld", d, n, peak, (long long)est[d]);
         }
         multi_free(&r);
     }
@@ -792,12 +838,78 @@ START_TEST(test_device_memory_hybrid)
 }
 END_TEST
 
+/* The backend's workspaces in the estimate under the numerics that change which ones a run takes, on 1 and 2 fake
+ * devices (the default split): each device's peak of a full forward and a cached decode at most its estimate
+ * (rc_layer_split's, inspect --gpus N's). bf16 engine kernels with --upcast norm (a 2-byte weight widened for
+ * an fp32-input GEMM), --upcast rope (an fp32 KV cache: no widened keys and values), --upcast lm_head (the
+ * fp32 head), autocast on a tied head (its bf16 copy for cuBLAS), fp16, tp=2 (K-sliced partials), fp32 engine
+ * kernels, and bf16 invariant kernels (no cuBLAS, no workspace for it) on llama_gqa; Baichuan2's NormHead (the
+ * head widened once) on baichuan2_7b. cuBLAS's fixed workspace set to 1 MiB (RC_CUDA_CUBLAS_WORKSPACE_MB), so
+ * that the rest of the estimate is what the peak is compared with. */
+START_TEST(test_device_memory_numerics)
+{
+    ck_assert_int_eq(setenv("RC_CUDA_CUBLAS_WORKSPACE_MB", "1", 1), 0);
+    static const struct {
+        const char *fixture, *label;
+        rc_dtype dt;
+        unsigned upcast;
+        rc_precision mode;
+        int tp;
+        rc_kernels k;
+    } cases[] = {
+        {"llama_gqa", "bf16 --upcast norm", RC_BF16, RC_UPCAST_NORM, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 --upcast rope", RC_BF16, RC_UPCAST_ROPE, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 --upcast lm_head", RC_BF16, RC_UPCAST_LM_HEAD, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 autocast", RC_BF16, 0, RC_PREC_AUTOCAST, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "fp16", RC_F16, 0, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 tp=2", RC_BF16, 0, RC_PREC_PURE, 2, RC_KERNELS_ENGINE},
+        {"llama_gqa", "fp32 engine", RC_F32, 0, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+        {"llama_gqa", "bf16 invariant", RC_BF16, 0, RC_PREC_PURE, 1, RC_KERNELS_INVARIANT},
+        {"baichuan2_7b", "bf16 NormHead", RC_BF16, 0, RC_PREC_PURE, 1, RC_KERNELS_ENGINE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[4096];
+        rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", cases[i].fixture);
+        rc_model *m;
+        ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
+        rc_numerics num = rc_numerics_fp32();
+        num.dt = cases[i].dt;
+        num.upcast = cases[i].upcast;
+        num.mode = cases[i].mode;
+        num.tp = cases[i].tp;
+        for (int n = 1; n <= 2; n++) {
+            rck_shim_set(RCK_SHIM_DEVICES, n);
+            int64_t l0[RC_MAX_DEVICES + 1], est[RC_MAX_DEVICES];
+            ck_assert(rc_layer_split(m, &num, cases[i].k, n, NULL, MB, MT, MB * MT, l0, est, NULL, NULL) == RC_OK);
+            rck_shim_reset();
+            multi_result r;
+            multi_run(m, &num, cases[i].k, n, NULL, &r, NULL);
+            for (int d = 0; d < n; d++) {
+                const long long peak = rck_shim_device_peak(d);
+                printf("%-10s %-12s %-22s %d GPU%s, GPU %d: peak %lld bytes, estimate %lld (%.3f)\n", TEST_NAME,
+                       cases[i].fixture, cases[i].label, n, n > 1 ? "s" : " ", d, peak, (long long)est[d],
+                       (double)peak / est[d]);
+                ck_assert_msg(peak <= est[d], "%s, GPU %d of %d: peak %lld > the estimate %lld", cases[i].label, d, n,
+                              peak, (long long)est[d]);
+            }
+            ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS_NO_WS), 0);
+            ck_assert_int_eq(rck_shim_get(RCK_SHIM_BAD_POINTERS), 0);
+            multi_free(&r);
+        }
+        rc_model_free(m);
+    }
+    ck_assert_int_eq(unsetenv("RC_CUDA_CUBLAS_WORKSPACE_MB"), 0);
+}
+END_TEST
+
 /* The number of GPUs chosen by the estimate (place.h rc_gpu_plan_make, what run does without --gpus): the wide
  * Llama with the fake devices' budgets set from its estimate. One byte less than its one-GPU estimate on each of
  * 2 devices: 2 GPUs, the default split, and the log-probs of the full forward and the cached decode bitwise those
- * of one device with the default 16 GiB; exactly its estimate, or the default budget: one GPU; less than the
- * fuller GPU's share of the 2-GPU split: no fit (RC_ERR_NOMEM, one line, nothing allocated); --gpus 1 on a device
- * one byte short: refused by name. */
+ * of one device with the default 16 GiB, each device's peak at most its share of the estimate; exactly its
+ * estimate, or the default budget: one GPU, and with exactly the estimate the run completes there (the backend's
+ * workspaces are in the estimate), bitwise, its peak at most the estimate; cuBLAS ran with its fixed workspace
+ * (cublasSetWorkspace) on every call; less than the fuller GPU's share of the 2-GPU split: no fit (RC_ERR_NOMEM,
+ * one line, nothing allocated); --gpus 1 on a device one byte short: refused by name. */
 START_TEST(test_multi_gpu_auto)
 {
     char dir[64];
@@ -816,6 +928,22 @@ START_TEST(test_multi_gpu_auto)
     ck_assert(rc_gpu_need(m, &eng, 1, 2, NULL, l0_2, need2) == RC_OK);
     const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
     ck_assert(fuller < need1[0]);
+    { /* the backend's workspaces are one set per GPU and backend, shared by its engines: two engines of the
+       * same kernels in one phase need twice the engine less one set of workspaces; the fp32 reference's own
+       * backend (RC_PHASE_REFERENCE) brings its own set */
+        int64_t ws[RC_CUWS_N], one_l0[2], both[1], ref[1];
+        ck_assert(rc_cuda_ws_bytes(m, &num, RC_KERNELS_ENGINE, MB, MT, MB * MT, 0, m->cfg.n_layers, true, ws) == RC_OK);
+        const int64_t shared = rc_cuda_ws_total(ws) - ws[RC_CUWS_SHADOW];
+        ck_assert_int_gt(shared, rc_cuws_blas_bytes()); /* cuBLAS's and more */
+        const rc_engine_shape two_eng[2] = {eng, eng};
+        ck_assert(rc_gpu_need(m, two_eng, 2, 1, NULL, one_l0, both) == RC_OK);
+        ck_assert_int_eq(both[0], 2 * need1[0] - shared);
+        rc_engine_shape with_ref[2] = {eng, eng};
+        with_ref[1].phases = RC_PHASE_REFERENCE;
+        ck_assert(rc_gpu_need(m, with_ref, 2, 1, NULL, one_l0, ref) == RC_OK);
+        ck_assert_int_eq(ref[0], need1[0] + shared); /* another phase: its engine not at the same time, its
+                                                      * backend's workspaces held all along */
+    }
     multi_result one, two;
     rc_gpu_plan plan;
     /* the default budget: one GPU */
@@ -837,16 +965,37 @@ START_TEST(test_multi_gpu_auto)
     rck_shim_reset();
     multi_run(m, &num, RC_KERNELS_ENGINE, plan.n_dev, NULL, &two, NULL); /* within the budget */
     ck_assert_int_eq(two.split[1], plan.l0[1]);
-    for (int d = 0; d < 2; d++)
-        ck_assert(rck_shim_device_peak(d) > 0 && rck_shim_device_peak(d) <= need1[0] - 1);
+    for (int d = 0; d < 2; d++) {
+        const long long peak = rck_shim_device_peak(d);
+        printf("%-10s wide Llama, 2 GPUs chosen: GPU %d peak %lld bytes, estimate %lld (peak / estimate %.4f)\n",
+               TEST_NAME, d, peak, (long long)need2[d], (double)peak / need2[d]);
+        ck_assert(peak > 0 && peak <= need1[0] - 1);
+        ck_assert_msg(peak <= need2[d], "GPU %d: peak %lld > its estimate %lld", d, peak, (long long)need2[d]);
+    }
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS_NO_WS), 0);
+    ck_assert_int_gt(rck_shim_get(RCK_SHIM_GEMMS), 0);
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_BLAS_WS_BYTES), rc_cuws_blas_bytes());
     ck_assert_msg(memcmp(one.full, two.full, sizeof(float) * R * V) == 0, "2 GPUs chosen: full forward differs");
     ck_assert_msg(memcmp(one.dec, two.dec, sizeof(float) * 4 * MB * V) == 0, "2 GPUs chosen: decode differs");
-    multi_free(&one);
     multi_free(&two);
-    /* exactly the estimate: one GPU */
+    /* exactly the estimate: one GPU, and the run completes there */
     rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0]);
     ck_assert(rc_gpu_plan_make(m, &eng, 1, 2, 0, NULL, rc_cuda_mem_info, &plan) == RC_OK);
     ck_assert_int_eq(plan.n_dev, 1);
+    rck_shim_reset();
+    multi_result exact;
+    multi_run(m, &num, RC_KERNELS_ENGINE, 1, NULL, &exact, NULL);
+    {
+        const long long peak = rck_shim_device_peak(0);
+        printf("%-10s wide Llama, budget = the one-GPU estimate %lld bytes: ran on one GPU, peak %lld (peak / "
+               "estimate %.4f)\n", TEST_NAME, (long long)need1[0], peak, (double)peak / need1[0]);
+        ck_assert(peak <= need1[0]);
+    }
+    ck_assert_int_eq(rck_shim_get(RCK_SHIM_GEMMS_NO_WS), 0);
+    ck_assert(memcmp(one.full, exact.full, sizeof(float) * R * V) == 0);
+    ck_assert(memcmp(one.dec, exact.dec, sizeof(float) * 4 * MB * V) == 0);
+    multi_free(&exact);
+    multi_free(&one);
     /* one device, one byte short: no fit */
     rck_shim_set(RCK_SHIM_MEMORY_BYTES, need1[0] - 1);
     rck_shim_set(RCK_SHIM_DEVICES, 1);
@@ -1043,7 +1192,9 @@ END_TEST
  * model with 3 prompts of 5 token ids, 2 samples, --len 4,8 in bf16, whose engine the test sizes as run does
  * (rc_run_engine_shapes) and estimates (rc_gpu_need). The default budget: one GPU, said in gpu_split; one byte
  * less than the one-GPU estimate on each of 2 devices: the stderr line, 2 GPUs named in device and gpu_split,
- * the statistics of one GPU to the digit; less than the fuller GPU's share: exit 7 with one line and no output
+ * the statistics of one GPU to the digit; exactly the one-GPU estimate, or 3 devices of exactly the fuller GPU's
+ * share of the 2-GPU split: 1 and 2 GPUs chosen and the run completes (the backend's workspaces are in the
+ * estimate), one GPU's statistics; less than the fuller GPU's share: exit 7 with one line and no output
  * file; --gpus 1 one byte short: exit 7 naming it. */
 START_TEST(test_multi_gpu_auto_cli)
 {
@@ -1095,17 +1246,26 @@ START_TEST(test_multi_gpu_auto_cli)
     ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
     printf("%-10s CLI without --gpus, %s: %.*s: the statistics of one GPU to the digit\n", TEST_NAME, env,
            (int)(strchr(g_out, '\n') - g_out), g_out);
-    free(one);
     free(two);
-    /* the estimate fits 2 GPUs by one byte, the backend's workspaces do not: exit 8 saying what to give */
+    /* exactly the one-GPU estimate: one GPU, the run completes (the backend's workspaces are in the estimate) */
+    snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)need1[0]);
+    ck_assert_msg(cli_env(env, args) == 0, "%s: %s", env, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"1 GPU (automatic: "));
+    char *exact = stats_of(g_out);
+    ck_assert_msg(!strcmp(one, exact), "one GPU of exactly the estimate:\n%s\none GPU:\n%s", exact, one);
+    free(exact);
+    /* 3 devices of exactly the fuller GPU's share of the 2-GPU split: 2 chosen, and the run completes there */
     snprintf(env, sizeof env, "RCK_SHIM_DEVICES=3 RCK_SHIM_MEMORY=%lld", (long long)fuller);
-    snprintf(args, sizeof args, "--prompts %s %s --out none", pf, common);
-    ck_assert_int_eq(cli_env(env, args), 8);
-    printf("%-10s CLI a workspace short (%s): %s", TEST_NAME, env, g_out);
+    ck_assert_msg(cli_env(env, args) == 0, "%s: %s", env, g_out);
+    printf("%-10s CLI exactly the 2-GPU estimate (%s): %.*s\n", TEST_NAME, env, (int)(strchr(g_out, '\n') - g_out),
+           g_out);
     ck_assert_ptr_nonnull(strstr(g_out, "layers split over 2 GPUs"));
-    ck_assert_ptr_nonnull(strstr(g_out, "was chosen by the estimate, which leaves out the backend's workspaces: give "
-                                        "--gpus 3\n"));
+    ck_assert_ptr_nonnull(strstr(g_out, "\"device\": \"2 x host emulation"));
+    char *fit2 = stats_of(g_out);
+    ck_assert_msg(!strcmp(one, fit2), "2 GPUs of exactly their estimate:\n%s\none GPU:\n%s", fit2, one);
+    free(fit2);
     /* no fit: exit 7, one line, no output file */
+    free(one);
     snprintf(env, sizeof env, "RCK_SHIM_DEVICES=2 RCK_SHIM_MEMORY=%lld", (long long)fuller - 1);
     snprintf(args, sizeof args, "--prompts %s %s --out %s", pf, common, h5);
     ck_assert_int_eq(cli_env(env, args), 7);
@@ -1134,11 +1294,9 @@ END_TEST
 
 /* The automatic choice on a hybrid model (qnext_hybrid; place.c rc_gpu_plan_make through rc_layer_split, which
  * places the linear layers' states on their GPU): with the default budget one GPU; one byte less than the one-GPU
- * estimate on each of 3 fake devices splits the layers over 2 GPUs, said on stderr with the estimate's split.
- * The estimate leaves out the backend's workspaces, at the fixture's size larger than the engine (the mixer's
- * among them: test_device_memory_hybrid), so that run stops in a workspace with exit 8 saying what to give, as
- * any model's does (test_multi_gpu_auto_cli); where they fit, it gives one GPU's statistics to the digit
- * (test_multi_gpu_cli runs the hybrid split through the CLI). */
+ * estimate on each of 3 fake devices splits the layers over 2 GPUs, said on stderr with the estimate's split, and
+ * the run completes (the estimate counts the backend's workspaces, the mixer's among them) with one GPU's
+ * statistics to the digit. */
 START_TEST(test_multi_gpu_auto_hybrid_cli)
 {
     char pdir[64], pf[128], model[4096], args[1024], env[128];
@@ -1177,15 +1335,11 @@ START_TEST(test_multi_gpu_auto_hybrid_cli)
     snprintf(line, sizeof line, "GPU 0 has %lld bytes free: layers split over 2 GPUs (0-%lld, %lld-%lld)\n",
              (long long)need1[0] - 1, (long long)l0[1] - 1, (long long)l0[1], (long long)l0[2] - 1);
     ck_assert_msg(strstr(g_out, line) != NULL, "'%s' lacks '%s'", g_out, line);
-    if (rc == 0) {
-        ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"2 GPUs, layers "));
-        char *two = stats_of(g_out);
-        ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
-        free(two);
-    } else {
-        ck_assert_int_eq(rc, 8);
-        ck_assert_ptr_nonnull(strstr(g_out, "was chosen by the estimate, which leaves out the backend's workspaces"));
-    }
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, g_out);
+    ck_assert_ptr_nonnull(strstr(g_out, "\"gpu_split\": \"2 GPUs, layers "));
+    char *two = stats_of(g_out);
+    ck_assert_msg(!strcmp(one, two), "chosen 2 GPUs:\n%s\none GPU:\n%s", two, one);
+    free(two);
     free(one);
     rc_test_rm_rf(pdir);
 }
@@ -1240,6 +1394,7 @@ void multi_tests(TCase *tc)
     tcase_add_test(tc, test_device_memory_whole);
     tcase_add_test(tc, test_device_memory_mla_engine);
     tcase_add_loop_test(tc, test_device_memory_hybrid, 0, 3);
+    tcase_add_test(tc, test_device_memory_numerics);
     tcase_add_test(tc, test_multi_gpu_auto);
     tcase_add_test(tc, test_multi_gpu_auto_cli);
     tcase_add_test(tc, test_multi_gpu_auto_hybrid_cli);

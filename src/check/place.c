@@ -60,6 +60,10 @@ rc_status rc_gpu_need(const rc_model *m, const rc_engine_shape *eng, int n_eng, 
 {
     static const unsigned phases[] = {RC_PHASE_GENERATE, RC_PHASE_FORWARD, RC_PHASE_REFERENCE};
     int64_t sum[3][RC_MAX_DEVICES] = {{0}};
+    /* the backends' workspaces, held for the whole run: one set per GPU and backend (run: the sampler's kernels,
+     * the trainer's when they differ, the fp32 reference's own), which its engines' calls share, each as large as
+     * the largest of them asks (an engine's weight copies, RC_CUWS_SHADOW, are its own: with its bytes) */
+    int64_t ws[3][RC_MAX_DEVICES][RC_CUWS_N] = {{{0}}};
     for (int e = 0; e < n_eng; e++) {
         int64_t el0[RC_MAX_DEVICES + 1], bytes[RC_MAX_DEVICES];
         const rc_engine_shape *s = &eng[e];
@@ -67,6 +71,16 @@ rc_status rc_gpu_need(const rc_model *m, const rc_engine_shape *eng, int n_eng, 
                               NULL, NULL));
         if (e == 0)
             memcpy(l0, el0, sizeof(int64_t) * (size_t)(n_dev + 1));
+        for (int d = 0; d < n_dev; d++) {
+            int64_t w[RC_CUWS_N];
+            RC_TRY(rc_cuda_ws_bytes(m, &s->num, s->kernels, s->n_slots, s->max_len, s->max_rows, el0[d], el0[d + 1],
+                                    d == 0, w));
+            bytes[d] -= rc_cuda_ws_total(w) - w[RC_CUWS_SHADOW]; /* (counted once below) */
+            const int b = (s->phases & RC_PHASE_REFERENCE) ? 2 : s->kernels == eng[0].kernels ? 0 : 1;
+            for (int i = 0; i < RC_CUWS_N; i++)
+                if (i != RC_CUWS_SHADOW && w[i] > ws[b][d][i])
+                    ws[b][d][i] = w[i];
+        }
         for (int p = 0; p < 3; p++)
             for (int d = 0; d < n_dev && (s->phases & phases[p]); d++)
                 if (!rc_add_i64(sum[p][d], bytes[d], &sum[p][d]))
@@ -76,6 +90,9 @@ rc_status rc_gpu_need(const rc_model *m, const rc_engine_shape *eng, int n_eng, 
         need[d] = 0;
         for (int p = 0; p < 3; p++)
             need[d] = sum[p][d] > need[d] ? sum[p][d] : need[d];
+        for (int b = 0; b < 3; b++)
+            if (!rc_add_i64(need[d], rc_cuda_ws_total(ws[b][d]), &need[d]))
+                return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
     }
     return RC_OK;
 }

@@ -55,7 +55,8 @@ static const opt_spec k_inspect_opts[] = {
     {"tokens", 0, "N", "prompt + generated tokens per sequence (default 256)", NULL, op_i64,
      offsetof(inspect_opts, tokens), 1, RC_LIM_POS, 0, 0, 0},
     {"weights", 0, "dtype|fp8|as-stored", "the sampler's linear weights, as --sampler weights=:\nfp8 quantized "
-     "(per-tensor scales) or an FP8 checkpoint's\nas stored; their copies are counted (default dtype)", NULL, op_path,
+     "(per-tensor scales; fp8,weight-scale=S,act=A as\n--sampler's, act=none: W8A16) or an FP8 checkpoint's\nas "
+     "stored; their copies are counted (default dtype)", NULL, op_path,
      offsetof(inspect_opts, weights), 0, 0, 0, 0, 0},
     {"gpus", 0, "N", "the GPU memory of a run with --gpus N: each GPU's share\nof the layer split (default 1)", NULL,
      op_i64, offsetof(inspect_opts, gpus), 1, RC_MAX_DEVICES, 0, 0, 0},
@@ -161,12 +162,35 @@ static rc_status inspect_weights(const rc_model *m, const char *v, rc_numerics *
 {
     if (!v || !strcmp(v, "dtype"))
         return RC_OK;
-    if (!strcmp(v, "fp8"))
+    if (!strncmp(v, "fp8", 3) && (v[3] == '\0' || v[3] == ',')) {
         num->wq = (rc_wq_numerics){RC_WQ_FP8, RC_WSCALE_TENSOR, RC_ACTQ_TOKEN};
-    else if (!strcmp(v, "as-stored"))
+        /* fp8,weight-scale=S,act=A: --sampler's keys (tensor | channel | block; dynamic-token | dynamic-tensor |
+         * none, W8A16) */
+        static const char *const scales[] = {"tensor", "channel", "block"}; /* rc_wscale */
+        static const char *const acts[] = {"dynamic-token", "dynamic-tensor", "none"}; /* rc_actquant */
+        for (const char *p = v + 3; *p == ',';) {
+            const char *key = p + 1, *end = strchr(key, ',');
+            const size_t n = end ? (size_t)(end - key) : strlen(key);
+            bool ok = false;
+            for (int i = 0; i < 3 && !ok; i++) {
+                char a[64], b[64];
+                snprintf(a, sizeof a, "weight-scale=%s", scales[i]);
+                snprintf(b, sizeof b, "act=%s", acts[i]);
+                if (strlen(a) == n && !strncmp(key, a, n))
+                    num->wq.scale = (rc_wscale)i, ok = true;
+                else if (strlen(b) == n && !strncmp(key, b, n))
+                    num->wq.act = (rc_actquant)i, ok = true;
+            }
+            if (!ok)
+                return rc_errorf(RC_ERR_USAGE, "--weights %s: after fp8, weight-scale=tensor|channel|block and "
+                                 "act=dynamic-token|dynamic-tensor|none (as --sampler's)", v);
+            p = key + n;
+        }
+    } else if (!strcmp(v, "as-stored"))
         num->wq = (rc_wq_numerics){RC_WQ_STORED, RC_WSCALE_BLOCK, RC_ACTQ_TOKEN};
     else
-        return rc_errorf(RC_ERR_USAGE, "--weights %s: dtype, fp8 or as-stored", v);
+        return rc_errorf(RC_ERR_USAGE, "--weights %s: dtype, fp8 or as-stored (fp8,weight-scale=S,act=A: "
+                         "--sampler's keys)", v);
     if (num->wq.kind == RC_WQ_STORED && strcmp(m->quant_method, "fp8") != 0)
         return rc_errorf(RC_ERR_USAGE, "--weights as-stored: %s is not an FP8 checkpoint (its config.json has no "
                          "quantization_config with quant_method fp8)", m->dir);
@@ -229,8 +253,8 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         return fail(st);
     }
     /* the same run with --backend cuda: everything the engine holds is in one GPU's memory (the model's
-     * weights copied at the dtype's width, the KV cache, the activations); the backend's workspaces and
-     * cuBLAS's come on top (docs/gpu.md) */
+     * weights copied at the dtype's width, the KV cache, the activations), and the backend's workspaces,
+     * cuBLAS's included (docs/gpu.md) */
     rc_engine_mem dm;
     st = rc_engine_mem_estimate(m, &num, false, RC_KERNELS_ENGINE, slots, io.tokens, rows, &dm);
     /* --gpus N: each GPU's share of the layer split (forward.c rc_layer_split) */
@@ -248,6 +272,15 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
     int64_t per_gpu = 0; /* the fullest GPU */
     for (int d = 0; d < n_gpus; d++)
         per_gpu = gb[d] > per_gpu ? gb[d] : per_gpu;
+    int64_t gws[RC_MAX_DEVICES][RC_CUWS_N], gwt[RC_MAX_DEVICES]; /* each GPU's workspaces (in gb) */
+    for (int d = 0; d < n_gpus && st == RC_OK; d++) {
+        st = rc_cuda_ws_bytes(m, &num, RC_KERNELS_ENGINE, slots, io.tokens, rows, l0[d], l0[d + 1], d == 0, gws[d]);
+        gwt[d] = rc_cuda_ws_total(gws[d]);
+    }
+    if (st != RC_OK) {
+        rc_model_free(m);
+        return fail(st);
+    }
     const int64_t model_bytes = m->arena_bytes + em.weights_in_place;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (json) {
@@ -275,8 +308,11 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                k->pos == RC_POS_ROTARY ? "rotary" : k->pos == RC_POS_ALIBI ? "alibi" : "learned",
                k->norm_head ? "true" : "false");
         rc_json_str(stdout, m->stored_dtype);
-        if (num.wq.kind != RC_WQ_NONE) /* --weights: the sampler's fp8 copies are in the estimates below */
-            printf(", \"weights\": \"%s\"", num.wq.kind == RC_WQ_STORED ? "as-stored" : "fp8");
+        if (num.wq.kind != RC_WQ_NONE) { /* --weights as given (as-stored, fp8[,weight-scale=S,act=A]): the
+                                          * sampler's fp8 copies are in the estimates below */
+            printf(", \"weights\": ");
+            rc_json_str(stdout, io.weights);
+        }
         printf(", \"memory\": {\"dtype\": \"%s\", \"batch\": %lld, \"seqs\": %lld, \"tokens\": %lld, "
                "\"model_bytes\": %lld, \"weights_copy_bytes\": %lld, \"kv_cache_bytes\": %lld, "
                "\"activation_bytes\": %lld, \"total_bytes\": %lld}",
@@ -284,12 +320,14 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
                (long long)model_bytes, (long long)em.weights_copy, (long long)em.kv_cache, (long long)em.activations,
                (long long)(model_bytes + em.total));
         printf(", \"device_memory\": {\"gpus\": %d, \"per_gpu_bytes\": %lld, \"weights_bytes\": %lld, "
-               "\"kv_cache_bytes\": %lld, \"activation_bytes\": %lld, \"split\": [",
+               "\"kv_cache_bytes\": %lld, \"activation_bytes\": %lld, \"workspace_bytes\": %lld, \"split\": [",
                n_gpus, (long long)per_gpu, (long long)dm.weights_copy, (long long)dm.kv_cache,
-               (long long)dm.activations);
+               (long long)dm.activations, (long long)dm.workspaces);
         for (int d = 0; d < n_gpus; d++)
-            printf("%s{\"layers\": %lld, \"bytes\": %lld, \"weights_bytes\": %lld, \"kv_cache_bytes\": %lld}",
-                   d ? ", " : "", (long long)(l0[d + 1] - l0[d]), (long long)gb[d], (long long)gw[d], (long long)gk[d]);
+            printf("%s{\"layers\": %lld, \"bytes\": %lld, \"workspace_bytes\": %lld, \"weights_bytes\": %lld, "
+                   "\"kv_cache_bytes\": %lld}",
+                   d ? ", " : "", (long long)(l0[d + 1] - l0[d]), (long long)gb[d], (long long)gwt[d], (long long)gw[d],
+                   (long long)gk[d]);
         printf("]}");
         if (!io.no_speed)
             printf(", \"speed\": {\"gemm_gflop_per_token\": %.6g, \"decode_m\": %lld, \"decode_gflops\": %.4g, "
@@ -481,17 +519,32 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
         printf("\n");
         if (n_gpus == 1) {
             printf("GPU memory     %.2f GiB on one GPU with --backend cuda: weights %.2f GiB, KV cache %.2f GiB, "
-                   "activations %.2f GiB (the backend's workspaces come on top)\n",
-                   (double)dm.total / gib, (double)dm.weights_copy / gib, (double)dm.kv_cache / gib,
-                   (double)dm.activations / gib);
+                   "activations %.2f GiB, backend workspaces %.2f GiB\n",
+                   (double)gb[0] / gib, (double)dm.weights_copy / gib, (double)dm.kv_cache / gib,
+                   (double)dm.activations / gib, (double)gwt[0] / gib);
         } else {
-            printf("GPU memory     %.2f GiB on the fullest of %d GPUs with --backend cuda --gpus %d (the backend's "
-                   "workspaces come on top):\n", (double)per_gpu / gib, n_gpus, n_gpus);
+            printf("GPU memory     %.2f GiB on the fullest of %d GPUs with --backend cuda --gpus %d:\n",
+                   (double)per_gpu / gib, n_gpus, n_gpus);
             for (int d = 0; d < n_gpus; d++)
                 printf("               GPU %d: layers %lld-%lld, %.2f GiB: weights %.2f GiB, KV cache %.2f GiB, "
                        "activations %.2f GiB%s\n", d, (long long)l0[d], (long long)l0[d + 1] - 1,
                        (double)gb[d] / gib, (double)gw[d] / gib, (double)gk[d] / gib,
-                       (double)(gb[d] - gw[d] - gk[d]) / gib, d == 0 ? " (with the embedding and the LM head)" : "");
+                       (double)(gb[d] - gw[d] - gk[d] - gwt[d]) / gib, d == 0 ? " (with the embedding and the LM head)" : "");
+        }
+        { /* the backend's workspaces (in the figures above), GPU 0's by what they hold (docs/gpu.md) */
+            const double mib = 1024.0 * 1024.0;
+            const int64_t *w = gws[0];
+            printf("               backend workspaces %.1f MiB", (double)gwt[0] / mib);
+            for (int d = 1; d < n_gpus; d++)
+                printf("%s, %.1f MiB on GPU %d", d == 1 ? " on GPU 0" : "", (double)gwt[d] / mib, d);
+            printf(" (%s: attention scratch %.1f MiB, widened keys and values %.1f MiB, cuBLAS operand copies "
+                   "%.1f MiB and workspace %.1f MiB, log-probs %.1f MiB, widened weights %.1f MiB, weight copies "
+                   "%.1f MiB, indices and other scratch %.1f MiB)\n",
+                   n_gpus > 1 ? "GPU 0's" : "in the figure above", (double)w[RC_CUWS_ATT] / mib,
+                   (double)(w[RC_CUWS_KVW] + w[RC_CUWS_SLOT]) / mib, (double)w[RC_CUWS_HALF] / mib,
+                   (double)w[RC_CUWS_BLAS] / mib, (double)(w[RC_CUWS_LP] + w[RC_CUWS_TGT]) / mib,
+                   (double)w[RC_CUWS_WIDE] / mib, (double)w[RC_CUWS_SHADOW] / mib,
+                   (double)(w[RC_CUWS_IDX] + w[RC_CUWS_FP8] + w[RC_CUWS_MOE] + w[RC_CUWS_GDN]) / mib);
         }
         if (!io.no_speed)
             printf("speed          about %.3g s per 1k generated tokens (decoding %lld at a time) and %.3g s per 1k "

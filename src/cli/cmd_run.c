@@ -276,16 +276,17 @@ rc_status run_compute(run_ctx *x)
     if (st == RC_OK)
         st = run_check_polled(x, x->be, x->ref_be, &x->cfg, &x->res);
     if (st == RC_ERR_DEVICE && x->gpus_auto && strstr(rc_last_error(), "too little GPU memory")) {
-        /* the estimate fitted, a workspace did not: say what to give instead */
+        /* the estimate fitted, the GPU did not (memory the estimate cannot see: another process's, the CUDA
+         * context's, fragmentation): say what to give instead */
         char msg[1024];
         const int n = ro->gpus > 1 ? (int)ro->gpus : 1;
         snprintf(msg, sizeof msg, "%s", rc_last_error());
         if (n < x->n_visible && n < RC_MAX_DEVICES)
-            st = rc_errorf(st, "%s; the number of GPUs (%d) was chosen by the estimate, which leaves out the backend's "
-                           "workspaces: give --gpus %d", msg, n, n + 1);
+            st = rc_errorf(st, "%s; the number of GPUs (%d) was chosen by the estimate of free memory before the run: "
+                           "give --gpus %d", msg, n, n + 1);
         else
-            st = rc_errorf(st, "%s; the estimate, which leaves out the backend's workspaces, fitted %d GPU%s: "
-                           "give a smaller --batch / --forward-batch", msg, n, n > 1 ? "s" : "");
+            st = rc_errorf(st, "%s; the estimate of free memory before the run fitted %d GPU%s: give a smaller "
+                           "--batch / --forward-batch", msg, n, n > 1 ? "s" : "");
     }
     return st;
 }

@@ -407,6 +407,18 @@ typedef struct {
      * R_gate(sigmoid(gate[i]))) (the attention output gate; rco_gate_sigmoid_mul) */
     rc_status (*gdn_mixer)(rc_backend *be, const rc_gdn_mixer_args *a);
     rc_status (*gate_mul)(rc_backend *be, float *x, const float *gate, int64_t n, rc_dtype gate_dt, rc_dtype out_dt);
+    /* W8A16's weights held as 1-byte codes on a device (fp8w.c); NULL on a host-memory backend. y[M, N] =
+     * matmul's result (bias, in_dt, out_dt as there) with the weight W'[n][k] = R(q * rs) in dt
+     * (ops_inline.h rco_fp8w_deq; codes [N][K] float8_e4m3fn, rs the scales rounded to dt, laid out by
+     * scale_mode: rco_fp8w_scale_at), to the bit matmul over W' held at 2 bytes of dt. Invariant kernels
+     * dequantize each code in registers (wb may be NULL); engine kernels dequantize the weight into wb (N * K
+     * 2-byte values) and run that matmul over it. fp8_dequant: the dequantization into wb alone (a GEMM in K
+     * slices over W', TP's row-parallel partials). */
+    rc_status (*fp8_deq_matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, const void *codes,
+                                const float *rs, int scale_mode, rc_dtype dt, int64_t N, const float *bias,
+                                rc_dtype in_dt, rc_dtype out_dt, void *wb, float *y);
+    rc_status (*fp8_dequant)(rc_backend *be, const void *codes, const float *rs, int scale_mode, rc_dtype dt,
+                             int64_t N, int64_t K, void *wb);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -771,7 +771,7 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out)
 {
     const rc_config *c = &m->cfg;
-    *out = (rc_engine_mem){0, 0, 0, 0, 0, 0};
+    *out = (rc_engine_mem){0, 0, 0, 0, 0, 0, 0};
     engine_sizes z;
     bool ok = engine_sizes_for(c, num, kernels, host_memory, n_slots, max_len, max_rows, &z);
     /* the weights: place_all's plan (the model's storage dtypes are known
@@ -831,8 +831,148 @@ rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool
     ok = ok && rc_add_i64(w, kv, &total) && rc_add_i64(total, act, &total) && rc_add_i64(total, st, &total);
     if (!ok)
         return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
-    *out = (rc_engine_mem){w, x.in_place, kv, act, total, st};
+    *out = (rc_engine_mem){w, x.in_place, kv, act, total, st, 0};
+    if (!host_memory) { /* the CUDA backend's workspaces on one GPU */
+        int64_t ws[RC_CUWS_N];
+        RC_TRY(rc_cuda_ws_bytes(m, num, kernels, n_slots, max_len, max_rows, 0, c->n_layers, true, ws));
+        out->workspaces = rc_cuda_ws_total(ws);
+    }
     return RC_OK;
+}
+
+/* ---- the CUDA backend's workspaces (cuda_ws.h; docs/gpu.md "Choosing the number of GPUs") ---- */
+
+static int64_t ws_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels k, int64_t n_slots,
+                           int64_t max_len, int64_t max_rows, int64_t l_lo, int64_t l_hi, bool dev0,
+                           int64_t ws[RC_CUWS_N])
+{
+    const rc_config *c = &m->cfg;
+    for (int i = 0; i < RC_CUWS_N; i++)
+        ws[i] = 0;
+    engine_sizes z;
+    if (!engine_sizes_for(c, num, k, false, n_slots, max_len, max_rows, &z))
+        return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+    const rc_dtype dt = num->dt;
+    const bool engine = k == RC_KERNELS_ENGINE, dt2 = dt == RC_BF16 || dt == RC_F16;
+    /* a call's rows (one pass over all rows on a GPU), sequences (rc_full_forward: at most the slots and the
+     * rows), keys (the cache's positions); the LM head's rows per logit chunk */
+    const int64_t R = z.dims[1][0], lr = z.logit_rows, S = n_slots < R ? n_slots : R, T = max_len;
+    const int64_t V = c->vocab, H = c->hidden, cap = rc_cuws_attn_cap_floats();
+    const rounding rr = rounding_rules(num);
+    const bool kv2 = engine_kv_dt(c, num) != RC_F32;
+    bool attn = false, moe = false;
+    for (int64_t l = l_lo; l < l_hi; l++) {
+        attn = attn || !rc_layer_is_linear(c, l);
+        moe = moe || rc_layer_is_moe(c, l);
+    }
+    /* the host's index arrays: the batch descriptor (the most: 4 a sequence, 2 a row), the tokens, row lists
+     * of at most the call's rows (a MoE expert's rows and their weights' indices: two lists) */
+    ws[RC_CUWS_IDX] = rc_cuws_held(ws_max(rc_cuws_batch_bytes(S, R), rc_cuws_i64_bytes(2 * R)));
+    /* attention: each form the engine runs (latent attention's absorbed decode and expanded prefill) */
+    for (int form = 0; attn && form < (mla_mixed(c, num) ? 2 : 1); form++) {
+        int64_t nkv, d;
+        rc_mla_attn_shape(c, form == 0 ? num->mla_absorbed : false, &nkv, &d);
+        ws[RC_CUWS_ATT] =
+            ws_max(ws[RC_CUWS_ATT], rc_cuws_held(rc_cuws_attn_bytes(R, c->n_heads, T, d, cap, RC_SOFTMAX_MAX_CHUNKS)));
+        if (kv2) {
+            ws[RC_CUWS_KVW] = ws_max(ws[RC_CUWS_KVW], rc_cuws_held(rc_cuws_kvw_bytes(S, nkv, T, d)));
+            ws[RC_CUWS_SLOT] = rc_cuws_held(rc_cuws_slot_bytes(S));
+        }
+    }
+    /* the GEMMs: every input is [rows, a weight's columns]; engine kernels copy an fp32 one to 2 bytes for
+     * cuBLAS (not the MLP's down projection over 2-byte mlp_a), widen a 2-byte weight whose input is not in the
+     * dtype (a rounding rule kept fp32); invariant kernels and cuBLAS over fp32 weights make an own copy of
+     * each fp32 weight once (transposed / at 2 bytes), held while the engine lives */
+    const bool widen = engine && dt2 &&
+                       (num->mode == RC_PREC_AUTOCAST || rr.norm != dt || rr.attn.out_dt != dt || rr.act != dt ||
+                        rr.linear != dt || rr.residual != dt || (dev0 && rr.norm_final != dt));
+    int64_t kmax = 0, nmax = 0, shadow = 0;
+    for (int64_t l = l_lo; l < l_hi; l++) {
+#define WS_LAYER_(f, rows, cols, present, kind)                                                                   \
+    if (RC_WK_##kind == RC_WK_MAT && rc_weight_cond_holds_layer(c, present, l)) {                                \
+        const int64_t nr = rc_dim_value(c, rows), nc = rc_dim_value(c, cols);                                    \
+        const bool f32w = !dt2 || (rc_layer_weight_keeps_f32(c, RC_LW_##f) &&                                    \
+                                   !(router_gate_dt(c, num) && RC_LW_##f == RC_LW_w_router));                    \
+        if (!(RC_LW_##f == RC_LW_w_down && z.mlp_st != RC_F32))                                                  \
+            kmax = ws_max(kmax, nc);                                                                             \
+        if (!f32w)                                                                                               \
+            nmax = ws_max(nmax, rc_cuws_mul(nr, nc));                                                            \
+        else if (!engine)                                                                                        \
+            shadow = rc_cuws_add(shadow, rc_cuws_elems(rc_cuws_mul(nr, nc), 4));                                 \
+    }
+        RC_LAYER_WEIGHT_FIELDS(WS_LAYER_)
+#undef WS_LAYER_
+    }
+    int64_t half = rc_cuws_half_bytes(R, kmax);
+    const int64_t VH = rc_cuws_mul(V, H);
+    if (dev0) { /* the LM head: lr rows of H; the head's own copies */
+        half = ws_max(half, rc_cuws_half_bytes(lr, H));
+        const bool up_head = num->upcast & RC_UPCAST_LM_HEAD;
+        const bool head2 = dt2 && !up_head && !c->norm_head && !(c->tie_embeddings && autocast_tied_head(num));
+        if (head2)
+            nmax = ws_max(nmax, VH);
+        else if (!engine) /* an fp32 head (the dtype's, --upcast lm_head's, NormHead's, autocast's R(E)) */
+            shadow = rc_cuws_add(shadow, rc_cuws_elems(VH, 4));
+        else if (dt2 && c->tie_embeddings && autocast_tied_head(num) && !c->norm_head) /* R(E) at 2 bytes */
+            shadow = rc_cuws_add(shadow, rc_cuws_elems(VH, 2));
+        if (c->norm_head && dt2 && !up_head) /* NormHead: the 2-byte head widened once */
+            ws[RC_CUWS_WIDE] = rc_cuws_held(rc_cuws_wide_bytes(VH));
+        ws[RC_CUWS_LP] = rc_cuws_held(rc_cuws_lp_bytes(lr, V, 1));
+        ws[RC_CUWS_TGT] = rc_cuws_held(rc_cuws_i32_bytes(lr));
+        ws[RC_CUWS_IDX] = ws_max(ws[RC_CUWS_IDX], rc_cuws_held(rc_cuws_i32_bytes(R))); /* the tokens */
+    }
+    if (engine && dt2)
+        ws[RC_CUWS_HALF] = rc_cuws_held(half);
+    if (widen)
+        ws[RC_CUWS_WIDE] = ws_max(ws[RC_CUWS_WIDE], rc_cuws_held(rc_cuws_wide_bytes(nmax)));
+    if (num->wq.kind != RC_WQ_NONE) /* fp8 activations per tensor: an amax a row */
+        ws[RC_CUWS_FP8] = rc_cuws_held(rc_cuws_fp8_bytes(R));
+    if (moe)
+        ws[RC_CUWS_MOE] = rc_cuws_held(rc_cuws_moe_bytes(R, c->n_experts, c->n_group > 0 ? c->n_group : 0));
+    if (c->mla && attn) { /* latent attention: the gathers' index lists (rc_mla_scratch_size's host bytes) */
+        for (int form = 0; form < (mla_mixed(c, num) ? 2 : 1); form++) {
+            int64_t f, hb;
+            if (!rc_mla_scratch_size(c, form == 0 ? num->mla_absorbed : false, R, &f, &hb))
+                return rc_errorf(RC_ERR_NOMEM, "engine size overflows");
+            ws[RC_CUWS_IDX] = ws_max(ws[RC_CUWS_IDX], rc_cuws_held(hb));
+        }
+        /* the absorbed form's fp32 W_UK of each layer (mla.c uk_t), one GEMM weight a head: the invariant GEMM's
+         * transposed copy of those of the device's layers; cuBLAS's bf16 copy when the one layer's upload made
+         * the buffer's values the dtype's */
+        const int64_t uk = rc_cuws_mul(c->n_heads, rc_cuws_mul(c->kv_lora_rank, c->qk_nope_dim));
+        if (num->mla_absorbed && !engine)
+            shadow = rc_cuws_add(shadow, rc_cuws_mul(rc_cuws_mul(uk, l_hi - l_lo), 4));
+        else if (num->mla_absorbed && dt2 && c->n_layers == 1)
+            shadow = rc_cuws_add(shadow, rc_cuws_mul(uk, 2));
+    }
+    if (engine)
+        ws[RC_CUWS_BLAS] = rc_cuws_blas_bytes(); /* exactly its size: not a growing workspace */
+    ws[RC_CUWS_SHADOW] = shadow;
+    bool linear = false;
+    for (int64_t l = l_lo; l < l_hi; l++)
+        linear = linear || rc_layer_is_linear(c, l);
+    if (linear) { /* a hybrid model's Gated DeltaNet decode step: per sequence and value head */
+        const rc_gdn_dims gd = {c->lin_hk, c->lin_hv, c->lin_dk, c->lin_dv};
+        const int64_t step = rc_cuws_gdn_bytes(S, c->lin_hv, rc_gdn_step_scratch(&gd));
+        /* the mixer of one sequence's call (up to min(R, T) tokens), its delta rule's scratch in the chunked form
+         * (chunk=) or the recurrent one (invariant kernels, a cached token), the larger */
+        const int64_t chunk = num->gdn_chunk > 0 ? num->gdn_chunk : RC_GDN_CHUNK_DEFAULT;
+        const int64_t rs_c = rco_gdn_chunk_scratch(chunk, gd.dk, gd.dv), rs_r = rc_gdn_step_scratch(&gd);
+        const int64_t mix = rc_cuws_gdn_mixer_bytes(R < T ? R : T, gd.hk, gd.hv, gd.dk, gd.dv, c->lin_conv_k,
+                                                    rs_c > rs_r ? rs_c : rs_r, rc_cuws_attn_cap_floats());
+        ws[RC_CUWS_GDN] = rc_cuws_held(step > mix ? step : mix);
+    }
+    return RC_OK;
+}
+
+int64_t rc_cuda_ws_total(const int64_t ws[RC_CUWS_N])
+{
+    int64_t t = 0;
+    for (int i = 0; i < RC_CUWS_N; i++)
+        t = rc_cuws_add(t, ws[i]);
+    return t;
 }
 
 /* ---- a layer split over several devices (rc_engine.stage; docs/gpu.md "Several GPUs") ---- */
@@ -1169,6 +1309,10 @@ rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels k
         if (ok && hybrid) /* its attention layers' KV cache, its linear layers' states, its own scratch */
             ok = split_hybrid_share(c, &all, n_slots, max_rows, n_dev, l0, d, &k, &hy) && rc_add_i64(w, k, &b) &&
                  rc_add_i64(b, d == 0 ? all.activations : other_act, &b) && rc_add_i64(b, hy, &b);
+        int64_t ws[RC_CUWS_N]; /* the backend's workspaces on the device */
+        if (ok && rc_cuda_ws_bytes(m, num, kernels, n_slots, max_len, max_rows, l0[d], l0[d + 1], d == 0, ws) != RC_OK)
+            ok = false;
+        ok = ok && rc_add_i64(b, rc_cuda_ws_total(ws), &b);
         if (weights)
             weights[d] = w;
         if (kv)
@@ -1541,12 +1685,15 @@ static rc_dtype gemm_in(rc_dtype x_dt, rc_dtype w_dt)
 
 /* A linear layer of layer l (which): the backend's matmul, or under
  * weights=fp8 with quantized activations the fp8 GEMM (fp8w.c). (W8A16's
- * dequantized weights are in e->w: the plain matmul.) */
+ * dequantized weights are in e->w: the plain matmul; on a device, its codes
+ * dequantized per call: the same matmul.) */
 static rc_status linear(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
                         int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
     if (rc_fp8w_w8a8(e->fp8w) && rc_fp8w_has(e->fp8w, l, which))
         return rc_fp8w_linear(e->be, e->fp8w, l, which, x, M, bias, out_dt, y);
+    if (rc_fp8w_deq_device(e->fp8w) && rc_fp8w_has(e->fp8w, l, which))
+        return rc_fp8w_deq_linear(e->be, e->fp8w, l, which, x, M, bias, in_dt, out_dt, y);
     return e->be->ops->matmul(e->be, x, M, K, W, N, bias, in_dt, out_dt, y);
 }
 
@@ -1557,6 +1704,8 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
                             rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, int64_t elem0,
                             int64_t numel, float *y)
 {
+    if (e->num.tp > 1 && rc_fp8w_deq_device(e->fp8w) && rc_fp8w_has(e->fp8w, l, which)) /* W8A16's copy */
+        RC_TRY(rc_fp8w_deq_weight(e->be, e->fp8w, l, which, &W));
     if (e->num.tp > 1)
         return rc_row_parallel_linear(e->be, &e->num, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, e->tp_parts,
                                       e->tp_zero_rows, y);

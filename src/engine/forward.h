@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cuda_ws.h"
 #include "model.h"
 #include "moe.h"
 
@@ -317,15 +318,28 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
 typedef struct {
     int64_t weights_copy, weights_in_place, kv_cache, activations, total;
     int64_t state_cache; /* a hybrid model's conv and recurrent states (in total too) */
+    int64_t workspaces;  /* on a GPU (host_memory false): the CUDA backend's workspaces (rc_cuda_ws_bytes, one
+                          * device), not in total: the GPU holds total + workspaces */
 } rc_engine_mem;
 rc_status rc_engine_mem_estimate(const rc_model *m, const rc_numerics *num, bool host_memory, rc_kernels kernels,
                                  int64_t n_slots, int64_t max_len, int64_t max_rows, rc_engine_mem *out);
+
+/* The CUDA backend's workspaces on one device for an engine of these sizes (cuda_ws.h, each one's size as the
+ * backend computes it, at the largest rows, sequences, keys and widths the engine's calls have): ws[i] the
+ * bytes workspace i holds at most (RC_CUWS_SHADOW: the backend's copies of the engine's fp32 weights, held
+ * with the engine). The device holds layers [l_lo, l_hi); dev0: the embedding and the LM head too (the
+ * log-probs). RC_ERR_NOMEM when a size overflows. rc_cuda_ws_total: their sum. */
+rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels k, int64_t n_slots,
+                           int64_t max_len, int64_t max_rows, int64_t l_lo, int64_t l_hi, bool dev0,
+                           int64_t ws[RC_CUWS_N]);
+int64_t rc_cuda_ws_total(const int64_t ws[RC_CUWS_N]);
 
 /* The layers of each of n_dev devices (a layer split, docs/gpu.md "Several GPUs"): given (n_dev counts, or
  * NULL) checked against the model (each >= 1, their sum its layers: RC_ERR_USAGE naming both), else an even
  * split by weight bytes (device 0 also holds the embedding and LM head); l0 [n_dev + 1]: device s holds
  * layers [l0[s], l0[s + 1]). With bytes non-NULL, bytes[s] gets device s's share of the device memory
- * estimate (weights + KV cache + activations, as rc_engine_mem_estimate's on a GPU; weights[s] and kv[s]
+ * estimate (weights + KV cache + activations, as rc_engine_mem_estimate's on a GPU, + the CUDA backend's
+ * workspaces there, rc_cuda_ws_bytes; weights[s] and kv[s]
  * too when non-NULL). */
 rc_status rc_layer_split(const rc_model *m, const rc_numerics *num, rc_kernels kernels, int n_dev,
                          const int64_t *given, int64_t n_slots, int64_t max_len, int64_t max_rows, int64_t *l0,

@@ -109,19 +109,20 @@ void rc_fp8w_quant_act(const float *x, int64_t M, int64_t K, rc_actquant mode, b
 
 /* One quantized weight matrix. On the CPU (a host-memory backend) the fp8
  * values as bf16 bits and the dequantized copy at the dtype's width; on a
- * device backend W8A8's fp8 values as float8_e4m3fn codes, 1 byte each (the
- * backend's fp8_matmul widens them exactly: in registers, or into a 2-byte
- * workspace for cuBLAS's bf16 operands), W8A16's R(q * R(s)) as the dtype's
- * bits, and the W8A8 scales as fp32. */
+ * device backend the fp8 values as float8_e4m3fn codes, 1 byte each, and the
+ * scales as fp32: W8A8's (the backend's fp8_matmul widens the codes exactly:
+ * in registers, or into a 2-byte workspace for cuBLAS's bf16 operands), and
+ * W8A16's rounded to the dtype, R(s) (the backend's fp8_deq_matmul
+ * dequantizes each code to R(q * R(s)) per call: in registers, or into the
+ * 2-byte workspace, the values of the CPU's dequantized copy). */
 typedef struct {
     int64_t N, K;
     int64_t bn, bk; /* block scales: the block's rows and depth (128 x 128 unless stored otherwise) */
     uint16_t *q;   /* host W8A8: the fp8 values as bf16 bits, [N][K]; block: K slices [K/128][N][128] */
     float *s;      /* host: the weight scales (rc_fp8w_quant_weight's layout) */
     uint16_t *deq; /* host W8A16: R(q * R(s)) as the dtype's bits, [N][K] */
-    float *dq;     /* device W8A8: the fp8 values as float8_e4m3fn codes (1 byte each), [N][K] in every mode */
-    float *ds;     /* device W8A8: the weight scales (fp32) */
-    float *ddeq;   /* device W8A16: R(q * R(s)) as the dtype's bits (2 bytes each), [N][K] */
+    float *dq;     /* device: the fp8 values as float8_e4m3fn codes (1 byte each), [N][K] in every mode */
+    float *ds;     /* device: the weight scales (fp32; W8A16: rounded to the dtype, R(s)) */
 } fp8w_mat;
 
 /* W8A8 scratch for `rows` rows: x's fp8 values [rows][kmax], its scales, a
@@ -199,6 +200,19 @@ static rc_status scratch_alloc_all(rc_fp8w *f, rc_backend *be, int64_t bk)
     return f->n_dev > 1 ? be->ops->set_device(be, 0) : RC_OK;
 }
 
+/* W8A16 on a device: each device's 2-byte workspace of the largest matrix (engine kernels dequantize a weight
+ * there per call; TP's K-sliced partials read it there under either kernels), on it; device 0 current after */
+static rc_status deq_workspace_all(rc_fp8w *f, rc_backend *be)
+{
+    for (int d = 0; d < f->n_dev; d++) {
+        if (f->n_dev > 1)
+            RC_TRY(be->ops->set_device(be, d));
+        f->sc[d] = (fp8w_scratch){0};
+        RC_TRY(be->ops->alloc(be, f->wmax / 2 + f->wmax % 2, &f->sc[d].wb));
+    }
+    return f->n_dev > 1 ? be->ops->set_device(be, 0) : RC_OK;
+}
+
 static int64_t n_scales(int64_t N, int64_t K, rc_wscale mode)
 {
     return mode == RC_WSCALE_TENSOR ? 1 : mode == RC_WSCALE_CHANNEL ? N : ceil_div(N, RC_FP8_BLOCK) * ceil_div(K, RC_FP8_BLOCK);
@@ -206,12 +220,12 @@ static int64_t n_scales(int64_t N, int64_t K, rc_wscale mode)
 
 static uint16_t to_bits(float v, rc_dtype dt) { return dt == RC_F16 ? rc_f32_to_f16(v) : rc_f32_to_bf16(v); }
 
-/* W8A16's dequantized weight W'[n][k] = R(q * R(s)) */
+_Static_assert(RC_WSCALE_TENSOR == 0 && RC_WSCALE_CHANNEL == 1 && RC_WSCALE_BLOCK == 2, "rco_fp8w_scale_at's modes");
+
+/* W8A16's dequantized weight W'[n][k] = R(q * R(s)) (rco_fp8w_deq, as a device's per-call dequantization) */
 static float deq_value(const float *q, const float *s, int64_t n, int64_t k, int64_t K, rc_wscale mode, rc_dtype dt)
 {
-    const int64_t B = RC_FP8_BLOCK;
-    const float sc = mode == RC_WSCALE_TENSOR ? s[0] : mode == RC_WSCALE_CHANNEL ? s[n] : s[(n / B) * ceil_div(K, B) + k / B];
-    return rc_round_to(q[n * K + k] * rc_round_to(sc, dt), dt);
+    return rco_fp8w_deq(q[n * K + k], rc_round_to(s[rco_fp8w_scale_at(n, k, K, (int)mode)], dt), dt);
 }
 
 /* a device buffer of n floats holding host[0, n), its values rounded to dt
@@ -227,32 +241,28 @@ static int64_t bits_floats(int64_t n) { return n / 2 + n % 2; }
 /* floats of a device buffer of n 1-byte codes (bytes_parts counts the same) */
 static int64_t code_floats(int64_t n) { return n / 4 + (n % 4 != 0); }
 
-/* m on a device backend from the fp8 values q and scales s: W8A8's values
- * as float8_e4m3fn codes (exact: q holds e4m3 values), W8A16's R(q * R(s))
- * as the dtype's 2-byte bits; staged on the host and copied as bytes */
+/* m on a device backend from the fp8 values q and scales s: the values as
+ * float8_e4m3fn codes (exact: q holds e4m3 values), staged on the host and
+ * copied as bytes; the scales as fp32 (W8A16: rounded to dt, the R(s) of
+ * R(q * R(s))) */
 static rc_status mat_fill_device(rc_backend *be, fp8w_mat *m, const float *q, const float *s,
                                  const rc_wq_numerics *wq, rc_dtype dt)
 {
-    const int64_t N = m->N, K = m->K;
-    const bool w8a8 = wq->act != RC_ACTQ_NONE;
-    const int64_t nf = w8a8 ? code_floats(N * K) : bits_floats(N * K);
-    float *buf;
-    RC_TRY(rc_alloc_aligned((void **)&buf, nf, sizeof *buf, "fp8 weights"));
+    const int64_t N = m->N, K = m->K, ns = n_scales(N, K, wq->scale); /* blocks: 128 x 128 here */
+    const int64_t nf = code_floats(N * K);
+    float *buf, *rs;
+    RC_TRY(rc_alloc_aligned((void **)&buf, nf > ns ? nf : ns, sizeof *buf, "fp8 weights"));
     buf[nf - 1] = 0.0f; /* the last float's unused bytes */
-    if (w8a8) {
-        uint8_t *codes = (uint8_t *)buf;
-        for (int64_t i = 0; i < N * K; i++)
-            codes[i] = rc_f32_to_fp8(q[i], RC_FP8_E4M3, RC_FP8_SATFINITE); /* exact */
-    } else {
-        uint16_t *bits = (uint16_t *)buf;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t k = 0; k < K; k++)
-                bits[n * K + k] = to_bits(deq_value(q, s, n, k, K, wq->scale, dt), dt);
-    }
-    rc_status st = dev_put(be, buf, nf, RC_F32, w8a8 ? &m->dq : &m->ddeq);
+    uint8_t *codes = (uint8_t *)buf;
+    for (int64_t i = 0; i < N * K; i++)
+        codes[i] = rc_f32_to_fp8(q[i], RC_FP8_E4M3, RC_FP8_SATFINITE); /* exact */
+    rc_status st = dev_put(be, buf, nf, RC_F32, &m->dq);
+    rs = buf;
+    for (int64_t i = 0; i < ns; i++)
+        rs[i] = wq->act == RC_ACTQ_NONE ? rc_round_to(s[i], dt) : s[i];
+    if (st == RC_OK)
+        st = dev_put(be, rs, ns, RC_F32, &m->ds);
     free(buf);
-    if (st == RC_OK && w8a8)
-        st = dev_put(be, s, n_scales(N, K, wq->scale), RC_F32, &m->ds); /* blocks: 128 x 128 here */
     return st;
 }
 
@@ -295,7 +305,7 @@ static void mat_free(rc_backend *be, fp8w_mat *m)
     free(m->q);
     free(m->s);
     free(m->deq);
-    float *dev[] = {m->dq, m->ds, m->ddeq};
+    float *dev[] = {m->dq, m->ds};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             be->ops->free(be, dev[i]);
@@ -506,10 +516,11 @@ static rc_wt *which_wt(rc_layer_weights *L, rc_fp8w_which wh)
  * rule with the stored values; the scales of smaller blocks are not counted), and experts, what a MoE layer
  * holds besides under weights=as-stored (its experts' values and 128 x 128 block scales); scratch, the W8A8
  * scratch of `rows` rows. Each matrix's values take 2 bytes on the host (the fp8 values as bf16, W8A16's
- * dequantized copy as the dtype's) and on a device W8A8's 1 (float8_e4m3fn codes), W8A16's 2 (a device buffer
- * rounded up to whole floats, as mat_fill_device allocates it); its scales 4 (W8A16 on a device keeps none).
- * A device's W8A8 scratch adds the 2-byte workspace of the largest matrix (engine kernels widen its codes
- * there; counted for invariant kernels too, which allocate none). false on overflow. */
+ * dequantized copy as the dtype's) and 1 on a device (float8_e4m3fn codes, a device buffer rounded up to whole
+ * floats, as mat_fill_device allocates it); its scales 4. A device's scratch
+ * (W8A8's, and W8A16's, which is this alone) adds the 2-byte workspace of the largest matrix (engine kernels
+ * widen or dequantize its codes there; counted for invariant kernels too, which allocate it only for W8A16
+ * under TP). false on overflow. */
 static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *dense,
                         int64_t *experts, int64_t *scratch)
 {
@@ -520,7 +531,7 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
     else if (wq.kind != RC_WQ_FP8)
         return true;
     int64_t kmax = 0, nmax = 0, wmax = 0, t;
-    const bool w8a8 = wq.act != RC_ACTQ_NONE; /* a device's W8A16 holds the dequantized copy alone */
+    const bool w8a8 = wq.act != RC_ACTQ_NONE;
     bool ok = true;
     for (int wh = 0; wh < RC_FP8W_N; wh++) {
         int64_t N, K;
@@ -530,9 +541,8 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
         nmax = N > nmax ? N : nmax;
         ok = ok && rc_mul_i64(N, K, &t);
         wmax = ok && t > wmax ? t : wmax;
-        ok = ok && rc_mul_i64(host ? t : w8a8 ? code_floats(t) : bits_floats(t), host ? 2 : 4, &t) &&
-             rc_add_i64(*dense, t, dense) &&
-             rc_add_i64(*dense, host || w8a8 ? 4 * n_scales(N, K, wq.scale) : 0, dense);
+        ok = ok && rc_mul_i64(host ? t : code_floats(t), host ? 2 : 4, &t) && rc_add_i64(*dense, t, dense) &&
+             rc_add_i64(*dense, 4 * n_scales(N, K, wq.scale), dense);
     }
     for (int64_t e = 0; num->wq.kind == RC_WQ_STORED && e < n_expert_slots(c); e += c->n_experts)
         for (int p = 0; p < RC_FP8W_EX_N; p++) { /* the experts' matrices: the workspace's size */
@@ -547,6 +557,8 @@ static bool bytes_parts(const rc_config *c, const rc_numerics *num, bool host, i
         ok = ok && rc_add_i64(kmax, kmax / RC_FP8_BLOCK + 1 + RC_FP8_BLOCK + nmax + 1, &f) &&
              rc_mul_i64(f, rows, &f) && rc_mul_i64(f, 4, scratch) &&
              rc_add_i64(*scratch, host ? 0 : 4 * bits_floats(wmax), scratch);
+    } else if (!host) { /* W8A16 on a device: the workspace a weight is dequantized into */
+        *scratch = 4 * bits_floats(wmax);
     }
     if (num->wq.kind != RC_WQ_STORED)
         return ok;
@@ -669,8 +681,8 @@ rc_status rc_fp8w_create_split(rc_backend *be, const rc_config *c, const rc_nume
             s = mat_fill(be, m, q, sc, N, K, &num->wq, num->dt);
             if (s == RC_OK && m->deq) /* W8A16: the plain linear over the dequantized weights */
                 *W = (rc_wt){m->deq, num->dt, false};
-            else if (s == RC_OK && m->ddeq)
-                *W = (rc_wt){m->ddeq, num->dt, false};
+            else if (s == RC_OK && num->wq.act == RC_ACTQ_NONE) /* W8A16 on a device: rc_fp8w_deq_linear */
+                *W = (rc_wt){NULL, num->dt, false};
         }
     }
     free(wf);
@@ -678,6 +690,8 @@ rc_status rc_fp8w_create_split(rc_backend *be, const rc_config *c, const rc_nume
     free(sc);
     if (s == RC_OK && num->wq.act != RC_ACTQ_NONE)
         s = scratch_alloc_all(f, be, RC_FP8_BLOCK);
+    else if (s == RC_OK && !be->ops->host_memory && (be->kernels != RC_KERNELS_INVARIANT || num->tp > 1))
+        s = deq_workspace_all(f, be); /* W8A16 on a device: the 2-byte workspace it is dequantized into */
     else if (s == RC_OK && f->n_dev > 1)
         s = be->ops->set_device(be, 0);
     if (s != RC_OK) {
@@ -917,6 +931,40 @@ rc_status rc_fp8w_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which wh
     return fp8w_run(be, m, &f->wq, x, M, bias, NULL, out_dt, &f->sc[dev_of(f, l)], y);
 }
 
+bool rc_fp8w_deq_device(const rc_fp8w *f)
+{
+    return f && f->wq.kind == RC_WQ_FP8 && f->wq.act == RC_ACTQ_NONE && !f->be->ops->host_memory;
+}
+
+/* layer l's W8A16 matrix `which` held as codes on a device, or an error */
+static rc_status deq_mat(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, const fp8w_mat **m)
+{
+    if (!rc_fp8w_deq_device(f) || l < 0 || l >= f->n_layers || which < 0 || which >= RC_FP8W_N || be != f->be ||
+        !be->ops->fp8_deq_matmul || !be->ops->fp8_dequant || f->m[l * RC_FP8W_N + which].N == 0)
+        return rc_errorf(RC_ERR_INTERNAL, "fp8 dequantized linear: layer %lld, weight %d", (long long)l, (int)which);
+    *m = &f->m[l * RC_FP8W_N + which];
+    return RC_OK;
+}
+
+rc_status rc_fp8w_deq_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, const float *x, int64_t M,
+                             const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+{
+    const fp8w_mat *m = NULL;
+    RC_TRY(deq_mat(be, f, l, which, &m));
+    return be->ops->fp8_deq_matmul(be, x, M, m->K, m->dq, m->ds, (int)f->wq.scale, f->dt, m->N, bias, in_dt, out_dt,
+                                   f->sc[dev_of(f, l)].wb, y);
+}
+
+rc_status rc_fp8w_deq_weight(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, rc_wt *W)
+{
+    const fp8w_mat *m = NULL;
+    RC_TRY(deq_mat(be, f, l, which, &m));
+    float *wb = f->sc[dev_of(f, l)].wb;
+    RC_TRY(be->ops->fp8_dequant(be, m->dq, m->ds, (int)f->wq.scale, f->dt, m->N, m->K, wb));
+    *W = (rc_wt){wb, f->dt, false};
+    return RC_OK;
+}
+
 bool rc_fp8w_has(const rc_fp8w *f, int64_t l, rc_fp8w_which which)
 {
     return f && l >= 0 && l < f->n_layers && which >= 0 && which < RC_FP8W_N && f->m[l * RC_FP8W_N + which].N > 0;
@@ -966,8 +1014,12 @@ rc_status rc_fp8w_linear_once(rc_backend *be, const float *x, int64_t M, int64_t
         s = be->ops->alloc(be, M * N, &dy);
     const float *xa = host ? x : dx, *ba = host ? bias : db;
     float *ya = host ? y : dy;
-    if (s == RC_OK && wq->act == RC_ACTQ_NONE) {
-        s = be->ops->matmul(be, xa, M, K, (rc_wt){host ? (const void *)m.deq : (const void *)m.ddeq, dt, false}, N, ba, dt, dt, ya);
+    if (s == RC_OK && wq->act == RC_ACTQ_NONE && host) {
+        s = be->ops->matmul(be, xa, M, K, (rc_wt){m.deq, dt, false}, N, ba, dt, dt, ya);
+    } else if (s == RC_OK && wq->act == RC_ACTQ_NONE) { /* the codes dequantized per call */
+        s = be->ops->alloc(be, N * K / 2 + N * K % 2, &scr.wb);
+        if (s == RC_OK)
+            s = be->ops->fp8_deq_matmul(be, xa, M, K, m.dq, m.ds, (int)wq->scale, dt, N, ba, dt, dt, scr.wb, ya);
     } else if (s == RC_OK) {
         s = scratch_alloc(be, M, K, N, N * K, RC_FP8_BLOCK, &scr);
         if (s == RC_OK)

@@ -38,7 +38,8 @@ rc_status rc_fp8w_supported(const rc_config *c, const rc_numerics *num);
 /* Quantize every linear layer of w (values of num->dt, in be's memory) for
  * num->wq, on the host (a device's weights are copied back once). W8A16
  * (act NONE): the layers' weights in *w are replaced by the dequantized
- * R(q * R(s)) copies this object owns (in be's memory). W8A8:
+ * R(q * R(s)) copies this object owns on the host; on a device it holds the
+ * codes and R(s) and the weights in *w are emptied (rc_fp8w_deq_device). W8A8:
  * rc_fp8w_linear computes them; rows: the most rows one call passes (its
  * scratch, in be's memory). The object keeps be, which must outlive it. */
 rc_status rc_fp8w_create(rc_backend *be, const rc_config *c, const rc_numerics *num, int64_t rows, rc_weights *w,
@@ -65,15 +66,28 @@ bool rc_fp8w_layer_bytes(const rc_config *c, const rc_numerics *num, bool host, 
 void rc_fp8w_free(rc_fp8w *f);
 /* bytes the object holds for this model: the quantized weights and scales
  * (on the host 2-byte values: the fp8 values as bf16, W8A16's dequantized
- * copy as the dtype; on a device backend (host false) W8A8's fp8 values as
- * 1-byte codes and W8A16's dequantized copy at 2 bytes, each buffer rounded
- * up to whole floats), and the W8A8 scratch of `rows` rows (on a device
- * with the 2-byte workspace engine kernels widen the largest matrix's codes
- * into) (checked arithmetic; false on overflow) */
+ * copy as the dtype; on a device backend (host false) the fp8 values as
+ * 1-byte codes, each buffer rounded up to whole floats, and the scales), and
+ * the W8A8 scratch of `rows` rows (on a device with the 2-byte workspace
+ * engine kernels widen the largest matrix's codes into; W8A16 on a device:
+ * that workspace alone, which its codes are dequantized into) (checked
+ * arithmetic; false on overflow) */
 bool rc_fp8w_bytes(const rc_config *c, const rc_numerics *num, bool host, int64_t rows, int64_t *weights,
                    int64_t *scratch);
 /* true when the layers' GEMMs go through rc_fp8w_linear (W8A8) */
 bool rc_fp8w_w8a8(const rc_fp8w *f);
+/* true for W8A16 on a device backend: the layers' weights held as float8_e4m3fn codes (1 byte) and their scales
+ * rounded to the dtype, dequantized per call (the engine's weight fields for them are empty): their GEMMs go
+ * through rc_fp8w_deq_linear, or over rc_fp8w_deq_weight's 2-byte copy */
+bool rc_fp8w_deq_device(const rc_fp8w *f);
+/* y [M, N] = the plain linear (bias, in_dt, out_dt as matmul's) of x [M, K] with layer l's W8A16 weight
+ * `which`, R(q * R(s)) in the dtype (rco_fp8w_deq), the backend's fp8_deq_matmul: the results of the matmul
+ * over the CPU's dequantized copy, to the bit. The layer's device current. */
+rc_status rc_fp8w_deq_linear(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, const float *x, int64_t M,
+                             const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y);
+/* *W = layer l's W8A16 weight `which` dequantized into the device's 2-byte workspace (valid until the next call
+ * on that device that uses it): for TP's K-sliced partials. The layer's device current. */
+rc_status rc_fp8w_deq_weight(rc_backend *be, rc_fp8w *f, int64_t l, rc_fp8w_which which, rc_wt *W);
 /* true when f holds layer l's weight `which` (weights=as-stored leaves out
  * latent attention's projections, read dequantized, and a MoE layer's dense
  * MLP, which it has not) */

@@ -167,6 +167,23 @@ RC_HD static inline float rco_fp8w_quant_div(float x, float s)
     return rco_fp8_e4m3_round(rco_fp8w_clamp(x / s));
 }
 
+/* W8A16 (weights=fp8, act=none): the dequantized weight's value W'[n][k] = R(q * R(s)) in dt, vLLM's
+ * weight_fp8.to(dt) * scale.to(dt) (q: the fp8 value, exact in dt; rs: the scale rounded to dt). The CPU's copy
+ * (fp8w.c deq_value) and a device's per-call dequantization (kernels: in registers, or into a 2-byte workspace)
+ * from the same function. */
+RC_HD static inline float rco_fp8w_deq(float q, float rs, rc_dtype dt)
+{
+    return rc_round_to(q * rs, dt);
+}
+
+/* the index of W[n][k]'s scale (K columns): scale_mode 0 per tensor [1], 1 per channel [N], 2 in 128 x 128
+ * blocks [ceil(N / 128)][ceil(K / 128)] (rc_wscale's order; rc_fp8w_quant_weight's layout) */
+RC_HD static inline int64_t rco_fp8w_scale_at(int64_t n, int64_t k, int64_t K, int scale_mode)
+{
+    const int64_t B = RCO_FP8W_BLOCK;
+    return scale_mode == 0 ? 0 : scale_mode == 1 ? n : (n / B) * ((K + B - 1) / B) + k / B;
+}
+
 /* tensor / channel GEMM epilogue (cutlass_scaled_mm, ScaledEpilogueBias):
  * R(fma(s_x, s_w * acc, b)), or R(s_x * (s_w * acc)) without bias */
 RC_HD static inline float rco_fp8w_epilogue(float acc, float sx, float sw, const float *bias, rc_dtype dt)

@@ -28,12 +28,28 @@ typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 struct rck_shim_blas {
     int math;
     int dev; // the device current at cublasCreate: the handle's calls run there
+    const void *ws = nullptr; // cublasSetWorkspace's workspace (memory of dev), ws_bytes of it
+    size_t ws_bytes = 0;
 };
 typedef rck_shim_blas *cublasHandle_t;
 
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
     *h = new rck_shim_blas{0, g_shim.cur};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// the workspace cuBLAS may use (instead of allocating its own): memory of the handle's device over all its bytes
+static inline cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *p, size_t bytes)
+{
+    if (bytes > 0 && rck_shim_device_of(p, bytes) != h->dev) {
+        fprintf(stderr, "cuda shim: cublasSetWorkspace: %p (%zu bytes) is not memory of device %d\n", p, bytes, h->dev);
+        rck_shim_count(RCK_SHIM_BAD_POINTERS);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    h->ws = p;
+    h->ws_bytes = bytes;
+    rck_shim_set(RCK_SHIM_BLAS_WS_BYTES, (long long)bytes);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -95,6 +111,8 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
     }
     if (at != CUDA_R_32F)
         rck_shim_count(RCK_SHIM_HALF_GEMMS);
+    if (h->ws_bytes == 0 || rck_shim_device_of(h->ws, h->ws_bytes) != h->dev) // cuBLAS would allocate its own
+        rck_shim_count(RCK_SHIM_GEMMS_NO_WS);
     if (rck_shim_get(RCK_SHIM_FAIL_GEMM))
         return CUBLAS_STATUS_EXECUTION_FAILED;
     // cuBLAS's combinations for CUBLAS_COMPUTE_32F that the backend uses: fp32 or 2-byte operands with an

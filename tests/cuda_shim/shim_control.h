@@ -31,6 +31,9 @@ typedef enum {
     RCK_SHIM_MEMORY_DEVICE, /* 0: RCK_SHIM_MEMORY_BYTES limits every device; d + 1: device d only */
     RCK_SHIM_FAIL_PEER,    /* cudaMemcpyPeer returns cudaErrorInvalidValue */
     RCK_SHIM_PEER_COPIES,  /* counter: cudaMemcpyPeer calls that copied */
+    RCK_SHIM_BLAS_WS_BYTES, /* the bytes of the last workspace given to cuBLAS (cublasSetWorkspace) */
+    RCK_SHIM_GEMMS_NO_WS,  /* counter: cublasGemmEx calls on a handle with no live workspace of its device (where
+                            * cuBLAS would allocate one of its own) */
     RCK_SHIM_N
 
 } rck_shim_key;

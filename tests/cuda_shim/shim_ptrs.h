@@ -42,6 +42,13 @@ template <typename F> static inline void rck_shim_ptrs(const rck_fp8_widen_args 
     RCK_SHIM_PTR(f, a, bits);
 }
 
+template <typename F> static inline void rck_shim_ptrs(const rck_fp8_deq_args &a, F &&f)
+{
+    RCK_SHIM_PTR(f, a, codes);
+    RCK_SHIM_PTR(f, a, rs);
+    RCK_SHIM_PTR(f, a, bits);
+}
+
 template <typename F> static inline void rck_shim_ptrs(const rck_gather_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, src);
@@ -84,6 +91,7 @@ template <typename F> static inline void rck_shim_ptrs(const rck_gemm_args &a, F
     RCK_SHIM_PTR(f, a, x16);
     RCK_SHIM_PTR(f, a, y16);
     RCK_SHIM_PTR(f, a, W8);
+    RCK_SHIM_PTR(f, a, W8s);
 }
 
 template <typename F> static inline void rck_shim_ptrs(const rck_bias16_args &a, F &&f)
