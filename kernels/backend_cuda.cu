@@ -536,6 +536,16 @@ rc_status whole_call(const rc_batch_desc *bd, const char *op)
     return RC_OK;
 }
 
+// qkv and out as the arguments hold them: floats, or with ap.qkv_st / out_st their 2-byte bits
+static void set_qkv(rck_attn_args *a, float *qkv, float *out, const rc_attn_params &ap)
+{
+    a->qkv = ap.qkv_st == RC_F32 ? qkv : nullptr;
+    a->qkv16 = ap.qkv_st == RC_F32 ? nullptr : reinterpret_cast<uint16_t *>(qkv);
+    a->out = ap.out_st == RC_F32 ? out : nullptr;
+    a->out16 = ap.out_st == RC_F32 ? nullptr : reinterpret_cast<uint16_t *>(out);
+    a->st = ap.qkv_st != RC_F32 ? ap.qkv_st : ap.out_st;
+}
+
 rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap)
 {
     RC_TRY(whole_call(bd, "rope"));
@@ -544,7 +554,7 @@ rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const r
     if (a.rotary_half == 0)
         return RC_OK;
     RC_TRY(batch_to_device(cb(be), bd, &a.bd));
-    a.qkv = qkv;
+    set_qkv(&a, qkv, nullptr, *ap);
     return rck_rope(a, bd->n_rows);
 }
 
@@ -562,7 +572,10 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     const int64_t d = a.d, nkv = a.nkv, T = kv->max_len;
     const int64_t slot_stride = nkv * T * d;
     RC_TRY(batch_to_device(c, bd, &a.bd));
-    a.qkv = const_cast<float *>(qkv);
+    if (ap->qkv_st != RC_F32 && ap->out_st != RC_F32 && ap->qkv_st != ap->out_st)
+        return rc_errorf(RC_ERR_INTERNAL, "attention: qkv held as %s, out as %s", rc_dtype_name(ap->qkv_st),
+                         rc_dtype_name(ap->out_st));
+    set_qkv(&a, const_cast<float *>(qkv), out, *ap);
     if (half) {
         a.k16 = kv->k16 + layer * kv->n_slots * slot_stride;
         a.v16 = kv->v16 + layer * kv->n_slots * slot_stride;
@@ -571,7 +584,6 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         a.k_cache = kv->k + layer * kv->n_slots * slot_stride;
         a.v_cache = kv->v + layer * kv->n_slots * slot_stride;
     }
-    a.out = out;
     a.T = T;
     a.invariant = be->kernels == RC_KERNELS_INVARIANT;
     a.kv_quant = kv->quant; /* the CPU twin's kv_store_row: stored as the cache keeps them */

@@ -343,7 +343,17 @@ typedef struct {
     rc_dtype kv_deq_dt;
     uint16_t *k16, *v16; /* set: the store writes this layer's cache at kv_dt's width (bf16 / fp16) instead */
     rc_dtype kv_dt;
+    /* set in place of qkv / out when that buffer is held at the dtype's width (the bit patterns of st, every
+     * value one of it; rc_attn_params.qkv_st, out_st): read widened, written as the bits of the rounded value */
+    uint16_t *qkv16, *out16;
+    rc_dtype st;
 } rck_attn_args;
+
+/* element k of the packed qkv rows as fp32: its float, or a 2-byte qkv's element widened (exact) */
+RC_HD static inline float rck_qkv_at(const rck_attn_args *a, int64_t k)
+{
+    return a->qkv16 ? rck_wide(a->qkv16, k, a->st) : a->qkv[k];
+}
 
 /* the 2-byte cache's rows [0, Tw) of the call's sequences widened (exactly)
  * for the attention kernel, as the CPU widens them: kw, vw [S][nkv][Tw][d];
@@ -378,9 +388,20 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
 {
     const int64_t half = a->rotary_half, heads = a->nh + a->nkv;
     const int64_t j = i % half, h = (i / half) % heads, r = i / (half * heads);
-    float *v = a->qkv + r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
+    const int64_t base = r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
     float c, s;
     rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->ap.rope_attn_factor, a->cs_dt, &c, &s);
+    if (a->qkv16) { /* a 2-byte qkv (rope_dt is st): the pair and the dims that pass widened, rounded, stored */
+        uint16_t *v16 = a->qkv16 + base;
+        float x1 = rck_wide(v16, j, a->st), x2 = rck_wide(v16, j + half, a->st);
+        rco_rope_pair(&x1, &x2, c, s, a->ap.rope_mid_dt, a->rope_dt);
+        v16[j] = rck_half(x1, a->st);
+        v16[j + half] = rck_half(x2, a->st);
+        for (int64_t t = 2 * half + j; t < a->d; t += half)
+            v16[t] = rck_half(rc_round_to(rck_wide(v16, t, a->st), a->rope_dt), a->st);
+        return;
+    }
+    float *v = a->qkv + base;
     rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
     for (int64_t t = 2 * half + j; t < a->d; t += half) /* the dims that pass, rounded as the rotated ones */
         v[t] = rc_round_to(v[t], a->rope_dt);
@@ -391,10 +412,11 @@ RC_HD static inline void rck_kv_store_thread(const rck_attn_args *a, int64_t i)
 {
     const int64_t d = a->d, t = i % d, h = (i / d) % a->nkv, r = i / (d * a->nkv);
     const int64_t b = a->bd.seq_of_row[r], p = a->bd.pos[r];
-    const float *row = a->qkv + r * (a->nh + 2 * a->nkv) * d;
+    const int64_t row = r * (a->nh + 2 * a->nkv) * d;
     const int64_t off = a->bd.slot[b] * a->nkv * a->T * d + h * a->T * d + p * d + t;
-    const float kx = rco_kv_value(row[(a->nh + h) * d + t], a->kv_quant, a->k_scale, a->kv_deq_dt);
-    const float vx = rco_kv_value(row[(a->nh + a->nkv + h) * d + t], a->kv_quant, a->v_scale, a->kv_deq_dt);
+    const float kx = rco_kv_value(rck_qkv_at(a, row + (a->nh + h) * d + t), a->kv_quant, a->k_scale, a->kv_deq_dt);
+    const float vx =
+        rco_kv_value(rck_qkv_at(a, row + (a->nh + a->nkv + h) * d + t), a->kv_quant, a->v_scale, a->kv_deq_dt);
     if (a->k16) { /* values of kv_dt (forward.c engine_kv_dt): their bit patterns, exact */
         a->k16[off] = a->kv_dt == RC_BF16 ? rc_f32_to_bf16(kx) : rc_f32_to_f16(kx);
         a->v16[off] = a->kv_dt == RC_BF16 ? rc_f32_to_bf16(vx) : rc_f32_to_f16(vx);
@@ -418,9 +440,18 @@ RC_HD static inline void rck_attn_thread(const rck_attn_args *a, int64_t i)
     float *ms = sc + a->max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
     const rco_score_spec sp =
         rc_attn_score_spec(&a->ap, a->ap.alibi_slopes, h, p, lo, a->bd.start[b] + a->bd.n_new[b] - 1);
-    rco_attn_row(a->qkv + r * (a->nh + 2 * a->nkv) * d + h * d, a->k_cache + base, a->v_cache + base, p - lo + 1,
-                 d, &sp, rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->prob_dt, a->out_dt, sc, ms,
-                 ls, acc, acc + d, a->out + r * a->nh * d + h * d);
+    const int64_t q0 = r * (a->nh + 2 * a->nkv) * d + h * d, o0 = r * a->nh * d + h * d;
+    /* a 2-byte q is widened into acc, which only P.V uses, after the scores; a 2-byte out is written into
+     * part (P.V's last write is out, from acc) and stored from there */
+    if (a->qkv16)
+        for (int64_t t = 0; t < d; t++)
+            acc[t] = rck_wide(a->qkv16, q0 + t, a->st);
+    rco_attn_row(a->qkv16 ? acc : a->qkv + q0, a->k_cache + base, a->v_cache + base, p - lo + 1, d, &sp,
+                 rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->prob_dt, a->out_dt, sc, ms, ls, acc,
+                 acc + d, a->out16 ? acc + d : a->out + o0);
+    if (a->out16)
+        for (int64_t t = 0; t < d; t++)
+            a->out16[o0 + t] = rck_half(acc[d + t], a->st);
 }
 
 /* log-probs of one row: thread r */

@@ -1,8 +1,9 @@
-/* test_cuda_act.c: the MLP's intermediate activations held at the dtype's width on the device (forward.c
- * engine_mlp_st; the backend's matmul_st, act_st, act_mul_st; docs/gpu.md "Activations at the dtype's
- * width"). Storage changes no result: a run whose mlp_a / mlp_b are 2-byte gives every full-forward and
- * cached-decode log-prob bitwise the same run's with them fp32 (rc_numerics.act_f32), and takes less device
- * memory by exactly those buffers' halves. */
+/* test_cuda_act.c: activations held at the dtype's width on the device (forward.c engine_act_st: the MLP's
+ * intermediate buffers, qkv; the backend's matmul_st, act_st, act_mul_st, rope and attention with
+ * rc_attn_params.qkv_st / out_st; docs/gpu.md "Activations at the dtype's width"). Storage changes no
+ * result: a run whose buffers are 2-byte gives every full-forward and cached-decode log-prob bitwise the
+ * same run's with them fp32 (rc_numerics.act_f32), and takes less device memory by exactly those buffers'
+ * halves. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static const int64_t k_alens[AB] = {7, 5, 9}; /* the full forward's sequences */
 typedef struct {
     float *full; /* [sum(k_alens), V]: the full forward */
     float *dec;  /* [4][AB][V]: a prefill of 4 tokens per slot, then 3 decode steps, each slot's last row */
-    rc_dtype mlp_st;
+    rc_dtype mlp_st, qkv_st, att_st;
     long long peak; /* the device's peak bytes over the run (host build), else 0 */
     int64_t est;    /* rc_engine_mem_estimate's activations for the engine's sizes */
 } act_result;
@@ -46,6 +47,8 @@ static void act_run(const rc_model *m, const rc_numerics *num, rc_kernels k, act
     rc_engine *e;
     ck_assert_msg(rc_engine_create(m, be, num, AB, AT, AB * AT, &e) == RC_OK, "%s", rc_last_error());
     r->mlp_st = e->mlp_st;
+    r->qkv_st = e->qkv_st;
+    r->att_st = e->att_st;
     cuda_test_forward_decode(e, V, &r->full, &r->dec);
 #ifdef RC_TEST_EMULATE
     r->peak = rck_shim_device_peak(0);
@@ -62,50 +65,80 @@ static void act_free(act_result *r)
     free(r->dec);
 }
 
-/* the bytes mlp_a and mlp_b save at 2 bytes for an engine of AB * AT rows (computed from the config:
- * rows x intermediate each, the gate's buffer only in a gated MLP; a 2-byte buffer is allocated in whole
- * floats) */
-static int64_t mlp_saving(const rc_config *c)
+/* the buffers held at 2 bytes (act_compare's want) */
+enum { ST_MLP = 1, ST_QKV = 2, ST_ATT = 4, ST_ALL = 7 };
+
+/* the bytes n elements save at 2 bytes (a 2-byte buffer is allocated in whole floats) */
+static int64_t half_saving(int64_t n)
 {
-    const int64_t rows = AB * AT, I = c->intermediate;
+    return 4 * n - 4 * (n / 2 + n % 2);
+}
+
+/* the bytes the buffers of want save at 2 bytes for an engine of AB * AT rows, computed from the config:
+ * mlp_a and mlp_b rows x intermediate each (the gate's buffer only in a gated MLP), qkv rows x (heads + 2 KV
+ * heads) x head_dim, att rows x heads x head_dim */
+static int64_t act_saving(const rc_config *c, unsigned want)
+{
+    const int64_t rows = AB * AT, I = c->intermediate, d = c->head_dim;
     int64_t save = 0;
-    for (int b = 0; b < 2; b++) {
-        const int64_t n = b == 0 || c->gated_mlp ? rows * I : rows; /* mlp_b: 1 float a row without a gate */
-        save += 4 * n - 4 * (n / 2 + n % 2);
-    }
+    for (int b = 0; b < 2 && (want & ST_MLP); b++)
+        save += half_saving(b == 0 || c->gated_mlp ? rows * I : rows); /* mlp_b: 1 float a row without a gate */
+    if (want & ST_QKV)
+        save += half_saving(rows * (c->n_heads + 2 * c->n_kv_heads) * d);
+    if (want & ST_ATT)
+        save += half_saving(rows * c->n_heads * d);
     return save;
 }
 
+/* the buffers a plain bf16 / fp16 run of the fixture holds at 2 bytes (docs/gpu.md "Activations at the dtype's
+ * width"): the MLP's always; qkv unless an op works on it in place (a q / k norm, MPT's clamp), latent
+ * attention or linear layers */
+static unsigned fixture_want(const rc_config *c)
+{
+    unsigned want = ST_MLP;
+    const bool plain = !c->mla && c->n_linear == 0;
+    if (plain && c->qk_norm == RC_QK_NORM_NONE && c->clip_qkv <= 0)
+        want |= ST_QKV;
+    return want;
+}
+
 /* a fixture under numerics num and kernels k, once with fp32 activation storage and once as the engine
- * chooses: bitwise equal log-probs; the storage is the dtype's width exactly when two (and then the
- * estimate and the shim's peak fall by mlp_saving), else fp32 in both */
-static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, bool two)
+ * chooses: bitwise equal log-probs; the buffers of want (ST_*; ST_AUTO: fixture_want) are at the dtype's
+ * width, the others fp32 (and the estimate falls by exactly act_saving, the shim's peak by at least that) */
+enum { ST_AUTO = 8 };
+static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, unsigned want)
 {
     char dir[4096];
     rc_test_source_path(dir, sizeof dir, "data/fixtures/%s", name);
     rc_model *m;
     ck_assert_msg(rc_model_load(dir, &m) == RC_OK, "%s", rc_last_error());
     const int64_t V = m->cfg.vocab, R = k_alens[0] + k_alens[1] + k_alens[2];
+    if (want == ST_AUTO)
+        want = fixture_want(&m->cfg);
     rc_numerics n32 = *num, n16 = *num;
     n32.act_f32 = true;
     n16.act_f32 = false;
     act_result a, b;
     act_run(m, &n32, k, &a);
     act_run(m, &n16, k, &b);
-    ck_assert_int_eq(a.mlp_st, RC_F32);
-    ck_assert_msg(b.mlp_st == (two ? num->dt : RC_F32), "%s %s: mlp storage %s", name, dt_name(num->dt),
+    ck_assert(a.mlp_st == RC_F32 && a.qkv_st == RC_F32 && a.att_st == RC_F32);
+    ck_assert_msg(b.mlp_st == (want & ST_MLP ? num->dt : RC_F32), "%s %s: mlp storage %s", name, dt_name(num->dt),
                   dt_name(b.mlp_st));
+    ck_assert_msg(b.qkv_st == (want & ST_QKV ? num->dt : RC_F32), "%s %s: qkv storage %s", name, dt_name(num->dt),
+                  dt_name(b.qkv_st));
+    ck_assert_msg(b.att_st == (want & ST_ATT ? num->dt : RC_F32), "%s %s: att storage %s", name, dt_name(num->dt),
+                  dt_name(b.att_st));
     ck_assert_msg(memcmp(a.full, b.full, sizeof(float) * R * V) == 0, "%s %s %s: full forward differs", name,
                   dt_name(num->dt), rc_kernels_name(k));
     ck_assert_msg(memcmp(a.dec, b.dec, sizeof(float) * 4 * AB * V) == 0, "%s %s %s: cached decode differs", name,
                   dt_name(num->dt), rc_kernels_name(k));
-    const int64_t save = two ? mlp_saving(&m->cfg) : 0;
+    const int64_t save = act_saving(&m->cfg, want);
     ck_assert_msg(a.est - b.est == save, "%s: estimate %lld - %lld, expected %lld less", name, (long long)a.est,
                   (long long)b.est, (long long)save);
 #ifdef RC_TEST_EMULATE
     /* the device's peak: the buffers' saving, and at least that (the 2-byte down GEMM's input needs no
      * converted copy) */
-    if (two)
+    if (want)
         ck_assert_msg(a.peak - b.peak >= save, "%s: peak %lld - %lld < %lld", name, a.peak, b.peak, (long long)save);
     else
         ck_assert_int_eq(a.peak, b.peak);
@@ -129,34 +162,41 @@ START_TEST(test_act16_bitwise)
     const int v = _i / N_ACT;
     rc_numerics num = rc_numerics_fp32();
     num.dt = v == 1 ? RC_F16 : RC_BF16;
-    act_compare(k_act_fixtures[_i % N_ACT], &num, v == 2 ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE, true);
+    act_compare(k_act_fixtures[_i % N_ACT], &num, v == 2 ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE, ST_AUTO);
 }
 END_TEST
 
-/* the rule (engine_mlp_st): residual=fp32 and autocast keep the MLP's values in the dtype (2 bytes, the same
- * results); --upcast norm (an fp32 GEMM input: cuBLAS writes no 2-byte output from fp32 operands), an fp32
- * run, TP partials and fp8 weights keep them fp32 */
+/* the rule (engine_act_st): residual=fp32 and autocast keep the values in the dtype (2 bytes, the same
+ * results); --upcast rope keeps RoPE's output fp32 (qkv fp32, the MLP's buffers 2-byte); --upcast softmax
+ * changes only the scores; --upcast norm (an fp32 GEMM input: cuBLAS writes no 2-byte output from fp32
+ * operands), an fp32 run, TP partials and fp8 weights keep them all fp32 */
 START_TEST(test_act16_rule)
 {
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
     rc_numerics r = num;
     r.residual_f32 = true;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, true);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_QKV);
     r = num;
     r.mode = RC_PREC_AUTOCAST;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, true);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_QKV);
+    r = num;
+    r.upcast = RC_UPCAST_ROPE;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP);
+    r = num;
+    r.upcast = RC_UPCAST_SOFTMAX;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_QKV);
     r = num;
     r.upcast = RC_UPCAST_NORM;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, 0);
     r = rc_numerics_fp32();
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, 0);
     r = num;
     r.tp = 2;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, 0);
     r = num;
     r.wq.kind = RC_WQ_FP8;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, false);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, 0);
 }
 END_TEST
 

@@ -627,11 +627,13 @@ START_TEST(test_device_memory_whole)
     const long long layer_n = rc_test_llama_layer_n(&k_wide), own_n = 2LL * WV * WH + WH;
     ck_assert_int_eq(m->n_params, WL * layer_n + own_n); /* every tensor counted */
     const long long kv_layer = 2LL * 2 * B * WNKV * T * WD; /* K and V of one layer at 2 bytes */
-    /* mlp_a and mlp_b ([rows, WI] each) at 2 bytes: half their fp32 bytes; and the bf16 copy of a GEMM's fp32
-     * input for cuBLAS (ws_get keeps bytes + bytes / 4) then serves the K = hidden GEMMs only, no longer the
-     * down projection's K = intermediate: each device's peak falls by both */
+    /* mlp_a and mlp_b ([rows, WI] each) and qkv ([rows, (WNH + 2 WNKV) WD]) at 2 bytes: half their fp32
+     * bytes; and the bf16 copy of a GEMM's fp32 input for cuBLAS (ws_get keeps bytes + bytes / 4) then serves
+     * the K = hidden GEMMs only, no longer the down projection's K = intermediate: each device's peak falls by
+     * both */
     const long long mlp_save = 2LL * rows * WI * 2, ws_half = 2LL * rows * WI, ws_half16 = 2LL * rows * WH;
-    const long long peak_save = mlp_save + (ws_half + ws_half / 4) - (ws_half16 + ws_half16 / 4);
+    const long long act_save = mlp_save + 2LL * rows * (WNH + 2 * WNKV) * WD;
+    const long long peak_save = act_save + (ws_half + ws_half / 4) - (ws_half16 + ws_half16 / 4);
     rc_numerics num = rc_numerics_fp32();
     num.dt = RC_BF16;
     int32_t tok[64];
@@ -647,7 +649,7 @@ START_TEST(test_device_memory_whole)
     num32.act_f32 = true;
     ck_assert(rc_engine_mem_estimate(m, &num, false, RC_KERNELS_ENGINE, B, T, rows, &dm) == RC_OK);
     ck_assert(rc_engine_mem_estimate(m, &num32, false, RC_KERNELS_ENGINE, B, T, rows, &dm32) == RC_OK);
-    ck_assert_int_eq(dm32.total - dm.total, mlp_save); /* the estimate: the buffers */
+    ck_assert_int_eq(dm32.total - dm.total, act_save); /* the estimate: the buffers */
     for (int n = 1; n <= 2; n++) {
         long long peak32[2] = {0, 0};
         for (int f32 = 1; f32 >= 0; f32--) { /* fp32 activation storage, then the MLP's at 2 bytes */
@@ -658,6 +660,7 @@ START_TEST(test_device_memory_whole)
             ck_assert_msg(rc_engine_create(m, be, f32 ? &num32 : &num, B, T, rows, &e) == RC_OK, "%s",
                           rc_last_error());
             ck_assert_int_eq(e->mlp_st, f32 ? RC_F32 : RC_BF16);
+            ck_assert_int_eq(e->qkv_st, f32 ? RC_F32 : RC_BF16);
             ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
             const int64_t slots[4] = {0, 1, 2, 3}, starts[4] = {0, 0, 0, 0}, n_new[4] = {T - 1, T - 1, T - 1, T - 1};
             const int64_t last[4] = {T - 2, 2 * T - 3, 3 * T - 4, 4 * T - 5};

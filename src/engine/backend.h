@@ -2,8 +2,8 @@
  * is written once against it; backend_cpu.c is the reference implementation
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
- * Activations are float32 arrays (a device backend may hold the MLP's at the
- * dtype's width: matmul_st, act_st, act_mul_st); weights passed to matmul, embed and
+ * Activations are float32 arrays (a device backend may hold some at the
+ * dtype's width: matmul_st, act_st, act_mul_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -148,6 +148,12 @@ typedef struct {
                                * one more softmax column per head (rco_softmax_sink) */
     rc_mask_kind mask;
     rc_attn_numerics num;     /* rounding points inside attention */
+    /* how rope and attention's qkv and attention's out are held (forward.c engine_act_st; docs/gpu.md
+     * "Activations at the dtype's width"): RC_F32 (float arrays), or on a device backend RC_BF16 / RC_F16,
+     * that dtype's 2-byte bit patterns, every value one of it (qkv_st: RoPE's output rounded to it, rope_dt;
+     * out_st: num.out_dt), read widened and written as the bits of the rounded value: the same arithmetic on
+     * the same values. The CPU backend refuses anything but RC_F32. */
+    rc_dtype qkv_st, out_st;
 } rc_attn_params;
 
 /* The attention parameters of a model (forward.c): shapes, position
@@ -206,6 +212,13 @@ static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const cha
             return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi reference %d", op, (int)ap->alibi_ref);
     } else if (ap->alibi_slopes) {
         return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi slopes without ALiBi positions", op);
+    }
+    for (int i = 0; i < 2; i++) { /* a 2-byte qkv holds RoPE's rounded output, a 2-byte out P.V's */
+        const rc_dtype st = i ? ap->out_st : ap->qkv_st;
+        const rc_dtype dt = i ? ap->num.out_dt : ap->pos == RC_ATTN_POS_ROTARY && ap->rotary_dim > 0 ? ap->rope_dt : st;
+        if (st != RC_F32 && ((st != RC_BF16 && st != RC_F16) || dt != st))
+            return rc_errorf(RC_ERR_INTERNAL, "%s: %s held as %s, its values rounded to %s", op, i ? "out" : "qkv",
+                             rc_dtype_name(st), rc_dtype_name(dt));
     }
     if (ap->pos != RC_ATTN_POS_ROTARY && ap->rotary_dim != 0)
         return rc_errorf(RC_ERR_INTERNAL, "%s: rotary_dim %lld without rotary positions", op,

@@ -274,12 +274,12 @@ static bool mla_x_kv(const rc_config *c, const rc_numerics *num, int64_t n_slots
 typedef struct {
     int64_t dims[ENGINE_BUFS][2];
     int64_t floats[ENGINE_BUFS]; /* what each takes, in floats (a 2-byte buffer: half its elements, rounded up) */
-    rc_dtype mlp_st;             /* mlp_a and mlp_b's storage (engine_mlp_st) */
+    rc_dtype st[ENGINE_BUFS];    /* each one's storage (engine_act_st) */
     int64_t logit_rows, kv_n;
     int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 7 arrays of max_rows */
 } engine_sizes;
 
-static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool host);
+static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS]);
 
 static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kernels k, bool host, int64_t n_slots,
                              int64_t max_len, int64_t max_rows, engine_sizes *z)
@@ -306,11 +306,11 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
                                           {cr, I},       {cr, c->gated_mlp ? I : 1}, {cr, H}, {lr, c->vocab},
                                           {cr, H},       {lr, H}, {lr, H}};
     memcpy(z->dims, dims, sizeof dims);
-    z->mlp_st = engine_mlp_st(c, num, host);
+    engine_act_st(c, num, host, z->st);
     for (int i = 0; i < ENGINE_BUFS; i++) {
         if (!rc_mul_i64(dims[i][0], dims[i][1], &z->floats[i]))
             return false;
-        if ((i == 4 || i == 5) && z->mlp_st != RC_F32) /* mlp_a, mlp_b at 2 bytes */
+        if (z->st[i] != RC_F32) /* at 2 bytes */
             z->floats[i] = z->floats[i] / 2 + z->floats[i] % 2;
     }
     if (!rc_mul_i64(7, max_rows, &z->ix_n))
@@ -606,6 +606,34 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
     const bool two = !host && !num->act_f32 && (dt == RC_BF16 || dt == RC_F16) && num->wq.kind == RC_WQ_NONE &&
                      num->tp <= 1 && rr.linear == dt && rr.act == dt && in == dt;
     return two ? dt : RC_F32;
+}
+
+/* Every activation buffer's storage, in ENGINE_BUFS' order (rc_engine's x, h, qkv, att, mlp_a, mlp_b, tmp,
+ * logits, mlp_c, lt, lh), one rule for the engine and its estimate: RC_F32, or the dtype's width under the
+ * conditions of the MLP's buffers (engine_mlp_st: a GPU, no act_f32, a bf16 / fp16 run, weights in the
+ * dtype, tp 1, the GEMMs' outputs and the attention block's input rounded to the dtype) and each buffer's
+ * own, where every op that writes or reads it has a 2-byte form:
+ *  qkv: the QKV GEMM's output, which RoPE rotates in place (its output rounded to the dtype: not under
+ *       --upcast rope) and attention reads (the queries, and the keys and values it stores); fp32 where
+ *       another op works on it in place (MPT's clamp, a q / k norm), for latent attention (its own
+ *       projections fill it) and in a hybrid model (its linear layers);
+ *  att: attention's output, rounded to the dtype (num.out_dt), which the output projection reads; fp32 with
+ *       Qwen3-Next's output gate (multiplied on the host), latent attention (its own buffers) and a hybrid
+ *       model.
+ * Everything else is fp32. The results are the same either way (the same arithmetic on the same values). */
+static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS])
+{
+    const rounding rr = rounding_rules(num);
+    const rc_dtype dt = num->dt, in = c->post_norm ? rr.residual : rr.norm;
+    const bool base = !host && !num->act_f32 && (dt == RC_BF16 || dt == RC_F16) && num->wq.kind == RC_WQ_NONE &&
+                      num->tp <= 1 && rr.linear == dt && in == dt;
+    const bool plain_attn = base && !c->mla && linear_layers(c) == 0;
+    const bool rope_ok = c->pos != RC_POS_ROTARY || c->rotary_dim == 0 || rr.rope == dt;
+    for (int i = 0; i < ENGINE_BUFS; i++)
+        st[i] = RC_F32;
+    st[4] = st[5] = engine_mlp_st(c, num, host);
+    if (plain_attn && rope_ok && c->clip_qkv <= 0 && c->qk_norm == RC_QK_NORM_NONE)
+        st[2] = dt;
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
@@ -1366,8 +1394,13 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
                                  &e->tmp, &e->logits, &e->mlp_c, &e->lt,  &e->lh};
     e->chunk_rows = z.dims[1][0];
-    e->mlp_st = z.mlp_st;
-    if (s == RC_OK && e->mlp_st != RC_F32 && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st))
+    e->mlp_st = z.st[4];
+    e->qkv_st = z.st[2];
+    e->att_st = z.st[3];
+    bool two = false;
+    for (int i = 0; i < ENGINE_BUFS; i++)
+        two = two || z.st[i] != RC_F32;
+    if (s == RC_OK && two && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1468,6 +1501,8 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
         .sliding_window = cfg->sliding_window,
         .mask = RC_MASK_SKIP,
         .num = *num,
+        .qkv_st = RC_F32,
+        .out_st = RC_F32,
     };
     return ap;
 }
@@ -1519,6 +1554,17 @@ static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const floa
     if (e->mlp_st == RC_F32)
         return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
     return e->be->ops->matmul_st(e->be, x, RC_F32, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
+}
+
+/* A linear layer whose x or y may be held at the dtype's width (x_st, y_st; engine_act_st): linear when both
+ * are fp32, else the backend's matmul_st (engine_act_st holds such a layer to a plain GEMM in the dtype) */
+static rc_status act_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const void *x, rc_dtype x_st, int64_t M,
+                            int64_t K, rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, void *y,
+                            rc_dtype y_st)
+{
+    if (x_st == RC_F32 && y_st == RC_F32)
+        return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
+    return e->be->ops->matmul_st(e->be, x, x_st, M, K, W, N, bias, in_dt, out_dt, y, y_st);
 }
 
 static rc_status mlp_down(rc_engine *e, int64_t l, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
@@ -1700,7 +1746,7 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
-    if (e->hook.fn && e->mlp_st != RC_F32) /* the hook reads every buffer as floats */
+    if (e->hook.fn && (e->mlp_st != RC_F32 || e->qkv_st != RC_F32 || e->att_st != RC_F32)) /* it reads floats */
         return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32");
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
@@ -1715,6 +1761,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
     ap.rope_mid_dt = rr.rope_mid;
+    ap.qkv_st = e->qkv_st; /* forward.c engine_act_st: fp32 for latent attention, whose buffers these are too */
+    ap.out_st = e->att_st;
     ap.n_kv_heads = nkv;
     ap.head_dim = d;
     const float ap_rope_attn_factor = ap.rope_attn_factor;
@@ -1820,8 +1868,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(linear(e, l, RC_FP8W_O, o_in, n, ow, L->w_o, H, rc_wt_vec(L->b_o), gemm_in(o_dt, wd), rr.linear,
                               e->tmp));
             } else {
-                RC_TRY(linear(e, l, RC_FP8W_QKV, a_in, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk, rr.linear,
-                              e->qkv));
+                RC_TRY(act_linear(e, l, RC_FP8W_QKV, a_in, RC_F32, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk,
+                                  rr.linear, e->qkv, e->qkv_st));
                 if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to its dtype */
                     RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
                 CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
@@ -1841,8 +1889,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                         e->att[i] = rc_round_to(e->att[i] * rco_moe_sigmoid(e->attn_gate[i], rr.linear), ap.num.out_dt);
                 }
                 CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
-                RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
-                                  r0 * H, R * H, e->tmp)); /* attn_out */
+                if (e->att_st == RC_F32)
+                    RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att,
+                                      rr.linear, r0 * H, R * H, e->tmp)); /* attn_out */
+                else
+                    RC_TRY(act_linear(e, l, RC_FP8W_O, e->att, e->att_st, n, att_w, L->w_o, H, rc_wt_vec(L->b_o),
+                                      in_att, rr.linear, e->tmp, RC_F32));
             }
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
             if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out); GLM-4: post_self_attn_layernorm */
