@@ -1,5 +1,5 @@
 /* test_cuda_act.c: activations held at the dtype's width on the device (forward.c engine_act_st: the MLP's
- * intermediate buffers, qkv; the backend's matmul_st, act_st, act_mul_st, rope and attention with
+ * intermediate buffers, qkv, the attention output; the backend's matmul_st, act_st, act_mul_st, rope and attention with
  * rc_attn_params.qkv_st / out_st; docs/gpu.md "Activations at the dtype's width"). Storage changes no
  * result: a run whose buffers are 2-byte gives every full-forward and cached-decode log-prob bitwise the
  * same run's with them fp32 (rc_numerics.act_f32), and takes less device memory by exactly those buffers'
@@ -92,13 +92,15 @@ static int64_t act_saving(const rc_config *c, unsigned want)
 
 /* the buffers a plain bf16 / fp16 run of the fixture holds at 2 bytes (docs/gpu.md "Activations at the dtype's
  * width"): the MLP's always; qkv unless an op works on it in place (a q / k norm, MPT's clamp), latent
- * attention or linear layers */
+ * attention or linear layers; att unless latent attention, linear layers or an output gate */
 static unsigned fixture_want(const rc_config *c)
 {
     unsigned want = ST_MLP;
     const bool plain = !c->mla && c->n_linear == 0;
     if (plain && c->qk_norm == RC_QK_NORM_NONE && c->clip_qkv <= 0)
         want |= ST_QKV;
+    if (plain && !c->attn_out_gate)
+        want |= ST_ATT;
     return want;
 }
 
@@ -167,7 +169,7 @@ START_TEST(test_act16_bitwise)
 END_TEST
 
 /* the rule (engine_act_st): residual=fp32 and autocast keep the values in the dtype (2 bytes, the same
- * results); --upcast rope keeps RoPE's output fp32 (qkv fp32, the MLP's buffers 2-byte); --upcast softmax
+ * results); --upcast rope keeps RoPE's output fp32 (qkv fp32, the others 2-byte); --upcast softmax
  * changes only the scores; --upcast norm (an fp32 GEMM input: cuBLAS writes no 2-byte output from fp32
  * operands), an fp32 run, TP partials and fp8 weights keep them all fp32 */
 START_TEST(test_act16_rule)
@@ -176,16 +178,16 @@ START_TEST(test_act16_rule)
     num.dt = RC_BF16;
     rc_numerics r = num;
     r.residual_f32 = true;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_QKV);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
     r = num;
     r.mode = RC_PREC_AUTOCAST;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_QKV);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
     r = num;
     r.upcast = RC_UPCAST_ROPE;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_ATT);
     r = num;
     r.upcast = RC_UPCAST_SOFTMAX;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_MLP | ST_QKV);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
     r = num;
     r.upcast = RC_UPCAST_NORM;
     act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, 0);

@@ -634,6 +634,8 @@ static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host,
     st[4] = st[5] = engine_mlp_st(c, num, host);
     if (plain_attn && rope_ok && c->clip_qkv <= 0 && c->qk_norm == RC_QK_NORM_NONE)
         st[2] = dt;
+    if (plain_attn && !c->attn_out_gate && rr.attn.out_dt == dt)
+        st[3] = dt;
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
