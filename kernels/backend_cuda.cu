@@ -318,7 +318,22 @@ rc_status cuda_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M
                     const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out)
 {
     rck_norm_args a{kind, x, w, b, out, M, H, (float)eps,
-                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt, nullptr, RC_F32};
+    return rck_norm(a);
+}
+
+// norm with its output held at 2 bytes (rc_backend_ops.norm_st): out_st RC_F32 is norm
+rc_status cuda_norm_st(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
+                       const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out, rc_dtype out_st)
+{
+    if (out_st == RC_F32)
+        return cuda_norm(be, kind, x, M, H, w, b, eps, mid_dt, out_dt, static_cast<float *>(out));
+    if ((out_st != RC_BF16 && out_st != RC_F16) || out_st != out_dt)
+        return rc_errorf(RC_ERR_INTERNAL, "norm: output held as %s, its values rounded to %s", rc_dtype_name(out_st),
+                         rc_dtype_name(out_dt));
+    rck_norm_args a{kind, x, w, b, nullptr, M, H, (float)eps,
+                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt,
+                    static_cast<uint16_t *>(out), out_st};
     return rck_norm(a);
 }
 
@@ -982,6 +997,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_act_st,
     cuda_act_mul_st,
     cuda_fp8_matmul,
+    cuda_norm_st,
 };
 
 } // namespace

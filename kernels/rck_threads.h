@@ -187,10 +187,21 @@ typedef struct {
     float eps;
     int rms_lanes;
     rc_dtype mid_dt, out_dt;
+    uint16_t *out16; /* set in place of out: the output held at 2 bytes, the bits of st (= out_dt) */
+    rc_dtype st;
 } rck_norm_args;
 
 RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
 {
+    if (a->out16) { /* the row's statistics, then each output's rounded value stored as its bits */
+        const float *xr = a->x + r * a->H;
+        float mean, rs;
+        rco_norm_stats(a->kind, xr, a->H, a->eps, a->rms_lanes, &mean, &rs);
+        for (int64_t i = 0; i < a->H; i++)
+            a->out16[r * a->H + i] = rck_half(
+                rco_norm_out(a->kind, xr[i], mean, rs, a->w[i], a->b ? a->b + i : NULL, a->mid_dt, a->out_dt), a->st);
+        return;
+    }
     rco_norm_row(a->kind, a->x + r * a->H, a->H, a->w, a->b, a->eps, a->rms_lanes, a->mid_dt, a->out_dt,
                  a->out + r * a->H);
 }

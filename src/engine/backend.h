@@ -3,7 +3,7 @@
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
  * Activations are float32 arrays (a device backend may hold some at the
- * dtype's width: matmul_st, act_st, act_mul_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
+ * dtype's width: matmul_st, act_st, act_mul_st, norm_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -414,6 +414,11 @@ typedef struct {
      * codes, each widened in registers (wb may be NULL). */
     rc_status (*fp8_matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
                             const void *codes, int64_t N, void *wb, bool widen, float *y);
+    /* norm with its output held as out_st (RC_F32: norm; RC_BF16 / RC_F16: the 2-byte bits of the rounded
+     * values, out_dt being out_st): the same arithmetic on the same values (forward.c engine_act_st); NULL on
+     * a backend that holds every activation as fp32 (the CPU) */
+    rc_status (*norm_st)(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
+                         const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out, rc_dtype out_st);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -619,7 +619,11 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
  *       projections fill it) and in a hybrid model (its linear layers);
  *  att: attention's output, rounded to the dtype (num.out_dt), which the output projection reads; fp32 with
  *       Qwen3-Next's output gate (multiplied on the host), latent attention (its own buffers) and a hybrid
- *       model.
+ *       model;
+ *  h:   the norms' output before the attention block and the MLP (rounded to the dtype: not under --upcast
+ *       norm), which the QKV and up / gate GEMMs read; fp32 where other ops read it (an MoE layer's experts,
+ *       latent attention's projections, linear layers, Qwen3-Next's output gate) and with BLOOM's embedding
+ *       norm (its rows are copied into the residual stream).
  * Everything else is fp32. The results are the same either way (the same arithmetic on the same values). */
 static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS])
 {
@@ -636,6 +640,8 @@ static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host,
         st[2] = dt;
     if (plain_attn && !c->attn_out_gate && rr.attn.out_dt == dt)
         st[3] = dt;
+    if (plain_attn && !c->attn_out_gate && c->n_experts == 0 && !c->embed_norm && rr.norm == dt)
+        st[1] = dt;
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
@@ -1399,10 +1405,11 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     e->mlp_st = z.st[4];
     e->qkv_st = z.st[2];
     e->att_st = z.st[3];
+    e->h_st = z.st[1];
     bool two = false;
     for (int i = 0; i < ENGINE_BUFS; i++)
         two = two || z.st[i] != RC_F32;
-    if (s == RC_OK && two && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st))
+    if (s == RC_OK && two && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1550,12 +1557,21 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
  * backend's act / act_mul when fp32, else their 2-byte forms (matmul_st, act_st, act_mul_st; engine_mlp_st
  * holds them to plain GEMMs in the dtype). mlp_up's x and mlp_down's y are fp32 rows (the norm's output,
  * mlp_c); mlp_up's y and mlp_down's x are the MLP buffers. */
-static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
-                        int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, rc_dtype x_st, int64_t M,
+                        int64_t K, rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    if (e->mlp_st == RC_F32)
+    if (e->mlp_st == RC_F32 && x_st == RC_F32)
         return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
-    return e->be->ops->matmul_st(e->be, x, RC_F32, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
+    return e->be->ops->matmul_st(e->be, x, x_st, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
+}
+
+/* A norm whose output may be held at the dtype's width (out_st; engine_act_st): norm or the backend's norm_st */
+static rc_status act_norm(rc_engine *e, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
+                          const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out, rc_dtype out_st)
+{
+    if (out_st == RC_F32)
+        return e->be->ops->norm(e->be, kind, x, M, H, w, b, eps, mid_dt, out_dt, out);
+    return e->be->ops->norm_st(e->be, kind, x, M, H, w, b, eps, mid_dt, out_dt, out, out_st);
 }
 
 /* A linear layer whose x or y may be held at the dtype's width (x_st, y_st; engine_act_st): linear when both
@@ -1748,8 +1764,8 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
-    if (e->hook.fn && (e->mlp_st != RC_F32 || e->qkv_st != RC_F32 || e->att_st != RC_F32)) /* it reads floats */
-        return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32");
+    if (e->hook.fn && (e->mlp_st != RC_F32 || e->qkv_st != RC_F32 || e->att_st != RC_F32 || e->h_st != RC_F32))
+        return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32"); /* floats */
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
     const rc_backend_ops *op = e->be->ops;
@@ -1838,11 +1854,13 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             cd.row_hi = r0 + n;
             /* attention block */
             const float *a_in = xc; /* post_norm: the block reads x */
+            rc_dtype a_st = RC_F32; /* how a_in is held */
             if (!c->post_norm) {
-                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
-                                nmid, rr.norm, e->h));
+                RC_TRY(act_norm(e, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, nmid,
+                                rr.norm, e->h, e->h_st));
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 a_in = e->h;
+                a_st = e->h_st;
             }
             if (rc_layer_is_linear(c, l)) { /* Gated DeltaNet: its mixer's output projection into tmp */
                 RC_TRY(gdn_block(e, bd, l, a_in, n, in_blk, in_att, rr.linear));
@@ -1870,7 +1888,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(linear(e, l, RC_FP8W_O, o_in, n, ow, L->w_o, H, rc_wt_vec(L->b_o), gemm_in(o_dt, wd), rr.linear,
                               e->tmp));
             } else {
-                RC_TRY(act_linear(e, l, RC_FP8W_QKV, a_in, RC_F32, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk,
+                RC_TRY(act_linear(e, l, RC_FP8W_QKV, a_in, a_st, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk,
                                   rr.linear, e->qkv, e->qkv_st));
                 if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to its dtype */
                     RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
@@ -1914,11 +1932,13 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             if (!c->parallel_residual)
                 CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
             const float *m_in = xc;
+            rc_dtype m_st = RC_F32; /* how m_in is held */
             if (!c->post_norm) {
-                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
-                                nmid, rr.norm, e->h));
+                RC_TRY(act_norm(e, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, nmid,
+                                rr.norm, e->h, e->h_st));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 m_in = e->h;
+                m_st = e->h_st;
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
                 const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay,
@@ -1935,10 +1955,11 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
                 continue;
             }
-            RC_TRY(mlp_up(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
+            RC_TRY(mlp_up(e, l, RC_FP8W_UP, m_in, m_st, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear,
+                          e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
-                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
+                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, m_st, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
                               e->mlp_b));
                 CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
                 RC_TRY(mlp_act_mul(e, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */

@@ -429,11 +429,10 @@ RC_HD static inline int rco_rms_lanes(int invariant, int64_t M)
     return invariant ? 16 : M < 16 ? 64 : 32;
 }
 
-/* One row of LayerNorm (16 lanes for mean and variance) or RMSNorm (HF Llama
- * order: w * R_mid(x * rsqrt(mean(x^2) + eps))). */
-RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_t H, const float *w,
-                                      const float *b, float feps, int rms_lanes, rc_dtype mid_dt,
-                                      rc_dtype out_dt, float *yr)
+/* The statistics of one row of LayerNorm (16 lanes for mean and variance: mean, rs = 1 / std) or RMSNorm
+ * (rms_lanes: mean 0, rs = rsqrt(mean(x^2) + eps)). */
+RC_HD static inline void rco_norm_stats(rc_norm_kind kind, const float *xr, int64_t H, float feps, int rms_lanes,
+                                        float *mean_out, float *rs_out)
 {
     if (kind == RC_NORM_LAYER) {
         float mean = rco_lanes_reduce(xr, 0, H, 16) / (float)H;
@@ -452,17 +451,38 @@ RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_
             for (int j = 0; j < wd; j++)
                 acc[j] += acc[j + wd];
         float var = acc[0] / (float)H;
-        float rstd = 1.0f / sqrtf(var + feps);
-        for (int64_t i = 0; i < H; i++) {
-            float v = (xr[i] - mean) * rstd * w[i];
-            yr[i] = rc_round_to(b ? v + b[i] : v, out_dt);
-        }
+        *mean_out = mean;
+        *rs_out = 1.0f / sqrtf(var + feps);
     } else {
         float var = rco_lanes_reduce(xr, xr, H, rms_lanes) / (float)H;
-        float rs = 1.0f / sqrtf(var + feps);
-        for (int64_t i = 0; i < H; i++)
-            yr[i] = rc_round_to(w[i] * rc_round_to(xr[i] * rs, mid_dt), out_dt);
+        *mean_out = 0.0f;
+        *rs_out = 1.0f / sqrtf(var + feps);
     }
+}
+
+/* One output of a norm row from the row's statistics (rco_norm_stats), its input x, weight w and bias bp
+ * (a pointer to it, or NULL): LayerNorm R_out((x - mean) * rs * w + b); RMSNorm (HF Llama order)
+ * R_out(w * R_mid(x * rs)). */
+RC_HD static inline float rco_norm_out(rc_norm_kind kind, float x, float mean, float rs, float w, const float *bp,
+                                       rc_dtype mid_dt, rc_dtype out_dt)
+{
+    if (kind == RC_NORM_LAYER) {
+        float v = (x - mean) * rs * w;
+        return rc_round_to(bp ? v + *bp : v, out_dt);
+    }
+    return rc_round_to(w * rc_round_to(x * rs, mid_dt), out_dt);
+}
+
+/* One row of LayerNorm or RMSNorm: rco_norm_stats, then rco_norm_out for each output (in place is safe: each
+ * output reads only its own input after the row's reduction). */
+RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_t H, const float *w,
+                                      const float *b, float feps, int rms_lanes, rc_dtype mid_dt,
+                                      rc_dtype out_dt, float *yr)
+{
+    float mean, rs;
+    rco_norm_stats(kind, xr, H, feps, rms_lanes, &mean, &rs);
+    for (int64_t i = 0; i < H; i++)
+        yr[i] = rco_norm_out(kind, xr[i], mean, rs, w[i], b ? b + i : NULL, mid_dt, out_dt);
 }
 
 /* q / k norm (Qwen3's per-head q_norm / k_norm, OLMo2's over the whole
