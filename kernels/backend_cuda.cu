@@ -748,6 +748,32 @@ rc_status cuda_add(rc_backend *be, const float *x, const float *y, int64_t n, rc
     return elementwise(RCK_EW_ADD, x, y, out, n, out_dt);
 }
 
+// add with operands held at 2 bytes (rc_backend_ops.add_st): every 2-byte one of one dtype, a 2-byte out of out_dt
+rc_status cuda_add_st(rc_backend *be, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
+                      rc_dtype out_dt, void *out, rc_dtype out_st)
+{
+    (void)be;
+    const rc_dtype st = x_st != RC_F32 ? x_st : y_st != RC_F32 ? y_st : out_st;
+    const rc_dtype sts[3] = {x_st, y_st, out_st};
+    for (int k = 0; k < 3; k++)
+        if (sts[k] != RC_F32 && (sts[k] != st || (st != RC_BF16 && st != RC_F16) || (k == 2 && st != out_dt)))
+            return rc_errorf(RC_ERR_INTERNAL, "add: operands held as %s, %s, out as %s of %s values",
+                             rc_dtype_name(x_st), rc_dtype_name(y_st), rc_dtype_name(out_st), rc_dtype_name(out_dt));
+    rck_ew_args e{};
+    e.op = RCK_EW_ADD;
+    e.n = n;
+    e.n_cols = 1;
+    e.out_dt = out_dt;
+    e.a = x_st == RC_F32 ? static_cast<const float *>(x) : nullptr;
+    e.a16 = x_st == RC_F32 ? nullptr : static_cast<const uint16_t *>(x);
+    e.b = y_st == RC_F32 ? static_cast<const float *>(y) : nullptr;
+    e.b16 = y_st == RC_F32 ? nullptr : static_cast<const uint16_t *>(y);
+    e.out = out_st == RC_F32 ? static_cast<float *>(out) : nullptr;
+    e.out16 = out_st == RC_F32 ? nullptr : static_cast<uint16_t *>(out);
+    e.st = st;
+    return rck_ew(e);
+}
+
 rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
                         rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
 {
@@ -998,6 +1024,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_act_mul_st,
     cuda_fp8_matmul,
     cuda_norm_st,
+    cuda_add_st,
 };
 
 } // namespace

@@ -101,7 +101,7 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
 }
 
 /* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
- * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c). a16, b16, out16 (RCK_EW_ACT,
+ * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c). a16, b16, out16 (RCK_EW_ADD, RCK_EW_ACT,
  * RCK_EW_ACT_MUL): set in place of a, b, out when that operand is held at 2 bytes (the bit patterns of
  * st, every value one of it), read widened and written as the bits of the rounded value: the same
  * arithmetic on the same values */
@@ -125,9 +125,16 @@ enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
     switch (a->op) {
-    case RCK_EW_ADD:
-        a->out[i] = rc_round_to(a->a[i] + a->b[i], a->out_dt);
+    case RCK_EW_ADD: {
+        const float x = a->a16 ? rck_wide(a->a16, i, a->st) : a->a[i];
+        const float y = a->b16 ? rck_wide(a->b16, i, a->st) : a->b[i];
+        const float v = rc_round_to(x + y, a->out_dt);
+        if (a->out16)
+            a->out16[i] = rck_half(v, a->st);
+        else
+            a->out[i] = v;
         break;
+    }
     case RCK_EW_ACT: {
         const float v = rco_act_dt(a->act, a->a16 ? rck_wide(a->a16, i, a->st) : a->a[i], a->out_dt);
         if (a->out16)

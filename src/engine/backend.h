@@ -3,7 +3,8 @@
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
  * Activations are float32 arrays (a device backend may hold some at the
- * dtype's width: matmul_st, act_st, act_mul_st, norm_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
+ * dtype's width: matmul_st, act_st, act_mul_st, norm_st, add_st,
+ * rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -419,6 +420,10 @@ typedef struct {
      * a backend that holds every activation as fp32 (the CPU) */
     rc_status (*norm_st)(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
                          const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out, rc_dtype out_st);
+    /* add with each operand's storage given (x_st, y_st, out_st: RC_F32, or the 2-byte bits of one dtype, a
+     * 2-byte out of out_dt); out may alias x or y; NULL as norm_st */
+    rc_status (*add_st)(rc_backend *be, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
+                        rc_dtype out_dt, void *out, rc_dtype out_st);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

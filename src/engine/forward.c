@@ -623,7 +623,13 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
  *  h:   the norms' output before the attention block and the MLP (rounded to the dtype: not under --upcast
  *       norm), which the QKV and up / gate GEMMs read; fp32 where other ops read it (an MoE layer's experts,
  *       latent attention's projections, linear layers, Qwen3-Next's output gate) and with BLOOM's embedding
- *       norm (its rows are copied into the residual stream).
+ *       norm (its rows are copied into the residual stream);
+ *  tmp: the output projection's output, which the residual add reads (and a parallel residual's pair sum);
+ *       fp32 where a norm works on it in place (sandwich norms, OLMo2's post-norm), with learned positions
+ *       (it holds the position embeddings' rows first) and for latent attention and linear layers;
+ *  mlp_c: the down projection's output, which the residual add reads (a parallel residual's pair sum rounded
+ *       to the dtype writes it); fp32 where a norm works on it in place, in an MoE model (the experts
+ *       accumulate into it) and a hybrid one.
  * Everything else is fp32. The results are the same either way (the same arithmetic on the same values). */
 static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS])
 {
@@ -642,6 +648,12 @@ static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host,
         st[3] = dt;
     if (plain_attn && !c->attn_out_gate && c->n_experts == 0 && !c->embed_norm && rr.norm == dt)
         st[1] = dt;
+    const bool no_norm_after = !c->sandwich_norm && !c->post_norm;
+    const bool pair_ok = !c->parallel_residual || rr.residual_pair == dt;
+    if (plain_attn && no_norm_after && pair_ok && c->pos != RC_POS_LEARNED)
+        st[6] = dt;
+    if (base && linear_layers(c) == 0 && c->n_experts == 0 && no_norm_after && pair_ok)
+        st[8] = dt;
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
@@ -1406,10 +1418,13 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     e->qkv_st = z.st[2];
     e->att_st = z.st[3];
     e->h_st = z.st[1];
+    e->tmp_st = z.st[6];
+    e->mlpc_st = z.st[8];
     bool two = false;
     for (int i = 0; i < ENGINE_BUFS; i++)
         two = two || z.st[i] != RC_F32;
-    if (s == RC_OK && two && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st))
+    if (s == RC_OK && two &&
+        (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st || !be->ops->add_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1574,6 +1589,16 @@ static rc_status act_norm(rc_engine *e, rc_norm_kind kind, const float *x, int64
     return e->be->ops->norm_st(e->be, kind, x, M, H, w, b, eps, mid_dt, out_dt, out, out_st);
 }
 
+/* out = R(x + y) with operands that may be held at the dtype's width (engine_act_st): add or the backend's
+ * add_st */
+static rc_status act_add(rc_engine *e, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
+                         rc_dtype out_dt, void *out, rc_dtype out_st)
+{
+    if (x_st == RC_F32 && y_st == RC_F32 && out_st == RC_F32)
+        return e->be->ops->add(e->be, x, y, n, out_dt, out);
+    return e->be->ops->add_st(e->be, x, x_st, y, y_st, n, out_dt, out, out_st);
+}
+
 /* A linear layer whose x or y may be held at the dtype's width (x_st, y_st; engine_act_st): linear when both
  * are fp32, else the backend's matmul_st (engine_act_st holds such a layer to a plain GEMM in the dtype) */
 static rc_status act_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const void *x, rc_dtype x_st, int64_t M,
@@ -1588,9 +1613,9 @@ static rc_status act_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
 static rc_status mlp_down(rc_engine *e, int64_t l, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
                           const float *bias, rc_dtype in_dt, rc_dtype out_dt, int64_t elem0, int64_t numel, float *y)
 {
-    if (e->mlp_st == RC_F32)
+    if (e->mlp_st == RC_F32 && e->mlpc_st == RC_F32)
         return row_linear(e, l, RC_FP8W_DOWN, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, y);
-    return e->be->ops->matmul_st(e->be, x, e->mlp_st, M, K, W, N, bias, in_dt, out_dt, y, RC_F32);
+    return e->be->ops->matmul_st(e->be, x, e->mlp_st, M, K, W, N, bias, in_dt, out_dt, y, e->mlpc_st);
 }
 
 static rc_status mlp_act(rc_engine *e, rc_act act, float *x, int64_t n, rc_dtype out_dt)
@@ -1764,7 +1789,11 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
-    if (e->hook.fn && (e->mlp_st != RC_F32 || e->qkv_st != RC_F32 || e->att_st != RC_F32 || e->h_st != RC_F32))
+    const rc_dtype sts[] = {e->mlp_st, e->qkv_st, e->att_st, e->h_st, e->tmp_st, e->mlpc_st};
+    bool two = false;
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
+        two = two || sts[i] != RC_F32;
+    if (e->hook.fn && two)
         return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32"); /* floats */
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
@@ -1909,12 +1938,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                         e->att[i] = rc_round_to(e->att[i] * rco_moe_sigmoid(e->attn_gate[i], rr.linear), ap.num.out_dt);
                 }
                 CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
-                if (e->att_st == RC_F32)
+                if (e->att_st == RC_F32 && e->tmp_st == RC_F32)
                     RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att,
                                       rr.linear, r0 * H, R * H, e->tmp)); /* attn_out */
                 else
                     RC_TRY(act_linear(e, l, RC_FP8W_O, e->att, e->att_st, n, att_w, L->w_o, H, rc_wt_vec(L->b_o),
-                                      in_att, rr.linear, e->tmp, RC_F32));
+                                      in_att, rr.linear, e->tmp, e->tmp_st));
             }
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
             if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out); GLM-4: post_self_attn_layernorm */
@@ -1928,7 +1957,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         residual:
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
-                RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
+                RC_TRY(act_add(e, e->tmp, e->tmp_st, xc, RC_F32, n * H, rr.residual, xc, RC_F32)); /* attn_out + x */
             if (!c->parallel_residual)
                 CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
             const float *m_in = xc;
@@ -1981,12 +2010,10 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                 nmid, rr.norm, e->mlp_c));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->mlp_c, H, H, rr.norm, NULL);
             }
-            if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
-                RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
-                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
-            } else {
-                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
-            }
+            if (c->parallel_residual) /* GPTNeoXLayer: (mlp_out + attn_out) + x */
+                RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, e->tmp, e->tmp_st, n * H, rr.residual_pair, e->mlp_c,
+                               e->mlpc_st));
+            RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, xc, RC_F32, n * H, rr.residual, xc, RC_F32)); /* mlp_out + x */
             CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
         }
     }
