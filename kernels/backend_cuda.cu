@@ -774,11 +774,15 @@ rc_status cuda_add_st(rc_backend *be, const void *x, rc_dtype x_st, const void *
     return rck_ew(e);
 }
 
-rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
-                        rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
+// the log-probs of logits held as st (rc_backend_ops.logprobs_st; RC_F32: logprobs)
+rc_status cuda_logprobs_st(rc_backend *be, const void *logits, rc_dtype st, int64_t M, int64_t V, float temperature,
+                           rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
 {
     cuda_backend *c = cb(be);
-    rck_lp_args a{logits, M, V, temperature, lp_dt, nullptr, nullptr, nullptr};
+    if (st != RC_F32 && st != RC_BF16 && st != RC_F16)
+        return rc_errorf(RC_ERR_INTERNAL, "logprobs: logits held as %s", rc_dtype_name(st));
+    rck_lp_args a{st == RC_F32 ? static_cast<const float *>(logits) : nullptr, M, V, temperature, lp_dt, nullptr,
+                  nullptr, nullptr, st == RC_F32 ? nullptr : static_cast<const uint16_t *>(logits), st};
     const bool want_t = targets && target_out;
     if (!full_out && !want_t)
         return RC_OK;
@@ -800,6 +804,12 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
     if (want_t)
         RCK_CUDA(cudaMemcpy(target_out, a.target_out, (size_t)M * sizeof(float), cudaMemcpyDeviceToHost));
     return RC_OK;
+}
+
+rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
+                        rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
+{
+    return cuda_logprobs_st(be, logits, RC_F32, M, V, temperature, lp_dt, full_out, targets, target_out);
 }
 
 // fp8 weights: x [M, K] to fp8 values and scales (fp8.cu); per tensor the
@@ -1025,6 +1035,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_fp8_matmul,
     cuda_norm_st,
     cuda_add_st,
+    cuda_logprobs_st,
 };
 
 } // namespace

@@ -481,12 +481,16 @@ typedef struct {
     float *full;           /* [M, V] or NULL */
     const int32_t *targets; /* [M] or NULL */
     float *target_out;     /* [M] or NULL */
+    const uint16_t *logits16; /* set in place of logits: held at 2 bytes, the bits of st */
+    rc_dtype st;
 } rck_lp_args;
 
 RC_HD static inline void rck_logprob_thread(const rck_lp_args *a, int64_t r)
 {
-    rco_logprob_row(a->logits + r * a->V, a->V, a->temperature, a->lp_dt, a->full ? a->full + r * a->V : 0,
-                    a->targets && a->target_out ? a->targets[r] : -1, a->target_out ? a->target_out + r : 0);
+    const void *x = a->logits16 ? (const void *)(a->logits16 + r * a->V) : (const void *)(a->logits + r * a->V);
+    rco_logprob_row_st(x, a->logits16 ? a->st : RC_F32, a->V, a->temperature, a->lp_dt,
+                       a->full ? a->full + r * a->V : 0, a->targets && a->target_out ? a->targets[r] : -1,
+                       a->target_out ? a->target_out + r : 0);
 }
 
 /* ---- fp8 weights (fp8w.c; kernels/fp8.cu) ---------------------------------

@@ -1,6 +1,7 @@
 /* test_cuda_act.c: activations held at the dtype's width on the device (forward.c engine_act_st: the MLP's
- * intermediate buffers, qkv, the attention output, the norms' output h, the projections' outputs tmp and mlp_c;
- * the backend's matmul_st, act_st, act_mul_st, norm_st, add_st, rope and attention with
+ * intermediate buffers, qkv, the attention output, the norms' output h, the projections' outputs tmp and mlp_c,
+ * the logits;
+ * the backend's matmul_st, act_st, act_mul_st, norm_st, add_st, logprobs_st, rope and attention with
  * rc_attn_params.qkv_st / out_st; docs/gpu.md "Activations at the dtype's width"). Storage changes no
  * result: a run whose buffers are 2-byte gives every full-forward and cached-decode log-prob bitwise the
  * same run's with them fp32 (rc_numerics.act_f32), and takes less device memory by exactly those buffers'
@@ -29,7 +30,7 @@ static const int64_t k_alens[AB] = {7, 5, 9}; /* the full forward's sequences */
 typedef struct {
     float *full; /* [sum(k_alens), V]: the full forward */
     float *dec;  /* [4][AB][V]: a prefill of 4 tokens per slot, then 3 decode steps, each slot's last row */
-    rc_dtype mlp_st, qkv_st, att_st, h_st, tmp_st, mlpc_st;
+    rc_dtype mlp_st, qkv_st, att_st, h_st, tmp_st, mlpc_st, logits_st;
     long long peak; /* the device's peak bytes over the run (host build), else 0 */
     int64_t est;    /* rc_engine_mem_estimate's activations for the engine's sizes */
 } act_result;
@@ -53,6 +54,7 @@ static void act_run(const rc_model *m, const rc_numerics *num, rc_kernels k, act
     r->h_st = e->h_st;
     r->tmp_st = e->tmp_st;
     r->mlpc_st = e->mlpc_st;
+    r->logits_st = e->logits_st;
     cuda_test_forward_decode(e, V, &r->full, &r->dec);
 #ifdef RC_TEST_EMULATE
     r->peak = rck_shim_device_peak(0);
@@ -70,7 +72,7 @@ static void act_free(act_result *r)
 }
 
 /* the buffers held at 2 bytes (act_compare's want) */
-enum { ST_MLP = 1, ST_QKV = 2, ST_ATT = 4, ST_H = 8, ST_TMP = 16, ST_MLPC = 32, ST_ALL = 63 };
+enum { ST_MLP = 1, ST_QKV = 2, ST_ATT = 4, ST_H = 8, ST_TMP = 16, ST_MLPC = 32, ST_LOGITS = 64, ST_ALL = 127 };
 
 /* the bytes n elements save at 2 bytes (a 2-byte buffer is allocated in whole floats) */
 static int64_t half_saving(int64_t n)
@@ -80,7 +82,7 @@ static int64_t half_saving(int64_t n)
 
 /* the bytes the buffers of want save at 2 bytes for an engine of AB * AT rows, computed from the config:
  * mlp_a and mlp_b rows x intermediate each (the gate's buffer only in a gated MLP), qkv rows x (heads + 2 KV
- * heads) x head_dim, att rows x heads x head_dim, h, tmp and mlp_c rows x hidden */
+ * heads) x head_dim, att rows x heads x head_dim, h, tmp and mlp_c rows x hidden, logits logit rows x vocab */
 static int64_t act_saving(const rc_config *c, unsigned want)
 {
     const int64_t rows = AB * AT, I = c->intermediate, d = c->head_dim;
@@ -94,6 +96,10 @@ static int64_t act_saving(const rc_config *c, unsigned want)
     for (unsigned b = ST_H; b <= ST_MLPC; b <<= 1) /* h, tmp, mlp_c: rows x hidden each */
         if (want & b)
             save += half_saving(rows * c->hidden);
+    if (want & ST_LOGITS) { /* the engine's logit rows: 16 Mi floats' worth, at most every row */
+        const int64_t lr = ((int64_t)16 << 20) / c->vocab;
+        save += half_saving((lr < rows ? lr : rows) * c->vocab);
+    }
     return save;
 }
 
@@ -102,7 +108,7 @@ static int64_t act_saving(const rc_config *c, unsigned want)
  * attention or linear layers; att unless latent attention, linear layers or an output gate; h unless those
  * or MoE layers (the experts read it) or an embedding norm; tmp and mlp_c unless a norm works on them in
  * place (sandwich norms, a post-norm), tmp unless learned positions, latent attention or linear layers,
- * mlp_c unless MoE or linear layers */
+ * mlp_c unless MoE or linear layers; the logits unless the head is fp32 (NormHead) or a final soft-cap */
 static unsigned fixture_want(const rc_config *c)
 {
     unsigned want = ST_MLP;
@@ -118,13 +124,15 @@ static unsigned fixture_want(const rc_config *c)
         want |= ST_TMP;
     if (c->n_linear == 0 && c->n_experts == 0 && !norm_after)
         want |= ST_MLPC;
+    if (!c->norm_head && !(c->final_softcap > 0))
+        want |= ST_LOGITS;
     return want;
 }
 
 /* a fixture under numerics num and kernels k, once with fp32 activation storage and once as the engine
  * chooses: bitwise equal log-probs; the buffers of want (ST_*; ST_AUTO: fixture_want) are at the dtype's
  * width, the others fp32 (and the estimate falls by exactly act_saving, the shim's peak by at least that) */
-enum { ST_AUTO = 64 };
+enum { ST_AUTO = 128 };
 static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, unsigned want)
 {
     char dir[4096];
@@ -141,7 +149,7 @@ static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, 
     act_run(m, &n32, k, &a);
     act_run(m, &n16, k, &b);
     ck_assert(a.mlp_st == RC_F32 && a.qkv_st == RC_F32 && a.att_st == RC_F32 && a.h_st == RC_F32 &&
-              a.tmp_st == RC_F32 && a.mlpc_st == RC_F32);
+              a.tmp_st == RC_F32 && a.mlpc_st == RC_F32 && a.logits_st == RC_F32);
     ck_assert_msg(b.mlp_st == (want & ST_MLP ? num->dt : RC_F32), "%s %s: mlp storage %s", name, dt_name(num->dt),
                   dt_name(b.mlp_st));
     ck_assert_msg(b.qkv_st == (want & ST_QKV ? num->dt : RC_F32), "%s %s: qkv storage %s", name, dt_name(num->dt),
@@ -154,6 +162,8 @@ static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, 
                   dt_name(b.tmp_st));
     ck_assert_msg(b.mlpc_st == (want & ST_MLPC ? num->dt : RC_F32), "%s %s: mlp_c storage %s", name,
                   dt_name(num->dt), dt_name(b.mlpc_st));
+    ck_assert_msg(b.logits_st == (want & ST_LOGITS ? num->dt : RC_F32), "%s %s: logits storage %s", name,
+                  dt_name(num->dt), dt_name(b.logits_st));
     ck_assert_msg(memcmp(a.full, b.full, sizeof(float) * R * V) == 0, "%s %s %s: full forward differs", name,
                   dt_name(num->dt), rc_kernels_name(k));
     ck_assert_msg(memcmp(a.dec, b.dec, sizeof(float) * 4 * AB * V) == 0, "%s %s %s: cached decode differs", name,
@@ -193,9 +203,12 @@ START_TEST(test_act16_bitwise)
 END_TEST
 
 /* the rule (engine_act_st): residual=fp32 and autocast keep the values in the dtype (2 bytes, the same
- * results); --upcast rope keeps RoPE's output fp32 (qkv fp32, the others 2-byte); --upcast softmax
+ * results; autocast's head tied to the embedding, as llama_gqa's, is an fp32 array: fp32 logits); --upcast
+ * rope keeps RoPE's output fp32 (qkv fp32, the others 2-byte); --upcast lm_head the logits; --upcast softmax
  * changes only the scores; --upcast norm (an fp32 GEMM input: cuBLAS writes no 2-byte output from fp32
- * operands), an fp32 run, TP partials and fp8 weights keep them all fp32 */
+ * operands), an fp32 run, TP partials and fp8 weights keep them all fp32. Fixtures for the exclusions of a
+ * plain run (fixture_want): Gemma 2's final soft-cap and sandwich norms, Baichuan2's NormHead (and its fp32
+ * RoPE and attention), MPT's clamped qkv. */
 START_TEST(test_act16_rule)
 {
     rc_numerics num = rc_numerics_fp32();
@@ -205,10 +218,13 @@ START_TEST(test_act16_rule)
     act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
     r = num;
     r.mode = RC_PREC_AUTOCAST;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_LOGITS);
     r = num;
     r.upcast = RC_UPCAST_ROPE;
     act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_QKV);
+    r = num;
+    r.upcast = RC_UPCAST_LM_HEAD;
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_LOGITS);
     r = num;
     r.upcast = RC_UPCAST_SOFTMAX;
     act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
@@ -223,6 +239,9 @@ START_TEST(test_act16_rule)
     r = num;
     r.wq.kind = RC_WQ_FP8;
     act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, 0);
+    const char *const excl[] = {"gemma2_softcap", "baichuan2_7b", "mpt_alibi"};
+    for (int i = 0; i < 3; i++)
+        act_compare(excl[i], &num, RC_KERNELS_ENGINE, ST_AUTO);
 }
 END_TEST
 

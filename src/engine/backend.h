@@ -3,7 +3,7 @@
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
  * Activations are float32 arrays (a device backend may hold some at the
- * dtype's width: matmul_st, act_st, act_mul_st, norm_st, add_st,
+ * dtype's width: matmul_st, act_st, act_mul_st, norm_st, add_st, logprobs_st,
  * rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
@@ -424,6 +424,10 @@ typedef struct {
      * 2-byte out of out_dt); out may alias x or y; NULL as norm_st */
     rc_status (*add_st)(rc_backend *be, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
                         rc_dtype out_dt, void *out, rc_dtype out_st);
+    /* logprobs over logits held as st (RC_F32 floats, or the 2-byte bits of RC_BF16 / RC_F16: rco_logprob_row_st,
+     * the arithmetic of logprobs on the same values); NULL as norm_st */
+    rc_status (*logprobs_st)(rc_backend *be, const void *logits, rc_dtype st, int64_t M, int64_t V, float temperature,
+                             rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -280,6 +280,7 @@ typedef struct {
 } engine_sizes;
 
 static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS]);
+static bool autocast_tied_head(const rc_numerics *num);
 
 static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kernels k, bool host, int64_t n_slots,
                              int64_t max_len, int64_t max_rows, engine_sizes *z)
@@ -629,7 +630,10 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
  *       (it holds the position embeddings' rows first) and for latent attention and linear layers;
  *  mlp_c: the down projection's output, which the residual add reads (a parallel residual's pair sum rounded
  *       to the dtype writes it); fp32 where a norm works on it in place, in an MoE model (the experts
- *       accumulate into it) and a hybrid one.
+ *       accumulate into it) and a hybrid one;
+ *  logits: the LM head's output (rounded to the dtype: not under --upcast lm_head), which the log-softmax
+ *       reads (logprobs_st); fp32 where the head is an fp32 array (--upcast lm_head, Baichuan2's NormHead,
+ *       autocast's tied head) and with Gemma 2's final soft-cap (it works on them in place).
  * Everything else is fp32. The results are the same either way (the same arithmetic on the same values). */
 static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS])
 {
@@ -654,6 +658,10 @@ static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host,
         st[6] = dt;
     if (base && linear_layers(c) == 0 && c->n_experts == 0 && no_norm_after && pair_ok)
         st[8] = dt;
+    const bool head16 = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->norm_head &&
+                        !(c->tie_embeddings && autocast_tied_head(num)); /* the head at 2 bytes (engine_weights) */
+    if (base && head16 && rr.norm_final == dt && rr.logits == dt && !(c->final_softcap > 0))
+        st[7] = dt;
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
@@ -1420,11 +1428,13 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     e->h_st = z.st[1];
     e->tmp_st = z.st[6];
     e->mlpc_st = z.st[8];
+    e->logits_st = z.st[7];
     bool two = false;
     for (int i = 0; i < ENGINE_BUFS; i++)
         two = two || z.st[i] != RC_F32;
     if (s == RC_OK && two &&
-        (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st || !be->ops->add_st))
+        (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st || !be->ops->add_st ||
+         !be->ops->logprobs_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1789,7 +1799,7 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
-    const rc_dtype sts[] = {e->mlp_st, e->qkv_st, e->att_st, e->h_st, e->tmp_st, e->mlpc_st};
+    const rc_dtype sts[] = {e->mlp_st, e->qkv_st, e->att_st, e->h_st, e->tmp_st, e->mlpc_st, e->logits_st};
     bool two = false;
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
         two = two || sts[i] != RC_F32;
@@ -2092,19 +2102,25 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
                          c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_NORM_F, 0, n, out_rows + i0, e->lh, H, H, rr.norm_final, NULL);
-        if (s == RC_OK)
-            s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL,
-                           gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt),
-                           rr.logits, e->logits);
+        const rc_dtype head_in = gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt);
+        if (s == RC_OK && e->logits_st == RC_F32)
+            s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL, head_in, rr.logits, e->logits);
+        else if (s == RC_OK) /* the logits at the dtype's width (engine_act_st) */
+            s = op->matmul_st(e->be, e->lh, RC_F32, n, H, e->w.lm_head, V, NULL, head_in, rr.logits, e->logits,
+                              e->logits_st);
         if (s == RC_OK && c->final_softcap > 0) /* Gemma 2: cap * tanh(logits / cap), each op in the logits' dtype */
             s = op->softcap(e->be, e->logits, n * V, (float)c->final_softcap, rr.logits);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_LOGITS, 0, n, out_rows + i0, e->logits, V, V, rr.logits, NULL);
         const bool th = e->target.fn && targets && target_out && !full_out; /* the rows, then the hook */
-        if (s == RC_OK)
-            s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
-                             th ? e->target.buf : full_out ? full_out + i0 * V : NULL,
-                             targets && !th ? targets + i0 : NULL, target_out && !th ? target_out + i0 : NULL);
+        float *lp_full = th ? e->target.buf : full_out ? full_out + i0 * V : NULL;
+        const int32_t *lp_tg = targets && !th ? targets + i0 : NULL;
+        float *lp_out = target_out && !th ? target_out + i0 : NULL;
+        if (s == RC_OK && e->logits_st == RC_F32)
+            s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt, lp_full, lp_tg, lp_out);
+        else if (s == RC_OK)
+            s = op->logprobs_st(e->be, e->logits, e->logits_st, n, V, e->num.temperature, e->num.logprob_dt, lp_full,
+                                lp_tg, lp_out);
         if (s == RC_OK && th)
             s = e->target.fn(e->target.ctx, e->target.buf, n, V, targets + i0, target_out + i0);
     }

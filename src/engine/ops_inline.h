@@ -906,59 +906,94 @@ RC_HD static inline double rco_exp64(double x)
  * division when T == 1); lp_dt fp32: z - lse with the log-sum-exp in fp64;
  * else F.log_softmax in the dtype: fp32 inside, (z - max) - log(sum exp(z -
  * max)) with 16 lanes, rounded once. full (may be NULL) gets lp[V]; *tgt_out
- * gets lp[target] when target >= 0. The fp64 exp is rco_exp64. */
+ * gets lp[target] when target >= 0. The fp64 exp is rco_exp64. The _st forms
+ * read a row held as st: RC_F32 floats, or RC_BF16 / RC_F16 2-byte bit
+ * patterns widened exactly (a device's logits at the dtype's width, forward.c
+ * engine_act_st); the others are those over floats. */
+RC_HD static inline float rco_at(const void *x, int64_t i, rc_dtype st)
+{
+    if (st == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (st == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+RC_HD static inline float rco_lp_z_st(const void *x, rc_dtype st, int64_t i, float T, rc_dtype lp_dt)
+{
+    const float v = rco_at(x, i, st);
+    return T == 1.0f ? v : rc_round_to(v / T, lp_dt);
+}
+
 RC_HD static inline float rco_lp_z(const float *x, int64_t i, float T, rc_dtype lp_dt)
 {
-    return T == 1.0f ? x[i] : rc_round_to(x[i] / T, lp_dt);
+    return rco_lp_z_st(x, RC_F32, i, T, lp_dt);
 }
 
 /* the largest z of the row */
-RC_HD static inline float rco_lp_max(const float *x, int64_t V, float T, rc_dtype lp_dt)
+RC_HD static inline float rco_lp_max_st(const void *x, rc_dtype st, int64_t V, float T, rc_dtype lp_dt)
 {
     float mx = -INFINITY;
     for (int64_t i = 0; i < V; i++) {
-        float z = rco_lp_z(x, i, T, lp_dt);
+        float z = rco_lp_z_st(x, st, i, T, lp_dt);
         mx = z > mx ? z : mx;
     }
     return mx;
 }
 
+RC_HD static inline float rco_lp_max(const float *x, int64_t V, float T, rc_dtype lp_dt)
+{
+    return rco_lp_max_st(x, RC_F32, V, T, lp_dt);
+}
+
 /* fp32 log-probs from the row's max and sum of exp(z - max) (fp64, in order) */
-RC_HD static inline void rco_logprob_finish_f32(const float *x, int64_t V, float T, float mx, double sum, float *full,
-                                                int64_t target, float *tgt_out)
+RC_HD static inline void rco_logprob_finish_f32_st(const void *x, rc_dtype st, int64_t V, float T, float mx,
+                                                   double sum, float *full, int64_t target, float *tgt_out)
 {
     double lse = (double)mx + log(sum);
     if (full)
         for (int64_t i = 0; i < V; i++)
-            full[i] = (float)((double)rco_lp_z(x, i, T, RC_F32) - lse);
+            full[i] = (float)((double)rco_lp_z_st(x, st, i, T, RC_F32) - lse);
     if (target >= 0)
-        *tgt_out = (float)((double)rco_lp_z(x, target, T, RC_F32) - lse);
+        *tgt_out = (float)((double)rco_lp_z_st(x, st, target, T, RC_F32) - lse);
 }
 
-RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
-                                         int64_t target, float *tgt_out)
+RC_HD static inline void rco_logprob_finish_f32(const float *x, int64_t V, float T, float mx, double sum, float *full,
+                                                int64_t target, float *tgt_out)
 {
-    const float mx = rco_lp_max(x, V, T, lp_dt);
+    rco_logprob_finish_f32_st(x, RC_F32, V, T, mx, sum, full, target, tgt_out);
+}
+
+RC_HD static inline void rco_logprob_row_st(const void *x, rc_dtype st, int64_t V, float T, rc_dtype lp_dt,
+                                            float *full, int64_t target, float *tgt_out)
+{
+    const float mx = rco_lp_max_st(x, st, V, T, lp_dt);
     if (lp_dt == RC_F32) {
         double sum = 0.0;
         for (int64_t i = 0; i < V; i++)
-            sum += rco_exp64((double)rco_lp_z(x, i, T, lp_dt) - (double)mx);
-        rco_logprob_finish_f32(x, V, T, mx, sum, full, target, tgt_out);
+            sum += rco_exp64((double)rco_lp_z_st(x, st, i, T, lp_dt) - (double)mx);
+        rco_logprob_finish_f32_st(x, st, V, T, mx, sum, full, target, tgt_out);
     } else {
         float acc[16] = {0};
         int64_t k = 0;
         for (; k + 16 <= V; k += 16)
             for (int j = 0; j < 16; j++)
-                acc[j] += expf(rco_lp_z(x, k + j, T, lp_dt) - mx);
+                acc[j] += expf(rco_lp_z_st(x, st, k + j, T, lp_dt) - mx);
         for (int j = 0; k + j < V; j++)
-            acc[j] += expf(rco_lp_z(x, k + j, T, lp_dt) - mx);
+            acc[j] += expf(rco_lp_z_st(x, st, k + j, T, lp_dt) - mx);
         float ls = logf(rco_tree16(acc));
         if (full)
             for (int64_t i = 0; i < V; i++)
-                full[i] = rc_round_to((rco_lp_z(x, i, T, lp_dt) - mx) - ls, lp_dt);
+                full[i] = rc_round_to((rco_lp_z_st(x, st, i, T, lp_dt) - mx) - ls, lp_dt);
         if (target >= 0)
-            *tgt_out = rc_round_to((rco_lp_z(x, target, T, lp_dt) - mx) - ls, lp_dt);
+            *tgt_out = rc_round_to((rco_lp_z_st(x, st, target, T, lp_dt) - mx) - ls, lp_dt);
     }
+}
+
+RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
+                                         int64_t target, float *tgt_out)
+{
+    rco_logprob_row_st(x, RC_F32, V, T, lp_dt, full, target, tgt_out);
 }
 
 /* ---- mixture of experts ------------------------------------------------------ */
