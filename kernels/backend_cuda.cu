@@ -668,7 +668,23 @@ rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, in
                        int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt, rc_dtype out_dt)
 {
     rck_qk_norm_args a{qkv, wq, wk, M, stride, nq, dq, nk, dk, (float)eps,
-                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt, nullptr, RC_F32};
+    return rck_qk_norm(a);
+}
+
+// qk_norm over a qkv held at 2 bytes (rc_backend_ops.qk_norm_st; st RC_F32: qk_norm)
+rc_status cuda_qk_norm_st(rc_backend *be, void *qkv, rc_dtype st, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                          const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                          rc_dtype out_dt)
+{
+    if (st == RC_F32)
+        return cuda_qk_norm(be, static_cast<float *>(qkv), M, stride, nq, dq, wq, nk, dk, wk, eps, mid_dt, out_dt);
+    if ((st != RC_BF16 && st != RC_F16) || st != out_dt)
+        return rc_errorf(RC_ERR_INTERNAL, "qk_norm: qkv held as %s, its values rounded to %s", rc_dtype_name(st),
+                         rc_dtype_name(out_dt));
+    rck_qk_norm_args a{nullptr, wq, wk, M, stride, nq, dq, nk, dk, (float)eps,
+                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt,
+                       static_cast<uint16_t *>(qkv), st};
     return rck_qk_norm(a);
 }
 
@@ -1036,6 +1052,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_norm_st,
     cuda_add_st,
     cuda_logprobs_st,
+    cuda_qk_norm_st,
 };
 
 } // namespace

@@ -222,11 +222,24 @@ typedef struct {
     float eps;
     int rms_lanes;
     rc_dtype mid_dt, out_dt;
+    uint16_t *qkv16; /* set in place of qkv: held at 2 bytes, the bits of st (= out_dt) */
+    rc_dtype st;
 } rck_qk_norm_args;
 
 RC_HD static inline void rck_qk_norm_thread(const rck_qk_norm_args *a, int64_t i)
 {
     const int64_t segs = a->nq + a->nk;
+    if (a->qkv16) { /* rco_qk_norm_seg's segment, its statistics and outputs over the widened values */
+        const int64_t s = i % segs, len = s < a->nq ? a->dq : a->dk;
+        uint16_t *x = a->qkv16 + (i / segs) * a->stride + (s < a->nq ? s * a->dq : a->nq * a->dq + (s - a->nq) * a->dk);
+        const float *w = s < a->nq ? a->wq : a->wk;
+        float mean, rs;
+        rco_norm_stats_st(RC_NORM_RMS, x, a->st, len, a->eps, a->rms_lanes, &mean, &rs);
+        for (int64_t t = 0; t < len; t++)
+            x[t] = rck_half(rco_norm_out(RC_NORM_RMS, rck_wide(x, t, a->st), mean, rs, w[t], NULL, a->mid_dt, a->out_dt),
+                            a->st);
+        return;
+    }
     rco_qk_norm_seg(a->qkv + (i / segs) * a->stride, i % segs, a->nq, a->dq, a->wq, a->dk, a->wk, a->eps,
                     a->rms_lanes, a->mid_dt, a->out_dt);
 }

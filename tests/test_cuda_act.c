@@ -104,8 +104,8 @@ static int64_t act_saving(const rc_config *c, unsigned want)
 }
 
 /* the buffers a plain bf16 / fp16 run of the fixture holds at 2 bytes (docs/gpu.md "Activations at the dtype's
- * width"): the MLP's always; qkv unless an op works on it in place (a q / k norm, MPT's clamp), latent
- * attention or linear layers; att unless latent attention, linear layers or an output gate; h unless those
+ * width"): the MLP's always; qkv unless MPT's clamp (in place, no 2-byte form), latent attention or linear
+ * layers; att unless latent attention, linear layers or an output gate; h unless those
  * or MoE layers (the experts read it) or an embedding norm; tmp and mlp_c unless a norm works on them in
  * place (sandwich norms, a post-norm), tmp unless learned positions, latent attention or linear layers,
  * mlp_c unless MoE or linear layers; the logits unless the head is fp32 (NormHead) or a final soft-cap */
@@ -113,7 +113,7 @@ static unsigned fixture_want(const rc_config *c)
 {
     unsigned want = ST_MLP;
     const bool plain = !c->mla && c->n_linear == 0;
-    if (plain && c->qk_norm == RC_QK_NORM_NONE && c->clip_qkv <= 0)
+    if (plain && c->clip_qkv <= 0)
         want |= ST_QKV;
     if (plain && !c->attn_out_gate)
         want |= ST_ATT;
@@ -385,9 +385,101 @@ START_TEST(test_act16_ops)
 }
 END_TEST
 
+/* norm_st, qk_norm_st, add_st and logprobs_st against norm, qk_norm, add and logprobs on the same backend,
+ * bitwise: RMSNorm and LayerNorm (with and without a bias) into a 2-byte output; a q / k norm in place; a sum of a 2-byte and an fp32 operand into either,
+ * of two 2-byte ones in place; the log-probs (full rows and targets; temperature 1 and 0.7; fp32 and the
+ * dtype's log-softmax) of 2-byte logits; odd shapes, bf16 and fp16, engine and invariant kernels. A 2-byte
+ * output of values of another dtype is refused. */
+START_TEST(test_act16_ops_rows)
+{
+    const int64_t shapes[][2] = {{1, 64}, {3, 100}, {17, 257}, {40, 33}, {5, 1}};
+    for (int k = 0; k < 2; k++) {
+        rc_backend *be;
+        ck_assert_msg(test_backend_create(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE, &be) == RC_OK, "%s",
+                      rc_last_error());
+        ck_assert(be->ops->norm_st && be->ops->qk_norm_st && be->ops->add_st && be->ops->logprobs_st);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int di = 0; di < 2; di++) {
+                const int64_t M = shapes[si][0], H = shapes[si][1], n = M * H;
+                const rc_dtype dt = di ? RC_F16 : RC_BF16;
+                uint16_t *xb, *yb, *wb, *bb;
+                float *x = rand_dt(n, 3.0f, dt, &xb), *y = rand_dt(n, 3.0f, dt, &yb);
+                float *w = rand_dt(H, 1.0f, dt, &wb), *b = rand_dt(H, 0.5f, dt, &bb);
+                float *dx = dev_f32(be, x, n), *dx16 = dev_16(be, xb, n), *dy = dev_f32(be, y, n);
+                float *dy16 = dev_16(be, yb, n), *dw = dev_f32(be, w, H), *db = dev_f32(be, b, H);
+                float *o32 = dev_f32(be, NULL, n), *o16 = dev_16(be, NULL, n);
+                for (int kind = 0; kind < 3; kind++) { /* RMSNorm, LayerNorm with a bias, without */
+                    const rc_norm_kind nk = kind ? RC_NORM_LAYER : RC_NORM_RMS;
+                    const float *bp = kind == 1 ? db : NULL;
+                    ck_assert(be->ops->norm(be, nk, dx, M, H, dw, bp, 1e-5, dt, dt, o32) == RC_OK);
+                    ck_assert_msg(be->ops->norm_st(be, nk, dx, M, H, dw, bp, 1e-5, dt, dt, o16, dt) == RC_OK, "%s",
+                                  rc_last_error());
+                    float *r = host_f32(be, o32, n), *g = host_16(be, o16, n, dt);
+                    ck_assert_msg(memcmp(r, g, sizeof(float) * n) == 0, "norm_st %s kind %d M=%lld H=%lld differs",
+                                  dt_name(dt), kind, (long long)M, (long long)H);
+                    free(r), free(g);
+                }
+                ck_assert(be->ops->norm_st(be, RC_NORM_RMS, dx, M, H, dw, NULL, 1e-5, dt, RC_F32, o16, dt) ==
+                          RC_ERR_INTERNAL);
+                if (H >= 4) { /* q / k norm in place: 2 Q segments of H / 4, 1 K segment of H / 4, rows of H */
+                    const int64_t sg = H / 4;
+                    ck_assert(be->ops->qk_norm(be, dy, M, H, 2, sg, dw, 1, sg, dw + 1, 1e-6, dt, dt) == RC_OK);
+                    ck_assert(be->ops->qk_norm_st(be, dy16, dt, M, H, 2, sg, dw, 1, sg, dw + 1, 1e-6, dt, dt) ==
+                              RC_OK);
+                    float *r = host_f32(be, dy, n), *g = host_16(be, dy16, n, dt);
+                    ck_assert_msg(memcmp(r, g, sizeof(float) * n) == 0, "qk_norm_st %s M=%lld H=%lld differs",
+                                  dt_name(dt), (long long)M, (long long)H);
+                    free(r), free(g);
+                    ck_assert(be->ops->upload(be, y, n, RC_F32, dy) == RC_OK); /* y again for the adds */
+                    be->ops->free(be, dy16);
+                    dy16 = dev_16(be, yb, n);
+                }
+                /* x + y: 2-byte x, fp32 y, into fp32 and into 2 bytes; both 2-byte, in place */
+                ck_assert(be->ops->add(be, dx, dy, n, dt, o32) == RC_OK);
+                float *r = host_f32(be, o32, n);
+                ck_assert(be->ops->add_st(be, dx16, dt, dy, RC_F32, n, dt, o16, dt) == RC_OK);
+                float *g1 = host_16(be, o16, n, dt);
+                ck_assert(be->ops->add_st(be, dx16, dt, dy, RC_F32, n, dt, o32, RC_F32) == RC_OK);
+                float *g2 = host_f32(be, o32, n);
+                ck_assert(be->ops->add_st(be, dx16, dt, dy16, dt, n, dt, dy16, dt) == RC_OK);
+                float *g3 = host_16(be, dy16, n, dt);
+                ck_assert_msg(memcmp(r, g1, sizeof(float) * n) == 0 && memcmp(r, g2, sizeof(float) * n) == 0 &&
+                                  memcmp(r, g3, sizeof(float) * n) == 0,
+                              "add_st %s M=%lld H=%lld differs", dt_name(dt), (long long)M, (long long)H);
+                free(r), free(g1), free(g2), free(g3);
+                ck_assert(be->ops->add_st(be, dx16, dt, dy, RC_F32, n, RC_F32, o16, dt) == RC_ERR_INTERNAL);
+                /* log-probs of M rows of V = H logits */
+                int32_t *tg = malloc((size_t)M * sizeof *tg);
+                float *f32 = malloc(sizeof(float) * n), *f16 = malloc(sizeof(float) * n);
+                float t32[64], t16[64];
+                ck_assert(tg && f32 && f16 && M <= 64);
+                for (int64_t i = 0; i < M; i++)
+                    tg[i] = (int32_t)((i * 7 + 1) % H);
+                for (int v = 0; v < 4; v++) {
+                    const float T = v & 1 ? 0.7f : 1.0f;
+                    const rc_dtype lp = v & 2 ? dt : RC_F32;
+                    ck_assert(be->ops->logprobs(be, dx, M, H, T, lp, f32, tg, t32) == RC_OK);
+                    ck_assert_msg(be->ops->logprobs_st(be, dx16, dt, M, H, T, lp, f16, tg, t16) == RC_OK, "%s",
+                                  rc_last_error());
+                    ck_assert_msg(memcmp(f32, f16, sizeof(float) * n) == 0 && memcmp(t32, t16, sizeof(float) * M) == 0,
+                                  "logprobs_st %s T %g lp %s M=%lld V=%lld differs", dt_name(dt), (double)T,
+                                  dt_name(lp), (long long)M, (long long)H);
+                }
+                free(tg), free(f32), free(f16);
+                float *bufs[] = {dx, dx16, dy, dy16, dw, db, o32, o16};
+                for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+                    be->ops->free(be, bufs[i]);
+                free(x), free(y), free(w), free(b), free(xb), free(yb), free(wb), free(bb);
+            }
+        rc_backend_destroy(be);
+    }
+}
+END_TEST
+
 void act_tests(TCase *tc)
 {
     tcase_add_test(tc, test_act16_ops);
+    tcase_add_test(tc, test_act16_ops_rows);
     tcase_add_loop_test(tc, test_act16_bitwise, 0, 3 * N_ACT);
     tcase_add_test(tc, test_act16_rule);
 }

@@ -4,7 +4,7 @@
  *
  * Activations are float32 arrays (a device backend may hold some at the
  * dtype's width: matmul_st, act_st, act_mul_st, norm_st, add_st, logprobs_st,
- * rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
+ * qk_norm_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -428,6 +428,11 @@ typedef struct {
      * the arithmetic of logprobs on the same values); NULL as norm_st */
     rc_status (*logprobs_st)(rc_backend *be, const void *logits, rc_dtype st, int64_t M, int64_t V, float temperature,
                              rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out);
+    /* qk_norm over qkv held as st (RC_F32 floats, or the 2-byte bits of out_dt): the same arithmetic on the same
+     * values (rco_norm_stats_st, rco_norm_out); NULL as norm_st */
+    rc_status (*qk_norm_st)(rc_backend *be, void *qkv, rc_dtype st, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                            const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                            rc_dtype out_dt);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -614,9 +614,9 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
  * conditions of the MLP's buffers (engine_mlp_st: a GPU, no act_f32, a bf16 / fp16 run, weights in the
  * dtype, tp 1, the GEMMs' outputs and the attention block's input rounded to the dtype) and each buffer's
  * own, where every op that writes or reads it has a 2-byte form:
- *  qkv: the QKV GEMM's output, which RoPE rotates in place (its output rounded to the dtype: not under
- *       --upcast rope) and attention reads (the queries, and the keys and values it stores); fp32 where
- *       another op works on it in place (MPT's clamp, a q / k norm), for latent attention (its own
+ *  qkv: the QKV GEMM's output, which a q / k norm (its output rounded to the dtype) and RoPE (the same:
+ *       not under --upcast rope) work on in place and attention reads (the queries, and the keys and values
+ *       it stores); fp32 with MPT's clamp (in place, no 2-byte form), for latent attention (its own
  *       projections fill it) and in a hybrid model (its linear layers);
  *  att: attention's output, rounded to the dtype (num.out_dt), which the output projection reads; fp32 with
  *       Qwen3-Next's output gate (multiplied on the host), latent attention (its own buffers) and a hybrid
@@ -646,7 +646,7 @@ static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host,
     for (int i = 0; i < ENGINE_BUFS; i++)
         st[i] = RC_F32;
     st[4] = st[5] = engine_mlp_st(c, num, host);
-    if (plain_attn && rope_ok && c->clip_qkv <= 0 && c->qk_norm == RC_QK_NORM_NONE)
+    if (plain_attn && rope_ok && c->clip_qkv <= 0 && (c->qk_norm == RC_QK_NORM_NONE || rr.norm == dt))
         st[2] = dt;
     if (plain_attn && !c->attn_out_gate && rr.attn.out_dt == dt)
         st[3] = dt;
@@ -1434,7 +1434,7 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
         two = two || z.st[i] != RC_F32;
     if (s == RC_OK && two &&
         (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st || !be->ops->add_st ||
-         !be->ops->logprobs_st))
+         !be->ops->logprobs_st || !be->ops->qk_norm_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1580,8 +1580,8 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
 
 /* The MLP's ops over mlp_a / mlp_b as the engine holds them (e->mlp_st): linear, row_linear and the
  * backend's act / act_mul when fp32, else their 2-byte forms (matmul_st, act_st, act_mul_st; engine_mlp_st
- * holds them to plain GEMMs in the dtype). mlp_up's x and mlp_down's y are fp32 rows (the norm's output,
- * mlp_c); mlp_up's y and mlp_down's x are the MLP buffers. */
+ * holds them to plain GEMMs in the dtype). mlp_up's x (the norm's output h, x_st) and mlp_down's y (mlp_c,
+ * e->mlpc_st) are held as engine_act_st says; mlp_up's y and mlp_down's x are the MLP buffers. */
 static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, rc_dtype x_st, int64_t M,
                         int64_t K, rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
@@ -1934,9 +1934,14 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
                 if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
                     const bool all = c->qk_norm == RC_QK_NORM_ALL;
-                    RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
-                                       rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
-                                       rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+                    const int64_t nq = all ? 1 : c->n_heads, dq = all ? c->n_heads * d : d;
+                    const int64_t nk = all ? 1 : c->n_kv_heads, dk = all ? c->n_kv_heads * d : d;
+                    if (e->qkv_st == RC_F32)
+                        RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, nq, dq, rc_wt_vec(L->q_norm_w), nk, dk,
+                                           rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+                    else
+                        RC_TRY(op->qk_norm_st(be, e->qkv, e->qkv_st, n, qkv_w, nq, dq, rc_wt_vec(L->q_norm_w), nk, dk,
+                                              rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
                 }
                 RC_TRY(op->rope(be, e->qkv, &cd, &ap));
                 CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt,
@@ -1998,8 +2003,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                           e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
-                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, m_st, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
-                              e->mlp_b));
+                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, m_st, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk,
+                              rr.linear, e->mlp_b));
                 CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
                 RC_TRY(mlp_act_mul(e, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
                 CAPTURE(bd, l, RC_TOP_ACT, r0, n, NULL, e->mlp_b, I, I, rr.act, NULL);

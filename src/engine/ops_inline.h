@@ -429,35 +429,67 @@ RC_HD static inline int rco_rms_lanes(int invariant, int64_t M)
     return invariant ? 16 : M < 16 ? 64 : 32;
 }
 
-/* The statistics of one row of LayerNorm (16 lanes for mean and variance: mean, rs = 1 / std) or RMSNorm
- * (rms_lanes: mean 0, rs = rsqrt(mean(x^2) + eps)). */
-RC_HD static inline void rco_norm_stats(rc_norm_kind kind, const float *xr, int64_t H, float feps, int rms_lanes,
-                                        float *mean_out, float *rs_out)
+/* element i of a row held as st: floats, or 2-byte bit patterns of bf16 / fp16 widened (exact) */
+RC_HD static inline float rco_at(const void *x, int64_t i, rc_dtype st)
 {
+    if (st == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (st == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+/* The statistics of one row of LayerNorm (16 lanes for mean and variance: mean, rs = 1 / std) or RMSNorm
+ * (rms_lanes: mean 0, rs = rsqrt(mean(x^2) + eps)), of a row held as st (rco_at; the lane sums those of
+ * rco_lanes_reduce). */
+RC_HD static inline void rco_norm_stats_st(rc_norm_kind kind, const void *xr, rc_dtype st, int64_t H, float feps,
+                                           int rms_lanes, float *mean_out, float *rs_out)
+{
+    float acc[RC_MAX_LANES] = {0.0f};
+    const int L = kind == RC_NORM_LAYER ? 16 : rms_lanes;
+    int64_t k = 0;
+    for (; k + L <= H; k += L)
+        for (int j = 0; j < L; j++) {
+            const float v = rco_at(xr, k + j, st);
+            acc[j] += kind == RC_NORM_LAYER ? v : v * v;
+        }
+    for (int j = 0; k + j < H; j++) {
+        const float v = rco_at(xr, k + j, st);
+        acc[j] += kind == RC_NORM_LAYER ? v : v * v;
+    }
+    for (int w = L / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
     if (kind == RC_NORM_LAYER) {
-        float mean = rco_lanes_reduce(xr, 0, H, 16) / (float)H;
-        float acc[16] = {0};
-        int64_t k = 0;
+        const float mean = acc[0] / (float)H;
+        float acc2[16] = {0};
+        k = 0;
         for (; k + 16 <= H; k += 16)
             for (int j = 0; j < 16; j++) {
-                float d = xr[k + j] - mean;
-                acc[j] += d * d;
+                float d = rco_at(xr, k + j, st) - mean;
+                acc2[j] += d * d;
             }
         for (int j = 0; k + j < H; j++) {
-            float d = xr[k + j] - mean;
-            acc[j] += d * d;
+            float d = rco_at(xr, k + j, st) - mean;
+            acc2[j] += d * d;
         }
         for (int wd = 8; wd >= 1; wd /= 2)
             for (int j = 0; j < wd; j++)
-                acc[j] += acc[j + wd];
-        float var = acc[0] / (float)H;
+                acc2[j] += acc2[j + wd];
+        float var = acc2[0] / (float)H;
         *mean_out = mean;
         *rs_out = 1.0f / sqrtf(var + feps);
     } else {
-        float var = rco_lanes_reduce(xr, xr, H, rms_lanes) / (float)H;
+        float var = acc[0] / (float)H;
         *mean_out = 0.0f;
         *rs_out = 1.0f / sqrtf(var + feps);
     }
+}
+
+RC_HD static inline void rco_norm_stats(rc_norm_kind kind, const float *xr, int64_t H, float feps, int rms_lanes,
+                                        float *mean_out, float *rs_out)
+{
+    rco_norm_stats_st(kind, xr, RC_F32, H, feps, rms_lanes, mean_out, rs_out);
 }
 
 /* One output of a norm row from the row's statistics (rco_norm_stats), its input x, weight w and bias bp
@@ -907,18 +939,9 @@ RC_HD static inline double rco_exp64(double x)
  * else F.log_softmax in the dtype: fp32 inside, (z - max) - log(sum exp(z -
  * max)) with 16 lanes, rounded once. full (may be NULL) gets lp[V]; *tgt_out
  * gets lp[target] when target >= 0. The fp64 exp is rco_exp64. The _st forms
- * read a row held as st: RC_F32 floats, or RC_BF16 / RC_F16 2-byte bit
- * patterns widened exactly (a device's logits at the dtype's width, forward.c
- * engine_act_st); the others are those over floats. */
-RC_HD static inline float rco_at(const void *x, int64_t i, rc_dtype st)
-{
-    if (st == RC_BF16)
-        return rc_bf16_to_f32(((const uint16_t *)x)[i]);
-    if (st == RC_F16)
-        return rc_f16_to_f32(((const uint16_t *)x)[i]);
-    return ((const float *)x)[i];
-}
-
+ * read a row held as st (rco_at: RC_F32 floats, or RC_BF16 / RC_F16 2-byte
+ * bit patterns widened exactly, a device's logits at the dtype's width,
+ * forward.c engine_act_st); the others are those over floats. */
 RC_HD static inline float rco_lp_z_st(const void *x, rc_dtype st, int64_t i, float T, rc_dtype lp_dt)
 {
     const float v = rco_at(x, i, st);
