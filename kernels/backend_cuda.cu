@@ -303,7 +303,24 @@ rc_status cuda_embed(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt tab
     RC_TRY(device_w(tablew, "embed", &t));
     int32_t *dtok = nullptr;
     RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
-    return rck_embed(rck_embed_args{dtok, t.f32, out, n, hidden, t.h16, t.dt});
+    return rck_embed(rck_embed_args{dtok, t.f32, out, n, hidden, t.h16, t.dt, nullptr, RC_F32});
+}
+
+// the embedding into rows held at 2 bytes (rc_backend_ops.embed_st; out_st RC_F32: embed)
+rc_status cuda_embed_st(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt tablew, int64_t hidden, void *out,
+                        rc_dtype out_st)
+{
+    if (out_st == RC_F32)
+        return cuda_embed(be, tokens, n, tablew, hidden, static_cast<float *>(out));
+    dev_w t{};
+    RC_TRY(device_w(tablew, "embed", &t));
+    if ((out_st != RC_BF16 && out_st != RC_F16) || (t.h16 && t.dt != out_st))
+        return rc_errorf(RC_ERR_INTERNAL, "embed: a %s table into rows held as %s", rc_dtype_name(t.dt),
+                         rc_dtype_name(out_st));
+    int32_t *dtok = nullptr;
+    RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
+    return rck_embed(rck_embed_args{dtok, t.f32, nullptr, n, hidden, t.h16, t.dt, static_cast<uint16_t *>(out),
+                                    out_st});
 }
 
 rc_status cuda_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows, int64_t n,
@@ -318,22 +335,27 @@ rc_status cuda_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M
                     const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out)
 {
     rck_norm_args a{kind, x, w, b, out, M, H, (float)eps,
-                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt, nullptr, RC_F32};
+                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt, nullptr, RC_F32, nullptr};
     return rck_norm(a);
 }
 
 // norm with its output held at 2 bytes (rc_backend_ops.norm_st): out_st RC_F32 is norm
-rc_status cuda_norm_st(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
-                       const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out, rc_dtype out_st)
+rc_status cuda_norm_st(rc_backend *be, rc_norm_kind kind, const void *x, rc_dtype x_st, int64_t M, int64_t H,
+                       const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out,
+                       rc_dtype out_st)
 {
-    if (out_st == RC_F32)
-        return cuda_norm(be, kind, x, M, H, w, b, eps, mid_dt, out_dt, static_cast<float *>(out));
-    if ((out_st != RC_BF16 && out_st != RC_F16) || out_st != out_dt)
-        return rc_errorf(RC_ERR_INTERNAL, "norm: output held as %s, its values rounded to %s", rc_dtype_name(out_st),
-                         rc_dtype_name(out_dt));
-    rck_norm_args a{kind, x, w, b, nullptr, M, H, (float)eps,
+    if (out_st == RC_F32 && x_st == RC_F32)
+        return cuda_norm(be, kind, static_cast<const float *>(x), M, H, w, b, eps, mid_dt, out_dt,
+                         static_cast<float *>(out));
+    const rc_dtype st = out_st != RC_F32 ? out_st : x_st;
+    if ((st != RC_BF16 && st != RC_F16) || (out_st != RC_F32 && out_st != out_dt) || (x_st != RC_F32 && x_st != st))
+        return rc_errorf(RC_ERR_INTERNAL, "norm: input held as %s, output as %s, its values rounded to %s",
+                         rc_dtype_name(x_st), rc_dtype_name(out_st), rc_dtype_name(out_dt));
+    rck_norm_args a{kind, x_st == RC_F32 ? static_cast<const float *>(x) : nullptr, w, b,
+                    out_st == RC_F32 ? static_cast<float *>(out) : nullptr, M, H, (float)eps,
                     rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt,
-                    static_cast<uint16_t *>(out), out_st};
+                    out_st == RC_F32 ? nullptr : static_cast<uint16_t *>(out), st,
+                    x_st == RC_F32 ? nullptr : static_cast<const uint16_t *>(x)};
     return rck_norm(a);
 }
 
@@ -1053,6 +1075,7 @@ const rc_backend_ops k_cuda_ops = {
     cuda_add_st,
     cuda_logprobs_st,
     cuda_qk_norm_st,
+    cuda_embed_st,
 };
 
 } // namespace

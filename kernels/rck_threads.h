@@ -77,13 +77,19 @@ typedef struct {
     int64_t n_rows, hidden;
     const uint16_t *table16;
     rc_dtype tdt;
+    uint16_t *out16; /* set in place of out: held at 2 bytes, the bits of st (every value one of it) */
+    rc_dtype st;
 } rck_embed_args;
 
 RC_HD static inline void rck_embed_thread(const rck_embed_args *a, int64_t i)
 {
     int64_t r = i / a->hidden, j = i % a->hidden;
     const int64_t k = (int64_t)a->tokens[r] * a->hidden + j;
-    a->out[i] = a->table16 ? rck_wide(a->table16, k, a->tdt) : a->table[k];
+    const float v = a->table16 ? rck_wide(a->table16, k, a->tdt) : a->table[k];
+    if (a->out16)
+        a->out16[i] = rck_half(v, a->st);
+    else
+        a->out[i] = v;
 }
 
 /* dst[k, j] = src[rows[k], j]; thread i = k * row_len + j */
@@ -196,17 +202,24 @@ typedef struct {
     rc_dtype mid_dt, out_dt;
     uint16_t *out16; /* set in place of out: the output held at 2 bytes, the bits of st (= out_dt) */
     rc_dtype st;
+    const uint16_t *x16; /* set in place of x: the input held at 2 bytes, the bits of st */
 } rck_norm_args;
 
 RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
 {
-    if (a->out16) { /* the row's statistics, then each output's rounded value stored as its bits */
-        const float *xr = a->x + r * a->H;
+    if (a->out16 || a->x16) { /* the row's statistics, then each output's rounded value stored as it is held */
+        const void *xr = a->x16 ? (const void *)(a->x16 + r * a->H) : (const void *)(a->x + r * a->H);
+        const rc_dtype xs = a->x16 ? a->st : RC_F32;
         float mean, rs;
-        rco_norm_stats(a->kind, xr, a->H, a->eps, a->rms_lanes, &mean, &rs);
-        for (int64_t i = 0; i < a->H; i++)
-            a->out16[r * a->H + i] = rck_half(
-                rco_norm_out(a->kind, xr[i], mean, rs, a->w[i], a->b ? a->b + i : NULL, a->mid_dt, a->out_dt), a->st);
+        rco_norm_stats_st(a->kind, xr, xs, a->H, a->eps, a->rms_lanes, &mean, &rs);
+        for (int64_t i = 0; i < a->H; i++) {
+            const float v = rco_norm_out(a->kind, rco_at(xr, i, xs), mean, rs, a->w[i], a->b ? a->b + i : NULL,
+                                         a->mid_dt, a->out_dt);
+            if (a->out16)
+                a->out16[r * a->H + i] = rck_half(v, a->st);
+            else
+                a->out[r * a->H + i] = v;
+        }
         return;
     }
     rco_norm_row(a->kind, a->x + r * a->H, a->H, a->w, a->b, a->eps, a->rms_lanes, a->mid_dt, a->out_dt,

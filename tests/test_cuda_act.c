@@ -1,7 +1,8 @@
 /* test_cuda_act.c: activations held at the dtype's width on the device (forward.c engine_act_st: the MLP's
  * intermediate buffers, qkv, the attention output, the norms' output h, the projections' outputs tmp and mlp_c,
- * the logits;
- * the backend's matmul_st, act_st, act_mul_st, norm_st, add_st, logprobs_st, rope and attention with
+ * the logits, the residual stream x;
+ * the backend's matmul_st, act_st, act_mul_st, norm_st, qk_norm_st, add_st, logprobs_st, embed_st, rope and
+ * attention with
  * rc_attn_params.qkv_st / out_st; docs/gpu.md "Activations at the dtype's width"). Storage changes no
  * result: a run whose buffers are 2-byte gives every full-forward and cached-decode log-prob bitwise the
  * same run's with them fp32 (rc_numerics.act_f32), and takes less device memory by exactly those buffers'
@@ -30,7 +31,7 @@ static const int64_t k_alens[AB] = {7, 5, 9}; /* the full forward's sequences */
 typedef struct {
     float *full; /* [sum(k_alens), V]: the full forward */
     float *dec;  /* [4][AB][V]: a prefill of 4 tokens per slot, then 3 decode steps, each slot's last row */
-    rc_dtype mlp_st, qkv_st, att_st, h_st, tmp_st, mlpc_st, logits_st;
+    rc_dtype mlp_st, qkv_st, att_st, h_st, tmp_st, mlpc_st, logits_st, x_st;
     long long peak; /* the device's peak bytes over the run (host build), else 0 */
     int64_t est;    /* rc_engine_mem_estimate's activations for the engine's sizes */
 } act_result;
@@ -55,6 +56,7 @@ static void act_run(const rc_model *m, const rc_numerics *num, rc_kernels k, act
     r->tmp_st = e->tmp_st;
     r->mlpc_st = e->mlpc_st;
     r->logits_st = e->logits_st;
+    r->x_st = e->x_st;
     cuda_test_forward_decode(e, V, &r->full, &r->dec);
 #ifdef RC_TEST_EMULATE
     r->peak = rck_shim_device_peak(0);
@@ -72,7 +74,8 @@ static void act_free(act_result *r)
 }
 
 /* the buffers held at 2 bytes (act_compare's want) */
-enum { ST_MLP = 1, ST_QKV = 2, ST_ATT = 4, ST_H = 8, ST_TMP = 16, ST_MLPC = 32, ST_LOGITS = 64, ST_ALL = 127 };
+enum { ST_MLP = 1, ST_QKV = 2, ST_ATT = 4, ST_H = 8, ST_TMP = 16, ST_MLPC = 32, ST_LOGITS = 64, ST_X = 128,
+       ST_ALL = 255 };
 
 /* the bytes n elements save at 2 bytes (a 2-byte buffer is allocated in whole floats) */
 static int64_t half_saving(int64_t n)
@@ -82,7 +85,8 @@ static int64_t half_saving(int64_t n)
 
 /* the bytes the buffers of want save at 2 bytes for an engine of AB * AT rows, computed from the config:
  * mlp_a and mlp_b rows x intermediate each (the gate's buffer only in a gated MLP), qkv rows x (heads + 2 KV
- * heads) x head_dim, att rows x heads x head_dim, h, tmp and mlp_c rows x hidden, logits logit rows x vocab */
+ * heads) x head_dim, att rows x heads x head_dim, h, tmp and mlp_c rows x hidden, logits logit rows x vocab,
+ * x rows x hidden with lt logit rows x hidden */
 static int64_t act_saving(const rc_config *c, unsigned want)
 {
     const int64_t rows = AB * AT, I = c->intermediate, d = c->head_dim;
@@ -96,10 +100,12 @@ static int64_t act_saving(const rc_config *c, unsigned want)
     for (unsigned b = ST_H; b <= ST_MLPC; b <<= 1) /* h, tmp, mlp_c: rows x hidden each */
         if (want & b)
             save += half_saving(rows * c->hidden);
-    if (want & ST_LOGITS) { /* the engine's logit rows: 16 Mi floats' worth, at most every row */
-        const int64_t lr = ((int64_t)16 << 20) / c->vocab;
-        save += half_saving((lr < rows ? lr : rows) * c->vocab);
-    }
+    int64_t lr = ((int64_t)16 << 20) / c->vocab; /* the engine's logit rows: 16 Mi floats' worth, at most all */
+    lr = lr < rows ? lr : rows;
+    if (want & ST_LOGITS)
+        save += half_saving(lr * c->vocab);
+    if (want & ST_X) /* x, and lt: its rows for the LM head */
+        save += half_saving(rows * c->hidden) + half_saving(lr * c->hidden);
     return save;
 }
 
@@ -108,7 +114,9 @@ static int64_t act_saving(const rc_config *c, unsigned want)
  * layers; att unless latent attention, linear layers or an output gate; h unless those
  * or MoE layers (the experts read it) or an embedding norm; tmp and mlp_c unless a norm works on them in
  * place (sandwich norms, a post-norm), tmp unless learned positions, latent attention or linear layers,
- * mlp_c unless MoE or linear layers; the logits unless the head is fp32 (NormHead) or a final soft-cap */
+ * mlp_c unless MoE or linear layers; the logits unless the head is fp32 (NormHead) or a final soft-cap; x unless
+ * Gemma's embedding scale, learned positions, an embedding norm, the output gate, MoE with a post-norm, latent
+ * attention or linear layers */
 static unsigned fixture_want(const rc_config *c)
 {
     unsigned want = ST_MLP;
@@ -126,13 +134,16 @@ static unsigned fixture_want(const rc_config *c)
         want |= ST_MLPC;
     if (!c->norm_head && !(c->final_softcap > 0))
         want |= ST_LOGITS;
+    if (plain && c->hidden % 2 == 0 && !(c->embed_scale > 0) && c->pos != RC_POS_LEARNED && !c->embed_norm &&
+        !c->attn_out_gate && !(c->n_experts > 0 && c->post_norm))
+        want |= ST_X;
     return want;
 }
 
 /* a fixture under numerics num and kernels k, once with fp32 activation storage and once as the engine
  * chooses: bitwise equal log-probs; the buffers of want (ST_*; ST_AUTO: fixture_want) are at the dtype's
  * width, the others fp32 (and the estimate falls by exactly act_saving, the shim's peak by at least that) */
-enum { ST_AUTO = 128 };
+enum { ST_AUTO = 256 };
 static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, unsigned want)
 {
     char dir[4096];
@@ -149,7 +160,7 @@ static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, 
     act_run(m, &n32, k, &a);
     act_run(m, &n16, k, &b);
     ck_assert(a.mlp_st == RC_F32 && a.qkv_st == RC_F32 && a.att_st == RC_F32 && a.h_st == RC_F32 &&
-              a.tmp_st == RC_F32 && a.mlpc_st == RC_F32 && a.logits_st == RC_F32);
+              a.tmp_st == RC_F32 && a.mlpc_st == RC_F32 && a.logits_st == RC_F32 && a.x_st == RC_F32);
     ck_assert_msg(b.mlp_st == (want & ST_MLP ? num->dt : RC_F32), "%s %s: mlp storage %s", name, dt_name(num->dt),
                   dt_name(b.mlp_st));
     ck_assert_msg(b.qkv_st == (want & ST_QKV ? num->dt : RC_F32), "%s %s: qkv storage %s", name, dt_name(num->dt),
@@ -164,6 +175,8 @@ static void act_compare(const char *name, const rc_numerics *num, rc_kernels k, 
                   dt_name(num->dt), dt_name(b.mlpc_st));
     ck_assert_msg(b.logits_st == (want & ST_LOGITS ? num->dt : RC_F32), "%s %s: logits storage %s", name,
                   dt_name(num->dt), dt_name(b.logits_st));
+    ck_assert_msg(b.x_st == (want & ST_X ? num->dt : RC_F32), "%s %s: x storage %s", name, dt_name(num->dt),
+                  dt_name(b.x_st));
     ck_assert_msg(memcmp(a.full, b.full, sizeof(float) * R * V) == 0, "%s %s %s: full forward differs", name,
                   dt_name(num->dt), rc_kernels_name(k));
     ck_assert_msg(memcmp(a.dec, b.dec, sizeof(float) * 4 * AB * V) == 0, "%s %s %s: cached decode differs", name,
@@ -203,7 +216,8 @@ START_TEST(test_act16_bitwise)
 END_TEST
 
 /* the rule (engine_act_st): residual=fp32 and autocast keep the values in the dtype (2 bytes, the same
- * results; autocast's head tied to the embedding, as llama_gqa's, is an fp32 array: fp32 logits); --upcast
+ * results) but the residual stream (fp32 x; autocast's head tied to the embedding, as llama_gqa's, is an fp32
+ * array: fp32 logits); --upcast
  * rope keeps RoPE's output fp32 (qkv fp32, the others 2-byte); --upcast lm_head the logits; --upcast softmax
  * changes only the scores; --upcast norm (an fp32 GEMM input: cuBLAS writes no 2-byte output from fp32
  * operands), an fp32 run, TP partials and fp8 weights keep them all fp32. Fixtures for the exclusions of a
@@ -215,10 +229,10 @@ START_TEST(test_act16_rule)
     num.dt = RC_BF16;
     rc_numerics r = num;
     r.residual_f32 = true;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_X);
     r = num;
     r.mode = RC_PREC_AUTOCAST;
-    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_LOGITS);
+    act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_LOGITS & ~ST_X);
     r = num;
     r.upcast = RC_UPCAST_ROPE;
     act_compare("llama_gqa", &r, RC_KERNELS_ENGINE, ST_ALL & ~ST_QKV);
@@ -412,14 +426,21 @@ START_TEST(test_act16_ops_rows)
                     const rc_norm_kind nk = kind ? RC_NORM_LAYER : RC_NORM_RMS;
                     const float *bp = kind == 1 ? db : NULL;
                     ck_assert(be->ops->norm(be, nk, dx, M, H, dw, bp, 1e-5, dt, dt, o32) == RC_OK);
-                    ck_assert_msg(be->ops->norm_st(be, nk, dx, M, H, dw, bp, 1e-5, dt, dt, o16, dt) == RC_OK, "%s",
-                                  rc_last_error());
-                    float *r = host_f32(be, o32, n), *g = host_16(be, o16, n, dt);
-                    ck_assert_msg(memcmp(r, g, sizeof(float) * n) == 0, "norm_st %s kind %d M=%lld H=%lld differs",
-                                  dt_name(dt), kind, (long long)M, (long long)H);
-                    free(r), free(g);
+                    float *r = host_f32(be, o32, n);
+                    for (int io = 0; io < 3; io++) { /* fp32 in, 2-byte out; 2-byte in and out; 2-byte in, fp32 out */
+                        const bool x16 = io > 0, o2 = io < 2;
+                        ck_assert_msg(be->ops->norm_st(be, nk, x16 ? (const void *)dx16 : dx, x16 ? dt : RC_F32, M, H,
+                                                       dw, bp, 1e-5, dt, dt, o2 ? o16 : o32, o2 ? dt : RC_F32) == RC_OK,
+                                      "%s", rc_last_error());
+                        float *g = o2 ? host_16(be, o16, n, dt) : host_f32(be, o32, n);
+                        ck_assert_msg(memcmp(r, g, sizeof(float) * n) == 0,
+                                      "norm_st %s kind %d in/out %d M=%lld H=%lld differs", dt_name(dt), kind, io,
+                                      (long long)M, (long long)H);
+                        free(g);
+                    }
+                    free(r);
                 }
-                ck_assert(be->ops->norm_st(be, RC_NORM_RMS, dx, M, H, dw, NULL, 1e-5, dt, RC_F32, o16, dt) ==
+                ck_assert(be->ops->norm_st(be, RC_NORM_RMS, dx, RC_F32, M, H, dw, NULL, 1e-5, dt, RC_F32, o16, dt) ==
                           RC_ERR_INTERNAL);
                 if (H >= 4) { /* q / k norm in place: 2 Q segments of H / 4, 1 K segment of H / 4, rows of H */
                     const int64_t sg = H / 4;

@@ -627,14 +627,14 @@ START_TEST(test_device_memory_whole)
     const long long layer_n = rc_test_llama_layer_n(&k_wide), own_n = 2LL * WV * WH + WH;
     ck_assert_int_eq(m->n_params, WL * layer_n + own_n); /* every tensor counted */
     const long long kv_layer = 2LL * 2 * B * WNKV * T * WD; /* K and V of one layer at 2 bytes */
-    /* mlp_a and mlp_b ([rows, WI] each), qkv ([rows, (WNH + 2 WNKV) WD]), att ([rows, WNH WD]), h, tmp and mlp_c
-     * ([rows, WH] each) on every device and the logits ([rows, WV]: logit rows = rows) on device 0, which holds
-     * the head, at 2 bytes: half their fp32 bytes. And the bf16 copy of a GEMM's fp32 input for cuBLAS (ws_get
+    /* mlp_a and mlp_b ([rows, WI] each), qkv ([rows, (WNH + 2 WNKV) WD]), att ([rows, WNH WD]), h, tmp, mlp_c
+     * and x ([rows, WH] each) on every device and the logits ([rows, WV]: logit rows = rows) and the LM head's
+     * rows of x (lt, [rows, WH]) on device 0, which holds the head, at 2 bytes: half their fp32 bytes. And the bf16 copy of a GEMM's fp32 input for cuBLAS (ws_get
      * keeps bytes + bytes / 4): with every layer's GEMM input at 2 bytes only the LM head's (logit rows = rows,
      * K = hidden) is made, on device 0; another device makes none. Each device's peak falls by both. */
     const long long mlp_save = 2LL * rows * WI * 2, ws_half = 2LL * rows * WI, ws_half16 = 2LL * rows * WH;
     const long long layer_save = mlp_save + 2LL * rows * (WNH + 2 * WNKV) * WD + 2LL * rows * WNH * WD +
-                                 3 * 2LL * rows * WH, act_save = layer_save + 2LL * rows * WV;
+                                 4 * 2LL * rows * WH, act_save = layer_save + 2LL * rows * WV + 2LL * rows * WH;
     const long long peak_save = act_save + (ws_half + ws_half / 4) - (ws_half16 + ws_half16 / 4);
     const long long peak_save_nohead = layer_save + ws_half + ws_half / 4;
     rc_numerics num = rc_numerics_fp32();
@@ -669,6 +669,7 @@ START_TEST(test_device_memory_whole)
             ck_assert_int_eq(e->tmp_st, f32 ? RC_F32 : RC_BF16);
             ck_assert_int_eq(e->mlpc_st, f32 ? RC_F32 : RC_BF16);
             ck_assert_int_eq(e->logits_st, f32 ? RC_F32 : RC_BF16);
+            ck_assert_int_eq(e->x_st, f32 ? RC_F32 : RC_BF16);
             ck_assert_msg(rc_full_forward(e, tok, lens, B, out) == RC_OK, "%s", rc_last_error());
             const int64_t slots[4] = {0, 1, 2, 3}, starts[4] = {0, 0, 0, 0}, n_new[4] = {T - 1, T - 1, T - 1, T - 1};
             const int64_t last[4] = {T - 2, 2 * T - 3, 3 * T - 4, 4 * T - 5};

@@ -4,7 +4,7 @@
  *
  * Activations are float32 arrays (a device backend may hold some at the
  * dtype's width: matmul_st, act_st, act_mul_st, norm_st, add_st, logprobs_st,
- * qk_norm_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
+ * qk_norm_st, embed_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -415,11 +415,12 @@ typedef struct {
      * codes, each widened in registers (wb may be NULL). */
     rc_status (*fp8_matmul)(rc_backend *be, const float *x, int64_t M, int64_t K, int64_t k0, int64_t Ks,
                             const void *codes, int64_t N, void *wb, bool widen, float *y);
-    /* norm with its output held as out_st (RC_F32: norm; RC_BF16 / RC_F16: the 2-byte bits of the rounded
-     * values, out_dt being out_st): the same arithmetic on the same values (forward.c engine_act_st); NULL on
-     * a backend that holds every activation as fp32 (the CPU) */
-    rc_status (*norm_st)(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
-                         const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out, rc_dtype out_st);
+    /* norm with its input held as x_st and its output as out_st (RC_F32: floats; RC_BF16 / RC_F16: the 2-byte
+     * bits of one dtype, a 2-byte output's values rounded to it, out_dt): the same arithmetic on the same
+     * values (forward.c engine_act_st); NULL on a backend that holds every activation as fp32 (the CPU) */
+    rc_status (*norm_st)(rc_backend *be, rc_norm_kind kind, const void *x, rc_dtype x_st, int64_t M, int64_t H,
+                         const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out,
+                         rc_dtype out_st);
     /* add with each operand's storage given (x_st, y_st, out_st: RC_F32, or the 2-byte bits of one dtype, a
      * 2-byte out of out_dt); out may alias x or y; NULL as norm_st */
     rc_status (*add_st)(rc_backend *be, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
@@ -433,6 +434,9 @@ typedef struct {
     rc_status (*qk_norm_st)(rc_backend *be, void *qkv, rc_dtype st, int64_t M, int64_t stride, int64_t nq, int64_t dq,
                             const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
                             rc_dtype out_dt);
+    /* embed into rows held as out_st (2 bytes: the table's values, of that dtype, as bits); NULL as norm_st */
+    rc_status (*embed_st)(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt table, int64_t hidden, void *out,
+                          rc_dtype out_st);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

@@ -633,7 +633,13 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
  *       accumulate into it) and a hybrid one;
  *  logits: the LM head's output (rounded to the dtype: not under --upcast lm_head), which the log-softmax
  *       reads (logprobs_st); fp32 where the head is an fp32 array (--upcast lm_head, Baichuan2's NormHead,
- *       autocast's tied head) and with Gemma 2's final soft-cap (it works on them in place).
+ *       autocast's tied head) and with Gemma 2's final soft-cap (it works on them in place);
+ *  x:   the residual stream (residual adds rounded to the dtype: not under residual=fp32 or autocast), which
+ *       the embedding writes, the norms (and OLMo2's GEMMs) read and the adds update, a layer split's peer
+ *       copies move as bytes; and lt, the LM head's rows of it, gathered as they are (whole floats: an even
+ *       hidden size) for the final norm. fp32 with Gemma's embedding scale, learned positions, BLOOM's
+ *       embedding norm, an MoE model with a post-norm (its experts read x), the output gate, latent attention
+ *       and linear layers.
  * Everything else is fp32. The results are the same either way (the same arithmetic on the same values). */
 static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS])
 {
@@ -662,6 +668,9 @@ static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host,
                         !(c->tie_embeddings && autocast_tied_head(num)); /* the head at 2 bytes (engine_weights) */
     if (base && head16 && rr.norm_final == dt && rr.logits == dt && !(c->final_softcap > 0))
         st[7] = dt;
+    if (plain_attn && rr.residual == dt && c->hidden % 2 == 0 && !(c->embed_scale > 0) && c->pos != RC_POS_LEARNED &&
+        !c->embed_norm && !c->attn_out_gate && !(c->n_experts > 0 && c->post_norm))
+        st[0] = st[9] = dt; /* x, and lt: its rows gathered as they are */
 }
 
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
@@ -936,7 +945,8 @@ static rc_status stage_enter(rc_engine *e, int s, int64_t n)
         return RC_OK;
     const int from = e->cur_stage;
     float *src = e->x;
-    RC_TRY(e->be->ops->copy_peer(e->be, e->stage[s].x, s, src, from, n));
+    const int64_t nf = e->x_st == RC_F32 ? n : n / 2 + n % 2; /* n values in floats (engine_act_st) */
+    RC_TRY(e->be->ops->copy_peer(e->be, e->stage[s].x, s, src, from, nf));
     RC_TRY(e->be->ops->set_device(e->be, s));
     stage_fields(e, s);
     return RC_OK;
@@ -1429,12 +1439,13 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     e->tmp_st = z.st[6];
     e->mlpc_st = z.st[8];
     e->logits_st = z.st[7];
+    e->x_st = z.st[0];
     bool two = false;
     for (int i = 0; i < ENGINE_BUFS; i++)
         two = two || z.st[i] != RC_F32;
     if (s == RC_OK && two &&
         (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st || !be->ops->add_st ||
-         !be->ops->logprobs_st || !be->ops->qk_norm_st))
+         !be->ops->logprobs_st || !be->ops->qk_norm_st || !be->ops->embed_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1590,13 +1601,22 @@ static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const floa
     return e->be->ops->matmul_st(e->be, x, x_st, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
 }
 
-/* A norm whose output may be held at the dtype's width (out_st; engine_act_st): norm or the backend's norm_st */
-static rc_status act_norm(rc_engine *e, rc_norm_kind kind, const float *x, int64_t M, int64_t H, const float *w,
-                          const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out, rc_dtype out_st)
+/* A norm whose input or output may be held at the dtype's width (x_st, out_st; engine_act_st): norm or the
+ * backend's norm_st */
+static rc_status act_norm(rc_engine *e, rc_norm_kind kind, const void *x, rc_dtype x_st, int64_t M, int64_t H,
+                          const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out,
+                          rc_dtype out_st)
 {
-    if (out_st == RC_F32)
+    if (x_st == RC_F32 && out_st == RC_F32)
         return e->be->ops->norm(e->be, kind, x, M, H, w, b, eps, mid_dt, out_dt, out);
-    return e->be->ops->norm_st(e->be, kind, x, M, H, w, b, eps, mid_dt, out_dt, out, out_st);
+    return e->be->ops->norm_st(e->be, kind, x, x_st, M, H, w, b, eps, mid_dt, out_dt, out, out_st);
+}
+
+/* rows [r0, ...) of the residual stream as the engine holds it (e->x_st) */
+static float *x_rows(const rc_engine *e, int64_t r0)
+{
+    const int64_t H = e->model->cfg.hidden;
+    return e->x_st == RC_F32 ? e->x + r0 * H : (float *)((uint16_t *)e->x + r0 * H);
 }
 
 /* out = R(x + y) with operands that may be held at the dtype's width (engine_act_st): add or the backend's
@@ -1799,7 +1819,7 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
-    const rc_dtype sts[] = {e->mlp_st, e->qkv_st, e->att_st, e->h_st, e->tmp_st, e->mlpc_st, e->logits_st};
+    const rc_dtype sts[] = {e->mlp_st, e->qkv_st, e->att_st, e->h_st, e->tmp_st, e->mlpc_st, e->logits_st, e->x_st};
     bool two = false;
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
         two = two || sts[i] != RC_F32;
@@ -1844,7 +1864,10 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             ap.alibi_ref = RC_ALIBI_REF_QUERY;
     }
 
-    RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
+    if (e->x_st == RC_F32)
+        RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
+    else
+        RC_TRY(op->embed_st(be, tokens, R, e->w.embed, H, e->x, e->x_st));
     if (c->embed_scale > 0) /* Gemma: embed * embed_scale.to(dtype) (an fp32 tensor of the Python float) */
         RC_TRY(op->scale(be, e->x, R * H, rc_round_to((float)c->embed_scale, wd), rr.residual));
     /* Everything but the residual stream x runs over row chunks (chunk_rows):
@@ -1856,7 +1879,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     int64_t *iota = e->ix + 6 * e->max_rows; /* 0, 1, ...: a chunk copied back into x */
     for (int64_t r0 = 0, n; r0 < R; r0 += n) {
         n = next_chunk(R - r0, e->chunk_rows);
-        float *xc = e->x + r0 * H;
+        float *xc = x_rows(e, r0);
         if (c->pos == RC_POS_LEARNED) { /* GPT-2: x = R(wte[token] + wpe[position]) */
             RC_TRY(op->gather_rows(be, rc_wt_vec(e->w.wpe), H, bd->pos + r0, n, e->tmp));
             RC_TRY(op->add(be, xc, e->tmp, n * H, rr.residual, xc));
@@ -1887,16 +1910,17 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         }
         for (int64_t r0 = 0, n; r0 < R; r0 += n) {
             n = next_chunk(R - r0, e->chunk_rows);
-            float *xc = e->x + r0 * H;
+            float *xc = x_rows(e, r0);
+            const rc_dtype xs = e->x_st; /* how xc is held */
             rc_batch_desc cd = *bd; /* the whole call, computing rows [r0, r0 + n) */
             cd.row_lo = r0;
             cd.row_hi = r0 + n;
             /* attention block */
             const float *a_in = xc; /* post_norm: the block reads x */
-            rc_dtype a_st = RC_F32; /* how a_in is held */
+            rc_dtype a_st = xs;     /* how a_in is held */
             if (!c->post_norm) {
-                RC_TRY(act_norm(e, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps, nmid,
-                                rr.norm, e->h, e->h_st));
+                RC_TRY(act_norm(e, c->norm, xc, xs, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
+                                nmid, rr.norm, e->h, e->h_st));
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 a_in = e->h;
                 a_st = e->h_st;
@@ -1972,14 +1996,14 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         residual:
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
-                RC_TRY(act_add(e, e->tmp, e->tmp_st, xc, RC_F32, n * H, rr.residual, xc, RC_F32)); /* attn_out + x */
+                RC_TRY(act_add(e, e->tmp, e->tmp_st, xc, xs, n * H, rr.residual, xc, xs)); /* attn_out + x */
             if (!c->parallel_residual)
                 CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
             const float *m_in = xc;
-            rc_dtype m_st = RC_F32; /* how m_in is held */
+            rc_dtype m_st = xs; /* how m_in is held */
             if (!c->post_norm) {
-                RC_TRY(act_norm(e, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps, nmid,
-                                rr.norm, e->h, e->h_st));
+                RC_TRY(act_norm(e, c->norm, xc, xs, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                                nmid, rr.norm, e->h, e->h_st));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 m_in = e->h;
                 m_st = e->h_st;
@@ -1995,7 +2019,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                     CAPTURE(bd, l, RC_TOP_ROUTE, r0, n, NULL, route, 2 * c->n_experts, 2 * c->n_experts, RC_F32, NULL);
                 }
                 CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
-                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
+                RC_TRY(act_add(e, e->mlp_c, RC_F32, xc, xs, n * H, rr.residual, xc, xs)); /* mlp_out + x */
                 CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
                 continue;
             }
@@ -2028,7 +2052,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             if (c->parallel_residual) /* GPTNeoXLayer: (mlp_out + attn_out) + x */
                 RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, e->tmp, e->tmp_st, n * H, rr.residual_pair, e->mlp_c,
                                e->mlpc_st));
-            RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, xc, RC_F32, n * H, rr.residual, xc, RC_F32)); /* mlp_out + x */
+            RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, xc, xs, n * H, rr.residual, xc, xs)); /* mlp_out + x */
             CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
         }
     }
@@ -2101,10 +2125,11 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     const int64_t H = c->hidden, V = c->vocab;
     for (int64_t i0 = 0; i0 < n_out && s == RC_OK; i0 += e->logit_rows) {
         int64_t n = n_out - i0 < e->logit_rows ? n_out - i0 : e->logit_rows;
-        s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->lt);
+        /* a 2-byte x's rows gathered as they are: H / 2 whole floats each (engine_act_st: H even) */
+        s = op->gather_rows(e->be, e->x, e->x_st == RC_F32 ? H : H / 2, out_rows + i0, n, e->lt);
         if (s == RC_OK)
-            s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
-                         c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh);
+            s = act_norm(e, c->norm, e->lt, e->x_st, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b),
+                         c->norm_eps, c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh, RC_F32);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_NORM_F, 0, n, out_rows + i0, e->lh, H, H, rr.norm_final, NULL);
         const rc_dtype head_in = gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt);

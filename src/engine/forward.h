@@ -274,8 +274,8 @@ typedef struct {
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
     rc_dtype mlp_st;    /* how mlp_a and mlp_b hold their values: RC_F32 (floats), or the dtype's 2-byte bits
                          * (forward.c engine_mlp_st; docs/gpu.md "Activations at the dtype's width") */
-    rc_dtype qkv_st, att_st, h_st, tmp_st, mlpc_st, logits_st; /* the same for qkv, att, h, tmp, mlp_c, logits
-                                                                 * (forward.c engine_act_st) */
+    rc_dtype qkv_st, att_st, h_st, tmp_st, mlpc_st, logits_st, x_st; /* the same for qkv, att, h, tmp, mlp_c,
+                                                                       * logits, x and lt (engine_act_st) */
     float *mlp_c;       /* the MLP's output rows of one chunk */
     float *lt, *lh;     /* the LM head's input rows: gathered from x, normalised [logit_rows, hidden] */
     int64_t chunk_rows; /* rows of h, qkv, att, tmp, mlp_*: a call runs in row chunks of at most this many
