@@ -433,7 +433,7 @@ START_TEST(test_multi_gpu_fp8)
             ck_assert(rc_fp8w_layer_bytes(&m->cfg, &num, false, l, &est_l));
             ck_assert_int_eq(est_l, per_layer);
         }
-        /* the run without them with fp32 activation buffers, as an fp8 run's (forward.c engine_mlp_st) */
+        /* the run without them with fp32 activation buffers, as an fp8 run's (forward.c engine_act_st) */
         rc_numerics plain32 = plain;
         plain32.act_f32 = true;
         long long one8[1], one0[1], sp0[2];

@@ -394,7 +394,7 @@ typedef struct {
     rc_status (*use_devices)(rc_backend *be, int n);
     rc_status (*set_device)(rc_backend *be, int dev);
     rc_status (*copy_peer)(rc_backend *be, float *dst, int dst_dev, const float *src, int src_dev, int64_t n);
-    /* Activations held at the dtype's width (forward.c engine_mlp_st; docs/gpu.md "Activations at the
+    /* Activations held at the dtype's width (forward.c engine_act_st; docs/gpu.md "Activations at the
      * dtype's width"); NULL on a backend that holds every activation as fp32 (the CPU). Each is its fp32
      * op (matmul, act, act_mul) with an operand's storage given: x_st, y_st, st RC_F32 (a float array) or
      * RC_BF16 / RC_F16 (that dtype's 2-byte bit patterns, every value one of it; a 2-byte y gets the bits

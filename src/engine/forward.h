@@ -120,8 +120,8 @@ typedef struct {
     bool state_dtype;
     int64_t gdn_chunk;
     bool prefix_cache;
-    /* every activation buffer held as fp32, even where a GPU would hold the MLP's at the dtype's width
-     * (forward.c engine_mlp_st): set for a run whose capture hook reads the buffers (the trace), and by the
+    /* every activation buffer held as fp32, even where a GPU would hold them at the dtype's width
+     * (forward.c engine_act_st): set for a run whose capture hook reads the buffers (the trace), and by the
      * tests that compare the two storages; changes no result */
     bool act_f32;
 } rc_numerics;
