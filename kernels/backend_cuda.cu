@@ -319,7 +319,24 @@ rc_status cuda_embed(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt tab
     RC_TRY(device_w(tablew, "embed", &t));
     int32_t *dtok = nullptr;
     RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
-    return rck_embed(rck_embed_args{dtok, t.f32, out, n, hidden, t.h16, t.dt});
+    return rck_embed(rck_embed_args{dtok, t.f32, out, n, hidden, t.h16, t.dt, nullptr, RC_F32});
+}
+
+// the embedding into rows held at 2 bytes (rc_backend_ops.embed_st; out_st RC_F32: embed)
+rc_status cuda_embed_st(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt tablew, int64_t hidden, void *out,
+                        rc_dtype out_st)
+{
+    if (out_st == RC_F32)
+        return cuda_embed(be, tokens, n, tablew, hidden, static_cast<float *>(out));
+    dev_w t{};
+    RC_TRY(device_w(tablew, "embed", &t));
+    if ((out_st != RC_BF16 && out_st != RC_F16) || (t.h16 && t.dt != out_st))
+        return rc_errorf(RC_ERR_INTERNAL, "embed: a %s table into rows held as %s", rc_dtype_name(t.dt),
+                         rc_dtype_name(out_st));
+    int32_t *dtok = nullptr;
+    RC_TRY(to_device(&cb(be)->ws_idx, tokens, n, &dtok));
+    return rck_embed(rck_embed_args{dtok, t.f32, nullptr, n, hidden, t.h16, t.dt, static_cast<uint16_t *>(out),
+                                    out_st});
 }
 
 rc_status cuda_gather_rows(rc_backend *be, const float *src, int64_t row_len, const int64_t *rows, int64_t n,
@@ -334,7 +351,27 @@ rc_status cuda_norm(rc_backend *be, rc_norm_kind kind, const float *x, int64_t M
                     const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, float *out)
 {
     rck_norm_args a{kind, x, w, b, out, M, H, (float)eps,
-                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt, nullptr, RC_F32, nullptr};
+    return rck_norm(a);
+}
+
+// norm with its output held at 2 bytes (rc_backend_ops.norm_st): out_st RC_F32 is norm
+rc_status cuda_norm_st(rc_backend *be, rc_norm_kind kind, const void *x, rc_dtype x_st, int64_t M, int64_t H,
+                       const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out,
+                       rc_dtype out_st)
+{
+    if (out_st == RC_F32 && x_st == RC_F32)
+        return cuda_norm(be, kind, static_cast<const float *>(x), M, H, w, b, eps, mid_dt, out_dt,
+                         static_cast<float *>(out));
+    const rc_dtype st = out_st != RC_F32 ? out_st : x_st;
+    if ((st != RC_BF16 && st != RC_F16) || (out_st != RC_F32 && out_st != out_dt) || (x_st != RC_F32 && x_st != st))
+        return rc_errorf(RC_ERR_INTERNAL, "norm: input held as %s, output as %s, its values rounded to %s",
+                         rc_dtype_name(x_st), rc_dtype_name(out_st), rc_dtype_name(out_dt));
+    rck_norm_args a{kind, x_st == RC_F32 ? static_cast<const float *>(x) : nullptr, w, b,
+                    out_st == RC_F32 ? static_cast<float *>(out) : nullptr, M, H, (float)eps,
+                    rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt,
+                    out_st == RC_F32 ? nullptr : static_cast<uint16_t *>(out), st,
+                    x_st == RC_F32 ? nullptr : static_cast<const uint16_t *>(x)};
     return rck_norm(a);
 }
 
@@ -602,6 +639,16 @@ rc_status whole_call(const rc_batch_desc *bd, const char *op)
     return RC_OK;
 }
 
+// qkv and out as the arguments hold them: floats, or with ap.qkv_st / out_st their 2-byte bits
+static void set_qkv(rck_attn_args *a, float *qkv, float *out, const rc_attn_params &ap)
+{
+    a->qkv = ap.qkv_st == RC_F32 ? qkv : nullptr;
+    a->qkv16 = ap.qkv_st == RC_F32 ? nullptr : reinterpret_cast<uint16_t *>(qkv);
+    a->out = ap.out_st == RC_F32 ? out : nullptr;
+    a->out16 = ap.out_st == RC_F32 ? nullptr : reinterpret_cast<uint16_t *>(out);
+    a->st = ap.qkv_st != RC_F32 ? ap.qkv_st : ap.out_st;
+}
+
 rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const rc_attn_params *ap)
 {
     RC_TRY(whole_call(bd, "rope"));
@@ -610,7 +657,7 @@ rc_status cuda_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, const r
     if (a.rotary_half == 0)
         return RC_OK;
     RC_TRY(batch_to_device(cb(be), bd, &a.bd));
-    a.qkv = qkv;
+    set_qkv(&a, qkv, nullptr, *ap);
     return rck_rope(a, bd->n_rows);
 }
 
@@ -628,7 +675,10 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
     const int64_t d = a.d, nkv = a.nkv, T = kv->max_len;
     const int64_t slot_stride = nkv * T * d;
     RC_TRY(batch_to_device(c, bd, &a.bd));
-    a.qkv = const_cast<float *>(qkv);
+    if (ap->qkv_st != RC_F32 && ap->out_st != RC_F32 && ap->qkv_st != ap->out_st)
+        return rc_errorf(RC_ERR_INTERNAL, "attention: qkv held as %s, out as %s", rc_dtype_name(ap->qkv_st),
+                         rc_dtype_name(ap->out_st));
+    set_qkv(&a, const_cast<float *>(qkv), out, *ap);
     if (half) {
         a.k16 = kv->k16 + layer * kv->n_slots * slot_stride;
         a.v16 = kv->v16 + layer * kv->n_slots * slot_stride;
@@ -637,7 +687,6 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         a.k_cache = kv->k + layer * kv->n_slots * slot_stride;
         a.v_cache = kv->v + layer * kv->n_slots * slot_stride;
     }
-    a.out = out;
     a.T = T;
     a.invariant = be->kernels == RC_KERNELS_INVARIANT;
     a.kv_quant = kv->quant; /* the CPU twin's kv_store_row: stored as the cache keeps them */
@@ -708,7 +757,23 @@ rc_status cuda_qk_norm(rc_backend *be, float *qkv, int64_t M, int64_t stride, in
                        int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt, rc_dtype out_dt)
 {
     rck_qk_norm_args a{qkv, wq, wk, M, stride, nq, dq, nk, dk, (float)eps,
-                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt};
+                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt, nullptr, RC_F32};
+    return rck_qk_norm(a);
+}
+
+// qk_norm over a qkv held at 2 bytes (rc_backend_ops.qk_norm_st; st RC_F32: qk_norm)
+rc_status cuda_qk_norm_st(rc_backend *be, void *qkv, rc_dtype st, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                          const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                          rc_dtype out_dt)
+{
+    if (st == RC_F32)
+        return cuda_qk_norm(be, static_cast<float *>(qkv), M, stride, nq, dq, wq, nk, dk, wk, eps, mid_dt, out_dt);
+    if ((st != RC_BF16 && st != RC_F16) || st != out_dt)
+        return rc_errorf(RC_ERR_INTERNAL, "qk_norm: qkv held as %s, its values rounded to %s", rc_dtype_name(st),
+                         rc_dtype_name(out_dt));
+    rck_qk_norm_args a{nullptr, wq, wk, M, stride, nq, dq, nk, dk, (float)eps,
+                       rco_rms_lanes(be->kernels == RC_KERNELS_INVARIANT, M), mid_dt, out_dt,
+                       static_cast<uint16_t *>(qkv), st};
     return rck_qk_norm(a);
 }
 
@@ -788,11 +853,41 @@ rc_status cuda_add(rc_backend *be, const float *x, const float *y, int64_t n, rc
     return elementwise(RCK_EW_ADD, x, y, out, n, out_dt);
 }
 
-rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
-                        rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
+// add with operands held at 2 bytes (rc_backend_ops.add_st): every 2-byte one of one dtype, a 2-byte out of out_dt
+rc_status cuda_add_st(rc_backend *be, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
+                      rc_dtype out_dt, void *out, rc_dtype out_st)
+{
+    (void)be;
+    const rc_dtype st = x_st != RC_F32 ? x_st : y_st != RC_F32 ? y_st : out_st;
+    const rc_dtype sts[3] = {x_st, y_st, out_st};
+    for (int k = 0; k < 3; k++)
+        if (sts[k] != RC_F32 && (sts[k] != st || (st != RC_BF16 && st != RC_F16) || (k == 2 && st != out_dt)))
+            return rc_errorf(RC_ERR_INTERNAL, "add: operands held as %s, %s, out as %s of %s values",
+                             rc_dtype_name(x_st), rc_dtype_name(y_st), rc_dtype_name(out_st), rc_dtype_name(out_dt));
+    rck_ew_args e{};
+    e.op = RCK_EW_ADD;
+    e.n = n;
+    e.n_cols = 1;
+    e.out_dt = out_dt;
+    e.a = x_st == RC_F32 ? static_cast<const float *>(x) : nullptr;
+    e.a16 = x_st == RC_F32 ? nullptr : static_cast<const uint16_t *>(x);
+    e.b = y_st == RC_F32 ? static_cast<const float *>(y) : nullptr;
+    e.b16 = y_st == RC_F32 ? nullptr : static_cast<const uint16_t *>(y);
+    e.out = out_st == RC_F32 ? static_cast<float *>(out) : nullptr;
+    e.out16 = out_st == RC_F32 ? nullptr : static_cast<uint16_t *>(out);
+    e.st = st;
+    return rck_ew(e);
+}
+
+// the log-probs of logits held as st (rc_backend_ops.logprobs_st; RC_F32: logprobs)
+rc_status cuda_logprobs_st(rc_backend *be, const void *logits, rc_dtype st, int64_t M, int64_t V, float temperature,
+                           rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
 {
     cuda_backend *c = cb(be);
-    rck_lp_args a{logits, M, V, temperature, lp_dt, nullptr, nullptr, nullptr};
+    if (st != RC_F32 && st != RC_BF16 && st != RC_F16)
+        return rc_errorf(RC_ERR_INTERNAL, "logprobs: logits held as %s", rc_dtype_name(st));
+    rck_lp_args a{st == RC_F32 ? static_cast<const float *>(logits) : nullptr, M, V, temperature, lp_dt, nullptr,
+                  nullptr, nullptr, st == RC_F32 ? nullptr : static_cast<const uint16_t *>(logits), st};
     const bool want_t = targets && target_out;
     if (!full_out && !want_t)
         return RC_OK;
@@ -814,6 +909,12 @@ rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t 
     if (want_t)
         RCK_CUDA(cudaMemcpy(target_out, a.target_out, (size_t)M * sizeof(float), cudaMemcpyDeviceToHost));
     return RC_OK;
+}
+
+rc_status cuda_logprobs(rc_backend *be, const float *logits, int64_t M, int64_t V, float temperature,
+                        rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out)
+{
+    return cuda_logprobs_st(be, logits, RC_F32, M, V, temperature, lp_dt, full_out, targets, target_out);
 }
 
 // fp8 weights: x [M, K] to fp8 values and scales (fp8.cu); per tensor the
@@ -1075,6 +1176,11 @@ const rc_backend_ops k_cuda_ops = {
     cuda_gate_mul,
     cuda_fp8_deq_matmul,
     cuda_fp8_dequant,
+    cuda_norm_st,
+    cuda_add_st,
+    cuda_logprobs_st,
+    cuda_qk_norm_st,
+    cuda_embed_st,
 };
 
 } // namespace

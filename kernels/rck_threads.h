@@ -77,13 +77,19 @@ typedef struct {
     int64_t n_rows, hidden;
     const uint16_t *table16;
     rc_dtype tdt;
+    uint16_t *out16; /* set in place of out: held at 2 bytes, the bits of st (every value one of it) */
+    rc_dtype st;
 } rck_embed_args;
 
 RC_HD static inline void rck_embed_thread(const rck_embed_args *a, int64_t i)
 {
     int64_t r = i / a->hidden, j = i % a->hidden;
     const int64_t k = (int64_t)a->tokens[r] * a->hidden + j;
-    a->out[i] = a->table16 ? rck_wide(a->table16, k, a->tdt) : a->table[k];
+    const float v = a->table16 ? rck_wide(a->table16, k, a->tdt) : a->table[k];
+    if (a->out16)
+        a->out16[i] = rck_half(v, a->st);
+    else
+        a->out[i] = v;
 }
 
 /* dst[k, j] = src[rows[k], j]; thread i = k * row_len + j */
@@ -101,7 +107,7 @@ RC_HD static inline void rck_gather_thread(const rck_gather_args *a, int64_t i)
 }
 
 /* out = R(a + b), x = R(act(x)), gate = R_out(R_act(act(gate)) * up), y = R(y + bias[col]),
- * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c). a16, b16, out16 (RCK_EW_ACT,
+ * x = clamp(x, -c, c), x = R(x * c), x = rco_softcap1(x, c). a16, b16, out16 (RCK_EW_ADD, RCK_EW_ACT,
  * RCK_EW_ACT_MUL): set in place of a, b, out when that operand is held at 2 bytes (the bit patterns of
  * st, every value one of it), read widened and written as the bits of the rounded value: the same
  * arithmetic on the same values */
@@ -125,9 +131,16 @@ enum { RCK_EW_ADD, RCK_EW_ACT, RCK_EW_ACT_MUL, RCK_EW_BIAS, RCK_EW_CLAMP, RCK_EW
 RC_HD static inline void rck_ew_thread(const rck_ew_args *a, int64_t i)
 {
     switch (a->op) {
-    case RCK_EW_ADD:
-        a->out[i] = rc_round_to(a->a[i] + a->b[i], a->out_dt);
+    case RCK_EW_ADD: {
+        const float x = a->a16 ? rck_wide(a->a16, i, a->st) : a->a[i];
+        const float y = a->b16 ? rck_wide(a->b16, i, a->st) : a->b[i];
+        const float v = rc_round_to(x + y, a->out_dt);
+        if (a->out16)
+            a->out16[i] = rck_half(v, a->st);
+        else
+            a->out[i] = v;
         break;
+    }
     case RCK_EW_ACT: {
         const float v = rco_act_dt(a->act, a->a16 ? rck_wide(a->a16, i, a->st) : a->a[i], a->out_dt);
         if (a->out16)
@@ -187,10 +200,28 @@ typedef struct {
     float eps;
     int rms_lanes;
     rc_dtype mid_dt, out_dt;
+    uint16_t *out16; /* set in place of out: the output held at 2 bytes, the bits of st (= out_dt) */
+    rc_dtype st;
+    const uint16_t *x16; /* set in place of x: the input held at 2 bytes, the bits of st */
 } rck_norm_args;
 
 RC_HD static inline void rck_norm_thread(const rck_norm_args *a, int64_t r)
 {
+    if (a->out16 || a->x16) { /* the row's statistics, then each output's rounded value stored as it is held */
+        const void *xr = a->x16 ? (const void *)(a->x16 + r * a->H) : (const void *)(a->x + r * a->H);
+        const rc_dtype xs = a->x16 ? a->st : RC_F32;
+        float mean, rs;
+        rco_norm_stats_st(a->kind, xr, xs, a->H, a->eps, a->rms_lanes, &mean, &rs);
+        for (int64_t i = 0; i < a->H; i++) {
+            const float v = rco_norm_out(a->kind, rco_at(xr, i, xs), mean, rs, a->w[i], a->b ? a->b + i : NULL,
+                                         a->mid_dt, a->out_dt);
+            if (a->out16)
+                a->out16[r * a->H + i] = rck_half(v, a->st);
+            else
+                a->out[r * a->H + i] = v;
+        }
+        return;
+    }
     rco_norm_row(a->kind, a->x + r * a->H, a->H, a->w, a->b, a->eps, a->rms_lanes, a->mid_dt, a->out_dt,
                  a->out + r * a->H);
 }
@@ -204,11 +235,24 @@ typedef struct {
     float eps;
     int rms_lanes;
     rc_dtype mid_dt, out_dt;
+    uint16_t *qkv16; /* set in place of qkv: held at 2 bytes, the bits of st (= out_dt) */
+    rc_dtype st;
 } rck_qk_norm_args;
 
 RC_HD static inline void rck_qk_norm_thread(const rck_qk_norm_args *a, int64_t i)
 {
     const int64_t segs = a->nq + a->nk;
+    if (a->qkv16) { /* rco_qk_norm_seg's segment, its statistics and outputs over the widened values */
+        const int64_t s = i % segs, len = s < a->nq ? a->dq : a->dk;
+        uint16_t *x = a->qkv16 + (i / segs) * a->stride + (s < a->nq ? s * a->dq : a->nq * a->dq + (s - a->nq) * a->dk);
+        const float *w = s < a->nq ? a->wq : a->wk;
+        float mean, rs;
+        rco_norm_stats_st(RC_NORM_RMS, x, a->st, len, a->eps, a->rms_lanes, &mean, &rs);
+        for (int64_t t = 0; t < len; t++)
+            x[t] = rck_half(rco_norm_out(RC_NORM_RMS, rck_wide(x, t, a->st), mean, rs, w[t], NULL, a->mid_dt, a->out_dt),
+                            a->st);
+        return;
+    }
     rco_qk_norm_seg(a->qkv + (i / segs) * a->stride, i % segs, a->nq, a->dq, a->wq, a->dk, a->wk, a->eps,
                     a->rms_lanes, a->mid_dt, a->out_dt);
 }
@@ -382,7 +426,17 @@ typedef struct {
     rc_dtype kv_deq_dt;
     uint16_t *k16, *v16; /* set: the store writes this layer's cache at kv_dt's width (bf16 / fp16) instead */
     rc_dtype kv_dt;
+    /* set in place of qkv / out when that buffer is held at the dtype's width (the bit patterns of st, every
+     * value one of it; rc_attn_params.qkv_st, out_st): read widened, written as the bits of the rounded value */
+    uint16_t *qkv16, *out16;
+    rc_dtype st;
 } rck_attn_args;
+
+/* element k of the packed qkv rows as fp32: its float, or a 2-byte qkv's element widened (exact) */
+RC_HD static inline float rck_qkv_at(const rck_attn_args *a, int64_t k)
+{
+    return a->qkv16 ? rck_wide(a->qkv16, k, a->st) : a->qkv[k];
+}
 
 /* the 2-byte cache's rows [0, Tw) of the call's sequences widened (exactly)
  * for the attention kernel, as the CPU widens them: kw, vw [S][nkv][Tw][d];
@@ -417,9 +471,20 @@ RC_HD static inline void rck_rope_thread(const rck_attn_args *a, int64_t i)
 {
     const int64_t half = a->rotary_half, heads = a->nh + a->nkv;
     const int64_t j = i % half, h = (i / half) % heads, r = i / (half * heads);
-    float *v = a->qkv + r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
+    const int64_t base = r * (a->nh + 2 * a->nkv) * a->d + h * a->d;
     float c, s;
     rco_rope_cs((float)a->bd.pos[r], a->inv_freq[j], a->ap.rope_attn_factor, a->cs_dt, &c, &s);
+    if (a->qkv16) { /* a 2-byte qkv (rope_dt is st): the pair and the dims that pass widened, rounded, stored */
+        uint16_t *v16 = a->qkv16 + base;
+        float x1 = rck_wide(v16, j, a->st), x2 = rck_wide(v16, j + half, a->st);
+        rco_rope_pair(&x1, &x2, c, s, a->ap.rope_mid_dt, a->rope_dt);
+        v16[j] = rck_half(x1, a->st);
+        v16[j + half] = rck_half(x2, a->st);
+        for (int64_t t = 2 * half + j; t < a->d; t += half)
+            v16[t] = rck_half(rc_round_to(rck_wide(v16, t, a->st), a->rope_dt), a->st);
+        return;
+    }
+    float *v = a->qkv + base;
     rco_rope_pair(v + j, v + j + half, c, s, a->ap.rope_mid_dt, a->rope_dt);
     for (int64_t t = 2 * half + j; t < a->d; t += half) /* the dims that pass, rounded as the rotated ones */
         v[t] = rc_round_to(v[t], a->rope_dt);
@@ -430,10 +495,11 @@ RC_HD static inline void rck_kv_store_thread(const rck_attn_args *a, int64_t i)
 {
     const int64_t d = a->d, t = i % d, h = (i / d) % a->nkv, r = i / (d * a->nkv);
     const int64_t b = a->bd.seq_of_row[r], p = a->bd.pos[r];
-    const float *row = a->qkv + r * (a->nh + 2 * a->nkv) * d;
+    const int64_t row = r * (a->nh + 2 * a->nkv) * d;
     const int64_t off = a->bd.slot[b] * a->nkv * a->T * d + h * a->T * d + p * d + t;
-    const float kx = rco_kv_value(row[(a->nh + h) * d + t], a->kv_quant, a->k_scale, a->kv_deq_dt);
-    const float vx = rco_kv_value(row[(a->nh + a->nkv + h) * d + t], a->kv_quant, a->v_scale, a->kv_deq_dt);
+    const float kx = rco_kv_value(rck_qkv_at(a, row + (a->nh + h) * d + t), a->kv_quant, a->k_scale, a->kv_deq_dt);
+    const float vx =
+        rco_kv_value(rck_qkv_at(a, row + (a->nh + a->nkv + h) * d + t), a->kv_quant, a->v_scale, a->kv_deq_dt);
     if (a->k16) { /* values of kv_dt (forward.c engine_kv_dt): their bit patterns, exact */
         a->k16[off] = a->kv_dt == RC_BF16 ? rc_f32_to_bf16(kx) : rc_f32_to_f16(kx);
         a->v16[off] = a->kv_dt == RC_BF16 ? rc_f32_to_bf16(vx) : rc_f32_to_f16(vx);
@@ -457,9 +523,18 @@ RC_HD static inline void rck_attn_thread(const rck_attn_args *a, int64_t i)
     float *ms = sc + a->max_keys, *ls = ms + RC_SOFTMAX_MAX_CHUNKS, *acc = ls + RC_SOFTMAX_MAX_CHUNKS;
     const rco_score_spec sp =
         rc_attn_score_spec(&a->ap, a->ap.alibi_slopes, h, p, lo, a->bd.start[b] + a->bd.n_new[b] - 1);
-    rco_attn_row(a->qkv + r * (a->nh + 2 * a->nkv) * d + h * d, a->k_cache + base, a->v_cache + base, p - lo + 1,
-                 d, &sp, rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->prob_dt, a->out_dt, sc, ms,
-                 ls, acc, acc + d, a->out + r * a->nh * d + h * d);
+    const int64_t q0 = r * (a->nh + 2 * a->nkv) * d + h * d, o0 = r * a->nh * d + h * d;
+    /* a 2-byte q is widened into acc, which only P.V uses, after the scores; a 2-byte out is written into
+     * part (P.V's last write is out, from acc) and stored from there */
+    if (a->qkv16)
+        for (int64_t t = 0; t < d; t++)
+            acc[t] = rck_wide(a->qkv16, q0 + t, a->st);
+    rco_attn_row(a->qkv16 ? acc : a->qkv + q0, a->k_cache + base, a->v_cache + base, p - lo + 1, d, &sp,
+                 rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->prob_dt, a->out_dt, sc, ms, ls, acc,
+                 acc + d, a->out16 ? acc + d : a->out + o0);
+    if (a->out16)
+        for (int64_t t = 0; t < d; t++)
+            a->out16[o0 + t] = rck_half(acc[d + t], a->st);
 }
 
 /* log-probs of one row: thread r */
@@ -471,12 +546,16 @@ typedef struct {
     float *full;           /* [M, V] or NULL */
     const int32_t *targets; /* [M] or NULL */
     float *target_out;     /* [M] or NULL */
+    const uint16_t *logits16; /* set in place of logits: held at 2 bytes, the bits of st */
+    rc_dtype st;
 } rck_lp_args;
 
 RC_HD static inline void rck_logprob_thread(const rck_lp_args *a, int64_t r)
 {
-    rco_logprob_row(a->logits + r * a->V, a->V, a->temperature, a->lp_dt, a->full ? a->full + r * a->V : 0,
-                    a->targets && a->target_out ? a->targets[r] : -1, a->target_out ? a->target_out + r : 0);
+    const void *x = a->logits16 ? (const void *)(a->logits16 + r * a->V) : (const void *)(a->logits + r * a->V);
+    rco_logprob_row_st(x, a->logits16 ? a->st : RC_F32, a->V, a->temperature, a->lp_dt,
+                       a->full ? a->full + r * a->V : 0, a->targets && a->target_out ? a->targets[r] : -1,
+                       a->target_out ? a->target_out + r : 0);
 }
 
 /* ---- fp8 weights (fp8w.c; kernels/fp8.cu) ---------------------------------

@@ -2,8 +2,9 @@
  * is written once against it; backend_cpu.c is the reference implementation
  * (and the CPU twin of every CUDA kernel in kernels/).
  *
- * Activations are float32 arrays (a device backend may hold the MLP's at the
- * dtype's width: matmul_st, act_st, act_mul_st); weights passed to matmul, embed and
+ * Activations are float32 arrays (a device backend may hold some at the
+ * dtype's width: matmul_st, act_st, act_mul_st, norm_st, add_st, logprobs_st,
+ * qk_norm_st, embed_st, rc_attn_params.qkv_st / out_st); weights passed to matmul, embed and
  * normalize_rows are rc_wt (fp32, bf16 or fp16 storage, converted exactly
  * to fp32 where they are read, on the CPU and the GPU alike). The dtype
  * model works by rounding: every op
@@ -148,6 +149,12 @@ typedef struct {
                                * one more softmax column per head (rco_softmax_sink) */
     rc_mask_kind mask;
     rc_attn_numerics num;     /* rounding points inside attention */
+    /* how rope and attention's qkv and attention's out are held (forward.c engine_act_st; docs/gpu.md
+     * "Activations at the dtype's width"): RC_F32 (float arrays), or on a device backend RC_BF16 / RC_F16,
+     * that dtype's 2-byte bit patterns, every value one of it (qkv_st: RoPE's output rounded to it, rope_dt;
+     * out_st: num.out_dt), read widened and written as the bits of the rounded value: the same arithmetic on
+     * the same values. The CPU backend refuses anything but RC_F32. */
+    rc_dtype qkv_st, out_st;
 } rc_attn_params;
 
 /* The attention parameters of a model (forward.c): shapes, position
@@ -206,6 +213,13 @@ static inline rc_status rc_attn_params_check(const rc_attn_params *ap, const cha
             return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi reference %d", op, (int)ap->alibi_ref);
     } else if (ap->alibi_slopes) {
         return rc_errorf(RC_ERR_INTERNAL, "%s: ALiBi slopes without ALiBi positions", op);
+    }
+    for (int i = 0; i < 2; i++) { /* a 2-byte qkv holds RoPE's rounded output, a 2-byte out P.V's */
+        const rc_dtype st = i ? ap->out_st : ap->qkv_st;
+        const rc_dtype dt = i ? ap->num.out_dt : ap->pos == RC_ATTN_POS_ROTARY && ap->rotary_dim > 0 ? ap->rope_dt : st;
+        if (st != RC_F32 && ((st != RC_BF16 && st != RC_F16) || dt != st))
+            return rc_errorf(RC_ERR_INTERNAL, "%s: %s held as %s, its values rounded to %s", op, i ? "out" : "qkv",
+                             rc_dtype_name(st), rc_dtype_name(dt));
     }
     if (ap->pos != RC_ATTN_POS_ROTARY && ap->rotary_dim != 0)
         return rc_errorf(RC_ERR_INTERNAL, "%s: rotary_dim %lld without rotary positions", op,
@@ -380,7 +394,7 @@ typedef struct {
     rc_status (*use_devices)(rc_backend *be, int n);
     rc_status (*set_device)(rc_backend *be, int dev);
     rc_status (*copy_peer)(rc_backend *be, float *dst, int dst_dev, const float *src, int src_dev, int64_t n);
-    /* Activations held at the dtype's width (forward.c engine_mlp_st; docs/gpu.md "Activations at the
+    /* Activations held at the dtype's width (forward.c engine_act_st; docs/gpu.md "Activations at the
      * dtype's width"); NULL on a backend that holds every activation as fp32 (the CPU). Each is its fp32
      * op (matmul, act, act_mul) with an operand's storage given: x_st, y_st, st RC_F32 (a float array) or
      * RC_BF16 / RC_F16 (that dtype's 2-byte bit patterns, every value one of it; a 2-byte y gets the bits
@@ -419,6 +433,28 @@ typedef struct {
                                 rc_dtype in_dt, rc_dtype out_dt, void *wb, float *y);
     rc_status (*fp8_dequant)(rc_backend *be, const void *codes, const float *rs, int scale_mode, rc_dtype dt,
                              int64_t N, int64_t K, void *wb);
+    /* norm with its input held as x_st and its output as out_st (RC_F32: floats; RC_BF16 / RC_F16: the 2-byte
+     * bits of one dtype, a 2-byte output's values rounded to it, out_dt): the same arithmetic on the same
+     * values (forward.c engine_act_st); NULL on a backend that holds every activation as fp32 (the CPU) */
+    rc_status (*norm_st)(rc_backend *be, rc_norm_kind kind, const void *x, rc_dtype x_st, int64_t M, int64_t H,
+                         const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out,
+                         rc_dtype out_st);
+    /* add with each operand's storage given (x_st, y_st, out_st: RC_F32, or the 2-byte bits of one dtype, a
+     * 2-byte out of out_dt); out may alias x or y; NULL as norm_st */
+    rc_status (*add_st)(rc_backend *be, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
+                        rc_dtype out_dt, void *out, rc_dtype out_st);
+    /* logprobs over logits held as st (RC_F32 floats, or the 2-byte bits of RC_BF16 / RC_F16: rco_logprob_row_st,
+     * the arithmetic of logprobs on the same values); NULL as norm_st */
+    rc_status (*logprobs_st)(rc_backend *be, const void *logits, rc_dtype st, int64_t M, int64_t V, float temperature,
+                             rc_dtype lp_dt, float *full_out, const int32_t *targets, float *target_out);
+    /* qk_norm over qkv held as st (RC_F32 floats, or the 2-byte bits of out_dt): the same arithmetic on the same
+     * values (rco_norm_stats_st, rco_norm_out); NULL as norm_st */
+    rc_status (*qk_norm_st)(rc_backend *be, void *qkv, rc_dtype st, int64_t M, int64_t stride, int64_t nq, int64_t dq,
+                            const float *wq, int64_t nk, int64_t dk, const float *wk, double eps, rc_dtype mid_dt,
+                            rc_dtype out_dt);
+    /* embed into rows held as out_st (2 bytes: the table's values, of that dtype, as bits); NULL as norm_st */
+    rc_status (*embed_st)(rc_backend *be, const int32_t *tokens, int64_t n, rc_wt table, int64_t hidden, void *out,
+                          rc_dtype out_st);
 } rc_backend_ops;
 
 #define RC_MAX_DEVICES 8 /* the most devices one model is split over */

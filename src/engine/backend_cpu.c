@@ -1679,6 +1679,8 @@ static rc_status cpu_rope(rc_backend *be, float *qkv, const rc_batch_desc *bd, c
 {
     (void)be;
     RC_TRY(rc_attn_params_check(ap, "rope"));
+    if (ap->qkv_st != RC_F32) /* host memory: every activation a float array */
+        return rc_errorf(RC_ERR_INTERNAL, "rope: the CPU backend holds qkv as floats");
     const int64_t d = ap->head_dim, rd = ap->rotary_dim, half = rd / 2;
     const int64_t nheads_rot = ap->n_heads + ap->n_kv_heads; /* Q and K heads are adjacent */
     const int64_t row_len = (ap->n_heads + 2 * ap->n_kv_heads) * d;
@@ -1789,6 +1791,8 @@ static rc_status cpu_attention(rc_backend *be, const float *qkv, const rc_batch_
                                const rc_attn_params *ap, rc_kv_cache *kv, int64_t layer, float *out)
 {
     RC_TRY(rc_attn_params_check(ap, "attention"));
+    if (ap->qkv_st != RC_F32 || ap->out_st != RC_F32) /* host memory: every activation a float array */
+        return rc_errorf(RC_ERR_INTERNAL, "attention: the CPU backend holds qkv and out as floats");
     const rc_attn_numerics *an = &ap->num;
     const int64_t d = ap->head_dim, nh = ap->n_heads, nkv = ap->n_kv_heads;
     const int64_t group = nh / nkv;

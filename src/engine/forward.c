@@ -274,12 +274,13 @@ static bool mla_x_kv(const rc_config *c, const rc_numerics *num, int64_t n_slots
 typedef struct {
     int64_t dims[ENGINE_BUFS][2];
     int64_t floats[ENGINE_BUFS]; /* what each takes, in floats (a 2-byte buffer: half its elements, rounded up) */
-    rc_dtype mlp_st;             /* mlp_a and mlp_b's storage (engine_mlp_st) */
+    rc_dtype st[ENGINE_BUFS];    /* each one's storage (engine_act_st) */
     int64_t logit_rows, kv_n;
     int64_t ix_n; /* int64_t index scratch (rc_engine.ix): 7 arrays of max_rows */
 } engine_sizes;
 
-static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool host);
+static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS]);
+static bool autocast_tied_head(const rc_numerics *num);
 
 static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kernels k, bool host, int64_t n_slots,
                              int64_t max_len, int64_t max_rows, engine_sizes *z)
@@ -306,11 +307,11 @@ static bool engine_sizes_for(const rc_config *c, const rc_numerics *num, rc_kern
                                           {cr, I},       {cr, c->gated_mlp ? I : 1}, {cr, H}, {lr, c->vocab},
                                           {cr, H},       {lr, H}, {lr, H}};
     memcpy(z->dims, dims, sizeof dims);
-    z->mlp_st = engine_mlp_st(c, num, host);
+    engine_act_st(c, num, host, z->st);
     for (int i = 0; i < ENGINE_BUFS; i++) {
         if (!rc_mul_i64(dims[i][0], dims[i][1], &z->floats[i]))
             return false;
-        if ((i == 4 || i == 5) && z->mlp_st != RC_F32) /* mlp_a, mlp_b at 2 bytes */
+        if (z->st[i] != RC_F32) /* at 2 bytes */
             z->floats[i] = z->floats[i] / 2 + z->floats[i] % 2;
     }
     if (!rc_mul_i64(7, max_rows, &z->ix_n))
@@ -608,6 +609,70 @@ static rc_dtype engine_mlp_st(const rc_config *c, const rc_numerics *num, bool h
     return two ? dt : RC_F32;
 }
 
+/* Every activation buffer's storage, in ENGINE_BUFS' order (rc_engine's x, h, qkv, att, mlp_a, mlp_b, tmp,
+ * logits, mlp_c, lt, lh), one rule for the engine and its estimate: RC_F32, or the dtype's width under the
+ * conditions of the MLP's buffers (engine_mlp_st: a GPU, no act_f32, a bf16 / fp16 run, weights in the
+ * dtype, tp 1, the GEMMs' outputs and the attention block's input rounded to the dtype) and each buffer's
+ * own, where every op that writes or reads it has a 2-byte form:
+ *  qkv: the QKV GEMM's output, which a q / k norm (its output rounded to the dtype) and RoPE (the same:
+ *       not under --upcast rope) work on in place and attention reads (the queries, and the keys and values
+ *       it stores); fp32 with MPT's clamp (in place, no 2-byte form), for latent attention (its own
+ *       projections fill it) and in a hybrid model (its linear layers);
+ *  att: attention's output, rounded to the dtype (num.out_dt), which the output projection reads; fp32 with
+ *       Qwen3-Next's output gate (multiplied on the host), latent attention (its own buffers) and a hybrid
+ *       model;
+ *  h:   the norms' output before the attention block and the MLP (rounded to the dtype: not under --upcast
+ *       norm), which the QKV and up / gate GEMMs read; fp32 where other ops read it (an MoE layer's experts,
+ *       latent attention's projections, linear layers, Qwen3-Next's output gate) and with BLOOM's embedding
+ *       norm (its rows are copied into the residual stream);
+ *  tmp: the output projection's output, which the residual add reads (and a parallel residual's pair sum);
+ *       fp32 where a norm works on it in place (sandwich norms, OLMo2's post-norm), with learned positions
+ *       (it holds the position embeddings' rows first) and for latent attention and linear layers;
+ *  mlp_c: the down projection's output, which the residual add reads (a parallel residual's pair sum rounded
+ *       to the dtype writes it); fp32 where a norm works on it in place, in an MoE model (the experts
+ *       accumulate into it) and a hybrid one;
+ *  logits: the LM head's output (rounded to the dtype: not under --upcast lm_head), which the log-softmax
+ *       reads (logprobs_st); fp32 where the head is an fp32 array (--upcast lm_head, Baichuan2's NormHead,
+ *       autocast's tied head) and with Gemma 2's final soft-cap (it works on them in place);
+ *  x:   the residual stream (residual adds rounded to the dtype: not under residual=fp32 or autocast), which
+ *       the embedding writes, the norms (and OLMo2's GEMMs) read and the adds update, a layer split's peer
+ *       copies move as bytes; and lt, the LM head's rows of it, gathered as they are (whole floats: an even
+ *       hidden size) for the final norm. fp32 with Gemma's embedding scale, learned positions, BLOOM's
+ *       embedding norm, an MoE model with a post-norm (its experts read x), the output gate, latent attention
+ *       and linear layers.
+ * Everything else is fp32. The results are the same either way (the same arithmetic on the same values). */
+static void engine_act_st(const rc_config *c, const rc_numerics *num, bool host, rc_dtype st[ENGINE_BUFS])
+{
+    const rounding rr = rounding_rules(num);
+    const rc_dtype dt = num->dt, in = c->post_norm ? rr.residual : rr.norm;
+    const bool base = !host && !num->act_f32 && (dt == RC_BF16 || dt == RC_F16) && num->wq.kind == RC_WQ_NONE &&
+                      num->tp <= 1 && rr.linear == dt && in == dt;
+    const bool plain_attn = base && !c->mla && linear_layers(c) == 0;
+    const bool rope_ok = c->pos != RC_POS_ROTARY || c->rotary_dim == 0 || rr.rope == dt;
+    for (int i = 0; i < ENGINE_BUFS; i++)
+        st[i] = RC_F32;
+    st[4] = st[5] = engine_mlp_st(c, num, host);
+    if (plain_attn && rope_ok && c->clip_qkv <= 0 && (c->qk_norm == RC_QK_NORM_NONE || rr.norm == dt))
+        st[2] = dt;
+    if (plain_attn && !c->attn_out_gate && rr.attn.out_dt == dt)
+        st[3] = dt;
+    if (plain_attn && !c->attn_out_gate && c->n_experts == 0 && !c->embed_norm && rr.norm == dt)
+        st[1] = dt;
+    const bool no_norm_after = !c->sandwich_norm && !c->post_norm;
+    const bool pair_ok = !c->parallel_residual || rr.residual_pair == dt;
+    if (plain_attn && no_norm_after && pair_ok && c->pos != RC_POS_LEARNED)
+        st[6] = dt;
+    if (base && linear_layers(c) == 0 && c->n_experts == 0 && no_norm_after && pair_ok)
+        st[8] = dt;
+    const bool head16 = !(num->upcast & RC_UPCAST_LM_HEAD) && !c->norm_head &&
+                        !(c->tie_embeddings && autocast_tied_head(num)); /* the head at 2 bytes (engine_weights) */
+    if (base && head16 && rr.norm_final == dt && rr.logits == dt && !(c->final_softcap > 0))
+        st[7] = dt;
+    if (plain_attn && rr.residual == dt && c->hidden % 2 == 0 && !(c->embed_scale > 0) && c->pos != RC_POS_LEARNED &&
+        !c->embed_norm && !c->attn_out_gate && !(c->n_experts > 0 && c->post_norm))
+        st[0] = st[9] = dt; /* x, and lt: its rows gathered as they are */
+}
+
 /* --upcast lm_head: the head's fp32 values, in place when plan_weight says
  * so (the CPU reads any stored dtype exactly), else an own fp32 copy (a GPU;
  * the blas strategy over a 2-byte checkpoint: sgemm reads fp32) */
@@ -889,13 +954,21 @@ rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels
                        (num->mode == RC_PREC_AUTOCAST || rr.norm != dt || rr.attn.out_dt != dt || rr.act != dt ||
                         rr.linear != dt || rr.residual != dt || (dev0 && rr.norm_final != dt));
     int64_t kmax = 0, nmax = 0, shadow = 0;
+    /* the GEMMs whose input is held at 2 bytes (engine_act_st), which cuBLAS reads as it is: the QKV and up /
+     * gate GEMMs' (h, or x under a post-norm: both at 2 bytes), the output projection's (att), the down
+     * projection's (mlp_b); every other GEMM input is fp32 */
+    bool in2[RC_N_LAYER_WEIGHTS] = {0};
+    const bool hx2 = z.st[1] != RC_F32 && z.st[0] != RC_F32;
+    in2[RC_LW_w_qkv] = in2[RC_LW_w_up] = in2[RC_LW_w_gate] = hx2;
+    in2[RC_LW_w_o] = z.st[3] != RC_F32;
+    in2[RC_LW_w_down] = z.st[5] != RC_F32;
     for (int64_t l = l_lo; l < l_hi; l++) {
 #define WS_LAYER_(f, rows, cols, present, kind)                                                                   \
     if (RC_WK_##kind == RC_WK_MAT && rc_weight_cond_holds_layer(c, present, l)) {                                \
         const int64_t nr = rc_dim_value(c, rows), nc = rc_dim_value(c, cols);                                    \
         const bool f32w = !dt2 || (rc_layer_weight_keeps_f32(c, RC_LW_##f) &&                                    \
                                    !(router_gate_dt(c, num) && RC_LW_##f == RC_LW_w_router));                    \
-        if (!(RC_LW_##f == RC_LW_w_down && z.mlp_st != RC_F32))                                                  \
+        if (!in2[RC_LW_##f])                                                                                     \
             kmax = ws_max(kmax, nc);                                                                             \
         if (!f32w)                                                                                               \
             nmax = ws_max(nmax, rc_cuws_mul(nr, nc));                                                            \
@@ -1024,7 +1097,8 @@ static rc_status stage_enter(rc_engine *e, int s, int64_t n)
         return RC_OK;
     const int from = e->cur_stage;
     float *src = e->x;
-    RC_TRY(e->be->ops->copy_peer(e->be, e->stage[s].x, s, src, from, n));
+    const int64_t nf = e->x_st == RC_F32 ? n : n / 2 + n % 2; /* n values in floats (engine_act_st) */
+    RC_TRY(e->be->ops->copy_peer(e->be, e->stage[s].x, s, src, from, nf));
     RC_TRY(e->be->ops->set_device(e->be, s));
     stage_fields(e, s);
     return RC_OK;
@@ -1564,8 +1638,20 @@ rc_status rc_engine_create(const rc_model *m, rc_backend *be, const rc_numerics 
     float **bufs[ENGINE_BUFS] = {&e->x,   &e->h,      &e->qkv,   &e->att, &e->mlp_a, &e->mlp_b,
                                  &e->tmp, &e->logits, &e->mlp_c, &e->lt,  &e->lh};
     e->chunk_rows = z.dims[1][0];
-    e->mlp_st = z.mlp_st;
-    if (s == RC_OK && e->mlp_st != RC_F32 && (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st))
+    e->mlp_st = z.st[4];
+    e->qkv_st = z.st[2];
+    e->att_st = z.st[3];
+    e->h_st = z.st[1];
+    e->tmp_st = z.st[6];
+    e->mlpc_st = z.st[8];
+    e->logits_st = z.st[7];
+    e->x_st = z.st[0];
+    bool two = false;
+    for (int i = 0; i < ENGINE_BUFS; i++)
+        two = two || z.st[i] != RC_F32;
+    if (s == RC_OK && two &&
+        (!be->ops->matmul_st || !be->ops->act_st || !be->ops->act_mul_st || !be->ops->norm_st || !be->ops->add_st ||
+         !be->ops->logprobs_st || !be->ops->qk_norm_st || !be->ops->embed_st))
         s = rc_errorf(RC_ERR_INTERNAL, "backend %s holds no 2-byte activations", be->ops->name);
     for (int i = 0; s == RC_OK && i < ENGINE_BUFS; i++)
         s = be->ops->alloc(be, z.floats[i], bufs[i]);
@@ -1666,6 +1752,8 @@ rc_attn_params rc_attn_params_from_config(const rc_config *cfg, const float *inv
         .sliding_window = cfg->sliding_window,
         .mask = RC_MASK_SKIP,
         .num = *num,
+        .qkv_st = RC_F32,
+        .out_st = RC_F32,
     };
     return ap;
 }
@@ -1714,22 +1802,61 @@ static rc_status row_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const 
 
 /* The MLP's ops over mlp_a / mlp_b as the engine holds them (e->mlp_st): linear, row_linear and the
  * backend's act / act_mul when fp32, else their 2-byte forms (matmul_st, act_st, act_mul_st; engine_mlp_st
- * holds them to plain GEMMs in the dtype). mlp_up's x and mlp_down's y are fp32 rows (the norm's output,
- * mlp_c); mlp_up's y and mlp_down's x are the MLP buffers. */
-static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, int64_t M, int64_t K, rc_wt W,
-                        int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
+ * holds them to plain GEMMs in the dtype). mlp_up's x (the norm's output h, x_st) and mlp_down's y (mlp_c,
+ * e->mlpc_st) are held as engine_act_st says; mlp_up's y and mlp_down's x are the MLP buffers. */
+static rc_status mlp_up(rc_engine *e, int64_t l, rc_fp8w_which which, const float *x, rc_dtype x_st, int64_t M,
+                        int64_t K, rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, float *y)
 {
-    if (e->mlp_st == RC_F32)
+    if (e->mlp_st == RC_F32 && x_st == RC_F32)
         return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
-    return e->be->ops->matmul_st(e->be, x, RC_F32, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
+    return e->be->ops->matmul_st(e->be, x, x_st, M, K, W, N, bias, in_dt, out_dt, y, e->mlp_st);
+}
+
+/* A norm whose input or output may be held at the dtype's width (x_st, out_st; engine_act_st): norm or the
+ * backend's norm_st */
+static rc_status act_norm(rc_engine *e, rc_norm_kind kind, const void *x, rc_dtype x_st, int64_t M, int64_t H,
+                          const float *w, const float *b, double eps, rc_dtype mid_dt, rc_dtype out_dt, void *out,
+                          rc_dtype out_st)
+{
+    if (x_st == RC_F32 && out_st == RC_F32)
+        return e->be->ops->norm(e->be, kind, x, M, H, w, b, eps, mid_dt, out_dt, out);
+    return e->be->ops->norm_st(e->be, kind, x, x_st, M, H, w, b, eps, mid_dt, out_dt, out, out_st);
+}
+
+/* rows [r0, ...) of the residual stream as the engine holds it (e->x_st) */
+static float *x_rows(const rc_engine *e, int64_t r0)
+{
+    const int64_t H = e->model->cfg.hidden;
+    return e->x_st == RC_F32 ? e->x + r0 * H : (float *)((uint16_t *)e->x + r0 * H);
+}
+
+/* out = R(x + y) with operands that may be held at the dtype's width (engine_act_st): add or the backend's
+ * add_st */
+static rc_status act_add(rc_engine *e, const void *x, rc_dtype x_st, const void *y, rc_dtype y_st, int64_t n,
+                         rc_dtype out_dt, void *out, rc_dtype out_st)
+{
+    if (x_st == RC_F32 && y_st == RC_F32 && out_st == RC_F32)
+        return e->be->ops->add(e->be, x, y, n, out_dt, out);
+    return e->be->ops->add_st(e->be, x, x_st, y, y_st, n, out_dt, out, out_st);
+}
+
+/* A linear layer whose x or y may be held at the dtype's width (x_st, y_st; engine_act_st): linear when both
+ * are fp32, else the backend's matmul_st (engine_act_st holds such a layer to a plain GEMM in the dtype) */
+static rc_status act_linear(rc_engine *e, int64_t l, rc_fp8w_which which, const void *x, rc_dtype x_st, int64_t M,
+                            int64_t K, rc_wt W, int64_t N, const float *bias, rc_dtype in_dt, rc_dtype out_dt, void *y,
+                            rc_dtype y_st)
+{
+    if (x_st == RC_F32 && y_st == RC_F32)
+        return linear(e, l, which, x, M, K, W, N, bias, in_dt, out_dt, y);
+    return e->be->ops->matmul_st(e->be, x, x_st, M, K, W, N, bias, in_dt, out_dt, y, y_st);
 }
 
 static rc_status mlp_down(rc_engine *e, int64_t l, const float *x, int64_t M, int64_t K, rc_wt W, int64_t N,
                           const float *bias, rc_dtype in_dt, rc_dtype out_dt, int64_t elem0, int64_t numel, float *y)
 {
-    if (e->mlp_st == RC_F32)
+    if (e->mlp_st == RC_F32 && e->mlpc_st == RC_F32)
         return row_linear(e, l, RC_FP8W_DOWN, x, M, K, W, N, bias, in_dt, out_dt, elem0, numel, y);
-    return e->be->ops->matmul_st(e->be, x, e->mlp_st, M, K, W, N, bias, in_dt, out_dt, y, RC_F32);
+    return e->be->ops->matmul_st(e->be, x, e->mlp_st, M, K, W, N, bias, in_dt, out_dt, y, e->mlpc_st);
 }
 
 static rc_status mlp_act(rc_engine *e, rc_act act, float *x, int64_t n, rc_dtype out_dt)
@@ -1904,8 +2031,12 @@ static rc_status mla_prefill_expanded(rc_engine *e, const rc_batch_desc *cd, int
 
 static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t *tokens)
 {
-    if (e->hook.fn && e->mlp_st != RC_F32) /* the hook reads every buffer as floats */
-        return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32");
+    const rc_dtype sts[] = {e->mlp_st, e->qkv_st, e->att_st, e->h_st, e->tmp_st, e->mlpc_st, e->logits_st, e->x_st};
+    bool two = false;
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
+        two = two || sts[i] != RC_F32;
+    if (e->hook.fn && two)
+        return rc_errorf(RC_ERR_INTERNAL, "a capture hook needs an engine created with act_f32"); /* floats */
     const rc_model *m = e->model;
     const rc_config *c = &m->cfg;
     const rc_backend_ops *op = e->be->ops;
@@ -1919,6 +2050,8 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     const rc_dtype in_norm = gemm_in(rr.norm, wd), in_att = gemm_in(rr.attn.out_dt, wd), in_act = gemm_in(rr.act, wd);
     rc_attn_params ap = rc_attn_params_from_config(c, e->w.inv_freq, rr.rope_cs, rr.rope, &rr.attn);
     ap.rope_mid_dt = rr.rope_mid;
+    ap.qkv_st = e->qkv_st; /* forward.c engine_act_st: fp32 for latent attention, whose buffers these are too */
+    ap.out_st = e->att_st;
     ap.n_kv_heads = nkv;
     ap.head_dim = d;
     const float ap_rope_attn_factor = ap.rope_attn_factor;
@@ -1943,7 +2076,10 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
             ap.alibi_ref = RC_ALIBI_REF_QUERY;
     }
 
-    RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
+    if (e->x_st == RC_F32)
+        RC_TRY(op->embed(be, tokens, R, e->w.embed, H, e->x));
+    else
+        RC_TRY(op->embed_st(be, tokens, R, e->w.embed, H, e->x, e->x_st));
     if (c->embed_scale > 0) /* Gemma: embed * embed_scale.to(dtype) (an fp32 tensor of the Python float) */
         RC_TRY(op->scale(be, e->x, R * H, rc_round_to((float)c->embed_scale, wd), rr.residual));
     /* Everything but the residual stream x runs over row chunks (chunk_rows):
@@ -1955,7 +2091,7 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
     int64_t *iota = e->ix + 6 * e->max_rows; /* 0, 1, ...: a chunk copied back into x */
     for (int64_t r0 = 0, n; r0 < R; r0 += n) {
         n = next_chunk(R - r0, e->chunk_rows);
-        float *xc = e->x + r0 * H;
+        float *xc = x_rows(e, r0);
         if (c->pos == RC_POS_LEARNED) { /* GPT-2: x = R(wte[token] + wpe[position]) */
             RC_TRY(op->gather_rows(be, rc_wt_vec(e->w.wpe), H, bd->pos + r0, n, e->tmp));
             RC_TRY(op->add(be, xc, e->tmp, n * H, rr.residual, xc));
@@ -1986,17 +2122,20 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         }
         for (int64_t r0 = 0, n; r0 < R; r0 += n) {
             n = next_chunk(R - r0, e->chunk_rows);
-            float *xc = e->x + r0 * H;
+            float *xc = x_rows(e, r0);
+            const rc_dtype xs = e->x_st; /* how xc is held */
             rc_batch_desc cd = *bd; /* the whole call, computing rows [r0, r0 + n) */
             cd.row_lo = r0;
             cd.row_hi = r0 + n;
             /* attention block */
             const float *a_in = xc; /* post_norm: the block reads x */
+            rc_dtype a_st = xs;     /* how a_in is held */
             if (!c->post_norm) {
-                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
-                                nmid, rr.norm, e->h));
+                RC_TRY(act_norm(e, c->norm, xc, xs, n, H, rc_wt_vec(L->ln1_w), rc_wt_vec(L->ln1_b), c->norm_eps,
+                                nmid, rr.norm, e->h, e->h_st));
                 CAPTURE(bd, l, RC_TOP_NORM1, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 a_in = e->h;
+                a_st = e->h_st;
             }
             if (rc_layer_is_linear(c, l)) { /* Gated DeltaNet: its mixer's output projection into tmp */
                 RC_TRY(gdn_block(e, bd, l, a_in, n, in_blk, in_att, rr.linear));
@@ -2024,16 +2163,21 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                 RC_TRY(linear(e, l, RC_FP8W_O, o_in, n, ow, L->w_o, H, rc_wt_vec(L->b_o), gemm_in(o_dt, wd), rr.linear,
                               e->tmp));
             } else {
-                RC_TRY(linear(e, l, RC_FP8W_QKV, a_in, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk, rr.linear,
-                              e->qkv));
+                RC_TRY(act_linear(e, l, RC_FP8W_QKV, a_in, a_st, n, H, L->w_qkv, qkv_w, rc_wt_vec(L->b_qkv), in_blk,
+                                  rr.linear, e->qkv, e->qkv_st));
                 if (c->clip_qkv > 0) /* MPT: mixed_qkv.clamp(-clip_qkv, clip_qkv), the bound cast to its dtype */
                     RC_TRY(op->clamp(be, e->qkv, n * qkv_w, rc_round_to((float)c->clip_qkv, rr.linear)));
                 CAPTURE(bd, l, RC_TOP_QKV, r0, n, NULL, e->qkv, qkv_w, qkv_w, rr.linear, NULL);
                 if (c->qk_norm != RC_QK_NORM_NONE) { /* Qwen3: per head over head_dim; OLMo2: the whole projection */
                     const bool all = c->qk_norm == RC_QK_NORM_ALL;
-                    RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, all ? 1 : c->n_heads, all ? c->n_heads * d : d,
-                                       rc_wt_vec(L->q_norm_w), all ? 1 : c->n_kv_heads, all ? c->n_kv_heads * d : d,
-                                       rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+                    const int64_t nq = all ? 1 : c->n_heads, dq = all ? c->n_heads * d : d;
+                    const int64_t nk = all ? 1 : c->n_kv_heads, dk = all ? c->n_kv_heads * d : d;
+                    if (e->qkv_st == RC_F32)
+                        RC_TRY(op->qk_norm(be, e->qkv, n, qkv_w, nq, dq, rc_wt_vec(L->q_norm_w), nk, dk,
+                                           rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
+                    else
+                        RC_TRY(op->qk_norm_st(be, e->qkv, e->qkv_st, n, qkv_w, nq, dq, rc_wt_vec(L->q_norm_w), nk, dk,
+                                              rc_wt_vec(L->k_norm_w), c->norm_eps, nmid, rr.norm));
                 }
                 RC_TRY(op->rope(be, e->qkv, &cd, &ap));
                 CAPTURE(bd, l, RC_TOP_ROPE, r0, n, NULL, e->qkv, (c->n_heads + c->n_kv_heads) * d, qkv_w, ap.rope_dt,
@@ -2044,8 +2188,12 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                     RC_TRY(op->gate_mul(be, e->att, e->attn_gate, n * att_w, rr.linear, ap.num.out_dt));
                 }
                 CAPTURE(bd, l, RC_TOP_ATTN, r0, n, NULL, e->att, att_w, att_w, ap.num.out_dt, NULL);
-                RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att, rr.linear,
-                                  r0 * H, R * H, e->tmp)); /* attn_out */
+                if (e->att_st == RC_F32 && e->tmp_st == RC_F32)
+                    RC_TRY(row_linear(e, l, RC_FP8W_O, e->att, n, att_w, L->w_o, H, rc_wt_vec(L->b_o), in_att,
+                                      rr.linear, r0 * H, R * H, e->tmp)); /* attn_out */
+                else
+                    RC_TRY(act_linear(e, l, RC_FP8W_O, e->att, e->att_st, n, att_w, L->w_o, H, rc_wt_vec(L->b_o),
+                                      in_att, rr.linear, e->tmp, e->tmp_st));
             }
             CAPTURE(bd, l, RC_TOP_O, r0, n, NULL, e->tmp, H, H, rr.linear, NULL);
             if (c->sandwich_norm) /* Gemma: x + post_attention_layernorm(attn_out); GLM-4: post_self_attn_layernorm */
@@ -2059,15 +2207,17 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
         residual:
             /* MLP input: parallel residual reads x, sequential reads x + attn_out */
             if (!c->parallel_residual)
-                RC_TRY(op->add(be, e->tmp, xc, n * H, rr.residual, xc)); /* x = attn_out + x */
+                RC_TRY(act_add(e, e->tmp, e->tmp_st, xc, xs, n * H, rr.residual, xc, xs)); /* attn_out + x */
             if (!c->parallel_residual)
                 CAPTURE(bd, l, RC_TOP_RESID_ATTN, r0, n, NULL, xc, H, H, rr.residual, NULL);
             const float *m_in = xc;
+            rc_dtype m_st = xs; /* how m_in is held */
             if (!c->post_norm) {
-                RC_TRY(op->norm(be, c->norm, xc, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
-                                nmid, rr.norm, e->h));
+                RC_TRY(act_norm(e, c->norm, xc, xs, n, H, rc_wt_vec(L->ln2_w), rc_wt_vec(L->ln2_b), c->norm_eps,
+                                nmid, rr.norm, e->h, e->h_st));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->h, H, H, rr.norm, NULL);
                 m_in = e->h;
+                m_st = e->h_st;
             }
             if (rc_layer_is_moe(c, l)) { /* the experts' MLP (moe.c): its output as the down projection's */
                 const rc_moe_rounding mr = {rr.linear, rr.act, in_blk, in_act, e->num.router_f32, e->num.route_replay,
@@ -2080,15 +2230,16 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                     CAPTURE(bd, l, RC_TOP_ROUTE, r0, n, NULL, route, 2 * c->n_experts, 2 * c->n_experts, RC_F32, NULL);
                 }
                 CAPTURE(bd, l, RC_TOP_DOWN, r0, n, NULL, e->mlp_c, H, H, rr.linear, NULL);
-                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
+                RC_TRY(act_add(e, e->mlp_c, RC_F32, xc, xs, n * H, rr.residual, xc, xs)); /* mlp_out + x */
                 CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
                 continue;
             }
-            RC_TRY(mlp_up(e, l, RC_FP8W_UP, m_in, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear, e->mlp_a));
+            RC_TRY(mlp_up(e, l, RC_FP8W_UP, m_in, m_st, n, H, L->w_up, I, rc_wt_vec(L->b_up), in_blk, rr.linear,
+                          e->mlp_a));
             CAPTURE(bd, l, RC_TOP_UP, r0, n, NULL, e->mlp_a, I, I, rr.linear, NULL);
             if (c->gated_mlp) {
-                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk, rr.linear,
-                              e->mlp_b));
+                RC_TRY(mlp_up(e, l, RC_FP8W_GATE, m_in, m_st, n, H, L->w_gate, I, rc_wt_vec(L->b_gate), in_blk,
+                              rr.linear, e->mlp_b));
                 CAPTURE(bd, l, RC_TOP_GATE, r0, n, NULL, e->mlp_b, I, I, rr.linear, NULL);
                 RC_TRY(mlp_act_mul(e, c->act, e->mlp_b, e->mlp_a, n * I, rr.act, rr.act)); /* act(gate) * up */
                 CAPTURE(bd, l, RC_TOP_ACT, r0, n, NULL, e->mlp_b, I, I, rr.act, NULL);
@@ -2109,12 +2260,10 @@ static rc_status run_layers(rc_engine *e, const rc_batch_desc *bd, const int32_t
                                 nmid, rr.norm, e->mlp_c));
                 CAPTURE(bd, l, RC_TOP_NORM2, r0, n, NULL, e->mlp_c, H, H, rr.norm, NULL);
             }
-            if (c->parallel_residual) { /* GPTNeoXLayer: (mlp_out + attn_out) + x */
-                RC_TRY(op->add(be, e->mlp_c, e->tmp, n * H, rr.residual_pair, e->mlp_c));
-                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc));
-            } else {
-                RC_TRY(op->add(be, e->mlp_c, xc, n * H, rr.residual, xc)); /* mlp_out + x */
-            }
+            if (c->parallel_residual) /* GPTNeoXLayer: (mlp_out + attn_out) + x */
+                RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, e->tmp, e->tmp_st, n * H, rr.residual_pair, e->mlp_c,
+                               e->mlpc_st));
+            RC_TRY(act_add(e, e->mlp_c, e->mlpc_st, xc, xs, n * H, rr.residual, xc, xs)); /* mlp_out + x */
             CAPTURE(bd, l, RC_TOP_RESID, r0, n, NULL, xc, H, H, rr.residual, NULL);
         }
     }
@@ -2187,25 +2336,32 @@ rc_status rc_engine_step(rc_engine *e, const int64_t *slots, const int64_t *star
     const int64_t H = c->hidden, V = c->vocab;
     for (int64_t i0 = 0; i0 < n_out && s == RC_OK; i0 += e->logit_rows) {
         int64_t n = n_out - i0 < e->logit_rows ? n_out - i0 : e->logit_rows;
-        s = op->gather_rows(e->be, e->x, H, out_rows + i0, n, e->lt);
+        /* a 2-byte x's rows gathered as they are: H / 2 whole floats each (engine_act_st: H even) */
+        s = op->gather_rows(e->be, e->x, e->x_st == RC_F32 ? H : H / 2, out_rows + i0, n, e->lt);
         if (s == RC_OK)
-            s = op->norm(e->be, c->norm, e->lt, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b), c->norm_eps,
-                         c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh);
+            s = act_norm(e, c->norm, e->lt, e->x_st, n, H, rc_wt_vec(e->w.lnf_w), rc_wt_vec(e->w.lnf_b),
+                         c->norm_eps, c->norm_w_f32 ? RC_F32 : rr.norm_mid, rr.norm_final, e->lh, RC_F32);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_NORM_F, 0, n, out_rows + i0, e->lh, H, H, rr.norm_final, NULL);
-        if (s == RC_OK)
-            s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL,
-                           gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt),
-                           rr.logits, e->logits);
+        const rc_dtype head_in = gemm_in(rr.norm_final, (e->num.upcast & RC_UPCAST_LM_HEAD) ? RC_F32 : e->num.dt);
+        if (s == RC_OK && e->logits_st == RC_F32)
+            s = op->matmul(e->be, e->lh, n, H, e->w.lm_head, V, NULL, head_in, rr.logits, e->logits);
+        else if (s == RC_OK) /* the logits at the dtype's width (engine_act_st) */
+            s = op->matmul_st(e->be, e->lh, RC_F32, n, H, e->w.lm_head, V, NULL, head_in, rr.logits, e->logits,
+                              e->logits_st);
         if (s == RC_OK && c->final_softcap > 0) /* Gemma 2: cap * tanh(logits / cap), each op in the logits' dtype */
             s = op->softcap(e->be, e->logits, n * V, (float)c->final_softcap, rr.logits);
         if (s == RC_OK && e->hook.fn)
             s = capture(e, &bd, c->n_layers, RC_TOP_LOGITS, 0, n, out_rows + i0, e->logits, V, V, rr.logits, NULL);
         const bool th = e->target.fn && targets && target_out && !full_out; /* the rows, then the hook */
-        if (s == RC_OK)
-            s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt,
-                             th ? e->target.buf : full_out ? full_out + i0 * V : NULL,
-                             targets && !th ? targets + i0 : NULL, target_out && !th ? target_out + i0 : NULL);
+        float *lp_full = th ? e->target.buf : full_out ? full_out + i0 * V : NULL;
+        const int32_t *lp_tg = targets && !th ? targets + i0 : NULL;
+        float *lp_out = target_out && !th ? target_out + i0 : NULL;
+        if (s == RC_OK && e->logits_st == RC_F32)
+            s = op->logprobs(e->be, e->logits, n, V, e->num.temperature, e->num.logprob_dt, lp_full, lp_tg, lp_out);
+        else if (s == RC_OK)
+            s = op->logprobs_st(e->be, e->logits, e->logits_st, n, V, e->num.temperature, e->num.logprob_dt, lp_full,
+                                lp_tg, lp_out);
         if (s == RC_OK && th)
             s = e->target.fn(e->target.ctx, e->target.buf, n, V, targets + i0, target_out + i0);
     }

@@ -121,8 +121,8 @@ typedef struct {
     bool state_dtype;
     int64_t gdn_chunk;
     bool prefix_cache;
-    /* every activation buffer held as fp32, even where a GPU would hold the MLP's at the dtype's width
-     * (forward.c engine_mlp_st): set for a run whose capture hook reads the buffers (the trace), and by the
+    /* every activation buffer held as fp32, even where a GPU would hold them at the dtype's width
+     * (forward.c engine_act_st): set for a run whose capture hook reads the buffers (the trace), and by the
      * tests that compare the two storages; changes no result */
     bool act_f32;
 } rc_numerics;
@@ -275,6 +275,8 @@ typedef struct {
     float *x, *h, *qkv, *att, *mlp_a, *mlp_b, *tmp, *logits;
     rc_dtype mlp_st;    /* how mlp_a and mlp_b hold their values: RC_F32 (floats), or the dtype's 2-byte bits
                          * (forward.c engine_mlp_st; docs/gpu.md "Activations at the dtype's width") */
+    rc_dtype qkv_st, att_st, h_st, tmp_st, mlpc_st, logits_st, x_st; /* the same for qkv, att, h, tmp, mlp_c,
+                                                                       * logits, x and lt (engine_act_st) */
     float *mlp_c;       /* the MLP's output rows of one chunk */
     float *lt, *lh;     /* the LM head's input rows: gathered from x, normalised [logit_rows, hidden] */
     int64_t chunk_rows; /* rows of h, qkv, att, tmp, mlp_*: a call runs in row chunks of at most this many

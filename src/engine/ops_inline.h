@@ -446,40 +446,92 @@ RC_HD static inline int rco_rms_lanes(int invariant, int64_t M)
     return invariant ? 16 : M < 16 ? 64 : 32;
 }
 
-/* One row of LayerNorm (16 lanes for mean and variance) or RMSNorm (HF Llama
- * order: w * R_mid(x * rsqrt(mean(x^2) + eps))). */
+/* element i of a row held as st: floats, or 2-byte bit patterns of bf16 / fp16 widened (exact) */
+RC_HD static inline float rco_at(const void *x, int64_t i, rc_dtype st)
+{
+    if (st == RC_BF16)
+        return rc_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (st == RC_F16)
+        return rc_f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+/* The statistics of one row of LayerNorm (16 lanes for mean and variance: mean, rs = 1 / std) or RMSNorm
+ * (rms_lanes: mean 0, rs = rsqrt(mean(x^2) + eps)), of a row held as st (rco_at; the lane sums those of
+ * rco_lanes_reduce). */
+RC_HD static inline void rco_norm_stats_st(rc_norm_kind kind, const void *xr, rc_dtype st, int64_t H, float feps,
+                                           int rms_lanes, float *mean_out, float *rs_out)
+{
+    float acc[RC_MAX_LANES] = {0.0f};
+    const int L = kind == RC_NORM_LAYER ? 16 : rms_lanes;
+    int64_t k = 0;
+    for (; k + L <= H; k += L)
+        for (int j = 0; j < L; j++) {
+            const float v = rco_at(xr, k + j, st);
+            acc[j] += kind == RC_NORM_LAYER ? v : v * v;
+        }
+    for (int j = 0; k + j < H; j++) {
+        const float v = rco_at(xr, k + j, st);
+        acc[j] += kind == RC_NORM_LAYER ? v : v * v;
+    }
+    for (int w = L / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    if (kind == RC_NORM_LAYER) {
+        const float mean = acc[0] / (float)H;
+        float acc2[16] = {0};
+        k = 0;
+        for (; k + 16 <= H; k += 16)
+            for (int j = 0; j < 16; j++) {
+                float d = rco_at(xr, k + j, st) - mean;
+                acc2[j] += d * d;
+            }
+        for (int j = 0; k + j < H; j++) {
+            float d = rco_at(xr, k + j, st) - mean;
+            acc2[j] += d * d;
+        }
+        for (int wd = 8; wd >= 1; wd /= 2)
+            for (int j = 0; j < wd; j++)
+                acc2[j] += acc2[j + wd];
+        float var = acc2[0] / (float)H;
+        *mean_out = mean;
+        *rs_out = 1.0f / sqrtf(var + feps);
+    } else {
+        float var = acc[0] / (float)H;
+        *mean_out = 0.0f;
+        *rs_out = 1.0f / sqrtf(var + feps);
+    }
+}
+
+RC_HD static inline void rco_norm_stats(rc_norm_kind kind, const float *xr, int64_t H, float feps, int rms_lanes,
+                                        float *mean_out, float *rs_out)
+{
+    rco_norm_stats_st(kind, xr, RC_F32, H, feps, rms_lanes, mean_out, rs_out);
+}
+
+/* One output of a norm row from the row's statistics (rco_norm_stats), its input x, weight w and bias bp
+ * (a pointer to it, or NULL): LayerNorm R_out((x - mean) * rs * w + b); RMSNorm (HF Llama order)
+ * R_out(w * R_mid(x * rs)). */
+RC_HD static inline float rco_norm_out(rc_norm_kind kind, float x, float mean, float rs, float w, const float *bp,
+                                       rc_dtype mid_dt, rc_dtype out_dt)
+{
+    if (kind == RC_NORM_LAYER) {
+        float v = (x - mean) * rs * w;
+        return rc_round_to(bp ? v + *bp : v, out_dt);
+    }
+    return rc_round_to(w * rc_round_to(x * rs, mid_dt), out_dt);
+}
+
+/* One row of LayerNorm or RMSNorm: rco_norm_stats, then rco_norm_out for each output (in place is safe: each
+ * output reads only its own input after the row's reduction). */
 RC_HD static inline void rco_norm_row(rc_norm_kind kind, const float *xr, int64_t H, const float *w,
                                       const float *b, float feps, int rms_lanes, rc_dtype mid_dt,
                                       rc_dtype out_dt, float *yr)
 {
-    if (kind == RC_NORM_LAYER) {
-        float mean = rco_lanes_reduce(xr, 0, H, 16) / (float)H;
-        float acc[16] = {0};
-        int64_t k = 0;
-        for (; k + 16 <= H; k += 16)
-            for (int j = 0; j < 16; j++) {
-                float d = xr[k + j] - mean;
-                acc[j] += d * d;
-            }
-        for (int j = 0; k + j < H; j++) {
-            float d = xr[k + j] - mean;
-            acc[j] += d * d;
-        }
-        for (int wd = 8; wd >= 1; wd /= 2)
-            for (int j = 0; j < wd; j++)
-                acc[j] += acc[j + wd];
-        float var = acc[0] / (float)H;
-        float rstd = 1.0f / sqrtf(var + feps);
-        for (int64_t i = 0; i < H; i++) {
-            float v = (xr[i] - mean) * rstd * w[i];
-            yr[i] = rc_round_to(b ? v + b[i] : v, out_dt);
-        }
-    } else {
-        float var = rco_lanes_reduce(xr, xr, H, rms_lanes) / (float)H;
-        float rs = 1.0f / sqrtf(var + feps);
-        for (int64_t i = 0; i < H; i++)
-            yr[i] = rc_round_to(w[i] * rc_round_to(xr[i] * rs, mid_dt), out_dt);
-    }
+    float mean, rs;
+    rco_norm_stats(kind, xr, H, feps, rms_lanes, &mean, &rs);
+    for (int64_t i = 0; i < H; i++)
+        yr[i] = rco_norm_out(kind, xr[i], mean, rs, w[i], b ? b + i : NULL, mid_dt, out_dt);
 }
 
 /* q / k norm (Qwen3's per-head q_norm / k_norm, OLMo2's over the whole
@@ -903,59 +955,85 @@ RC_HD static inline double rco_exp64(double x)
  * division when T == 1); lp_dt fp32: z - lse with the log-sum-exp in fp64;
  * else F.log_softmax in the dtype: fp32 inside, (z - max) - log(sum exp(z -
  * max)) with 16 lanes, rounded once. full (may be NULL) gets lp[V]; *tgt_out
- * gets lp[target] when target >= 0. The fp64 exp is rco_exp64. */
+ * gets lp[target] when target >= 0. The fp64 exp is rco_exp64. The _st forms
+ * read a row held as st (rco_at: RC_F32 floats, or RC_BF16 / RC_F16 2-byte
+ * bit patterns widened exactly, a device's logits at the dtype's width,
+ * forward.c engine_act_st); the others are those over floats. */
+RC_HD static inline float rco_lp_z_st(const void *x, rc_dtype st, int64_t i, float T, rc_dtype lp_dt)
+{
+    const float v = rco_at(x, i, st);
+    return T == 1.0f ? v : rc_round_to(v / T, lp_dt);
+}
+
 RC_HD static inline float rco_lp_z(const float *x, int64_t i, float T, rc_dtype lp_dt)
 {
-    return T == 1.0f ? x[i] : rc_round_to(x[i] / T, lp_dt);
+    return rco_lp_z_st(x, RC_F32, i, T, lp_dt);
 }
 
 /* the largest z of the row */
-RC_HD static inline float rco_lp_max(const float *x, int64_t V, float T, rc_dtype lp_dt)
+RC_HD static inline float rco_lp_max_st(const void *x, rc_dtype st, int64_t V, float T, rc_dtype lp_dt)
 {
     float mx = -INFINITY;
     for (int64_t i = 0; i < V; i++) {
-        float z = rco_lp_z(x, i, T, lp_dt);
+        float z = rco_lp_z_st(x, st, i, T, lp_dt);
         mx = z > mx ? z : mx;
     }
     return mx;
 }
 
+RC_HD static inline float rco_lp_max(const float *x, int64_t V, float T, rc_dtype lp_dt)
+{
+    return rco_lp_max_st(x, RC_F32, V, T, lp_dt);
+}
+
 /* fp32 log-probs from the row's max and sum of exp(z - max) (fp64, in order) */
-RC_HD static inline void rco_logprob_finish_f32(const float *x, int64_t V, float T, float mx, double sum, float *full,
-                                                int64_t target, float *tgt_out)
+RC_HD static inline void rco_logprob_finish_f32_st(const void *x, rc_dtype st, int64_t V, float T, float mx,
+                                                   double sum, float *full, int64_t target, float *tgt_out)
 {
     double lse = (double)mx + log(sum);
     if (full)
         for (int64_t i = 0; i < V; i++)
-            full[i] = (float)((double)rco_lp_z(x, i, T, RC_F32) - lse);
+            full[i] = (float)((double)rco_lp_z_st(x, st, i, T, RC_F32) - lse);
     if (target >= 0)
-        *tgt_out = (float)((double)rco_lp_z(x, target, T, RC_F32) - lse);
+        *tgt_out = (float)((double)rco_lp_z_st(x, st, target, T, RC_F32) - lse);
 }
 
-RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
-                                         int64_t target, float *tgt_out)
+RC_HD static inline void rco_logprob_finish_f32(const float *x, int64_t V, float T, float mx, double sum, float *full,
+                                                int64_t target, float *tgt_out)
 {
-    const float mx = rco_lp_max(x, V, T, lp_dt);
+    rco_logprob_finish_f32_st(x, RC_F32, V, T, mx, sum, full, target, tgt_out);
+}
+
+RC_HD static inline void rco_logprob_row_st(const void *x, rc_dtype st, int64_t V, float T, rc_dtype lp_dt,
+                                            float *full, int64_t target, float *tgt_out)
+{
+    const float mx = rco_lp_max_st(x, st, V, T, lp_dt);
     if (lp_dt == RC_F32) {
         double sum = 0.0;
         for (int64_t i = 0; i < V; i++)
-            sum += rco_exp64((double)rco_lp_z(x, i, T, lp_dt) - (double)mx);
-        rco_logprob_finish_f32(x, V, T, mx, sum, full, target, tgt_out);
+            sum += rco_exp64((double)rco_lp_z_st(x, st, i, T, lp_dt) - (double)mx);
+        rco_logprob_finish_f32_st(x, st, V, T, mx, sum, full, target, tgt_out);
     } else {
         float acc[16] = {0};
         int64_t k = 0;
         for (; k + 16 <= V; k += 16)
             for (int j = 0; j < 16; j++)
-                acc[j] += expf(rco_lp_z(x, k + j, T, lp_dt) - mx);
+                acc[j] += expf(rco_lp_z_st(x, st, k + j, T, lp_dt) - mx);
         for (int j = 0; k + j < V; j++)
-            acc[j] += expf(rco_lp_z(x, k + j, T, lp_dt) - mx);
+            acc[j] += expf(rco_lp_z_st(x, st, k + j, T, lp_dt) - mx);
         float ls = logf(rco_tree16(acc));
         if (full)
             for (int64_t i = 0; i < V; i++)
-                full[i] = rc_round_to((rco_lp_z(x, i, T, lp_dt) - mx) - ls, lp_dt);
+                full[i] = rc_round_to((rco_lp_z_st(x, st, i, T, lp_dt) - mx) - ls, lp_dt);
         if (target >= 0)
-            *tgt_out = rc_round_to((rco_lp_z(x, target, T, lp_dt) - mx) - ls, lp_dt);
+            *tgt_out = rc_round_to((rco_lp_z_st(x, st, target, T, lp_dt) - mx) - ls, lp_dt);
     }
+}
+
+RC_HD static inline void rco_logprob_row(const float *x, int64_t V, float T, rc_dtype lp_dt, float *full,
+                                         int64_t target, float *tgt_out)
+{
+    rco_logprob_row_st(x, RC_F32, V, T, lp_dt, full, target, tgt_out);
 }
 
 /* ---- mixture of experts ------------------------------------------------------ */
