@@ -817,6 +817,19 @@ START_TEST(test_hostile_templates)
     ck_assert_int_eq(parse_str(bad[9], strlen(bad[9])), RC_ERR_UNSUPPORTED);
     ck_assert_str_eq(rc_last_error(), "chat template: unsupported Jinja construct 'call' in t.jinja (line 1); give "
                                       "{\"tokens\": [...]} or {\"prompt\": \"...\"} instead");
+    /* a macro defined inside a loop or a macro: jinja2's body sees the variables there (jinja2 3.1.6 renders the
+     * first '<a><b>', the second '2'), this interpreter's the template's only: refused by name */
+    static const char *const closures[][2] = {
+        {"{% for m in ['a', 'b'] %}{% macro show() %}<{{ m }}>{% endmacro %}{{ show() }}{% endfor %}",
+         "'macro inside a for loop'"},
+        {"{% set x = 1 %}{% macro outer(x) %}{% macro inner() %}{{ x }}{% endmacro %}{{ inner() }}{% endmacro %}"
+         "{{ outer(2) }}",
+         "'macro inside a macro'"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(parse_str(closures[i][0], strlen(closures[i][0])), RC_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(rc_last_error(), closures[i][1]), "%s", rc_last_error());
+    }
     /* templates that parse and fail in rendering, within the limits: steps, memory, output, range, nesting */
     static const char *const heavy[] = {
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
