@@ -1042,6 +1042,18 @@ END_TEST
  * CPU, more GPUs than visible and a split that does not add up are refused by name */
 static char g_out[1 << 16];
 
+/* dir/p.ids: n prompts of 5 token ids, within the fixtures' vocabulary of 128 and the tiny model's; its path to
+ * pf */
+static void write_prompt_ids(const char *dir, int n, char *pf, size_t pfn)
+{
+    snprintf(pf, pfn, "%s/p.ids", dir);
+    FILE *f = fopen(pf, "w");
+    ck_assert(f != NULL);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
+    ck_assert(fclose(f) == 0);
+}
+
 static int cli_env(const char *env, const char *args)
 {
     char tmp[] = "/tmp/rc_cuda_multiXXXXXX";
@@ -1096,12 +1108,7 @@ START_TEST(test_multi_gpu_cli)
     {
         char pdir[64], pf[128];
         ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_multi_mla_") != NULL);
-        snprintf(pf, sizeof pf, "%s/p.ids", pdir);
-        FILE *f = fopen(pf, "w");
-        ck_assert(f != NULL);
-        for (int i = 0; i < 4; i++) /* token ids within the fixture's vocabulary of 128 */
-            fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
-        fclose(f);
+        write_prompt_ids(pdir, 4, pf, sizeof pf);
         char *st[2];
         for (int k = 0; k < 2; k++) {
             snprintf(args, sizeof args,
@@ -1125,12 +1132,7 @@ START_TEST(test_multi_gpu_cli)
     {
         char hdir[64], pf[128];
         ck_assert(rc_test_mkdtemp(hdir, sizeof hdir, "/tmp/rc_test_multi_hyb_") != NULL);
-        snprintf(pf, sizeof pf, "%s/p.ids", hdir);
-        FILE *f = fopen(pf, "w");
-        ck_assert(f != NULL);
-        for (int i = 0; i < 4; i++) /* token ids within the fixture's vocabulary of 128 */
-            fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
-        fclose(f);
+        write_prompt_ids(hdir, 4, pf, sizeof pf);
         char *st[3];
         for (int k = 0; k < 3; k++) {
             snprintf(args, sizeof args,
@@ -1213,13 +1215,8 @@ START_TEST(test_multi_gpu_auto_cli)
 {
     char pdir[64], pf[128], h5[128], model[4096], args[1024], env[128];
     ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_cli_") != NULL);
-    snprintf(pf, sizeof pf, "%s/p.ids", pdir);
+    write_prompt_ids(pdir, 3, pf, sizeof pf);
     snprintf(h5, sizeof h5, "%s/out.h5", pdir);
-    FILE *f = fopen(pf, "w");
-    ck_assert(f != NULL);
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
-    ck_assert(fclose(f) == 0);
     rc_test_source_path(model, sizeof model, "data/models/pythia-rc-tiny");
     rc_model *m;
     ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
@@ -1314,12 +1311,7 @@ START_TEST(test_multi_gpu_auto_hybrid_cli)
 {
     char pdir[64], pf[128], model[4096], args[1024], env[128];
     ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_hyb_") != NULL);
-    snprintf(pf, sizeof pf, "%s/p.ids", pdir);
-    FILE *f = fopen(pf, "w");
-    ck_assert(f != NULL);
-    for (int i = 0; i < 3; i++) /* token ids within the fixture's vocabulary of 128 */
-        fprintf(f, "%d %d %d %d %d\n", 3 + i, 17 + 5 * i, 40 + i, 90 + 3 * i, 7 + 2 * i);
-    ck_assert(fclose(f) == 0);
+    write_prompt_ids(pdir, 3, pf, sizeof pf);
     rc_test_source_path(model, sizeof model, "data/fixtures/qnext_hybrid");
     rc_model *m;
     ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());

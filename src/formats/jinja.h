@@ -38,7 +38,8 @@
  *   methods     str: strip lstrip rstrip split startswith endswith upper
  *               lower title capitalize replace find join; dict: items keys
  *               values get.
- * Refused: call blocks (and caller / varargs / kwargs in a macro), filter
+ * Refused: call blocks (and caller / varargs / kwargs in a macro), a macro
+ * defined inside a for loop or a macro, filter
  * blocks, include, import, extends, block, with, raw, autoescape, do,
  * recursive loops, loop.cycle / loop.changed, other filters, tests, functions
  * and methods. */

@@ -17,6 +17,7 @@ typedef struct {
      * parser is inside */
     const tok *macros[RC_JINJA_MAX_MACROS];
     int nmacros, in_macro;
+    int in_for; /* how many for blocks (body or else) the parser is inside */
 } parser;
 
 static bool is_macro(const parser *P, const char *s, size_t n)
@@ -930,18 +931,27 @@ static node *p_stmt(parser *P)
             return NULL;
         static const char *const ends[] = {"else", "endfor", NULL};
         int w;
+        P->in_for++;
         node *body = p_body(P, ends, &w), *els = NULL;
-        if (!body)
+        if (!body) {
+            P->in_for--;
             return NULL;
+        }
         P->at++;
         if (w == 0) {
-            if (!end_block(P))
+            if (!end_block(P)) {
+                P->in_for--;
                 return NULL;
+            }
             static const char *const ends2[] = {"endfor", NULL};
-            if (!(els = p_body(P, ends2, &w)))
+            els = p_body(P, ends2, &w);
+            if (!els) {
+                P->in_for--;
                 return NULL;
+            }
             P->at++;
         }
+        P->in_for--;
         if (!end_block(P))
             return NULL;
         x->kids = ar_alloc(&P->J->ar, 2 * sizeof *x->kids);
@@ -986,6 +996,14 @@ static node *p_stmt(parser *P)
         }
     } else if (name_is(t, "macro")) {
         /* {% macro name(p, q=default, ...) %}body{% endmacro %} */
+        if (P->in_for || P->in_macro) {
+            /* jinja2's macro sees the variables where it is defined (a loop's, an enclosing macro's); the
+             * interpreter gives a macro's body the template's variables only, so such a definition is refused
+             * rather than read differently */
+            unsupported(P, "construct", P->in_for ? "macro inside a for loop" : "macro inside a macro",
+                        P->in_for ? 23 : 20);
+            return NULL;
+        }
         if (!(x = mk(P, S_MACRO)))
             return NULL;
         P->at++;

@@ -10,7 +10,8 @@
  * template twice gives the same text. The limits (steps, memory, output,
  * nesting) keep every input within -timeout=10 and -rss_limit_mb=2048. With
  * FUZZ_CHECK_MSG=1 every error is one line naming the template ("t.jinja").
- * Seeds: tools/fuzz/corpus/jinja/ (the cases of data/fixtures/chat/jinja_refs.json).
+ * Seeds: tools/fuzz/corpus/jinja/ (the cases of data/fixtures/chat/jinja_refs.json; macro_*.jinja: macro
+ * definitions, calls by position and by name, recursion, scope, the refused forms and the argument errors).
  */
 #include <stdint.h>
 #include <stdlib.h>
