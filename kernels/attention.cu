@@ -9,7 +9,6 @@
 
 RCK_DEFINE_KERNEL(k_kv_store, rck_attn_args, rck_kv_store_thread)
 RCK_DEFINE_KERNEL(k_attn, rck_attn_args, rck_attn_thread)
-RCK_DEFINE_KERNEL(k_kv_widen, rck_kv_widen_args, rck_kv_widen_thread)
 
 rc_status rck_attn_args_from_params(const rc_attn_params &ap, const char *op, rck_attn_args *a)
 {
@@ -45,11 +44,5 @@ rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows)
 rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch)
 {
     RCK_LAUNCH(k_attn, a, n_rows_in_launch * a.nh);
-    return RC_OK;
-}
-
-rc_status rck_kv_widen(const rck_kv_widen_args &a, int64_t n_seq)
-{
-    RCK_LAUNCH(k_kv_widen, a, n_seq * a.nkv * a.Tw * a.d);
     return RC_OK;
 }

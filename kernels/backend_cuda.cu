@@ -54,10 +54,10 @@ struct cuda_backend {
     int64_t n_allocs = 0, cap_allocs = 0;
     shadow_rec *shadows = nullptr;
     int64_t n_shadows = 0, cap_shadows = 0;
-    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn, ws_wide, ws_kvw, ws_slot;
+    workspace ws_idx, ws_att, ws_half, ws_lp, ws_tgt, ws_fp8, ws_moe, ws_gdn, ws_wide;
     // Several devices (use_devices): the fields above are the current device's; each device's own cuBLAS
     // handle and workspaces are kept here while another device is current (switch_device swaps them)
-    static const int n_ws = 11;
+    static const int n_ws = 9;
     struct device_slot {
         cublasHandle_t blas;
         workspace ws[n_ws];
@@ -72,7 +72,7 @@ cuda_backend *cb(rc_backend *be) { return reinterpret_cast<cuda_backend *>(be); 
 void ws_fields(cuda_backend *c, workspace **w)
 {
     workspace *l[cuda_backend::n_ws] = {&c->ws_idx, &c->ws_att, &c->ws_half, &c->ws_lp,  &c->ws_tgt, &c->ws_fp8,
-                                        &c->ws_moe, &c->ws_gdn, &c->ws_wide, &c->ws_kvw, &c->ws_slot};
+                                        &c->ws_moe, &c->ws_gdn, &c->ws_wide};
     for (int i = 0; i < cuda_backend::n_ws; i++)
         w[i] = l[i];
 }
@@ -700,28 +700,6 @@ rc_status cuda_attention(rc_backend *be, const float *qkv, const rc_batch_desc *
         if (bd->start[b] + bd->n_new[b] > a.max_keys)
             a.max_keys = bd->start[b] + bd->n_new[b];
     RC_TRY(rck_kv_store(a, bd->n_rows));
-    if (half) { // the call's sequences' keys and values [0, max_keys) widened once, as the CPU widens them
-        const int64_t S = bd->n_seq, Tw = a.max_keys;
-        void *w = nullptr;
-        RC_TRY(ws_get(&c->ws_kvw, rc_cuws_kvw_bytes(S, nkv, Tw, d), &w));
-        float *kw = static_cast<float *>(w), *vw = kw + S * nkv * Tw * d;
-        RC_TRY(rck_kv_widen(rck_kv_widen_args{a.k16, a.v16, kw, vw, a.bd.slot, nkv, T, Tw, d, kv->dt}, S));
-        // the attention kernel reads sequence b's rows at "slot" b of the widened copy, Tw rows apart
-        int64_t *iota = static_cast<int64_t *>(malloc((size_t)(S > 0 ? S : 1) * sizeof(int64_t)));
-        if (!iota)
-            return rc_errorf(RC_ERR_NOMEM, "out of memory");
-        for (int64_t b = 0; b < S; b++)
-            iota[b] = b;
-        int64_t *dslot = nullptr;
-        rc_status st = to_device(&c->ws_slot, iota, S, &dslot);
-        free(iota);
-        RC_TRY(st);
-        a.bd.slot = dslot;
-        a.k_cache = kw;
-        a.v_cache = vw;
-        a.T = Tw;
-        a.k16 = a.v16 = nullptr;
-    }
     const int64_t cap = attn_scratch_floats();
     const int64_t per = rck_attn_rows_per_launch(bd->n_rows, a.nh, a.max_keys, d, cap);
     void *scratch = nullptr; // (at least per launch's rows x nh x rck_attn_scratch floats)

@@ -90,7 +90,6 @@ rc_status rck_rope(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_kv_store(const rck_attn_args &a, int64_t n_rows);
 rc_status rck_attn(const rck_attn_args &a, int64_t n_rows_in_launch);
 // a 2-byte cache's rows [0, Tw) of the call's n_seq sequences widened to fp32 for rck_attn
-rc_status rck_kv_widen(const rck_kv_widen_args &a, int64_t n_seq);
 rc_status rck_logprobs(const rck_lp_args &a);
 // fp8 weights (fp8.cu): a call's activations to fp8 values and scales; one epilogue step
 rc_status rck_fp8_quant_act(const rck_fp8_act_args &a);

@@ -424,7 +424,9 @@ typedef struct {
     rc_kv_quant kv_quant; /* what the stored keys and values become (rco_kv_value) */
     float k_scale, v_scale;
     rc_dtype kv_deq_dt;
-    uint16_t *k16, *v16; /* set: the store writes this layer's cache at kv_dt's width (bf16 / fp16) instead */
+    /* set: this layer's cache held at kv_dt's width (bf16 / fp16) instead of k_cache, v_cache: the store writes
+     * its bit patterns, the attention widens each element where it reads it */
+    uint16_t *k16, *v16;
     rc_dtype kv_dt;
     /* set in place of qkv / out when that buffer is held at the dtype's width (the bit patterns of st, every
      * value one of it; rc_attn_params.qkv_st, out_st): read widened, written as the bits of the rounded value */
@@ -436,26 +438,6 @@ typedef struct {
 RC_HD static inline float rck_qkv_at(const rck_attn_args *a, int64_t k)
 {
     return a->qkv16 ? rck_wide(a->qkv16, k, a->st) : a->qkv[k];
-}
-
-/* the 2-byte cache's rows [0, Tw) of the call's sequences widened (exactly)
- * for the attention kernel, as the CPU widens them: kw, vw [S][nkv][Tw][d];
- * thread i = ((b * nkv + h) * Tw + t) * d + j */
-typedef struct {
-    const uint16_t *k16, *v16; /* this layer's [n_slots][nkv][T][d] */
-    float *kw, *vw;
-    const int64_t *slot; /* [S] */
-    int64_t nkv, T, Tw, d;
-    rc_dtype dt;
-} rck_kv_widen_args;
-
-RC_HD static inline void rck_kv_widen_thread(const rck_kv_widen_args *a, int64_t i)
-{
-    const int64_t j = i % a->d, t = (i / a->d) % a->Tw, h = (i / (a->d * a->Tw)) % a->nkv,
-                  b = i / (a->d * a->Tw * a->nkv);
-    const int64_t src = ((a->slot[b] * a->nkv + h) * a->T + t) * a->d + j;
-    a->kw[i] = rck_wide(a->k16, src, a->dt);
-    a->vw[i] = rck_wide(a->v16, src, a->dt);
 }
 
 /* floats of scratch one attention thread needs */
@@ -529,9 +511,15 @@ RC_HD static inline void rck_attn_thread(const rck_attn_args *a, int64_t i)
     if (a->qkv16)
         for (int64_t t = 0; t < d; t++)
             acc[t] = rck_wide(a->qkv16, q0 + t, a->st);
-    rco_attn_row(a->qkv16 ? acc : a->qkv + q0, a->k_cache + base, a->v_cache + base, p - lo + 1, d, &sp,
-                 rco_attn_mode(a->invariant, a->bd.n_new[b]), a->max_keys, a->prob_dt, a->out_dt, sc, ms, ls, acc,
-                 acc + d, a->out16 ? acc + d : a->out + o0);
+    const float *q = a->qkv16 ? acc : a->qkv + q0;
+    float *o = a->out16 ? acc + d : a->out + o0;
+    const int mode = rco_attn_mode(a->invariant, a->bd.n_new[b]);
+    if (a->k16) /* a 2-byte cache: each key and value element widened where it is read */
+        rco_attn_row_kv16(q, a->k16 + base, a->v16 + base, a->kv_dt, p - lo + 1, d, &sp, mode, a->max_keys,
+                          a->prob_dt, a->out_dt, sc, ms, ls, acc, acc + d, o);
+    else
+        rco_attn_row(q, a->k_cache + base, a->v_cache + base, p - lo + 1, d, &sp, mode, a->max_keys, a->prob_dt,
+                     a->out_dt, sc, ms, ls, acc, acc + d, o);
     if (a->out16)
         for (int64_t t = 0; t < d; t++)
             a->out16[o0 + t] = rck_half(acc[d + t], a->st);

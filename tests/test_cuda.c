@@ -1252,6 +1252,128 @@ START_TEST(test_rope_attention)
 }
 END_TEST
 
+/* The attention over a KV cache held at 2 bytes (k16 / v16: the kernel widens each key and value element where
+ * it reads it) against the same attention over the same values held fp32, on the same backend: bitwise, with
+ * the CPU twin over the same 2-byte cache bitwise too. Every attention shape above (GQA, several sequences of
+ * different lengths, a sliding window, an odd head_dim, a long one), each plain, with ALiBi (BLOOM's) and with
+ * soft-capped scores; layer 1 of two; prefill, one decode token, two more; bf16 and fp16; the attention split
+ * into several launches; both kernel strategies. */
+START_TEST(test_attention_kv16)
+{
+    begin_checks();
+#ifdef RC_TEST_EMULATE
+    setenv("RC_CUDA_ATTN_SCRATCH_MB", "0.03", 1);
+#endif
+    int64_t calls = 0, diff_out = 0, diff_cpu = 0, diff_kv = 0;
+    char first[160] = "";
+    for (int k = 0; k < 2; k++) {
+        pair p = make_pair(k ? RC_KERNELS_INVARIANT : RC_KERNELS_ENGINE);
+        for (size_t si = 0; si < sizeof k_attn_shapes / sizeof k_attn_shapes[0]; si++)
+            for (int variant = 0; variant < 3; variant++)
+                for (int di = 1; di < 3; di++) {
+                    const attn_shape *S = &k_attn_shapes[si];
+                    const rc_dtype dt = k_dts[di];
+                    const int64_t nh = S->nh, nkv = S->nkv, d = S->d, n_seq = S->n_seq;
+                    rc_config cfg;
+                    memset(&cfg, 0, sizeof cfg);
+                    cfg.n_heads = nh, cfg.n_kv_heads = nkv, cfg.head_dim = d, cfg.n_layers = 2;
+                    cfg.sliding_window = S->window;
+                    cfg.pos = RC_POS_LEARNED; /* the scores alone: RoPE is its own op (test_rope_attention) */
+                    if (variant == 1) {
+                        cfg.pos = RC_POS_ALIBI;
+                        cfg.alibi_slopes = RC_SLOPES_BLOOM;
+                        cfg.alibi_add = RC_ALIBI_ADD_FUSED;
+                    } else if (variant == 2) {
+                        cfg.softmax_scale = pow(20.0, -0.5);
+                        cfg.attn_softcap = 1.5;
+                    }
+                    const rc_attn_numerics an = {dt, dt, dt};
+                    rc_attn_params cap = rc_attn_params_from_config(&cfg, NULL, dt, dt, &an), tap = cap;
+                    float slopes[8], *dslopes = NULL;
+                    if (variant == 1) {
+                        rc_alibi_slopes_compute(&cfg, slopes, NULL);
+                        dslopes = dev_copy(p.t, slopes, nh);
+                        rc_attn_params_set_alibi(&cap, slopes, false);
+                        rc_attn_params_set_alibi(&tap, dslopes, false);
+                    }
+                    int64_t T = 0;
+                    for (int64_t b = 0; b < n_seq; b++)
+                        T = S->len[b] + 4 > T ? S->len[b] + 4 : T;
+                    const int64_t kvn = 2 * n_seq * nkv * T * d, kvf = (kvn + 1) / 2; /* 2-byte: kvf floats */
+                    rc_kv_cache t32 = {2, n_seq, nkv, T, d, RC_F32, NULL, NULL, NULL, NULL, RC_KV_AUTO, 1.0f, 1.0f,
+                                       dt},
+                                t16 = t32, c16 = t32;
+                    t16.dt = c16.dt = dt;
+                    float *zero = calloc((size_t)kvn, sizeof(float));
+                    t32.k = dev_copy(p.t, zero, kvn), t32.v = dev_copy(p.t, zero, kvn);
+                    t16.k16 = (uint16_t *)dev_copy(p.t, zero, kvf), t16.v16 = (uint16_t *)dev_copy(p.t, zero, kvf);
+                    c16.k16 = calloc((size_t)kvn, sizeof(uint16_t)), c16.v16 = calloc((size_t)kvn, sizeof(uint16_t));
+                    const int64_t row_len = (nh + 2 * nkv) * d;
+                    for (int step = 0; step < 3; step++) {
+                        int64_t start[4], n_new[4];
+                        for (int64_t b = 0; b < n_seq; b++) {
+                            int64_t f = S->len[b] > 3 ? S->len[b] - 3 : 1;
+                            start[b] = step == 0 ? 0 : step == 1 ? f : f + 1;
+                            n_new[b] = step == 0 ? f : step == 1 ? 1 : 2;
+                        }
+                        step_desc sd;
+                        make_step(&sd, n_seq, start, n_new);
+                        const int64_t R = sd.bd.n_rows, no = R * nh * d;
+                        float *qkv = rand_vec(R * row_len, 2.0f, dt), *dq = dev_copy(p.t, qkv, R * row_len);
+                        float *d16, *d32, *cout = malloc((size_t)no * sizeof *cout);
+                        ck_assert(p.t->ops->alloc(p.t, no, &d16) == RC_OK && p.t->ops->alloc(p.t, no, &d32) == RC_OK);
+                        rc_status st = p.t->ops->attention(p.t, dq, &sd.bd, &tap, &t16, 1, d16);
+                        ck_assert_msg(st == RC_OK, "%s", rc_last_error());
+                        st = p.t->ops->attention(p.t, dq, &sd.bd, &tap, &t32, 1, d32);
+                        ck_assert_msg(st == RC_OK, "%s", rc_last_error());
+                        ck_assert_msg(p.c->ops->attention(p.c, qkv, &sd.bd, &cap, &c16, 1, cout) == RC_OK, "%s",
+                                      rc_last_error());
+                        float *g16 = host_copy(p.t, d16, no), *g32 = host_copy(p.t, d32, no);
+                        uint16_t *gk = (uint16_t *)host_copy(p.t, (float *)t16.k16, kvf);
+                        uint16_t *gv = (uint16_t *)host_copy(p.t, (float *)t16.v16, kvf);
+                        float *fk = host_copy(p.t, t32.k, kvn), *fv = host_copy(p.t, t32.v, kvn);
+                        int64_t bad_kv = 0;
+                        for (int64_t i = 0; i < kvn; i++) {
+                            const float wk = dt == RC_BF16 ? rc_bf16_to_f32(gk[i]) : rc_f16_to_f32(gk[i]);
+                            const float wv = dt == RC_BF16 ? rc_bf16_to_f32(gv[i]) : rc_f16_to_f32(gv[i]);
+                            bad_kv += memcmp(&wk, fk + i, sizeof wk) != 0 || memcmp(&wv, fv + i, sizeof wv) != 0;
+                        }
+                        const bool bad_out = memcmp(g16, g32, (size_t)no * sizeof *g16) != 0;
+                        const bool bad_cpu = memcmp(g16, cout, (size_t)no * sizeof *g16) != 0;
+                        diff_kv += bad_kv > 0, diff_out += bad_out, diff_cpu += bad_cpu;
+                        calls++;
+                        if ((bad_kv || bad_out || bad_cpu) && !first[0])
+                            snprintf(first, sizeof first,
+                                     "%s heads %lld/%lld d=%lld win=%lld variant %d step %d %s: out %s, cpu %s, "
+                                     "cache %lld",
+                                     rc_kernels_name(p.t->kernels), (long long)nh, (long long)nkv, (long long)d,
+                                     (long long)S->window, variant, step, dt_name(dt), bad_out ? "differs" : "same",
+                                     bad_cpu ? "differs" : "same", (long long)bad_kv);
+                        free(g16), free(g32), free(gk), free(gv), free(fk), free(fv);
+                        p.t->ops->free(p.t, dq), p.t->ops->free(p.t, d16), p.t->ops->free(p.t, d32);
+                        free(qkv), free(cout), free(sd.pos), free(sd.seq);
+                    }
+                    p.t->ops->free(p.t, t32.k), p.t->ops->free(p.t, t32.v);
+                    p.t->ops->free(p.t, (float *)t16.k16), p.t->ops->free(p.t, (float *)t16.v16);
+                    if (dslopes)
+                        p.t->ops->free(p.t, dslopes);
+                    free(c16.k16), free(c16.v16), free(zero);
+                }
+        free_pair(&p);
+    }
+#ifdef RC_TEST_EMULATE
+    unsetenv("RC_CUDA_ATTN_SCRATCH_MB");
+#endif
+    printf("%-10s attention over a 2-byte KV cache: %lld calls; outputs differing from the fp32 cache's %lld, from "
+           "the CPU's 2-byte cache's %lld; caches differing %lld%s%s\n",
+           TEST_NAME, (long long)calls, (long long)diff_out, (long long)diff_cpu, (long long)diff_kv,
+           first[0] ? "; first: " : "", first);
+    ck_assert_int_gt(calls, 0);
+    ck_assert_msg(diff_out == 0 && diff_cpu == 0 && diff_kv == 0, "2-byte KV cache: %s", first);
+    end_checks();
+}
+END_TEST
+
 START_TEST(test_logprobs)
 {
     begin_checks();
@@ -1313,6 +1435,7 @@ int main(void)
     tcase_add_test(ops, test_matmul_2byte);
     tcase_add_test(ops, test_matmul_reupload);
     tcase_add_test(ops, test_rope_attention);
+    tcase_add_test(ops, test_attention_kv16);
     tcase_add_test(ops, test_attn_params_refused);
     tcase_add_test(ops, test_alibi_clamp_normalize);
     tcase_add_test(ops, test_scale_softcap);

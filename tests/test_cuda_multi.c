@@ -854,7 +854,7 @@ END_TEST
 /* The backend's workspaces in the estimate under the numerics that change which ones a run takes, on 1 and 2 fake
  * devices (the default split): each device's peak of a full forward and a cached decode at most its estimate
  * (rc_layer_split's, inspect --gpus N's). bf16 engine kernels with --upcast norm (a 2-byte weight widened for
- * an fp32-input GEMM), --upcast rope (an fp32 KV cache: no widened keys and values), --upcast lm_head (the
+ * an fp32-input GEMM), --upcast rope (an fp32 KV cache), --upcast lm_head (the
  * fp32 head), autocast on a tied head (its bf16 copy for cuBLAS), fp16, tp=2 (K-sliced partials), fp32 engine
  * kernels, and bf16 invariant kernels (no cuBLAS, no workspace for it) on llama_gqa; Baichuan2's NormHead (the
  * head widened once) on baichuan2_7b. cuBLAS's fixed workspace set to 1 MiB (RC_CUDA_CUBLAS_WORKSPACE_MB), so

@@ -537,11 +537,11 @@ int cmd_inspect(int argc, char **argv, const char *cmdline)
             printf("               backend workspaces %.1f MiB", (double)gwt[0] / mib);
             for (int d = 1; d < n_gpus; d++)
                 printf("%s, %.1f MiB on GPU %d", d == 1 ? " on GPU 0" : "", (double)gwt[d] / mib, d);
-            printf(" (%s: attention scratch %.1f MiB, widened keys and values %.1f MiB, cuBLAS operand copies "
+            printf(" (%s: attention scratch %.1f MiB, cuBLAS operand copies "
                    "%.1f MiB and workspace %.1f MiB, log-probs %.1f MiB, widened weights %.1f MiB, weight copies "
                    "%.1f MiB, indices and other scratch %.1f MiB)\n",
                    n_gpus > 1 ? "GPU 0's" : "in the figure above", (double)w[RC_CUWS_ATT] / mib,
-                   (double)(w[RC_CUWS_KVW] + w[RC_CUWS_SLOT]) / mib, (double)w[RC_CUWS_HALF] / mib,
+                   (double)w[RC_CUWS_HALF] / mib,
                    (double)w[RC_CUWS_BLAS] / mib, (double)(w[RC_CUWS_LP] + w[RC_CUWS_TGT]) / mib,
                    (double)w[RC_CUWS_WIDE] / mib, (double)w[RC_CUWS_SHADOW] / mib,
                    (double)(w[RC_CUWS_IDX] + w[RC_CUWS_FP8] + w[RC_CUWS_MOE] + w[RC_CUWS_GDN]) / mib);

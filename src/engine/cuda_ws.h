@@ -24,8 +24,6 @@ typedef enum {
     RC_CUWS_MOE,    /* the router's scratch */
     RC_CUWS_GDN,    /* Gated DeltaNet's step scratch */
     RC_CUWS_WIDE,   /* a 2-byte weight widened to fp32 */
-    RC_CUWS_KVW,    /* the call's keys and values widened from a 2-byte cache */
-    RC_CUWS_SLOT,   /* the widened copy's slot indices */
     RC_CUWS_BLAS,   /* cuBLAS's workspace (cublasSetWorkspace, fixed) */
     RC_CUWS_SHADOW, /* the engine's weight copies made by the backend */
     RC_CUWS_N
@@ -86,15 +84,6 @@ static inline int64_t rc_cuws_attn_bytes(int64_t rows, int64_t nh, int64_t keys,
     const int64_t all = rc_cuws_mul(rows, row), one = row > cap_floats ? row : cap_floats;
     return rc_cuws_elems(all < one ? all : one, 4);
 }
-
-/* the keys and values of `seqs` sequences, nkv heads, up to `keys` positions of width d, widened to fp32 */
-static inline int64_t rc_cuws_kvw_bytes(int64_t seqs, int64_t nkv, int64_t keys, int64_t d)
-{
-    return rc_cuws_elems(rc_cuws_mul(2 * seqs, rc_cuws_mul(rc_cuws_mul(nkv, keys), d)), 4);
-}
-
-/* the widened copy's slot index per sequence */
-static inline int64_t rc_cuws_slot_bytes(int64_t seqs) { return rc_cuws_elems(seqs, 8); }
 
 /* the batch descriptor's int64 arrays: 4 per sequence, 2 per row */
 static inline int64_t rc_cuws_batch_bytes(int64_t seqs, int64_t rows)

@@ -926,7 +926,6 @@ rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels
     const int64_t R = z.dims[1][0], lr = z.logit_rows, S = n_slots < R ? n_slots : R, T = max_len;
     const int64_t V = c->vocab, H = c->hidden, cap = rc_cuws_attn_cap_floats();
     const rounding rr = rounding_rules(num);
-    const bool kv2 = engine_kv_dt(c, num) != RC_F32;
     bool attn = false, moe = false;
     for (int64_t l = l_lo; l < l_hi; l++) {
         attn = attn || !rc_layer_is_linear(c, l);
@@ -935,16 +934,14 @@ rc_status rc_cuda_ws_bytes(const rc_model *m, const rc_numerics *num, rc_kernels
     /* the host's index arrays: the batch descriptor (the most: 4 a sequence, 2 a row), the tokens, row lists
      * of at most the call's rows (a MoE expert's rows and their weights' indices: two lists) */
     ws[RC_CUWS_IDX] = rc_cuws_held(ws_max(rc_cuws_batch_bytes(S, R), rc_cuws_i64_bytes(2 * R)));
-    /* attention: each form the engine runs (latent attention's absorbed decode and expanded prefill) */
+    /* attention: each form the engine runs (latent attention's absorbed decode and expanded prefill); a 2-byte
+     * KV cache is read as it is (each element widened where the kernel reads it): no workspace of its own */
     for (int form = 0; attn && form < (mla_mixed(c, num) ? 2 : 1); form++) {
         int64_t nkv, d;
         rc_mla_attn_shape(c, form == 0 ? num->mla_absorbed : false, &nkv, &d);
+        (void)nkv;
         ws[RC_CUWS_ATT] =
             ws_max(ws[RC_CUWS_ATT], rc_cuws_held(rc_cuws_attn_bytes(R, c->n_heads, T, d, cap, RC_SOFTMAX_MAX_CHUNKS)));
-        if (kv2) {
-            ws[RC_CUWS_KVW] = ws_max(ws[RC_CUWS_KVW], rc_cuws_held(rc_cuws_kvw_bytes(S, nkv, T, d)));
-            ws[RC_CUWS_SLOT] = rc_cuws_held(rc_cuws_slot_bytes(S));
-        }
     }
     /* the GEMMs: every input is [rows, a weight's columns]; engine kernels copy an fp32 one to 2 bytes for
      * cuBLAS (not the MLP's down projection over 2-byte mlp_a), widen a 2-byte weight whose input is not in the

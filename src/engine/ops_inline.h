@@ -805,6 +805,79 @@ RC_HD static inline void rco_attn_row(const float *q, const float *Kh, const flo
     rco_pv(sc, Vh, nk, d, rco_pv_tile(mode, max_keys), out_dt, acc, part, out);
 }
 
+/* rco_attn_row over keys and values held at 2 bytes (Kh, Vh: the bit patterns of kv_dt, bf16 / fp16), each
+ * element widened (exactly) where it is read: the same values as rco_attn_row over their fp32 copy, in the
+ * same order, so the same result bits (the CUDA backend reads its 2-byte KV cache so; the CPU twin widens a
+ * work item's rows and calls rco_attn_row) */
+RC_HD static inline float rco_kv16_at(const uint16_t *p, int64_t i, rc_dtype kv_dt)
+{
+    return kv_dt == RC_BF16 ? rc_bf16_to_f32(p[i]) : rc_f16_to_f32(p[i]);
+}
+
+/* rco_dot16 / rco_dot8 with b widened from 2 bytes */
+RC_HD static inline float rco_dot16_kv16(const float *a, const uint16_t *b, rc_dtype kv_dt, int64_t n)
+{
+    float acc[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int j = 0; j < 16; j++)
+            acc[j] += a[k + j] * rco_kv16_at(b, k + j, kv_dt);
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * rco_kv16_at(b, k + j, kv_dt);
+    return rco_tree16(acc);
+}
+
+RC_HD static inline float rco_dot8_kv16(const float *a, const uint16_t *b, rc_dtype kv_dt, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[k + j] * rco_kv16_at(b, k + j, kv_dt);
+    for (int j = 0; k + j < n; j++)
+        acc[j] += a[k + j] * rco_kv16_at(b, k + j, kv_dt);
+    return rco_tree8(acc);
+}
+
+/* rco_pv with V widened from 2 bytes */
+RC_HD static inline void rco_pv_kv16(const float *p, const uint16_t *V, rc_dtype kv_dt, int64_t nk, int64_t d,
+                                     int64_t tile, rc_dtype out_dt, float *acc, float *part, float *out)
+{
+    for (int64_t t = 0; t < d; t++)
+        acc[t] = 0.0f;
+    if (tile <= 0) {
+        for (int64_t j = 0; j < nk; j++)
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += p[j] * rco_kv16_at(V, j * d + t, kv_dt);
+    } else {
+        for (int64_t t0 = 0; t0 < nk; t0 += tile) {
+            int64_t t1 = t0 + tile < nk ? t0 + tile : nk;
+            for (int64_t t = 0; t < d; t++)
+                part[t] = 0.0f;
+            for (int64_t j = t0; j < t1; j++)
+                for (int64_t t = 0; t < d; t++)
+                    part[t] += p[j] * rco_kv16_at(V, j * d + t, kv_dt);
+            for (int64_t t = 0; t < d; t++)
+                acc[t] += part[t];
+        }
+    }
+    for (int64_t t = 0; t < d; t++)
+        out[t] = rc_round_to(acc[t], out_dt);
+}
+
+RC_HD static inline void rco_attn_row_kv16(const float *q, const uint16_t *Kh, const uint16_t *Vh, rc_dtype kv_dt,
+                                           int64_t nk, int64_t d, const rco_score_spec *sp, int mode,
+                                           int64_t max_keys, rc_dtype prob_dt, rc_dtype out_dt, float *sc,
+                                           float *ms, float *ls, float *acc, float *part, float *out)
+{
+    for (int64_t j = 0; j < nk; j++)
+        sc[j] = rco_score_dot(mode == 1 ? rco_dot8_kv16(q, Kh + j * d, kv_dt, d)
+                                        : rco_dot16_kv16(q, Kh + j * d, kv_dt, d),
+                              sp, j);
+    rco_attn_softmax(sc, nk, mode, sp, prob_dt, ms, ls);
+    rco_pv_kv16(sc, Vh, kv_dt, nk, d, rco_pv_tile(mode, max_keys), out_dt, acc, part, out);
+}
+
 /* first key a query at position p sees (sliding window, else 0) */
 RC_HD static inline int64_t rco_attn_lo(int64_t p, int64_t sliding_window)
 {

@@ -126,15 +126,6 @@ template <typename F> static inline void rck_shim_ptrs(const rck_attn_args &a, F
     RCK_SHIM_PTR(f, a, v16);
 }
 
-template <typename F> static inline void rck_shim_ptrs(const rck_kv_widen_args &a, F &&f)
-{
-    RCK_SHIM_PTR(f, a, k16);
-    RCK_SHIM_PTR(f, a, v16);
-    RCK_SHIM_PTR(f, a, kw);
-    RCK_SHIM_PTR(f, a, vw);
-    RCK_SHIM_PTR(f, a, slot);
-}
-
 template <typename F> static inline void rck_shim_ptrs(const rck_lp_args &a, F &&f)
 {
     RCK_SHIM_PTR(f, a, logits);
