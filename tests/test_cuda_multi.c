@@ -1203,6 +1203,27 @@ START_TEST(test_multi_gpu_cli)
 }
 END_TEST
 
+/* What run's automatic choice weighs for the CLI cases (3 prompts of 5 ids, --len 4,8, --samples 2, bf16, engine
+ * kernels) on the model at `rel`: its engines sized as run sizes them (rc_run_engine_shapes) and their estimate
+ * on 1 GPU (need1) and split over 2 (l0, need2, rc_gpu_need); the number of engines */
+static int cli_auto_need(const char *rel, int64_t l0[3], int64_t need1[1], int64_t need2[2])
+{
+    char model[4096];
+    rc_test_source_path(model, sizeof model, "%s", rel);
+    rc_model *m;
+    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
+    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
+    cfg.num = rc_numerics_fp32();
+    cfg.num.dt = RC_BF16;
+    cfg.num_trainer = cfg.num;
+    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
+    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
+    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
+    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
+    rc_model_free(m);
+    return n_eng;
+}
+
 /* The CLI chooses the GPUs (run without --gpus on the fake devices, RCK_SHIM_MEMORY their budgets): the bundled
  * model with 3 prompts of 5 token ids, 2 samples, --len 4,8 in bf16, whose engine the test sizes as run does
  * (rc_run_engine_shapes) and estimates (rc_gpu_need). The default budget: one GPU, said in gpu_split; one byte
@@ -1213,24 +1234,12 @@ END_TEST
  * file; --gpus 1 one byte short: exit 7 naming it. */
 START_TEST(test_multi_gpu_auto_cli)
 {
-    char pdir[64], pf[128], h5[128], model[4096], args[1024], env[128];
+    char pdir[64], pf[128], h5[128], args[1024], env[128];
     ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_cli_") != NULL);
     write_prompt_ids(pdir, 3, pf, sizeof pf);
     snprintf(h5, sizeof h5, "%s/out.h5", pdir);
-    rc_test_source_path(model, sizeof model, "data/models/pythia-rc-tiny");
-    rc_model *m;
-    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
-    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
-    cfg.num = rc_numerics_fp32();
-    cfg.num.dt = RC_BF16;
-    cfg.num_trainer = cfg.num;
-    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
-    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
-    ck_assert_int_eq(n_eng, 1);
     int64_t l0[3], need1[1], need2[2];
-    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
-    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
-    rc_model_free(m);
+    ck_assert_int_eq(cli_auto_need("data/models/pythia-rc-tiny", l0, need1, need2), 1);
     const int64_t fuller = need2[0] > need2[1] ? need2[0] : need2[1];
     char need_s[32], free_s[32], split_s[64];
     rc_bytes_pair_str(need1[0], need1[0] - 1, need_s, free_s, sizeof need_s);
@@ -1309,22 +1318,11 @@ END_TEST
  * statistics to the digit. */
 START_TEST(test_multi_gpu_auto_hybrid_cli)
 {
-    char pdir[64], pf[128], model[4096], args[1024], env[128];
+    char pdir[64], pf[128], args[1024], env[128];
     ck_assert(rc_test_mkdtemp(pdir, sizeof pdir, "/tmp/rc_test_auto_hyb_") != NULL);
     write_prompt_ids(pdir, 3, pf, sizeof pf);
-    rc_test_source_path(model, sizeof model, "data/fixtures/qnext_hybrid");
-    rc_model *m;
-    ck_assert_msg(rc_model_load(model, &m) == RC_OK, "%s", rc_last_error());
-    rc_rollout_cfg cfg = {.n_prompts = 3, .prompt_max = 5, .samples = 2, .batch = 32, .n_lens = 2, .lens = {4, 8}};
-    cfg.num = rc_numerics_fp32();
-    cfg.num.dt = RC_BF16;
-    cfg.num_trainer = cfg.num;
-    rc_engine_shape eng[RC_RUN_MAX_ENGINES];
-    const int n_eng = rc_run_engine_shapes(m, &cfg, RC_KERNELS_ENGINE, RC_KERNELS_ENGINE, eng);
     int64_t l0[3], need1[1], need2[2];
-    ck_assert(rc_gpu_need(m, eng, n_eng, 1, NULL, l0, need1) == RC_OK);
-    ck_assert(rc_gpu_need(m, eng, n_eng, 2, NULL, l0, need2) == RC_OK);
-    rc_model_free(m);
+    ck_assert_int_gt(cli_auto_need("data/fixtures/qnext_hybrid", l0, need1, need2), 0);
     const char *common = "--model data/fixtures/qnext_hybrid --len 4,8 --samples 2 -q --backend cuda --json "
                          "--dtype bf16 --out none";
     snprintf(args, sizeof args, "--prompts %s %s", pf, common);
